@@ -1,0 +1,134 @@
+// diffvk — Vulkan devices, their probed capabilities, and the runtime context.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "diffvk/error.hpp"
+
+namespace diffvk {
+
+enum class DeviceKind { discrete, integrated, virtual_gpu, cpu, other };
+const char* device_kind_name(DeviceKind k) noexcept;
+
+// Storage precision of activations, weights and the KV cache. Arithmetic is always fp32.
+enum class Precision { automatic, fp16, fp32 };
+const char* precision_name(Precision p) noexcept;
+
+struct MemoryHeapInfo {
+  uint64_t size = 0;
+  bool device_local = false;
+};
+struct MemoryTypeInfo {
+  uint32_t heap = 0;
+  uint32_t flags = 0;  // VkMemoryPropertyFlags
+};
+
+// Named device quirk: a flag with a one-line reason (ncnn-style bug database).
+struct Quirk {
+  const char* name;
+  const char* reason;
+};
+
+// Everything diffvk needs to know about a physical device, probed once.
+struct DeviceCaps {
+  uint32_t index = 0;  // position in vkEnumeratePhysicalDevices
+  std::string name;
+  DeviceKind kind = DeviceKind::other;
+  uint32_t vendor_id = 0, device_id = 0;
+  uint32_t api_version = 0, driver_version = 0;
+  uint32_t driver_id = 0;  // VkDriverId (0 when the driver does not say)
+  std::string driver_name, driver_info;
+  std::array<uint8_t, 16> device_uuid{}, pipeline_cache_uuid{};
+
+  // 16-bit types
+  bool storage_16bit = false;    // storageBuffer16BitAccess
+  bool fp16_arithmetic = false;  // shaderFloat16
+
+  // subgroups
+  uint32_t subgroup_size = 0;                 // default size
+  uint32_t subgroup_min_size = 0, subgroup_max_size = 0;  // VK_EXT_subgroup_size_control (== default when absent)
+  bool subgroup_size_control = false;
+  uint32_t subgroup_stages = 0;      // VkShaderStageFlags
+  uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags
+  bool subgroup_arithmetic_compute = false;  // arithmetic ops usable in compute shaders
+
+  // compute limits
+  uint32_t max_shared_memory = 0;  // maxComputeSharedMemorySize (bytes)
+  std::array<uint32_t, 3> max_workgroup_size{};
+  uint32_t max_workgroup_invocations = 0;
+  std::array<uint32_t, 3> max_workgroup_count{};
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_buffer_offset_alignment = 0;
+  uint32_t max_push_constants = 0;
+  uint64_t max_memory_allocation_size = 0;  // 0 = unknown
+  uint32_t compute_units = 0;  // SMs / CUs / shader cores when the driver tells, else 0
+
+  std::vector<MemoryHeapInfo> heaps;
+  std::vector<MemoryTypeInfo> memory_types;
+
+  // timing
+  bool timestamps = false;  // timestampComputeAndGraphics and nonzero valid bits on the compute queue
+  uint32_t timestamp_valid_bits = 0;
+  float timestamp_period_ns = 0;
+
+  std::vector<Quirk> quirks;  // quirks that apply to this device
+  bool has_quirk(const char* name) const;
+
+  // fp16 storage variants need 16-bit storage buffers AND shaderFloat16 (and no quirk against it).
+  bool fp16_usable() const;
+  // Human-readable multi-line description (diffvk info).
+  std::string describe() const;
+};
+
+enum class MessageSeverity { info, warning, error };
+
+struct ContextOptions {
+  // Device: "" = best by kind (discrete, integrated, virtual, cpu); "3" = index; else a case-insensitive
+  // substring of the device name. Overridden by the environment variable DIFFVK_DEVICE when this is "".
+  std::string device;
+  Precision precision = Precision::automatic;
+  // -1: build default / DIFFVK_VALIDATION env; 0: off; 1: Khronos validation + synchronization validation.
+  int validation = -1;
+  // File for the VkPipelineCache ("" = none). Loaded if it matches this device, driver and shaders;
+  // anything else is a logged cache miss. Written atomically by save_pipeline_cache() and on destruction.
+  std::string pipeline_cache_path;
+  // Receives every validation-layer message (the test suite fails the running test on any warning/error).
+  // Messages are always logged as well.
+  std::function<void(MessageSeverity, const std::string&)> on_validation_message;
+  // Test hooks, simulated limitations (used by the conformance suite to force fallback paths).
+  bool force_no_fp16 = false;
+  bool force_no_subgroup_arithmetic = false;
+};
+
+class Device;  // runtime internal (runtime/gpu.hpp)
+
+// Lists the Vulkan devices (probes each once). Throws Error(unsupported) when no Vulkan driver exists.
+std::vector<DeviceCaps> list_devices();
+
+// Picks a device per ContextOptions::device (pure; unit-testable).
+uint32_t select_device(const std::vector<DeviceCaps>& devices, const std::string& selector);
+
+// One Vulkan instance + logical device + queue + pipeline cache. Not thread-safe.
+class Context {
+ public:
+  static std::unique_ptr<Context> create(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceCaps& caps() const;
+  Precision precision() const;       // resolved: fp16 or fp32
+  bool validation_enabled() const;
+  void save_pipeline_cache();        // no-op without a path
+  Device& device();                  // internal handle for runtime code
+
+ private:
+  explicit Context(std::unique_ptr<Device> d);
+  std::unique_ptr<Device> device_;
+};
+
+}  // namespace diffvk

@@ -1,0 +1,87 @@
+// diffvk — the small set of things that differ between operating systems.
+//
+// Implementations:
+//   platform/platform_posix.cpp  files (Linux, Android, macOS) + stderr logging and
+//                                XDG cache dir (everything except Android)
+//   platform/android.cpp         (later) logcat logging + app cache dir on Android
+//
+// Keep this header free of OS types so every implementation can share it.
+// Every failure throws diffvk::Error.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "diffvk/error.hpp"
+
+namespace diffvk::platform {
+
+// ---- logging -------------------------------------------------------------------
+enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
+
+const char* log_level_name(LogLevel level) noexcept;  // "debug", "info", "warn", "error"
+
+// Emits `msg` if level >= log_level(). Default sink on Linux: one line
+// "diffvk: [warn] msg" on stderr. Thread-safe; never throws.
+void log(LogLevel level, const std::string& msg);
+
+// Replaces the default sink (tests capture logs with this); nullptr restores the
+// default. The level filter applies to every sink. The sink is called without any
+// diffvk lock held, so it may itself call log().
+void set_log_sink(std::function<void(LogLevel, const std::string&)> sink);
+
+// Minimum level that is emitted. Initially taken from the environment variable
+// DIFFVK_LOG (debug|info|warn|error, case-insensitive; default info; an
+// unrecognised value logs a warning and means info).
+LogLevel log_level();
+void set_log_level(LogLevel level);
+
+// ---- files -----------------------------------------------------------------------
+// Whole file into memory. Throws io_error (names the path and strerror) when it
+// cannot be opened/read, format_error when it holds more than max_bytes. The size
+// reported by the file system is only a hint: reading stops at max_bytes + 1.
+std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes);
+
+// Writes "path.tmp.<pid>.<n>", fsyncs it, renames it over `path`. On any failure
+// the temporary is removed and io_error is thrown; `path` is then untouched (it
+// is never left holding a partial file). data may be nullptr when size == 0.
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+
+// "$XDG_CACHE_HOME/diffvk" (when set, non-empty and absolute) or
+// "$HOME/.cache/diffvk" (HOME, else the password database). Not created.
+// Throws io_error when no home directory can be determined.
+std::string cache_dir();
+
+// Read-only view of a whole file: mmap where available, otherwise the file is read
+// into memory. Move-only. Throws io_error (path + strerror) on failure, including
+// for directories and other non-regular files.
+// Note: with mmap, a file truncated by another process while mapped may fault on
+// access (SIGBUS) — do not modify weight files while they are open.
+class MappedFile {
+ public:
+  MappedFile() noexcept;
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&&) noexcept;
+  MappedFile& operator=(MappedFile&&) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  static MappedFile open(const std::string& path) { return MappedFile(path); }
+
+  bool is_open() const noexcept;
+  const uint8_t* data() const noexcept;  // non-null when is_open(), even for empty files
+  size_t size() const noexcept;
+  bool is_mapped() const noexcept;       // true: mmap; false: read into memory (or empty)
+  const std::string& path() const noexcept;
+
+  struct Impl;  // defined by the platform implementation
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace diffvk::platform

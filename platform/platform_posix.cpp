@@ -1,0 +1,351 @@
+// diffvk — POSIX implementation of platform.hpp.
+//
+// Files (read_file, write_file_atomic, MappedFile) are plain POSIX and are used on
+// Android too. Logging and cache_dir() are compiled everywhere except Android,
+// where platform/android.cpp provides logcat logging and the app's cache dir.
+#include "platform.hpp"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <utility>
+
+namespace diffvk::platform {
+namespace {
+
+std::string errno_text(int err) {
+  // strerror is not guaranteed thread-safe; strerror_r has two incompatible
+  // signatures (GNU/XSI), so pick the result through overloads.
+  char buf[256] = {0};
+  struct Pick {
+    static const char* get(int rc, const char* b) { return rc == 0 ? b : "unknown error"; }
+    static const char* get(const char* r, const char*) { return r ? r : "unknown error"; }
+  };
+  return Pick::get(strerror_r(err, buf, sizeof buf), buf);
+}
+
+[[noreturn]] void throw_io(const std::string& what, const std::string& path, int err) {
+  throw Error(Status::io_error, what + " '" + path + "': " + errno_text(err));
+}
+
+// Closes a descriptor on scope exit unless released.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int release() {
+    int f = fd;
+    fd = -1;
+    return f;
+  }
+};
+
+int open_for_read(const std::string& path, struct stat* st) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_io("cannot open", path, errno);
+  if (::fstat(fd, st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw_io("cannot stat", path, err);
+  }
+  if (S_ISDIR(st->st_mode)) {
+    ::close(fd);
+    throw_io("cannot read", path, EISDIR);
+  }
+  return fd;
+}
+
+// Reads until EOF or until more than `limit` bytes have been read (then returns
+// limit + 1 bytes so the caller can tell). `hint` is only used to size the buffer.
+std::vector<uint8_t> read_all(int fd, const std::string& path, uint64_t limit, uint64_t hint) {
+  std::vector<uint8_t> out;
+  const uint64_t cap = limit == std::numeric_limits<uint64_t>::max() ? limit : limit + 1;
+  constexpr uint64_t kMaxReserve = uint64_t(1) << 30;  // do not trust st_size blindly
+  uint64_t reserve = hint < cap ? hint : cap;
+  if (reserve > kMaxReserve) reserve = kMaxReserve;
+  if (reserve > 0 && reserve <= std::numeric_limits<size_t>::max()) out.reserve(size_t(reserve) + 1);
+  size_t used = 0;
+  for (;;) {
+    if (uint64_t(used) >= cap) break;
+    if (out.size() == used) {
+      // First chunk: the size hint + 1 (to see EOF); then geometric growth.
+      uint64_t grow = out.empty() && reserve > 0 ? reserve + 1 : (out.size() < 65536 ? 65536 : out.size());
+      if (grow > cap - used) grow = cap - used;
+      if (grow > uint64_t(std::numeric_limits<size_t>::max() - out.size())) {
+        throw Error(Status::out_of_memory, "file '" + path + "' is too large to read into memory");
+      }
+      out.resize(out.size() + size_t(grow));
+    }
+    size_t want = out.size() - used;
+    if (uint64_t(want) > cap - used) want = size_t(cap - used);
+    ssize_t n = ::read(fd, out.data() + used, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot read", path, errno);
+    }
+    if (n == 0) break;
+    used += size_t(n);
+  }
+  out.resize(used);
+  return out;
+}
+
+std::atomic<unsigned> g_tmp_counter{0};
+
+void write_all(int fd, const uint8_t* p, size_t size, const std::string& tmp) {
+  while (size > 0) {
+    size_t chunk = size < (size_t(1) << 30) ? size : (size_t(1) << 30);
+    ssize_t n = ::write(fd, p, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot write", tmp, errno);
+    }
+    if (n == 0) throw_io("cannot write", tmp, EIO);
+    p += n;
+    size -= size_t(n);
+  }
+}
+
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+// ---- files -----------------------------------------------------------------------
+
+std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes) {
+  struct stat st;
+  Fd fd(open_for_read(path, &st));
+  uint64_t hint = S_ISREG(st.st_mode) && st.st_size > 0 ? uint64_t(st.st_size) : 0;
+  if (hint > max_bytes) {
+    throw Error(Status::format_error, "file '" + path + "' is " + std::to_string(hint) +
+                                          " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::vector<uint8_t> out = read_all(fd.fd, path, max_bytes, hint);
+  if (uint64_t(out.size()) > max_bytes) {
+    throw Error(Status::format_error, "file '" + path + "' holds more than the limit of " +
+                                          std::to_string(max_bytes) + " bytes");
+  }
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  if (path.empty()) throw Error(Status::io_error, "cannot write file: empty path");
+  if (data == nullptr && size != 0) {
+    throw Error(Status::invalid_argument, "write_file_atomic('" + path + "'): null data with size " +
+                                              std::to_string(size));
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(long(::getpid())) + "." +
+                          std::to_string(g_tmp_counter.fetch_add(1, std::memory_order_relaxed));
+  int raw;
+  do {
+    raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  } while (raw < 0 && errno == EINTR);
+  if (raw < 0) throw_io("cannot create temporary file", tmp, errno);
+  Fd fd(raw);
+  try {
+    write_all(fd.fd, static_cast<const uint8_t*>(data), size, tmp);
+    if (::fsync(fd.fd) != 0) throw_io("cannot fsync", tmp, errno);
+    if (::close(fd.release()) != 0) throw_io("cannot close", tmp, errno);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      throw Error(Status::io_error, "cannot rename '" + tmp + "' to '" + path + "': " + errno_text(err));
+    }
+  } catch (...) {
+    if (fd.fd >= 0) ::close(fd.release());
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable; best effort (some file systems refuse).
+  int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+// ---- MappedFile ------------------------------------------------------------------
+
+struct MappedFile::Impl {
+  std::string path;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  void* map = nullptr;  // mmap base when mapped
+  std::vector<uint8_t> buffer;  // fallback storage
+  ~Impl() {
+    if (map) ::munmap(map, size);
+  }
+};
+
+MappedFile::MappedFile() noexcept = default;
+MappedFile::~MappedFile() = default;
+MappedFile::MappedFile(MappedFile&&) noexcept = default;
+MappedFile& MappedFile::operator=(MappedFile&&) noexcept = default;
+
+MappedFile::MappedFile(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  struct stat st;
+  Fd fd(open_for_read(path, &st));
+  static const uint8_t kEmpty[1] = {0};
+  if (S_ISREG(st.st_mode)) {
+    if (st.st_size < 0 || uint64_t(st.st_size) > std::numeric_limits<size_t>::max()) {
+      throw Error(Status::io_error, "cannot map '" + path + "': file of " + std::to_string(st.st_size) +
+                                        " bytes does not fit in the address space");
+    }
+    impl->size = size_t(st.st_size);
+    if (impl->size > 0) {  // size 0: maybe empty, maybe procfs-like: read it below
+      void* p = ::mmap(nullptr, impl->size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+      if (p != MAP_FAILED) {
+        impl->map = p;
+        impl->data = static_cast<const uint8_t*>(p);
+      }
+    }
+  }
+  if (!impl->data) {  // mmap failed or not a regular file: read it
+    impl->size = 0;
+    impl->buffer = read_all(fd.fd, path, std::numeric_limits<uint64_t>::max(),
+                            S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0);
+    impl->size = impl->buffer.size();
+    impl->data = impl->buffer.empty() ? kEmpty : impl->buffer.data();
+  }
+  impl_ = std::move(impl);
+}
+
+bool MappedFile::is_open() const noexcept { return impl_ != nullptr; }
+const uint8_t* MappedFile::data() const noexcept { return impl_ ? impl_->data : nullptr; }
+size_t MappedFile::size() const noexcept { return impl_ ? impl_->size : 0; }
+bool MappedFile::is_mapped() const noexcept { return impl_ && impl_->map != nullptr; }
+const std::string& MappedFile::path() const noexcept {
+  static const std::string kNone;
+  return impl_ ? impl_->path : kNone;
+}
+
+const char* log_level_name(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::debug: return "debug";
+    case LogLevel::info: return "info";
+    case LogLevel::warn: return "warn";
+    case LogLevel::error: return "error";
+  }
+  return "?";
+}
+
+#if !defined(__ANDROID__)
+// ---- logging (stderr) ------------------------------------------------------------
+namespace {
+
+std::mutex g_log_mutex;
+std::function<void(LogLevel, const std::string&)> g_log_sink;  // guarded by g_log_mutex
+std::atomic<int> g_log_level{-1};                                // -1: not yet read from env
+
+bool ascii_iequals(const char* a, const char* b) {
+  for (; *a && *b; ++a, ++b) {
+    char ca = (*a >= 'A' && *a <= 'Z') ? char(*a - 'A' + 'a') : *a;
+    if (ca != *b) return false;
+  }
+  return *a == *b;
+}
+
+void default_sink(LogLevel level, const std::string& msg) {
+  std::string line = "diffvk: [";
+  line += log_level_name(level);
+  line += "] ";
+  line += msg;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines do not interleave
+  std::fflush(stderr);
+}
+
+LogLevel level_from_env() {
+  const char* v = std::getenv("DIFFVK_LOG");
+  if (!v || !*v) return LogLevel::info;
+  if (ascii_iequals(v, "debug")) return LogLevel::debug;
+  if (ascii_iequals(v, "info")) return LogLevel::info;
+  if (ascii_iequals(v, "warn")) return LogLevel::warn;
+  if (ascii_iequals(v, "error")) return LogLevel::error;
+  std::string value(v);
+  if (value.size() > 64) value = value.substr(0, 64) + "...";
+  default_sink(LogLevel::warn, "DIFFVK_LOG='" + value + "' is not one of debug|info|warn|error; using info");
+  return LogLevel::info;
+}
+
+}  // namespace
+
+LogLevel log_level() {
+  int lv = g_log_level.load(std::memory_order_acquire);
+  if (lv < 0) {
+    int fresh = int(level_from_env());
+    if (g_log_level.compare_exchange_strong(lv, fresh, std::memory_order_acq_rel)) return LogLevel(fresh);
+    return LogLevel(lv);  // another thread won; lv now holds its value
+  }
+  return LogLevel(lv);
+}
+
+void set_log_level(LogLevel level) { g_log_level.store(int(level), std::memory_order_release); }
+
+void log(LogLevel level, const std::string& msg) {
+  try {
+    if (int(level) < int(log_level())) return;
+    std::function<void(LogLevel, const std::string&)> sink;
+    {
+      std::lock_guard<std::mutex> lock(g_log_mutex);
+      sink = g_log_sink;
+    }
+    if (sink) {
+      sink(level, msg);
+    } else {
+      default_sink(level, msg);
+    }
+  } catch (...) {
+    // Logging must never take the process down.
+  }
+}
+
+void set_log_sink(std::function<void(LogLevel, const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_log_sink = std::move(sink);
+}
+
+// ---- cache dir -------------------------------------------------------------------
+std::string cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return std::string(xdg) + "/diffvk";  // relative values are ignored (XDG spec)
+  const char* home = std::getenv("HOME");
+  if (home && home[0] != '\0') return std::string(home) + "/.cache/diffvk";
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_dir &&
+      found->pw_dir[0] != '\0') {
+    return std::string(found->pw_dir) + "/.cache/diffvk";
+  }
+  throw Error(Status::io_error,
+              "cannot determine the cache directory: XDG_CACHE_HOME and HOME are unset and the user has no "
+              "home directory");
+}
+#endif  // !__ANDROID__
+
+}  // namespace diffvk::platform

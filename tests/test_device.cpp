@@ -1,0 +1,190 @@
+// Device layer: listing, probing, selection (pure), quirks, precision fallback, barrier planning,
+// fault injection through the call wrapper.
+#include <doctest/doctest.h>
+
+#include "gpu_test.hpp"
+#include "instance.hpp"
+#include "platform.hpp"
+#include "kernels.hpp"
+#include "program.hpp"
+
+using namespace diffvk;
+
+namespace {
+DeviceCaps fake(uint32_t index, DeviceKind kind, const char* name) {
+  DeviceCaps c;
+  c.index = index;
+  c.kind = kind;
+  c.name = name;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("device: selection by kind order, index and name substring") {
+  std::vector<DeviceCaps> d = {fake(0, DeviceKind::cpu, "llvmpipe (LLVM 15)"), fake(1, DeviceKind::integrated, "Mali-G715"),
+                               fake(2, DeviceKind::discrete, "NVIDIA H100"), fake(3, DeviceKind::virtual_gpu, "virgl")};
+  CHECK(select_device(d, "") == 2);
+  d.erase(d.begin() + 2);
+  CHECK(select_device(d, "") == 1);
+  CHECK(select_device(d, "0") == 0);
+  CHECK(select_device(d, "LLVMPIPE") == 0);
+  CHECK(select_device(d, "mali") == 1);
+  CHECK_THROWS_AS(select_device(d, "7"), Error);
+  CHECK_THROWS_AS(select_device(d, "adreno"), Error);
+  CHECK_THROWS_AS(select_device(d, "99999999999999999999"), Error);
+  try {
+    select_device(d, "adreno");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find("Mali-G715") != std::string::npos);  // lists what exists
+  }
+}
+
+TEST_CASE("device: probed caps are complete and sane") {
+  auto devs = list_devices();
+  REQUIRE(!devs.empty());
+  for (const auto& c : devs) {
+    INFO(c.describe());
+    CHECK(!c.name.empty());
+    CHECK(c.subgroup_size >= 1);
+    CHECK(c.subgroup_min_size <= c.subgroup_size);
+    CHECK(c.subgroup_size <= c.subgroup_max_size);
+    CHECK(c.max_shared_memory >= 16384);  // Vulkan minimum
+    CHECK(c.max_workgroup_invocations >= 128);
+    CHECK(c.max_storage_buffer_range >= (1u << 27) - 1);
+    CHECK(c.min_storage_buffer_offset_alignment >= 1);
+    CHECK(!c.heaps.empty());
+    CHECK(!c.memory_types.empty());
+    CHECK(c.describe().find("subgroup size") != std::string::npos);
+  }
+}
+
+TEST_CASE("device: quirks table matches by capability") {
+  DeviceCaps c;
+  c.driver_id = VK_DRIVER_ID_MESA_LLVMPIPE;
+  c.storage_16bit = true;
+  c.fp16_arithmetic = false;
+  apply_quirks(c);
+  CHECK(c.has_quirk("broken_fp16_storage"));
+  CHECK_FALSE(c.fp16_usable());
+  c.fp16_arithmetic = true;
+  c.compute_units = 8;
+  apply_quirks(c);
+  CHECK_FALSE(c.has_quirk("broken_fp16_storage"));
+  CHECK_FALSE(c.has_quirk("no_compute_unit_count"));
+  CHECK(c.fp16_usable());
+  for (const auto& q : c.quirks) CHECK(std::string(q.reason).size() > 10);
+}
+
+TEST_CASE("device: fp32 fallback is chosen and reported when fp16 is unavailable") {
+  ContextOptions o = test::validated_options();
+  o.force_no_fp16 = true;
+  std::vector<std::string> logs;
+  platform::set_log_sink([&](platform::LogLevel, const std::string& m) { logs.push_back(m); });
+  auto ctx = Context::create(o);
+  platform::set_log_sink(nullptr);
+  CHECK(ctx->precision() == Precision::fp32);
+  bool reported = false;
+  for (auto& m : logs) reported |= m.find("falling back to fp32") != std::string::npos;
+  CHECK(reported);
+  o.precision = Precision::fp16;
+  CHECK_THROWS_AS(Context::create(o), Error);
+}
+
+TEST_CASE("device: validation is on in the test suite") {
+  auto ctx = test::make_context();
+  CHECK(ctx->validation_enabled());
+}
+
+TEST_CASE("program: barriers are exact (pure planner)") {
+  VkBuffer A = reinterpret_cast<VkBuffer>(uintptr_t(0x10)), B = reinterpret_cast<VkBuffer>(uintptr_t(0x20));
+  auto r = [](VkBuffer b, VkDeviceSize o, VkDeviceSize s) { return BufferRange{b, o, s}; };
+  std::vector<OpAccesses> ops = {
+      {OpStage::compute, {{r(A, 0, 100), Access::read}, {r(A, 256, 100), Access::write}}},   // 0: writes A[256..356)
+      {OpStage::compute, {{r(A, 0, 100), Access::read}, {r(B, 0, 64), Access::write}}},      // 1: independent
+      {OpStage::compute, {{r(A, 300, 10), Access::read}, {r(A, 512, 64), Access::write}}},   // 2: RAW on op 0
+      {OpStage::compute, {{r(B, 0, 64), Access::read}, {r(A, 1024, 8), Access::write}}},     // 3: RAW on op 1 (still pending)
+      {OpStage::compute, {{r(A, 0, 100), Access::write}}},                                   // 4: WAR on A[0..100)? no: op 2's barrier ordered those reads
+      {OpStage::compute, {{r(B, 0, 64), Access::write}}},                                    // 5: WAR on op 3's read of B
+      {OpStage::transfer, {{r(A, 512, 64), Access::read}, {r(B, 128, 64), Access::write}}},  // 6: RAW on op 2 (compute -> transfer)
+  };
+  auto plan = plan_barriers(ops);
+  REQUIRE(plan.size() == ops.size());
+  CHECK_FALSE(plan[0].needed);
+  CHECK_FALSE(plan[1].needed);
+  REQUIRE(plan[2].needed);
+  REQUIRE(plan[2].flush.size() == 1);
+  CHECK(plan[2].flush[0].offset == 256);
+  REQUIRE(plan[3].needed);  // B written by op 1 was not covered by op 2's barrier
+  REQUIRE(plan[3].flush.size() == 1);
+  CHECK(plan[3].flush[0].buffer == B);
+  CHECK_FALSE(plan[4].needed);  // earlier barriers already ordered every read of A[0..100)
+  REQUIRE(plan[5].needed);      // write-after-read: execution dependency, nothing to flush
+  CHECK(plan[5].flush.empty());
+  REQUIRE(plan[6].needed);
+  REQUIRE(plan[6].flush.size() == 1);
+  CHECK(plan[6].flush_stage[0] == OpStage::compute);
+  CHECK(plan[6].flush[0].offset == 512);
+}
+
+TEST_CASE("program: dependent dispatches get a barrier, replay and timestamps work") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  HeadRmsNormKernel k(dev, KernelOptions::for_device(dev));
+  const uint32_t n = 64;
+  Buffer buf(dev, 4096, MemoryDomain::device, "chain");
+  std::vector<float> x(n, 2.0f), w(n, 1.0f);
+  buf.upload(0, x.data(), n * 4);
+  buf.upload(1024, w.data(), n * 4);
+  Program prog(dev, "chain", /*timestamps=*/true);
+  HeadRmsNormParams p{1, 1, n, n, 0.5f, 1e-5f};
+  k.record(prog, buf.range(0, n * 4), buf.range(1024, n * 4), buf.range(2048, n * 4), p);     // y1 = norm(x)
+  k.record(prog, buf.range(2048, n * 4), buf.range(1024, n * 4), buf.range(3072, n * 4), p);  // y2 = norm(y1): RAW
+  prog.run();
+  prog.run();
+  CHECK(prog.barrier_count() == 1);
+  std::vector<float> y(n);
+  buf.download(3072, y.data(), n * 4);
+  // norm(x) = 0.5 * x / rms(x) = 0.5 for x = 2; norm(0.5) = 0.5 again.
+  for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
+  if (dev.caps().timestamps) {
+    REQUIRE(prog.timings().size() == 2);
+    CHECK(prog.total_us() > 0);
+    CHECK(prog.timings()[0].label == "head_rmsnorm");
+  }
+}
+
+TEST_CASE("faults: VK_ERROR_DEVICE_LOST and VK_ERROR_OUT_OF_DEVICE_MEMORY surface as errors") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  SUBCASE("out of device memory on allocation") {
+    set_vk_fault_hook([](const char* call) {
+      return std::string(call).rfind("vkAllocateMemory", 0) == 0 ? VK_ERROR_OUT_OF_DEVICE_MEMORY : VK_SUCCESS;
+    });
+    try {
+      Buffer b(dev, 1 << 20, MemoryDomain::device, "weights");
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::out_of_memory);
+      CHECK(std::string(e.what()).find("weights") != std::string::npos);
+    }
+    set_vk_fault_hook(nullptr);
+  }
+  SUBCASE("device lost on submit") {
+    HeadRmsNormKernel k(dev, KernelOptions::for_device(dev));
+    Buffer buf(dev, 4096, MemoryDomain::device, "x");
+    Program prog(dev, "lost");
+    k.record(prog, buf.range(0, 256), buf.range(1024, 256), buf.range(2048, 256), {1, 1, 64, 64, 1.0f, 1e-5f});
+    set_vk_fault_hook([](const char* call) {
+      return std::string(call).rfind("vkQueueSubmit", 0) == 0 ? VK_ERROR_DEVICE_LOST : VK_SUCCESS;
+    });
+    try {
+      prog.run();
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::device_lost);
+    }
+    set_vk_fault_hook(nullptr);
+  }
+  // The context is still usable for cleanup (no abort, no leak reported by validation at destruction).
+}
