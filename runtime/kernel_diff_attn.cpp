@@ -1,0 +1,104 @@
+#include "kernel_diff_attn.hpp"
+
+#include <cmath>
+
+namespace diffvk {
+
+struct DiffAttnKernel::Push {
+  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qb, split_len;
+  float scale, lambda, gain, eps;
+};
+struct ReducePush {
+  uint32_t S, H, splits, o_stride;
+  float lambda, gain, eps;
+};
+
+namespace {
+std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.bc, t.tc}; }
+}  // namespace
+
+DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
+    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+  if (D == 0 || D % 2) throw Error(Status::invalid_argument, "attention: D must be even and positive");
+  if (max_decode_rows == 0 || max_decode_rows > 8)
+    throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
+  const DeviceCaps& caps = device.caps();
+  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill);
+  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
+  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
+  const uint32_t push = sizeof(Push);
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 5, push, spec(prefill_tiles_, D), false, fp16_});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 5, push, spec(decode1_tiles_, D), false, fp16_});
+  if (decodeN_tiles_.br != decode1_tiles_.br || decodeN_tiles_.bc != decode1_tiles_.bc)
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 5, push, spec(decodeN_tiles_, D), false, fp16_});
+  reduce_wg_ = pick_pow2_workgroup(caps, 64);
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 4, sizeof(ReducePush), {reduce_wg_, D}, o.subgroup, fp16_});
+}
+
+DiffAttnKernel::~DiffAttnKernel() = default;
+
+const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
+  return S <= decode1_tiles_.qb ? decode1_tiles_ : decodeN_tiles_;
+}
+
+void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                              BufferRange o) const {
+  const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
+  if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
+    throw Error(Status::invalid_argument, "attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
+                                              " does not match this kernel's n_rep=" + std::to_string(n_rep_));
+  if (uint64_t(c.pos0) + c.S > c.capacity)
+    throw Error(Status::context_overflow, "attention: positions up to " + std::to_string(uint64_t(c.pos0) + c.S) +
+                                              " exceed the KV cache capacity " + std::to_string(c.capacity));
+  if (c.q_stride < c.H * dv || c.o_stride < c.H * dv)
+    throw Error(Status::invalid_argument, "attention: row strides smaller than H x 2D");
+  const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + c.H * dv, on = (uint64_t(c.S) - 1) * c.o_stride + c.H * dv;
+  const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
+  if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es || subln.size < dv * es)
+    throw Error(Status::invalid_argument, "attention: a buffer is smaller than the shape needs");
+}
+
+void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                                    BufferRange o, const AttnCall& c) const {
+  validate(c, q, k, v, subln, o);
+  const AttnTiles& t = prefill_tiles_;
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, c.pos0 + c.S,
+         static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
+  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read}, {o, Access::write}},
+                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, "diff_attn prefill");
+}
+
+uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
+  const AttnTiles& t = decode_tiles(c.S);
+  const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
+  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len);
+}
+
+uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
+  return uint64_t(splits) * c.H * c.S * 2 * 2 * D * 4;
+}
+uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits) { return uint64_t(splits) * c.H * c.S * 4 * 4; }
+
+void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                                   BufferRange o, BufferRange part, BufferRange stat, const AttnCall& c, uint32_t splits,
+                                   uint32_t split_len) const {
+  validate(c, q, k, v, subln, o);
+  if (c.S > max_decode_rows_)
+    throw Error(Status::invalid_argument, "attention decode: " + std::to_string(c.S) + " rows > " +
+                                              std::to_string(max_decode_rows_) + " (use prefill)");
+  const AttnTiles& t = decode_tiles(c.S);
+  if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < uint64_t(c.pos0) + c.S)
+    throw Error(Status::invalid_argument, "attention decode: splits do not cover the keys");
+  if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
+    throw Error(Status::invalid_argument, "attention decode: split scratch too small");
+  const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, split_len,
+         static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
+  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write}},
+                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, "diff_attn split");
+  ReducePush r{c.S, c.H, splits, c.o_stride, c.lambda, c.gain, c.eps};
+  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write}},
+                   &r, sizeof r, {c.H, c.S, 1}, "diff_attn reduce");
+}
+
+}  // namespace diffvk

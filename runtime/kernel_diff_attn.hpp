@@ -1,0 +1,57 @@
+// Differential attention kernels (SPEC.md eq. 1 + eq. 3): fused prefill with the headwise norm
+// in the epilogue, and split-K decode (diff_attn_split + diff_attn_reduce). All pipelines are
+// created in the constructor (load time).
+#pragma once
+#include <memory>
+
+#include "attn_tuning.hpp"
+#include "kernels.hpp"
+
+namespace diffvk {
+
+struct AttnCall {
+  uint32_t S = 0;         // query rows (positions pos0 .. pos0+S-1); keys 0 .. pos0+S-1
+  uint32_t pos0 = 0;
+  uint32_t H = 0, Hkv = 0;
+  uint32_t capacity = 0;  // KV-cache rows per group
+  uint32_t q_stride = 0;  // elements between query rows (>= 2HD)
+  uint32_t o_stride = 0;  // elements between output rows (>= 2HD)
+  float lambda = 0.0f;
+  float gain = 1.0f;      // 1 - lambda_init
+  float eps = 1e-5f;
+};
+
+class DiffAttnKernel {
+ public:
+  // D: head half width; n_rep = H / Hkv; decode calls take up to max_decode_rows queries.
+  DiffAttnKernel(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8);
+  ~DiffAttnKernel();
+
+  // q: S x q_stride; k, v: Hkv x capacity x 2D; subln: 2D; o: S x o_stride (normalised heads).
+  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                      BufferRange o, const AttnCall& call) const;
+
+  // Split-K decode for S <= max_decode_rows: part/stat are fp32 scratch of part_bytes/stat_bytes.
+  uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
+  static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits);
+  static uint64_t stat_bytes(const AttnCall& call, uint32_t splits);
+  void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                     BufferRange part, BufferRange stat, const AttnCall& call, uint32_t splits,
+                     uint32_t split_len) const;
+
+  const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
+  const AttnTiles& decode_tiles(uint32_t S) const;
+  uint32_t max_decode_rows() const { return max_decode_rows_; }
+
+ private:
+  struct Push;
+  void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
+  Device& device_;
+  bool fp16_;
+  uint32_t D_, n_rep_, max_decode_rows_;
+  AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
+  uint32_t reduce_wg_;
+  std::unique_ptr<Pipeline> prefill_, decode1_, decodeN_, reduce_;
+};
+
+}  // namespace diffvk

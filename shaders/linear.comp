@@ -1,0 +1,95 @@
+#version 450
+// Tiled matrix-matrix linear layer: y = x·Wᵀ (+ r), fp32 accumulation, one rounding at the store.
+//   x: rows x in (row stride x_stride), W: out x in (dense, torch Linear layout), y, r: rows x out (y_stride).
+// A workgroup computes a BM x BN tile of y, stepping `in` by BK through shared memory (both tiles stored
+// k-major, fp32, padded by one to avoid bank conflicts on the transposing store). Invocation (tx, ty)
+// owns the RM x RN register block of rows ty + i·TY and columns tx + j·TX (TX = BN/RN, TY = BM/RM),
+// so consecutive invocations read consecutive shared words and store consecutive columns of y.
+// Every global load is bounds-checked: any rows / in / out. Workgroups grid-stride over the tiles, so
+// the host may dispatch fewer than there are tiles (maxComputeWorkGroupCount).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WG = 256;  // == (BM / RM) * (BN / RN)
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const uint RM = 4;
+layout(constant_id = 5) const uint RN = 4;
+layout(local_size_x_id = 0) in;
+
+layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
+layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
+layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
+layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
+
+layout(push_constant) uniform Params {
+  uint rows;
+  uint in_f;
+  uint out_f;
+  uint x_stride;
+  uint y_stride;
+  uint has_residual;
+} p;
+
+const uint TX = BN / RN;
+const uint TY = BM / RM;
+const uint XS = BM + 1;  // padded k-major strides
+const uint WS = BN + 1;
+shared float xs[BK * XS];
+shared float ws[BK * WS];
+
+void main() {
+  const uint lid = gl_LocalInvocationIndex;
+  const uint tx = lid % TX;
+  const uint ty = lid / TX;
+  for (uint tm = gl_WorkGroupID.y; tm * BM < p.rows; tm += gl_NumWorkGroups.y) {
+    for (uint tn = gl_WorkGroupID.x; tn * BN < p.out_f; tn += gl_NumWorkGroups.x) {
+      const uint m0 = tm * BM;
+      const uint n0 = tn * BN;
+      float acc[RM][RN];
+      for (uint i = 0; i < RM; ++i)
+        for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+
+      for (uint k0 = 0; k0 < p.in_f; k0 += BK) {
+        for (uint e = lid; e < BM * BK; e += WG) {
+          const uint rr = e / BK, k = e % BK;
+          const uint gr = m0 + rr, gk = k0 + k;
+          float v = 0.0;
+          if (gr < p.rows && gk < p.in_f) v = float(x[gr * p.x_stride + gk]);
+          xs[k * XS + rr] = v;
+        }
+        for (uint e = lid; e < BN * BK; e += WG) {
+          const uint nn = e / BK, k = e % BK;
+          const uint gn = n0 + nn, gk = k0 + k;
+          float v = 0.0;
+          if (gn < p.out_f && gk < p.in_f) v = float(w[gn * p.in_f + gk]);
+          ws[k * WS + nn] = v;
+        }
+        barrier();
+        for (uint kk = 0; kk < BK; ++kk) {
+          float a[RM];
+          float b[RN];
+          for (uint i = 0; i < RM; ++i) a[i] = xs[kk * XS + ty + i * TY];
+          for (uint j = 0; j < RN; ++j) b[j] = ws[kk * WS + tx + j * TX];
+          for (uint i = 0; i < RM; ++i)
+            for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+        }
+        barrier();
+      }
+
+      for (uint i = 0; i < RM; ++i) {
+        const uint row = m0 + ty + i * TY;
+        if (row >= p.rows) continue;
+        for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + tx + j * TX;
+          if (col >= p.out_f) continue;
+          const uint o = row * p.y_stride + col;
+          float v = acc[i][j];
+          if (p.has_residual != 0u) v += float(r[o]);
+          y[o] = STYPE(v);
+        }
+      }
+    }
+  }
+}

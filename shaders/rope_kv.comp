@@ -1,0 +1,66 @@
+#version 450
+// RoPE of the fused QKV projection and the KV-cache append (SPEC.md "RoPE", interleaved / GPT-J):
+//   qkv row r (position pos0 + r) = [q: 2H·D | k: 2Hkv·D | v: Hkv·2D]
+//   q_out[r]              = RoPE of every D-wide q sub-head
+//   k_cache[g][pos][0:2D] = RoPE of k sub-heads 2g, 2g+1 (k columns [2gD, 2gD + 2D))
+//   v_cache[g][pos][0:2D] = v columns [2gD, 2gD + 2D), unrotated
+// One invocation per element pair; (cos, sin) come from a float32 table computed on the host in double
+// (no GPU sin/cos of large angles). Workgroups grid-stride over pairs (x) and rows (y).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+
+layout(std430, binding = 0) readonly buffer Qkv { STYPE qkv[]; };
+layout(std430, binding = 1) readonly buffer Table { vec2 cs[]; };  // [pos][D/2] = (cos, sin), always fp32
+layout(std430, binding = 2) writeonly buffer QOut { STYPE q_out[]; };
+layout(std430, binding = 3) writeonly buffer KCache { STYPE k_cache[]; };
+layout(std430, binding = 4) writeonly buffer VCache { STYPE v_cache[]; };
+
+layout(push_constant) uniform Params {
+  uint rows;
+  uint H;
+  uint Hkv;
+  uint D;
+  uint pos0;
+  uint capacity;
+} p;
+
+void main() {
+  const uint half_d = p.D / 2;
+  const uint two_d = 2 * p.D;
+  const uint qp = p.H * p.D;    // pairs in the q part (2H·D elements)
+  const uint kp = p.Hkv * p.D;  // pairs in the k part
+  const uint np = qp + 2 * kp;  // pairs per row (v has as many as k)
+  const uint width = 2 * np;
+  for (uint row = gl_WorkGroupID.y; row < p.rows; row += gl_NumWorkGroups.y) {
+    const uint pos = p.pos0 + row;
+    const uint src = row * width;
+    for (uint j = gl_WorkGroupID.x * WG + gl_LocalInvocationIndex; j < np; j += gl_NumWorkGroups.x * WG) {
+      const uint e = 2 * j;
+      if (j < qp + kp) {
+        const vec2 t = cs[pos * half_d + (e % p.D) / 2];
+        const float x0 = float(qkv[src + e]);
+        const float x1 = float(qkv[src + e + 1]);
+        const STYPE o0 = STYPE(x0 * t.x - x1 * t.y);
+        const STYPE o1 = STYPE(x0 * t.y + x1 * t.x);
+        if (j < qp) {
+          const uint dst = row * (2 * qp) + e;
+          q_out[dst] = o0;
+          q_out[dst + 1] = o1;
+        } else {
+          const uint ek = e - 2 * qp;  // column in the k part
+          const uint dst = ((ek / two_d) * p.capacity + pos) * two_d + ek % two_d;
+          k_cache[dst] = o0;
+          k_cache[dst + 1] = o1;
+        }
+      } else {
+        const uint ev = e - 2 * (qp + kp);  // column in the v part
+        const uint dst = ((ev / two_d) * p.capacity + pos) * two_d + ev % two_d;
+        v_cache[dst] = qkv[src + e];
+        v_cache[dst + 1] = qkv[src + e + 1];
+      }
+    }
+  }
+}

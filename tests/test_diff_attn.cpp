@@ -1,0 +1,194 @@
+// Conformance of the differential attention kernels (fused prefill; split-K decode + reduce)
+// against the float64 reference: fresh seeded inputs, poisoned outputs, odd S and T, chunked
+// prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
+// and > 1, D = 16/32/64/128, fp16 and fp32, bit-identical replays.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "diff_attn_ref.hpp"
+#include "gpu_test.hpp"
+#include "kernel_diff_attn.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+struct Case {
+  uint32_t H, Hkv, D, S, pos0;
+  double lambda;
+  bool decode;
+  bool max_splits = false;  // one tile per split: many splits see only masked keys for some rows
+};
+
+std::string describe(const Case& c, bool fp16) {
+  return std::string(fp16 ? "fp16" : "fp32") + (c.decode ? " decode" : " prefill") + " H=" + std::to_string(c.H) +
+         " Hkv=" + std::to_string(c.Hkv) + " D=" + std::to_string(c.D) + " S=" + std::to_string(c.S) +
+         " pos0=" + std::to_string(c.pos0) + " lambda=" + std::to_string(c.lambda) + (c.max_splits ? " max-splits" : "");
+}
+
+void run_case(Context& ctx, const Case& c, uint64_t seed) {
+  Device& dev = ctx.device();
+  const bool fp16 = dev.fp16();
+  INFO(describe(c, fp16));
+  const uint32_t D = c.D, DV = 2 * D, T = c.pos0 + c.S, cap = T + 3;  // spare rows must not be read
+  auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+  auto q = round(ref::random_normal(size_t(c.S) * 2 * c.H * D, seed));
+  auto k = round(ref::random_normal(size_t(T) * 2 * c.Hkv * D, seed + 1));
+  auto v = round(ref::random_normal(size_t(T) * c.Hkv * DV, seed + 2));
+  std::mt19937_64 rng(seed + 3);
+  auto subln = round(test::random_vector(rng, DV, 0.7, 1.3));
+  const int depth = static_cast<int>(seed % 12);
+  const double gain = 1.0 - ref::lambda_init(depth);
+  const auto o_ref = ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, c.lambda, c.pos0);
+  const auto expect = ref::head_rmsnorm(o_ref, c.S, c.H, D, subln, ref::lambda_init(depth));
+
+  // GPU layouts: K/V caches [g][cap][2D]; group g's K1|K2 are columns [2gD, 2gD+2D) of k.
+  std::vector<double> kc(size_t(c.Hkv) * cap * DV, 0.0), vc(kc.size(), 0.0);
+  for (uint32_t g = 0; g < c.Hkv; ++g)
+    for (uint32_t j = 0; j < T; ++j)
+      for (uint32_t d = 0; d < DV; ++d) {
+        kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * c.Hkv * D + g * DV + d];
+        vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * c.Hkv * DV + g * DV + d];
+      }
+  // Rows past T hold huge values: reading them would wreck the result.
+  for (uint32_t g = 0; g < c.Hkv; ++g)
+    for (uint32_t j = T; j < cap; ++j)
+      for (uint32_t d = 0; d < DV; ++d) kc[(size_t(g) * cap + j) * DV + d] = vc[(size_t(g) * cap + j) * DV + d] = 1000.0;
+
+  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, c.H / c.Hkv);
+  AttnCall call{c.S, c.pos0, c.H, c.Hkv, cap, 2 * c.H * D, c.H * DV, static_cast<float>(c.lambda), static_cast<float>(gain)};
+  uint32_t split_len = 0, splits = 0;
+  if (c.decode) {
+    splits = kernel.decode_splits(call, &split_len);
+    if (c.max_splits) {
+      split_len = kernel.decode_tiles(c.S).bc;
+      splits = (T + split_len - 1) / split_len;
+    }
+  }
+  const size_t es = storage_bytes(fp16);
+  const VkDeviceSize align = dev.caps().min_storage_buffer_offset_alignment;
+  auto up = [&](VkDeviceSize n) { return (n + align - 1) / align * align; };
+  const VkDeviceSize qb = q.size() * es, kb = kc.size() * es, wb = DV * es, ob = expect.size() * es;
+  const VkDeviceSize pb = c.decode ? DiffAttnKernel::part_bytes(call, D, splits) : 4;
+  const VkDeviceSize sb = c.decode ? DiffAttnKernel::stat_bytes(call, splits) : 4;
+  VkDeviceSize off[8] = {0};
+  const VkDeviceSize sizes[7] = {qb, kb, kb, wb, ob, pb, sb};
+  for (int i = 0; i < 7; ++i) off[i + 1] = off[i] + up(sizes[i]);
+  Buffer buf(dev, off[7], MemoryDomain::device, "attention test");
+  auto R = [&](int i) { return buf.range(off[i], sizes[i]); };
+  buf.upload(off[0], test::pack(q, fp16).data(), qb);
+  buf.upload(off[1], test::pack(kc, fp16).data(), kb);
+  buf.upload(off[2], test::pack(vc, fp16).data(), kb);
+  buf.upload(off[3], test::pack(subln, fp16).data(), wb);
+  Program prog(dev, "attention test");
+  if (c.decode)
+    kernel.record_decode(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), call, splits, split_len);
+  else
+    kernel.record_prefill(prog, R(0), R(1), R(2), R(3), R(4), call);
+  std::vector<uint8_t> first;
+  for (int rep = 0; rep < 2; ++rep) {
+    buf.fill(off[4], ob, test::kPoison);
+    if (c.decode) {
+      buf.fill(off[5], pb, test::kPoison);
+      buf.fill(off[6], sb, test::kPoison);
+    }
+    prog.run();
+    std::vector<uint8_t> got(ob);
+    buf.download(off[4], got.data(), ob);
+    if (rep == 0) {
+      first = got;
+      const auto cmp = test::compare(test::unpack(got, fp16), expect);
+      INFO(cmp.summary() << " splits=" << splits);
+      CHECK(test::within_spec(cmp, fp16));
+    } else {
+      CHECK(got == first);  // replay is bit-identical
+    }
+  }
+}
+
+void sweep(Precision precision, const std::vector<Case>& cases, uint64_t seed) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    MESSAGE("device has no fp16 path; fp16 cases not run on this device");
+    return;
+  }
+  auto ctx = test::make_context(precision);
+  for (const Case& c : cases) run_case(*ctx, c, seed += 17);
+}
+
+const std::vector<Case> kPrefill = {
+    {1, 1, 16, 1, 0, 0.3, false},     {2, 2, 32, 7, 0, -0.4, false},  {4, 2, 16, 33, 0, 1.3, false},
+    {4, 1, 32, 17, 0, 0.8, false},    {8, 1, 16, 9, 0, 0.5, false},   {2, 1, 64, 40, 0, 0.6, false},
+    {2, 2, 128, 19, 0, 0.2, false},   {8, 2, 16, 129, 0, 0.7, false},
+};
+const std::vector<Case> kChunked = {  // prefill of S rows after pos0 cached rows
+    {2, 2, 32, 7, 9, 0.5, false}, {4, 2, 16, 13, 33, -0.9, false}, {8, 1, 16, 5, 60, 1.6, false},
+    {2, 1, 64, 31, 2, 0.4, false},
+};
+const std::vector<Case> kDecode = {
+    {1, 1, 32, 1, 0, 0.3, true},  {2, 2, 32, 1, 70, -0.5, true},  {4, 2, 16, 3, 130, 1.2, true},
+    {8, 1, 16, 8, 51, 0.6, true}, {4, 1, 64, 5, 90, 0.9, true},   {2, 2, 128, 2, 40, 0.1, true},
+    {8, 8, 16, 4, 200, 0.7, true}, {4, 4, 16, 7, 0, 0.5, true},
+    {4, 2, 16, 6, 77, 0.8, true, true}, {1, 1, 64, 8, 33, -0.2, true, true},
+};
+
+}  // namespace
+
+TEST_CASE("diff_attn: prefill fp32") { sweep(Precision::fp32, kPrefill, 100); }
+TEST_CASE("diff_attn: prefill fp16") { sweep(Precision::fp16, kPrefill, 200); }
+TEST_CASE("diff_attn: chunked prefill after a cached prefix fp32") { sweep(Precision::fp32, kChunked, 300); }
+TEST_CASE("diff_attn: chunked prefill after a cached prefix fp16") { sweep(Precision::fp16, kChunked, 400); }
+TEST_CASE("diff_attn: split-K decode fp32") { sweep(Precision::fp32, kDecode, 500); }
+TEST_CASE("diff_attn: split-K decode fp16") { sweep(Precision::fp16, kDecode, 600); }
+
+TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
+  // Identity from SPEC.md, checked independently of the reference implementation.
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  const uint32_t H = 2, D = 16, DV = 32, S = 1;
+  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, 1);
+  std::vector<float> q(S * H * DV), kc(H * 4 * DV), vc(H * 4 * DV), w(DV, 1.0f);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd;
+  for (auto& x : q) x = nd(rng);
+  for (auto& x : kc) x = nd(rng);
+  for (auto& x : vc) x = nd(rng);
+  Buffer buf(dev, 16384, MemoryDomain::device, "row0");
+  buf.upload(0, q.data(), q.size() * 4);
+  buf.upload(1024, kc.data(), kc.size() * 4);
+  buf.upload(4096, vc.data(), vc.size() * 4);
+  buf.upload(8192, w.data(), w.size() * 4);
+  buf.fill(12288, 1024, test::kPoison);
+  const float lambda = 0.37f, gain = 0.55f;
+  Program prog(dev, "row0");
+  kernel.record_prefill(prog, buf.range(0, q.size() * 4), buf.range(1024, kc.size() * 4), buf.range(4096, vc.size() * 4),
+                        buf.range(8192, DV * 4), buf.range(12288, S * H * DV * 4),
+                        AttnCall{S, 0, H, H, 4, H * DV, H * DV, lambda, gain});
+  prog.run();
+  std::vector<float> o(S * H * DV);
+  buf.download(12288, o.data(), o.size() * 4);
+  for (uint32_t h = 0; h < H; ++h) {
+    double ss = 0;
+    for (uint32_t d = 0; d < DV; ++d) ss += std::pow((1 - lambda) * vc[h * 4 * DV + d], 2);
+    const double f = gain / std::sqrt(ss / DV + 1e-5);
+    for (uint32_t d = 0; d < DV; ++d) CHECK(o[h * DV + d] == doctest::Approx((1 - lambda) * vc[h * 4 * DV + d] * f).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), 16, 2);
+  Buffer buf(dev, 1 << 16, MemoryDomain::device, "errors");
+  Program prog(dev, "errors");
+  auto r = buf.range(0, 1 << 14);
+  try {
+    kernel.record_prefill(prog, r, r, r, r, r, AttnCall{4, 10, 4, 2, 12, 128, 128, 0.5f, 0.5f});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::context_overflow);
+  }
+  CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, r, AttnCall{4, 0, 4, 4, 12, 128, 128, 0.5f, 0.5f}), Error);
+  CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, buf.range(0, 16), AttnCall{4, 0, 4, 2, 12, 128, 128, 0.5f, 0.5f}), Error);
+}
