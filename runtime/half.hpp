@@ -12,6 +12,7 @@
 #include <cstring>
 
 namespace diffvk {
+namespace half_detail {
 
 inline uint32_t float_bits(float f) {
   uint32_t u;
@@ -25,13 +26,15 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
+}  // namespace half_detail
+
 inline float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf / NaN
+  if (exp == 0x1fu) return half_detail::bits_float(sign | 0x7f800000u | (mant << 13));  // inf / NaN
   if (exp == 0) {
-    if (mant == 0) return bits_float(sign);  // +-0
+    if (mant == 0) return half_detail::bits_float(sign);  // +-0
     // Subnormal: value = mant * 2^-24; normalise into a binary32 normal.
     uint32_t e32 = 127 - 15 + 1;
     while ((mant & 0x400u) == 0) {
@@ -39,13 +42,13 @@ inline float half_to_float(uint16_t h) {
       --e32;
     }
     mant &= 0x3ffu;
-    return bits_float(sign | (e32 << 23) | (mant << 13));
+    return half_detail::bits_float(sign | (e32 << 23) | (mant << 13));
   }
-  return bits_float(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
+  return half_detail::bits_float(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
 }
 
 inline uint16_t float_to_half(float f) {
-  uint32_t x = float_bits(f);
+  uint32_t x = half_detail::float_bits(f);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) {  // inf / NaN
@@ -74,10 +77,10 @@ inline uint16_t float_to_half(float f) {
   return uint16_t(sign | q);
 }
 
-inline float bf16_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }
+inline float bf16_to_float(uint16_t b) { return half_detail::bits_float(uint32_t(b) << 16); }
 
 inline uint16_t float_to_bf16(float f) {
-  uint32_t x = float_bits(f);
+  uint32_t x = half_detail::float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) {  // NaN: truncate, keep it a NaN
     uint16_t r = uint16_t(x >> 16);
     if ((r & 0x7fu) == 0) r |= 0x40u;

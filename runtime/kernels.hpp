@@ -37,4 +37,99 @@ class HeadRmsNormKernel {
 // Largest power of two <= min(cap, device invocation limit, device x-size limit), at least 1.
 uint32_t pick_pow2_workgroup(const DeviceCaps& caps, uint32_t cap);
 
+// ==== linear / rope_kv: the non-attention kernels of one layer (kernel_linear.cpp, kernel_rope_kv.cpp) ====
+
+// y = x·Wᵀ (+ r). x: rows x in (row stride x_stride), W: out x in row-major (torch Linear layout, dense),
+// y and the optional residual r: rows x out (row stride y_stride). fp32 accumulation, one rounding to the
+// storage type at the end (after adding r).
+struct LinearParams {
+  uint32_t rows = 0, in = 0, out = 0, x_stride = 0, y_stride = 0;
+};
+
+// Rows handled by the matrix-vector (decode) path; larger row counts use the tiled matrix-matrix path.
+constexpr uint32_t kLinearVecMaxRows = 8;
+
+// Workgroup geometry of one linear pipeline. Matrix-matrix (vec == false): a workgroup computes a
+// bm x bn tile of y (rows x out features), stepping `in` by bk through shared memory; each invocation
+// owns an rm x rn register block (rows ty + i·bm/rm, columns tx + j·bn/rn). Matrix-vector (vec == true):
+// a workgroup computes nf consecutive output features for all rows (<= kLinearVecMaxRows), its wg
+// invocations striding over `in`, then one workgroup reduction per (row, feature).
+struct LinearTiles {
+  bool vec = false;
+  uint32_t variant = 0;   // index into linear_tile_candidates(); one pipeline per candidate
+  uint32_t wg = 0;        // invocations per workgroup (1-D local size)
+  uint32_t bm = 0, bn = 0, bk = 0, rm = 0, rn = 0;  // matrix-matrix tile (0 for vec)
+  uint32_t nf = 0;        // matrix-vector: output features per workgroup (0 for matrix-matrix)
+  uint32_t shared_bytes = 0;  // shared memory the shader declares for these sizes
+};
+// Every configuration LinearKernel builds a pipeline for, derived from the device limits only:
+// [0] matrix-vector, [1] large matrix-matrix tile, [2] small matrix-matrix tile. Each one respects
+// maxComputeSharedMemorySize, maxComputeWorkGroupInvocations and maxComputeWorkGroupSize.x, and its
+// workgroup holds at least one full subgroup where the limits allow.
+std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& caps);
+// The candidate used for a shape (pure): rows <= kLinearVecMaxRows -> matrix-vector; otherwise the
+// large tile when it still yields enough workgroups to fill the device, else the small tile.
+LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
+
+class LinearKernel {
+ public:
+  LinearKernel(Device& device, KernelOptions options);
+  // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
+  // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
+  // output with an input is rejected (invalid_argument).
+  void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
+              BufferRange residual = {}) const;
+  // Same, with a given candidate index (tests use it to run every path on every shape; the
+  // matrix-vector candidate needs rows <= kLinearVecMaxRows).
+  void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
+                      const LinearParams& params, BufferRange residual = {}) const;
+  const std::vector<LinearTiles>& candidates() const { return tiles_; }
+  // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
+  // the shaders' grid-stride loops are exercised.
+  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
+
+ private:
+  Device& device_;
+  std::vector<LinearTiles> tiles_;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;  // one per candidate
+  std::array<uint32_t, 2> test_limit_{0, 0};
+};
+
+// RoPE (SPEC.md, interleaved GPT-J) of the fused QKV projection, and the KV-cache append.
+//   qkv:     rows x (2H·D | 2Hkv·D | Hkv·2D), dense, = x·[Wq; Wk; Wv]ᵀ; row r is at position pos0 + r.
+//   table:   float32 (always, also in the fp16 variant) [max_positions][D/2][2] = {cos, sin}(p·θ^(−2i/D)),
+//            from rope_table(); must cover positions < pos0 + rows.
+//   q_out:   rows x 2H·D, every D-wide sub-head roped.
+//   k_cache: [Hkv][capacity][2D]; row (g, p) = [roped K1_g | roped K2_g] (k columns [2gD, 2gD + 2D)).
+//   v_cache: [Hkv][capacity][2D]; row (g, p) = v columns [2gD, 2gD + 2D), copied unrotated.
+// Only cache rows pos0 .. pos0 + rows − 1 are written; the rest is left untouched (the whole cache
+// ranges are declared written to Program, a superset).
+struct RopeKvParams {
+  uint32_t rows = 0, H = 0, Hkv = 0, D = 0, pos0 = 0, capacity = 0;
+};
+class RopeKvKernel {
+ public:
+  RopeKvKernel(Device& device, KernelOptions options);
+  // Throws invalid_argument (zero sizes, odd D, H % Hkv != 0, buffers too small or overlapping outputs)
+  // and context_overflow (pos0 + rows > capacity).
+  void record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out, BufferRange k_cache,
+              BufferRange v_cache, const RopeKvParams& params) const;
+  uint32_t workgroup_size() const { return wg_; }
+  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
+
+ private:
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::array<uint32_t, 2> test_limit_{0, 0};
+};
+
+// cos/sin table for RopeKvKernel: max_positions x D/2 x {cos, sin} of p·θ^(−2i/D), computed in double
+// and rounded once to float. Angles are computed on the host because a GPU's fp32 angle p·inv_freq
+// has an absolute rounding error of ~p·6e-8 rad (6e-3 rad at p = 1e5) and GPU sin/cos of large
+// arguments are only loosely specified, which would cost accuracy at long contexts.
+std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta = 10000.0);
+
+// ==== end linear / rope_kv ====
+
 }  // namespace diffvk

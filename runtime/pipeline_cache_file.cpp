@@ -2,17 +2,20 @@
 #include "pipeline_cache_file.hpp"
 
 #include <cstring>
+#include <limits>
+
+#include "diffvk/error.hpp"
 
 namespace diffvk {
 namespace {
 
 const char kMagic[8] = {'D', 'V', 'K', 'P', 'C', 'A', 'C', 'H'};
 
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(uint8_t(v >> (8 * i)));
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
 }
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
+void put_u64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
 }
 uint32_t get_u32(const uint8_t* p) {
   uint32_t v = 0;
@@ -58,21 +61,24 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t seed) {
 }
 
 std::vector<uint8_t> encode_pipeline_cache(const PipelineCacheKey& key, const void* blob, size_t size) {
-  std::vector<uint8_t> out;
-  out.reserve(kPipelineCacheHeaderSize + size + kPipelineCacheTrailerSize);
-  out.insert(out.end(), kMagic, kMagic + 8);
-  put_u32(out, kPipelineCacheFormatVersion);
-  put_u32(out, key.vendor_id);
-  put_u32(out, key.device_id);
-  put_u32(out, key.driver_version);
-  out.insert(out.end(), key.device_uuid, key.device_uuid + 16);
-  put_u64(out, key.spirv_hash);
-  put_u64(out, uint64_t(size));
-  if (size) {
-    const uint8_t* b = static_cast<const uint8_t*>(blob);
-    out.insert(out.end(), b, b + size);
+  if (size > std::numeric_limits<size_t>::max() - kPipelineCacheHeaderSize - kPipelineCacheTrailerSize) {
+    throw Error(Status::invalid_argument, "encode_pipeline_cache: blob of " + std::to_string(size) + " bytes is too large");
   }
-  put_u64(out, fnv1a64(out.data(), out.size()));
+  if (blob == nullptr && size != 0) throw Error(Status::invalid_argument, "encode_pipeline_cache: null blob");
+  // Written at fixed offsets into a pre-sized buffer (see the layout in the header).
+  std::vector<uint8_t> out(kPipelineCacheHeaderSize + size + kPipelineCacheTrailerSize);
+  uint8_t* p = out.data();
+  std::memcpy(p, kMagic, 8);
+  put_u32(p + 8, kPipelineCacheFormatVersion);
+  put_u32(p + 12, key.vendor_id);
+  put_u32(p + 16, key.device_id);
+  put_u32(p + 20, key.driver_version);
+  std::memcpy(p + 24, key.device_uuid, 16);
+  put_u64(p + 40, key.spirv_hash);
+  put_u64(p + 48, uint64_t(size));
+  if (size) std::memcpy(p + kPipelineCacheHeaderSize, blob, size);
+  const size_t body = kPipelineCacheHeaderSize + size;
+  put_u64(p + body, fnv1a64(p, body));
   return out;
 }
 

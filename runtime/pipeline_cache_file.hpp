@@ -33,9 +33,10 @@ struct PipelineCacheKey {
   uint64_t spirv_hash = 0;
 };
 
-uint64_t fnv1a64(const void* data, size_t size, uint64_t seed = 1469598103934665603ull);
+uint64_t fnv1a64(const void* data, size_t size, uint64_t seed = 14695981039346656037ull);
 
-// The whole file. blob may be nullptr when size == 0.
+// The whole file. blob may be nullptr when size == 0; invalid_argument for a null
+// blob with a size, or a size that cannot be represented.
 std::vector<uint8_t> encode_pipeline_cache(const PipelineCacheKey& key, const void* blob, size_t size);
 
 // The blob when `file` is intact and was written for `key`; otherwise nullopt,

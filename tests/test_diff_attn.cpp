@@ -192,3 +192,14 @@ TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
   CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, r, AttnCall{4, 0, 4, 4, 12, 128, 128, 0.5f, 0.5f}), Error);
   CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, buf.range(0, 16), AttnCall{4, 0, 4, 2, 12, 128, 128, 0.5f, 0.5f}), Error);
 }
+
+TEST_CASE("diff_attn: split-K decode with the shared-memory reduction path (forced)") {
+  for (Precision precision : {Precision::fp32, Precision::fp16}) {
+    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+    auto ctx = test::make_context(precision, /*force_no_subgroup=*/true);
+    REQUIRE_FALSE(ctx->device().subgroup_arithmetic());
+    uint64_t seed = 900;
+    for (const Case& c : {Case{4, 2, 32, 3, 45, 0.6, true}, Case{2, 2, 64, 1, 100, -0.3, true, true}})
+      run_case(*ctx, c, seed += 7);
+  }
+}

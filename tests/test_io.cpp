@@ -965,6 +965,9 @@ TEST_CASE("io: pipeline cache encode/decode") {
   CHECK(why == "ok");
   CHECK(diffvk::decode_pipeline_cache(file, key, nullptr).has_value());
 
+  CHECK_ERROR(diffvk::encode_pipeline_cache(key, nullptr, 5), Status::invalid_argument, "null blob");
+  CHECK_ERROR(diffvk::encode_pipeline_cache(key, blob.data(), std::numeric_limits<size_t>::max() - 10),
+              Status::invalid_argument, "too large");
   auto empty_blob = diffvk::encode_pipeline_cache(key, nullptr, 0);
   got = diffvk::decode_pipeline_cache(empty_blob, key, &why);
   REQUIRE(got.has_value());
@@ -1040,4 +1043,53 @@ TEST_CASE("io: pipeline cache file through write_file_atomic/read_file") {
   auto got = diffvk::decode_pipeline_cache(diffvk::platform::read_file(p, 1 << 20), key, &why);
   REQUIRE(got.has_value());
   CHECK(*got == blob);
+}
+
+// =====================================================================================
+// fuzz seed corpus (tests/fuzz/make_corpus.py): ok_* must load, bad_* must be refused
+// =====================================================================================
+
+TEST_CASE("io: fuzz seed corpus") {
+  const fs::path root = fs::path(__FILE__).parent_path() / "fuzz" / "corpus";
+  if (!fs::is_directory(root)) {
+    MESSAGE("corpus not found at " << root.string() << "; skipped");
+    return;
+  }
+  size_t ok = 0, bad = 0;
+  for (const char* kind : {"safetensors", "npy"}) {
+    if (!fs::is_directory(root / kind)) continue;
+    for (const auto& entry : fs::directory_iterator(root / kind)) {
+      const std::string name = entry.path().filename().string();
+      const std::string path = entry.path().string();
+      CAPTURE(path);
+      const bool expect_ok = name.rfind("ok_", 0) == 0;
+      if (!expect_ok && name.rfind("bad_", 0) != 0) continue;
+      try {
+        if (std::string(kind) == "safetensors") {
+          auto f = diffvk::SafetensorsFile::open(path);
+          for (const auto& t : f.tensors()) {
+            if (t.dtype == diffvk::DType::F32 || t.dtype == diffvk::DType::F16 || t.dtype == diffvk::DType::BF16) {
+              CHECK(f.to_float(t).size() == t.numel());
+            }
+          }
+        } else {
+          auto a = diffvk::read_npy(path);
+          if (a.dtype[1] == 'i') {
+            CHECK(diffvk::npy_as_int64(a).size() == a.numel());
+          } else {
+            CHECK(diffvk::npy_as_float(a).size() == a.numel());
+          }
+        }
+        CHECK_MESSAGE(expect_ok, "accepted a bad_ file");
+        ++ok;
+      } catch (const Error& e) {
+        CHECK_MESSAGE(!expect_ok, "rejected: " << e.what());
+        CHECK(e.status() == Status::format_error);
+        CHECK(contains(e.what(), name));  // messages name the file
+        ++bad;
+      }
+    }
+  }
+  CHECK(ok >= 8);
+  CHECK(bad >= 8);
 }

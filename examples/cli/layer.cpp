@@ -1,15 +1,62 @@
-// diffvk layer: run one MultiheadDiffAttn layer from a safetensors file on a .npy input (issue 3; not yet implemented).
+// diffvk layer: one MultiheadDiffAttn layer from a safetensors file on a float32 .npy input.
 #include <cstdio>
 
 #include "commands.hpp"
+#include "diffvk/layer.hpp"
+#include "npy.hpp"
 
 namespace diffvk::cli {
 
+namespace {
+struct LayerArgs {
+  DeviceFlags dev;
+  std::string weights, input, output;
+  uint32_t heads = 0, kv_heads = 0;
+  int depth = -1;
+  double theta = 10000.0;
+};
+}  // namespace
+
 Runner register_layer(CLI::App& app) {
-  auto* cmd = app.add_subcommand("layer", "run one differential attention layer (not implemented yet)");
-  cmd->allow_extras();
-  return []() -> int {
-    throw Error(Status::unsupported, "`diffvk layer` is not implemented yet (the attention kernels are in progress)");
+  auto a = std::make_shared<LayerArgs>();
+  auto* cmd = app.add_subcommand("layer", "run one differential attention layer (causal, positions from 0) on x.npy");
+  cmd->add_option("--weights", a->weights, "safetensors with the reference state_dict names")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--num-heads", a->heads, "H, differential heads")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--num-kv-heads", a->kv_heads, "Hkv, key/value groups (default H)")->check(CLI::PositiveNumber);
+  cmd->add_option("--depth", a->depth, "0-based layer index (sets lambda_init)")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rope-theta", a->theta, "RoPE base")->check(CLI::PositiveNumber);
+  cmd->add_option("--input", a->input, "float32 .npy of shape (S, E) or (B, S, E)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--output", a->output, "float32 .npy of the same shape (written atomically)")->required();
+  add_device_flags(cmd, a->dev);
+  return [a]() {
+    const NpyArray x = read_npy(a->input);
+    if (x.shape.size() != 2 && x.shape.size() != 3)
+      throw Error(Status::invalid_argument, a->input + ": expected shape (S, E) or (B, S, E), got " + std::to_string(x.shape.size()) + " dims");
+    const int64_t B = x.shape.size() == 3 ? x.shape[0] : 1, S = x.shape[x.shape.size() - 2], E = x.shape.back();
+    if (B <= 0 || S <= 0 || E <= 0) throw Error(Status::invalid_argument, a->input + ": empty input");
+    const std::vector<float> xf = npy_as_float(x);
+    auto ctx = Context::create(a->dev.options());
+    LayerOptions lo;
+    lo.num_heads = a->heads;
+    lo.num_kv_heads = a->kv_heads;
+    lo.depth = a->depth;
+    lo.rope_theta = a->theta;
+    lo.max_positions = static_cast<uint32_t>(S);
+    auto layer = DiffAttnLayer::load(*ctx, a->weights, lo);
+    if (layer->hidden() != E)
+      throw Error(Status::invalid_argument, a->input + ": last dimension " + std::to_string(E) + " != the layer's E " +
+                                                std::to_string(layer->hidden()));
+    std::vector<float> y(xf.size());
+    for (int64_t b = 0; b < B; ++b) {
+      layer->reset();
+      auto yb = layer->forward(xf.data() + b * S * E, static_cast<uint32_t>(S));
+      std::copy(yb.begin(), yb.end(), y.begin() + b * S * E);
+    }
+    write_npy_f32(a->output, x.shape, y.data());
+    std::fprintf(stderr, "diffvk layer: %s, E=%lld, %lld x %lld rows, lambda=%.6f -> %s\n",
+                 precision_name(ctx->precision()), static_cast<long long>(E), static_cast<long long>(B),
+                 static_cast<long long>(S), layer->lambda(), a->output.c_str());
+    return 0;
   };
 }
 
