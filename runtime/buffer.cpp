@@ -103,6 +103,14 @@ void before_transfer_barrier(VkCommandBuffer cb) {
 }
 }  // namespace
 
+BufferRange Device::zero_range() {
+  if (!zero_) {
+    zero_ = std::make_unique<Buffer>(*this, 256, MemoryDomain::device, "zero");
+    zero_->fill(0, 256, 0);
+  }
+  return zero_->range();
+}
+
 void Buffer::upload(VkDeviceSize offset, const void* src, size_t bytes) {
   check_range(offset, bytes, size_, "Buffer::upload");
   if (bytes == 0) return;

@@ -166,6 +166,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options) {
 Device::~Device() {
   if (device_) {
     vkDeviceWaitIdle(device_);
+    zero_.reset();
     if (cache_) {
       try {
         save_pipeline_cache();

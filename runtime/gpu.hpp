@@ -54,6 +54,10 @@ class Device {
 
   void save_pipeline_cache();
 
+  // A 256-byte zero-filled storage buffer: bound where an optional input is absent (e.g. the
+  // dynamic position of a kernel recorded with a fixed position).
+  struct BufferRange zero_range();
+
  private:
   Device() = default;
   VkCommandBuffer begin_one_shot();
@@ -73,6 +77,7 @@ class Device {
   DeviceCaps caps_;
   bool fp16_ = false;
   bool subgroup_ = false;
+  std::unique_ptr<class Buffer> zero_;
 };
 
 // A range of one VkBuffer, as bound to a shader.

@@ -1,5 +1,6 @@
 #include "kernel_diff_attn.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace diffvk {
@@ -27,10 +28,10 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
   const uint32_t push = sizeof(Push);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 5, push, spec(prefill_tiles_, D), false, fp16_});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 5, push, spec(decode1_tiles_, D), false, fp16_});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), false, fp16_});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), false, fp16_});
   if (decodeN_tiles_.br != decode1_tiles_.br || decodeN_tiles_.bc != decode1_tiles_.bc)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 5, push, spec(decodeN_tiles_, D), false, fp16_});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), false, fp16_});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
   reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 4, sizeof(ReducePush), {reduce_wg_, D}, o.subgroup, fp16_});
 }
@@ -41,13 +42,15 @@ const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
   return S <= decode1_tiles_.qb ? decode1_tiles_ : decodeN_tiles_;
 }
 
+BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buffer ? c.dyn_pos : device_.zero_range(); }
+
 void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                               BufferRange o) const {
   const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
                                               " does not match this kernel's n_rep=" + std::to_string(n_rep_));
-  if (uint64_t(c.pos0) + c.S > c.capacity)
+  if (uint64_t(c.pos0) + c.S > c.capacity && !c.dyn_pos.buffer)
     throw Error(Status::context_overflow, "attention: positions up to " + std::to_string(uint64_t(c.pos0) + c.S) +
                                               " exceed the KV cache capacity " + std::to_string(c.capacity));
   if (c.q_stride < c.H * dv || c.o_stride < c.H * dv)
@@ -64,7 +67,8 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   const AttnTiles& t = prefill_tiles_;
   Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, c.pos0 + c.S,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
-  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read}, {o, Access::write}},
+  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read}, {o, Access::write},
+                    {dyn(c), Access::read}},
                    &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, "diff_attn prefill");
 }
 
@@ -72,6 +76,13 @@ uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) c
   const AttnTiles& t = decode_tiles(c.S);
   const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len);
+}
+
+uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t* split_len) const {
+  AttnCall full = c;
+  full.pos0 = c.capacity - std::min(c.S, c.capacity);
+  full.dyn_pos = {};
+  return decode_splits(full, split_len);
 }
 
 uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
@@ -87,14 +98,16 @@ void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange 
     throw Error(Status::invalid_argument, "attention decode: " + std::to_string(c.S) + " rows > " +
                                               std::to_string(max_decode_rows_) + " (use prefill)");
   const AttnTiles& t = decode_tiles(c.S);
-  if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < uint64_t(c.pos0) + c.S)
+  const uint64_t keys = c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S;
+  if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
     throw Error(Status::invalid_argument, "attention decode: splits do not cover the keys");
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
     throw Error(Status::invalid_argument, "attention decode: split scratch too small");
   const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
   Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, split_len,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
-  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write}},
+  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
+                    {dyn(c), Access::read}},
                    &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, "diff_attn split");
   ReducePush r{c.S, c.H, splits, c.o_stride, c.lambda, c.gain, c.eps};
   program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write}},

@@ -19,6 +19,10 @@ struct AttnCall {
   float lambda = 0.0f;
   float gain = 1.0f;      // 1 - lambda_init
   float eps = 1e-5f;
+  // Optional 4-byte uint added to pos0 at run time, so a program recorded once can be replayed at
+  // every decode position. With it, the caller keeps pos0 + dyn + S <= capacity, and decode splits
+  // must cover the whole capacity (use decode_splits_for_capacity).
+  BufferRange dyn_pos{};
 };
 
 class DiffAttnKernel {
@@ -33,6 +37,8 @@ class DiffAttnKernel {
 
   // Split-K decode for S <= max_decode_rows: part/stat are fp32 scratch of part_bytes/stat_bytes.
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
+  // Splits covering every key of the cache (for programs replayed at any position).
+  uint32_t decode_splits_for_capacity(const AttnCall& call, uint32_t* split_len) const;
   static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits);
   static uint64_t stat_bytes(const AttnCall& call, uint32_t splits);
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
@@ -45,6 +51,7 @@ class DiffAttnKernel {
 
  private:
   struct Push;
+  BufferRange dyn(const AttnCall& c) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   Device& device_;
   bool fp16_;

@@ -25,16 +25,18 @@ std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta) 
 
 RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 5, sizeof(RopeKvParams), {wg_}, false, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_}, false, o.fp16});
 }
 
 void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out,
-                          BufferRange k_cache, BufferRange v_cache, const RopeKvParams& p) const {
+                          BufferRange k_cache, BufferRange v_cache, const RopeKvParams& p, BufferRange dyn_pos) const {
+  const bool dynamic = dyn_pos.buffer != VK_NULL_HANDLE;
+  if (!dynamic) dyn_pos = device_.zero_range();
   if (p.rows == 0 || p.H == 0 || p.Hkv == 0 || p.D == 0 || p.capacity == 0)
     throw Error(Status::invalid_argument, "rope_kv: zero size");
   if (p.D % 2 != 0) throw Error(Status::invalid_argument, "rope_kv: head_dim D must be even for RoPE");
   if (p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "rope_kv: H must be a multiple of Hkv");
-  if (uint64_t(p.pos0) + p.rows > p.capacity)
+  if (!dynamic && uint64_t(p.pos0) + p.rows > p.capacity)
     throw Error(Status::context_overflow, "rope_kv: positions " + std::to_string(p.pos0) + ".." +
                                               std::to_string(uint64_t(p.pos0) + p.rows - 1) +
                                               " exceed the KV cache capacity " + std::to_string(p.capacity));
@@ -43,7 +45,8 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
   const uint64_t qkv_elems = uint64_t(p.rows) * 2 * pairs;
   const uint64_t q_elems = uint64_t(p.rows) * 2 * p.H * p.D;
   const uint64_t cache_elems = uint64_t(p.Hkv) * p.capacity * 2 * p.D;
-  const uint64_t table_entries = (uint64_t(p.pos0) + p.rows) * (p.D / 2);
+  // With a dynamic position every position below the capacity may be used.
+  const uint64_t table_entries = (dynamic ? uint64_t(p.capacity) : uint64_t(p.pos0) + p.rows) * (p.D / 2);
   if (std::max({qkv_elems, cache_elems, table_entries * 2}) > UINT32_MAX)
     throw Error(Status::invalid_argument, "rope_kv: tensor too large for 32-bit element indices");
   if (qkv.size < qkv_elems * es || q_out.size < q_elems * es || k_cache.size < cache_elems * es ||
@@ -66,7 +69,7 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
   const std::array<uint32_t, 3> groups{clamp((pairs + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
   program.dispatch(*pipeline_,
                    {{qkv, Access::read}, {table, Access::read}, {q_out, Access::write}, {k_cache, Access::write},
-                    {v_cache, Access::write}},
+                    {v_cache, Access::write}, {dyn_pos, Access::read}},
                    &p, sizeof p, groups, "rope_kv");
 }
 

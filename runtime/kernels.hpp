@@ -113,7 +113,9 @@ class RopeKvKernel {
   // Throws invalid_argument (zero sizes, odd D, H % Hkv != 0, buffers too small or overlapping outputs)
   // and context_overflow (pos0 + rows > capacity).
   void record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out, BufferRange k_cache,
-              BufferRange v_cache, const RopeKvParams& params) const;
+              BufferRange v_cache, const RopeKvParams& params, BufferRange dyn_pos = {}) const;
+  // dyn_pos: optional 4-byte uint added to params.pos0 at run time (recorded once, replayed at
+  // every decode position); the host must keep pos0 + dyn + rows <= capacity (rows past it are skipped).
   uint32_t workgroup_size() const { return wg_; }
   void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
 

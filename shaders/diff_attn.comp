@@ -13,6 +13,7 @@ shared float sRed[BR * TC];
 void main() {
   g_qblock = gl_WorkGroupID.x;
   g_group = gl_WorkGroupID.y;
+  g_pos0 = p.pos0 + dyn_pos;
   attend(0, causal_end());
   const uint tid = gl_LocalInvocationIndex;
   const uint cg = tid % TC, rg = tid / TC;

@@ -29,6 +29,8 @@ const uint CPT = DV / TC;  // output columns per invocation
 layout(std430, binding = 0) readonly buffer Qbuf { STYPE q[]; };
 layout(std430, binding = 1) readonly buffer Kbuf { STYPE kc[]; };
 layout(std430, binding = 2) readonly buffer Vbuf { STYPE vc[]; };
+// Dynamic part of pos0 (host-written before a replay; 0 when recorded with a fixed position).
+layout(std430, binding = 5) readonly buffer Dyn { uint dyn_pos; };
 
 layout(push_constant) uniform Params {
   uint S;          // query rows in this call
@@ -55,7 +57,7 @@ shared float sM1[BR], sL1[BR], sM2[BR], sL2[BR], sA1[BR], sA2[BR];
 float acc1[RPT * CPT];
 float acc2[RPT * CPT];
 
-uint g_group, g_qblock;
+uint g_group, g_qblock, g_pos0;  // g_pos0 = p.pos0 + dyn_pos
 
 bool slot_valid(uint r) {
   return r < p.n_rep * p.qb && r / p.qb < p.n_rep && g_qblock * p.qb + r % p.qb < p.S;
@@ -94,7 +96,7 @@ void attend(uint key_begin, uint key_end) {
     for (uint pi = tid; pi < BR * BC; pi += WG) {
       const uint r = pi / BC, c = pi % BC;
       float s1 = NEG_BIG, s2 = NEG_BIG;
-      if (slot_valid(r) && c < nk && j0 + c <= p.pos0 + slot_query(r)) {
+      if (slot_valid(r) && c < nk && j0 + c <= g_pos0 + slot_query(r)) {
         float d1 = 0.0, d2 = 0.0;
         for (uint d = 0; d < HD; ++d) {
           d1 += float(sQ[r * DV + d]) * float(sKV[c * DV + d]);
@@ -160,5 +162,5 @@ void attend(uint key_begin, uint key_end) {
 // Last key (exclusive) any valid slot of this workgroup can see.
 uint causal_end() {
   const uint last_q = min(p.S, (g_qblock + 1) * p.qb) - 1;
-  return p.pos0 + last_q + 1;
+  return min(g_pos0 + last_q + 1, p.capacity);
 }

@@ -13,6 +13,7 @@ layout(std430, binding = 4) writeonly buffer Stat { float stat[]; };
 void main() {
   g_qblock = gl_WorkGroupID.x;
   g_group = gl_WorkGroupID.y;
+  g_pos0 = p.pos0 + dyn_pos;
   const uint split = gl_WorkGroupID.z;
   const uint begin = split * p.split_len;
   const uint end = min(causal_end(), begin + p.split_len);

@@ -17,6 +17,8 @@ layout(std430, binding = 1) readonly buffer Table { vec2 cs[]; };  // [pos][D/2]
 layout(std430, binding = 2) writeonly buffer QOut { STYPE q_out[]; };
 layout(std430, binding = 3) writeonly buffer KCache { STYPE k_cache[]; };
 layout(std430, binding = 4) writeonly buffer VCache { STYPE v_cache[]; };
+// Dynamic part of the position (written by the host before a replay; 0 when recorded with a fixed pos0).
+layout(std430, binding = 5) readonly buffer Dyn { uint dyn_pos; };
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -35,7 +37,8 @@ void main() {
   const uint np = qp + 2 * kp;  // pairs per row (v has as many as k)
   const uint width = 2 * np;
   for (uint row = gl_WorkGroupID.y; row < p.rows; row += gl_NumWorkGroups.y) {
-    const uint pos = p.pos0 + row;
+    const uint pos = p.pos0 + dyn_pos + row;
+    if (pos >= p.capacity) break;  // never write past the cache (the host checks before replaying)
     const uint src = row * width;
     for (uint j = gl_WorkGroupID.x * WG + gl_LocalInvocationIndex; j < np; j += gl_NumWorkGroups.x * WG) {
       const uint e = 2 * j;
