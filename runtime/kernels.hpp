@@ -134,4 +134,33 @@ std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta =
 
 // ==== end linear / rope_kv ====
 
+// ==== model ops (kernel_model_ops.cpp) ====
+
+// x[r] = table[tokens[r]]: tokens are uint32 (rows), table vocab x E, x rows x E.
+class EmbedKernel {
+ public:
+  EmbedKernel(Device& device, KernelOptions options);
+  void record(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
+              uint32_t vocab) const;
+
+ private:
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+// a = silu(gate) * up, gu = [gate | up] (rows x 2I), a rows x I.
+class SiluMulKernel {
+ public:
+  SiluMulKernel(Device& device, KernelOptions options);
+  void record(Program& program, BufferRange gu, BufferRange a, uint32_t rows, uint32_t I) const;
+
+ private:
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+// ==== end model ops ====
+
 }  // namespace diffvk

@@ -1,0 +1,154 @@
+// diffvk run | logits | plan: whole-model commands.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "commands.hpp"
+#include "diffvk/model.hpp"
+#include "npy.hpp"
+
+#ifndef DIFFVK_SOURCE_MODEL_DIR
+#define DIFFVK_SOURCE_MODEL_DIR ""
+#endif
+#ifndef DIFFVK_INSTALL_MODEL_DIR
+#define DIFFVK_INSTALL_MODEL_DIR ""
+#endif
+
+namespace diffvk::cli {
+
+namespace {
+// The bundled model: next to the executable's install prefix, else in the source tree it was built from.
+std::string default_model_dir() {
+  for (const char* dir : {DIFFVK_INSTALL_MODEL_DIR, DIFFVK_SOURCE_MODEL_DIR}) {
+    if (!*dir) continue;
+    std::ifstream f(std::string(dir) + "/config.json");
+    if (f.good()) return dir;
+  }
+  throw Error(Status::io_error, "no --model given and the bundled model was not found (looked in '" +
+                                    std::string(DIFFVK_INSTALL_MODEL_DIR) + "' and '" + DIFFVK_SOURCE_MODEL_DIR + "')");
+}
+
+struct ModelArgs {
+  DeviceFlags dev;
+  std::string model;
+  uint32_t context = 0, chunk = 64;
+  void add(CLI::App* cmd, bool model_required) {
+    auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors)")->check(CLI::ExistingDirectory);
+    if (model_required) o->required();
+    cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
+    cmd->add_option("--chunk", chunk, "prefill chunk size")->check(CLI::PositiveNumber);
+    add_device_flags(cmd, dev);
+  }
+};
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Runner register_run(CLI::App& app) {
+  struct Args : ModelArgs {
+    std::string prompt;
+    uint32_t n = 64;
+    SamplingOptions sampling;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("run", "generate text from a prompt (bundled model by default)");
+  a->add(cmd, false);
+  cmd->add_option("--prompt,-p", a->prompt, "prompt text (bytes tokenizer)")->required();
+  cmd->add_option("-n", a->n, "tokens to generate");
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
+  cmd->add_option("--top-p", a->sampling.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  return [a]() {
+    const std::string dir = a->model.empty() ? default_model_dir() : a->model;
+    auto ctx = Context::create(a->dev.options());
+    auto model = Model::load(*ctx, dir);
+    SessionOptions so{a->context, a->chunk};
+    auto session = Session::create(*model, so);
+    std::vector<int32_t> tokens;
+    const auto& cfg = model->config();
+    if (cfg.bos_token_id >= 0) tokens.push_back(static_cast<int32_t>(cfg.bos_token_id));
+    for (unsigned char ch : a->prompt) tokens.push_back(ch);
+    if (tokens.size() + a->n > session->capacity())
+      throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
+                                                " new tokens exceed the context of " + std::to_string(session->capacity()));
+    Sampler sampler(a->sampling);
+    std::fputs(a->prompt.c_str(), stdout);
+    std::fflush(stdout);
+    auto t0 = std::chrono::steady_clock::now();
+    auto logits = session->prefill(tokens);
+    const double prefill_s = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    uint32_t generated = 0;
+    for (; generated < a->n; ++generated) {
+      const int32_t next = sampler.sample(logits.data(), cfg.vocab_size);
+      if (next == cfg.eos_token_id) break;
+      if (next < 256) std::fputc(next, stdout);
+      std::fflush(stdout);
+      if (generated + 1 < a->n) logits = session->decode(next);
+    }
+    const double decode_s = seconds_since(t0);
+    std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %u tokens in %.3f s (%.1f tokens/s)\n",
+                 ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), prefill_s,
+                 tokens.size() / prefill_s, generated, decode_s, generated ? generated / decode_s : 0.0);
+    return 0;
+  };
+}
+
+Runner register_logits(CLI::App& app) {
+  struct Args : ModelArgs {
+    std::string tokens, output;
+    int64_t prompt_len = 0;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("logits", "teacher-forced logits for conformance: prefill P tokens, decode the rest");
+  a->add(cmd, true);
+  cmd->add_option("--tokens", a->tokens, "int64 .npy of token ids, shape (N,)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--prompt-len", a->prompt_len, "P: tokens given to prefill")->required();
+  cmd->add_option("--output", a->output, "float32 .npy (N, vocab_size), written atomically")->required();
+  return [a]() {
+    const NpyArray arr = read_npy(a->tokens);
+    if (arr.shape.size() != 1) throw Error(Status::invalid_argument, a->tokens + ": expected a 1-D array of token ids");
+    const auto ids64 = npy_as_int64(arr);
+    const int64_t N = static_cast<int64_t>(ids64.size());
+    if (a->prompt_len < 1 || a->prompt_len > N)
+      throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " + std::to_string(N) + "]");
+    std::vector<int32_t> ids;
+    for (int64_t v : ids64) {
+      if (v < 0 || v > INT32_MAX) throw Error(Status::invalid_argument, a->tokens + ": token id " + std::to_string(v) + " out of range");
+      ids.push_back(static_cast<int32_t>(v));
+    }
+    auto ctx = Context::create(a->dev.options());
+    auto model = Model::load(*ctx, a->model);
+    auto session = Session::create(*model, SessionOptions{a->context, a->chunk});
+    const uint32_t V = model->config().vocab_size;
+    std::vector<float> out = session->prefill(std::vector<int32_t>(ids.begin(), ids.begin() + a->prompt_len), true);
+    for (int64_t i = a->prompt_len; i < N; ++i) {
+      auto lg = session->decode(ids[i]);
+      out.insert(out.end(), lg.begin(), lg.end());
+    }
+    write_npy_f32(a->output, {N, int64_t(V)}, out.data());
+    std::fprintf(stderr, "diffvk logits: %s, %lld positions (%lld prefill + %lld decode) -> %s\n", precision_name(ctx->precision()),
+                 static_cast<long long>(N), static_cast<long long>(a->prompt_len), static_cast<long long>(N - a->prompt_len),
+                 a->output.c_str());
+    return 0;
+  };
+}
+
+Runner register_plan(CLI::App& app) {
+  auto a = std::make_shared<ModelArgs>();
+  auto* cmd = app.add_subcommand("plan", "print the static memory plan of a model session");
+  a->add(cmd, false);
+  return [a]() {
+    const std::string dir = a->model.empty() ? default_model_dir() : a->model;
+    auto ctx = Context::create(a->dev.options());
+    auto model = Model::load(*ctx, dir);
+    auto session = Session::create(*model, SessionOptions{a->context, a->chunk});
+    std::printf("model %s: session context %u, chunk %u, %s\n%s", dir.c_str(), session->capacity(), a->chunk,
+                precision_name(ctx->precision()), session->plan_report().c_str());
+    return 0;
+  };
+}
+
+}  // namespace diffvk::cli

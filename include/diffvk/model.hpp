@@ -1,0 +1,88 @@
+// diffvk — whole Differential Transformer inference: checkpoint loading, sessions with a KV cache,
+// sampling. Checkpoint format: a directory with config.json and model.safetensors (see README).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "diffvk/device.hpp"
+
+namespace diffvk {
+
+struct ModelConfig {
+  uint32_t vocab_size = 0;
+  uint32_t hidden_size = 0;  // E
+  uint32_t num_layers = 0;
+  uint32_t num_heads = 0;     // H (differential heads)
+  uint32_t num_kv_heads = 0;  // Hkv
+  uint32_t intermediate_size = 0;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;  // block norms; the headwise subln eps is always 1e-5 (SPEC.md)
+  uint32_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  int64_t bos_token_id = -1, eos_token_id = -1;
+  std::string tokenizer = "bytes";
+  uint32_t head_dim() const { return hidden_size / num_heads / 2; }
+};
+
+// Parses and validates config.json text; errors name the key at fault.
+ModelConfig parse_model_config(const std::string& json_text, const std::string& name = "config.json");
+
+class Model {
+ public:
+  // Loads and validates <dir>/config.json and <dir>/model.safetensors, uploads the weights.
+  static std::unique_ptr<Model> load(Context& context, const std::string& dir);
+  ~Model();
+  const ModelConfig& config() const;
+  uint64_t weight_bytes() const;  // bytes of weights read per token (device storage type)
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct SessionOptions {
+  uint32_t context = 0;  // KV-cache capacity in tokens; 0 = max_position_embeddings
+  uint32_t chunk = 64;   // prefill chunk (rows per recorded program)
+};
+
+class Session {
+ public:
+  static std::unique_ptr<Session> create(Model& model, const SessionOptions& options = {});
+  ~Session();
+  // Appends tokens (chunked); returns logits of the last token (vocab), or of every token
+  // (n x vocab) when all_logits. Errors (context overflow, bad token id) leave the session unchanged.
+  std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits = false);
+  std::vector<float> decode(int32_t token);
+  void reset();
+  uint32_t position() const;
+  uint32_t capacity() const;
+  std::string plan_report() const;  // every intermediate: lifetime, offset, size; arena vs bounds
+  struct Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct SamplingOptions {
+  float temperature = 0.0f;  // 0 = greedy
+  uint32_t top_k = 0;        // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  uint64_t seed = 0;
+};
+class Sampler {
+ public:
+  explicit Sampler(const SamplingOptions& options);
+  int32_t sample(const float* logits, uint32_t vocab);
+
+ private:
+  SamplingOptions o_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace diffvk

@@ -1,0 +1,231 @@
+#include "kernel_flash_attn.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace diffvk {
+
+namespace {
+constexpr uint32_t kMaxAccumulators = 128;  // same register budget as the fused kernel (attn_tuning.cpp)
+
+uint32_t pow2_floor(uint32_t v) {
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+uint32_t largest_pow2_divisor(uint32_t v, uint32_t cap) {
+  uint32_t p = 1;
+  while (p * 2 <= cap && v % (p * 2) == 0) p *= 2;
+  return p;
+}
+std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.bc, t.tc}; }
+}  // namespace
+
+uint32_t flash_shared_bytes(bool fp16, uint32_t D, uint32_t br, uint32_t bc) {
+  const uint32_t es = fp16 ? 2 : 4;
+  return es * (br * D + bc * 2 * D) + 4 * br * bc + 4 * 3 * br;
+}
+
+std::string check_flash_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t) {
+  const uint32_t dv = 2 * D;
+  auto pow2 = [](uint32_t v) { return v && !(v & (v - 1)); };
+  if (!pow2(t.wg) || t.wg > caps.max_workgroup_invocations || t.wg > caps.max_workgroup_size[0])
+    return "workgroup size " + std::to_string(t.wg) + " illegal";
+  if (!t.tc || t.wg % t.tc || dv % t.tc) return "tc must divide both 2D and the workgroup size";
+  const uint32_t tr = t.wg / t.tc;
+  if (!t.br || t.br % tr) return "br must be a multiple of wg/tc";
+  if (!t.bc) return "bc is zero";
+  if (!t.qb || t.qb * n_rep > t.br) return "br must hold n_rep x qb row slots";
+  if ((t.br / tr) * (dv / t.tc) > kMaxAccumulators) return "too many accumulators per invocation";
+  const uint32_t bytes = flash_shared_bytes(fp16, D, t.br, t.bc);
+  if (bytes != t.shared_bytes) return "shared_bytes does not match the tiles";
+  if (bytes > caps.max_shared_memory)
+    return "shared memory " + std::to_string(bytes) + " > " + std::to_string(caps.max_shared_memory);
+  return "";
+}
+
+AttnTiles choose_flash_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
+                             uint32_t decode_rows) {
+  if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "flash tiles: D and n_rep must be positive");
+  const uint32_t dv = 2 * D;
+  const uint32_t max_inv = std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]);
+  const uint32_t wg0 = pow2_floor(std::min<uint32_t>(64, max_inv));
+  const uint32_t tc = largest_pow2_divisor(dv, wg0);
+  uint32_t want_br = 32;
+  if (phase == AttnPhase::decode) {
+    want_br = 1;
+    while (want_br < n_rep * std::max(1u, decode_rows) && want_br < 64) want_br *= 2;
+  }
+  const uint32_t bcs[] = {64, 32, 16, 8, 4};
+  for (uint32_t br = want_br; br >= 1; br /= 2) {
+    if (br < n_rep) break;
+    AttnTiles t;
+    t.wg = std::min(wg0, tc * br);
+    t.tc = tc;
+    t.br = br;
+    t.qb = br / n_rep;
+    if (phase == AttnPhase::decode) t.qb = std::min(t.qb, std::max(1u, decode_rows));
+    for (uint32_t bc : bcs) {
+      if (phase == AttnPhase::prefill && bc > 2 * br && br >= 16) continue;
+      t.bc = bc;
+      t.shared_bytes = flash_shared_bytes(fp16, D, br, bc);
+      if (check_flash_tiles(caps, fp16, D, n_rep, t).empty()) return t;
+    }
+  }
+  throw Error(Status::unsupported, "no legal flash-attention tiling for D=" + std::to_string(D) + ", n_rep=" +
+                                       std::to_string(n_rep) + " within " + std::to_string(caps.max_shared_memory) +
+                                       " bytes of shared memory");
+}
+
+// ---------------------------------------------------------------------------------------------------
+struct FlashAttnKernel::Push {
+  uint32_t S, pos0, H, n_rep, capacity, q_stride, q_head_stride, q_col, k_stride, k_col, o_stride, qb, split_len;
+  float scale;
+};
+struct FlashReducePush {
+  uint32_t S, H, splits, o_stride;
+};
+
+FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
+    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+  if (D == 0 || D % 2) throw Error(Status::invalid_argument, "flash attention: D must be even and positive");
+  if (n_rep == 0) throw Error(Status::invalid_argument, "flash attention: n_rep must be positive");
+  if (max_decode_rows == 0 || max_decode_rows > 8)
+    throw Error(Status::invalid_argument, "flash attention: decode handles 1..8 query rows per call");
+  const DeviceCaps& caps = device.caps();
+  prefill_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill);
+  decode1_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
+  decodeN_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
+  const uint32_t push = sizeof(Push);
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 4, push, spec(prefill_tiles_, D), false, fp16_});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decode1_tiles_, D), false, fp16_});
+  if (decodeN_tiles_.br != decode1_tiles_.br || decodeN_tiles_.bc != decode1_tiles_.bc || decodeN_tiles_.wg != decode1_tiles_.wg)
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decodeN_tiles_, D), false, fp16_});
+  reduce_wg_ = pick_pow2_workgroup(caps, 64);
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 3, sizeof(FlashReducePush), {reduce_wg_, D}, false, fp16_});
+}
+
+FlashAttnKernel::~FlashAttnKernel() = default;
+
+const AttnTiles& FlashAttnKernel::decode_tiles(uint32_t S) const {
+  return S <= decode1_tiles_.qb ? decode1_tiles_ : decodeN_tiles_;
+}
+
+void FlashAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
+                               uint32_t half) const {
+  const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
+  if (half > 1) throw Error(Status::invalid_argument, "flash attention: half must be 0 (Q1/K1) or 1 (Q2/K2)");
+  if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
+    throw Error(Status::invalid_argument, "flash attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
+                                              " does not match this kernel's n_rep=" + std::to_string(n_rep_));
+  if (uint64_t(c.pos0) + c.S > c.capacity)
+    throw Error(Status::context_overflow, "flash attention: positions up to " + std::to_string(uint64_t(c.pos0) + c.S) +
+                                              " exceed the KV cache capacity " + std::to_string(c.capacity));
+  if (c.q_stride < c.H * dv || c.o_stride < c.H * dv)
+    throw Error(Status::invalid_argument, "flash attention: row strides smaller than H x 2D");
+  const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + c.H * dv, on = (uint64_t(c.S) - 1) * c.o_stride + c.H * dv;
+  const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
+  if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es)
+    throw Error(Status::invalid_argument, "flash attention: a buffer is smaller than the shape needs");
+}
+
+void FlashAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
+                                     const AttnCall& c, uint32_t half) const {
+  validate(c, q, k, v, o, half);
+  const AttnTiles& t = prefill_tiles_;
+  const uint32_t dv = 2 * D_;
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, dv, half * D_, dv, half * D_, c.o_stride, t.qb, c.pos0 + c.S,
+         static_cast<float>(1.0 / std::sqrt(double(D_)))};
+  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {o, Access::write}}, &p, sizeof p,
+                   {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, half ? "flash Q2K2" : "flash Q1K1");
+}
+
+uint32_t FlashAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
+  const AttnTiles& t = decode_tiles(c.S);
+  const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
+  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len);
+}
+
+uint64_t FlashAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
+  return uint64_t(splits) * c.H * c.S * 2 * D * 4;
+}
+uint64_t FlashAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits) { return uint64_t(splits) * c.H * c.S * 2 * 4; }
+
+void FlashAttnKernel::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
+                                    BufferRange part, BufferRange stat, const AttnCall& c, uint32_t half,
+                                    uint32_t splits, uint32_t split_len) const {
+  validate(c, q, k, v, o, half);
+  if (c.S > max_decode_rows_)
+    throw Error(Status::invalid_argument, "flash attention decode: " + std::to_string(c.S) + " rows > " +
+                                              std::to_string(max_decode_rows_) + " (use prefill)");
+  const AttnTiles& t = decode_tiles(c.S);
+  if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < uint64_t(c.pos0) + c.S)
+    throw Error(Status::invalid_argument, "flash attention decode: splits do not cover the keys");
+  if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
+    throw Error(Status::invalid_argument, "flash attention decode: split scratch too small");
+  const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
+  const uint32_t dv = 2 * D_;
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, dv, half * D_, dv, half * D_, c.o_stride, t.qb, split_len,
+         static_cast<float>(1.0 / std::sqrt(double(D_)))};
+  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write}},
+                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, half ? "flash split Q2K2" : "flash split Q1K1");
+  FlashReducePush r{c.S, c.H, splits, c.o_stride};
+  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}}, &r, sizeof r, {c.H, c.S, 1},
+                   half ? "flash reduce Q2K2" : "flash reduce Q1K1");
+}
+
+// ---------------------------------------------------------------------------------------------------
+CombineNormKernel::CombineNormKernel(Device& device, KernelOptions o) : fp16_(o.fp16) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"combine_norm", 4, sizeof(CombineNormParams), {wg_}, o.subgroup, o.fp16});
+}
+CombineNormKernel::~CombineNormKernel() = default;
+
+void CombineNormKernel::record(Program& program, BufferRange o1, BufferRange o2, BufferRange w, BufferRange y,
+                               const CombineNormParams& p) const {
+  if (p.rows == 0 || p.heads == 0 || p.width == 0 || p.in_stride < p.heads * p.width || p.out_stride < p.heads * p.width)
+    throw Error(Status::invalid_argument, "combine_norm: bad shape");
+  const uint64_t es = storage_bytes(fp16_);
+  const uint64_t in = (uint64_t(p.rows - 1) * p.in_stride + uint64_t(p.heads) * p.width) * es;
+  const uint64_t out = (uint64_t(p.rows - 1) * p.out_stride + uint64_t(p.heads) * p.width) * es;
+  if (o1.size < in || o2.size < in || y.size < out || w.size < p.width * es)
+    throw Error(Status::invalid_argument, "combine_norm: buffer too small for the shape");
+  program.dispatch(*pipeline_, {{o1, Access::read}, {o2, Access::read}, {w, Access::read}, {y, Access::write}}, &p, sizeof p,
+                   {p.heads, p.rows, 1}, "combine_norm");
+}
+
+// ---------------------------------------------------------------------------------------------------
+TwoPassDiffAttn::TwoPassDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
+    : D_(D), flash_(device, o, D, n_rep, max_decode_rows), combine_(device, o) {}
+
+uint64_t TwoPassDiffAttn::inter_bytes(const AttnCall& c, uint32_t D, bool fp16) {
+  return uint64_t(c.S) * c.H * 2 * D * storage_bytes(fp16);
+}
+
+void TwoPassDiffAttn::combine(Program& program, BufferRange o1, BufferRange o2, BufferRange subln, BufferRange o,
+                              const AttnCall& c) const {
+  CombineNormParams p{c.S, c.H, 2 * D_, c.H * 2 * D_, c.o_stride, c.lambda, c.gain, c.eps};
+  combine_.record(program, o1, o2, subln, o, p);
+}
+
+void TwoPassDiffAttn::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                                     BufferRange o, BufferRange o1, BufferRange o2, const AttnCall& c) const {
+  AttnCall inter = c;
+  inter.o_stride = c.H * 2 * D_;
+  flash_.record_prefill(program, q, k, v, o1, inter, 0);
+  flash_.record_prefill(program, q, k, v, o2, inter, 1);
+  combine(program, o1, o2, subln, o, c);
+}
+
+void TwoPassDiffAttn::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                                    BufferRange o, BufferRange o1, BufferRange o2, BufferRange part1, BufferRange stat1,
+                                    BufferRange part2, BufferRange stat2, const AttnCall& c, uint32_t splits,
+                                    uint32_t split_len) const {
+  AttnCall inter = c;
+  inter.o_stride = c.H * 2 * D_;
+  flash_.record_decode(program, q, k, v, o1, part1, stat1, inter, 0, splits, split_len);
+  flash_.record_decode(program, q, k, v, o2, part2, stat2, inter, 1, splits, split_len);
+  combine(program, o1, o2, subln, o, c);
+}
+
+}  // namespace diffvk

@@ -1,0 +1,492 @@
+// Whole-model inference (include/diffvk/model.hpp): checkpoint validation and upload, sessions with
+// a per-layer KV cache, one static plan for every intermediate, programs recorded once per row
+// count and replayed (positions travel in a small buffer, not in the recording), sampling.
+#include "diffvk/model.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+#include "half.hpp"
+#include "kernel_diff_attn.hpp"
+#include "kernels.hpp"
+#include "memory_plan.hpp"
+#include "platform.hpp"
+#include "safetensors.hpp"
+
+namespace diffvk {
+
+// ---- config ----------------------------------------------------------------------------
+ModelConfig parse_model_config(const std::string& text, const std::string& name) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw Error(Status::format_error, name + ": invalid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error(Status::format_error, name + ": top level must be an object");
+  auto bad = [&](const std::string& key, const std::string& why) { return Error(Status::format_error, name + ": '" + key + "' " + why); };
+  auto u32 = [&](const char* key, uint64_t lo, uint64_t hi, bool required, uint32_t def) -> uint32_t {
+    if (!j.contains(key)) {
+      if (required) throw bad(key, "is missing");
+      return def;
+    }
+    const auto& v = j[key];
+    if (!v.is_number_integer()) throw bad(key, "must be an integer");
+    const int64_t x = v.get<int64_t>();
+    if (x < int64_t(lo) || uint64_t(x) > hi)
+      throw bad(key, "= " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return static_cast<uint32_t>(x);
+  };
+  auto real = [&](const char* key, double def, double lo, double hi) -> double {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_number()) throw bad(key, "must be a number");
+    const double x = j[key].get<double>();
+    if (!std::isfinite(x) || x <= lo || x >= hi) throw bad(key, "= " + std::to_string(x) + " is out of range");
+    return x;
+  };
+  ModelConfig c;
+  c.vocab_size = u32("vocab_size", 1, 1u << 20, true, 0);
+  c.hidden_size = u32("hidden_size", 2, 65536, true, 0);
+  c.num_layers = u32("num_layers", 1, 1024, true, 0);
+  c.num_heads = u32("num_heads", 1, 4096, true, 0);
+  c.num_kv_heads = u32("num_kv_heads", 1, 4096, false, c.num_heads);
+  c.intermediate_size = u32("intermediate_size", 1, 1u << 20, true, 0);
+  c.max_position_embeddings = u32("max_position_embeddings", 1, 1u << 20, true, 0);
+  c.rope_theta = real("rope_theta", 10000.0, 0.0, 1e12);
+  c.rms_norm_eps = real("rms_norm_eps", 1e-5, 0.0, 1.0);
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean()) throw bad("tie_word_embeddings", "must be true or false");
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"bos_token_id", &c.bos_token_id}, {"eos_token_id", &c.eos_token_id}}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!j[key].is_number_integer()) throw bad(key, "must be an integer");
+    *field = j[key].get<int64_t>();
+    if (*field < 0 || *field >= int64_t(c.vocab_size)) throw bad(key, "is not a token id below vocab_size");
+  }
+  if (j.contains("tokenizer")) {
+    if (!j["tokenizer"].is_string()) throw bad("tokenizer", "must be a string");
+    c.tokenizer = j["tokenizer"].get<std::string>();
+  }
+  if (c.tokenizer != "bytes") throw bad("tokenizer", "= '" + c.tokenizer + "' is not supported (only \"bytes\")");
+  if (c.vocab_size < 256) throw bad("vocab_size", "must be >= 256 for the bytes tokenizer");
+  if (c.hidden_size % (2 * c.num_heads))
+    throw bad("hidden_size", "= " + std::to_string(c.hidden_size) + " is not divisible by 2 x num_heads = " + std::to_string(2 * c.num_heads));
+  if (c.num_heads % c.num_kv_heads)
+    throw bad("num_kv_heads", "= " + std::to_string(c.num_kv_heads) + " does not divide num_heads = " + std::to_string(c.num_heads));
+  if (c.head_dim() % 2) throw bad("hidden_size", "gives an odd head_dim " + std::to_string(c.head_dim()) + " (RoPE rotates pairs)");
+  return c;
+}
+
+// ---- model -------------------------------------------------------------------------------
+namespace {
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::vector<uint8_t> to_storage(const std::vector<float>& v, bool fp16) {
+  std::vector<uint8_t> out(v.size() * (fp16 ? 2 : 4));
+  if (!fp16) {
+    if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = float_to_half(v[i]);
+    std::memcpy(&out[i * 2], &h, 2);
+  }
+  return out;
+}
+
+// Packs weight tensors into a few large buffers (each <= max allocation), every tensor aligned and
+// bindable (<= maxStorageBufferRange).
+class WeightStore {
+ public:
+  WeightStore(Device& dev, bool fp16) : dev_(dev), fp16_(fp16) {}
+  size_t add(const std::string& name, std::vector<float> data) {
+    pending_.push_back({name, std::move(data)});
+    return pending_.size() - 1;
+  }
+  void upload() {
+    const DeviceCaps& c = dev_.caps();
+    const uint64_t al = c.min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
+    const uint64_t limit = std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
+    std::vector<std::pair<uint32_t, uint64_t>> where;
+    std::vector<uint64_t> sizes{0};
+    for (auto& t : pending_) {
+      const uint64_t bytes = t.data.size() * es;
+      if (bytes > c.max_storage_buffer_range)
+        throw Error(Status::unsupported, "tensor '" + t.name + "' (" + std::to_string(bytes) + " bytes) exceeds the device's maxStorageBufferRange " +
+                                             std::to_string(c.max_storage_buffer_range));
+      if (sizes.back() && align_up(sizes.back(), al) + bytes > limit) sizes.push_back(0);
+      const uint64_t off = align_up(sizes.back(), al);
+      where.push_back({static_cast<uint32_t>(sizes.size() - 1), off});
+      sizes.back() = off + bytes;
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) buffers_.emplace_back(dev_, std::max<uint64_t>(sizes[i], 4), MemoryDomain::device, "weights " + std::to_string(i));
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      const auto bytes = to_storage(pending_[i].data, fp16_);
+      buffers_[where[i].first].upload(where[i].second, bytes.data(), bytes.size());
+      ranges_.push_back(buffers_[where[i].first].range(where[i].second, std::max<uint64_t>(bytes.size(), 4)));
+      total_ += bytes.size();
+      std::vector<float>().swap(pending_[i].data);
+    }
+  }
+  BufferRange range(size_t i) const { return ranges_.at(i); }
+  uint64_t total() const { return total_; }
+
+ private:
+  struct Pending {
+    std::string name;
+    std::vector<float> data;
+  };
+  Device& dev_;
+  bool fp16_;
+  std::vector<Pending> pending_;
+  std::vector<Buffer> buffers_;
+  std::vector<BufferRange> ranges_;
+  uint64_t total_ = 0;
+};
+}  // namespace
+
+struct Model::Impl {
+  Device* dev = nullptr;
+  bool fp16 = false;
+  ModelConfig cfg;
+  struct Layer {
+    size_t attn_norm, wqkv, wo, subln, ffn_norm, wgu, wdown;
+    double lambda, lambda_init;
+  };
+  std::vector<Layer> layers;
+  size_t embed = 0, norm = 0, lm_head = 0;
+  std::unique_ptr<WeightStore> weights;
+  Buffer rope_table;
+  uint64_t per_token_bytes = 0;
+  std::unique_ptr<LinearKernel> linear;
+  std::unique_ptr<RopeKvKernel> rope;
+  std::unique_ptr<DiffAttnKernel> attn;
+  std::unique_ptr<HeadRmsNormKernel> norm_k;
+  std::unique_ptr<EmbedKernel> embed_k;
+  std::unique_ptr<SiluMulKernel> silu;
+};
+
+std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
+  auto m = std::make_unique<Impl>();
+  Device& dev = ctx.device();
+  m->dev = &dev;
+  m->fp16 = dev.fp16();
+  const auto cfg_bytes = platform::read_file(dir + "/config.json", 1 << 20);
+  m->cfg = parse_model_config(std::string(cfg_bytes.begin(), cfg_bytes.end()), dir + "/config.json");
+  const ModelConfig& c = m->cfg;
+  const std::string path = dir + "/model.safetensors";
+  SafetensorsFile st = SafetensorsFile::open(path);
+  const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
+
+  // Expected tensors: every name must be present with its shape, nothing else may be.
+  std::map<std::string, std::vector<int64_t>> expect;
+  expect["embed_tokens.weight"] = {V, E};
+  expect["norm.weight"] = {E};
+  if (!c.tie_word_embeddings) expect["lm_head.weight"] = {V, E};
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    expect[p + "attn_norm.weight"] = {E};
+    expect[p + "attn.q_proj.weight"] = {E, E};
+    expect[p + "attn.k_proj.weight"] = {2 * Hkv * D, E};
+    expect[p + "attn.v_proj.weight"] = {2 * Hkv * D, E};
+    expect[p + "attn.out_proj.weight"] = {E, E};
+    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) expect[p + "attn." + n] = {D};
+    expect[p + "attn.subln.weight"] = {2 * D};
+    expect[p + "ffn_norm.weight"] = {E};
+    expect[p + "ffn.gate_proj.weight"] = {I, E};
+    expect[p + "ffn.up_proj.weight"] = {I, E};
+    expect[p + "ffn.down_proj.weight"] = {E, I};
+  }
+  for (const auto& t : st.tensors())
+    if (!expect.count(t.name))
+      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name + "'" +
+                                            (t.name == "lm_head.weight" ? " (config says tie_word_embeddings=true)" : ""));
+  auto get = [&](const std::string& name, bool check_finite = false) {
+    const auto& shape = expect.at(name);
+    const TensorInfo* t = st.find(name);
+    if (!t) throw Error(Status::format_error, path + ": missing tensor '" + name + "'");
+    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+      throw Error(Status::format_error, path + ": tensor '" + name + "' must be F32, F16 or BF16");
+    auto v = st.to_float(st.require(name, shape));
+    if (check_finite)
+      for (float x : v)
+        if (!std::isfinite(x)) throw Error(Status::format_error, path + ": non-finite value in '" + name + "'");
+    return v;
+  };
+  auto cat = [](std::vector<float> a, const std::vector<float>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  m->weights = std::make_unique<WeightStore>(dev, m->fp16);
+  WeightStore& ws = *m->weights;
+  m->embed = ws.add("embed_tokens.weight", get("embed_tokens.weight"));
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Impl::Layer L{};
+    L.attn_norm = ws.add(p + "attn_norm.weight", get(p + "attn_norm.weight", true));
+    L.wqkv = ws.add(p + "attn.qkv", cat(cat(get(p + "attn.q_proj.weight"), get(p + "attn.k_proj.weight")), get(p + "attn.v_proj.weight")));
+    L.wo = ws.add(p + "attn.out_proj.weight", get(p + "attn.out_proj.weight"));
+    L.subln = ws.add(p + "attn.subln.weight", get(p + "attn.subln.weight", true));
+    L.ffn_norm = ws.add(p + "ffn_norm.weight", get(p + "ffn_norm.weight", true));
+    L.wgu = ws.add(p + "ffn.gate_up", cat(get(p + "ffn.gate_proj.weight"), get(p + "ffn.up_proj.weight")));
+    L.wdown = ws.add(p + "ffn.down_proj.weight", get(p + "ffn.down_proj.weight"));
+    std::vector<float> lam[4];
+    int i = 0;
+    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) lam[i++] = get(p + "attn." + n, true);
+    double d1 = 0, d2 = 0;
+    for (int64_t k = 0; k < D; ++k) {
+      d1 += double(lam[0][k]) * lam[1][k];
+      d2 += double(lam[2][k]) * lam[3][k];
+    }
+    L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
+    L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
+    if (!std::isfinite(L.lambda)) throw Error(Status::format_error, path + ": lambda of layer " + std::to_string(l) + " is not finite");
+    m->layers.push_back(L);
+  }
+  m->norm = ws.add("norm.weight", get("norm.weight", true));
+  m->lm_head = c.tie_word_embeddings ? m->embed : ws.add("lm_head.weight", get("lm_head.weight"));
+  ws.upload();
+  const uint64_t es = m->fp16 ? 2 : 4;
+  m->per_token_bytes = ws.total() - uint64_t(V) * E * es * (c.tie_word_embeddings ? 0 : 1) + uint64_t(E) * es;
+
+  const auto table = rope_table(c.max_position_embeddings, static_cast<uint32_t>(D), c.rope_theta);
+  m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
+  m->rope_table.upload(0, table.data(), table.size() * 4);
+
+  const KernelOptions ko = KernelOptions::for_device(dev);
+  m->linear = std::make_unique<LinearKernel>(dev, ko);
+  m->rope = std::make_unique<RopeKvKernel>(dev, ko);
+  m->attn = std::make_unique<DiffAttnKernel>(dev, ko, static_cast<uint32_t>(D), c.num_heads / c.num_kv_heads);
+  m->norm_k = std::make_unique<HeadRmsNormKernel>(dev, ko);
+  m->embed_k = std::make_unique<EmbedKernel>(dev, ko);
+  m->silu = std::make_unique<SiluMulKernel>(dev, ko);
+  platform::log(platform::LogLevel::info, "model " + dir + ": " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
+                                              ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
+                                              std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
+                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") + ")");
+  return std::unique_ptr<Model>(new Model(std::move(m)));
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const ModelConfig& Model::config() const { return impl_->cfg; }
+uint64_t Model::weight_bytes() const { return impl_->per_token_bytes; }
+
+// ---- session -----------------------------------------------------------------------------
+struct Session::Impl {
+  Model::Impl* m = nullptr;
+  uint32_t cap = 0, chunk = 0, pos = 0;
+  std::vector<Buffer> kv;  // per layer: K then V
+  std::vector<BufferRange> kc, vc;
+  Buffer tokens, dyn;
+  std::vector<TensorLifetime> lifetimes;
+  MemoryPlan plan;
+  std::vector<Buffer> arena;
+  std::vector<BufferRange> t;  // placed tensors, same order as lifetimes
+  size_t X = 0, XF = 0, LOGITS = 0;
+  struct LayerT {
+    size_t xn, qkv, q, part, stat, o, hn, gu, a;
+  };
+  std::vector<LayerT> lt;
+  uint32_t splits = 1, split_len = 0;
+  std::map<uint32_t, std::unique_ptr<Program>> programs;  // recorded once per row count
+
+  BufferRange T(size_t i, uint64_t bytes) const { return {t[i].buffer, t[i].offset, bytes}; }
+  Program& program(uint32_t rows);
+  std::vector<float> run(const int32_t* tok, uint32_t rows);
+};
+
+std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) {
+  auto s = std::make_unique<Impl>();
+  Model::Impl& m = model.impl();
+  Device& dev = *m.dev;
+  const ModelConfig& c = m.cfg;
+  s->m = &m;
+  s->cap = o.context ? o.context : c.max_position_embeddings;
+  if (s->cap > c.max_position_embeddings)
+    throw Error(Status::invalid_argument, "context " + std::to_string(s->cap) + " exceeds max_position_embeddings " +
+                                              std::to_string(c.max_position_embeddings));
+  s->chunk = std::max(1u, std::min(o.chunk, s->cap));
+  const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
+  const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
+  const uint64_t cache = uint64_t(Hkv) * s->cap * 2 * D * es;
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    s->kv.emplace_back(dev, 2 * align_up(cache, al), MemoryDomain::device, "KV cache layer " + std::to_string(l));
+    s->kc.push_back(s->kv.back().range(0, cache));
+    s->vc.push_back(s->kv.back().range(align_up(cache, al), cache));
+  }
+  s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
+  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position");
+
+  // Static plan: step 0 embed; per layer 9 steps; then final norm and lm_head.
+  const uint64_t R = s->chunk;
+  AttnCall worst{std::min<uint32_t>(8, s->chunk), 0, H, Hkv, s->cap, E, E};
+  s->splits = m.attn->decode_splits_for_capacity(AttnCall{1, 0, H, Hkv, s->cap, E, E}, &s->split_len);
+  uint32_t maxs = s->splits;
+  for (uint32_t r = 2; r <= std::min<uint32_t>(8, s->chunk); ++r) {
+    uint32_t len;
+    maxs = std::max(maxs, m.attn->decode_splits_for_capacity(AttnCall{r, 0, H, Hkv, s->cap, E, E}, &len));
+  }
+  const int F = 1 + 9 * static_cast<int>(c.num_layers);
+  auto add = [&](const std::string& name, uint64_t bytes, int first, int last) {
+    s->lifetimes.push_back({name, std::max<uint64_t>(bytes, 4), al, first, last});
+    return s->lifetimes.size() - 1;
+  };
+  s->X = add("x (residual stream)", R * E * es, 0, F);
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const int b = 1 + 9 * static_cast<int>(l);
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Impl::LayerT L{};
+    L.xn = add(p + "attn_norm.out", R * E * es, b, b + 1);
+    L.qkv = add(p + "qkv", R * (E + 4ull * Hkv * D) * es, b + 1, b + 2);
+    L.q = add(p + "q.roped", R * E * es, b + 2, b + 3);
+    L.part = add(p + "attn.split_part", DiffAttnKernel::part_bytes(worst, D, maxs), b + 3, b + 3);
+    L.stat = add(p + "attn.split_stat", DiffAttnKernel::stat_bytes(worst, maxs), b + 3, b + 3);
+    L.o = add(p + "attn.out", R * E * es, b + 3, b + 4);
+    L.hn = add(p + "ffn_norm.out", R * E * es, b + 5, b + 6);
+    L.gu = add(p + "ffn.gate_up", R * 2ull * I * es, b + 6, b + 7);
+    L.a = add(p + "ffn.act", R * I * es, b + 7, b + 8);
+    s->lt.push_back(L);
+  }
+  s->XF = add("norm.out", R * E * es, F, F + 1);
+  s->LOGITS = add("logits", R * c.vocab_size * es, F + 1, F + 2);
+  s->plan = plan_memory(s->lifetimes, dev.caps().max_storage_buffer_range, al);
+  for (size_t i = 0; i < s->plan.buffer_sizes.size(); ++i)
+    s->arena.emplace_back(dev, s->plan.buffer_sizes[i], MemoryDomain::device, "session arena " + std::to_string(i));
+  for (size_t i = 0; i < s->lifetimes.size(); ++i) {
+    const auto& pl = s->plan.placements[i];
+    s->t.push_back(s->arena[pl.buffer].range(pl.offset, s->lifetimes[i].bytes));
+  }
+  return std::unique_ptr<Session>(new Session(std::move(s)));
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Program& Session::Impl::program(uint32_t rows) {
+  auto it = programs.find(rows);
+  if (it != programs.end()) return *it->second;
+  const Model::Impl& M = *m;
+  const ModelConfig& c = M.cfg;
+  Device& dev = *M.dev;
+  const uint64_t es = M.fp16 ? 2 : 4;
+  const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
+  const uint32_t qkvw = E + 4 * Hkv * D;
+  auto prog = std::make_unique<Program>(dev, "model rows=" + std::to_string(rows));
+  const BufferRange dynr = dyn.range(0, 4), x = T(X, uint64_t(rows) * E * es);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  M.embed_k->record(*prog, tokens.range(0, rows * 4ull), M.weights->range(M.embed), x, rows, E, c.vocab_size);
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const auto& W = M.layers[l];
+    const auto& L = lt[l];
+    const BufferRange xn = T(L.xn, uint64_t(rows) * E * es), qkv = T(L.qkv, uint64_t(rows) * qkvw * es),
+                      q = T(L.q, uint64_t(rows) * E * es), o = T(L.o, uint64_t(rows) * E * es),
+                      hn = T(L.hn, uint64_t(rows) * E * es), gu = T(L.gu, uint64_t(rows) * 2 * I * es),
+                      a = T(L.a, uint64_t(rows) * I * es);
+    M.norm_k->record(*prog, x, M.weights->range(W.attn_norm), xn, {rows, 1, E, E, 1.0f, eps});
+    M.linear->record(*prog, xn, M.weights->range(W.wqkv), qkv, {rows, E, qkvw, E, qkvw});
+    M.rope->record(*prog, qkv, M.rope_table.range(), q, kc[l], vc[l], {rows, H, Hkv, D, 0, cap}, dynr);
+    AttnCall call{rows, 0, H, Hkv, cap, E, E, static_cast<float>(W.lambda), static_cast<float>(1.0 - W.lambda_init), 1e-5f, dynr};
+    if (rows <= M.attn->max_decode_rows()) {
+      uint32_t len = 0;
+      const uint32_t sp = M.attn->decode_splits_for_capacity(call, &len);
+      M.attn->record_decode(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, t[L.part], t[L.stat], call, sp, len);
+    } else {
+      M.attn->record_prefill(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, call);
+    }
+    M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x);
+    M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps});
+    M.linear->record(*prog, hn, M.weights->range(W.wgu), gu, {rows, E, 2 * I, E, 2 * I});
+    M.silu->record(*prog, gu, a, rows, I);
+    M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x);
+  }
+  const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * c.vocab_size * es);
+  M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps});
+  M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, c.vocab_size, E, c.vocab_size});
+  prog->finalize();
+  return *programs.emplace(rows, std::move(prog)).first->second;
+}
+
+std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows) {
+  const ModelConfig& c = m->cfg;
+  std::vector<uint32_t> ids(tok, tok + rows);
+  Program& prog = program(rows);
+  tokens.upload(0, ids.data(), rows * 4ull);
+  dyn.upload(0, &pos, 4);
+  prog.run();
+  pos += rows;
+  const uint64_t n = uint64_t(rows) * c.vocab_size;
+  std::vector<uint8_t> raw(n * (m->fp16 ? 2 : 4));
+  arena[plan.placements[LOGITS].buffer].download(t[LOGITS].offset, raw.data(), raw.size());
+  std::vector<float> out(n);
+  if (m->fp16) {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, &raw[i * 2], 2);
+      out[i] = half_to_float(h);
+    }
+  } else {
+    std::memcpy(out.data(), raw.data(), raw.size());
+  }
+  return out;
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
+  Impl& s = *impl_;
+  const uint32_t V = s.m->cfg.vocab_size;
+  if (toks.empty()) throw Error(Status::invalid_argument, "prefill: no tokens");
+  if (uint64_t(s.pos) + toks.size() > s.cap)
+    throw Error(Status::context_overflow, "prefill: " + std::to_string(toks.size()) + " tokens after " + std::to_string(s.pos) +
+                                              " exceed the context of " + std::to_string(s.cap));
+  for (size_t i = 0; i < toks.size(); ++i)
+    if (toks[i] < 0 || uint32_t(toks[i]) >= V)
+      throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
+                                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  std::vector<float> out;
+  for (size_t i = 0; i < toks.size(); i += s.chunk) {
+    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
+    auto lg = s.run(toks.data() + i, rows);
+    if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
+    else if (i + rows == toks.size()) out.assign(lg.end() - V, lg.end());
+  }
+  return out;
+}
+
+std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
+void Session::reset() { impl_->pos = 0; }
+uint32_t Session::position() const { return impl_->pos; }
+uint32_t Session::capacity() const { return impl_->cap; }
+std::string Session::plan_report() const { return format_plan(impl_->lifetimes, impl_->plan); }
+
+// ---- sampling ----------------------------------------------------------------------------
+Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) {}
+
+int32_t Sampler::sample(const float* logits, uint32_t vocab) {
+  if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");
+  if (o_.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  std::vector<uint32_t> idx(vocab);
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+  uint32_t n = o_.top_k ? std::min(o_.top_k, vocab) : vocab;
+  std::vector<double> p(n);
+  const double mx = logits[idx[0]];
+  double sum = 0;
+  for (uint32_t i = 0; i < n; ++i) sum += p[i] = std::exp((double(logits[idx[i]]) - mx) / o_.temperature);
+  if (o_.top_p < 1.0f) {
+    double acc = 0;
+    uint32_t keep = 0;
+    while (keep < n && acc < o_.top_p * sum) acc += p[keep++];
+    n = std::max(1u, keep);
+    p.resize(n);
+  }
+  std::discrete_distribution<uint32_t> dist(p.begin(), p.end());
+  return static_cast<int32_t>(idx[dist(rng_)]);
+}
+
+}  // namespace diffvk
