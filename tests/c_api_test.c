@@ -1,0 +1,88 @@
+/* The C ABI exercised from C: misuse gives status codes (never a crash), and a model generates.
+ * usage: diffvk_c_api_test <model dir> */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffvk/diffvk.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                                            \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, diffvk_last_error()); \
+      ++failures;                                                               \
+    }                                                                           \
+  } while (0)
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s <model dir>\n", argv[0]);
+    return 2;
+  }
+  diffvk_context_options opts = {NULL, DIFFVK_PRECISION_AUTO, 1, NULL};
+  diffvk_context* ctx = NULL;
+  diffvk_model* model = NULL;
+  diffvk_session* session = NULL;
+  diffvk_sampler* sampler = NULL;
+  uint32_t vocab = 0, pos = 0;
+  char name[256];
+  float* logits;
+  float tiny[4];
+  int32_t tok = 0, prompt[5] = {72, 101, 108, 108, 111};
+  int i;
+
+  /* misuse before anything exists */
+  EXPECT(diffvk_context_create(&opts, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "out") != NULL);
+  EXPECT(diffvk_model_load(NULL, argv[1], &model) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_decode(NULL, 1, tiny, 4) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_context_destroy((diffvk_context*)&opts) == DIFFVK_INVALID_ARGUMENT); /* foreign pointer */
+
+  EXPECT(diffvk_context_create(&opts, &ctx) == DIFFVK_OK);
+  if (!ctx) return 1;
+  EXPECT(diffvk_context_device_name(ctx, name, 2) == DIFFVK_BUFFER_TOO_SMALL);
+  EXPECT(diffvk_context_device_name(ctx, name, sizeof name) == DIFFVK_OK);
+  EXPECT(diffvk_model_load(ctx, "/nonexistent/model", &model) == DIFFVK_IO_ERROR);
+  EXPECT(model == NULL);
+  EXPECT(diffvk_model_load(ctx, argv[1], &model) == DIFFVK_OK);
+  if (!model) return 1;
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_INVALID_ARGUMENT); /* wrong order: model alive */
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK && vocab >= 256);
+  EXPECT(diffvk_session_create(model, 32, 0, &session) == DIFFVK_OK);
+  if (!session) return 1;
+  logits = (float*)malloc(sizeof(float) * vocab);
+  EXPECT(diffvk_session_prefill(session, prompt, 5, tiny, 4) == DIFFVK_BUFFER_TOO_SMALL);
+  EXPECT(diffvk_session_position(session, &pos) == DIFFVK_OK && pos == 0);
+  EXPECT(diffvk_session_prefill(session, prompt, 5, logits, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_sampler_create(0.0f, 0, 1.0f, 7, &sampler) == DIFFVK_OK);
+  for (i = 0; i < 10; ++i) {
+    EXPECT(diffvk_sampler_sample(sampler, logits, vocab, &tok) == DIFFVK_OK);
+    EXPECT(tok >= 0 && (uint32_t)tok < vocab);
+    EXPECT(diffvk_session_decode(session, tok, logits, vocab) == DIFFVK_OK);
+    EXPECT(isfinite(logits[0]));
+  }
+  EXPECT(diffvk_session_position(session, &pos) == DIFFVK_OK && pos == 15);
+  /* bad token and context overflow: errors, session unchanged and usable */
+  EXPECT(diffvk_session_decode(session, (int32_t)vocab, logits, vocab) == DIFFVK_INVALID_ARGUMENT);
+  {
+    int32_t many[40];
+    memset(many, 0, sizeof many);
+    EXPECT(diffvk_session_prefill(session, many, 40, logits, vocab) == DIFFVK_CONTEXT_OVERFLOW);
+    EXPECT(strstr(diffvk_last_error(), "context") != NULL);
+  }
+  EXPECT(diffvk_session_position(session, &pos) == DIFFVK_OK && pos == 15);
+  EXPECT(diffvk_session_decode(session, 65, logits, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_INVALID_ARGUMENT); /* session alive */
+  EXPECT(diffvk_session_destroy(session) == DIFFVK_OK);
+  EXPECT(diffvk_session_destroy(session) == DIFFVK_INVALID_ARGUMENT); /* stale handle */
+  EXPECT(diffvk_session_decode(session, 1, logits, vocab) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_sampler_destroy(sampler) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_INVALID_ARGUMENT);
+  free(logits);
+  printf("c_api_test on %s: %s\n", name, failures ? "FAILED" : "passed");
+  return failures ? 1 : 0;
+}
