@@ -203,3 +203,73 @@ TEST_CASE("diff_attn: split-K decode with the shared-memory reduction path (forc
       run_case(*ctx, c, seed += 7);
   }
 }
+
+TEST_CASE("diff_attn: a decode program recorded once replays correctly at every position") {
+  // The model records its decode program once; the position travels in a 4-byte buffer.
+  for (Precision precision : {Precision::fp32, Precision::fp16}) {
+    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+    auto ctx = test::make_context(precision);
+    Device& dev = ctx->device();
+    const bool fp16 = dev.fp16();
+    const uint32_t H = 4, Hkv = 2, D = 16, DV = 32, cap = 150;
+    const double lambda = 0.45;
+    const int depth = 2;
+    auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+    auto k = round(ref::random_normal(size_t(cap) * 2 * Hkv * D, 41));
+    auto v = round(ref::random_normal(size_t(cap) * Hkv * DV, 42));
+    std::vector<double> subln(DV, 1.0);
+    std::vector<double> kc(size_t(Hkv) * cap * DV), vc(kc.size());
+    for (uint32_t g = 0; g < Hkv; ++g)
+      for (uint32_t j = 0; j < cap; ++j)
+        for (uint32_t d = 0; d < DV; ++d) {
+          kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * Hkv * D + g * DV + d];
+          vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * Hkv * DV + g * DV + d];
+        }
+    DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, H / Hkv);
+    const size_t es = storage_bytes(fp16);
+    Buffer kb(dev, kc.size() * es, MemoryDomain::device, "k"), vb(dev, vc.size() * es, MemoryDomain::device, "v");
+    kb.upload(0, test::pack(kc, fp16).data(), kc.size() * es);
+    vb.upload(0, test::pack(vc, fp16).data(), vc.size() * es);
+    Buffer wb(dev, DV * es, MemoryDomain::device, "w"), qb(dev, H * DV * es, MemoryDomain::device, "q"),
+        ob(dev, H * DV * es, MemoryDomain::device, "o"), pos(dev, 16, MemoryDomain::device, "pos");
+    wb.upload(0, test::pack(subln, fp16).data(), DV * es);
+    AttnCall call{1, 0, H, Hkv, cap, H * DV, H * DV, static_cast<float>(lambda),
+                  static_cast<float>(1.0 - ref::lambda_init(depth)), 1e-5f, pos.range(0, 4)};
+    uint32_t len = 0;
+    const uint32_t splits = kernel.decode_splits_for_capacity(call, &len);
+    Buffer part(dev, DiffAttnKernel::part_bytes(call, D, splits), MemoryDomain::device, "part"),
+        stat(dev, DiffAttnKernel::stat_bytes(call, splits), MemoryDomain::device, "stat");
+    Program prog(dev, "decode replay");
+    kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(), part.range(), stat.range(), call,
+                         splits, len);
+    for (uint32_t p : {0u, 1u, 63u, 64u, 65u, 100u, 149u}) {
+      auto q = round(ref::random_normal(size_t(H) * DV, 1000 + p));
+      qb.upload(0, test::pack(q, fp16).data(), q.size() * es);
+      pos.upload(0, &p, 4);
+      ob.fill(0, H * DV * es, test::kPoison);
+      prog.run();
+      std::vector<uint8_t> got(H * DV * es);
+      ob.download(0, got.data(), got.size());
+      const std::vector<double> kt(k.begin(), k.begin() + size_t(p + 1) * 2 * Hkv * D);
+      const std::vector<double> vt(v.begin(), v.begin() + size_t(p + 1) * Hkv * DV);
+      const auto expect = ref::head_rmsnorm(ref::diff_attention(q, kt, vt, 1, p + 1, H, Hkv, D, lambda, p), 1, H, D, subln,
+                                            ref::lambda_init(depth));
+      const auto c = test::compare(test::unpack(got, fp16), expect);
+      INFO(precision_name(precision) << " position " << p << " splits " << splits << ": " << c.summary());
+      CHECK(test::within_spec(c, fp16));
+    }
+  }
+}
+
+#if DIFFVK_LARGE_TESTS
+// Larger shapes (label "large"): several key tiles per workgroup, long caches, many splits.
+// Built with -DDIFFVK_LARGE_TESTS=ON; run with `ctest -L large`.
+TEST_SUITE("large") {
+  const std::vector<Case> kLarge = {
+      {4, 2, 64, 300, 0, 0.6, false},  {2, 1, 128, 257, 0, -0.3, false}, {8, 2, 32, 129, 700, 1.2, false},
+      {4, 1, 64, 1, 2047, 0.5, true},  {8, 8, 64, 8, 1500, 0.8, true},   {2, 2, 128, 3, 3000, 0.2, true},
+  };
+  TEST_CASE("diff_attn: large shapes fp32") { sweep(Precision::fp32, kLarge, 7000); }
+  TEST_CASE("diff_attn: large shapes fp16") { sweep(Precision::fp16, kLarge, 8000); }
+}
+#endif
