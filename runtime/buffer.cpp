@@ -1,8 +1,15 @@
+#include <atomic>
 #include <cstring>
 
 #include "gpu.hpp"
 
 namespace diffvk {
+
+namespace {
+std::atomic<uint64_t> g_device_bytes{0};  // live VkDeviceMemory of all Buffers (device_bytes_allocated)
+}  // namespace
+
+uint64_t device_bytes_allocated() { return g_device_bytes.load(); }
 
 Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std::string& what) : device_(&device), size_(size) {
   if (size == 0) throw Error(Status::invalid_argument, "buffer '" + what + "': zero size");
@@ -37,6 +44,7 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std
     ai.memoryTypeIndex = type;
     try {
       DVK_CHECK(vkAllocateMemory(dev, &ai, nullptr, &memory_));
+      g_device_bytes += req.size;
     } catch (const Error& e) {
       throw Error(e.status(), "allocating " + std::to_string(req.size) + " bytes for '" + what + "': " + e.what());
     }
@@ -55,6 +63,12 @@ void Buffer::release() noexcept {
   if (!device_) return;
   VkDevice dev = device_->handle();
   if (mapped_) vkUnmapMemory(dev, memory_);
+  if (memory_ && buffer_) {
+    // The allocation was exactly the buffer's requirement (see the constructor).
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, buffer_, &req);
+    g_device_bytes -= req.size;
+  }
   if (buffer_) vkDestroyBuffer(dev, buffer_, nullptr);
   if (memory_) vkFreeMemory(dev, memory_, nullptr);
   mapped_ = nullptr;

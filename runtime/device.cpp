@@ -86,6 +86,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options) {
   const uint32_t idx = select_device(all, selector);
   d->physical_ = pds[idx];
   d->caps_ = all[idx];
+  if (options.simulate_heap_bytes)
+    for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
   const DeviceCaps& c = d->caps_;
   const uint32_t api = std::min(c.api_version, d->instance_->api_version());
   if (api < VK_API_VERSION_1_1)
@@ -234,7 +236,15 @@ void Device::submit_and_wait(VkCommandBuffer cb) {
   si.pCommandBuffers = &cb;
   DVK_CHECK(vkResetFences(device_, 1, &fence_));
   DVK_CHECK(vkQueueSubmit(queue_, 1, &si, fence_));
-  DVK_CHECK(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX));
+  VkResult r = vk_fault_for("vkWaitForFences");
+  if (r == VK_SUCCESS) r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (r < 0) {
+    // A failed wait (out of memory is allowed) may leave the submission executing: drain the queue so
+    // that callers can free the command buffer and the resources it uses. After a device loss this
+    // returns at once.
+    vkQueueWaitIdle(queue_);
+    vk_check(r, "vkWaitForFences");
+  }
 }
 
 namespace {

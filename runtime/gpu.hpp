@@ -155,6 +155,9 @@ class Pipeline {
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
+// Bytes of VkDeviceMemory currently allocated by Buffer objects, process-wide (leak checks in tests).
+uint64_t device_bytes_allocated();
+
 inline uint32_t f32_bits(float f) {
   uint32_t u;
   static_assert(sizeof u == sizeof f);

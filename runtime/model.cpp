@@ -3,7 +3,6 @@
 // count and replayed (positions travel in a small buffer, not in the recording), sampling.
 #include "diffvk/model.hpp"
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -20,72 +19,19 @@
 
 namespace diffvk {
 
-// ---- config ----------------------------------------------------------------------------
-ModelConfig parse_model_config(const std::string& text, const std::string& name) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(Status::format_error, name + ": invalid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw Error(Status::format_error, name + ": top level must be an object");
-  auto bad = [&](const std::string& key, const std::string& why) { return Error(Status::format_error, name + ": '" + key + "' " + why); };
-  auto u32 = [&](const char* key, uint64_t lo, uint64_t hi, bool required, uint32_t def) -> uint32_t {
-    if (!j.contains(key)) {
-      if (required) throw bad(key, "is missing");
-      return def;
-    }
-    const auto& v = j[key];
-    if (!v.is_number_integer()) throw bad(key, "must be an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < int64_t(lo) || uint64_t(x) > hi)
-      throw bad(key, "= " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return static_cast<uint32_t>(x);
-  };
-  auto real = [&](const char* key, double def, double lo, double hi) -> double {
-    if (!j.contains(key) || j[key].is_null()) return def;
-    if (!j[key].is_number()) throw bad(key, "must be a number");
-    const double x = j[key].get<double>();
-    if (!std::isfinite(x) || x <= lo || x >= hi) throw bad(key, "= " + std::to_string(x) + " is out of range");
-    return x;
-  };
-  ModelConfig c;
-  c.vocab_size = u32("vocab_size", 1, 1u << 20, true, 0);
-  c.hidden_size = u32("hidden_size", 2, 65536, true, 0);
-  c.num_layers = u32("num_layers", 1, 1024, true, 0);
-  c.num_heads = u32("num_heads", 1, 4096, true, 0);
-  c.num_kv_heads = u32("num_kv_heads", 1, 4096, false, c.num_heads);
-  c.intermediate_size = u32("intermediate_size", 1, 1u << 20, true, 0);
-  c.max_position_embeddings = u32("max_position_embeddings", 1, 1u << 20, true, 0);
-  c.rope_theta = real("rope_theta", 10000.0, 0.0, 1e12);
-  c.rms_norm_eps = real("rms_norm_eps", 1e-5, 0.0, 1.0);
-  if (j.contains("tie_word_embeddings")) {
-    if (!j["tie_word_embeddings"].is_boolean()) throw bad("tie_word_embeddings", "must be true or false");
-    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
-  }
-  for (auto [key, field] : {std::pair<const char*, int64_t*>{"bos_token_id", &c.bos_token_id}, {"eos_token_id", &c.eos_token_id}}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    if (!j[key].is_number_integer()) throw bad(key, "must be an integer");
-    *field = j[key].get<int64_t>();
-    if (*field < 0 || *field >= int64_t(c.vocab_size)) throw bad(key, "is not a token id below vocab_size");
-  }
-  if (j.contains("tokenizer")) {
-    if (!j["tokenizer"].is_string()) throw bad("tokenizer", "must be a string");
-    c.tokenizer = j["tokenizer"].get<std::string>();
-  }
-  if (c.tokenizer != "bytes") throw bad("tokenizer", "= '" + c.tokenizer + "' is not supported (only \"bytes\")");
-  if (c.vocab_size < 256) throw bad("vocab_size", "must be >= 256 for the bytes tokenizer");
-  if (c.hidden_size % (2 * c.num_heads))
-    throw bad("hidden_size", "= " + std::to_string(c.hidden_size) + " is not divisible by 2 x num_heads = " + std::to_string(2 * c.num_heads));
-  if (c.num_heads % c.num_kv_heads)
-    throw bad("num_kv_heads", "= " + std::to_string(c.num_kv_heads) + " does not divide num_heads = " + std::to_string(c.num_heads));
-  if (c.head_dim() % 2) throw bad("hidden_size", "gives an odd head_dim " + std::to_string(c.head_dim()) + " (RoPE rotates pairs)");
-  return c;
-}
-
 // ---- model -------------------------------------------------------------------------------
 namespace {
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Largest device-local heap (where MemoryDomain::device buffers live), else the largest heap.
+uint64_t device_heap_bytes(const DeviceCaps& c) {
+  uint64_t local = 0, any = 0;
+  for (const auto& h : c.heaps) {
+    any = std::max(any, h.size);
+    if (h.device_local) local = std::max(local, h.size);
+  }
+  return local ? local : any;
+}
 
 std::vector<uint8_t> to_storage(const std::vector<float>& v, bool fp16) {
   std::vector<uint8_t> out(v.size() * (fp16 ? 2 : 4));
@@ -133,6 +79,13 @@ class WeightStore {
       total_ += bytes.size();
       std::vector<float>().swap(pending_[i].data);
     }
+  }
+  // Bytes upload() will allocate (aligned), known before anything is allocated.
+  uint64_t planned_bytes() const {
+    const uint64_t al = dev_.caps().min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
+    uint64_t total = 0;
+    for (const auto& t : pending_) total += align_up(t.data.size() * es, al);
+    return total;
   }
   BufferRange range(size_t i) const { return ranges_.at(i); }
   uint64_t total() const { return total_; }
@@ -251,6 +204,11 @@ std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
   }
   m->norm = ws.add("norm.weight", get("norm.weight", true));
   m->lm_head = c.tie_word_embeddings ? m->embed : ws.add("lm_head.weight", get("lm_head.weight"));
+  const uint64_t table_bytes = uint64_t(c.max_position_embeddings) * (D / 2) * 2 * 4;
+  const uint64_t need = ws.planned_bytes() + table_bytes, heap = device_heap_bytes(dev.caps());
+  if (need > heap)
+    throw Error(Status::out_of_memory, path + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
+                                             "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
   ws.upload();
   const uint64_t es = m->fp16 ? 2 : 4;
   m->per_token_bytes = ws.total() - uint64_t(V) * E * es * (c.tie_word_embeddings ? 0 : 1) + uint64_t(E) * es;
@@ -316,14 +274,6 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
   const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
   const uint64_t cache = uint64_t(Hkv) * s->cap * 2 * D * es;
-  for (uint32_t l = 0; l < c.num_layers; ++l) {
-    s->kv.emplace_back(dev, 2 * align_up(cache, al), MemoryDomain::device, "KV cache layer " + std::to_string(l));
-    s->kc.push_back(s->kv.back().range(0, cache));
-    s->vc.push_back(s->kv.back().range(align_up(cache, al), cache));
-  }
-  s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
-  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position");
-
   // Static plan: step 0 embed; per layer 9 steps; then final norm and lm_head.
   const uint64_t R = s->chunk;
   AttnCall worst{std::min<uint32_t>(8, s->chunk), 0, H, Hkv, s->cap, E, E};
@@ -357,6 +307,24 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   s->XF = add("norm.out", R * E * es, F, F + 1);
   s->LOGITS = add("logits", R * c.vocab_size * es, F + 1, F + 2);
   s->plan = plan_memory(s->lifetimes, dev.caps().max_storage_buffer_range, al);
+
+  // Everything this session allocates, checked against what the heap has left before allocating.
+  const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
+  const uint64_t need = kv_bytes + s->plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 16;
+  const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
+  if (need > heap - std::min(heap, used))
+    throw Error(Status::out_of_memory, "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
+                                           std::to_string(s->cap) + ") plus activations (" + std::to_string(s->plan.arena_bytes) +
+                                           " bytes) need " + std::to_string(need) + " bytes but only " +
+                                           std::to_string(heap - std::min(heap, used)) + " of the device heap's " +
+                                           std::to_string(heap) + " remain; nothing was allocated (use a shorter context)");
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    s->kv.emplace_back(dev, 2 * align_up(cache, al), MemoryDomain::device, "KV cache layer " + std::to_string(l));
+    s->kc.push_back(s->kv.back().range(0, cache));
+    s->vc.push_back(s->kv.back().range(align_up(cache, al), cache));
+  }
+  s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
+  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position");
   for (size_t i = 0; i < s->plan.buffer_sizes.size(); ++i)
     s->arena.emplace_back(dev, s->plan.buffer_sizes[i], MemoryDomain::device, "session arena " + std::to_string(i));
   for (size_t i = 0; i < s->lifetimes.size(); ++i) {

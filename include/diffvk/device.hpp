@@ -102,6 +102,9 @@ struct ContextOptions {
   // Test hooks, simulated limitations (used by the conformance suite to force fallback paths).
   bool force_no_fp16 = false;
   bool force_no_subgroup_arithmetic = false;
+  // Nonzero: every memory heap is reported (and planned against) as at most this many bytes, to test the
+  // "does not fit the device" errors of Model::load / Session::create without a small device.
+  uint64_t simulate_heap_bytes = 0;
 };
 
 class Device;  // runtime internal (runtime/gpu.hpp)
