@@ -5,41 +5,16 @@
 #include <cmath>
 #include <cstring>
 
-#include "half.hpp"
 #include "kernel_diff_attn.hpp"
 #include "kernels.hpp"
 #include "memory_plan.hpp"
 #include "platform.hpp"
 #include "safetensors.hpp"
+#include "storage.hpp"
 
 namespace diffvk {
 
 namespace {
-std::vector<uint8_t> to_storage(const std::vector<float>& v, bool fp16) {
-  std::vector<uint8_t> out(v.size() * (fp16 ? 2 : 4));
-  if (!fp16) {
-    std::memcpy(out.data(), v.data(), out.size());
-    return out;
-  }
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t h = float_to_half(v[i]);
-    std::memcpy(&out[i * 2], &h, 2);
-  }
-  return out;
-}
-std::vector<float> from_storage(const std::vector<uint8_t>& b, bool fp16) {
-  std::vector<float> out(b.size() / (fp16 ? 2 : 4));
-  if (!fp16) {
-    std::memcpy(out.data(), b.data(), b.size());
-    return out;
-  }
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, &b[i * 2], 2);
-    out[i] = half_to_float(h);
-  }
-  return out;
-}
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
@@ -204,7 +179,7 @@ std::vector<float> DiffAttnLayer::forward(const float* x, uint32_t S) {
     const uint64_t act = uint64_t(rows) * m.E * es;
     BufferRange x_r = m.tensor(Impl::X, act), qkv_r = m.tensor(Impl::QKV, uint64_t(rows) * m.qkv_width * es);
     BufferRange q_r = m.tensor(Impl::Q, act), o_r = m.tensor(Impl::O, act), y_r = m.tensor(Impl::Y, act);
-    const auto xs = to_storage(std::vector<float>(x + size_t(r0) * m.E, x + size_t(r0 + rows) * m.E), f16);
+    const auto xs = to_storage(x + size_t(r0) * m.E, size_t(rows) * m.E, f16);
     m.arena[m.plan.placements[Impl::X].buffer].upload(x_r.offset, xs.data(), xs.size());
 
     Program prog(*m.dev, "layer");

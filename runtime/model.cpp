@@ -10,12 +10,12 @@
 #include <map>
 #include <numeric>
 
-#include "half.hpp"
 #include "kernel_diff_attn.hpp"
 #include "kernels.hpp"
 #include "memory_plan.hpp"
 #include "platform.hpp"
 #include "safetensors.hpp"
+#include "storage.hpp"
 
 namespace diffvk {
 
@@ -31,19 +31,6 @@ uint64_t device_heap_bytes(const DeviceCaps& c) {
     if (h.device_local) local = std::max(local, h.size);
   }
   return local ? local : any;
-}
-
-std::vector<uint8_t> to_storage(const std::vector<float>& v, bool fp16) {
-  std::vector<uint8_t> out(v.size() * (fp16 ? 2 : 4));
-  if (!fp16) {
-    if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-    return out;
-  }
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t h = float_to_half(v[i]);
-    std::memcpy(&out[i * 2], &h, 2);
-  }
-  return out;
 }
 
 // Packs weight tensors into a few large buffers (each <= max allocation), every tensor aligned and
@@ -392,16 +379,7 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows) {
   const uint64_t n = uint64_t(rows) * c.vocab_size;
   std::vector<uint8_t> raw(n * (m->fp16 ? 2 : 4));
   arena[plan.placements[LOGITS].buffer].download(t[LOGITS].offset, raw.data(), raw.size());
-  std::vector<float> out(n);
-  if (m->fp16) {
-    for (uint64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, &raw[i * 2], 2);
-      out[i] = half_to_float(h);
-    }
-  } else {
-    std::memcpy(out.data(), raw.data(), raw.size());
-  }
+  const auto out = from_storage(raw, m->fp16);
   return out;
 }
 
