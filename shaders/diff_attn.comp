@@ -2,6 +2,7 @@
 // Fused differential attention for prefill (and unsplit decode): dual online softmax over one
 // K/V pass, then O = O1/l1 - lambda*O2/l2 and the headwise RMSNorm (eps, subln, 1 - lambda_init)
 // in the epilogue; writes the normalised head output.
+// DVK_HAS_SUBGROUP_VARIANT (softmax statistics, see diff_attn_core.glsl)
 #extension GL_GOOGLE_include_directive : require
 #include "diff_attn_core.glsl"
 

@@ -6,8 +6,9 @@
 // so every K/V tile is loaded once for all n_rep heads that share it). It streams the keys of its
 // range once, BC at a time: the K tile (K1|K2, 2D wide) gives both score tiles, then the V tile
 // (2D wide) is loaded ONCE into the same shared buffer and feeds BOTH accumulators. Each softmax
-// keeps its own running max and sum (fp32). Key blocks past the last query's position are never
-// visited (causal skip). Masked scores are NEG_BIG and contribute exactly 0.
+// keeps its own running max and sum (fp32); with DVK_SUBGROUP=1 their per-tile statistics are
+// reduced with subgroupMax/subgroupAdd, else by one invocation per row. Key blocks past the last
+// query's position are never visited (causal skip). Masked scores are NEG_BIG and contribute exactly 0.
 //
 // Layouts (elements): q[i*q_stride + h*2D + (0..D-1: Q1, D..2D-1: Q2)]
 //   K cache [g][capacity][2D] = K1|K2 (roped), V cache [g][capacity][2D].
@@ -113,7 +114,41 @@ void attend(uint key_begin, uint key_end) {
       const uint c = idx / DV;
       sKV[idx] = c < nk ? vc[kv_base + (j0 + c) * DV + idx % DV] : STYPE(0);
     }
-    // Online-softmax update, one invocation per row slot and softmax (no hazard with the V load).
+    // Online-softmax update of both softmaxes (no hazard with the V load above).
+#if DVK_SUBGROUP
+    // One subgroup per (row slot, softmax): lanes stride over the tile, subgroupMax/subgroupAdd reduce.
+    // Subgroups are full or (WG < subgroup size) a single partial one, so min(size, WG) lanes are active.
+    const uint lanes = min(gl_SubgroupSize, WG);
+    for (uint w = gl_SubgroupID; w < 2 * BR; w += gl_NumSubgroups) {
+      const uint r = w % BR;
+      const bool second = w >= BR;
+      const float m_old = second ? sM2[r] : sM1[r];
+      float mx = m_old;
+      for (uint c = gl_SubgroupInvocationID; c < nk; c += lanes) mx = max(mx, second ? sP2[r * BC + c] : sP1[r * BC + c]);
+      mx = subgroupMax(mx);
+      float sum = 0.0;
+      for (uint c = gl_SubgroupInvocationID; c < BC; c += lanes) {
+        const float s = second ? sP2[r * BC + c] : sP1[r * BC + c];
+        const float e = s > 0.5 * NEG_BIG ? exp(s - mx) : 0.0;
+        if (second) sP2[r * BC + c] = e; else sP1[r * BC + c] = e;
+        sum += e;
+      }
+      sum = subgroupAdd(sum);
+      if (subgroupElect()) {
+        const float alpha = exp(m_old - mx);
+        if (second) {
+          sM2[r] = mx;
+          sL2[r] = sL2[r] * alpha + sum;
+          sA2[r] = alpha;
+        } else {
+          sM1[r] = mx;
+          sL1[r] = sL1[r] * alpha + sum;
+          sA1[r] = alpha;
+        }
+      }
+    }
+#else
+    // Shared-memory path: one invocation per (row slot, softmax) walks the tile.
     for (uint w = tid; w < 2 * BR; w += WG) {
       const uint r = w % BR;
       const bool second = w >= BR;
@@ -138,6 +173,7 @@ void attend(uint key_begin, uint key_end) {
         sA1[r] = alpha;
       }
     }
+#endif
     barrier();
     for (uint k = 0; k < RPT; ++k) {
       const uint r = rg + k * TR;

@@ -4,6 +4,7 @@
 //   part[((z*H + h)*S + i)*2D*2 + {0: O1, 2D: O2} + col],  stat[((z*H + h)*S + i)*4 + {m1, l1, m2, l2}]
 // A split that sees only masked keys writes m = NEG_BIG (finite), l = 0, O = 0, which the merge
 // (diff_attn_reduce.comp) weights by exp(NEG_BIG - M) = 0: no NaN.
+// DVK_HAS_SUBGROUP_VARIANT (softmax statistics, see diff_attn_core.glsl)
 #extension GL_GOOGLE_include_directive : require
 #include "diff_attn_core.glsl"
 

@@ -193,13 +193,15 @@ TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
   CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, buf.range(0, 16), AttnCall{4, 0, 4, 2, 12, 128, 128, 0.5f, 0.5f}), Error);
 }
 
-TEST_CASE("diff_attn: split-K decode with the shared-memory reduction path (forced)") {
+TEST_CASE("diff_attn: prefill and split-K decode with the shared-memory reduction path (forced)") {
+  // The sweeps above use subgroup reductions where the device has them; this forces the fallback.
   for (Precision precision : {Precision::fp32, Precision::fp16}) {
     if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
     auto ctx = test::make_context(precision, /*force_no_subgroup=*/true);
     REQUIRE_FALSE(ctx->device().subgroup_arithmetic());
     uint64_t seed = 900;
-    for (const Case& c : {Case{4, 2, 32, 3, 45, 0.6, true}, Case{2, 2, 64, 1, 100, -0.3, true, true}})
+    for (const Case& c : {Case{4, 2, 32, 3, 45, 0.6, true}, Case{2, 2, 64, 1, 100, -0.3, true, true},
+                          Case{4, 2, 16, 33, 0, 1.3, false}, Case{8, 1, 16, 5, 60, 1.6, false}, Case{2, 1, 64, 40, 0, 0.6, false}})
       run_case(*ctx, c, seed += 7);
   }
 }
