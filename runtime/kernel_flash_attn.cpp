@@ -97,10 +97,10 @@ FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, ui
   decode1_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
   decodeN_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
   const uint32_t push = sizeof(Push);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 4, push, spec(prefill_tiles_, D), false, fp16_});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decode1_tiles_, D), false, fp16_});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 4, push, spec(prefill_tiles_, D), o.subgroup, fp16_});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decode1_tiles_, D), o.subgroup, fp16_});
   if (decodeN_tiles_.br != decode1_tiles_.br || decodeN_tiles_.bc != decode1_tiles_.bc || decodeN_tiles_.wg != decode1_tiles_.wg)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decodeN_tiles_, D), false, fp16_});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decodeN_tiles_, D), o.subgroup, fp16_});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
   reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 3, sizeof(FlashReducePush), {reduce_wg_, D}, false, fp16_});
 }

@@ -1,7 +1,8 @@
 #version 450
 // Second half of the two-pass differential attention baseline, one workgroup per (head, row):
 //   v = O1 - lambda*O2;  y = gain * v / sqrt(mean_k v_k^2 + eps) * subln   (SPEC.md eq. 1 + 3)
-// O1, O2 and y: rows x row_stride, head h at columns [h*width, (h+1)*width); fp32 statistic.
+// O1, O2: rows x in_stride, y: rows x out_stride; head h at columns [h*width, (h+1)*width);
+// fp32 statistic.
 // DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -18,7 +19,8 @@ layout(push_constant) uniform Params {
   uint rows;
   uint heads;
   uint width;       // 2D
-  uint row_stride;  // elements between rows (>= heads * width)
+  uint in_stride;   // elements between rows of O1/O2 (>= heads * width)
+  uint out_stride;  // elements between rows of y
   float lambda;
   float gain;       // 1 - lambda_init
   float eps;
@@ -32,7 +34,8 @@ void main() {
   const uint h = gl_WorkGroupID.x;
   const uint r = gl_WorkGroupID.y;
   const uint lid = gl_LocalInvocationIndex;
-  const uint base = r * p.row_stride + h * p.width;
+  const uint base = r * p.in_stride + h * p.width;
+  const uint obase = r * p.out_stride + h * p.width;
   float ss = 0.0;
   for (uint i = lid; i < p.width; i += WG) {
     const float v = clamp(float(o1[base + i]) - p.lambda * float(o2[base + i]), -FLT_MAX, FLT_MAX);
@@ -42,6 +45,6 @@ void main() {
   const float scale = p.gain * inversesqrt(ss / float(p.width) + p.eps);
   for (uint i = lid; i < p.width; i += WG) {
     const float v = clamp(float(o1[base + i]) - p.lambda * float(o2[base + i]), -FLT_MAX, FLT_MAX);
-    y[base + i] = STYPE(v * scale * float(w[i]));
+    y[obase + i] = STYPE(v * scale * float(w[i]));
   }
 }

@@ -2,6 +2,7 @@
 // Single-softmax flash attention for prefill (and unsplit decode): O = softmax(Q·Kᵀ/√D)·V for one
 // query/key half, normalised in the epilogue and written in the storage type:
 //   o[i*o_stride + h*2D + col]
+// DVK_HAS_SUBGROUP_VARIANT (softmax statistics, see flash_attn_core.glsl)
 #extension GL_GOOGLE_include_directive : require
 #include "flash_attn_core.glsl"
 

@@ -2,8 +2,9 @@
 // normalised in the epilogue) and flash_attn_split.comp (split-K partial states for decode).
 // The "two-pass" baseline of `diffvk bench` runs it twice -- Q1·K1ᵀ and Q2·K2ᵀ, both with V at
 // width 2D -- and then combine_norm.comp. Same structure and tile policy as diff_attn_core.glsl
-// (GQA folded into rows, one K/V stream per workgroup, fp32 online softmax, causal block skip),
-// only with one softmax: it is what a standard-attention runtime offers.
+// (GQA folded into rows, one K/V stream per workgroup, fp32 online softmax with subgroup or
+// shared-memory statistics, causal block skip), only with one softmax: it is what a
+// standard-attention runtime offers.
 //
 // One workgroup owns BR row slots = (head, query) pairs of ONE key/value group g:
 //   slot r -> head h = g*n_rep + r / qb, query i = qblock*qb + r % qb.
@@ -101,7 +102,33 @@ void attend(uint key_begin, uint key_end) {
       const uint c = idx / DV;
       sKV[idx] = c < nk ? vc[v_base + (j0 + c) * DV + idx % DV] : STYPE(0);
     }
-    // Online-softmax update, one invocation per row slot (no hazard with the V load).
+    // Online-softmax update (no hazard with the V load above).
+#if DVK_SUBGROUP
+    // One subgroup per row slot: lanes stride over the tile, subgroupMax/subgroupAdd reduce (as in
+    // diff_attn_core.glsl). Subgroups are full or (WG < subgroup size) a single partial one.
+    const uint lanes = min(gl_SubgroupSize, WG);
+    for (uint r = gl_SubgroupID; r < BR; r += gl_NumSubgroups) {
+      const float m_old = sM[r];
+      float mx = m_old;
+      for (uint c = gl_SubgroupInvocationID; c < nk; c += lanes) mx = max(mx, sP[r * BC + c]);
+      mx = subgroupMax(mx);
+      float sum = 0.0;
+      for (uint c = gl_SubgroupInvocationID; c < BC; c += lanes) {
+        const float s = sP[r * BC + c];
+        const float e = s > 0.5 * NEG_BIG ? exp(s - mx) : 0.0;
+        sP[r * BC + c] = e;
+        sum += e;
+      }
+      sum = subgroupAdd(sum);
+      if (subgroupElect()) {
+        const float alpha = exp(m_old - mx);
+        sM[r] = mx;
+        sL[r] = sL[r] * alpha + sum;
+        sA[r] = alpha;
+      }
+    }
+#else
+    // Shared-memory path: one invocation per row slot walks the tile.
     for (uint r = tid; r < BR; r += WG) {
       const float m_old = sM[r];
       float mx = m_old;
@@ -118,6 +145,7 @@ void attend(uint key_begin, uint key_end) {
       sL[r] = sL[r] * alpha + sum;
       sA[r] = alpha;
     }
+#endif
     barrier();
     for (uint k = 0; k < RPT; ++k) {
       const uint r = rg + k * TR;

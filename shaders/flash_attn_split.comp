@@ -3,6 +3,7 @@
 // [z*split_len, (z+1)*split_len) and writes its unnormalised partial state (fp32):
 //   part[((z*H + h)*S + i)*2D + col],  stat[((z*H + h)*S + i)*2 + {m, l}]
 // An empty split writes m = NEG_BIG, l = 0, O = 0 (weight 0 in flash_attn_reduce.comp).
+// DVK_HAS_SUBGROUP_VARIANT (softmax statistics, see flash_attn_core.glsl)
 #extension GL_GOOGLE_include_directive : require
 #include "flash_attn_core.glsl"
 

@@ -20,6 +20,7 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& flags);
 using Runner = std::function<int()>;
 Runner register_info(CLI::App& app);
 Runner register_layer(CLI::App& app);
+Runner register_bench(CLI::App& app);
 Runner register_run(CLI::App& app);
 Runner register_logits(CLI::App& app);
 Runner register_plan(CLI::App& app);

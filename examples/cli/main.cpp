@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   auto add = [&](Runner r) { runners[app.get_subcommands({}).back()] = std::move(r); };
   add(register_info(app));
   add(register_layer(app));
+  add(register_bench(app));
   add(register_run(app));
   add(register_logits(app));
   add(register_plan(app));

@@ -1,0 +1,82 @@
+// CI smoke test of `diffvk bench --quick`: exit 0, the JSON report has the expected fields and says
+// every output was checked, the PNG exists with a valid header, and (the test environment enables
+// the Khronos validation layer) no validation message was logged.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+uint32_t be32(const std::string& s, size_t at) {
+  return uint32_t(uint8_t(s[at])) << 24 | uint32_t(uint8_t(s[at + 1])) << 16 | uint32_t(uint8_t(s[at + 2])) << 8 |
+         uint32_t(uint8_t(s[at + 3]));
+}
+}  // namespace
+
+TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
+  const std::string base = "/tmp/diffvk_bench_cli_test_" + std::to_string(::getpid());
+  const std::string json_path = base + ".json", png_path = base + ".png", log_path = base + ".log";
+  std::remove(json_path.c_str());
+  std::remove(png_path.c_str());
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --quick --json " + json_path + " --plot " + png_path + " > " +
+                          log_path + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = slurp(log_path);
+  INFO("command: " << cmd << "\noutput:\n" << log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("outputs checked: yes") != std::string::npos);
+  CHECK(log.find("validation:") == std::string::npos);  // no validation-layer message was logged
+
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  CHECK(j.at("outputs_checked").get<bool>());
+  CHECK(j.at("command_line").get<std::string>().find("bench --quick") != std::string::npos);
+  CHECK(!j.at("device").at("name").get<std::string>().empty());
+  CHECK(j.at("device").contains("max_storage_buffer_range"));
+  CHECK(j.contains("fp32_fallback"));
+  CHECK(j.at("ceilings").at("copy").at("GBps").get<double>() > 0);
+  CHECK(j.at("ceilings").at("matmul").at("GFLOPs").get<double>() > 0);
+  const auto& cases = j.at("cases");
+  REQUIRE(cases.size() >= 2);
+  bool prefill = false, decode = false;
+  for (const auto& c : cases) {
+    INFO(c.dump());
+    (c.at("phase") == "prefill" ? prefill : decode) = true;
+    CHECK(c.at("outputs_checked").get<bool>());
+    CHECK(c.at("bytes_must_move").get<double>() > 0);
+    CHECK(c.at("flops").get<double>() > 0);
+    for (const char* impl : {"fused", "two-pass", "naive"}) {
+      const auto& im = c.at("implementations").at(impl);
+      CHECK(im.at("output_checked").get<bool>());
+      CHECK(im.at("time").at("median_us").get<double>() > 0);
+      CHECK(im.at("time").at("min_us").get<double>() <= im.at("time").at("max_us").get<double>());
+      CHECK(im.at("GBps").get<double>() > 0);
+      CHECK(im.at("pct_copy_bandwidth").get<double>() > 0);
+      CHECK(im.at("pct_matmul_rate").get<double>() > 0);
+      CHECK(im.at("check_vs_cpu").at("ok").get<bool>());
+    }
+    CHECK(c.at("fused_speedup_vs_two_pass").get<double>() > 0);
+    CHECK(c.at("fused_speedup_vs_naive").get<double>() > 0);
+  }
+  CHECK(prefill);
+  CHECK(decode);
+  CHECK(j.at("targets").is_array());
+
+  const std::string png = slurp(png_path);
+  REQUIRE(png.size() > 33);
+  CHECK(png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
+  CHECK(png.compare(12, 4, "IHDR") == 0);
+  CHECK(be32(png, 16) >= 800);  // width
+  CHECK(be32(png, 20) >= 600);  // height
+  std::remove(json_path.c_str());
+  std::remove(png_path.c_str());
+  std::remove(log_path.c_str());
+}
