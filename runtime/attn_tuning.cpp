@@ -79,14 +79,30 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
                                        " bytes of shared memory");
 }
 
+uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t) {
+  if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
+  constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
+  const uint64_t dv = 2ull * D, tr = t.wg / t.tc, rpt = t.br / tr, cpt = dv / t.tc;
+  auto cdiv = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
+  // Back-edges per key tile in shaders/diff_attn_core.glsl: K and V loads, scores (with the D loop),
+  // the softmax statistics (shared-memory path, the longer one) and the P.V accumulation.
+  const uint64_t per_tile = 1 + 2 * cdiv(t.bc * dv, t.wg) + cdiv(uint64_t(t.br) * t.bc, t.wg) * (D + 1) +
+                            cdiv(2ull * t.br, t.wg) * (2ull * t.bc + 1) + rpt * (2 * cpt + 1 + t.bc * (cpt + 1));
+  // Once per invocation: initialisation, the Q load and the epilogue.
+  const uint64_t fixed = 3 * rpt * cpt + cdiv(uint64_t(t.br) * dv, t.wg) + cdiv(t.br, t.wg) + rpt * (t.tc + 2 * cpt) + 64;
+  const uint64_t tiles = kBudget > fixed ? (kBudget - fixed) / per_tile : 0;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, tiles) * t.bc);
+}
+
 uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
-                       uint32_t* split_len) {
+                       uint32_t* split_len, uint32_t max_split_len) {
   keys = std::max(keys, 1u);
   const uint32_t target = caps.compute_units ? 2 * caps.compute_units : 16;
   const uint32_t tiles = (keys + bc - 1) / bc;
   uint32_t splits = (target + std::max(1u, workgroups_per_split) - 1) / std::max(1u, workgroups_per_split);
   splits = std::clamp(splits, 1u, std::min(tiles, caps.max_workgroup_count[2] ? caps.max_workgroup_count[2] : 1u));
-  const uint32_t tiles_per_split = (tiles + splits - 1) / splits;
+  uint32_t tiles_per_split = (tiles + splits - 1) / splits;
+  tiles_per_split = std::min(tiles_per_split, std::max(1u, max_split_len / bc));
   *split_len = tiles_per_split * bc;
   return (keys + *split_len - 1) / *split_len;
 }

@@ -31,10 +31,17 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t,
                              bool fused_epilogue);
 
+// Keys one invocation of the attention core may stream on this device: unlimited (UINT32_MAX) unless
+// the device has the loop_iteration_limit quirk, then what fits its per-invocation loop budget with
+// these tiles (an upper estimate of the core's loop iterations per key tile, plus fixed work). Always
+// a whole number of tiles, at least one.
+uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t);
+
 // Split-K count for decode: enough workgroups to fill the device (2 per compute unit when the
 // driver reports them, else 16 in total), never more splits than tiles of keys, each split a
 // whole number of tiles. Returns the keys per split through split_len.
+// max_split_len (a multiple of bc) caps the keys per split (attn_max_keys_per_invocation).
 uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
-                       uint32_t* split_len);
+                       uint32_t* split_len, uint32_t max_split_len = UINT32_MAX);
 
 }  // namespace diffvk

@@ -62,8 +62,17 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
 }
 
 void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                                    BufferRange o, const AttnCall& c) const {
+                                    BufferRange o, const AttnCall& c, BufferRange part, BufferRange stat) const {
   validate(c, q, k, v, subln, o);
+  uint32_t split_len = 0;
+  if (const uint32_t splits = prefill_splits(c, &split_len)) {
+    if (!part.buffer || !stat.buffer)
+      throw Error(Status::invalid_argument, "attention prefill: this device needs split-K scratch for " +
+                                                std::to_string(splits) + " splits (prefill_splits)");
+    record_split(program, split_pipeline(decodeN_tiles_), decodeN_tiles_, q, k, v, subln, o, part, stat, c, splits, split_len,
+                 "diff_attn prefill split");
+    return;
+  }
   const AttnTiles& t = prefill_tiles_;
   Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, c.pos0 + c.S,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
@@ -72,10 +81,23 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
                    &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, "diff_attn prefill");
 }
 
+uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
+  return prefill_splits_for_keys(c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S, split_len);
+}
+
+uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const {
+  *split_len = 0;
+  const DeviceCaps& caps = device_.caps();
+  if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_)) return 0;
+  *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_);
+  return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
+}
+
 uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
   const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
-  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len);
+  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
+                       attn_max_keys_per_invocation(device_.caps(), D_, t));
 }
 
 uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t* split_len) const {
@@ -98,17 +120,29 @@ void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange 
     throw Error(Status::invalid_argument, "attention decode: " + std::to_string(c.S) + " rows > " +
                                               std::to_string(max_decode_rows_) + " (use prefill)");
   const AttnTiles& t = decode_tiles(c.S);
+  record_split(program, split_pipeline(t), t, q, k, v, subln, o, part, stat, c, splits, split_len, "diff_attn split");
+}
+
+const Pipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
+  return (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
+}
+
+void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
+                                  BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,
+                                  const AttnCall& c, uint32_t splits, uint32_t split_len, const char* label) const {
   const uint64_t keys = c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S;
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
-    throw Error(Status::invalid_argument, "attention decode: splits do not cover the keys");
+    throw Error(Status::invalid_argument, "attention: splits do not cover the keys");
+  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t))
+    throw Error(Status::invalid_argument, "attention: split of " + std::to_string(split_len) +
+                                              " keys exceeds what one invocation may stream on this device");
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
-    throw Error(Status::invalid_argument, "attention decode: split scratch too small");
-  const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
+    throw Error(Status::invalid_argument, "attention: split scratch too small");
   Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, split_len,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
   program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
                     {dyn(c), Access::read}},
-                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, "diff_attn split");
+                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, label);
   ReducePush r{c.S, c.H, splits, c.o_stride, c.lambda, c.gain, c.eps};
   program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write}},
                    &r, sizeof r, {c.H, c.S, 1}, "diff_attn reduce");

@@ -32,8 +32,14 @@ class DiffAttnKernel {
   ~DiffAttnKernel();
 
   // q: S x q_stride; k, v: Hkv x capacity x 2D; subln: 2D; o: S x o_stride (normalised heads).
+  // On a device whose invocations cannot stream every key (quirk loop_iteration_limit), a prefill
+  // that may see more keys than attn_max_keys_per_invocation runs through the split-K kernels; it
+  // then needs fp32 scratch part/stat of prefill_splits() splits (part_bytes/stat_bytes), else none.
   void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                      BufferRange o, const AttnCall& call) const;
+                      BufferRange o, const AttnCall& call, BufferRange part = {}, BufferRange stat = {}) const;
+  // 0 when the fused prefill kernel handles the call alone; else the split count (and split_len).
+  uint32_t prefill_splits(const AttnCall& call, uint32_t* split_len) const;
+  uint32_t prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const;  // keys a query may see
 
   // Split-K decode for S <= max_decode_rows: part/stat are fp32 scratch of part_bytes/stat_bytes.
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
@@ -52,6 +58,10 @@ class DiffAttnKernel {
  private:
   struct Push;
   BufferRange dyn(const AttnCall& c) const;
+  void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
+                    BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,
+                    const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
+  const Pipeline& split_pipeline(const AttnTiles& t) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   Device& device_;
   bool fp16_;

@@ -130,8 +130,15 @@ void FlashAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, 
 }
 
 void FlashAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
-                                     const AttnCall& c, uint32_t half) const {
+                                     const AttnCall& c, uint32_t half, BufferRange part, BufferRange stat) const {
   validate(c, q, k, v, o, half);
+  uint32_t split_len = 0;
+  if (const uint32_t splits = prefill_splits(c, &split_len)) {
+    if (!part.buffer || !stat.buffer)
+      throw Error(Status::invalid_argument, "flash attention prefill: this device needs split-K scratch");
+    record_split(program, decodeN_tiles_, q, k, v, o, part, stat, c, half, splits, split_len);
+    return;
+  }
   const AttnTiles& t = prefill_tiles_;
   const uint32_t dv = 2 * D_;
   Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, dv, half * D_, dv, half * D_, c.o_stride, t.qb, c.pos0 + c.S,
@@ -140,10 +147,20 @@ void FlashAttnKernel::record_prefill(Program& program, BufferRange q, BufferRang
                    {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, half ? "flash Q2K2" : "flash Q1K1");
 }
 
+uint32_t FlashAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
+  *split_len = 0;
+  const uint64_t keys = uint64_t(c.pos0) + c.S;
+  // The fused core's loop estimate bounds this single-softmax core's (it does less per tile).
+  if (keys <= attn_max_keys_per_invocation(device_.caps(), D_, prefill_tiles_)) return 0;
+  *split_len = attn_max_keys_per_invocation(device_.caps(), D_, decodeN_tiles_);
+  return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
+}
+
 uint32_t FlashAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
   const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
-  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len);
+  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
+                       attn_max_keys_per_invocation(device_.caps(), D_, t));
 }
 
 uint64_t FlashAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
@@ -158,9 +175,14 @@ void FlashAttnKernel::record_decode(Program& program, BufferRange q, BufferRange
   if (c.S > max_decode_rows_)
     throw Error(Status::invalid_argument, "flash attention decode: " + std::to_string(c.S) + " rows > " +
                                               std::to_string(max_decode_rows_) + " (use prefill)");
-  const AttnTiles& t = decode_tiles(c.S);
+  record_split(program, decode_tiles(c.S), q, k, v, o, part, stat, c, half, splits, split_len);
+}
+
+void FlashAttnKernel::record_split(Program& program, const AttnTiles& t, BufferRange q, BufferRange k, BufferRange v,
+                                   BufferRange o, BufferRange part, BufferRange stat, const AttnCall& c, uint32_t half,
+                                   uint32_t splits, uint32_t split_len) const {
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < uint64_t(c.pos0) + c.S)
-    throw Error(Status::invalid_argument, "flash attention decode: splits do not cover the keys");
+    throw Error(Status::invalid_argument, "flash attention: splits do not cover the keys");
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
     throw Error(Status::invalid_argument, "flash attention decode: split scratch too small");
   const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
@@ -209,11 +231,12 @@ void TwoPassDiffAttn::combine(Program& program, BufferRange o1, BufferRange o2, 
 }
 
 void TwoPassDiffAttn::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                                     BufferRange o, BufferRange o1, BufferRange o2, const AttnCall& c) const {
+                                     BufferRange o, BufferRange o1, BufferRange o2, const AttnCall& c, BufferRange part1,
+                                     BufferRange stat1, BufferRange part2, BufferRange stat2) const {
   AttnCall inter = c;
   inter.o_stride = c.H * 2 * D_;
-  flash_.record_prefill(program, q, k, v, o1, inter, 0);
-  flash_.record_prefill(program, q, k, v, o2, inter, 1);
+  flash_.record_prefill(program, q, k, v, o1, inter, 0, part1, stat1);
+  flash_.record_prefill(program, q, k, v, o2, inter, 1, part2, stat2);
   combine(program, o1, o2, subln, o, c);
 }
 

@@ -34,8 +34,11 @@ class FlashAttnKernel {
   ~FlashAttnKernel();
 
   // q: S x q_stride (heads of 2D: Q1|Q2); k, v: Hkv x capacity x 2D; o: S x o_stride, head h at h*2D.
+  // Like DiffAttnKernel: on a loop-limited device a long prefill runs through split-K and needs
+  // part/stat scratch for prefill_splits() splits (same per-invocation key cap as the fused kernel).
   void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
-                      const AttnCall& call, uint32_t half) const;
+                      const AttnCall& call, uint32_t half, BufferRange part = {}, BufferRange stat = {}) const;
+  uint32_t prefill_splits(const AttnCall& call, uint32_t* split_len) const;
 
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
   static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits);
@@ -49,6 +52,9 @@ class FlashAttnKernel {
 
  private:
   struct Push;
+  void record_split(Program& program, const AttnTiles& t, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
+                    BufferRange part, BufferRange stat, const AttnCall& c, uint32_t half, uint32_t splits,
+                    uint32_t split_len) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange o, uint32_t half) const;
   Device& device_;
   bool fp16_;
@@ -84,7 +90,8 @@ class TwoPassDiffAttn {
   TwoPassDiffAttn(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8);
   static uint64_t inter_bytes(const AttnCall& call, uint32_t D, bool fp16);
   void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
-                      BufferRange o1, BufferRange o2, const AttnCall& call) const;
+                      BufferRange o1, BufferRange o2, const AttnCall& call, BufferRange part1 = {},
+                      BufferRange stat1 = {}, BufferRange part2 = {}, BufferRange stat2 = {}) const;
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
                      BufferRange o1, BufferRange o2, BufferRange part1, BufferRange stat1, BufferRange part2,
                      BufferRange stat2, const AttnCall& call, uint32_t splits, uint32_t split_len) const;

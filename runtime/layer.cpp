@@ -138,12 +138,23 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
     max_splits = std::max(max_splits, im->attn->decode_splits(c, &len));
   }
   AttnCall worst{std::min<uint32_t>(8, o.chunk), 0, H, Hkv, o.max_positions, E, E};
+  // A prefill chunk may need split-K scratch too (devices with a per-invocation loop limit).
+  uint64_t part_bytes = DiffAttnKernel::part_bytes(worst, D, max_splits), stat_bytes = DiffAttnKernel::stat_bytes(worst, max_splits);
+  const uint32_t rows_max = std::min(o.chunk, o.max_positions);
+  if (rows_max > im->attn->max_decode_rows()) {
+    AttnCall pc{rows_max, o.max_positions - rows_max, H, Hkv, o.max_positions, E, E};
+    uint32_t len = 0;
+    if (const uint32_t ps = im->attn->prefill_splits(pc, &len)) {
+      part_bytes = std::max(part_bytes, DiffAttnKernel::part_bytes(pc, D, ps));
+      stat_bytes = std::max(stat_bytes, DiffAttnKernel::stat_bytes(pc, ps));
+    }
+  }
   im->lifetimes = {
       {"x", rows * E * es, al, 0, 1},
       {"qkv", rows * im->qkv_width * es, al, 1, 2},
       {"q", rows * E * es, al, 2, 3},
-      {"attn.part", DiffAttnKernel::part_bytes(worst, D, max_splits), al, 3, 3},
-      {"attn.stat", DiffAttnKernel::stat_bytes(worst, max_splits), al, 3, 3},
+      {"attn.part", part_bytes, al, 3, 3},
+      {"attn.stat", stat_bytes, al, 3, 3},
       {"o", rows * E * es, al, 3, 4},
       {"y", rows * E * es, al, 4, 5},
   };
@@ -192,7 +203,7 @@ std::vector<float> DiffAttnLayer::forward(const float* x, uint32_t S) {
       const uint32_t splits = m.attn->decode_splits(call, &len);
       m.attn->record_decode(prog, q_r, m.kcache, m.vcache, m.subln, o_r, m.t[Impl::PART], m.t[Impl::STAT], call, splits, len);
     } else {
-      m.attn->record_prefill(prog, q_r, m.kcache, m.vcache, m.subln, o_r, call);
+      m.attn->record_prefill(prog, q_r, m.kcache, m.vcache, m.subln, o_r, call, m.t[Impl::PART], m.t[Impl::STAT]);
     }
     m.linear->record(prog, o_r, m.wo, y_r, {rows, m.E, m.E, m.E, m.E});
     prog.run();

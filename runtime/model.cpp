@@ -270,6 +270,15 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     uint32_t len;
     maxs = std::max(maxs, m.attn->decode_splits_for_capacity(AttnCall{r, 0, H, Hkv, s->cap, E, E}, &len));
   }
+  uint64_t part_bytes = DiffAttnKernel::part_bytes(worst, D, maxs), stat_bytes = DiffAttnKernel::stat_bytes(worst, maxs);
+  if (s->chunk > m.attn->max_decode_rows()) {  // prefill chunks through split-K on loop-limited devices
+    const AttnCall pc{s->chunk, 0, H, Hkv, s->cap, E, E};
+    uint32_t len = 0;
+    if (const uint32_t ps = m.attn->prefill_splits_for_keys(s->cap, &len)) {  // any position up to the capacity
+      part_bytes = std::max(part_bytes, DiffAttnKernel::part_bytes(pc, D, ps));
+      stat_bytes = std::max(stat_bytes, DiffAttnKernel::stat_bytes(pc, ps));
+    }
+  }
   const int F = 1 + 9 * static_cast<int>(c.num_layers);
   auto add = [&](const std::string& name, uint64_t bytes, int first, int last) {
     s->lifetimes.push_back({name, std::max<uint64_t>(bytes, 4), al, first, last});
@@ -283,8 +292,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     L.xn = add(p + "attn_norm.out", R * E * es, b, b + 1);
     L.qkv = add(p + "qkv", R * (E + 4ull * Hkv * D) * es, b + 1, b + 2);
     L.q = add(p + "q.roped", R * E * es, b + 2, b + 3);
-    L.part = add(p + "attn.split_part", DiffAttnKernel::part_bytes(worst, D, maxs), b + 3, b + 3);
-    L.stat = add(p + "attn.split_stat", DiffAttnKernel::stat_bytes(worst, maxs), b + 3, b + 3);
+    L.part = add(p + "attn.split_part", part_bytes, b + 3, b + 3);
+    L.stat = add(p + "attn.split_stat", stat_bytes, b + 3, b + 3);
     L.o = add(p + "attn.out", R * E * es, b + 3, b + 4);
     L.hn = add(p + "ffn_norm.out", R * E * es, b + 5, b + 6);
     L.gu = add(p + "ffn.gate_up", R * 2ull * I * es, b + 6, b + 7);
@@ -353,7 +362,7 @@ Program& Session::Impl::program(uint32_t rows) {
       const uint32_t sp = M.attn->decode_splits_for_capacity(call, &len);
       M.attn->record_decode(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, t[L.part], t[L.stat], call, sp, len);
     } else {
-      M.attn->record_prefill(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, call);
+      M.attn->record_prefill(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, call, t[L.part], t[L.stat]);
     }
     M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x);
     M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps});

@@ -18,6 +18,9 @@ const QuirkRule kRules[] = {
      [](const DeviceCaps& c) {
        return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && !c.fp16_arithmetic && c.storage_16bit;
      }},
+    {{"loop_iteration_limit",
+      "llvmpipe silently ends every loop of an invocation after 65535 iterations in total; attention caps keys per invocation"},
+     [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
      [](const DeviceCaps& c) { return c.compute_units == 0; }},

@@ -85,3 +85,25 @@ TEST_CASE("attn tuning: split count follows the device and the cache length") {
   CHECK(uint64_t(len) * (s - 1) < 70);
   CHECK(choose_splits(h100, 1, 64, 1, &len) == 1);
 }
+
+TEST_CASE("attn tuning: keys per invocation are capped only on loop-limited devices") {
+  DeviceCaps caps = simulated(32768, 8, 1024, true);
+  const AttnTiles t = choose_attn_tiles(caps, true, 64, 1, AttnPhase::prefill);
+  CHECK(attn_max_keys_per_invocation(caps, 64, t) == UINT32_MAX);
+  caps.quirks.push_back({"loop_iteration_limit", "test"});
+  for (uint32_t D : {16u, 32u, 64u, 128u})
+    for (uint32_t n_rep : {1u, 8u})
+      for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode}) {
+        const AttnTiles tt = choose_attn_tiles(caps, true, D, n_rep, ph, 8);
+        const uint32_t k = attn_max_keys_per_invocation(caps, D, tt);
+        INFO("D=" << D << " n_rep=" << n_rep);
+        CHECK(k >= tt.bc);
+        CHECK(k % tt.bc == 0);
+        CHECK(k < 100000);
+      }
+  // Splits respect the cap: every split within it, all keys covered.
+  uint32_t len = 0;
+  const uint32_t s = choose_splits(caps, 10000, 32, 64, &len, 256);
+  CHECK(len <= 256);
+  CHECK(uint64_t(s) * len >= 10000);
+}

@@ -525,7 +525,14 @@ CaseResult Bench::run(const CaseSpec& cs, const std::string& tag) {
                         stat = make(DiffAttnKernel::stat_bytes(call, r.splits), "bench stat");
       ks.fused->record_decode(*progs[0], bq, bk, bv, bw, out[0], part, stat, call, r.splits, r.split_len);
     } else {
-      ks.fused->record_prefill(*progs[0], bq, bk, bv, bw, out[0], call);
+      uint32_t len = 0;
+      const uint32_t ps = ks.fused->prefill_splits(call, &len);  // split-K on loop-limited devices (llvmpipe)
+      BufferRange part{}, stat{};
+      if (ps) {
+        part = make(DiffAttnKernel::part_bytes(call, D, ps), "bench part");
+        stat = make(DiffAttnKernel::stat_bytes(call, ps), "bench stat");
+      }
+      ks.fused->record_prefill(*progs[0], bq, bk, bv, bw, out[0], call, part, stat);
     }
     r.impl[0].bytes_touched = r.bytes;
     // two-pass
@@ -540,7 +547,16 @@ CaseResult Bench::run(const CaseSpec& cs, const std::string& tag) {
                           s2 = make(sb, "bench stat2");
         ks.two->record_decode(*progs[1], bq, bk, bv, bw, out[1], o1, o2, p1, s1, p2, s2, call, sp, len);
       } else {
-        ks.two->record_prefill(*progs[1], bq, bk, bv, bw, out[1], o1, o2, call);
+        uint32_t len = 0;
+        BufferRange p1{}, s1{}, p2{}, s2{};
+        if (const uint32_t sp = ks.two->flash().prefill_splits(call, &len)) {  // loop-limited devices
+          const uint64_t pb = FlashAttnKernel::part_bytes(call, D, sp), sb = FlashAttnKernel::stat_bytes(call, sp);
+          p1 = make(pb, "bench part1");
+          s1 = make(sb, "bench stat1");
+          p2 = make(pb, "bench part2");
+          s2 = make(sb, "bench stat2");
+        }
+        ks.two->record_prefill(*progs[1], bq, bk, bv, bw, out[1], o1, o2, call, p1, s1, p2, s2);
       }
       // K1 + V + K2 + V + Q + 2 intermediates written and read again + output
       r.impl[1].bytes_touched = r.bytes + uint64_t(T) * Hkv * DV * es + 4 * ib;
