@@ -272,3 +272,15 @@ TEST_CASE("linear: invalid arguments are rejected") {
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(0, 128)); }) == Status::ok);
   CHECK(prog.op_count() == 2);
 }
+
+TEST_CASE("linear: long reduction dimension (every path)") {
+  // in = 16384 (beyond any intermediate size we ship): if the reduction needed more loop iterations per
+  // invocation than llvmpipe allows (quirk loop_iteration_limit) it would be silently truncated.
+  auto ctx = test::make_context(Precision::fp32);
+  LinearKernel kernel(ctx->device(), KernelOptions::for_device(ctx->device()));
+  uint64_t seed = 4242;
+  for (size_t v = 0; v < kernel.candidates().size(); ++v) {
+    const uint32_t rows = kernel.candidates()[v].vec ? 3 : 20;
+    run_case(*ctx, kernel, static_cast<int>(v), LShape{rows, 16384, 24, 0, 0, none}, seed++);
+  }
+}
