@@ -641,9 +641,6 @@ CaseResult Bench::run(const CaseSpec& cs, const std::string& tag) {
         if (bad) msg += strf("; %zu of %zu outputs still hold the NaN poison (never written), the first in row %zu", bad, got[i].size(),
                              first / (size_t(H) * DV));
         msg += ") - not timed";
-        if (dev_.caps().driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && !cs.decode)
-          msg += ". On llvmpipe this is the driver's loop limiter: gallivm ends every loop of an invocation once the shader has "
-                 "run 65535 loop iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS), which a long prefill exceeds";
         std::fprintf(stderr, "diffvk bench: %s\n", msg.c_str());
         r.failures.push_back(msg);
       }
@@ -952,13 +949,10 @@ Runner register_bench(CLI::App& app) {
     }
     if (default_t && cpu && !a->quick) Ts_prefill.insert(Ts_prefill.begin(), 256);  // prefill is T^2: start lower
     std::string llvmpipe_note;
-    if (default_t && !a->quick && caps.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE) {
-      Ts_prefill.erase(std::remove_if(Ts_prefill.begin(), Ts_prefill.end(), [](uint32_t t) { return t > 512; }), Ts_prefill.end());
-      llvmpipe_note = (
-          "llvmpipe: default prefill T capped at 512. llvmpipe ends every loop of a shader invocation after 65535 loop "
-          "iterations in total (gallivm LP_MAX_TGSI_LOOP_ITERATIONS); from roughly 750-900 keys on, the prefill attention kernels "
-          "(fused, and the two-pass flash kernel built the same way) stop early and leave rows unwritten. Pass --t to see it");
-    }
+    if (caps.has_quirk("loop_iteration_limit"))
+      llvmpipe_note = "quirk loop_iteration_limit: this driver ends every loop of an invocation after 65535 iterations in total, "
+                      "so both attention implementations cap the keys one invocation streams: long prefills run through their "
+                      "split-K kernels here (as decode always does)";
     plan.budgeted = default_t && !a->quick;
     plan.budget_s = a->budget > 0 ? a->budget : (cpu ? 40.0 : 300.0);
     std::vector<bool> phases;
