@@ -28,6 +28,7 @@
 #include "kernel_flash_attn.hpp"
 #include "kernel_naive_attn.hpp"
 #include "kernels.hpp"
+#include "diffvk/model.hpp"
 #include "platform.hpp"
 #include "program.hpp"
 
@@ -48,6 +49,8 @@ struct BenchArgs {
   double budget = 0;
   std::string json_path, plot_path;
   bool quick = false, no_naive = false;
+  std::string model;                              // --model: whole-model benchmark instead of the kernel grid
+  uint32_t prompt_tokens = 128, decode_tokens = 64;
 };
 
 // ------------------------------------------------------------------------------------ small helpers
@@ -890,6 +893,72 @@ struct Plan {
 
 }  // namespace
 
+// ------------------------------------------------------------------------------------ whole model
+// Prefill and decode tokens/s of a checkpoint, and decode's fraction of the weight-streaming bound:
+// every decode step reads every weight once, so a token cannot take less than weight bytes / copy
+// bandwidth. Wall-clock time per call (host submit + wait + logits read-back included), median of runs.
+int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs, const std::string& cmdline, Progress& progress) {
+  progress.stage("model: loading " + a.model);
+  auto model = Model::load(ctx, a.model);
+  const ModelConfig& c = model->config();
+  const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
+  const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
+  auto session = Session::create(*model, SessionOptions{P + N, 64});
+  Rng rng(12345);
+  std::vector<int32_t> prompt(P);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
+  std::vector<double> prefill_s, decode_s;
+  for (int r = -1; r < runs; ++r) {  // r = -1: warm-up (pipelines, first-use costs)
+    progress.step(strf("model: run %d of %d", r + 2, runs + 1));
+    session->reset();
+    auto t0 = Clock::now();
+    auto logits = session->prefill(prompt);
+    const double p = seconds_since(t0);
+    int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    t0 = Clock::now();
+    for (uint32_t i = 0; i < N; ++i) {
+      logits = session->decode(next);
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    const double d = seconds_since(t0);
+    if (r >= 0) {
+      prefill_s.push_back(p);
+      decode_s.push_back(d);
+    }
+  }
+  progress.done();
+  const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
+  const double prefill_tps = P / ps.median, decode_tps = N / ds.median;
+  const double bytes = static_cast<double>(model->weight_bytes());
+  const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
+  const double fraction = bound_s / (ds.median / N);
+  std::printf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage\n", a.model.c_str(), c.num_layers,
+              c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()));
+  std::printf("  prefill: %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s\n", P, ps.median, ps.min, ps.max, prefill_tps);
+  std::printf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token\n", N, ds.median, ds.min,
+              ds.max, decode_tps, 1e3 * ds.median / N);
+  std::printf("  weight-streaming bound: %.2f MB of weights per token / %.2f GB/s copy = %.3f ms/token -> decode at %.1f%% of it\n",
+              bytes / 1e6, copy_gbps, bound_s * 1e3, 100.0 * fraction);
+  std::printf("  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and logits read-back)\n", runs);
+  if (!a.json_path.empty()) {
+    json j;
+    j["command_line"] = cmdline;
+    j["device"] = caps_json(ctx.caps(), ctx.device());
+    j["precision"] = precision_name(ctx.precision());
+    j["model"] = {{"dir", a.model}, {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size}, {"num_heads", c.num_heads},
+                  {"num_kv_heads", c.num_kv_heads}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
+                  {"weight_bytes_per_token", model->weight_bytes()}};
+    j["copy_gbps"] = copy_gbps;
+    j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps)}, {"tokens_per_s", prefill_tps}};
+    j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds)}, {"tokens_per_s", decode_tps},
+                   {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
+    const std::string text = j.dump(2) + "\n";
+    platform::write_file_atomic(a.json_path, text.data(), text.size());
+    std::printf("json: %s\n", a.json_path.c_str());
+  }
+  return 0;
+}
+
 Runner register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "on-device benchmark: ceilings, then fused vs two-pass vs naive differential attention");
@@ -917,6 +986,11 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--json", a->json_path, "write every figure, the device caps and the command line to FILE (atomic)");
   cmd->add_option("--plot", a->plot_path, "write a PNG of fused speedup and % of copy bandwidth against T (atomic)");
   cmd->add_flag("--quick", a->quick, "tiny configuration (CI smoke test)");
+  cmd->add_option("--model", a->model, "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
+                                       "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--prompt-tokens", a->prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--decode-tokens", a->decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
   add_device_flags(cmd, a->dev);
   return [a]() {
     const auto t_start = Clock::now();
@@ -1014,6 +1088,7 @@ Runner register_bench(CLI::App& app) {
     std::printf("           matmul %.2f GFLOP/s (LinearKernel %s storage / fp32 accumulate, %u^3, %s, median of %d)\n\n",
                 ceil.mm.gflops, precision_name(ctx->precision()), ceil.mm.n, ceil.mm.tiles.c_str(), c_runs);
     std::fflush(stdout);
+    if (!a->model.empty()) return run_model_bench(*a, *ctx, ceil.copy.gbps, runs, command_line(), progress);
 
     // ---- cases (series by series; with the default T grid each series gets an equal share of the
     // remaining budget, and a T is skipped when the previous case's wall time scaled by the flop
