@@ -28,12 +28,5 @@ export XDG_RUNTIME_DIR
 
 if [[ $# -eq 0 ]]; then
   set -- bench
-  # --- TEMPORARY: delete this block once `diffvk bench` exists -------------------------------------
-  # (`diffvk bench --help` exits 0 even without bench: CLI11 handles --help first; so read the list.)
-  if ! "$CLI" --help 2>/dev/null | grep -qE '^[[:space:]]+bench([[:space:]]|$)'; then
-    echo "examples/run.sh: note: 'diffvk bench' is not implemented yet; running 'diffvk info' instead" >&2
-    set -- info
-  fi
-  # --- end TEMPORARY ---------------------------------------------------------------------------------
 fi
 exec "$CLI" "$@"
