@@ -3,7 +3,9 @@
 // Implementations:
 //   platform/platform_posix.cpp  files (Linux, Android, macOS) + stderr logging and
 //                                XDG cache dir (everything except Android)
-//   platform/android.cpp         (later) logcat logging + app cache dir on Android
+//   platform/android.cpp         logcat logging (__android_log_write, tag "diffvk") + the
+//                                app's cache dir (set_cache_dir) on Android
+// See platform/README.md.
 //
 // Keep this header free of OS types so every implementation can share it.
 // Every failure throws diffvk::Error.
@@ -17,6 +19,15 @@
 
 #include "diffvk/error.hpp"
 
+// 1 where platform/android.cpp provides logging, cache_dir and set_cache_dir (instead of
+// platform_posix.cpp): on Android, and in the host build of tests/platform_android_log_test.cpp,
+// which compiles android.cpp against Debian's liblog (android-liblog-dev).
+#if defined(__ANDROID__) || defined(DIFFVK_PLATFORM_ANDROID_ON_HOST)
+#define DIFFVK_PLATFORM_ANDROID 1
+#else
+#define DIFFVK_PLATFORM_ANDROID 0
+#endif
+
 namespace diffvk::platform {
 
 // ---- logging -------------------------------------------------------------------
@@ -25,7 +36,9 @@ enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
 const char* log_level_name(LogLevel level) noexcept;  // "debug", "info", "warn", "error"
 
 // Emits `msg` if level >= log_level(). Default sink on Linux: one line
-// "diffvk: [warn] msg" on stderr. Thread-safe; never throws.
+// "diffvk: [warn] msg" on stderr. On Android: __android_log_write with tag "diffvk"
+// (debug/info/warn/error -> ANDROID_LOG_DEBUG/INFO/WARN/ERROR; messages longer than
+// logcat's entry limit are split). Thread-safe; never throws.
 void log(LogLevel level, const std::string& msg);
 
 // Replaces the default sink (tests capture logs with this); nullptr restores the
@@ -45,15 +58,36 @@ void set_log_level(LogLevel level);
 // reported by the file system is only a hint: reading stops at max_bytes + 1.
 std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes);
 
+// Whole contents of an open file descriptor, from its current offset to EOF (Android: the fd of
+// a ParcelFileDescriptor from a content:// URI, or any pipe/socket). The descriptor is not closed
+// and its offset advances. Throws io_error (naming `name`) on read errors, format_error when it holds
+// more than max_bytes (reading stops at max_bytes + 1), invalid_argument for fd < 0.
+std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name = "file descriptor");
+
+// `length` bytes at `offset` of a seekable descriptor, with pread (the offset of the fd does not move):
+// for an uncompressed APK asset opened with AAsset_openFileDescriptor64(asset, &offset, &length).
+// Throws io_error when the range cannot be read completely (short file), invalid_argument for fd < 0.
+std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length,
+                                   const std::string& name = "file descriptor");
+
 // Writes "path.tmp.<pid>.<n>", fsyncs it, renames it over `path`. On any failure
 // the temporary is removed and io_error is thrown; `path` is then untouched (it
 // is never left holding a partial file). data may be nullptr when size == 0.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 
-// "$XDG_CACHE_HOME/diffvk" (when set, non-empty and absolute) or
-// "$HOME/.cache/diffvk" (HOME, else the password database). Not created.
-// Throws io_error when no home directory can be determined.
+// The directory for diffvk's own cache files. Not created.
+//   - After set_cache_dir(base) with a non-empty base: "<base>/diffvk" (every platform).
+//   - Linux and other POSIX systems otherwise: "$XDG_CACHE_HOME/diffvk" (when set, non-empty and
+//     absolute) or "$HOME/.cache/diffvk" (HOME, else the password database). Throws io_error when
+//     no home directory can be determined.
+//   - Android otherwise: throws io_error (an app has no usable HOME; it must call set_cache_dir
+//     with Context.getCacheDir().getAbsolutePath(), e.g. through JNI).
 std::string cache_dir();
+
+// Sets the base directory that cache_dir() uses (it returns "<base>/diffvk"), overriding the XDG
+// default on Linux. "" restores the default. Throws invalid_argument for a relative path.
+// Thread-safe.
+void set_cache_dir(const std::string& base);
 
 // Read-only view of a whole file: mmap where available, otherwise the file is read
 // into memory. Move-only. Throws io_error (path + strerror) on failure, including

@@ -1,8 +1,9 @@
 // diffvk — POSIX implementation of platform.hpp.
 //
-// Files (read_file, write_file_atomic, MappedFile) are plain POSIX and are used on
-// Android too. Logging and cache_dir() are compiled everywhere except Android,
-// where platform/android.cpp provides logcat logging and the app's cache dir.
+// Files (read_file, read_fd, read_fd_range, write_file_atomic, MappedFile) are plain POSIX and
+// are used on Android too. Logging, cache_dir() and set_cache_dir() are compiled everywhere except
+// Android (DIFFVK_PLATFORM_ANDROID, see platform.hpp), where platform/android.cpp provides logcat
+// logging and the app's cache dir.
 #include "platform.hpp"
 
 #include <fcntl.h>
@@ -151,6 +152,56 @@ std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
+std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name) {
+  if (fd < 0) throw Error(Status::invalid_argument, "read_fd('" + name + "'): invalid descriptor " + std::to_string(fd));
+  struct stat st;
+  uint64_t hint = 0;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    off_t pos = ::lseek(fd, 0, SEEK_CUR);
+    if (pos >= 0 && pos <= st.st_size) hint = uint64_t(st.st_size - pos);
+  }
+  if (hint > max_bytes) {
+    throw Error(Status::format_error, "'" + name + "' holds " + std::to_string(hint) +
+                                          " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::vector<uint8_t> out = read_all(fd, name, max_bytes, hint);
+  if (uint64_t(out.size()) > max_bytes) {
+    throw Error(Status::format_error, "'" + name + "' holds more than the limit of " +
+                                          std::to_string(max_bytes) + " bytes");
+  }
+  return out;
+}
+
+std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, const std::string& name) {
+  if (fd < 0) {
+    throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): invalid descriptor " + std::to_string(fd));
+  }
+  if (length > uint64_t(std::numeric_limits<size_t>::max()) ||
+      offset > uint64_t(std::numeric_limits<off_t>::max()) ||
+      length > uint64_t(std::numeric_limits<off_t>::max()) - offset) {
+    throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): range of " + std::to_string(length) +
+                                              " bytes at offset " + std::to_string(offset) + " is too large");
+  }
+  std::vector<uint8_t> out(static_cast<size_t>(length));
+  size_t done = 0;
+  while (done < out.size()) {
+    size_t want = out.size() - done;
+    if (want > (size_t(1) << 30)) want = size_t(1) << 30;
+    ssize_t n = ::pread(fd, out.data() + done, want, off_t(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot read", name, errno);
+    }
+    if (n == 0) {
+      throw Error(Status::io_error, "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " +
+                                        std::to_string(offset) + " requested, the file ends after " +
+                                        std::to_string(done));
+    }
+    done += size_t(n);
+  }
+  return out;
+}
+
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (path.empty()) throw Error(Status::io_error, "cannot write file: empty path");
   if (data == nullptr && size != 0) {
@@ -253,7 +304,7 @@ const char* log_level_name(LogLevel level) noexcept {
   return "?";
 }
 
-#if !defined(__ANDROID__)
+#if !DIFFVK_PLATFORM_ANDROID
 // ---- logging (stderr) ------------------------------------------------------------
 namespace {
 
@@ -330,7 +381,26 @@ void set_log_sink(std::function<void(LogLevel, const std::string&)> sink) {
 }
 
 // ---- cache dir -------------------------------------------------------------------
+namespace {
+std::mutex g_cache_dir_mutex;
+std::string g_cache_dir_base;  // guarded by g_cache_dir_mutex; "" = XDG default
+}  // namespace
+
+void set_cache_dir(const std::string& base) {
+  if (!base.empty() && base[0] != '/') {
+    throw Error(Status::invalid_argument, "set_cache_dir('" + base + "'): the directory must be an absolute path");
+  }
+  std::string b = base;
+  while (b.size() > 1 && b.back() == '/') b.pop_back();
+  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
+  g_cache_dir_base = b;
+}
+
 std::string cache_dir() {
+  {
+    std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
+    if (!g_cache_dir_base.empty()) return g_cache_dir_base == "/" ? "/diffvk" : g_cache_dir_base + "/diffvk";
+  }
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   if (xdg && xdg[0] == '/') return std::string(xdg) + "/diffvk";  // relative values are ignored (XDG spec)
   const char* home = std::getenv("HOME");
@@ -346,6 +416,6 @@ std::string cache_dir() {
               "cannot determine the cache directory: XDG_CACHE_HOME and HOME are unset and the user has no "
               "home directory");
 }
-#endif  // !__ANDROID__
+#endif  // !DIFFVK_PLATFORM_ANDROID
 
 }  // namespace diffvk::platform

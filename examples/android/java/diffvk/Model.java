@@ -1,0 +1,143 @@
+package diffvk;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * A Vulkan context plus one loaded checkpoint (a directory with config.json and model.safetensors).
+ * Thread-safe for the accessors; create one {@link Session} per conversation. Close sessions first:
+ * closing a model while one of its sessions is open throws (INVALID_ARGUMENT) and leaves it open.
+ *
+ * <pre>
+ * try (Model m = Model.load("/data/user/0/app/files/tiny-diff");
+ *      Session s = m.newSession(0);
+ *      Sampler greedy = Sampler.greedy()) {
+ *   int[] out = s.generate(m.encode("Debian is"), 32, greedy, true);
+ *   String text = m.decodeText(out);
+ * }
+ * </pre>
+ */
+public final class Model implements AutoCloseable {
+  public static final int PRECISION_AUTO = 0;
+  public static final int PRECISION_FP16 = 1;
+  public static final int PRECISION_FP32 = 2;
+
+  /** Context options (diffvk_context_options). */
+  public static final class Options {
+    /** null/"" = the best device; else an index ("1") or a case-insensitive name substring ("adreno"). */
+    public String device;
+    /** PRECISION_AUTO (fp16 storage when the device supports it), PRECISION_FP16 or PRECISION_FP32. */
+    public int precision = PRECISION_AUTO;
+    /** -1 = environment/build default (DIFFVK_VALIDATION), 0 = off, 1 = Khronos validation layer on. */
+    public int validation = -1;
+    /** null = none; else a file for the driver's pipeline cache (Android: getCacheDir() + "/diffvk.pcache"). */
+    public String pipelineCachePath;
+  }
+
+  private long context;
+  private long model;
+  private final int vocab;
+
+  private Model(long context, long model) {
+    this.context = context;
+    this.model = model;
+    this.vocab = nativeVocabSize(model);
+  }
+
+  /** Loads a model on the default device with default options. */
+  public static Model load(String dir) {
+    return load(dir, new Options());
+  }
+
+  public static Model load(String dir, Options options) {
+    Native.load();
+    if (options == null) options = new Options();
+    long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath);
+    long m;
+    try {
+      m = nativeModelLoad(ctx, dir);
+    } catch (RuntimeException e) {
+      nativeContextDestroy(ctx);
+      throw e;
+    }
+    try {
+      return new Model(ctx, m);
+    } catch (RuntimeException e) {
+      nativeModelDestroy(m);
+      nativeContextDestroy(ctx);
+      throw e;
+    }
+  }
+
+  /** A new session with a KV cache of contextLength tokens (0 = max_position_embeddings). */
+  public Session newSession(int contextLength) {
+    return new Session(this, contextLength, 0);
+  }
+
+  synchronized long handle() {
+    return model;  // 0 after close: the C ABI then reports INVALID_ARGUMENT
+  }
+
+  public int vocabSize() {
+    return vocab;
+  }
+
+  public synchronized int eosToken() {
+    return nativeEosToken(model);
+  }
+
+  public synchronized int bosToken() {
+    return nativeBosToken(model);
+  }
+
+  public synchronized String deviceName() {
+    return nativeDeviceName(context);
+  }
+
+  /** PRECISION_FP16 or PRECISION_FP32: what the context chose. */
+  public synchronized int precision() {
+    return nativePrecision(context);
+  }
+
+  /** The "bytes" tokenizer: token = UTF-8 byte value (0..255). Does not add BOS. */
+  public int[] encode(String text) {
+    byte[] b = text.getBytes(StandardCharsets.UTF_8);
+    int[] t = new int[b.length];
+    for (int i = 0; i < b.length; ++i) t[i] = b[i] & 0xff;
+    return t;
+  }
+
+  /** Inverse of encode; tokens outside 0..255 and the BOS/EOS control bytes are dropped. */
+  public String decodeText(int[] tokens) {
+    int bos = bosToken(), eos = eosToken();
+    byte[] b = new byte[tokens.length];
+    int n = 0;
+    for (int t : tokens) {
+      if (t < 0 || t > 255 || t == bos || t == eos) continue;
+      b[n++] = (byte) t;
+    }
+    return new String(b, 0, n, StandardCharsets.UTF_8);
+  }
+
+  /** Idempotent. Throws DiffvkException (INVALID_ARGUMENT) while a session of this model is open. */
+  @Override
+  public synchronized void close() {
+    if (model != 0) {
+      nativeModelDestroy(model);  // throws while sessions are alive; then nothing changes
+      model = 0;
+    }
+    if (context != 0) {
+      nativeContextDestroy(context);
+      context = 0;
+    }
+  }
+
+  static native long nativeContextCreate(String device, int precision, int validation, String pipelineCachePath);
+  static native void nativeContextDestroy(long context);
+  static native String nativeDeviceName(long context);
+  static native int nativePrecision(long context);
+  static native long nativeModelLoad(long context, String dir);
+  static native void nativeModelDestroy(long model);
+  static native int nativeVocabSize(long model);
+  static native int nativeEosToken(long model);
+  static native int nativeBosToken(long model);
+}

@@ -1,0 +1,102 @@
+package diffvk;
+
+/**
+ * One sequence with its KV cache (diffvk_session). Methods are synchronized: a session runs one call
+ * at a time. On any error (DiffvkException) the session is unchanged and stays usable, except after
+ * close(), when every call throws DiffvkException (INVALID_ARGUMENT).
+ */
+public final class Session implements AutoCloseable {
+  /** Receives each generated token; return false to stop early. */
+  public interface TokenListener {
+    boolean onToken(int token);
+  }
+
+  private final Model model;
+  private final int vocab;
+  private long handle;
+
+  /** contextLength 0 = the model's max_position_embeddings; chunk 0 = the default prefill chunk. */
+  public Session(Model model, int contextLength, int chunk) {
+    this.model = model;
+    this.vocab = model.vocabSize();
+    this.handle = nativeCreate(model.handle(), contextLength, chunk);
+  }
+
+  public Model model() {
+    return model;
+  }
+
+  /** Appends tokens to the sequence; returns the logits of the last one (vocabSize floats). */
+  public synchronized float[] prefill(int[] tokens) {
+    return nativePrefill(handle, tokens, vocab);
+  }
+
+  /** Appends one token; returns its logits (vocabSize floats). */
+  public synchronized float[] decode(int token) {
+    return nativeDecode(handle, token, vocab);
+  }
+
+  /** Empties the KV cache (position 0). */
+  public synchronized void reset() {
+    nativeReset(handle);
+  }
+
+  /** Tokens in the KV cache. */
+  public synchronized int position() {
+    return nativePosition(handle);
+  }
+
+  /** KV-cache capacity in tokens. */
+  public synchronized int capacity() {
+    return nativeCapacity(handle);
+  }
+
+  /** Greedy/sampled next token for logits from prefill/decode. */
+  public static int sample(Sampler sampler, float[] logits) {
+    return sampler.sample(logits);
+  }
+
+  /**
+   * Convenience loop: prefill(prompt), then up to maxNewTokens times sample + decode. Stops at EOS
+   * (included in the result) when stopAtEos, or when the KV cache is full. Returns the new tokens.
+   */
+  public int[] generate(int[] prompt, int maxNewTokens, Sampler sampler, boolean stopAtEos) {
+    return generate(prompt, maxNewTokens, sampler, stopAtEos, null);
+  }
+
+  public synchronized int[] generate(int[] prompt, int maxNewTokens, Sampler sampler, boolean stopAtEos,
+                                     TokenListener listener) {
+    if (maxNewTokens < 0) throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "generate: maxNewTokens < 0");
+    int eos = stopAtEos ? model.eosToken() : -1;
+    int[] out = new int[maxNewTokens];
+    int n = 0;
+    if (maxNewTokens == 0) return out;
+    float[] logits = prefill(prompt);
+    while (n < maxNewTokens) {
+      int tok = sampler.sample(logits);
+      out[n++] = tok;
+      if (listener != null && !listener.onToken(tok)) break;
+      if (tok == eos) break;
+      if (n == maxNewTokens || position() >= capacity()) break;
+      logits = decode(tok);
+    }
+    return java.util.Arrays.copyOf(out, n);
+  }
+
+  /** Idempotent. */
+  @Override
+  public synchronized void close() {
+    if (handle != 0) {
+      nativeDestroy(handle);
+      handle = 0;
+    }
+  }
+
+  static native long nativeCreate(long model, int contextLength, int chunk);
+  static native void nativeDestroy(long session);
+  static native float[] nativePrefill(long session, int[] tokens, int vocab);
+  static native float[] nativeDecode(long session, int token, int vocab);
+  static native void nativeReset(long session);
+  static native int nativePosition(long session);
+  static native int nativeCapacity(long session);
+}

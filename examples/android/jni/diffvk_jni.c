@@ -1,0 +1,316 @@
+/* diffvk — JNI binding for the Java classes in examples/android/java/diffvk/, written against the C ABI
+ * (include/diffvk/diffvk.h) only. Handles travel to Java as jlong; 0 is "closed", which the C ABI turns
+ * into DIFFVK_INVALID_ARGUMENT ("... is NULL"), so use after close surfaces as a DiffvkException like any
+ * other error. Every failing status throws diffvk.DiffvkException(status, diffvk_last_error()).
+ *
+ * The same file builds for the host JVM (examples/android/CMakeLists.txt, tested by SessionTest.java)
+ * and for Android (the Gradle app in examples/android/app). */
+#include <jni.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffvk/diffvk.h"
+
+static jclass g_exception_class;  /* global ref to diffvk.DiffvkException */
+static jmethodID g_exception_ctor; /* DiffvkException(int status, String message) */
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
+  JNIEnv* env = NULL;
+  jclass local;
+  (void)reserved;
+  if ((*vm)->GetEnv(vm, (void**)&env, JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
+  /* Looked up here, with the class loader that loaded the library (matters on Android). */
+  local = (*env)->FindClass(env, "diffvk/DiffvkException");
+  if (!local) return JNI_ERR;
+  g_exception_class = (jclass)(*env)->NewGlobalRef(env, local);
+  (*env)->DeleteLocalRef(env, local);
+  if (!g_exception_class) return JNI_ERR;
+  g_exception_ctor = (*env)->GetMethodID(env, g_exception_class, "<init>", "(ILjava/lang/String;)V");
+  if (!g_exception_ctor) return JNI_ERR;
+  return JNI_VERSION_1_6;
+}
+
+/* Throws DiffvkException(status, message); message NULL = diffvk_last_error(). */
+static void throw_status(JNIEnv* env, diffvk_status status, const char* message) {
+  jstring text;
+  jobject ex;
+  if ((*env)->ExceptionCheck(env)) return; /* a Java exception is already pending */
+  text = (*env)->NewStringUTF(env, message ? message : diffvk_last_error());
+  if (!text) return; /* OutOfMemoryError pending */
+  ex = (*env)->NewObject(env, g_exception_class, g_exception_ctor, (jint)status, text);
+  if (ex) (*env)->Throw(env, (jthrowable)ex);
+}
+
+/* Returns 1 when ok; otherwise throws and returns 0. */
+static int ok(JNIEnv* env, diffvk_status status) {
+  if (status == DIFFVK_OK) return 1;
+  throw_status(env, status, NULL);
+  return 0;
+}
+
+static void throw_oom(JNIEnv* env, const char* what) {
+  jclass c = (*env)->FindClass(env, "java/lang/OutOfMemoryError");
+  if (c) (*env)->ThrowNew(env, c, what);
+}
+
+/* Java String -> malloc'd modified-UTF-8 copy (NULL for a null string; *failed on error). */
+static char* dup_string(JNIEnv* env, jstring s, int* failed) {
+  const char* chars;
+  char* copy;
+  *failed = 0;
+  if (!s) return NULL;
+  chars = (*env)->GetStringUTFChars(env, s, NULL);
+  if (!chars) {
+    *failed = 1;
+    return NULL;
+  }
+  copy = (char*)malloc(strlen(chars) + 1);
+  if (copy) strcpy(copy, chars);
+  (*env)->ReleaseStringUTFChars(env, s, chars);
+  if (!copy) {
+    *failed = 1;
+    throw_oom(env, "diffvk: string copy");
+  }
+  return copy;
+}
+
+static jfloatArray to_java_floats(JNIEnv* env, const float* data, jint n) {
+  jfloatArray out = (*env)->NewFloatArray(env, n);
+  if (!out) return NULL;
+  (*env)->SetFloatArrayRegion(env, out, 0, n, data);
+  return out;
+}
+
+/* ---- diffvk.DiffvkException ------------------------------------------------------------------------ */
+
+JNIEXPORT jstring JNICALL Java_diffvk_DiffvkException_nativeStatusString(JNIEnv* env, jclass cls, jint status) {
+  (void)cls;
+  return (*env)->NewStringUTF(env, diffvk_status_string((diffvk_status)status));
+}
+
+/* ---- diffvk.Model: context + model ------------------------------------------------------------------ */
+
+JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclass cls, jstring device, jint precision,
+                                                              jint validation, jstring pipeline_cache_path) {
+  diffvk_context_options o;
+  diffvk_context* ctx = NULL;
+  diffvk_status st;
+  int failed = 0;
+  char* dev;
+  char* cache;
+  (void)cls;
+  dev = dup_string(env, device, &failed);
+  if (failed) return 0;
+  cache = dup_string(env, pipeline_cache_path, &failed);
+  if (failed) {
+    free(dev);
+    return 0;
+  }
+  o.device = dev;
+  o.precision = (diffvk_precision)precision;
+  o.validation = validation;
+  o.pipeline_cache_path = cache;
+  st = diffvk_context_create(&o, &ctx);
+  free(dev);
+  free(cache);
+  if (!ok(env, st)) return 0;
+  return (jlong)(intptr_t)ctx;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Model_nativeContextDestroy(JNIEnv* env, jclass cls, jlong ctx) {
+  (void)cls;
+  ok(env, diffvk_context_destroy((diffvk_context*)(intptr_t)ctx));
+}
+
+JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeDeviceName(JNIEnv* env, jclass cls, jlong ctx) {
+  char name[512];
+  (void)cls;
+  if (!ok(env, diffvk_context_device_name((const diffvk_context*)(intptr_t)ctx, name, sizeof name))) return NULL;
+  return (*env)->NewStringUTF(env, name);
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Model_nativePrecision(JNIEnv* env, jclass cls, jlong ctx) {
+  diffvk_precision p = DIFFVK_PRECISION_AUTO;
+  (void)cls;
+  if (!ok(env, diffvk_context_precision((const diffvk_context*)(intptr_t)ctx, &p))) return -1;
+  return (jint)p;
+}
+
+JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cls, jlong ctx, jstring dir) {
+  diffvk_model* model = NULL;
+  diffvk_status st;
+  int failed = 0;
+  char* path;
+  (void)cls;
+  if (!dir) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.load: the model directory is null");
+    return 0;
+  }
+  path = dup_string(env, dir, &failed);
+  if (failed) return 0;
+  st = diffvk_model_load((diffvk_context*)(intptr_t)ctx, path, &model);
+  free(path);
+  if (!ok(env, st)) return 0;
+  return (jlong)(intptr_t)model;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Model_nativeModelDestroy(JNIEnv* env, jclass cls, jlong model) {
+  (void)cls;
+  ok(env, diffvk_model_destroy((diffvk_model*)(intptr_t)model));
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Model_nativeVocabSize(JNIEnv* env, jclass cls, jlong model) {
+  uint32_t v = 0;
+  (void)cls;
+  if (!ok(env, diffvk_model_vocab_size((const diffvk_model*)(intptr_t)model, &v))) return 0;
+  return (jint)v;
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Model_nativeEosToken(JNIEnv* env, jclass cls, jlong model) {
+  int32_t t = -1;
+  (void)cls;
+  if (!ok(env, diffvk_model_eos_token((const diffvk_model*)(intptr_t)model, &t))) return -1;
+  return (jint)t;
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Model_nativeBosToken(JNIEnv* env, jclass cls, jlong model) {
+  int32_t t = -1;
+  (void)cls;
+  if (!ok(env, diffvk_model_bos_token((const diffvk_model*)(intptr_t)model, &t))) return -1;
+  return (jint)t;
+}
+
+/* ---- diffvk.Session ---------------------------------------------------------------------------------- */
+
+JNIEXPORT jlong JNICALL Java_diffvk_Session_nativeCreate(JNIEnv* env, jclass cls, jlong model, jint context_len,
+                                                         jint chunk) {
+  diffvk_session* s = NULL;
+  (void)cls;
+  if (context_len < 0 || chunk < 0) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session: contextLength and chunk must be >= 0");
+    return 0;
+  }
+  if (!ok(env, diffvk_session_create((diffvk_model*)(intptr_t)model, (uint32_t)context_len, (uint32_t)chunk, &s)))
+    return 0;
+  return (jlong)(intptr_t)s;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeDestroy(JNIEnv* env, jclass cls, jlong session) {
+  (void)cls;
+  ok(env, diffvk_session_destroy((diffvk_session*)(intptr_t)session));
+}
+
+JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefill(JNIEnv* env, jclass cls, jlong session,
+                                                                jintArray tokens, jint vocab) {
+  jsize n;
+  int32_t* buf;
+  float* logits;
+  jfloatArray out = NULL;
+  (void)cls;
+  if (!tokens) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: tokens is null");
+    return NULL;
+  }
+  if (vocab <= 0) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: bad vocabulary size");
+    return NULL;
+  }
+  n = (*env)->GetArrayLength(env, tokens);
+  buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+  logits = (float*)malloc(sizeof(float) * (size_t)vocab);
+  if (!buf || !logits) {
+    free(buf);
+    free(logits);
+    throw_oom(env, "diffvk: prefill buffers");
+    return NULL;
+  }
+  /* jint is int32_t on every JNI platform; copy, never pin: the call may run for a long time. */
+  (*env)->GetIntArrayRegion(env, tokens, 0, n, (jint*)buf);
+  if (ok(env, diffvk_session_prefill((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits, (size_t)vocab)))
+    out = to_java_floats(env, logits, vocab);
+  free(buf);
+  free(logits);
+  return out;
+}
+
+JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativeDecode(JNIEnv* env, jclass cls, jlong session, jint token,
+                                                               jint vocab) {
+  float* logits;
+  jfloatArray out = NULL;
+  (void)cls;
+  if (vocab <= 0) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.decode: bad vocabulary size");
+    return NULL;
+  }
+  logits = (float*)malloc(sizeof(float) * (size_t)vocab);
+  if (!logits) {
+    throw_oom(env, "diffvk: decode buffer");
+    return NULL;
+  }
+  if (ok(env, diffvk_session_decode((diffvk_session*)(intptr_t)session, (int32_t)token, logits, (size_t)vocab)))
+    out = to_java_floats(env, logits, vocab);
+  free(logits);
+  return out;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeReset(JNIEnv* env, jclass cls, jlong session) {
+  (void)cls;
+  ok(env, diffvk_session_reset((diffvk_session*)(intptr_t)session));
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Session_nativePosition(JNIEnv* env, jclass cls, jlong session) {
+  uint32_t p = 0;
+  (void)cls;
+  if (!ok(env, diffvk_session_position((const diffvk_session*)(intptr_t)session, &p))) return -1;
+  return (jint)p;
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Session_nativeCapacity(JNIEnv* env, jclass cls, jlong session) {
+  uint32_t c = 0;
+  (void)cls;
+  if (!ok(env, diffvk_session_capacity((const diffvk_session*)(intptr_t)session, &c))) return -1;
+  return (jint)c;
+}
+
+/* ---- diffvk.Sampler ---------------------------------------------------------------------------------- */
+
+JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreate(JNIEnv* env, jclass cls, jfloat temperature, jint top_k,
+                                                         jfloat top_p, jlong seed) {
+  diffvk_sampler* s = NULL;
+  (void)cls;
+  if (top_k < 0) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler: topK must be >= 0");
+    return 0;
+  }
+  if (!ok(env, diffvk_sampler_create(temperature, (uint32_t)top_k, top_p, (uint64_t)seed, &s))) return 0;
+  return (jlong)(intptr_t)s;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Sampler_nativeDestroy(JNIEnv* env, jclass cls, jlong sampler) {
+  (void)cls;
+  ok(env, diffvk_sampler_destroy((diffvk_sampler*)(intptr_t)sampler));
+}
+
+JNIEXPORT jint JNICALL Java_diffvk_Sampler_nativeSample(JNIEnv* env, jclass cls, jlong sampler, jfloatArray logits) {
+  jsize n;
+  float* buf;
+  int32_t tok = -1;
+  diffvk_status st;
+  (void)cls;
+  if (!logits) {
+    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler.sample: logits is null");
+    return -1;
+  }
+  n = (*env)->GetArrayLength(env, logits);
+  buf = (float*)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  if (!buf) {
+    throw_oom(env, "diffvk: sample buffer");
+    return -1;
+  }
+  (*env)->GetFloatArrayRegion(env, logits, 0, n, buf);
+  st = diffvk_sampler_sample((diffvk_sampler*)(intptr_t)sampler, buf, (uint32_t)n, &tok);
+  free(buf);
+  if (!ok(env, st)) return -1;
+  return (jint)tok;
+}

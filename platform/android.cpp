@@ -1,0 +1,162 @@
+// diffvk — Android implementation of the parts of platform.hpp that differ from POSIX:
+// logging to logcat and the app's cache directory. Files (read_file, read_fd, read_fd_range,
+// write_file_atomic, MappedFile) are POSIX and come from platform_posix.cpp on Android too.
+//
+// Built only for Android (the top CMakeLists excludes platform/android*.cpp elsewhere), plus once on
+// Linux by tests/platform_android_log_test.cpp with DIFFVK_PLATFORM_ANDROID_ON_HOST, against Debian's
+// liblog (android-liblog-dev), whose __android_log_write prints "diffvk I <date> <pid> <tid> msg" on
+// stderr.
+//
+// Model files: an app either copies its assets to Context.getFilesDir() on first run and passes that
+// path to diffvk_model_load (what examples/android does), or reads a content:// URI or an
+// uncompressed asset through a descriptor with read_fd / read_fd_range (platform.hpp).
+// AAssetManager is not used here, so the library needs no libandroid for reading.
+#include "platform.hpp"
+
+#if DIFFVK_PLATFORM_ANDROID
+
+#include <android/log.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace diffvk::platform {
+namespace {
+
+constexpr const char* kTag = "diffvk";
+// logcat truncates an entry at LOGGER_ENTRY_MAX_PAYLOAD (4068 bytes including the priority byte,
+// the tag and two NULs); longer messages are split into several entries.
+constexpr size_t kMaxEntryBytes = 4000;
+
+std::mutex g_log_mutex;
+std::function<void(LogLevel, const std::string&)> g_log_sink;  // guarded by g_log_mutex
+std::atomic<int> g_log_level{-1};                                // -1: not yet read from env
+
+std::mutex g_cache_dir_mutex;
+std::string g_cache_dir_base;  // guarded by g_cache_dir_mutex; "" = not set
+
+int android_priority(LogLevel level) {
+  switch (level) {
+    case LogLevel::debug: return ANDROID_LOG_DEBUG;
+    case LogLevel::info: return ANDROID_LOG_INFO;
+    case LogLevel::warn: return ANDROID_LOG_WARN;
+    case LogLevel::error: return ANDROID_LOG_ERROR;
+  }
+  return ANDROID_LOG_INFO;
+}
+
+bool ascii_iequals(const char* a, const char* b) {
+  for (; *a && *b; ++a, ++b) {
+    char ca = (*a >= 'A' && *a <= 'Z') ? char(*a - 'A' + 'a') : *a;
+    if (ca != *b) return false;
+  }
+  return *a == *b;
+}
+
+// One logcat entry per piece: split at the last newline inside the limit, else at the limit
+// (never inside a UTF-8 sequence).
+void default_sink(LogLevel level, const std::string& msg) {
+  const int prio = android_priority(level);
+  if (msg.size() <= kMaxEntryBytes) {
+    __android_log_write(prio, kTag, msg.c_str());
+    return;
+  }
+  size_t pos = 0;
+  while (pos < msg.size()) {
+    size_t len = msg.size() - pos;
+    size_t skip = 0;
+    if (len > kMaxEntryBytes) {
+      len = kMaxEntryBytes;
+      size_t nl = msg.rfind('\n', pos + len - 1);
+      if (nl != std::string::npos && nl > pos) {
+        len = nl - pos;
+        skip = 1;  // drop the newline itself
+      } else {
+        while (len > 1 && (static_cast<unsigned char>(msg[pos + len]) & 0xC0) == 0x80) --len;
+      }
+    }
+    __android_log_write(prio, kTag, msg.substr(pos, len).c_str());
+    pos += len + skip;
+  }
+}
+
+LogLevel level_from_env() {
+  const char* v = std::getenv("DIFFVK_LOG");  // apps can set it with android.system.Os.setenv
+  if (!v || !*v) return LogLevel::info;
+  if (ascii_iequals(v, "debug")) return LogLevel::debug;
+  if (ascii_iequals(v, "info")) return LogLevel::info;
+  if (ascii_iequals(v, "warn")) return LogLevel::warn;
+  if (ascii_iequals(v, "error")) return LogLevel::error;
+  std::string value(v);
+  if (value.size() > 64) value = value.substr(0, 64) + "...";
+  default_sink(LogLevel::warn, "DIFFVK_LOG='" + value + "' is not one of debug|info|warn|error; using info");
+  return LogLevel::info;
+}
+
+}  // namespace
+
+// ---- logging (logcat) ---------------------------------------------------------------
+LogLevel log_level() {
+  int lv = g_log_level.load(std::memory_order_acquire);
+  if (lv < 0) {
+    int fresh = int(level_from_env());
+    if (g_log_level.compare_exchange_strong(lv, fresh, std::memory_order_acq_rel)) return LogLevel(fresh);
+    return LogLevel(lv);
+  }
+  return LogLevel(lv);
+}
+
+void set_log_level(LogLevel level) { g_log_level.store(int(level), std::memory_order_release); }
+
+void log(LogLevel level, const std::string& msg) {
+  try {
+    if (int(level) < int(log_level())) return;
+    std::function<void(LogLevel, const std::string&)> sink;
+    {
+      std::lock_guard<std::mutex> lock(g_log_mutex);
+      sink = g_log_sink;
+    }
+    if (sink) {
+      sink(level, msg);
+    } else {
+      default_sink(level, msg);
+    }
+  } catch (...) {
+    // Logging must never take the process down.
+  }
+}
+
+void set_log_sink(std::function<void(LogLevel, const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_log_sink = std::move(sink);
+}
+
+// ---- cache dir (set by the app) ------------------------------------------------------
+void set_cache_dir(const std::string& base) {
+  if (!base.empty() && base[0] != '/') {
+    throw Error(Status::invalid_argument, "set_cache_dir('" + base + "'): the directory must be an absolute path");
+  }
+  std::string b = base;
+  while (b.size() > 1 && b.back() == '/') b.pop_back();
+  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
+  g_cache_dir_base = b;
+}
+
+std::string cache_dir() {
+  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
+  if (g_cache_dir_base.empty()) {
+    throw Error(Status::io_error,
+                "no cache directory: on Android the app must call set_cache_dir() with "
+                "Context.getCacheDir().getAbsolutePath() first");
+  }
+  return g_cache_dir_base == "/" ? "/diffvk" : g_cache_dir_base + "/diffvk";
+}
+
+}  // namespace diffvk::platform
+
+#endif  // DIFFVK_PLATFORM_ANDROID
