@@ -165,3 +165,36 @@ TEST_CASE("model: diffvk logits and diffvk plan commands") {
   CHECK(log.find("layers.1.attn.out") != std::string::npos);
   CHECK(log.find("lower bound") != std::string::npos);
 }
+
+namespace {
+void bundled_parity(Precision precision) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    MESSAGE("device has no fp16 path; not run");
+    return;
+  }
+  const std::string fx = std::string(DIFFVK_TEST_DATA_DIR) + "/model_fixture";
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+  auto ctx = test::make_context(precision);
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  auto model = Model::load(*ctx, dir);
+  const uint32_t V = model->config().vocab_size;
+  auto s = Session::create(*model, SessionOptions{256, 64});
+  const size_t prompt_lens[] = {5, 23, 64, 160};
+  for (int k = 0; k < 4; ++k) {
+    const auto toks = load_tokens(fx + "/tokens_" + std::to_string(k) + ".npy");
+    const auto ref = npy_as_float(read_npy(fx + "/logits_" + std::to_string(k) + ".npy"));
+    REQUIRE(ref.size() == toks.size() * V);
+    s->reset();
+    const Parity p = parity(teacher_forced(*s, toks, prompt_lens[k]), ref, V);
+    INFO("bundled model, prompt " << k << " (" << prompt_lens[k] << " + " << toks.size() - prompt_lens[k] << " decode), "
+                                  << std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref
+                                  << " nmse=" << p.nmse << " top1=" << p.top1);
+    CHECK(ok(p, fp16));
+  }
+}
+}  // namespace
+
+// The bundled model (examples/models/tiny-diff, trained by tests/python/train_model.py) against the
+// PyTorch float64 forward of the same F16 checkpoint: 4 prompts (5..160 tokens) + 32 decode steps each.
+TEST_CASE("model: bundled model matches PyTorch fp32") { bundled_parity(Precision::fp32); }
+TEST_CASE("model: bundled model matches PyTorch fp16") { bundled_parity(Precision::fp16); }
