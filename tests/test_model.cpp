@@ -77,7 +77,7 @@ void tiny_parity(Precision precision) {
   auto s = Session::create(*model, SessionOptions{0, 64});
   const auto got = teacher_forced(*s, toks, 9);
   const Parity p = parity(got, ref, V);
-  INFO(precision_name(ctx->precision()) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
+  INFO(std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
                                         << " top1=" << p.top1);
   CHECK(ok(p, fp16));
 
