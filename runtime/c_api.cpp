@@ -3,6 +3,7 @@
 #include "diffvk/diffvk.h"
 
 #include <cstring>
+#include <type_traits>
 #include <mutex>
 #include <new>
 #include <string>
@@ -29,6 +30,15 @@ struct diffvk_sampler {
 
 namespace {
 thread_local std::string t_error;
+
+// A C caller may pass any integer in an enum parameter or field; read it as its integer type first
+// (loading an out-of-range value as the enum type itself is undefined behaviour in C++).
+template <class E>
+int enum_value(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<int>(v);
+}
 
 enum class Kind { context, model, session, sampler };
 std::mutex g_mutex;
@@ -98,9 +108,10 @@ extern "C" {
 const char* diffvk_last_error(void) { return t_error.c_str(); }
 
 const char* diffvk_status_string(diffvk_status s) {
-  if (s == DIFFVK_BUFFER_TOO_SMALL) return "buffer too small";
-  if (s < DIFFVK_OK || s > DIFFVK_BUFFER_TOO_SMALL) return "unknown status";
-  return diffvk::status_name(static_cast<diffvk::Status>(s));
+  const int v = enum_value(s);
+  if (v == DIFFVK_BUFFER_TOO_SMALL) return "buffer too small";
+  if (v < DIFFVK_OK || v > DIFFVK_BUFFER_TOO_SMALL) return "unknown status";
+  return diffvk::status_name(static_cast<diffvk::Status>(v));
 }
 
 diffvk_status diffvk_context_create(const diffvk_context_options* o, diffvk_context** out) {
@@ -110,10 +121,12 @@ diffvk_status diffvk_context_create(const diffvk_context_options* o, diffvk_cont
     diffvk::ContextOptions co;
     if (o) {
       if (o->device) co.device = o->device;
-      if (o->precision < DIFFVK_PRECISION_AUTO || o->precision > DIFFVK_PRECISION_FP32) fail(DIFFVK_INVALID_ARGUMENT, "unknown precision");
-      co.precision = o->precision == DIFFVK_PRECISION_FP16 ? diffvk::Precision::fp16
-                     : o->precision == DIFFVK_PRECISION_FP32 ? diffvk::Precision::fp32
-                                                             : diffvk::Precision::automatic;
+      const int precision = enum_value(o->precision);
+      if (precision < DIFFVK_PRECISION_AUTO || precision > DIFFVK_PRECISION_FP32)
+        fail(DIFFVK_INVALID_ARGUMENT, "unknown precision " + std::to_string(precision));
+      co.precision = precision == DIFFVK_PRECISION_FP16 ? diffvk::Precision::fp16
+                     : precision == DIFFVK_PRECISION_FP32 ? diffvk::Precision::fp32
+                                                          : diffvk::Precision::automatic;
       co.validation = o->validation < 0 ? -1 : (o->validation ? 1 : 0);
       if (o->pipeline_cache_path) co.pipeline_cache_path = o->pipeline_cache_path;
     }

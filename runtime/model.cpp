@@ -424,6 +424,9 @@ Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) {}
 
 int32_t Sampler::sample(const float* logits, uint32_t vocab) {
   if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");
+  for (uint32_t i = 0; i < vocab; ++i)  // NaN would also break the ordering the sort below relies on
+    if (!std::isfinite(logits[i]))
+      throw Error(Status::invalid_argument, "sample: logit " + std::to_string(i) + " is not finite");
   if (o_.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
   std::vector<uint32_t> idx(vocab);
   std::iota(idx.begin(), idx.end(), 0u);
