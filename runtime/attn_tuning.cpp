@@ -12,15 +12,23 @@ uint32_t pow2_floor(uint32_t v) {
   return p;
 }
 uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-// Per-lane vec4 counts of the core (see the constants at the top of shaders/attn_core.glsl).
-struct CoreShape {
-  uint32_t nkv, nvv;
-};
-CoreShape core_shape(uint32_t D, uint32_t wg, uint32_t nsm) {
-  return {cdiv(nsm * cdiv(D, 4), wg), cdiv(2 * D / 4, wg)};
+// Elements per K/V load (spec constant CHUNK of shaders/attn_core.glsl): 16-byte loads of 8 halves
+// when every lane still gets one, else 4 elements; element-wise when the halves do not split.
+uint32_t chunk_of(bool fp16, uint32_t D, uint32_t wg) {
+  if (fp16 && D % 8 == 0 && cdiv(2 * D, 8) >= wg) return 8;
+  return D % 4 == 0 ? 4 : 0;
 }
-uint32_t accumulators(uint32_t D, uint32_t wg, uint32_t br, uint32_t nsm) {
-  return nsm * br * core_shape(D, wg, nsm).nvv * 4;
+// Per-lane chunk counts of the core (the constants at the top of shaders/attn_core.glsl).
+struct CoreShape {
+  uint32_t nkv, nvv, cw;
+};
+CoreShape core_shape(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t nsm) {
+  const uint32_t cw = chunk == 8 ? 8 : 4;
+  return {cdiv(nsm * cdiv(D, cw), wg), cdiv(cdiv(2 * D, cw), wg), cw};
+}
+uint32_t accumulators(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t br, uint32_t nsm) {
+  const CoreShape c = core_shape(chunk, D, wg, nsm);
+  return nsm * br * c.nvv * c.cw;
 }
 }  // namespace
 
@@ -28,9 +36,9 @@ uint32_t attn_accumulator_budget(const DeviceCaps& caps) { return caps.kind == D
 
 uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br) { return 4 * nsm * br * wg; }
 
-std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.kvec}; }
+std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.chunk}; }
 
-std::string check_attn_tiles(const DeviceCaps& caps, bool, uint32_t D, uint32_t n_rep, const AttnTiles& t, bool) {
+std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t, bool) {
   auto pow2 = [](uint32_t v) { return v && !(v & (v - 1)); };
   if (D == 0 || D % 2) return "D must be even";
   if (!pow2(t.wg) || t.wg > caps.max_workgroup_invocations || t.wg > caps.max_workgroup_size[0])
@@ -40,8 +48,8 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool, uint32_t D, uint32_t 
   if (!t.br) return "br is zero";
   if (!t.bc) return "bc is zero";
   if (t.qb != std::max(1u, t.br / n_rep)) return "qb must be br / n_rep (at least 1)";
-  if (t.kvec != (D % 4 == 0 ? 1u : 0u)) return "kvec must be 1 exactly when D % 4 == 0";
-  if (t.accumulators != accumulators(D, t.wg, t.br, t.nsm)) return "accumulators do not match the tiles";
+  if (t.chunk != chunk_of(fp16, D, t.wg)) return "chunk does not match the storage type, D and the lanes";
+  if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm)) return "accumulators do not match the tiles";
   if (t.br > 1 && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
   if (t.shared_bytes != attn_shared_bytes(t.nsm, t.wg, t.br)) return "shared_bytes does not match the tiles";
   if (t.shared_bytes > caps.max_shared_memory)
@@ -60,21 +68,21 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   t.tc = t.wg;
   t.bc = 16;
   t.nsm = nsm;
-  t.kvec = D % 4 == 0 ? 1 : 0;
+  t.chunk = chunk_of(fp16, D, t.wg);
   // Row slots: decode covers every head of the group for all its rows; prefill every head of one or
   // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
   // the register budget, down to one slot (which is always legal, whatever its accumulators).
   const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
   const uint32_t budget = attn_accumulator_budget(caps);
   t.br = std::max(1u, std::min(want, 64u));
-  while (t.br > 1 && accumulators(D, t.wg, t.br, nsm) > budget) --t.br;
+  while (t.br > 1 && accumulators(t.chunk, D, t.wg, t.br, nsm) > budget) --t.br;
   t.qb = std::max(1u, t.br / n_rep);
-  t.accumulators = accumulators(D, t.wg, t.br, nsm);
+  t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm);
   t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
   while (t.shared_bytes > caps.max_shared_memory && t.br > 1) {
     --t.br;
     t.qb = std::max(1u, t.br / n_rep);
-    t.accumulators = accumulators(D, t.wg, t.br, nsm);
+    t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm);
     t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
   }
   const std::string why = check_attn_tiles(caps, fp16, D, n_rep, t);
@@ -87,14 +95,16 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
 uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t) {
   if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
   constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
-  const CoreShape c = core_shape(D, t.wg, t.nsm);
+  // fp32 chunks are the smaller ones, so their counts bound both variants; the factors of 2 cover
+  // the vec4-per-chunk loops of fp16 and the element loops of the unaligned (KVEC = 0) path.
+  const CoreShape c = core_shape(4, D, t.wg, t.nsm);
   const uint64_t nst = uint64_t(t.nsm) * t.br;
   // Upper estimate of back-edges per key in shaders/attn_core.glsl, counting every constant-trip
   // loop as if it were not unrolled: K loads with the slot and softmax loops, the lane sums
   // (shared-memory variant: NST x (L + 1)), the V loads and the per-(softmax, slot) updates.
-  const uint64_t per_key = 2 + c.nkv * (2 + t.br * (1 + t.nsm) + 4) + nst * (2 + t.wg) + c.nvv + nst * (1 + c.nvv);
+  const uint64_t per_key = 2 + c.nkv * (2 + 8 + t.br * (3 + t.nsm)) + nst * (2 + t.wg) + c.nvv * (2 + 8) + nst * (1 + 2 * c.nvv);
   // Once per invocation: initialisation, the Q load, the epilogue or the partial-state writes.
-  const uint64_t fixed = 256 + nst * (2 + c.nvv) + t.br * (1 + c.nkv * 5) + t.br * (1 + c.nvv * 5) + nst * (1 + t.wg);
+  const uint64_t fixed = 256 + nst * (2 + 2 * c.nvv) + t.br * (1 + c.nkv * 10) + t.br * (1 + c.nvv * 10) + nst * (1 + t.wg);
   const uint64_t keys = kBudget > fixed ? (kBudget - fixed) / per_key : 0;
   return static_cast<uint32_t>(std::max<uint64_t>(1, keys / t.bc) * t.bc);
 }

@@ -18,10 +18,10 @@ struct AttnTiles {
   uint32_t bc = 0;    // split-K granularity: a split holds a multiple of bc keys
   uint32_t tc = 0;    // lanes across the output columns (= wg: every lane owns a slice of every row)
   uint32_t qb = 0;    // whole queries per workgroup (br / n_rep, at least 1)
-  uint32_t kvec = 0;  // 1 when D % 4 == 0: K halves read as vec4
+  uint32_t chunk = 0; // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (element-wise: D % 4 != 0)
   uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline)
   uint32_t shared_bytes = 0;  // shared memory of the no-subgroup variant (the subgroup one uses none)
-  uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to vec4)
+  uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
 };
 
 // Register budget (fp32 accumulators per invocation): 32 on GPUs (phone register files: Mali has 64
@@ -55,7 +55,7 @@ constexpr uint32_t kAttnMinSplitKeys = 64;
 uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
                        uint32_t* split_len, uint32_t max_split_len = UINT32_MAX);
 
-// Specialization constants of attn_core.glsl for these tiles: {L, D, RB, KVEC}.
+// Specialization constants of attn_core.glsl for these tiles: {L, D, RB, CHUNK}.
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);
 
 }  // namespace diffvk

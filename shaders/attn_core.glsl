@@ -12,7 +12,7 @@
 // every slot's Q (loaded once) and of every slot's output accumulator (fp32) in registers. Keys are
 // streamed one at a time straight from the storage buffers: the partial dot products are summed
 // across the lanes (subgroupAdd; a shared-memory sum when DVK_SUBGROUP=0), then each softmax updates
-// its running max/sum with ONE exp per key and slot:
+// its running max/sum with ONE exp per key and slot, rescaling only when the maximum moves:
 //     s > m:  l = l*exp(m-s) + 1,  acc = acc*exp(m-s) + v,   m = s
 //     else :  l = l + exp(s-m),    acc = acc + exp(s-m)*v
 // No shared memory and no barrier inside the key loop. Every loop over lanes/slots/vectors has a
@@ -23,6 +23,7 @@
 //   V cache [g][capacity][2D]
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#extension GL_EXT_control_flow_attributes : require
 
 #ifndef NSM
 #define NSM 2  // softmaxes sharing the V stream: 2 = differential, 1 = standard attention
@@ -31,22 +32,29 @@
 layout(constant_id = 0) const uint L = 8;      // invocations = lanes across the head dimensions
 layout(constant_id = 1) const uint HD = 64;    // D: width of one query/key half
 layout(constant_id = 2) const uint RB = 4;     // row slots per workgroup
-layout(constant_id = 3) const uint KVEC = 1;   // 1: D % 4 == 0, K halves read as vec4
+layout(constant_id = 3) const uint CHUNK = 8;  // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (one at a time)
 layout(local_size_x_id = 0) in;
 
-const uint WG = L;                   // for reduce.glsl-style helpers
-const uint DV = 2 * HD;              // V width (always a multiple of 4: D is even)
-const uint HQ = (HD + 3) / 4;        // vec4s per query/key half (the last one padded when D % 4 != 0)
-const uint NQT = NSM * HQ;           // vec4s of the Q/K part of a row
+// K/V rows are read in chunks of CW elements (VPC vec4 registers): 16-byte loads of 8 halves where
+// every lane still gets a chunk, else 4-element loads (8 bytes of halves, 16 of floats); rows whose
+// halves do not split into chunks (D % CW != 0) are read one element at a time (CHUNK = 0).
+const uint CW = CHUNK == 8 ? 8 : 4;
+const uint VPC = CW / 4;
+const uint DV = 2 * HD;              // V width
+const uint HQ = (HD + CW - 1) / CW;  // chunks per query/key half (the last one padded when D % CW != 0)
+const uint NQT = NSM * HQ;           // chunks of the Q/K part of a row
 const uint NKV = (NQT + L - 1) / L;  // ... per lane
-const uint NVT = DV / 4;             // vec4s of a V row
+const uint NVT = (DV + CW - 1) / CW; // chunks of a V row
 const uint NVV = (NVT + L - 1) / L;  // ... per lane
 const uint NST = NSM * RB;           // (softmax, slot) pairs
 
 layout(std430, binding = 0) readonly buffer Qbuf { STYPE q[]; };
 layout(std430, binding = 1) readonly buffer Kbuf { STYPE kc[]; };
-layout(std430, binding = 1) readonly buffer Kbuf4 { STYPE4 kc4[]; };
-layout(std430, binding = 2) readonly buffer Vbuf4 { STYPE4 vc4[]; };
+layout(std430, binding = 1) readonly buffer Kbuf16 { uvec4 kc16[]; };
+layout(std430, binding = 1) readonly buffer Kbuf8 { uvec2 kc8[]; };
+layout(std430, binding = 2) readonly buffer Vbuf { STYPE vc[]; };
+layout(std430, binding = 2) readonly buffer Vbuf16 { uvec4 vc16[]; };
+layout(std430, binding = 2) readonly buffer Vbuf8 { uvec2 vc8[]; };
 // Dynamic part of pos0 (host-written before a replay; 0 when recorded with a fixed position).
 layout(std430, binding = 5) readonly buffer Dyn { uint dyn_pos; };
 
@@ -67,8 +75,8 @@ layout(push_constant) uniform Params {
   float eps;
 } p;
 
-vec4 qr[RB * NKV];         // this lane's part of each slot's Q (Q1 and Q2 vec4s interleaved by index)
-vec4 acc[NST * NVV];       // this lane's part of each (softmax, slot) output accumulator
+vec4 qr[RB * NKV * VPC];    // this lane's chunks of each slot's (scaled) Q
+vec4 acc[NST * NVV * VPC];  // this lane's chunks of each (softmax, slot) output accumulator
 float m_run[NST], l_run[NST];
 
 uint g_group, g_block, g_pos0;
@@ -87,11 +95,11 @@ shared float sSum[NST * L];
 // Sums v[0..NST) over the L lanes (every lane gets every total). Uniform control flow only.
 void lane_sums(inout float v[NST]) {
 #if DVK_SUBGROUP
-  for (uint i = 0; i < NST; ++i) v[i] = subgroupAdd(v[i]);
+  [[unroll]] for (uint i = 0; i < NST; ++i) v[i] = subgroupAdd(v[i]);
 #else
-  for (uint i = 0; i < NST; ++i) sSum[i * L + lane()] = v[i];
+  [[unroll]] for (uint i = 0; i < NST; ++i) sSum[i * L + lane()] = v[i];
   barrier();
-  for (uint i = 0; i < NST; ++i) {
+  [[unroll]] for (uint i = 0; i < NST; ++i) {
     float s = 0.0;
     for (uint k = 0; k < L; ++k) s += sSum[i * L + k];
     v[i] = s;
@@ -112,75 +120,104 @@ uint split_length(uint splits) {
   return min(p.max_split, max(min(p.min_split, p.max_split), (t + splits - 1) / splits));
 }
 
-vec4 load_k(uint row, uint li) {  // li < NQT: the li-th Q/K vec4 of this pass
-  const uint s = li / HQ, c = (li % HQ) * 4;
-  const uint base = row * DV + p.qk_off + s * HD;
-  if (KVEC != 0) return vec4(kc4[(base + c) / 4]);
-  vec4 r = vec4(0.0);
-  for (uint e = 0; e < 4; ++e)
-    if (c + e < HD) r[e] = float(kc[base + c + e]);
-  return r;
+// The chunk at element `elem` as floats: one 16- or 8-byte load when CHUNK says the layout allows,
+// else element by element with zeros past `valid`.
+void load_chunk(bool k, uint elem, uint valid, out vec4 r[VPC]) {
+#if DVK_FP16
+  if (CHUNK == 8) {
+    const uvec4 u = k ? kc16[elem / 8] : vc16[elem / 8];
+    r[0] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+    r[VPC - 1] = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+    return;
+  }
+  if (CHUNK == 4) {
+    const uvec2 u = k ? kc8[elem / 4] : vc8[elem / 4];
+    r[0] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+    return;
+  }
+#else
+  if (CHUNK != 0) {
+    r[0] = uintBitsToFloat(k ? kc16[elem / 4] : vc16[elem / 4]);
+    return;
+  }
+#endif
+  [[unroll]] for (uint c = 0; c < VPC; ++c)
+    [[unroll]] for (uint e = 0; e < 4; ++e) {
+      const uint x = c * 4 + e;
+      r[c][e] = x < valid ? float(k ? kc[elem + x] : vc[elem + x]) : 0.0;
+    }
 }
 
 // Streams keys [key_begin, key_end) into the registers; valid for any begin/end (empty range:
 // m = NEG_BIG, l = 0, acc = 0, which every merge weights by exactly 0).
 void attend(uint key_begin, uint key_end) {
   const uint l0 = lane();
-  for (uint i = 0; i < NST; ++i) {
+  [[unroll]] for (uint i = 0; i < NST; ++i) {
     m_run[i] = NEG_BIG;
     l_run[i] = 0.0;
   }
-  for (uint i = 0; i < NST * NVV; ++i) acc[i] = vec4(0.0);
+  [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
   uint limit[RB];  // last key (inclusive) each slot may see; 0xffffffff marks an invalid slot
-  for (uint r = 0; r < RB; ++r) {
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
     const bool ok = slot_valid(r);
     limit[r] = ok ? g_pos0 + slot_query(r) : 0xffffffffu;
     const uint qbase = ok ? slot_query(r) * p.q_stride + slot_head(r) * DV + p.qk_off : 0;
-    for (uint i = 0; i < NKV; ++i) {
+    [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
-      vec4 v = vec4(0.0);
-      if (ok && li < NQT) {
-        const uint s = li / HQ, c = (li % HQ) * 4;
-        for (uint e = 0; e < 4; ++e)
-          if (c + e < HD) v[e] = float(q[qbase + s * HD + c + e]);
+      const uint s = li / HQ, c0 = (li % HQ) * CW;
+      [[unroll]] for (uint c = 0; c < VPC; ++c) {
+        vec4 v = vec4(0.0);
+        [[unroll]] for (uint e = 0; e < 4; ++e) {
+          const uint x = c0 + c * 4 + e;
+          if (ok && li < NQT && x < HD) v[e] = float(q[qbase + s * HD + x]);
+        }
+        qr[(r * NKV + i) * VPC + c] = v * p.scale;
       }
-      qr[r * NKV + i] = v * p.scale;
     }
   }
   const uint kv_base = g_group * p.capacity;
-  for (uint j = key_begin; j < key_end; ++j) {
-    const uint row = kv_base + j;
+  [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {
+    const uint row = (kv_base + j) * DV;
     float part[NST];
-    for (uint i = 0; i < NST; ++i) part[i] = 0.0;
-    for (uint i = 0; i < NKV; ++i) {
+    [[unroll]] for (uint i = 0; i < NST; ++i) part[i] = 0.0;
+    [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
       if (li < NQT) {
-        const vec4 k = load_k(row, li);
-        const uint s = li / HQ;
-        for (uint r = 0; r < RB; ++r) {
-          const float d = dot(qr[r * NKV + i], k);
-          for (uint t = 0; t < NSM; ++t) part[t * RB + r] += s == t ? d : 0.0;
+        const uint s = li / HQ, c0 = (li % HQ) * CW;
+        vec4 k[VPC];
+        load_chunk(true, row + p.qk_off + s * HD + c0, HD - c0, k);
+        [[unroll]] for (uint r = 0; r < RB; ++r) {
+          float d = 0.0;
+          [[unroll]] for (uint c = 0; c < VPC; ++c) d += dot(qr[(r * NKV + i) * VPC + c], k[c]);
+          [[unroll]] for (uint t = 0; t < NSM; ++t) part[t * RB + r] += s == t ? d : 0.0;
         }
       }
     }
     lane_sums(part);
-    vec4 v[NVV];
-    for (uint i = 0; i < NVV; ++i) {
+    vec4 v[NVV * VPC];
+    [[unroll]] for (uint i = 0; i < NVV; ++i) {
       const uint vi = l0 + i * L;
-      v[i] = vi < NVT ? vec4(vc4[row * NVT + vi]) : vec4(0.0);
+      vec4 c[VPC];
+      if (vi < NVT) load_chunk(false, row + vi * CW, DV - vi * CW, c);
+      else
+        [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
+      [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];
     }
-    for (uint t = 0; t < NSM; ++t)
-      for (uint r = 0; r < RB; ++r) {
+    [[unroll]] for (uint t = 0; t < NSM; ++t)
+      [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
         const float sc = part[k], mo = m_run[k];
         const bool visible = j <= limit[r] && limit[r] != 0xffffffffu;
         const float e = exp(min(sc, mo) - max(sc, mo));
-        const bool grow = visible && sc > mo;
-        const float alpha = grow ? e : 1.0;
+        const bool grow = visible && sc > mo;  // uniform across the workgroup: sc and mo are lane sums
+        if (grow) {  // rare after the first keys: rescale only when the maximum moves
+          m_run[k] = sc;
+          l_run[k] *= e;
+          [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] *= e;
+        }
         const float pj = visible ? (grow ? 1.0 : e) : 0.0;
-        m_run[k] = grow ? sc : mo;
-        l_run[k] = l_run[k] * alpha + pj;
-        for (uint i = 0; i < NVV; ++i) acc[k * NVV + i] = acc[k * NVV + i] * alpha + pj * v[i];
+        l_run[k] += pj;
+        [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] += pj * v[i];
       }
   }
 }

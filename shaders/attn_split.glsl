@@ -6,7 +6,7 @@
 //   part[((z*H + h)*S + i)*NSM*2D + t*2D + col]   (fp32, unnormalised, softmax t)
 //   stat[((z*H + h)*S + i)*2*NSM + 2t + {0: m, 1: l}]
 // A live split that sees no key of a slot writes m = NEG_BIG (finite), l = 0, O = 0.
-layout(std430, binding = 3) writeonly buffer Part { vec4 part4[]; };
+layout(std430, binding = 3) writeonly buffer Part { float part[]; };
 layout(std430, binding = 4) writeonly buffer Stat { float stat[]; };
 
 void main() {
@@ -20,14 +20,19 @@ void main() {
   const uint end = min(block_end(), begin + len);
   attend(begin, max(begin, end));
   const uint l0 = lane();
-  for (uint r = 0; r < RB; ++r) {
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
     const uint row = (split * p.H + slot_head(r)) * p.S + slot_query(r);
-    for (uint t = 0; t < NSM; ++t) {
+    [[unroll]] for (uint t = 0; t < NSM; ++t) {
       const uint k = t * RB + r;
-      for (uint i = 0; i < NVV; ++i) {
+      const uint base = (row * NSM + t) * DV;
+      [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = l0 + i * L;
-        if (vi < NVT) part4[(row * NSM + t) * NVT + vi] = acc[k * NVV + i];
+        [[unroll]] for (uint c = 0; c < VPC; ++c)
+          [[unroll]] for (uint e = 0; e < 4; ++e) {
+            const uint x = vi * CW + c * 4 + e;
+            if (vi < NVT && x < DV) part[base + x] = acc[(k * NVV + i) * VPC + c][e];
+          }
       }
       if (l0 == 0) {
         stat[row * 2 * NSM + 2 * t] = m_run[k];

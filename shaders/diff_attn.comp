@@ -18,26 +18,28 @@ void main() {
   attend(0, block_end());
   const uint l0 = lane();
   float ss[NST];
-  for (uint k = 0; k < NST; ++k) ss[k] = 0.0;
-  for (uint r = 0; r < RB; ++r) {
+  [[unroll]] for (uint k = 0; k < NST; ++k) ss[k] = 0.0;
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
     const float i1 = l_run[r] > 0.0 ? 1.0 / l_run[r] : 0.0;
     const float i2 = l_run[RB + r] > 0.0 ? 1.0 / l_run[RB + r] : 0.0;
-    for (uint i = 0; i < NVV; ++i) {
-      const vec4 v = acc[r * NVV + i] * i1 - p.lambda * (acc[(RB + r) * NVV + i] * i2);
-      acc[r * NVV + i] = v;
-      ss[r] += dot(v, v);  // lanes past the row hold zeros
+    [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) {
+      const vec4 v = acc[r * NVV * VPC + i] * i1 - p.lambda * (acc[(RB + r) * NVV * VPC + i] * i2);
+      acc[r * NVV * VPC + i] = v;
+      ss[r] += dot(v, v);  // elements past the row hold zeros
     }
   }
   lane_sums(ss);
-  for (uint r = 0; r < RB; ++r) {
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
     const float f = p.gain * inversesqrt(ss[r] / float(DV) + p.eps);
     const uint base = slot_query(r) * p.o_stride + slot_head(r) * DV;
-    for (uint i = 0; i < NVV; ++i) {
+    [[unroll]] for (uint i = 0; i < NVV; ++i) {
       const uint vi = l0 + i * L;
-      if (vi >= NVT) continue;
-      const vec4 v = acc[r * NVV + i] * f;
-      for (uint e = 0; e < 4; ++e) o[base + vi * 4 + e] = STYPE(v[e] * float(subln[vi * 4 + e]));
+      [[unroll]] for (uint c = 0; c < VPC; ++c)
+        [[unroll]] for (uint e = 0; e < 4; ++e) {
+          const uint x = vi * CW + c * 4 + e;
+          if (vi < NVT && x < DV) o[base + x] = STYPE(acc[(r * NVV + i) * VPC + c][e] * f * float(subln[x]));
+        }
     }
   }
 }

@@ -15,15 +15,17 @@ void main() {
   g_pos0 = p.pos0 + dyn_pos;
   attend(0, block_end());
   const uint l0 = lane();
-  for (uint r = 0; r < RB; ++r) {
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
     const float inv = l_run[r] > 0.0 ? 1.0 / l_run[r] : 0.0;
     const uint base = slot_query(r) * p.o_stride + slot_head(r) * DV;
-    for (uint i = 0; i < NVV; ++i) {
+    [[unroll]] for (uint i = 0; i < NVV; ++i) {
       const uint vi = l0 + i * L;
-      if (vi >= NVT) continue;
-      const vec4 v = acc[r * NVV + i] * inv;
-      for (uint e = 0; e < 4; ++e) o[base + vi * 4 + e] = STYPE(v[e]);
+      [[unroll]] for (uint c = 0; c < VPC; ++c)
+        [[unroll]] for (uint e = 0; e < 4; ++e) {
+          const uint x = vi * CW + c * 4 + e;
+          if (vi < NVT && x < DV) o[base + x] = STYPE(acc[(r * NVV + i) * VPC + c][e] * inv);
+        }
     }
   }
 }

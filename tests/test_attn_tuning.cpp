@@ -54,11 +54,17 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
 }
 
 TEST_CASE("attn tuning: GPU budget keeps at most 32 accumulators on phone-sized subgroups") {
-  // D=64 on a 32-wide subgroup: one vec4 of V per lane, 2 softmaxes -> 8 floats per slot, 4 slots.
+  // D=64 on a 32-wide subgroup: one 4-half chunk of V per lane (8-half chunks would idle half the
+  // lanes), 2 softmaxes -> 8 floats per slot, 4 slots.
   const DeviceCaps gpu = simulated(32768, 32, 1024, true);
   const AttnTiles t = choose_attn_tiles(gpu, true, 64, 4, AttnPhase::decode, 1);
   CHECK(t.br == 4);
   CHECK(t.accumulators == 32);
+  CHECK(t.chunk == 4);
+  // 8-lane subgroup (a CPU driver): 16-byte loads of 8 halves.
+  CHECK(choose_attn_tiles(simulated(32768, 8, 1024, true), true, 64, 4, AttnPhase::decode, 1).chunk == 8);
+  CHECK(choose_attn_tiles(simulated(32768, 8, 1024, false), false, 64, 4, AttnPhase::decode, 1).chunk == 4);
+  CHECK(choose_attn_tiles(simulated(32768, 8, 1024, true), true, 6, 4, AttnPhase::decode, 1).chunk == 0);
   // GQA n_rep = 64 at D = 128 loads (issue: any n_rep up to 64), with fewer slots per workgroup.
   const AttnTiles g = choose_attn_tiles(gpu, true, 128, 64, AttnPhase::decode, 8);
   CHECK(g.br >= 1);
@@ -84,7 +90,7 @@ TEST_CASE("attn tuning: the checker rejects illegal tiles (it can fail)") {
   bad_qb.qb = t.br + 1;
   CHECK(check_attn_tiles(caps, true, 64, 2, bad_qb) != "");
   AttnTiles bad_vec = t;
-  bad_vec.kvec = 0;
+  bad_vec.chunk = 0;
   CHECK(check_attn_tiles(caps, true, 64, 2, bad_vec) != "");
   AttnTiles bad_wg = t;
   bad_wg.wg = bad_wg.tc = 2048;

@@ -127,6 +127,10 @@ const std::vector<Case> kPrefill = {
     {4, 1, 32, 17, 0, 0.8, false},    {8, 1, 16, 9, 0, 0.5, false},   {2, 1, 64, 40, 0, 0.6, false},
     {2, 2, 128, 19, 0, 0.2, false},   {8, 2, 16, 129, 0, 0.7, false},
     {1, 1, 128, 900, 0, 0.4, false},  // long: beyond llvmpipe's per-invocation loop budget (quirk loop_iteration_limit)
+    // D not a multiple of 8 (fp16) or 4 (fp32): element-wise loads instead of 16-byte chunks
+    {3, 3, 6, 11, 0, 0.5, false},     {4, 1, 12, 13, 0, -0.7, false}, {2, 1, 20, 9, 0, 0.9, false},
+    {2, 2, 2, 5, 0, 0.3, false},
+    {64, 1, 8, 3, 0, 0.6, false},     // GQA n_rep = 64: slots split across workgroups
 };
 const std::vector<Case> kChunked = {  // prefill of S rows after pos0 cached rows
     {2, 2, 32, 7, 9, 0.5, false}, {4, 2, 16, 13, 33, -0.9, false}, {8, 1, 16, 5, 60, 1.6, false},
@@ -134,6 +138,8 @@ const std::vector<Case> kChunked = {  // prefill of S rows after pos0 cached row
     {2, 1, 64, 20, 1000, 0.5, false},  // a chunk whose queries see > 1000 keys
 };
 const std::vector<Case> kDecode = {
+    {3, 3, 6, 1, 40, 0.5, true},  {4, 1, 12, 3, 65, -0.7, true}, {2, 1, 20, 1, 129, 0.9, true},
+    {64, 1, 8, 2, 70, 0.6, true}, {32, 8, 16, 1, 100, 0.4, true},
     {1, 1, 32, 1, 0, 0.3, true},  {2, 2, 32, 1, 70, -0.5, true},  {4, 2, 16, 3, 130, 1.2, true},
     {8, 1, 16, 8, 51, 0.6, true}, {4, 1, 64, 5, 90, 0.9, true},   {2, 2, 128, 2, 40, 0.1, true},
     {8, 8, 16, 4, 200, 0.7, true}, {4, 4, 16, 7, 0, 0.5, true},
