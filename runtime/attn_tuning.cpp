@@ -92,18 +92,17 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   return t;
 }
 
-uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t) {
+uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup) {
   if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
   constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
-  // fp32 chunks are the smaller ones, so their counts bound both variants; the factors of 2 cover
-  // the vec4-per-chunk loops of fp16 and the element loops of the unaligned (KVEC = 0) path.
-  const CoreShape c = core_shape(4, D, t.wg, t.nsm);
+  const CoreShape c = core_shape(4, D, t.wg, t.nsm);  // 4-element chunks: the larger counts
   const uint64_t nst = uint64_t(t.nsm) * t.br;
-  // Upper estimate of back-edges per key in shaders/attn_core.glsl, counting every constant-trip
-  // loop as if it were not unrolled: K loads with the slot and softmax loops, the lane sums
-  // (shared-memory variant: NST x (L + 1)), the V loads and the per-(softmax, slot) updates.
-  const uint64_t per_key = 2 + c.nkv * (2 + 8 + t.br * (3 + t.nsm)) + nst * (2 + t.wg) + c.nvv * (2 + 8) + nst * (1 + 2 * c.nvv);
-  // Once per invocation: initialisation, the Q load, the epilogue or the partial-state writes.
+  // Back-edges per key in shaders/attn_core.glsl: every constant-trip loop there carries [[unroll]]
+  // (the test "one invocation streams the device's whole per-invocation key budget" fails if one
+  // stays a loop), so the key loop itself, plus the shared-memory lane sums of the no-subgroup
+  // variant, whose loop over the L lanes is not unrolled.
+  const uint64_t per_key = 2 + (subgroup ? 0 : nst * (t.wg + 1));
+  // Once per invocation (initialisation, Q load, epilogue or partial writes), counted as loops.
   const uint64_t fixed = 256 + nst * (2 + 2 * c.nvv) + t.br * (1 + c.nkv * 10) + t.br * (1 + c.nvv * 10) + nst * (1 + t.wg);
   const uint64_t keys = kBudget > fixed ? (kBudget - fixed) / per_key : 0;
   return static_cast<uint32_t>(std::max<uint64_t>(1, keys / t.bc) * t.bc);

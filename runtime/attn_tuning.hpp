@@ -41,9 +41,10 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
                              bool fused_epilogue = false);
 
 // Keys one invocation of the attention core may stream on this device: unlimited (UINT32_MAX) unless
-// the device has the loop_iteration_limit quirk, then what fits its per-invocation loop budget (an
-// upper estimate of the core's loop iterations per key, plus fixed work), a multiple of bc.
-uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t);
+// the device has the loop_iteration_limit quirk, then what fits its per-invocation loop budget (the
+// core's loop iterations per key, for the subgroup or the shared-memory variant, plus fixed work),
+// a multiple of bc.
+uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup = false);
 
 // Fewest keys a split takes at run time (the split kernels size splits from the live length).
 constexpr uint32_t kAttnMinSplitKeys = 64;

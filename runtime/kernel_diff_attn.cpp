@@ -20,7 +20,7 @@ uint32_t row_blocks(const AttnCall& c, uint32_t n_rep, const AttnTiles& t) { ret
 }  // namespace
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
-    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+    : device_(device), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
   if (D == 0 || D % 2) throw Error(Status::invalid_argument, "attention: D must be even and positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
@@ -89,8 +89,8 @@ uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) 
 uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const {
   *split_len = 0;
   const DeviceCaps& caps = device_.caps();
-  if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_)) return 0;
-  *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_);
+  if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_, subgroup_)) return 0;
+  *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_, subgroup_);
   return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
 }
 
@@ -98,7 +98,7 @@ uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) c
   const AttnTiles& t = decode_tiles(c.S);
   const uint32_t per_split = row_blocks(c, n_rep_, t) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
-                       attn_max_keys_per_invocation(device_.caps(), D_, t));
+                       attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
 
 uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t* split_len) const {
@@ -134,7 +134,7 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
   const uint64_t keys = c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S;
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
     throw Error(Status::invalid_argument, "attention: splits do not cover the keys");
-  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t))
+  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_))
     throw Error(Status::invalid_argument, "attention: split of " + std::to_string(split_len) +
                                               " keys exceeds what one invocation may stream on this device");
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))

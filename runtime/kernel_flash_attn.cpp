@@ -21,7 +21,7 @@ struct FlashReducePush {  // shaders/attn_merge.glsl
 };
 
 FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
-    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+    : device_(device), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
   if (D == 0 || D % 2) throw Error(Status::invalid_argument, "flash attention: D must be even and positive");
   if (n_rep == 0) throw Error(Status::invalid_argument, "flash attention: n_rep must be positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
@@ -87,8 +87,8 @@ uint32_t FlashAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len)
   *split_len = 0;
   const uint64_t keys = uint64_t(c.pos0) + c.S;
   // The fused core's loop estimate bounds this single-softmax core's (it does less per tile).
-  if (keys <= attn_max_keys_per_invocation(device_.caps(), D_, prefill_tiles_)) return 0;
-  *split_len = attn_max_keys_per_invocation(device_.caps(), D_, decodeN_tiles_);
+  if (keys <= attn_max_keys_per_invocation(device_.caps(), D_, prefill_tiles_, subgroup_)) return 0;
+  *split_len = attn_max_keys_per_invocation(device_.caps(), D_, decodeN_tiles_, subgroup_);
   return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
 }
 
@@ -96,7 +96,7 @@ uint32_t FlashAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) 
   const AttnTiles& t = decode_tiles(c.S);
   const uint32_t per_split = row_blocks(c, n_rep_, t) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
-                       attn_max_keys_per_invocation(device_.caps(), D_, t));
+                       attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
 
 uint64_t FlashAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
@@ -122,7 +122,7 @@ void FlashAttnKernel::record_split(Program& program, const AttnTiles& t, BufferR
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
     throw Error(Status::invalid_argument, "flash attention decode: split scratch too small");
   const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
-  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t))
+  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_))
     throw Error(Status::invalid_argument, "flash attention: split of " + std::to_string(split_len) +
                                               " keys exceeds what one invocation may stream on this device");
   const BufferRange zero = device_.zero_range();

@@ -20,6 +20,7 @@ struct Case {
   double lambda;
   bool decode;
   bool max_splits = false;  // one tile per split: many splits see only masked keys for some rows
+  bool one_split = false;   // decode: a single split streams every key in one invocation
 };
 
 std::string describe(const Case& c, bool fp16) {
@@ -65,6 +66,11 @@ void run_case(Context& ctx, const Case& c, uint64_t seed) {
     if (c.max_splits) {
       split_len = kernel.decode_tiles(c.S).bc;
       splits = (T + split_len - 1) / split_len;
+    }
+    if (c.one_split) {
+      const uint32_t bc = kernel.decode_tiles(c.S).bc;
+      split_len = (T + bc - 1) / bc * bc;
+      splits = 1;
     }
   } else {
     splits = kernel.prefill_splits(call, &split_len);  // nonzero on loop-limited devices for long prefills
@@ -289,3 +295,24 @@ TEST_SUITE("large") {
   TEST_CASE("diff_attn: large shapes fp16") { sweep(Precision::fp16, kLarge, 8000); }
 }
 #endif
+
+TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation key budget") {
+  // On llvmpipe (quirk loop_iteration_limit) every loop iteration of an invocation counts against
+  // 65535; attn_max_keys_per_invocation assumes the core's constant-trip loops are unrolled. One
+  // split of exactly that many keys returns wrong (poisoned) rows if any of them is not.
+  uint64_t seed = 9100;
+  for (Precision precision : {Precision::fp32, Precision::fp16}) {
+    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+    for (bool subgroup : {true, false}) {
+      auto ctx = test::make_context(precision, !subgroup);
+      Device& dev = ctx->device();
+      if (subgroup && !dev.subgroup_arithmetic()) continue;
+      DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), 8, 2);
+      const AttnTiles& t = kernel.decode_tiles(1);
+      const uint32_t keys = std::min<uint32_t>(kernel.max_keys_per_invocation(t), 24000) / t.bc * t.bc;
+      MESSAGE("keys in one invocation: " << keys << std::string(subgroup ? " (subgroup)" : " (shared memory)"));
+      run_case(*ctx, Case{2, 1, 8, 1, keys - 1, 0.5, true, false, true}, seed += 11);
+    }
+  }
+}
+
