@@ -51,6 +51,10 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+#ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME  // Mali: shader-core count (headers >= 1.3.237)
+  VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM arm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM};
+  const bool has_arm = has_extension(pd, VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME);
+#endif
   p2.pNext = &sub;
   sub.pNext = &idp;
   void** tail = &idp.pNext;
@@ -62,6 +66,9 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
   if (has_ssc) { *tail = &ssc; tail = &ssc.pNext; }
   if (has_sm) { *tail = &sm; tail = &sm.pNext; }
   if (has_amd) { *tail = &amd; tail = &amd.pNext; }
+#ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
+  if (has_arm) { *tail = &arm; tail = &arm.pNext; }
+#endif
   vkGetPhysicalDeviceProperties2(pd, &p2);
 
   c.name = props.deviceName;
@@ -127,6 +134,10 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
   if (has_sm) c.compute_units = sm.shaderSMCount;
   else if (has_amd)
     c.compute_units = amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+#ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
+  else if (has_arm)
+    c.compute_units = arm.shaderCoreCount;
+#endif
 
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);
