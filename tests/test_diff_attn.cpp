@@ -1,7 +1,8 @@
 // Conformance of the differential attention kernels (fused prefill; split-K decode + reduce)
 // against the float64 reference: fresh seeded inputs, poisoned outputs, odd S and T, chunked
 // prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
-// and > 1, D = 16/32/64/128, fp16 and fp32, bit-identical replays.
+// and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
+// n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -284,7 +285,7 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
 }
 
 #if DIFFVK_LARGE_TESTS
-// Larger shapes (label "large"): several key tiles per workgroup, long caches, many splits.
+// Larger shapes (label "large"): long key streams per workgroup, long caches, many splits.
 // Built with -DDIFFVK_LARGE_TESTS=ON; run with `ctest -L large`.
 TEST_SUITE("large") {
   const std::vector<Case> kLarge = {
