@@ -44,6 +44,9 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
   if (!pow2(t.wg) || t.wg > caps.max_workgroup_invocations || t.wg > caps.max_workgroup_size[0])
     return "workgroup size " + std::to_string(t.wg) + " illegal";
   if (t.tc != t.wg) return "every lane must own a slice of every row (tc == wg)";
+  if (t.subgroup && (t.subgroup != t.wg || !caps.subgroup_size_control || t.subgroup < caps.subgroup_min_size ||
+                     t.subgroup > caps.subgroup_max_size))
+    return "required subgroup size must equal the workgroup and lie in the device's range";
   if (t.nsm != 1 && t.nsm != 2) return "nsm must be 1 or 2";
   if (!t.br) return "br is zero";
   if (!t.bc) return "bc is zero";
@@ -65,6 +68,17 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
   AttnTiles t;
   t.wg = pow2_floor(std::max(1u, std::min(sg, max_inv)));
+  // With subgroup size control, narrow the subgroup to the 4-element chunks of a V row, so that no
+  // lane idles (radv: 32 instead of its default 64 at D = 64).
+  if (caps.subgroup_size_control && caps.subgroup_min_size) {
+    const uint32_t chunks = std::max(1u, cdiv(2 * D, 4));
+    uint32_t want = t.wg;
+    while (want > caps.subgroup_min_size && want / 2 >= 1 && chunks < want) want /= 2;
+    if (want != t.wg) {
+      t.wg = want;
+      t.subgroup = want;
+    }
+  }
   t.tc = t.wg;
   t.bc = 16;
   t.nsm = nsm;

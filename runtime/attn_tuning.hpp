@@ -14,6 +14,7 @@ enum class AttnPhase { prefill, decode };
 
 struct AttnTiles {
   uint32_t wg = 0;    // invocations per workgroup = lanes across the head dimensions (one subgroup)
+  uint32_t subgroup = 0;  // nonzero: the pipeline requires this subgroup size (= wg; size control)
   uint32_t br = 0;    // row slots per workgroup (query-major (query, head) pairs of one K/V group)
   uint32_t bc = 0;    // split-K granularity: a split holds a multiple of bc keys
   uint32_t tc = 0;    // lanes across the output columns (= wg: every lane owns a slice of every row)

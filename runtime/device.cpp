@@ -141,6 +141,16 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options) {
     s16.pNext = &f16;
     if (api < VK_API_VERSION_1_2) exts.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   }
+  // Subgroup size control (Vulkan 1.3 core, else VK_EXT_subgroup_size_control): lets the attention
+  // pipelines ask for the subgroup size their lanes need (PipelineDesc::subgroup_size).
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  if (c.subgroup_size_control) {
+    sscf.subgroupSizeControl = VK_TRUE;
+    sscf.computeFullSubgroups = VK_TRUE;
+    sscf.pNext = f2.pNext;
+    f2.pNext = &sscf;
+    if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
   dci.queueCreateInfoCount = 1;

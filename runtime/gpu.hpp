@@ -130,6 +130,7 @@ struct PipelineDesc {
   std::vector<uint32_t> spec;     // specialization constants, constant_id 0..n-1 (floats bit-cast)
   bool subgroup = false;          // use the DVK_SUBGROUP=1 variant (device must support it)
   bool fp16 = false;              // use the DVK_FP16=1 variant
+  uint32_t subgroup_size = 0;     // nonzero: required subgroup size, full subgroups (DeviceCaps::subgroup_size_control)
 };
 
 class Pipeline {

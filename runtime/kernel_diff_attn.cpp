@@ -29,10 +29,10 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
   const uint32_t push = sizeof(Push);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
   reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 5, sizeof(ReducePush), {reduce_wg_, D}, o.subgroup, fp16_});
 }

@@ -32,10 +32,10 @@ FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, ui
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, 1);
   const uint32_t push = sizeof(Push);
   // Bindings as in the fused kernel: 0 q, 1 k, 2 v, 3 o (or part), 4 unused (or stat), 5 dynamic position.
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
   reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 4, sizeof(FlashReducePush), {reduce_wg_, D}, false, fp16_});
 }

@@ -72,6 +72,18 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = desc.spec.empty() ? nullptr : &si;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+    if (desc.subgroup_size) {
+      const DeviceCaps& caps = device.caps();
+      if (!caps.subgroup_size_control || desc.subgroup_size < caps.subgroup_min_size ||
+          desc.subgroup_size > caps.subgroup_max_size)
+        throw Error(Status::unsupported, name_ + ": subgroup size " + std::to_string(desc.subgroup_size) +
+                                             " cannot be required on this device");
+      rss.requiredSubgroupSize = desc.subgroup_size;
+      ci.stage.pNext = &rss;
+      ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+    }
     ci.layout = layout_;
     try {
       DVK_CHECK(vkCreateComputePipelines(dev, device.pipeline_cache(), 1, &ci, nullptr, &pipeline_));

@@ -136,3 +136,21 @@ TEST_CASE("attn tuning: keys per invocation are capped only on loop-limited devi
   CHECK(len <= 256);
   CHECK(uint64_t(s) * len >= 10000);
 }
+
+TEST_CASE("attn tuning: subgroup size control narrows the lanes to the row's chunks") {
+  DeviceCaps radv = simulated(65536, 64, 1024, true);  // radv: default 64, may require 32..64
+  radv.subgroup_min_size = 32;
+  radv.subgroup_size_control = true;
+  const AttnTiles t = choose_attn_tiles(radv, true, 64, 4, AttnPhase::decode, 1);
+  CHECK(t.wg == 32);
+  CHECK(t.subgroup == 32);
+  CHECK(check_attn_tiles(radv, true, 64, 4, t) == "");
+  const AttnTiles wide = choose_attn_tiles(radv, true, 128, 4, AttnPhase::decode, 1);
+  CHECK(wide.wg == 64);  // 64 chunks of 4: the default size has no idle lane
+  CHECK(wide.subgroup == 0);
+  // Without size control the default stands, and the checker refuses a required size.
+  radv.subgroup_size_control = false;
+  CHECK(choose_attn_tiles(radv, true, 64, 4, AttnPhase::decode, 1).wg == 64);
+  CHECK(check_attn_tiles(radv, true, 64, 4, t) != "");
+}
+
