@@ -157,9 +157,9 @@ Runner register_shader_stats(CLI::App& app) {
     }
 
     const bool stats = dev.pipeline_statistics();
-    std::printf("device [%u] %s (%s, %s), %s, subgroup %u, %zu distinct pipelines\n", caps.index, caps.name.c_str(),
-                caps.driver_name.c_str(), caps.driver_info.c_str(), dev.fp16() ? "fp16 storage" : "fp32", caps.subgroup_size,
-                entries.size());
+    const std::string driver = caps.driver_name + (caps.driver_info.empty() ? "" : ", " + caps.driver_info);
+    std::printf("device [%u] %s (%s), %s, subgroup %u, %zu distinct pipelines\n", caps.index, caps.name.c_str(), driver.c_str(),
+                dev.fp16() ? "fp16 storage" : "fp32", caps.subgroup_size, entries.size());
     if (!stats)
       std::printf("statistics: unavailable on this driver (no VK_KHR_pipeline_executable_properties / pipelineExecutableInfo); "
                   "listing pipelines with their constants and workgroup sizes only\n");
