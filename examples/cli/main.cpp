@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   add(register_run(app));
   add(register_logits(app));
   add(register_plan(app));
+  add(register_shader_stats(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
