@@ -1,8 +1,6 @@
 // Linear layer y = x·Wᵀ (+ r): tile choice (pure) and the two shader paths (shaders/linear.comp,
 // shaders/linear_vec.comp).
 #include <algorithm>
-#include <cstdlib>
-#include <cstdio>
 
 #include "kernels.hpp"
 
@@ -113,20 +111,19 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o) : device_(device), t
       pipelines_.push_back(std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf}, o.subgroup, o.fp16}));
     else
       pipelines_.push_back(std::make_unique<Pipeline>(
-          device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn}, false, o.fp16}));
+          device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u}, false, o.fp16}));
   }
+  // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
+  for (const LinearTiles& t : tiles_)
+    vec_pipelines_.push_back(t.vec || t.bk % 4 != 0 ? nullptr
+                                                   : std::make_unique<Pipeline>(
+                                                         device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u}, false, o.fp16}));
   // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
-  // reduction), else 8 invocations; 8 features per workgroup.
+  // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
+  // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
   const DeviceCaps& c = device.caps();
   row_wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
   row_nf_ = std::min(8u, row_wg_);
-  if (const char* e = std::getenv("DIFFVK_LINEAR_ROW")) {  // TEMP: measurement hook
-    unsigned a = 0, b = 0;
-    if (std::sscanf(e, "%u,%u", &a, &b) == 2 && a && b && b <= a) {
-      row_wg_ = pick_pow2_workgroup(c, a);
-      row_nf_ = std::min(b, row_wg_);
-    }
-  }
   for (uint32_t vec = 0; vec < 2; ++vec)
     for (uint32_t pro = 0; pro < 3; ++pro)
       row_pipelines_[vec][pro] = std::make_unique<Pipeline>(
@@ -225,7 +222,10 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
     groups[0] = clamp(ceil_div(p.out, t.bn), 0);
     groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   }
-  program.dispatch(*pipelines_[variant], std::move(args), &push, sizeof push, groups, t.vec ? "linear_vec" : "linear");
+  const bool vec4 = !t.vec && vec_pipelines_[variant] && !row_scalar_ && p.in % 4 == 0 && p.x_stride % 4 == 0 &&
+                    x.offset % 16 == 0 && w.offset % 16 == 0;
+  program.dispatch(vec4 ? *vec_pipelines_[variant] : *pipelines_[variant], std::move(args), &push, sizeof push, groups,
+                   t.vec ? "linear_vec" : "linear");
 }
 
 }  // namespace diffvk

@@ -103,7 +103,7 @@ class LinearKernel {
   // Workgroup size and output features per workgroup of record_row.
   uint32_t row_workgroup_size() const { return row_wg_; }
   uint32_t row_features() const { return row_nf_; }
-  // Test hook: never use the vector loads in record_row.
+  // Test hook: never use the vector loads (record_row and the matrix-matrix path).
   void force_row_scalar_for_testing(bool on) { row_scalar_ = on; }
   const std::vector<LinearTiles>& candidates() const { return tiles_; }
   // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
@@ -114,6 +114,7 @@ class LinearKernel {
   Device& device_;
   std::vector<LinearTiles> tiles_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;  // one per candidate
+  std::vector<std::unique_ptr<Pipeline>> vec_pipelines_;  // matrix-matrix candidates with 4-wide loads (null: n/a)
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
   std::unique_ptr<Pipeline> row_pipelines_[2][3];  // [vector loads][prologue]
