@@ -90,7 +90,7 @@ void run_row(Context& ctx, LinearKernel& kernel, const RowCase& s, bool scalar, 
       first = got;
       const auto c = test::compare(test::unpack(got, fp16), expect);
       INFO("in=" << s.in << " out=" << s.out << " pro=" << int(s.pro) << " residual=" << int(s.res) << " scalar=" << scalar
-                 << " x_offset=" << xo << " " << precision_name(ctx.precision()) << " wg=" << kernel.row_workgroup_size()
+                 << " x_offset=" << xo << " " << std::string(precision_name(ctx.precision())) << " wg=" << kernel.row_workgroup_size()
                  << " nf=" << kernel.row_features() << ": " << c.summary());
       CHECK(within_kernel_spec(c, fp16));
     } else {

@@ -82,7 +82,7 @@ void sweep_sample(Precision precision) {
           uint32_t got = 0;
           buf.download(256, &got, 4);
           const int32_t want = sample_top_k(lg.data(), V, t.temperature, t.k, u);
-          INFO(precision_name(ctx->precision()) << " V=" << V << " ties=" << variant << " T=" << t.temperature << " k=" << t.k
+          INFO(std::string(precision_name(ctx->precision())) << " V=" << V << " ties=" << variant << " T=" << t.temperature << " k=" << t.k
                                                 << " u=" << u);
           CHECK(int64_t(got) == want);
           if (t.temperature <= 0) CHECK(want == std::max_element(lg.begin(), lg.end()) - lg.begin());
