@@ -110,10 +110,18 @@ Compare compare(const std::vector<double>& got, const std::vector<double>& ref) 
   return c;
 }
 
-bool within_spec(const Compare& c, bool fp16) {
+// ../shared/SPEC.md, "Tolerances that catch real errors", scale = max(1, max|ref|).
+bool within_spec(const Compare& c, bool fp16) {  // one kernel
   if (c.nonfinite) return false;
   const double scale = std::max(1.0, c.max_ref);
-  if (fp16) return c.nmse <= 5e-4 && c.max_abs <= 2e-2 * scale;
+  if (fp16) return c.nmse <= 1e-6 && c.max_abs <= 4e-3 * scale;
+  return c.max_abs <= 2e-5 * scale;
+}
+
+bool within_spec_layer(const Compare& c, bool fp16) {  // a layer or a whole model
+  if (c.nonfinite) return false;
+  const double scale = std::max(1.0, c.max_ref);
+  if (fp16) return c.nmse <= 5e-6 && c.max_abs <= 1e-2 * scale;
   return c.max_abs <= 1e-4 * scale;
 }
 

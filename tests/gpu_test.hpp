@@ -37,6 +37,10 @@ struct Compare {
 };
 Compare compare(const std::vector<double>& got, const std::vector<double>& ref);
 // SPEC.md tolerances: fp32 max abs <= 1e-4 * max(1, max|ref|); fp16 nmse <= 5e-4 and max abs <= 2e-2 * max(1, max|ref|).
+// SPEC.md tolerances against a float64 reference of the storage-rounded inputs, scale = max(1, max|ref|):
+// one kernel: fp32 max abs <= 2e-5·scale; fp16 storage max abs <= 4e-3·scale and nmse <= 1e-6.
 bool within_spec(const Compare& c, bool fp16);
+// a layer or a whole model: fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale and nmse <= 5e-6.
+bool within_spec_layer(const Compare& c, bool fp16);
 
 }  // namespace diffvk::test

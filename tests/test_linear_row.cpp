@@ -19,14 +19,6 @@ namespace {
 
 enum Residual { none, separate, in_place };
 
-// SPEC.md, one kernel: fp32 max abs <= 2e-5·scale; fp16 storage max abs <= 4e-3·scale and nmse <= 1e-6.
-bool within_kernel_spec(const test::Compare& c, bool fp16) {
-  if (c.nonfinite) return false;
-  const double scale = std::max(1.0, c.max_ref);
-  if (fp16) return c.max_abs <= 4e-3 * scale && c.nmse <= 1e-6;
-  return c.max_abs <= 2e-5 * scale;
-}
-
 struct RowCase {
   uint32_t in, out;
   RowPrologue pro;
@@ -92,7 +84,7 @@ void run_row(Context& ctx, LinearKernel& kernel, const RowCase& s, bool scalar, 
       INFO("in=" << s.in << " out=" << s.out << " pro=" << int(s.pro) << " residual=" << int(s.res) << " scalar=" << scalar
                  << " x_offset=" << xo << " " << std::string(precision_name(ctx.precision())) << " wg=" << kernel.row_workgroup_size()
                  << " nf=" << kernel.row_features() << ": " << c.summary());
-      CHECK(within_kernel_spec(c, fp16));
+      CHECK(test::within_spec(c, fp16));
     } else {
       CHECK(got == first);
     }
