@@ -115,6 +115,7 @@ struct Model::Impl {
 std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
   auto m = std::make_unique<Impl>();
   Device& dev = ctx.device();
+  dev.check_not_lost();
   m->dev = &dev;
   m->fp16 = dev.fp16();
   const auto cfg_bytes = platform::read_file(dir + "/config.json", 1 << 20);
@@ -252,6 +253,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   Model::Impl& m = model.impl();
   Device& dev = *m.dev;
   const ModelConfig& c = m.cfg;
+  dev.check_not_lost();
   s->m = &m;
   s->cap = o.context ? o.context : c.max_position_embeddings;
   if (s->cap > c.max_position_embeddings)
@@ -395,6 +397,7 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows) {
 std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
   Impl& s = *impl_;
   const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
   if (toks.empty()) throw Error(Status::invalid_argument, "prefill: no tokens");
   if (uint64_t(s.pos) + toks.size() > s.cap)
     throw Error(Status::context_overflow, "prefill: " + std::to_string(toks.size()) + " tokens after " + std::to_string(s.pos) +
@@ -403,6 +406,17 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
     if (toks[i] < 0 || uint32_t(toks[i]) >= V)
       throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
                                                 " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  // All or nothing: a failure in any chunk puts the position back where it was (device loss is marked
+  // by Device::submit_and_wait). The KV rows the earlier chunks wrote lie at or beyond that position,
+  // where nothing reads them before they are written again, so the visible cache is exactly as before.
+  struct Restore {
+    Impl& s;
+    const uint32_t start;
+    bool done = false;
+    ~Restore() {
+      if (!done) s.pos = start;
+    }
+  } restore{s, s.pos};
   std::vector<float> out;
   for (size_t i = 0; i < toks.size(); i += s.chunk) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
@@ -410,17 +424,28 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
     if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
     else if (i + rows == toks.size()) out.assign(lg.end() - V, lg.end());
   }
+  restore.done = true;
   return out;
 }
 
 std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
-void Session::reset() { impl_->pos = 0; }
+void Session::reset() {
+  impl_->m->dev->check_not_lost();
+  impl_->pos = 0;
+}
 uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }
 std::string Session::plan_report() const { return format_plan(impl_->lifetimes, impl_->plan); }
 
 // ---- sampling ----------------------------------------------------------------------------
-Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) {}
+void validate_sampling(const SamplingOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0.0f)
+    throw Error(Status::invalid_argument, "temperature " + std::to_string(o.temperature) + " must be a finite number >= 0 (0 = greedy)");
+  if (!std::isfinite(o.top_p) || !(o.top_p > 0.0f && o.top_p <= 1.0f))
+    throw Error(Status::invalid_argument, "top_p " + std::to_string(o.top_p) + " must be a finite number in (0, 1] (1 = off)");
+}
+
+Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) { validate_sampling(o); }
 
 int32_t Sampler::sample(const float* logits, uint32_t vocab) {
   if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
 #include "half.hpp"
+#include "platform.hpp"
 
 namespace diffvk::test {
 
@@ -16,6 +18,24 @@ std::atomic<int> g_messages{0};
 }
 
 int validation_message_count() { return g_messages.load(); }
+
+FailOnLoggedValidation::FailOnLoggedValidation() {
+  platform::set_log_sink([](platform::LogLevel level, const std::string& msg) {
+    std::fprintf(stderr, "diffvk: [%s] %s\n", platform::log_level_name(level), msg.c_str());
+    if (level >= platform::LogLevel::warn && msg.rfind("validation: ", 0) == 0) {
+      ++g_messages;
+      ADD_FAIL_CHECK_AT(__FILE__, __LINE__, "Vulkan validation message (logged): " << msg);
+    }
+  });
+}
+FailOnLoggedValidation::~FailOnLoggedValidation() { platform::set_log_sink(nullptr); }
+
+int g_cases_run = 0, g_cases_skipped = 0;
+bool g_skip_current = false;
+void skip(const std::string& why) {
+  MESSAGE("SKIPPED: " << why);
+  g_skip_current = true;
+}
 
 ContextOptions validated_options(Precision precision) {
   ContextOptions o;

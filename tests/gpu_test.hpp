@@ -17,6 +17,24 @@ ContextOptions validated_options(Precision precision = Precision::automatic);
 std::unique_ptr<Context> make_context(Precision precision = Precision::automatic, bool force_no_subgroup = false);
 int validation_message_count();
 
+// Reports the running test case as skipped (the device cannot run it): prints `why` and, when every
+// test case of the process was skipped, the process exits with kSkipExitCode, which CTest shows as
+// "Skipped" (SKIP_RETURN_CODE), not "Passed". Call it, then return from the test case.
+constexpr int kSkipExitCode = 77;
+void skip(const std::string& why);
+extern int g_cases_run, g_cases_skipped;
+extern bool g_skip_current;
+
+// While alive, every validation message that reaches the log ("validation: ..." at warn/error: contexts
+// created through the C ABI, which have no callback) fails the running test case. Restores the default
+// log sink on destruction.
+struct FailOnLoggedValidation {
+  FailOnLoggedValidation();
+  ~FailOnLoggedValidation();
+  FailOnLoggedValidation(const FailOnLoggedValidation&) = delete;
+  FailOnLoggedValidation& operator=(const FailOnLoggedValidation&) = delete;
+};
+
 // Does the default test device support the fp16 path? (cached probe)
 bool device_has_fp16();
 bool device_has_subgroup_arithmetic();
