@@ -130,11 +130,12 @@ Compare compare(const std::vector<double>& got, const std::vector<double>& ref) 
   return c;
 }
 
-bool within_spec(const Compare& c, bool fp16) {
+bool within_spec(const Compare& c, bool fp16, Scope scope) {
   if (c.nonfinite) return false;
   const double scale = std::max(1.0, c.max_ref);
-  if (fp16) return c.nmse <= 5e-4 && c.max_abs <= 2e-2 * scale;
-  return c.max_abs <= 1e-4 * scale;
+  const bool kernel = scope == Scope::kernel;
+  if (fp16) return c.nmse <= (kernel ? 1e-6 : 5e-6) && c.max_abs <= (kernel ? 4e-3 : 1e-2) * scale;
+  return c.max_abs <= (kernel ? 2e-5 : 1e-4) * scale;
 }
 
 std::string Compare::summary() const {

@@ -1,6 +1,7 @@
 // Whole-model parity with the PyTorch implementation (tests/python/diffmodel.py, float64):
-// fp32 max abs error <= 1e-3 * max(1, max|ref|); fp16 nmse <= 1e-3 and the same top-1 token at
-// >= 90% of positions. Prefill-then-decode equals one long prefill; chunked equals unchunked.
+// fp32 max abs error <= 1e-4 * max(1, max|ref|) (SPEC.md, a whole model); fp16 nmse <= 1e-3 and the
+// same top-1 token at >= 90% of positions (the reference is computed from the unrounded fp32 weights, so
+// SPEC.md's storage-rounded fp16 bound does not apply; the fp32 bound rejects an fp16 run, tested below). Prefill-then-decode equals one long prefill; chunked equals unchunked.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -43,7 +44,7 @@ Parity parity(const std::vector<float>& got, const std::vector<float>& ref, size
 }
 bool ok(const Parity& p, bool fp16) {
   if (fp16) return p.nmse <= 1e-3 && p.top1 >= 0.9;
-  return p.max_abs <= 1e-3 * std::max(1.0, p.max_ref);
+  return p.max_abs <= 1e-4 * std::max(1.0, p.max_ref);
 }
 
 // Teacher forcing: prefill the prompt (all logits), then decode the given tokens one at a time.
@@ -110,6 +111,25 @@ int run_cli(const std::string& args, std::string* output) {
 
 TEST_CASE("model: tiny model matches PyTorch fp32") { tiny_parity(Precision::fp32); }
 TEST_CASE("model: tiny model matches PyTorch fp16") { tiny_parity(Precision::fp16); }
+
+// Planted fault at model level (issue 11): a model run in fp16 storage must NOT pass the fp32 bound
+// (the former 1e-3*scale bound accepted it).
+TEST_CASE("model: the fp32 tolerance rejects a model run in fp16") {
+  if (!test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  auto ctx = test::make_context(Precision::fp16);
+  auto model = Model::load(*ctx, kTiny);
+  const uint32_t V = model->config().vocab_size;
+  const auto toks = load_tokens(kTiny + "/tokens.npy");
+  const auto ref = npy_as_float(read_npy(kTiny + "/logits.npy"));
+  auto s = Session::create(*model, SessionOptions{0, 64});
+  const Parity p = parity(teacher_forced(*s, toks, 9), ref, V);
+  INFO("fp16 run: max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse);
+  CHECK(ok(p, true));
+  CHECK_FALSE(ok(p, false));
+}
 
 TEST_CASE("model: context overflow is an error and the session stays usable") {
   auto ctx = test::make_context();
