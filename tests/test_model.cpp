@@ -105,6 +105,8 @@ int run_cli(const std::string& args, std::string* output) {
   std::ifstream f(log);
   output->assign(std::istreambuf_iterator<char>(f), {});
   std::remove(log.c_str());
+  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
+  CHECK_MESSAGE(output->find("validation: ") == std::string::npos, "validation message from the CLI: " << *output);
   return rc;
 }
 }  // namespace

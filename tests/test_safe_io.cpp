@@ -365,7 +365,13 @@ TEST_CASE("validation: a general loader message fails unless it is exactly on th
   const std::string foreign = icd("foreign.json", tmp / "libvulkan_foreign.so");
   const std::string missing = icd("missing.json", tmp / "libvulkan_missing.so");
   auto messages_with = [&](const std::string& json) {
-    ::setenv("VK_ADD_DRIVER_FILES", json.c_str(), 1);
+    // The loader ignores VK_ADD_DRIVER_FILES while VK_DRIVER_FILES selects the drivers (CI's SwiftShader
+    // pass): then the extra JSON is appended to VK_DRIVER_FILES itself.
+    const char* sel = std::getenv("VK_DRIVER_FILES");
+    const std::string saved = sel ? sel : "";
+    const bool selected = !saved.empty();
+    const char* var = selected ? "VK_DRIVER_FILES" : "VK_ADD_DRIVER_FILES";
+    ::setenv(var, (selected ? saved + ":" + json : json).c_str(), 1);
     std::atomic<int> n{0};
     ContextOptions o;
     o.validation = 1;
@@ -374,7 +380,8 @@ TEST_CASE("validation: a general loader message fails unless it is exactly on th
       MESSAGE("reported: " << m);
     };
     { auto ctx = Context::create(o); }
-    ::unsetenv("VK_ADD_DRIVER_FILES");
+    if (selected) ::setenv(var, saved.c_str(), 1);
+    else ::unsetenv(var);
     return n.load();
   };
   CHECK(messages_with(foreign) == 0);  // allowlisted: logged only
