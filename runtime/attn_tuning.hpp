@@ -1,5 +1,7 @@
-// Tile choice for the differential attention kernels: a pure function of (DeviceCaps, shape),
-// unit-tested with simulated devices (16/32/48 KiB shared memory, subgroups 4..128, no fp16).
+// Tile choice for the attention kernels (shaders/attn_core.glsl): a pure function of (DeviceCaps,
+// shape), unit-tested with simulated devices (16/32/48 KiB shared memory, subgroups 4..128, no fp16).
+// The same function serves the fused differential kernel (2 softmaxes) and the single-softmax
+// baseline (1 softmax), so both get the same policy and register budget.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,37 +13,51 @@ namespace diffvk {
 enum class AttnPhase { prefill, decode };
 
 struct AttnTiles {
-  uint32_t wg = 0;  // invocations per workgroup (power of two)
-  uint32_t br = 0;  // row slots per workgroup = n_rep heads x qb queries (GQA folded into rows)
-  uint32_t bc = 0;  // keys per tile
-  uint32_t tc = 0;  // invocations across the 2D output columns (divides 2D and wg)
-  uint32_t qb = 0;  // queries per workgroup
-  uint32_t shared_bytes = 0;
+  uint32_t wg = 0;    // invocations per workgroup = lanes across the head dimensions (one subgroup)
+  uint32_t subgroup = 0;  // nonzero: the pipeline requires this subgroup size (= wg; size control)
+  uint32_t br = 0;    // row slots per workgroup (query-major (query, head) pairs of one K/V group)
+  uint32_t bc = 0;    // split-K granularity: a split holds a multiple of bc keys
+  uint32_t tc = 0;    // lanes across the output columns (= wg: every lane owns a slice of every row)
+  uint32_t qb = 0;    // whole queries per workgroup (br / n_rep, at least 1)
+  uint32_t chunk = 0; // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (element-wise: D % 4 != 0)
+  uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline)
+  uint32_t shared_bytes = 0;  // shared memory of the no-subgroup variant (the subgroup one uses none)
+  uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
 };
 
-// Shared memory the core uses for these tiles (see shaders/diff_attn_core.glsl).
-uint32_t attn_shared_bytes(bool fp16, uint32_t D, uint32_t br, uint32_t bc, uint32_t tc, bool fused_epilogue);
+// Register budget (fp32 accumulators per invocation): 32 on GPUs (phone register files: Mali has 64
+// registers per thread at full occupancy), 128 on CPU drivers (their "registers" are cache-resident).
+uint32_t attn_accumulator_budget(const DeviceCaps& caps);
+
+// Shared memory the core declares for these tiles without subgroup arithmetic (lane sums).
+uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br);
 
 // decode_rows: queries per decode call the tiles should cover in one workgroup (1..8).
-// Throws Error(unsupported) when no legal tiling exists (e.g. D too large for the shared memory).
+// Throws Error(unsupported) when no legal tiling exists.
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows = 1);
+                            uint32_t decode_rows = 1, uint32_t nsm = 2);
 
-// "" when legal on `caps`, else the reason (shared memory, invocations, divisibility, registers).
+// "" when legal on `caps`, else the reason (invocations, shared memory, consistency).
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t,
-                             bool fused_epilogue);
+                             bool fused_epilogue = false);
 
 // Keys one invocation of the attention core may stream on this device: unlimited (UINT32_MAX) unless
-// the device has the loop_iteration_limit quirk, then what fits its per-invocation loop budget with
-// these tiles (an upper estimate of the core's loop iterations per key tile, plus fixed work). Always
-// a whole number of tiles, at least one.
-uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t);
+// the device has the loop_iteration_limit quirk, then what fits its per-invocation loop budget (the
+// core's loop iterations per key, for the subgroup or the shared-memory variant, plus fixed work),
+// a multiple of bc.
+uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup = false);
 
-// Split-K count for decode: enough workgroups to fill the device (2 per compute unit when the
-// driver reports them, else 16 in total), never more splits than tiles of keys, each split a
-// whole number of tiles. Returns the keys per split through split_len.
-// max_split_len (a multiple of bc) caps the keys per split (attn_max_keys_per_invocation).
+// Fewest keys a split takes at run time (the split kernels size splits from the live length).
+constexpr uint32_t kAttnMinSplitKeys = 64;
+
+// Split-K count: enough workgroups to fill the device (4 per compute unit when the driver reports
+// them, else 16 in total), never more splits than bc-key blocks, each split a whole number of
+// blocks and at most max_split_len keys. Returns the largest keys per split through split_len (the
+// shaders shrink splits to the live length: ceil(T / splits), at least kAttnMinSplitKeys).
 uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
                        uint32_t* split_len, uint32_t max_split_len = UINT32_MAX);
+
+// Specialization constants of attn_core.glsl for these tiles: {L, D, RB, CHUNK}.
+std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);
 
 }  // namespace diffvk

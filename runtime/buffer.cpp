@@ -13,6 +13,7 @@ uint64_t device_bytes_allocated() { return g_device_bytes.load(); }
 
 Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std::string& what) : device_(&device), size_(size) {
   if (size == 0) throw Error(Status::invalid_argument, "buffer '" + what + "': zero size");
+  device.require_execution("buffer '" + what + "'");
   VkDevice dev = device.handle();
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;

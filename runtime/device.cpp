@@ -73,8 +73,12 @@ uint32_t select_device(const std::vector<DeviceCaps>& devices, const std::string
   throw Error(Status::invalid_argument, "no Vulkan device name contains '" + selector + "'; devices:" + names);
 }
 
-std::unique_ptr<Device> Device::create(const ContextOptions& options) {
+std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode mode) {
+  if (mode == DeviceMode::statistics_only && !options.pipeline_cache_path.empty())
+    throw Error(Status::invalid_argument, "a device opened for pipeline statistics only uses no pipeline cache (" +
+                                              options.pipeline_cache_path + ")");
   std::unique_ptr<Device> d(new Device());
+  d->mode_ = mode;
   d->instance_ = std::make_unique<Instance>(options.validation, options.on_validation_message);
   VkInstance inst = d->instance_->handle();
   auto pds = physical_devices(inst);
@@ -141,6 +145,46 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options) {
     s16.pNext = &f16;
     if (api < VK_API_VERSION_1_2) exts.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   }
+  // Subgroup size control (Vulkan 1.3 core, else VK_EXT_subgroup_size_control): lets the attention
+  // pipelines ask for the subgroup size their lanes need (PipelineDesc::subgroup_size).
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  if (c.subgroup_size_control) {
+    sscf.subgroupSizeControl = VK_TRUE;
+    sscf.computeFullSubgroups = VK_TRUE;
+    sscf.pNext = f2.pNext;
+    f2.pNext = &sscf;
+    if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
+  // Statistics mode: VK_KHR_pipeline_executable_properties when the driver has it (lavapipe does not).
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (mode == DeviceMode::statistics_only) {
+    uint32_t n = 0;
+    DVK_CHECK(vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, nullptr));
+    std::vector<VkExtensionProperties> props(n);
+    DVK_CHECK(vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, props.data()));
+    props.resize(n);
+    const bool has_ext = std::any_of(props.begin(), props.end(), [](const VkExtensionProperties& e) {
+      return std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0;
+    });
+    if (has_ext) {
+      VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      q.pNext = &exec;
+      vkGetPhysicalDeviceFeatures2(d->physical_, &q);
+      exec.pNext = nullptr;
+    }
+    if (has_ext && exec.pipelineExecutableInfo) {
+      exec.pNext = f2.pNext;
+      f2.pNext = &exec;
+      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      d->exec_props_ = true;
+    } else {
+      platform::log(LogLevel::info, "device '" + c.name + "' has no " +
+                                        (has_ext ? std::string("pipelineExecutableInfo feature")
+                                                 : std::string(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) +
+                                        ": pipeline statistics are unavailable on this driver");
+    }
+  }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
   dci.queueCreateInfoCount = 1;
@@ -149,6 +193,12 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options) {
   dci.ppEnabledExtensionNames = exts.data();
   DVK_CHECK(vkCreateDevice(d->physical_, &dci, nullptr, &d->device_));
   vkGetDeviceQueue(d->device_, family, 0, &d->queue_);
+  if (mode == DeviceMode::statistics_only) {
+    platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name + ": opened for pipeline statistics only (" +
+                                      (d->fp16_ ? "fp16 storage" : "fp32") + ", subgroup " + std::to_string(c.subgroup_size) +
+                                      (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") + ")");
+    return d;  // no command pool, fence or pipeline cache: nothing may execute on this device
+  }
 
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -167,7 +217,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options) {
 
 Device::~Device() {
   if (device_) {
-    {
+    if (mode_ != DeviceMode::statistics_only) {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       vkDeviceWaitIdle(device_);
     }
@@ -188,6 +238,43 @@ Device::~Device() {
 
 bool Device::validation() const { return instance_->validation(); }
 
+void Device::require_execution(const std::string& what) const {
+  if (mode_ == DeviceMode::statistics_only)
+    throw Error(Status::unsupported, what + ": the device '" + caps_.name +
+                                         "' was opened for pipeline statistics only (diffvk shader-stats), which allocates, "
+                                         "records and submits nothing");
+}
+
+VkCommandPool Device::command_pool() const {
+  require_execution("command pool");
+  return pool_;
+}
+
+std::vector<const Pipeline*> Device::pipelines() const {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  return pipelines_;
+}
+
+void Device::set_pipeline_group(std::string group) {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  pipeline_group_ = std::move(group);
+}
+
+std::string Device::pipeline_group() const {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  return pipeline_group_;
+}
+
+void Device::register_pipeline(const Pipeline* p) {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  pipelines_.push_back(p);
+}
+
+void Device::unregister_pipeline(const Pipeline* p) noexcept {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  pipelines_.erase(std::remove(pipelines_.begin(), pipelines_.end(), p), pipelines_.end());
+}
+
 uint32_t Device::find_memory_type(uint32_t bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) const {
   uint32_t fallback = UINT32_MAX;
   for (uint32_t i = 0; i < caps_.memory_types.size(); ++i) {
@@ -201,6 +288,7 @@ uint32_t Device::find_memory_type(uint32_t bits, VkMemoryPropertyFlags required,
 }
 
 VkCommandBuffer Device::begin_one_shot() {
+  require_execution("one-shot command buffer");
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -241,6 +329,7 @@ void Device::check_not_lost() const {
 }
 
 void Device::submit_and_wait(VkCommandBuffer cb, VkFence fence) {
+  require_execution("queue submission");
   check_not_lost();
   try {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};

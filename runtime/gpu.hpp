@@ -16,6 +16,17 @@
 namespace diffvk {
 
 class Instance;
+class Pipeline;
+
+enum class DeviceMode {
+  normal,
+  // `diffvk shader-stats`: pipelines only. No pipeline cache, command pool or fence is created, and
+  // any Buffer, command buffer or submission is refused with Error(unsupported), so that the device
+  // can be a driver's null device (radv with RADV_FORCE_FAMILY), where using memory crashes. Pipelines
+  // are created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR when the driver has
+  // VK_KHR_pipeline_executable_properties (pipeline_statistics()).
+  statistics_only,
+};
 
 // The logical device and everything bound to it. Owns the instance.
 //
@@ -28,7 +39,7 @@ class Instance;
 // command pool, command buffer, descriptor pool and fence (runtime/program.cpp).
 class Device {
  public:
-  static std::unique_ptr<Device> create(const ContextOptions& options);
+  static std::unique_ptr<Device> create(const ContextOptions& options, DeviceMode mode = DeviceMode::normal);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -36,12 +47,24 @@ class Device {
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }
   VkQueue queue() const { return queue_; }
+  VkCommandPool command_pool() const;  // the one-shot pool; throws Error(unsupported) in DeviceMode::statistics_only
   uint32_t queue_family() const { return queue_family_; }
   VkPipelineCache pipeline_cache() const { return cache_; }
   const DeviceCaps& caps() const { return caps_; }
   bool fp16() const { return fp16_; }                      // fp16-storage shader variants in use
   bool subgroup_arithmetic() const { return subgroup_; }   // subgroup shader variants in use
   bool validation() const;
+  bool statistics_only() const { return mode_ == DeviceMode::statistics_only; }
+  // VK_KHR_pipeline_executable_properties enabled (statistics_only mode on a driver that has it).
+  bool pipeline_statistics() const { return exec_props_; }
+  // Throws Error(unsupported) naming `what` in statistics_only mode (no memory, no submissions).
+  void require_execution(const std::string& what) const;
+
+  // Every live Pipeline created on this device, in creation order (shader-stats iterates it).
+  std::vector<const Pipeline*> pipelines() const;
+  // Label recorded with each Pipeline created from now on (see PipelineGroup); "" = none.
+  void set_pipeline_group(std::string group);
+  std::string pipeline_group() const;
 
   // Memory type index with all `required` flags, preferring `preferred`; UINT32_MAX when none.
   uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) const;
@@ -83,8 +106,16 @@ class Device {
   void end_one_shot(VkCommandBuffer cb);  // submit + wait on fence_ (oneshot_mutex_ held)
   void abandon_one_shot(VkCommandBuffer cb);
   void load_pipeline_cache();
+  friend class Pipeline;
+  void register_pipeline(const Pipeline* p);
+  void unregister_pipeline(const Pipeline* p) noexcept;
 
   std::unique_ptr<Instance> instance_;
+  DeviceMode mode_ = DeviceMode::normal;
+  bool exec_props_ = false;
+  mutable std::mutex pipelines_mutex_;
+  std::vector<const Pipeline*> pipelines_;
+  std::string pipeline_group_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
@@ -153,6 +184,7 @@ struct PipelineDesc {
   std::vector<uint32_t> spec;     // specialization constants, constant_id 0..n-1 (floats bit-cast)
   bool subgroup = false;          // use the DVK_SUBGROUP=1 variant (device must support it)
   bool fp16 = false;              // use the DVK_FP16=1 variant
+  uint32_t subgroup_size = 0;     // nonzero: required subgroup size, full subgroups (DeviceCaps::subgroup_size_control)
 };
 
 class Pipeline {
@@ -167,16 +199,63 @@ class Pipeline {
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   const PipelineDesc& desc() const { return desc_; }
   const std::string& name() const { return name_; }
+  // Local size with the specialization constants applied (read from the SPIR-V).
+  const std::array<uint32_t, 3>& workgroup() const { return workgroup_; }
+  // Name of each specialization constant (constant_id i -> spec_names()[i]; "" when unknown), from
+  // the shader source's `layout(constant_id = i) const ... NAME` declarations.
+  std::vector<std::string> spec_names() const;
+  const std::string& group() const { return group_; }  // Device::set_pipeline_group() at creation
 
  private:
   void destroy() noexcept;
   Device& device_;
   PipelineDesc desc_;
   std::string name_;
+  std::string group_;
+  const char* spec_names_ = "";
+  std::array<uint32_t, 3> workgroup_{1, 1, 1};
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
+
+// Labels the pipelines created in its scope: the device's current label + "/" + label (or label
+// alone), restored on destruction. shader-stats reports which kernels created each pipeline.
+class PipelineGroup {
+ public:
+  PipelineGroup(Device& device, const std::string& label) : device_(device), saved_(device.pipeline_group()) {
+    device.set_pipeline_group(saved_.empty() ? label : saved_ + "/" + label);
+  }
+  ~PipelineGroup() { device_.set_pipeline_group(saved_); }
+  PipelineGroup(const PipelineGroup&) = delete;
+  PipelineGroup& operator=(const PipelineGroup&) = delete;
+
+ private:
+  Device& device_;
+  std::string saved_;
+};
+
+// Local size of a compute shader's SPIR-V with `spec` applied to its specialization constants
+// (constant_id i = spec[i]): the WorkgroupSize built-in when present, else LocalSizeId, else LocalSize.
+// Throws Error(internal) on SPIR-V it cannot read.
+std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count, const std::vector<uint32_t>& spec);
+
+// One statistic of a pipeline executable (VK_KHR_pipeline_executable_properties), as the driver names it.
+struct PipelineStatistic {
+  std::string name, description;
+  VkPipelineExecutableStatisticFormatKHR format = VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR;
+  bool b = false;
+  int64_t i64 = 0;
+  uint64_t u64 = 0;
+  double f64 = 0.0;
+};
+struct PipelineExecutableStats {
+  std::string name, description;
+  uint32_t subgroup_size = 0;
+  std::vector<PipelineStatistic> statistics;
+};
+// The driver's statistics of every executable of `pipeline`. Requires device.pipeline_statistics().
+std::vector<PipelineExecutableStats> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline);
 
 // Bytes of VkDeviceMemory currently allocated by Buffer objects, process-wide (leak checks in tests).
 uint64_t device_bytes_allocated();

@@ -5,21 +5,22 @@
 
 namespace diffvk {
 
-struct DiffAttnKernel::Push {
-  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qb, split_len;
+struct DiffAttnKernel::Push {  // shaders/attn_core.glsl
+  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
   float scale, lambda, gain, eps;
 };
-struct ReducePush {
-  uint32_t S, H, splits, o_stride;
+struct ReducePush {  // shaders/attn_merge.glsl
+  uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;
   float lambda, gain, eps;
 };
 
 namespace {
-std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.bc, t.tc}; }
+std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return attn_spec_constants(t, D); }
+uint32_t row_blocks(const AttnCall& c, uint32_t n_rep, const AttnTiles& t) { return (n_rep * c.S + t.br - 1) / t.br; }
 }  // namespace
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
-    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+    : device_(device), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
   if (D == 0 || D % 2) throw Error(Status::invalid_argument, "attention: D must be even and positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
@@ -28,18 +29,18 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
   const uint32_t push = sizeof(Push);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_});
-  if (decodeN_tiles_.br != decode1_tiles_.br || decodeN_tiles_.bc != decode1_tiles_.bc)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
+  if (decodeN_tiles_.br != decode1_tiles_.br)
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 4, sizeof(ReducePush), {reduce_wg_, D}, o.subgroup, fp16_});
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 5, sizeof(ReducePush), {reduce_wg_, D}, o.subgroup, fp16_});
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
 
 const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
-  return S <= decode1_tiles_.qb ? decode1_tiles_ : decodeN_tiles_;
+  return S <= 1 ? decode1_tiles_ : decodeN_tiles_;
 }
 
 BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buffer ? c.dyn_pos : device_.zero_range(); }
@@ -74,11 +75,11 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
     return;
   }
   const AttnTiles& t = prefill_tiles_;
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, c.pos0 + c.S,
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, c.capacity, c.capacity,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
   program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read}, {o, Access::write},
                     {dyn(c), Access::read}},
-                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, "diff_attn prefill");
+                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, 1}, "diff_attn prefill");
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
@@ -88,16 +89,16 @@ uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) 
 uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const {
   *split_len = 0;
   const DeviceCaps& caps = device_.caps();
-  if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_)) return 0;
-  *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_);
+  if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_, subgroup_)) return 0;
+  *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_, subgroup_);
   return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
 }
 
 uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
-  const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
+  const uint32_t per_split = row_blocks(c, n_rep_, t) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
-                       attn_max_keys_per_invocation(device_.caps(), D_, t));
+                       attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
 
 uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t* split_len) const {
@@ -133,18 +134,20 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
   const uint64_t keys = c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S;
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
     throw Error(Status::invalid_argument, "attention: splits do not cover the keys");
-  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t))
+  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_))
     throw Error(Status::invalid_argument, "attention: split of " + std::to_string(split_len) +
                                               " keys exceeds what one invocation may stream on this device");
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
     throw Error(Status::invalid_argument, "attention: split scratch too small");
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, t.qb, split_len,
+  const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, split_len,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
   program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
                     {dyn(c), Access::read}},
-                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, label);
-  ReducePush r{c.S, c.H, splits, c.o_stride, c.lambda, c.gain, c.eps};
-  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write}},
+                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, splits}, label);
+  ReducePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, c.lambda, c.gain, c.eps};
+  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write},
+                    {dyn(c), Access::read}},
                    &r, sizeof r, {c.H, c.S, 1}, "diff_attn reduce");
 }
 

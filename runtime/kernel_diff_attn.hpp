@@ -54,6 +54,10 @@ class DiffAttnKernel {
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
+  // Keys one invocation of these tiles may stream on this device (attn_max_keys_per_invocation).
+  uint32_t max_keys_per_invocation(const AttnTiles& t) const {
+    return attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_);
+  }
 
  private:
   struct Push;
@@ -64,7 +68,7 @@ class DiffAttnKernel {
   const Pipeline& split_pipeline(const AttnTiles& t) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   Device& device_;
-  bool fp16_;
+  bool fp16_, subgroup_;
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
   uint32_t reduce_wg_;

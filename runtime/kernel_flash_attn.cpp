@@ -6,109 +6,44 @@
 namespace diffvk {
 
 namespace {
-constexpr uint32_t kMaxAccumulators = 128;  // same register budget as the fused kernel (attn_tuning.cpp)
-
-uint32_t pow2_floor(uint32_t v) {
-  uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-uint32_t largest_pow2_divisor(uint32_t v, uint32_t cap) {
-  uint32_t p = 1;
-  while (p * 2 <= cap && v % (p * 2) == 0) p *= 2;
-  return p;
-}
-std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.bc, t.tc}; }
+std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return attn_spec_constants(t, D); }
+uint32_t row_blocks(const AttnCall& c, uint32_t n_rep, const AttnTiles& t) { return (n_rep * c.S + t.br - 1) / t.br; }
 }  // namespace
 
-uint32_t flash_shared_bytes(bool fp16, uint32_t D, uint32_t br, uint32_t bc) {
-  const uint32_t es = fp16 ? 2 : 4;
-  return es * (br * D + bc * 2 * D) + 4 * br * bc + 4 * 3 * br;
-}
-
-std::string check_flash_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t) {
-  const uint32_t dv = 2 * D;
-  auto pow2 = [](uint32_t v) { return v && !(v & (v - 1)); };
-  if (!pow2(t.wg) || t.wg > caps.max_workgroup_invocations || t.wg > caps.max_workgroup_size[0])
-    return "workgroup size " + std::to_string(t.wg) + " illegal";
-  if (!t.tc || t.wg % t.tc || dv % t.tc) return "tc must divide both 2D and the workgroup size";
-  const uint32_t tr = t.wg / t.tc;
-  if (!t.br || t.br % tr) return "br must be a multiple of wg/tc";
-  if (!t.bc) return "bc is zero";
-  if (!t.qb || t.qb * n_rep > t.br) return "br must hold n_rep x qb row slots";
-  if ((t.br / tr) * (dv / t.tc) > kMaxAccumulators) return "too many accumulators per invocation";
-  const uint32_t bytes = flash_shared_bytes(fp16, D, t.br, t.bc);
-  if (bytes != t.shared_bytes) return "shared_bytes does not match the tiles";
-  if (bytes > caps.max_shared_memory)
-    return "shared memory " + std::to_string(bytes) + " > " + std::to_string(caps.max_shared_memory);
-  return "";
-}
-
-AttnTiles choose_flash_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                             uint32_t decode_rows) {
-  if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "flash tiles: D and n_rep must be positive");
-  const uint32_t dv = 2 * D;
-  const uint32_t max_inv = std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]);
-  const uint32_t wg0 = pow2_floor(std::min<uint32_t>(64, max_inv));
-  const uint32_t tc = largest_pow2_divisor(dv, wg0);
-  uint32_t want_br = 32;
-  if (phase == AttnPhase::decode) {
-    want_br = 1;
-    while (want_br < n_rep * std::max(1u, decode_rows) && want_br < 64) want_br *= 2;
-  }
-  const uint32_t bcs[] = {64, 32, 16, 8, 4};
-  for (uint32_t br = want_br; br >= 1; br /= 2) {
-    if (br < n_rep) break;
-    AttnTiles t;
-    t.wg = std::min(wg0, tc * br);
-    t.tc = tc;
-    t.br = br;
-    t.qb = br / n_rep;
-    if (phase == AttnPhase::decode) t.qb = std::min(t.qb, std::max(1u, decode_rows));
-    for (uint32_t bc : bcs) {
-      if (phase == AttnPhase::prefill && bc > 2 * br && br >= 16) continue;
-      t.bc = bc;
-      t.shared_bytes = flash_shared_bytes(fp16, D, br, bc);
-      if (check_flash_tiles(caps, fp16, D, n_rep, t).empty()) return t;
-    }
-  }
-  throw Error(Status::unsupported, "no legal flash-attention tiling for D=" + std::to_string(D) + ", n_rep=" +
-                                       std::to_string(n_rep) + " within " + std::to_string(caps.max_shared_memory) +
-                                       " bytes of shared memory");
-}
-
 // ---------------------------------------------------------------------------------------------------
-struct FlashAttnKernel::Push {
-  uint32_t S, pos0, H, n_rep, capacity, q_stride, q_head_stride, q_col, k_stride, k_col, o_stride, qb, split_len;
-  float scale;
+struct FlashAttnKernel::Push {  // shaders/attn_core.glsl
+  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
+  float scale, lambda, gain, eps;
 };
-struct FlashReducePush {
-  uint32_t S, H, splits, o_stride;
+struct FlashReducePush {  // shaders/attn_merge.glsl
+  uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;
+  float lambda, gain, eps;
 };
 
 FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
-    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+    : device_(device), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
   if (D == 0 || D % 2) throw Error(Status::invalid_argument, "flash attention: D must be even and positive");
   if (n_rep == 0) throw Error(Status::invalid_argument, "flash attention: n_rep must be positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "flash attention: decode handles 1..8 query rows per call");
   const DeviceCaps& caps = device.caps();
-  prefill_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill);
-  decode1_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
-  decodeN_tiles_ = choose_flash_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
+  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, 1);
+  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, 1);
+  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, 1);
   const uint32_t push = sizeof(Push);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 4, push, spec(prefill_tiles_, D), o.subgroup, fp16_});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decode1_tiles_, D), o.subgroup, fp16_});
-  if (decodeN_tiles_.br != decode1_tiles_.br || decodeN_tiles_.bc != decode1_tiles_.bc || decodeN_tiles_.wg != decode1_tiles_.wg)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 5, push, spec(decodeN_tiles_, D), o.subgroup, fp16_});
+  // Bindings as in the fused kernel: 0 q, 1 k, 2 v, 3 o (or part), 4 unused (or stat), 5 dynamic position.
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
+  if (decodeN_tiles_.br != decode1_tiles_.br)
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 3, sizeof(FlashReducePush), {reduce_wg_, D}, false, fp16_});
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 4, sizeof(FlashReducePush), {reduce_wg_, D}, false, fp16_});
 }
 
 FlashAttnKernel::~FlashAttnKernel() = default;
 
 const AttnTiles& FlashAttnKernel::decode_tiles(uint32_t S) const {
-  return S <= decode1_tiles_.qb ? decode1_tiles_ : decodeN_tiles_;
+  return S <= 1 ? decode1_tiles_ : decodeN_tiles_;
 }
 
 void FlashAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
@@ -140,27 +75,28 @@ void FlashAttnKernel::record_prefill(Program& program, BufferRange q, BufferRang
     return;
   }
   const AttnTiles& t = prefill_tiles_;
-  const uint32_t dv = 2 * D_;
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, dv, half * D_, dv, half * D_, c.o_stride, t.qb, c.pos0 + c.S,
-         static_cast<float>(1.0 / std::sqrt(double(D_)))};
-  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {o, Access::write}}, &p, sizeof p,
-                   {(c.S + t.qb - 1) / t.qb, c.Hkv, 1}, half ? "flash Q2K2" : "flash Q1K1");
+  const BufferRange zero = device_.zero_range();
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, half * D_, c.capacity, c.capacity,
+         static_cast<float>(1.0 / std::sqrt(double(D_))), 0.0f, 1.0f, 0.0f};
+  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {o, Access::write}, {zero, Access::read},
+                    {zero, Access::read}},
+                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, 1}, half ? "flash Q2K2" : "flash Q1K1");
 }
 
 uint32_t FlashAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
   *split_len = 0;
   const uint64_t keys = uint64_t(c.pos0) + c.S;
   // The fused core's loop estimate bounds this single-softmax core's (it does less per tile).
-  if (keys <= attn_max_keys_per_invocation(device_.caps(), D_, prefill_tiles_)) return 0;
-  *split_len = attn_max_keys_per_invocation(device_.caps(), D_, decodeN_tiles_);
+  if (keys <= attn_max_keys_per_invocation(device_.caps(), D_, prefill_tiles_, subgroup_)) return 0;
+  *split_len = attn_max_keys_per_invocation(device_.caps(), D_, decodeN_tiles_, subgroup_);
   return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
 }
 
 uint32_t FlashAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
-  const uint32_t per_split = ((c.S + t.qb - 1) / t.qb) * c.Hkv;
+  const uint32_t per_split = row_blocks(c, n_rep_, t) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
-                       attn_max_keys_per_invocation(device_.caps(), D_, t));
+                       attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
 
 uint64_t FlashAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
@@ -186,14 +122,19 @@ void FlashAttnKernel::record_split(Program& program, const AttnTiles& t, BufferR
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
     throw Error(Status::invalid_argument, "flash attention decode: split scratch too small");
   const Pipeline& pipe = (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
-  const uint32_t dv = 2 * D_;
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, dv, half * D_, dv, half * D_, c.o_stride, t.qb, split_len,
-         static_cast<float>(1.0 / std::sqrt(double(D_)))};
-  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write}},
-                   &p, sizeof p, {(c.S + t.qb - 1) / t.qb, c.Hkv, splits}, half ? "flash split Q2K2" : "flash split Q1K1");
-  FlashReducePush r{c.S, c.H, splits, c.o_stride};
-  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}}, &r, sizeof r, {c.H, c.S, 1},
-                   half ? "flash reduce Q2K2" : "flash reduce Q1K1");
+  if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_))
+    throw Error(Status::invalid_argument, "flash attention: split of " + std::to_string(split_len) +
+                                              " keys exceeds what one invocation may stream on this device");
+  const BufferRange zero = device_.zero_range();
+  const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
+  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, half * D_, min_split, split_len,
+         static_cast<float>(1.0 / std::sqrt(double(D_))), 0.0f, 1.0f, 0.0f};
+  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
+                    {zero, Access::read}},
+                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, splits}, half ? "flash split Q2K2" : "flash split Q1K1");
+  FlashReducePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, 0.0f, 1.0f, 0.0f};
+  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}, {zero, Access::read}}, &r, sizeof r,
+                   {c.H, c.S, 1}, half ? "flash reduce Q2K2" : "flash reduce Q1K1");
 }
 
 // ---------------------------------------------------------------------------------------------------

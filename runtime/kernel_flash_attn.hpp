@@ -3,9 +3,9 @@
 //   O1 = flash(Q1, K1, V),  O2 = flash(Q2, K2, V)   (V at width 2D, both read from the same caches
 //   as the fused kernel through column offsets), then one combine-and-norm pass
 //   y = headwise_rmsnorm(O1 − λ·O2) ⊙ subln · (1 − λ_init).
-// The flash kernel (shaders/flash_attn_core.glsl) has the same structure as the fused core (GQA
-// folded into rows, online softmax, causal block skip, split-K for decode) and its tiles come from
-// a pure function with the same policy and register budget as choose_attn_tiles.
+// The flash kernel is the fused kernel's own core (shaders/attn_core.glsl) compiled with one softmax
+// (GQA folded into rows, register-resident online softmax, exact causal limits, live-length split-K
+// for decode), and its tiles come from the same function (choose_attn_tiles with nsm = 1).
 #pragma once
 #include <memory>
 #include <string>
@@ -15,16 +15,6 @@
 #include "kernels.hpp"
 
 namespace diffvk {
-
-// Shared memory flash_attn_core.glsl declares for these tiles (no epilogue scratch).
-uint32_t flash_shared_bytes(bool fp16, uint32_t D, uint32_t br, uint32_t bc);
-// "" when legal on `caps`, else the reason.
-std::string check_flash_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t);
-// Same policy as choose_attn_tiles (workgroup <= 64, tc = largest power of two dividing 2D, prefill
-// 32 row slots, decode n_rep x rows, key tiles 64..4, 128 accumulator floats per invocation),
-// applied to the single-softmax kernel's own costs. Throws Error(unsupported) when nothing fits.
-AttnTiles choose_flash_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                             uint32_t decode_rows = 1);
 
 // Single-softmax attention of one half: half 0 = Q1·K1ᵀ, half 1 = Q2·K2ᵀ, with V (2D wide).
 // Uses AttnCall's S, pos0, H, Hkv, capacity, q_stride (o_stride: rows of the 2D-wide-per-head output).
@@ -49,6 +39,10 @@ class FlashAttnKernel {
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
+  // Keys one invocation of these tiles may stream on this device (attn_max_keys_per_invocation).
+  uint32_t max_keys_per_invocation(const AttnTiles& t) const {
+    return attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_);
+  }
 
  private:
   struct Push;
@@ -57,7 +51,7 @@ class FlashAttnKernel {
                     uint32_t split_len) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange o, uint32_t half) const;
   Device& device_;
-  bool fp16_;
+  bool fp16_, subgroup_;
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
   uint32_t reduce_wg_;

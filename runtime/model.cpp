@@ -13,6 +13,7 @@
 #include "kernel_diff_attn.hpp"
 #include "kernels.hpp"
 #include "memory_plan.hpp"
+#include "model_kernels.hpp"
 #include "platform.hpp"
 #include "safetensors.hpp"
 #include "storage.hpp"
@@ -205,13 +206,13 @@ std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
-  const KernelOptions ko = KernelOptions::for_device(dev);
-  m->linear = std::make_unique<LinearKernel>(dev, ko);
-  m->rope = std::make_unique<RopeKvKernel>(dev, ko);
-  m->attn = std::make_unique<DiffAttnKernel>(dev, ko, static_cast<uint32_t>(D), c.num_heads / c.num_kv_heads);
-  m->norm_k = std::make_unique<HeadRmsNormKernel>(dev, ko);
-  m->embed_k = std::make_unique<EmbedKernel>(dev, ko);
-  m->silu = std::make_unique<SiluMulKernel>(dev, ko);
+  ModelKernels k = build_model_kernels(dev, c);  // runtime/model_kernels.cpp (shared with shader-stats)
+  m->linear = std::move(k.linear);
+  m->rope = std::move(k.rope);
+  m->attn = std::move(k.attn);
+  m->norm_k = std::move(k.norm);
+  m->embed_k = std::move(k.embed);
+  m->silu = std::move(k.silu);
   platform::log(platform::LogLevel::info, "model " + dir + ": " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
                                               ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +

@@ -32,6 +32,12 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
   name_ = desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
   const ShaderBlob* blob = find_shader(desc.op.c_str(), desc.fp16, desc.subgroup);
   if (!blob) throw Error(Status::internal, "no embedded shader variant " + name_);
+  spec_names_ = blob->spec_names ? blob->spec_names : "";
+  try {
+    workgroup_ = spirv_workgroup_size(blob->words, blob->word_count, desc.spec);
+  } catch (const Error& e) {
+    throw Error(e.status(), name_ + ": " + e.what());
+  }
   if (desc.subgroup && !device.caps().subgroup_arithmetic_compute)
     throw Error(Status::unsupported, name_ + ": device has no subgroup arithmetic in compute shaders");
   if (desc.fp16 && !device.fp16())
@@ -72,13 +78,31 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = desc.spec.empty() ? nullptr : &si;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+    if (desc.subgroup_size) {
+      const DeviceCaps& caps = device.caps();
+      if (!caps.subgroup_size_control || desc.subgroup_size < caps.subgroup_min_size ||
+          desc.subgroup_size > caps.subgroup_max_size)
+        throw Error(Status::unsupported, name_ + ": subgroup size " + std::to_string(desc.subgroup_size) +
+                                             " cannot be required on this device");
+      rss.requiredSubgroupSize = desc.subgroup_size;
+      ci.stage.pNext = &rss;
+      ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+    }
     ci.layout = layout_;
+    if (device.pipeline_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     try {
       DVK_CHECK(vkCreateComputePipelines(dev, device.pipeline_cache(), 1, &ci, nullptr, &pipeline_));
     } catch (const Error& e) {
       throw Error(e.status(), "creating pipeline " + name_ + ": " + e.what());
     }
     vkDestroyShaderModule(dev, module, nullptr);
+    {
+      std::lock_guard<std::mutex> lock(device.pipelines_mutex_);
+      group_ = device.pipeline_group_;
+    }
+    device.register_pipeline(this);
   } catch (...) {
     if (module) vkDestroyShaderModule(dev, module, nullptr);
     destroy();
@@ -86,7 +110,29 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
   }
 }
 
-Pipeline::~Pipeline() { destroy(); }
+Pipeline::~Pipeline() {
+  device_.unregister_pipeline(this);
+  destroy();
+}
+
+std::vector<std::string> Pipeline::spec_names() const {
+  // spec_names_: "i=NAME,..." for every `layout(constant_id = i) const ... NAME` in the shader source.
+  std::vector<std::string> names(desc_.spec.size());
+  std::string all = spec_names_;
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t end = all.find(',', pos);
+    if (end == std::string::npos) end = all.size();
+    const std::string item = all.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos && eq > 0) {
+      const unsigned long id = std::stoul(item.substr(0, eq));
+      if (id < names.size()) names[id] = item.substr(eq + 1);
+    }
+    pos = end + 1;
+  }
+  return names;
+}
 
 void Pipeline::destroy() noexcept {
   VkDevice dev = device_.handle();

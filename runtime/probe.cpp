@@ -51,6 +51,10 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+#ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME  // Mali: shader-core count (headers >= 1.3.237)
+  VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM arm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM};
+  const bool has_arm = has_extension(pd, VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME);
+#endif
   p2.pNext = &sub;
   sub.pNext = &idp;
   void** tail = &idp.pNext;
@@ -62,6 +66,9 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
   if (has_ssc) { *tail = &ssc; tail = &ssc.pNext; }
   if (has_sm) { *tail = &sm; tail = &sm.pNext; }
   if (has_amd) { *tail = &amd; tail = &amd.pNext; }
+#ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
+  if (has_arm) { *tail = &arm; tail = &arm.pNext; }
+#endif
   vkGetPhysicalDeviceProperties2(pd, &p2);
 
   c.name = props.deviceName;
@@ -88,8 +95,13 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
   f2.pNext = &s16;
   if (v12 || has_extension(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) s16.pNext = &f16;
+  if (has_ssc) {  // appended after f16 (or s16)
+    sscf.pNext = s16.pNext;
+    s16.pNext = &sscf;
+  }
   vkGetPhysicalDeviceFeatures2(pd, &f2);
   c.storage_16bit = s16.storageBuffer16BitAccess;
   c.fp16_arithmetic = f16.shaderFloat16;
@@ -102,9 +114,12 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
                                   (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
   c.subgroup_min_size = c.subgroup_max_size = sub.subgroupSize;
   if (has_ssc && ssc.minSubgroupSize) {
-    c.subgroup_size_control = true;
     c.subgroup_min_size = ssc.minSubgroupSize;
     c.subgroup_max_size = ssc.maxSubgroupSize;
+    // A compute pipeline may ask for any size in [min, max] (full subgroups): the attention core
+    // uses it to match its lanes to the head dimensions (e.g. 32 instead of radv's default 64).
+    c.subgroup_size_control = sscf.subgroupSizeControl && sscf.computeFullSubgroups &&
+                              (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
   }
 
   const VkPhysicalDeviceLimits& L = props.limits;
@@ -127,6 +142,10 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
   if (has_sm) c.compute_units = sm.shaderSMCount;
   else if (has_amd)
     c.compute_units = amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+#ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
+  else if (has_arm)
+    c.compute_units = arm.shaderCoreCount;
+#endif
 
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);

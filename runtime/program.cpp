@@ -119,6 +119,7 @@ void Program::copy(BufferRange src, BufferRange dst, std::string label) {
 
 void Program::finalize() {
   if (finalized_) return;
+  device_.require_execution("program '" + name_ + "'");
   device_.check_not_lost();
   VkDevice dev = device_.handle();
   uint32_t n_sets = 0, n_desc = 0;

@@ -11,6 +11,7 @@ struct ShaderBlob {
   int subgroup;           // 1: uses subgroup arithmetic (DVK_SUBGROUP=1)
   const uint32_t* words;
   size_t word_count;
+  const char* spec_names;  // "0=WG,1=HD,...": the source's `layout(constant_id = i) const ... NAME` declarations
 };
 
 // All embedded variants (defined in the generated shader_registry.cpp).

@@ -1,5 +1,6 @@
 // The attention tile choice is a pure function of (DeviceCaps, shape): check every choice is legal
-// on simulated devices (shared memory 16/32/48 KiB, subgroup 4..128, invocation limits, no fp16).
+// on simulated devices (shared memory 16/32/48 KiB, subgroup 4..128, invocation limits, no fp16,
+// CPU and GPU register budgets).
 #include <doctest/doctest.h>
 
 #include "attn_tuning.hpp"
@@ -7,9 +8,11 @@
 using namespace diffvk;
 
 namespace {
-DeviceCaps simulated(uint32_t shared, uint32_t subgroup, uint32_t invocations, bool fp16, uint32_t cus = 0) {
+DeviceCaps simulated(uint32_t shared, uint32_t subgroup, uint32_t invocations, bool fp16, uint32_t cus = 0,
+                     DeviceKind kind = DeviceKind::integrated) {
   DeviceCaps c;
   c.name = "simulated";
+  c.kind = kind;
   c.max_shared_memory = shared;
   c.subgroup_size = c.subgroup_min_size = c.subgroup_max_size = subgroup;
   c.max_workgroup_invocations = invocations;
@@ -26,48 +29,74 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
   for (uint32_t shared : {16384u, 32768u, 49152u})
     for (uint32_t sg : {4u, 8u, 16u, 32u, 64u, 128u})
       for (uint32_t inv : {128u, 256u, 1024u})
-        for (bool fp16 : {false, true})
-          for (uint32_t D : {8u, 16u, 24u, 32u, 48u, 64u, 96u, 128u})
-            for (uint32_t n_rep : {1u, 2u, 4u, 8u}) {
-              const DeviceCaps caps = simulated(shared, sg, inv, fp16);
-              for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode})
-                for (uint32_t rows : {1u, 3u, 8u}) {
-                  INFO("shared=" << shared << " sg=" << sg << " inv=" << inv << " fp16=" << fp16 << " D=" << D
-                                 << " n_rep=" << n_rep << " decode=" << (ph == AttnPhase::decode) << " rows=" << rows);
-                  const AttnTiles t = choose_attn_tiles(caps, fp16, D, n_rep, ph, rows);
-                  CHECK(check_attn_tiles(caps, fp16, D, n_rep, t, ph == AttnPhase::prefill) == "");
-                  CHECK(t.shared_bytes <= shared);
-                  CHECK(t.wg <= inv);
-                  if (ph == AttnPhase::decode) CHECK(t.qb <= rows);
-                  ++checked;
-                }
-            }
+        for (DeviceKind kind : {DeviceKind::integrated, DeviceKind::cpu})
+          for (uint32_t D : {2u, 6u, 8u, 16u, 24u, 32u, 48u, 64u, 96u, 128u})
+            for (uint32_t n_rep : {1u, 2u, 4u, 8u, 32u, 64u})
+              for (uint32_t nsm : {1u, 2u}) {
+                const DeviceCaps caps = simulated(shared, sg, inv, true, 0, kind);
+                for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode})
+                  for (uint32_t rows : {1u, 3u, 8u}) {
+                    INFO("shared=" << shared << " sg=" << sg << " inv=" << inv << " cpu=" << (kind == DeviceKind::cpu)
+                                   << " D=" << D << " n_rep=" << n_rep << " nsm=" << nsm
+                                   << " decode=" << (ph == AttnPhase::decode) << " rows=" << rows);
+                    const AttnTiles t = choose_attn_tiles(caps, true, D, n_rep, ph, rows, nsm);
+                    CHECK(check_attn_tiles(caps, true, D, n_rep, t) == "");
+                    CHECK(t.shared_bytes <= shared);
+                    CHECK(t.wg <= inv);
+                    CHECK(t.wg == std::min(sg, inv));  // one subgroup per workgroup
+                    CHECK(t.br >= 1);
+                    // The register budget holds whenever more than one slot is kept.
+                    if (t.br > 1) CHECK(t.accumulators <= attn_accumulator_budget(caps));
+                    ++checked;
+                  }
+              }
   MESSAGE("attention tilings checked: " << checked);
 }
 
-TEST_CASE("attn tuning: small shared memory gives smaller legal tiles, not failure") {
-  const DeviceCaps big = simulated(49152, 32, 1024, true), small = simulated(16384, 32, 1024, true);
-  const AttnTiles a = choose_attn_tiles(big, false, 128, 1, AttnPhase::prefill);
-  const AttnTiles b = choose_attn_tiles(small, false, 128, 1, AttnPhase::prefill);
-  CHECK(b.br * b.bc < a.br * a.bc);
-  CHECK(b.shared_bytes <= 16384);
+TEST_CASE("attn tuning: GPU budget keeps at most 32 accumulators on phone-sized subgroups") {
+  // D=64 on a 32-wide subgroup: one 4-half chunk of V per lane (8-half chunks would idle half the
+  // lanes), 2 softmaxes -> 8 floats per slot, 4 slots.
+  const DeviceCaps gpu = simulated(32768, 32, 1024, true);
+  const AttnTiles t = choose_attn_tiles(gpu, true, 64, 4, AttnPhase::decode, 1);
+  CHECK(t.br == 4);
+  CHECK(t.accumulators == 32);
+  CHECK(t.chunk == 4);
+  // 8-lane subgroup (a CPU driver): 16-byte loads of 8 halves.
+  CHECK(choose_attn_tiles(simulated(32768, 8, 1024, true), true, 64, 4, AttnPhase::decode, 1).chunk == 8);
+  CHECK(choose_attn_tiles(simulated(32768, 8, 1024, false), false, 64, 4, AttnPhase::decode, 1).chunk == 4);
+  CHECK(choose_attn_tiles(simulated(32768, 8, 1024, true), true, 6, 4, AttnPhase::decode, 1).chunk == 0);
+  // GQA n_rep = 64 at D = 128 loads (issue: any n_rep up to 64), with fewer slots per workgroup.
+  const AttnTiles g = choose_attn_tiles(gpu, true, 128, 64, AttnPhase::decode, 8);
+  CHECK(g.br >= 1);
+  CHECK(g.accumulators <= 32);
+  // A CPU driver may keep more (cache-resident registers).
+  const DeviceCaps cpu = simulated(32768, 8, 1024, true, 0, DeviceKind::cpu);
+  CHECK(choose_attn_tiles(cpu, true, 64, 4, AttnPhase::decode, 1).accumulators <= 128);
 }
 
 TEST_CASE("attn tuning: the checker rejects illegal tiles (it can fail)") {
   const DeviceCaps caps = simulated(16384, 32, 1024, true);
-  AttnTiles t = choose_attn_tiles(caps, true, 64, 2, AttnPhase::prefill);
-  REQUIRE(check_attn_tiles(caps, true, 64, 2, t, true) == "");
+  const AttnTiles t = choose_attn_tiles(caps, true, 64, 2, AttnPhase::prefill);
+  REQUIRE(check_attn_tiles(caps, true, 64, 2, t) == "");
   AttnTiles big = t;
-  big.bc = 256;
-  big.shared_bytes = attn_shared_bytes(true, 64, big.br, big.bc, big.tc, true);
-  CHECK(check_attn_tiles(caps, true, 64, 2, big, true).find("shared memory") != std::string::npos);
+  big.br = 64;
+  big.qb = 32;
+  big.accumulators = 64 * 2 * 4 * 2;  // not what the tiles give
+  CHECK(check_attn_tiles(caps, true, 64, 2, big) != "");
   AttnTiles bad_tc = t;
   bad_tc.tc = 3;
-  CHECK(check_attn_tiles(caps, true, 64, 2, bad_tc, true) != "");
+  CHECK(check_attn_tiles(caps, true, 64, 2, bad_tc) != "");
   AttnTiles bad_qb = t;
-  bad_qb.qb = t.br;  // n_rep x qb > br
-  CHECK(check_attn_tiles(caps, true, 64, 2, bad_qb, true) != "");
-  CHECK_THROWS_AS(choose_attn_tiles(simulated(1024, 32, 1024, false), false, 128, 8, AttnPhase::prefill), Error);
+  bad_qb.qb = t.br + 1;
+  CHECK(check_attn_tiles(caps, true, 64, 2, bad_qb) != "");
+  AttnTiles bad_vec = t;
+  bad_vec.chunk = 0;
+  CHECK(check_attn_tiles(caps, true, 64, 2, bad_vec) != "");
+  AttnTiles bad_wg = t;
+  bad_wg.wg = bad_wg.tc = 2048;
+  CHECK(check_attn_tiles(caps, true, 64, 2, bad_wg).find("workgroup") != std::string::npos);
+  DeviceCaps tiny = simulated(16, 32, 1024, true);  // 16 bytes of shared memory: no variant fits
+  CHECK_THROWS_AS(choose_attn_tiles(tiny, true, 64, 1, AttnPhase::prefill), Error);
 }
 
 TEST_CASE("attn tuning: split count follows the device and the cache length") {
@@ -77,9 +106,9 @@ TEST_CASE("attn tuning: split count follows the device and the cache length") {
   CHECK(choose_splits(unknown, 8192, 64, 2, &len) == 8);
   CHECK(len % 64 == 0);
   CHECK(uint64_t(len) * 8 >= 8192);
-  // 132 SMs: 264 workgroups wanted, bounded by the 128 tiles of keys.
+  // 132 SMs: 528 workgroups wanted, bounded by the 128 blocks of keys.
   CHECK(choose_splits(h100, 8192, 64, 1, &len) == 128);
-  // Short cache: never more splits than tiles; every split non-empty.
+  // Short cache: never more splits than blocks; every split non-empty.
   const uint32_t s = choose_splits(h100, 70, 64, 1, &len);
   CHECK(s == 2);
   CHECK(uint64_t(len) * (s - 1) < 70);
@@ -99,7 +128,7 @@ TEST_CASE("attn tuning: keys per invocation are capped only on loop-limited devi
         INFO("D=" << D << " n_rep=" << n_rep);
         CHECK(k >= tt.bc);
         CHECK(k % tt.bc == 0);
-        CHECK(k < 100000);
+        CHECK(k < 65535);
       }
   // Splits respect the cap: every split within it, all keys covered.
   uint32_t len = 0;
@@ -107,3 +136,21 @@ TEST_CASE("attn tuning: keys per invocation are capped only on loop-limited devi
   CHECK(len <= 256);
   CHECK(uint64_t(s) * len >= 10000);
 }
+
+TEST_CASE("attn tuning: subgroup size control narrows the lanes to the row's chunks") {
+  DeviceCaps radv = simulated(65536, 64, 1024, true);  // radv: default 64, may require 32..64
+  radv.subgroup_min_size = 32;
+  radv.subgroup_size_control = true;
+  const AttnTiles t = choose_attn_tiles(radv, true, 64, 4, AttnPhase::decode, 1);
+  CHECK(t.wg == 32);
+  CHECK(t.subgroup == 32);
+  CHECK(check_attn_tiles(radv, true, 64, 4, t) == "");
+  const AttnTiles wide = choose_attn_tiles(radv, true, 128, 4, AttnPhase::decode, 1);
+  CHECK(wide.wg == 64);  // 64 chunks of 4: the default size has no idle lane
+  CHECK(wide.subgroup == 0);
+  // Without size control the default stands, and the checker refuses a required size.
+  radv.subgroup_size_control = false;
+  CHECK(choose_attn_tiles(radv, true, 64, 4, AttnPhase::decode, 1).wg == 64);
+  CHECK(check_attn_tiles(radv, true, 64, 4, t) != "");
+}
+

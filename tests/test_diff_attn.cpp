@@ -1,7 +1,8 @@
 // Conformance of the differential attention kernels (fused prefill; split-K decode + reduce)
 // against the float64 reference: fresh seeded inputs, poisoned outputs, odd S and T, chunked
 // prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
-// and > 1, D = 16/32/64/128, fp16 and fp32, bit-identical replays.
+// and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
+// n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@ struct Case {
   double lambda;
   bool decode;
   bool max_splits = false;  // one tile per split: many splits see only masked keys for some rows
+  bool one_split = false;   // decode: a single split streams every key in one invocation
 };
 
 std::string describe(const Case& c, bool fp16) {
@@ -65,6 +67,11 @@ void run_case(Context& ctx, const Case& c, uint64_t seed) {
     if (c.max_splits) {
       split_len = kernel.decode_tiles(c.S).bc;
       splits = (T + split_len - 1) / split_len;
+    }
+    if (c.one_split) {
+      const uint32_t bc = kernel.decode_tiles(c.S).bc;
+      split_len = (T + bc - 1) / bc * bc;
+      splits = 1;
     }
   } else {
     splits = kernel.prefill_splits(call, &split_len);  // nonzero on loop-limited devices for long prefills
@@ -127,6 +134,10 @@ const std::vector<Case> kPrefill = {
     {4, 1, 32, 17, 0, 0.8, false},    {8, 1, 16, 9, 0, 0.5, false},   {2, 1, 64, 40, 0, 0.6, false},
     {2, 2, 128, 19, 0, 0.2, false},   {8, 2, 16, 129, 0, 0.7, false},
     {1, 1, 128, 900, 0, 0.4, false},  // long: beyond llvmpipe's per-invocation loop budget (quirk loop_iteration_limit)
+    // D not a multiple of 8 (fp16) or 4 (fp32): element-wise loads instead of 16-byte chunks
+    {3, 3, 6, 11, 0, 0.5, false},     {4, 1, 12, 13, 0, -0.7, false}, {2, 1, 20, 9, 0, 0.9, false},
+    {2, 2, 2, 5, 0, 0.3, false},
+    {64, 1, 8, 3, 0, 0.6, false},     // GQA n_rep = 64: slots split across workgroups
 };
 const std::vector<Case> kChunked = {  // prefill of S rows after pos0 cached rows
     {2, 2, 32, 7, 9, 0.5, false}, {4, 2, 16, 13, 33, -0.9, false}, {8, 1, 16, 5, 60, 1.6, false},
@@ -134,6 +145,8 @@ const std::vector<Case> kChunked = {  // prefill of S rows after pos0 cached row
     {2, 1, 64, 20, 1000, 0.5, false},  // a chunk whose queries see > 1000 keys
 };
 const std::vector<Case> kDecode = {
+    {3, 3, 6, 1, 40, 0.5, true},  {4, 1, 12, 3, 65, -0.7, true}, {2, 1, 20, 1, 129, 0.9, true},
+    {64, 1, 8, 2, 70, 0.6, true}, {32, 8, 16, 1, 100, 0.4, true},
     {1, 1, 32, 1, 0, 0.3, true},  {2, 2, 32, 1, 70, -0.5, true},  {4, 2, 16, 3, 130, 1.2, true},
     {8, 1, 16, 8, 51, 0.6, true}, {4, 1, 64, 5, 90, 0.9, true},   {2, 2, 128, 2, 40, 0.1, true},
     {8, 8, 16, 4, 200, 0.7, true}, {4, 4, 16, 7, 0, 0.5, true},
@@ -272,7 +285,7 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
 }
 
 #if DIFFVK_LARGE_TESTS
-// Larger shapes (label "large"): several key tiles per workgroup, long caches, many splits.
+// Larger shapes (label "large"): long key streams per workgroup, long caches, many splits.
 // Built with -DDIFFVK_LARGE_TESTS=ON; run with `ctest -L large`.
 TEST_SUITE("large") {
   const std::vector<Case> kLarge = {
@@ -283,3 +296,24 @@ TEST_SUITE("large") {
   TEST_CASE("diff_attn: large shapes fp16") { sweep(Precision::fp16, kLarge, 8000); }
 }
 #endif
+
+TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation key budget") {
+  // On llvmpipe (quirk loop_iteration_limit) every loop iteration of an invocation counts against
+  // 65535; attn_max_keys_per_invocation assumes the core's constant-trip loops are unrolled. One
+  // split of exactly that many keys returns wrong (poisoned) rows if any of them is not.
+  uint64_t seed = 9100;
+  for (Precision precision : {Precision::fp32, Precision::fp16}) {
+    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+    for (bool subgroup : {true, false}) {
+      auto ctx = test::make_context(precision, !subgroup);
+      Device& dev = ctx->device();
+      if (subgroup && !dev.subgroup_arithmetic()) continue;
+      DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), 8, 2);
+      const AttnTiles& t = kernel.decode_tiles(1);
+      const uint32_t keys = std::min<uint32_t>(kernel.max_keys_per_invocation(t), 24000) / t.bc * t.bc;
+      MESSAGE("keys in one invocation: " << keys << std::string(subgroup ? " (subgroup)" : " (shared memory)"));
+      run_case(*ctx, Case{2, 1, 8, 1, keys - 1, 0.5, true, false, true}, seed += 11);
+    }
+  }
+}
+

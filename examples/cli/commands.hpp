@@ -31,5 +31,9 @@ Runner register_bench(CLI::App& app);
 Runner register_run(CLI::App& app);
 Runner register_logits(CLI::App& app);
 Runner register_plan(CLI::App& app);
+Runner register_shader_stats(CLI::App& app);
+
+// The bundled model (examples/models/tiny-diff): the install prefix's copy, else the source tree's.
+std::string default_model_dir();
 
 }  // namespace diffvk::cli

@@ -16,7 +16,6 @@
 
 namespace diffvk::cli {
 
-namespace {
 // The bundled model: next to the executable's install prefix, else in the source tree it was built from.
 std::string default_model_dir() {
   for (const char* dir : {DIFFVK_INSTALL_MODEL_DIR, DIFFVK_SOURCE_MODEL_DIR}) {
@@ -27,6 +26,8 @@ std::string default_model_dir() {
   throw Error(Status::io_error, "no --model given and the bundled model was not found (looked in '" +
                                     std::string(DIFFVK_INSTALL_MODEL_DIR) + "' and '" + DIFFVK_SOURCE_MODEL_DIR + "')");
 }
+
+namespace {
 
 struct ModelArgs {
   DeviceFlags dev;
