@@ -57,7 +57,7 @@ constexpr uint32_t kAttnMinSplitKeys = 64;
 uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
                        uint32_t* split_len, uint32_t max_split_len = UINT32_MAX);
 
-// Specialization constants of attn_core.glsl for these tiles: {L, D, RB, CHUNK}.
+// Specialization constants of attn_core.glsl for these tiles: {WG (= L lanes), HD, RB, CHUNK}.
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);
 
 }  // namespace diffvk

@@ -111,8 +111,62 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o) : device_(device), t
       pipelines_.push_back(std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf}, o.subgroup, o.fp16}));
     else
       pipelines_.push_back(std::make_unique<Pipeline>(
-          device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn}, false, o.fp16}));
+          device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u}, false, o.fp16}));
   }
+  // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
+  for (const LinearTiles& t : tiles_)
+    vec_pipelines_.push_back(t.vec || t.bk % 4 != 0 ? nullptr
+                                                   : std::make_unique<Pipeline>(
+                                                         device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u}, false, o.fp16}));
+  // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
+  // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
+  // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
+  const DeviceCaps& c = device.caps();
+  row_wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
+  row_nf_ = std::min(8u, row_wg_);
+  for (uint32_t vec = 0; vec < 2; ++vec)
+    for (uint32_t pro = 0; pro < 3; ++pro)
+      row_pipelines_[vec][pro] = std::make_unique<Pipeline>(
+          device, PipelineDesc{"linear_row", 5, 16, {row_wg_, row_nf_, vec, pro}, o.subgroup, o.fp16});
+}
+
+void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& p,
+                              BufferRange residual, BufferRange norm_w) const {
+  const bool fp16 = row_pipelines_[0][0]->desc().fp16;
+  const uint64_t es = storage_bytes(fp16);
+  if (p.in == 0 || p.out == 0) throw Error(Status::invalid_argument, "linear_row: zero size");
+  const uint32_t pro = static_cast<uint32_t>(p.pro);
+  if (pro > 2) throw Error(Status::invalid_argument, "linear_row: unknown prologue");
+  const uint64_t x_elems = uint64_t(p.in) * (p.pro == RowPrologue::silu_mul ? 2 : 1);
+  if (uint64_t(p.out) * p.in > UINT32_MAX) throw Error(Status::invalid_argument, "linear_row: weight too large for 32-bit element indices");
+  const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
+  if (has_norm && norm_w.buffer == VK_NULL_HANDLE) throw Error(Status::invalid_argument, "linear_row: rmsnorm needs the norm weight");
+  if (x.size < x_elems * es || w.size < uint64_t(p.out) * p.in * es || y.size < uint64_t(p.out) * es ||
+      (has_res && residual.size < uint64_t(p.out) * es) || (has_norm && norm_w.size < uint64_t(p.in) * es))
+    throw Error(Status::invalid_argument, "linear_row: buffer too small for the shape");
+  if (ranges_overlap(x, y) || ranges_overlap(w, y) || (has_norm && ranges_overlap(norm_w, y)))
+    throw Error(Status::invalid_argument, "linear_row: the output overlaps an input");
+  const bool in_place = has_res && residual.buffer == y.buffer && residual.offset == y.offset;
+  if (has_res && !in_place && ranges_overlap(residual, y))
+    throw Error(Status::invalid_argument, "linear_row: the residual overlaps the output without being the same range");
+  const uint32_t vw = fp16 ? 8 : 4;
+  const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 &&
+                   (!has_norm || norm_w.offset % 16 == 0);
+
+  std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
+  args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
+  args.push_back({has_norm ? norm_w : x, Access::read});
+  struct {
+    uint32_t in, out, has_residual;
+    float eps;
+  } push{p.in, p.out, has_res ? 1u : 0u, p.eps};
+  static_assert(sizeof push == 16, "push block layout");
+  const auto& maxc = device_.caps().max_workgroup_count;
+  uint32_t lim = maxc[0];
+  if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
+  static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
+  program.dispatch(*row_pipelines_[vec][pro], std::move(args), &push, sizeof push, groups, labels[pro]);
 }
 
 void LinearKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& p,
@@ -168,7 +222,10 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
     groups[0] = clamp(ceil_div(p.out, t.bn), 0);
     groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   }
-  program.dispatch(*pipelines_[variant], std::move(args), &push, sizeof push, groups, t.vec ? "linear_vec" : "linear");
+  const bool vec4 = !t.vec && vec_pipelines_[variant] && !row_scalar_ && p.in % 4 == 0 && p.x_stride % 4 == 0 &&
+                    x.offset % 16 == 0 && w.offset % 16 == 0;
+  program.dispatch(vec4 ? *vec_pipelines_[variant] : *pipelines_[variant], std::move(args), &push, sizeof push, groups,
+                   t.vec ? "linear_vec" : "linear");
 }
 
 }  // namespace diffvk

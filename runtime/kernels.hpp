@@ -71,6 +71,18 @@ std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& caps);
 // large tile when it still yields enough workgroups to fill the device, else the small tile.
 LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
 
+// One-row (decode) linear with an optional fused prologue (shaders/linear_row.comp):
+//   none:     y = x·Wᵀ (+ r)                              x: in values
+//   rmsnorm:  y = (x / sqrt(mean(x²) + eps) ⊙ g)·Wᵀ (+ r)   x, g: in values (the block RMSNorm)
+//   silu_mul: y = (silu(x[0, in)) ⊙ x[in, 2·in))·Wᵀ (+ r)   x: 2·in values, the fused [gate | up] row
+// The prologue result is not rounded to the storage type (one rounding, at the store).
+enum class RowPrologue : uint32_t { none = 0, rmsnorm = 1, silu_mul = 2 };
+struct LinearRowParams {
+  uint32_t in = 0, out = 0;
+  RowPrologue pro = RowPrologue::none;
+  float eps = 1e-5f;
+};
+
 class LinearKernel {
  public:
   LinearKernel(Device& device, KernelOptions options);
@@ -83,6 +95,16 @@ class LinearKernel {
   // matrix-vector candidate needs rows <= kLinearVecMaxRows).
   void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
                       const LinearParams& params, BufferRange residual = {}) const;
+  // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
+  // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
+  // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
+  void record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
+                  BufferRange residual = {}, BufferRange norm_w = {}) const;
+  // Workgroup size and output features per workgroup of record_row.
+  uint32_t row_workgroup_size() const { return row_wg_; }
+  uint32_t row_features() const { return row_nf_; }
+  // Test hook: never use the vector loads (record_row and the matrix-matrix path).
+  void force_row_scalar_for_testing(bool on) { row_scalar_ = on; }
   const std::vector<LinearTiles>& candidates() const { return tiles_; }
   // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
   // the shaders' grid-stride loops are exercised.
@@ -92,7 +114,11 @@ class LinearKernel {
   Device& device_;
   std::vector<LinearTiles> tiles_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;  // one per candidate
+  std::vector<std::unique_ptr<Pipeline>> vec_pipelines_;  // matrix-matrix candidates with 4-wide loads (null: n/a)
   std::array<uint32_t, 2> test_limit_{0, 0};
+  uint32_t row_wg_ = 0, row_nf_ = 0;
+  std::unique_ptr<Pipeline> row_pipelines_[2][3];  // [vector loads][prologue]
+  bool row_scalar_ = false;
 };
 
 // RoPE (SPEC.md, interleaved GPT-J) of the fused QKV projection, and the KV-cache append.
@@ -154,6 +180,23 @@ class SiluMulKernel {
  public:
   SiluMulKernel(Device& device, KernelOptions options);
   void record(Program& program, BufferRange gu, BufferRange a, uint32_t rows, uint32_t I) const;
+
+ private:
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+// Device sampling (shaders/sample_topk.comp): token[0] = greedy or top-k choice from one logits row.
+//   logits: vocab values; params: 4 uint32 = {position (unused), u (float bits), temperature (float bits),
+//   top_k}; token: 4 bytes (uint32). Greedy when temperature <= 0 or top_k == 0.
+class SampleKernel {
+ public:
+  SampleKernel(Device& device, KernelOptions options);
+  void record(Program& program, BufferRange logits, BufferRange params, BufferRange token, uint32_t vocab) const;
+  // Whether top_k (1 for greedy) fits the shader (<= kmax) and llvmpipe's loop budget for this vocabulary.
+  bool supports(uint32_t vocab, uint32_t top_k) const;
+  static constexpr uint32_t kmax = 64;
 
  private:
   Device& device_;

@@ -111,6 +111,7 @@ struct Model::Impl {
   std::unique_ptr<HeadRmsNormKernel> norm_k;
   std::unique_ptr<EmbedKernel> embed_k;
   std::unique_ptr<SiluMulKernel> silu;
+  std::unique_ptr<SampleKernel> sample;
 };
 
 std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
@@ -213,6 +214,7 @@ std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
   m->norm_k = std::move(k.norm);
   m->embed_k = std::move(k.embed);
   m->silu = std::move(k.silu);
+  m->sample = std::move(k.sample);
   platform::log(platform::LogLevel::info, "model " + dir + ": " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
                                               ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
@@ -227,11 +229,16 @@ uint64_t Model::weight_bytes() const { return impl_->per_token_bytes; }
 
 // ---- session -----------------------------------------------------------------------------
 struct Session::Impl {
+  // What a program computes after the last layer: logits of every row, of the last row only, none
+  // (a prefill chunk that is not the last), or the last row's logits plus a device-sampled token.
+  enum class Out { all, last, none, sample };
   Model::Impl* m = nullptr;
   uint32_t cap = 0, chunk = 0, pos = 0;
+  bool profile = false;
   std::vector<Buffer> kv;  // per layer: K then V
   std::vector<BufferRange> kc, vc;
-  Buffer tokens, dyn;
+  Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
+  uint32_t sample_params[3] = {0, 0, 0};  // u, temperature (float bits), top_k: uploaded with the position
   std::vector<TensorLifetime> lifetimes;
   MemoryPlan plan;
   std::vector<Buffer> arena;
@@ -242,11 +249,13 @@ struct Session::Impl {
   };
   std::vector<LayerT> lt;
   uint32_t splits = 1, split_len = 0;
-  std::map<uint32_t, std::unique_ptr<Program>> programs;  // recorded once per row count
+  std::map<std::pair<uint32_t, Out>, std::unique_ptr<Program>> programs;  // recorded once per (rows, out)
+  Program* last = nullptr;  // the program of the last run (profile)
 
   BufferRange T(size_t i, uint64_t bytes) const { return {t[i].buffer, t[i].offset, bytes}; }
-  Program& program(uint32_t rows);
-  std::vector<float> run(const int32_t* tok, uint32_t rows);
+  Program& program(uint32_t rows, Out out);
+  // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
+  std::vector<float> run(const int32_t* tok, uint32_t rows, Out out);
 };
 
 std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) {
@@ -261,6 +270,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     throw Error(Status::invalid_argument, "context " + std::to_string(s->cap) + " exceeds max_position_embeddings " +
                                               std::to_string(c.max_position_embeddings));
   s->chunk = std::max(1u, std::min(o.chunk, s->cap));
+  s->profile = o.profile;
   const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
   const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
   const uint64_t cache = uint64_t(Hkv) * s->cap * 2 * D * es;
@@ -287,7 +297,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     s->lifetimes.push_back({name, std::max<uint64_t>(bytes, 4), al, first, last});
     return s->lifetimes.size() - 1;
   };
-  s->X = add("x (residual stream)", R * E * es, 0, F);
+  // x lives until lm_head (F + 1): one-row programs read it there (final norm fused into lm_head).
+  s->X = add("x (residual stream)", R * E * es, 0, F + 1);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const int b = 1 + 9 * static_cast<int>(l);
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -299,7 +310,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     L.stat = add(p + "attn.split_stat", stat_bytes, b + 3, b + 3);
     L.o = add(p + "attn.out", R * E * es, b + 3, b + 4);
     L.hn = add(p + "ffn_norm.out", R * E * es, b + 5, b + 6);
-    L.gu = add(p + "ffn.gate_up", R * 2ull * I * es, b + 6, b + 7);
+    L.gu = add(p + "ffn.gate_up", R * 2ull * I * es, b + 6, b + 8);  // one-row programs: read by down (SwiGLU fused)
     L.a = add(p + "ffn.act", R * I * es, b + 7, b + 8);
     s->lt.push_back(L);
   }
@@ -309,7 +320,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
 
   // Everything this session allocates, checked against what the heap has left before allocating.
   const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
-  const uint64_t need = kv_bytes + s->plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 16;
+  const uint64_t need = kv_bytes + s->plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32;
   const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
   if (need > heap - std::min(heap, used))
     throw Error(Status::out_of_memory, "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
@@ -323,7 +334,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     s->vc.push_back(s->kv.back().range(align_up(cache, al), cache));
   }
   s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
-  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position");
+  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position and sampling parameters");
+  s->picked = Buffer(dev, 16, MemoryDomain::device, "sampled token");
   for (size_t i = 0; i < s->plan.buffer_sizes.size(); ++i)
     s->arena.emplace_back(dev, s->plan.buffer_sizes[i], MemoryDomain::device, "session arena " + std::to_string(i));
   for (size_t i = 0; i < s->lifetimes.size(); ++i) {
@@ -336,19 +348,22 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-Program& Session::Impl::program(uint32_t rows) {
-  auto it = programs.find(rows);
+Program& Session::Impl::program(uint32_t rows, Out out) {
+  auto it = programs.find({rows, out});
   if (it != programs.end()) return *it->second;
   const Model::Impl& M = *m;
   const ModelConfig& c = M.cfg;
   Device& dev = *M.dev;
   const uint64_t es = M.fp16 ? 2 : 4;
   const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
-  const uint32_t qkvw = E + 4 * Hkv * D;
-  auto prog = std::make_unique<Program>(dev, "model rows=" + std::to_string(rows));
+  const uint32_t qkvw = E + 4 * Hkv * D, V = c.vocab_size;
+  auto prog = std::make_unique<Program>(dev, "model rows=" + std::to_string(rows), profile);
   const BufferRange dynr = dyn.range(0, 4), x = T(X, uint64_t(rows) * E * es);
   const float eps = static_cast<float>(c.rms_norm_eps);
-  M.embed_k->record(*prog, tokens.range(0, rows * 4ull), M.weights->range(M.embed), x, rows, E, c.vocab_size);
+  // One row (decode): the block norms run inside the projections that follow them (linear_row's
+  // rmsnorm prologue) and SwiGLU inside the down projection, so a layer is 6 dispatches, not 9.
+  const bool fused = rows == 1;
+  M.embed_k->record(*prog, tokens.range(0, rows * 4ull), M.weights->range(M.embed), x, rows, E, V);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const auto& W = M.layers[l];
     const auto& L = lt[l];
@@ -356,8 +371,13 @@ Program& Session::Impl::program(uint32_t rows) {
                       q = T(L.q, uint64_t(rows) * E * es), o = T(L.o, uint64_t(rows) * E * es),
                       hn = T(L.hn, uint64_t(rows) * E * es), gu = T(L.gu, uint64_t(rows) * 2 * I * es),
                       a = T(L.a, uint64_t(rows) * I * es);
-    M.norm_k->record(*prog, x, M.weights->range(W.attn_norm), xn, {rows, 1, E, E, 1.0f, eps});
-    M.linear->record(*prog, xn, M.weights->range(W.wqkv), qkv, {rows, E, qkvw, E, qkvw});
+    if (fused) {
+      M.linear->record_row(*prog, x, M.weights->range(W.wqkv), qkv, {E, qkvw, RowPrologue::rmsnorm, eps}, {},
+                           M.weights->range(W.attn_norm));
+    } else {
+      M.norm_k->record(*prog, x, M.weights->range(W.attn_norm), xn, {rows, 1, E, E, 1.0f, eps});
+      M.linear->record(*prog, xn, M.weights->range(W.wqkv), qkv, {rows, E, qkvw, E, qkvw});
+    }
     M.rope->record(*prog, qkv, M.rope_table.range(), q, kc[l], vc[l], {rows, H, Hkv, D, 0, cap}, dynr);
     AttnCall call{rows, 0, H, Hkv, cap, E, E, static_cast<float>(W.lambda), static_cast<float>(1.0 - W.lambda_init), 1e-5f, dynr};
     if (rows <= M.attn->max_decode_rows()) {
@@ -367,32 +387,48 @@ Program& Session::Impl::program(uint32_t rows) {
     } else {
       M.attn->record_prefill(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, call, t[L.part], t[L.stat]);
     }
-    M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x);
-    M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps});
-    M.linear->record(*prog, hn, M.weights->range(W.wgu), gu, {rows, E, 2 * I, E, 2 * I});
-    M.silu->record(*prog, gu, a, rows, I);
-    M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x);
+    if (fused) {
+      M.linear->record_row(*prog, o, M.weights->range(W.wo), x, {E, E}, x);
+      M.linear->record_row(*prog, x, M.weights->range(W.wgu), gu, {E, 2 * I, RowPrologue::rmsnorm, eps}, {},
+                           M.weights->range(W.ffn_norm));
+      M.linear->record_row(*prog, gu, M.weights->range(W.wdown), x, {I, E, RowPrologue::silu_mul}, x);
+    } else {
+      M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x);
+      M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps});
+      M.linear->record(*prog, hn, M.weights->range(W.wgu), gu, {rows, E, 2 * I, E, 2 * I});
+      M.silu->record(*prog, gu, a, rows, I);
+      M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x);
+    }
   }
-  const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * c.vocab_size * es);
-  M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps});
-  M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, c.vocab_size, E, c.vocab_size});
+  if (out == Out::all) {
+    const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * V * es);
+    M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps});
+    M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, V, E, V});
+  } else if (out != Out::none) {  // the last row only: final norm fused into lm_head
+    const BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * es, uint64_t(E) * es}, logits = T(LOGITS, uint64_t(V) * es);
+    M.linear->record_row(*prog, xl, M.weights->range(M.lm_head), logits, {E, V, RowPrologue::rmsnorm, eps}, {},
+                         M.weights->range(M.norm));
+    if (out == Out::sample) M.sample->record(*prog, logits, dyn.range(0, 16), picked.range(0, 4), V);
+  }
   prog->finalize();
-  return *programs.emplace(rows, std::move(prog)).first->second;
+  return *programs.emplace(std::make_pair(rows, out), std::move(prog)).first->second;
 }
 
-std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows) {
+std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, Out out) {
   const ModelConfig& c = m->cfg;
   std::vector<uint32_t> ids(tok, tok + rows);
-  Program& prog = program(rows);
+  Program& prog = program(rows, out);
   tokens.upload(0, ids.data(), rows * 4ull);
-  dyn.upload(0, &pos, 4);
+  const uint32_t d[4] = {pos, sample_params[0], sample_params[1], sample_params[2]};
+  dyn.upload(0, d, sizeof d);
+  last = &prog;
   prog.run();
   pos += rows;
-  const uint64_t n = uint64_t(rows) * c.vocab_size;
+  if (out == Out::none || out == Out::sample) return {};
+  const uint64_t n = uint64_t(out == Out::all ? rows : 1) * c.vocab_size;
   std::vector<uint8_t> raw(n * (m->fp16 ? 2 : 4));
   arena[plan.placements[LOGITS].buffer].download(t[LOGITS].offset, raw.data(), raw.size());
-  const auto out = from_storage(raw, m->fp16);
-  return out;
+  return from_storage(raw, m->fp16);
 }
 
 std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
@@ -421,15 +457,52 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
   std::vector<float> out;
   for (size_t i = 0; i < toks.size(); i += s.chunk) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
-    auto lg = s.run(toks.data() + i, rows);
+    const bool final = i + rows == toks.size();
+    auto lg = s.run(toks.data() + i, rows, all_logits ? Impl::Out::all : final ? Impl::Out::last : Impl::Out::none);
     if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
-    else if (i + rows == toks.size()) out.assign(lg.end() - V, lg.end());
+    else if (final) out = std::move(lg);
   }
   restore.done = true;
   return out;
 }
 
 std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
+
+int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
+  Impl& s = *impl_;
+  const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
+  const bool greedy = !(temperature > 0.0f);
+  if (!greedy && (top_k == 0 || !s.m->sample->supports(V, top_k)))
+    throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
+                                              std::to_string(std::min(kDeviceTopKMax, V)) + "] for device sampling");
+  if (!greedy && !(u >= 0.0f && u < 1.0f)) throw Error(Status::invalid_argument, "decode_sample: the draw u must be in [0, 1)");
+  if (uint64_t(s.pos) + 1 > s.cap)
+    throw Error(Status::context_overflow, "decode: position " + std::to_string(s.pos) + " is at the context of " + std::to_string(s.cap));
+  if (token < 0 || uint32_t(token) >= V)
+    throw Error(Status::invalid_argument, "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  std::memcpy(&s.sample_params[0], &u, 4);
+  std::memcpy(&s.sample_params[1], &temperature, 4);
+  s.sample_params[2] = greedy ? 1u : top_k;
+  const uint32_t start = s.pos;
+  uint32_t id = 0;
+  try {  // all or nothing, like prefill
+    s.run(&token, 1, Impl::Out::sample);
+    s.picked.download(0, &id, 4);
+  } catch (...) {
+    s.pos = start;
+    throw;
+  }
+  if (id >= V) throw Error(Status::internal, "decode_sample: the device returned token " + std::to_string(id));
+  return static_cast<int32_t>(id);
+}
+
+std::vector<DispatchTime> Session::last_profile() const {
+  std::vector<DispatchTime> out;
+  if (!impl_->last) return out;
+  for (const auto& t : impl_->last->timings()) out.push_back({t.label, t.us});
+  return out;
+}
 void Session::reset() {
   impl_->m->dev->check_not_lost();
   impl_->pos = 0;
@@ -439,6 +512,24 @@ uint32_t Session::capacity() const { return impl_->cap; }
 std::string Session::plan_report() const { return format_plan(impl_->lifetimes, impl_->plan); }
 
 // ---- sampling ----------------------------------------------------------------------------
+int32_t sample_top_k(const float* logits, uint32_t vocab, float temperature, uint32_t top_k, float u) {
+  if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");
+  const uint32_t k = temperature > 0.0f && top_k ? std::min(top_k, vocab) : 1u;
+  std::vector<uint32_t> idx(vocab);
+  std::iota(idx.begin(), idx.end(), 0u);
+  auto before = [&](uint32_t a, uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  if (k == 1) return static_cast<int32_t>(idx[0]);
+  std::vector<double> w(k);
+  double total = 0;
+  for (uint32_t j = 0; j < k; ++j) total += w[j] = std::exp((double(logits[idx[j]]) - logits[idx[0]]) / temperature);
+  const double target = double(u) * total;
+  double acc = 0;
+  for (uint32_t j = 0; j < k; ++j)
+    if (target < (acc += w[j])) return static_cast<int32_t>(idx[j]);
+  return static_cast<int32_t>(idx[k - 1]);
+}
+
 void validate_sampling(const SamplingOptions& o) {
   if (!std::isfinite(o.temperature) || o.temperature < 0.0f)
     throw Error(Status::invalid_argument, "temperature " + std::to_string(o.temperature) + " must be a finite number >= 0 (0 = greedy)");
@@ -447,6 +538,15 @@ void validate_sampling(const SamplingOptions& o) {
 }
 
 Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) { validate_sampling(o); }
+
+bool Sampler::device_capable() const {
+  return o_.temperature <= 0.0f || (o_.top_k >= 1 && o_.top_k <= kDeviceTopKMax && o_.top_p >= 1.0f);
+}
+
+float Sampler::draw() {
+  float u = std::generate_canonical<float, 24>(rng_);
+  return u < 1.0f ? u : 0.0f;  // generate_canonical may round up to 1
+}
 
 int32_t Sampler::sample(const float* logits, uint32_t vocab) {
   if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");

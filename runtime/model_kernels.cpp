@@ -29,6 +29,10 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c) {
     PipelineGroup g(dev, "silu_mul");
     k.silu = std::make_unique<SiluMulKernel>(dev, ko);
   }
+  {
+    PipelineGroup g(dev, "sample");
+    k.sample = std::make_unique<SampleKernel>(dev, ko);
+  }
   return k;
 }
 

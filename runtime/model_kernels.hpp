@@ -16,11 +16,12 @@ struct ModelKernels {
   std::unique_ptr<HeadRmsNormKernel> norm;
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<SiluMulKernel> silu;
+  std::unique_ptr<SampleKernel> sample;  // greedy / top-k on the device
 };
 
 // Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
 // `device`, with the device's precision and subgroup options. Pipelines are labelled (PipelineGroup)
-// by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul".
+// by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample".
 ModelKernels build_model_kernels(Device& device, const ModelConfig& config);
 
 }  // namespace diffvk

@@ -2,12 +2,13 @@
 // prefill (diff_attn.comp, NSM = 2, headwise-norm epilogue), its split-K partials (diff_attn_split.comp)
 // and the single-softmax baseline of `diffvk bench` (flash_attn*.comp, NSM = 1).
 //
-// One workgroup is ONE subgroup of L invocations (L = the device's subgroup size, 4..128) and owns
+// One workgroup is ONE subgroup of L invocations (L = the subgroup size, 4..128: the device's
+// default, or a smaller one required through subgroup size control so no lane idles) and owns
 // RB "row slots" of one key/value group g. Slots are query-major: slot s of the group's n_rep*S rows
 // is head g*n_rep + s % n_rep at query s / n_rep, so the n_rep heads that share K/V sit in the same
 // workgroup and every K/V load serves all of them.
 //
-// The L lanes split the head dimensions: lane l reads the vec4s l, l+L, l+2L, ... of a key row
+// The L lanes split the head dimensions: lane l reads the chunks l, l+L, l+2L, ... of a K or V row
 // (adjacent lanes read adjacent 8/16 bytes: coalesced, vectorised) and keeps the matching part of
 // every slot's Q (loaded once) and of every slot's output accumulator (fp32) in registers. Keys are
 // streamed one at a time straight from the storage buffers: the partial dot products are summed
@@ -15,8 +16,11 @@
 // its running max/sum with ONE exp per key and slot, rescaling only when the maximum moves:
 //     s > m:  l = l*exp(m-s) + 1,  acc = acc*exp(m-s) + v,   m = s
 //     else :  l = l + exp(s-m),    acc = acc + exp(s-m)*v
-// No shared memory and no barrier inside the key loop. Every loop over lanes/slots/vectors has a
-// trip count fixed by specialization constants, so it unrolls.
+// No shared memory and no barrier inside the key loop. Every loop over slots/chunks has a trip
+// count fixed by specialization constants and carries [[unroll]]: the register arrays are then
+// indexed by constants only, and llvmpipe's per-invocation loop budget counts one iteration per key
+// (attn_max_keys_per_invocation; a test fails if a loop stays rolled).
+// Numerics: fp32 scores, statistics and accumulators; NEG_BIG (finite) for "no key yet".
 //
 // Layouts (elements):  q[i*q_stride + h*2D + qk_off + c]    (c < NSM*D: Q1|Q2, or one half at qk_off)
 //   K cache [g][capacity][2D] = K1|K2 (this pass reads columns qk_off .. qk_off + NSM*D - 1)
@@ -29,7 +33,7 @@
 #define NSM 2  // softmaxes sharing the V stream: 2 = differential, 1 = standard attention
 #endif
 
-layout(constant_id = 0) const uint L = 8;      // invocations = lanes across the head dimensions
+layout(constant_id = 0) const uint WG = 8;     // invocations = L, the lanes across the head dimensions
 layout(constant_id = 1) const uint HD = 64;    // D: width of one query/key half
 layout(constant_id = 2) const uint RB = 4;     // row slots per workgroup
 layout(constant_id = 3) const uint CHUNK = 8;  // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (one at a time)
@@ -38,6 +42,7 @@ layout(local_size_x_id = 0) in;
 // K/V rows are read in chunks of CW elements (VPC vec4 registers): 16-byte loads of 8 halves where
 // every lane still gets a chunk, else 4-element loads (8 bytes of halves, 16 of floats); rows whose
 // halves do not split into chunks (D % CW != 0) are read one element at a time (CHUNK = 0).
+const uint L = WG;
 const uint CW = CHUNK == 8 ? 8 : 4;
 const uint VPC = CW / 4;
 const uint DV = 2 * HD;              // V width
@@ -114,11 +119,8 @@ uint block_end() {
   return min(g_pos0 + last / p.n_rep + 1, p.capacity);
 }
 uint call_keys() { return min(g_pos0 + p.S, p.capacity); }
-// Keys per split from the live length T: the same on the host, in the split kernel and the merge.
-uint split_length(uint splits) {
-  const uint t = call_keys();
-  return min(p.max_split, max(min(p.min_split, p.max_split), (t + splits - 1) / splits));
-}
+#include "attn_split_len.glsl"
+uint split_length(uint splits) { return attn_split_length(call_keys(), splits, p.min_split, p.max_split); }
 
 // The chunk at element `elem` as floats: one 16- or 8-byte load when CHUNK says the layout allows,
 // else element by element with zeros past `valid`.

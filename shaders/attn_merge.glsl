@@ -30,9 +30,10 @@ layout(push_constant) uniform Params {
   float eps;
 } p;
 
+#include "attn_split_len.glsl"
 uint live_splits() {
   const uint t = min(p.pos0 + dyn_pos + p.S, p.capacity);
-  const uint len = min(p.max_split, max(min(p.min_split, p.max_split), (t + p.splits - 1) / p.splits));
+  const uint len = attn_split_length(t, p.splits, p.min_split, p.max_split);
   return min(p.splits, (t + len - 1) / len);
 }
 

@@ -7,6 +7,8 @@
 // so consecutive invocations read consecutive shared words and store consecutive columns of y.
 // Every global load is bounds-checked: any rows / in / out. Workgroups grid-stride over the tiles, so
 // the host may dispatch fewer than there are tiles (maxComputeWorkGroupCount).
+// VEC = 1 loads 4 consecutive k at once (uvec2 = 4 halves in fp16, vec4 in fp32): the host uses it when
+// in, x_stride and BK are multiples of 4 and the x and W bindings are 16-byte aligned.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -16,10 +18,21 @@ layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint RM = 4;
 layout(constant_id = 5) const uint RN = 4;
+layout(constant_id = 6) const uint VEC = 0;
 layout(local_size_x_id = 0) in;
 
+#if DVK_FP16
+#define VTYPE uvec2
+vec4 unpack4(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
+#else
+#define VTYPE vec4
+vec4 unpack4(vec4 v) { return v; }
+#endif
+
 layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
+layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
 layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
+layout(std430, binding = 1) readonly buffer WV { VTYPE wv[]; };
 layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 
@@ -52,6 +65,23 @@ void main() {
         for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
 
       for (uint k0 = 0; k0 < p.in_f; k0 += BK) {
+        if (VEC != 0) {
+          // 4 consecutive k per load; in % 4 == 0, so a group is either wholly inside `in` or wholly outside.
+          for (uint e = lid; e < BM * BK / 4; e += WG) {
+            const uint rr = e / (BK / 4), k = (e % (BK / 4)) * 4;
+            const uint gr = m0 + rr, gk = k0 + k;
+            vec4 v = vec4(0.0);
+            if (gr < p.rows && gk < p.in_f) v = unpack4(xv[(gr * p.x_stride + gk) / 4]);
+            for (uint i = 0; i < 4; ++i) xs[(k + i) * XS + rr] = v[i];
+          }
+          for (uint e = lid; e < BN * BK / 4; e += WG) {
+            const uint nn = e / (BK / 4), k = (e % (BK / 4)) * 4;
+            const uint gn = n0 + nn, gk = k0 + k;
+            vec4 v = vec4(0.0);
+            if (gn < p.out_f && gk < p.in_f) v = unpack4(wv[(gn * p.in_f + gk) / 4]);
+            for (uint i = 0; i < 4; ++i) ws[(k + i) * WS + nn] = v[i];
+          }
+        } else {
         for (uint e = lid; e < BM * BK; e += WG) {
           const uint rr = e / BK, k = e % BK;
           const uint gr = m0 + rr, gk = k0 + k;
@@ -65,6 +95,7 @@ void main() {
           float v = 0.0;
           if (gn < p.out_f && gk < p.in_f) v = float(w[gn * p.in_f + gk]);
           ws[k * WS + nn] = v;
+        }
         }
         barrier();
         for (uint kk = 0; kk < BK; ++kk) {

@@ -1,5 +1,6 @@
 #version 450
-// Matrix-vector shaped linear layer for decode (rows <= 8): y = x·Wᵀ (+ r), fp32 accumulation.
+// Matrix-vector shaped linear layer for up to 8 rows (the model's one-row decode step uses linear_row.comp): y = x·Wᵀ (+ r),
+// fp32 accumulation.
 //   x: rows x in (row stride x_stride), W: out x in (dense), y, r: rows x out (y_stride).
 // A workgroup computes NF consecutive output features for all rows: its WG invocations stride over
 // `in` (coalesced reads of the NF weight rows), each keeping rows x NF partial sums, then one workgroup
@@ -49,7 +50,8 @@ void main() {
       for (uint f = 0; f < NF; ++f) {
         if (n0 + f < p.out_f) {
           const float wv = float(w[(n0 + f) * p.in_f + k]);
-          for (uint rr = 0; rr < MAXR; ++rr) acc[rr][f] = fma(xv[rr], wv, acc[rr][f]);
+          for (uint rr = 0; rr < MAXR; ++rr)
+            if (rr < p.rows) acc[rr][f] = fma(xv[rr], wv, acc[rr][f]);  // uniform: no FMAs for absent rows
         }
       }
     }

@@ -106,7 +106,8 @@ const LShape kShapes[] = {
     {8, 136, 200, 0, 0, in_place}, {8, 16, 72, 2, 2, separate},   {9, 16, 8, 0, 0, separate},
     {9, 136, 72, 3, 0, none},      {33, 40, 24, 0, 5, in_place},  {33, 64, 200, 0, 0, none},
     {33, 136, 24, 1, 1, separate}, {130, 136, 200, 0, 0, separate}, {130, 16, 8, 0, 0, none},
-    {130, 64, 72, 7, 0, in_place}, {130, 40, 24, 0, 0, none},
+    {130, 64, 72, 7, 0, in_place}, {130, 40, 24, 0, 0, none},  {17, 48, 37, 0, 0, separate},
+    {65, 24, 101, 0, 2, none},
 };
 
 bool skip_fp16(Precision precision) {
@@ -148,6 +149,19 @@ void sweep_variants(Precision precision) {
   for (uint32_t v = 0; v < kernel.candidates().size(); ++v)
     for (const LShape& s : shapes)
       if (!kernel.candidates()[v].vec || s.rows <= kLinearVecMaxRows) run_case(*ctx, kernel, int(v), s, seed++);
+}
+
+// The matrix-matrix path with the 4-wide loads turned off (the sweeps above take them wherever in,
+// the x stride and the offsets allow, and the elementwise loads elsewhere).
+void sweep_mm_scalar(Precision precision) {
+  if (skip_fp16(precision)) return;
+  auto ctx = test::make_context(precision);
+  LinearKernel kernel(ctx->device(), KernelOptions::for_device(ctx->device()));
+  kernel.force_row_scalar_for_testing(true);
+  uint64_t seed = 7600 + 100 * static_cast<uint64_t>(precision);
+  for (uint32_t v = 1; v < kernel.candidates().size(); ++v)
+    for (const LShape& s : kShapes)
+      if (s.rows > kLinearVecMaxRows) run_case(*ctx, kernel, int(v), s, seed++);
 }
 
 DeviceCaps simulated(uint32_t shared, uint32_t invocations, uint32_t subgroup) {
@@ -226,6 +240,8 @@ TEST_CASE("linear: fp32 matrix-vector with shared-memory reduction") { sweep_vec
 TEST_CASE("linear: fp16 matrix-vector with shared-memory reduction") { sweep_vec_shared(Precision::fp16); }
 TEST_CASE("linear: fp32 every tile variant") { sweep_variants(Precision::fp32); }
 TEST_CASE("linear: fp16 every tile variant") { sweep_variants(Precision::fp16); }
+TEST_CASE("linear: fp32 matrix-matrix with elementwise loads") { sweep_mm_scalar(Precision::fp32); }
+TEST_CASE("linear: fp16 matrix-matrix with elementwise loads") { sweep_mm_scalar(Precision::fp16); }
 
 TEST_CASE("linear: grid-stride loops when workgroup counts are capped") {
   auto ctx = test::make_context(Precision::fp32);

@@ -48,7 +48,7 @@ struct BenchArgs {
   int runs = 0, warmup = -1;
   double budget = 0;
   std::string json_path, plot_path;
-  bool quick = false, no_naive = false;
+  bool quick = false, no_naive = false, profile = false;
   std::string model;                              // --model: whole-model benchmark instead of the kernel grid
   uint32_t prompt_tokens = 128, decode_tokens = 64;
 };
@@ -903,7 +903,7 @@ int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs
   const ModelConfig& c = model->config();
   const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
   const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
-  auto session = Session::create(*model, SessionOptions{P + N, 64});
+  auto session = Session::create(*model, SessionOptions{P + N, 64, false});
   Rng rng(12345);
   std::vector<int32_t> prompt(P);
   for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
@@ -916,10 +916,7 @@ int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs
     const double p = seconds_since(t0);
     int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     t0 = Clock::now();
-    for (uint32_t i = 0; i < N; ++i) {
-      logits = session->decode(next);
-      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    }
+    for (uint32_t i = 0; i < N; ++i) next = session->decode_sample(next);  // greedy on the device
     const double d = seconds_since(t0);
     if (r >= 0) {
       prefill_s.push_back(p);
@@ -939,7 +936,46 @@ int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs
               ds.max, decode_tps, 1e3 * ds.median / N);
   std::printf("  weight-streaming bound: %.2f MB of weights per token / %.2f GB/s copy = %.3f ms/token -> decode at %.1f%% of it\n",
               bytes / 1e6, copy_gbps, bound_s * 1e3, 100.0 * fraction);
-  std::printf("  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and logits read-back)\n", runs);
+  std::printf("  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and the read-back of\n"
+              "   the last row's logits (prefill) or of the greedy token id sampled on the device (decode))\n", runs);
+  json profile_json;
+  if (a.profile) {
+    // A separate session with timestamps between dispatches: GPU time per dispatch grouped by op over N decode steps.
+    auto ps = Session::create(*model, SessionOptions{P + N, 64, true});
+    auto lg = ps->prefill(prompt);
+    int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    struct Agg {
+      double us = 0;
+      uint64_t n = 0;
+    };
+    std::map<std::string, Agg> by_op;
+    double total = 0;
+    size_t per_token = 0;
+    for (uint32_t i = 0; i < N; ++i) {
+      tok = ps->decode_sample(tok);
+      const auto prof = ps->last_profile();
+      per_token = prof.size();
+      for (const auto& d : prof) {
+        by_op[d.op].us += d.us;
+        by_op[d.op].n += 1;
+        total += d.us;
+      }
+    }
+    if (total <= 0) {
+      std::printf("  profile: the device has no timestamps\n");
+    } else {
+      std::vector<std::pair<std::string, Agg>> rows(by_op.begin(), by_op.end());
+      std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
+      std::printf("  decode profile (GPU timestamps between dispatches, %u steps, %zu dispatches per token, %.3f ms GPU time per token):\n",
+                  N, per_token, total / N / 1e3);
+      std::printf("    %-26s %10s %12s %12s %7s\n", "op", "per token", "us/token", "us/dispatch", "share");
+      for (const auto& [op, g] : rows) {
+        std::printf("    %-26s %10.1f %12.1f %12.1f %6.1f%%\n", op.c_str(), double(g.n) / N, g.us / N, g.us / g.n, 100.0 * g.us / total);
+        profile_json.push_back({{"op", op}, {"dispatches_per_token", double(g.n) / N}, {"us_per_token", g.us / N},
+                                {"us_per_dispatch", g.us / g.n}});
+      }
+    }
+  }
   if (!a.json_path.empty()) {
     json j;
     j["command_line"] = cmdline;
@@ -952,6 +988,7 @@ int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs
     j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps)}, {"tokens_per_s", prefill_tps}};
     j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds)}, {"tokens_per_s", decode_tps},
                    {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
+    if (a.profile) j["decode_profile"] = profile_json;
     const std::string text = j.dump(2) + "\n";
     platform::write_file_atomic(a.json_path, text.data(), text.size());
     std::printf("json: %s\n", a.json_path.c_str());
@@ -991,6 +1028,8 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-tokens", a->prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", a->decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_flag("--profile", a->profile, "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
+                                         "(timestamps between dispatches)");
   add_device_flags(cmd, a->dev);
   return [a]() {
     const auto t_start = Clock::now();

@@ -83,12 +83,22 @@ Runner register_run(CLI::App& app) {
     const double prefill_s = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     uint32_t generated = 0;
+    // Greedy and top-k (without top-p) sample on the device: each step reads back a token id, not the logits.
+    const bool on_device = sampler.device_capable();
+    int32_t next = a->n ? sampler.sample(logits.data(), cfg.vocab_size) : 0;
     for (; generated < a->n; ++generated) {
-      const int32_t next = sampler.sample(logits.data(), cfg.vocab_size);
       if (next == cfg.eos_token_id) break;
       if (next < 256) std::fputc(next, stdout);
       std::fflush(stdout);
-      if (generated + 1 < a->n) logits = session->decode(next);
+      if (generated + 1 < a->n) {
+        if (on_device) {
+          const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
+          next = session->decode_sample(next, sampler.options().temperature, sampler.options().top_k, u);
+        } else {
+          logits = session->decode(next);
+          next = sampler.sample(logits.data(), cfg.vocab_size);
+        }
+      }
     }
     const double decode_s = seconds_since(t0);
     std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %u tokens in %.3f s (%.1f tokens/s)\n",

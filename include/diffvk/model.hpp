@@ -50,6 +50,16 @@ class Model {
 struct SessionOptions {
   uint32_t context = 0;  // KV-cache capacity in tokens; 0 = max_position_embeddings
   uint32_t chunk = 64;   // prefill chunk (rows per recorded program)
+  bool profile = false;  // record GPU timestamps between dispatches (Session::last_profile)
+};
+
+// Top-k limit of device sampling (Session::decode_sample).
+constexpr uint32_t kDeviceTopKMax = 64;
+
+// GPU time of one dispatch of the last program a session ran (SessionOptions::profile).
+struct DispatchTime {
+  std::string op;  // the kernel's label, e.g. "linear_row+rmsnorm"
+  double us = 0;
 };
 
 // Not thread-safe by itself: one Session is used by one thread at a time (different Sessions of the
@@ -63,6 +73,13 @@ class Session {
   // failure in any chunk) leaves the position and the visible KV cache exactly as before.
   std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits = false);
   std::vector<float> decode(int32_t token);
+  // Decodes `token`, then picks the next token on the device from its logits and reads back only that
+  // id: greedy (the first maximum) when temperature <= 0, else top-k with 1 <= top_k <= kDeviceTopKMax
+  // and the uniform draw u in [0, 1), the choice of sample_top_k() on the same logits and draw.
+  // Throws invalid_argument for a top_k outside that range (use decode() and a host Sampler then).
+  int32_t decode_sample(int32_t token, float temperature = 0.0f, uint32_t top_k = 0, float u = 0.0f);
+  // Per-dispatch GPU times of the last call (empty unless SessionOptions::profile and the device has timestamps).
+  std::vector<DispatchTime> last_profile() const;
   void reset();
   uint32_t position() const;
   uint32_t capacity() const;
@@ -80,6 +97,11 @@ struct SamplingOptions {
   float top_p = 1.0f;        // 1 = off
   uint64_t seed = 0;
 };
+// Host reference of device top-k sampling: order the logits by (value descending, index ascending), keep
+// the first top_k (1 when temperature <= 0), weight them by exp((l - l_max) / temperature) in float64 and
+// return the first whose cumulative weight exceeds u · total.
+int32_t sample_top_k(const float* logits, uint32_t vocab, float temperature, uint32_t top_k, float u);
+
 // Throws Error(invalid_argument) naming the parameter unless temperature is finite and >= 0 and top_p is
 // finite and in (0, 1]. The one rule for the C++ API, the C ABI and the CLI (checked before any work).
 void validate_sampling(const SamplingOptions& options);
@@ -89,6 +111,11 @@ class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);
   int32_t sample(const float* logits, uint32_t vocab);
+  // True when Session::decode_sample can do this sampler's job (greedy, or top-k <= kDeviceTopKMax without top-p).
+  bool device_capable() const;
+  // Next uniform draw in [0, 1) from this sampler's generator (for Session::decode_sample).
+  float draw();
+  const SamplingOptions& options() const { return o_; }
 
  private:
   SamplingOptions o_;

@@ -1,0 +1,171 @@
+#version 450
+// One-row (decode) linear layer with an optional fused prologue: y = pro(x)·Wᵀ (+ r), fp32 accumulation,
+// one rounding at the store.
+//   PRO 0: pro(x) = x                                     (x: in values)
+//   PRO 1: pro(x) = x / sqrt(mean(x²) + eps) ⊙ g          (block RMSNorm, statistic in fp32; g: in values)
+//   PRO 2: pro(x) = silu(x[0, in)) ⊙ x[in, 2·in)          (SwiGLU on the fused [gate | up] row)
+// W: out x in (dense), y, r: out values. The norm's 1/rms is applied after the dot products
+// (Σ x·g·w · inv_rms), so its sum of squares comes from the same loads as the dot products.
+// A workgroup computes NF consecutive output features: its WG invocations stride over `in` (consecutive
+// invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist),
+// then one reduction of all NF sums at once (subgroup arithmetic in the _sg variant, a shared-memory tree
+// otherwise). VEC = 1 reads x, g and W as 16-byte vectors (uvec4 = 8 halves in fp16, vec4 in fp32): the
+// host uses it when `in` is a multiple of the vector width and the bindings are 16-byte aligned.
+// Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
+// Loop iterations per invocation: (out / NF / groups) · in / (WG · VW), far below llvmpipe's 65535 for
+// the shapes the model dispatches (LinearKernel::record_row checks a budget).
+// DVK_HAS_SUBGROUP_VARIANT
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WG = 8;
+layout(constant_id = 1) const uint NF = 8;
+layout(constant_id = 2) const uint VEC = 1;
+layout(constant_id = 3) const uint PRO = 0;
+layout(local_size_x_id = 0) in;
+
+#if DVK_FP16
+#define VTYPE uvec4
+const uint VW = 8;
+#else
+#define VTYPE vec4
+const uint VW = 4;
+#endif
+
+layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
+layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
+layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
+layout(std430, binding = 1) readonly buffer WV { VTYPE wv[]; };
+layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
+layout(std430, binding = 3) readonly buffer R { STYPE r[]; };   // residual; a dummy binding when unused
+layout(std430, binding = 4) readonly buffer G { STYPE g[]; };   // norm weight (PRO 1); a dummy binding otherwise
+layout(std430, binding = 4) readonly buffer GV { VTYPE gv[]; };
+
+layout(push_constant) uniform Params {
+  uint in_f;
+  uint out_f;
+  uint has_residual;
+  float eps;
+} p;
+
+const uint VL = VEC != 0 ? VW : 1;  // elements per load
+const uint NS = PRO == 1 ? NF + 1 : NF;  // sums reduced per group (+ the sum of squares)
+
+#if DVK_SUBGROUP
+shared float red[NS * WG];  // one slot per (sum, subgroup); WG bounds the subgroup count
+#else
+shared float red[NS * WG];
+#endif
+
+void unpack(VTYPE v, out float f[VW]) {
+#if DVK_FP16
+  for (uint i = 0; i < 4; ++i) {
+    const vec2 h = unpackHalf2x16(v[i]);
+    f[2 * i] = h.x;
+    f[2 * i + 1] = h.y;
+  }
+#else
+  for (uint i = 0; i < 4; ++i) f[i] = v[i];
+#endif
+}
+
+// Elements [kv·VL, kv·VL + VL) of x (VL = 1: the scalar x[kv]); `base` is an element offset (multiple of VL).
+void load_x(uint base, uint kv, out float f[VW]) {
+  if (VEC != 0) {
+    unpack(xv[base / VW + kv], f);
+  } else {
+    f[0] = float(x[base + kv]);
+  }
+}
+
+void load_w(uint row, uint kv, out float f[VW]) {
+  if (VEC != 0) {
+    unpack(wv[row * (p.in_f / VW) + kv], f);
+  } else {
+    f[0] = float(w[row * p.in_f + kv]);
+  }
+}
+
+void load_g(uint kv, out float f[VW]) {
+  if (VEC != 0) {
+    unpack(gv[kv], f);
+  } else {
+    f[0] = float(g[kv]);
+  }
+}
+
+void main() {
+  const uint lid = gl_LocalInvocationIndex;
+  const uint groups = (p.out_f + NF - 1) / NF;
+  const uint nk = p.in_f / VL;  // loads per row (VEC requires in % VW == 0)
+  for (uint gi = gl_WorkGroupID.x; gi < groups; gi += gl_NumWorkGroups.x) {
+    const uint n0 = gi * NF;
+    const uint nf = min(NF, p.out_f - n0);  // features that exist (uniform)
+    float acc[NS];
+    for (uint f = 0; f < NS; ++f) acc[f] = 0.0;
+
+    for (uint kv = lid; kv < nk; kv += WG) {
+      float a[VW];
+      load_x(0, kv, a);
+      if (PRO == 1) {
+        float gg[VW];
+        load_g(kv, gg);
+        for (uint e = 0; e < VL; ++e) {
+          acc[NF] = fma(a[e], a[e], acc[NF]);
+          a[e] *= gg[e];
+        }
+      } else if (PRO == 2) {
+        float u[VW];
+        load_x(p.in_f, kv, u);
+        for (uint e = 0; e < VL; ++e) a[e] = a[e] / (1.0 + exp(-a[e])) * u[e];
+      }
+      for (uint f = 0; f < NF; ++f) {
+        if (f < nf) {  // uniform: no loads or FMAs for features past the end
+          float b[VW];
+          load_w(n0 + f, kv, b);
+          for (uint e = 0; e < VL; ++e) acc[f] = fma(a[e], b[e], acc[f]);
+        }
+      }
+    }
+
+    // Reduce the NS sums over the workgroup (uniform control flow).
+    float s[NS];
+#if DVK_SUBGROUP
+    for (uint f = 0; f < NS; ++f) s[f] = subgroupAdd(acc[f]);
+    if (gl_NumSubgroups > 1) {
+      if (subgroupElect())
+        for (uint f = 0; f < NS; ++f) red[f * WG + gl_SubgroupID] = s[f];
+      barrier();
+      for (uint f = 0; f < NS; ++f) {
+        float t = 0.0;
+        for (uint i = 0; i < gl_NumSubgroups; ++i) t += red[f * WG + i];
+        s[f] = t;
+      }
+      barrier();
+    }
+#else
+    for (uint f = 0; f < NS; ++f) red[f * WG + lid] = acc[f];
+    barrier();
+    for (uint h = WG / 2; h > 0; h >>= 1) {
+      if (lid < h)
+        for (uint f = 0; f < NS; ++f) red[f * WG + lid] += red[f * WG + lid + h];
+      barrier();
+    }
+    for (uint f = 0; f < NS; ++f) s[f] = red[f * WG];
+    barrier();
+#endif
+
+    float scale = 1.0;
+    if (PRO == 1) scale = inversesqrt(s[NF] / float(p.in_f) + p.eps);
+    // Invocation f stores feature n0 + f (NF <= WG).
+    float v = 0.0;
+    for (uint f = 0; f < NF; ++f)
+      if (lid == f) v = s[f];
+    if (lid < nf) {
+      const uint o = n0 + lid;
+      v *= scale;
+      if (p.has_residual != 0u) v += float(r[o]);
+      y[o] = STYPE(v);
+    }
+  }
+}

@@ -1,0 +1,223 @@
+// Device sampling (shaders/sample_topk.comp) against the host reference diffvk::sample_top_k on the same
+// (storage-rounded) logits: greedy identical, top-k identical given the same random draw (draws within
+// 1e-5 of a bucket edge, where fp32 and float64 weights may legitimately disagree, are counted and
+// skipped); ties; and at the model level: Session::decode_sample against decode() + the host samplers,
+// and prefill's last-row logits against the all-rows logits.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "diff_attn_ref.hpp"
+#include "diffvk/model.hpp"
+#include "gpu_test.hpp"
+#include "kernels.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+// Is u·total within `rel`·total of a cumulative edge of the top-k weights (float64)?
+bool near_edge(const std::vector<float>& lg, float temperature, uint32_t k, float u, double rel) {
+  std::vector<uint32_t> idx(lg.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return lg[a] > lg[b]; });
+  k = std::min<uint32_t>(k, uint32_t(lg.size()));
+  std::vector<double> w(k);
+  double total = 0;
+  for (uint32_t j = 0; j < k; ++j) total += w[j] = std::exp((double(lg[idx[j]]) - lg[idx[0]]) / temperature);
+  double acc = 0;
+  for (uint32_t j = 0; j < k; ++j) {
+    acc += w[j];
+    if (std::fabs(double(u) * total - acc) <= rel * total) return true;
+  }
+  return false;
+}
+
+void sweep_sample(Precision precision) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    MESSAGE("device has no fp16 path; not run");
+    return;
+  }
+  auto ctx = test::make_context(precision);
+  Device& dev = ctx->device();
+  const bool fp16 = dev.fp16();
+  SampleKernel kernel(dev, KernelOptions::for_device(dev));
+  std::mt19937_64 rng(31337 + static_cast<uint64_t>(precision));
+  const uint32_t vocabs[] = {1, 7, 64, 256, 1001, 5000};
+  size_t checked = 0, skipped = 0;
+  for (uint32_t V : vocabs) {
+    for (int variant = 0; variant < 2; ++variant) {  // 0: continuous logits, 1: coarse grid (many ties)
+      auto raw = test::random_vector(rng, V, -8.0, 8.0);
+      if (variant == 1)
+        for (auto& v : raw) v = std::round(v);
+      const auto lgd = fp16 ? ref::round_to_f16(raw) : ref::round_to_f32(raw);
+      const std::vector<float> lg(lgd.begin(), lgd.end());
+      const size_t es = storage_bytes(fp16);
+      Buffer buf(dev, 256 + 256 + V * es, MemoryDomain::device, "sample test");
+      const BufferRange params = buf.range(0, 16), token = buf.range(256, 4), logits = buf.range(512, V * es);
+      buf.upload(512, test::pack(lgd, fp16).data(), V * es);
+      Program prog(dev, "sample test");
+      kernel.record(prog, logits, params, token, V);
+      struct Trial {
+        float temperature;
+        uint32_t k;
+      };
+      const Trial trials[] = {{0.0f, 0}, {0.0f, 40}, {1.0f, 1}, {0.7f, 2}, {1.3f, 5}, {1.0f, 40}, {0.5f, 64}, {2.0f, 64}};
+      for (const Trial& t : trials) {
+        for (int d = 0; d < (t.temperature > 0 ? 12 : 1); ++d) {
+          const float u = t.temperature > 0 ? std::generate_canonical<float, 24>(rng) * 0.999999f : 0.0f;
+          if (t.temperature > 0 && t.k > 1 && near_edge(lg, t.temperature, t.k, u, 1e-5)) {
+            ++skipped;
+            continue;
+          }
+          uint32_t p[4] = {0, 0, 0, t.k};
+          std::memcpy(&p[1], &u, 4);
+          std::memcpy(&p[2], &t.temperature, 4);
+          buf.upload(0, p, 16);
+          buf.fill(256, 4, test::kPoison);
+          prog.run();
+          uint32_t got = 0;
+          buf.download(256, &got, 4);
+          const int32_t want = sample_top_k(lg.data(), V, t.temperature, t.k, u);
+          INFO(std::string(precision_name(ctx->precision())) << " V=" << V << " ties=" << variant << " T=" << t.temperature << " k=" << t.k
+                                                << " u=" << u);
+          CHECK(int64_t(got) == want);
+          if (t.temperature <= 0) CHECK(want == std::max_element(lg.begin(), lg.end()) - lg.begin());
+          ++checked;
+        }
+      }
+    }
+  }
+  MESSAGE("device sampling: " << checked << " draws identical to the host reference, " << skipped << " skipped (within 1e-5 of an edge)");
+  CHECK(skipped * 20 < checked);
+}
+
+}  // namespace
+
+TEST_CASE("sample: device top-k matches the host reference fp32") { sweep_sample(Precision::fp32); }
+TEST_CASE("sample: device top-k matches the host reference fp16") { sweep_sample(Precision::fp16); }
+
+TEST_CASE("sample: host reference sample_top_k") {
+  const std::vector<float> lg{1.0f, 3.0f, 3.0f, -2.0f, 0.5f};
+  CHECK(sample_top_k(lg.data(), 5, 0.0f, 0, 0.9f) == 1);  // greedy: the first maximum
+  CHECK(sample_top_k(lg.data(), 5, 1.0f, 1, 0.9f) == 1);
+  CHECK(sample_top_k(lg.data(), 5, 1.0f, 2, 0.25f) == 1);  // two equal weights: halves
+  CHECK(sample_top_k(lg.data(), 5, 1.0f, 2, 0.75f) == 2);
+  CHECK(sample_top_k(lg.data(), 5, 1.0f, 3, 0.9999f) == 0);
+  Sampler greedy(SamplingOptions{});
+  CHECK(greedy.device_capable());
+  CHECK(Sampler(SamplingOptions{0.8f, 40, 1.0f, 1}).device_capable());
+  CHECK_FALSE(Sampler(SamplingOptions{0.8f, 40, 0.9f, 1}).device_capable());
+  CHECK_FALSE(Sampler(SamplingOptions{0.8f, 0, 1.0f, 1}).device_capable());
+  CHECK_FALSE(Sampler(SamplingOptions{0.8f, kDeviceTopKMax + 1, 1.0f, 1}).device_capable());
+  Sampler s(SamplingOptions{0.8f, 40, 1.0f, 7});
+  for (int i = 0; i < 1000; ++i) {
+    const float u = s.draw();
+    CHECK(u >= 0.0f);
+    CHECK(u < 1.0f);
+  }
+}
+
+namespace {
+void model_sampling(Precision precision) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    MESSAGE("device has no fp16 path; not run");
+    return;
+  }
+  auto ctx = test::make_context(precision);
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  auto model = Model::load(*ctx, std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
+  const uint32_t V = model->config().vocab_size;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 11; ++i) prompt.push_back((i * 37 + 5) % int(V));
+
+  // Prefill's last-row logits (linear_row with the final norm fused) against the all-rows path, in one
+  // chunk and in chunks of 4 (the earlier chunks then compute no logits at all).
+  auto a = Session::create(*model, SessionOptions{64, 64});
+  const auto all = a->prefill(prompt, true);
+  const std::vector<float> want(all.end() - V, all.end());
+  for (uint32_t chunk : {64u, 4u}) {
+    auto b = Session::create(*model, SessionOptions{64, chunk});
+    const auto got = b->prefill(prompt);
+    REQUIRE(got.size() == V);
+    double max_abs = 0, max_ref = 0;
+    for (uint32_t i = 0; i < V; ++i) {
+      max_abs = std::max(max_abs, std::fabs(double(got[i]) - want[i]));
+      max_ref = std::max(max_ref, std::fabs(double(want[i])));
+    }
+    INFO("chunk " << chunk << ": last-row logits vs all rows max_abs=" << max_abs << " max_ref=" << max_ref);
+    CHECK(max_abs <= (fp16 ? 2e-2 : 1e-4) * std::max(1.0, max_ref));
+  }
+
+  // Greedy: decode_sample's token == argmax of decode()'s logits at every step (two sessions in lockstep).
+  auto ref = Session::create(*model, SessionOptions{64, 64});
+  auto dev = Session::create(*model, SessionOptions{64, 64});
+  auto lg = ref->prefill(prompt);
+  dev->prefill(prompt);
+  int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+  for (int step = 0; step < 12; ++step) {
+    lg = ref->decode(tok);
+    const int32_t want_tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    const int32_t got_tok = dev->decode_sample(tok);
+    CHECK(got_tok == want_tok);
+    tok = want_tok;
+  }
+  // Top-k with a draw: decode_sample == sample_top_k on decode()'s logits (same storage rounding).
+  ref->reset();
+  dev->reset();
+  lg = ref->prefill(prompt);
+  dev->prefill(prompt);
+  tok = 3;
+  std::mt19937_64 rng(99);
+  size_t skipped = 0;
+  for (int step = 0; step < 12; ++step) {
+    const float u = std::generate_canonical<float, 24>(rng) * 0.999999f;
+    lg = ref->decode(tok);
+    const int32_t got_tok = dev->decode_sample(tok, 0.9f, 8, u);
+    if (near_edge(lg, 0.9f, 8, u, 1e-5)) {
+      ++skipped;
+    } else {
+      CHECK(got_tok == sample_top_k(lg.data(), V, 0.9f, 8, u));
+    }
+    tok = got_tok;
+  }
+  CHECK(skipped < 3);
+  // Argument checks leave the session where it was.
+  const uint32_t pos = dev->position();
+  CHECK_THROWS_AS(dev->decode_sample(tok, 0.9f, 0, 0.5f), Error);
+  CHECK_THROWS_AS(dev->decode_sample(tok, 0.9f, kDeviceTopKMax + 1, 0.5f), Error);
+  CHECK_THROWS_AS(dev->decode_sample(tok, 0.9f, 8, 1.0f), Error);
+  CHECK_THROWS_AS(dev->decode_sample(-1), Error);
+  CHECK(dev->position() == pos);
+}
+}  // namespace
+
+TEST_CASE("sample: model decode_sample fp32") { model_sampling(Precision::fp32); }
+TEST_CASE("sample: model decode_sample fp16") { model_sampling(Precision::fp16); }
+
+TEST_CASE("sample: decode profile groups GPU time by op") {
+  auto ctx = test::make_context();
+  auto model = Model::load(*ctx, std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
+  auto s = Session::create(*model, SessionOptions{32, 16, true});
+  s->prefill({1, 2, 3});
+  s->decode_sample(4);
+  const auto prof = s->last_profile();
+  if (!ctx->caps().timestamps) {
+    CHECK(prof.empty());
+    return;
+  }
+  const auto& c = model->config();
+  // Per token: embed, 6 or more per layer (the attention may split), lm_head with the norm, sampling.
+  CHECK(prof.size() >= 3 + 6 * c.num_layers);
+  size_t rows = 0, samples = 0;
+  for (const auto& d : prof) {
+    CHECK(d.us >= 0);
+    rows += d.op.rfind("linear_row", 0) == 0;
+    samples += d.op == "sample_topk";
+  }
+  CHECK(rows == 4 * c.num_layers + 1);
+  CHECK(samples == 1);
+}
