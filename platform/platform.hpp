@@ -75,6 +75,11 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length,
 // is never left holding a partial file). data may be nullptr when size == 0.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 
+// For programs (the CLI): installs SIGINT/SIGTERM/SIGHUP handlers that remove the temporary files of
+// write_file_atomic calls in flight, then end the process by the same signal (default action). Signals
+// the process ignores stay ignored. A library never calls this by itself.
+void install_interrupt_cleanup();
+
 // The directory for diffvk's own cache files. Not created.
 //   - After set_cache_dir(base) with a non-empty base: "<base>/diffvk" (every platform).
 //   - Linux and other POSIX systems otherwise: "$XDG_CACHE_HOME/diffvk" (when set, non-empty and

@@ -7,6 +7,7 @@
 #include "platform.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -56,10 +57,23 @@ struct Fd {
   }
 };
 
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+// Every file diffvk reads by name is a regular file: opened non-blocking (a FIFO would otherwise block
+// in open() until a writer appears), checked with fstat before anything is read (a device node such as
+// /dev/zero would never end), then switched back to blocking reads. A symlink loop fails in open()
+// (ELOOP). Errors name the file.
 int open_for_read(const std::string& path, struct stat* st) {
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) throw_io("cannot open", path, errno);
   if (::fstat(fd, st) != 0) {
@@ -67,10 +81,13 @@ int open_for_read(const std::string& path, struct stat* st) {
     ::close(fd);
     throw_io("cannot stat", path, err);
   }
-  if (S_ISDIR(st->st_mode)) {
+  if (!S_ISREG(st->st_mode)) {
     ::close(fd);
-    throw_io("cannot read", path, EISDIR);
+    throw Error(Status::io_error, "cannot read '" + path + "': it is " + file_kind(st->st_mode) +
+                                      ", not a regular file");
   }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return fd;
 }
 
@@ -110,6 +127,43 @@ std::vector<uint8_t> read_all(int fd, const std::string& path, uint64_t limit, u
 }
 
 std::atomic<unsigned> g_tmp_counter{0};
+
+// Temporary files of write_file_atomic in flight, removed by the SIGINT/SIGTERM handler
+// (install_interrupt_cleanup). Fixed slots of plain char arrays: all the handler does is unlink().
+constexpr int kTmpSlots = 16;
+constexpr size_t kTmpPathMax = 4096;
+char g_tmp_paths[kTmpSlots][kTmpPathMax];
+std::atomic<bool> g_tmp_used[kTmpSlots];
+std::atomic<bool> g_tmp_ready[kTmpSlots];
+
+int register_tmp(const std::string& path) {
+  if (path.size() >= kTmpPathMax) return -1;
+  for (int i = 0; i < kTmpSlots; ++i) {
+    bool expected = false;
+    if (g_tmp_used[i].compare_exchange_strong(expected, true)) {
+      std::memcpy(g_tmp_paths[i], path.c_str(), path.size() + 1);
+      g_tmp_ready[i].store(true);
+      return i;
+    }
+  }
+  return -1;  // more than kTmpSlots concurrent writes: this one is not cleaned up on a signal
+}
+void unregister_tmp(int slot) {
+  if (slot < 0) return;
+  g_tmp_ready[slot].store(false);
+  g_tmp_used[slot].store(false);
+}
+struct TmpSlot {
+  int slot;
+  ~TmpSlot() { unregister_tmp(slot); }
+};
+
+extern "C" void diffvk_interrupt_cleanup(int sig) {
+  for (int i = 0; i < kTmpSlots; ++i)
+    if (g_tmp_ready[i].load()) ::unlink(g_tmp_paths[i]);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
 
 void write_all(int fd, const uint8_t* p, size_t size, const std::string& tmp) {
   while (size > 0) {
@@ -215,9 +269,12 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   } while (raw < 0 && errno == EINTR);
   if (raw < 0) throw_io("cannot create temporary file", tmp, errno);
+  TmpSlot slot{register_tmp(tmp)};  // removed by the SIGINT/SIGTERM handler if interrupted
   Fd fd(raw);
   try {
     write_all(fd.fd, static_cast<const uint8_t*>(data), size, tmp);
+    // Test hook (tests/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
+    if (const char* ms = std::getenv("DIFFVK_TEST_WRITE_PAUSE_MS")) ::usleep(useconds_t(std::strtoul(ms, nullptr, 10)) * 1000);
     if (::fsync(fd.fd) != 0) throw_io("cannot fsync", tmp, errno);
     if (::close(fd.release()) != 0) throw_io("cannot close", tmp, errno);
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -234,6 +291,18 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (dfd >= 0) {
     (void)::fsync(dfd);
     ::close(dfd);
+  }
+}
+
+void install_interrupt_cleanup() {
+  struct sigaction sa {};
+  sa.sa_handler = diffvk_interrupt_cleanup;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // keep "ignored" (nohup)
+    ::sigaction(sig, &sa, nullptr);
   }
 }
 

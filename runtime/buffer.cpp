@@ -119,6 +119,7 @@ void before_transfer_barrier(VkCommandBuffer cb) {
 }  // namespace
 
 BufferRange Device::zero_range() {
+  std::lock_guard<std::mutex> lock(zero_mutex_);
   if (!zero_) {
     zero_ = std::make_unique<Buffer>(*this, 256, MemoryDomain::device, "zero");
     zero_->fill(0, 256, 0);

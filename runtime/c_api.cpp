@@ -2,7 +2,9 @@
 // against a registry of live objects and reports through a status code + thread-local message.
 #include "diffvk/diffvk.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <mutex>
 #include <new>
@@ -11,17 +13,22 @@
 
 #include "diffvk/model.hpp"
 
+// Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,
+// each call takes another (under the registry lock) for its duration, children hold their parent's.
+// So a destroy racing a call on another thread cannot free memory under it (using a handle while
+// another thread destroys it is still the caller's error: the call fails or completes, never crashes).
+// children: live (or being created) children; changed only under the registry lock.
 struct diffvk_context {
   std::unique_ptr<diffvk::Context> ctx;
   int children = 0;
 };
 struct diffvk_model {
-  diffvk_context* parent = nullptr;
+  std::shared_ptr<diffvk_context> parent;
   std::unique_ptr<diffvk::Model> model;
   int children = 0;
 };
 struct diffvk_session {
-  diffvk_model* parent = nullptr;
+  std::shared_ptr<diffvk_model> parent;
   std::unique_ptr<diffvk::Session> session;
 };
 struct diffvk_sampler {
@@ -41,18 +48,18 @@ int enum_value(const E& e) {
 }
 
 enum class Kind { context, model, session, sampler };
-std::mutex g_mutex;
-std::unordered_map<const void*, Kind>& registry() {
-  static std::unordered_map<const void*, Kind> r;
-  return r;
+struct Entry {
+  Kind kind;
+  std::shared_ptr<void> object;
+};
+std::mutex g_mutex;  // the registry and every children counter; never held during GPU work
+std::unordered_map<const void*, Entry>& registry() {
+  static auto* r = new std::unordered_map<const void*, Entry>;  // never destroyed: handles leaked by
+  return *r;                                                     // the caller are not torn down at exit
 }
-void track(const void* p, Kind k) {
-  std::lock_guard<std::mutex> l(g_mutex);
-  registry()[p] = k;
-}
-void untrack(const void* p) {
-  std::lock_guard<std::mutex> l(g_mutex);
-  registry().erase(p);
+template <class T>
+void track(const std::shared_ptr<T>& p, Kind k) {  // g_mutex held by the caller
+  registry()[p.get()] = Entry{k, p};
 }
 
 struct ApiError {
@@ -61,17 +68,32 @@ struct ApiError {
 };
 [[noreturn]] void fail(diffvk_status s, const std::string& m) { throw ApiError{s, m}; }
 
+// Looks up a live handle and returns a reference that keeps it alive for the call.
 template <class T>
-void check(const T* p, Kind k, const char* what) {
+std::shared_ptr<T> check_locked(const T* p, Kind k, const char* what) {
+  if (!p) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is NULL");
+  auto it = registry().find(p);
+  if (it == registry().end() || it->second.kind != k)
+    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live handle (destroyed, or of another kind)");
+  return std::static_pointer_cast<T>(it->second.object);
+}
+template <class T>
+std::shared_ptr<T> check(const T* p, Kind k, const char* what) {
   if (!p) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is NULL");
   std::lock_guard<std::mutex> l(g_mutex);
-  auto it = registry().find(p);
-  if (it == registry().end() || it->second != k)
-    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live handle (destroyed, or of another kind)");
+  return check_locked(p, k, what);
 }
 void need(const void* p, const char* what) {
   if (!p) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is NULL");
 }
+// A lost device makes every later call on the context, its models and sessions fail at once.
+void alive(const diffvk_context& c) {
+  if (c.ctx->lost())
+    fail(DIFFVK_DEVICE_LOST, "the Vulkan device was lost earlier; destroy the sessions, models and this context "
+                             "and create a new context");
+}
+const diffvk_context& ctx_of(const diffvk_model& m) { return *m.parent; }
+const diffvk_context& ctx_of(const diffvk_session& s) { return *s.parent->parent; }
 
 template <class F>
 diffvk_status guarded(const char* fn, F&& f) {
@@ -130,27 +152,30 @@ diffvk_status diffvk_context_create(const diffvk_context_options* o, diffvk_cont
       co.validation = o->validation < 0 ? -1 : (o->validation ? 1 : 0);
       if (o->pipeline_cache_path) co.pipeline_cache_path = o->pipeline_cache_path;
     }
-    auto c = std::make_unique<diffvk_context>();
+    auto c = std::make_shared<diffvk_context>();
     c->ctx = diffvk::Context::create(co);
-    track(c.get(), Kind::context);
-    *out = c.release();
+    std::lock_guard<std::mutex> l(g_mutex);
+    track(c, Kind::context);
+    *out = c.get();
   });
 }
 
 diffvk_status diffvk_context_destroy(diffvk_context* c) {
   return guarded(__func__, [&] {
-    check(c, Kind::context, "context");
+    std::shared_ptr<diffvk_context> keep;  // released (and the context destroyed) after the lock
+    std::lock_guard<std::mutex> l(g_mutex);
+    keep = check_locked(c, Kind::context, "context");
     if (c->children) fail(DIFFVK_INVALID_ARGUMENT, std::to_string(c->children) + " model(s) created from this context are still alive");
-    untrack(c);
-    delete c;
+    registry().erase(c);
   });
 }
 
 diffvk_status diffvk_context_device_name(const diffvk_context* c, char* buf, size_t cap) {
   return guarded(__func__, [&] {
-    check(c, Kind::context, "context");
+    auto k = check(c, Kind::context, "context");
+    alive(*k);
     need(buf, "buffer");
-    const std::string& n = c->ctx->caps().name;
+    const std::string& n = k->ctx->caps().name;
     if (cap < n.size() + 1) fail(DIFFVK_BUFFER_TOO_SMALL, "need " + std::to_string(n.size() + 1) + " bytes");
     std::memcpy(buf, n.c_str(), n.size() + 1);
   });
@@ -158,125 +183,169 @@ diffvk_status diffvk_context_device_name(const diffvk_context* c, char* buf, siz
 
 diffvk_status diffvk_context_precision(const diffvk_context* c, diffvk_precision* out) {
   return guarded(__func__, [&] {
-    check(c, Kind::context, "context");
+    auto k = check(c, Kind::context, "context");
+    alive(*k);
     need(out, "out");
-    *out = c->ctx->precision() == diffvk::Precision::fp16 ? DIFFVK_PRECISION_FP16 : DIFFVK_PRECISION_FP32;
+    *out = k->ctx->precision() == diffvk::Precision::fp16 ? DIFFVK_PRECISION_FP16 : DIFFVK_PRECISION_FP32;
   });
 }
 
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
   return guarded(__func__, [&] {
-    check(c, Kind::context, "context");
     need(dir, "dir");
     need(out, "out");
     *out = nullptr;
-    auto m = std::make_unique<diffvk_model>();
-    m->model = diffvk::Model::load(*c->ctx, dir);
-    m->parent = c;
-    track(m.get(), Kind::model);
-    ++c->children;
-    *out = m.release();
+    std::shared_ptr<diffvk_context> k;
+    {
+      std::lock_guard<std::mutex> l(g_mutex);
+      k = check_locked(c, Kind::context, "context");
+      alive(*k);
+      ++k->children;  // reserved: the context cannot be destroyed while this model loads
+    }
+    auto m = std::make_shared<diffvk_model>();
+    m->parent = k;
+    try {
+      m->model = diffvk::Model::load(*k->ctx, dir);  // no lock held
+    } catch (...) {
+      std::lock_guard<std::mutex> l(g_mutex);
+      --k->children;
+      throw;
+    }
+    std::lock_guard<std::mutex> l(g_mutex);
+    track(m, Kind::model);
+    *out = m.get();
   });
 }
 
 diffvk_status diffvk_model_destroy(diffvk_model* m) {
   return guarded(__func__, [&] {
-    check(m, Kind::model, "model");
+    std::shared_ptr<diffvk_model> keep;  // released (and the model destroyed) after the lock
+    std::lock_guard<std::mutex> l(g_mutex);
+    keep = check_locked(m, Kind::model, "model");
     if (m->children) fail(DIFFVK_INVALID_ARGUMENT, std::to_string(m->children) + " session(s) created from this model are still alive");
-    untrack(m);
+    registry().erase(m);
     --m->parent->children;
-    delete m;
   });
 }
 
 diffvk_status diffvk_model_vocab_size(const diffvk_model* m, uint32_t* out) {
   return guarded(__func__, [&] {
-    check(m, Kind::model, "model");
+    auto k = check(m, Kind::model, "model");
+    alive(ctx_of(*k));
     need(out, "out");
-    *out = m->model->config().vocab_size;
+    *out = k->model->config().vocab_size;
   });
 }
 diffvk_status diffvk_model_eos_token(const diffvk_model* m, int32_t* out) {
   return guarded(__func__, [&] {
-    check(m, Kind::model, "model");
+    auto k = check(m, Kind::model, "model");
+    alive(ctx_of(*k));
     need(out, "out");
-    *out = static_cast<int32_t>(m->model->config().eos_token_id);
+    *out = static_cast<int32_t>(k->model->config().eos_token_id);
   });
 }
 diffvk_status diffvk_model_bos_token(const diffvk_model* m, int32_t* out) {
   return guarded(__func__, [&] {
-    check(m, Kind::model, "model");
+    auto k = check(m, Kind::model, "model");
+    alive(ctx_of(*k));
     need(out, "out");
-    *out = static_cast<int32_t>(m->model->config().bos_token_id);
+    *out = static_cast<int32_t>(k->model->config().bos_token_id);
   });
 }
 
 diffvk_status diffvk_session_create(diffvk_model* m, uint32_t context_len, uint32_t chunk, diffvk_session** out) {
   return guarded(__func__, [&] {
-    check(m, Kind::model, "model");
     need(out, "out");
     *out = nullptr;
+    std::shared_ptr<diffvk_model> k;
+    {
+      std::lock_guard<std::mutex> l(g_mutex);
+      k = check_locked(m, Kind::model, "model");
+      alive(ctx_of(*k));
+      ++k->children;  // reserved: the model cannot be destroyed while this session is created
+    }
     diffvk::SessionOptions so;
     so.context = context_len;
     if (chunk) so.chunk = chunk;
-    auto s = std::make_unique<diffvk_session>();
-    s->session = diffvk::Session::create(*m->model, so);
-    s->parent = m;
-    track(s.get(), Kind::session);
-    ++m->children;
-    *out = s.release();
+    auto s = std::make_shared<diffvk_session>();
+    s->parent = k;
+    try {
+      s->session = diffvk::Session::create(*k->model, so);
+    } catch (...) {
+      std::lock_guard<std::mutex> l(g_mutex);
+      --k->children;
+      throw;
+    }
+    std::lock_guard<std::mutex> l(g_mutex);
+    track(s, Kind::session);
+    *out = s.get();
   });
 }
 
 diffvk_status diffvk_session_destroy(diffvk_session* s) {
   return guarded(__func__, [&] {
-    check(s, Kind::session, "session");
-    untrack(s);
+    std::shared_ptr<diffvk_session> keep;
+    std::lock_guard<std::mutex> l(g_mutex);
+    keep = check_locked(s, Kind::session, "session");
+    registry().erase(s);
     --s->parent->children;
-    delete s;
   });
 }
 
 diffvk_status diffvk_session_prefill(diffvk_session* s, const int32_t* tokens, size_t n, float* logits, size_t cap) {
   return guarded(__func__, [&] {
-    check(s, Kind::session, "session");
+    auto k = check(s, Kind::session, "session");
+    alive(ctx_of(*k));
     need(tokens, "tokens");
     need(logits, "logits");
     if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
-    const uint32_t V = s->parent->model->config().vocab_size;
+    const uint32_t V = k->parent->model->config().vocab_size;
     if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
-    copy_logits(s->session->prefill(std::vector<int32_t>(tokens, tokens + n)), logits, cap);
+    // Sizes before anything is copied: n is bounded by the context from here on.
+    const uint32_t pos = k->session->position(), capacity = k->session->capacity();
+    if (n > capacity - std::min(pos, capacity))
+      fail(DIFFVK_CONTEXT_OVERFLOW, std::to_string(n) + " tokens after " + std::to_string(pos) + " exceed the context of " +
+                                        std::to_string(capacity));
+    for (size_t i = 0; i < n; ++i)
+      if (tokens[i] < 0 || uint32_t(tokens[i]) >= V)
+        fail(DIFFVK_INVALID_ARGUMENT, "token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                                          " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    copy_logits(k->session->prefill(std::vector<int32_t>(tokens, tokens + n)), logits, cap);
   });
 }
 
 diffvk_status diffvk_session_decode(diffvk_session* s, int32_t token, float* logits, size_t cap) {
   return guarded(__func__, [&] {
-    check(s, Kind::session, "session");
+    auto k = check(s, Kind::session, "session");
+    alive(ctx_of(*k));
     need(logits, "logits");
-    const uint32_t V = s->parent->model->config().vocab_size;
+    const uint32_t V = k->parent->model->config().vocab_size;
     if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
-    copy_logits(s->session->decode(token), logits, cap);
+    copy_logits(k->session->decode(token), logits, cap);
   });
 }
 
 diffvk_status diffvk_session_reset(diffvk_session* s) {
   return guarded(__func__, [&] {
-    check(s, Kind::session, "session");
-    s->session->reset();
+    auto k = check(s, Kind::session, "session");
+    alive(ctx_of(*k));
+    k->session->reset();
   });
 }
 diffvk_status diffvk_session_position(const diffvk_session* s, uint32_t* out) {
   return guarded(__func__, [&] {
-    check(s, Kind::session, "session");
+    auto k = check(s, Kind::session, "session");
+    alive(ctx_of(*k));
     need(out, "out");
-    *out = s->session->position();
+    *out = k->session->position();
   });
 }
 diffvk_status diffvk_session_capacity(const diffvk_session* s, uint32_t* out) {
   return guarded(__func__, [&] {
-    check(s, Kind::session, "session");
+    auto k = check(s, Kind::session, "session");
+    alive(ctx_of(*k));
     need(out, "out");
-    *out = s->session->capacity();
+    *out = k->session->capacity();
   });
 }
 
@@ -284,25 +353,27 @@ diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    if (!(temperature >= 0.0f) || !(top_p > 0.0f && top_p <= 1.0f)) fail(DIFFVK_INVALID_ARGUMENT, "temperature must be >= 0 and top_p in (0, 1]");
-    auto p = new diffvk_sampler{diffvk::Sampler(diffvk::SamplingOptions{temperature, top_k, top_p, seed})};
+    // The same rules as the CLI: diffvk::validate_sampling (non-finite values rejected).
+    auto p = std::make_shared<diffvk_sampler>(diffvk_sampler{diffvk::Sampler(diffvk::SamplingOptions{temperature, top_k, top_p, seed})});
+    std::lock_guard<std::mutex> l(g_mutex);
     track(p, Kind::sampler);
-    *out = p;
+    *out = p.get();
   });
 }
 diffvk_status diffvk_sampler_destroy(diffvk_sampler* p) {
   return guarded(__func__, [&] {
-    check(p, Kind::sampler, "sampler");
-    untrack(p);
-    delete p;
+    std::shared_ptr<diffvk_sampler> keep;
+    std::lock_guard<std::mutex> l(g_mutex);
+    keep = check_locked(p, Kind::sampler, "sampler");
+    registry().erase(p);
   });
 }
 diffvk_status diffvk_sampler_sample(diffvk_sampler* p, const float* logits, uint32_t vocab, int32_t* out) {
   return guarded(__func__, [&] {
-    check(p, Kind::sampler, "sampler");
+    auto k = check(p, Kind::sampler, "sampler");
     need(logits, "logits");
     need(out, "out");
-    *out = p->sampler.sample(logits, vocab);
+    *out = k->sampler.sample(logits, vocab);
   });
 }
 

@@ -217,7 +217,10 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
 
 Device::~Device() {
   if (device_) {
-    if (mode_ != DeviceMode::statistics_only) vkDeviceWaitIdle(device_);
+    if (mode_ != DeviceMode::statistics_only) {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      vkDeviceWaitIdle(device_);
+    }
     zero_.reset();
     if (cache_) {
       try {
@@ -315,24 +318,43 @@ void Device::end_one_shot(VkCommandBuffer cb) {
     ~Free() { vkFreeCommandBuffers(d->device_, d->pool_, 1, &cb); }
   } guard{this, cb};
   DVK_CHECK(vkEndCommandBuffer(cb));
-  submit_and_wait(cb);
+  submit_and_wait(cb, fence_);
 }
 
-void Device::submit_and_wait(VkCommandBuffer cb) {
+void Device::check_not_lost() const {
+  if (lost())
+    throw Error(Status::device_lost, "the Vulkan device '" + caps_.name +
+                                         "' was lost earlier: this context and every model and session created from it "
+                                         "are unusable; destroy them and create a new context");
+}
+
+void Device::submit_and_wait(VkCommandBuffer cb, VkFence fence) {
   require_execution("queue submission");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb;
-  DVK_CHECK(vkResetFences(device_, 1, &fence_));
-  DVK_CHECK(vkQueueSubmit(queue_, 1, &si, fence_));
-  VkResult r = vk_fault_for("vkWaitForFences");
-  if (r == VK_SUCCESS) r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);
-  if (r < 0) {
-    // A failed wait (out of memory is allowed) may leave the submission executing: drain the queue so
-    // that callers can free the command buffer and the resources it uses. After a device loss this
-    // returns at once.
-    vkQueueWaitIdle(queue_);
-    vk_check(r, "vkWaitForFences");
+  check_not_lost();
+  try {
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    DVK_CHECK(vkResetFences(device_, 1, &fence));
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);  // VkQueue is externally synchronised
+      DVK_CHECK(vkQueueSubmit(queue_, 1, &si, fence));
+    }
+    VkResult r = vk_fault_for("vkWaitForFences");
+    if (r == VK_SUCCESS) r = vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX);  // no lock held
+    if (r < 0) {
+      // A failed wait (out of memory is allowed) may leave the submission executing: drain the queue so
+      // that callers can free the command buffer and the resources it uses. After a device loss this
+      // returns at once.
+      {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        vkQueueWaitIdle(queue_);
+      }
+      vk_check(r, "vkWaitForFences");
+    }
+  } catch (const Error& e) {
+    if (e.status() == Status::device_lost) mark_lost();
+    throw;
   }
 }
 
@@ -399,6 +421,7 @@ const DeviceCaps& Context::caps() const { return device_->caps(); }
 Precision Context::precision() const { return device_->fp16() ? Precision::fp16 : Precision::fp32; }
 bool Context::validation_enabled() const { return device_->validation(); }
 void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }
+bool Context::lost() const { return device_->lost(); }
 Device& Context::device() { return *device_; }
 
 }  // namespace diffvk

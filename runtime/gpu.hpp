@@ -3,6 +3,7 @@
 #include <vulkan/vulkan.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,14 @@ enum class DeviceMode {
 };
 
 // The logical device and everything bound to it. Owns the instance.
+//
+// Threading: a Device is shared by every model and session of a context and may be used from any
+// number of threads at once. Everything Vulkan requires to be externally synchronised is owned here
+// behind a lock or owned by one caller: the queue (vkQueueSubmit, vkQueueWaitIdle, vkDeviceWaitIdle)
+// is serialised by queue_mutex_, held only for the call itself, never during GPU work; the one-shot
+// command pool and fence are used under oneshot_mutex_ (uploads/downloads through staging memory and
+// fills: load time, and never on UMA devices where buffers are mapped); every Program owns its own
+// command pool, command buffer, descriptor pool and fence (runtime/program.cpp).
 class Device {
  public:
   static std::unique_ptr<Device> create(const ContextOptions& options, DeviceMode mode = DeviceMode::normal);
@@ -38,8 +47,8 @@ class Device {
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }
   VkQueue queue() const { return queue_; }
+  VkCommandPool command_pool() const;  // the one-shot pool; throws Error(unsupported) in DeviceMode::statistics_only
   uint32_t queue_family() const { return queue_family_; }
-  VkCommandPool command_pool() const;  // throws Error(unsupported) in DeviceMode::statistics_only
   VkPipelineCache pipeline_cache() const { return cache_; }
   const DeviceCaps& caps() const { return caps_; }
   bool fp16() const { return fp16_; }                      // fp16-storage shader variants in use
@@ -63,6 +72,8 @@ class Device {
   // Records `fn` into a one-time command buffer, submits it and waits.
   template <class F>
   void one_shot(F&& fn) {
+    std::lock_guard<std::mutex> lock(oneshot_mutex_);  // the one-shot pool and fence_ are shared
+    check_not_lost();
     VkCommandBuffer cb = begin_one_shot();
     try {
       fn(cb);
@@ -72,8 +83,16 @@ class Device {
     }
     end_one_shot(cb);
   }
-  // Submits a recorded command buffer and waits for it (fence).
-  void submit_and_wait(VkCommandBuffer cb);
+  // Submits a recorded command buffer on the queue (serialised with every other submission of this
+  // device) and waits for `fence`, which the caller owns (and nobody else uses meanwhile). The fence is
+  // reset first. VK_ERROR_DEVICE_LOST marks the device lost (below) before it is thrown.
+  void submit_and_wait(VkCommandBuffer cb, VkFence fence);
+
+  // Device loss is permanent: once any call saw VK_ERROR_DEVICE_LOST, every later operation of a
+  // context, its models and sessions fails at once with Status::device_lost (check_not_lost).
+  void mark_lost() noexcept { lost_.store(true); }
+  bool lost() const noexcept { return lost_.load(); }
+  void check_not_lost() const;
 
   void save_pipeline_cache();
 
@@ -84,7 +103,7 @@ class Device {
  private:
   Device() = default;
   VkCommandBuffer begin_one_shot();
-  void end_one_shot(VkCommandBuffer cb);
+  void end_one_shot(VkCommandBuffer cb);  // submit + wait on fence_ (oneshot_mutex_ held)
   void abandon_one_shot(VkCommandBuffer cb);
   void load_pipeline_cache();
   friend class Pipeline;
@@ -109,6 +128,10 @@ class Device {
   bool fp16_ = false;
   bool subgroup_ = false;
   std::unique_ptr<class Buffer> zero_;
+  std::mutex zero_mutex_;      // zero_ is created on first use, possibly by two sessions at once
+  std::mutex oneshot_mutex_;   // pool_ + fence_ (one-shot command buffers)
+  std::mutex queue_mutex_;     // queue_: vkQueueSubmit / vkQueueWaitIdle / vkDeviceWaitIdle
+  std::atomic<bool> lost_{false};
 };
 
 // A range of one VkBuffer, as bound to a shader.

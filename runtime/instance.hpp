@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "diffvk/device.hpp"
 
@@ -30,7 +31,13 @@ class Instance {
   uint32_t api_version_ = VK_API_VERSION_1_1;
   bool validation_ = false;
   std::function<void(MessageSeverity, const std::string&)> on_message_;
+  std::vector<std::string> allowed_messages_;  // known_loader_messages(), matched exactly
 };
+
+// The exact texts of the loader messages that do not fail tests: for each installed ICD JSON whose
+// library is an ELF of another architecture (multiarch Mesa packages), the dynamic linker's error and
+// loader_icd_scan's "Failed loading library associated with ICD JSON <lib>. Ignoring this JSON".
+std::vector<std::string> known_loader_messages();
 
 // Resolves the validation request: explicit 0/1 wins, else DIFFVK_VALIDATION=0/1, else the build default.
 bool validation_requested(int option);

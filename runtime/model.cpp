@@ -117,6 +117,7 @@ struct Model::Impl {
 std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
   auto m = std::make_unique<Impl>();
   Device& dev = ctx.device();
+  dev.check_not_lost();
   m->dev = &dev;
   m->fp16 = dev.fp16();
   const auto cfg_bytes = platform::read_file(dir + "/config.json", 1 << 20);
@@ -262,6 +263,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   Model::Impl& m = model.impl();
   Device& dev = *m.dev;
   const ModelConfig& c = m.cfg;
+  dev.check_not_lost();
   s->m = &m;
   s->cap = o.context ? o.context : c.max_position_embeddings;
   if (s->cap > c.max_position_embeddings)
@@ -432,6 +434,7 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, Out out
 std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
   Impl& s = *impl_;
   const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
   if (toks.empty()) throw Error(Status::invalid_argument, "prefill: no tokens");
   if (uint64_t(s.pos) + toks.size() > s.cap)
     throw Error(Status::context_overflow, "prefill: " + std::to_string(toks.size()) + " tokens after " + std::to_string(s.pos) +
@@ -440,6 +443,17 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
     if (toks[i] < 0 || uint32_t(toks[i]) >= V)
       throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
                                                 " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  // All or nothing: a failure in any chunk puts the position back where it was (device loss is marked
+  // by Device::submit_and_wait). The KV rows the earlier chunks wrote lie at or beyond that position,
+  // where nothing reads them before they are written again, so the visible cache is exactly as before.
+  struct Restore {
+    Impl& s;
+    const uint32_t start;
+    bool done = false;
+    ~Restore() {
+      if (!done) s.pos = start;
+    }
+  } restore{s, s.pos};
   std::vector<float> out;
   for (size_t i = 0; i < toks.size(); i += s.chunk) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
@@ -448,6 +462,7 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
     if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
     else if (final) out = std::move(lg);
   }
+  restore.done = true;
   return out;
 }
 
@@ -456,6 +471,7 @@ std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
 int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
   Impl& s = *impl_;
   const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
   const bool greedy = !(temperature > 0.0f);
   if (!greedy && (top_k == 0 || !s.m->sample->supports(V, top_k)))
     throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
@@ -468,9 +484,15 @@ int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k,
   std::memcpy(&s.sample_params[0], &u, 4);
   std::memcpy(&s.sample_params[1], &temperature, 4);
   s.sample_params[2] = greedy ? 1u : top_k;
-  s.run(&token, 1, Impl::Out::sample);
+  const uint32_t start = s.pos;
   uint32_t id = 0;
-  s.picked.download(0, &id, 4);
+  try {  // all or nothing, like prefill
+    s.run(&token, 1, Impl::Out::sample);
+    s.picked.download(0, &id, 4);
+  } catch (...) {
+    s.pos = start;
+    throw;
+  }
   if (id >= V) throw Error(Status::internal, "decode_sample: the device returned token " + std::to_string(id));
   return static_cast<int32_t>(id);
 }
@@ -481,7 +503,10 @@ std::vector<DispatchTime> Session::last_profile() const {
   for (const auto& t : impl_->last->timings()) out.push_back({t.label, t.us});
   return out;
 }
-void Session::reset() { impl_->pos = 0; }
+void Session::reset() {
+  impl_->m->dev->check_not_lost();
+  impl_->pos = 0;
+}
 uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }
 std::string Session::plan_report() const { return format_plan(impl_->lifetimes, impl_->plan); }
@@ -505,7 +530,14 @@ int32_t sample_top_k(const float* logits, uint32_t vocab, float temperature, uin
   return static_cast<int32_t>(idx[k - 1]);
 }
 
-Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) {}
+void validate_sampling(const SamplingOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0.0f)
+    throw Error(Status::invalid_argument, "temperature " + std::to_string(o.temperature) + " must be a finite number >= 0 (0 = greedy)");
+  if (!std::isfinite(o.top_p) || !(o.top_p > 0.0f && o.top_p <= 1.0f))
+    throw Error(Status::invalid_argument, "top_p " + std::to_string(o.top_p) + " must be a finite number in (0, 1] (1 = off)");
+}
+
+Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) { validate_sampling(o); }
 
 bool Sampler::device_capable() const {
   return o_.temperature <= 0.0f || (o_.top_k >= 1 && o_.top_k <= kDeviceTopKMax && o_.top_p >= 1.0f);

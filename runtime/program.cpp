@@ -72,7 +72,9 @@ Program::Program(Device& device, std::string name, bool timestamps)
 
 Program::~Program() {
   VkDevice dev = device_.handle();
-  if (cb_) vkFreeCommandBuffers(dev, device_.command_pool(), 1, &cb_);
+  if (cb_) vkFreeCommandBuffers(dev, cmd_pool_, 1, &cb_);
+  if (cmd_pool_) vkDestroyCommandPool(dev, cmd_pool_, nullptr);
+  if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vkDestroyDescriptorPool(dev, pool_, nullptr);
   if (queries_) vkDestroyQueryPool(dev, queries_, nullptr);
 }
@@ -117,6 +119,8 @@ void Program::copy(BufferRange src, BufferRange dst, std::string label) {
 
 void Program::finalize() {
   if (finalized_) return;
+  device_.require_execution("program '" + name_ + "'");
+  device_.check_not_lost();
   VkDevice dev = device_.handle();
   uint32_t n_sets = 0, n_desc = 0;
   for (auto& op : ops_)
@@ -168,8 +172,14 @@ void Program::finalize() {
     DVK_CHECK(vkCreateQueryPool(dev, &qci, nullptr, &queries_));
   }
 
+  // This program's own command pool and fence (externally synchronised objects: not shared).
+  VkCommandPoolCreateInfo cpci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  cpci.queueFamilyIndex = device_.queue_family();
+  DVK_CHECK(vkCreateCommandPool(dev, &cpci, nullptr, &cmd_pool_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  DVK_CHECK(vkCreateFence(dev, &fci, nullptr, &fence_));
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = device_.command_pool();
+  cai.commandPool = cmd_pool_;
   cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cai.commandBufferCount = 1;
   DVK_CHECK(vkAllocateCommandBuffers(dev, &cai, &cb_));
@@ -238,7 +248,7 @@ void Program::finalize() {
 
 void Program::run() {
   finalize();
-  device_.submit_and_wait(cb_);
+  device_.submit_and_wait(cb_, fence_);
   have_stamps_ = false;
   if (queries_) {
     const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);

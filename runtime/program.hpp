@@ -34,6 +34,9 @@ struct BarrierSpec {
 std::vector<BarrierSpec> plan_barriers(const std::vector<OpAccesses>& ops);
 bool ranges_overlap(const BufferRange& a, const BufferRange& b);
 
+// Threading: a Program owns its command pool, command buffer, descriptor sets and fence, so
+// different Programs (e.g. of different sessions) may be finalized and run on different threads at
+// once; one Program is used by one thread at a time. Submission goes through the device's queue lock.
 class Program {
  public:
   Program(Device& device, std::string name, bool timestamps = false);
@@ -77,6 +80,8 @@ class Program {
   std::vector<Op> ops_;
   bool finalized_ = false;
   size_t barriers_ = 0;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -83,15 +83,27 @@ int main(int argc, char** argv) {
     EXPECT(diffvk_sampler_sample(hot, NULL, 8, &tok) == DIFFVK_INVALID_ARGUMENT);
     EXPECT(diffvk_sampler_sample(hot, weird, 8, NULL) == DIFFVK_INVALID_ARGUMENT);
     EXPECT(diffvk_session_reset((diffvk_session*)hot) == DIFFVK_INVALID_ARGUMENT); /* handle of another kind */
+    /* Non-finite logits are rejected (one rule, no "either status" escape): INVALID_ARGUMENT naming the
+     * first bad index, and *out is not written. */
     for (i = 0; i < 20; ++i) {
       tok = -7;
       st = diffvk_sampler_sample(hot, weird, 8, &tok);
-      EXPECT(st == DIFFVK_OK || st == DIFFVK_INVALID_ARGUMENT);
-      if (st == DIFFVK_OK) EXPECT(tok >= 0 && tok < 8);
-      tok = -7;
+      EXPECT(st == DIFFVK_INVALID_ARGUMENT);
+      EXPECT(strstr(diffvk_last_error(), "logit 1 ") != NULL);
+      EXPECT(tok == -7);
       st = diffvk_sampler_sample(hot, nans, 4, &tok);
-      EXPECT(st == DIFFVK_OK || st == DIFFVK_INVALID_ARGUMENT);
-      if (st == DIFFVK_OK) EXPECT(tok >= 0 && tok < 4);
+      EXPECT(st == DIFFVK_INVALID_ARGUMENT);
+      EXPECT(strstr(diffvk_last_error(), "logit 0 ") != NULL);
+      EXPECT(tok == -7);
+    }
+    /* finite logits sample inside the vocabulary, and only among the top 3 (top_k = 3) */
+    {
+      float fine[8] = {0.0f, 5.0f, 1.0f, 4.0f, -3.0f, 4.5f, 3.0f, -1.0f};
+      for (i = 0; i < 50; ++i) {
+        tok = -7;
+        EXPECT(diffvk_sampler_sample(hot, fine, 8, &tok) == DIFFVK_OK);
+        EXPECT(tok == 1 || tok == 3 || tok == 5);
+      }
     }
     EXPECT(diffvk_sampler_destroy(hot) == DIFFVK_OK);
     EXPECT(diffvk_sampler_sample(hot, weird, 8, &tok) == DIFFVK_INVALID_ARGUMENT); /* stale */
@@ -141,7 +153,11 @@ int main(int argc, char** argv) {
     EXPECT(diffvk_sampler_sample(sampler, logits, vocab, &tok) == DIFFVK_OK);
     EXPECT(tok >= 0 && (uint32_t)tok < vocab);
     EXPECT(diffvk_session_decode(session, tok, logits, vocab) == DIFFVK_OK);
-    EXPECT(isfinite(logits[0]));
+    {
+      uint32_t k, finite = 0;
+      for (k = 0; k < vocab; ++k) finite += isfinite(logits[k]) ? 1u : 0u;
+      EXPECT(finite == vocab); /* every logit written and finite, not just the first */
+    }
   }
   EXPECT(diffvk_session_position(session, &pos) == DIFFVK_OK && pos == 15);
   /* bad token and context overflow: errors, session unchanged and usable */

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
 #include "half.hpp"
+#include "platform.hpp"
 
 namespace diffvk::test {
 
@@ -16,6 +18,24 @@ std::atomic<int> g_messages{0};
 }
 
 int validation_message_count() { return g_messages.load(); }
+
+FailOnLoggedValidation::FailOnLoggedValidation() {
+  platform::set_log_sink([](platform::LogLevel level, const std::string& msg) {
+    std::fprintf(stderr, "diffvk: [%s] %s\n", platform::log_level_name(level), msg.c_str());
+    if (level >= platform::LogLevel::warn && msg.rfind("validation: ", 0) == 0) {
+      ++g_messages;
+      ADD_FAIL_CHECK_AT(__FILE__, __LINE__, "Vulkan validation message (logged): " << msg);
+    }
+  });
+}
+FailOnLoggedValidation::~FailOnLoggedValidation() { platform::set_log_sink(nullptr); }
+
+int g_cases_run = 0, g_cases_skipped = 0;
+bool g_skip_current = false;
+void skip(const std::string& why) {
+  MESSAGE("SKIPPED: " << why);
+  g_skip_current = true;
+}
 
 ContextOptions validated_options(Precision precision) {
   ContextOptions o;
@@ -110,19 +130,12 @@ Compare compare(const std::vector<double>& got, const std::vector<double>& ref) 
   return c;
 }
 
-// ../shared/SPEC.md, "Tolerances that catch real errors", scale = max(1, max|ref|).
-bool within_spec(const Compare& c, bool fp16) {  // one kernel
+bool within_spec(const Compare& c, bool fp16, Scope scope) {
   if (c.nonfinite) return false;
   const double scale = std::max(1.0, c.max_ref);
-  if (fp16) return c.nmse <= 1e-6 && c.max_abs <= 4e-3 * scale;
-  return c.max_abs <= 2e-5 * scale;
-}
-
-bool within_spec_layer(const Compare& c, bool fp16) {  // a layer or a whole model
-  if (c.nonfinite) return false;
-  const double scale = std::max(1.0, c.max_ref);
-  if (fp16) return c.nmse <= 5e-6 && c.max_abs <= 1e-2 * scale;
-  return c.max_abs <= 1e-4 * scale;
+  const bool kernel = scope == Scope::kernel;
+  if (fp16) return c.nmse <= (kernel ? 1e-6 : 5e-6) && c.max_abs <= (kernel ? 4e-3 : 1e-2) * scale;
+  return c.max_abs <= (kernel ? 2e-5 : 1e-4) * scale;
 }
 
 std::string Compare::summary() const {

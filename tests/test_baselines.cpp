@@ -118,7 +118,7 @@ const std::vector<Case> kCases = {
 
 void sweep(Precision precision, Impl impl, uint64_t seed) {
   if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    MESSAGE("device has no fp16 path; fp16 cases not run on this device");
+    test::skip("device has no fp16 path; fp16 cases not run on this device");
     return;
   }
   auto ctx = test::make_context(precision);

@@ -31,6 +31,8 @@ CliResult run_cli(const test::TempDir& tmp, const std::string& args) {
   std::ifstream f(log);
   r.out.assign(std::istreambuf_iterator<char>(f), {});
   std::remove(log.c_str());
+  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
+  CHECK_MESSAGE(r.out.find("validation: ") == std::string::npos, "validation message from the CLI: " << r.out);
   return r;
 }
 

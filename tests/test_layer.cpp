@@ -33,7 +33,7 @@ LayerOptions fixture_options(uint32_t capacity, uint32_t chunk = 128) {
 
 void check_fixture(Precision precision, const char* weights, const char* expected, double lambda) {
   if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    MESSAGE("device has no fp16 path; not run");
+    test::skip("device has no fp16 path; not run");
     return;
   }
   auto ctx = test::make_context(precision);
@@ -46,7 +46,7 @@ void check_fixture(Precision precision, const char* weights, const char* expecte
   const auto got = layer->forward(x.data(), S);
   auto c = test::compare(to_d(got), y);
   INFO(weights << " " << precision_name(ctx->precision()) << ": " << c.summary());
-  CHECK(test::within_spec_layer(c, fp16));
+  CHECK(test::within_spec(c, fp16, test::Scope::layer));
 
   // Same sequence fed as prefill 20 (in chunks of 6), then single-token decode steps, then 4 rows:
   // causal attention makes the result independent of the split.
@@ -59,7 +59,7 @@ void check_fixture(Precision precision, const char* weights, const char* expecte
   CHECK(layer2->position() == S);
   auto c2 = test::compare(to_d(pieces), y);
   INFO("chunked + decode: " << c2.summary());
-  CHECK(test::within_spec_layer(c2, fp16));
+  CHECK(test::within_spec(c2, fp16, test::Scope::layer));
 
   // Context overflow: clear error, state untouched, still usable afterwards.
   try {
@@ -71,16 +71,17 @@ void check_fixture(Precision precision, const char* weights, const char* expecte
   CHECK(layer2->position() == S);
   layer2->reset();
   auto again = layer2->forward(x.data(), 5);
-  CHECK(test::within_spec_layer(test::compare(to_d(again), std::vector<double>(y.begin(), y.begin() + 5 * 64)), fp16));
+  CHECK(test::within_spec(test::compare(to_d(again), std::vector<double>(y.begin(), y.begin() + 5 * 64)), fp16, test::Scope::layer));
 }
 
 int run_cli(const std::string& args, std::string* output = nullptr) {
   const std::string log = "/tmp/diffvk_cli_test_" + std::to_string(::getpid()) + ".log";
   const int rc = std::system((std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
-  if (output) {
-    std::ifstream f(log);
-    output->assign(std::istreambuf_iterator<char>(f), {});
-  }
+  std::ifstream f(log);
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  if (output) *output = text;
+  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
+  CHECK_MESSAGE(text.find("validation: ") == std::string::npos, "validation message from the CLI: " << text);
   std::remove(log.c_str());
   return rc;
 }
@@ -127,7 +128,7 @@ TEST_CASE("layer: the diffvk layer command matches the fixture (batched input)")
   CHECK(y.shape == std::vector<int64_t>{2, 37, 64});
   const auto c = test::compare(to_d(npy_as_float(y)), to_d(npy_as_float(read_npy(kDir + "y_batched.npy"))));
   INFO(c.summary());
-  CHECK(test::within_spec_layer(c, false));
+  CHECK(test::within_spec(c, false, test::Scope::layer));
   std::remove(out.c_str());
 }
 

@@ -6,6 +6,31 @@
 
 #include "gpu_test.hpp"
 
+namespace {
+// Counts the test cases that ran and those that reported themselves skipped (test::skip).
+struct SkipListener : doctest::IReporter {
+  explicit SkipListener(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData&) override {
+    ++diffvk::test::g_cases_run;
+    diffvk::test::g_skip_current = false;
+  }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats& st) override {
+    if (diffvk::test::g_skip_current && st.numAssertsFailedCurrentTest == 0 && st.testCaseSuccess) ++diffvk::test::g_cases_skipped;
+  }
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("diffvk-skips", 1, SkipListener);
+}  // namespace
+
 int main(int argc, char** argv) {
   // Validation (with synchronization validation) for everything this process and its children run.
   setenv("DIFFVK_VALIDATION", "1", 1);
@@ -16,6 +41,12 @@ int main(int argc, char** argv) {
   if (diffvk::test::validation_message_count() > 0) {
     std::fprintf(stderr, "diffvk tests: %d Vulkan validation message(s) -- failing\n", diffvk::test::validation_message_count());
     return rc ? rc : 1;
+  }
+  // Every test case that ran was skipped (CTest runs one case per process): exit 77, which CTest reports
+  // as "Skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt) instead of "Passed".
+  if (rc == 0 && diffvk::test::g_cases_run > 0 && diffvk::test::g_cases_skipped == diffvk::test::g_cases_run) {
+    std::fprintf(stderr, "diffvk tests: %d test case(s) skipped on this device\n", diffvk::test::g_cases_skipped);
+    return diffvk::test::kSkipExitCode;
   }
   return rc;
 }

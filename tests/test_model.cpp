@@ -1,6 +1,8 @@
 // Whole-model parity with the PyTorch implementation (tests/python/diffmodel.py, float64):
-// fp32 max abs error <= 1e-4 * max(1, max|ref|); fp16 nmse <= 5e-6, max abs <= 1e-2 * scale and the same top-1 token at
-// >= 99% of positions. Prefill-then-decode equals one long prefill; chunked equals unchunked.
+// fp32 max abs error <= 1e-4 * max(1, max|ref|); fp16 nmse <= 5e-6, max abs <= 1e-2 * scale and the same
+// top-1 token at >= 99% of positions (SPEC.md, a whole model; the fp16 reference is computed from the
+// unrounded fp32 weights, which makes the bound stricter, not looser: measured nmse 1.3e-7). The fp32
+// bound rejects an fp16 run (tested below). Prefill-then-decode equals one long prefill; chunked equals unchunked.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -65,7 +67,7 @@ std::vector<int32_t> load_tokens(const std::string& path) {
 
 void tiny_parity(Precision precision) {
   if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    MESSAGE("device has no fp16 path; not run");
+    test::skip("device has no fp16 path; not run");
     return;
   }
   auto ctx = test::make_context(precision);
@@ -106,12 +108,33 @@ int run_cli(const std::string& args, std::string* output) {
   std::ifstream f(log);
   output->assign(std::istreambuf_iterator<char>(f), {});
   std::remove(log.c_str());
+  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
+  CHECK_MESSAGE(output->find("validation: ") == std::string::npos, "validation message from the CLI: " << *output);
   return rc;
 }
 }  // namespace
 
 TEST_CASE("model: tiny model matches PyTorch fp32") { tiny_parity(Precision::fp32); }
 TEST_CASE("model: tiny model matches PyTorch fp16") { tiny_parity(Precision::fp16); }
+
+// Planted fault at model level (issue 11): a model run in fp16 storage must NOT pass the fp32 bound
+// (the former 1e-3*scale bound accepted it).
+TEST_CASE("model: the fp32 tolerance rejects a model run in fp16") {
+  if (!test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  auto ctx = test::make_context(Precision::fp16);
+  auto model = Model::load(*ctx, kTiny);
+  const uint32_t V = model->config().vocab_size;
+  const auto toks = load_tokens(kTiny + "/tokens.npy");
+  const auto ref = npy_as_float(read_npy(kTiny + "/logits.npy"));
+  auto s = Session::create(*model, SessionOptions{0, 64});
+  const Parity p = parity(teacher_forced(*s, toks, 9), ref, V);
+  INFO("fp16 run: max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse);
+  CHECK(ok(p, true));
+  CHECK_FALSE(ok(p, false));
+}
 
 TEST_CASE("model: context overflow is an error and the session stays usable") {
   auto ctx = test::make_context();
@@ -171,7 +194,7 @@ TEST_CASE("model: diffvk logits and diffvk plan commands") {
 namespace {
 void bundled_parity(Precision precision) {
   if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    MESSAGE("device has no fp16 path; not run");
+    test::skip("device has no fp16 path; not run");
     return;
   }
   const std::string fx = std::string(DIFFVK_TEST_DATA_DIR) + "/model_fixture";

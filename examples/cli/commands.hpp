@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "diffvk/device.hpp"
 
@@ -16,6 +17,12 @@ struct DeviceFlags {
   ContextOptions options() const;
 };
 void add_device_flags(CLI::App* cmd, DeviceFlags& flags);
+
+// Before any work: refuses an output path that is (or resolves to, through links) the same file as one
+// of `inputs` or any file in `model_dir`, or a directory; checks that its directory is writable.
+// `option` names the flag in errors (e.g. "--output").
+void check_output(const std::string& output, const std::string& option, const std::vector<std::string>& inputs,
+                  const std::string& model_dir = "");
 
 using Runner = std::function<int()>;
 Runner register_info(CLI::App& app);

@@ -29,6 +29,7 @@ Runner register_layer(CLI::App& app) {
   cmd->add_option("--output", a->output, "float32 .npy of the same shape (written atomically)")->required();
   add_device_flags(cmd, a->dev);
   return [a]() {
+    check_output(a->output, "--output", {a->input, a->weights});
     const NpyArray x = read_npy(a->input);
     if (x.shape.size() != 2 && x.shape.size() != 3)
       throw Error(Status::invalid_argument, a->input + ": expected shape (S, E) or (B, S, E), got " + std::to_string(x.shape.size()) + " dims");

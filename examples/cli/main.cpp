@@ -3,6 +3,7 @@
 #include <map>
 
 #include "commands.hpp"
+#include "platform.hpp"
 
 namespace diffvk::cli {
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   add(register_run(app));
   add(register_logits(app));
   add(register_plan(app));
+  diffvk::platform::install_interrupt_cleanup();  // no temporary output file left behind on Ctrl-C / SIGTERM
   add(register_shader_stats(app));
   try {
     app.parse(argc, argv);

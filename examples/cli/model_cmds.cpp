@@ -57,11 +57,12 @@ Runner register_run(CLI::App& app) {
   a->add(cmd, false);
   cmd->add_option("--prompt,-p", a->prompt, "prompt text (bytes tokenizer)")->required();
   cmd->add_option("-n", a->n, "tokens to generate");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; finite, >= 0");
   cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
-  cmd->add_option("--top-p", a->sampling.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-p", a->sampling.top_p, "1 = off; finite, in (0, 1]");
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
   return [a]() {
+    validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
@@ -119,21 +120,31 @@ Runner register_logits(CLI::App& app) {
   cmd->add_option("--prompt-len", a->prompt_len, "P: tokens given to prefill")->required();
   cmd->add_option("--output", a->output, "float32 .npy (N, vocab_size), written atomically")->required();
   return [a]() {
-    const NpyArray arr = read_npy(a->tokens);
+    // Everything that can be checked is checked before the model is loaded or anything is computed.
+    check_output(a->output, "--output", {a->tokens}, a->model);
+    const NpyArray arr = read_npy(a->tokens, 64ull << 20);  // 8M int64 tokens: far beyond any context
     if (arr.shape.size() != 1) throw Error(Status::invalid_argument, a->tokens + ": expected a 1-D array of token ids");
     const auto ids64 = npy_as_int64(arr);
     const int64_t N = static_cast<int64_t>(ids64.size());
+    if (N == 0) throw Error(Status::invalid_argument, a->tokens + ": holds no tokens");
     if (a->prompt_len < 1 || a->prompt_len > N)
-      throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " + std::to_string(N) + "]");
-    std::vector<int32_t> ids;
-    for (int64_t v : ids64) {
-      if (v < 0 || v > INT32_MAX) throw Error(Status::invalid_argument, a->tokens + ": token id " + std::to_string(v) + " out of range");
-      ids.push_back(static_cast<int32_t>(v));
-    }
+      throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " + std::to_string(N) +
+                                                "] (" + a->tokens + " holds " + std::to_string(N) + " tokens)");
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, a->model);
-    auto session = Session::create(*model, SessionOptions{a->context, a->chunk});
     const uint32_t V = model->config().vocab_size;
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t v = ids64[size_t(i)];
+      if (v < 0 || v >= int64_t(V))
+        throw Error(Status::invalid_argument, a->tokens + ": token id " + std::to_string(v) + " at index " + std::to_string(i) +
+                                                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      ids.push_back(static_cast<int32_t>(v));
+    }
+    auto session = Session::create(*model, SessionOptions{a->context, a->chunk});
+    if (uint64_t(N) > session->capacity())
+      throw Error(Status::context_overflow, a->tokens + ": " + std::to_string(N) + " tokens exceed the context of " +
+                                                std::to_string(session->capacity()) + " (--context); nothing was computed");
     std::vector<float> out = session->prefill(std::vector<int32_t>(ids.begin(), ids.begin() + a->prompt_len), true);
     for (int64_t i = a->prompt_len; i < N; ++i) {
       auto lg = session->decode(ids[i]);

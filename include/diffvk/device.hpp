@@ -115,7 +115,21 @@ std::vector<DeviceCaps> list_devices();
 // Picks a device per ContextOptions::device (pure; unit-testable).
 uint32_t select_device(const std::vector<DeviceCaps>& devices, const std::string& selector);
 
-// One Vulkan instance + logical device + queue + pipeline cache. Not thread-safe.
+// One Vulkan instance + logical device + queue + pipeline cache.
+//
+// Threading model (the same for the C ABI, include/diffvk/diffvk.h, and the Java binding):
+//  - A Context, its Models and their Sessions may be used from any number of threads at once, with one
+//    rule: ONE SESSION IS USED BY ONE THREAD AT A TIME (a session is a conversation; use one per
+//    thread, or lock around it). Sessions of the same model run concurrently on different threads;
+//    each owns its KV cache, activations, command buffers, command pools and fences, and their
+//    submissions are serialised on the device's queue by a lock that is never held during GPU work.
+//  - Loading models and creating/destroying sessions may also happen on any thread, concurrently with
+//    other sessions running. Destroying an object while another thread still uses it (or uses an object
+//    created from it) is the caller's error: destroy sessions before their model, models before their
+//    context. A Sampler is used by one thread at a time.
+//  - The validation callback (ContextOptions::on_validation_message) may be called on any thread.
+// Device loss: once any operation saw VK_ERROR_DEVICE_LOST, lost() is true and every later operation on
+// this context, its models and sessions fails at once with Status::device_lost; recreate the context.
 class Context {
  public:
   static std::unique_ptr<Context> create(const ContextOptions& options = {});
@@ -127,6 +141,7 @@ class Context {
   Precision precision() const;       // resolved: fp16 or fp32
   bool validation_enabled() const;
   void save_pipeline_cache();        // no-op without a path
+  bool lost() const;                 // the device was lost: everything created from this context is unusable
   Device& device();                  // internal handle for runtime code
 
  private:

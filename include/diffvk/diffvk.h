@@ -1,7 +1,20 @@
 /* diffvk — C ABI. Opaque handles, status codes, a thread-local last-error string; nothing is
  * thrown across this boundary. Every handle is checked against a registry of live objects, so a
  * null, foreign or already-destroyed handle gives DIFFVK_INVALID_ARGUMENT instead of a crash
- * (a freed handle whose address was reused by a new object of the same kind cannot be detected). */
+ * (a freed handle whose address was reused by a new object of the same kind cannot be detected).
+ *
+ * THREADING. Any number of sessions of one model may run concurrently, each on its own thread; every
+ * function may be called from any thread. The one rule: a session is used by one thread at a time
+ * (likewise a sampler). Sessions own their KV cache, command buffers, command pools and fences; the
+ * device's queue is shared and submissions to it are serialised internally (a lock held only around
+ * the submit, never during GPU work). The handle registry is locked only for lookups and each call
+ * keeps its handles alive until it returns, so a racing destroy cannot free memory under a call.
+ * Destroy sessions before their model and models before their context (destroy fails otherwise).
+ * diffvk_last_error() is per thread.
+ *
+ * DEVICE LOSS. Once any call returned DIFFVK_DEVICE_LOST, the context is lost for good: every later
+ * call on it, its models and their sessions returns DIFFVK_DEVICE_LOST at once, with a message saying
+ * to recreate the context. The *_destroy functions still work (and are needed to clean up). */
 #ifndef DIFFVK_H
 #define DIFFVK_H
 
@@ -61,8 +74,11 @@ diffvk_status diffvk_model_bos_token(const diffvk_model* model, int32_t* out); /
 diffvk_status diffvk_session_create(diffvk_model* model, uint32_t context_len, uint32_t chunk, diffvk_session** out);
 diffvk_status diffvk_session_destroy(diffvk_session* session);
 /* Appends n tokens; writes the last token's logits (vocab floats) to logits. logits_capacity is in
- * floats; too small -> DIFFVK_BUFFER_TOO_SMALL before anything runs. On any error the session is
- * unchanged and stays usable. */
+ * floats; too small -> DIFFVK_BUFFER_TOO_SMALL before anything runs. Checked before any token is copied
+ * or any work is dispatched: n against the room left in the context (DIFFVK_CONTEXT_OVERFLOW), every
+ * token against the vocabulary (DIFFVK_INVALID_ARGUMENT naming its index). All or nothing: on any
+ * error (including a failure in a later chunk of a long prefill) the position and the visible KV cache
+ * are exactly as before and the session stays usable (except after DIFFVK_DEVICE_LOST, see above). */
 diffvk_status diffvk_session_prefill(diffvk_session* session, const int32_t* tokens, size_t n, float* logits,
                                      size_t logits_capacity);
 diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits, size_t logits_capacity);
@@ -70,7 +86,8 @@ diffvk_status diffvk_session_reset(diffvk_session* session);
 diffvk_status diffvk_session_position(const diffvk_session* session, uint32_t* out);
 diffvk_status diffvk_session_capacity(const diffvk_session* session, uint32_t* out);
 
-/* temperature 0 = greedy; top_k 0 = off; top_p 1 = off. */
+/* temperature 0 = greedy; top_k 0 = off; top_p 1 = off. temperature must be finite and >= 0, top_p
+ * finite and in (0, 1] (else DIFFVK_INVALID_ARGUMENT); the CLI applies the same rules. */
 diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out);
 diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
 diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);

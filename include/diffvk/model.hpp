@@ -30,6 +30,8 @@ struct ModelConfig {
 // Parses and validates config.json text; errors name the key at fault.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& name = "config.json");
 
+// Thread-safe: any number of Sessions of one Model may run concurrently on different threads
+// (see the threading model in diffvk/device.hpp). The Model must outlive its Sessions.
 class Model {
  public:
   // Loads and validates <dir>/config.json and <dir>/model.safetensors, uploads the weights.
@@ -60,12 +62,15 @@ struct DispatchTime {
   double us = 0;
 };
 
+// Not thread-safe by itself: one Session is used by one thread at a time (different Sessions of the
+// same Model may run concurrently). After Status::device_lost every call throws device_lost.
 class Session {
  public:
   static std::unique_ptr<Session> create(Model& model, const SessionOptions& options = {});
   ~Session();
   // Appends tokens (chunked); returns logits of the last token (vocab), or of every token
-  // (n x vocab) when all_logits. Errors (context overflow, bad token id) leave the session unchanged.
+  // (n x vocab) when all_logits. All or nothing: any error (context overflow, bad token id, a Vulkan
+  // failure in any chunk) leaves the position and the visible KV cache exactly as before.
   std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits = false);
   std::vector<float> decode(int32_t token);
   // Decodes `token`, then picks the next token on the device from its logits and reads back only that
@@ -97,6 +102,11 @@ struct SamplingOptions {
 // return the first whose cumulative weight exceeds u · total.
 int32_t sample_top_k(const float* logits, uint32_t vocab, float temperature, uint32_t top_k, float u);
 
+// Throws Error(invalid_argument) naming the parameter unless temperature is finite and >= 0 and top_p is
+// finite and in (0, 1]. The one rule for the C++ API, the C ABI and the CLI (checked before any work).
+void validate_sampling(const SamplingOptions& options);
+
+// One thread at a time (it owns a random generator). The constructor calls validate_sampling.
 class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);

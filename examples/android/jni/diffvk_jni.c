@@ -1,7 +1,9 @@
 /* diffvk — JNI binding for the Java classes in examples/android/java/diffvk/, written against the C ABI
  * (include/diffvk/diffvk.h) only. Handles travel to Java as jlong; 0 is "closed", which the C ABI turns
  * into DIFFVK_INVALID_ARGUMENT ("... is NULL"), so use after close surfaces as a DiffvkException like any
- * other error. Every failing status throws diffvk.DiffvkException(status, diffvk_last_error()).
+ * other error. Every failing status throws diffvk.DiffvkException(status, diffvk_last_error()), and
+ * DIFFVK_DEVICE_LOST its subclass diffvk.DeviceLostException. The C ABI is thread-safe as documented in
+ * diffvk.h (sessions on different threads); the Java classes add `synchronized` per object.
  *
  * The same file builds for the host JVM (examples/android/CMakeLists.txt, tested by SessionTest.java)
  * and for Android (the Gradle app in examples/android/app). */
@@ -14,6 +16,8 @@
 
 static jclass g_exception_class;  /* global ref to diffvk.DiffvkException */
 static jmethodID g_exception_ctor; /* DiffvkException(int status, String message) */
+static jclass g_lost_class;        /* global ref to diffvk.DeviceLostException */
+static jmethodID g_lost_ctor;
 
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   JNIEnv* env = NULL;
@@ -28,6 +32,13 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   if (!g_exception_class) return JNI_ERR;
   g_exception_ctor = (*env)->GetMethodID(env, g_exception_class, "<init>", "(ILjava/lang/String;)V");
   if (!g_exception_ctor) return JNI_ERR;
+  local = (*env)->FindClass(env, "diffvk/DeviceLostException");
+  if (!local) return JNI_ERR;
+  g_lost_class = (jclass)(*env)->NewGlobalRef(env, local);
+  (*env)->DeleteLocalRef(env, local);
+  if (!g_lost_class) return JNI_ERR;
+  g_lost_ctor = (*env)->GetMethodID(env, g_lost_class, "<init>", "(ILjava/lang/String;)V");
+  if (!g_lost_ctor) return JNI_ERR;
   return JNI_VERSION_1_6;
 }
 
@@ -38,7 +49,10 @@ static void throw_status(JNIEnv* env, diffvk_status status, const char* message)
   if ((*env)->ExceptionCheck(env)) return; /* a Java exception is already pending */
   text = (*env)->NewStringUTF(env, message ? message : diffvk_last_error());
   if (!text) return; /* OutOfMemoryError pending */
-  ex = (*env)->NewObject(env, g_exception_class, g_exception_ctor, (jint)status, text);
+  if (status == DIFFVK_DEVICE_LOST)
+    ex = (*env)->NewObject(env, g_lost_class, g_lost_ctor, (jint)status, text);
+  else
+    ex = (*env)->NewObject(env, g_exception_class, g_exception_ctor, (jint)status, text);
   if (ex) (*env)->Throw(env, (jthrowable)ex);
 }
 

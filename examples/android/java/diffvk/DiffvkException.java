@@ -5,8 +5,9 @@ package diffvk;
  * {@link #getMessage()} is diffvk_last_error() of that call, e.g.
  * "diffvk_model_load: cannot open '/x/config.json': No such file or directory".
  * Unchecked, so Android callers are not forced into try/catch around every decode step.
+ * DEVICE_LOST is thrown as the subclass {@link DeviceLostException}: recreate the Model.
  */
-public final class DiffvkException extends RuntimeException {
+public class DiffvkException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
   public static final int OK = 0;

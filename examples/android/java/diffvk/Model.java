@@ -4,7 +4,10 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * A Vulkan context plus one loaded checkpoint (a directory with config.json and model.safetensors).
- * Thread-safe for the accessors; create one {@link Session} per conversation. Close sessions first:
+ * Thread-safe: any number of {@link Session}s of one Model may run concurrently on different threads
+ * (one Session per conversation; a Session itself runs one call at a time). After a
+ * {@link DeviceLostException} every call on the Model and its Sessions throws it again: close them
+ * and load the Model again. Close sessions first:
  * closing a model while one of its sessions is open throws (INVALID_ARGUMENT) and leaves it open.
  *
  * <pre>

@@ -1,6 +1,10 @@
 package diffvk;
 
-/** Token sampling (diffvk_sampler): temperature 0 = greedy (argmax); top-k 0 = off; top-p 1 = off. */
+/**
+ * Token sampling (diffvk_sampler): temperature 0 = greedy (argmax); top-k 0 = off; top-p 1 = off.
+ * temperature must be finite and >= 0, top-p finite and in (0, 1] (else INVALID_ARGUMENT). Methods are
+ * synchronized (one call at a time); give each thread its own Sampler to avoid contention.
+ */
 public final class Sampler implements AutoCloseable {
   private long handle;
 

@@ -1,9 +1,13 @@
 package diffvk;
 
 /**
- * One sequence with its KV cache (diffvk_session). Methods are synchronized: a session runs one call
- * at a time. On any error (DiffvkException) the session is unchanged and stays usable, except after
- * close(), when every call throws DiffvkException (INVALID_ARGUMENT).
+ * One sequence with its KV cache (diffvk_session). Threading: Sessions of the same Model may run
+ * concurrently on different threads (one Session per conversation, each on its own thread, is the
+ * intended use); the methods are synchronized, so one Session runs one call at a time even if it is
+ * shared. On any error (DiffvkException) the session is unchanged (a failed prefill leaves the position
+ * and the cache as before) and stays usable, except after close(), when every call throws
+ * DiffvkException (INVALID_ARGUMENT), and after a {@link DeviceLostException}, after which every call on
+ * the Model and its Sessions throws DeviceLostException: close them and load the Model again.
  */
 public final class Session implements AutoCloseable {
   /** Receives each generated token; return false to stop early. */

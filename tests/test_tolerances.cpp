@@ -1,0 +1,144 @@
+// Issue 11, item 6: the SPEC.md tolerances (test::within_spec) catch the subtle faults they exist for.
+// Each fault is simulated on the CPU next to a correct computation of the same arithmetic, both
+// compared with the float64 reference from the same storage-rounded inputs: the correct result must
+// pass the bound and the planted fault must fail it.
+//  - a linear kernel that accumulates in fp16 instead of fp32 (fp16-storage bound);
+//  - online softmax that skips rescaling the accumulator when the running maximum grows (fp32 bound);
+//  - a split-K attention merge that drops one split (fp32 bound).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gpu_test.hpp"
+#include "half.hpp"
+
+using namespace diffvk;
+
+namespace {
+float h(float x) { return half_to_float(float_to_half(x)); }  // round to fp16 storage
+}  // namespace
+
+TEST_CASE("tolerances: an fp16 accumulator in a linear kernel fails the fp16 bound") {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  const int K = 384, N = 96, M = 4;  // the tiny models' sizes: E 64, qkv 128, I 96 (2I 192)
+  std::vector<float> x(M * K), w(N * K);
+  for (auto& v : x) v = h(d(rng));
+  for (auto& v : w) v = h(d(rng));
+  std::vector<double> ref, good, bad;
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double r = 0;
+      float acc32 = 0, acc16 = 0;
+      for (int k = 0; k < K; ++k) {
+        r += double(x[m * K + k]) * w[n * K + k];
+        acc32 += x[m * K + k] * w[n * K + k];
+        acc16 = h(acc16 + x[m * K + k] * w[n * K + k]);  // the fault: the running sum stored in fp16
+      }
+      ref.push_back(r);
+      good.push_back(h(acc32));  // fp32 accumulation, fp16 output storage
+      bad.push_back(h(acc16));
+    }
+  const auto cg = test::compare(good, ref), cb = test::compare(bad, ref);
+  INFO("fp32 accumulation: " << cg.summary() << "; fp16 accumulation: " << cb.summary());
+  CHECK(test::within_spec(cg, true));
+  CHECK_FALSE(test::within_spec(cb, true));
+}
+
+namespace {
+// One query row of attention over n keys (D values each), scores given; online softmax over blocks.
+std::vector<double> online_softmax(const std::vector<float>& s, const std::vector<float>& v, int D, int block, bool skip_rescale,
+                                   int drop_split = -1, int splits = 1) {
+  const int n = static_cast<int>(s.size());
+  const int per = (n + splits - 1) / splits;
+  std::vector<float> m_s(splits, -INFINITY), l_s(splits, 0.0f);
+  std::vector<std::vector<float>> acc_s(splits, std::vector<float>(D, 0.0f));
+  for (int sp = 0; sp < splits; ++sp) {
+    float m = -INFINITY, l = 0;
+    std::vector<float> acc(D, 0.0f);
+    for (int b0 = sp * per; b0 < std::min(n, (sp + 1) * per); b0 += block) {
+      const int b1 = std::min({n, b0 + block, (sp + 1) * per});
+      float bm = -INFINITY;
+      for (int j = b0; j < b1; ++j) bm = std::max(bm, s[j]);
+      const float mn = std::max(m, bm), corr = std::exp(m - mn);
+      l *= corr;
+      if (!skip_rescale)
+        for (auto& a : acc) a *= corr;  // the fault leaves the accumulator at the old scale
+      for (int j = b0; j < b1; ++j) {
+        const float p = std::exp(s[j] - mn);
+        l += p;
+        for (int c = 0; c < D; ++c) acc[c] += p * v[size_t(j) * D + c];
+      }
+      m = mn;
+    }
+    m_s[sp] = m;
+    l_s[sp] = l;
+    acc_s[sp] = acc;
+  }
+  // Merge of the splits (split-K): rescale each to the global maximum.
+  float M = -INFINITY;
+  for (int sp = 0; sp < splits; ++sp)
+    if (sp != drop_split) M = std::max(M, m_s[sp]);
+  float L = 0;
+  std::vector<float> out(D, 0.0f);
+  for (int sp = 0; sp < splits; ++sp) {
+    if (sp == drop_split) continue;  // the fault: one split's partial result never merged
+    const float c = std::exp(m_s[sp] - M);
+    L += l_s[sp] * c;
+    for (int k = 0; k < D; ++k) out[k] += acc_s[sp][k] * c;
+  }
+  std::vector<double> r(D);
+  for (int k = 0; k < D; ++k) r[k] = out[k] / L;
+  return r;
+}
+std::vector<double> exact(const std::vector<float>& s, const std::vector<float>& v, int D) {
+  double m = -INFINITY, l = 0;
+  for (float x : s) m = std::max(m, double(x));
+  std::vector<double> acc(D, 0.0);
+  for (size_t j = 0; j < s.size(); ++j) {
+    const double p = std::exp(double(s[j]) - m);
+    l += p;
+    for (int c = 0; c < D; ++c) acc[c] += p * v[j * D + c];
+  }
+  for (auto& a : acc) a /= l;
+  return acc;
+}
+// Scores that rise along the sequence (the running maximum changes in most blocks), values in [-1, 1].
+void attention_inputs(int n, int D, std::vector<float>& s, std::vector<float>& v, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  s.resize(n);
+  v.resize(size_t(n) * D);
+  for (int j = 0; j < n; ++j) s[j] = 0.01f * j + 0.5f * d(rng);
+  for (auto& x : v) x = d(rng);
+}
+}  // namespace
+
+TEST_CASE("tolerances: a skipped online-softmax rescale fails the fp32 bound") {
+  const int n = 300, D = 64;
+  std::vector<float> s, v;
+  attention_inputs(n, D, s, v, 21);
+  const auto ref = exact(s, v, D);
+  const auto cg = test::compare(online_softmax(s, v, D, 32, false), ref);
+  const auto cb = test::compare(online_softmax(s, v, D, 32, true), ref);
+  INFO("correct: " << cg.summary() << "; skipped rescale: " << cb.summary());
+  CHECK(test::within_spec(cg, false));
+  CHECK_FALSE(test::within_spec(cb, false));
+}
+
+TEST_CASE("tolerances: a split-K merge that drops a split fails the fp32 bound") {
+  const int n = 300, D = 64, splits = 4;
+  std::vector<float> s, v;
+  attention_inputs(n, D, s, v, 31);
+  const auto ref = exact(s, v, D);
+  const auto cg = test::compare(online_softmax(s, v, D, 32, false, -1, splits), ref);
+  INFO("correct merge: " << cg.summary());
+  CHECK(test::within_spec(cg, false));
+  for (int drop = 0; drop < splits; ++drop) {
+    const auto cb = test::compare(online_softmax(s, v, D, 32, false, drop, splits), ref);
+    INFO("split " << drop << " dropped: " << cb.summary());
+    CHECK_FALSE(test::within_spec(cb, false));
+  }
+}
