@@ -405,7 +405,14 @@ Program& Session::Impl::program(uint32_t rows, Out out) {
     M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps});
     M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, V, E, V});
   } else if (out != Out::none) {  // the last row only: final norm fused into lm_head
-    const BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * es, uint64_t(E) * es}, logits = T(LOGITS, uint64_t(V) * es);
+    BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * es, uint64_t(E) * es};
+    const BufferRange logits = T(LOGITS, uint64_t(V) * es);
+    const uint64_t align = std::max<uint64_t>(1, dev.caps().min_storage_buffer_offset_alignment);
+    if (xl.offset % align) {  // a storage binding must start aligned: stage the last row at the aligned XF
+      const BufferRange staged = T(XF, uint64_t(E) * es);
+      prog->copy(xl, staged, "last row");
+      xl = staged;
+    }
     M.linear->record_row(*prog, xl, M.weights->range(M.lm_head), logits, {E, V, RowPrologue::rmsnorm, eps}, {},
                          M.weights->range(M.norm));
     if (out == Out::sample) M.sample->record(*prog, logits, dyn.range(0, 16), picked.range(0, 4), V);
