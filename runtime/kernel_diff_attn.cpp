@@ -5,18 +5,8 @@
 
 namespace diffvk {
 
-struct DiffAttnKernel::Push {  // shaders/attn_core.glsl
-  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
-  float scale, lambda, gain, eps;
-};
-struct ReducePush {  // shaders/attn_merge.glsl
-  uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;
-  float lambda, gain, eps;
-};
-
 namespace {
 std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return attn_spec_constants(t, D); }
-uint32_t row_blocks(const AttnCall& c, uint32_t n_rep, const AttnTiles& t) { return (n_rep * c.S + t.br - 1) / t.br; }
 }  // namespace
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
@@ -28,13 +18,13 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill);
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
-  const uint32_t push = sizeof(Push);
+  const uint32_t push = sizeof(AttnCorePush);
   prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
   decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
     decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 5, sizeof(ReducePush), {reduce_wg_, D}, o.subgroup, fp16_});
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 5, sizeof(AttnMergePush), {reduce_wg_, D}, o.subgroup, fp16_});
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -75,11 +65,11 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
     return;
   }
   const AttnTiles& t = prefill_tiles_;
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, c.capacity, c.capacity,
+  AttnCorePush p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, c.capacity, c.capacity,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
   program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read}, {o, Access::write},
                     {dyn(c), Access::read}},
-                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, 1}, "diff_attn prefill");
+                   &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, "diff_attn prefill");
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
@@ -96,7 +86,7 @@ uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_
 
 uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
-  const uint32_t per_split = row_blocks(c, n_rep_, t) * c.Hkv;
+  const uint32_t per_split = attn_row_blocks(c.S, n_rep_, t) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
                        attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
@@ -140,12 +130,12 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
   if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
     throw Error(Status::invalid_argument, "attention: split scratch too small");
   const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, split_len,
+  AttnCorePush p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, split_len,
          static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
   program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
                     {dyn(c), Access::read}},
-                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, splits}, label);
-  ReducePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, c.lambda, c.gain, c.eps};
+                   &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, splits}, label);
+  AttnMergePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, c.lambda, c.gain, c.eps};
   program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write},
                     {dyn(c), Access::read}},
                    &r, sizeof r, {c.H, c.S, 1}, "diff_attn reduce");

@@ -60,7 +60,6 @@ class DiffAttnKernel {
   }
 
  private:
-  struct Push;
   BufferRange dyn(const AttnCall& c) const;
   void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
                     BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,

@@ -7,18 +7,9 @@ namespace diffvk {
 
 namespace {
 std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return attn_spec_constants(t, D); }
-uint32_t row_blocks(const AttnCall& c, uint32_t n_rep, const AttnTiles& t) { return (n_rep * c.S + t.br - 1) / t.br; }
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
-struct FlashAttnKernel::Push {  // shaders/attn_core.glsl
-  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
-  float scale, lambda, gain, eps;
-};
-struct FlashReducePush {  // shaders/attn_merge.glsl
-  uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;
-  float lambda, gain, eps;
-};
 
 FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
     : device_(device), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
@@ -30,14 +21,14 @@ FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, ui
   prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, 1);
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, 1);
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, 1);
-  const uint32_t push = sizeof(Push);
+  const uint32_t push = sizeof(AttnCorePush);
   // Bindings as in the fused kernel: 0 q, 1 k, 2 v, 3 o (or part), 4 unused (or stat), 5 dynamic position.
   prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
   decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
     decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 4, sizeof(FlashReducePush), {reduce_wg_, D}, false, fp16_});
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"flash_attn_reduce", 4, sizeof(AttnMergePush), {reduce_wg_, D}, false, fp16_});
 }
 
 FlashAttnKernel::~FlashAttnKernel() = default;
@@ -76,11 +67,11 @@ void FlashAttnKernel::record_prefill(Program& program, BufferRange q, BufferRang
   }
   const AttnTiles& t = prefill_tiles_;
   const BufferRange zero = device_.zero_range();
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, half * D_, c.capacity, c.capacity,
+  AttnCorePush p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, half * D_, c.capacity, c.capacity,
          static_cast<float>(1.0 / std::sqrt(double(D_))), 0.0f, 1.0f, 0.0f};
   program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {o, Access::write}, {zero, Access::read},
                     {zero, Access::read}},
-                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, 1}, half ? "flash Q2K2" : "flash Q1K1");
+                   &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, half ? "flash Q2K2" : "flash Q1K1");
 }
 
 uint32_t FlashAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
@@ -94,7 +85,7 @@ uint32_t FlashAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len)
 
 uint32_t FlashAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
-  const uint32_t per_split = row_blocks(c, n_rep_, t) * c.Hkv;
+  const uint32_t per_split = attn_row_blocks(c.S, n_rep_, t) * c.Hkv;
   return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
                        attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
@@ -127,12 +118,12 @@ void FlashAttnKernel::record_split(Program& program, const AttnTiles& t, BufferR
                                               " keys exceeds what one invocation may stream on this device");
   const BufferRange zero = device_.zero_range();
   const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
-  Push p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, half * D_, min_split, split_len,
+  AttnCorePush p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, half * D_, min_split, split_len,
          static_cast<float>(1.0 / std::sqrt(double(D_))), 0.0f, 1.0f, 0.0f};
   program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
                     {zero, Access::read}},
-                   &p, sizeof p, {row_blocks(c, n_rep_, t), c.Hkv, splits}, half ? "flash split Q2K2" : "flash split Q1K1");
-  FlashReducePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, 0.0f, 1.0f, 0.0f};
+                   &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, splits}, half ? "flash split Q2K2" : "flash split Q1K1");
+  AttnMergePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, 0.0f, 1.0f, 0.0f};
   program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}, {zero, Access::read}}, &r, sizeof r,
                    {c.H, c.S, 1}, half ? "flash reduce Q2K2" : "flash reduce Q1K1");
 }

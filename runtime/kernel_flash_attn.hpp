@@ -45,7 +45,6 @@ class FlashAttnKernel {
   }
 
  private:
-  struct Push;
   void record_split(Program& program, const AttnTiles& t, BufferRange q, BufferRange k, BufferRange v, BufferRange o,
                     BufferRange part, BufferRange stat, const AttnCall& c, uint32_t half, uint32_t splits,
                     uint32_t split_len) const;
