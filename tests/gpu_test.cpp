@@ -8,7 +8,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "half.hpp"
+#include "io/half.hpp"
 #include "platform.hpp"
 
 namespace diffvk::test {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "diffvk/device.hpp"
-#include "gpu.hpp"
+#include "vk/gpu.hpp"
 
 namespace diffvk::test {
 

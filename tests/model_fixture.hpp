@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "diffvk/model.hpp"
-#include "safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace diffvk::test {
 

@@ -12,7 +12,7 @@
 
 #include "diffvk/diffvk.h"
 #include "diffvk/model.hpp"
-#include "gpu.hpp"
+#include "vk/gpu.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 

@@ -3,7 +3,7 @@
 // CPU and GPU register budgets).
 #include <doctest/doctest.h>
 
-#include "attn_tuning.hpp"
+#include "ops/attn_tuning.hpp"
 
 using namespace diffvk;
 

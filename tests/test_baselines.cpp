@@ -9,8 +9,8 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
-#include "kernel_flash_attn.hpp"
-#include "kernel_naive_attn.hpp"
+#include "bench/kernel_flash_attn.hpp"
+#include "bench/kernel_naive_attn.hpp"
 
 using namespace diffvk;
 

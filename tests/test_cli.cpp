@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model_fixture.hpp"
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 using namespace diffvk;
 

@@ -3,10 +3,10 @@
 #include <doctest/doctest.h>
 
 #include "gpu_test.hpp"
-#include "instance.hpp"
+#include "vk/instance.hpp"
 #include "platform.hpp"
-#include "kernels.hpp"
-#include "program.hpp"
+#include "ops/kernels.hpp"
+#include "vk/program.hpp"
 
 using namespace diffvk;
 

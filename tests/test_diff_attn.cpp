@@ -10,7 +10,7 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
-#include "kernel_diff_attn.hpp"
+#include "ops/kernel_diff_attn.hpp"
 
 using namespace diffvk;
 

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "diffvk/error.hpp"
-#include "half.hpp"
-#include "npy.hpp"
-#include "pipeline_cache_file.hpp"
+#include "io/half.hpp"
+#include "io/npy.hpp"
+#include "vk/pipeline_cache_file.hpp"
 #include "platform.hpp"
-#include "safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace fs = std::filesystem;
 using diffvk::Error;

@@ -12,7 +12,7 @@
 
 #include "diffvk/layer.hpp"
 #include "gpu_test.hpp"
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 using namespace diffvk;
 

@@ -9,7 +9,7 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 
 using namespace diffvk;
 

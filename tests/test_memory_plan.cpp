@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "diffvk/error.hpp"
-#include "memory_plan.hpp"
+#include "plan/memory_plan.hpp"
 
 using diffvk::MemoryPlan;
 using diffvk::Status;

@@ -14,7 +14,7 @@
 
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 using namespace diffvk;
 

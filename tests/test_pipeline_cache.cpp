@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "gpu_test.hpp"
-#include "kernel_diff_attn.hpp"
-#include "kernels.hpp"
-#include "pipeline_cache_file.hpp"
+#include "ops/kernel_diff_attn.hpp"
+#include "ops/kernels.hpp"
+#include "vk/pipeline_cache_file.hpp"
 #include "platform.hpp"
-#include "shader_blob.hpp"
+#include "vk/shader_blob.hpp"
 
 using namespace diffvk;
 

@@ -340,7 +340,7 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
 
 // Item 6: every validation-layer or loader message of warning/error severity, of ANY type (also the
 // loader's "general" ones), fails the test, except the exact loader messages on the allowlist
-// (runtime/instance.cpp: known_loader_messages, a foreign-architecture Mesa's ICD JSON).
+// (runtime/vk/instance.cpp: known_loader_messages, a foreign-architecture Mesa's ICD JSON).
 TEST_CASE("validation: a general loader message fails unless it is exactly on the allowlist") {
   test::TempDir tmp("diffvk-safe");
   // An ELF header of another architecture than the host's.

@@ -16,7 +16,7 @@
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
-#include "program.hpp"
+#include "vk/program.hpp"
 
 using namespace diffvk;
 using json = nlohmann::json;

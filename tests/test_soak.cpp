@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "diffvk/model.hpp"
-#include "gpu.hpp"
+#include "vk/gpu.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gpu_test.hpp"
-#include "half.hpp"
+#include "io/half.hpp"
 
 using namespace diffvk;
 

@@ -22,15 +22,15 @@
 
 #include "bench_plot.hpp"
 #include "commands.hpp"
-#include "gpu.hpp"
-#include "half.hpp"
-#include "kernel_diff_attn.hpp"
-#include "kernel_flash_attn.hpp"
-#include "kernel_naive_attn.hpp"
-#include "kernels.hpp"
+#include "vk/gpu.hpp"
+#include "io/half.hpp"
+#include "ops/kernel_diff_attn.hpp"
+#include "bench/kernel_flash_attn.hpp"
+#include "bench/kernel_naive_attn.hpp"
+#include "ops/kernels.hpp"
 #include "diffvk/model.hpp"
 #include "platform.hpp"
-#include "program.hpp"
+#include "vk/program.hpp"
 
 namespace diffvk::cli {
 

@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 #include "diffvk/layer.hpp"
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 namespace diffvk::cli {
 

@@ -5,7 +5,7 @@
 
 #include "commands.hpp"
 #include "diffvk/model.hpp"
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 #ifndef DIFFVK_SOURCE_MODEL_DIR
 #define DIFFVK_SOURCE_MODEL_DIR ""

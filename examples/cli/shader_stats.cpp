@@ -12,8 +12,8 @@
 
 #include "commands.hpp"
 #include "diffvk/model.hpp"
-#include "gpu.hpp"
-#include "model_kernels.hpp"
+#include "vk/gpu.hpp"
+#include "model/model_kernels.hpp"
 #include "platform.hpp"
 
 namespace diffvk::cli {

@@ -107,7 +107,7 @@ struct ContextOptions {
   uint64_t simulate_heap_bytes = 0;
 };
 
-class Device;  // runtime internal (runtime/gpu.hpp)
+class Device;  // runtime internal (runtime/vk/gpu.hpp)
 
 // Lists the Vulkan devices (probes each once). Throws Error(unsupported) when no Vulkan driver exists.
 std::vector<DeviceCaps> list_devices();

@@ -1,4 +1,4 @@
-// libFuzzer harness for parse_model_config (runtime/model_config.cpp): config.json text.
+// libFuzzer harness for parse_model_config (runtime/model/model_config.cpp): config.json text.
 // Any input must either parse or throw diffvk::Error(format_error); an accepted config must satisfy
 // every invariant the model loader relies on.
 #include <cstdint>

@@ -1,4 +1,4 @@
-// libFuzzer harness for the .npy reader/writer (runtime/npy.cpp).
+// libFuzzer harness for the .npy reader/writer (runtime/io/npy.cpp).
 // Any input must either parse or throw diffvk::Error(format_error). A parsed array must convert
 // (npy_as_float / npy_as_int64 by dtype) to exactly numel() elements, and float arrays must survive
 // encode_npy_f32 -> parse_npy bit-exactly (for '<f4').
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "npy.hpp"
+#include "io/npy.hpp"
 
 using namespace diffvk;
 

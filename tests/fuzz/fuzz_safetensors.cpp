@@ -1,4 +1,4 @@
-// libFuzzer harness for the safetensors reader (runtime/safetensors.cpp).
+// libFuzzer harness for the safetensors reader (runtime/io/safetensors.cpp).
 // Any input must either parse or throw diffvk::Error(format_error); a parsed file must be
 // self-consistent: every tensor lies inside the data section, covers product(shape) * dtype size
 // bytes, and converts to floats (float dtypes) without reading out of bounds.
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "safetensors.hpp"
+#include "io/safetensors.hpp"
 
 using namespace diffvk;
 

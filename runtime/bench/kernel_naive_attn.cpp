@@ -1,0 +1,84 @@
+#include "bench/kernel_naive_attn.hpp"
+
+#include <cmath>
+
+namespace diffvk {
+
+namespace {
+struct ScoresPush {
+  uint32_t S, keys, pos0, H, n_rep, capacity, q_stride, q_head_stride, q_col, k_stride, k_col;
+  float scale;
+};
+struct SoftmaxPush {
+  uint32_t S, keys;
+};
+struct PvPush {
+  uint32_t S, keys, pos0, H, n_rep, capacity, o_stride;
+  float lambda;
+};
+}  // namespace
+
+NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep)
+    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), norm_(device, o) {
+  if (D == 0 || D % 2 || n_rep == 0) throw Error(Status::invalid_argument, "naive attention: bad D or n_rep");
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  scores_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
+  softmax_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
+  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_pv", 4, sizeof(PvPush), {wg_, D}, false, fp16_});
+}
+
+NaiveDiffAttn::~NaiveDiffAttn() = default;
+
+uint64_t NaiveDiffAttn::score_bytes(const AttnCall& c) { return uint64_t(c.H) * c.S * (uint64_t(c.pos0) + c.S) * 4; }
+uint64_t NaiveDiffAttn::inter_bytes(const AttnCall& c, uint32_t D, bool fp16) {
+  return ((uint64_t(c.S) - 1) * c.o_stride + uint64_t(c.H) * 2 * D) * storage_bytes(fp16);
+}
+
+std::string NaiveDiffAttn::unsupported_reason(const DeviceCaps& caps, const AttnCall& c, uint32_t D, bool fp16,
+                                              uint64_t budget) {
+  const uint64_t sb = score_bytes(c);
+  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
+  if (sb > caps.max_storage_buffer_range)
+    return "a score matrix (" + mib(sb) + ") exceeds maxStorageBufferRange (" + mib(caps.max_storage_buffer_range) + ")";
+  if (caps.max_memory_allocation_size && sb > caps.max_memory_allocation_size)
+    return "a score matrix (" + mib(sb) + ") exceeds maxMemoryAllocationSize";
+  if (sb > 0xffffffffull) return "a score matrix exceeds 2^32 bytes (32-bit indexing)";
+  const uint64_t total = 2 * sb + inter_bytes(c, D, fp16);
+  if (total > budget) return "scratch " + mib(total) + " exceeds the memory budget " + mib(budget);
+  return "";
+}
+
+void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                           BufferRange s1, BufferRange s2, BufferRange otmp, const AttnCall& c) const {
+  const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
+  if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
+    throw Error(Status::invalid_argument, "naive attention: H/Hkv do not match this kernel's n_rep");
+  if (uint64_t(c.pos0) + c.S > c.capacity) throw Error(Status::context_overflow, "naive attention: positions exceed the KV cache");
+  if (c.q_stride < c.H * dv || c.o_stride < c.H * dv) throw Error(Status::invalid_argument, "naive attention: row strides too small");
+  const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + c.H * dv, on = (uint64_t(c.S) - 1) * c.o_stride + c.H * dv;
+  const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
+  if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es || subln.size < dv * es ||
+      s1.size < score_bytes(c) || s2.size < score_bytes(c) || otmp.size < inter_bytes(c, D_, fp16_))
+    throw Error(Status::invalid_argument, "naive attention: a buffer is smaller than the shape needs");
+  const DeviceCaps& caps = device_.caps();
+  if (c.S > caps.max_workgroup_count[1] || c.H > caps.max_workgroup_count[2])
+    throw Error(Status::unsupported, "naive attention: S or H exceeds the device's workgroup-count limit");
+  const uint32_t keys = c.pos0 + c.S;
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
+  for (uint32_t half = 0; half < 2; ++half) {
+    ScoresPush p{c.S, keys, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, uint32_t(dv), half * D_, uint32_t(dv), half * D_, scale};
+    program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {half ? s2 : s1, Access::write}}, &p, sizeof p,
+                     {(keys + wg_ - 1) / wg_, c.S, c.H}, half ? "naive scores 2" : "naive scores 1");
+  }
+  for (uint32_t half = 0; half < 2; ++half) {
+    SoftmaxPush p{c.S, keys};
+    program.dispatch(*softmax_, {{half ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, c.H, 1},
+                     half ? "naive softmax 2" : "naive softmax 1");
+  }
+  PvPush pv{c.S, keys, c.pos0, c.H, n_rep_, c.capacity, c.o_stride, c.lambda};
+  program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {otmp, Access::write}}, &pv, sizeof pv,
+                   {uint32_t((dv + wg_ - 1) / wg_), c.S, c.H}, "naive pv");
+  norm_.record(program, otmp, subln, o, HeadRmsNormParams{c.S, c.H, uint32_t(dv), c.o_stride, c.gain, c.eps});
+}
+
+}  // namespace diffvk

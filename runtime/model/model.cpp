@@ -1,0 +1,583 @@
+// Whole-model inference (include/diffvk/model.hpp): checkpoint validation and upload, sessions with
+// a per-layer KV cache, one static plan for every intermediate, programs recorded once per row
+// count and replayed (positions travel in a small buffer, not in the recording), sampling.
+#include "diffvk/model.hpp"
+
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+#include "ops/kernel_diff_attn.hpp"
+#include "ops/kernels.hpp"
+#include "plan/memory_plan.hpp"
+#include "model/model_kernels.hpp"
+#include "platform.hpp"
+#include "io/safetensors.hpp"
+#include "io/storage.hpp"
+
+namespace diffvk {
+
+// ---- model -------------------------------------------------------------------------------
+namespace {
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Largest device-local heap (where MemoryDomain::device buffers live), else the largest heap.
+uint64_t device_heap_bytes(const DeviceCaps& c) {
+  uint64_t local = 0, any = 0;
+  for (const auto& h : c.heaps) {
+    any = std::max(any, h.size);
+    if (h.device_local) local = std::max(local, h.size);
+  }
+  return local ? local : any;
+}
+
+// Packs weight tensors into a few large buffers (each <= max allocation), every tensor aligned and
+// bindable (<= maxStorageBufferRange).
+class WeightStore {
+ public:
+  WeightStore(Device& dev, bool fp16) : dev_(dev), fp16_(fp16) {}
+  size_t add(const std::string& name, std::vector<float> data) {
+    pending_.push_back({name, std::move(data)});
+    return pending_.size() - 1;
+  }
+  void upload() {
+    const DeviceCaps& c = dev_.caps();
+    const uint64_t al = c.min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
+    const uint64_t limit = std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
+    std::vector<std::pair<uint32_t, uint64_t>> where;
+    std::vector<uint64_t> sizes{0};
+    for (auto& t : pending_) {
+      const uint64_t bytes = t.data.size() * es;
+      if (bytes > c.max_storage_buffer_range)
+        throw Error(Status::unsupported, "tensor '" + t.name + "' (" + std::to_string(bytes) + " bytes) exceeds the device's maxStorageBufferRange " +
+                                             std::to_string(c.max_storage_buffer_range));
+      if (sizes.back() && align_up(sizes.back(), al) + bytes > limit) sizes.push_back(0);
+      const uint64_t off = align_up(sizes.back(), al);
+      where.push_back({static_cast<uint32_t>(sizes.size() - 1), off});
+      sizes.back() = off + bytes;
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) buffers_.emplace_back(dev_, std::max<uint64_t>(sizes[i], 4), MemoryDomain::device, "weights " + std::to_string(i));
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      const auto bytes = to_storage(pending_[i].data, fp16_);
+      buffers_[where[i].first].upload(where[i].second, bytes.data(), bytes.size());
+      ranges_.push_back(buffers_[where[i].first].range(where[i].second, std::max<uint64_t>(bytes.size(), 4)));
+      total_ += bytes.size();
+      std::vector<float>().swap(pending_[i].data);
+    }
+  }
+  // Bytes upload() will allocate (aligned), known before anything is allocated.
+  uint64_t planned_bytes() const {
+    const uint64_t al = dev_.caps().min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
+    uint64_t total = 0;
+    for (const auto& t : pending_) total += align_up(t.data.size() * es, al);
+    return total;
+  }
+  BufferRange range(size_t i) const { return ranges_.at(i); }
+  uint64_t total() const { return total_; }
+
+ private:
+  struct Pending {
+    std::string name;
+    std::vector<float> data;
+  };
+  Device& dev_;
+  bool fp16_;
+  std::vector<Pending> pending_;
+  std::vector<Buffer> buffers_;
+  std::vector<BufferRange> ranges_;
+  uint64_t total_ = 0;
+};
+}  // namespace
+
+struct Model::Impl {
+  Device* dev = nullptr;
+  bool fp16 = false;
+  ModelConfig cfg;
+  struct Layer {
+    size_t attn_norm, wqkv, wo, subln, ffn_norm, wgu, wdown;
+    double lambda, lambda_init;
+  };
+  std::vector<Layer> layers;
+  size_t embed = 0, norm = 0, lm_head = 0;
+  std::unique_ptr<WeightStore> weights;
+  Buffer rope_table;
+  uint64_t per_token_bytes = 0;
+  std::unique_ptr<LinearKernel> linear;
+  std::unique_ptr<RopeKvKernel> rope;
+  std::unique_ptr<DiffAttnKernel> attn;
+  std::unique_ptr<HeadRmsNormKernel> norm_k;
+  std::unique_ptr<EmbedKernel> embed_k;
+  std::unique_ptr<SiluMulKernel> silu;
+  std::unique_ptr<SampleKernel> sample;
+};
+
+std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
+  auto m = std::make_unique<Impl>();
+  Device& dev = ctx.device();
+  dev.check_not_lost();
+  m->dev = &dev;
+  m->fp16 = dev.fp16();
+  const auto cfg_bytes = platform::read_file(dir + "/config.json", 1 << 20);
+  m->cfg = parse_model_config(std::string(cfg_bytes.begin(), cfg_bytes.end()), dir + "/config.json");
+  const ModelConfig& c = m->cfg;
+  const std::string path = dir + "/model.safetensors";
+  SafetensorsFile st = SafetensorsFile::open(path);
+  const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
+
+  // Expected tensors: every name must be present with its shape, nothing else may be.
+  std::map<std::string, std::vector<int64_t>> expect;
+  expect["embed_tokens.weight"] = {V, E};
+  expect["norm.weight"] = {E};
+  if (!c.tie_word_embeddings) expect["lm_head.weight"] = {V, E};
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    expect[p + "attn_norm.weight"] = {E};
+    expect[p + "attn.q_proj.weight"] = {E, E};
+    expect[p + "attn.k_proj.weight"] = {2 * Hkv * D, E};
+    expect[p + "attn.v_proj.weight"] = {2 * Hkv * D, E};
+    expect[p + "attn.out_proj.weight"] = {E, E};
+    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) expect[p + "attn." + n] = {D};
+    expect[p + "attn.subln.weight"] = {2 * D};
+    expect[p + "ffn_norm.weight"] = {E};
+    expect[p + "ffn.gate_proj.weight"] = {I, E};
+    expect[p + "ffn.up_proj.weight"] = {I, E};
+    expect[p + "ffn.down_proj.weight"] = {E, I};
+  }
+  for (const auto& t : st.tensors())
+    if (!expect.count(t.name))
+      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name + "'" +
+                                            (t.name == "lm_head.weight" ? " (config says tie_word_embeddings=true)" : ""));
+  auto get = [&](const std::string& name, bool check_finite = false) {
+    const auto& shape = expect.at(name);
+    const TensorInfo* t = st.find(name);
+    if (!t) throw Error(Status::format_error, path + ": missing tensor '" + name + "'");
+    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+      throw Error(Status::format_error, path + ": tensor '" + name + "' must be F32, F16 or BF16");
+    auto v = st.to_float(st.require(name, shape));
+    if (check_finite)
+      for (float x : v)
+        if (!std::isfinite(x)) throw Error(Status::format_error, path + ": non-finite value in '" + name + "'");
+    return v;
+  };
+  auto cat = [](std::vector<float> a, const std::vector<float>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  m->weights = std::make_unique<WeightStore>(dev, m->fp16);
+  WeightStore& ws = *m->weights;
+  m->embed = ws.add("embed_tokens.weight", get("embed_tokens.weight"));
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Impl::Layer L{};
+    L.attn_norm = ws.add(p + "attn_norm.weight", get(p + "attn_norm.weight", true));
+    L.wqkv = ws.add(p + "attn.qkv", cat(cat(get(p + "attn.q_proj.weight"), get(p + "attn.k_proj.weight")), get(p + "attn.v_proj.weight")));
+    L.wo = ws.add(p + "attn.out_proj.weight", get(p + "attn.out_proj.weight"));
+    L.subln = ws.add(p + "attn.subln.weight", get(p + "attn.subln.weight", true));
+    L.ffn_norm = ws.add(p + "ffn_norm.weight", get(p + "ffn_norm.weight", true));
+    L.wgu = ws.add(p + "ffn.gate_up", cat(get(p + "ffn.gate_proj.weight"), get(p + "ffn.up_proj.weight")));
+    L.wdown = ws.add(p + "ffn.down_proj.weight", get(p + "ffn.down_proj.weight"));
+    std::vector<float> lam[4];
+    int i = 0;
+    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) lam[i++] = get(p + "attn." + n, true);
+    double d1 = 0, d2 = 0;
+    for (int64_t k = 0; k < D; ++k) {
+      d1 += double(lam[0][k]) * lam[1][k];
+      d2 += double(lam[2][k]) * lam[3][k];
+    }
+    L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
+    L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
+    if (!std::isfinite(L.lambda)) throw Error(Status::format_error, path + ": lambda of layer " + std::to_string(l) + " is not finite");
+    m->layers.push_back(L);
+  }
+  m->norm = ws.add("norm.weight", get("norm.weight", true));
+  m->lm_head = c.tie_word_embeddings ? m->embed : ws.add("lm_head.weight", get("lm_head.weight"));
+  const uint64_t table_bytes = uint64_t(c.max_position_embeddings) * (D / 2) * 2 * 4;
+  const uint64_t need = ws.planned_bytes() + table_bytes, heap = device_heap_bytes(dev.caps());
+  if (need > heap)
+    throw Error(Status::out_of_memory, path + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
+                                             "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
+  ws.upload();
+  const uint64_t es = m->fp16 ? 2 : 4;
+  m->per_token_bytes = ws.total() - uint64_t(V) * E * es * (c.tie_word_embeddings ? 0 : 1) + uint64_t(E) * es;
+
+  const auto table = rope_table(c.max_position_embeddings, static_cast<uint32_t>(D), c.rope_theta);
+  m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
+  m->rope_table.upload(0, table.data(), table.size() * 4);
+
+  ModelKernels k = build_model_kernels(dev, c);  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  m->linear = std::move(k.linear);
+  m->rope = std::move(k.rope);
+  m->attn = std::move(k.attn);
+  m->norm_k = std::move(k.norm);
+  m->embed_k = std::move(k.embed);
+  m->silu = std::move(k.silu);
+  m->sample = std::move(k.sample);
+  platform::log(platform::LogLevel::info, "model " + dir + ": " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
+                                              ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
+                                              std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
+                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") + ")");
+  return std::unique_ptr<Model>(new Model(std::move(m)));
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const ModelConfig& Model::config() const { return impl_->cfg; }
+uint64_t Model::weight_bytes() const { return impl_->per_token_bytes; }
+
+// ---- session -----------------------------------------------------------------------------
+struct Session::Impl {
+  // What a program computes after the last layer: logits of every row, of the last row only, none
+  // (a prefill chunk that is not the last), or the last row's logits plus a device-sampled token.
+  enum class Out { all, last, none, sample };
+  Model::Impl* m = nullptr;
+  uint32_t cap = 0, chunk = 0, pos = 0;
+  bool profile = false;
+  std::vector<Buffer> kv;  // per layer: K then V
+  std::vector<BufferRange> kc, vc;
+  Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
+  uint32_t sample_params[3] = {0, 0, 0};  // u, temperature (float bits), top_k: uploaded with the position
+  std::vector<TensorLifetime> lifetimes;
+  MemoryPlan plan;
+  std::vector<Buffer> arena;
+  std::vector<BufferRange> t;  // placed tensors, same order as lifetimes
+  size_t X = 0, XF = 0, LOGITS = 0;
+  struct LayerT {
+    size_t xn, qkv, q, part, stat, o, hn, gu, a;
+  };
+  std::vector<LayerT> lt;
+  uint32_t splits = 1, split_len = 0;
+  std::map<std::pair<uint32_t, Out>, std::unique_ptr<Program>> programs;  // recorded once per (rows, out)
+  Program* last = nullptr;  // the program of the last run (profile)
+
+  BufferRange T(size_t i, uint64_t bytes) const { return {t[i].buffer, t[i].offset, bytes}; }
+  Program& program(uint32_t rows, Out out);
+  // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
+  std::vector<float> run(const int32_t* tok, uint32_t rows, Out out);
+};
+
+std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) {
+  auto s = std::make_unique<Impl>();
+  Model::Impl& m = model.impl();
+  Device& dev = *m.dev;
+  const ModelConfig& c = m.cfg;
+  dev.check_not_lost();
+  s->m = &m;
+  s->cap = o.context ? o.context : c.max_position_embeddings;
+  if (s->cap > c.max_position_embeddings)
+    throw Error(Status::invalid_argument, "context " + std::to_string(s->cap) + " exceeds max_position_embeddings " +
+                                              std::to_string(c.max_position_embeddings));
+  s->chunk = std::max(1u, std::min(o.chunk, s->cap));
+  s->profile = o.profile;
+  const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
+  const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
+  const uint64_t cache = uint64_t(Hkv) * s->cap * 2 * D * es;
+  // Static plan: step 0 embed; per layer 9 steps; then final norm and lm_head.
+  const uint64_t R = s->chunk;
+  AttnCall worst{std::min<uint32_t>(8, s->chunk), 0, H, Hkv, s->cap, E, E};
+  s->splits = m.attn->decode_splits_for_capacity(AttnCall{1, 0, H, Hkv, s->cap, E, E}, &s->split_len);
+  uint32_t maxs = s->splits;
+  for (uint32_t r = 2; r <= std::min<uint32_t>(8, s->chunk); ++r) {
+    uint32_t len;
+    maxs = std::max(maxs, m.attn->decode_splits_for_capacity(AttnCall{r, 0, H, Hkv, s->cap, E, E}, &len));
+  }
+  uint64_t part_bytes = DiffAttnKernel::part_bytes(worst, D, maxs), stat_bytes = DiffAttnKernel::stat_bytes(worst, maxs);
+  if (s->chunk > m.attn->max_decode_rows()) {  // prefill chunks through split-K on loop-limited devices
+    const AttnCall pc{s->chunk, 0, H, Hkv, s->cap, E, E};
+    uint32_t len = 0;
+    if (const uint32_t ps = m.attn->prefill_splits_for_keys(s->cap, &len)) {  // any position up to the capacity
+      part_bytes = std::max(part_bytes, DiffAttnKernel::part_bytes(pc, D, ps));
+      stat_bytes = std::max(stat_bytes, DiffAttnKernel::stat_bytes(pc, ps));
+    }
+  }
+  const int F = 1 + 9 * static_cast<int>(c.num_layers);
+  auto add = [&](const std::string& name, uint64_t bytes, int first, int last) {
+    s->lifetimes.push_back({name, std::max<uint64_t>(bytes, 4), al, first, last});
+    return s->lifetimes.size() - 1;
+  };
+  // x lives until lm_head (F + 1): one-row programs read it there (final norm fused into lm_head).
+  s->X = add("x (residual stream)", R * E * es, 0, F + 1);
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const int b = 1 + 9 * static_cast<int>(l);
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Impl::LayerT L{};
+    L.xn = add(p + "attn_norm.out", R * E * es, b, b + 1);
+    L.qkv = add(p + "qkv", R * (E + 4ull * Hkv * D) * es, b + 1, b + 2);
+    L.q = add(p + "q.roped", R * E * es, b + 2, b + 3);
+    L.part = add(p + "attn.split_part", part_bytes, b + 3, b + 3);
+    L.stat = add(p + "attn.split_stat", stat_bytes, b + 3, b + 3);
+    L.o = add(p + "attn.out", R * E * es, b + 3, b + 4);
+    L.hn = add(p + "ffn_norm.out", R * E * es, b + 5, b + 6);
+    L.gu = add(p + "ffn.gate_up", R * 2ull * I * es, b + 6, b + 8);  // one-row programs: read by down (SwiGLU fused)
+    L.a = add(p + "ffn.act", R * I * es, b + 7, b + 8);
+    s->lt.push_back(L);
+  }
+  s->XF = add("norm.out", R * E * es, F, F + 1);
+  s->LOGITS = add("logits", R * c.vocab_size * es, F + 1, F + 2);
+  s->plan = plan_memory(s->lifetimes, dev.caps().max_storage_buffer_range, al);
+
+  // Everything this session allocates, checked against what the heap has left before allocating.
+  const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
+  const uint64_t need = kv_bytes + s->plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32;
+  const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
+  if (need > heap - std::min(heap, used))
+    throw Error(Status::out_of_memory, "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
+                                           std::to_string(s->cap) + ") plus activations (" + std::to_string(s->plan.arena_bytes) +
+                                           " bytes) need " + std::to_string(need) + " bytes but only " +
+                                           std::to_string(heap - std::min(heap, used)) + " of the device heap's " +
+                                           std::to_string(heap) + " remain; nothing was allocated (use a shorter context)");
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    s->kv.emplace_back(dev, 2 * align_up(cache, al), MemoryDomain::device, "KV cache layer " + std::to_string(l));
+    s->kc.push_back(s->kv.back().range(0, cache));
+    s->vc.push_back(s->kv.back().range(align_up(cache, al), cache));
+  }
+  s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
+  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position and sampling parameters");
+  s->picked = Buffer(dev, 16, MemoryDomain::device, "sampled token");
+  for (size_t i = 0; i < s->plan.buffer_sizes.size(); ++i)
+    s->arena.emplace_back(dev, s->plan.buffer_sizes[i], MemoryDomain::device, "session arena " + std::to_string(i));
+  for (size_t i = 0; i < s->lifetimes.size(); ++i) {
+    const auto& pl = s->plan.placements[i];
+    s->t.push_back(s->arena[pl.buffer].range(pl.offset, s->lifetimes[i].bytes));
+  }
+  return std::unique_ptr<Session>(new Session(std::move(s)));
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Program& Session::Impl::program(uint32_t rows, Out out) {
+  auto it = programs.find({rows, out});
+  if (it != programs.end()) return *it->second;
+  const Model::Impl& M = *m;
+  const ModelConfig& c = M.cfg;
+  Device& dev = *M.dev;
+  const uint64_t es = M.fp16 ? 2 : 4;
+  const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
+  const uint32_t qkvw = E + 4 * Hkv * D, V = c.vocab_size;
+  auto prog = std::make_unique<Program>(dev, "model rows=" + std::to_string(rows), profile);
+  const BufferRange dynr = dyn.range(0, 4), x = T(X, uint64_t(rows) * E * es);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // One row (decode): the block norms run inside the projections that follow them (linear_row's
+  // rmsnorm prologue) and SwiGLU inside the down projection, so a layer is 6 dispatches, not 9.
+  const bool fused = rows == 1;
+  M.embed_k->record(*prog, tokens.range(0, rows * 4ull), M.weights->range(M.embed), x, rows, E, V);
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const auto& W = M.layers[l];
+    const auto& L = lt[l];
+    const BufferRange xn = T(L.xn, uint64_t(rows) * E * es), qkv = T(L.qkv, uint64_t(rows) * qkvw * es),
+                      q = T(L.q, uint64_t(rows) * E * es), o = T(L.o, uint64_t(rows) * E * es),
+                      hn = T(L.hn, uint64_t(rows) * E * es), gu = T(L.gu, uint64_t(rows) * 2 * I * es),
+                      a = T(L.a, uint64_t(rows) * I * es);
+    if (fused) {
+      M.linear->record_row(*prog, x, M.weights->range(W.wqkv), qkv, {E, qkvw, RowPrologue::rmsnorm, eps}, {},
+                           M.weights->range(W.attn_norm));
+    } else {
+      M.norm_k->record(*prog, x, M.weights->range(W.attn_norm), xn, {rows, 1, E, E, 1.0f, eps});
+      M.linear->record(*prog, xn, M.weights->range(W.wqkv), qkv, {rows, E, qkvw, E, qkvw});
+    }
+    M.rope->record(*prog, qkv, M.rope_table.range(), q, kc[l], vc[l], {rows, H, Hkv, D, 0, cap}, dynr);
+    AttnCall call{rows, 0, H, Hkv, cap, E, E, static_cast<float>(W.lambda), static_cast<float>(1.0 - W.lambda_init), 1e-5f, dynr};
+    if (rows <= M.attn->max_decode_rows()) {
+      uint32_t len = 0;
+      const uint32_t sp = M.attn->decode_splits_for_capacity(call, &len);
+      M.attn->record_decode(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, t[L.part], t[L.stat], call, sp, len);
+    } else {
+      M.attn->record_prefill(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, call, t[L.part], t[L.stat]);
+    }
+    if (fused) {
+      M.linear->record_row(*prog, o, M.weights->range(W.wo), x, {E, E}, x);
+      M.linear->record_row(*prog, x, M.weights->range(W.wgu), gu, {E, 2 * I, RowPrologue::rmsnorm, eps}, {},
+                           M.weights->range(W.ffn_norm));
+      M.linear->record_row(*prog, gu, M.weights->range(W.wdown), x, {I, E, RowPrologue::silu_mul}, x);
+    } else {
+      M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x);
+      M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps});
+      M.linear->record(*prog, hn, M.weights->range(W.wgu), gu, {rows, E, 2 * I, E, 2 * I});
+      M.silu->record(*prog, gu, a, rows, I);
+      M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x);
+    }
+  }
+  if (out == Out::all) {
+    const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * V * es);
+    M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps});
+    M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, V, E, V});
+  } else if (out != Out::none) {  // the last row only: final norm fused into lm_head
+    BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * es, uint64_t(E) * es};
+    const BufferRange logits = T(LOGITS, uint64_t(V) * es);
+    const uint64_t align = std::max<uint64_t>(1, dev.caps().min_storage_buffer_offset_alignment);
+    if (xl.offset % align) {  // a storage binding must start aligned: stage the last row at the aligned XF
+      const BufferRange staged = T(XF, uint64_t(E) * es);
+      prog->copy(xl, staged, "last row");
+      xl = staged;
+    }
+    M.linear->record_row(*prog, xl, M.weights->range(M.lm_head), logits, {E, V, RowPrologue::rmsnorm, eps}, {},
+                         M.weights->range(M.norm));
+    if (out == Out::sample) M.sample->record(*prog, logits, dyn.range(0, 16), picked.range(0, 4), V);
+  }
+  prog->finalize();
+  return *programs.emplace(std::make_pair(rows, out), std::move(prog)).first->second;
+}
+
+std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, Out out) {
+  const ModelConfig& c = m->cfg;
+  std::vector<uint32_t> ids(tok, tok + rows);
+  Program& prog = program(rows, out);
+  tokens.upload(0, ids.data(), rows * 4ull);
+  const uint32_t d[4] = {pos, sample_params[0], sample_params[1], sample_params[2]};
+  dyn.upload(0, d, sizeof d);
+  last = &prog;
+  prog.run();
+  pos += rows;
+  if (out == Out::none || out == Out::sample) return {};
+  const uint64_t n = uint64_t(out == Out::all ? rows : 1) * c.vocab_size;
+  std::vector<uint8_t> raw(n * (m->fp16 ? 2 : 4));
+  arena[plan.placements[LOGITS].buffer].download(t[LOGITS].offset, raw.data(), raw.size());
+  return from_storage(raw, m->fp16);
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
+  Impl& s = *impl_;
+  const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
+  if (toks.empty()) throw Error(Status::invalid_argument, "prefill: no tokens");
+  if (uint64_t(s.pos) + toks.size() > s.cap)
+    throw Error(Status::context_overflow, "prefill: " + std::to_string(toks.size()) + " tokens after " + std::to_string(s.pos) +
+                                              " exceed the context of " + std::to_string(s.cap));
+  for (size_t i = 0; i < toks.size(); ++i)
+    if (toks[i] < 0 || uint32_t(toks[i]) >= V)
+      throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
+                                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  // All or nothing: a failure in any chunk puts the position back where it was (device loss is marked
+  // by Device::submit_and_wait). The KV rows the earlier chunks wrote lie at or beyond that position,
+  // where nothing reads them before they are written again, so the visible cache is exactly as before.
+  struct Restore {
+    Impl& s;
+    const uint32_t start;
+    bool done = false;
+    ~Restore() {
+      if (!done) s.pos = start;
+    }
+  } restore{s, s.pos};
+  std::vector<float> out;
+  for (size_t i = 0; i < toks.size(); i += s.chunk) {
+    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
+    const bool final = i + rows == toks.size();
+    auto lg = s.run(toks.data() + i, rows, all_logits ? Impl::Out::all : final ? Impl::Out::last : Impl::Out::none);
+    if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
+    else if (final) out = std::move(lg);
+  }
+  restore.done = true;
+  return out;
+}
+
+std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
+
+int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
+  Impl& s = *impl_;
+  const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
+  const bool greedy = !(temperature > 0.0f);
+  if (!greedy && (top_k == 0 || !s.m->sample->supports(V, top_k)))
+    throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
+                                              std::to_string(std::min(kDeviceTopKMax, V)) + "] for device sampling");
+  if (!greedy && !(u >= 0.0f && u < 1.0f)) throw Error(Status::invalid_argument, "decode_sample: the draw u must be in [0, 1)");
+  if (uint64_t(s.pos) + 1 > s.cap)
+    throw Error(Status::context_overflow, "decode: position " + std::to_string(s.pos) + " is at the context of " + std::to_string(s.cap));
+  if (token < 0 || uint32_t(token) >= V)
+    throw Error(Status::invalid_argument, "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  std::memcpy(&s.sample_params[0], &u, 4);
+  std::memcpy(&s.sample_params[1], &temperature, 4);
+  s.sample_params[2] = greedy ? 1u : top_k;
+  const uint32_t start = s.pos;
+  uint32_t id = 0;
+  try {  // all or nothing, like prefill
+    s.run(&token, 1, Impl::Out::sample);
+    s.picked.download(0, &id, 4);
+  } catch (...) {
+    s.pos = start;
+    throw;
+  }
+  if (id >= V) throw Error(Status::internal, "decode_sample: the device returned token " + std::to_string(id));
+  return static_cast<int32_t>(id);
+}
+
+std::vector<DispatchTime> Session::last_profile() const {
+  std::vector<DispatchTime> out;
+  if (!impl_->last) return out;
+  for (const auto& t : impl_->last->timings()) out.push_back({t.label, t.us});
+  return out;
+}
+void Session::reset() {
+  impl_->m->dev->check_not_lost();
+  impl_->pos = 0;
+}
+uint32_t Session::position() const { return impl_->pos; }
+uint32_t Session::capacity() const { return impl_->cap; }
+std::string Session::plan_report() const { return format_plan(impl_->lifetimes, impl_->plan); }
+
+// ---- sampling ----------------------------------------------------------------------------
+int32_t sample_top_k(const float* logits, uint32_t vocab, float temperature, uint32_t top_k, float u) {
+  if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");
+  const uint32_t k = temperature > 0.0f && top_k ? std::min(top_k, vocab) : 1u;
+  std::vector<uint32_t> idx(vocab);
+  std::iota(idx.begin(), idx.end(), 0u);
+  auto before = [&](uint32_t a, uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  if (k == 1) return static_cast<int32_t>(idx[0]);
+  std::vector<double> w(k);
+  double total = 0;
+  for (uint32_t j = 0; j < k; ++j) total += w[j] = std::exp((double(logits[idx[j]]) - logits[idx[0]]) / temperature);
+  const double target = double(u) * total;
+  double acc = 0;
+  for (uint32_t j = 0; j < k; ++j)
+    if (target < (acc += w[j])) return static_cast<int32_t>(idx[j]);
+  return static_cast<int32_t>(idx[k - 1]);
+}
+
+void validate_sampling(const SamplingOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0.0f)
+    throw Error(Status::invalid_argument, "temperature " + std::to_string(o.temperature) + " must be a finite number >= 0 (0 = greedy)");
+  if (!std::isfinite(o.top_p) || !(o.top_p > 0.0f && o.top_p <= 1.0f))
+    throw Error(Status::invalid_argument, "top_p " + std::to_string(o.top_p) + " must be a finite number in (0, 1] (1 = off)");
+}
+
+Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) { validate_sampling(o); }
+
+bool Sampler::device_capable() const {
+  return o_.temperature <= 0.0f || (o_.top_k >= 1 && o_.top_k <= kDeviceTopKMax && o_.top_p >= 1.0f);
+}
+
+float Sampler::draw() {
+  float u = std::generate_canonical<float, 24>(rng_);
+  return u < 1.0f ? u : 0.0f;  // generate_canonical may round up to 1
+}
+
+int32_t Sampler::sample(const float* logits, uint32_t vocab) {
+  if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");
+  for (uint32_t i = 0; i < vocab; ++i)  // NaN would also break the ordering the sort below relies on
+    if (!std::isfinite(logits[i]))
+      throw Error(Status::invalid_argument, "sample: logit " + std::to_string(i) + " is not finite");
+  if (o_.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  std::vector<uint32_t> idx(vocab);
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+  uint32_t n = o_.top_k ? std::min(o_.top_k, vocab) : vocab;
+  std::vector<double> p(n);
+  const double mx = logits[idx[0]];
+  double sum = 0;
+  for (uint32_t i = 0; i < n; ++i) sum += p[i] = std::exp((double(logits[idx[i]]) - mx) / o_.temperature);
+  if (o_.top_p < 1.0f) {
+    double acc = 0;
+    uint32_t keep = 0;
+    while (keep < n && acc < o_.top_p * sum) acc += p[keep++];
+    n = std::max(1u, keep);
+    p.resize(n);
+  }
+  std::discrete_distribution<uint32_t> dist(p.begin(), p.end());
+  return static_cast<int32_t>(idx[dist(rng_)]);
+}
+
+}  // namespace diffvk

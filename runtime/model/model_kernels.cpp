@@ -1,0 +1,39 @@
+#include "model/model_kernels.hpp"
+
+namespace diffvk {
+
+ModelKernels build_model_kernels(Device& dev, const ModelConfig& c) {
+  const KernelOptions ko = KernelOptions::for_device(dev);
+  ModelKernels k;
+  {
+    PipelineGroup g(dev, "linear");
+    k.linear = std::make_unique<LinearKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "rope_kv");
+    k.rope = std::make_unique<RopeKvKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "attention");
+    k.attn = std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads);
+  }
+  {
+    PipelineGroup g(dev, "head_rmsnorm");
+    k.norm = std::make_unique<HeadRmsNormKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "embed");
+    k.embed = std::make_unique<EmbedKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "silu_mul");
+    k.silu = std::make_unique<SiluMulKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "sample");
+    k.sample = std::make_unique<SampleKernel>(dev, ko);
+  }
+  return k;
+}
+
+}  // namespace diffvk

@@ -1,0 +1,27 @@
+// The kernels a Model builds (and so every pipeline a model needs), apart from its weights: Model::load
+// uses this, and `diffvk shader-stats` builds the same set on a device that allocates nothing.
+#pragma once
+#include <memory>
+
+#include "diffvk/model.hpp"
+#include "ops/kernel_diff_attn.hpp"
+#include "ops/kernels.hpp"
+
+namespace diffvk {
+
+struct ModelKernels {
+  std::unique_ptr<LinearKernel> linear;
+  std::unique_ptr<RopeKvKernel> rope;
+  std::unique_ptr<DiffAttnKernel> attn;
+  std::unique_ptr<HeadRmsNormKernel> norm;
+  std::unique_ptr<EmbedKernel> embed;
+  std::unique_ptr<SiluMulKernel> silu;
+  std::unique_ptr<SampleKernel> sample;  // greedy / top-k on the device
+};
+
+// Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
+// `device`, with the device's precision and subgroup options. Pipelines are labelled (PipelineGroup)
+// by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample".
+ModelKernels build_model_kernels(Device& device, const ModelConfig& config);
+
+}  // namespace diffvk

@@ -1,0 +1,139 @@
+#include "ops/attn_tuning.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace diffvk {
+
+namespace {
+uint32_t pow2_floor(uint32_t v) {
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+// Elements per K/V load (spec constant CHUNK of shaders/attn_core.glsl): 16-byte loads of 8 halves
+// when every lane still gets one, else 4 elements; element-wise when the halves do not split.
+uint32_t chunk_of(bool fp16, uint32_t D, uint32_t wg) {
+  if (fp16 && D % 8 == 0 && cdiv(2 * D, 8) >= wg) return 8;
+  return D % 4 == 0 ? 4 : 0;
+}
+// Per-lane chunk counts of the core (the constants at the top of shaders/attn_core.glsl).
+struct CoreShape {
+  uint32_t nkv, nvv, cw;
+};
+CoreShape core_shape(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t nsm) {
+  const uint32_t cw = chunk == 8 ? 8 : 4;
+  return {cdiv(nsm * cdiv(D, cw), wg), cdiv(cdiv(2 * D, cw), wg), cw};
+}
+uint32_t accumulators(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t br, uint32_t nsm) {
+  const CoreShape c = core_shape(chunk, D, wg, nsm);
+  return nsm * br * c.nvv * c.cw;
+}
+}  // namespace
+
+uint32_t attn_accumulator_budget(const DeviceCaps& caps) { return caps.kind == DeviceKind::cpu ? 128 : 32; }
+
+uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br) { return 4 * nsm * br * wg; }
+
+std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.chunk}; }
+
+std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t, bool) {
+  auto pow2 = [](uint32_t v) { return v && !(v & (v - 1)); };
+  if (D == 0 || D % 2) return "D must be even";
+  if (!pow2(t.wg) || t.wg > caps.max_workgroup_invocations || t.wg > caps.max_workgroup_size[0])
+    return "workgroup size " + std::to_string(t.wg) + " illegal";
+  if (t.tc != t.wg) return "every lane must own a slice of every row (tc == wg)";
+  if (t.subgroup && (t.subgroup != t.wg || !caps.subgroup_size_control || t.subgroup < caps.subgroup_min_size ||
+                     t.subgroup > caps.subgroup_max_size))
+    return "required subgroup size must equal the workgroup and lie in the device's range";
+  if (t.nsm != 1 && t.nsm != 2) return "nsm must be 1 or 2";
+  if (!t.br) return "br is zero";
+  if (!t.bc) return "bc is zero";
+  if (t.qb != std::max(1u, t.br / n_rep)) return "qb must be br / n_rep (at least 1)";
+  if (t.chunk != chunk_of(fp16, D, t.wg)) return "chunk does not match the storage type, D and the lanes";
+  if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm)) return "accumulators do not match the tiles";
+  if (t.br > 1 && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
+  if (t.shared_bytes != attn_shared_bytes(t.nsm, t.wg, t.br)) return "shared_bytes does not match the tiles";
+  if (t.shared_bytes > caps.max_shared_memory)
+    return "shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(caps.max_shared_memory);
+  return "";
+}
+
+AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
+                            uint32_t decode_rows, uint32_t nsm) {
+  if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "attention tiles: D and n_rep must be positive");
+  const uint32_t max_inv = std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]);
+  // One subgroup per workgroup: the lanes that split the head dimensions sum with subgroupAdd.
+  const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
+  AttnTiles t;
+  t.wg = pow2_floor(std::max(1u, std::min(sg, max_inv)));
+  // With subgroup size control, narrow the subgroup to the 4-element chunks of a V row, so that no
+  // lane idles (radv: 32 instead of its default 64 at D = 64).
+  if (caps.subgroup_size_control && caps.subgroup_min_size) {
+    const uint32_t chunks = std::max(1u, cdiv(2 * D, 4));
+    uint32_t want = t.wg;
+    while (want > caps.subgroup_min_size && want / 2 >= 1 && chunks < want) want /= 2;
+    if (want != t.wg) {
+      t.wg = want;
+      t.subgroup = want;
+    }
+  }
+  t.tc = t.wg;
+  t.bc = 16;
+  t.nsm = nsm;
+  t.chunk = chunk_of(fp16, D, t.wg);
+  // Row slots: decode covers every head of the group for all its rows; prefill every head of one or
+  // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
+  // the register budget, down to one slot (which is always legal, whatever its accumulators).
+  const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
+  const uint32_t budget = attn_accumulator_budget(caps);
+  t.br = std::max(1u, std::min(want, 64u));
+  while (t.br > 1 && accumulators(t.chunk, D, t.wg, t.br, nsm) > budget) --t.br;
+  t.qb = std::max(1u, t.br / n_rep);
+  t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm);
+  t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
+  while (t.shared_bytes > caps.max_shared_memory && t.br > 1) {
+    --t.br;
+    t.qb = std::max(1u, t.br / n_rep);
+    t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm);
+    t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
+  }
+  const std::string why = check_attn_tiles(caps, fp16, D, n_rep, t);
+  if (!why.empty())
+    throw Error(Status::unsupported, "no legal attention tiling for D=" + std::to_string(D) + ", n_rep=" +
+                                         std::to_string(n_rep) + ": " + why);
+  return t;
+}
+
+uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup) {
+  if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
+  constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
+  const CoreShape c = core_shape(4, D, t.wg, t.nsm);  // 4-element chunks: the larger counts
+  const uint64_t nst = uint64_t(t.nsm) * t.br;
+  // Back-edges per key in shaders/attn_core.glsl: every constant-trip loop there carries [[unroll]]
+  // (the test "one invocation streams the device's whole per-invocation key budget" fails if one
+  // stays a loop), so the key loop itself, plus the shared-memory lane sums of the no-subgroup
+  // variant, whose loop over the L lanes is not unrolled.
+  const uint64_t per_key = 2 + (subgroup ? 0 : nst * (t.wg + 1));
+  // Once per invocation (initialisation, Q load, epilogue or partial writes), counted as loops.
+  const uint64_t fixed = 256 + nst * (2 + 2 * c.nvv) + t.br * (1 + c.nkv * 10) + t.br * (1 + c.nvv * 10) + nst * (1 + t.wg);
+  const uint64_t keys = kBudget > fixed ? (kBudget - fixed) / per_key : 0;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, keys / t.bc) * t.bc);
+}
+
+uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
+                       uint32_t* split_len, uint32_t max_split_len) {
+  keys = std::max(keys, 1u);
+  bc = std::max(bc, 1u);
+  const uint32_t target = caps.compute_units ? 4 * caps.compute_units : 16;
+  const uint32_t blocks = cdiv(keys, bc);
+  uint32_t splits = cdiv(target, std::max(1u, workgroups_per_split));
+  splits = std::clamp(splits, 1u, std::min(blocks, caps.max_workgroup_count[2] ? caps.max_workgroup_count[2] : 1u));
+  uint32_t blocks_per_split = cdiv(blocks, splits);
+  blocks_per_split = std::min(blocks_per_split, std::max(1u, max_split_len / bc));
+  *split_len = blocks_per_split * bc;
+  return cdiv(keys, *split_len);
+}
+
+}  // namespace diffvk

@@ -1,0 +1,77 @@
+// Differential attention kernels (SPEC.md eq. 1 + eq. 3): fused prefill with the headwise norm
+// in the epilogue, and split-K decode (diff_attn_split + diff_attn_reduce). All pipelines are
+// created in the constructor (load time).
+#pragma once
+#include <memory>
+
+#include "ops/attn_tuning.hpp"
+#include "ops/kernels.hpp"
+
+namespace diffvk {
+
+struct AttnCall {
+  uint32_t S = 0;         // query rows (positions pos0 .. pos0+S-1); keys 0 .. pos0+S-1
+  uint32_t pos0 = 0;
+  uint32_t H = 0, Hkv = 0;
+  uint32_t capacity = 0;  // KV-cache rows per group
+  uint32_t q_stride = 0;  // elements between query rows (>= 2HD)
+  uint32_t o_stride = 0;  // elements between output rows (>= 2HD)
+  float lambda = 0.0f;
+  float gain = 1.0f;      // 1 - lambda_init
+  float eps = 1e-5f;
+  // Optional 4-byte uint added to pos0 at run time, so a program recorded once can be replayed at
+  // every decode position. With it, the caller keeps pos0 + dyn + S <= capacity, and decode splits
+  // must cover the whole capacity (use decode_splits_for_capacity).
+  BufferRange dyn_pos{};
+};
+
+class DiffAttnKernel {
+ public:
+  // D: head half width; n_rep = H / Hkv; decode calls take up to max_decode_rows queries.
+  DiffAttnKernel(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8);
+  ~DiffAttnKernel();
+
+  // q: S x q_stride; k, v: Hkv x capacity x 2D; subln: 2D; o: S x o_stride (normalised heads).
+  // On a device whose invocations cannot stream every key (quirk loop_iteration_limit), a prefill
+  // that may see more keys than attn_max_keys_per_invocation runs through the split-K kernels; it
+  // then needs fp32 scratch part/stat of prefill_splits() splits (part_bytes/stat_bytes), else none.
+  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                      BufferRange o, const AttnCall& call, BufferRange part = {}, BufferRange stat = {}) const;
+  // 0 when the fused prefill kernel handles the call alone; else the split count (and split_len).
+  uint32_t prefill_splits(const AttnCall& call, uint32_t* split_len) const;
+  uint32_t prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const;  // keys a query may see
+
+  // Split-K decode for S <= max_decode_rows: part/stat are fp32 scratch of part_bytes/stat_bytes.
+  uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
+  // Splits covering every key of the cache (for programs replayed at any position).
+  uint32_t decode_splits_for_capacity(const AttnCall& call, uint32_t* split_len) const;
+  static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits);
+  static uint64_t stat_bytes(const AttnCall& call, uint32_t splits);
+  void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                     BufferRange part, BufferRange stat, const AttnCall& call, uint32_t splits,
+                     uint32_t split_len) const;
+
+  const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
+  const AttnTiles& decode_tiles(uint32_t S) const;
+  uint32_t max_decode_rows() const { return max_decode_rows_; }
+  // Keys one invocation of these tiles may stream on this device (attn_max_keys_per_invocation).
+  uint32_t max_keys_per_invocation(const AttnTiles& t) const {
+    return attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_);
+  }
+
+ private:
+  BufferRange dyn(const AttnCall& c) const;
+  void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
+                    BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,
+                    const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
+  const Pipeline& split_pipeline(const AttnTiles& t) const;
+  void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
+  Device& device_;
+  bool fp16_, subgroup_;
+  uint32_t D_, n_rep_, max_decode_rows_;
+  AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
+  uint32_t reduce_wg_;
+  std::unique_ptr<Pipeline> prefill_, decode1_, decodeN_, reduce_;
+};
+
+}  // namespace diffvk

@@ -1,0 +1,231 @@
+// Linear layer y = x·Wᵀ (+ r): tile choice (pure) and the two shader paths (shaders/linear.comp,
+// shaders/linear_vec.comp).
+#include <algorithm>
+
+#include "ops/kernels.hpp"
+
+namespace diffvk {
+
+namespace {
+
+uint32_t invocation_limit(const DeviceCaps& c) {
+  return std::max(1u, std::min(c.max_workgroup_invocations, c.max_workgroup_size[0]));
+}
+
+// Shared memory declared by linear.comp: two k-major fp32 tiles with one padding column each.
+uint32_t mm_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk) { return 4u * bk * ((bm + 1) + (bn + 1)); }
+
+// Fits a matrix-matrix tile (all powers of two) to the device: first the invocation limit (grow the
+// register block up to 8 x 8, then shrink the tile), then fill at least one subgroup where possible
+// (shrink the register block), then the shared-memory limit (shrink bk down to 4, then the tile).
+// Terminates at worst at a 1 x 1 tile with bk 1 (1 invocation, 16 bytes), legal on every device.
+LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t rm,
+                   uint32_t rn) {
+  const uint32_t limit = invocation_limit(c);
+  auto wg = [&] { return (bm / rm) * (bn / rn); };
+  while (wg() > limit) {
+    if (rm <= rn && rm < 8 && rm * 2 <= bm) rm *= 2;
+    else if (rn < 8 && rn * 2 <= bn) rn *= 2;
+    else if (bm >= bn && bm > 1) {
+      bm /= 2;
+      rm = std::min(rm, bm);
+    } else {
+      bn /= 2;
+      rn = std::min(rn, bn);
+    }
+  }
+  const uint32_t want = std::min(std::max(c.subgroup_size, 1u), limit);
+  while (wg() < want && (rm > 1 || rn > 1)) {
+    if (rm >= rn) rm /= 2;
+    else rn /= 2;
+  }
+  while (wg() > limit) {  // undo an overshoot of the previous loop (non-power-of-two limits)
+    if (rm <= rn) rm *= 2;
+    else rn *= 2;
+  }
+  while (mm_shared_bytes(bm, bn, bk) > c.max_shared_memory) {
+    if (bk > 4) bk /= 2;
+    else if (bm >= bn && bm > 1) {
+      bm /= 2;
+      rm = std::min(rm, bm);
+    } else if (bn > 1) {
+      bn /= 2;
+      rn = std::min(rn, bn);
+    } else if (bk > 1) bk /= 2;
+    else break;
+  }
+  LinearTiles t;
+  t.vec = false;
+  t.variant = variant;
+  t.bm = bm;
+  t.bn = bn;
+  t.bk = bk;
+  t.rm = rm;
+  t.rn = rn;
+  t.wg = wg();
+  t.shared_bytes = mm_shared_bytes(bm, bn, bk);
+  return t;
+}
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& c) {
+  std::vector<LinearTiles> out;
+  // [0] matrix-vector: 64 invocations (or one subgroup when larger), a power of two within the limits;
+  // shared memory is reduce.glsl's WG floats.
+  {
+    const uint32_t limit = invocation_limit(c);
+    uint32_t wg = 1;
+    const uint32_t target = std::max(64u, c.subgroup_size);
+    while (wg * 2 <= std::min(target, limit) && 4u * wg * 2 <= c.max_shared_memory) wg *= 2;
+    LinearTiles t;
+    t.vec = true;
+    t.variant = 0;
+    t.wg = wg;
+    t.nf = 4;
+    t.shared_bytes = 4u * wg;
+    out.push_back(t);
+  }
+  out.push_back(fit_mm(c, 1, 64, 64, 16, 4, 4));  // [1] large: 64 x 64 tile, 4 x 4 per invocation, 256 invocations
+  out.push_back(fit_mm(c, 2, 32, 32, 16, 2, 2));  // [2] small: 32 x 32 tile, 2 x 2 per invocation, 256 invocations
+  return out;
+}
+
+LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*in*/, uint32_t out) {
+  const auto cand = linear_tile_candidates(c);
+  if (rows <= kLinearVecMaxRows) return cand[0];
+  // The large tile re-reads x and W least; use it when it still gives every compute unit two
+  // workgroups (32 workgroups when the driver does not report its compute units).
+  const LinearTiles& big = cand[1];
+  const uint64_t tiles = uint64_t(ceil_div(rows, big.bm)) * ceil_div(out, big.bn);
+  const uint64_t enough = c.compute_units ? 2ull * c.compute_units : 32ull;
+  return tiles >= enough ? big : cand[2];
+}
+
+LinearKernel::LinearKernel(Device& device, KernelOptions o) : device_(device), tiles_(linear_tile_candidates(device.caps())) {
+  const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
+  for (const LinearTiles& t : tiles_) {
+    if (t.vec)
+      pipelines_.push_back(std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf}, o.subgroup, o.fp16}));
+    else
+      pipelines_.push_back(std::make_unique<Pipeline>(
+          device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u}, false, o.fp16}));
+  }
+  // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
+  for (const LinearTiles& t : tiles_)
+    vec_pipelines_.push_back(t.vec || t.bk % 4 != 0 ? nullptr
+                                                   : std::make_unique<Pipeline>(
+                                                         device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u}, false, o.fp16}));
+  // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
+  // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
+  // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
+  const DeviceCaps& c = device.caps();
+  row_wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
+  row_nf_ = std::min(8u, row_wg_);
+  for (uint32_t vec = 0; vec < 2; ++vec)
+    for (uint32_t pro = 0; pro < 3; ++pro)
+      row_pipelines_[vec][pro] = std::make_unique<Pipeline>(
+          device, PipelineDesc{"linear_row", 5, 16, {row_wg_, row_nf_, vec, pro}, o.subgroup, o.fp16});
+}
+
+void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& p,
+                              BufferRange residual, BufferRange norm_w) const {
+  const bool fp16 = row_pipelines_[0][0]->desc().fp16;
+  const uint64_t es = storage_bytes(fp16);
+  if (p.in == 0 || p.out == 0) throw Error(Status::invalid_argument, "linear_row: zero size");
+  const uint32_t pro = static_cast<uint32_t>(p.pro);
+  if (pro > 2) throw Error(Status::invalid_argument, "linear_row: unknown prologue");
+  const uint64_t x_elems = uint64_t(p.in) * (p.pro == RowPrologue::silu_mul ? 2 : 1);
+  if (uint64_t(p.out) * p.in > UINT32_MAX) throw Error(Status::invalid_argument, "linear_row: weight too large for 32-bit element indices");
+  const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
+  if (has_norm && norm_w.buffer == VK_NULL_HANDLE) throw Error(Status::invalid_argument, "linear_row: rmsnorm needs the norm weight");
+  if (x.size < x_elems * es || w.size < uint64_t(p.out) * p.in * es || y.size < uint64_t(p.out) * es ||
+      (has_res && residual.size < uint64_t(p.out) * es) || (has_norm && norm_w.size < uint64_t(p.in) * es))
+    throw Error(Status::invalid_argument, "linear_row: buffer too small for the shape");
+  if (ranges_overlap(x, y) || ranges_overlap(w, y) || (has_norm && ranges_overlap(norm_w, y)))
+    throw Error(Status::invalid_argument, "linear_row: the output overlaps an input");
+  const bool in_place = has_res && residual.buffer == y.buffer && residual.offset == y.offset;
+  if (has_res && !in_place && ranges_overlap(residual, y))
+    throw Error(Status::invalid_argument, "linear_row: the residual overlaps the output without being the same range");
+  const uint32_t vw = fp16 ? 8 : 4;
+  const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 &&
+                   (!has_norm || norm_w.offset % 16 == 0);
+
+  std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
+  args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
+  args.push_back({has_norm ? norm_w : x, Access::read});
+  struct {
+    uint32_t in, out, has_residual;
+    float eps;
+  } push{p.in, p.out, has_res ? 1u : 0u, p.eps};
+  static_assert(sizeof push == 16, "push block layout");
+  const auto& maxc = device_.caps().max_workgroup_count;
+  uint32_t lim = maxc[0];
+  if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
+  static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
+  program.dispatch(*row_pipelines_[vec][pro], std::move(args), &push, sizeof push, groups, labels[pro]);
+}
+
+void LinearKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& p,
+                          BufferRange residual) const {
+  const LinearTiles t = choose_linear_tiles(device_.caps(), p.rows, p.in, p.out);
+  record_variant(program, t.variant, x, w, y, p, residual);
+}
+
+void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
+                                  const LinearParams& p, BufferRange residual) const {
+  if (variant >= tiles_.size()) throw Error(Status::invalid_argument, "linear: no such tile variant");
+  const LinearTiles& t = tiles_[variant];
+  if (p.rows == 0 || p.in == 0 || p.out == 0 || p.x_stride < p.in || p.y_stride < p.out)
+    throw Error(Status::invalid_argument, "linear: bad shape (zero size or row stride below the row width)");
+  if (t.vec && p.rows > kLinearVecMaxRows)
+    throw Error(Status::invalid_argument, "linear: the matrix-vector path takes at most 8 rows");
+  const uint64_t x_elems = uint64_t(p.rows - 1) * p.x_stride + p.in;
+  const uint64_t w_elems = uint64_t(p.out) * p.in;
+  const uint64_t y_elems = uint64_t(p.rows - 1) * p.y_stride + p.out;
+  if (std::max({x_elems, w_elems, y_elems}) > UINT32_MAX)
+    throw Error(Status::invalid_argument, "linear: tensor too large for 32-bit element indices");
+  const uint64_t es = storage_bytes(pipelines_[variant]->desc().fp16);
+  const bool has_res = residual.buffer != VK_NULL_HANDLE;
+  if (x.size < x_elems * es || w.size < w_elems * es || y.size < y_elems * es || (has_res && residual.size < y_elems * es))
+    throw Error(Status::invalid_argument, "linear: buffer too small for the shape");
+  if (ranges_overlap(x, y) || ranges_overlap(w, y))
+    throw Error(Status::invalid_argument, "linear: the output overlaps an input");
+  // In place (y += x·Wᵀ) is fine: element o of r is read only by the invocation that writes y[o].
+  const bool in_place = has_res && residual.buffer == y.buffer && residual.offset == y.offset;
+  if (has_res && !in_place && ranges_overlap(residual, y))
+    throw Error(Status::invalid_argument, "linear: the residual overlaps the output without being the same range");
+
+  std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
+  // Without a residual, binding 3 is a dummy that the shader never reads: x's range, already declared read.
+  args.push_back({has_res ? residual : x, Access::read});
+
+  struct {
+    LinearParams lp;
+    uint32_t has_residual;
+  } push{p, has_res ? 1u : 0u};
+  static_assert(sizeof push == sizeof(LinearParams) + sizeof(uint32_t), "push block layout");
+
+  const auto& maxc = device_.caps().max_workgroup_count;
+  auto clamp = [&](uint32_t n, int d) {
+    uint32_t lim = maxc[d];
+    if (test_limit_[d]) lim = std::min(lim, test_limit_[d]);
+    return std::max(1u, std::min(n, lim));
+  };
+  std::array<uint32_t, 3> groups{1, 1, 1};
+  if (t.vec) {
+    groups[0] = clamp(ceil_div(p.out, t.nf), 0);
+  } else {
+    groups[0] = clamp(ceil_div(p.out, t.bn), 0);
+    groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
+  }
+  const bool vec4 = !t.vec && vec_pipelines_[variant] && !row_scalar_ && p.in % 4 == 0 && p.x_stride % 4 == 0 &&
+                    x.offset % 16 == 0 && w.offset % 16 == 0;
+  program.dispatch(vec4 ? *vec_pipelines_[variant] : *pipelines_[variant], std::move(args), &push, sizeof push, groups,
+                   t.vec ? "linear_vec" : "linear");
+}
+
+}  // namespace diffvk

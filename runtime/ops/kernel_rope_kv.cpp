@@ -1,0 +1,76 @@
+// RoPE of the fused QKV projection + KV-cache append (shaders/rope_kv.comp), and its cos/sin table.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/kernels.hpp"
+
+namespace diffvk {
+
+std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta) {
+  if (D == 0 || D % 2 != 0) throw Error(Status::invalid_argument, "rope_table: D must be even and positive");
+  if (!(theta > 0)) throw Error(Status::invalid_argument, "rope_table: theta must be positive");
+  const uint32_t half = D / 2;
+  std::vector<float> t(size_t(max_positions) * half * 2);
+  for (uint32_t i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * i / D);
+    for (uint32_t pos = 0; pos < max_positions; ++pos) {
+      const double a = pos * inv_freq;
+      const size_t o = (size_t(pos) * half + i) * 2;
+      t[o] = static_cast<float>(std::cos(a));
+      t[o + 1] = static_cast<float>(std::sin(a));
+    }
+  }
+  return t;
+}
+
+RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o) : device_(device) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_}, false, o.fp16});
+}
+
+void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out,
+                          BufferRange k_cache, BufferRange v_cache, const RopeKvParams& p, BufferRange dyn_pos) const {
+  const bool dynamic = dyn_pos.buffer != VK_NULL_HANDLE;
+  if (!dynamic) dyn_pos = device_.zero_range();
+  if (p.rows == 0 || p.H == 0 || p.Hkv == 0 || p.D == 0 || p.capacity == 0)
+    throw Error(Status::invalid_argument, "rope_kv: zero size");
+  if (p.D % 2 != 0) throw Error(Status::invalid_argument, "rope_kv: head_dim D must be even for RoPE");
+  if (p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "rope_kv: H must be a multiple of Hkv");
+  if (!dynamic && uint64_t(p.pos0) + p.rows > p.capacity)
+    throw Error(Status::context_overflow, "rope_kv: positions " + std::to_string(p.pos0) + ".." +
+                                              std::to_string(uint64_t(p.pos0) + p.rows - 1) +
+                                              " exceed the KV cache capacity " + std::to_string(p.capacity));
+  const uint64_t es = storage_bytes(pipeline_->desc().fp16);
+  const uint64_t pairs = (uint64_t(p.H) + 2ull * p.Hkv) * p.D;  // per row
+  const uint64_t qkv_elems = uint64_t(p.rows) * 2 * pairs;
+  const uint64_t q_elems = uint64_t(p.rows) * 2 * p.H * p.D;
+  const uint64_t cache_elems = uint64_t(p.Hkv) * p.capacity * 2 * p.D;
+  // With a dynamic position every position below the capacity may be used.
+  const uint64_t table_entries = (dynamic ? uint64_t(p.capacity) : uint64_t(p.pos0) + p.rows) * (p.D / 2);
+  if (std::max({qkv_elems, cache_elems, table_entries * 2}) > UINT32_MAX)
+    throw Error(Status::invalid_argument, "rope_kv: tensor too large for 32-bit element indices");
+  if (qkv.size < qkv_elems * es || q_out.size < q_elems * es || k_cache.size < cache_elems * es ||
+      v_cache.size < cache_elems * es)
+    throw Error(Status::invalid_argument, "rope_kv: buffer too small for the shape");
+  if (table.size < table_entries * 8)
+    throw Error(Status::invalid_argument, "rope_kv: cos/sin table does not cover positions < pos0 + rows");
+  for (const BufferRange* o : {&q_out, &k_cache, &v_cache})
+    if (ranges_overlap(*o, qkv) || ranges_overlap(*o, table))
+      throw Error(Status::invalid_argument, "rope_kv: an output overlaps an input");
+  if (ranges_overlap(q_out, k_cache) || ranges_overlap(q_out, v_cache) || ranges_overlap(k_cache, v_cache))
+    throw Error(Status::invalid_argument, "rope_kv: outputs overlap");
+
+  const auto& maxc = device_.caps().max_workgroup_count;
+  auto clamp = [&](uint64_t n, int d) {
+    uint32_t lim = maxc[d];
+    if (test_limit_[d]) lim = std::min(lim, test_limit_[d]);
+    return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(n, lim)));
+  };
+  const std::array<uint32_t, 3> groups{clamp((pairs + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
+  program.dispatch(*pipeline_,
+                   {{qkv, Access::read}, {table, Access::read}, {q_out, Access::write}, {k_cache, Access::write},
+                    {v_cache, Access::write}, {dyn_pos, Access::read}},
+                   &p, sizeof p, groups, "rope_kv");
+}
+
+}  // namespace diffvk

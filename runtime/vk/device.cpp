@@ -1,0 +1,427 @@
+// Device listing/selection, logical device creation, pipeline cache persistence, and Context.
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "vk/gpu.hpp"
+#include "vk/instance.hpp"
+#include "vk/pipeline_cache_file.hpp"
+#include "platform.hpp"
+#include "vk/shader_blob.hpp"
+
+namespace diffvk {
+
+namespace {
+using platform::LogLevel;
+
+std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
+  uint32_t n = 0;
+  DVK_CHECK(vkEnumeratePhysicalDevices(instance, &n, nullptr));
+  std::vector<VkPhysicalDevice> pds(n);
+  DVK_CHECK(vkEnumeratePhysicalDevices(instance, &n, pds.data()));
+  pds.resize(n);
+  if (pds.empty())
+    throw Error(Status::unsupported,
+                "no Vulkan device found (Debian/Ubuntu without a GPU: apt-get install mesa-vulkan-drivers)");
+  return pds;
+}
+
+int kind_rank(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::discrete: return 0;
+    case DeviceKind::integrated: return 1;
+    case DeviceKind::virtual_gpu: return 2;
+    case DeviceKind::cpu: return 3;
+    default: return 4;
+  }
+}
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+}  // namespace
+
+std::vector<DeviceCaps> list_devices() {
+  Instance inst(0, nullptr);
+  std::vector<DeviceCaps> out;
+  auto pds = physical_devices(inst.handle());
+  for (uint32_t i = 0; i < pds.size(); ++i) out.push_back(probe_device(inst.handle(), pds[i], i, inst.api_version()));
+  return out;
+}
+
+uint32_t select_device(const std::vector<DeviceCaps>& devices, const std::string& selector) {
+  if (devices.empty()) throw Error(Status::unsupported, "no Vulkan device to select from");
+  if (selector.empty()) {
+    auto best = std::min_element(devices.begin(), devices.end(), [](const DeviceCaps& a, const DeviceCaps& b) {
+      return kind_rank(a.kind) != kind_rank(b.kind) ? kind_rank(a.kind) < kind_rank(b.kind) : a.index < b.index;
+    });
+    return best->index;
+  }
+  const bool numeric = std::all_of(selector.begin(), selector.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+  if (numeric) {
+    if (selector.size() > 6 || std::stoul(selector) >= devices.size())
+      throw Error(Status::invalid_argument, "device index " + selector + " out of range: " +
+                                                std::to_string(devices.size()) + " device(s) found (see `diffvk info`)");
+    return devices[std::stoul(selector)].index;
+  }
+  for (const auto& d : devices)
+    if (lower(d.name).find(lower(selector)) != std::string::npos) return d.index;
+  std::string names;
+  for (const auto& d : devices) names += "\n  [" + std::to_string(d.index) + "] " + d.name;
+  throw Error(Status::invalid_argument, "no Vulkan device name contains '" + selector + "'; devices:" + names);
+}
+
+std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode mode) {
+  if (mode == DeviceMode::statistics_only && !options.pipeline_cache_path.empty())
+    throw Error(Status::invalid_argument, "a device opened for pipeline statistics only uses no pipeline cache (" +
+                                              options.pipeline_cache_path + ")");
+  std::unique_ptr<Device> d(new Device());
+  d->mode_ = mode;
+  d->instance_ = std::make_unique<Instance>(options.validation, options.on_validation_message);
+  VkInstance inst = d->instance_->handle();
+  auto pds = physical_devices(inst);
+  std::vector<DeviceCaps> all;
+  for (uint32_t i = 0; i < pds.size(); ++i) all.push_back(probe_device(inst, pds[i], i, d->instance_->api_version()));
+  std::string selector = options.device;
+  if (selector.empty())
+    if (const char* env = std::getenv("DIFFVK_DEVICE")) selector = env;
+  const uint32_t idx = select_device(all, selector);
+  d->physical_ = pds[idx];
+  d->caps_ = all[idx];
+  if (options.simulate_heap_bytes)
+    for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
+  const DeviceCaps& c = d->caps_;
+  const uint32_t api = std::min(c.api_version, d->instance_->api_version());
+  if (api < VK_API_VERSION_1_1)
+    throw Error(Status::unsupported, "device '" + c.name + "' supports only Vulkan 1.0; diffvk needs 1.1");
+
+  // Precision.
+  const bool fp16_ok = c.fp16_usable() && !options.force_no_fp16;
+  if (options.precision == Precision::fp16 && !fp16_ok)
+    throw Error(Status::unsupported, "fp16 precision requested but device '" + c.name + "' lacks " +
+                                         (options.force_no_fp16 ? std::string("it (forced off)")
+                                          : !c.storage_16bit ? std::string("16-bit storage buffers")
+                                          : !c.fp16_arithmetic ? std::string("shaderFloat16")
+                                                               : std::string("a working fp16 path (quirk broken_fp16_storage)")));
+  d->fp16_ = options.precision == Precision::fp16 || (options.precision == Precision::automatic && fp16_ok);
+  if (options.precision == Precision::automatic && !fp16_ok)
+    platform::log(LogLevel::warn, "device '" + c.name + "' has no usable fp16 storage path (storage16=" +
+                                      std::to_string(c.storage_16bit) + ", shaderFloat16=" +
+                                      std::to_string(c.fp16_arithmetic) + (options.force_no_fp16 ? ", forced off" : "") +
+                                      "): falling back to fp32 shader variants");
+  d->subgroup_ = c.subgroup_arithmetic_compute && !options.force_no_subgroup_arithmetic;
+  if (!d->subgroup_)
+    platform::log(LogLevel::info, std::string("subgroup arithmetic ") +
+                                      (options.force_no_subgroup_arithmetic ? "forced off" : "not supported in compute") +
+                                      ": using shared-memory reductions");
+
+  // Queue family: prefer a compute-only family, else any with compute.
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &nq, qf.data());
+  uint32_t family = UINT32_MAX;
+  for (uint32_t i = 0; i < nq && family == UINT32_MAX; ++i)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = i;
+  if (family == UINT32_MAX) throw Error(Status::unsupported, "device '" + c.name + "' has no compute queue");
+  d->queue_family_ = family;
+
+  // Enable exactly what the kernels need: 16-bit storage + shaderFloat16 for the fp16 variants.
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &prio;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  std::vector<const char*> exts;
+  if (d->fp16_) {
+    s16.storageBuffer16BitAccess = VK_TRUE;
+    f16.shaderFloat16 = VK_TRUE;
+    f2.pNext = &s16;
+    s16.pNext = &f16;
+    if (api < VK_API_VERSION_1_2) exts.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  }
+  // Subgroup size control (Vulkan 1.3 core, else VK_EXT_subgroup_size_control): lets the attention
+  // pipelines ask for the subgroup size their lanes need (PipelineDesc::subgroup_size).
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  if (c.subgroup_size_control) {
+    sscf.subgroupSizeControl = VK_TRUE;
+    sscf.computeFullSubgroups = VK_TRUE;
+    sscf.pNext = f2.pNext;
+    f2.pNext = &sscf;
+    if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
+  // Statistics mode: VK_KHR_pipeline_executable_properties when the driver has it (lavapipe does not).
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (mode == DeviceMode::statistics_only) {
+    uint32_t n = 0;
+    DVK_CHECK(vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, nullptr));
+    std::vector<VkExtensionProperties> props(n);
+    DVK_CHECK(vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, props.data()));
+    props.resize(n);
+    const bool has_ext = std::any_of(props.begin(), props.end(), [](const VkExtensionProperties& e) {
+      return std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0;
+    });
+    if (has_ext) {
+      VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      q.pNext = &exec;
+      vkGetPhysicalDeviceFeatures2(d->physical_, &q);
+      exec.pNext = nullptr;
+    }
+    if (has_ext && exec.pipelineExecutableInfo) {
+      exec.pNext = f2.pNext;
+      f2.pNext = &exec;
+      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      d->exec_props_ = true;
+    } else {
+      platform::log(LogLevel::info, "device '" + c.name + "' has no " +
+                                        (has_ext ? std::string("pipelineExecutableInfo feature")
+                                                 : std::string(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) +
+                                        ": pipeline statistics are unavailable on this driver");
+    }
+  }
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &f2;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  dci.ppEnabledExtensionNames = exts.data();
+  DVK_CHECK(vkCreateDevice(d->physical_, &dci, nullptr, &d->device_));
+  vkGetDeviceQueue(d->device_, family, 0, &d->queue_);
+  if (mode == DeviceMode::statistics_only) {
+    platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name + ": opened for pipeline statistics only (" +
+                                      (d->fp16_ ? "fp16 storage" : "fp32") + ", subgroup " + std::to_string(c.subgroup_size) +
+                                      (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") + ")");
+    return d;  // no command pool, fence or pipeline cache: nothing may execute on this device
+  }
+
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = family;
+  DVK_CHECK(vkCreateCommandPool(d->device_, &pci, nullptr, &d->pool_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  DVK_CHECK(vkCreateFence(d->device_, &fci, nullptr, &d->fence_));
+
+  d->cache_path_ = options.pipeline_cache_path;
+  d->load_pipeline_cache();
+  platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name + ": " +
+                                    (d->fp16_ ? "fp16 storage" : "fp32") + ", subgroup " +
+                                    std::to_string(c.subgroup_size) + (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)"));
+  return d;
+}
+
+Device::~Device() {
+  if (device_) {
+    if (mode_ != DeviceMode::statistics_only) {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      vkDeviceWaitIdle(device_);
+    }
+    zero_.reset();
+    if (cache_) {
+      try {
+        save_pipeline_cache();
+      } catch (const std::exception& e) {
+        platform::log(LogLevel::warn, std::string("pipeline cache not saved: ") + e.what());
+      }
+      vkDestroyPipelineCache(device_, cache_, nullptr);
+    }
+    if (fence_) vkDestroyFence(device_, fence_, nullptr);
+    if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
+    vkDestroyDevice(device_, nullptr);
+  }
+}
+
+bool Device::validation() const { return instance_->validation(); }
+
+void Device::require_execution(const std::string& what) const {
+  if (mode_ == DeviceMode::statistics_only)
+    throw Error(Status::unsupported, what + ": the device '" + caps_.name +
+                                         "' was opened for pipeline statistics only (diffvk shader-stats), which allocates, "
+                                         "records and submits nothing");
+}
+
+VkCommandPool Device::command_pool() const {
+  require_execution("command pool");
+  return pool_;
+}
+
+std::vector<const Pipeline*> Device::pipelines() const {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  return pipelines_;
+}
+
+void Device::set_pipeline_group(std::string group) {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  pipeline_group_ = std::move(group);
+}
+
+std::string Device::pipeline_group() const {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  return pipeline_group_;
+}
+
+void Device::register_pipeline(const Pipeline* p) {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  pipelines_.push_back(p);
+}
+
+void Device::unregister_pipeline(const Pipeline* p) noexcept {
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  pipelines_.erase(std::remove(pipelines_.begin(), pipelines_.end(), p), pipelines_.end());
+}
+
+uint32_t Device::find_memory_type(uint32_t bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) const {
+  uint32_t fallback = UINT32_MAX;
+  for (uint32_t i = 0; i < caps_.memory_types.size(); ++i) {
+    if (!(bits & (1u << i))) continue;
+    const uint32_t f = caps_.memory_types[i].flags;
+    if ((f & required) != required) continue;
+    if ((f & preferred) == preferred) return i;
+    if (fallback == UINT32_MAX) fallback = i;
+  }
+  return fallback;
+}
+
+VkCommandBuffer Device::begin_one_shot() {
+  require_execution("one-shot command buffer");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  DVK_CHECK(vkAllocateCommandBuffers(device_, &ai, &cb));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VkResult r = vk_fault_for("vkBeginCommandBuffer");
+  if (r == VK_SUCCESS) r = vkBeginCommandBuffer(cb, &bi);
+  if (r != VK_SUCCESS) {
+    vkFreeCommandBuffers(device_, pool_, 1, &cb);
+    vk_check(r, "vkBeginCommandBuffer");
+  }
+  return cb;
+}
+
+void Device::abandon_one_shot(VkCommandBuffer cb) {
+  vkEndCommandBuffer(cb);
+  vkFreeCommandBuffers(device_, pool_, 1, &cb);
+}
+
+void Device::end_one_shot(VkCommandBuffer cb) {
+  struct Free {
+    Device* d;
+    VkCommandBuffer cb;
+    ~Free() { vkFreeCommandBuffers(d->device_, d->pool_, 1, &cb); }
+  } guard{this, cb};
+  DVK_CHECK(vkEndCommandBuffer(cb));
+  submit_and_wait(cb, fence_);
+}
+
+void Device::check_not_lost() const {
+  if (lost())
+    throw Error(Status::device_lost, "the Vulkan device '" + caps_.name +
+                                         "' was lost earlier: this context and every model and session created from it "
+                                         "are unusable; destroy them and create a new context");
+}
+
+void Device::submit_and_wait(VkCommandBuffer cb, VkFence fence) {
+  require_execution("queue submission");
+  check_not_lost();
+  try {
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    DVK_CHECK(vkResetFences(device_, 1, &fence));
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);  // VkQueue is externally synchronised
+      DVK_CHECK(vkQueueSubmit(queue_, 1, &si, fence));
+    }
+    VkResult r = vk_fault_for("vkWaitForFences");
+    if (r == VK_SUCCESS) r = vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX);  // no lock held
+    if (r < 0) {
+      // A failed wait (out of memory is allowed) may leave the submission executing: drain the queue so
+      // that callers can free the command buffer and the resources it uses. After a device loss this
+      // returns at once.
+      {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        vkQueueWaitIdle(queue_);
+      }
+      vk_check(r, "vkWaitForFences");
+    }
+  } catch (const Error& e) {
+    if (e.status() == Status::device_lost) mark_lost();
+    throw;
+  }
+}
+
+namespace {
+PipelineCacheKey cache_key(const DeviceCaps& c) {
+  PipelineCacheKey k{};
+  std::memcpy(k.device_uuid, c.pipeline_cache_uuid.data(), 16);
+  k.vendor_id = c.vendor_id;
+  k.device_id = c.device_id;
+  k.driver_version = c.driver_version;
+  k.spirv_hash = embedded_shaders_hash();
+  return k;
+}
+}  // namespace
+
+void Device::load_pipeline_cache() {
+  std::vector<uint8_t> blob;
+  if (!cache_path_.empty()) {
+    std::vector<uint8_t> file;
+    std::string why;
+    try {
+      file = platform::read_file(cache_path_, 1ull << 30);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    if (auto data = decode_pipeline_cache(file, cache_key(caps_), &why)) {
+      blob = std::move(*data);
+      platform::log(LogLevel::info, "pipeline cache hit: " + cache_path_ + " (" + std::to_string(blob.size()) + " bytes)");
+    } else {
+      platform::log(LogLevel::info, "pipeline cache miss (" + why + "): " + cache_path_);
+    }
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = blob.size();
+  ci.pInitialData = blob.empty() ? nullptr : blob.data();
+  VkResult r = vkCreatePipelineCache(device_, &ci, nullptr, &cache_);
+  if (r != VK_SUCCESS && !blob.empty()) {
+    platform::log(LogLevel::warn, "driver rejected the pipeline cache data; starting empty");
+    ci.initialDataSize = 0;
+    ci.pInitialData = nullptr;
+    r = vkCreatePipelineCache(device_, &ci, nullptr, &cache_);
+  }
+  vk_check(r, "vkCreatePipelineCache");
+}
+
+void Device::save_pipeline_cache() {
+  if (cache_path_.empty() || !cache_) return;
+  size_t size = 0;
+  DVK_CHECK(vkGetPipelineCacheData(device_, cache_, &size, nullptr));
+  std::vector<uint8_t> data(size);
+  DVK_CHECK(vkGetPipelineCacheData(device_, cache_, &size, data.data()));
+  data.resize(size);
+  auto file = encode_pipeline_cache(cache_key(caps_), data.data(), data.size());
+  platform::write_file_atomic(cache_path_, file.data(), file.size());
+}
+
+// ---- Context -------------------------------------------------------------------
+Context::Context(std::unique_ptr<Device> d) : device_(std::move(d)) {}
+Context::~Context() = default;
+std::unique_ptr<Context> Context::create(const ContextOptions& options) {
+  return std::unique_ptr<Context>(new Context(Device::create(options)));
+}
+const DeviceCaps& Context::caps() const { return device_->caps(); }
+Precision Context::precision() const { return device_->fp16() ? Precision::fp16 : Precision::fp32; }
+bool Context::validation_enabled() const { return device_->validation(); }
+void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }
+bool Context::lost() const { return device_->lost(); }
+Device& Context::device() { return *device_; }
+
+}  // namespace diffvk

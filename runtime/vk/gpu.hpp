@@ -1,0 +1,270 @@
+// Internal GPU layer: logical device, buffers, compute pipelines. Not part of the public API.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "diffvk/device.hpp"
+#include "vk/vk_check.hpp"
+
+namespace diffvk {
+
+class Instance;
+class Pipeline;
+
+enum class DeviceMode {
+  normal,
+  // `diffvk shader-stats`: pipelines only. No pipeline cache, command pool or fence is created, and
+  // any Buffer, command buffer or submission is refused with Error(unsupported), so that the device
+  // can be a driver's null device (radv with RADV_FORCE_FAMILY), where using memory crashes. Pipelines
+  // are created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR when the driver has
+  // VK_KHR_pipeline_executable_properties (pipeline_statistics()).
+  statistics_only,
+};
+
+// The logical device and everything bound to it. Owns the instance.
+//
+// Threading: a Device is shared by every model and session of a context and may be used from any
+// number of threads at once. Everything Vulkan requires to be externally synchronised is owned here
+// behind a lock or owned by one caller: the queue (vkQueueSubmit, vkQueueWaitIdle, vkDeviceWaitIdle)
+// is serialised by queue_mutex_, held only for the call itself, never during GPU work; the one-shot
+// command pool and fence are used under oneshot_mutex_ (uploads/downloads through staging memory and
+// fills: load time, and never on UMA devices where buffers are mapped); every Program owns its own
+// command pool, command buffer, descriptor pool and fence (runtime/vk/program.cpp).
+class Device {
+ public:
+  static std::unique_ptr<Device> create(const ContextOptions& options, DeviceMode mode = DeviceMode::normal);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  VkDevice handle() const { return device_; }
+  VkPhysicalDevice physical() const { return physical_; }
+  VkQueue queue() const { return queue_; }
+  VkCommandPool command_pool() const;  // the one-shot pool; throws Error(unsupported) in DeviceMode::statistics_only
+  uint32_t queue_family() const { return queue_family_; }
+  VkPipelineCache pipeline_cache() const { return cache_; }
+  const DeviceCaps& caps() const { return caps_; }
+  bool fp16() const { return fp16_; }                      // fp16-storage shader variants in use
+  bool subgroup_arithmetic() const { return subgroup_; }   // subgroup shader variants in use
+  bool validation() const;
+  bool statistics_only() const { return mode_ == DeviceMode::statistics_only; }
+  // VK_KHR_pipeline_executable_properties enabled (statistics_only mode on a driver that has it).
+  bool pipeline_statistics() const { return exec_props_; }
+  // Throws Error(unsupported) naming `what` in statistics_only mode (no memory, no submissions).
+  void require_execution(const std::string& what) const;
+
+  // Every live Pipeline created on this device, in creation order (shader-stats iterates it).
+  std::vector<const Pipeline*> pipelines() const;
+  // Label recorded with each Pipeline created from now on (see PipelineGroup); "" = none.
+  void set_pipeline_group(std::string group);
+  std::string pipeline_group() const;
+
+  // Memory type index with all `required` flags, preferring `preferred`; UINT32_MAX when none.
+  uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) const;
+
+  // Records `fn` into a one-time command buffer, submits it and waits.
+  template <class F>
+  void one_shot(F&& fn) {
+    std::lock_guard<std::mutex> lock(oneshot_mutex_);  // the one-shot pool and fence_ are shared
+    check_not_lost();
+    VkCommandBuffer cb = begin_one_shot();
+    try {
+      fn(cb);
+    } catch (...) {
+      abandon_one_shot(cb);
+      throw;
+    }
+    end_one_shot(cb);
+  }
+  // Submits a recorded command buffer on the queue (serialised with every other submission of this
+  // device) and waits for `fence`, which the caller owns (and nobody else uses meanwhile). The fence is
+  // reset first. VK_ERROR_DEVICE_LOST marks the device lost (below) before it is thrown.
+  void submit_and_wait(VkCommandBuffer cb, VkFence fence);
+
+  // Device loss is permanent: once any call saw VK_ERROR_DEVICE_LOST, every later operation of a
+  // context, its models and sessions fails at once with Status::device_lost (check_not_lost).
+  void mark_lost() noexcept { lost_.store(true); }
+  bool lost() const noexcept { return lost_.load(); }
+  void check_not_lost() const;
+
+  void save_pipeline_cache();
+
+  // A 256-byte zero-filled storage buffer: bound where an optional input is absent (e.g. the
+  // dynamic position of a kernel recorded with a fixed position).
+  struct BufferRange zero_range();
+
+ private:
+  Device() = default;
+  VkCommandBuffer begin_one_shot();
+  void end_one_shot(VkCommandBuffer cb);  // submit + wait on fence_ (oneshot_mutex_ held)
+  void abandon_one_shot(VkCommandBuffer cb);
+  void load_pipeline_cache();
+  friend class Pipeline;
+  void register_pipeline(const Pipeline* p);
+  void unregister_pipeline(const Pipeline* p) noexcept;
+
+  std::unique_ptr<Instance> instance_;
+  DeviceMode mode_ = DeviceMode::normal;
+  bool exec_props_ = false;
+  mutable std::mutex pipelines_mutex_;
+  std::vector<const Pipeline*> pipelines_;
+  std::string pipeline_group_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::string cache_path_;
+  DeviceCaps caps_;
+  bool fp16_ = false;
+  bool subgroup_ = false;
+  std::unique_ptr<class Buffer> zero_;
+  std::mutex zero_mutex_;      // zero_ is created on first use, possibly by two sessions at once
+  std::mutex oneshot_mutex_;   // pool_ + fence_ (one-shot command buffers)
+  std::mutex queue_mutex_;     // queue_: vkQueueSubmit / vkQueueWaitIdle / vkDeviceWaitIdle
+  std::atomic<bool> lost_{false};
+};
+
+// A range of one VkBuffer, as bound to a shader.
+struct BufferRange {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize size = 0;
+  BufferRange sub(VkDeviceSize off, VkDeviceSize sz) const { return {buffer, offset + off, sz}; }
+};
+
+enum class MemoryDomain {
+  device,   // storage buffer; device-local preferred; mapped directly when also host-visible+coherent
+  staging,  // host-visible+coherent (host-cached preferred): uploads and read-backs
+};
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std::string& what);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  VkDeviceSize size() const { return size_; }
+  void* mapped() const { return mapped_; }
+  BufferRange range() const { return {buffer_, 0, size_}; }
+  BufferRange range(VkDeviceSize off, VkDeviceSize sz) const { return {buffer_, off, sz}; }
+
+  // Host <-> buffer transfers; direct when mapped, else through a staging buffer (one submit).
+  void upload(VkDeviceSize offset, const void* src, size_t bytes);
+  void download(VkDeviceSize offset, void* dst, size_t bytes) const;
+  void fill(VkDeviceSize offset, VkDeviceSize bytes, uint32_t pattern);  // e.g. NaN poison
+
+ private:
+  void release() noexcept;
+  Device* device_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  VkDeviceSize size_ = 0;
+  void* mapped_ = nullptr;
+};
+
+struct PipelineDesc {
+  std::string op;                 // shaders/<op>.comp
+  uint32_t bindings = 0;          // storage buffers at binding 0..n-1 (set 0)
+  uint32_t push_bytes = 0;        // push-constant block size
+  std::vector<uint32_t> spec;     // specialization constants, constant_id 0..n-1 (floats bit-cast)
+  bool subgroup = false;          // use the DVK_SUBGROUP=1 variant (device must support it)
+  bool fp16 = false;              // use the DVK_FP16=1 variant
+  uint32_t subgroup_size = 0;     // nonzero: required subgroup size, full subgroups (DeviceCaps::subgroup_size_control)
+};
+
+class Pipeline {
+ public:
+  Pipeline(Device& device, const PipelineDesc& desc);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  VkPipeline handle() const { return pipeline_; }
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  const PipelineDesc& desc() const { return desc_; }
+  const std::string& name() const { return name_; }
+  // Local size with the specialization constants applied (read from the SPIR-V).
+  const std::array<uint32_t, 3>& workgroup() const { return workgroup_; }
+  // Name of each specialization constant (constant_id i -> spec_names()[i]; "" when unknown), from
+  // the shader source's `layout(constant_id = i) const ... NAME` declarations.
+  std::vector<std::string> spec_names() const;
+  const std::string& group() const { return group_; }  // Device::set_pipeline_group() at creation
+
+ private:
+  void destroy() noexcept;
+  Device& device_;
+  PipelineDesc desc_;
+  std::string name_;
+  std::string group_;
+  const char* spec_names_ = "";
+  std::array<uint32_t, 3> workgroup_{1, 1, 1};
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+// Labels the pipelines created in its scope: the device's current label + "/" + label (or label
+// alone), restored on destruction. shader-stats reports which kernels created each pipeline.
+class PipelineGroup {
+ public:
+  PipelineGroup(Device& device, const std::string& label) : device_(device), saved_(device.pipeline_group()) {
+    device.set_pipeline_group(saved_.empty() ? label : saved_ + "/" + label);
+  }
+  ~PipelineGroup() { device_.set_pipeline_group(saved_); }
+  PipelineGroup(const PipelineGroup&) = delete;
+  PipelineGroup& operator=(const PipelineGroup&) = delete;
+
+ private:
+  Device& device_;
+  std::string saved_;
+};
+
+// Local size of a compute shader's SPIR-V with `spec` applied to its specialization constants
+// (constant_id i = spec[i]): the WorkgroupSize built-in when present, else LocalSizeId, else LocalSize.
+// Throws Error(internal) on SPIR-V it cannot read.
+std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count, const std::vector<uint32_t>& spec);
+
+// One statistic of a pipeline executable (VK_KHR_pipeline_executable_properties), as the driver names it.
+struct PipelineStatistic {
+  std::string name, description;
+  VkPipelineExecutableStatisticFormatKHR format = VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR;
+  bool b = false;
+  int64_t i64 = 0;
+  uint64_t u64 = 0;
+  double f64 = 0.0;
+};
+struct PipelineExecutableStats {
+  std::string name, description;
+  uint32_t subgroup_size = 0;
+  std::vector<PipelineStatistic> statistics;
+};
+// The driver's statistics of every executable of `pipeline`. Requires device.pipeline_statistics().
+std::vector<PipelineExecutableStats> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline);
+
+// Bytes of VkDeviceMemory currently allocated by Buffer objects, process-wide (leak checks in tests).
+uint64_t device_bytes_allocated();
+
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  static_assert(sizeof u == sizeof f);
+  __builtin_memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+}  // namespace diffvk

@@ -1,0 +1,51 @@
+// Vulkan instance with optional Khronos validation (synchronization validation on) and a debug messenger.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "diffvk/device.hpp"
+
+namespace diffvk {
+
+class Instance {
+ public:
+  // validation: -1 = DIFFVK_VALIDATION env or build default, 0 off, 1 on.
+  Instance(int validation, std::function<void(MessageSeverity, const std::string&)> on_message);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  uint32_t api_version() const { return api_version_; }
+  bool validation() const { return validation_; }
+
+ private:
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT types,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  uint32_t api_version_ = VK_API_VERSION_1_1;
+  bool validation_ = false;
+  std::function<void(MessageSeverity, const std::string&)> on_message_;
+  std::vector<std::string> allowed_messages_;  // known_loader_messages(), matched exactly
+};
+
+// The exact texts of the loader messages that do not fail tests: for each installed ICD JSON whose
+// library is an ELF of another architecture (multiarch Mesa packages), the dynamic linker's error and
+// loader_icd_scan's "Failed loading library associated with ICD JSON <lib>. Ignoring this JSON".
+std::vector<std::string> known_loader_messages();
+
+// Resolves the validation request: explicit 0/1 wins, else DIFFVK_VALIDATION=0/1, else the build default.
+bool validation_requested(int option);
+
+// Probes one physical device (pure query, no logical device).
+DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index, uint32_t instance_api);
+
+// Fills caps.quirks from the named table (runtime/vk/quirks.cpp).
+void apply_quirks(DeviceCaps& caps);
+
+}  // namespace diffvk

@@ -1,0 +1,147 @@
+#include <cstring>
+
+#include "vk/gpu.hpp"
+#include "vk/pipeline_cache_file.hpp"
+#include "vk/shader_blob.hpp"
+
+namespace diffvk {
+
+const ShaderBlob* find_shader(const char* op, bool fp16, bool subgroup) {
+  size_t n = 0;
+  const ShaderBlob* all = embedded_shaders(&n);
+  for (size_t i = 0; i < n; ++i)
+    if (std::strcmp(all[i].op, op) == 0 && all[i].fp16 == int(fp16) && all[i].subgroup == int(subgroup)) return &all[i];
+  return nullptr;
+}
+
+uint64_t embedded_shaders_hash() {
+  static const uint64_t h = [] {
+    size_t n = 0;
+    const ShaderBlob* all = embedded_shaders(&n);
+    uint64_t v = fnv1a64(nullptr, 0);
+    for (size_t i = 0; i < n; ++i) {
+      v = fnv1a64(all[i].op, std::strlen(all[i].op), v);
+      v = fnv1a64(all[i].words, all[i].word_count * sizeof(uint32_t), v);
+    }
+    return v;
+  }();
+  return h;
+}
+
+Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), desc_(desc) {
+  name_ = desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
+  const ShaderBlob* blob = find_shader(desc.op.c_str(), desc.fp16, desc.subgroup);
+  if (!blob) throw Error(Status::internal, "no embedded shader variant " + name_);
+  spec_names_ = blob->spec_names ? blob->spec_names : "";
+  try {
+    workgroup_ = spirv_workgroup_size(blob->words, blob->word_count, desc.spec);
+  } catch (const Error& e) {
+    throw Error(e.status(), name_ + ": " + e.what());
+  }
+  if (desc.subgroup && !device.caps().subgroup_arithmetic_compute)
+    throw Error(Status::unsupported, name_ + ": device has no subgroup arithmetic in compute shaders");
+  if (desc.fp16 && !device.fp16())
+    throw Error(Status::unsupported, name_ + ": the fp16 path is not enabled on this device");
+  if (desc.push_bytes > device.caps().max_push_constants)
+    throw Error(Status::unsupported, name_ + ": push constants exceed the device limit");
+  VkDevice dev = device.handle();
+  VkShaderModule module = VK_NULL_HANDLE;
+  try {
+    std::vector<VkDescriptorSetLayoutBinding> binds(desc.bindings);
+    for (uint32_t i = 0; i < desc.bindings; ++i) {
+      binds[i].binding = i;
+      binds[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      binds[i].descriptorCount = 1;
+      binds[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    dl.bindingCount = desc.bindings;
+    dl.pBindings = binds.data();
+    DVK_CHECK(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &set_layout_));
+    VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, desc.push_bytes};
+    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pl.setLayoutCount = 1;
+    pl.pSetLayouts = &set_layout_;
+    pl.pushConstantRangeCount = desc.push_bytes ? 1 : 0;
+    pl.pPushConstantRanges = &pcr;
+    DVK_CHECK(vkCreatePipelineLayout(dev, &pl, nullptr, &layout_));
+    VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    sm.codeSize = blob->word_count * sizeof(uint32_t);
+    sm.pCode = blob->words;
+    DVK_CHECK(vkCreateShaderModule(dev, &sm, nullptr, &module));
+    std::vector<VkSpecializationMapEntry> entries(desc.spec.size());
+    for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4};
+    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), desc.spec.size() * 4, desc.spec.data()};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = desc.spec.empty() ? nullptr : &si;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+    if (desc.subgroup_size) {
+      const DeviceCaps& caps = device.caps();
+      if (!caps.subgroup_size_control || desc.subgroup_size < caps.subgroup_min_size ||
+          desc.subgroup_size > caps.subgroup_max_size)
+        throw Error(Status::unsupported, name_ + ": subgroup size " + std::to_string(desc.subgroup_size) +
+                                             " cannot be required on this device");
+      rss.requiredSubgroupSize = desc.subgroup_size;
+      ci.stage.pNext = &rss;
+      ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+    }
+    ci.layout = layout_;
+    if (device.pipeline_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    try {
+      DVK_CHECK(vkCreateComputePipelines(dev, device.pipeline_cache(), 1, &ci, nullptr, &pipeline_));
+    } catch (const Error& e) {
+      throw Error(e.status(), "creating pipeline " + name_ + ": " + e.what());
+    }
+    vkDestroyShaderModule(dev, module, nullptr);
+    {
+      std::lock_guard<std::mutex> lock(device.pipelines_mutex_);
+      group_ = device.pipeline_group_;
+    }
+    device.register_pipeline(this);
+  } catch (...) {
+    if (module) vkDestroyShaderModule(dev, module, nullptr);
+    destroy();
+    throw;
+  }
+}
+
+Pipeline::~Pipeline() {
+  device_.unregister_pipeline(this);
+  destroy();
+}
+
+std::vector<std::string> Pipeline::spec_names() const {
+  // spec_names_: "i=NAME,..." for every `layout(constant_id = i) const ... NAME` in the shader source.
+  std::vector<std::string> names(desc_.spec.size());
+  std::string all = spec_names_;
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t end = all.find(',', pos);
+    if (end == std::string::npos) end = all.size();
+    const std::string item = all.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos && eq > 0) {
+      const unsigned long id = std::stoul(item.substr(0, eq));
+      if (id < names.size()) names[id] = item.substr(eq + 1);
+    }
+    pos = end + 1;
+  }
+  return names;
+}
+
+void Pipeline::destroy() noexcept {
+  VkDevice dev = device_.handle();
+  if (pipeline_) vkDestroyPipeline(dev, pipeline_, nullptr);
+  if (layout_) vkDestroyPipelineLayout(dev, layout_, nullptr);
+  if (set_layout_) vkDestroyDescriptorSetLayout(dev, set_layout_, nullptr);
+  pipeline_ = VK_NULL_HANDLE;
+  layout_ = VK_NULL_HANDLE;
+  set_layout_ = VK_NULL_HANDLE;
+}
+
+}  // namespace diffvk
