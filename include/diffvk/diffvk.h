@@ -36,8 +36,12 @@ typedef enum diffvk_status {
   DIFFVK_VULKAN_ERROR = 7,
   DIFFVK_CONTEXT_OVERFLOW = 8,
   DIFFVK_INTERNAL = 9,
-  DIFFVK_BUFFER_TOO_SMALL = 10
+  DIFFVK_BUFFER_TOO_SMALL = 10,
+  DIFFVK_CANCELLED = 11
 } diffvk_status;
+
+typedef int (*diffvk_abort_fn)(void* user);
+typedef void (*diffvk_log_fn)(void* user, int level, const char* message);
 
 typedef enum diffvk_precision { DIFFVK_PRECISION_AUTO = 0, DIFFVK_PRECISION_FP16 = 1, DIFFVK_PRECISION_FP32 = 2 } diffvk_precision;
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/shaders.hpp"
+
 namespace diffvk {
 
 namespace {
@@ -17,6 +19,7 @@ FlashAttnKernel::FlashAttnKernel(Device& device, KernelOptions o, uint32_t D, ui
   if (n_rep == 0) throw Error(Status::invalid_argument, "flash attention: n_rep must be positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "flash attention: decode handles 1..8 query rows per call");
+  bench::register_bench_shaders();
   const DeviceCaps& caps = device.caps();
   prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, 1);
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, 1);

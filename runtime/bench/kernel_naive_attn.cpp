@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "bench/shaders.hpp"
+
 namespace diffvk {
 
 namespace {
@@ -21,6 +23,7 @@ struct PvPush {
 NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep)
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), norm_(device, o) {
   if (D == 0 || D % 2 || n_rep == 0) throw Error(Status::invalid_argument, "naive attention: bad D or n_rep");
+  bench::register_bench_shaders();
   wg_ = pick_pow2_workgroup(device.caps(), 64);
   scores_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
   softmax_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <type_traits>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 
 #include "diffvk/model.hpp"
+#include "model/c_api_internal.hpp"
 
 // Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,
 // each call takes another (under the registry lock) for its duration, children hold their parent's.
@@ -125,6 +127,19 @@ void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
 }
 }  // namespace
 
+namespace diffvk::capi {
+diffvk_status with_context(const char* fn, diffvk_context* context, const std::function<void(Context&)>& body) {
+  return guarded(fn, [&] {
+    auto c = check(context, Kind::context, "context");
+    alive(*c);
+    body(*c->ctx);
+  });
+}
+diffvk_status report_error(const char* fn, diffvk_status status, const std::string& message) {
+  return guarded(fn, [&] { fail(status, message); });
+}
+}  // namespace diffvk::capi
+
 extern "C" {
 
 const char* diffvk_last_error(void) { return t_error.c_str(); }
@@ -132,7 +147,7 @@ const char* diffvk_last_error(void) { return t_error.c_str(); }
 const char* diffvk_status_string(diffvk_status s) {
   const int v = enum_value(s);
   if (v == DIFFVK_BUFFER_TOO_SMALL) return "buffer too small";
-  if (v < DIFFVK_OK || v > DIFFVK_BUFFER_TOO_SMALL) return "unknown status";
+  if (v < DIFFVK_OK || v > DIFFVK_CANCELLED) return "unknown status";
   return diffvk::status_name(static_cast<diffvk::Status>(v));
 }
 

@@ -1,4 +1,7 @@
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "vk/gpu.hpp"
 #include "vk/pipeline_cache_file.hpp"
@@ -6,11 +9,33 @@
 
 namespace diffvk {
 
+namespace {
+std::mutex g_tables_mutex;
+std::vector<std::pair<const ShaderBlob*, size_t>>& extra_tables() {
+  static std::vector<std::pair<const ShaderBlob*, size_t>> tables;
+  return tables;
+}
+const ShaderBlob* find_in(const ShaderBlob* all, size_t n, const char* op, bool fp16, bool subgroup) {
+  for (size_t i = 0; i < n; ++i)
+    if (std::strcmp(all[i].op, op) == 0 && all[i].fp16 == int(fp16) && all[i].subgroup == int(subgroup)) return &all[i];
+  return nullptr;
+}
+}  // namespace
+
+void register_shader_table(const ShaderBlob* blobs, size_t count) {
+  std::lock_guard<std::mutex> lock(g_tables_mutex);
+  for (const auto& t : extra_tables())
+    if (t.first == blobs) return;
+  extra_tables().emplace_back(blobs, count);
+}
+
 const ShaderBlob* find_shader(const char* op, bool fp16, bool subgroup) {
   size_t n = 0;
   const ShaderBlob* all = embedded_shaders(&n);
-  for (size_t i = 0; i < n; ++i)
-    if (std::strcmp(all[i].op, op) == 0 && all[i].fp16 == int(fp16) && all[i].subgroup == int(subgroup)) return &all[i];
+  if (const ShaderBlob* b = find_in(all, n, op, fp16, subgroup)) return b;
+  std::lock_guard<std::mutex> lock(g_tables_mutex);
+  for (const auto& t : extra_tables())
+    if (const ShaderBlob* b = find_in(t.first, t.second, op, fp16, subgroup)) return b;
   return nullptr;
 }
 

@@ -17,7 +17,12 @@ struct ShaderBlob {
 // All embedded variants (defined in the generated shader_registry.cpp).
 const ShaderBlob* embedded_shaders(size_t* count);
 
-// The variant, or nullptr when that op/variant combination was not built.
+// Adds a table of shaders embedded outside the core library (diffvk_bench's baselines): find_shader
+// looks there after the core's own. Idempotent per table; thread-safe; the table must outlive the
+// process (generated static arrays). Not part of embedded_shaders_hash (the pipeline-cache key).
+void register_shader_table(const ShaderBlob* blobs, size_t count);
+
+// The variant, or nullptr when that op/variant combination was not built (or not registered).
 const ShaderBlob* find_shader(const char* op, bool fp16, bool subgroup);
 
 // FNV-1a over every embedded word: part of the pipeline-cache key.

@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
-namespace diffvk::cli {
+#include "diffvk/bench.hpp"  // plot_available()
+
+namespace diffvk::bench {
 
 struct PlotSeries {
   std::string label;
@@ -33,7 +35,8 @@ struct PlotFigure {
   std::vector<PlotPanel> panels;  // row-major
 };
 
-// PNG file contents (RGB). Throws std::runtime_error when encoding fails.
+// PNG file contents (RGB). Throws std::runtime_error when encoding fails, diffvk::Error(unsupported)
+// when the build has no stb.
 std::vector<uint8_t> render_png(const PlotFigure& figure);
 
-}  // namespace diffvk::cli
+}  // namespace diffvk::bench

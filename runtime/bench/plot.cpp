@@ -1,7 +1,11 @@
 // Line charts for diffvk bench: every panel has a log2 x axis (the context length T) and a linear
 // y axis from 0; series are polylines with square markers, dashed where asked; text is
 // stb_easy_font's vector font, scaled up and rasterised here.
-#include "bench_plot.hpp"
+#include "bench/plot.hpp"
+
+#include "diffvk/error.hpp"
+
+#if DIFFVK_HAVE_STB
 
 #include <algorithm>
 #include <cmath>
@@ -17,13 +21,18 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #endif
+#if DIFFVK_STB_NESTED
 #include <stb/stb_easy_font.h>
 #include <stb/stb_image_write.h>
+#else
+#include <stb_easy_font.h>
+#include <stb_image_write.h>
+#endif
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
 
-namespace diffvk::cli {
+namespace diffvk::bench {
 
 namespace {
 
@@ -214,6 +223,8 @@ void write_to_vector(void* ctx, void* data, int size) {
 
 }  // namespace
 
+bool plot_available() { return true; }
+
 std::vector<uint8_t> render_png(const PlotFigure& f) {
   const int cols = std::max(1, f.cols);
   const int rows = std::max<int>(1, int(f.panels.size() + cols - 1) / cols);
@@ -237,4 +248,15 @@ std::vector<uint8_t> render_png(const PlotFigure& f) {
   return png;
 }
 
-}  // namespace diffvk::cli
+}  // namespace diffvk::bench
+
+#else  // no stb in this build
+
+namespace diffvk::bench {
+bool plot_available() { return false; }
+std::vector<uint8_t> render_png(const PlotFigure&) {
+  throw Error(Status::unsupported, "this build has no PNG plot: stb (stb_image_write.h, stb_easy_font.h) was not found at configure time");
+}
+}  // namespace diffvk::bench
+
+#endif

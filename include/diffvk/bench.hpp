@@ -1,0 +1,64 @@
+// diffvk_bench — the on-device benchmark as a library (link diffvk::diffvk_bench; `diffvk bench` is a
+// thin front end over it). One run: the device's ceilings (compute-shader copy bandwidth, matmul rate),
+// then either the attention cases (fused vs two-pass vs naive differential attention, every output
+// checked against the others and a float64 CPU loop BEFORE anything is timed) or, with a model
+// directory, the whole-model prefill/decode rates. The result is the JSON document `diffvk bench --json`
+// writes. C callers: diffvk/diffvk_bench.h.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "diffvk/device.hpp"
+
+namespace diffvk::bench {
+
+enum class LogLevel : int { error = 0, warn = 1, info = 2, debug = 3 };
+
+struct Options {
+  // "default": the full grid, trimmed to the time budget (40 s on a CPU device, 300 s otherwise).
+  // "phone": 20 s budget, 64 MiB copy buffer, T <= 2048, a cool-down pause before each case and the
+  // thermal zones (/sys/class/thermal) recorded before and after each case.
+  std::string preset = "default";
+  std::string model_dir;          // non-empty: whole-model benchmark after the ceilings, instead of the attention cases
+  double budget_seconds = 0;      // 0 = the preset's
+  uint64_t copy_bytes = 0;        // copy-ceiling buffer size (each of src, dst); 0 = the preset's
+  double cooldown_seconds = -1;   // pause before each case; < 0 = the preset's (phone: 2 s, default: none)
+  std::vector<uint32_t> t;        // context lengths T (prefill and decode); empty = the preset's budgeted sweep
+  std::vector<uint32_t> t_prefill, t_decode;  // override `t` per phase
+  std::vector<uint32_t> d, heads, kv_heads;   // head half widths D, heads H, key/value groups Hkv (empty = preset's)
+  std::string phase = "both";     // "prefill", "decode" or "both"
+  int runs = 0;                   // timed runs per implementation; 0 = the preset's
+  int warmup = -1;                // untimed runs (the output-check run counts as the first); < 0 = the preset's
+  bool quick = false;             // tiny configuration (CI smoke test)
+  bool no_naive = false;          // skip the naive implementation
+  bool profile = false;           // model benchmark: per-op GPU time of a decode step
+  uint32_t prompt_tokens = 128, decode_tokens = 64;  // model benchmark
+  std::string plot_path;          // non-empty: write a PNG there (atomically); see plot_available()
+  std::string command_line;       // recorded in the JSON; empty = this process's command line
+  // The precision the context was created with: fp32 storage without asking for it is reported as a fallback.
+  Precision requested_precision = Precision::automatic;
+
+  // Consulted between cases and between timed repetitions; true = stop (run() throws Error(Status::cancelled)).
+  std::function<bool()> cancel;
+  // Progress (info: stages, debug: steps), check failures (warn), notes. Called on the calling thread.
+  std::function<void(LogLevel, const std::string&)> log;
+  // The human-readable report (header, ceilings, table, targets), one line per call, without newline.
+  std::function<void(const std::string&)> report;
+};
+
+struct Result {
+  std::string json;             // the report (pretty-printed JSON, newline-terminated)
+  bool outputs_checked = true;  // attention cases: every case's outputs agreed (false = some check failed)
+};
+
+// Runs the benchmark on `context`'s device. Throws diffvk::Error: invalid_argument for bad options
+// (unknown preset or phase, odd D, empty grid), cancelled when options.cancel returned true,
+// io_error when the plot cannot be written; device errors as usual.
+Result run(Context& context, const Options& options);
+
+// Whether this build can write the PNG plot (stb was found at configure time).
+bool plot_available();
+
+}  // namespace diffvk::bench

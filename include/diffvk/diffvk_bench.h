@@ -1,0 +1,43 @@
+/* diffvk_bench — C entry point of the on-device benchmark (library diffvk_bench, not the core diffvk).
+ * One call runs the preset on the context's device and returns the JSON document `diffvk bench --json`
+ * writes (ceilings, then the attention cases, each checked before it is timed; or, with model_dir, the
+ * whole-model benchmark). Errors as in diffvk.h: a status code and diffvk_last_error().
+ *
+ * struct_size: set by diffvk_bench_default_options. A caller compiled against an older, shorter
+ * struct passes its smaller size and the fields it lacks take their defaults; a size larger than this
+ * library knows is DIFFVK_INVALID_ARGUMENT. The run blocks the calling thread; the callbacks are
+ * called on it. fp32_fallback in the report assumes the context was created with automatic precision. */
+#ifndef DIFFVK_BENCH_H
+#define DIFFVK_BENCH_H
+
+#include "diffvk/diffvk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct diffvk_bench_options {
+  uint32_t struct_size;            /* sizeof(diffvk_bench_options); set by diffvk_bench_default_options */
+  const char* preset;              /* "default" or "phone" */
+  const char* model_dir;           /* NULL: attention/copy cases only */
+  double budget_seconds;           /* 0 = the preset's */
+  const char* plot_path;           /* NULL = no PNG */
+  diffvk_abort_fn abort_cb; void* abort_user;   /* nonzero return = cancel */
+  diffvk_log_fn log_cb; void* log_user;
+} diffvk_bench_options;
+
+/* Defaults: struct_size set, preset "default", everything else NULL / 0. */
+void diffvk_bench_default_options(diffvk_bench_options* out);
+
+/* Runs the benchmark on `context`'s device. On DIFFVK_OK *json_out is a NUL-terminated string to free
+ * with diffvk_bench_free_string; on any error it is NULL. abort_cb is consulted between cases and
+ * between timed repetitions: a nonzero return stops the run with DIFFVK_CANCELLED. log_cb receives
+ * the progress (level 2 info: stages and the report's text lines, 3 debug: steps) and warnings (1). */
+diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_options* opts, char** json_out);
+
+void diffvk_bench_free_string(char* s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DIFFVK_BENCH_H */

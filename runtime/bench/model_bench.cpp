@@ -1,0 +1,106 @@
+#include "bench/model_bench.hpp"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "bench/check.hpp"
+#include "bench/report.hpp"
+
+namespace diffvk::bench {
+
+json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs, const std::string& cmdline, const Sink& sink) {
+  sink.stage("model: loading " + a.model_dir);
+  auto model = Model::load(ctx, a.model_dir);
+  const ModelConfig& c = model->config();
+  const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
+  const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
+  auto session = Session::create(*model, SessionOptions{P + N, 64, false});
+  Rng rng(12345);
+  std::vector<int32_t> prompt(P);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
+  std::vector<double> prefill_s, decode_s;
+  for (int r = -1; r < runs; ++r) {  // r = -1: warm-up (pipelines, first-use costs)
+    sink.check_cancel("between model runs");
+    sink.step(strf("model: run %d of %d", r + 2, runs + 1));
+    session->reset();
+    auto t0 = Clock::now();
+    auto logits = session->prefill(prompt);
+    const double p = seconds_since(t0);
+    int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    t0 = Clock::now();
+    for (uint32_t i = 0; i < N; ++i) next = session->decode_sample(next);  // greedy on the device
+    const double d = seconds_since(t0);
+    if (r >= 0) {
+      prefill_s.push_back(p);
+      decode_s.push_back(d);
+    }
+  }
+  const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
+  const double prefill_tps = P / ps.median, decode_tps = N / ds.median;
+  const double bytes = static_cast<double>(model->weight_bytes());
+  const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
+  const double fraction = bound_s / (ds.median / N);
+  sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage", a.model_dir.c_str(), c.num_layers,
+              c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()));
+  sink.reportf("  prefill: %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s", P, ps.median, ps.min, ps.max, prefill_tps);
+  sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median, ds.min,
+              ds.max, decode_tps, 1e3 * ds.median / N);
+  sink.reportf("  weight-streaming bound: %.2f MB of weights per token / %.2f GB/s copy = %.3f ms/token -> decode at %.1f%% of it",
+              bytes / 1e6, copy_gbps, bound_s * 1e3, 100.0 * fraction);
+  sink.reportf("  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and the read-back of\n"
+              "   the last row's logits (prefill) or of the greedy token id sampled on the device (decode))", runs);
+  json profile_json;
+  if (a.profile) {
+    // A separate session with timestamps between dispatches: GPU time per dispatch grouped by op over N decode steps.
+    auto prof_session = Session::create(*model, SessionOptions{P + N, 64, true});
+    auto lg = prof_session->prefill(prompt);
+    int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    struct Agg {
+      double us = 0;
+      uint64_t n = 0;
+    };
+    std::map<std::string, Agg> by_op;
+    double total = 0;
+    size_t per_token = 0;
+    for (uint32_t i = 0; i < N; ++i) {
+      tok = prof_session->decode_sample(tok);
+      const auto prof = prof_session->last_profile();
+      per_token = prof.size();
+      for (const auto& d : prof) {
+        by_op[d.op].us += d.us;
+        by_op[d.op].n += 1;
+        total += d.us;
+      }
+    }
+    if (total <= 0) {
+      sink.reportf("  profile: the device has no timestamps");
+    } else {
+      std::vector<std::pair<std::string, Agg>> rows(by_op.begin(), by_op.end());
+      std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
+      sink.reportf("  decode profile (GPU timestamps between dispatches, %u steps, %zu dispatches per token, %.3f ms GPU time per token):",
+                  N, per_token, total / N / 1e3);
+      sink.reportf("    %-26s %10s %12s %12s %7s", "op", "per token", "us/token", "us/dispatch", "share");
+      for (const auto& [op, g] : rows) {
+        sink.reportf("    %-26s %10.1f %12.1f %12.1f %6.1f%%", op.c_str(), double(g.n) / N, g.us / N, g.us / g.n, 100.0 * g.us / total);
+        profile_json.push_back({{"op", op}, {"dispatches_per_token", double(g.n) / N}, {"us_per_token", g.us / N},
+                                {"us_per_dispatch", g.us / g.n}});
+      }
+    }
+  }
+  json j;
+  j["command_line"] = cmdline;
+  j["device"] = caps_json(ctx.caps(), ctx.device());
+  j["precision"] = precision_name(ctx.precision());
+  j["model"] = {{"dir", a.model_dir}, {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size}, {"num_heads", c.num_heads},
+                {"num_kv_heads", c.num_kv_heads}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
+                {"weight_bytes_per_token", model->weight_bytes()}};
+  j["copy_gbps"] = copy_gbps;
+  j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps)}, {"tokens_per_s", prefill_tps}};
+  j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds)}, {"tokens_per_s", decode_tps},
+                 {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
+  if (a.profile) j["decode_profile"] = profile_json;
+  return j;
+}
+
+}  // namespace diffvk::bench

@@ -1,0 +1,128 @@
+#include "bench/presets.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "diffvk/error.hpp"
+
+namespace diffvk::bench {
+
+namespace {
+constexpr double kPhoneBudgetS = 20, kPhoneCooldownS = 2;
+constexpr uint64_t kPhoneCopyBytes = 64ull << 20;
+constexpr uint32_t kPhoneMaxT = 2048;
+
+void validate(const Options& o) {
+  auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, "bench: " + m); };
+  if (o.preset != "default" && o.preset != "phone") bad("unknown preset '" + o.preset + "' (default or phone)");
+  if (o.phase != "both" && o.phase != "prefill" && o.phase != "decode") bad("unknown phase '" + o.phase + "' (prefill, decode or both)");
+  if (!std::isfinite(o.budget_seconds) || o.budget_seconds < 0) bad("budget_seconds must be finite and >= 0");
+  if (!std::isfinite(o.cooldown_seconds) || o.cooldown_seconds > 600) bad("cooldown_seconds must be finite and <= 600 (< 0 = the preset's)");
+  if (o.copy_bytes && (o.copy_bytes < (1ull << 20) || o.copy_bytes > (64ull << 30)))
+    bad("copy_bytes must be 0 (the preset's) or between 1 MiB and 64 GiB");
+  if (o.runs < 0 || o.runs > 100000) bad("runs must be in 0..100000 (0 = the preset's)");
+  if (o.warmup > 100000) bad("warmup must be <= 100000 (< 0 = the preset's)");
+  for (const auto* v : {&o.t, &o.t_prefill, &o.t_decode})
+    for (uint32_t t : *v)
+      if (t < 1 || t > (1u << 20)) bad("T must be in 1..1048576");
+  for (uint32_t d : o.d)
+    if (d < 2 || d > 256 || d % 2) bad("D must be even and in 2..256");
+  for (const auto* v : {&o.heads, &o.kv_heads})
+    for (uint32_t h : *v)
+      if (h < 1 || h > 1024) bad("heads and kv_heads must be in 1..1024");
+  if (o.prompt_tokens < 1 || o.decode_tokens < 1) bad("prompt_tokens and decode_tokens must be positive");
+}
+
+void sort_unique(std::vector<uint32_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+}  // namespace
+
+Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
+  validate(a);
+  const bool cpu = caps.kind == DeviceKind::cpu, phone = a.preset == "phone";
+  Plan plan;
+  plan.preset = a.preset;
+  plan.reduced = cpu && !a.quick;
+  plan.runs = a.runs ? a.runs : (a.quick ? 2 : cpu ? 3 : phone ? 10 : 20);
+  plan.warmup = a.warmup >= 0 ? a.warmup : (a.quick ? 1 : cpu ? 1 : 3);
+  plan.Ds = a.d;
+  plan.Hs = a.heads;
+  plan.Hkvs = a.kv_heads;
+  std::vector<uint32_t> Ts = a.t;
+  if (plan.Ds.empty()) plan.Ds = a.quick || cpu || phone ? std::vector<uint32_t>{64} : std::vector<uint32_t>{64, 128};
+  if (plan.Hs.empty()) plan.Hs = {a.quick ? 2u : cpu ? 4u : phone ? 16u : 32u};
+  if (plan.Hkvs.empty()) plan.Hkvs = {a.quick ? 1u : cpu ? 1u : phone ? 4u : 8u};
+  const bool default_t = Ts.empty() && a.t_prefill.empty() && a.t_decode.empty();
+  if (Ts.empty()) {
+    Ts = a.quick ? std::vector<uint32_t>{64, 128} : std::vector<uint32_t>{512, 1024, 2048, 4096, 8192};
+    if (phone) {
+      plan.t_cap = kPhoneMaxT;
+      Ts.erase(std::remove_if(Ts.begin(), Ts.end(), [](uint32_t t) { return t > kPhoneMaxT; }), Ts.end());
+    }
+  }
+  plan.Ts_prefill = a.t_prefill.empty() ? Ts : a.t_prefill;
+  plan.Ts_decode = a.t_decode.empty() ? Ts : a.t_decode;
+  sort_unique(plan.Ts_decode);
+  sort_unique(plan.Ts_prefill);
+  if (default_t && cpu && !a.quick) plan.Ts_prefill.insert(plan.Ts_prefill.begin(), 256);  // prefill is T^2: start lower
+  plan.budgeted = default_t && !a.quick;
+  plan.budget_s = a.budget_seconds > 0 ? a.budget_seconds : phone ? kPhoneBudgetS : cpu ? 40.0 : 300.0;
+  plan.cooldown_s = a.cooldown_seconds >= 0 ? a.cooldown_seconds : phone ? kPhoneCooldownS : 0.0;
+  plan.thermal = phone;
+
+  // ceilings: a copy beyond any cache (up to 256 MiB today) unless the preset or the caller says otherwise
+  uint64_t copy = a.copy_bytes ? a.copy_bytes : a.quick ? (16ull << 20) : phone ? kPhoneCopyBytes : (1ull << 30);
+  for (const auto& h : caps.heaps)
+    if (h.device_local && h.size) copy = std::min<uint64_t>(copy, h.size / 8);
+  copy = std::min<uint64_t>(copy, caps.max_storage_buffer_range);
+  if (caps.max_memory_allocation_size) copy = std::min<uint64_t>(copy, caps.max_memory_allocation_size);
+  plan.copy_bytes = copy & ~uint64_t(0xffff);
+  if (plan.copy_bytes == 0) throw Error(Status::unsupported, "bench: the device's limits leave no room for the copy ceiling's buffers");
+  plan.copy_runs = a.quick ? 2 : cpu ? 3 : std::max(3, std::min(plan.runs, 10));
+  plan.copy_warmup = a.quick || cpu ? 1 : 2;
+  plan.matmul_n_max = a.quick ? 256 : phone ? 2048 : 8192;
+  plan.matmul_min_us = a.quick ? 0 : 50000;
+
+  std::vector<bool> phases;
+  if (a.phase != "prefill") phases.push_back(true);  // decode first: cheap, and fills the budget estimate
+  if (a.phase != "decode") phases.push_back(false);
+  for (bool decode : phases)
+    for (uint32_t D : plan.Ds)
+      for (uint32_t H : plan.Hs)
+        for (uint32_t Hkv : plan.Hkvs) {
+          if (H % Hkv) {
+            plan.notes.push_back(strf("H=%u, Hkv=%u skipped: H must be a multiple of Hkv", H, Hkv));
+            continue;
+          }
+          for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill) plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv});
+        }
+  if (plan.cases.empty() && a.model_dir.empty()) throw Error(Status::invalid_argument, "bench: the grid is empty");
+
+  if (phone)
+    plan.notes.push_back(strf("preset phone: %.0f s budget, %s copy buffer, T <= %u for the default sweep, %.1f s cool-down before "
+                              "each case, thermal zones read before and after each case",
+                              plan.budget_s, mib(plan.copy_bytes).c_str(), kPhoneMaxT, plan.cooldown_s));
+  if (plan.reduced) {
+    std::vector<std::string> d;
+    if (a.d.empty()) d.push_back("D=64");
+    if (a.heads.empty() && a.kv_heads.empty()) d.push_back(strf("H/Hkv=%u/%u", plan.Hs[0], plan.Hkvs[0]));
+    if (a.runs == 0) d.push_back(strf("%d runs", plan.runs));
+    if (a.warmup < 0) d.push_back(strf("%d warm-up", plan.warmup));
+    if (default_t) d.push_back(strf("prefill from T=256, T list trimmed to a %.0f s time budget by calibration", plan.budget_s));
+    std::string list;
+    for (const auto& x : d) list += (list.empty() ? "" : ", ") + x;
+    if (!list.empty())
+      plan.notes.push_back(strf("CPU device (%s): reduced defaults for the flags not given: %s", caps.name.c_str(), list.c_str()));
+  }
+  if (caps.has_quirk("loop_iteration_limit"))
+    plan.notes.push_back("quirk loop_iteration_limit: this driver ends every loop of an invocation after 65535 iterations in total, "
+                         "so both attention implementations cap the keys one invocation streams: long prefills run through their "
+                         "split-K kernels here (as decode always does)");
+  if (fp32_fallback) plan.notes.push_back("fp32 FALLBACK active: the device has no usable fp16 storage path; every tensor is float32");
+  if (!caps.timestamps) plan.notes.push_back("the device has no compute timestamps: host wall time around submit+wait is reported instead");
+  return plan;
+}
+
+}  // namespace diffvk::bench

@@ -1,0 +1,258 @@
+#include "bench/report.hpp"
+
+#include "ops/kernels.hpp"
+#include "vk/gpu.hpp"
+
+namespace diffvk::bench {
+
+json stats_json(const Stats& s) {
+  return json{{"median_us", s.median}, {"min_us", s.min}, {"max_us", s.max}, {"samples_us", s.samples}};
+}
+
+static json check_json(const Check& c) {
+  return json{{"against", c.against}, {"values", c.values},     {"max_abs_err", c.max_abs}, {"max_abs_ref", c.max_ref},
+              {"nmse", c.nmse},       {"nonfinite", c.nonfinite}, {"tolerance_factor", c.tolerance_factor}, {"ok", c.ok}};
+}
+
+static std::string us_str(double us) { return us >= 1e5 ? strf("%.0f", us) : us >= 100 ? strf("%.1f", us) : strf("%.2f", us); }
+
+void report_table(const Sink& sink, const std::vector<CaseResult>& results, const Ceilings& c) {
+  sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8s %6s %8s %6s %8s", "phase", "D", "T", "H/Hkv", "impl",
+              "median us", "min us", "max us", "GB/s", "%copy", "GFLOP/s", "%mm", "fused x");
+  for (const auto& r : results) {
+    const std::string hh = strf("%u/%u", r.spec.H, r.spec.Hkv);
+    if (!r.skipped.empty()) {
+      sink.reportf("%-7s %4u %6u %6s  skipped: %s", r.spec.decode ? "decode" : "prefill", r.spec.D, r.spec.T, hh.c_str(),
+                  r.skipped.c_str());
+      continue;
+    }
+    for (int i = 0; i < 3; ++i) {
+      const char* ph = i == 0 ? (r.spec.decode ? "decode" : "prefill") : "";
+      const std::string d = i == 0 ? strf("%u", r.spec.D) : "", t = i == 0 ? strf("%u", r.spec.T) : "";
+      const std::string h = i == 0 ? hh : "";
+      if (!timed(r, i)) {
+        std::string why = r.impl[i].skipped;
+        if (r.impl[i].ran && !r.impl[i].checked) why = "OUTPUT CHECK FAILED, not timed";
+        sink.reportf("%-7s %4s %6s %6s  %-8s skipped: %s", ph, d.c_str(), t.c_str(), h.c_str(), kImplNames[i], why.c_str());
+        continue;
+      }
+      const double g = gbps(r, i), f = gflops(r, i);
+      const std::string sp = i == 0 || !timed(r, 0) ? "-" : strf("%.2fx", speedup(r, i));
+      sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8.2f %5.1f%% %8.2f %5.1f%% %8s", ph, d.c_str(), t.c_str(),
+                  h.c_str(), kImplNames[i], us_str(r.impl[i].us.median).c_str(), us_str(r.impl[i].us.min).c_str(),
+                  us_str(r.impl[i].us.max).c_str(), g, 100 * g / c.copy.gbps, f, 100 * f / c.mm.gflops, sp.c_str());
+    }
+  }
+}
+
+std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results, const Ceilings& c, bool cpu_device) {
+  std::vector<TargetEval> out;
+  const char* names[3] = {"decode T>=2048: fused >= 1.35x two-pass", "prefill T>=1024: fused >= 1.1x two-pass",
+                          "decode T>=4096 on a real GPU: fused >= 60% of copy bandwidth"};
+  for (int k = 0; k < 3; ++k) {
+    bool any = false;
+    for (const auto& r : results) {
+      const bool decode = k != 1;
+      const uint32_t tmin = k == 0 ? 2048 : k == 1 ? 1024 : 4096;
+      if (r.spec.decode != decode || r.spec.T < tmin || !r.skipped.empty()) continue;
+      any = true;
+      TargetEval t;
+      t.target = names[k];
+      t.spec = r.spec;
+      if (k < 2) {
+        t.threshold = k == 0 ? 1.35 : 1.1;
+        t.unit = "x";
+        t.measurable = timed(r, 0) && timed(r, 1);
+        if (t.measurable) t.value = speedup(r, 1);
+        else t.note = "not measured: an implementation failed its output check or was skipped";
+      } else {
+        t.threshold = 60;
+        t.unit = "%";
+        t.measurable = timed(r, 0) && !cpu_device;
+        if (timed(r, 0)) t.value = 100 * gbps(r, 0) / c.copy.gbps;
+        t.note = cpu_device ? "not measurable here: CPU device (lavapipe), not a real GPU"
+                 : !timed(r, 0) ? "not measured: the fused output check failed" : "";
+      }
+      out.push_back(t);
+    }
+    if (!any) {
+      TargetEval t;
+      t.target = names[k];
+      t.measurable = false;
+      t.note = "not measured: no qualifying case in this run";
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+json caps_json(const DeviceCaps& c, const Device& dev) {
+  json heaps = json::array();
+  for (const auto& h : c.heaps) heaps.push_back(json{{"size", h.size}, {"device_local", h.device_local}});
+  return json{{"index", c.index},
+              {"name", c.name},
+              {"kind", device_kind_name(c.kind)},
+              {"vendor_id", c.vendor_id},
+              {"device_id", c.device_id},
+              {"api_version", strf("%u.%u.%u", VK_API_VERSION_MAJOR(c.api_version), VK_API_VERSION_MINOR(c.api_version),
+                                   VK_API_VERSION_PATCH(c.api_version))},
+              {"driver_version", c.driver_version},
+              {"driver_name", c.driver_name},
+              {"driver_info", c.driver_info},
+              {"storage_16bit", c.storage_16bit},
+              {"fp16_arithmetic", c.fp16_arithmetic},
+              {"fp16_in_use", dev.fp16()},
+              {"subgroup_size", c.subgroup_size},
+              {"subgroup_arithmetic_in_use", dev.subgroup_arithmetic()},
+              {"max_shared_memory", c.max_shared_memory},
+              {"max_workgroup_invocations", c.max_workgroup_invocations},
+              {"max_storage_buffer_range", c.max_storage_buffer_range},
+              {"max_memory_allocation_size", c.max_memory_allocation_size},
+              {"compute_units", c.compute_units},
+              {"timestamps", c.timestamps},
+              {"timestamp_period_ns", c.timestamp_period_ns},
+              {"heaps", heaps}};
+}
+
+static json impl_json(const CaseResult& r, int i, const Ceilings& c) {
+  const ImplResult& im = r.impl[i];
+  json j{{"ran", im.ran}, {"output_checked", im.ran && im.checked}};
+  if (!im.ran) {
+    j["skipped"] = im.skipped;
+    return j;
+  }
+  j["dispatches"] = im.dispatches;
+  j["check_vs_cpu"] = check_json(im.vs_cpu);
+  if (im.unwritten) j["outputs_never_written"] = im.unwritten;
+  if (i > 0) j["check_vs_fused"] = check_json(im.vs_fused);
+  if (!timed(r, i)) {
+    j["skipped"] = "output check failed; not timed";
+    return j;
+  }
+  j["time"] = stats_json(im.us);
+  j["GBps"] = gbps(r, i);
+  j["GFLOPs"] = gflops(r, i);
+  j["pct_copy_bandwidth"] = 100 * gbps(r, i) / c.copy.gbps;
+  j["pct_matmul_rate"] = 100 * gflops(r, i) / c.mm.gflops;
+  j["bytes_touched_model"] = im.bytes_touched;
+  j["GBps_touched_model"] = double(im.bytes_touched) / (im.us.median * 1e3);
+  json ops = json::array();
+  for (const auto& [label, us] : im.op_median_us) ops.push_back(json{{"label", label}, {"median_us", us}});
+  j["ops"] = ops;
+  if (i > 0) j["fused_speedup"] = speedup(r, i);
+  return j;
+}
+
+bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, const std::vector<TargetEval>& targets,
+                   const Plan& plan) {
+  bool all_ok = !results.empty();
+  size_t checked_cases = 0;
+  for (const auto& r : results) {
+    if (!r.skipped.empty()) continue;
+    if (r.outputs_ok()) ++checked_cases;
+    else all_ok = false;
+  }
+  if (checked_cases == 0) all_ok = false;
+  sink.reportf("\noutputs checked: %s (%zu case(s): fused vs a double-precision CPU loop on sampled rows; two-pass and "
+               "naive vs fused on every output and vs the CPU rows; SPEC.md tolerances, x2 between two GPU results)",
+               all_ok ? "yes, all agree" : "NO - see the errors above", checked_cases);
+  for (const auto& r : results) {
+    if (!r.skipped.empty()) continue;
+    std::string line = strf("  %-32s vs cpu max abs %.2e", r.spec.name().c_str(), r.impl[0].vs_cpu.max_abs);
+    for (int i = 1; i < 3; ++i)
+      if (r.impl[i].ran) line += strf(" | %s vs fused max abs %.2e", kImplNames[i], r.impl[i].vs_fused.max_abs);
+    sink.report(line);
+  }
+  if (!targets.empty()) sink.report("\ntargets (issue 4; ratios from this one run):");
+  for (const auto& t : targets) {
+    if (t.unit.empty()) {
+      sink.reportf("  %-62s %s", t.target.c_str(), t.note.c_str());
+      continue;
+    }
+    const char* verdict = !t.measurable ? "n/a" : t.value >= t.threshold ? "met" : "MISSED";
+    const std::string value = t.value > 0 ? strf("%7.2f%s", t.value, t.unit.c_str()) : std::string("      -");
+    sink.reportf("  %-62s %-32s %s  %s%s%s", t.target.c_str(), t.spec.name().c_str(), value.c_str(), verdict,
+                 t.note.empty() ? "" : " - ", t.note.c_str());
+  }
+  for (const auto& n : plan.notes)
+    if (n.find("time budget (estimated") != std::string::npos) sink.reportf("note: %s", n.c_str());
+  return all_ok;
+}
+
+json attention_document(const RunInfo& info, const DeviceCaps& caps, const Device& dev, const Plan& plan, const Options& o,
+                        const Ceilings& ceil, const std::vector<CaseResult>& results, const std::vector<TargetEval>& targets,
+                        bool all_ok, double total_s) {
+  json j;
+  j["tool"] = "diffvk bench";
+  j["command_line"] = info.command_line;
+  j["preset"] = plan.preset;
+  j["device"] = caps_json(caps, dev);
+  j["precision"] = info.precision;
+  j["fp32_fallback"] = info.fp32_fallback;
+  j["timing"] = info.timestamps ? "gpu_timestamps" : "host_wall_clock";
+  j["config"] = json{{"preset", plan.preset},
+                     {"runs", plan.runs},
+                     {"warmup", plan.warmup},
+                     {"phase", o.phase},
+                     {"quick", o.quick},
+                     {"reduced_grid_for_cpu_device", plan.reduced},
+                     {"budgeted", plan.budgeted},
+                     {"budget_s", plan.budget_s},
+                     {"D", plan.Ds},
+                     {"T_decode", plan.Ts_decode},
+                     {"T_prefill", plan.Ts_prefill},
+                     {"T_cap", plan.t_cap ? json(plan.t_cap) : json(nullptr)},
+                     {"H", plan.Hs},
+                     {"Hkv", plan.Hkvs},
+                     {"copy_bytes", plan.copy_bytes},
+                     {"cooldown_s", plan.cooldown_s},
+                     {"thermal_recorded", plan.thermal},
+                     {"naive_memory_budget_bytes", info.naive_budget}};
+  j["notes"] = plan.notes;
+  j["ceilings"] = json{
+      {"copy", json{{"bytes_each_buffer", ceil.copy.bytes}, {"bytes_moved", 2 * ceil.copy.bytes}, {"workgroup", ceil.copy.wg},
+                    {"items_per_invocation", ceil.copy.items}, {"time", stats_json(ceil.copy.us)}, {"GBps", ceil.copy.gbps},
+                    {"configurations", ceil.copy.tried}}},
+      {"matmul", json{{"m", ceil.mm.n}, {"n", ceil.mm.n}, {"k", ceil.mm.n}, {"kernel", "LinearKernel"}, {"tiles", ceil.mm.tiles},
+                      {"time", stats_json(ceil.mm.us)}, {"GFLOPs", ceil.mm.gflops}, {"sizes_tried", ceil.mm.tried}}}};
+  json cases = json::array();
+  for (const auto& r : results) {
+    json c{{"phase", r.spec.decode ? "decode" : "prefill"}, {"D", r.spec.D}, {"T", r.spec.T}, {"S", r.S}, {"pos0", r.pos0},
+           {"H", r.spec.H}, {"Hkv", r.spec.Hkv}};
+    if (plan.thermal || plan.cooldown_s > 0) c["cooldown_s"] = r.cooldown_s;
+    if (!r.thermal.is_null()) c["thermal"] = r.thermal;
+    if (!r.skipped.empty()) {
+      c["skipped"] = r.skipped;
+      cases.push_back(c);
+      continue;
+    }
+    c["bytes_must_move"] = r.bytes;
+    c["bytes_model"] = "Q + K1 + K2 + V + output, storage type";
+    c["flops"] = r.flops;
+    c["flops_model"] = "12*D per visible (query, key) pair and head: two QK dots (2*2D) + two PV products (2*4D)";
+    if (r.spec.decode) c["fused_splits"] = json{{"splits", r.splits}, {"split_len", r.split_len}};
+    c["cpu_reference_rows"] = r.cpu_rows;
+    c["outputs_checked"] = r.outputs_ok();
+    if (!r.failures.empty()) c["check_failures"] = r.failures;
+    json impls;
+    for (int i = 0; i < 3; ++i) impls[kImplNames[i]] = impl_json(r, i, ceil);
+    c["implementations"] = impls;
+    c["fused_speedup_vs_two_pass"] = timed(r, 1) && timed(r, 0) ? json(speedup(r, 1)) : json(nullptr);
+    c["fused_speedup_vs_naive"] = timed(r, 2) && timed(r, 0) ? json(speedup(r, 2)) : json(nullptr);
+    c["wall_s"] = r.wall_s;
+    cases.push_back(c);
+  }
+  j["cases"] = cases;
+  j["outputs_checked"] = all_ok;
+  json tj = json::array();
+  for (const auto& t : targets)
+    tj.push_back(json{{"target", t.target}, {"case", t.unit.empty() ? json(nullptr) : json(t.spec.name())},
+                      {"value", t.value > 0 ? json(t.value) : json(nullptr)}, {"threshold", t.threshold},
+                      {"unit", t.unit}, {"measurable", t.measurable},
+                      {"met", t.measurable ? json(t.value >= t.threshold) : json(nullptr)}, {"note", t.note}});
+  j["targets"] = tj;
+  j["total_s"] = total_s;
+  return j;
+}
+
+}  // namespace diffvk::bench

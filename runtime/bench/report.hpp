@@ -1,0 +1,43 @@
+// diffvk_bench: the report — text (header, ceilings, table, checks, targets) through Sink::report, and
+// the JSON document (the same fields `diffvk bench --json` has always written).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "bench/cases.hpp"
+#include "bench/presets.hpp"
+
+namespace diffvk::bench {
+
+struct TargetEval {
+  std::string target;
+  CaseSpec spec;
+  double value = 0, threshold = 0;
+  std::string unit;
+  bool measurable = true;
+  std::string note;
+};
+
+// The issue-4 targets, evaluated on this run's cases.
+std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results, const Ceilings& c, bool cpu_device);
+
+json stats_json(const Stats& s);
+json caps_json(const DeviceCaps& c, const Device& dev);
+
+void report_table(const Sink& sink, const std::vector<CaseResult>& results, const Ceilings& c);
+// "outputs checked: ...", the per-case errors, the targets and the budget notes. Returns whether every
+// case that ran was checked (and at least one did).
+bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, const std::vector<TargetEval>& targets,
+                   const Plan& plan);
+
+struct RunInfo {
+  std::string command_line, precision;
+  bool fp32_fallback = false, timestamps = false;
+  uint64_t naive_budget = 0;
+};
+// The whole document of an attention-case run.
+json attention_document(const RunInfo& info, const DeviceCaps& caps, const Device& dev, const Plan& plan, const Options& o,
+                        const Ceilings& ceil, const std::vector<CaseResult>& results, const std::vector<TargetEval>& targets,
+                        bool all_ok, double total_s);
+
+}  // namespace diffvk::bench

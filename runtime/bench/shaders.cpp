@@ -1,0 +1,17 @@
+#include "bench/shaders.hpp"
+
+#include <cstddef>
+
+#include "vk/shader_blob.hpp"
+
+namespace diffvk {
+const ShaderBlob* bench_embedded_shaders(size_t* count);  // generated: bench_shader_registry.cpp
+}
+
+namespace diffvk::bench {
+void register_bench_shaders() {
+  size_t n = 0;
+  const ShaderBlob* blobs = bench_embedded_shaders(&n);
+  register_shader_table(blobs, n);  // idempotent
+}
+}  // namespace diffvk::bench
