@@ -182,6 +182,7 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
     std::vector<float> got[3];
     for (int i = 0; i < 3; ++i) {
       if (!r.impl[i].ran) continue;
+      sink_.check_cancel("between output checks");
       sink_.step(strf("%s %s: checking %s", tag.c_str(), cs.name().c_str(), kImplNames[i]));
       bufs[out_idx[i]].fill(0, out_bytes, 0x7fc07fc0u);
       progs[i]->run();

@@ -1,5 +1,5 @@
 // The "naive" differential attention baseline of `diffvk bench`: materialise both fp32 score
-// matrices (shaders/naive_scores.comp, once per softmax), softmax each row in place
+// matrices (shaders/bench/naive_scores.comp, once per softmax), softmax each row in place
 // (naive_softmax.comp), O = (P1 − λ·P2)·V (naive_pv.comp), then the runtime's head_rmsnorm.
 // Scratch: two score matrices of score_bytes() each (each bound whole, so each must fit
 // maxStorageBufferRange) and one unnormalised output O (storage type, S rows of o_stride).

@@ -8,9 +8,12 @@
 namespace diffvk::bench {
 
 namespace {
+// phone: short, so that the device stays near its resting temperature; the sweep starts low so that the
+// first case of each series (always run; it calibrates the budget) is cheap.
 constexpr double kPhoneBudgetS = 20, kPhoneCooldownS = 2;
-constexpr uint64_t kPhoneCopyBytes = 64ull << 20;
+constexpr uint64_t kPhoneCopyBytes = 64ull << 20, kPhoneCpuCopyBytes = 16ull << 20;
 constexpr uint32_t kPhoneMaxT = 2048;
+const std::vector<uint32_t> kPhoneTs = {128, 256, 512, 1024, 2048};
 
 void validate(const Options& o) {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, "bench: " + m); };
@@ -45,35 +48,35 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
   Plan plan;
   plan.preset = a.preset;
   plan.reduced = cpu && !a.quick;
-  plan.runs = a.runs ? a.runs : (a.quick ? 2 : cpu ? 3 : phone ? 10 : 20);
-  plan.warmup = a.warmup >= 0 ? a.warmup : (a.quick ? 1 : cpu ? 1 : 3);
+  plan.runs = a.runs ? a.runs : (a.quick ? 2 : phone ? (cpu ? 2 : 5) : cpu ? 3 : 20);
+  plan.warmup = a.warmup >= 0 ? a.warmup : (a.quick || cpu ? 1 : phone ? 2 : 3);
   plan.Ds = a.d;
   plan.Hs = a.heads;
   plan.Hkvs = a.kv_heads;
   std::vector<uint32_t> Ts = a.t;
   if (plan.Ds.empty()) plan.Ds = a.quick || cpu || phone ? std::vector<uint32_t>{64} : std::vector<uint32_t>{64, 128};
-  if (plan.Hs.empty()) plan.Hs = {a.quick ? 2u : cpu ? 4u : phone ? 16u : 32u};
-  if (plan.Hkvs.empty()) plan.Hkvs = {a.quick ? 1u : cpu ? 1u : phone ? 4u : 8u};
+  if (plan.Hs.empty()) plan.Hs = {a.quick || (phone && cpu) ? 2u : cpu ? 4u : phone ? 8u : 32u};
+  if (plan.Hkvs.empty()) plan.Hkvs = {a.quick || cpu ? 1u : phone ? 2u : 8u};
   const bool default_t = Ts.empty() && a.t_prefill.empty() && a.t_decode.empty();
   if (Ts.empty()) {
-    Ts = a.quick ? std::vector<uint32_t>{64, 128} : std::vector<uint32_t>{512, 1024, 2048, 4096, 8192};
-    if (phone) {
-      plan.t_cap = kPhoneMaxT;
-      Ts.erase(std::remove_if(Ts.begin(), Ts.end(), [](uint32_t t) { return t > kPhoneMaxT; }), Ts.end());
-    }
+    Ts = a.quick ? std::vector<uint32_t>{64, 128} : phone ? kPhoneTs : std::vector<uint32_t>{512, 1024, 2048, 4096, 8192};
+    if (phone) plan.t_cap = kPhoneMaxT;
   }
   plan.Ts_prefill = a.t_prefill.empty() ? Ts : a.t_prefill;
   plan.Ts_decode = a.t_decode.empty() ? Ts : a.t_decode;
   sort_unique(plan.Ts_decode);
   sort_unique(plan.Ts_prefill);
-  if (default_t && cpu && !a.quick) plan.Ts_prefill.insert(plan.Ts_prefill.begin(), 256);  // prefill is T^2: start lower
+  if (default_t && cpu && !a.quick && !phone) plan.Ts_prefill.insert(plan.Ts_prefill.begin(), 256);  // prefill is T^2: start lower
   plan.budgeted = default_t && !a.quick;
   plan.budget_s = a.budget_seconds > 0 ? a.budget_seconds : phone ? kPhoneBudgetS : cpu ? 40.0 : 300.0;
   plan.cooldown_s = a.cooldown_seconds >= 0 ? a.cooldown_seconds : phone ? kPhoneCooldownS : 0.0;
   plan.thermal = phone;
 
   // ceilings: a copy beyond any cache (up to 256 MiB today) unless the preset or the caller says otherwise
-  uint64_t copy = a.copy_bytes ? a.copy_bytes : a.quick ? (16ull << 20) : phone ? kPhoneCopyBytes : (1ull << 30);
+  uint64_t copy = a.copy_bytes      ? a.copy_bytes
+                  : a.quick         ? (16ull << 20)
+                  : phone           ? (cpu ? kPhoneCpuCopyBytes : kPhoneCopyBytes)
+                                    : (1ull << 30);
   for (const auto& h : caps.heaps)
     if (h.device_local && h.size) copy = std::min<uint64_t>(copy, h.size / 8);
   copy = std::min<uint64_t>(copy, caps.max_storage_buffer_range);
@@ -82,8 +85,8 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
   if (plan.copy_bytes == 0) throw Error(Status::unsupported, "bench: the device's limits leave no room for the copy ceiling's buffers");
   plan.copy_runs = a.quick ? 2 : cpu ? 3 : std::max(3, std::min(plan.runs, 10));
   plan.copy_warmup = a.quick || cpu ? 1 : 2;
-  plan.matmul_n_max = a.quick ? 256 : phone ? 2048 : 8192;
-  plan.matmul_min_us = a.quick ? 0 : 50000;
+  plan.matmul_n_max = a.quick || (phone && cpu) ? 256 : phone ? 2048 : 8192;
+  plan.matmul_min_us = a.quick || (phone && cpu) ? 0 : phone ? 20000 : 50000;
 
   std::vector<bool> phases;
   if (a.phase != "prefill") phases.push_back(true);  // decode first: cheap, and fills the budget estimate
@@ -101,16 +104,17 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
   if (plan.cases.empty() && a.model_dir.empty()) throw Error(Status::invalid_argument, "bench: the grid is empty");
 
   if (phone)
-    plan.notes.push_back(strf("preset phone: %.0f s budget, %s copy buffer, T <= %u for the default sweep, %.1f s cool-down before "
-                              "each case, thermal zones read before and after each case",
-                              plan.budget_s, mib(plan.copy_bytes).c_str(), kPhoneMaxT, plan.cooldown_s));
-  if (plan.reduced) {
+    plan.notes.push_back(strf("preset phone: %.3g s budget, %s copy buffer, T <= %u for the default sweep, %.3g s cool-down before "
+                              "each case, thermal zones read before and after each case%s",
+                              plan.budget_s, mib(plan.copy_bytes).c_str(), kPhoneMaxT, plan.cooldown_s,
+                              cpu ? "; CPU device: H/Hkv 2/1, 2 runs, 16 MiB copy, matmul 256^3 for the values not given" : ""));
+  if (plan.reduced && !phone) {
     std::vector<std::string> d;
     if (a.d.empty()) d.push_back("D=64");
     if (a.heads.empty() && a.kv_heads.empty()) d.push_back(strf("H/Hkv=%u/%u", plan.Hs[0], plan.Hkvs[0]));
     if (a.runs == 0) d.push_back(strf("%d runs", plan.runs));
     if (a.warmup < 0) d.push_back(strf("%d warm-up", plan.warmup));
-    if (default_t) d.push_back(strf("prefill from T=256, T list trimmed to a %.0f s time budget by calibration", plan.budget_s));
+    if (default_t && !phone) d.push_back(strf("prefill from T=256, T list trimmed to a %.0f s time budget by calibration", plan.budget_s));
     std::string list;
     for (const auto& x : d) list += (list.empty() ? "" : ", ") + x;
     if (!list.empty())

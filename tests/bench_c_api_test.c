@@ -1,0 +1,136 @@
+/* diffvk_bench's C entry point, from C: misuse gives status codes, a phone-preset run with a tiny
+ * budget returns a JSON document with the preset, the cool-down and the thermal readings, and an
+ * abort callback that fires after the first case stops the run quickly with DIFFVK_CANCELLED.
+ * usage: diffvk_bench_c_api_test */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "diffvk/diffvk.h"
+#include "diffvk/diffvk_bench.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                                                              \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, diffvk_last_error()); \
+      ++failures;                                                                                 \
+    }                                                                                             \
+  } while (0)
+
+typedef struct {
+  int cases_started; /* "[k/n] ... preparing inputs" stage lines seen */
+  int cooldowns;     /* "[k/n] cool-down ..." step lines seen (before each case of the phone preset) */
+  int lines;
+  int abort_calls;
+  time_t abort_fired_at;
+} Watch;
+
+static void on_log(void* user, int level, const char* message) {
+  Watch* w = (Watch*)user;
+  ++w->lines;
+  if (level < 0 || level > 3 || message == NULL) ++failures;
+  if (message && message[0] == '[' && strstr(message, "preparing inputs")) ++w->cases_started;
+  if (message && message[0] == '[' && strstr(message, "cool-down")) ++w->cooldowns;
+}
+
+/* Asks to stop after the first case: once the cool-down before the second case has begun. */
+static int on_abort(void* user) {
+  Watch* w = (Watch*)user;
+  ++w->abort_calls;
+  if (w->cooldowns >= 2) {
+    if (!w->abort_fired_at) w->abort_fired_at = time(NULL);
+    return 1;
+  }
+  return 0;
+}
+
+int main(void) {
+  diffvk_context_options copts = {NULL, DIFFVK_PRECISION_AUTO, 1, NULL};
+  diffvk_context* ctx = NULL;
+  diffvk_bench_options o;
+  char* json = (char*)&o;
+  Watch w;
+
+  diffvk_bench_default_options(&o);
+  EXPECT(o.struct_size == sizeof(diffvk_bench_options));
+  EXPECT(o.preset != NULL && strcmp(o.preset, "default") == 0);
+  EXPECT(o.model_dir == NULL && o.plot_path == NULL && o.abort_cb == NULL && o.log_cb == NULL && o.budget_seconds == 0);
+
+  /* misuse */
+  EXPECT(diffvk_bench_run(NULL, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(json == NULL);
+  EXPECT(strstr(diffvk_last_error(), "context") != NULL);
+  EXPECT(diffvk_context_create(&copts, &ctx) == DIFFVK_OK);
+  if (!ctx) return 1;
+  EXPECT(diffvk_bench_run(ctx, &o, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_bench_run((diffvk_context*)&o, &o, &json) == DIFFVK_INVALID_ARGUMENT); /* foreign pointer */
+  o.struct_size = sizeof(diffvk_bench_options) + 8; /* newer caller than this library */
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "struct_size") != NULL);
+  EXPECT(json == NULL);
+  o.struct_size = 0;
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  diffvk_bench_default_options(&o);
+  o.preset = "tablet";
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "tablet") != NULL);
+  o.preset = "phone";
+  o.budget_seconds = -1;
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+
+  /* a phone run with a tiny budget: the first case of each series runs, the rest are skipped by the budget */
+  diffvk_bench_default_options(&o);
+  memset(&w, 0, sizeof w);
+  o.preset = "phone";
+  o.budget_seconds = 0.01;
+  o.log_cb = on_log;
+  o.log_user = &w;
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_OK);
+  EXPECT(json != NULL);
+  if (json) {
+    EXPECT(strstr(json, "\"preset\": \"phone\"") != NULL);
+    EXPECT(strstr(json, "\"cooldown_s\"") != NULL);
+    EXPECT(strstr(json, "\"thermal\"") != NULL);
+    EXPECT(strstr(json, "\"before\"") != NULL && strstr(json, "\"after\"") != NULL);
+    EXPECT(strstr(json, "\"outputs_checked\": true") != NULL);
+    EXPECT(strstr(json, "\"outputs_checked\": false") == NULL);
+    EXPECT(strstr(json, "skipped by the time budget") != NULL);
+    diffvk_bench_free_string(json);
+    json = NULL;
+  }
+  EXPECT(w.cases_started >= 2);
+  EXPECT(w.cooldowns == w.cases_started);
+  EXPECT(w.lines > w.cases_started);
+
+  /* an older caller: struct_size covers only up to plot_path; the callbacks it lacks are off */
+  diffvk_bench_default_options(&o);
+  o.struct_size = (uint32_t)offsetof(diffvk_bench_options, abort_cb);
+  o.preset = "no-such-preset";
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT); /* the prefix is read */
+
+  /* cancel after the first case */
+  diffvk_bench_default_options(&o);
+  memset(&w, 0, sizeof w);
+  o.preset = "phone";
+  o.budget_seconds = 0.01;
+  o.log_cb = on_log;
+  o.log_user = &w;
+  o.abort_cb = on_abort;
+  o.abort_user = &w;
+  json = (char*)&o;
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_CANCELLED);
+  EXPECT(json == NULL);
+  EXPECT(strstr(diffvk_last_error(), "cancelled") != NULL);
+  EXPECT(w.abort_fired_at != 0);
+  EXPECT(w.abort_fired_at == 0 || time(NULL) - w.abort_fired_at <= 2); /* stopped at the next check, not at the end */
+  EXPECT(w.cases_started == 1);
+  EXPECT(w.cooldowns == 2);
+  EXPECT(strcmp(diffvk_status_string(DIFFVK_CANCELLED), "cancelled") == 0);
+
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,164 @@
+// diffvk_bench's C++ API (include/diffvk/bench.hpp): the phone preset's JSON (preset, cool-down, T cap,
+// thermal readings around every case), the thermal reader on a fake sysfs tree, options refused before
+// any work, and cancellation. The CLI's compatibility is tests/test_bench_cli.cpp; the C entry point
+// is tests/bench_c_api_test.c.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/thermal.hpp"
+#include "diffvk/bench.hpp"
+#include "diffvk/error.hpp"
+#include "gpu_test.hpp"
+
+using namespace diffvk;
+
+namespace {
+Status status_of(Context& ctx, const bench::Options& o) {
+  try {
+    bench::run(ctx, o);
+  } catch (const Error& e) {
+    return e.status();
+  }
+  return Status::ok;
+}
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+}  // namespace
+
+TEST_CASE("bench api: phone preset records the preset and the cool-down and thermal readings around each case") {
+  auto ctx = test::make_context();
+  bench::Options o;
+  o.preset = "phone";
+  o.budget_seconds = 0.01;  // the first case of each series runs (it calibrates); the others are skipped
+  o.cooldown_seconds = 0.001;
+  o.command_line = "test_bench_api";
+  std::vector<std::string> report, info;
+  o.report = [&](const std::string& line) { report.push_back(line); };
+  o.log = [&](bench::LogLevel level, const std::string& m) {
+    if (level == bench::LogLevel::info) info.push_back(m);
+  };
+  const bench::Result r = bench::run(*ctx, o);
+  INFO(r.json);
+  CHECK(r.outputs_checked);
+  const auto j = nlohmann::json::parse(r.json);
+  CHECK(j.at("preset") == "phone");
+  CHECK(j.at("command_line") == "test_bench_api");
+  const auto& cfg = j.at("config");
+  CHECK(cfg.at("preset") == "phone");
+  CHECK(cfg.at("cooldown_s").get<double>() == doctest::Approx(0.001));
+  CHECK(cfg.at("thermal_recorded").get<bool>());
+  CHECK(cfg.at("T_cap").get<uint32_t>() == 2048);
+  for (const char* k : {"T_decode", "T_prefill"})
+    for (const auto& t : cfg.at(k)) CHECK(t.get<uint32_t>() <= 2048);
+  const uint64_t copy = cfg.at("copy_bytes").get<uint64_t>();
+  CHECK((copy == (16ull << 20) || copy == (64ull << 20)));
+  CHECK(j.at("ceilings").at("copy").at("bytes_each_buffer").get<uint64_t>() == copy);
+  bool budget_note = false;
+  for (const auto& n : j.at("notes")) budget_note |= n.get<std::string>().find("skipped by the time budget") != std::string::npos;
+  CHECK(budget_note);
+  const auto& cases = j.at("cases");
+  REQUIRE(cases.size() >= 2);  // one decode and one prefill case at least
+  for (const auto& c : cases) {
+    INFO(c.dump());
+    CHECK(c.at("cooldown_s").get<double>() == doctest::Approx(0.001));
+    CHECK(c.at("outputs_checked").get<bool>());
+    for (const char* when : {"before", "after"}) {
+      const auto& t = c.at("thermal").at(when);
+      const std::string state = t.at("state");
+      CHECK((state == "ok" || state == "not readable"));
+      REQUIRE(t.at("zones").is_array());
+      size_t readable = 0;
+      for (const auto& z : t.at("zones")) {
+        if (z.contains("temp_c")) {
+          ++readable;
+          CHECK(std::isfinite(z.at("temp_c").get<double>()));
+        } else {
+          CHECK(z.at("state") == "not readable");
+        }
+      }
+      CHECK((state == "ok") == (readable > 0));
+    }
+  }
+  bool header = false, checked = false;
+  for (const auto& l : report) {
+    header |= l == "diffvk bench";
+    checked |= l.rfind("outputs checked: yes", 0) == 0;
+  }
+  CHECK(header);
+  CHECK(checked);
+  CHECK(!info.empty());
+}
+
+TEST_CASE("bench api: thermal zones are read from sysfs or reported not readable") {
+  const std::string root = "/tmp/diffvk_thermal_test_" + std::to_string(::getpid());
+  ::mkdir(root.c_str(), 0700);
+  CHECK(bench::read_thermal(root).at("state") == "not readable");  // no zones
+  CHECK(bench::read_thermal(root + "/missing").at("state") == "not readable");
+  for (const char* z : {"/thermal_zone0", "/thermal_zone1", "/thermal_zone10", "/thermal_zone2"}) ::mkdir((root + z).c_str(), 0700);
+  write(root + "/thermal_zone0/type", "cpu-thermal\n");
+  write(root + "/thermal_zone0/temp", "45500\n");
+  write(root + "/thermal_zone1/type", "gpu-thermal\n");  // no temp
+  write(root + "/thermal_zone2/temp", "garbage\n");
+  write(root + "/thermal_zone10/temp", "-1250\n");
+  const auto j = bench::read_thermal(root);
+  INFO(j.dump());
+  CHECK(j.at("state") == "ok");
+  const auto& z = j.at("zones");
+  REQUIRE(z.size() == 4);
+  CHECK(z[0].at("zone") == "thermal_zone0");
+  CHECK(z[0].at("type") == "cpu-thermal");
+  CHECK(z[0].at("temp_c").get<double>() == doctest::Approx(45.5));
+  CHECK(z[1].at("state") == "not readable");
+  CHECK(!z[1].contains("temp_c"));
+  CHECK(z[2].at("zone") == "thermal_zone2");  // numeric order
+  CHECK(z[2].at("state") == "not readable");
+  CHECK(z[2].at("type").is_null());
+  CHECK(z[3].at("zone") == "thermal_zone10");
+  CHECK(z[3].at("temp_c").get<double>() == doctest::Approx(-1.25));
+  for (const char* f : {"/thermal_zone0/type", "/thermal_zone0/temp", "/thermal_zone1/type", "/thermal_zone2/temp", "/thermal_zone10/temp"})
+    std::remove((root + f).c_str());
+  for (const char* d : {"/thermal_zone0", "/thermal_zone1", "/thermal_zone2", "/thermal_zone10", ""}) ::rmdir((root + d).c_str());
+}
+
+TEST_CASE("bench api: bad options are refused before any work and cancel stops the run") {
+  auto ctx = test::make_context();
+  int reports = 0;
+  auto with = [&](auto&& edit) {
+    bench::Options o;
+    o.report = [&](const std::string&) { ++reports; };
+    edit(o);
+    return status_of(*ctx, o);
+  };
+  CHECK(with([](bench::Options& o) { o.preset = "tablet"; }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.phase = "both-ways"; }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.budget_seconds = std::numeric_limits<double>::quiet_NaN(); }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.cooldown_seconds = 1e9; }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.d = {63}; }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.copy_bytes = 1000; }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.heads = {3}, o.kv_heads = {2}; }) == Status::invalid_argument);  // empty grid
+  CHECK(reports == 0);
+  // Cancelled at the first check: nothing measured, nothing reported.
+  CHECK(with([](bench::Options& o) { o.preset = "phone", o.cancel = [] { return true; }; }) == Status::cancelled);
+  CHECK(reports == 0);
+  // Cancelled inside the first case, at its third check point (between its output checks).
+  int checks = 0;
+  bool started = false;
+  CHECK(with([&](bench::Options& o) {
+          o.quick = true;
+          o.log = [&](bench::LogLevel, const std::string& m) { started |= m.find("[1/") == 0; };
+          o.cancel = [&] { return started && ++checks > 2; };
+        }) == Status::cancelled);
+  CHECK(started);
+  CHECK(checks == 3);
+}
