@@ -156,6 +156,7 @@ TEST_CASE("bench api: bad options are refused before any work and cancel stops t
   bool started = false;
   CHECK(with([&](bench::Options& o) {
           o.quick = true;
+          o.copy_bytes = 1u << 20;
           o.log = [&](bench::LogLevel, const std::string& m) { started |= m.find("[1/") == 0; };
           o.cancel = [&] { return started && ++checks > 2; };
         }) == Status::cancelled);
