@@ -19,7 +19,8 @@ enum class LogLevel : int { error = 0, warn = 1, info = 2, debug = 3 };
 struct Options {
   // "default": the full grid, trimmed to the time budget (40 s on a CPU device, 300 s otherwise).
   // "phone": 20 s budget, 64 MiB copy buffer, T <= 2048, a cool-down pause before each case and the
-  // thermal zones (/sys/class/thermal) recorded before and after each case.
+  // thermal zones (/sys/class/thermal) recorded before and after each case (and around the whole-model
+  // benchmark). A zone that cannot be read is reported "not readable", never estimated.
   std::string preset = "default";
   std::string model_dir;          // non-empty: whole-model benchmark after the ceilings, instead of the attention cases
   double budget_seconds = 0;      // 0 = the preset's

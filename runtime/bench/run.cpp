@@ -65,7 +65,7 @@ std::vector<CaseResult> run_cases(AttnBench& bench, Plan& plan, const Sink& sink
         const uint32_t S = c.decode ? 1 : c.T;
         double pairs = 0;
         for (uint32_t i = 0; i < S; ++i) pairs += double(c.decode ? c.T - 1 : 0) + i + 1;
-        const double est = last_wall * (pairs * c.H * 12.0 * c.D) / last_flops;
+        const double est = last_wall * (pairs * c.H * 12.0 * c.D) / last_flops + plan.cooldown_s;  // the pause counts too
         if (stop || seconds_since(t_series) + est > share) {
           stop = true;
           plan.notes.push_back(strf("%s skipped by the time budget (estimated %.0f s, %.0f s left for this series; pass --t to force)",
@@ -120,8 +120,11 @@ Result run(Context& ctx, const Options& o) {
   sink.reportf("           matmul %.2f GFLOP/s (LinearKernel %s storage / fp32 accumulate, %u^3, %s, median of %d)\n", ceil.mm.gflops,
                precision_name(ctx.precision()), ceil.mm.n, ceil.mm.tiles.c_str(), plan.copy_runs);
   if (!o.model_dir.empty()) {
+    cool_down(plan.cooldown_s, sink, "[model]");
+    json before = plan.thermal ? read_thermal() : json(nullptr);
     json j = run_model_bench(o, ctx, ceil.copy.gbps, plan.runs, cmdline, sink);
     j["preset"] = plan.preset;
+    if (plan.thermal) j["thermal"] = json{{"before", std::move(before)}, {"after", read_thermal()}};
     return Result{j.dump(2) + "\n", true};
   }
 
