@@ -80,3 +80,18 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
   std::remove(png_path.c_str());
   std::remove(log_path.c_str());
 }
+
+TEST_CASE("bench cli: an unknown preset or a negative cool-down is refused before any work") {
+  const std::string log_path = "/tmp/diffvk_bench_cli_flags_" + std::to_string(::getpid()) + ".log";
+  for (const char* flags : {"--preset tablet", "--preset phone --cooldown -1", "--copy-mib 0"}) {
+    const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench " + flags + " > " + log_path + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string log = slurp(log_path);
+    INFO("command: " << cmd << "\noutput:\n" << log);
+    CHECK(rc != 0);
+    CHECK(log.find("ceilings:") == std::string::npos);  // nothing was measured
+    CHECK((log.find("--preset") != std::string::npos || log.find("--cooldown") != std::string::npos ||
+           log.find("--copy-mib") != std::string::npos));
+  }
+  std::remove(log_path.c_str());
+}
