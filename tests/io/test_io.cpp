@@ -1047,11 +1047,8 @@ TEST_CASE("io: pipeline cache file through write_file_atomic/read_file") {
 // =====================================================================================
 
 TEST_CASE("io: fuzz seed corpus") {
-  const fs::path root = fs::path(__FILE__).parent_path() / "fuzz" / "corpus";
-  if (!fs::is_directory(root)) {
-    MESSAGE("corpus not found at " << root.string() << "; skipped");
-    return;
-  }
+  const fs::path root = fs::path(DIFFVK_FUZZ_CORPUS_DIR);
+  REQUIRE_MESSAGE(fs::is_directory(root), "fuzz seed corpus not found at " << root.string());
   size_t ok = 0, bad = 0;
   for (const char* kind : {"safetensors", "npy"}) {
     if (!fs::is_directory(root / kind)) continue;
