@@ -11,6 +11,7 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "status_of.hpp"
 #include "ops/kernels.hpp"
 
 using namespace diffvk;
@@ -151,14 +152,7 @@ TEST_CASE("linear_row: invalid arguments are rejected") {
   LinearKernel kernel(dev, KernelOptions::for_device(dev));
   Buffer a(dev, 4096, MemoryDomain::device, "a"), b(dev, 4096, MemoryDomain::device, "b"), c(dev, 4096, MemoryDomain::device, "c");
   Program prog(dev, "linear_row errors");
-  auto status = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.status();
-    }
-    return Status::ok;
-  };
+  auto status = [](auto&& fn) { return test::status_of(fn); };
   const LinearRowParams good{16, 8};
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(), {0, 8}); }) == Status::invalid_argument);
   CHECK(status([&] { kernel.record_row(prog, a.range(0, 60), b.range(), c.range(), good); }) == Status::invalid_argument);

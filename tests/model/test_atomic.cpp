@@ -13,6 +13,7 @@
 #include "diffvk/diffvk.h"
 #include "diffvk/model.hpp"
 #include "vk/gpu.hpp"
+#include "c_api_fixture.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 
@@ -134,17 +135,7 @@ TEST_CASE("atomic: after device loss every C ABI call on the context and its obj
   test::TempDir tmp("diffvk-atomic");
   const std::string dir = model_dir(tmp);
   test::FailOnLoggedValidation fail_on_messages;  // the C ABI context has no callback
-  diffvk_context_options o{};
-  o.validation = 1;
-  diffvk_context* c = nullptr;
-  diffvk_model* m = nullptr;
-  diffvk_session* s = nullptr;
-  REQUIRE(diffvk_context_create(&o, &c) == DIFFVK_OK);
-  REQUIRE(diffvk_model_load(c, dir.c_str(), &m) == DIFFVK_OK);
-  REQUIRE(diffvk_session_create(m, 32, 2, &s) == DIFFVK_OK);
-  uint32_t V = 0;
-  REQUIRE(diffvk_model_vocab_size(m, &V) == DIFFVK_OK);
-  std::vector<float> lg(V);
+  auto [c, m, s, lg] = test::open_c_api(dir, 32, 2);
   REQUIRE(diffvk_session_prefill(s, kHead.data(), kHead.size(), lg.data(), lg.size()) == DIFFVK_OK);
   {
     FaultAt fault(2, VK_ERROR_DEVICE_LOST);  // the submit of the decode

@@ -46,22 +46,34 @@ TEST_CASE("model config: a valid config parses with defaults") {
 TEST_CASE("model config: bad values are rejected naming the key") {
   rejects("{not json", "invalid JSON");
   rejects("[1, 2]", "object");
-  rejects(cfg("vocab_size", ""), "'vocab_size' is missing");
-  rejects(cfg("vocab_size", "0"), "'vocab_size'");
-  rejects(cfg("vocab_size", "100000000"), "'vocab_size'");
-  rejects(cfg("vocab_size", "100"), "'vocab_size' must be >= 256");
-  rejects(cfg("hidden_size", "-64"), "'hidden_size'");
-  rejects(cfg("hidden_size", "\"64\""), "'hidden_size' must be an integer");
-  rejects(cfg("hidden_size", "66"), "'hidden_size'");       // not divisible by 2H = 4
-  rejects(cfg("hidden_size", "68"), "odd head_dim");  // 68 / (2 x 2) = 17
-  rejects(cfg("num_kv_heads", "3"), "'num_kv_heads'");
-  rejects(cfg("num_layers", "0"), "'num_layers'");
-  rejects(cfg("max_position_embeddings", "99999999"), "'max_position_embeddings'");
-  rejects(cfg("rope_theta", "-1"), "'rope_theta'");
-  rejects(cfg("rms_norm_eps", "0"), "'rms_norm_eps'");
-  rejects(cfg("tokenizer", "\"sentencepiece\""), "'tokenizer'");
-  rejects(cfg("bos_token_id", "256"), "'bos_token_id'");
-  rejects(cfg("tie_word_embeddings", "1"), "'tie_word_embeddings'");
+  // One key set to a bad value ("": the key left out) in an otherwise valid config.
+  const struct {
+    const char* key;
+    const char* value;
+    const char* phrase;
+  } bad[] = {
+      {"vocab_size", "", "'vocab_size' is missing"},
+      {"vocab_size", "0", "'vocab_size'"},
+      {"vocab_size", "100000000", "'vocab_size'"},
+      {"vocab_size", "100", "'vocab_size' must be >= 256"},
+      {"hidden_size", "-64", "'hidden_size'"},
+      {"hidden_size", "\"64\"", "'hidden_size' must be an integer"},
+      {"hidden_size", "66", "'hidden_size'"},       // not divisible by 2H = 4
+      {"hidden_size", "68", "odd head_dim"},  // 68 / (2 x 2) = 17
+      {"num_kv_heads", "3", "'num_kv_heads'"},
+      {"num_layers", "0", "'num_layers'"},
+      {"max_position_embeddings", "99999999", "'max_position_embeddings'"},
+      {"rope_theta", "-1", "'rope_theta'"},
+      {"rms_norm_eps", "0", "'rms_norm_eps'"},
+      {"tokenizer", "\"sentencepiece\"", "'tokenizer'"},
+      {"bos_token_id", "256", "'bos_token_id'"},
+      {"tie_word_embeddings", "1", "'tie_word_embeddings'"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.key);
+    CAPTURE(b.value);
+    rejects(cfg(b.key, b.value), b.phrase);
+  }
 }
 
 TEST_CASE("sampling: greedy, temperature, top-k and top-p") {

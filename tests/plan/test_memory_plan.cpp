@@ -22,13 +22,7 @@ constexpr uint64_t kMiB = 1024 * 1024;
 
 TensorLifetime tensor(const std::string& name, uint64_t bytes, int first, int last,
                       uint64_t alignment = 1) {
-  TensorLifetime t;
-  t.name = name;
-  t.bytes = bytes;
-  t.alignment = alignment;
-  t.first_step = first;
-  t.last_step = last;
-  return t;
+  return TensorLifetime{name, bytes, alignment, first, last};
 }
 
 // Runs plan_memory expecting a diffvk::Error; returns its status and stores its message.

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "cli_run.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
 #include "io/npy.hpp"
@@ -103,14 +104,10 @@ void tiny_parity(Precision precision) {
 }
 
 int run_cli(const std::string& args, std::string* output) {
-  const std::string log = "/tmp/diffvk_model_cli_" + std::to_string(::getpid()) + ".log";
-  const int rc = std::system((std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
-  std::ifstream f(log);
-  output->assign(std::istreambuf_iterator<char>(f), {});
-  std::remove(log.c_str());
-  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
-  CHECK_MESSAGE(output->find("validation: ") == std::string::npos, "validation message from the CLI: " << *output);
-  return rc;
+  test::TempDir tmp("diffvk-model-cli");
+  const auto r = test::run_cli(tmp, args);
+  if (output) *output = r.out;
+  return r.exit_code;
 }
 }  // namespace
 

@@ -37,6 +37,8 @@ struct FailOnLoggedValidation {
 
 // Does the default test device support the fp16 path? (cached probe)
 bool device_has_fp16();
+// fp32, then fp16 where the default test device supports it.
+std::vector<Precision> supported_precisions();
 bool device_has_subgroup_arithmetic();
 
 std::vector<double> random_vector(std::mt19937_64& rng, size_t n, double lo = -1.0, double hi = 1.0);
@@ -54,11 +56,11 @@ struct Compare {
   std::string summary() const;
 };
 Compare compare(const std::vector<double>& got, const std::vector<double>& ref);
-// ../shared/SPEC.md "Tolerances that catch real errors", scale = max(1, max|ref|), against a float64
+// docs/maths.md "How close is close enough" (../shared/SPEC.md), scale = max(1, max|ref|), against a float64
 // reference from the same storage-rounded inputs:
 //   one kernel:            fp32 max abs <= 2e-5*scale;  fp16 storage max abs <= 4e-3*scale and nmse <= 1e-6
 //   a layer or a model:    fp32 max abs <= 1e-4*scale;  fp16 storage max abs <= 1e-2*scale and nmse <= 5e-6
-// tests/test_tolerances.cpp shows that planted faults (fp16 accumulation, a skipped online-softmax
+// tests/ops/test_tolerances.cpp shows that planted faults (fp16 accumulation, a skipped online-softmax
 // rescale, a dropped split) fail these bounds.
 enum class Scope { kernel, layer };
 bool within_spec(const Compare& c, bool fp16, Scope scope = Scope::kernel);

@@ -9,6 +9,7 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "status_of.hpp"
 #include "ops/kernels.hpp"
 
 using namespace diffvk;
@@ -206,12 +207,7 @@ TEST_CASE("rope_kv: invalid arguments are rejected") {
   Program prog(dev, "rope_kv errors");
   auto status = [&](const RopeKvParams& p, BufferRange qkv, BufferRange table, BufferRange qo, BufferRange kc,
                     BufferRange vc) {
-    try {
-      kernel.record(prog, qkv, table, qo, kc, vc, p);
-    } catch (const Error& e) {
-      return e.status();
-    }
-    return Status::ok;
+    return test::status_of([&] { kernel.record(prog, qkv, table, qo, kc, vc, p); });
   };
   const RopeKvParams good{4, 4, 2, 16, 2, 8};
   const auto I = in.range(), T = tab.range(), Q = q.range(), K = k.range(), V = v.range();

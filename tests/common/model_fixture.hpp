@@ -1,4 +1,4 @@
-// Test helpers for whole-model tests (test_faults.cpp, test_hostile_model.cpp, test_soak.cpp):
+// Test helpers for whole-model tests (vk/test_faults.cpp, io/test_hostile_model.cpp, model/test_soak.cpp):
 // a self-deleting temporary directory, a synthesized tiny checkpoint (random weights, any config),
 // and a tensor-level safetensors rewriter used to make hostile variants of a checkpoint.
 #pragma once

@@ -312,11 +312,8 @@ TEST_CASE("hostile: a failed load through the C ABI returns no handle") {
 
 // tests/fuzz/corpus/config (tests/fuzz/make_config_corpus.py): ok_* parse, bad_* are refused naming the file.
 TEST_CASE("hostile: config seed corpus") {
-  const auto root = test::fs::path(__FILE__).parent_path() / "fuzz" / "corpus" / "config";
-  if (!test::fs::is_directory(root)) {
-    MESSAGE("config corpus not found at " << root.string() << "; skipped");
-    return;
-  }
+  const auto root = test::fs::path(DIFFVK_FUZZ_CORPUS_DIR) / "config";
+  REQUIRE_MESSAGE(test::fs::is_directory(root), "config seed corpus not found at " << root.string());
   size_t ok = 0, bad = 0;
   for (const auto& entry : test::fs::directory_iterator(root)) {
     const std::string name = entry.path().filename().string();

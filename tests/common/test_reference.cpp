@@ -1,4 +1,4 @@
-// Tests of the float64 CPU reference (tests/reference/diff_attn_ref.*).
+// Tests of the float64 CPU reference (tests/common/reference/diff_attn_ref.*).
 //
 // Every check compares against values computed independently here: literals
 // worked out by hand, plain-loop re-implementations written differently from the

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_run.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
@@ -22,21 +23,6 @@ using namespace diffvk;
 using json = nlohmann::json;
 
 namespace {
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-CliRun run_cli(const test::TempDir& tmp, const std::string& env, const std::string& args) {
-  const std::string log = tmp / "cli.log";
-  const int rc = std::system((env + " " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
-  CliRun r;
-  r.exit_code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(log);
-  r.out.assign(std::istreambuf_iterator<char>(f), {});
-  return r;
-}
 
 json read_json(const std::string& path) {
   std::ifstream f(path);
@@ -145,7 +131,7 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
   REQUIRE(!runtime.empty());
 
   const std::string out = tmp / "stats.json";
-  const auto r = run_cli(tmp, "", "shader-stats --model " + model + " --json " + out);
+  const auto r = test::run_cli(tmp, "shader-stats --model " + model + " --json " + out);
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   CHECK_FALSE(contains(r.out, "validation:"));
@@ -172,7 +158,7 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
 TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes") {
   test::TempDir tmp("diffvk-stats");
   const std::string out = tmp / "shapes.json";
-  const auto s = run_cli(tmp, "", "shader-stats --d 64 --heads 4,3 --kv-heads 2 --t 512 --json " + out);
+  const auto s = test::run_cli(tmp, "shader-stats --d 64 --heads 4,3 --kv-heads 2 --t 512 --json " + out);
   INFO(s.out);
   REQUIRE(s.exit_code == 0);
   CHECK_FALSE(contains(s.out, "validation:"));
@@ -185,7 +171,7 @@ TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes"
   CHECK(hd64);
   REQUIRE(doc["shapes"].size() == 1);
   CHECK(doc["shapes"][0]["T"] == json::array({512}));
-  const auto bad = run_cli(tmp, "", "shader-stats --d 62 --heads 3 --kv-heads 2");
+  const auto bad = test::run_cli(tmp, "shader-stats --d 62 --heads 3 --kv-heads 2");
   CHECK(bad.exit_code != 0);
   CHECK(contains(bad.out, "H must be a multiple of Hkv"));
 }
@@ -199,10 +185,9 @@ TEST_CASE("shader-stats: radv null device vangogh reports the driver's statistic
   test::TempDir tmp("diffvk-stats-radv");
   const std::string out = tmp / "vangogh.json";
   // Validation off: this checks the driver's statistics; the pipelines are validated on the default device.
-  const auto r = run_cli(tmp,
-                         std::string("env VK_DRIVER_FILES=") + icd +
-                             " RADV_FORCE_FAMILY=vangogh NODEVICE_SELECT=1 DIFFVK_VALIDATION=0 DIFFVK_DEVICE= ",
-                         "shader-stats --d 64 --heads 8 --kv-heads 2 --json " + out);
+  const auto r = test::run_cli(tmp, "shader-stats --d 64 --heads 8 --kv-heads 2 --json " + out,
+                               std::string("env VK_DRIVER_FILES=") + icd +
+                                   " RADV_FORCE_FAMILY=vangogh NODEVICE_SELECT=1 DIFFVK_VALIDATION=0 DIFFVK_DEVICE= ");
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   const json doc = read_json(out);

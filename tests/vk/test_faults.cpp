@@ -3,7 +3,7 @@
 // message is seen by the harness.
 //
 // No fp16 -> fp32 chosen and reported: "device: fp32 fallback is chosen and reported when fp16 is
-// unavailable" in tests/test_device.cpp. A single injected fault on allocation / submit:
+// unavailable" in tests/vk/test_device.cpp. A single injected fault on allocation / submit:
 // "faults: VK_ERROR_DEVICE_LOST and VK_ERROR_OUT_OF_DEVICE_MEMORY surface as errors" (test_device.cpp).
 #include <doctest/doctest.h>
 
@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,26 @@ bool all_finite(const std::vector<float>& v) {
   return true;
 }
 
+// `create` must throw out_of_memory naming each of `phrases`, without a vkAllocateMemory call and
+// without keeping device memory; `what` says what it was not allowed to create.
+template <typename F>
+void check_refused_before_allocating(const char* what, std::initializer_list<const char*> phrases, F&& create) {
+  const uint64_t before = device_bytes_allocated();
+  {
+    CallCounter allocs("vkAllocateMemory");
+    try {
+      create();
+      FAIL(what << " larger than the heap was created");
+    } catch (const Error& e) {
+      MESSAGE("refused: " << std::string(e.what()));
+      CHECK(e.status() == Status::out_of_memory);
+      for (const char* phrase : phrases) CHECK_MESSAGE(std::string(e.what()).find(phrase) != std::string::npos, phrase);
+    }
+    CHECK(allocs.count == 0);
+  }
+  CHECK(device_bytes_allocated() == before);
+}
+
 }  // namespace
 
 TEST_CASE("faults: a model larger than the device heap is refused before anything is allocated") {
@@ -53,19 +74,7 @@ TEST_CASE("faults: a model larger than the device heap is refused before anythin
   o.simulate_heap_bytes = 32 << 10;  // 32 KiB: the tiny model's weights alone are larger (~64 KiB fp16)
   auto ctx = Context::create(o);
   for (const auto& h : ctx->caps().heaps) CHECK(h.size <= o.simulate_heap_bytes);
-  const uint64_t before = device_bytes_allocated();
-  CallCounter allocs("vkAllocateMemory");
-  try {
-    auto model = Model::load(*ctx, tmp.path());
-    FAIL("a model larger than the heap was loaded");
-  } catch (const Error& e) {
-    MESSAGE("refused: " << std::string(e.what()));
-    CHECK(e.status() == Status::out_of_memory);
-    CHECK(std::string(e.what()).find("heap") != std::string::npos);
-    CHECK(std::string(e.what()).find("nothing was allocated") != std::string::npos);
-  }
-  CHECK(allocs.count == 0);
-  CHECK(device_bytes_allocated() == before);
+  check_refused_before_allocating("a model", {"heap", "nothing was allocated"}, [&] { (void)Model::load(*ctx, tmp.path()); });
 }
 
 TEST_CASE("faults: a session that does not fit next to the model is refused before anything is allocated") {
@@ -77,21 +86,8 @@ TEST_CASE("faults: a session that does not fit next to the model is refused befo
   o.simulate_heap_bytes = 768 << 10;  // weights + RoPE table fit (< 512 KiB), the full-context KV cache does not
   auto ctx = Context::create(o);
   auto model = Model::load(*ctx, tmp.path());
-  const uint64_t with_model = device_bytes_allocated();
-  {
-    CallCounter allocs("vkAllocateMemory");
-    try {
-      auto s = Session::create(*model);  // context = max_position_embeddings
-      FAIL("a session larger than the heap was created");
-    } catch (const Error& e) {
-      MESSAGE("refused: " << std::string(e.what()));
-      CHECK(e.status() == Status::out_of_memory);
-      CHECK(std::string(e.what()).find("KV cache") != std::string::npos);
-      CHECK(std::string(e.what()).find("heap") != std::string::npos);
-    }
-    CHECK(allocs.count == 0);
-  }
-  CHECK(device_bytes_allocated() == with_model);
+  check_refused_before_allocating("a session", {"KV cache", "heap"},
+                                  [&] { (void)Session::create(*model); });  // context = max_position_embeddings
   // The model stays usable: a session with a short context fits.
   auto s = Session::create(*model, SessionOptions{64, 8});
   CHECK(all_finite(s->prefill(prompt_tokens())));

@@ -9,6 +9,7 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "status_of.hpp"
 #include "ops/kernels.hpp"
 
 using namespace diffvk;
@@ -260,14 +261,7 @@ TEST_CASE("linear: invalid arguments are rejected") {
   Buffer a(dev, 4096, MemoryDomain::device, "a"), b(dev, 4096, MemoryDomain::device, "b"),
       c(dev, 4096, MemoryDomain::device, "c");
   Program prog(dev, "linear errors");
-  auto status = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.status();
-    }
-    return Status::ok;
-  };
+  auto status = [](auto&& fn) { return test::status_of(fn); };
   const LinearParams good{4, 16, 8, 16, 8};
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), {0, 16, 8, 16, 8}); }) == Status::invalid_argument);
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), {4, 16, 8, 15, 8}); }) == Status::invalid_argument);

@@ -20,6 +20,8 @@
 
 #include "diffvk/diffvk.h"
 #include "diffvk/model.hpp"
+#include "cli_run.hpp"
+#include "c_api_fixture.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 #include "platform.hpp"
@@ -30,49 +32,7 @@ using namespace diffvk;
 
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;  // stdout + stderr
-  double seconds = 0;
-};
-
-CliResult run_cli(const test::TempDir& tmp, const std::string& args, const std::string& env = "") {
-  const std::string log = tmp / "cli.log";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int rc = std::system((env + " timeout 60 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
-  CliResult r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.exit_code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(log);
-  r.out.assign(std::istreambuf_iterator<char>(f), {});
-  std::remove(log.c_str());
-  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
-  CHECK_MESSAGE(r.out.find("validation: ") == std::string::npos, "validation message from the CLI: " << r.out);
-  return r;
-}
-
-void write_tokens(const std::string& path, const std::vector<int64_t>& ids) {
-  std::string dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (" + std::to_string(ids.size()) + ",), }";
-  const size_t total = 10 + dict.size() + 1, padded = (total + 63) / 64 * 64;
-  dict.append(padded - total, ' ');
-  dict += '\n';
-  std::string bytes = "\x93NUMPY";
-  bytes += '\x01';
-  bytes += '\0';
-  bytes += char(dict.size() & 0xff);
-  bytes += char(dict.size() >> 8);
-  bytes += dict;
-  bytes.append(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
-  test::write_text(path, bytes);
-}
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : test::fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  return names;
-}
 
 // Unblocks a reader that (wrongly) blocks in open() on a FIFO: for `seconds`, opens the write end
 // non-blocking whenever a reader is there and closes it at once (the reader then sees EOF).
@@ -138,38 +98,31 @@ TEST_CASE("inputs: a model directory whose files are a FIFO or /dev/zero fails a
   const std::string dir = tmp / "model";
   test::write_tiny_model(dir);
   auto ctx = test::make_context();
+  // Loading fails within a second, naming `file` as not a regular file.
+  auto check_refused_at_once = [&](const char* file) {
+    std::string what;
+    const double s = seconds_of([&] {
+      try {
+        Model::load(*ctx, dir);
+      } catch (const Error& e) {
+        what = e.what();
+      }
+    });
+    CAPTURE(what);
+    CHECK(s < 1.0);
+    CHECK(contains(what, file));
+    CHECK(contains(what, "not a regular file"));
+  };
   SUBCASE("config.json is a FIFO") {
     test::fs::remove(dir + "/config.json");
     REQUIRE(::mkfifo((dir + "/config.json").c_str(), 0600) == 0);
     FifoUnblocker unblock(dir + "/config.json");
-    std::string what;
-    const double s = seconds_of([&] {
-      try {
-        Model::load(*ctx, dir);
-      } catch (const Error& e) {
-        what = e.what();
-      }
-    });
-    CAPTURE(what);
-    CHECK(s < 1.0);
-    CHECK(contains(what, "config.json"));
-    CHECK(contains(what, "not a regular file"));
+    check_refused_at_once("config.json");
   }
   SUBCASE("model.safetensors links to /dev/zero") {
     test::fs::remove(dir + "/model.safetensors");
     REQUIRE(::symlink("/dev/zero", (dir + "/model.safetensors").c_str()) == 0);
-    std::string what;
-    const double s = seconds_of([&] {
-      try {
-        Model::load(*ctx, dir);
-      } catch (const Error& e) {
-        what = e.what();
-      }
-    });
-    CAPTURE(what);
-    CHECK(s < 1.0);
-    CHECK(contains(what, "model.safetensors"));
-    CHECK(contains(what, "not a regular file"));
+    check_refused_at_once("model.safetensors");
   }
 }
 
@@ -182,7 +135,7 @@ TEST_CASE("cli: inputs that would hang or never end are refused within a second"
   FifoUnblocker unblock(fifo, 10.0);
   for (const std::string& tokens : {std::string("/dev/zero"), std::string("/dev/urandom"), fifo}) {
     CAPTURE(tokens);
-    auto r = run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 1 --output " + (tmp / "o.npy"));
+    auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 1 --output " + (tmp / "o.npy"));
     CAPTURE(r.out);
     CHECK(r.exit_code != 0);
     CHECK(r.exit_code != 124);  // not killed by timeout
@@ -197,7 +150,7 @@ TEST_CASE("cli: an output that is an input is refused before any work and the in
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string tokens = tmp / "t.npy";
-  write_tokens(tokens, {2, 72, 101, 108, 108, 111});
+  test::write_tokens(tokens, {2, 72, 101, 108, 108, 111});
   const auto tokens_before = test::read_bytes(tokens);
   const auto weights_before = test::read_bytes(model + "/model.safetensors");
   const std::string link = tmp / "link.npy", hard = tmp / "hard.npy";
@@ -206,7 +159,7 @@ TEST_CASE("cli: an output that is an input is refused before any work and the in
   for (const std::string& out : {tokens, link, hard, model + "/model.safetensors", model + "/config.json",
                                  model + "/../model/config.json"}) {
     CAPTURE(out);
-    auto r = run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 2 --output " + out);
+    auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 2 --output " + out);
     CAPTURE(r.out);
     CHECK(r.exit_code != 0);
     CHECK(contains(r.out, "same file"));
@@ -215,7 +168,7 @@ TEST_CASE("cli: an output that is an input is refused before any work and the in
   CHECK(test::read_bytes(tokens) == tokens_before);
   CHECK(test::read_bytes(model + "/model.safetensors") == weights_before);
   // The layer command: --output equal to --input.
-  auto r = run_cli(tmp, "layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --input " + tokens +
+  auto r = test::run_cli(tmp, "layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --input " + tokens +
                             " --output " + link);
   CAPTURE(r.out);
   CHECK(r.exit_code != 0);
@@ -226,12 +179,12 @@ TEST_CASE("cli: an output that is an input is refused before any work and the in
 TEST_CASE("cli: checks come before the compute (output directory, tokens, prompt length, context, sampling)") {
   test::TempDir tmp("diffvk-safe");
   const std::string model = tmp / "model";
-  test::write_tiny_model(model);  // vocab 256 (tests/model_fixture.hpp), max_position_embeddings 64
+  test::write_tiny_model(model);  // vocab 256 (tests/common/model_fixture.hpp), max_position_embeddings 64
   const std::string tokens = tmp / "t.npy", empty = tmp / "empty.npy", bad = tmp / "bad.npy", longer = tmp / "long.npy";
-  write_tokens(tokens, {2, 72, 101, 108, 108, 111});
-  write_tokens(empty, {});
-  write_tokens(bad, {2, 72, 101, 108, 999, 111});  // index 4, a decoded token (prompt-len 2)
-  write_tokens(longer, std::vector<int64_t>(20, 65));
+  test::write_tokens(tokens, {2, 72, 101, 108, 108, 111});
+  test::write_tokens(empty, {});
+  test::write_tokens(bad, {2, 72, 101, 108, 999, 111});  // index 4, a decoded token (prompt-len 2)
+  test::write_tokens(longer, std::vector<int64_t>(20, 65));
   const std::string base = "logits --model " + model + " --tokens ";
   struct Case {
     std::string args, expect;
@@ -250,7 +203,7 @@ TEST_CASE("cli: checks come before the compute (output directory, tokens, prompt
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
-    auto r = run_cli(tmp, c.args);
+    auto r = test::run_cli(tmp, c.args);
     CAPTURE(r.out);
     CHECK(r.exit_code != 0);
     CHECK(contains(r.out, c.expect));
@@ -272,22 +225,12 @@ TEST_CASE("c_api: prefill sizes and token ranges are checked before anything is 
   const std::string dir = tmp / "model";
   test::write_tiny_model(dir);
   test::FailOnLoggedValidation fail_on_messages;  // the C ABI context has no callback
-  diffvk_context_options o{};
-  o.validation = 1;
-  diffvk_context* c = nullptr;
-  diffvk_model* m = nullptr;
-  diffvk_session* s = nullptr;
-  REQUIRE(diffvk_context_create(&o, &c) == DIFFVK_OK);
-  REQUIRE(diffvk_model_load(c, dir.c_str(), &m) == DIFFVK_OK);
-  REQUIRE(diffvk_session_create(m, 16, 4, &s) == DIFFVK_OK);
-  uint32_t V = 0;
-  REQUIRE(diffvk_model_vocab_size(m, &V) == DIFFVK_OK);
-  std::vector<float> lg(V);
+  auto [c, m, s, lg] = test::open_c_api(dir, 16, 4);
   const int32_t toks[4] = {2, 72, 101, 108};
   // n = 2^40 with a 4-token buffer: must be refused by its size alone (old: copied -> OUT_OF_MEMORY or a crash).
   CHECK(diffvk_session_prefill(s, toks, size_t(1) << 40, lg.data(), lg.size()) == DIFFVK_CONTEXT_OVERFLOW);
   CHECK(diffvk_session_prefill(s, toks, 17, lg.data(), lg.size()) == DIFFVK_CONTEXT_OVERFLOW);
-  const int32_t bad[4] = {2, 72, int32_t(V), 108};
+  const int32_t bad[4] = {2, 72, int32_t(lg.size()), 108};  // the vocabulary size
   CHECK(diffvk_session_prefill(s, bad, 4, lg.data(), lg.size()) == DIFFVK_INVALID_ARGUMENT);
   CHECK(std::string(diffvk_last_error()).find("at index 2") != std::string::npos);
   uint32_t pos = 99;
@@ -304,7 +247,7 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string tokens = tmp / "t.npy";
-  write_tokens(tokens, {2, 72, 101, 108});
+  test::write_tokens(tokens, {2, 72, 101, 108});
   for (int sig : {SIGTERM, SIGINT}) {
     CAPTURE(sig);
     const std::string outdir = tmp / ("out" + std::to_string(sig));
@@ -326,7 +269,7 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
     bool seen = false;
     for (int i = 0; i < 1200 && !seen; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      seen = !entries(outdir).empty();
+      seen = !test::entries(outdir).empty();
     }
     CHECK(seen);
     ::kill(pid, sig);
@@ -334,7 +277,7 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
     REQUIRE(::waitpid(pid, &status, 0) == pid);
     CHECK(WIFSIGNALED(status));
     if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
-    CHECK(entries(outdir).empty());  // neither the output nor its temporary
+    CHECK(test::entries(outdir).empty());  // neither the output nor its temporary
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "cli_run.hpp"
 #include "diffvk/layer.hpp"
 #include "gpu_test.hpp"
 #include "io/npy.hpp"
@@ -75,15 +76,10 @@ void check_fixture(Precision precision, const char* weights, const char* expecte
 }
 
 int run_cli(const std::string& args, std::string* output = nullptr) {
-  const std::string log = "/tmp/diffvk_cli_test_" + std::to_string(::getpid()) + ".log";
-  const int rc = std::system((std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
-  std::ifstream f(log);
-  const std::string text((std::istreambuf_iterator<char>(f)), {});
-  if (output) *output = text;
-  // The CLI inherits DIFFVK_VALIDATION=1 (tests/test_main.cpp): any validation message fails the test.
-  CHECK_MESSAGE(text.find("validation: ") == std::string::npos, "validation message from the CLI: " << text);
-  std::remove(log.c_str());
-  return rc;
+  test::TempDir tmp("diffvk-layer-cli");
+  const auto r = test::run_cli(tmp, args);
+  if (output) *output = r.out;
+  return r.exit_code;
 }
 }  // namespace
 

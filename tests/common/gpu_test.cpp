@@ -68,6 +68,11 @@ const DeviceCaps& default_caps() {
 bool device_has_fp16() { return default_caps().fp16_usable(); }
 bool device_has_subgroup_arithmetic() { return default_caps().subgroup_arithmetic_compute; }
 
+std::vector<Precision> supported_precisions() {
+  if (device_has_fp16()) return {Precision::fp32, Precision::fp16};
+  return {Precision::fp32};
+}
+
 std::vector<double> random_vector(std::mt19937_64& rng, size_t n, double lo, double hi) {
   std::uniform_real_distribution<double> d(lo, hi);
   std::vector<double> v(n);

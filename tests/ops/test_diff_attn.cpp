@@ -9,6 +9,7 @@
 #include <random>
 
 #include "diff_attn_ref.hpp"
+#include "attn_inputs.hpp"
 #include "gpu_test.hpp"
 #include "ops/kernel_diff_attn.hpp"
 
@@ -35,29 +36,12 @@ void run_case(Context& ctx, const Case& c, uint64_t seed) {
   const bool fp16 = dev.fp16();
   INFO(describe(c, fp16));
   const uint32_t D = c.D, DV = 2 * D, T = c.pos0 + c.S, cap = T + 3;  // spare rows must not be read
-  auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
-  auto q = round(ref::random_normal(size_t(c.S) * 2 * c.H * D, seed));
-  auto k = round(ref::random_normal(size_t(T) * 2 * c.Hkv * D, seed + 1));
-  auto v = round(ref::random_normal(size_t(T) * c.Hkv * DV, seed + 2));
-  std::mt19937_64 rng(seed + 3);
-  auto subln = round(test::random_vector(rng, DV, 0.7, 1.3));
-  const int depth = static_cast<int>(seed % 12);
-  const double gain = 1.0 - ref::lambda_init(depth);
+  const auto in = test::make_attn_inputs(fp16, c.H, c.Hkv, D, c.S, T, cap, seed);
+  const auto &q = in.q, &k = in.k, &v = in.v, &subln = in.subln, &kc = in.cache.k, &vc = in.cache.v;
+  const int depth = in.depth;
+  const double gain = in.gain;
   const auto o_ref = ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, c.lambda, c.pos0);
   const auto expect = ref::head_rmsnorm(o_ref, c.S, c.H, D, subln, ref::lambda_init(depth));
-
-  // GPU layouts: K/V caches [g][cap][2D]; group g's K1|K2 are columns [2gD, 2gD+2D) of k.
-  std::vector<double> kc(size_t(c.Hkv) * cap * DV, 0.0), vc(kc.size(), 0.0);
-  for (uint32_t g = 0; g < c.Hkv; ++g)
-    for (uint32_t j = 0; j < T; ++j)
-      for (uint32_t d = 0; d < DV; ++d) {
-        kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * c.Hkv * D + g * DV + d];
-        vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * c.Hkv * DV + g * DV + d];
-      }
-  // Rows past T hold huge values: reading them would wreck the result.
-  for (uint32_t g = 0; g < c.Hkv; ++g)
-    for (uint32_t j = T; j < cap; ++j)
-      for (uint32_t d = 0; d < DV; ++d) kc[(size_t(g) * cap + j) * DV + d] = vc[(size_t(g) * cap + j) * DV + d] = 1000.0;
 
   DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, c.H / c.Hkv);
   AttnCall call{c.S, c.pos0, c.H, c.Hkv, cap, 2 * c.H * D, c.H * DV, static_cast<float>(c.lambda), static_cast<float>(gain)};
@@ -216,8 +200,7 @@ TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
 
 TEST_CASE("diff_attn: prefill and split-K decode with the shared-memory reduction path (forced)") {
   // The sweeps above use subgroup reductions where the device has them; this forces the fallback.
-  for (Precision precision : {Precision::fp32, Precision::fp16}) {
-    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+  for (Precision precision : test::supported_precisions()) {
     auto ctx = test::make_context(precision, /*force_no_subgroup=*/true);
     REQUIRE_FALSE(ctx->device().subgroup_arithmetic());
     uint64_t seed = 900;
@@ -229,8 +212,7 @@ TEST_CASE("diff_attn: prefill and split-K decode with the shared-memory reductio
 
 TEST_CASE("diff_attn: a decode program recorded once replays correctly at every position") {
   // The model records its decode program once; the position travels in a 4-byte buffer.
-  for (Precision precision : {Precision::fp32, Precision::fp16}) {
-    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+  for (Precision precision : test::supported_precisions()) {
     auto ctx = test::make_context(precision);
     Device& dev = ctx->device();
     const bool fp16 = dev.fp16();
@@ -241,13 +223,7 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
     auto k = round(ref::random_normal(size_t(cap) * 2 * Hkv * D, 41));
     auto v = round(ref::random_normal(size_t(cap) * Hkv * DV, 42));
     std::vector<double> subln(DV, 1.0);
-    std::vector<double> kc(size_t(Hkv) * cap * DV), vc(kc.size());
-    for (uint32_t g = 0; g < Hkv; ++g)
-      for (uint32_t j = 0; j < cap; ++j)
-        for (uint32_t d = 0; d < DV; ++d) {
-          kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * Hkv * D + g * DV + d];
-          vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * Hkv * DV + g * DV + d];
-        }
+    const auto [kc, vc] = test::to_cache_layout(k, v, cap, Hkv, D, cap);
     DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, H / Hkv);
     const size_t es = storage_bytes(fp16);
     Buffer kb(dev, kc.size() * es, MemoryDomain::device, "k"), vb(dev, vc.size() * es, MemoryDomain::device, "v");
@@ -302,8 +278,7 @@ TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation k
   // 65535; attn_max_keys_per_invocation assumes the core's constant-trip loops are unrolled. One
   // split of exactly that many keys returns wrong (poisoned) rows if any of them is not.
   uint64_t seed = 9100;
-  for (Precision precision : {Precision::fp32, Precision::fp16}) {
-    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+  for (Precision precision : test::supported_precisions()) {
     for (bool subgroup : {true, false}) {
       auto ctx = test::make_context(precision, !subgroup);
       Device& dev = ctx->device();

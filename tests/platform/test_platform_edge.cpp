@@ -1,6 +1,6 @@
 // Platform additions for edge platforms (issue 7) on Linux: set_cache_dir overrides the XDG default,
 // read_fd / read_fd_range (used by Android apps for content:// URIs and uncompressed APK assets).
-// platform/android.cpp itself is checked by tests/platform_android_log_test.cpp.
+// platform/android.cpp itself is checked by tests/platform/platform_android_log_test.cpp.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "status_of.hpp"
 #include "diffvk/error.hpp"
 #include "platform.hpp"
 
@@ -17,15 +18,7 @@ using diffvk::Status;
 namespace p = diffvk::platform;
 
 namespace {
-template <class F>
-Status status_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return Status::ok;
-}
+using diffvk::test::status_of;
 std::string str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 }  // namespace
 

@@ -1,7 +1,7 @@
 // diffvk_bench's C++ API (include/diffvk/bench.hpp): the phone preset's JSON (preset, cool-down, T cap,
 // thermal readings around every case), the thermal reader on a fake sysfs tree, options refused before
-// any work, and cancellation. The CLI's compatibility is tests/test_bench_cli.cpp; the C entry point
-// is tests/bench_c_api_test.c.
+// any work, and cancellation. The CLI's compatibility is tests/bench/test_bench_cli.cpp; the C entry
+// point is tests/bench/bench_c_api_test.c.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,18 +18,11 @@
 #include "diffvk/bench.hpp"
 #include "diffvk/error.hpp"
 #include "gpu_test.hpp"
+#include "status_of.hpp"
 
 using namespace diffvk;
 
 namespace {
-Status status_of(Context& ctx, const bench::Options& o) {
-  try {
-    bench::run(ctx, o);
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return Status::ok;
-}
 void write(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
@@ -138,7 +131,7 @@ TEST_CASE("bench api: bad options are refused before any work and cancel stops t
     bench::Options o;
     o.report = [&](const std::string&) { ++reports; };
     edit(o);
-    return status_of(*ctx, o);
+    return test::status_of([&] { bench::run(*ctx, o); });
   };
   CHECK(with([](bench::Options& o) { o.preset = "tablet"; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.phase = "both-ways"; }) == Status::invalid_argument);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "diff_attn_ref.hpp"
+#include "attn_inputs.hpp"
 #include "gpu_test.hpp"
 #include "bench/kernel_flash_attn.hpp"
 #include "bench/kernel_naive_attn.hpp"
@@ -31,14 +32,10 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
                                 << (c.decode ? " decode" : " prefill") << " H=" << c.H << " Hkv=" << c.Hkv << " D=" << c.D
                                 << " S=" << c.S << " pos0=" << c.pos0 << " lambda=" << c.lambda);
   const uint32_t D = c.D, DV = 2 * D, T = c.pos0 + c.S, cap = T + 2;
-  auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
-  auto q = round(ref::random_normal(size_t(c.S) * 2 * c.H * D, seed));
-  auto k = round(ref::random_normal(size_t(T) * 2 * c.Hkv * D, seed + 1));
-  auto v = round(ref::random_normal(size_t(T) * c.Hkv * DV, seed + 2));
-  std::mt19937_64 rng(seed + 3);
-  auto subln = round(test::random_vector(rng, DV, 0.7, 1.3));
-  const int depth = static_cast<int>(seed % 12);
-  const double gain = 1.0 - ref::lambda_init(depth);
+  const auto in = test::make_attn_inputs(fp16, c.H, c.Hkv, D, c.S, T, cap, seed);  // spare cache rows: must not be read
+  const auto &q = in.q, &k = in.k, &v = in.v, &subln = in.subln, &kc = in.cache.k, &vc = in.cache.v;
+  const int depth = in.depth;
+  const double gain = in.gain;
   std::vector<double> expect;
   if (impl == Impl::flash_q1k1)  // lambda = 0: O = A1·V, no norm
     expect = ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, 0.0, c.pos0);
@@ -46,13 +43,6 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
     expect = ref::head_rmsnorm(ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, c.lambda, c.pos0), c.S, c.H, D, subln,
                                ref::lambda_init(depth));
 
-  std::vector<double> kc(size_t(c.Hkv) * cap * DV, 1000.0), vc(kc.size(), 1000.0);  // spare rows: must not be read
-  for (uint32_t g = 0; g < c.Hkv; ++g)
-    for (uint32_t j = 0; j < T; ++j)
-      for (uint32_t d = 0; d < DV; ++d) {
-        kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * c.Hkv * D + g * DV + d];
-        vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * c.Hkv * DV + g * DV + d];
-      }
 
   const uint32_t n_rep = c.H / c.Hkv;
   AttnCall call{c.S, c.pos0, c.H, c.Hkv, cap, 2 * c.H * D, c.H * DV, static_cast<float>(c.lambda), static_cast<float>(gain)};
@@ -145,8 +135,7 @@ TEST_CASE("baselines: naive materialised scores fp32") { sweep(Precision::fp32, 
 TEST_CASE("baselines: naive materialised scores fp16") { sweep(Precision::fp16, Impl::naive, 4000); }
 
 TEST_CASE("baselines: one flash pass alone equals standard attention") {
-  for (Precision precision : {Precision::fp32, Precision::fp16}) {
-    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+  for (Precision precision : test::supported_precisions()) {
     auto ctx = test::make_context(precision);
     uint64_t seed = 5000;
     for (const Case& c : {Case{4, 2, 32, 9, 0, 0, false}, Case{2, 1, 64, 1, 50, 0, true}}) run_case(*ctx, Impl::flash_q1k1, c, seed += 7);
@@ -154,8 +143,7 @@ TEST_CASE("baselines: one flash pass alone equals standard attention") {
 }
 
 TEST_CASE("baselines: two-pass and naive with the shared-memory reduction path (forced)") {
-  for (Precision precision : {Precision::fp32, Precision::fp16}) {
-    if (precision == Precision::fp16 && !test::device_has_fp16()) continue;
+  for (Precision precision : test::supported_precisions()) {
     auto ctx = test::make_context(precision, /*force_no_subgroup=*/true);
     REQUIRE_FALSE(ctx->device().subgroup_arithmetic());
     uint64_t seed = 6000;
