@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "diffvk/tokenizer.hpp"
+#include "model/tokenizer_pretok.hpp"
+#include "model_fixture.hpp"
 
 using namespace diffvk;
 
@@ -47,6 +49,13 @@ int check_fixture(const std::string& name) {
     if (c["ids"].is_null()) {  // not valid UTF-8, which the reference cannot take: a byte-exact round trip
       CHECK(t.decode(ids) == text);
       continue;
+    }
+    if (c.contains("pieces_hex")) {  // the split pattern alone, against the reference's pre-tokenizer
+      const auto pattern = name == "llama3-bpe" ? tok::SplitPattern::llama3 : tok::SplitPattern::gpt2;
+      std::vector<std::string> pieces, want;
+      for (auto p : tok::split(text, pattern)) pieces.emplace_back(p);
+      for (const auto& h : c["pieces_hex"]) want.push_back(unhex(h.get<std::string>()));
+      CHECK(pieces == want);
     }
     const auto want = c["ids"].get<std::vector<int32_t>>();
     CHECK_MESSAGE(ids == want, "got  " << show(ids) << "\nwant " << show(want));
@@ -86,4 +95,145 @@ TEST_CASE("tokenizer: SentencePiece unigram matches sentencepiece") {
 TEST_CASE("tokenizer: SentencePiece BPE matches sentencepiece") {
   CHECK(check_fixture("spm-bpe") >= 40);
   CHECK(Tokenizer::load(kDir + "spm-bpe").kind() == "sentencepiece BPE");
+}
+
+namespace {
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f << data;
+  REQUIRE(f.good());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f.good());
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Loading `dir` fails with `status` and a message holding `text`.
+void expect_load_error(const std::string& dir, Status status, const std::string& text) {
+  try {
+    Tokenizer::load(dir);
+    FAIL("loaded without an error; expected: " << text);
+  } catch (const Error& e) {
+    CHECK_MESSAGE(e.status() == status, e.what());
+    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, e.what());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: the bytes tokenizer of the bundled tiny model") {
+  const Tokenizer t = Tokenizer::load(std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
+  CHECK(t.kind() == "bytes");
+  CHECK(t.vocab_size() == 256);
+  CHECK(t.bos_id() == 2);
+  CHECK(t.eos_id() == 3);
+  CHECK(t.encode("hi\xff", true) == std::vector<int32_t>{2, 'h', 'i', 255});
+  CHECK(t.encode("hi", false) == std::vector<int32_t>{'h', 'i'});
+  CHECK(t.decode({'h', 'i', 255}) == "hi\xff");
+  CHECK_THROWS_AS(t.decode({256}), Error);
+}
+
+TEST_CASE("tokenizer: decode refuses ids outside the vocabulary") {
+  for (const char* name : {"gpt2-bpe", "llama3-bpe", "spm-unigram", "spm-bpe"}) {
+    CAPTURE(name);
+    const Tokenizer t = Tokenizer::load(kDir + name);
+    for (int32_t bad : {-1, int32_t(t.vocab_size()), 1 << 30}) {
+      try {
+        t.decode({0, bad});
+        FAIL("decoded id " << bad);
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::invalid_argument);
+        CHECK(std::string(e.what()).find("at index 1") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("tokenizer: hostile tokenizer.json files give clear errors") {
+  test::TempDir tmp("diffvk-tok");
+  const std::string good = read_file(kDir + "gpt2-bpe/tokenizer.json");
+  auto with = [&](const std::string& text) { write_file(tmp / "tokenizer.json", text); };
+  with(good.substr(0, good.size() / 2));
+  expect_load_error(tmp.path(), Status::format_error, "invalid JSON");
+  with("[1, 2]");
+  expect_load_error(tmp.path(), Status::format_error, "top level must be an object");
+  auto j = nlohmann::json::parse(good);
+  auto edit = [&](auto&& change) {
+    auto k = j;
+    change(k);
+    with(k.dump());
+  };
+  edit([](auto& k) { k["model"]["vocab"]["!"] = 1ll << 40; });
+  expect_load_error(tmp.path(), Status::format_error, "ids must be integers");
+  edit([](auto& k) { k["model"]["vocab"]["!"] = "zero"; });
+  expect_load_error(tmp.path(), Status::format_error, "ids must be integers");
+  edit([](auto& k) { k["added_tokens"][0]["id"] = -5; });
+  expect_load_error(tmp.path(), Status::format_error, "added token");
+  edit([](auto& k) { k["model"]["merges"].push_back("nosuchtoken x"); });
+  expect_load_error(tmp.path(), Status::format_error, "not in the vocab");
+  edit([](auto& k) { k["model"]["merges"].push_back(42); });
+  expect_load_error(tmp.path(), Status::format_error, "merge 400");
+  edit([](auto& k) { k["model"]["vocab"].erase("!"); });
+  expect_load_error(tmp.path(), Status::format_error, "merge");  // merges name "!" too
+  edit([](auto& k) { k["model"]["merges"] = nlohmann::json::array(); k["model"]["vocab"].erase("!"); });
+  expect_load_error(tmp.path(), Status::format_error, "byte-level character of byte 33");
+  edit([](auto& k) { k["model"]["vocab"] = 7; });
+  expect_load_error(tmp.path(), Status::format_error, "'model.vocab' must be an object");
+  edit([](auto& k) { k["model"]["type"] = "WordPiece"; });
+  expect_load_error(tmp.path(), Status::unsupported, "only BPE");
+  edit([](auto& k) { k["normalizer"] = {{"type", "NFC"}}; });
+  expect_load_error(tmp.path(), Status::unsupported, "normalizer");
+  edit([](auto& k) { k["pre_tokenizer"] = {{"type", "Whitespace"}}; });
+  expect_load_error(tmp.path(), Status::unsupported, "pre_tokenizer");
+  edit([](auto& k) {
+    k["pre_tokenizer"] = nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "use_regex": false}]})");
+  });
+  expect_load_error(tmp.path(), Status::unsupported, "split regex");
+  edit([](auto& k) { k["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<x>"}}}}}}}; });
+  expect_load_error(tmp.path(), Status::format_error, "special token '<x>'");
+  edit([](auto& k) { k["model"]["type"] = nullptr; });
+  expect_load_error(tmp.path(), Status::format_error, "tokenizer.json");
+  // tokenizer_config.json naming a token that is not there
+  with(good);
+  write_file(tmp / "tokenizer_config.json", R"({"bos_token": "<nope>"})");
+  expect_load_error(tmp.path(), Status::format_error, "'bos_token' = '<nope>' is not a token");
+  write_file(tmp / "tokenizer_config.json", "{");
+  expect_load_error(tmp.path(), Status::format_error, "invalid JSON");
+}
+
+TEST_CASE("tokenizer: hostile tokenizer.model files give clear errors") {
+  test::TempDir tmp("diffvk-tok");
+  const std::string good = read_file(kDir + "spm-unigram/tokenizer.model");
+  // Every truncation either loads (a cut between fields can leave a smaller valid model) or throws a
+  // diffvk::Error naming the file: never a crash (ASan/UBSan builds check the reads).
+  int errors = 0;
+  for (size_t n = 0; n < good.size(); n += (n < 64 ? 1 : 97)) {
+    write_file(tmp / "tokenizer.model", good.substr(0, n));
+    try {
+      Tokenizer::load(tmp.path());
+    } catch (const Error& e) {
+      ++errors;
+      CHECK(std::string(e.what()).find("tokenizer.model") != std::string::npos);
+    }
+  }
+  CHECK(errors > 20);
+  write_file(tmp / "tokenizer.model", "");
+  expect_load_error(tmp.path(), Status::format_error, "no pieces");
+  write_file(tmp / "tokenizer.model", std::string("\x0a\xff\xff\xff\xff\x0f", 6));
+  expect_load_error(tmp.path(), Status::format_error, "runs past the end");
+  write_file(tmp / "tokenizer.model", std::string("\x0b\x01", 2));  // wire type 3 (groups)
+  expect_load_error(tmp.path(), Status::format_error, "wire type");
+  write_file(tmp / "tokenizer.model", std::string(12, '\xff'));
+  expect_load_error(tmp.path(), Status::format_error, "varint");
+  write_file(tmp / "tokenizer.model", "{\"not\": \"protobuf\"}");
+  expect_load_error(tmp.path(), Status::format_error, "not a SentencePiece model");
+  // A valid model with a normalizer character map (nmt_nfkc): refused, not silently mis-normalised.
+  // NormalizerSpec (field 3) holding precompiled_charsmap (field 2) = "x".
+  write_file(tmp / "tokenizer.model", good + std::string("\x1a\x03\x12\x01x", 5));
+  expect_load_error(tmp.path(), Status::unsupported, "nmt_nfkc");
 }

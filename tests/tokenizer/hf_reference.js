@@ -1,6 +1,7 @@
 // Encodes texts with the Hugging Face `tokenizers` npm package (the reference for tokenizer.json).
 // stdin: {"file": ".../tokenizer.json", "texts": [{"name": ..., "text": ...}]}
-// stdout: [{"name", "add_special", "ids", "decoded"}] (decoded = decode(ids, skipSpecialTokens=false)).
+// stdout: [{"name", "add_special", "ids", "decoded", "pieces"}] (decoded = decode(ids, skipSpecialTokens=false);
+// pieces = the pre-tokenizer's split of the whole text, without add_special only).
 const { Tokenizer } = require('tokenizers');
 const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
 (async () => {
@@ -10,7 +11,10 @@ const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
     for (const addSpecial of [false, true]) {
       const enc = await tok.encode(t.text, null, { addSpecialTokens: addSpecial });
       const ids = enc.getIds();
-      out.push({ name: t.name, add_special: addSpecial, ids, decoded: await tok.decode(ids, false) });
+      const r = { name: t.name, add_special: addSpecial, ids, decoded: await tok.decode(ids, false) };
+      // The pre-tokenizer alone on the whole text (byte-level characters): checks the split patterns.
+      if (!addSpecial) r.pieces = tok.getPreTokenizer().preTokenizeString(t.text).map((p) => p[0]);
+      out.push(r);
     }
   }
   process.stdout.write(JSON.stringify(out));

@@ -154,8 +154,11 @@ def main():
         with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
             json.dump(cfg, f, indent=1)
         texts = TEXTS + specials
+        u2b = {c: b for b, c in bytes_to_unicode().items()}
         cases = [{"name": r["name"], "text_hex": dict(texts)[r["name"]].encode().hex(), "add_special": r["add_special"],
-                  "ids": r["ids"], "decoded_hex": r["decoded"].encode().hex()} for r in reference(path, texts)]
+                  "ids": r["ids"], "decoded_hex": r["decoded"].encode().hex(),
+                  **({"pieces_hex": [bytes(u2b[c] for c in p).hex() for p in r["pieces"]]} if "pieces" in r else {})}
+                 for r in reference(path, texts)]
         # Not valid UTF-8: the reference takes strings only, so these are round-trip cases (decode(encode(x)) == x).
         cases += [{"name": n, "text_hex": b.hex(), "add_special": False, "ids": None, "decoded_hex": b.hex()}
                   for n, b in INVALID_UTF8]
