@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "diffvk/diffvk.h"
 #include "diffvk/tokenizer.hpp"
 #include "model/tokenizer_pretok.hpp"
 #include "model_fixture.hpp"
@@ -236,4 +237,47 @@ TEST_CASE("tokenizer: hostile tokenizer.model files give clear errors") {
   // NormalizerSpec (field 3) holding precompiled_charsmap (field 2) = "x".
   write_file(tmp / "tokenizer.model", good + std::string("\x1a\x03\x12\x01x", 5));
   expect_load_error(tmp.path(), Status::unsupported, "nmt_nfkc");
+}
+
+TEST_CASE("tokenizer: the C ABI encodes and decodes with the capacity protocol") {
+  diffvk_tokenizer* t = nullptr;
+  REQUIRE(diffvk_tokenizer_load((kDir + "llama3-bpe").c_str(), &t) == DIFFVK_OK);
+  const std::string text = "Hello<|eot_id|> w\xc3\xb6rld";
+  const std::vector<int32_t> want = Tokenizer::load(kDir + "llama3-bpe").encode(text, true);
+  size_t n = 0;
+  CHECK(diffvk_tokenizer_encode(t, text.data(), text.size(), 1, nullptr, 0, &n) == DIFFVK_BUFFER_TOO_SMALL);
+  CHECK(n == want.size());
+  std::vector<int32_t> ids(n + 2, -7);
+  CHECK(diffvk_tokenizer_encode(t, text.data(), text.size(), 1, ids.data(), n - 1, &n) == DIFFVK_BUFFER_TOO_SMALL);
+  CHECK(ids[0] == -7);  // nothing written
+  REQUIRE(diffvk_tokenizer_encode(t, text.data(), text.size(), 1, ids.data(), ids.size(), &n) == DIFFVK_OK);
+  ids.resize(n);
+  CHECK(ids == want);
+  size_t len = 0;
+  CHECK(diffvk_tokenizer_decode(t, ids.data() + 1, n - 1, nullptr, 0, &len) == DIFFVK_BUFFER_TOO_SMALL);
+  CHECK(len == text.size());
+  std::string bytes(len, '\0');
+  REQUIRE(diffvk_tokenizer_decode(t, ids.data() + 1, n - 1, bytes.data(), bytes.size(), &len) == DIFFVK_OK);
+  CHECK(bytes == text);
+  int32_t bos = 0, eos = 0, bad = 1 << 30;
+  uint32_t vocab = 0;
+  CHECK(diffvk_tokenizer_bos(t, &bos) == DIFFVK_OK);
+  CHECK(diffvk_tokenizer_eos(t, &eos) == DIFFVK_OK);
+  CHECK(diffvk_tokenizer_vocab_size(t, &vocab) == DIFFVK_OK);
+  CHECK(bos == 656);
+  CHECK(eos == 658);
+  CHECK(vocab == 660);
+  CHECK(diffvk_tokenizer_decode(t, &bad, 1, bytes.data(), bytes.size(), &len) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(std::string(diffvk_last_error()).find("diffvk_tokenizer_decode: decode: id 1073741824 at index 0") == 0);
+  CHECK(diffvk_tokenizer_encode(t, nullptr, 3, 0, ids.data(), ids.size(), &n) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(diffvk_tokenizer_encode(t, nullptr, 0, 0, nullptr, 0, &n) == DIFFVK_OK);
+  CHECK(n == 0);
+  CHECK(diffvk_tokenizer_free(t) == DIFFVK_OK);
+  CHECK(diffvk_tokenizer_free(t) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(diffvk_tokenizer_encode(t, "a", 1, 0, ids.data(), ids.size(), &n) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(std::string(diffvk_last_error()).find("not a live tokenizer") != std::string::npos);
+  diffvk_tokenizer* none = reinterpret_cast<diffvk_tokenizer*>(1);
+  CHECK(diffvk_tokenizer_load("/nonexistent-dir", &none) == DIFFVK_IO_ERROR);
+  CHECK(none == nullptr);
+  CHECK(std::string(diffvk_last_error()).find("/nonexistent-dir") != std::string::npos);
 }
