@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -223,6 +224,21 @@ TEST_CASE("tokenizer: hostile tokenizer.model files give clear errors") {
     }
   }
   CHECK(errors > 20);
+  // Random byte corruptions (fixed seed): load, encode and decode either work or throw diffvk::Error.
+  std::mt19937 rng(13);
+  int loaded = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::string bad = good;
+    for (int k = 0; k < 4; ++k) bad[rng() % bad.size()] = char(rng());
+    write_file(tmp / "tokenizer.model", bad);
+    try {
+      const Tokenizer t = Tokenizer::load(tmp.path());
+      ++loaded;
+      t.decode(t.encode("Hello w\xc3\xb6rld <sep> \xff 123", true));
+    } catch (const Error&) {
+    }
+  }
+  CHECK(loaded > 0);
   write_file(tmp / "tokenizer.model", "");
   expect_load_error(tmp.path(), Status::format_error, "no pieces");
   write_file(tmp / "tokenizer.model", std::string("\x0a\xff\xff\xff\xff\x0f", 6));
@@ -280,4 +296,30 @@ TEST_CASE("tokenizer: the C ABI encodes and decodes with the capacity protocol")
   CHECK(diffvk_tokenizer_load("/nonexistent-dir", &none) == DIFFVK_IO_ERROR);
   CHECK(none == nullptr);
   CHECK(std::string(diffvk_last_error()).find("/nonexistent-dir") != std::string::npos);
+}
+
+TEST_CASE("tokenizer: diffvk run encodes the prompt with the model directory's tokenizer") {
+  test::TempDir tmp("diffvk-tok-run");
+  test::TinySpec spec;
+  spec.vocab = 800;  // the SentencePiece fixtures' size
+  test::write_tiny_model(tmp.path(), spec);
+  test::write_bytes(tmp / "tokenizer.model", read_file(kDir + "spm-bpe/tokenizer.model").data(),
+                    read_file(kDir + "spm-bpe/tokenizer.model").size());
+  const std::string prompt = "Grüße, мир";
+  const size_t n_prompt = Tokenizer::load(tmp.path()).encode(prompt, true).size();
+  const std::string out = tmp / "out.txt", err = tmp / "err.txt";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " run --model " + tmp.path() + " -p '" + prompt + "' -n 6 > " + out + " 2> " + err;
+  CHECK(std::system(cmd.c_str()) == 0);
+  const std::string o = read_file(out), e = read_file(err);
+  CHECK_MESSAGE(o.compare(0, prompt.size(), prompt) == 0, o);
+  CHECK_MESSAGE(e.find("prefill: " + std::to_string(n_prompt) + " tokens") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("validation: ") == std::string::npos, e);
+  // A tokenizer larger than the model's vocabulary is refused before anything runs.
+  write_file(tmp / "tokenizer.model", "");
+  std::remove((tmp / "tokenizer.model").c_str());
+  test::write_bytes(tmp / "tokenizer.json", read_file(kDir + "gpt2-bpe/tokenizer.json").data(), read_file(kDir + "gpt2-bpe/tokenizer.json").size());
+  spec.vocab = 300;
+  test::write_tiny_model(tmp.path(), spec);
+  CHECK(std::system(cmd.c_str()) != 0);
+  CHECK_MESSAGE(read_file(err).find("is larger than the model's vocab_size 300") != std::string::npos, read_file(err));
 }

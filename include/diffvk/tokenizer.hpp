@@ -22,7 +22,8 @@ class Tokenizer {
   // One file: *.json = tokenizer.json, anything else = a SentencePiece model. `config_dir` ("" = none)
   // is where tokenizer_config.json / config.json are looked for.
   static Tokenizer load_file(const std::string& path, const std::string& config_dir = "");
-  // The bytes tokenizer: vocab_size >= 256, bos/eos -1 when none.
+  // The bytes tokenizer: ids 0..255 are the bytes, ids from 256 to vocab_size - 1 decode to nothing;
+  // vocab_size >= 256, bos/eos -1 when none.
   static Tokenizer bytes(uint32_t vocab_size, int32_t bos, int32_t eos);
 
   // add_special: what the reference does for "add special tokens" (tokenizer.json: its post-processor

@@ -60,10 +60,10 @@ class BytesTokenizer final : public Tokenizer::Impl {
   std::string decode(const int32_t* ids, size_t n) const override {
     std::string out;
     for (size_t i = 0; i < n; ++i) {
-      if (ids[i] < 0 || ids[i] > 255)
+      if (ids[i] < 0 || uint32_t(ids[i]) >= vocab_size)
         throw Error(Status::invalid_argument, "decode: id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
-                                                  " is not a byte (the bytes tokenizer decodes ids 0..255)");
-      out += char(ids[i]);
+                                                  " is outside the vocabulary (size " + std::to_string(vocab_size) + ")");
+      if (ids[i] < 256) out += char(ids[i]);  // ids above the bytes have no text
     }
     return out;
   }

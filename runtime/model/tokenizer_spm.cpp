@@ -2,8 +2,6 @@
 // BPE (merges by piece score) encoding, byte fallback, and decoding as sentencepiece does.
 #include <algorithm>
 #include <cfloat>
-#include <cstdlib>
-#include <cstdio>
 #include <queue>
 #include <unordered_map>
 
@@ -18,6 +16,13 @@ namespace {
 using PieceType = SentencePieceModel::PieceType;
 const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
 constexpr uint32_t kReplacement = 0xFFFD;
+
+// "<0xAB>" -> 0xAB; -1 when the text is not of that form.
+int byte_piece_value(const std::string& t) {
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' || hex(t[3]) < 0 || hex(t[4]) < 0) return -1;
+  return hex(t[3]) * 16 + hex(t[4]);
+}
 
 class SentencePiece final : public Tokenizer::Impl {
  public:
@@ -69,10 +74,8 @@ SentencePiece::SentencePiece(SentencePieceModel m, const std::string& path) : m_
     if (p.type == PieceType::normal) min_score_ = std::min(min_score_, p.score), max_score_ = std::max(max_score_, p.score);
     if (p.type == PieceType::user_defined) user_defined_.push_back(&p.text);
     if (p.type == PieceType::byte) {
-      unsigned v;
-      char tail;
-      if (p.text.size() != 6 || std::sscanf(p.text.c_str(), "<0x%2X%c", &v, &tail) != 2 || tail != '>')
-        throw bad("byte piece " + std::to_string(i) + " '" + printable(p.text) + "' is not <0xXX>");
+      const int v = byte_piece_value(p.text);
+      if (v < 0) throw bad("byte piece " + std::to_string(i) + " '" + printable(p.text) + "' is not <0xXX>");
       byte_ids_[v] = int32_t(i);
     }
   }
@@ -252,7 +255,7 @@ std::string SentencePiece::decode(const int32_t* ids, size_t n) const {
                                                 " is outside the vocabulary (size " + std::to_string(vocab_size) + ")");
     const auto& p = m_.pieces[ids[i]];
     if (p.type == PieceType::byte) {
-      bytes += char(std::strtoul(p.text.c_str() + 3, nullptr, 16));  // checked to be <0xXX> at load
+      bytes += char(byte_piece_value(p.text));  // checked to be <0xXX> at load
       continue;
     }
     flush();
