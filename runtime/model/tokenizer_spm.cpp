@@ -227,9 +227,14 @@ std::vector<int32_t> SentencePiece::encode(std::string_view text, bool add_speci
   if (add_special && bos >= 0) ids.push_back(bos);
   const std::string s = normalize(text);
   const auto pieces = m_.model_type == SentencePieceModel::ModelType::bpe ? encode_bpe(s) : encode_unigram(s);
+  bool prev_unk = false;
   for (const auto& [sym, id] : pieces) {
+    const bool after_unk = prev_unk;
+    prev_unk = id == m_.unk_id;
     if (id == m_.unk_id && m_.byte_fallback) {
       for (size_t i = sym.begin; i < sym.end; ++i) ids.push_back(byte_ids_[static_cast<unsigned char>(s[i])]);
+    } else if (id == m_.unk_id && after_unk) {
+      // a run of unknown characters is one <unk>, as sentencepiece merges them
     } else {
       ids.push_back(id);
     }

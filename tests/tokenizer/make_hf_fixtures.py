@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from texts import TEXTS, INVALID_UTF8  # noqa: E402
+from texts import TEXTS, INVALID_UTF8, random_texts  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "tokenizer")
@@ -153,7 +153,7 @@ def main():
             json.dump(tj, f, ensure_ascii=False, indent=1)
         with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
             json.dump(cfg, f, indent=1)
-        texts = TEXTS + specials
+        texts = TEXTS + specials + random_texts()
         u2b = {c: b for b, c in bytes_to_unicode().items()}
         cases = [{"name": r["name"], "text_hex": dict(texts)[r["name"]].encode().hex(), "add_special": r["add_special"],
                   "ids": r["ids"], "decoded_hex": r["decoded"].encode().hex(),

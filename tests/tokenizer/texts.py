@@ -28,3 +28,19 @@ INVALID_UTF8 = [
     ("invalid_truncated", b"caf\xc3 and \xe6\x97 end"),
     ("invalid_overlong_ff", b"\xc0\xaf x \xff\xfe y"),
 ]
+
+
+def random_texts(n=60, seed=13):
+    """Deterministic random mixtures of the fragments the split patterns and normalizers treat
+    differently (scripts, digit runs, whitespace kinds, contractions in any case, combining marks)."""
+    import random
+    rng = random.Random(seed)
+    fragments = ["word", "Word", "WORDS", "Straße", "мир", "東京", "ひらがな", "مرحبا", "नमस्ते", "é", "e\u0301",
+                 "'s", "'S", "'ll", "'LL", "'Re", "'ve", "'d", "'m", "'t", "'x", "1", "12", "1234", "٣٤٥", "½",
+                 " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\u2028", "\u200d",
+                 ".", ",", "!?", "...", "(", ")", "-", "_", "@", "#", "$", "€", "🎉", "👨‍👩‍👧", "🇩🇪", "👍🏽", "\u0301"]
+    out = []
+    for i in range(n):
+        k = rng.randint(3, 14)
+        out.append((f"random_{i:02d}", "".join(rng.choice(fragments) for _ in range(k))))
+    return out
