@@ -311,21 +311,24 @@ std::string ByteLevelBpe::decode(const int32_t* ids, size_t n) const {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer::Impl> load_hf_json(const std::string& path, const std::string& config_dir) {
+std::unique_ptr<Tokenizer::Impl> parse_hf_json(const std::string& text, const std::string& name) {
   json j;
   try {
-    j = json::parse(read_text_file(path, 256u << 20));
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(Status::format_error, path + ": invalid JSON (" + printable(e.what(), 300) + ")");
+    throw Error(Status::format_error, name + ": invalid JSON (" + printable(e.what(), 300) + ")");
   }
-  if (!j.is_object()) throw Error(Status::format_error, path + ": top level must be an object");
-  std::unique_ptr<ByteLevelBpe> t;
+  if (!j.is_object()) throw Error(Status::format_error, name + ": top level must be an object");
   try {
-    t = std::make_unique<ByteLevelBpe>(j, path);
+    return std::make_unique<ByteLevelBpe>(j, name);
   } catch (const json::exception& e) {  // a field of an unexpected type that the checks above missed
-    throw Error(Status::format_error, path + ": " + printable(e.what(), 300));
+    throw Error(Status::format_error, name + ": " + printable(e.what(), 300));
   }
-  const auto* raw = t.get();
+}
+
+std::unique_ptr<Tokenizer::Impl> load_hf_json(const std::string& path, const std::string& config_dir) {
+  auto t = parse_hf_json(read_text_file(path, 256u << 20), path);
+  const auto* raw = static_cast<const ByteLevelBpe*>(t.get());
   const SpecialIds s = read_special_ids(config_dir, t->vocab_size, [raw](const std::string& x) { return raw->token_id(x); });
   t->bos = s.bos;
   t->eos = s.eos;

@@ -1,5 +1,6 @@
 // The interface every tokenizer kind implements, and the loaders (include/diffvk/tokenizer.hpp).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,9 @@ SpecialIds read_special_ids(const std::string& dir, uint32_t vocab_size,
 
 std::unique_ptr<Tokenizer::Impl> load_hf_json(const std::string& path, const std::string& config_dir);
 std::unique_ptr<Tokenizer::Impl> load_sentencepiece(const std::string& path);
+// The same from memory (`name` labels messages; no BOS/EOS lookup in config files): fuzzing.
+std::unique_ptr<Tokenizer::Impl> parse_hf_json(const std::string& text, const std::string& name);
+std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t size, const std::string& name);
 std::unique_ptr<Tokenizer::Impl> make_bytes(uint32_t vocab_size, int32_t bos, int32_t eos);
 
 // Text from a file, bounded and with control / non-ASCII bytes escaped, for messages.

@@ -284,9 +284,13 @@ std::string SentencePiece::decode(const int32_t* ids, size_t n) const {
 
 }  // namespace
 
+std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t size, const std::string& name) {
+  return std::make_unique<SentencePiece>(parse_sentencepiece_model(data, size, name), name);
+}
+
 std::unique_ptr<Tokenizer::Impl> load_sentencepiece(const std::string& path) {
   const auto data = platform::read_file(path, 256u << 20);
-  return std::make_unique<SentencePiece>(parse_sentencepiece_model(data.data(), data.size(), path), path);
+  return parse_sentencepiece(data.data(), data.size(), path);
 }
 
 }  // namespace diffvk::tok
