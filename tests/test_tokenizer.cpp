@@ -327,3 +327,12 @@ TEST_CASE("tokenizer: diffvk run encodes the prompt with the model directory's t
   CHECK(std::system(cmd.c_str()) != 0);
   CHECK_MESSAGE(read_file(err).find("is larger than the model's vocab_size 300") != std::string::npos, read_file(err));
 }
+
+TEST_CASE("tokenizer: a directory with both files uses tokenizer.model") {
+  test::TempDir tmp("diffvk-tok");
+  write_file(tmp / "tokenizer.json", read_file(kDir + "gpt2-bpe/tokenizer.json"));
+  CHECK(Tokenizer::load(tmp.path()).kind() == "byte-level BPE");
+  write_file(tmp / "tokenizer.model", read_file(kDir + "spm-bpe/tokenizer.model"));
+  CHECK(Tokenizer::load(tmp.path()).kind() == "sentencepiece BPE");
+  CHECK(Tokenizer::load_file(tmp / "tokenizer.json").kind() == "byte-level BPE");
+}

@@ -94,9 +94,9 @@ diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits
 
 /* ---- Tokenizers (issue 13; include/diffvk/tokenizer.hpp) -------------------------------------------
  * Pure CPU, no context needed. A tokenizer is immutable: encode/decode may run on many threads at once.
- * dir: a model directory: tokenizer.json (byte-level BPE; BOS/EOS from tokenizer_config.json or
- * config.json), else tokenizer.model (SentencePiece unigram/BPE), else config.json alone (the bytes
- * tokenizer of the bundled tiny models). */
+ * dir: a model directory: tokenizer.model (SentencePiece unigram/BPE), else tokenizer.json (byte-level
+ * BPE; BOS/EOS from tokenizer_config.json or config.json), else config.json alone (the bytes tokenizer
+ * of the bundled tiny models). */
 typedef struct diffvk_tokenizer diffvk_tokenizer;
 diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
 diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);

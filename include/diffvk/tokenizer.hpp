@@ -16,8 +16,8 @@ namespace diffvk {
 
 class Tokenizer {
  public:
-  // A model directory: tokenizer.json (+ tokenizer_config.json / config.json for BOS/EOS), else
-  // tokenizer.model, else config.json alone = the bytes tokenizer (ids 0..255 are the bytes).
+  // A model directory: tokenizer.model (SentencePiece), else tokenizer.json (+ tokenizer_config.json /
+  // config.json for BOS/EOS), else config.json alone = the bytes tokenizer (ids 0..255 are the bytes).
   static Tokenizer load(const std::string& dir);
   // One file: *.json = tokenizer.json, anything else = a SentencePiece model. `config_dir` ("" = none)
   // is where tokenizer_config.json / config.json are looked for.

@@ -118,8 +118,10 @@ SpecialIds read_special_ids(const std::string& dir, uint32_t vocab_size, const s
 }  // namespace tok
 
 Tokenizer Tokenizer::load(const std::string& dir) {
-  if (tok::exists(dir + "/tokenizer.json")) return load_file(dir + "/tokenizer.json", dir);
+  // tokenizer.model first: where both exist (Llama 2, Mistral, Gemma) it is the original and their
+  // tokenizer.json is a Metaspace/byte-fallback conversion that the JSON reader does not implement.
   if (tok::exists(dir + "/tokenizer.model")) return load_file(dir + "/tokenizer.model", dir);
+  if (tok::exists(dir + "/tokenizer.json")) return load_file(dir + "/tokenizer.json", dir);
   const std::string cfg = dir + "/config.json";
   if (!tok::exists(cfg))
     throw Error(Status::io_error, dir + ": no tokenizer.json, tokenizer.model or config.json (a model directory was expected)");
