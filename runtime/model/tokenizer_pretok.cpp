@@ -40,7 +40,10 @@ class Matcher {
   // Each returns the end (in characters) of the match at i, or 0 when the alternative fails.
   size_t contraction(size_t i, bool any_case) const {
     if (!is(i, '\'')) return 0;
-    const auto eq = [&](size_t k, char ch) { return is(k, ch) || (any_case && is(k, char(ch - 'a' + 'A'))); };
+    // (?i) as Oniguruma folds case: also U+017F (long s) for 's'.
+    const auto eq = [&](size_t k, char ch) {
+      return is(k, ch) || (any_case && (is(k, char(ch - 'a' + 'A')) || (ch == 's' && k < c_.size() && c_[k].cp == 0x17F)));
+    };
     for (char ch : {'s', 't', 'm', 'd'})
       if (eq(i + 1, ch)) return i + 2;
     if ((eq(i + 1, 'r') || eq(i + 1, 'v')) && eq(i + 2, 'e')) return i + 3;

@@ -14,6 +14,7 @@ TEXTS = [
     ("newlines", "line one\nline two\n\n\nline three\r\n  indented\n\t\ttabbed\n"),
     ("leading_space", "   leading and trailing   "),
     ("contractions_caps", "DON'T WON'T It'S I'M You'LL"),
+    ("contractions_long_s", "it'\u017fa it'\u017f \u017f'sa"),
     ("punctuation", "a+b=c; (x*y)/z -> {k: v} [1] <tag/> ... !!! ??? @#$%^&"),
     ("mixed", "Code: def f(x): return x**2  # квадрат 平方 🔢"),
     ("empty", ""),
