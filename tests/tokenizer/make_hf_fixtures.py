@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes tests/data/tokenizer/{gpt2,llama3}-bpe/: a tiny byte-level BPE trained here (tokenizer.json,
+"""Writes tests/data/tokenizer/{gpt2,gpt2-prefix,llama3}-bpe/: a tiny byte-level BPE trained here (tokenizer.json,
 tokenizer_config.json) and cases.json = the ids and decoded text of the Hugging Face `tokenizers`
 npm package (the reference), for TEXTS (+ special tokens inside text), with and without specials.
 
@@ -102,6 +102,13 @@ def gpt2(vocab, merges):
     return tj, cfg, specials
 
 
+def gpt2_prefix(vocab, merges):
+    """GPT-2 with ByteLevel add_prefix_space (as RoBERTa-style tokenizers set it)."""
+    tj, cfg, specials = gpt2(vocab, merges)
+    tj["pre_tokenizer"]["add_prefix_space"] = True
+    return tj, cfg, specials
+
+
 def llama3(vocab, merges):
     n = len(vocab)
     names = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
@@ -144,7 +151,7 @@ def main():
     with open(os.path.join(HERE, "corpus.txt"), encoding="utf-8") as f:
         corpus += f.read()
     vocab, merges = train_bpe(corpus, 400)
-    for name, make in (("gpt2-bpe", gpt2), ("llama3-bpe", llama3)):
+    for name, make in (("gpt2-bpe", gpt2), ("gpt2-prefix-bpe", gpt2_prefix), ("llama3-bpe", llama3)):
         tj, cfg, specials = make(dict(vocab), merges)
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
@@ -159,9 +166,11 @@ def main():
                   "ids": r["ids"], "decoded_hex": r["decoded"].encode().hex(),
                   **({"pieces_hex": [bytes(u2b[c] for c in p).hex() for p in r["pieces"]]} if "pieces" in r else {})}
                  for r in reference(path, texts)]
-        # Not valid UTF-8: the reference takes strings only, so these are round-trip cases (decode(encode(x)) == x).
-        cases += [{"name": n, "text_hex": b.hex(), "add_special": False, "ids": None, "decoded_hex": b.hex()}
-                  for n, b in INVALID_UTF8]
+        # Not valid UTF-8: the reference takes strings only, so these are round-trip cases (decode(encode(x)) == x,
+        # with add_prefix_space's space).
+        prefix = b" " if tj["pre_tokenizer"].get("add_prefix_space") else b""
+        cases += [{"name": n, "text_hex": b.hex(), "add_special": False, "ids": None,
+                   "decoded_hex": (b if b.startswith(b" ") else prefix + b).hex()} for n, b in INVALID_UTF8]
         version = subprocess.run(["node", "-p", "require('tokenizers/package.json').version"], capture_output=True,
                                  text=True, check=True).stdout.strip()
         write_cases(os.path.join(d, "cases.json"), "tokenizers (npm) " + version, cases)
