@@ -6,7 +6,7 @@ symbols inside text.
 
 Run (CI needs neither this script nor sentencepiece):
   apt-get install python3-sentencepiece
-  /usr/bin/python3 tests/tokenizer/make_spm_fixtures.py
+  /usr/bin/python3 tests/python/tokenizer/make_spm_fixtures.py
 """
 import io
 import os
@@ -19,7 +19,7 @@ from make_hf_fixtures import write_cases  # noqa: E402
 from texts import TEXTS, INVALID_UTF8, random_texts  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "..", "data", "tokenizer")
+OUT = os.path.join(HERE, "..", "..", "data", "tokenizer")
 
 MODELS = {
     # unigram with SentencePiece's default whitespace handling (runs collapsed, ends stripped)

@@ -5,7 +5,7 @@ npm package (the reference), for TEXTS (+ special tokens inside text), with and 
 
 Run (needs node and `npm install tokenizers` in a scratch directory; CI needs neither):
   (mkdir -p /tmp/tok-npm && cd /tmp/tok-npm && npm install tokenizers)
-  NODE_PATH=/tmp/tok-npm/node_modules /usr/bin/python3 tests/tokenizer/make_hf_fixtures.py
+  NODE_PATH=/tmp/tok-npm/node_modules /usr/bin/python3 tests/python/tokenizer/make_hf_fixtures.py
 """
 import collections
 import json
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from texts import TEXTS, INVALID_UTF8, random_texts  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "..", "data", "tokenizer")
+OUT = os.path.join(HERE, "..", "..", "data", "tokenizer")
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
