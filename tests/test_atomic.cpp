@@ -134,7 +134,8 @@ TEST_CASE("atomic: after device loss every C ABI call on the context and its obj
   test::TempDir tmp("diffvk-atomic");
   const std::string dir = model_dir(tmp);
   test::FailOnLoggedValidation fail_on_messages;  // the C ABI context has no callback
-  diffvk_context_options o{};
+  diffvk_context_options o;
+  diffvk_context_default_options(&o);
   o.validation = 1;
   diffvk_context* c = nullptr;
   diffvk_model* m = nullptr;

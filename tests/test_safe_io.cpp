@@ -272,7 +272,8 @@ TEST_CASE("c_api: prefill sizes and token ranges are checked before anything is 
   const std::string dir = tmp / "model";
   test::write_tiny_model(dir);
   test::FailOnLoggedValidation fail_on_messages;  // the C ABI context has no callback
-  diffvk_context_options o{};
+  diffvk_context_options o;
+  diffvk_context_default_options(&o);
   o.validation = 1;
   diffvk_context* c = nullptr;
   diffvk_model* m = nullptr;

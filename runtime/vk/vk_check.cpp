@@ -18,6 +18,7 @@ const char* status_name(Status s) noexcept {
     case Status::vulkan_error: return "Vulkan error";
     case Status::context_overflow: return "context overflow";
     case Status::internal: return "internal error";
+    case Status::cancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -121,6 +121,7 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
     free(dev);
     return 0;
   }
+  diffvk_context_default_options(&o);
   o.device = dev;
   o.precision = (diffvk_precision)precision;
   o.validation = validation;
