@@ -903,7 +903,7 @@ int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs
   const ModelConfig& c = model->config();
   const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
   const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
-  auto session = Session::create(*model, SessionOptions{P + N, 64, false});
+  auto session = Session::create(*model, SessionOptions{P + N, 64, false, {}});
   Rng rng(12345);
   std::vector<int32_t> prompt(P);
   for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
@@ -941,7 +941,7 @@ int run_model_bench(const BenchArgs& a, Context& ctx, double copy_gbps, int runs
   json profile_json;
   if (a.profile) {
     // A separate session with timestamps between dispatches: GPU time per dispatch grouped by op over N decode steps.
-    auto ps = Session::create(*model, SessionOptions{P + N, 64, true});
+    auto ps = Session::create(*model, SessionOptions{P + N, 64, true, {}});
     auto lg = ps->prefill(prompt);
     int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
     struct Agg {
