@@ -66,7 +66,7 @@ Runner register_run(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
-    SessionOptions so{a->context, a->chunk};
+    SessionOptions so{a->context, a->chunk, false, {}};
     auto session = Session::create(*model, so);
     std::vector<int32_t> tokens;
     const auto& cfg = model->config();
