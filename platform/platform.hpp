@@ -3,6 +3,7 @@
 // Implementations:
 //   platform/platform_posix.cpp  files (Linux, Android, macOS) + stderr logging and
 //                                XDG cache dir (everything except Android)
+//   platform/log.cpp             the log dispatch (level filter, sink), shared by both
 //   platform/android.cpp         logcat logging (__android_log_write, tag "diffvk") + the
 //                                app's cache dir (set_cache_dir) on Android
 // See platform/README.md.
@@ -51,6 +52,10 @@ void set_log_sink(std::function<void(LogLevel, const std::string&)> sink);
 // unrecognised value logs a warning and means info).
 LogLevel log_level();
 void set_log_level(LogLevel level);
+
+// The OS's own sink, used when no sink is set: stderr (platform_posix.cpp) or logcat (android.cpp).
+// The level filter and the sink dispatch live once, in platform/log.cpp.
+void default_log_sink(LogLevel level, const std::string& msg) noexcept;
 
 // ---- files -----------------------------------------------------------------------
 // Whole file into memory. Throws io_error (names the path and strerror) when it
