@@ -58,6 +58,10 @@ if(NOT DIFFVK_CROSS_SYSROOT)
 endif()
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES DIFFVK_CROSS_SYSROOT)
 set(CMAKE_SYSROOT "${DIFFVK_CROSS_SYSROOT}")
+# The cross C++ runtime (libstdc++.so.6, libgcc_s) lies next to the compiler, not in the sysroot: let
+# the linker find it when it resolves a shared library's dependencies (a C program on libdiffvk.so).
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,/usr/${DIFFVK_CROSS_TRIPLE}/lib")
+set(CMAKE_SHARED_LINKER_FLAGS_INIT "-Wl,-rpath-link,/usr/${DIFFVK_CROSS_TRIPLE}/lib")
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
