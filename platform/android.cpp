@@ -3,7 +3,7 @@
 // write_file_atomic, MappedFile) are POSIX and come from platform_posix.cpp on Android too.
 //
 // Built only for Android (the top CMakeLists excludes platform/android*.cpp elsewhere), plus once on
-// Linux by tests/platform_android_log_test.cpp with DIFFVK_PLATFORM_ANDROID_ON_HOST, against Debian's
+// Linux by tests/platform/platform_android_log_test.cpp with DIFFVK_PLATFORM_ANDROID_ON_HOST, against Debian's
 // liblog (android-liblog-dev), whose __android_log_write prints "diffvk I <date> <pid> <tid> msg" on
 // stderr.
 //

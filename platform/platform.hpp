@@ -21,7 +21,7 @@
 #include "diffvk/error.hpp"
 
 // 1 where platform/android.cpp provides logging, cache_dir and set_cache_dir (instead of
-// platform_posix.cpp): on Android, and in the host build of tests/platform_android_log_test.cpp,
+// platform_posix.cpp): on Android, and in the host build of tests/platform/platform_android_log_test.cpp,
 // which compiles android.cpp against Debian's liblog (android-liblog-dev).
 #if defined(__ANDROID__) || defined(DIFFVK_PLATFORM_ANDROID_ON_HOST)
 #define DIFFVK_PLATFORM_ANDROID 1

@@ -273,7 +273,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   Fd fd(raw);
   try {
     write_all(fd.fd, static_cast<const uint8_t*>(data), size, tmp);
-    // Test hook (tests/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
+    // Test hook (tests/io/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
     if (const char* ms = std::getenv("DIFFVK_TEST_WRITE_PAUSE_MS")) ::usleep(useconds_t(std::strtoul(ms, nullptr, 10)) * 1000);
     if (::fsync(fd.fd) != 0) throw_io("cannot fsync", tmp, errno);
     if (::close(fd.release()) != 0) throw_io("cannot close", tmp, errno);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "diffvk/model.hpp"
+#include "model/c_api_guard.hpp"
 #include "platform.hpp"
 
 // Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,
@@ -40,9 +41,17 @@ struct diffvk_sampler {
 #define DIFFVK_STR_(x) DIFFVK_STR2_(x)
 #define DIFFVK_VERSION_STRING_ \
   DIFFVK_STR_(DIFFVK_VERSION_MAJOR) "." DIFFVK_STR_(DIFFVK_VERSION_MINOR) "." DIFFVK_STR_(DIFFVK_VERSION_PATCH)
+namespace diffvk::capi {
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+}  // namespace diffvk::capi
 
 namespace {
-thread_local std::string t_error;
+using diffvk::capi::fail;
+using diffvk::capi::guarded;
+using diffvk::capi::need;
 
 // A C caller may pass any integer in an enum parameter or field; read it as its integer type first
 // (loading an out-of-range value as the enum type itself is undefined behaviour in C++).
@@ -68,12 +77,6 @@ void track(const std::shared_ptr<T>& p, Kind k) {  // g_mutex held by the caller
   registry()[p.get()] = Entry{k, p};
 }
 
-struct ApiError {
-  diffvk_status status;
-  std::string message;
-};
-[[noreturn]] void fail(diffvk_status s, const std::string& m) { throw ApiError{s, m}; }
-
 // Looks up a live handle and returns a reference that keeps it alive for the call.
 template <class T>
 std::shared_ptr<T> check_locked(const T* p, Kind k, const char* what) {
@@ -89,9 +92,6 @@ std::shared_ptr<T> check(const T* p, Kind k, const char* what) {
   std::lock_guard<std::mutex> l(g_mutex);
   return check_locked(p, k, what);
 }
-void need(const void* p, const char* what) {
-  if (!p) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is NULL");
-}
 // A lost device makes every later call on the context, its models and sessions fail at once.
 void alive(const diffvk_context& c) {
   if (c.ctx->lost())
@@ -100,30 +100,6 @@ void alive(const diffvk_context& c) {
 }
 const diffvk_context& ctx_of(const diffvk_model& m) { return *m.parent; }
 const diffvk_context& ctx_of(const diffvk_session& s) { return *s.parent->parent; }
-
-template <class F>
-diffvk_status guarded(const char* fn, F&& f) {
-  t_error.clear();
-  try {
-    f();
-    return DIFFVK_OK;
-  } catch (const ApiError& e) {
-    t_error = std::string(fn) + ": " + e.message;
-    return e.status;
-  } catch (const diffvk::Error& e) {
-    t_error = std::string(fn) + ": " + e.what();
-    return static_cast<diffvk_status>(e.status());
-  } catch (const std::bad_alloc&) {
-    t_error = std::string(fn) + ": out of host memory";
-    return DIFFVK_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    t_error = std::string(fn) + ": " + e.what();
-    return DIFFVK_INTERNAL;
-  } catch (...) {
-    t_error = std::string(fn) + ": unknown error";
-    return DIFFVK_INTERNAL;
-  }
-}
 
 // Reads a caller's options struct: the fields its struct_size covers, defaults for the rest.
 template <class T>
@@ -179,7 +155,7 @@ extern "C" {
 const char* diffvk_version(void) { return DIFFVK_VERSION_STRING_; }
 uint32_t diffvk_version_number(void) { return DIFFVK_VERSION; }
 
-const char* diffvk_last_error(void) { return t_error.c_str(); }
+const char* diffvk_last_error(void) { return diffvk::capi::last_error().c_str(); }
 
 void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level) {
   using diffvk::platform::LogLevel;
