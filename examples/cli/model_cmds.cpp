@@ -95,7 +95,7 @@ Runner register_run(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
-    SessionOptions so{a->context, a->chunk};
+    SessionOptions so{a->context, a->chunk, false, {}};
     auto session = Session::create(*model, so);
     const auto& cfg = model->config();
     const Tokenizer tokenizer = Tokenizer::load(dir);
@@ -174,7 +174,7 @@ Runner register_logits(CLI::App& app) {
                                                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
       ids.push_back(static_cast<int32_t>(v));
     }
-    auto session = Session::create(*model, SessionOptions{a->context, a->chunk});
+    auto session = Session::create(*model, SessionOptions{a->context, a->chunk, false, {}});
     if (uint64_t(N) > session->capacity())
       throw Error(Status::context_overflow, a->tokens + ": " + std::to_string(N) + " tokens exceed the context of " +
                                                 std::to_string(session->capacity()) + " (--context); nothing was computed");
@@ -199,7 +199,7 @@ Runner register_plan(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
-    auto session = Session::create(*model, SessionOptions{a->context, a->chunk});
+    auto session = Session::create(*model, SessionOptions{a->context, a->chunk, false, {}});
     std::printf("model %s: session context %u, chunk %u, %s\n%s", dir.c_str(), session->capacity(), a->chunk,
                 precision_name(ctx->precision()), session->plan_report().c_str());
     return 0;

@@ -14,12 +14,38 @@
  *
  * DEVICE LOSS. Once any call returned DIFFVK_DEVICE_LOST, the context is lost for good: every later
  * call on it, its models and their sessions returns DIFFVK_DEVICE_LOST at once, with a message saying
- * to recreate the context. The *_destroy functions still work (and are needed to clean up). */
+ * to recreate the context. The *_destroy functions still work (and are needed to clean up).
+ *
+ * VERSIONING (v1). The ABI of libdiffvk.so.1 only grows: new functions, new status values, new fields at
+ * the END of the option structs. Every options struct starts with `struct_size`; fill it with the
+ * matching *_default_options() function, then change the fields you need. The library reads only the
+ * fields that fit in struct_size, so a program built against an older header keeps working. Passing
+ * NULL options means all defaults. .ci/abi-check compares each build with abi/libdiffvk.abi. */
 #ifndef DIFFVK_H
 #define DIFFVK_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The one place the version is written (CMake, diffvk.pc and diffvk_version() take it from here). */
+#define DIFFVK_VERSION_MAJOR 1
+#define DIFFVK_VERSION_MINOR 0
+#define DIFFVK_VERSION_PATCH 0
+#define DIFFVK_VERSION_ENCODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define DIFFVK_VERSION DIFFVK_VERSION_ENCODE(DIFFVK_VERSION_MAJOR, DIFFVK_VERSION_MINOR, DIFFVK_VERSION_PATCH)
+
+/* DIFFVK_API marks the exported functions; everything else in libdiffvk.so is hidden. */
+#if defined(_WIN32)
+#  if defined(DIFFVK_BUILDING_LIBRARY)
+#    define DIFFVK_API __declspec(dllexport)
+#  else
+#    define DIFFVK_API
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define DIFFVK_API __attribute__((visibility("default")))
+#else
+#  define DIFFVK_API
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,11 +63,19 @@ typedef enum diffvk_status {
   DIFFVK_CONTEXT_OVERFLOW = 8,
   DIFFVK_INTERNAL = 9,
   DIFFVK_BUFFER_TOO_SMALL = 10,
-  DIFFVK_CANCELLED = 11
+  DIFFVK_CANCELLED = 11 /* an abort callback returned nonzero; the call had no effect */
 } diffvk_status;
 
+/* Abort callback: returns nonzero to cancel the running call (DIFFVK_CANCELLED). Called on the thread
+ * of the call, between prefill chunks and between groups of GPU dispatches (one group per layer), so a
+ * long prefill stops within about one layer's work. */
 typedef int (*diffvk_abort_fn)(void* user);
+/* Log callback. level: 0 = error, 1 = warn, 2 = info, 3 = debug. message is valid during the call. */
 typedef void (*diffvk_log_fn)(void* user, int level, const char* message);
+#define DIFFVK_LOG_ERROR 0
+#define DIFFVK_LOG_WARN 1
+#define DIFFVK_LOG_INFO 2
+#define DIFFVK_LOG_DEBUG 3
 
 typedef enum diffvk_precision { DIFFVK_PRECISION_AUTO = 0, DIFFVK_PRECISION_FP16 = 1, DIFFVK_PRECISION_FP32 = 2 } diffvk_precision;
 
@@ -51,50 +85,89 @@ typedef struct diffvk_session diffvk_session;
 typedef struct diffvk_sampler diffvk_sampler;
 
 typedef struct diffvk_context_options {
+  size_t struct_size;              /* sizeof(diffvk_context_options): set by diffvk_context_default_options */
   const char* device;              /* NULL/"" = default; index or name substring */
   diffvk_precision precision;
   int validation;                  /* -1 = environment/build default, 0 off, 1 on */
   const char* pipeline_cache_path; /* NULL = none */
 } diffvk_context_options;
 
+/* Session options. The abort callback is consulted by every prefill/decode of the session. */
+typedef struct diffvk_session_options {
+  size_t struct_size;     /* sizeof(diffvk_session_options): set by diffvk_session_default_options */
+  uint32_t context_len;   /* KV-cache capacity in tokens; 0 = the model's max_position_embeddings */
+  uint32_t chunk;         /* prefill rows per GPU program; 0 = default (64) */
+  diffvk_abort_fn abort_cb; /* NULL = never cancelled */
+  void* abort_user;
+} diffvk_session_options;
+
+/* "MAJOR.MINOR.PATCH" of the library that is running (compare with DIFFVK_VERSION_* of the header). */
+DIFFVK_API const char* diffvk_version(void);
+/* DIFFVK_VERSION_ENCODE(major, minor, patch) of the running library. */
+DIFFVK_API uint32_t diffvk_version_number(void);
+
 /* Message of the last failing call on this thread ("" when none). Valid until the next call. */
-const char* diffvk_last_error(void);
-const char* diffvk_status_string(diffvk_status status);
+DIFFVK_API const char* diffvk_last_error(void);
+DIFFVK_API const char* diffvk_status_string(diffvk_status status);
 
-diffvk_status diffvk_context_create(const diffvk_context_options* options, diffvk_context** out);
+/* Routes the library's log (the same messages as stderr / logcat) to fn for levels <= max_level
+ * (DIFFVK_LOG_*; it also sets the level of the default sink); fn NULL restores the default sink
+ * (stderr, logcat on Android). Process-wide; fn is called on the thread that logs, possibly from
+ * several threads at once, and must not call diffvk_set_log_callback itself. */
+DIFFVK_API void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level);
+
+DIFFVK_API void diffvk_context_default_options(diffvk_context_options* options);
+/* options NULL = defaults; options->struct_size 0 or larger than this library knows -> INVALID_ARGUMENT
+ * (fill it with diffvk_context_default_options). */
+DIFFVK_API diffvk_status diffvk_context_create(const diffvk_context_options* options, diffvk_context** out);
 /* Fails (DIFFVK_INVALID_ARGUMENT) while models created from it are alive. */
-diffvk_status diffvk_context_destroy(diffvk_context* context);
-diffvk_status diffvk_context_device_name(const diffvk_context* context, char* buffer, size_t capacity);
-diffvk_status diffvk_context_precision(const diffvk_context* context, diffvk_precision* out);
+DIFFVK_API diffvk_status diffvk_context_destroy(diffvk_context* context);
+DIFFVK_API diffvk_status diffvk_context_device_name(const diffvk_context* context, char* buffer, size_t capacity);
+DIFFVK_API diffvk_status diffvk_context_precision(const diffvk_context* context, diffvk_precision* out);
 
-diffvk_status diffvk_model_load(diffvk_context* context, const char* dir, diffvk_model** out);
+/* A checkpoint directory: <dir>/config.json + <dir>/model.safetensors. */
+DIFFVK_API diffvk_status diffvk_model_load(diffvk_context* context, const char* dir, diffvk_model** out);
+/* The same two files, already in memory (read during the call only: the buffers may be freed after it). */
+DIFFVK_API diffvk_status diffvk_model_load_memory(diffvk_context* context, const char* config_json, size_t config_size,
+                                                  const void* safetensors, size_t safetensors_size, diffvk_model** out);
+/* The same two files as byte ranges of open file descriptors, read with pread (the descriptors' offsets do
+ * not move; they are not closed). Android: AAsset_openFileDescriptor64() of an uncompressed asset gives
+ * (fd, offset, length). size -1 = from offset to the end of the file. */
+DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int config_fd, int64_t config_offset,
+                                              int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
+                                              int64_t safetensors_size, diffvk_model** out);
 /* Fails while sessions created from it are alive. */
-diffvk_status diffvk_model_destroy(diffvk_model* model);
-diffvk_status diffvk_model_vocab_size(const diffvk_model* model, uint32_t* out);
-diffvk_status diffvk_model_eos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
-diffvk_status diffvk_model_bos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
+DIFFVK_API diffvk_status diffvk_model_destroy(diffvk_model* model);
+DIFFVK_API diffvk_status diffvk_model_vocab_size(const diffvk_model* model, uint32_t* out);
+DIFFVK_API diffvk_status diffvk_model_eos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
+DIFFVK_API diffvk_status diffvk_model_bos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
 
-/* context_len 0 = the model's max_position_embeddings; chunk 0 = default. */
-diffvk_status diffvk_session_create(diffvk_model* model, uint32_t context_len, uint32_t chunk, diffvk_session** out);
-diffvk_status diffvk_session_destroy(diffvk_session* session);
+DIFFVK_API void diffvk_session_default_options(diffvk_session_options* options);
+/* options NULL = defaults; struct_size as for diffvk_context_create. */
+DIFFVK_API diffvk_status diffvk_session_create_with_options(diffvk_model* model, const diffvk_session_options* options,
+                                                            diffvk_session** out);
+/* Kept from v0: diffvk_session_create_with_options with context_len and chunk, no abort callback. */
+DIFFVK_API diffvk_status diffvk_session_create(diffvk_model* model, uint32_t context_len, uint32_t chunk, diffvk_session** out);
+DIFFVK_API diffvk_status diffvk_session_destroy(diffvk_session* session);
 /* Appends n tokens; writes the last token's logits (vocab floats) to logits. logits_capacity is in
  * floats; too small -> DIFFVK_BUFFER_TOO_SMALL before anything runs. Checked before any token is copied
  * or any work is dispatched: n against the room left in the context (DIFFVK_CONTEXT_OVERFLOW), every
  * token against the vocabulary (DIFFVK_INVALID_ARGUMENT naming its index). All or nothing: on any
  * error (including a failure in a later chunk of a long prefill) the position and the visible KV cache
- * are exactly as before and the session stays usable (except after DIFFVK_DEVICE_LOST, see above). */
-diffvk_status diffvk_session_prefill(diffvk_session* session, const int32_t* tokens, size_t n, float* logits,
+ * are exactly as before and the session stays usable (except after DIFFVK_DEVICE_LOST, see above).
+ * DIFFVK_CANCELLED when the session's abort callback returned nonzero: likewise nothing changed. */
+DIFFVK_API diffvk_status diffvk_session_prefill(diffvk_session* session, const int32_t* tokens, size_t n, float* logits,
                                      size_t logits_capacity);
-diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits, size_t logits_capacity);
-diffvk_status diffvk_session_reset(diffvk_session* session);
-diffvk_status diffvk_session_position(const diffvk_session* session, uint32_t* out);
-diffvk_status diffvk_session_capacity(const diffvk_session* session, uint32_t* out);
+DIFFVK_API diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits, size_t logits_capacity);
+DIFFVK_API diffvk_status diffvk_session_reset(diffvk_session* session);
+DIFFVK_API diffvk_status diffvk_session_position(const diffvk_session* session, uint32_t* out);
+DIFFVK_API diffvk_status diffvk_session_capacity(const diffvk_session* session, uint32_t* out);
 
 /* temperature 0 = greedy; top_k 0 = off; top_p 1 = off. temperature must be finite and >= 0, top_p
  * finite and in (0, 1] (else DIFFVK_INVALID_ARGUMENT); the CLI applies the same rules. */
-diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out);
-diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
-diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);
+DIFFVK_API diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out);
+DIFFVK_API diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
+DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);
 
 /* ---- Tokenizers (issue 13; include/diffvk/tokenizer.hpp) -------------------------------------------
  * Pure CPU, no context needed. A tokenizer is immutable: encode/decode may run on many threads at once.
@@ -102,20 +175,20 @@ diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits
  * BPE; BOS/EOS from tokenizer_config.json or config.json), else config.json alone (the bytes tokenizer
  * of the bundled tiny models). */
 typedef struct diffvk_tokenizer diffvk_tokenizer;
-diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
-diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
+DIFFVK_API diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
 /* text: len bytes (any bytes; NULL allowed when len is 0). add_special != 0: the special tokens the
  * tokenizer adds (e.g. BOS). *n = the number of ids the text encodes to; when cap < *n the call
  * returns DIFFVK_BUFFER_TOO_SMALL and writes nothing: call again with cap >= *n. */
-diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len, int add_special,
+DIFFVK_API diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len, int add_special,
                                       int32_t* ids, size_t cap, size_t* n);
 /* The bytes of n ids (not NUL-terminated; *len of them), with the same capacity rule as encode.
  * An id outside the vocabulary -> DIFFVK_INVALID_ARGUMENT naming its index. */
-diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const int32_t* ids, size_t n, char* bytes,
+DIFFVK_API diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const int32_t* ids, size_t n, char* bytes,
                                       size_t cap, size_t* len);
-diffvk_status diffvk_tokenizer_bos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
-diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
-diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
+DIFFVK_API diffvk_status diffvk_tokenizer_bos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
+DIFFVK_API diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
+DIFFVK_API diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,8 @@ enum class Status : int {
   vulkan_error = 7,      // any other failing VkResult
   context_overflow = 8,  // more tokens than the KV cache holds
   internal = 9,          // a broken invariant inside diffvk
-  cancelled = 11,        // the caller's abort callback asked to stop (10 is the C ABI's DIFFVK_BUFFER_TOO_SMALL)
+  // 10 is the C ABI's DIFFVK_BUFFER_TOO_SMALL
+  cancelled = 11,        // an abort callback asked to stop; nothing changed
 };
 
 const char* status_name(Status s) noexcept;

@@ -2,6 +2,7 @@
 // sampling. Checkpoint format: a directory with config.json and model.safetensors (see README).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -10,6 +11,8 @@
 #include "diffvk/device.hpp"
 
 namespace diffvk {
+
+class SafetensorsFile;
 
 struct ModelConfig {
   uint32_t vocab_size = 0;
@@ -36,6 +39,17 @@ class Model {
  public:
   // Loads and validates <dir>/config.json and <dir>/model.safetensors, uploads the weights.
   static std::unique_ptr<Model> load(Context& context, const std::string& dir);
+  // The same two files from memory (read during the call only); `name` is used in messages.
+  static std::unique_ptr<Model> load_memory(Context& context, const void* config_json, size_t config_size,
+                                            const void* safetensors, size_t safetensors_size,
+                                            const std::string& name = "memory");
+  // The same two files as byte ranges of open descriptors (pread; the offsets do not move, nothing is
+  // closed). size < 0 = from offset to the end of the file (Android: AAsset_openFileDescriptor64).
+  struct FdRange {
+    int fd = -1;
+    int64_t offset = 0, size = -1;
+  };
+  static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors);
   ~Model();
   const ModelConfig& config() const;
   uint64_t weight_bytes() const;  // bytes of weights read per token (device storage type)
@@ -44,6 +58,9 @@ class Model {
 
  private:
   explicit Model(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<Model> load_parts(Context& context, const void* config, size_t config_size,
+                                           const std::string& config_name, SafetensorsFile weights,
+                                           const std::string& name);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -51,6 +68,9 @@ struct SessionOptions {
   uint32_t context = 0;  // KV-cache capacity in tokens; 0 = max_position_embeddings
   uint32_t chunk = 64;   // prefill chunk (rows per recorded program)
   bool profile = false;  // record GPU timestamps between dispatches (Session::last_profile)
+  // Asked before every prefill chunk and between layers of a chunk (one GPU submission per layer
+  // while it is set); returning true makes the call throw Error(cancelled) with nothing changed.
+  std::function<bool()> should_abort;
 };
 
 // Top-k limit of device sampling (Session::decode_sample).

@@ -195,6 +195,16 @@ SafetensorsFile SafetensorsFile::from_bytes(std::vector<uint8_t> bytes, std::str
   return f;
 }
 
+SafetensorsFile SafetensorsFile::from_view(const void* data, size_t size, std::string display_name) {
+  static const uint8_t kEmpty[1] = {0};
+  SafetensorsFile f;
+  f.name_ = std::move(display_name);
+  f.bytes_ = data ? static_cast<const uint8_t*>(data) : kEmpty;
+  f.size_ = data ? size : 0;
+  f.parse();
+  return f;
+}
+
 void SafetensorsFile::parse() {
   const std::string& file = name_;
   if (size_ < 8) {

@@ -48,6 +48,8 @@ class SafetensorsFile {
   static SafetensorsFile open(const std::string& path);
   // Parses an in-memory file; display_name is used in error messages.
   static SafetensorsFile from_bytes(std::vector<uint8_t> bytes, std::string display_name);
+  // Parses memory owned by the caller, without copying; it must outlive the returned object.
+  static SafetensorsFile from_view(const void* data, size_t size, std::string display_name);
 
   const std::string& name() const { return name_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name

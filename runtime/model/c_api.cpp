@@ -15,6 +15,7 @@
 #include "diffvk/model.hpp"
 #include "model/c_api_guard.hpp"
 #include "model/c_api_internal.hpp"
+#include "platform.hpp"
 
 // Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,
 // each call takes another (under the registry lock) for its duration, children hold their parent's.
@@ -38,6 +39,10 @@ struct diffvk_sampler {
   diffvk::Sampler sampler;
 };
 
+#define DIFFVK_STR2_(x) #x
+#define DIFFVK_STR_(x) DIFFVK_STR2_(x)
+#define DIFFVK_VERSION_STRING_ \
+  DIFFVK_STR_(DIFFVK_VERSION_MAJOR) "." DIFFVK_STR_(DIFFVK_VERSION_MINOR) "." DIFFVK_STR_(DIFFVK_VERSION_PATCH)
 namespace diffvk::capi {
 std::string& last_error() {
   thread_local std::string message;
@@ -98,6 +103,21 @@ void alive(const diffvk_context& c) {
 const diffvk_context& ctx_of(const diffvk_model& m) { return *m.parent; }
 const diffvk_context& ctx_of(const diffvk_session& s) { return *s.parent->parent; }
 
+// Reads a caller's options struct: the fields its struct_size covers, defaults for the rest.
+template <class T>
+T read_options(const T* o, void (*defaults)(T*), const char* what) {
+  T v;
+  defaults(&v);
+  if (!o) return v;
+  if (o->struct_size < sizeof(size_t) || o->struct_size > sizeof(T))
+    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(o->struct_size) + "; this library (" +
+                                      DIFFVK_VERSION_STRING_ + ") knows up to " + std::to_string(sizeof(T)) +
+                                      " bytes: fill the struct with diffvk_" + what + "_default_options() first");
+  std::memcpy(&v, o, o->struct_size);
+  v.struct_size = sizeof(T);
+  return v;
+}
+
 void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
   if (lg.size() > cap) fail(DIFFVK_INTERNAL, "logits larger than the checked capacity");
   std::memcpy(out, lg.data(), lg.size() * sizeof(float));
@@ -116,10 +136,74 @@ diffvk_status report_error(const char* fn, diffvk_status status, const std::stri
   return guarded(fn, [&] { fail(status, message); });
 }
 }  // namespace diffvk::capi
+namespace {
+// Registers a model made by `load` (which runs without the registry lock) as a child of the context.
+template <class Load>
+void load_model(diffvk_context* c, diffvk_model** out, Load&& load) {
+  need(out, "out");
+  *out = nullptr;
+  std::shared_ptr<diffvk_context> k;
+  {
+    std::lock_guard<std::mutex> l(g_mutex);
+    k = check_locked(c, Kind::context, "context");
+    alive(*k);
+    ++k->children;  // reserved: the context cannot be destroyed while this model loads
+  }
+  auto m = std::make_shared<diffvk_model>();
+  m->parent = k;
+  try {
+    m->model = load(*k->ctx);  // no lock held
+  } catch (...) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    --k->children;
+    throw;
+  }
+  std::lock_guard<std::mutex> l(g_mutex);
+  track(m, Kind::model);
+  *out = m.get();
+}
+}  // namespace
 
 extern "C" {
 
+const char* diffvk_version(void) { return DIFFVK_VERSION_STRING_; }
+uint32_t diffvk_version_number(void) { return DIFFVK_VERSION; }
+
 const char* diffvk_last_error(void) { return diffvk::capi::last_error().c_str(); }
+
+void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level) {
+  using diffvk::platform::LogLevel;
+  const int lv = std::clamp(max_level, int(DIFFVK_LOG_ERROR), int(DIFFVK_LOG_DEBUG));
+  diffvk::platform::set_log_level(lv == DIFFVK_LOG_ERROR  ? LogLevel::error
+                                  : lv == DIFFVK_LOG_WARN ? LogLevel::warn
+                                  : lv == DIFFVK_LOG_INFO ? LogLevel::info
+                                                          : LogLevel::debug);
+  if (!fn) {
+    diffvk::platform::set_log_sink(nullptr);
+    return;
+  }
+  diffvk::platform::set_log_sink([fn, user](LogLevel level, const std::string& msg) {
+    const int c = level == LogLevel::error ? DIFFVK_LOG_ERROR
+                  : level == LogLevel::warn ? DIFFVK_LOG_WARN
+                  : level == LogLevel::info ? DIFFVK_LOG_INFO
+                                            : DIFFVK_LOG_DEBUG;
+    fn(user, c, msg.c_str());
+  });
+}
+
+void diffvk_context_default_options(diffvk_context_options* o) {
+  if (!o) return;
+  *o = diffvk_context_options{};
+  o->struct_size = sizeof *o;
+  o->precision = DIFFVK_PRECISION_AUTO;
+  o->validation = -1;
+}
+
+void diffvk_session_default_options(diffvk_session_options* o) {
+  if (!o) return;
+  *o = diffvk_session_options{};
+  o->struct_size = sizeof *o;
+}
 
 const char* diffvk_status_string(diffvk_status s) {
   const int v = enum_value(s);
@@ -128,22 +212,21 @@ const char* diffvk_status_string(diffvk_status s) {
   return diffvk::status_name(static_cast<diffvk::Status>(v));
 }
 
-diffvk_status diffvk_context_create(const diffvk_context_options* o, diffvk_context** out) {
+diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_context** out) {
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
+    const diffvk_context_options o = read_options(opts, diffvk_context_default_options, "context");
     diffvk::ContextOptions co;
-    if (o) {
-      if (o->device) co.device = o->device;
-      const int precision = enum_value(o->precision);
-      if (precision < DIFFVK_PRECISION_AUTO || precision > DIFFVK_PRECISION_FP32)
-        fail(DIFFVK_INVALID_ARGUMENT, "unknown precision " + std::to_string(precision));
-      co.precision = precision == DIFFVK_PRECISION_FP16 ? diffvk::Precision::fp16
-                     : precision == DIFFVK_PRECISION_FP32 ? diffvk::Precision::fp32
-                                                          : diffvk::Precision::automatic;
-      co.validation = o->validation < 0 ? -1 : (o->validation ? 1 : 0);
-      if (o->pipeline_cache_path) co.pipeline_cache_path = o->pipeline_cache_path;
-    }
+    if (o.device) co.device = o.device;
+    const int precision = enum_value(o.precision);
+    if (precision < DIFFVK_PRECISION_AUTO || precision > DIFFVK_PRECISION_FP32)
+      fail(DIFFVK_INVALID_ARGUMENT, "unknown precision " + std::to_string(precision));
+    co.precision = precision == DIFFVK_PRECISION_FP16 ? diffvk::Precision::fp16
+                   : precision == DIFFVK_PRECISION_FP32 ? diffvk::Precision::fp32
+                                                        : diffvk::Precision::automatic;
+    co.validation = o.validation < 0 ? -1 : (o.validation ? 1 : 0);
+    if (o.pipeline_cache_path) co.pipeline_cache_path = o.pipeline_cache_path;
     auto c = std::make_shared<diffvk_context>();
     c->ctx = diffvk::Context::create(co);
     std::lock_guard<std::mutex> l(g_mutex);
@@ -185,27 +268,30 @@ diffvk_status diffvk_context_precision(const diffvk_context* c, diffvk_precision
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
   return guarded(__func__, [&] {
     need(dir, "dir");
-    need(out, "out");
-    *out = nullptr;
-    std::shared_ptr<diffvk_context> k;
-    {
-      std::lock_guard<std::mutex> l(g_mutex);
-      k = check_locked(c, Kind::context, "context");
-      alive(*k);
-      ++k->children;  // reserved: the context cannot be destroyed while this model loads
-    }
-    auto m = std::make_shared<diffvk_model>();
-    m->parent = k;
-    try {
-      m->model = diffvk::Model::load(*k->ctx, dir);  // no lock held
-    } catch (...) {
-      std::lock_guard<std::mutex> l(g_mutex);
-      --k->children;
-      throw;
-    }
-    std::lock_guard<std::mutex> l(g_mutex);
-    track(m, Kind::model);
-    *out = m.get();
+    load_model(c, out, [&](diffvk::Context& ctx) { return diffvk::Model::load(ctx, dir); });
+  });
+}
+
+diffvk_status diffvk_model_load_memory(diffvk_context* c, const char* config_json, size_t config_size, const void* safetensors,
+                                       size_t safetensors_size, diffvk_model** out) {
+  return guarded(__func__, [&] {
+    need(config_json, "config_json");
+    need(safetensors, "safetensors");
+    load_model(c, out, [&](diffvk::Context& ctx) {
+      return diffvk::Model::load_memory(ctx, config_json, config_size, safetensors, safetensors_size);
+    });
+  });
+}
+
+diffvk_status diffvk_model_load_fd(diffvk_context* c, int config_fd, int64_t config_offset, int64_t config_size,
+                                   int safetensors_fd, int64_t safetensors_offset, int64_t safetensors_size, diffvk_model** out) {
+  return guarded(__func__, [&] {
+    if (config_size < -1) fail(DIFFVK_INVALID_ARGUMENT, "config_size " + std::to_string(config_size) + " (-1 = to the end)");
+    if (safetensors_size < -1)
+      fail(DIFFVK_INVALID_ARGUMENT, "safetensors_size " + std::to_string(safetensors_size) + " (-1 = to the end)");
+    load_model(c, out, [&](diffvk::Context& ctx) {
+      return diffvk::Model::load_fd(ctx, {config_fd, config_offset, config_size}, {safetensors_fd, safetensors_offset, safetensors_size});
+    });
   });
 }
 
@@ -246,9 +332,18 @@ diffvk_status diffvk_model_bos_token(const diffvk_model* m, int32_t* out) {
 }
 
 diffvk_status diffvk_session_create(diffvk_model* m, uint32_t context_len, uint32_t chunk, diffvk_session** out) {
+  diffvk_session_options o;
+  diffvk_session_default_options(&o);
+  o.context_len = context_len;
+  o.chunk = chunk;
+  return diffvk_session_create_with_options(m, &o, out);
+}
+
+diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_session_options* opts, diffvk_session** out) {
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
+    const diffvk_session_options o = read_options(opts, diffvk_session_default_options, "session");
     std::shared_ptr<diffvk_model> k;
     {
       std::lock_guard<std::mutex> l(g_mutex);
@@ -257,8 +352,9 @@ diffvk_status diffvk_session_create(diffvk_model* m, uint32_t context_len, uint3
       ++k->children;  // reserved: the model cannot be destroyed while this session is created
     }
     diffvk::SessionOptions so;
-    so.context = context_len;
-    if (chunk) so.chunk = chunk;
+    so.context = o.context_len;
+    if (o.chunk) so.chunk = o.chunk;
+    if (o.abort_cb) so.should_abort = [cb = o.abort_cb, user = o.abort_user] { return cb(user) != 0; };
     auto s = std::make_shared<diffvk_session>();
     s->parent = k;
     try {

@@ -3,10 +3,12 @@
 // count and replayed (positions travel in a small buffer, not in the recording), sampling.
 #include "diffvk/model.hpp"
 
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -114,17 +116,67 @@ struct Model::Impl {
   std::unique_ptr<SampleKernel> sample;
 };
 
+namespace {
+constexpr uint64_t kMaxConfigBytes = 1 << 20;
+
+// [offset, offset + size) of a descriptor; size < 0 = to the end of the file.
+std::vector<uint8_t> read_range(const Model::FdRange& r, uint64_t max_bytes, const std::string& name) {
+  if (r.fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(r.fd));
+  if (r.offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(r.offset));
+  uint64_t size = 0;
+  if (r.size < 0) {
+    struct stat st;
+    if (::fstat(r.fd, &st) != 0 || !S_ISREG(st.st_mode))
+      throw Error(Status::invalid_argument, name + ": size -1 (to the end) needs a regular file; give the size");
+    if (st.st_size < r.offset)
+      throw Error(Status::io_error, name + ": offset " + std::to_string(r.offset) + " is past the end of the file (" +
+                                        std::to_string(st.st_size) + " bytes)");
+    size = uint64_t(st.st_size - r.offset);
+  } else {
+    size = uint64_t(r.size);
+  }
+  if (size > max_bytes)
+    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(max_bytes));
+  return platform::read_fd_range(r.fd, uint64_t(r.offset), size, name);
+}
+}  // namespace
+
 std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
+  ctx.device().check_not_lost();
+  const auto cfg = platform::read_file(dir + "/config.json", kMaxConfigBytes);
+  return load_parts(ctx, cfg.data(), cfg.size(), dir + "/config.json", SafetensorsFile::open(dir + "/model.safetensors"), dir);
+}
+
+std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
+                                          size_t safetensors_size, const std::string& name) {
+  if (!config_json || !safetensors) throw Error(Status::invalid_argument, name + ": config or safetensors buffer is NULL");
+  if (config_size > kMaxConfigBytes)
+    throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) + " bytes, more than the limit of " +
+                                          std::to_string(kMaxConfigBytes));
+  ctx.device().check_not_lost();
+  return load_parts(ctx, config_json, config_size, name + " config.json",
+                    SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors"), name);
+}
+
+std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors) {
+  ctx.device().check_not_lost();
+  const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
+                    wname = "model.safetensors (fd " + std::to_string(safetensors.fd) + ")";
+  const auto cfg = read_range(config_json, kMaxConfigBytes, cname);
+  auto st = SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname);
+  return load_parts(ctx, cfg.data(), cfg.size(), cname, std::move(st), "fd " + std::to_string(safetensors.fd));
+}
+
+std::unique_ptr<Model> Model::load_parts(Context& ctx, const void* cfg_data, size_t cfg_size, const std::string& cfg_name,
+                                         SafetensorsFile st, const std::string& dir) {
   auto m = std::make_unique<Impl>();
   Device& dev = ctx.device();
   dev.check_not_lost();
   m->dev = &dev;
   m->fp16 = dev.fp16();
-  const auto cfg_bytes = platform::read_file(dir + "/config.json", 1 << 20);
-  m->cfg = parse_model_config(std::string(cfg_bytes.begin(), cfg_bytes.end()), dir + "/config.json");
+  m->cfg = parse_model_config(std::string(static_cast<const char*>(cfg_data), cfg_size), cfg_name);
   const ModelConfig& c = m->cfg;
-  const std::string path = dir + "/model.safetensors";
-  SafetensorsFile st = SafetensorsFile::open(path);
+  const std::string path = st.name();
   const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
 
   // Expected tensors: every name must be present with its shape, nothing else may be.
@@ -235,6 +287,7 @@ struct Session::Impl {
   Model::Impl* m = nullptr;
   uint32_t cap = 0, chunk = 0, pos = 0;
   bool profile = false;
+  std::function<bool()> should_abort;
   std::vector<Buffer> kv;  // per layer: K then V
   std::vector<BufferRange> kc, vc;
   Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
@@ -271,6 +324,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
                                               std::to_string(c.max_position_embeddings));
   s->chunk = std::max(1u, std::min(o.chunk, s->cap));
   s->profile = o.profile;
+  s->should_abort = o.should_abort;
   const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
   const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
   const uint64_t cache = uint64_t(Hkv) * s->cap * 2 * D * es;
@@ -399,6 +453,7 @@ Program& Session::Impl::program(uint32_t rows, Out out) {
       M.silu->record(*prog, gu, a, rows, I);
       M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x);
     }
+    prog->checkpoint();  // a group per layer: the abort callback is asked between them
   }
   if (out == Out::all) {
     const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * V * es);
@@ -429,7 +484,7 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, Out out
   const uint32_t d[4] = {pos, sample_params[0], sample_params[1], sample_params[2]};
   dyn.upload(0, d, sizeof d);
   last = &prog;
-  prog.run();
+  prog.run(should_abort);
   pos += rows;
   if (out == Out::none || out == Out::sample) return {};
   const uint64_t n = uint64_t(out == Out::all ? rows : 1) * c.vocab_size;

@@ -328,13 +328,13 @@ void Device::check_not_lost() const {
                                          "are unusable; destroy them and create a new context");
 }
 
-void Device::submit_and_wait(VkCommandBuffer cb, VkFence fence) {
+void Device::submit_and_wait(const VkCommandBuffer* cbs, uint32_t count, VkFence fence) {
   require_execution("queue submission");
   check_not_lost();
   try {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cb;
+    si.commandBufferCount = count;
+    si.pCommandBuffers = cbs;
     DVK_CHECK(vkResetFences(device_, 1, &fence));
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);  // VkQueue is externally synchronised

@@ -86,7 +86,8 @@ class Device {
   // Submits a recorded command buffer on the queue (serialised with every other submission of this
   // device) and waits for `fence`, which the caller owns (and nobody else uses meanwhile). The fence is
   // reset first. VK_ERROR_DEVICE_LOST marks the device lost (below) before it is thrown.
-  void submit_and_wait(VkCommandBuffer cb, VkFence fence);
+  void submit_and_wait(VkCommandBuffer cb, VkFence fence) { submit_and_wait(&cb, 1, fence); }
+  void submit_and_wait(const VkCommandBuffer* cbs, uint32_t count, VkFence fence);  // one batch, in order
 
   // Device loss is permanent: once any call saw VK_ERROR_DEVICE_LOST, every later operation of a
   // context, its models and sessions fails at once with Status::device_lost (check_not_lost).

@@ -72,7 +72,7 @@ Program::Program(Device& device, std::string name, bool timestamps)
 
 Program::~Program() {
   VkDevice dev = device_.handle();
-  if (cb_) vkFreeCommandBuffers(dev, cmd_pool_, 1, &cb_);
+  if (!cbs_.empty()) vkFreeCommandBuffers(dev, cmd_pool_, static_cast<uint32_t>(cbs_.size()), cbs_.data());
   if (cmd_pool_) vkDestroyCommandPool(dev, cmd_pool_, nullptr);
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vkDestroyDescriptorPool(dev, pool_, nullptr);
@@ -115,6 +115,11 @@ void Program::copy(BufferRange src, BufferRange dst, std::string label) {
   check_range(dst, "copy destination", false);
   if (src.size != dst.size) throw Error(Status::internal, name_ + ": copy size mismatch");
   ops_.push_back(Op{OpStage::transfer, nullptr, {{src, Access::read}, {dst, Access::write}}, {}, {}, label.empty() ? "copy" : label});
+}
+
+void Program::checkpoint() {
+  if (finalized_) throw Error(Status::internal, name_ + ": checkpoint added after recording");
+  if (group_starts_.back() != ops_.size()) group_starts_.push_back(ops_.size());  // no empty groups
 }
 
 void Program::finalize() {
@@ -178,77 +183,90 @@ void Program::finalize() {
   DVK_CHECK(vkCreateCommandPool(dev, &cpci, nullptr, &cmd_pool_));
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   DVK_CHECK(vkCreateFence(dev, &fci, nullptr, &fence_));
+  if (group_starts_.size() > 1 && group_starts_.back() == ops_.size()) group_starts_.pop_back();
+  cbs_.assign(group_starts_.size(), VK_NULL_HANDLE);
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   cai.commandPool = cmd_pool_;
   cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  cai.commandBufferCount = 1;
-  DVK_CHECK(vkAllocateCommandBuffers(dev, &cai, &cb_));
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  DVK_CHECK(vkBeginCommandBuffer(cb_, &bi));
+  cai.commandBufferCount = static_cast<uint32_t>(cbs_.size());
+  DVK_CHECK(vkAllocateCommandBuffers(dev, &cai, cbs_.data()));
   const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);
-  if (queries_) vkCmdResetQueryPool(cb_, queries_, 0, nq);
-  // Order this replay after everything submitted before it (uploads, earlier programs, earlier replays).
-  {
+  // Order a group after everything submitted before it (uploads, earlier programs, earlier replays,
+  // and this program's earlier groups, which ran in earlier submissions).
+  auto order_after_earlier = [](VkCommandBuffer cb) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(cb_, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  }
-  if (queries_) vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
-
+    vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  };
   std::vector<OpAccesses> acc;
   for (auto& op : ops_) acc.push_back({op.stage, op.args});
   const auto plan = plan_barriers(acc);
   size_t s = 0;
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    const Op& op = ops_[i];
-    const BarrierSpec& b = plan[i];
-    if (b.needed) {
-      VkPipelineStageFlags src = 0;
-      for (OpStage st : {OpStage::compute, OpStage::transfer})
-        if (b.src_stages & (1u << static_cast<unsigned>(st))) src |= vk_stage(st);
-      std::vector<VkBufferMemoryBarrier> bmb;
-      for (size_t k = 0; k < b.flush.size(); ++k) {
-        VkBufferMemoryBarrier m{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
-        m.srcAccessMask = write_access(b.flush_stage[k]);
-        m.dstAccessMask = rw_access(op.stage);
-        m.srcQueueFamilyIndex = m.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
-        m.buffer = b.flush[k].buffer;
-        m.offset = b.flush[k].offset;
-        m.size = b.flush[k].size;
-        bmb.push_back(m);
+  for (size_t g = 0; g < cbs_.size(); ++g) {
+    VkCommandBuffer cb = cbs_[g];
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    DVK_CHECK(vkBeginCommandBuffer(cb, &bi));
+    if (g == 0 && queries_) vkCmdResetQueryPool(cb, queries_, 0, nq);
+    order_after_earlier(cb);
+    if (g == 0 && queries_) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+    const size_t end = g + 1 < cbs_.size() ? group_starts_[g + 1] : ops_.size();
+    for (size_t i = group_starts_[g]; i < end; ++i) {
+      const Op& op = ops_[i];
+      const BarrierSpec& b = plan[i];
+      if (b.needed) {
+        VkPipelineStageFlags src = 0;
+        for (OpStage st : {OpStage::compute, OpStage::transfer})
+          if (b.src_stages & (1u << static_cast<unsigned>(st))) src |= vk_stage(st);
+        std::vector<VkBufferMemoryBarrier> bmb;
+        for (size_t k = 0; k < b.flush.size(); ++k) {
+          VkBufferMemoryBarrier m{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
+          m.srcAccessMask = write_access(b.flush_stage[k]);
+          m.dstAccessMask = rw_access(op.stage);
+          m.srcQueueFamilyIndex = m.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+          m.buffer = b.flush[k].buffer;
+          m.offset = b.flush[k].offset;
+          m.size = b.flush[k].size;
+          bmb.push_back(m);
+        }
+        vkCmdPipelineBarrier(cb, src, vk_stage(op.stage), 0, 0, nullptr, static_cast<uint32_t>(bmb.size()), bmb.data(), 0, nullptr);
+        ++barriers_;
       }
-      vkCmdPipelineBarrier(cb_, src, vk_stage(op.stage), 0, 0, nullptr, static_cast<uint32_t>(bmb.size()), bmb.data(), 0, nullptr);
-      ++barriers_;
+      if (op.pipeline) {
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->handle());
+        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->layout(), 0, 1, &sets[s++], 0, nullptr);
+        if (!op.push.empty())
+          vkCmdPushConstants(cb, op.pipeline->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(op.push.size()), op.push.data());
+        vkCmdDispatch(cb, op.groups[0], op.groups[1], op.groups[2]);
+      } else {
+        VkBufferCopy region{op.args[0].range.offset, op.args[1].range.offset, op.args[0].range.size};
+        vkCmdCopyBuffer(cb, op.args[0].range.buffer, op.args[1].range.buffer, 1, &region);
+      }
+      if (queries_) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, static_cast<uint32_t>(i + 1));
     }
-    if (op.pipeline) {
-      vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->handle());
-      vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->layout(), 0, 1, &sets[s++], 0, nullptr);
-      if (!op.push.empty())
-        vkCmdPushConstants(cb_, op.pipeline->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(op.push.size()), op.push.data());
-      vkCmdDispatch(cb_, op.groups[0], op.groups[1], op.groups[2]);
-    } else {
-      VkBufferCopy region{op.args[0].range.offset, op.args[1].range.offset, op.args[0].range.size};
-      vkCmdCopyBuffer(cb_, op.args[0].range.buffer, op.args[1].range.buffer, 1, &region);
-    }
-    if (queries_) vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, static_cast<uint32_t>(i + 1));
-  }
-  // Make every result visible to the host after the fence wait.
-  {
+    // Make every result visible to the host after the fence wait.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    DVK_CHECK(vkEndCommandBuffer(cb));
   }
-  DVK_CHECK(vkEndCommandBuffer(cb_));
   finalized_ = true;
 }
 
-void Program::run() {
+void Program::run(const std::function<bool()>& should_abort) {
   finalize();
-  device_.submit_and_wait(cb_, fence_);
+  have_stamps_ = false;
+  if (!should_abort) {
+    device_.submit_and_wait(cbs_.data(), static_cast<uint32_t>(cbs_.size()), fence_);
+  } else {
+    for (VkCommandBuffer cb : cbs_) {
+      if (should_abort()) throw Error(Status::cancelled, name_ + ": cancelled by the abort callback");
+      device_.submit_and_wait(&cb, 1, fence_);
+    }
+  }
   have_stamps_ = false;
   if (queries_) {
     const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);

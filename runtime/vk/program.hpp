@@ -4,6 +4,7 @@
 // write-after-read: execution dependency only); independent operations get none.
 #pragma once
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,16 @@ class Program {
                 std::array<uint32_t, 3> groups, std::string label = {});
   void copy(BufferRange src, BufferRange dst, std::string label = {});
 
-  void finalize();  // records the command buffer (implicitly done by the first run)
-  void run();       // submit and wait; host-visible results are readable afterwards
+  // Ends a group of operations: finalize() records one command buffer per group. run() without an
+  // abort check submits them all at once; with one, it submits group by group and asks in between.
+  void checkpoint();
+
+  void finalize();  // records the command buffers (implicitly done by the first run)
+  // Submit and wait; host-visible results are readable afterwards. `should_abort` (optional) is asked
+  // before every group; when it returns true, run() waits for the groups already submitted and throws
+  // Error(cancelled): the program's results are then incomplete (callers restore their own state).
+  void run(const std::function<bool()>& should_abort = {});
+  size_t group_count() const { return group_starts_.size(); }
 
   struct Timing {
     std::string label;
@@ -82,7 +91,8 @@ class Program {
   size_t barriers_ = 0;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  std::vector<size_t> group_starts_{0};  // first op of each group
+  std::vector<VkCommandBuffer> cbs_;    // one per group
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<uint64_t> stamps_;

@@ -22,7 +22,8 @@ struct CApiObjects {
 // and keeps a test::FailOnLoggedValidation alive meanwhile (the C ABI context has no callback).
 inline CApiObjects open_c_api(const std::string& model_dir, uint32_t context, uint32_t batch) {
   CApiObjects o;
-  diffvk_context_options opt{};
+  diffvk_context_options opt;
+  diffvk_context_default_options(&opt);
   opt.validation = 1;
   REQUIRE(diffvk_context_create(&opt, &o.c) == DIFFVK_OK);
   REQUIRE(diffvk_model_load(o.c, model_dir.c_str(), &o.m) == DIFFVK_OK);

@@ -300,7 +300,9 @@ TEST_CASE("hostile: a failed load through the C ABI returns no handle") {
   test::fs::create_directories(dir);
   test::write_text(dir + "/config.json", base.config_text);
   test::write_bytes(dir + "/model.safetensors", base.file.data(), base.file.size() / 2);
-  diffvk_context_options o = {nullptr, DIFFVK_PRECISION_AUTO, 1, nullptr};
+  diffvk_context_options o;
+  diffvk_context_default_options(&o);
+  o.validation = 1;
   diffvk_context* ctx = nullptr;
   REQUIRE(diffvk_context_create(&o, &ctx) == DIFFVK_OK);
   diffvk_model* m = reinterpret_cast<diffvk_model*>(&o);  // must be overwritten with NULL

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s <model dir>\n", argv[0]);
     return 2;
   }
-  diffvk_context_options opts = {NULL, DIFFVK_PRECISION_AUTO, 1, NULL};
+  diffvk_context_options opts;
   diffvk_context* ctx = NULL;
   diffvk_model* model = NULL;
   diffvk_session* session = NULL;
@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   int32_t tok = 0, prompt[5] = {72, 101, 108, 108, 111};
   int i;
 
+  diffvk_context_default_options(&opts);
+  opts.validation = 1;
   /* misuse before anything exists */
   EXPECT(diffvk_context_create(&opts, NULL) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(strstr(diffvk_last_error(), "out") != NULL);
@@ -49,7 +51,8 @@ int main(int argc, char** argv) {
   EXPECT(strlen(diffvk_status_string(DIFFVK_DEVICE_LOST)) > 0);
   {
     /* bad options: unknown precision enum, a device selector that matches nothing */
-    diffvk_context_options bad = {NULL, (diffvk_precision)7, 1, NULL};
+    diffvk_context_options bad = opts;
+    bad.precision = (diffvk_precision)7;
     ctx = (diffvk_context*)&bad; /* must be reset to NULL on failure */
     EXPECT(diffvk_context_create(&bad, &ctx) == DIFFVK_INVALID_ARGUMENT);
     EXPECT(ctx == NULL);

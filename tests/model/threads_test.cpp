@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
     if (level >= diffvk::platform::LogLevel::warn && msg.rfind("validation: ", 0) == 0) ++g_validation;
   });
 
-  diffvk_context_options o{};
+  diffvk_context_options o;
+  diffvk_context_default_options(&o);
   o.validation = 1;
   diffvk_context* ctx = nullptr;
   diffvk_model* model = nullptr;

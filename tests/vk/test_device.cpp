@@ -2,6 +2,10 @@
 // fault injection through the call wrapper.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
+
+
 #include "gpu_test.hpp"
 #include "vk/instance.hpp"
 #include "platform.hpp"
@@ -152,6 +156,57 @@ TEST_CASE("program: dependent dispatches get a barrier, replay and timestamps wo
     CHECK(prog.total_us() > 0);
     CHECK(prog.timings()[0].label == "head_rmsnorm");
   }
+}
+
+TEST_CASE("program: groups replay the same and an abort between groups throws cancelled") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  HeadRmsNormKernel k(dev, KernelOptions::for_device(dev));
+  const uint32_t n = 64;
+  Buffer buf(dev, 8192, MemoryDomain::device, "chain");
+  std::vector<float> x(n), w(n, 1.5f);
+  for (uint32_t i = 0; i < n; ++i) x[i] = 0.25f + 0.01f * float(i);
+  buf.upload(0, x.data(), n * 4);
+  buf.upload(1024, w.data(), n * 4);
+  Program prog(dev, "groups", /*timestamps=*/true);
+  HeadRmsNormParams p{1, 1, n, n, 0.5f, 1e-5f};
+  // Three dependent steps, one group each: x -> a -> b -> c (each group reads what the previous wrote).
+  k.record(prog, buf.range(0, n * 4), buf.range(1024, n * 4), buf.range(2048, n * 4), p);
+  prog.checkpoint();
+  prog.checkpoint();  // an empty group is not made
+  k.record(prog, buf.range(2048, n * 4), buf.range(1024, n * 4), buf.range(3072, n * 4), p);
+  prog.checkpoint();
+  k.record(prog, buf.range(3072, n * 4), buf.range(1024, n * 4), buf.range(4096, n * 4), p);
+  prog.checkpoint();  // trailing: no empty last group either
+  const std::vector<float> poison(n, -777.0f);
+  std::vector<float> all(n), stepwise(n), cut(n);
+  buf.upload(4096, poison.data(), n * 4);
+  prog.run();  // all groups in one submission
+  REQUIRE(prog.group_count() == 3);
+  buf.download(4096, all.data(), n * 4);
+  for (float v : all) CHECK(std::isfinite(v));
+  CHECK(all[0] != -777.0f);
+  if (dev.caps().timestamps) CHECK(prog.timings().size() == 3);
+  buf.upload(4096, poison.data(), n * 4);
+  int asked = 0;
+  prog.run([&] { return ++asked < 0; });  // never aborts: asked before each of the 3 groups
+  CHECK(asked == 3);
+  buf.download(4096, stepwise.data(), n * 4);
+  CHECK(std::memcmp(all.data(), stepwise.data(), n * 4) == 0);  // bit for bit
+  buf.upload(4096, poison.data(), n * 4);
+  asked = 0;
+  try {
+    prog.run([&] { return ++asked == 3; });  // abort before the last group
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::cancelled);
+  }
+  CHECK(asked == 3);
+  buf.download(4096, cut.data(), n * 4);
+  CHECK(std::memcmp(cut.data(), poison.data(), n * 4) == 0);  // the last group never ran
+  prog.run();  // still usable
+  buf.download(4096, stepwise.data(), n * 4);
+  CHECK(std::memcmp(all.data(), stepwise.data(), n * 4) == 0);
 }
 
 TEST_CASE("faults: VK_ERROR_DEVICE_LOST and VK_ERROR_OUT_OF_DEVICE_MEMORY surface as errors") {

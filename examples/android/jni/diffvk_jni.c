@@ -6,24 +6,30 @@
  * diffvk.h (sessions on different threads); the Java classes add `synchronized` per object.
  *
  * The same file builds for the host JVM (examples/android/CMakeLists.txt, tested by SessionTest.java)
- * and for Android (the Gradle app in examples/android/app). */
+ * and for Android (the Gradle app in examples/android/app). The log callback is in diffvk_jni_log.c, the
+ * benchmark in diffvk_jni_bench.c (built only with the diffvk_bench library). */
 #include <jni.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diffvk/diffvk.h"
+#include "diffvk_jni.h"
 
 static jclass g_exception_class;  /* global ref to diffvk.DiffvkException */
 static jmethodID g_exception_ctor; /* DiffvkException(int status, String message) */
 static jclass g_lost_class;        /* global ref to diffvk.DeviceLostException */
 static jmethodID g_lost_ctor;
+static jclass g_cancelled_class;   /* global ref to diffvk.CancelledException */
+static jmethodID g_cancelled_ctor;
+JavaVM* djni_vm;
 
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   JNIEnv* env = NULL;
   jclass local;
   (void)reserved;
   if ((*vm)->GetEnv(vm, (void**)&env, JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
+  djni_vm = vm;
   /* Looked up here, with the class loader that loaded the library (matters on Android). */
   local = (*env)->FindClass(env, "diffvk/DiffvkException");
   if (!local) return JNI_ERR;
@@ -39,11 +45,19 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   if (!g_lost_class) return JNI_ERR;
   g_lost_ctor = (*env)->GetMethodID(env, g_lost_class, "<init>", "(ILjava/lang/String;)V");
   if (!g_lost_ctor) return JNI_ERR;
+  local = (*env)->FindClass(env, "diffvk/CancelledException");
+  if (!local) return JNI_ERR;
+  g_cancelled_class = (jclass)(*env)->NewGlobalRef(env, local);
+  (*env)->DeleteLocalRef(env, local);
+  if (!g_cancelled_class) return JNI_ERR;
+  g_cancelled_ctor = (*env)->GetMethodID(env, g_cancelled_class, "<init>", "(ILjava/lang/String;)V");
+  if (!g_cancelled_ctor) return JNI_ERR;
+  if (djni_log_on_load(env) != 0) return JNI_ERR;
   return JNI_VERSION_1_6;
 }
 
 /* Throws DiffvkException(status, message); message NULL = diffvk_last_error(). */
-static void throw_status(JNIEnv* env, diffvk_status status, const char* message) {
+void djni_throw_status(JNIEnv* env, diffvk_status status, const char* message) {
   jstring text;
   jobject ex;
   if ((*env)->ExceptionCheck(env)) return; /* a Java exception is already pending */
@@ -51,25 +65,27 @@ static void throw_status(JNIEnv* env, diffvk_status status, const char* message)
   if (!text) return; /* OutOfMemoryError pending */
   if (status == DIFFVK_DEVICE_LOST)
     ex = (*env)->NewObject(env, g_lost_class, g_lost_ctor, (jint)status, text);
+  else if (status == DIFFVK_CANCELLED)
+    ex = (*env)->NewObject(env, g_cancelled_class, g_cancelled_ctor, (jint)status, text);
   else
     ex = (*env)->NewObject(env, g_exception_class, g_exception_ctor, (jint)status, text);
   if (ex) (*env)->Throw(env, (jthrowable)ex);
 }
 
 /* Returns 1 when ok; otherwise throws and returns 0. */
-static int ok(JNIEnv* env, diffvk_status status) {
+int djni_ok(JNIEnv* env, diffvk_status status) {
   if (status == DIFFVK_OK) return 1;
-  throw_status(env, status, NULL);
+  djni_throw_status(env, status, NULL);
   return 0;
 }
 
-static void throw_oom(JNIEnv* env, const char* what) {
+void djni_throw_oom(JNIEnv* env, const char* what) {
   jclass c = (*env)->FindClass(env, "java/lang/OutOfMemoryError");
   if (c) (*env)->ThrowNew(env, c, what);
 }
 
 /* Java String -> malloc'd modified-UTF-8 copy (NULL for a null string; *failed on error). */
-static char* dup_string(JNIEnv* env, jstring s, int* failed) {
+char* djni_dup_string(JNIEnv* env, jstring s, int* failed) {
   const char* chars;
   char* copy;
   *failed = 0;
@@ -84,12 +100,12 @@ static char* dup_string(JNIEnv* env, jstring s, int* failed) {
   (*env)->ReleaseStringUTFChars(env, s, chars);
   if (!copy) {
     *failed = 1;
-    throw_oom(env, "diffvk: string copy");
+    djni_throw_oom(env, "diffvk: string copy");
   }
   return copy;
 }
 
-static jfloatArray to_java_floats(JNIEnv* env, const float* data, jint n) {
+jfloatArray djni_floats(JNIEnv* env, const float* data, jint n) {
   jfloatArray out = (*env)->NewFloatArray(env, n);
   if (!out) return NULL;
   (*env)->SetFloatArrayRegion(env, out, 0, n, data);
@@ -114,13 +130,14 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
   char* dev;
   char* cache;
   (void)cls;
-  dev = dup_string(env, device, &failed);
+  dev = djni_dup_string(env, device, &failed);
   if (failed) return 0;
-  cache = dup_string(env, pipeline_cache_path, &failed);
+  cache = djni_dup_string(env, pipeline_cache_path, &failed);
   if (failed) {
     free(dev);
     return 0;
   }
+  diffvk_context_default_options(&o);
   o.device = dev;
   o.precision = (diffvk_precision)precision;
   o.validation = validation;
@@ -128,26 +145,26 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
   st = diffvk_context_create(&o, &ctx);
   free(dev);
   free(cache);
-  if (!ok(env, st)) return 0;
+  if (!djni_ok(env, st)) return 0;
   return (jlong)(intptr_t)ctx;
 }
 
 JNIEXPORT void JNICALL Java_diffvk_Model_nativeContextDestroy(JNIEnv* env, jclass cls, jlong ctx) {
   (void)cls;
-  ok(env, diffvk_context_destroy((diffvk_context*)(intptr_t)ctx));
+  djni_ok(env, diffvk_context_destroy((diffvk_context*)(intptr_t)ctx));
 }
 
 JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeDeviceName(JNIEnv* env, jclass cls, jlong ctx) {
   char name[512];
   (void)cls;
-  if (!ok(env, diffvk_context_device_name((const diffvk_context*)(intptr_t)ctx, name, sizeof name))) return NULL;
+  if (!djni_ok(env, diffvk_context_device_name((const diffvk_context*)(intptr_t)ctx, name, sizeof name))) return NULL;
   return (*env)->NewStringUTF(env, name);
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Model_nativePrecision(JNIEnv* env, jclass cls, jlong ctx) {
   diffvk_precision p = DIFFVK_PRECISION_AUTO;
   (void)cls;
-  if (!ok(env, diffvk_context_precision((const diffvk_context*)(intptr_t)ctx, &p))) return -1;
+  if (!djni_ok(env, diffvk_context_precision((const diffvk_context*)(intptr_t)ctx, &p))) return -1;
   return (jint)p;
 }
 
@@ -158,61 +175,125 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cl
   char* path;
   (void)cls;
   if (!dir) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.load: the model directory is null");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.load: the model directory is null");
     return 0;
   }
-  path = dup_string(env, dir, &failed);
+  path = djni_dup_string(env, dir, &failed);
   if (failed) return 0;
   st = diffvk_model_load((diffvk_context*)(intptr_t)ctx, path, &model);
   free(path);
-  if (!ok(env, st)) return 0;
+  if (!djni_ok(env, st)) return 0;
+  return (jlong)(intptr_t)model;
+}
+
+/* Model.loadFromMemory: direct ByteBuffers, read during the call only. */
+JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jclass cls, jlong ctx, jobject config,
+                                                                jobject weights) {
+  diffvk_model* model = NULL;
+  void *c, *w;
+  jlong cn, wn;
+  (void)cls;
+  if (!config || !weights) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.loadFromMemory: a buffer is null");
+    return 0;
+  }
+  c = (*env)->GetDirectBufferAddress(env, config);
+  w = (*env)->GetDirectBufferAddress(env, weights);
+  cn = (*env)->GetDirectBufferCapacity(env, config);
+  wn = (*env)->GetDirectBufferCapacity(env, weights);
+  if (!c || !w || cn < 0 || wn < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.loadFromMemory: the buffers must be direct ByteBuffers");
+    return 0;
+  }
+  if (!djni_ok(env, diffvk_model_load_memory((diffvk_context*)(intptr_t)ctx, (const char*)c, (size_t)cn, w, (size_t)wn, &model)))
+    return 0;
+  return (jlong)(intptr_t)model;
+}
+
+/* Model.loadFromFds: byte ranges of descriptors (Android: AssetFileDescriptor of uncompressed assets). */
+JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadFd(JNIEnv* env, jclass cls, jlong ctx, jint config_fd,
+                                                            jlong config_offset, jlong config_size, jint weights_fd,
+                                                            jlong weights_offset, jlong weights_size) {
+  diffvk_model* model = NULL;
+  (void)cls;
+  if (!djni_ok(env, diffvk_model_load_fd((diffvk_context*)(intptr_t)ctx, config_fd, config_offset, config_size, weights_fd,
+                                         weights_offset, weights_size, &model)))
+    return 0;
   return (jlong)(intptr_t)model;
 }
 
 JNIEXPORT void JNICALL Java_diffvk_Model_nativeModelDestroy(JNIEnv* env, jclass cls, jlong model) {
   (void)cls;
-  ok(env, diffvk_model_destroy((diffvk_model*)(intptr_t)model));
+  djni_ok(env, diffvk_model_destroy((diffvk_model*)(intptr_t)model));
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Model_nativeVocabSize(JNIEnv* env, jclass cls, jlong model) {
   uint32_t v = 0;
   (void)cls;
-  if (!ok(env, diffvk_model_vocab_size((const diffvk_model*)(intptr_t)model, &v))) return 0;
+  if (!djni_ok(env, diffvk_model_vocab_size((const diffvk_model*)(intptr_t)model, &v))) return 0;
   return (jint)v;
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Model_nativeEosToken(JNIEnv* env, jclass cls, jlong model) {
   int32_t t = -1;
   (void)cls;
-  if (!ok(env, diffvk_model_eos_token((const diffvk_model*)(intptr_t)model, &t))) return -1;
+  if (!djni_ok(env, diffvk_model_eos_token((const diffvk_model*)(intptr_t)model, &t))) return -1;
   return (jint)t;
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Model_nativeBosToken(JNIEnv* env, jclass cls, jlong model) {
   int32_t t = -1;
   (void)cls;
-  if (!ok(env, diffvk_model_bos_token((const diffvk_model*)(intptr_t)model, &t))) return -1;
+  if (!djni_ok(env, diffvk_model_bos_token((const diffvk_model*)(intptr_t)model, &t))) return -1;
   return (jint)t;
 }
 
 /* ---- diffvk.Session ---------------------------------------------------------------------------------- */
 
+/* Session.cancel(): a flag per Session, set from any thread; the abort callback consumes it, so it
+ * cancels the call in progress, or the next call when none is running. */
+int djni_consume_flag(void* user) { return __atomic_exchange_n((int*)user, 0, __ATOMIC_SEQ_CST) != 0; }
+
+JNIEXPORT jlong JNICALL Java_diffvk_Session_nativeNewCancelFlag(JNIEnv* env, jclass cls) {
+  int* flag = (int*)calloc(1, sizeof(int));
+  (void)cls;
+  if (!flag) djni_throw_oom(env, "diffvk: cancel flag");
+  return (jlong)(intptr_t)flag;
+}
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeFreeCancelFlag(JNIEnv* env, jclass cls, jlong flag) {
+  (void)env;
+  (void)cls;
+  free((int*)(intptr_t)flag);
+}
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeCancel(JNIEnv* env, jclass cls, jlong flag) {
+  (void)env;
+  (void)cls;
+  if (flag) __atomic_store_n((int*)(intptr_t)flag, 1, __ATOMIC_SEQ_CST);
+}
+
 JNIEXPORT jlong JNICALL Java_diffvk_Session_nativeCreate(JNIEnv* env, jclass cls, jlong model, jint context_len,
-                                                         jint chunk) {
+                                                         jint chunk, jlong cancel_flag) {
   diffvk_session* s = NULL;
+  diffvk_session_options o;
   (void)cls;
   if (context_len < 0 || chunk < 0) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session: contextLength and chunk must be >= 0");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session: contextLength and chunk must be >= 0");
     return 0;
   }
-  if (!ok(env, diffvk_session_create((diffvk_model*)(intptr_t)model, (uint32_t)context_len, (uint32_t)chunk, &s)))
-    return 0;
+  diffvk_session_default_options(&o);
+  o.context_len = (uint32_t)context_len;
+  o.chunk = (uint32_t)chunk;
+  if (cancel_flag) {
+    o.abort_cb = djni_consume_flag;
+    o.abort_user = (void*)(intptr_t)cancel_flag;
+  }
+  if (!djni_ok(env, diffvk_session_create_with_options((diffvk_model*)(intptr_t)model, &o, &s))) return 0;
   return (jlong)(intptr_t)s;
 }
 
 JNIEXPORT void JNICALL Java_diffvk_Session_nativeDestroy(JNIEnv* env, jclass cls, jlong session) {
   (void)cls;
-  ok(env, diffvk_session_destroy((diffvk_session*)(intptr_t)session));
+  djni_ok(env, diffvk_session_destroy((diffvk_session*)(intptr_t)session));
 }
 
 JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefill(JNIEnv* env, jclass cls, jlong session,
@@ -223,11 +304,11 @@ JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefill(JNIEnv* env, jcl
   jfloatArray out = NULL;
   (void)cls;
   if (!tokens) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: tokens is null");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: tokens is null");
     return NULL;
   }
   if (vocab <= 0) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: bad vocabulary size");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: bad vocabulary size");
     return NULL;
   }
   n = (*env)->GetArrayLength(env, tokens);
@@ -236,13 +317,13 @@ JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefill(JNIEnv* env, jcl
   if (!buf || !logits) {
     free(buf);
     free(logits);
-    throw_oom(env, "diffvk: prefill buffers");
+    djni_throw_oom(env, "diffvk: prefill buffers");
     return NULL;
   }
   /* jint is int32_t on every JNI platform; copy, never pin: the call may run for a long time. */
   (*env)->GetIntArrayRegion(env, tokens, 0, n, (jint*)buf);
-  if (ok(env, diffvk_session_prefill((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits, (size_t)vocab)))
-    out = to_java_floats(env, logits, vocab);
+  if (djni_ok(env, diffvk_session_prefill((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits, (size_t)vocab)))
+    out = djni_floats(env, logits, vocab);
   free(buf);
   free(logits);
   return out;
@@ -254,36 +335,36 @@ JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativeDecode(JNIEnv* env, jcla
   jfloatArray out = NULL;
   (void)cls;
   if (vocab <= 0) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.decode: bad vocabulary size");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.decode: bad vocabulary size");
     return NULL;
   }
   logits = (float*)malloc(sizeof(float) * (size_t)vocab);
   if (!logits) {
-    throw_oom(env, "diffvk: decode buffer");
+    djni_throw_oom(env, "diffvk: decode buffer");
     return NULL;
   }
-  if (ok(env, diffvk_session_decode((diffvk_session*)(intptr_t)session, (int32_t)token, logits, (size_t)vocab)))
-    out = to_java_floats(env, logits, vocab);
+  if (djni_ok(env, diffvk_session_decode((diffvk_session*)(intptr_t)session, (int32_t)token, logits, (size_t)vocab)))
+    out = djni_floats(env, logits, vocab);
   free(logits);
   return out;
 }
 
 JNIEXPORT void JNICALL Java_diffvk_Session_nativeReset(JNIEnv* env, jclass cls, jlong session) {
   (void)cls;
-  ok(env, diffvk_session_reset((diffvk_session*)(intptr_t)session));
+  djni_ok(env, diffvk_session_reset((diffvk_session*)(intptr_t)session));
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Session_nativePosition(JNIEnv* env, jclass cls, jlong session) {
   uint32_t p = 0;
   (void)cls;
-  if (!ok(env, diffvk_session_position((const diffvk_session*)(intptr_t)session, &p))) return -1;
+  if (!djni_ok(env, diffvk_session_position((const diffvk_session*)(intptr_t)session, &p))) return -1;
   return (jint)p;
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Session_nativeCapacity(JNIEnv* env, jclass cls, jlong session) {
   uint32_t c = 0;
   (void)cls;
-  if (!ok(env, diffvk_session_capacity((const diffvk_session*)(intptr_t)session, &c))) return -1;
+  if (!djni_ok(env, diffvk_session_capacity((const diffvk_session*)(intptr_t)session, &c))) return -1;
   return (jint)c;
 }
 
@@ -294,16 +375,16 @@ JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreate(JNIEnv* env, jclass cls
   diffvk_sampler* s = NULL;
   (void)cls;
   if (top_k < 0) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler: topK must be >= 0");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler: topK must be >= 0");
     return 0;
   }
-  if (!ok(env, diffvk_sampler_create(temperature, (uint32_t)top_k, top_p, (uint64_t)seed, &s))) return 0;
+  if (!djni_ok(env, diffvk_sampler_create(temperature, (uint32_t)top_k, top_p, (uint64_t)seed, &s))) return 0;
   return (jlong)(intptr_t)s;
 }
 
 JNIEXPORT void JNICALL Java_diffvk_Sampler_nativeDestroy(JNIEnv* env, jclass cls, jlong sampler) {
   (void)cls;
-  ok(env, diffvk_sampler_destroy((diffvk_sampler*)(intptr_t)sampler));
+  djni_ok(env, diffvk_sampler_destroy((diffvk_sampler*)(intptr_t)sampler));
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Sampler_nativeSample(JNIEnv* env, jclass cls, jlong sampler, jfloatArray logits) {
@@ -313,18 +394,18 @@ JNIEXPORT jint JNICALL Java_diffvk_Sampler_nativeSample(JNIEnv* env, jclass cls,
   diffvk_status st;
   (void)cls;
   if (!logits) {
-    throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler.sample: logits is null");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler.sample: logits is null");
     return -1;
   }
   n = (*env)->GetArrayLength(env, logits);
   buf = (float*)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
   if (!buf) {
-    throw_oom(env, "diffvk: sample buffer");
+    djni_throw_oom(env, "diffvk: sample buffer");
     return -1;
   }
   (*env)->GetFloatArrayRegion(env, logits, 0, n, buf);
   st = diffvk_sampler_sample((diffvk_sampler*)(intptr_t)sampler, buf, (uint32_t)n, &tok);
   free(buf);
-  if (!ok(env, st)) return -1;
+  if (!djni_ok(env, st)) return -1;
   return (jint)tok;
 }

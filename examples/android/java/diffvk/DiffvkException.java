@@ -21,6 +21,8 @@ public class DiffvkException extends RuntimeException {
   public static final int CONTEXT_OVERFLOW = 8;
   public static final int INTERNAL = 9;
   public static final int BUFFER_TOO_SMALL = 10;
+  /** Thrown as the subclass {@link CancelledException}. */
+  public static final int CANCELLED = 11;
 
   private final int status;
 

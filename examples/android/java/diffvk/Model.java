@@ -52,12 +52,40 @@ public final class Model implements AutoCloseable {
   }
 
   public static Model load(String dir, Options options) {
+    return load(options, ctx -> nativeModelLoad(ctx, dir));
+  }
+
+  /**
+   * The two files of a checkpoint from memory: config.json and model.safetensors as DIRECT ByteBuffers
+   * (whole capacity), read during the call only.
+   */
+  public static Model loadFromMemory(java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors, Options options) {
+    return load(options, ctx -> nativeModelLoadMemory(ctx, configJson, safetensors));
+  }
+
+  /**
+   * The two files as byte ranges of open file descriptors, read with pread (the descriptors are neither
+   * moved nor closed); length -1 = to the end of the file. Android assets stored uncompressed
+   * (aaptOptions/androidResources noCompress "json", "safetensors"): AssetManager.openFd(name) gives an
+   * AssetFileDescriptor; pass getParcelFileDescriptor().getFd(), getStartOffset(), getLength().
+   */
+  public static Model loadFromFds(int configFd, long configOffset, long configLength, int weightsFd, long weightsOffset,
+                                  long weightsLength, Options options) {
+    return load(options, ctx -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset,
+                                                  weightsLength));
+  }
+
+  private interface Loader {
+    long load(long context);
+  }
+
+  private static Model load(Options options, Loader loader) {
     Native.load();
     if (options == null) options = new Options();
     long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath);
     long m;
     try {
-      m = nativeModelLoad(ctx, dir);
+      m = loader.load(ctx);
     } catch (RuntimeException e) {
       nativeContextDestroy(ctx);
       throw e;
@@ -139,6 +167,9 @@ public final class Model implements AutoCloseable {
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);
   static native long nativeModelLoad(long context, String dir);
+  static native long nativeModelLoadMemory(long context, java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors);
+  static native long nativeModelLoadFd(long context, int configFd, long configOffset, long configLength, int weightsFd,
+                                       long weightsOffset, long weightsLength);
   static native void nativeModelDestroy(long model);
   static native int nativeVocabSize(long model);
   static native int nativeEosToken(long model);

@@ -18,13 +18,36 @@ public final class Session implements AutoCloseable {
   private final Model model;
   private final int vocab;
   private long handle;
+  private final long cancelFlag;  // freed by close(); read without the lock by cancel()
 
   /** contextLength 0 = the model's max_position_embeddings; chunk 0 = the default prefill chunk. */
   public Session(Model model, int contextLength, int chunk) {
     this.model = model;
     this.vocab = model.vocabSize();
-    this.handle = nativeCreate(model.handle(), contextLength, chunk);
+    long flag = nativeNewCancelFlag();
+    try {
+      this.handle = nativeCreate(model.handle(), contextLength, chunk, flag);
+    } catch (RuntimeException e) {
+      nativeFreeCancelFlag(flag);
+      throw e;
+    }
+    this.cancelFlag = flag;
   }
+
+  /**
+   * Stops the prefill/decode/generate running on another thread (or, when none is running, the next
+   * call) with a {@link CancelledException}, within about one layer of GPU work: a long prefill does
+   * not have to finish first. Not synchronized (it is meant to be called while a call holds the lock).
+   * The cancelled call changes nothing; the session stays usable.
+   */
+  public void cancel() {
+    synchronized (cancelLock) {
+      if (!closed) nativeCancel(cancelFlag);
+    }
+  }
+
+  private final Object cancelLock = new Object();  // cancel() vs close() freeing the flag
+  private boolean closed;                          // guarded by cancelLock
 
   public Model model() {
     return model;
@@ -93,10 +116,17 @@ public final class Session implements AutoCloseable {
     if (handle != 0) {
       nativeDestroy(handle);
       handle = 0;
+      synchronized (cancelLock) {
+        closed = true;
+        nativeFreeCancelFlag(cancelFlag);
+      }
     }
   }
 
-  static native long nativeCreate(long model, int contextLength, int chunk);
+  static native long nativeNewCancelFlag();
+  static native void nativeFreeCancelFlag(long flag);
+  static native void nativeCancel(long flag);
+  static native long nativeCreate(long model, int contextLength, int chunk, long cancelFlag);
   static native void nativeDestroy(long session);
   static native float[] nativePrefill(long session, int[] tokens, int vocab);
   static native float[] nativeDecode(long session, int token, int vocab);

@@ -1,6 +1,7 @@
 package org.diffvk.demo;
 
 import android.app.Activity;
+import android.content.Intent;
 import android.os.Bundle;
 import android.os.Handler;
 import android.os.Looper;
@@ -20,6 +21,7 @@ import java.io.OutputStream;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
+import diffvk.CancelledException;
 import diffvk.DiffvkException;
 import diffvk.Model;
 import diffvk.Sampler;
@@ -27,8 +29,10 @@ import diffvk.Session;
 
 /**
  * Minimal diffvk demo: a model directory (the bundled assets/tiny-diff is copied to the app's files dir
- * on first run), a prompt, and a Run button. Generates greedily on a worker thread and shows the text,
- * the device, the precision and tokens/s. No layout XML: the UI is built in code.
+ * on first run), or "asset:tiny-diff" to read it in place from the APK (AssetModels: descriptors, no
+ * copy), a prompt, and Run / Cancel (Session.cancel) buttons. Generates greedily on a worker thread and
+ * shows the text, the device, the precision and tokens/s. "Benchmark" opens BenchmarkActivity. No
+ * layout XML: the UI is built in code.
  */
 public class MainActivity extends Activity {
     private static final String BUNDLED_MODEL = "tiny-diff";
@@ -40,6 +44,8 @@ public class MainActivity extends Activity {
     private EditText maxTokens;
     private TextView output;
     private Button run;
+    private Button cancel;
+    private volatile Session running;  // the session generating now (for Cancel)
 
     @Override
     protected void onCreate(Bundle state) {
@@ -55,9 +61,24 @@ public class MainActivity extends Activity {
         maxTokens = field(col, "new tokens");
         maxTokens.setInputType(InputType.TYPE_CLASS_NUMBER);
         maxTokens.setText("64");
+        LinearLayout buttons = new LinearLayout(this);
         run = new Button(this);
         run.setText("Run");
-        col.addView(run);
+        cancel = new Button(this);
+        cancel.setText("Cancel");
+        cancel.setEnabled(false);
+        Button benchmark = new Button(this);
+        benchmark.setText("Benchmark");
+        buttons.addView(run);
+        buttons.addView(cancel);
+        buttons.addView(benchmark);
+        col.addView(buttons);
+        cancel.setOnClickListener(v -> {
+            Session s = running;
+            if (s != null) s.cancel();
+        });
+        benchmark.setOnClickListener(v -> startActivity(
+                new Intent(this, BenchmarkActivity.class).putExtra("modelDir", modelPath.getText().toString())));
         output = new TextView(this);
         output.setTextIsSelectable(true);
         ScrollView scroll = new ScrollView(this);
@@ -105,20 +126,27 @@ public class MainActivity extends Activity {
         }
         final int newTokens = n;
         run.setEnabled(false);
+        cancel.setEnabled(true);
         output.setText("running ...");
         worker.execute(() -> {
             String result;
             Model.Options o = new Model.Options();
             o.pipelineCachePath = new File(getCacheDir(), "diffvk.pcache").getAbsolutePath();
             long t0 = System.nanoTime();
-            try (Model model = Model.load(dir, o)) {
+            try (Model model = dir.startsWith("asset:") ? AssetModels.load(getAssets(), dir.substring(6), o)
+                                                        : Model.load(dir, o)) {
                 long t1 = System.nanoTime();
                 int[] promptTokens = withBos(model, model.encode(text));
                 int[] out;
                 long t2, t3;
                 try (Session s = model.newSession(0); Sampler greedy = Sampler.greedy()) {
+                    running = s;
                     t2 = System.nanoTime();
-                    out = s.generate(promptTokens, newTokens, greedy, true);
+                    try {
+                        out = s.generate(promptTokens, newTokens, greedy, true);
+                    } finally {
+                        running = null;
+                    }
                     t3 = System.nanoTime();
                 }
                 double secs = (t3 - t2) / 1e9;
@@ -128,8 +156,12 @@ public class MainActivity extends Activity {
                         + String.format("load %.0f ms; %d prompt + %d new tokens in %.2f s = %.1f tokens/s",
                                         (t1 - t0) / 1e6, promptTokens.length, out.length, secs,
                                         out.length / Math.max(secs, 1e-9));
+            } catch (CancelledException e) {
+                result = "cancelled";
             } catch (DiffvkException e) {
                 result = "diffvk error [" + e.statusName() + "]: " + e.getMessage();
+            } catch (IOException e) {
+                result = "cannot open the model assets (stored uncompressed?): " + e;
             } catch (RuntimeException e) {
                 result = "error: " + e;
             }
@@ -137,6 +169,7 @@ public class MainActivity extends Activity {
             ui.post(() -> {
                 output.setText(r);
                 run.setEnabled(true);
+                cancel.setEnabled(false);
             });
         });
     }

@@ -1,0 +1,130 @@
+package diffvk;
+
+import java.io.FileDescriptor;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), the log
+ * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses).
+ *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir>
+ * (--add-opens: a desktop JVM has no public way to get a descriptor's number; Android has ParcelFileDescriptor.getFd()).
+ */
+public final class V1Test {
+  private static int failures = 0;
+  private static int checks = 0;
+
+  private static void check(boolean cond, String what) {
+    ++checks;
+    if (!cond) {
+      ++failures;
+      System.err.println("FAILED: " + what);
+    }
+  }
+
+  private static int fdOf(RandomAccessFile f) throws Exception {
+    FileDescriptor d = f.getFD();
+    java.lang.reflect.Field field = FileDescriptor.class.getDeclaredField("fd");
+    field.setAccessible(true);
+    return field.getInt(d);
+  }
+
+  private static ByteBuffer direct(byte[] b) {
+    ByteBuffer buf = ByteBuffer.allocateDirect(b.length);
+    buf.put(b);
+    buf.flip();
+    return buf;
+  }
+
+  public static void main(String[] args) throws Exception {
+    String dir = args[0];
+    Model.Options opts = new Model.Options();
+    opts.validation = 1;
+    check(Diffvk.version().matches("\\d+\\.\\d+\\.\\d+"), "version " + Diffvk.version());
+
+    // Log handler: Model.load's info line arrives; removed, nothing more arrives.
+    List<String> lines = new ArrayList<>();
+    Diffvk.setLogHandler((level, message) -> {
+      synchronized (lines) {
+        lines.add(level + " " + message);
+      }
+    }, Diffvk.LOG_INFO);
+    Model model = Model.load(dir, opts);
+    boolean seen;
+    synchronized (lines) {
+      seen = lines.stream().anyMatch(l -> l.startsWith(Diffvk.LOG_INFO + " ") && l.contains("layers, E="));
+    }
+    check(seen, "the model-load line reached the LogHandler at LOG_INFO: " + lines);
+    Diffvk.setLogHandler(null, Diffvk.LOG_INFO);
+    int before = lines.size();
+    Model.load(dir, opts).close();
+    check(lines.size() == before, "no log after the handler was removed");
+
+    // cancel(): the cancelled call throws CancelledException and changes nothing; the session stays usable.
+    int[] prompt = model.encode("Hello, cancellable world! 0123456789");
+    try (Session s = model.newSession(64)) {
+      float[] ref = s.prefill(prompt);
+      s.reset();
+      s.cancel();  // no call running: the next one is cancelled
+      try {
+        s.prefill(prompt);
+        check(false, "prefill after cancel() did not throw");
+      } catch (CancelledException e) {
+        check(e.status() == DiffvkException.CANCELLED, "CancelledException status " + e.status());
+      }
+      check(s.position() == 0, "position unchanged after a cancelled prefill");
+      float[] again = s.prefill(prompt);
+      check(Arrays.equals(ref, again), "the same logits after a cancelled prefill");
+    }
+
+    // Loading from memory and from descriptors gives the same model.
+    byte[] cfg = Files.readAllBytes(Paths.get(dir, "config.json"));
+    byte[] st = Files.readAllBytes(Paths.get(dir, "model.safetensors"));
+    float[] want;
+    try (Session s = model.newSession(0)) {
+      want = s.prefill(prompt);
+    }
+    try (Model m = Model.loadFromMemory(direct(cfg), direct(st), opts); Session s = m.newSession(0)) {
+      check(Arrays.equals(want, s.prefill(prompt)), "loadFromMemory: same logits");
+    }
+    try {
+      Model.loadFromMemory(ByteBuffer.wrap(cfg), direct(st), opts);
+      check(false, "a heap ByteBuffer was accepted");
+    } catch (DiffvkException e) {
+      check(e.status() == DiffvkException.INVALID_ARGUMENT, "heap ByteBuffer: INVALID_ARGUMENT");
+    }
+    Path pack = Files.createTempFile("diffvk-assets", ".pack");  // like an APK: files at offsets in one file
+    byte[] pad = new byte[] {1, 2, 3, 4, 5, 6, 7};
+    try (java.io.OutputStream o = Files.newOutputStream(pack)) {
+      o.write(pad);
+      o.write(cfg);
+      o.write(pad);
+      o.write(st);
+      o.write(pad);
+    }
+    try (RandomAccessFile f = new RandomAccessFile(pack.toFile(), "r")) {
+      int fd = fdOf(f);
+      try (Model m = Model.loadFromFds(fd, pad.length, cfg.length, fd, 2L * pad.length + cfg.length, st.length, opts);
+           Session s = m.newSession(0)) {
+        check(Arrays.equals(want, s.prefill(prompt)), "loadFromFds: same logits");
+      }
+      try {
+        Model.loadFromFds(fd, pad.length, cfg.length, fd, 2L * pad.length + cfg.length + 1, st.length, opts);
+        check(false, "a shifted range was accepted");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.FORMAT_ERROR, "shifted range: FORMAT_ERROR (" + e.getMessage() + ")");
+      }
+    } finally {
+      Files.deleteIfExists(pack);
+    }
+    model.close();
+    System.out.println("V1Test: " + checks + " checks, " + failures + " failed: " + (failures == 0 ? "passed" : "FAILED"));
+    System.exit(failures == 0 ? 0 : 1);
+  }
+}

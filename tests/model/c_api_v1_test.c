@@ -1,0 +1,354 @@
+/* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd> <model dir> */
+#include <diffvk/diffvk.h>
+
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define EXPECT(cond)                                                                                  \
+  do {                                                                                                \
+    if (!(cond)) {                                                                                    \
+      fprintf(stderr, "FAILED %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, diffvk_last_error()); \
+      ++failures;                                                                                     \
+    }                                                                                                 \
+  } while (0)
+
+static const int32_t kPrompt[40] = {72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 1, 2, 3, 4, 5, 6, 7, 8,
+                                    9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
+
+static diffvk_context* make_context(void) {
+  diffvk_context_options o;
+  diffvk_context* ctx = NULL;
+  diffvk_context_default_options(&o);
+  o.validation = 1;
+  EXPECT(diffvk_context_create(&o, &ctx) == DIFFVK_OK);
+  return ctx;
+}
+
+static char* read_whole(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
+  char* buf;
+  long n;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  buf = (char*)malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  *size = (size_t)n;
+  return buf;
+}
+
+/* Logits of `n` prompt tokens on a fresh session of `model` (caller frees). */
+static float* logits_of(diffvk_model* model, size_t n) {
+  diffvk_session* s = NULL;
+  uint32_t vocab = 0;
+  float* lg;
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  lg = (float*)malloc(sizeof(float) * vocab);
+  EXPECT(diffvk_session_create(model, 0, 0, &s) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, kPrompt, n, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  return lg;
+}
+
+static int same_logits(diffvk_model* a, diffvk_model* b) {
+  uint32_t vocab = 0;
+  float* x = logits_of(a, 5);
+  float* y = logits_of(b, 5);
+  int same;
+  diffvk_model_vocab_size(a, &vocab);
+  same = memcmp(x, y, sizeof(float) * vocab) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+static int test_version(void) {
+  char want[32];
+  snprintf(want, sizeof want, "%d.%d.%d", DIFFVK_VERSION_MAJOR, DIFFVK_VERSION_MINOR, DIFFVK_VERSION_PATCH);
+  EXPECT(strcmp(diffvk_version(), want) == 0); /* the running library is the one of this header */
+  EXPECT(diffvk_version_number() == (uint32_t)DIFFVK_VERSION);
+  EXPECT(DIFFVK_VERSION == DIFFVK_VERSION_MAJOR * 10000 + DIFFVK_VERSION_MINOR * 100 + DIFFVK_VERSION_PATCH);
+  EXPECT(strcmp(diffvk_status_string(DIFFVK_CANCELLED), "cancelled") == 0);
+  printf("c_api_v1: diffvk %s (header %s)\n", diffvk_version(), want);
+  return 0;
+}
+
+static int test_options(const char* dir) {
+  diffvk_context_options co;
+  diffvk_session_options so;
+  diffvk_context* ctx = NULL;
+  diffvk_model* model = NULL;
+  diffvk_session* s = NULL;
+  uint32_t cap = 0;
+  diffvk_context_default_options(&co);
+  EXPECT(co.struct_size == sizeof co && co.validation == -1 && co.precision == DIFFVK_PRECISION_AUTO && !co.device);
+  diffvk_session_default_options(&so);
+  EXPECT(so.struct_size == sizeof so && so.context_len == 0 && so.chunk == 0 && !so.abort_cb);
+  co.struct_size = 0; /* not filled by the defaults function */
+  ctx = (diffvk_context*)&co;
+  EXPECT(diffvk_context_create(&co, &ctx) == DIFFVK_INVALID_ARGUMENT && ctx == NULL);
+  EXPECT(strstr(diffvk_last_error(), "diffvk_context_default_options") != NULL);
+  co.struct_size = sizeof co + 8; /* from a newer header */
+  EXPECT(diffvk_context_create(&co, &ctx) == DIFFVK_INVALID_ARGUMENT);
+  ctx = make_context();
+  if (!ctx) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  if (!model) return 1;
+  /* NULL options = defaults: the whole context */
+  EXPECT(diffvk_session_create_with_options(model, NULL, &s) == DIFFVK_OK);
+  EXPECT(diffvk_session_capacity(s, &cap) == DIFFVK_OK && cap == 64);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  /* an older, shorter struct: fields past struct_size are the defaults */
+  so.context_len = 16;
+  so.struct_size = offsetof(diffvk_session_options, chunk);
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_OK);
+  EXPECT(diffvk_session_capacity(s, &cap) == DIFFVK_OK && cap == 16);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  so.struct_size = 3;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_INVALID_ARGUMENT && s == NULL);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+/* ---- cancel ---------------------------------------------------------------------------------------- */
+typedef struct {
+  int calls;
+  int cancel_at; /* 0 = never */
+} abort_state;
+static int count_and_abort(void* user) {
+  abort_state* a = (abort_state*)user;
+  ++a->calls;
+  return a->cancel_at && a->calls >= a->cancel_at;
+}
+
+static int test_cancel(const char* dir) {
+  diffvk_context* ctx = make_context();
+  diffvk_model* model = NULL;
+  diffvk_session* s = NULL;
+  diffvk_session_options so;
+  abort_state st = {0, 0};
+  uint32_t vocab = 0, pos = 0;
+  float *ref, *lg;
+  if (!ctx) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  if (!model) return 1;
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  ref = logits_of(model, 40);
+  lg = (float*)malloc(sizeof(float) * vocab);
+  diffvk_session_default_options(&so);
+  so.chunk = 64; /* the 40-token prompt is ONE chunk: cancelling must work inside it */
+  so.abort_cb = count_and_abort;
+  so.abort_user = &st;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_OK);
+  if (!s) return 1;
+  /* Uncancelled: asked once per layer group (2 layers + the logits group) and bit-identical. */
+  EXPECT(diffvk_session_prefill(s, kPrompt, 40, lg, vocab) == DIFFVK_OK);
+  EXPECT(st.calls == 3);
+  EXPECT(memcmp(lg, ref, sizeof(float) * vocab) == 0);
+  EXPECT(diffvk_session_reset(s) == DIFFVK_OK);
+  /* Cancelled between layer 0 and layer 1 of the single chunk. */
+  st.calls = 0;
+  st.cancel_at = 2;
+  EXPECT(diffvk_session_prefill(s, kPrompt, 40, lg, vocab) == DIFFVK_CANCELLED);
+  EXPECT(st.calls == 2);
+  EXPECT(strstr(diffvk_last_error(), "cancel") != NULL);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 0); /* nothing changed */
+  /* Cancelled decode after a prefix: the position stays. */
+  st.cancel_at = 0;
+  EXPECT(diffvk_session_prefill(s, kPrompt, 5, lg, vocab) == DIFFVK_OK);
+  st.calls = 0;
+  st.cancel_at = 1;
+  EXPECT(diffvk_session_decode(s, 65, lg, vocab) == DIFFVK_CANCELLED);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 5);
+  /* Still usable: reset and the whole prompt again gives the reference logits bit for bit. */
+  st.cancel_at = 0;
+  EXPECT(diffvk_session_reset(s) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, kPrompt, 40, lg, vocab) == DIFFVK_OK);
+  EXPECT(memcmp(lg, ref, sizeof(float) * vocab) == 0);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  /* Several chunks (4 rows each): cancelled between chunks 2 and 3 (2 groups per non-final chunk). */
+  so.chunk = 4;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_OK);
+  st.cancel_at = 0; /* the reference of this chunking (other kernels than one 40-row chunk) */
+  EXPECT(diffvk_session_prefill(s, kPrompt, 40, ref, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_reset(s) == DIFFVK_OK);
+  st.calls = 0;
+  st.cancel_at = 5;
+  EXPECT(diffvk_session_prefill(s, kPrompt, 40, lg, vocab) == DIFFVK_CANCELLED);
+  EXPECT(st.calls == 5);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 0);
+  st.cancel_at = 0;
+  EXPECT(diffvk_session_prefill(s, kPrompt, 40, lg, vocab) == DIFFVK_OK);
+  EXPECT(memcmp(lg, ref, sizeof(float) * vocab) == 0);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  free(ref);
+  free(lg);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+/* ---- log ------------------------------------------------------------------------------------------- */
+typedef struct {
+  int count[4];
+  int model_line; /* the info line Model::load writes */
+} log_state;
+static void capture(void* user, int level, const char* message) {
+  log_state* l = (log_state*)user;
+  if (level >= 0 && level <= 3) ++l->count[level];
+  if (level == DIFFVK_LOG_INFO && strstr(message, "layers, E=64")) ++l->model_line;
+}
+
+static int test_log(const char* dir) {
+  log_state l;
+  diffvk_context* ctx;
+  diffvk_model* model = NULL;
+  memset(&l, 0, sizeof l);
+  diffvk_set_log_callback(capture, &l, DIFFVK_LOG_INFO);
+  ctx = make_context();
+  if (!ctx) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  EXPECT(l.model_line == 1);
+  EXPECT(l.count[DIFFVK_LOG_DEBUG] == 0); /* filtered */
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  /* warnings only: the info line no longer arrives */
+  memset(&l, 0, sizeof l);
+  diffvk_set_log_callback(capture, &l, DIFFVK_LOG_WARN);
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  EXPECT(l.model_line == 0 && l.count[DIFFVK_LOG_INFO] == 0);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  /* removed: nothing more reaches the callback */
+  diffvk_set_log_callback(NULL, NULL, DIFFVK_LOG_INFO);
+  memset(&l, 0, sizeof l);
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  EXPECT(l.model_line == 0);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+/* ---- loading from memory and from descriptors ------------------------------------------------------- */
+static int test_load_memory(const char* dir) {
+  char path[4096];
+  size_t cs = 0, ws = 0;
+  char *cfg, *w;
+  diffvk_context* ctx = make_context();
+  diffvk_model *from_dir = NULL, *from_mem = NULL, *bad = NULL;
+  if (!ctx) return 1;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  cfg = read_whole(path, &cs);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  w = read_whole(path, &ws);
+  EXPECT(cfg && w);
+  if (!cfg || !w) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &from_dir) == DIFFVK_OK);
+  EXPECT(diffvk_model_load_memory(ctx, cfg, cs, NULL, ws, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_model_load_memory(ctx, cfg, cs, w, ws / 2, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL); /* truncated */
+  EXPECT(strstr(diffvk_last_error(), "model.safetensors") != NULL);
+  EXPECT(diffvk_model_load_memory(ctx, cfg, cs / 2, w, ws, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL); /* broken JSON */
+  EXPECT(strstr(diffvk_last_error(), "config.json") != NULL);
+  EXPECT(diffvk_model_load_memory(ctx, cfg, cs, w, ws, &from_mem) == DIFFVK_OK);
+  memset(w, 0xff, ws); /* read during the call only */
+  free(w);
+  free(cfg);
+  if (!from_dir || !from_mem) return 1;
+  EXPECT(same_logits(from_dir, from_mem));
+  EXPECT(diffvk_model_destroy(from_mem) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(from_dir) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+static int test_load_fd(const char* dir, const char* scratch) {
+  char path[4096];
+  size_t cs = 0, ws = 0;
+  char *cfg, *w;
+  const char junk[37] = "an asset pack: other files around us";
+  int fd, cfd;
+  int64_t coff, woff;
+  diffvk_context* ctx = make_context();
+  diffvk_model *from_dir = NULL, *from_fd = NULL, *bad = NULL;
+  FILE* f;
+  if (!ctx) return 1;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  cfg = read_whole(path, &cs);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  w = read_whole(path, &ws);
+  if (!cfg || !w) return 1;
+  /* one file holding both, between other bytes, like an APK's uncompressed assets */
+  f = fopen(scratch, "wb");
+  EXPECT(f != NULL);
+  if (!f) return 1;
+  fwrite(junk, 1, sizeof junk, f);
+  coff = (int64_t)sizeof junk;
+  fwrite(cfg, 1, cs, f);
+  fwrite(junk, 1, 11, f);
+  woff = coff + (int64_t)cs + 11;
+  fwrite(w, 1, ws, f);
+  fwrite(junk, 1, sizeof junk, f);
+  fclose(f);
+  fd = open(scratch, O_RDONLY);
+  EXPECT(fd >= 0);
+  EXPECT(diffvk_model_load(ctx, dir, &from_dir) == DIFFVK_OK);
+  EXPECT(diffvk_model_load_fd(ctx, -1, coff, (int64_t)cs, fd, woff, (int64_t)ws, &bad) == DIFFVK_INVALID_ARGUMENT && !bad);
+  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff + 1, (int64_t)ws, &bad) == DIFFVK_FORMAT_ERROR && !bad);
+  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, (int64_t)ws + 4096, &bad) == DIFFVK_IO_ERROR && !bad);
+  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, -2, &bad) == DIFFVK_INVALID_ARGUMENT && !bad);
+  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, (int64_t)ws, &from_fd) == DIFFVK_OK);
+  EXPECT(lseek(fd, 0, SEEK_CUR) == 0); /* pread: the descriptor's offset did not move */
+  if (from_dir && from_fd) EXPECT(same_logits(from_dir, from_fd));
+  EXPECT(diffvk_model_destroy(from_fd) == DIFFVK_OK);
+  /* size -1 = to the end of the file: plain files */
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  cfd = open(path, O_RDONLY);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  from_fd = NULL;
+  {
+    int wfd = open(path, O_RDONLY);
+    EXPECT(diffvk_model_load_fd(ctx, cfd, 0, -1, wfd, 0, -1, &from_fd) == DIFFVK_OK);
+    if (from_dir && from_fd) EXPECT(same_logits(from_dir, from_fd));
+    close(wfd);
+  }
+  close(cfd);
+  close(fd);
+  unlink(scratch);
+  free(cfg);
+  free(w);
+  EXPECT(diffvk_model_destroy(from_fd) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(from_dir) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  int rc = 2;
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd> <model dir> [scratch file]\n", argv[0]);
+    return 2;
+  }
+  if (!strcmp(argv[1], "version")) rc = test_version();
+  else if (!strcmp(argv[1], "options")) rc = test_options(argv[2]);
+  else if (!strcmp(argv[1], "cancel")) rc = test_cancel(argv[2]);
+  else if (!strcmp(argv[1], "log")) rc = test_log(argv[2]);
+  else if (!strcmp(argv[1], "load_memory")) rc = test_load_memory(argv[2]);
+  else if (!strcmp(argv[1], "load_fd") && argc > 3) rc = test_load_fd(argv[2], argv[3]);
+  else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
+  if (rc == 0 && failures == 0) {
+    printf("c_api_v1 %s: all checks passed\n", argv[1]);
+    return 0;
+  }
+  fprintf(stderr, "c_api_v1 %s: %d failure(s)\n", argv[1], failures);
+  return 1;
+}
