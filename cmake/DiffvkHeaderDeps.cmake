@@ -20,6 +20,9 @@ function(diffvk_header_dep name header subdir package)
   endif()
   string(TOUPPER "${name}" upper)
   set(var DIFFVK_${upper}_INCLUDE_DIR)
+  if("${${var}}" STREQUAL "")  # an empty value (older build trees cached one) means "search"
+    unset(${var} CACHE)
+  endif()
   # Host search (NO_CMAKE_FIND_ROOT_PATH): a cross/NDK sysroot has none of these packages.
   find_path(${var} ${header} NO_CMAKE_FIND_ROOT_PATH
             DOC "Directory containing ${header} (staged into the build tree; never passed to the compiler)")

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 typedef struct diffvk_bench_options {
-  uint32_t struct_size;            /* sizeof(diffvk_bench_options); set by diffvk_bench_default_options */
+  size_t struct_size;              /* sizeof(diffvk_bench_options); set by diffvk_bench_default_options */
   const char* preset;              /* "default" or "phone" */
   const char* model_dir;           /* NULL: attention/copy cases only */
   double budget_seconds;           /* 0 = the preset's */

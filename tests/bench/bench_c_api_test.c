@@ -48,12 +48,14 @@ static int on_abort(void* user) {
 }
 
 int main(void) {
-  diffvk_context_options copts = {NULL, DIFFVK_PRECISION_AUTO, 1, NULL};
+  diffvk_context_options copts;
   diffvk_context* ctx = NULL;
   diffvk_bench_options o;
   char* json = (char*)&o;
   Watch w;
 
+  diffvk_context_default_options(&copts);
+  copts.validation = 1;
   diffvk_bench_default_options(&o);
   EXPECT(o.struct_size == sizeof(diffvk_bench_options));
   EXPECT(o.preset != NULL && strcmp(o.preset, "default") == 0);
