@@ -18,6 +18,11 @@
 #define STYPE4 vec4
 #endif
 
+// The model's residual stream and logits are float32 in both variants (issue 13: real activations exceed
+// fp16's 65504). Shaders whose binding may hold either type declare a float alias of it and pick it with
+// a specialization constant (X32 / Y32); shaders that only ever touch the residual or logits use RTYPE.
+#define RTYPE float
+
 // Finite stand-in for -infinity in online softmax: exp(NEG_BIG - m) underflows to 0 without NaN
 // from (-inf) - (-inf) when a whole tile is masked.
 #define NEG_BIG (-1.0e30)

@@ -2,14 +2,17 @@
 // Headwise RMSNorm of SPEC.md (equation 3), one workgroup per (head, row):
 //   y[r, h, :] = gain * x[r, h, :] / sqrt(mean_k x[r, h, k]^2 + eps) * w[:]
 // gain = (1 - lambda_init), eps = 1e-5, width = 2D; the statistic is accumulated in fp32.
+// X32 = 1: x is float32 (RTYPE, the model's residual stream under the block norms) in either variant.
 // DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint X32 = 0;
 layout(local_size_x_id = 0) in;
 
 layout(std430, binding = 0) readonly buffer In { STYPE x[]; };
+layout(std430, binding = 0) readonly buffer InF { RTYPE xf[]; };  // X32: the same binding as float32
 layout(std430, binding = 1) readonly buffer Weight { STYPE w[]; };
 layout(std430, binding = 2) writeonly buffer Out { STYPE y[]; };
 
@@ -24,6 +27,8 @@ layout(push_constant) uniform Params {
 
 #include "reduce.glsl"
 
+float load_x(uint i) { return X32 != 0 ? xf[i] : float(x[i]); }
+
 void main() {
   const uint h = gl_WorkGroupID.x;
   const uint r = gl_WorkGroupID.y;
@@ -31,10 +36,10 @@ void main() {
   const uint base = r * p.row_stride + h * p.width;
   float ss = 0.0;
   for (uint i = lid; i < p.width; i += WG) {
-    const float v = float(x[base + i]);
+    const float v = load_x(base + i);
     ss += v * v;
   }
   ss = block_sum(ss);
   const float scale = p.gain * inversesqrt(ss / float(p.width) + p.eps);
-  for (uint i = lid; i < p.width; i += WG) y[base + i] = STYPE(float(x[base + i]) * scale * float(w[i]));
+  for (uint i = lid; i < p.width; i += WG) y[base + i] = STYPE(load_x(base + i) * scale * float(w[i]));
 }

@@ -9,6 +9,7 @@
 // the host may dispatch fewer than there are tiles (maxComputeWorkGroupCount).
 // VEC = 1 loads 4 consecutive k at once (uvec2 = 4 halves in fp16, vec4 in fp32): the host uses it when
 // in, x_stride and BK are multiples of 4 and the x and W bindings are 16-byte aligned.
+// Y32 = 1: y and r are float32 (RTYPE: the model's residual stream, its logits) in either variant.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -19,6 +20,7 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint RM = 4;
 layout(constant_id = 5) const uint RN = 4;
 layout(constant_id = 6) const uint VEC = 0;
+layout(constant_id = 7) const uint Y32 = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -35,6 +37,8 @@ layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
 layout(std430, binding = 1) readonly buffer WV { VTYPE wv[]; };
 layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
+layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };  // Y32: the same bindings as float32
+layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -117,8 +121,13 @@ void main() {
           if (col >= p.out_f) continue;
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
-          if (p.has_residual != 0u) v += float(r[o]);
-          y[o] = STYPE(v);
+          if (Y32 != 0) {
+            if (p.has_residual != 0u) v += rf[o];
+            yf[o] = v;
+          } else {
+            if (p.has_residual != 0u) v += float(r[o]);
+            y[o] = STYPE(v);
+          }
         }
       }
     }

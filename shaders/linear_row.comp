@@ -12,6 +12,8 @@
 // otherwise). VEC = 1 reads x, g and W as 16-byte vectors (uvec4 = 8 halves in fp16, vec4 in fp32): the
 // host uses it when `in` is a multiple of the vector width and the bindings are 16-byte aligned.
 // Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
+// X32 = 1: x is float32 (RTYPE, the model's residual stream; the vector path reads VW/4 vec4s per load);
+// Y32 = 1: y and r are float32 (the residual stream, the logits). Both in either variant.
 // Loop iterations per invocation: (out / NF / groups) · in / (WG · VW), far below llvmpipe's 65535 for
 // the shapes the model dispatches (LinearKernel::record_row checks a budget).
 // DVK_HAS_SUBGROUP_VARIANT
@@ -22,6 +24,8 @@ layout(constant_id = 0) const uint WG = 8;
 layout(constant_id = 1) const uint NF = 8;
 layout(constant_id = 2) const uint VEC = 1;
 layout(constant_id = 3) const uint PRO = 0;
+layout(constant_id = 4) const uint X32 = 0;
+layout(constant_id = 5) const uint Y32 = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -40,6 +44,10 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };   // residual; a dummy binding when unused
 layout(std430, binding = 4) readonly buffer G { STYPE g[]; };   // norm weight (PRO 1); a dummy binding otherwise
 layout(std430, binding = 4) readonly buffer GV { VTYPE gv[]; };
+layout(std430, binding = 0) readonly buffer XF { RTYPE xf[]; };  // X32 / Y32: the same bindings as float32
+layout(std430, binding = 0) readonly buffer XF4 { vec4 xf4[]; };
+layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
+layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
 
 layout(push_constant) uniform Params {
   uint in_f;
@@ -72,9 +80,17 @@ void unpack(VTYPE v, out float f[VW]) {
 // Elements [kv·VL, kv·VL + VL) of x (VL = 1: the scalar x[kv]); `base` is an element offset (multiple of VL).
 void load_x(uint base, uint kv, out float f[VW]) {
   if (VEC != 0) {
-    unpack(xv[base / VW + kv], f);
+    if (X32 != 0) {
+      const uint i = (base / VW + kv) * (VW / 4);
+      for (uint j = 0; j < VW / 4; ++j) {
+        const vec4 v = xf4[i + j];
+        for (uint e = 0; e < 4; ++e) f[4 * j + e] = v[e];
+      }
+    } else {
+      unpack(xv[base / VW + kv], f);
+    }
   } else {
-    f[0] = float(x[base + kv]);
+    f[0] = X32 != 0 ? xf[base + kv] : float(x[base + kv]);
   }
 }
 
@@ -164,8 +180,13 @@ void main() {
     if (lid < nf) {
       const uint o = n0 + lid;
       v *= scale;
-      if (p.has_residual != 0u) v += float(r[o]);
-      y[o] = STYPE(v);
+      if (Y32 != 0) {
+        if (p.has_residual != 0u) v += rf[o];
+        yf[o] = v;
+      } else {
+        if (p.has_residual != 0u) v += float(r[o]);
+        y[o] = STYPE(v);
+      }
     }
   }
 }

@@ -6,12 +6,14 @@
 // `in` (coalesced reads of the NF weight rows), each keeping rows x NF partial sums, then one workgroup
 // reduction per (row, feature) (subgroup arithmetic in the _sg variant, a shared-memory tree otherwise;
 // shaders/reduce.glsl). Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
+// Y32 = 1: y and r are float32 (RTYPE: the model's residual stream, its logits) in either variant.
 // DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NF = 4;
+layout(constant_id = 2) const uint Y32 = 0;
 layout(local_size_x_id = 0) in;
 
 #define MAXR 8  // == kLinearVecMaxRows
@@ -20,6 +22,8 @@ layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
 layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
 layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
+layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };  // Y32: the same bindings as float32
+layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -64,8 +68,13 @@ void main() {
         if (lid == 0 && n0 + f < p.out_f) {
           const uint o = rr * p.y_stride + n0 + f;
           float v = s;
-          if (p.has_residual != 0u) v += float(r[o]);
-          y[o] = STYPE(v);
+          if (Y32 != 0) {
+            if (p.has_residual != 0u) v += rf[o];
+            yf[o] = v;
+          } else {
+            if (p.has_residual != 0u) v += float(r[o]);
+            y[o] = STYPE(v);
+          }
         }
       }
     }

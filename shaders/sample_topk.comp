@@ -15,7 +15,7 @@ layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint KMAX = 64;
 layout(local_size_x_id = 0) in;
 
-layout(std430, binding = 0) readonly buffer Logits { STYPE logits[]; };
+layout(std430, binding = 0) readonly buffer Logits { RTYPE logits[]; };  // float32 in either variant (the model's logits)
 layout(std430, binding = 1) readonly buffer Params { uint params[]; };
 layout(std430, binding = 2) writeonly buffer Out { uint token[]; };
 

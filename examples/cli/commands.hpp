@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "diffvk/device.hpp"
+#include "diffvk/model.hpp"
+#include "diffvk/tokenizer.hpp"
 
 namespace diffvk::cli {
 
@@ -32,6 +34,10 @@ Runner register_run(CLI::App& app);
 Runner register_logits(CLI::App& app);
 Runner register_plan(CLI::App& app);
 Runner register_shader_stats(CLI::App& app);
+Runner register_attn_map(CLI::App& app);
+
+// The model directory's tokenizer (what `diffvk run` encodes prompts with), checked against the model's vocabulary.
+Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& config);
 
 // The bundled model (examples/models/tiny-diff): the install prefix's copy, else the source tree's.
 std::string default_model_dir();

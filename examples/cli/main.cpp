@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   add(register_plan(app));
   diffvk::platform::install_interrupt_cleanup();  // no temporary output file left behind on Ctrl-C / SIGTERM
   add(register_shader_stats(app));
+  add(register_attn_map(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,6 +28,14 @@ std::string default_model_dir() {
                                     std::string(DIFFVK_INSTALL_MODEL_DIR) + "' and '" + DIFFVK_SOURCE_MODEL_DIR + "')");
 }
 
+Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
+  Tokenizer tokenizer = Tokenizer::load(dir);
+  if (tokenizer.vocab_size() > cfg.vocab_size)
+    throw Error(Status::invalid_argument, dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
+                                              ") is larger than the model's vocab_size " + std::to_string(cfg.vocab_size));
+  return tokenizer;
+}
+
 namespace {
 
 // Prints generated text as it comes: the bytes that decode(prompt + generated) adds to decode(prompt)
@@ -98,10 +106,7 @@ Runner register_run(CLI::App& app) {
     SessionOptions so{a->context, a->chunk, false, {}};
     auto session = Session::create(*model, so);
     const auto& cfg = model->config();
-    const Tokenizer tokenizer = Tokenizer::load(dir);
-    if (tokenizer.vocab_size() > cfg.vocab_size)
-      throw Error(Status::invalid_argument, dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
-                                                ") is larger than the model's vocab_size " + std::to_string(cfg.vocab_size));
+    const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     std::vector<int32_t> tokens = tokenizer.encode(a->prompt, true);
     if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
     TextStream stream(tokenizer, tokens);

@@ -82,6 +82,17 @@ struct DispatchTime {
   double us = 0;
 };
 
+// Longest prompt whose attention maps Session::attention_maps computes (its output is heads · 2 · T² floats).
+constexpr uint32_t kAttentionMapMaxTokens = 256;
+
+// The two causal softmax matrices of one layer (SPEC.md equation 1), as Session::attention_maps returns them.
+struct AttentionMaps {
+  uint32_t layer = 0, head0 = 0, heads = 0, tokens = 0;  // heads head0 … head0 + heads − 1; T = tokens
+  double lambda = 0, lambda_init = 0;                     // the layer's λ and λ_init
+  // heads x T x T each, row-major: a1[((h − head0)·T + i)·T + j] = A1 of query i and key j (0 for j > i).
+  std::vector<float> a1, a2;
+};
+
 // Not thread-safe by itself: one Session is used by one thread at a time (different Sessions of the
 // same Model may run concurrently). After Status::device_lost every call throws device_lost.
 class Session {
@@ -104,6 +115,12 @@ class Session {
   uint32_t position() const;
   uint32_t capacity() const;
   std::string plan_report() const;  // every intermediate: lifetime, offset, size; arena vs bounds
+  // Debug path: resets the session, prefills `tokens` (1 … kAttentionMapMaxTokens of them, within the
+  // context) and returns A1 and A2 of layer `layer` for head `head` (−1: every head), computed on the
+  // device (shaders/attn_probs.comp, recorded after that layer's RoPE). Afterwards the session holds the
+  // prompt (position = tokens.size()). Bad arguments (invalid_argument, context_overflow) leave the
+  // session as it was; a failure while running resets it (position 0).
+  AttentionMaps attention_maps(const std::vector<int32_t>& tokens, uint32_t layer, int32_t head = -1);
   struct Impl;
 
  private:

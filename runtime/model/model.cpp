@@ -114,6 +114,7 @@ struct Model::Impl {
   std::unique_ptr<EmbedKernel> embed_k;
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<SampleKernel> sample;
+  std::unique_ptr<AttnProbsKernel> probs;
 };
 
 namespace {
@@ -267,6 +268,7 @@ std::unique_ptr<Model> Model::load_parts(Context& ctx, const void* cfg_data, siz
   m->embed_k = std::move(k.embed);
   m->silu = std::move(k.silu);
   m->sample = std::move(k.sample);
+  m->probs = std::move(k.probs);
   platform::log(platform::LogLevel::info, "model " + dir + ": " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
                                               ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
@@ -306,7 +308,16 @@ struct Session::Impl {
   Program* last = nullptr;  // the program of the last run (profile)
 
   BufferRange T(size_t i, uint64_t bytes) const { return {t[i].buffer, t[i].offset, bytes}; }
+  // The attention-map tap of a debug run: layer `layer`'s softmaxes for heads head0 … head0 + heads − 1
+  // of a T-token prompt, written into `out` (AttnProbsKernel).
+  struct MapTap {
+    uint32_t layer, head0, heads, T;
+    BufferRange out;
+  };
   Program& program(uint32_t rows, Out out);
+  // Records one forward pass of `rows` tokens (what program() caches), with the optional tap.
+  void record_forward(Program& prog, uint32_t rows, Out out, const MapTap* tap) const;
+  void check_tokens(const std::vector<int32_t>& toks, const char* what) const;
   // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
   std::vector<float> run(const int32_t* tok, uint32_t rows, Out out);
 };
@@ -352,7 +363,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     return s->lifetimes.size() - 1;
   };
   // x lives until lm_head (F + 1): one-row programs read it there (final norm fused into lm_head).
-  s->X = add("x (residual stream)", R * E * es, 0, F + 1);
+  // The residual stream and the logits are float32 in every precision (issue 13: fp16 overflows at 65504).
+  s->X = add("x (residual stream) [f32]", R * E * 4, 0, F + 1);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const int b = 1 + 9 * static_cast<int>(l);
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -368,8 +380,9 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     L.a = add(p + "ffn.act", R * I * es, b + 7, b + 8);
     s->lt.push_back(L);
   }
-  s->XF = add("norm.out", R * E * es, F, F + 1);
-  s->LOGITS = add("logits", R * c.vocab_size * es, F + 1, F + 2);
+  // norm.out also stages the float32 last row of x for the one-row lm_head (see program()).
+  s->XF = add("norm.out", std::max<uint64_t>(R * E * es, uint64_t(E) * 4), F, F + 1);
+  s->LOGITS = add("logits [f32]", R * c.vocab_size * 4, F + 1, F + 2);
   s->plan = plan_memory(s->lifetimes, dev.caps().max_storage_buffer_range, al);
 
   // Everything this session allocates, checked against what the heap has left before allocating.
@@ -405,14 +418,22 @@ Session::~Session() = default;
 Program& Session::Impl::program(uint32_t rows, Out out) {
   auto it = programs.find({rows, out});
   if (it != programs.end()) return *it->second;
+  auto prog = std::make_unique<Program>(*m->dev, "model rows=" + std::to_string(rows), profile);
+  record_forward(*prog, rows, out, nullptr);
+  prog->finalize();
+  return *programs.emplace(std::make_pair(rows, out), std::move(prog)).first->second;
+}
+
+void Session::Impl::record_forward(Program& program, uint32_t rows, Out out, const MapTap* tap) const {
+  Program* prog = &program;
   const Model::Impl& M = *m;
   const ModelConfig& c = M.cfg;
   Device& dev = *M.dev;
   const uint64_t es = M.fp16 ? 2 : 4;
   const uint32_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size;
   const uint32_t qkvw = E + 4 * Hkv * D, V = c.vocab_size;
-  auto prog = std::make_unique<Program>(dev, "model rows=" + std::to_string(rows), profile);
-  const BufferRange dynr = dyn.range(0, 4), x = T(X, uint64_t(rows) * E * es);
+  const BufferRange dynr = dyn.range(0, 4), x = T(X, uint64_t(rows) * E * 4);  // float32 (residual stream)
+  const Elem f32 = Elem::f32, st = Elem::storage;
   const float eps = static_cast<float>(c.rms_norm_eps);
   // One row (decode): the block norms run inside the projections that follow them (linear_row's
   // rmsnorm prologue) and SwiGLU inside the down projection, so a layer is 6 dispatches, not 9.
@@ -426,13 +447,15 @@ Program& Session::Impl::program(uint32_t rows, Out out) {
                       hn = T(L.hn, uint64_t(rows) * E * es), gu = T(L.gu, uint64_t(rows) * 2 * I * es),
                       a = T(L.a, uint64_t(rows) * I * es);
     if (fused) {
-      M.linear->record_row(*prog, x, M.weights->range(W.wqkv), qkv, {E, qkvw, RowPrologue::rmsnorm, eps}, {},
+      M.linear->record_row(*prog, x, M.weights->range(W.wqkv), qkv, {E, qkvw, RowPrologue::rmsnorm, eps, f32, st}, {},
                            M.weights->range(W.attn_norm));
     } else {
-      M.norm_k->record(*prog, x, M.weights->range(W.attn_norm), xn, {rows, 1, E, E, 1.0f, eps});
+      M.norm_k->record(*prog, x, M.weights->range(W.attn_norm), xn, {rows, 1, E, E, 1.0f, eps}, f32);
       M.linear->record(*prog, xn, M.weights->range(W.wqkv), qkv, {rows, E, qkvw, E, qkvw});
     }
     M.rope->record(*prog, qkv, M.rope_table.range(), q, kc[l], vc[l], {rows, H, Hkv, D, 0, cap}, dynr);
+    if (tap && tap->layer == l)
+      M.probs->record(*prog, q, kc[l], dynr, tap->out, {rows, H, Hkv, D, cap, tap->T, 0, tap->head0, tap->heads});
     AttnCall call{rows, 0, H, Hkv, cap, E, E, static_cast<float>(W.lambda), static_cast<float>(1.0 - W.lambda_init), 1e-5f, dynr};
     if (rows <= M.attn->max_decode_rows()) {
       uint32_t len = 0;
@@ -442,38 +465,36 @@ Program& Session::Impl::program(uint32_t rows, Out out) {
       M.attn->record_prefill(*prog, q, kc[l], vc[l], M.weights->range(W.subln), o, call, t[L.part], t[L.stat]);
     }
     if (fused) {
-      M.linear->record_row(*prog, o, M.weights->range(W.wo), x, {E, E}, x);
-      M.linear->record_row(*prog, x, M.weights->range(W.wgu), gu, {E, 2 * I, RowPrologue::rmsnorm, eps}, {},
+      M.linear->record_row(*prog, o, M.weights->range(W.wo), x, {E, E, RowPrologue::none, eps, st, f32}, x);
+      M.linear->record_row(*prog, x, M.weights->range(W.wgu), gu, {E, 2 * I, RowPrologue::rmsnorm, eps, f32, st}, {},
                            M.weights->range(W.ffn_norm));
-      M.linear->record_row(*prog, gu, M.weights->range(W.wdown), x, {I, E, RowPrologue::silu_mul}, x);
+      M.linear->record_row(*prog, gu, M.weights->range(W.wdown), x, {I, E, RowPrologue::silu_mul, eps, st, f32}, x);
     } else {
-      M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x);
-      M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps});
+      M.linear->record(*prog, o, M.weights->range(W.wo), x, {rows, E, E, E, E}, x, f32);
+      M.norm_k->record(*prog, x, M.weights->range(W.ffn_norm), hn, {rows, 1, E, E, 1.0f, eps}, f32);
       M.linear->record(*prog, hn, M.weights->range(W.wgu), gu, {rows, E, 2 * I, E, 2 * I});
       M.silu->record(*prog, gu, a, rows, I);
-      M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x);
+      M.linear->record(*prog, a, M.weights->range(W.wdown), x, {rows, I, E, I, E}, x, f32);
     }
     prog->checkpoint();  // a group per layer: the abort callback is asked between them
   }
   if (out == Out::all) {
-    const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * V * es);
-    M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps});
-    M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, V, E, V});
+    const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * V * 4);
+    M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps}, f32);
+    M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, V, E, V}, {}, f32);
   } else if (out != Out::none) {  // the last row only: final norm fused into lm_head
-    BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * es, uint64_t(E) * es};
-    const BufferRange logits = T(LOGITS, uint64_t(V) * es);
+    BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * 4, uint64_t(E) * 4};
+    const BufferRange logits = T(LOGITS, uint64_t(V) * 4);
     const uint64_t align = std::max<uint64_t>(1, dev.caps().min_storage_buffer_offset_alignment);
     if (xl.offset % align) {  // a storage binding must start aligned: stage the last row at the aligned XF
-      const BufferRange staged = T(XF, uint64_t(E) * es);
+      const BufferRange staged = T(XF, uint64_t(E) * 4);
       prog->copy(xl, staged, "last row");
       xl = staged;
     }
-    M.linear->record_row(*prog, xl, M.weights->range(M.lm_head), logits, {E, V, RowPrologue::rmsnorm, eps}, {},
+    M.linear->record_row(*prog, xl, M.weights->range(M.lm_head), logits, {E, V, RowPrologue::rmsnorm, eps, f32, f32}, {},
                          M.weights->range(M.norm));
     if (out == Out::sample) M.sample->record(*prog, logits, dyn.range(0, 16), picked.range(0, 4), V);
   }
-  prog->finalize();
-  return *programs.emplace(std::make_pair(rows, out), std::move(prog)).first->second;
 }
 
 std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, Out out) {
@@ -488,23 +509,27 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, Out out
   pos += rows;
   if (out == Out::none || out == Out::sample) return {};
   const uint64_t n = uint64_t(out == Out::all ? rows : 1) * c.vocab_size;
-  std::vector<uint8_t> raw(n * (m->fp16 ? 2 : 4));
-  arena[plan.placements[LOGITS].buffer].download(t[LOGITS].offset, raw.data(), raw.size());
-  return from_storage(raw, m->fp16);
+  std::vector<float> logits(n);  // float32 in every precision
+  arena[plan.placements[LOGITS].buffer].download(t[LOGITS].offset, logits.data(), n * 4);
+  return logits;
 }
 
-std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
-  Impl& s = *impl_;
-  const uint32_t V = s.m->cfg.vocab_size;
-  s.m->dev->check_not_lost();
-  if (toks.empty()) throw Error(Status::invalid_argument, "prefill: no tokens");
-  if (uint64_t(s.pos) + toks.size() > s.cap)
-    throw Error(Status::context_overflow, "prefill: " + std::to_string(toks.size()) + " tokens after " + std::to_string(s.pos) +
-                                              " exceed the context of " + std::to_string(s.cap));
+void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what) const {
+  const uint32_t V = m->cfg.vocab_size;
+  if (toks.empty()) throw Error(Status::invalid_argument, std::string(what) + ": no tokens");
+  if (uint64_t(pos) + toks.size() > cap)
+    throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " + std::to_string(pos) +
+                                              " exceed the context of " + std::to_string(cap));
   for (size_t i = 0; i < toks.size(); ++i)
     if (toks[i] < 0 || uint32_t(toks[i]) >= V)
       throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
                                                 " is outside the vocabulary [0, " + std::to_string(V) + ")");
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
+  Impl& s = *impl_;
+  s.m->dev->check_not_lost();
+  s.check_tokens(toks, "prefill");
   // All or nothing: a failure in any chunk puts the position back where it was (device loss is marked
   // by Device::submit_and_wait). The KV rows the earlier chunks wrote lie at or beyond that position,
   // where nothing reads them before they are written again, so the visible cache is exactly as before.
@@ -557,6 +582,63 @@ int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k,
   }
   if (id >= V) throw Error(Status::internal, "decode_sample: the device returned token " + std::to_string(id));
   return static_cast<int32_t>(id);
+}
+
+AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t layer, int32_t head) {
+  Impl& s = *impl_;
+  const Model::Impl& M = *s.m;
+  const ModelConfig& c = M.cfg;
+  M.dev->check_not_lost();
+  if (layer >= c.num_layers)
+    throw Error(Status::invalid_argument, "attention_maps: layer " + std::to_string(layer) + " is outside [0, " + std::to_string(c.num_layers) + ")");
+  if (head < -1 || head >= int32_t(c.num_heads))
+    throw Error(Status::invalid_argument, "attention_maps: head " + std::to_string(head) + " is outside [0, " + std::to_string(c.num_heads) +
+                                              ") (-1 = every head)");
+  if (toks.size() > kAttentionMapMaxTokens)
+    throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) + " tokens exceed the limit of " +
+                                              std::to_string(kAttentionMapMaxTokens));
+  const uint32_t was = s.pos;
+  s.pos = 0;  // the maps are of a fresh prefill
+  try {
+    s.check_tokens(toks, "attention_maps");
+  } catch (...) {
+    s.pos = was;  // bad arguments leave the session as it was
+    throw;
+  }
+  AttentionMaps r;
+  r.layer = layer;
+  r.head0 = head < 0 ? 0 : uint32_t(head);
+  r.heads = head < 0 ? c.num_heads : 1;
+  r.tokens = static_cast<uint32_t>(toks.size());
+  r.lambda = M.layers[layer].lambda;
+  r.lambda_init = M.layers[layer].lambda_init;
+  const uint64_t T = r.tokens, plane = T * T;
+  Buffer maps(*M.dev, r.heads * 2 * plane * 4, MemoryDomain::device, "attention maps");
+  maps.fill(0, r.heads * 2 * plane * 4, 0x7fc07fc0u);  // NaN: an entry the kernel missed cannot pass for a probability
+  const Impl::MapTap tap{layer, r.head0, r.heads, r.tokens, maps.range(0, r.heads * 2 * plane * 4)};
+  try {
+    for (size_t i = 0; i < toks.size(); i += s.chunk) {  // the prefill's chunks, each with the tap
+      const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
+      Program prog(*M.dev, "attention maps rows=" + std::to_string(rows));
+      s.record_forward(prog, rows, Impl::Out::none, &tap);
+      std::vector<uint32_t> ids(toks.begin() + i, toks.begin() + i + rows);
+      s.tokens.upload(0, ids.data(), rows * 4ull);
+      const uint32_t d[4] = {s.pos, 0, 0, 0};
+      s.dyn.upload(0, d, sizeof d);
+      prog.run();
+      s.pos += rows;
+    }
+    std::vector<float> all(r.heads * 2 * plane);
+    maps.download(0, all.data(), all.size() * 4);
+    for (uint32_t h = 0; h < r.heads; ++h) {
+      r.a1.insert(r.a1.end(), all.begin() + (2 * h) * plane, all.begin() + (2 * h + 1) * plane);
+      r.a2.insert(r.a2.end(), all.begin() + (2 * h + 1) * plane, all.begin() + (2 * h + 2) * plane);
+    }
+  } catch (...) {
+    s.pos = 0;
+    throw;
+  }
+  return r;
 }
 
 std::vector<DispatchTime> Session::last_profile() const {

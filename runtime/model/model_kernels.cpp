@@ -33,6 +33,10 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c) {
     PipelineGroup g(dev, "sample");
     k.sample = std::make_unique<SampleKernel>(dev, ko);
   }
+  {
+    PipelineGroup g(dev, "attn_probs");
+    k.probs = std::make_unique<AttnProbsKernel>(dev, ko);
+  }
   return k;
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "diffvk/model.hpp"
+#include "ops/kernel_attn_probs.hpp"
 #include "ops/kernel_diff_attn.hpp"
 #include "ops/kernels.hpp"
 
@@ -17,11 +18,12 @@ struct ModelKernels {
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<SampleKernel> sample;  // greedy / top-k on the device
+  std::unique_ptr<AttnProbsKernel> probs;  // debug: attention maps (Session::attention_maps)
 };
 
 // Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
 // `device`, with the device's precision and subgroup options. Pipelines are labelled (PipelineGroup)
-// by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample".
+// by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample", "attn_probs".
 ModelKernels build_model_kernels(Device& device, const ModelConfig& config);
 
 }  // namespace diffvk

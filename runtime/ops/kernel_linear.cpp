@@ -104,45 +104,59 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
   return tiles >= enough ? big : cand[2];
 }
 
-LinearKernel::LinearKernel(Device& device, KernelOptions o) : device_(device), tiles_(linear_tile_candidates(device.caps())) {
+LinearKernel::LinearKernel(Device& device, KernelOptions o)
+    : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
-  for (const LinearTiles& t : tiles_) {
-    if (t.vec)
-      pipelines_.push_back(std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf}, o.subgroup, o.fp16}));
-    else
-      pipelines_.push_back(std::make_unique<Pipeline>(
-          device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u}, false, o.fp16}));
+  // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
+  // in fp32 the storage type is already float32.
+  for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
+    for (const LinearTiles& t : tiles_) {
+      if (t.vec)
+        pipelines_[y32].push_back(
+            std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
+      else
+        pipelines_[y32].push_back(std::make_unique<Pipeline>(
+            device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32}, false, o.fp16}));
+    }
+    // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
+    for (const LinearTiles& t : tiles_)
+      vec_pipelines_[y32].push_back(t.vec || t.bk % 4 != 0
+                                        ? nullptr
+                                        : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32},
+                                                                                          false, o.fp16}));
   }
-  // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
-  for (const LinearTiles& t : tiles_)
-    vec_pipelines_.push_back(t.vec || t.bk % 4 != 0 ? nullptr
-                                                   : std::make_unique<Pipeline>(
-                                                         device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u}, false, o.fp16}));
   // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
   // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
   // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
   const DeviceCaps& c = device.caps();
   row_wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
   row_nf_ = std::min(8u, row_wg_);
+  // x32 / y32 (fp16 devices only): float32 x (the residual stream under the norm prologue or the lm_head's
+  // last row) / float32 y and residual. The SwiGLU prologue reads the fp16 [gate | up] row only.
+  const uint32_t n32 = o.fp16 ? 2 : 1;
   for (uint32_t vec = 0; vec < 2; ++vec)
     for (uint32_t pro = 0; pro < 3; ++pro)
-      row_pipelines_[vec][pro] = std::make_unique<Pipeline>(
-          device, PipelineDesc{"linear_row", 5, 16, {row_wg_, row_nf_, vec, pro}, o.subgroup, o.fp16});
+      for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+        for (uint32_t y32 = 0; y32 < n32; ++y32)
+          row_pipelines_[vec][pro][x32][y32] = std::make_unique<Pipeline>(
+              device, PipelineDesc{"linear_row", 5, 16, {row_wg_, row_nf_, vec, pro, x32, y32}, o.subgroup, o.fp16});
 }
 
 void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& p,
                               BufferRange residual, BufferRange norm_w) const {
-  const bool fp16 = row_pipelines_[0][0]->desc().fp16;
-  const uint64_t es = storage_bytes(fp16);
+  const bool fp16 = fp16_;
+  const uint64_t es = storage_bytes(fp16), xs = elem_bytes(p.x_elem, fp16), ys = elem_bytes(p.y_elem, fp16);
   if (p.in == 0 || p.out == 0) throw Error(Status::invalid_argument, "linear_row: zero size");
   const uint32_t pro = static_cast<uint32_t>(p.pro);
   if (pro > 2) throw Error(Status::invalid_argument, "linear_row: unknown prologue");
+  if (p.pro == RowPrologue::silu_mul && p.x_elem == Elem::f32)
+    throw Error(Status::invalid_argument, "linear_row: the SwiGLU prologue reads a storage-type row, not float32");
   const uint64_t x_elems = uint64_t(p.in) * (p.pro == RowPrologue::silu_mul ? 2 : 1);
   if (uint64_t(p.out) * p.in > UINT32_MAX) throw Error(Status::invalid_argument, "linear_row: weight too large for 32-bit element indices");
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
   if (has_norm && norm_w.buffer == VK_NULL_HANDLE) throw Error(Status::invalid_argument, "linear_row: rmsnorm needs the norm weight");
-  if (x.size < x_elems * es || w.size < uint64_t(p.out) * p.in * es || y.size < uint64_t(p.out) * es ||
-      (has_res && residual.size < uint64_t(p.out) * es) || (has_norm && norm_w.size < uint64_t(p.in) * es))
+  if (x.size < x_elems * xs || w.size < uint64_t(p.out) * p.in * es || y.size < uint64_t(p.out) * ys ||
+      (has_res && residual.size < uint64_t(p.out) * ys) || (has_norm && norm_w.size < uint64_t(p.in) * es))
     throw Error(Status::invalid_argument, "linear_row: buffer too small for the shape");
   if (ranges_overlap(x, y) || ranges_overlap(w, y) || (has_norm && ranges_overlap(norm_w, y)))
     throw Error(Status::invalid_argument, "linear_row: the output overlaps an input");
@@ -166,17 +180,18 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
   static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
-  program.dispatch(*row_pipelines_[vec][pro], std::move(args), &push, sizeof push, groups, labels[pro]);
+  const uint32_t x32 = fp16 && p.x_elem == Elem::f32, y32 = fp16 && p.y_elem == Elem::f32;
+  program.dispatch(*row_pipelines_[vec][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[pro]);
 }
 
 void LinearKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& p,
-                          BufferRange residual) const {
+                          BufferRange residual, Elem y_elem) const {
   const LinearTiles t = choose_linear_tiles(device_.caps(), p.rows, p.in, p.out);
-  record_variant(program, t.variant, x, w, y, p, residual);
+  record_variant(program, t.variant, x, w, y, p, residual, y_elem);
 }
 
 void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
-                                  const LinearParams& p, BufferRange residual) const {
+                                  const LinearParams& p, BufferRange residual, Elem y_elem) const {
   if (variant >= tiles_.size()) throw Error(Status::invalid_argument, "linear: no such tile variant");
   const LinearTiles& t = tiles_[variant];
   if (p.rows == 0 || p.in == 0 || p.out == 0 || p.x_stride < p.in || p.y_stride < p.out)
@@ -188,9 +203,9 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
   const uint64_t y_elems = uint64_t(p.rows - 1) * p.y_stride + p.out;
   if (std::max({x_elems, w_elems, y_elems}) > UINT32_MAX)
     throw Error(Status::invalid_argument, "linear: tensor too large for 32-bit element indices");
-  const uint64_t es = storage_bytes(pipelines_[variant]->desc().fp16);
+  const uint64_t es = storage_bytes(fp16_), ys = elem_bytes(y_elem, fp16_);
   const bool has_res = residual.buffer != VK_NULL_HANDLE;
-  if (x.size < x_elems * es || w.size < w_elems * es || y.size < y_elems * es || (has_res && residual.size < y_elems * es))
+  if (x.size < x_elems * es || w.size < w_elems * es || y.size < y_elems * ys || (has_res && residual.size < y_elems * ys))
     throw Error(Status::invalid_argument, "linear: buffer too small for the shape");
   if (ranges_overlap(x, y) || ranges_overlap(w, y))
     throw Error(Status::invalid_argument, "linear: the output overlaps an input");
@@ -222,9 +237,10 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
     groups[0] = clamp(ceil_div(p.out, t.bn), 0);
     groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   }
-  const bool vec4 = !t.vec && vec_pipelines_[variant] && !row_scalar_ && p.in % 4 == 0 && p.x_stride % 4 == 0 &&
+  const uint32_t y32 = fp16_ && y_elem == Elem::f32;
+  const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % 4 == 0 && p.x_stride % 4 == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;
-  program.dispatch(vec4 ? *vec_pipelines_[variant] : *pipelines_[variant], std::move(args), &push, sizeof push, groups,
+  program.dispatch(vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant], std::move(args), &push, sizeof push, groups,
                    t.vec ? "linear_vec" : "linear");
 }
 

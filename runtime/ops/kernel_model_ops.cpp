@@ -26,7 +26,7 @@ void EmbedKernel::record(Program& program, BufferRange tokens, BufferRange table
                          uint32_t E, uint32_t vocab) const {
   const uint64_t es = storage_bytes(pipeline_->desc().fp16);
   if (rows == 0 || E == 0 || vocab == 0) throw Error(Status::invalid_argument, "embed: zero size");
-  if (tokens.size < rows * 4ull || table.size < uint64_t(vocab) * E * es || x.size < uint64_t(rows) * E * es)
+  if (tokens.size < rows * 4ull || table.size < uint64_t(vocab) * E * es || x.size < uint64_t(rows) * E * 4)
     throw Error(Status::invalid_argument, "embed: buffer too small for the shape");
   EmbedPush p{rows, E, vocab};
   program.dispatch(*pipeline_, {{tokens, Access::read}, {table, Access::read}, {x, Access::write}}, &p, sizeof p,
@@ -60,9 +60,8 @@ bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const {
 }
 
 void SampleKernel::record(Program& program, BufferRange logits, BufferRange params, BufferRange token, uint32_t vocab) const {
-  const uint64_t es = storage_bytes(pipeline_->desc().fp16);
   if (vocab == 0) throw Error(Status::invalid_argument, "sample_topk: empty vocabulary");
-  if (logits.size < uint64_t(vocab) * es || params.size < 16 || token.size < 4)
+  if (logits.size < uint64_t(vocab) * 4 || params.size < 16 || token.size < 4)
     throw Error(Status::invalid_argument, "sample_topk: buffer too small");
   if (!supports(vocab, 1)) throw Error(Status::invalid_argument, "sample_topk: vocabulary too large for one workgroup");
   program.dispatch(*pipeline_, {{logits, Access::read}, {params, Access::read}, {token, Access::write}}, &vocab, 4,

@@ -17,6 +17,12 @@ struct KernelOptions {
 
 inline size_t storage_bytes(bool fp16) { return fp16 ? 2 : 4; }
 
+// Element type of a tensor argument that may differ from the storage type. The model keeps its residual
+// stream and its logits in float32 in every precision (issue 13: real activations exceed fp16's 65504);
+// fp16 storage is for the weights, the KV cache and the activations between kernels.
+enum class Elem : uint32_t { storage = 0, f32 = 1 };
+inline size_t elem_bytes(Elem e, bool fp16) { return e == Elem::f32 ? 4 : storage_bytes(fp16); }
+
 // Headwise RMSNorm (SPEC.md eq. 3): x, y: rows x row_stride, head h at columns [h*width, (h+1)*width); w: width.
 struct HeadRmsNormParams {
   uint32_t rows = 0, heads = 0, width = 0, row_stride = 0;
@@ -26,12 +32,14 @@ struct HeadRmsNormParams {
 class HeadRmsNormKernel {
  public:
   HeadRmsNormKernel(Device& device, KernelOptions options);
-  void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const HeadRmsNormParams& params) const;
+  // x_elem: x's element type (Elem::f32 for the model's residual stream); w and y are storage type.
+  void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const HeadRmsNormParams& params,
+              Elem x_elem = Elem::storage) const;
   uint32_t workgroup_size() const { return wg_; }
 
  private:
   uint32_t wg_;
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<Pipeline> pipeline_[2];  // [x float32] (fp16 devices only; [1] is [0] otherwise)
 };
 
 // Largest power of two <= min(cap, device invocation limit, device x-size limit), at least 1.
@@ -81,6 +89,8 @@ struct LinearRowParams {
   uint32_t in = 0, out = 0;
   RowPrologue pro = RowPrologue::none;
   float eps = 1e-5f;
+  Elem x_elem = Elem::storage;  // f32: x is float32 (none / rmsnorm only: the residual stream)
+  Elem y_elem = Elem::storage;  // f32: y and the residual are float32 (the residual stream, logits)
 };
 
 class LinearKernel {
@@ -89,12 +99,14 @@ class LinearKernel {
   // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
   // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
   // output with an input is rejected (invalid_argument).
+  // y_elem: the element type of y and the residual (Elem::f32: the residual stream, the logits); x and W
+  // are always the storage type.
   void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
-              BufferRange residual = {}) const;
+              BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // Same, with a given candidate index (tests use it to run every path on every shape; the
   // matrix-vector candidate needs rows <= kLinearVecMaxRows).
   void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
-                      const LinearParams& params, BufferRange residual = {}) const;
+                      const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
   // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
   // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
@@ -113,11 +125,12 @@ class LinearKernel {
  private:
   Device& device_;
   std::vector<LinearTiles> tiles_;
-  std::vector<std::unique_ptr<Pipeline>> pipelines_;  // one per candidate
-  std::vector<std::unique_ptr<Pipeline>> vec_pipelines_;  // matrix-matrix candidates with 4-wide loads (null: n/a)
+  bool fp16_ = false;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
+  std::vector<std::unique_ptr<Pipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
-  std::unique_ptr<Pipeline> row_pipelines_[2][3];  // [vector loads][prologue]
+  std::unique_ptr<Pipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
   bool row_scalar_ = false;
 };
 
@@ -162,7 +175,7 @@ std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta =
 
 // ==== model ops (kernel_model_ops.cpp) ====
 
-// x[r] = table[tokens[r]]: tokens are uint32 (rows), table vocab x E, x rows x E.
+// x[r] = table[tokens[r]]: tokens are uint32 (rows), table vocab x E, x rows x E (float32: the residual stream).
 class EmbedKernel {
  public:
   EmbedKernel(Device& device, KernelOptions options);
@@ -188,7 +201,7 @@ class SiluMulKernel {
 };
 
 // Device sampling (shaders/sample_topk.comp): token[0] = greedy or top-k choice from one logits row.
-//   logits: vocab values; params: 4 uint32 = {position (unused), u (float bits), temperature (float bits),
+//   logits: vocab float32 values (in every precision); params: 4 uint32 = {position (unused), u (float bits), temperature (float bits),
 //   top_k}; token: 4 bytes (uint32). Greedy when temperature <= 0 or top_k == 0.
 class SampleKernel {
  public:

@@ -19,6 +19,7 @@
 
 #include "diffvk/model.hpp"
 #include "io/safetensors.hpp"
+#include "model_ref.hpp"
 
 namespace diffvk::test {
 
@@ -151,6 +152,53 @@ inline Tensors tiny_tensors(const TinySpec& s, uint64_t seed = 1) {
     ts[p + "ffn.down_proj.weight"] = rnd({E, I}, 0.1f);
   }
   return ts;
+}
+
+// The float64 reference's weights of a synthesized checkpoint (F32 tensors), every value rounded to the
+// storage type the device path sees (fp16 or fp32), as SPEC.md's tolerances assume.
+inline ref::ModelWeights reference_weights(const TinySpec& s, const Tensors& ts, bool fp16) {
+  auto get = [&](const std::string& name) {
+    const RawTensor& t = ts.at(name);
+    REQUIRE(t.dtype == "F32");
+    std::vector<float> f(t.bytes.size() / 4);
+    std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
+    std::vector<double> d(f.begin(), f.end());
+    return fp16 ? ref::round_to_f16(d) : d;
+  };
+  ref::ModelWeights m;
+  m.shape = ref::make_shape(int(s.hidden), int(s.heads), int(s.kv_heads));
+  m.vocab = int(s.vocab);
+  m.I = int(s.intermediate);
+  m.embed = get("embed_tokens.weight");
+  m.norm = get("norm.weight");
+  m.lm_head = get(s.tie ? "embed_tokens.weight" : "lm_head.weight");
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    ref::ModelLayerWeights L;
+    L.attn_norm = get(p + "attn_norm.weight");
+    L.attn.wq = get(p + "attn.q_proj.weight");
+    L.attn.wk = get(p + "attn.k_proj.weight");
+    L.attn.wv = get(p + "attn.v_proj.weight");
+    L.attn.wo = get(p + "attn.out_proj.weight");
+    // The runtime computes λ from the fp32 vectors (model.cpp), whatever the storage type.
+    auto lam = [&](const char* n) {
+      const RawTensor& t = ts.at(p + "attn." + n);
+      std::vector<float> f(t.bytes.size() / 4);
+      std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
+      return std::vector<double>(f.begin(), f.end());
+    };
+    L.attn.lq1 = lam("lambda_q1");
+    L.attn.lk1 = lam("lambda_k1");
+    L.attn.lq2 = lam("lambda_q2");
+    L.attn.lk2 = lam("lambda_k2");
+    L.attn.subln = get(p + "attn.subln.weight");
+    L.ffn_norm = get(p + "ffn_norm.weight");
+    L.gate = get(p + "ffn.gate_proj.weight");
+    L.up = get(p + "ffn.up_proj.weight");
+    L.down = get(p + "ffn.down_proj.weight");
+    m.layers.push_back(std::move(L));
+  }
+  return m;
 }
 
 // Writes <dir>/config.json and <dir>/model.safetensors.

@@ -166,6 +166,9 @@ TEST_CASE("model: one static plan places every intermediate") {
   for (const char* name : {"x (residual stream)", "layers.0.qkv", "layers.1.ffn.gate_up", "layers.1.attn.split_part", "logits"})
     CHECK(r.find(name) != std::string::npos);
   CHECK(r.find("lower bound") != std::string::npos);
+  // The residual stream and the logits are float32 in every precision (issue 13).
+  CHECK(r.find("x (residual stream) [f32]") != std::string::npos);
+  CHECK(r.find("logits [f32]") != std::string::npos);
 }
 
 TEST_CASE("model: diffvk logits and diffvk plan commands") {

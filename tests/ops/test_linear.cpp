@@ -21,6 +21,7 @@ enum Residual { none, separate, in_place };
 struct LShape {
   uint32_t rows, in, out, x_pad, y_pad;
   Residual res;
+  Elem y_elem = Elem::storage;  // f32: y and the residual are float32 (the model's residual stream / logits)
 };
 
 // variant < 0: the kernel's own choice (record); else record_variant.
@@ -33,7 +34,9 @@ void run_case(Context& ctx, const LinearKernel& kernel, int variant, const LShap
   auto x = round(test::random_vector(rng, size_t(s.rows) * xs, -1.0, 1.0));
   const double ws = 1.7 / std::sqrt(double(s.in));
   auto w = round(test::random_vector(rng, size_t(s.out) * s.in, -ws, ws));
-  auto r = round(test::random_vector(rng, size_t(s.rows) * ys, -2.0, 2.0));
+  const bool y32 = s.y_elem == Elem::f32;  // float32 residuals carry values beyond fp16's 65504
+  auto r = test::random_vector(rng, size_t(s.rows) * ys, y32 ? -2e5 : -2.0, y32 ? 2e5 : 2.0);
+  r = y32 ? ref::round_to_f32(r) : round(r);
 
   std::vector<double> xd(size_t(s.rows) * s.in);
   for (uint32_t i = 0; i < s.rows; ++i)
@@ -43,15 +46,15 @@ void run_case(Context& ctx, const LinearKernel& kernel, int variant, const LShap
     for (uint32_t i = 0; i < s.rows; ++i)
       for (uint32_t n = 0; n < s.out; ++n) expect[size_t(i) * s.out + n] += r[size_t(i) * ys + n];
 
-  const size_t es = storage_bytes(fp16);
+  const size_t es = storage_bytes(fp16), yes = y32 ? 4 : es;
   // y / r cover full padded rows so the stride padding of the last row is checked as well.
-  const VkDeviceSize xb = x.size() * es, wb = w.size() * es, yb = r.size() * es;
+  const VkDeviceSize xb = x.size() * es, wb = w.size() * es, yb = r.size() * yes;
   const VkDeviceSize align = dev.caps().min_storage_buffer_offset_alignment;
   auto up = [&](VkDeviceSize n) { return (n + align - 1) / align * align; };
   Buffer buf(dev, up(xb) + up(wb) + up(yb) + yb, MemoryDomain::device, "linear test");
   BufferRange rx = buf.range(0, xb), rw = buf.range(up(xb), wb), ry = buf.range(up(xb) + up(wb), yb),
               rr = buf.range(up(xb) + up(wb) + up(yb), yb);
-  const auto rbytes = test::pack(r, fp16);
+  const auto rbytes = test::pack(r, fp16 && !y32);
   buf.upload(rx.offset, test::pack(x, fp16).data(), xb);
   buf.upload(rw.offset, test::pack(w, fp16).data(), wb);
   buf.upload(rr.offset, rbytes.data(), yb);
@@ -60,9 +63,9 @@ void run_case(Context& ctx, const LinearKernel& kernel, int variant, const LShap
   const LinearParams p{s.rows, s.in, s.out, xs, ys};
   const BufferRange res = s.res == none ? BufferRange{} : s.res == separate ? rr : ry;
   if (variant < 0)
-    kernel.record(prog, rx, rw, ry, p, res);
+    kernel.record(prog, rx, rw, ry, p, res, s.y_elem);
   else
-    kernel.record_variant(prog, uint32_t(variant), rx, rw, ry, p, res);
+    kernel.record_variant(prog, uint32_t(variant), rx, rw, ry, p, res, s.y_elem);
 
   const LinearTiles t =
       variant < 0 ? choose_linear_tiles(dev.caps(), s.rows, s.in, s.out) : kernel.candidates()[size_t(variant)];
@@ -72,25 +75,25 @@ void run_case(Context& ctx, const LinearKernel& kernel, int variant, const LShap
     buf.fill(ry.offset, yb, test::kPoison);
     if (s.res == in_place)
       for (uint32_t i = 0; i < s.rows; ++i)
-        buf.upload(ry.offset + size_t(i) * ys * es, rbytes.data() + size_t(i) * ys * es, size_t(s.out) * es);
+        buf.upload(ry.offset + size_t(i) * ys * yes, rbytes.data() + size_t(i) * ys * yes, size_t(s.out) * yes);
     prog.run();
     std::vector<uint8_t> got(yb);
     buf.download(ry.offset, got.data(), yb);
     if (rep == 0) {
       first = got;
-      const auto all = test::unpack(got, fp16);
+      const auto all = test::unpack(got, fp16 && !y32);
       std::vector<double> gd(expect.size());
       size_t pad_changed = 0;
       for (uint32_t i = 0; i < s.rows; ++i) {
         for (uint32_t n = 0; n < s.out; ++n) gd[size_t(i) * s.out + n] = all[size_t(i) * ys + n];
         for (uint32_t n = s.out; n < ys; ++n) {
           uint32_t poison = test::kPoison;
-          if (std::memcmp(&got[(size_t(i) * ys + n) * es], &poison, es) != 0) ++pad_changed;
+          if (std::memcmp(&got[(size_t(i) * ys + n) * yes], &poison, yes) != 0) ++pad_changed;
         }
       }
       const auto c = test::compare(gd, expect);
       INFO("rows=" << s.rows << " in=" << s.in << " out=" << s.out << " x_stride=" << xs << " y_stride=" << ys
-                   << " residual=" << int(s.res) << " " << precision_name(ctx.precision())
+                   << " residual=" << int(s.res) << " y32=" << y32 << " " << precision_name(ctx.precision())
                    << (t.vec ? " vec wg=" : " mm wg=") << t.wg << " bm=" << t.bm << " bn=" << t.bn << " bk=" << t.bk
                    << " rm=" << t.rm << " rn=" << t.rn << " variant=" << t.variant << ": " << c.summary());
       CHECK(test::within_spec(c, fp16));
@@ -109,6 +112,9 @@ const LShape kShapes[] = {
     {33, 136, 24, 1, 1, separate}, {130, 136, 200, 0, 0, separate}, {130, 16, 8, 0, 0, none},
     {130, 64, 72, 7, 0, in_place}, {130, 40, 24, 0, 0, none},  {17, 48, 37, 0, 0, separate},
     {65, 24, 101, 0, 2, none},
+    // float32 output and residual (issue 13): every path (<= 8 rows: matrix-vector; more: both tiles).
+    {1, 64, 72, 0, 0, in_place, Elem::f32},    {5, 40, 24, 0, 3, separate, Elem::f32}, {33, 136, 72, 1, 0, in_place, Elem::f32},
+    {130, 64, 200, 0, 2, separate, Elem::f32}, {17, 48, 37, 0, 0, none, Elem::f32},
 };
 
 bool skip_fp16(Precision precision) {

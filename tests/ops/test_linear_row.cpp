@@ -24,6 +24,7 @@ struct RowCase {
   uint32_t in, out;
   RowPrologue pro;
   Residual res;
+  Elem x_elem = Elem::storage, y_elem = Elem::storage;  // f32: the model's residual stream / logits (issue 13)
 };
 
 // Runs one case; `scalar` forces the elementwise loads. Returns whether the vector path was eligible.
@@ -33,12 +34,17 @@ void run_row(Context& ctx, LinearKernel& kernel, const RowCase& s, bool scalar, 
   kernel.force_row_scalar_for_testing(scalar);
   std::mt19937_64 rng(seed);
   auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+  const bool x32 = s.x_elem == Elem::f32, y32 = s.y_elem == Elem::f32;
+  // float32 x and residual carry values beyond fp16's 65504 (1e5 times the usual range).
+  const double xk = x32 ? 1e5 : 1.0, rk = y32 ? 1e5 : 1.0;
   const uint32_t xn = s.pro == RowPrologue::silu_mul ? 2 * s.in : s.in;
-  auto x = round(test::random_vector(rng, xn, s.pro == RowPrologue::silu_mul ? -4.0 : -3.0, 3.0));
+  auto x = test::random_vector(rng, xn, (s.pro == RowPrologue::silu_mul ? -4.0 : -3.0) * xk, 3.0 * xk);
+  x = x32 ? ref::round_to_f32(x) : round(x);
   const double ws = 1.7 / std::sqrt(double(s.in));
   auto w = round(test::random_vector(rng, size_t(s.out) * s.in, -ws, ws));
   auto g = round(test::random_vector(rng, s.in, 0.5, 1.5));
-  auto r = round(test::random_vector(rng, s.out, -2.0, 2.0));
+  auto r = test::random_vector(rng, s.out, -2.0 * rk, 2.0 * rk);
+  r = y32 ? ref::round_to_f32(r) : round(r);
   const double eps = 1e-5;
 
   std::vector<double> a(s.in);
@@ -54,24 +60,24 @@ void run_row(Context& ctx, LinearKernel& kernel, const RowCase& s, bool scalar, 
   if (s.res != none)
     for (uint32_t n = 0; n < s.out; ++n) expect[n] += r[n];
 
-  const size_t es = storage_bytes(fp16);
+  const size_t es = storage_bytes(fp16), xs = x32 ? 4 : es, ys = y32 ? 4 : es;
   const VkDeviceSize align = std::max<VkDeviceSize>(dev.caps().min_storage_buffer_offset_alignment, 16);
   auto up = [&](VkDeviceSize n) { return (n + align - 1) / align * align; };
-  const VkDeviceSize xb = x.size() * es, wb = w.size() * es, gb = g.size() * es, yb = r.size() * es;
+  const VkDeviceSize xb = x.size() * xs, wb = w.size() * es, gb = g.size() * es, yb = r.size() * ys;
   // x at an offset that is a multiple of the device alignment but (x_misalign) not of 16 bytes.
   const VkDeviceSize xo = x_misalign, wo = up(xo + xb), go = wo + up(wb), yo = go + up(gb), ro = yo + up(yb);
   Buffer buf(dev, ro + up(yb), MemoryDomain::device, "linear_row test");
   const BufferRange rx = buf.range(xo, xb), rw = buf.range(wo, wb), rg = buf.range(go, gb), ry = buf.range(yo, yb),
                     rr = buf.range(ro, yb);
-  const auto rbytes = test::pack(r, fp16);
-  buf.upload(xo, test::pack(x, fp16).data(), xb);
+  const auto rbytes = test::pack(r, fp16 && !y32);
+  buf.upload(xo, test::pack(x, fp16 && !x32).data(), xb);
   buf.upload(wo, test::pack(w, fp16).data(), wb);
   buf.upload(go, test::pack(g, fp16).data(), gb);
   buf.upload(ro, rbytes.data(), yb);
 
   Program prog(dev, "linear_row test");
   const BufferRange res = s.res == none ? BufferRange{} : s.res == separate ? rr : ry;
-  kernel.record_row(prog, rx, rw, ry, {s.in, s.out, s.pro, float(eps)}, res, s.pro == RowPrologue::rmsnorm ? rg : BufferRange{});
+  kernel.record_row(prog, rx, rw, ry, {s.in, s.out, s.pro, float(eps), s.x_elem, s.y_elem}, res, s.pro == RowPrologue::rmsnorm ? rg : BufferRange{});
   std::vector<uint8_t> first;
   for (int rep = 0; rep < 2; ++rep) {
     buf.fill(yo, yb, test::kPoison);
@@ -81,8 +87,9 @@ void run_row(Context& ctx, LinearKernel& kernel, const RowCase& s, bool scalar, 
     buf.download(yo, got.data(), yb);
     if (rep == 0) {
       first = got;
-      const auto c = test::compare(test::unpack(got, fp16), expect);
+      const auto c = test::compare(test::unpack(got, fp16 && !y32), expect);
       INFO("in=" << s.in << " out=" << s.out << " pro=" << int(s.pro) << " residual=" << int(s.res) << " scalar=" << scalar
+                 << " x32=" << x32 << " y32=" << y32
                  << " x_offset=" << xo << " " << std::string(precision_name(ctx.precision())) << " wg=" << kernel.row_workgroup_size()
                  << " nf=" << kernel.row_features() << ": " << c.summary());
       CHECK(test::within_spec(c, fp16));
@@ -118,6 +125,15 @@ void sweep_row(Precision precision, bool subgroup) {
   LinearKernel kernel(ctx->device(), KernelOptions{ctx->device().fp16(), subgroup});
   uint64_t seed = 9100 + 100 * static_cast<uint64_t>(precision) + (subgroup ? 50 : 0);
   for (const RowCase& s : kRowCases) {
+    run_row(*ctx, kernel, s, false, seed++);
+    run_row(*ctx, kernel, s, true, seed++);
+  }
+  // float32 x (the residual stream under the norm) and float32 y + residual (the residual add, logits).
+  const Elem f32 = Elem::f32, st = Elem::storage;
+  const RowCase wide[] = {{256, 200, RowPrologue::rmsnorm, separate, f32, f32}, {136, 13, RowPrologue::rmsnorm, none, f32, st},
+                          {40, 24, RowPrologue::none, in_place, st, f32},        {704, 256, RowPrologue::silu_mul, in_place, st, f32},
+                          {13, 5, RowPrologue::none, separate, f32, f32}};
+  for (const RowCase& s : wide) {
     run_row(*ctx, kernel, s, false, seed++);
     run_row(*ctx, kernel, s, true, seed++);
   }

@@ -1,0 +1,101 @@
+// diffvk attn-map: the attention maps of one layer (Session::attention_maps, computed on the device)
+// as a PNG (A1, A2, A1 − λ·A2 with token labels; attn_map_png.cpp) and/or JSON with the numbers.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "attn_map_png.hpp"
+#include "commands.hpp"
+#include "diffvk/model.hpp"
+#include "platform.hpp"
+
+namespace diffvk::cli {
+
+namespace {
+// A token as ASCII for the axes: its decoded bytes with printable ASCII as it is, the space as '_',
+// \n, \t and other bytes escaped (\xHH), at most 12 characters; <bos>/<eos>, or #id when it decodes to nothing.
+std::string token_label(const Tokenizer& tok, int32_t id) {
+  if (id == tok.bos_id()) return "<bos>";
+  if (id == tok.eos_id()) return "<eos>";
+  std::string out;
+  for (unsigned char ch : tok.decode(&id, 1)) {
+    if (ch == ' ') out += '_';
+    else if (ch > ' ' && ch < 127) out += char(ch);
+    else if (ch == '\n') out += "\\n";
+    else if (ch == '\t') out += "\\t";
+    else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02X", ch);
+      out += b;
+    }
+  }
+  if (out.empty()) return "#" + std::to_string(id);
+  return out.size() > 12 ? out.substr(0, 10) + ".." : out;
+}
+
+nlohmann::json matrix(const float* p, uint32_t T) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (uint32_t i = 0; i < T; ++i) rows.push_back(std::vector<float>(p + size_t(i) * T, p + size_t(i + 1) * T));
+  return rows;
+}
+}  // namespace
+
+Runner register_attn_map(CLI::App& app) {
+  struct Args {
+    DeviceFlags dev;
+    std::string model, prompt, output, json;
+    uint32_t layer = 0;
+    int32_t head = -1;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("attn-map", "draw one layer's attention maps A1, A2 and A1 - lambda*A2 for a prompt");
+  cmd->add_option("--model", a->model, "checkpoint directory (default: the bundled model)")->check(CLI::ExistingDirectory);
+  cmd->add_option("--prompt,-p", a->prompt, "prompt text (the tokenizer of `diffvk run`)")->required();
+  cmd->add_option("--layer", a->layer, "layer index (0-based)")->required();
+  cmd->add_option("--head", a->head, "head index (default: every head)");
+  cmd->add_option("--output,-o", a->output, "PNG file, written atomically");
+  cmd->add_option("--json", a->json, "JSON file with the numbers (tokens, labels, lambda, A1, A2 and the difference per head)");
+  add_device_flags(cmd, a->dev);
+  return [a]() {
+    if (a->output.empty() && a->json.empty()) throw Error(Status::invalid_argument, "attn-map: give --output PNG and/or --json FILE");
+    const std::string dir = a->model.empty() ? default_model_dir() : a->model;
+    if (!a->output.empty()) check_output(a->output, "--output", {}, dir);
+    if (!a->json.empty()) check_output(a->json, "--json", {a->output}, dir);
+    auto ctx = Context::create(a->dev.options());
+    auto model = Model::load(*ctx, dir);
+    const ModelConfig& cfg = model->config();
+    const Tokenizer tokenizer = model_tokenizer(dir, cfg);  // the tokenizer of `diffvk run`
+    const std::vector<int32_t> tokens = tokenizer.encode(a->prompt, true);
+    if (tokens.empty()) throw Error(Status::invalid_argument, "attn-map: the prompt encodes to no tokens");
+    if (tokens.size() > kAttentionMapMaxTokens)
+      throw Error(Status::invalid_argument, "attn-map: the prompt is " + std::to_string(tokens.size()) + " tokens; at most " +
+                                                std::to_string(kAttentionMapMaxTokens) + " are drawn");
+    auto session = Session::create(*model, SessionOptions{static_cast<uint32_t>(tokens.size()), 64});
+    const AttentionMaps maps = session->attention_maps(tokens, a->layer, a->head);
+    std::vector<std::string> labels;
+    for (int32_t t : tokens) labels.push_back(token_label(tokenizer, t));
+    if (!a->output.empty()) {
+      const auto png = render_attention_png(maps, labels);
+      platform::write_file_atomic(a->output, png.data(), png.size());
+    }
+    if (!a->json.empty()) {
+      nlohmann::json j = {{"layer", maps.layer}, {"tokens", tokens}, {"labels", labels}, {"lambda", maps.lambda},
+                          {"lambda_init", maps.lambda_init}, {"heads", nlohmann::json::array()}};
+      const size_t plane = size_t(maps.tokens) * maps.tokens;
+      for (uint32_t h = 0; h < maps.heads; ++h) {
+        std::vector<float> diff(plane);
+        for (size_t i = 0; i < plane; ++i) diff[i] = float(maps.a1[h * plane + i] - maps.lambda * maps.a2[h * plane + i]);
+        j["heads"].push_back({{"head", maps.head0 + h}, {"a1", matrix(&maps.a1[h * plane], maps.tokens)},
+                              {"a2", matrix(&maps.a2[h * plane], maps.tokens)}, {"a1_minus_lambda_a2", matrix(diff.data(), maps.tokens)}});
+      }
+      const std::string text = j.dump() + "\n";
+      platform::write_file_atomic(a->json, text.data(), text.size());
+    }
+    std::fprintf(stderr, "diffvk attn-map: %s, layer %u, %u head(s), %zu tokens, lambda %.4g%s%s%s%s\n", precision_name(ctx->precision()),
+                 maps.layer, maps.heads, tokens.size(), maps.lambda, a->output.empty() ? "" : " -> ", a->output.c_str(),
+                 a->json.empty() ? "" : " -> ", a->json.c_str());
+    return 0;
+  };
+}
+
+}  // namespace diffvk::cli

@@ -1,0 +1,40 @@
+#include "ops/kernel_attn_probs.hpp"
+
+#include <algorithm>
+
+namespace diffvk {
+
+namespace {
+struct Push {
+  uint32_t rows, H, Hkv, D, capacity, T, pos0, head0;
+};
+}  // namespace
+
+AttnProbsKernel::AttnProbsKernel(Device& device, KernelOptions o) : device_(device) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_}, o.subgroup, o.fp16});
+}
+
+void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cache, BufferRange dyn_pos, BufferRange out,
+                             const AttnProbsParams& a) const {
+  if (a.rows == 0 || a.H == 0 || a.Hkv == 0 || a.D == 0 || a.T == 0 || a.heads == 0 || a.H % a.Hkv != 0)
+    throw Error(Status::invalid_argument, "attn_probs: bad shape (zero size or H not a multiple of Hkv)");
+  if (a.T > kAttentionMapMaxTokens)
+    throw Error(Status::invalid_argument, "attn_probs: " + std::to_string(a.T) + " tokens exceed the attention-map limit of " +
+                                              std::to_string(kAttentionMapMaxTokens));
+  if (a.T > a.capacity || uint64_t(a.head0) + a.heads > a.H)
+    throw Error(Status::invalid_argument, "attn_probs: map size over the cache capacity or heads outside [0, H)");
+  const uint64_t es = storage_bytes(pipeline_->desc().fp16);
+  if (q.size < uint64_t(a.rows) * 2 * a.H * a.D * es || k_cache.size < uint64_t(a.Hkv) * a.capacity * 2 * a.D * es ||
+      dyn_pos.size < 4 || out.size < uint64_t(a.heads) * 2 * a.T * a.T * 4)
+    throw Error(Status::invalid_argument, "attn_probs: buffer too small for the shape");
+  if (ranges_overlap(out, q) || ranges_overlap(out, k_cache) || ranges_overlap(out, dyn_pos))
+    throw Error(Status::invalid_argument, "attn_probs: the output overlaps an input");
+  const Push push{a.rows, a.H, a.Hkv, a.D, a.capacity, a.T, a.pos0, a.head0};
+  const auto& maxc = device_.caps().max_workgroup_count;
+  if (a.rows > maxc[0] || a.heads > maxc[1]) throw Error(Status::invalid_argument, "attn_probs: too many rows or heads for one dispatch");
+  program.dispatch(*pipeline_, {{q, Access::read}, {k_cache, Access::read}, {dyn_pos, Access::read}, {out, Access::read_write}},
+                   &push, sizeof push, {a.rows, a.heads, 1}, "attn_probs");
+}
+
+}  // namespace diffvk

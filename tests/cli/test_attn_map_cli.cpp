@@ -1,0 +1,71 @@
+// diffvk attn-map (issue 13 item 5) on a synthesized tiny model: the PNG is a PNG, the JSON holds one
+// T x T matrix per head and map (rows of A1 and A2 sum to 1, nothing above the diagonal, the
+// difference is A1 − λ·A2), bad arguments give a message and a non-zero exit. The numbers themselves
+// are checked against the float64 reference in test_attn_probs.cpp.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "cli_run.hpp"
+
+using namespace diffvk;
+
+namespace {
+int attn_map(const test::TempDir& tmp, const std::string& args, std::string* out) {
+  const test::CliResult r = test::run_cli(tmp, "attn-map " + args);
+  *out = r.out;
+  return r.exit_code;
+}
+}  // namespace
+
+TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
+  test::TempDir tmp("diffvk-attn-map");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);  // 2 layers, H = 2, bos 2
+  std::string out;
+  const std::string base = "--model " + model + " --prompt 'Hi there' --layer 1";
+  REQUIRE_MESSAGE(attn_map(tmp, base + " --output " + (tmp / "m.png") + " --json " + (tmp / "m.json"), &out) == 0, out);
+  const auto png = test::read_bytes(tmp / "m.png");
+  REQUIRE(png.size() > 8);
+  CHECK(std::string(png.begin() + 1, png.begin() + 4) == "PNG");
+  const auto text = test::read_bytes(tmp / "m.json");
+  const auto j = nlohmann::json::parse(text.begin(), text.end());
+  const size_t T = 9;  // <bos> + 8 bytes
+  REQUIRE(j["tokens"].size() == T);
+  CHECK(j["labels"][0] == "<bos>");
+  CHECK(j["labels"][3] == "_");  // the space
+  REQUIRE(j["heads"].size() == 2);
+  const double lambda = j["lambda"];
+  for (const auto& h : j["heads"]) {
+    for (size_t i = 0; i < T; ++i) {
+      double s1 = 0, s2 = 0;
+      for (size_t k = 0; k < T; ++k) {
+        const double a1 = h["a1"][i][k], a2 = h["a2"][i][k], d = h["a1_minus_lambda_a2"][i][k];
+        s1 += a1;
+        s2 += a2;
+        if (k > i) CHECK((a1 == 0 && a2 == 0));
+        CHECK(std::fabs(d - (a1 - lambda * a2)) <= 1e-6);
+      }
+      CHECK(std::fabs(s1 - 1) <= 1e-3);
+      CHECK(std::fabs(s2 - 1) <= 1e-3);
+    }
+  }
+  // One head only.
+  REQUIRE_MESSAGE(attn_map(tmp, base + " --head 1 --json " + (tmp / "h.json"), &out) == 0, out);
+  const auto t1 = test::read_bytes(tmp / "h.json");
+  const auto j1 = nlohmann::json::parse(t1.begin(), t1.end());
+  REQUIRE(j1["heads"].size() == 1);
+  CHECK(j1["heads"][0]["a1"] == j["heads"][1]["a1"]);
+
+  // Bad arguments: a message naming the problem and a non-zero exit.
+  CHECK(attn_map(tmp, base, &out) != 0);
+  CHECK(out.find("--output") != std::string::npos);
+  CHECK(attn_map(tmp, "--model " + model + " --prompt x --layer 2 --json " + (tmp / "e.json"), &out) != 0);
+  CHECK(out.find("layer 2") != std::string::npos);
+  CHECK(attn_map(tmp, base + " --head 2 --json " + (tmp / "e.json"), &out) != 0);
+  CHECK(out.find("head 2") != std::string::npos);
+  CHECK(attn_map(tmp, "--model " + model + " --prompt " + std::string(300, 'a') + " --layer 0 --json " + (tmp / "e.json"), &out) != 0);
+  CHECK(out.find("at most 256") != std::string::npos);
+}
