@@ -70,7 +70,7 @@ Runner register_attn_map(CLI::App& app) {
     if (tokens.size() > kAttentionMapMaxTokens)
       throw Error(Status::invalid_argument, "attn-map: the prompt is " + std::to_string(tokens.size()) + " tokens; at most " +
                                                 std::to_string(kAttentionMapMaxTokens) + " are drawn");
-    auto session = Session::create(*model, SessionOptions{static_cast<uint32_t>(tokens.size()), 64});
+    auto session = Session::create(*model, SessionOptions{static_cast<uint32_t>(tokens.size()), 64, false, {}});
     const AttentionMaps maps = session->attention_maps(tokens, a->layer, a->head);
     std::vector<std::string> labels;
     for (int32_t t : tokens) labels.push_back(token_label(tokenizer, t));
