@@ -116,6 +116,9 @@ class MappedFile {
   size_t size() const noexcept;
   bool is_mapped() const noexcept;       // true: mmap; false: read into memory (or empty)
   const std::string& path() const noexcept;
+  // Drops the pages wholly inside [offset, offset + bytes) from this process's resident set when the
+  // file is mapped (they are read again from the file on the next access); a no-op otherwise.
+  void release(size_t offset, size_t bytes) const noexcept;
 
   struct Impl;  // defined by the platform implementation
 

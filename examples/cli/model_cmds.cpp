@@ -49,13 +49,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt;
+    std::vector<int64_t> prompt_ids;
     uint32_t n = 64;
     SamplingOptions sampling;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (bundled model by default)");
   a->add(cmd, false);
-  cmd->add_option("--prompt,-p", a->prompt, "prompt text (bytes tokenizer)")->required();
+  auto* text = cmd->add_option("--prompt,-p", a->prompt, "prompt text (bytes tokenizer)");
+  auto* ids = cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, comma-separated (models without a tokenizer: Hugging Face)")
+                  ->delimiter(',');
+  text->excludes(ids);
+  ids->excludes(text);
   cmd->add_option("-n", a->n, "tokens to generate");
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; finite, >= 0");
   cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
@@ -63,6 +68,7 @@ Runner register_run(CLI::App& app) {
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
+    if (a->prompt.empty() && a->prompt_ids.empty()) throw Error(Status::invalid_argument, "run: give --prompt TEXT or --prompt-ids");
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
@@ -70,13 +76,25 @@ Runner register_run(CLI::App& app) {
     auto session = Session::create(*model, so);
     std::vector<int32_t> tokens;
     const auto& cfg = model->config();
-    if (cfg.bos_token_id >= 0) tokens.push_back(static_cast<int32_t>(cfg.bos_token_id));
+    const bool bytes = cfg.tokenizer == "bytes";
+    if (a->prompt_ids.empty() && (a->prompt.empty() || !bytes))
+      throw Error(Status::invalid_argument, bytes ? "run: give --prompt TEXT or --prompt-ids" :
+                                                    "run: this model has no tokenizer in diffvk (tokenizer '" + cfg.tokenizer +
+                                                        "'); give the prompt as token ids with --prompt-ids");
+    if (cfg.bos_token_id >= 0 && a->prompt_ids.empty()) tokens.push_back(static_cast<int32_t>(cfg.bos_token_id));  // ids: as given
     for (unsigned char ch : a->prompt) tokens.push_back(ch);
+    for (int64_t id : a->prompt_ids) {
+      if (id < 0 || id >= int64_t(cfg.vocab_size))
+        throw Error(Status::invalid_argument, "--prompt-ids: token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                                  std::to_string(cfg.vocab_size) + ")");
+      tokens.push_back(static_cast<int32_t>(id));
+    }
     if (tokens.size() + a->n > session->capacity())
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
                                                 " new tokens exceed the context of " + std::to_string(session->capacity()));
     Sampler sampler(a->sampling);
-    std::fputs(a->prompt.c_str(), stdout);
+    if (bytes) std::fputs(a->prompt.c_str(), stdout);
+    else for (size_t i = 0; i < tokens.size(); ++i) std::printf("%s%d", i ? " " : "", tokens[i]);
     std::fflush(stdout);
     auto t0 = std::chrono::steady_clock::now();
     auto logits = session->prefill(tokens);
@@ -88,7 +106,8 @@ Runner register_run(CLI::App& app) {
     int32_t next = a->n ? sampler.sample(logits.data(), cfg.vocab_size) : 0;
     for (; generated < a->n; ++generated) {
       if (next == cfg.eos_token_id) break;
-      if (next < 256) std::fputc(next, stdout);
+      if (!bytes) std::printf(" %d", next);  // token ids: no detokenizer
+      else if (next < 256) std::fputc(next, stdout);
       std::fflush(stdout);
       if (generated + 1 < a->n) {
         if (on_device) {
