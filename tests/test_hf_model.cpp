@@ -147,6 +147,14 @@ TEST_CASE("hf: config conversion and errors name the Hugging Face key") {
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 1.0},
                        {"original_max_position_embeddings", 16}};
   expect_config_error(j, "low_freq_factor < high_freq_factor");
+  CHECK_FALSE(is_hf_diffllama(R"({"vocab_size": 256})"));
+  try {
+    is_hf_diffllama(R"({"model_type": "llama"})");
+    FAIL("a plain Llama config was taken");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(std::string(e.what()).find("'llama'") != std::string::npos);
+  }
 }
 
 TEST_CASE("hf: llama3 scaling keeps high frequencies and divides low ones") {

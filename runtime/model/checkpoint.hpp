@@ -33,7 +33,8 @@ Checkpoint open_checkpoint(const std::string& dir);
 Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config);
 
 // Hugging Face DiffLlama.
-bool is_hf_diffllama(const std::string& config_text);  // top-level "model_type" == "diffllama"
+// True for a top-level "model_type" == "diffllama", false without model_type; unsupported for any other model_type.
+bool is_hf_diffllama(const std::string& config_text);
 // config.json of a DiffLlama checkpoint -> the runtime's config (H = num_attention_heads / 2; errors name
 // the Hugging Face key). Pure: tested without a device, and by tests/fuzz if it is listed there.
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& name);

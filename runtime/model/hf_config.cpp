@@ -15,7 +15,11 @@ namespace diffvk {
 
 bool is_hf_diffllama(const std::string& text) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  return j.is_object() && j.contains("model_type") && j["model_type"] == "diffllama";
+  if (!j.is_object() || !j.contains("model_type")) return false;  // native (or not JSON: the native parser says why)
+  if (j["model_type"] == "diffllama") return true;
+  const std::string type = j["model_type"].is_string() ? j["model_type"].get<std::string>() : j["model_type"].dump();
+  throw Error(Status::unsupported, "config.json: model_type '" + type.substr(0, 64) +
+                                       "' is not supported (\"diffllama\", or the native format without model_type)");
 }
 
 ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
