@@ -44,6 +44,9 @@ ModelConfig read_model_config(const std::string& dir);
 // How Model::load streams the weights in.
 struct LoadOptions {
   uint64_t staging_bytes = 16ull << 20;  // host conversion slice per upload (at least one row)
+  // Convert through the host slice and a staging buffer even where device memory is host-mapped (where the
+  // loader otherwise converts in place): the discrete-GPU path, testable on CPU drivers.
+  bool force_staging = false;
 };
 // What loading cost on the host (Model::load_stats).
 struct LoadStats {

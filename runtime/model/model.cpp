@@ -105,7 +105,7 @@ std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir, const L
   if (need > heap)
     throw Error(Status::out_of_memory, dir + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
                                             "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
-  const WeightUploadStats up = ws.upload(options.staging_bytes);
+  const WeightUploadStats up = ws.upload(options.staging_bytes, options.force_staging);
   for (const auto& L : m->layers)  // only the embedding and lm_head may be split across bindings
     for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown}) ws.range(w);
   ws.range(m->norm);

@@ -40,7 +40,7 @@ uint64_t WeightStore::planned_bytes() const {
   return total;
 }
 
-WeightUploadStats WeightStore::upload(uint64_t staging_bytes) {
+WeightUploadStats WeightStore::upload(uint64_t staging_bytes, bool force_staging) {
   const DeviceCaps& c = dev_.caps();
   const uint64_t al = c.min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
   const uint64_t limit = std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
@@ -80,7 +80,7 @@ WeightUploadStats WeightStore::upload(uint64_t staging_bytes) {
     const uint64_t chunk = std::max<uint64_t>(1, staging_bytes / std::max<uint64_t>(row_bytes, 1));
     for (uint64_t r = 0; r < pl.rows; r += chunk) {
       const uint64_t n = std::min(chunk, pl.rows - r), bytes = n * row_bytes, off = pl.offset + r * row_bytes;
-      if (buf.mapped()) {  // UMA: convert straight into the device memory
+      if (buf.mapped() && !force_staging) {  // UMA: convert straight into the device memory
         convert_rows(w, pl.row0 + r, n, fp16_, static_cast<uint8_t*>(buf.mapped()) + off);
         continue;
       }

@@ -34,7 +34,8 @@ class WeightStore {
   uint64_t planned_bytes() const;
   // Allocates, converts and uploads every tensor through a host slice of at most staging_bytes
   // (at least one row). The sources' mapped pages are released as each tensor is done.
-  WeightUploadStats upload(uint64_t staging_bytes);
+  // force_staging: use the host slice + staging buffer even where the device memory is mapped.
+  WeightUploadStats upload(uint64_t staging_bytes, bool force_staging = false);
   // The whole tensor; throws unsupported naming it when it is split (the caller does not handle parts).
   BufferRange range(size_t i) const;
   const std::vector<WeightPart>& parts(size_t i) const { return parts_.at(i); }
