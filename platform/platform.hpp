@@ -53,6 +53,9 @@ LogLevel log_level();
 void set_log_level(LogLevel level);
 
 // ---- files -----------------------------------------------------------------------
+// True when something exists at path (stat succeeds; it may not be a regular file: read_file says so).
+bool file_exists(const std::string& path) noexcept;
+
 // Whole file into memory. Throws io_error (names the path and strerror) when it
 // cannot be opened/read, format_error when it holds more than max_bytes. The size
 // reported by the file system is only a hint: reading stops at max_bytes + 1.

@@ -358,6 +358,11 @@ bool MappedFile::is_open() const noexcept { return impl_ != nullptr; }
 const uint8_t* MappedFile::data() const noexcept { return impl_ ? impl_->data : nullptr; }
 size_t MappedFile::size() const noexcept { return impl_ ? impl_->size : 0; }
 bool MappedFile::is_mapped() const noexcept { return impl_ && impl_->map != nullptr; }
+bool file_exists(const std::string& path) noexcept {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 void MappedFile::release(size_t offset, size_t bytes) const noexcept {
   if (!is_mapped() || offset >= impl_->size) return;
   const long page_size = ::sysconf(_SC_PAGESIZE);

@@ -14,7 +14,6 @@
 //  - The sub-norm has no weight: a row of ones; its eps is rms_norm_eps (ModelConfig::subln_eps).
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -37,8 +36,7 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_files(const std::string& dir,
   const std::string index = dir + "/model.safetensors.index.json";
   std::map<std::string, std::string> weight_map;  // tensor -> shard file name
   std::vector<std::string> names;
-  std::error_code ec;
-  if (std::filesystem::exists(index, ec)) {  // read_file refuses anything but a regular file
+  if (platform::file_exists(index)) {  // read_file refuses anything but a regular file
     const auto bytes = platform::read_file(index, 64ull << 20);
     const auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
