@@ -3,7 +3,7 @@
 // write_file_atomic, MappedFile) are POSIX and come from platform_posix.cpp on Android too.
 //
 // Built only for Android (the top CMakeLists excludes platform/android*.cpp elsewhere), plus once on
-// Linux by tests/platform_android_log_test.cpp with DIFFVK_PLATFORM_ANDROID_ON_HOST, against Debian's
+// Linux by tests/platform/platform_android_log_test.cpp with DIFFVK_PLATFORM_ANDROID_ON_HOST, against Debian's
 // liblog (android-liblog-dev), whose __android_log_write prints "diffvk I <date> <pid> <tid> msg" on
 // stderr.
 //
@@ -33,10 +33,6 @@ constexpr const char* kTag = "diffvk";
 // the tag and two NULs); longer messages are split into several entries.
 constexpr size_t kMaxEntryBytes = 4000;
 
-std::mutex g_log_mutex;
-std::function<void(LogLevel, const std::string&)> g_log_sink;  // guarded by g_log_mutex
-std::atomic<int> g_log_level{-1};                                // -1: not yet read from env
-
 std::mutex g_cache_dir_mutex;
 std::string g_cache_dir_base;  // guarded by g_cache_dir_mutex; "" = not set
 
@@ -50,17 +46,9 @@ int android_priority(LogLevel level) {
   return ANDROID_LOG_INFO;
 }
 
-bool ascii_iequals(const char* a, const char* b) {
-  for (; *a && *b; ++a, ++b) {
-    char ca = (*a >= 'A' && *a <= 'Z') ? char(*a - 'A' + 'a') : *a;
-    if (ca != *b) return false;
-  }
-  return *a == *b;
-}
-
 // One logcat entry per piece: split at the last newline inside the limit, else at the limit
 // (never inside a UTF-8 sequence).
-void default_sink(LogLevel level, const std::string& msg) {
+void logcat_write(LogLevel level, const std::string& msg) {
   const int prio = android_priority(level);
   if (msg.size() <= kMaxEntryBytes) {
     __android_log_write(prio, kTag, msg.c_str());
@@ -85,55 +73,14 @@ void default_sink(LogLevel level, const std::string& msg) {
   }
 }
 
-LogLevel level_from_env() {
-  const char* v = std::getenv("DIFFVK_LOG");  // apps can set it with android.system.Os.setenv
-  if (!v || !*v) return LogLevel::info;
-  if (ascii_iequals(v, "debug")) return LogLevel::debug;
-  if (ascii_iequals(v, "info")) return LogLevel::info;
-  if (ascii_iequals(v, "warn")) return LogLevel::warn;
-  if (ascii_iequals(v, "error")) return LogLevel::error;
-  std::string value(v);
-  if (value.size() > 64) value = value.substr(0, 64) + "...";
-  default_sink(LogLevel::warn, "DIFFVK_LOG='" + value + "' is not one of debug|info|warn|error; using info");
-  return LogLevel::info;
-}
-
 }  // namespace
 
-// ---- logging (logcat) ---------------------------------------------------------------
-LogLevel log_level() {
-  int lv = g_log_level.load(std::memory_order_acquire);
-  if (lv < 0) {
-    int fresh = int(level_from_env());
-    if (g_log_level.compare_exchange_strong(lv, fresh, std::memory_order_acq_rel)) return LogLevel(fresh);
-    return LogLevel(lv);
-  }
-  return LogLevel(lv);
-}
-
-void set_log_level(LogLevel level) { g_log_level.store(int(level), std::memory_order_release); }
-
-void log(LogLevel level, const std::string& msg) {
+// ---- default log sink (logcat); the dispatch is in platform/log.cpp -------------------
+void default_log_sink(LogLevel level, const std::string& msg) noexcept {
   try {
-    if (int(level) < int(log_level())) return;
-    std::function<void(LogLevel, const std::string&)> sink;
-    {
-      std::lock_guard<std::mutex> lock(g_log_mutex);
-      sink = g_log_sink;
-    }
-    if (sink) {
-      sink(level, msg);
-    } else {
-      default_sink(level, msg);
-    }
+    logcat_write(level, msg);
   } catch (...) {
-    // Logging must never take the process down.
   }
-}
-
-void set_log_sink(std::function<void(LogLevel, const std::string&)> sink) {
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  g_log_sink = std::move(sink);
 }
 
 // ---- cache dir (set by the app) ------------------------------------------------------

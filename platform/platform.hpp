@@ -3,6 +3,7 @@
 // Implementations:
 //   platform/platform_posix.cpp  files (Linux, Android, macOS) + stderr logging and
 //                                XDG cache dir (everything except Android)
+//   platform/log.cpp             the log dispatch (level filter, sink), shared by both
 //   platform/android.cpp         logcat logging (__android_log_write, tag "diffvk") + the
 //                                app's cache dir (set_cache_dir) on Android
 // See platform/README.md.
@@ -20,7 +21,7 @@
 #include "diffvk/error.hpp"
 
 // 1 where platform/android.cpp provides logging, cache_dir and set_cache_dir (instead of
-// platform_posix.cpp): on Android, and in the host build of tests/platform_android_log_test.cpp,
+// platform_posix.cpp): on Android, and in the host build of tests/platform/platform_android_log_test.cpp,
 // which compiles android.cpp against Debian's liblog (android-liblog-dev).
 #if defined(__ANDROID__) || defined(DIFFVK_PLATFORM_ANDROID_ON_HOST)
 #define DIFFVK_PLATFORM_ANDROID 1
@@ -51,6 +52,10 @@ void set_log_sink(std::function<void(LogLevel, const std::string&)> sink);
 // unrecognised value logs a warning and means info).
 LogLevel log_level();
 void set_log_level(LogLevel level);
+
+// The OS's own sink, used when no sink is set: stderr (platform_posix.cpp) or logcat (android.cpp).
+// The level filter and the sink dispatch live once, in platform/log.cpp.
+void default_log_sink(LogLevel level, const std::string& msg) noexcept;
 
 // ---- files -----------------------------------------------------------------------
 // True when something exists at path (stat succeeds; it may not be a regular file: read_file says so).

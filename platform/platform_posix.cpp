@@ -273,7 +273,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   Fd fd(raw);
   try {
     write_all(fd.fd, static_cast<const uint8_t*>(data), size, tmp);
-    // Test hook (tests/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
+    // Test hook (tests/io/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
     if (const char* ms = std::getenv("DIFFVK_TEST_WRITE_PAUSE_MS")) ::usleep(useconds_t(std::strtoul(ms, nullptr, 10)) * 1000);
     if (::fsync(fd.fd) != 0) throw_io("cannot fsync", tmp, errno);
     if (::close(fd.release()) != 0) throw_io("cannot close", tmp, errno);
@@ -377,90 +377,19 @@ const std::string& MappedFile::path() const noexcept {
   return impl_ ? impl_->path : kNone;
 }
 
-const char* log_level_name(LogLevel level) noexcept {
-  switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
-  }
-  return "?";
-}
-
 #if !DIFFVK_PLATFORM_ANDROID
-// ---- logging (stderr) ------------------------------------------------------------
-namespace {
-
-std::mutex g_log_mutex;
-std::function<void(LogLevel, const std::string&)> g_log_sink;  // guarded by g_log_mutex
-std::atomic<int> g_log_level{-1};                                // -1: not yet read from env
-
-bool ascii_iequals(const char* a, const char* b) {
-  for (; *a && *b; ++a, ++b) {
-    char ca = (*a >= 'A' && *a <= 'Z') ? char(*a - 'A' + 'a') : *a;
-    if (ca != *b) return false;
-  }
-  return *a == *b;
-}
-
-void default_sink(LogLevel level, const std::string& msg) {
-  std::string line = "diffvk: [";
-  line += log_level_name(level);
-  line += "] ";
-  line += msg;
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines do not interleave
-  std::fflush(stderr);
-}
-
-LogLevel level_from_env() {
-  const char* v = std::getenv("DIFFVK_LOG");
-  if (!v || !*v) return LogLevel::info;
-  if (ascii_iequals(v, "debug")) return LogLevel::debug;
-  if (ascii_iequals(v, "info")) return LogLevel::info;
-  if (ascii_iequals(v, "warn")) return LogLevel::warn;
-  if (ascii_iequals(v, "error")) return LogLevel::error;
-  std::string value(v);
-  if (value.size() > 64) value = value.substr(0, 64) + "...";
-  default_sink(LogLevel::warn, "DIFFVK_LOG='" + value + "' is not one of debug|info|warn|error; using info");
-  return LogLevel::info;
-}
-
-}  // namespace
-
-LogLevel log_level() {
-  int lv = g_log_level.load(std::memory_order_acquire);
-  if (lv < 0) {
-    int fresh = int(level_from_env());
-    if (g_log_level.compare_exchange_strong(lv, fresh, std::memory_order_acq_rel)) return LogLevel(fresh);
-    return LogLevel(lv);  // another thread won; lv now holds its value
-  }
-  return LogLevel(lv);
-}
-
-void set_log_level(LogLevel level) { g_log_level.store(int(level), std::memory_order_release); }
-
-void log(LogLevel level, const std::string& msg) {
+// ---- default log sink (stderr); the dispatch is in platform/log.cpp ----------------
+void default_log_sink(LogLevel level, const std::string& msg) noexcept {
   try {
-    if (int(level) < int(log_level())) return;
-    std::function<void(LogLevel, const std::string&)> sink;
-    {
-      std::lock_guard<std::mutex> lock(g_log_mutex);
-      sink = g_log_sink;
-    }
-    if (sink) {
-      sink(level, msg);
-    } else {
-      default_sink(level, msg);
-    }
+    std::string line = "diffvk: [";
+    line += log_level_name(level);
+    line += "] ";
+    line += msg;
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines do not interleave
+    std::fflush(stderr);
   } catch (...) {
-    // Logging must never take the process down.
   }
-}
-
-void set_log_sink(std::function<void(LogLevel, const std::string&)> sink) {
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  g_log_sink = std::move(sink);
 }
 
 // ---- cache dir -------------------------------------------------------------------

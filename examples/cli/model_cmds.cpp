@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "diffvk/model.hpp"
+#include "diffvk/tokenizer.hpp"
 #include "io/npy.hpp"
 
 #ifndef DIFFVK_SOURCE_MODEL_DIR
@@ -29,6 +30,34 @@ std::string default_model_dir() {
 
 namespace {
 
+// Prints generated text as it comes: the bytes that decode(prompt + generated) adds to decode(prompt)
+// (so SentencePiece's leading-space rule sees the whole text), holding back a trailing U+FFFD that a
+// later byte token may still complete.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& t, const std::vector<int32_t>& prompt) : t_(t), ids_(prompt), base_(t.decode(prompt).size()) {}
+  void add(int32_t id) {
+    ids_.push_back(id);
+    print(false);
+  }
+  void finish() { print(true); }
+
+ private:
+  void print(bool all) {
+    const std::string d = t_.decode(ids_);
+    size_t keep = d.size();
+    while (!all && keep >= base_ + 3 && d.compare(keep - 3, 3, "\xEF\xBF\xBD") == 0) keep -= 3;
+    if (keep > base_ + shown_) {
+      std::fwrite(d.data() + base_ + shown_, 1, keep - base_ - shown_, stdout);
+      shown_ = keep - base_;
+    }
+    std::fflush(stdout);
+  }
+  const Tokenizer& t_;
+  std::vector<int32_t> ids_;
+  size_t base_, shown_ = 0;
+};
+
 struct ModelArgs {
   DeviceFlags dev;
   std::string model;
@@ -49,18 +78,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt;
-    std::vector<int64_t> prompt_ids;
     uint32_t n = 64;
     SamplingOptions sampling;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (bundled model by default)");
   a->add(cmd, false);
-  auto* text = cmd->add_option("--prompt,-p", a->prompt, "prompt text (bytes tokenizer)");
-  auto* ids = cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, comma-separated (models without a tokenizer: Hugging Face)")
-                  ->delimiter(',');
-  text->excludes(ids);
-  ids->excludes(text);
+  cmd->add_option("--prompt,-p", a->prompt, "prompt text (the model directory's tokenizer: tokenizer.json, tokenizer.model, else bytes)")->required();
   cmd->add_option("-n", a->n, "tokens to generate");
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; finite, >= 0");
   cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
@@ -68,33 +92,24 @@ Runner register_run(CLI::App& app) {
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
-    if (a->prompt.empty() && a->prompt_ids.empty()) throw Error(Status::invalid_argument, "run: give --prompt TEXT or --prompt-ids");
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
     SessionOptions so{a->context, a->chunk};
     auto session = Session::create(*model, so);
-    std::vector<int32_t> tokens;
     const auto& cfg = model->config();
-    const bool bytes = cfg.tokenizer == "bytes";
-    if (a->prompt_ids.empty() && (a->prompt.empty() || !bytes))
-      throw Error(Status::invalid_argument, bytes ? "run: give --prompt TEXT or --prompt-ids" :
-                                                    "run: this model has no tokenizer in diffvk (tokenizer '" + cfg.tokenizer +
-                                                        "'); give the prompt as token ids with --prompt-ids");
-    if (cfg.bos_token_id >= 0 && a->prompt_ids.empty()) tokens.push_back(static_cast<int32_t>(cfg.bos_token_id));  // ids: as given
-    for (unsigned char ch : a->prompt) tokens.push_back(ch);
-    for (int64_t id : a->prompt_ids) {
-      if (id < 0 || id >= int64_t(cfg.vocab_size))
-        throw Error(Status::invalid_argument, "--prompt-ids: token " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                                  std::to_string(cfg.vocab_size) + ")");
-      tokens.push_back(static_cast<int32_t>(id));
-    }
+    const Tokenizer tokenizer = Tokenizer::load(dir);
+    if (tokenizer.vocab_size() > cfg.vocab_size)
+      throw Error(Status::invalid_argument, dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
+                                                ") is larger than the model's vocab_size " + std::to_string(cfg.vocab_size));
+    std::vector<int32_t> tokens = tokenizer.encode(a->prompt, true);
+    if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
+    TextStream stream(tokenizer, tokens);
     if (tokens.size() + a->n > session->capacity())
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
                                                 " new tokens exceed the context of " + std::to_string(session->capacity()));
     Sampler sampler(a->sampling);
-    if (bytes) std::fputs(a->prompt.c_str(), stdout);
-    else for (size_t i = 0; i < tokens.size(); ++i) std::printf("%s%d", i ? " " : "", tokens[i]);
+    std::fputs(a->prompt.c_str(), stdout);
     std::fflush(stdout);
     auto t0 = std::chrono::steady_clock::now();
     auto logits = session->prefill(tokens);
@@ -106,9 +121,7 @@ Runner register_run(CLI::App& app) {
     int32_t next = a->n ? sampler.sample(logits.data(), cfg.vocab_size) : 0;
     for (; generated < a->n; ++generated) {
       if (next == cfg.eos_token_id) break;
-      if (!bytes) std::printf(" %d", next);  // token ids: no detokenizer
-      else if (next < 256) std::fputc(next, stdout);
-      std::fflush(stdout);
+      stream.add(next);
       if (generated + 1 < a->n) {
         if (on_device) {
           const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
@@ -120,6 +133,7 @@ Runner register_run(CLI::App& app) {
       }
     }
     const double decode_s = seconds_since(t0);
+    stream.finish();
     std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %u tokens in %.3f s (%.1f tokens/s)\n",
                  ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), prefill_s,
                  tokens.size() / prefill_s, generated, decode_s, generated ? generated / decode_s : 0.0);

@@ -92,6 +92,27 @@ diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top
 diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
 diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);
 
+/* ---- Tokenizers (issue 13; include/diffvk/tokenizer.hpp) -------------------------------------------
+ * Pure CPU, no context needed. A tokenizer is immutable: encode/decode may run on many threads at once.
+ * dir: a model directory: tokenizer.model (SentencePiece unigram/BPE), else tokenizer.json (byte-level
+ * BPE; BOS/EOS from tokenizer_config.json or config.json), else config.json alone (the bytes tokenizer
+ * of the bundled tiny models). */
+typedef struct diffvk_tokenizer diffvk_tokenizer;
+diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
+diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
+/* text: len bytes (any bytes; NULL allowed when len is 0). add_special != 0: the special tokens the
+ * tokenizer adds (e.g. BOS). *n = the number of ids the text encodes to; when cap < *n the call
+ * returns DIFFVK_BUFFER_TOO_SMALL and writes nothing: call again with cap >= *n. */
+diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len, int add_special,
+                                      int32_t* ids, size_t cap, size_t* n);
+/* The bytes of n ids (not NUL-terminated; *len of them), with the same capacity rule as encode.
+ * An id outside the vocabulary -> DIFFVK_INVALID_ARGUMENT naming its index. */
+diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const int32_t* ids, size_t n, char* bytes,
+                                      size_t cap, size_t* len);
+diffvk_status diffvk_tokenizer_bos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
+diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
+diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "diffvk/model.hpp"
+#include "model/c_api_guard.hpp"
 
 // Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,
 // each call takes another (under the registry lock) for its duration, children hold their parent's.
@@ -35,8 +36,17 @@ struct diffvk_sampler {
   diffvk::Sampler sampler;
 };
 
+namespace diffvk::capi {
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+}  // namespace diffvk::capi
+
 namespace {
-thread_local std::string t_error;
+using diffvk::capi::fail;
+using diffvk::capi::guarded;
+using diffvk::capi::need;
 
 // A C caller may pass any integer in an enum parameter or field; read it as its integer type first
 // (loading an out-of-range value as the enum type itself is undefined behaviour in C++).
@@ -62,12 +72,6 @@ void track(const std::shared_ptr<T>& p, Kind k) {  // g_mutex held by the caller
   registry()[p.get()] = Entry{k, p};
 }
 
-struct ApiError {
-  diffvk_status status;
-  std::string message;
-};
-[[noreturn]] void fail(diffvk_status s, const std::string& m) { throw ApiError{s, m}; }
-
 // Looks up a live handle and returns a reference that keeps it alive for the call.
 template <class T>
 std::shared_ptr<T> check_locked(const T* p, Kind k, const char* what) {
@@ -83,9 +87,6 @@ std::shared_ptr<T> check(const T* p, Kind k, const char* what) {
   std::lock_guard<std::mutex> l(g_mutex);
   return check_locked(p, k, what);
 }
-void need(const void* p, const char* what) {
-  if (!p) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is NULL");
-}
 // A lost device makes every later call on the context, its models and sessions fail at once.
 void alive(const diffvk_context& c) {
   if (c.ctx->lost())
@@ -95,30 +96,6 @@ void alive(const diffvk_context& c) {
 const diffvk_context& ctx_of(const diffvk_model& m) { return *m.parent; }
 const diffvk_context& ctx_of(const diffvk_session& s) { return *s.parent->parent; }
 
-template <class F>
-diffvk_status guarded(const char* fn, F&& f) {
-  t_error.clear();
-  try {
-    f();
-    return DIFFVK_OK;
-  } catch (const ApiError& e) {
-    t_error = std::string(fn) + ": " + e.message;
-    return e.status;
-  } catch (const diffvk::Error& e) {
-    t_error = std::string(fn) + ": " + e.what();
-    return static_cast<diffvk_status>(e.status());
-  } catch (const std::bad_alloc&) {
-    t_error = std::string(fn) + ": out of host memory";
-    return DIFFVK_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    t_error = std::string(fn) + ": " + e.what();
-    return DIFFVK_INTERNAL;
-  } catch (...) {
-    t_error = std::string(fn) + ": unknown error";
-    return DIFFVK_INTERNAL;
-  }
-}
-
 void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
   if (lg.size() > cap) fail(DIFFVK_INTERNAL, "logits larger than the checked capacity");
   std::memcpy(out, lg.data(), lg.size() * sizeof(float));
@@ -127,7 +104,7 @@ void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
 
 extern "C" {
 
-const char* diffvk_last_error(void) { return t_error.c_str(); }
+const char* diffvk_last_error(void) { return diffvk::capi::last_error().c_str(); }
 
 const char* diffvk_status_string(diffvk_status s) {
   const int v = enum_value(s);

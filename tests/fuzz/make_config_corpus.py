@@ -5,7 +5,7 @@
 
 Writes tests/fuzz/corpus/config/*.json (standard library only, deterministic). As in
 make_corpus.py, ok_* files must be accepted by parse_model_config and bad_* files must be
-refused with a format error naming the problem; tests/test_hostile_model.cpp checks that.
+refused with a format error naming the problem; tests/io/test_hostile_model.cpp checks that.
 Only *.json files written by this script are replaced; other files (fuzzer finds) are kept.
 """
 import json

@@ -47,7 +47,7 @@ from torch import nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diffattn import MultiheadDiffAttn, load_safetensors, save_safetensors  # noqa: E402
+from diffattn import HeadRMSNorm, MultiheadDiffAttn, load_safetensors, save_safetensors  # noqa: E402
 
 __all__ = [
     "ModelConfig",
@@ -130,18 +130,9 @@ class ModelConfig:
         return "ModelConfig(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
 
 
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x²) + eps) ⊙ w over the last dimension; statistic in fp32 or better."""
-
-    def __init__(self, dim, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x):
-        xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
-        out = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return (out * self.weight.to(out.dtype)).to(x.dtype)
+class RMSNorm(HeadRMSNorm):
+    """x / sqrt(mean(x²) + eps) ⊙ w over the last dimension; statistic in fp32 or better.
+    The same operation as the attention's per-head norm (diffattn.HeadRMSNorm), on the block's width."""
 
 
 class SwiGLU(nn.Module):

@@ -1,0 +1,51 @@
+// diffvk — text <-> token ids: byte-level BPE (Hugging Face tokenizer.json, GPT-2 / Llama-3 style),
+// SentencePiece (tokenizer.model: unigram and BPE, byte fallback) and the raw-bytes tokenizer of the
+// bundled tiny models. Pure CPU; no Vulkan. A Tokenizer is immutable after load: encode/decode may be
+// called from any number of threads at once.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diffvk/error.hpp"
+
+namespace diffvk {
+
+class Tokenizer {
+ public:
+  // A model directory: tokenizer.model (SentencePiece), else tokenizer.json (+ tokenizer_config.json /
+  // config.json for BOS/EOS), else config.json alone = the bytes tokenizer (ids 0..255 are the bytes).
+  static Tokenizer load(const std::string& dir);
+  // One file: *.json = tokenizer.json, anything else = a SentencePiece model. `config_dir` ("" = none)
+  // is where tokenizer_config.json / config.json are looked for.
+  static Tokenizer load_file(const std::string& path, const std::string& config_dir = "");
+  // The bytes tokenizer: ids 0..255 are the bytes, ids from 256 to vocab_size - 1 decode to nothing;
+  // vocab_size >= 256, bos/eos -1 when none.
+  static Tokenizer bytes(uint32_t vocab_size, int32_t bos, int32_t eos);
+
+  // add_special: what the reference does for "add special tokens" (tokenizer.json: its post-processor
+  // template, e.g. Llama-3's BOS; SentencePiece and bytes: BOS when the model has one).
+  // Special / added tokens written in the text are matched as such (SentencePiece: user-defined ones).
+  std::vector<int32_t> encode(std::string_view text, bool add_special) const;
+  // The bytes the ids stand for (special tokens included, as their text; SentencePiece's leading
+  // space removed and broken byte sequences shown as U+FFFD, as sentencepiece does). Throws
+  // invalid_argument for an id outside the vocabulary.
+  std::string decode(const int32_t* ids, size_t n) const;
+  std::string decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+
+  int32_t bos_id() const;  // -1 when none
+  int32_t eos_id() const;  // -1 when none
+  uint32_t vocab_size() const;
+  const std::string& kind() const;  // "bytes", "byte-level BPE", "sentencepiece unigram", "sentencepiece BPE"
+
+  class Impl;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace diffvk

@@ -1,0 +1,111 @@
+// The tokenizer section of the C ABI (include/diffvk/diffvk.h): handles checked against a registry
+// of live tokenizers, like the other handles (runtime/model/c_api.cpp).
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "diffvk/diffvk.h"
+#include "diffvk/tokenizer.hpp"
+#include "model/c_api_guard.hpp"
+
+struct diffvk_tokenizer {
+  diffvk::Tokenizer tokenizer;
+};
+
+namespace {
+using diffvk::capi::fail;
+using diffvk::capi::guarded;
+using diffvk::capi::need;
+
+std::mutex g_mutex;
+std::unordered_map<const diffvk_tokenizer*, std::shared_ptr<diffvk_tokenizer>>& live() {
+  static auto* m = new std::unordered_map<const diffvk_tokenizer*, std::shared_ptr<diffvk_tokenizer>>;  // never destroyed
+  return *m;
+}
+// Keeps the tokenizer alive for the call (a free racing on another thread cannot pull it away).
+std::shared_ptr<diffvk_tokenizer> check(const diffvk_tokenizer* t) {
+  need(t, "tokenizer");
+  std::lock_guard<std::mutex> l(g_mutex);
+  auto it = live().find(t);
+  if (it == live().end()) fail(DIFFVK_INVALID_ARGUMENT, "tokenizer is not a live tokenizer handle (freed, or of another kind)");
+  return it->second;
+}
+}  // namespace
+
+extern "C" {
+
+diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    need(dir, "dir");
+    auto t = std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load(dir)});
+    std::lock_guard<std::mutex> l(g_mutex);
+    live()[t.get()] = t;
+    *out = t.get();
+  });
+}
+
+diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer) {
+  return guarded(__func__, [&] {
+    need(tokenizer, "tokenizer");
+    std::lock_guard<std::mutex> l(g_mutex);
+    if (!live().erase(tokenizer)) fail(DIFFVK_INVALID_ARGUMENT, "tokenizer is not a live tokenizer handle (freed twice?)");
+  });
+}
+
+diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len, int add_special,
+                                      int32_t* ids, size_t cap, size_t* n) {
+  return guarded(__func__, [&] {
+    need(n, "n");
+    *n = 0;
+    const auto t = check(tokenizer);
+    if (len) need(text, "text");
+    if (cap) need(ids, "ids");
+    const auto v = t->tokenizer.encode(std::string_view(len ? text : "", len), add_special != 0);
+    *n = v.size();
+    if (v.size() > cap)
+      fail(DIFFVK_BUFFER_TOO_SMALL, "the text encodes to " + std::to_string(v.size()) + " ids; cap is " + std::to_string(cap));
+    if (!v.empty()) std::memcpy(ids, v.data(), v.size() * sizeof(int32_t));
+  });
+}
+
+diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const int32_t* ids, size_t n, char* bytes,
+                                      size_t cap, size_t* len) {
+  return guarded(__func__, [&] {
+    need(len, "len");
+    *len = 0;
+    const auto t = check(tokenizer);
+    if (n) need(ids, "ids");
+    if (cap) need(bytes, "bytes");
+    const std::string s = t->tokenizer.decode(ids, n);
+    *len = s.size();
+    if (s.size() > cap)
+      fail(DIFFVK_BUFFER_TOO_SMALL, "the ids decode to " + std::to_string(s.size()) + " bytes; cap is " + std::to_string(cap));
+    if (!s.empty()) std::memcpy(bytes, s.data(), s.size());
+  });
+}
+
+diffvk_status diffvk_tokenizer_bos(const diffvk_tokenizer* tokenizer, int32_t* out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = check(tokenizer)->tokenizer.bos_id();
+  });
+}
+
+diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer, int32_t* out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = check(tokenizer)->tokenizer.eos_id();
+  });
+}
+
+diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = check(tokenizer)->tokenizer.vocab_size();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,23 @@
+// The split patterns of byte-level BPE tokenizers, as hand-written matchers (no regex engine):
+//   gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+//           \s*[\r\n]+|\s+(?!\S)|\s+
+// Bytes that are not valid UTF-8 count as one character each of none of the classes.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace diffvk::tok {
+
+enum class SplitPattern { gpt2, llama3 };
+
+// The pattern a tokenizer.json regex string is, or throws unsupported naming it.
+SplitPattern split_pattern_from_regex(const std::string& regex);
+extern const char* const kGpt2Pattern;
+extern const char* const kLlama3Pattern;
+
+// The pieces of `text` (every match; the patterns leave no gaps), in order, covering all of it.
+std::vector<std::string_view> split(std::string_view text, SplitPattern p);
+
+}  // namespace diffvk::tok

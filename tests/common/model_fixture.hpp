@@ -1,0 +1,173 @@
+// Test helpers for whole-model tests (vk/test_faults.cpp, io/test_hostile_model.cpp, model/test_soak.cpp):
+// a self-deleting temporary directory, a synthesized tiny checkpoint (random weights, any config),
+// and a tensor-level safetensors rewriter used to make hostile variants of a checkpoint.
+#pragma once
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "diffvk/model.hpp"
+#include "io/safetensors.hpp"
+
+namespace diffvk::test {
+
+namespace fs = std::filesystem;
+
+// mkdtemp under $TMPDIR (or /tmp); removed recursively on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const char* tag = "diffvk-test") {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + tag + ".XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path_ = buf.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE_MESSAGE(f.good(), "cannot read " << path);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+inline void write_bytes(const std::string& path, const void* data, size_t n) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  REQUIRE_MESSAGE(f.good(), "cannot write " << path);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  REQUIRE(f.good());
+}
+inline void write_text(const std::string& path, const std::string& s) { write_bytes(path, s.data(), s.size()); }
+
+// One tensor of a checkpoint as raw little-endian bytes.
+struct RawTensor {
+  std::string dtype = "F32";  // written verbatim into the header (may be anything, e.g. "I64")
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+using Tensors = std::map<std::string, RawTensor>;
+
+inline RawTensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& v) {
+  RawTensor t{"F32", std::move(shape), std::vector<uint8_t>(v.size() * 4)};
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+// Serializes tensors (sorted by name, contiguous, in that order) as a safetensors file.
+inline std::vector<uint8_t> encode_safetensors(const Tensors& ts) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  uint64_t off = 0;
+  for (const auto& [name, t] : ts) {
+    h[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    off += t.bytes.size();
+  }
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::vector<uint8_t> out(8);
+  uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = uint8_t(n >> (8 * i));
+  out.insert(out.end(), text.begin(), text.end());
+  for (const auto& kv : ts) out.insert(out.end(), kv.second.bytes.begin(), kv.second.bytes.end());
+  return out;
+}
+
+inline Tensors read_tensors(const std::string& path) {
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  Tensors ts;
+  for (const TensorInfo& t : f.tensors()) {
+    const uint8_t* p = f.data(t);
+    ts[t.name] = RawTensor{dtype_name(t.dtype), t.shape, std::vector<uint8_t>(p, p + t.nbytes())};
+  }
+  return ts;
+}
+
+// A small model configuration for synthesized checkpoints.
+struct TinySpec {
+  uint32_t vocab = 256, hidden = 32, layers = 2, heads = 2, kv_heads = 1, intermediate = 48, max_pos = 64;
+  bool tie = false;
+};
+
+inline nlohmann::json tiny_config_json(const TinySpec& s) {
+  return {{"vocab_size", s.vocab},       {"hidden_size", s.hidden},
+          {"num_layers", s.layers},      {"num_heads", s.heads},
+          {"num_kv_heads", s.kv_heads},  {"intermediate_size", s.intermediate},
+          {"rope_theta", 10000.0},       {"rms_norm_eps", 1e-5},
+          {"max_position_embeddings", s.max_pos}, {"tie_word_embeddings", s.tie},
+          {"bos_token_id", 2},           {"eos_token_id", 3},
+          {"tokenizer", "bytes"}};
+}
+
+// Random weights with the checkpoint format's names and shapes (tests/python/diffmodel.py).
+inline Tensors tiny_tensors(const TinySpec& s, uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t E = s.hidden, D = s.hidden / s.heads / 2, Hkv = s.kv_heads, I = s.intermediate, V = s.vocab;
+  auto rnd = [&](std::vector<int64_t> shape, float scale) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= size_t(d);
+    std::vector<float> v(n);
+    for (auto& x : v) x = scale * nd(rng);
+    return f32_tensor(std::move(shape), v);
+  };
+  auto ones = [&](int64_t n) { return f32_tensor({n}, std::vector<float>(size_t(n), 1.0f)); };
+  Tensors ts;
+  ts["embed_tokens.weight"] = rnd({V, E}, 0.5f);
+  ts["norm.weight"] = ones(E);
+  if (!s.tie) ts["lm_head.weight"] = rnd({V, E}, 0.1f);
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    ts[p + "attn_norm.weight"] = ones(E);
+    ts[p + "attn.q_proj.weight"] = rnd({E, E}, 0.1f);
+    ts[p + "attn.k_proj.weight"] = rnd({2 * Hkv * D, E}, 0.1f);
+    ts[p + "attn.v_proj.weight"] = rnd({2 * Hkv * D, E}, 0.1f);
+    ts[p + "attn.out_proj.weight"] = rnd({E, E}, 0.1f);
+    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) ts[p + "attn." + n] = rnd({D}, 0.1f);
+    ts[p + "attn.subln.weight"] = ones(2 * D);
+    ts[p + "ffn_norm.weight"] = ones(E);
+    ts[p + "ffn.gate_proj.weight"] = rnd({I, E}, 0.1f);
+    ts[p + "ffn.up_proj.weight"] = rnd({I, E}, 0.1f);
+    ts[p + "ffn.down_proj.weight"] = rnd({E, I}, 0.1f);
+  }
+  return ts;
+}
+
+// Writes <dir>/config.json and <dir>/model.safetensors.
+inline void write_checkpoint(const std::string& dir, const std::string& config_text, const Tensors& ts) {
+  fs::create_directories(dir);
+  write_text(dir + "/config.json", config_text);
+  const auto bytes = encode_safetensors(ts);
+  write_bytes(dir + "/model.safetensors", bytes.data(), bytes.size());
+}
+inline void write_tiny_model(const std::string& dir, const TinySpec& s = {}, uint64_t seed = 1) {
+  write_checkpoint(dir, tiny_config_json(s).dump(2), tiny_tensors(s, seed));
+}
+
+// The shared small test model (tests/data/model_tiny), or "" when it is not in the tree.
+inline std::string shared_tiny_model_dir() {
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+  return fs::exists(dir + "/config.json") && fs::exists(dir + "/model.safetensors") ? dir : std::string();
+}
+
+}  // namespace diffvk::test

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Issue 14: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
+# check is not blind: a scratch tree with one include against the arrows per rule makes it exit 1.
+set -u
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/.ci/check-layers" "$ROOT" || { echo "FAIL: the repository has layer violations"; exit 1; }
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+plant() {  # file include -> exit status of the check on a tree holding just that file
+  rm -rf "$tmp/t"; mkdir -p "$tmp/t/platform" "$tmp/t/runtime/vk" "$tmp/t/runtime/$(dirname "$1")"
+  printf '#include "%s"\n' "$2" >"$tmp/t/runtime/$1"
+  bash "$ROOT/.ci/check-layers" "$tmp/t" >/dev/null; echo $?
+}
+fail=0
+expect() { local got; got=$(plant "$2" "$3"); [[ $got -eq $1 ]] || { echo "FAIL: runtime/$2 including \"$3\": exit $got, want $1"; fail=1; }; }
+expect 1 ops/a.cpp model/model_kernels.hpp   # upward
+expect 1 vk/a.cpp io/half.hpp                # sibling
+expect 1 model/a.cpp bench/bench.hpp         # upward into the benchmark module
+expect 0 model/a.cpp ops/kernels.hpp         # downward
+expect 0 bench/a.cpp model/model_kernels.hpp # the benchmark may use everything
+expect 0 io/a.cpp diffvk/error.hpp           # public headers
+[[ $fail -eq 0 ]] && echo "ok: planted violations are caught"
+exit $fail

@@ -1,0 +1,184 @@
+// Whole-model parity with the PyTorch implementation (tests/python/diffmodel.py, float64):
+// fp32 max abs error <= 1e-4 * max(1, max|ref|); fp16 nmse <= 5e-6, max abs <= 1e-2 * scale and the same
+// top-1 token at >= 99% of positions (SPEC.md, a whole model; the fp16 reference is computed from the
+// unrounded fp32 weights, which makes the bound stricter, not looser: measured nmse 1.3e-7). The fp32
+// bound rejects an fp16 run (tested below). Prefill-then-decode equals one long prefill; chunked equals unchunked.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <unistd.h>
+
+#include "cli_run.hpp"
+#include "diffvk/model.hpp"
+#include "gpu_test.hpp"
+#include "io/npy.hpp"
+#include "model_parity.hpp"
+
+using namespace diffvk;
+using test::load_tokens;
+using test::ok;
+using test::parity;
+using test::Parity;
+using test::teacher_forced;
+
+namespace {
+const std::string kTiny = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+
+void tiny_parity(Precision precision) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  auto ctx = test::make_context(precision);
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  auto model = Model::load(*ctx, kTiny);
+  const uint32_t V = model->config().vocab_size;
+  const auto toks = load_tokens(kTiny + "/tokens.npy");
+  const auto ref = npy_as_float(read_npy(kTiny + "/logits.npy"));
+  REQUIRE(ref.size() == toks.size() * V);
+
+  auto s = Session::create(*model, SessionOptions{0, 64});
+  const auto got = teacher_forced(*s, toks, 9);
+  const Parity p = parity(got, ref, V);
+  INFO(std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
+                                        << " top1=" << p.top1);
+  CHECK(ok(p, fp16));
+
+  // One long prefill of all tokens equals prefill-then-decode; so do chunks of 4 (prefill path
+  // for >8 rows is not used then: chunks <= 8 run the split-K decode kernels).
+  s->reset();
+  const auto whole = s->prefill(toks, true);
+  auto c1 = parity(whole, got, V);
+  INFO("whole vs teacher-forced: max_abs=" << c1.max_abs << " nmse=" << c1.nmse);
+  CHECK(c1.max_abs <= (fp16 ? 2e-2 : 1e-4) * std::max(1.0, c1.max_ref));
+  auto chunked = Session::create(*model, SessionOptions{0, 4});
+  const auto ch = chunked->prefill(toks, true);
+  auto c2 = parity(ch, whole, V);
+  INFO("chunked vs whole: max_abs=" << c2.max_abs);
+  CHECK(c2.max_abs <= (fp16 ? 2e-2 : 1e-4) * std::max(1.0, c2.max_ref));
+  // Replays are deterministic: the same run twice gives identical bits.
+  s->reset();
+  CHECK(s->prefill(toks, true) == whole);
+}
+
+int run_cli(const std::string& args, std::string* output) {
+  test::TempDir tmp("diffvk-model-cli");
+  const auto r = test::run_cli(tmp, args);
+  if (output) *output = r.out;
+  return r.exit_code;
+}
+}  // namespace
+
+TEST_CASE("model: tiny model matches PyTorch fp32") { tiny_parity(Precision::fp32); }
+TEST_CASE("model: tiny model matches PyTorch fp16") { tiny_parity(Precision::fp16); }
+
+// Planted fault at model level (issue 11): a model run in fp16 storage must NOT pass the fp32 bound
+// (the former 1e-3*scale bound accepted it).
+TEST_CASE("model: the fp32 tolerance rejects a model run in fp16") {
+  if (!test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  auto ctx = test::make_context(Precision::fp16);
+  auto model = Model::load(*ctx, kTiny);
+  const uint32_t V = model->config().vocab_size;
+  const auto toks = load_tokens(kTiny + "/tokens.npy");
+  const auto ref = npy_as_float(read_npy(kTiny + "/logits.npy"));
+  auto s = Session::create(*model, SessionOptions{0, 64});
+  const Parity p = parity(teacher_forced(*s, toks, 9), ref, V);
+  INFO("fp16 run: max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse);
+  CHECK(ok(p, true));
+  CHECK_FALSE(ok(p, false));
+}
+
+TEST_CASE("model: context overflow is an error and the session stays usable") {
+  auto ctx = test::make_context();
+  auto model = Model::load(*ctx, kTiny);
+  auto s = Session::create(*model, SessionOptions{12, 64});
+  const std::vector<int32_t> toks = {2, 72, 101, 108, 108, 111, 32, 119, 111, 114};
+  const auto first = s->prefill(toks);
+  try {
+    s->prefill({1, 2, 3});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::context_overflow);
+  }
+  CHECK(s->position() == 10);
+  CHECK_THROWS_AS(s->decode(999), Error);  // outside the vocabulary
+  CHECK(s->position() == 10);
+  s->decode(65);
+  s->decode(66);
+  CHECK(s->position() == 12);
+  CHECK_THROWS_AS(s->decode(67), Error);
+  s->reset();
+  CHECK(s->prefill(toks) == first);
+  CHECK_THROWS_AS(Session::create(*model, SessionOptions{65, 8}), Error);  // beyond max_position_embeddings
+}
+
+TEST_CASE("model: one static plan places every intermediate") {
+  auto ctx = test::make_context();
+  auto model = Model::load(*ctx, kTiny);
+  auto s = Session::create(*model, SessionOptions{64, 16});
+  const std::string r = s->plan_report();
+  INFO(r);
+  for (const char* name : {"x (residual stream)", "layers.0.qkv", "layers.1.ffn.gate_up", "layers.1.attn.split_part", "logits"})
+    CHECK(r.find(name) != std::string::npos);
+  CHECK(r.find("lower bound") != std::string::npos);
+}
+
+TEST_CASE("model: diffvk logits and diffvk plan commands") {
+  const std::string out = "/tmp/diffvk_logits_" + std::to_string(::getpid()) + ".npy";
+  std::string log;
+  REQUIRE(run_cli("logits --model " + kTiny + " --tokens " + kTiny + "/tokens.npy --prompt-len 9 --output " + out +
+                      " --precision fp32",
+                  &log) == 0);
+  CHECK(log.find("validation:") == std::string::npos);
+  const NpyArray y = read_npy(out);
+  CHECK(y.shape == std::vector<int64_t>{25, 256});
+  const Parity p = parity(npy_as_float(y), npy_as_float(read_npy(kTiny + "/logits.npy")), 256);
+  INFO("max_abs=" << p.max_abs);
+  CHECK(ok(p, false));
+  std::remove(out.c_str());
+  CHECK(run_cli("logits --model " + kTiny + " --tokens " + kTiny + "/tokens.npy --prompt-len 0 --output " + out, &log) != 0);
+  CHECK(log.find("--prompt-len") != std::string::npos);
+  REQUIRE(run_cli("plan --model " + kTiny + " --context 32", &log) == 0);
+  CHECK(log.find("layers.1.attn.out") != std::string::npos);
+  CHECK(log.find("lower bound") != std::string::npos);
+}
+
+namespace {
+void bundled_parity(Precision precision) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  const std::string fx = std::string(DIFFVK_TEST_DATA_DIR) + "/model_fixture";
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+  auto ctx = test::make_context(precision);
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  auto model = Model::load(*ctx, dir);
+  const uint32_t V = model->config().vocab_size;
+  auto s = Session::create(*model, SessionOptions{256, 64});
+  const size_t prompt_lens[] = {5, 23, 64, 160};
+  for (int k = 0; k < 4; ++k) {
+    const auto toks = load_tokens(fx + "/tokens_" + std::to_string(k) + ".npy");
+    const auto ref = npy_as_float(read_npy(fx + "/logits_" + std::to_string(k) + ".npy"));
+    REQUIRE(ref.size() == toks.size() * V);
+    s->reset();
+    const Parity p = parity(teacher_forced(*s, toks, prompt_lens[k]), ref, V);
+    INFO("bundled model, prompt " << k << " (" << prompt_lens[k] << " + " << toks.size() - prompt_lens[k] << " decode), "
+                                  << std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref
+                                  << " nmse=" << p.nmse << " top1=" << p.top1);
+    CHECK(ok(p, fp16));
+  }
+}
+}  // namespace
+
+// The bundled model (examples/models/tiny-diff, trained by tests/python/train_model.py) against the
+// PyTorch float64 forward of the same F16 checkpoint: 4 prompts (5..160 tokens) + 32 decode steps each.
+TEST_CASE("model: bundled model matches PyTorch fp32") { bundled_parity(Precision::fp32); }
+TEST_CASE("model: bundled model matches PyTorch fp16") { bundled_parity(Precision::fp16); }

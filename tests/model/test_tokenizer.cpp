@@ -1,0 +1,344 @@
+// Tokenizers against their references (issue 13): tests/data/tokenizer/<kind>/cases.json holds the ids
+// and decoded bytes that Hugging Face tokenizers (npm) / python3-sentencepiece produced for each text
+// (tests/python/tokenizer/make_*_fixtures.py). Pure CPU: no Vulkan.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <random>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "diffvk/diffvk.h"
+#include "diffvk/tokenizer.hpp"
+#include "model/tokenizer_pretok.hpp"
+#include "model_fixture.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+const std::string kDir = std::string(DIFFVK_TEST_DATA_DIR) + "/tokenizer/";
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) out += char(std::stoi(h.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::string show(const std::vector<int32_t>& v) {
+  std::ostringstream s;
+  for (int32_t x : v) s << x << ' ';
+  return s.str();
+}
+
+// Every case: encode gives the reference's ids exactly, and decoding them gives the reference's bytes.
+// Returns the number of cases compared against reference ids.
+int check_fixture(const std::string& name) {
+  const Tokenizer t = Tokenizer::load(kDir + name);
+  std::ifstream f(kDir + name + "/cases.json");
+  REQUIRE(f.good());
+  const auto j = nlohmann::json::parse(f);
+  int compared = 0;
+  for (const auto& c : j["cases"]) {
+    const std::string text = unhex(c["text_hex"].get<std::string>());
+    const bool add_special = c["add_special"].get<bool>();
+    CAPTURE(name);
+    CAPTURE(c["name"].get<std::string>());
+    CAPTURE(add_special);
+    const std::vector<int32_t> ids = t.encode(text, add_special);
+    if (c["ids"].is_null()) {  // not valid UTF-8, which the reference cannot take: a byte-exact round trip
+      CHECK(t.decode(ids) == unhex(c["decoded_hex"].get<std::string>()));
+      continue;
+    }
+    if (c.contains("pieces_hex")) {  // the split pattern alone, against the reference's pre-tokenizer
+      const auto pattern = name == "llama3-bpe" ? tok::SplitPattern::llama3 : tok::SplitPattern::gpt2;
+      std::vector<std::string> pieces, want;
+      const bool prefix = name == "gpt2-prefix-bpe" && !text.empty() && text[0] != ' ';  // add_prefix_space
+      const std::string input = prefix ? " " + text : text;  // outlives the views split returns
+      for (auto p : tok::split(input, pattern)) pieces.emplace_back(p);
+      for (const auto& h : c["pieces_hex"]) want.push_back(unhex(h.get<std::string>()));
+      CHECK(pieces == want);
+    }
+    const auto want = c["ids"].get<std::vector<int32_t>>();
+    CHECK_MESSAGE(ids == want, "got  " << show(ids) << "\nwant " << show(want));
+    CHECK(t.decode(want) == unhex(c["decoded_hex"].get<std::string>()));
+    ++compared;
+  }
+  return compared;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: GPT-2 style byte-level BPE matches Hugging Face tokenizers") {
+  CHECK(check_fixture("gpt2-bpe") >= 160);
+  const Tokenizer t = Tokenizer::load(kDir + "gpt2-bpe");
+  CHECK(t.kind() == "byte-level BPE");
+  CHECK(t.vocab_size() == 657);
+  CHECK(t.bos_id() == 656);
+  CHECK(t.eos_id() == 656);
+}
+
+TEST_CASE("tokenizer: byte-level BPE with add_prefix_space matches Hugging Face tokenizers") {
+  CHECK(check_fixture("gpt2-prefix-bpe") >= 160);
+}
+
+TEST_CASE("tokenizer: Llama-3 style byte-level BPE matches Hugging Face tokenizers") {
+  CHECK(check_fixture("llama3-bpe") >= 160);
+  const Tokenizer t = Tokenizer::load(kDir + "llama3-bpe");
+  CHECK(t.bos_id() == 656);
+  CHECK(t.eos_id() == 658);
+  CHECK(t.encode("", true) == std::vector<int32_t>{656});
+}
+
+TEST_CASE("tokenizer: SentencePiece unigram matches sentencepiece") {
+  CHECK(check_fixture("spm-unigram") >= 160);
+  const Tokenizer t = Tokenizer::load(kDir + "spm-unigram");
+  CHECK(t.kind() == "sentencepiece unigram");
+  CHECK(t.bos_id() == 1);
+  CHECK(t.eos_id() == 2);
+}
+
+TEST_CASE("tokenizer: SentencePiece unigram without byte fallback matches sentencepiece") {
+  CHECK(check_fixture("spm-unigram-nobytes") >= 160);
+}
+
+TEST_CASE("tokenizer: SentencePiece BPE matches sentencepiece") {
+  CHECK(check_fixture("spm-bpe") >= 160);
+  CHECK(Tokenizer::load(kDir + "spm-bpe").kind() == "sentencepiece BPE");
+}
+
+namespace {
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f << data;
+  REQUIRE(f.good());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f.good());
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Loading `dir` fails with `status` and a message holding `text`.
+void expect_load_error(const std::string& dir, Status status, const std::string& text) {
+  try {
+    Tokenizer::load(dir);
+    FAIL("loaded without an error; expected: " << text);
+  } catch (const Error& e) {
+    CHECK_MESSAGE(e.status() == status, e.what());
+    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, e.what());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: the bytes tokenizer of the bundled tiny model") {
+  const Tokenizer t = Tokenizer::load(std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
+  CHECK(t.kind() == "bytes");
+  CHECK(t.vocab_size() == 256);
+  CHECK(t.bos_id() == 2);
+  CHECK(t.eos_id() == 3);
+  CHECK(t.encode("hi\xff", true) == std::vector<int32_t>{2, 'h', 'i', 255});
+  CHECK(t.encode("hi", false) == std::vector<int32_t>{'h', 'i'});
+  CHECK(t.decode({'h', 'i', 255}) == "hi\xff");
+  CHECK_THROWS_AS(t.decode({256}), Error);
+}
+
+TEST_CASE("tokenizer: decode refuses ids outside the vocabulary") {
+  for (const char* name : {"gpt2-bpe", "llama3-bpe", "spm-unigram", "spm-bpe"}) {
+    CAPTURE(name);
+    const Tokenizer t = Tokenizer::load(kDir + name);
+    for (int32_t bad : {-1, int32_t(t.vocab_size()), 1 << 30}) {
+      try {
+        t.decode({0, bad});
+        FAIL("decoded id " << bad);
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::invalid_argument);
+        CHECK(std::string(e.what()).find("at index 1") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("tokenizer: hostile tokenizer.json files give clear errors") {
+  test::TempDir tmp("diffvk-tok");
+  const std::string good = read_file(kDir + "gpt2-bpe/tokenizer.json");
+  auto with = [&](const std::string& text) { write_file(tmp / "tokenizer.json", text); };
+  with(good.substr(0, good.size() / 2));
+  expect_load_error(tmp.path(), Status::format_error, "invalid JSON");
+  with("[1, 2]");
+  expect_load_error(tmp.path(), Status::format_error, "top level must be an object");
+  auto j = nlohmann::json::parse(good);
+  auto edit = [&](auto&& change) {
+    auto k = j;
+    change(k);
+    with(k.dump());
+  };
+  edit([](auto& k) { k["model"]["vocab"]["!"] = 1ll << 40; });
+  expect_load_error(tmp.path(), Status::format_error, "ids must be integers");
+  edit([](auto& k) { k["model"]["vocab"]["!"] = "zero"; });
+  expect_load_error(tmp.path(), Status::format_error, "ids must be integers");
+  edit([](auto& k) { k["added_tokens"][0]["id"] = -5; });
+  expect_load_error(tmp.path(), Status::format_error, "added token");
+  edit([](auto& k) { k["model"]["merges"].push_back("nosuchtoken x"); });
+  expect_load_error(tmp.path(), Status::format_error, "not in the vocab");
+  edit([](auto& k) { k["model"]["merges"].push_back(42); });
+  expect_load_error(tmp.path(), Status::format_error, "merge 400");
+  edit([](auto& k) { k["model"]["vocab"].erase("!"); });
+  expect_load_error(tmp.path(), Status::format_error, "merge");  // merges name "!" too
+  edit([](auto& k) { k["model"]["merges"] = nlohmann::json::array(); k["model"]["vocab"].erase("!"); });
+  expect_load_error(tmp.path(), Status::format_error, "byte-level character of byte 33");
+  edit([](auto& k) { k["model"]["vocab"] = 7; });
+  expect_load_error(tmp.path(), Status::format_error, "'model.vocab' must be an object");
+  edit([](auto& k) { k["model"]["type"] = "WordPiece"; });
+  expect_load_error(tmp.path(), Status::unsupported, "only BPE");
+  edit([](auto& k) { k["normalizer"] = {{"type", "NFC"}}; });
+  expect_load_error(tmp.path(), Status::unsupported, "normalizer");
+  edit([](auto& k) { k["pre_tokenizer"] = {{"type", "Whitespace"}}; });
+  expect_load_error(tmp.path(), Status::unsupported, "pre_tokenizer");
+  edit([](auto& k) {
+    k["pre_tokenizer"] = nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "use_regex": false}]})");
+  });
+  expect_load_error(tmp.path(), Status::unsupported, "split regex");
+  edit([](auto& k) { k["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<x>"}}}}}}}; });
+  expect_load_error(tmp.path(), Status::format_error, "special token '<x>'");
+  edit([](auto& k) { k["model"]["type"] = nullptr; });
+  expect_load_error(tmp.path(), Status::format_error, "tokenizer.json");
+  // tokenizer_config.json naming a token that is not there
+  with(good);
+  write_file(tmp / "tokenizer_config.json", R"({"bos_token": "<nope>"})");
+  expect_load_error(tmp.path(), Status::format_error, "'bos_token' = '<nope>' is not a token");
+  write_file(tmp / "tokenizer_config.json", "{");
+  expect_load_error(tmp.path(), Status::format_error, "invalid JSON");
+}
+
+TEST_CASE("tokenizer: hostile tokenizer.model files give clear errors") {
+  test::TempDir tmp("diffvk-tok");
+  const std::string good = read_file(kDir + "spm-unigram/tokenizer.model");
+  // Every truncation either loads (a cut between fields can leave a smaller valid model) or throws a
+  // diffvk::Error naming the file: never a crash (ASan/UBSan builds check the reads).
+  int errors = 0;
+  for (size_t n = 0; n < good.size(); n += (n < 64 ? 1 : 97)) {
+    write_file(tmp / "tokenizer.model", good.substr(0, n));
+    try {
+      Tokenizer::load(tmp.path());
+    } catch (const Error& e) {
+      ++errors;
+      CHECK(std::string(e.what()).find("tokenizer.model") != std::string::npos);
+    }
+  }
+  CHECK(errors > 20);
+  // Random byte corruptions (fixed seed): load, encode and decode either work or throw diffvk::Error.
+  std::mt19937 rng(13);
+  int loaded = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::string bad = good;
+    for (int k = 0; k < 4; ++k) bad[rng() % bad.size()] = char(rng());
+    write_file(tmp / "tokenizer.model", bad);
+    try {
+      const Tokenizer t = Tokenizer::load(tmp.path());
+      ++loaded;
+      t.decode(t.encode("Hello w\xc3\xb6rld <sep> \xff 123", true));
+    } catch (const Error&) {
+    }
+  }
+  CHECK(loaded > 0);
+  write_file(tmp / "tokenizer.model", "");
+  expect_load_error(tmp.path(), Status::format_error, "no pieces");
+  write_file(tmp / "tokenizer.model", std::string("\x0a\xff\xff\xff\xff\x0f", 6));
+  expect_load_error(tmp.path(), Status::format_error, "runs past the end");
+  write_file(tmp / "tokenizer.model", std::string("\x0b\x01", 2));  // wire type 3 (groups)
+  expect_load_error(tmp.path(), Status::format_error, "wire type");
+  write_file(tmp / "tokenizer.model", std::string(12, '\xff'));
+  expect_load_error(tmp.path(), Status::format_error, "varint");
+  write_file(tmp / "tokenizer.model", "{\"not\": \"protobuf\"}");
+  expect_load_error(tmp.path(), Status::format_error, "not a SentencePiece model");
+  // A valid model with a normalizer character map (nmt_nfkc): refused, not silently mis-normalised.
+  // NormalizerSpec (field 3) holding precompiled_charsmap (field 2) = "x".
+  write_file(tmp / "tokenizer.model", good + std::string("\x1a\x03\x12\x01x", 5));
+  expect_load_error(tmp.path(), Status::unsupported, "nmt_nfkc");
+}
+
+TEST_CASE("tokenizer: the C ABI encodes and decodes with the capacity protocol") {
+  diffvk_tokenizer* t = nullptr;
+  REQUIRE(diffvk_tokenizer_load((kDir + "llama3-bpe").c_str(), &t) == DIFFVK_OK);
+  const std::string text = "Hello<|eot_id|> w\xc3\xb6rld";
+  const std::vector<int32_t> want = Tokenizer::load(kDir + "llama3-bpe").encode(text, true);
+  size_t n = 0;
+  CHECK(diffvk_tokenizer_encode(t, text.data(), text.size(), 1, nullptr, 0, &n) == DIFFVK_BUFFER_TOO_SMALL);
+  CHECK(n == want.size());
+  std::vector<int32_t> ids(n + 2, -7);
+  CHECK(diffvk_tokenizer_encode(t, text.data(), text.size(), 1, ids.data(), n - 1, &n) == DIFFVK_BUFFER_TOO_SMALL);
+  CHECK(ids[0] == -7);  // nothing written
+  REQUIRE(diffvk_tokenizer_encode(t, text.data(), text.size(), 1, ids.data(), ids.size(), &n) == DIFFVK_OK);
+  ids.resize(n);
+  CHECK(ids == want);
+  size_t len = 0;
+  CHECK(diffvk_tokenizer_decode(t, ids.data() + 1, n - 1, nullptr, 0, &len) == DIFFVK_BUFFER_TOO_SMALL);
+  CHECK(len == text.size());
+  std::string bytes(len, '\0');
+  REQUIRE(diffvk_tokenizer_decode(t, ids.data() + 1, n - 1, bytes.data(), bytes.size(), &len) == DIFFVK_OK);
+  CHECK(bytes == text);
+  int32_t bos = 0, eos = 0, bad = 1 << 30;
+  uint32_t vocab = 0;
+  CHECK(diffvk_tokenizer_bos(t, &bos) == DIFFVK_OK);
+  CHECK(diffvk_tokenizer_eos(t, &eos) == DIFFVK_OK);
+  CHECK(diffvk_tokenizer_vocab_size(t, &vocab) == DIFFVK_OK);
+  CHECK(bos == 656);
+  CHECK(eos == 658);
+  CHECK(vocab == 660);
+  CHECK(diffvk_tokenizer_decode(t, &bad, 1, bytes.data(), bytes.size(), &len) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(std::string(diffvk_last_error()).find("diffvk_tokenizer_decode: decode: id 1073741824 at index 0") == 0);
+  CHECK(diffvk_tokenizer_encode(t, nullptr, 3, 0, ids.data(), ids.size(), &n) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(diffvk_tokenizer_encode(t, nullptr, 0, 0, nullptr, 0, &n) == DIFFVK_OK);
+  CHECK(n == 0);
+  CHECK(diffvk_tokenizer_free(t) == DIFFVK_OK);
+  CHECK(diffvk_tokenizer_free(t) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(diffvk_tokenizer_encode(t, "a", 1, 0, ids.data(), ids.size(), &n) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(std::string(diffvk_last_error()).find("not a live tokenizer") != std::string::npos);
+  diffvk_tokenizer* none = reinterpret_cast<diffvk_tokenizer*>(1);
+  CHECK(diffvk_tokenizer_load("/nonexistent-dir", &none) == DIFFVK_IO_ERROR);
+  CHECK(none == nullptr);
+  CHECK(std::string(diffvk_last_error()).find("/nonexistent-dir") != std::string::npos);
+}
+
+TEST_CASE("tokenizer: diffvk run encodes the prompt with the model directory's tokenizer") {
+  test::TempDir tmp("diffvk-tok-run");
+  test::TinySpec spec;
+  spec.vocab = 800;  // the SentencePiece fixtures' size
+  test::write_tiny_model(tmp.path(), spec);
+  test::write_bytes(tmp / "tokenizer.model", read_file(kDir + "spm-bpe/tokenizer.model").data(),
+                    read_file(kDir + "spm-bpe/tokenizer.model").size());
+  const std::string prompt = "Grüße, мир";
+  const size_t n_prompt = Tokenizer::load(tmp.path()).encode(prompt, true).size();
+  const std::string out = tmp / "out.txt", err = tmp / "err.txt";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " run --model " + tmp.path() + " -p '" + prompt + "' -n 6 > " + out + " 2> " + err;
+  CHECK(std::system(cmd.c_str()) == 0);
+  const std::string o = read_file(out), e = read_file(err);
+  CHECK_MESSAGE(o.compare(0, prompt.size(), prompt) == 0, o);
+  CHECK_MESSAGE(e.find("prefill: " + std::to_string(n_prompt) + " tokens") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("validation: ") == std::string::npos, e);
+  // A tokenizer larger than the model's vocabulary is refused before anything runs.
+  write_file(tmp / "tokenizer.model", "");
+  std::remove((tmp / "tokenizer.model").c_str());
+  test::write_bytes(tmp / "tokenizer.json", read_file(kDir + "gpt2-bpe/tokenizer.json").data(), read_file(kDir + "gpt2-bpe/tokenizer.json").size());
+  spec.vocab = 300;
+  test::write_tiny_model(tmp.path(), spec);
+  CHECK(std::system(cmd.c_str()) != 0);
+  CHECK_MESSAGE(read_file(err).find("is larger than the model's vocab_size 300") != std::string::npos, read_file(err));
+}
+
+TEST_CASE("tokenizer: a directory with both files uses tokenizer.model") {
+  test::TempDir tmp("diffvk-tok");
+  write_file(tmp / "tokenizer.json", read_file(kDir + "gpt2-bpe/tokenizer.json"));
+  CHECK(Tokenizer::load(tmp.path()).kind() == "byte-level BPE");
+  write_file(tmp / "tokenizer.model", read_file(kDir + "spm-bpe/tokenizer.model"));
+  CHECK(Tokenizer::load(tmp.path()).kind() == "sentencepiece BPE");
+  CHECK(Tokenizer::load_file(tmp / "tokenizer.json").kind() == "byte-level BPE");
+}

@@ -1,0 +1,207 @@
+// `diffvk shader-stats` (issue 10): the statistics-only device mode refuses memory and submissions, the
+// command lists exactly the pipelines a loaded Model builds (same names and constants), its JSON has
+// the documented shape, and on a radv null device (when the driver is installed) every pipeline carries
+// the driver's statistics under the driver's names.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli_run.hpp"
+#include "diffvk/model.hpp"
+#include "gpu_test.hpp"
+#include "model_fixture.hpp"
+#include "vk/program.hpp"
+
+using namespace diffvk;
+using json = nlohmann::json;
+
+namespace {
+
+json read_json(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  return json::parse(f);
+}
+
+// Checks the documented shape; returns the (name, spec values in constant_id order) of every pipeline.
+std::multiset<std::pair<std::string, std::vector<uint32_t>>> check_shape(const json& doc) {
+  REQUIRE(doc.is_object());
+  REQUIRE(doc.contains("device"));
+  CHECK(doc["device"]["name"].is_string());
+  CHECK(doc["device"]["precision"].is_string());
+  REQUIRE(doc["statistics_available"].is_boolean());
+  REQUIRE(doc["pipelines"].is_array());
+  REQUIRE(!doc["pipelines"].empty());
+  std::multiset<std::pair<std::string, std::vector<uint32_t>>> out;
+  for (const auto& p : doc["pipelines"]) {
+    INFO(p.dump());
+    REQUIRE(p["name"].is_string());
+    REQUIRE(p["spec"].is_object());
+    REQUIRE(p["workgroup"].is_array());
+    REQUIRE(p["workgroup"].size() == 3);
+    for (const auto& w : p["workgroup"]) CHECK(w.get<uint32_t>() >= 1);
+    // Every shader so far declares `layout(local_size_x_id = 0)` with constant 0 named WG.
+    REQUIRE(p["spec"].contains("WG"));
+    CHECK(p["workgroup"][0].get<uint32_t>() == p["spec"]["WG"].get<uint32_t>());
+    CHECK(p["workgroup"][1].get<uint32_t>() == 1);
+    REQUIRE(p["groups"].is_array());
+    if (doc["statistics_available"].get<bool>()) {
+      REQUIRE(p["stats"].is_object());
+      CHECK(!p["stats"].empty());
+    } else {
+      CHECK(p["stats"].is_null());
+    }
+    std::vector<uint32_t> spec;
+    for (const auto& [k, v] : p["spec"].items()) spec.push_back(v.get<uint32_t>());  // ordered by key name here
+    out.insert({p["name"].get<std::string>(), spec});
+  }
+  return out;
+}
+
+std::vector<uint32_t> sorted_by_name(const Pipeline& p) {
+  // The JSON object (nlohmann::json, sorted keys) orders constants by name: order the runtime's the same way.
+  const auto names = p.spec_names();
+  std::vector<std::pair<std::string, uint32_t>> kv;
+  for (size_t i = 0; i < p.desc().spec.size(); ++i)
+    kv.push_back({names[i].empty() ? std::to_string(i) : names[i], p.desc().spec[i]});
+  std::sort(kv.begin(), kv.end());
+  std::vector<uint32_t> v;
+  for (const auto& e : kv) v.push_back(e.second);
+  return v;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("shader-stats: a statistics-only device refuses buffers and submissions") {
+  ContextOptions o = test::validated_options();
+  auto dev = Device::create(o, DeviceMode::statistics_only);
+  REQUIRE(dev->statistics_only());
+  const uint64_t before = device_bytes_allocated();
+  try {
+    Buffer b(*dev, 256, MemoryDomain::device, "probe");
+    FAIL("a buffer was created on a statistics-only device");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(contains(e.what(), "pipeline statistics only"));
+    CHECK(contains(e.what(), "probe"));
+  }
+  CHECK_THROWS_AS(dev->command_pool(), Error);
+  CHECK_THROWS_AS(dev->one_shot([](VkCommandBuffer) {}), Error);
+  CHECK(device_bytes_allocated() == before);
+  // Pipelines work, and are registered with their group, constants and workgroup size.
+  {
+    PipelineGroup g(*dev, "outer");
+    PipelineGroup h(*dev, "inner");
+    Pipeline p(*dev, PipelineDesc{"head_rmsnorm", 3, 24, {32}, false, dev->fp16()});
+    const auto all = dev->pipelines();
+    REQUIRE(all.size() == 1);
+    CHECK(all[0] == &p);
+    CHECK(p.group() == "outer/inner");
+    CHECK(p.workgroup() == std::array<uint32_t, 3>{32, 1, 1});
+    CHECK(p.spec_names() == std::vector<std::string>{"WG"});
+  }
+  CHECK(dev->pipelines().empty());
+  CHECK(dev->pipeline_group().empty());
+  // A pipeline cache file is refused in this mode (it would be loaded and saved).
+  o.pipeline_cache_path = "/tmp/diffvk-never-written.cache";
+  CHECK_THROWS_AS(Device::create(o, DeviceMode::statistics_only), Error);
+}
+
+TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on the default device") {
+  test::TempDir tmp("diffvk-stats");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);
+
+  // The runtime: a real context and Model::load (weights uploaded), then its device's pipeline registry.
+  std::multiset<std::pair<std::string, std::vector<uint32_t>>> runtime;
+  {
+    auto ctx = test::make_context();
+    auto m = Model::load(*ctx, model);
+    for (const Pipeline* p : ctx->device().pipelines()) runtime.insert({p->name(), sorted_by_name(*p)});
+  }
+  REQUIRE(!runtime.empty());
+
+  const std::string out = tmp / "stats.json";
+  const auto r = test::run_cli(tmp, "shader-stats --model " + model + " --json " + out);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(contains(r.out, "validation:"));
+  const json doc = read_json(out);
+  const auto listed = check_shape(doc);
+  // Distinct (name, constants) pairs: the runtime's registry may hold the same pipeline once per kernel.
+  const std::set<std::pair<std::string, std::vector<uint32_t>>> a(runtime.begin(), runtime.end()), b(listed.begin(), listed.end());
+  CHECK(a == b);
+  CHECK(listed.size() == b.size());  // the command lists each distinct pipeline once
+  std::set<std::string> ops;
+  for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
+  for (const char* op : {"diff_attn", "diff_attn_split", "diff_attn_reduce", "linear", "linear_vec", "rope_kv", "head_rmsnorm",
+                         "embed", "silu_mul"})
+    CHECK_MESSAGE(ops.count(op), op);
+  for (const auto& p : doc["pipelines"])
+    if (p["op"] == "diff_attn") {
+      CHECK(p["spec"].contains("HD"));  // names from shaders/attn_core.glsl
+      CHECK(p["spec"].contains("RB"));
+      CHECK(p["spec"].contains("CHUNK"));
+    }
+  if (!doc["statistics_available"].get<bool>()) CHECK(contains(r.out, "statistics: unavailable on this driver"));
+}
+
+TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes") {
+  test::TempDir tmp("diffvk-stats");
+  const std::string out = tmp / "shapes.json";
+  const auto s = test::run_cli(tmp, "shader-stats --d 64 --heads 4,3 --kv-heads 2 --t 512 --json " + out);
+  INFO(s.out);
+  REQUIRE(s.exit_code == 0);
+  CHECK_FALSE(contains(s.out, "validation:"));
+  CHECK(contains(s.out, "H=3, Hkv=2 skipped"));
+  const json doc = read_json(out);
+  check_shape(doc);
+  bool hd64 = false;
+  for (const auto& p : doc["pipelines"])
+    if (p["op"] == "diff_attn") hd64 = hd64 || p["spec"]["HD"] == 64;
+  CHECK(hd64);
+  REQUIRE(doc["shapes"].size() == 1);
+  CHECK(doc["shapes"][0]["T"] == json::array({512}));
+  const auto bad = test::run_cli(tmp, "shader-stats --d 62 --heads 3 --kv-heads 2");
+  CHECK(bad.exit_code != 0);
+  CHECK(contains(bad.out, "H must be a multiple of Hkv"));
+}
+
+TEST_CASE("shader-stats: radv null device vangogh reports the driver's statistics") {
+  const char* icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
+  if (!std::ifstream(icd).good()) {
+    test::skip(std::string("no radv ICD (") + icd + "; apt-get install mesa-vulkan-drivers): radv null-device case not run");
+    return;
+  }
+  test::TempDir tmp("diffvk-stats-radv");
+  const std::string out = tmp / "vangogh.json";
+  // Validation off: this checks the driver's statistics; the pipelines are validated on the default device.
+  const auto r = test::run_cli(tmp, "shader-stats --d 64 --heads 8 --kv-heads 2 --json " + out,
+                               std::string("env VK_DRIVER_FILES=") + icd +
+                                   " RADV_FORCE_FAMILY=vangogh NODEVICE_SELECT=1 DIFFVK_VALIDATION=0 DIFFVK_DEVICE= ");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const json doc = read_json(out);
+  CHECK(contains(doc["device"]["name"].get<std::string>(), "VANGOGH"));
+  REQUIRE(doc["statistics_available"].get<bool>());
+  check_shape(doc);
+  for (const auto& p : doc["pipelines"]) {
+    INFO(p["name"].get<std::string>());
+    // radv's names, exactly as the driver gives them.
+    for (const char* stat : {"SGPRs", "VGPRs", "Spilled SGPRs", "Spilled VGPRs", "LDS size", "Scratch size", "Subgroups per SIMD"}) {
+      REQUIRE_MESSAGE(p["stats"].contains(stat), stat);
+      CHECK(p["stats"][stat].is_number_unsigned());
+    }
+    CHECK(p["stats"]["VGPRs"].get<uint64_t>() > 0);
+    CHECK(p["stats"]["Subgroups per SIMD"].get<uint64_t>() > 0);
+  }
+}
