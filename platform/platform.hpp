@@ -58,6 +58,9 @@ void set_log_level(LogLevel level);
 void default_log_sink(LogLevel level, const std::string& msg) noexcept;
 
 // ---- files -----------------------------------------------------------------------
+// True when something exists at path (stat succeeds; it may not be a regular file: read_file says so).
+bool file_exists(const std::string& path) noexcept;
+
 // Whole file into memory. Throws io_error (names the path and strerror) when it
 // cannot be opened/read, format_error when it holds more than max_bytes. The size
 // reported by the file system is only a hint: reading stops at max_bytes + 1.
@@ -121,6 +124,9 @@ class MappedFile {
   size_t size() const noexcept;
   bool is_mapped() const noexcept;       // true: mmap; false: read into memory (or empty)
   const std::string& path() const noexcept;
+  // Drops the pages wholly inside [offset, offset + bytes) from this process's resident set when the
+  // file is mapped (they are read again from the file on the next access); a no-op otherwise.
+  void release(size_t offset, size_t bytes) const noexcept;
 
   struct Impl;  // defined by the platform implementation
 

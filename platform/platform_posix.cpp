@@ -358,6 +358,20 @@ bool MappedFile::is_open() const noexcept { return impl_ != nullptr; }
 const uint8_t* MappedFile::data() const noexcept { return impl_ ? impl_->data : nullptr; }
 size_t MappedFile::size() const noexcept { return impl_ ? impl_->size : 0; }
 bool MappedFile::is_mapped() const noexcept { return impl_ && impl_->map != nullptr; }
+bool file_exists(const std::string& path) noexcept {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void MappedFile::release(size_t offset, size_t bytes) const noexcept {
+  if (!is_mapped() || offset >= impl_->size) return;
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const uintptr_t page = page_size > 0 ? uintptr_t(page_size) : 4096;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(impl_->data);
+  const uintptr_t lo = (base + offset + page - 1) / page * page;
+  const uintptr_t hi = (base + offset + std::min(bytes, impl_->size - offset)) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // read-only private map: contents unchanged
+}
 const std::string& MappedFile::path() const noexcept {
   static const std::string kNone;
   return impl_ ? impl_->path : kNone;

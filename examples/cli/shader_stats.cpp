@@ -107,8 +107,7 @@ Runner register_shader_stats(CLI::App& app) {
     json shapes_json = json::array();
     std::vector<std::string> notes;
     if (!model_dir.empty()) {
-      const auto bytes = platform::read_file(model_dir + "/config.json", 1 << 20);
-      const ModelConfig c = parse_model_config(std::string(bytes.begin(), bytes.end()), model_dir + "/config.json");
+      const ModelConfig c = read_model_config(model_dir);  // native or Hugging Face DiffLlama
       const std::string label = "model " + model_dir;
       PipelineGroup g(dev, label);
       kernels.push_back(build_model_kernels(dev, c));

@@ -105,6 +105,9 @@ struct ContextOptions {
   // Nonzero: every memory heap is reported (and planned against) as at most this many bytes, to test the
   // "does not fit the device" errors of Model::load / Session::create without a small device.
   uint64_t simulate_heap_bytes = 0;
+  // Nonzero: maxStorageBufferRange is reported as at most this many bytes (tests of weights split across
+  // bindings, e.g. an embedding larger than a binding, without a device that has a small range).
+  uint64_t simulate_max_storage_buffer_range = 0;
 };
 
 class Device;  // runtime internal (runtime/vk/gpu.hpp)

@@ -1,6 +1,9 @@
 // diffvk — whole Differential Transformer inference: checkpoint loading, sessions with a KV cache,
-// sampling. Checkpoint format: a directory with config.json and model.safetensors (see README).
+// sampling. Checkpoint formats: a directory with config.json and model.safetensors (see README), or a
+// Hugging Face DiffLlama directory (config.json with model_type "diffllama", model.safetensors or shards
+// listed by model.safetensors.index.json), converted to the runtime's layout while it streams in.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,7 +15,7 @@
 
 namespace diffvk {
 
-class SafetensorsFile;
+struct Checkpoint;  // runtime/model/checkpoint.hpp
 
 struct ModelConfig {
   uint32_t vocab_size = 0;
@@ -22,16 +25,43 @@ struct ModelConfig {
   uint32_t num_kv_heads = 0;  // Hkv
   uint32_t intermediate_size = 0;
   double rope_theta = 10000.0;
-  double rms_norm_eps = 1e-5;  // block norms; the headwise subln eps is always 1e-5 (SPEC.md)
+  double rms_norm_eps = 1e-5;  // block norms
+  double subln_eps = 1e-5;     // headwise sub-norm: 1e-5 (SPEC.md); DiffLlama: rms_norm_eps
   uint32_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   int64_t bos_token_id = -1, eos_token_id = -1;
-  std::string tokenizer = "bytes";
+  std::string tokenizer = "bytes";  // "bytes", or "none" (token ids only: Hugging Face checkpoints)
+  std::string format = "diffvk";    // "diffvk" (native) or "diffllama" (Hugging Face, converted at load)
+  // RoPE frequency scaling (Hugging Face rope_scaling / rope_parameters): "default" (none) or "llama3".
+  std::string rope_type = "default";
+  double rope_factor = 1.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
+  uint32_t rope_original_max_positions = 0;
   uint32_t head_dim() const { return hidden_size / num_heads / 2; }
 };
 
 // Parses and validates config.json text; errors name the key at fault.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& name = "config.json");
+
+// <dir>/config.json in either checkpoint format (native, or Hugging Face DiffLlama converted to the runtime's config).
+ModelConfig read_model_config(const std::string& dir);
+
+// How Model::load streams the weights in.
+struct LoadOptions {
+  uint64_t staging_bytes = 16ull << 20;  // host conversion slice per upload (at least one row)
+  // Convert through the host slice and a staging buffer even where device memory is host-mapped (where the
+  // loader otherwise converts in place): the discrete-GPU path, testable on CPU drivers.
+  bool force_staging = false;
+};
+// What loading cost on the host (Model::load_stats).
+struct LoadStats {
+  std::string format;                 // "diffvk" or "diffllama"
+  uint32_t files = 0;                 // safetensors files (shards)
+  uint64_t staging_peak_bytes = 0;    // host conversion + staging bytes held at once (0: device memory mapped)
+  uint64_t largest_tensor_bytes = 0;  // largest device tensor (storage type)
+  uint64_t weight_bytes = 0;          // bytes uploaded
+  uint32_t split_tensors = 0;         // tensors split across bindings (larger than maxStorageBufferRange)
+  double seconds = 0;                 // wall time of Model::load
+};
 
 // Thread-safe: any number of Sessions of one Model may run concurrently on different threads
 // (see the threading model in diffvk/device.hpp). The Model must outlive its Sessions.
@@ -50,17 +80,19 @@ class Model {
     int64_t offset = 0, size = -1;
   };
   static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors);
+  static std::unique_ptr<Model> load(Context& context, const std::string& dir, const LoadOptions& options);
   ~Model();
   const ModelConfig& config() const;
+  const LoadStats& load_stats() const;
   uint64_t weight_bytes() const;  // bytes of weights read per token (device storage type)
   struct Impl;
   Impl& impl() { return *impl_; }
 
  private:
   explicit Model(std::unique_ptr<Impl> impl);
-  static std::unique_ptr<Model> load_parts(Context& context, const void* config, size_t config_size,
-                                           const std::string& config_name, SafetensorsFile weights,
-                                           const std::string& name);
+  // Every load path ends here: the checkpoint's row sources are converted and uploaded (streaming).
+  static std::unique_ptr<Model> load_checkpoint(Context& context, Checkpoint& checkpoint, const LoadOptions& options,
+                                                const std::string& name, std::chrono::steady_clock::time_point t0);
   std::unique_ptr<Impl> impl_;
 };
 

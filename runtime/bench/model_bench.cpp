@@ -5,17 +5,22 @@
 #include <vector>
 
 #include "bench/check.hpp"
+#include "bench/host_memory.hpp"
 #include "bench/report.hpp"
 
 namespace diffvk::bench {
 
 json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs, const std::string& cmdline, const Sink& sink) {
   sink.stage("model: loading " + a.model_dir);
+  const uint64_t rss0 = rss_bytes();
+  const bool hwm = reset_peak_rss();
   auto model = Model::load(ctx, a.model_dir);
+  const LoadStats& ls = model->load_stats();
+  const uint64_t load_peak = hwm && peak_rss_bytes() > rss0 ? peak_rss_bytes() - rss0 : 0;
   const ModelConfig& c = model->config();
   const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
   const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
-  auto session = Session::create(*model, SessionOptions{P + N, 64, false});
+  auto session = Session::create(*model, SessionOptions{P + N, 64, false, {}});
   Rng rng(12345);
   std::vector<int32_t> prompt(P);
   for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
@@ -43,6 +48,10 @@ json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs,
   const double fraction = bound_s / (ds.median / N);
   sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage", a.model_dir.c_str(), c.num_layers,
               c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()));
+  sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
+               "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
+               (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
+               hwm ? ": includes device memory on CPU drivers" : " not resettable: not measured");
   sink.reportf("  prefill: %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s", P, ps.median, ps.min, ps.max, prefill_tps);
   sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median, ds.min,
               ds.max, decode_tps, 1e3 * ds.median / N);
@@ -53,7 +62,7 @@ json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs,
   json profile_json;
   if (a.profile) {
     // A separate session with timestamps between dispatches: GPU time per dispatch grouped by op over N decode steps.
-    auto prof_session = Session::create(*model, SessionOptions{P + N, 64, true});
+    auto prof_session = Session::create(*model, SessionOptions{P + N, 64, true, {}});
     auto lg = prof_session->prefill(prompt);
     int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
     struct Agg {
@@ -96,6 +105,9 @@ json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs,
                 {"num_kv_heads", c.num_kv_heads}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
                 {"weight_bytes_per_token", model->weight_bytes()}};
   j["copy_gbps"] = copy_gbps;
+  j["load"] = {{"format", ls.format}, {"files", ls.files}, {"seconds", ls.seconds}, {"staging_peak_bytes", ls.staging_peak_bytes},
+               {"largest_tensor_bytes", ls.largest_tensor_bytes}, {"split_tensors", ls.split_tensors},
+               {"peak_rss_delta_bytes", hwm ? json(load_peak) : json(nullptr)}};
   j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps)}, {"tokens_per_s", prefill_tps}};
   j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds)}, {"tokens_per_s", decode_tps},
                  {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};

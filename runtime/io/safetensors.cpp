@@ -179,6 +179,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   f.name_ = path;
   f.bytes_ = mapped->data();
   f.size_ = mapped->size();
+  f.mapped_ = mapped.get();
   f.owner_ = std::move(mapped);
   f.parse();
   return f;
@@ -466,6 +467,12 @@ std::vector<float> SafetensorsFile::to_float(const TensorInfo& t) const {
                                                 dtype_name(t.dtype) + "; to_float supports F32, F16 and BF16");
   }
   return out;
+}
+
+void SafetensorsFile::release(const TensorInfo& t) const {
+  if (!mapped_ || t.end < t.begin || t.end > data_size_) return;
+  const uint64_t at = uint64_t(data_ - bytes_) + t.begin;
+  static_cast<const platform::MappedFile*>(mapped_)->release(size_t(at), size_t(t.end - t.begin));
 }
 
 }  // namespace diffvk

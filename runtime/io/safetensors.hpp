@@ -70,6 +70,8 @@ class SafetensorsFile {
   uint64_t data_size() const { return data_size_; }
 
   std::map<std::string, std::string> metadata() const { return metadata_; }
+  // Drops the tensor's pages from the resident set when the file is memory-mapped (open()); no-op otherwise.
+  void release(const TensorInfo& t) const;
 
  private:
   void parse();
@@ -77,6 +79,7 @@ class SafetensorsFile {
 
   std::string name_;
   std::shared_ptr<const void> owner_;  // keeps the mapping / buffer alive
+  const void* mapped_ = nullptr;       // the platform::MappedFile when opened from a path
   const uint8_t* bytes_ = nullptr;     // whole file
   uint64_t size_ = 0;
   const uint8_t* data_ = nullptr;      // data section

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,7 +18,8 @@
 #include "plan/memory_plan.hpp"
 #include "model/model_kernels.hpp"
 #include "platform.hpp"
-#include "io/safetensors.hpp"
+#include "model/checkpoint.hpp"
+#include "model/weight_store.hpp"
 #include "io/storage.hpp"
 
 namespace diffvk {
@@ -36,62 +38,6 @@ uint64_t device_heap_bytes(const DeviceCaps& c) {
   return local ? local : any;
 }
 
-// Packs weight tensors into a few large buffers (each <= max allocation), every tensor aligned and
-// bindable (<= maxStorageBufferRange).
-class WeightStore {
- public:
-  WeightStore(Device& dev, bool fp16) : dev_(dev), fp16_(fp16) {}
-  size_t add(const std::string& name, std::vector<float> data) {
-    pending_.push_back({name, std::move(data)});
-    return pending_.size() - 1;
-  }
-  void upload() {
-    const DeviceCaps& c = dev_.caps();
-    const uint64_t al = c.min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
-    const uint64_t limit = std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
-    std::vector<std::pair<uint32_t, uint64_t>> where;
-    std::vector<uint64_t> sizes{0};
-    for (auto& t : pending_) {
-      const uint64_t bytes = t.data.size() * es;
-      if (bytes > c.max_storage_buffer_range)
-        throw Error(Status::unsupported, "tensor '" + t.name + "' (" + std::to_string(bytes) + " bytes) exceeds the device's maxStorageBufferRange " +
-                                             std::to_string(c.max_storage_buffer_range));
-      if (sizes.back() && align_up(sizes.back(), al) + bytes > limit) sizes.push_back(0);
-      const uint64_t off = align_up(sizes.back(), al);
-      where.push_back({static_cast<uint32_t>(sizes.size() - 1), off});
-      sizes.back() = off + bytes;
-    }
-    for (size_t i = 0; i < sizes.size(); ++i) buffers_.emplace_back(dev_, std::max<uint64_t>(sizes[i], 4), MemoryDomain::device, "weights " + std::to_string(i));
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      const auto bytes = to_storage(pending_[i].data, fp16_);
-      buffers_[where[i].first].upload(where[i].second, bytes.data(), bytes.size());
-      ranges_.push_back(buffers_[where[i].first].range(where[i].second, std::max<uint64_t>(bytes.size(), 4)));
-      total_ += bytes.size();
-      std::vector<float>().swap(pending_[i].data);
-    }
-  }
-  // Bytes upload() will allocate (aligned), known before anything is allocated.
-  uint64_t planned_bytes() const {
-    const uint64_t al = dev_.caps().min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
-    uint64_t total = 0;
-    for (const auto& t : pending_) total += align_up(t.data.size() * es, al);
-    return total;
-  }
-  BufferRange range(size_t i) const { return ranges_.at(i); }
-  uint64_t total() const { return total_; }
-
- private:
-  struct Pending {
-    std::string name;
-    std::vector<float> data;
-  };
-  Device& dev_;
-  bool fp16_;
-  std::vector<Pending> pending_;
-  std::vector<Buffer> buffers_;
-  std::vector<BufferRange> ranges_;
-  uint64_t total_ = 0;
-};
 }  // namespace
 
 struct Model::Impl {
@@ -115,6 +61,7 @@ struct Model::Impl {
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<SampleKernel> sample;
   std::unique_ptr<AttnProbsKernel> probs;
+  LoadStats stats;
 };
 
 namespace {
@@ -142,121 +89,104 @@ std::vector<uint8_t> read_range(const Model::FdRange& r, uint64_t max_bytes, con
 }
 }  // namespace
 
-std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) {
+std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) { return load(ctx, dir, LoadOptions{}); }
+
+std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir, const LoadOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
   ctx.device().check_not_lost();
-  const auto cfg = platform::read_file(dir + "/config.json", kMaxConfigBytes);
-  return load_parts(ctx, cfg.data(), cfg.size(), dir + "/config.json", SafetensorsFile::open(dir + "/model.safetensors"), dir);
+  // Sources only: names, shapes and row permutations are checked here, nothing is converted yet.
+  Checkpoint ck = open_checkpoint(dir);  // runtime/model/checkpoint_native.cpp, hf_loader.cpp
+  return load_checkpoint(ctx, ck, options, dir, t0);
 }
+
+namespace {
+// config.json given as bytes (memory, descriptors): the native format only; a Hugging Face directory
+// is mapped shard by shard and loads through Model::load(dir).
+ModelConfig parse_native_config_bytes(const void* data, size_t size, const std::string& name) {
+  const std::string text(static_cast<const char*>(data), size);
+  if (is_hf_diffllama(text))
+    throw Error(Status::invalid_argument, name + ": a Hugging Face DiffLlama checkpoint loads from its directory "
+                                                 "(Model::load / diffvk_model_load), not from memory or descriptors");
+  return parse_model_config(text, name);
+}
+}  // namespace
 
 std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
                                           size_t safetensors_size, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (!config_json || !safetensors) throw Error(Status::invalid_argument, name + ": config or safetensors buffer is NULL");
   if (config_size > kMaxConfigBytes)
     throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) + " bytes, more than the limit of " +
                                           std::to_string(kMaxConfigBytes));
   ctx.device().check_not_lost();
-  return load_parts(ctx, config_json, config_size, name + " config.json",
-                    SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors"), name);
+  ModelConfig cfg = parse_native_config_bytes(config_json, config_size, name + " config.json");
+  Checkpoint ck = open_native_checkpoint(
+      std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors")),
+      std::move(cfg));
+  return load_checkpoint(ctx, ck, LoadOptions{}, name, t0);
 }
 
 std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors) {
+  const auto t0 = std::chrono::steady_clock::now();
   ctx.device().check_not_lost();
   const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
                     wname = "model.safetensors (fd " + std::to_string(safetensors.fd) + ")";
-  const auto cfg = read_range(config_json, kMaxConfigBytes, cname);
-  auto st = SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname);
-  return load_parts(ctx, cfg.data(), cfg.size(), cname, std::move(st), "fd " + std::to_string(safetensors.fd));
+  const auto cfg_bytes = read_range(config_json, kMaxConfigBytes, cname);
+  ModelConfig cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
+  auto st = std::make_unique<SafetensorsFile>(
+      SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname));
+  Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
+  return load_checkpoint(ctx, ck, LoadOptions{}, "fd " + std::to_string(safetensors.fd), t0);
 }
 
-std::unique_ptr<Model> Model::load_parts(Context& ctx, const void* cfg_data, size_t cfg_size, const std::string& cfg_name,
-                                         SafetensorsFile st, const std::string& dir) {
+std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, const LoadOptions& options, const std::string& dir,
+                                              std::chrono::steady_clock::time_point t0) {
   auto m = std::make_unique<Impl>();
   Device& dev = ctx.device();
   dev.check_not_lost();
   m->dev = &dev;
   m->fp16 = dev.fp16();
-  m->cfg = parse_model_config(std::string(static_cast<const char*>(cfg_data), cfg_size), cfg_name);
+  m->cfg = ck.config;
   const ModelConfig& c = m->cfg;
-  const std::string path = st.name();
   const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
-
-  // Expected tensors: every name must be present with its shape, nothing else may be.
-  std::map<std::string, std::vector<int64_t>> expect;
-  expect["embed_tokens.weight"] = {V, E};
-  expect["norm.weight"] = {E};
-  if (!c.tie_word_embeddings) expect["lm_head.weight"] = {V, E};
-  for (uint32_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    expect[p + "attn_norm.weight"] = {E};
-    expect[p + "attn.q_proj.weight"] = {E, E};
-    expect[p + "attn.k_proj.weight"] = {2 * Hkv * D, E};
-    expect[p + "attn.v_proj.weight"] = {2 * Hkv * D, E};
-    expect[p + "attn.out_proj.weight"] = {E, E};
-    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) expect[p + "attn." + n] = {D};
-    expect[p + "attn.subln.weight"] = {2 * D};
-    expect[p + "ffn_norm.weight"] = {E};
-    expect[p + "ffn.gate_proj.weight"] = {I, E};
-    expect[p + "ffn.up_proj.weight"] = {I, E};
-    expect[p + "ffn.down_proj.weight"] = {E, I};
-  }
-  for (const auto& t : st.tensors())
-    if (!expect.count(t.name))
-      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name + "'" +
-                                            (t.name == "lm_head.weight" ? " (config says tie_word_embeddings=true)" : ""));
-  auto get = [&](const std::string& name, bool check_finite = false) {
-    const auto& shape = expect.at(name);
-    const TensorInfo* t = st.find(name);
-    if (!t) throw Error(Status::format_error, path + ": missing tensor '" + name + "'");
-    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-      throw Error(Status::format_error, path + ": tensor '" + name + "' must be F32, F16 or BF16");
-    auto v = st.to_float(st.require(name, shape));
-    if (check_finite)
-      for (float x : v)
-        if (!std::isfinite(x)) throw Error(Status::format_error, path + ": non-finite value in '" + name + "'");
-    return v;
-  };
-  auto cat = [](std::vector<float> a, const std::vector<float>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  };
-  m->weights = std::make_unique<WeightStore>(dev, m->fp16);
+  m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);
   WeightStore& ws = *m->weights;
-  m->embed = ws.add("embed_tokens.weight", get("embed_tokens.weight"));
+  m->embed = ws.add(std::move(ck.embed));
   for (uint32_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
+    CheckpointLayer& S = ck.layers[l];
     Impl::Layer L{};
-    L.attn_norm = ws.add(p + "attn_norm.weight", get(p + "attn_norm.weight", true));
-    L.wqkv = ws.add(p + "attn.qkv", cat(cat(get(p + "attn.q_proj.weight"), get(p + "attn.k_proj.weight")), get(p + "attn.v_proj.weight")));
-    L.wo = ws.add(p + "attn.out_proj.weight", get(p + "attn.out_proj.weight"));
-    L.subln = ws.add(p + "attn.subln.weight", get(p + "attn.subln.weight", true));
-    L.ffn_norm = ws.add(p + "ffn_norm.weight", get(p + "ffn_norm.weight", true));
-    L.wgu = ws.add(p + "ffn.gate_up", cat(get(p + "ffn.gate_proj.weight"), get(p + "ffn.up_proj.weight")));
-    L.wdown = ws.add(p + "ffn.down_proj.weight", get(p + "ffn.down_proj.weight"));
-    std::vector<float> lam[4];
-    int i = 0;
-    for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) lam[i++] = get(p + "attn." + n, true);
+    L.attn_norm = ws.add(std::move(S.attn_norm));
+    L.wqkv = ws.add(std::move(S.wqkv));
+    L.wo = ws.add(std::move(S.wo));
+    L.subln = ws.add(std::move(S.subln));
+    L.ffn_norm = ws.add(std::move(S.ffn_norm));
+    L.wgu = ws.add(std::move(S.wgu));
+    L.wdown = ws.add(std::move(S.wdown));
     double d1 = 0, d2 = 0;
     for (int64_t k = 0; k < D; ++k) {
-      d1 += double(lam[0][k]) * lam[1][k];
-      d2 += double(lam[2][k]) * lam[3][k];
+      d1 += double(S.lambda[0][k]) * S.lambda[1][k];
+      d2 += double(S.lambda[2][k]) * S.lambda[3][k];
     }
     L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
     L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
-    if (!std::isfinite(L.lambda)) throw Error(Status::format_error, path + ": lambda of layer " + std::to_string(l) + " is not finite");
+    if (!std::isfinite(L.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
     m->layers.push_back(L);
   }
-  m->norm = ws.add("norm.weight", get("norm.weight", true));
-  m->lm_head = c.tie_word_embeddings ? m->embed : ws.add("lm_head.weight", get("lm_head.weight"));
+  m->norm = ws.add(std::move(ck.norm));
+  m->lm_head = c.tie_word_embeddings ? m->embed : ws.add(std::move(ck.lm_head));
   const uint64_t table_bytes = uint64_t(c.max_position_embeddings) * (D / 2) * 2 * 4;
   const uint64_t need = ws.planned_bytes() + table_bytes, heap = device_heap_bytes(dev.caps());
   if (need > heap)
-    throw Error(Status::out_of_memory, path + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
-                                             "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
-  ws.upload();
+    throw Error(Status::out_of_memory, dir + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
+                                            "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
+  const WeightUploadStats up = ws.upload(options.staging_bytes, options.force_staging);
+  for (const auto& L : m->layers)  // only the embedding and lm_head may be split across bindings
+    for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown}) ws.range(w);
+  ws.range(m->norm);
   const uint64_t es = m->fp16 ? 2 : 4;
   m->per_token_bytes = ws.total() - uint64_t(V) * E * es * (c.tie_word_embeddings ? 0 : 1) + uint64_t(E) * es;
 
-  const auto table = rope_table(c.max_position_embeddings, static_cast<uint32_t>(D), c.rope_theta);
+  const auto table = rope_table(c.max_position_embeddings, rope_inv_freq(c));
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
@@ -269,17 +199,26 @@ std::unique_ptr<Model> Model::load_parts(Context& ctx, const void* cfg_data, siz
   m->silu = std::move(k.silu);
   m->sample = std::move(k.sample);
   m->probs = std::move(k.probs);
-  platform::log(platform::LogLevel::info, "model " + dir + ": " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
+  m->stats.format = c.format;
+  m->stats.files = static_cast<uint32_t>(ck.files.size());
+  m->stats.staging_peak_bytes = up.staging_peak_bytes;
+  m->stats.largest_tensor_bytes = up.largest_tensor_bytes;
+  m->stats.weight_bytes = up.bytes;
+  m->stats.split_tensors = up.split_tensors;
+  m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size()) + " file(s)): " +
+                                              std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
                                               ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
-                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") + ")");
+                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") +
+                                              "), host staging peak " + std::to_string(up.staging_peak_bytes) + " bytes");
   return std::unique_ptr<Model>(new Model(std::move(m)));
 }
-
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 const ModelConfig& Model::config() const { return impl_->cfg; }
 uint64_t Model::weight_bytes() const { return impl_->per_token_bytes; }
+const LoadStats& Model::load_stats() const { return impl_->stats; }
 
 // ---- session -----------------------------------------------------------------------------
 struct Session::Impl {
@@ -438,7 +377,8 @@ void Session::Impl::record_forward(Program& program, uint32_t rows, Out out, con
   // One row (decode): the block norms run inside the projections that follow them (linear_row's
   // rmsnorm prologue) and SwiGLU inside the down projection, so a layer is 6 dispatches, not 9.
   const bool fused = rows == 1;
-  M.embed_k->record(*prog, tokens.range(0, rows * 4ull), M.weights->range(M.embed), x, rows, E, V);
+  for (const WeightPart& part : M.weights->parts(M.embed))  // one part unless the table exceeds a binding
+    M.embed_k->record_part(*prog, tokens.range(0, rows * 4ull), part.range, x, rows, E, uint32_t(part.rows), uint32_t(part.row0), V);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const auto& W = M.layers[l];
     const auto& L = lt[l];
@@ -456,7 +396,7 @@ void Session::Impl::record_forward(Program& program, uint32_t rows, Out out, con
     M.rope->record(*prog, qkv, M.rope_table.range(), q, kc[l], vc[l], {rows, H, Hkv, D, 0, cap}, dynr);
     if (tap && tap->layer == l)
       M.probs->record(*prog, q, kc[l], dynr, tap->out, {rows, H, Hkv, D, cap, tap->T, 0, tap->head0, tap->heads});
-    AttnCall call{rows, 0, H, Hkv, cap, E, E, static_cast<float>(W.lambda), static_cast<float>(1.0 - W.lambda_init), 1e-5f, dynr};
+    AttnCall call{rows, 0, H, Hkv, cap, E, E, static_cast<float>(W.lambda), static_cast<float>(1.0 - W.lambda_init), static_cast<float>(c.subln_eps), dynr};
     if (rows <= M.attn->max_decode_rows()) {
       uint32_t len = 0;
       const uint32_t sp = M.attn->decode_splits_for_capacity(call, &len);
@@ -481,7 +421,9 @@ void Session::Impl::record_forward(Program& program, uint32_t rows, Out out, con
   if (out == Out::all) {
     const BufferRange xf = T(XF, uint64_t(rows) * E * es), logits = T(LOGITS, uint64_t(rows) * V * 4);
     M.norm_k->record(*prog, x, M.weights->range(M.norm), xf, {rows, 1, E, E, 1.0f, eps}, f32);
-    M.linear->record(*prog, xf, M.weights->range(M.lm_head), logits, {rows, E, V, E, V}, {}, f32);
+    for (const WeightPart& part : M.weights->parts(M.lm_head))  // split lm_head: disjoint column slices of the logits
+      M.linear->record(*prog, xf, part.range, logits.sub(part.row0 * 4, logits.size - part.row0 * 4),
+                       {rows, E, uint32_t(part.rows), E, V}, {}, f32);
   } else if (out != Out::none) {  // the last row only: final norm fused into lm_head
     BufferRange xl{x.buffer, x.offset + uint64_t(rows - 1) * E * 4, uint64_t(E) * 4};
     const BufferRange logits = T(LOGITS, uint64_t(V) * 4);
@@ -491,8 +433,9 @@ void Session::Impl::record_forward(Program& program, uint32_t rows, Out out, con
       prog->copy(xl, staged, "last row");
       xl = staged;
     }
-    M.linear->record_row(*prog, xl, M.weights->range(M.lm_head), logits, {E, V, RowPrologue::rmsnorm, eps, f32, f32}, {},
-                         M.weights->range(M.norm));
+    for (const WeightPart& part : M.weights->parts(M.lm_head))
+      M.linear->record_row(*prog, xl, part.range, logits.sub(part.row0 * 4, part.rows * 4),
+                           {E, uint32_t(part.rows), RowPrologue::rmsnorm, eps, f32, f32}, {}, M.weights->range(M.norm));
     if (out == Out::sample) M.sample->record(*prog, logits, dyn.range(0, 16), picked.range(0, 4), V);
   }
 }

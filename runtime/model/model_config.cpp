@@ -94,8 +94,9 @@ ModelConfig parse_model_config(const std::string& text, const std::string& name)
     if (!j["tokenizer"].is_string()) throw bad("tokenizer", "must be a string");
     c.tokenizer = j["tokenizer"].get<std::string>();
   }
-  if (c.tokenizer != "bytes") throw bad("tokenizer", "= '" + printable(c.tokenizer) + "' is not supported (only \"bytes\")");
-  if (c.vocab_size < 256) throw bad("vocab_size", "must be >= 256 for the bytes tokenizer");
+  if (c.tokenizer != "bytes" && c.tokenizer != "none")
+    throw bad("tokenizer", "= '" + printable(c.tokenizer) + "' is not supported (\"bytes\", or \"none\" for token ids only)");
+  if (c.tokenizer == "bytes" && c.vocab_size < 256) throw bad("vocab_size", "must be >= 256 for the bytes tokenizer");
   if (c.hidden_size % (2 * c.num_heads))
     throw bad("hidden_size", "= " + std::to_string(c.hidden_size) + " is not divisible by 2 x num_heads = " + std::to_string(2 * c.num_heads));
   if (c.num_heads % c.num_kv_heads)

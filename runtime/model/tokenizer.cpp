@@ -1,6 +1,7 @@
 // Tokenizer (include/diffvk/tokenizer.hpp): picks the kind from the files of a model directory,
 // the bytes tokenizer, and the helpers the kinds share (files, messages, BOS/EOS from the configs).
 #include "diffvk/tokenizer.hpp"
+#include "model/checkpoint.hpp"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -125,8 +126,12 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string cfg = dir + "/config.json";
   if (!tok::exists(cfg))
     throw Error(Status::io_error, dir + ": no tokenizer.json, tokenizer.model or config.json (a model directory was expected)");
-  // config.json's "tokenizer" is "bytes" (parse_model_config accepts nothing else).
-  const ModelConfig c = parse_model_config(tok::read_text_file(cfg, 1 << 20), cfg);
+  const std::string text = tok::read_text_file(cfg, 1 << 20);
+  if (is_hf_diffllama(text))  // its vocabulary is not bytes
+    throw Error(Status::format_error, dir + ": a Hugging Face checkpoint without tokenizer.json or tokenizer.model; "
+                                            "text needs its tokenizer (token ids work without one: diffvk logits)");
+  // config.json's "tokenizer" is "bytes" here ("none" only comes from Hugging Face configs).
+  const ModelConfig c = parse_model_config(text, cfg);
   return bytes(c.vocab_size, int32_t(c.bos_token_id), int32_t(c.eos_token_id));
 }
 

@@ -6,7 +6,7 @@ namespace diffvk {
 
 namespace {
 struct EmbedPush {
-  uint32_t rows, E, vocab;
+  uint32_t rows, E, vocab, first, total;
 };
 struct SiluPush {
   uint32_t rows, I;
@@ -24,11 +24,17 @@ EmbedKernel::EmbedKernel(Device& device, KernelOptions o) : device_(device) {
 
 void EmbedKernel::record(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows,
                          uint32_t E, uint32_t vocab) const {
+  record_part(program, tokens, table, x, rows, E, vocab, 0, vocab);
+}
+
+void EmbedKernel::record_part(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
+                              uint32_t part_rows, uint32_t first, uint32_t total) const {
   const uint64_t es = storage_bytes(pipeline_->desc().fp16);
-  if (rows == 0 || E == 0 || vocab == 0) throw Error(Status::invalid_argument, "embed: zero size");
-  if (tokens.size < rows * 4ull || table.size < uint64_t(vocab) * E * es || x.size < uint64_t(rows) * E * 4)
+  if (rows == 0 || E == 0 || part_rows == 0 || total == 0) throw Error(Status::invalid_argument, "embed: zero size");
+  if (uint64_t(first) + part_rows > total) throw Error(Status::invalid_argument, "embed: table part beyond the vocabulary");
+  if (tokens.size < rows * 4ull || table.size < uint64_t(part_rows) * E * es || x.size < uint64_t(rows) * E * 4)
     throw Error(Status::invalid_argument, "embed: buffer too small for the shape");
-  EmbedPush p{rows, E, vocab};
+  EmbedPush p{rows, E, part_rows, first, total};
   program.dispatch(*pipeline_, {{tokens, Access::read}, {table, Access::read}, {x, Access::write}}, &p, sizeof p,
                    grid(device_.caps(), E, wg_, rows), "embed");
 }

@@ -9,12 +9,18 @@ namespace diffvk {
 std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta) {
   if (D == 0 || D % 2 != 0) throw Error(Status::invalid_argument, "rope_table: D must be even and positive");
   if (!(theta > 0)) throw Error(Status::invalid_argument, "rope_table: theta must be positive");
-  const uint32_t half = D / 2;
+  std::vector<double> inv_freq(D / 2);
+  for (uint32_t i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(theta, -2.0 * i / D);
+  return rope_table(max_positions, inv_freq);
+}
+
+std::vector<float> rope_table(uint32_t max_positions, const std::vector<double>& inv_freq) {
+  if (inv_freq.empty()) throw Error(Status::invalid_argument, "rope_table: no frequencies");
+  const size_t half = inv_freq.size();
   std::vector<float> t(size_t(max_positions) * half * 2);
-  for (uint32_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * i / D);
+  for (size_t i = 0; i < half; ++i) {
     for (uint32_t pos = 0; pos < max_positions; ++pos) {
-      const double a = pos * inv_freq;
+      const double a = pos * inv_freq[i];
       const size_t o = (size_t(pos) * half + i) * 2;
       t[o] = static_cast<float>(std::cos(a));
       t[o + 1] = static_cast<float>(std::sin(a));

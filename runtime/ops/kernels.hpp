@@ -170,6 +170,8 @@ class RopeKvKernel {
 // has an absolute rounding error of ~p·6e-8 rad (6e-3 rad at p = 1e5) and GPU sin/cos of large
 // arguments are only loosely specified, which would cost accuracy at long contexts.
 std::vector<float> rope_table(uint32_t max_positions, uint32_t D, double theta = 10000.0);
+// The same table from given inverse frequencies (D/2 of them; e.g. llama3-scaled, model/checkpoint.hpp).
+std::vector<float> rope_table(uint32_t max_positions, const std::vector<double>& inv_freq);
 
 // ==== end linear / rope_kv ====
 
@@ -181,6 +183,10 @@ class EmbedKernel {
   EmbedKernel(Device& device, KernelOptions options);
   void record(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
               uint32_t vocab) const;
+  // One row part of a split table: rows [first, first + part_rows) of a vocabulary of `total`; writes only
+  // the rows of x whose token is in the part (and zeros for invalid ids when first == 0).
+  void record_part(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
+                   uint32_t part_rows, uint32_t first, uint32_t total) const;
 
  private:
   Device& device_;

@@ -92,6 +92,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   d->caps_ = all[idx];
   if (options.simulate_heap_bytes)
     for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
+  if (options.simulate_max_storage_buffer_range)
+    d->caps_.max_storage_buffer_range = std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
   const DeviceCaps& c = d->caps_;
   const uint32_t api = std::min(c.api_version, d->instance_->api_version());
   if (api < VK_API_VERSION_1_1)

@@ -1,35 +1,51 @@
-// libFuzzer harness for parse_model_config (runtime/model/model_config.cpp): config.json text.
-// Any input must either parse or throw diffvk::Error(format_error); an accepted config must satisfy
-// every invariant the model loader relies on.
+// libFuzzer harness for parse_model_config (runtime/model/model_config.cpp) and parse_hf_config
+// (runtime/model/hf_config.cpp, Hugging Face DiffLlama): config.json text. Any input must either parse
+// or throw diffvk::Error(format_error; the Hugging Face parser also unsupported, for a RoPE type it does
+// not implement); an accepted config must satisfy every invariant the model loader relies on.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "diffvk/model.hpp"
+#include "model/checkpoint.hpp"
 
 using namespace diffvk;
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+namespace {
+bool invariants(const ModelConfig& c) {
+  return c.hidden_size >= 2 && c.num_layers >= 1 && c.num_heads >= 1 && c.num_kv_heads >= 1 && c.intermediate_size >= 1 &&
+         c.max_position_embeddings >= 1 && c.hidden_size % (2 * c.num_heads) == 0 && c.num_heads % c.num_kv_heads == 0 &&
+         c.head_dim() >= 2 && c.head_dim() % 2 == 0 && c.rope_theta > 0 && c.rms_norm_eps > 0 && c.rms_norm_eps < 1 &&
+         c.subln_eps > 0 && c.subln_eps < 1 && (c.tokenizer == "bytes" ? c.vocab_size >= 256 : c.tokenizer == "none") &&
+         c.vocab_size >= 1 && c.bos_token_id >= -1 && c.bos_token_id < int64_t(c.vocab_size) && c.eos_token_id >= -1 &&
+         c.eos_token_id < int64_t(c.vocab_size) &&
+         (c.rope_type == "default" || (c.rope_type == "llama3" && c.rope_factor > 0 && c.rope_low_freq_factor > 0 &&
+                                       c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_original_max_positions > 0));
+}
+
+template <class Parse>
+void check(const char* what, Parse parse, bool unsupported_ok) {
   ModelConfig c;
   try {
-    c = parse_model_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz/config.json");
+    c = parse();
   } catch (const Error& e) {
-    if (e.status() != Status::format_error) {
-      std::fprintf(stderr, "fuzz_config: rejected with status %d, not format_error: %s\n", int(e.status()), e.what());
+    if (e.status() != Status::format_error && !(unsupported_ok && e.status() == Status::unsupported)) {
+      std::fprintf(stderr, "fuzz_config: %s rejected with status %d: %s\n", what, int(e.status()), e.what());
       std::abort();
     }
-    return 0;
+    return;
   }
-  const bool ok = c.vocab_size >= 256 && c.hidden_size >= 2 && c.num_layers >= 1 && c.num_heads >= 1 &&
-                  c.num_kv_heads >= 1 && c.intermediate_size >= 1 && c.max_position_embeddings >= 1 &&
-                  c.hidden_size % (2 * c.num_heads) == 0 && c.num_heads % c.num_kv_heads == 0 &&
-                  c.head_dim() >= 2 && c.head_dim() % 2 == 0 && c.rope_theta > 0 && c.rms_norm_eps > 0 &&
-                  c.rms_norm_eps < 1 && c.tokenizer == "bytes" && c.bos_token_id >= -1 &&
-                  c.bos_token_id < int64_t(c.vocab_size) && c.eos_token_id >= -1 && c.eos_token_id < int64_t(c.vocab_size);
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_config: accepted a config that breaks an invariant\n");
+  if (!invariants(c)) {
+    std::fprintf(stderr, "fuzz_config: %s accepted a config that breaks an invariant\n", what);
     std::abort();
   }
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  check("parse_model_config", [&] { return parse_model_config(text, "fuzz/config.json"); }, false);
+  check("parse_hf_config", [&] { return parse_hf_config(text, "fuzz/config.json"); }, true);
   return 0;
 }

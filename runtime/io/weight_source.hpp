@@ -1,0 +1,45 @@
+// Where the rows of one device weight tensor come from, and their conversion to the device storage
+// type a bounded slice at a time (the streaming loader: runtime/model/weight_store.cpp).
+//
+// A weight is a list of row spans, each `rows` consecutive rows of a safetensors tensor (F32, F16
+// or BF16; any rank, rows = the first dimension) or rows of ones (a weightless norm). Concatenations
+// (the fused qkv and gate_up projections) and row permutations (Hugging Face DiffLlama's head
+// layout, runtime/model/hf_loader.cpp) are both just span lists: nothing is converted until upload.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.hpp"
+
+namespace diffvk {
+
+struct RowSpan {
+  const SafetensorsFile* file = nullptr;  // nullptr: rows of 1.0
+  const TensorInfo* tensor = nullptr;
+  uint64_t row = 0, rows = 0;  // first row in the tensor, row count
+};
+
+struct WeightSource {
+  std::string name;   // for messages ("layers.0.attn.qkv")
+  uint64_t cols = 0;  // elements per row
+  std::vector<RowSpan> spans;
+  bool check_finite = false;  // norms and gains: a non-finite value is a format_error naming the tensor
+
+  uint64_t rows() const;
+  uint64_t numel() const { return rows() * cols; }
+  // Appends `rows` rows of `t` starting at `row`, checking that t's rows are `cols` wide and in range.
+  WeightSource& add(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint64_t rows);
+  WeightSource& add(const SafetensorsFile& f, const TensorInfo& t);  // every row
+  WeightSource& add_ones(uint64_t rows);
+};
+
+// Converts rows [row0, row0 + rows) of `w` into `out` (rows·cols elements of fp16 bits when fp16,
+// else fp32), exactly (F16 -> fp16, F32/BF16 -> fp32) or rounded to nearest even (F32/BF16 -> fp16).
+void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16, void* out);
+
+// Tells the OS that the source pages of `w` are no longer needed (mapped files only; a no-op for
+// files read into memory): streaming a large checkpoint then does not keep it resident.
+void release_source(const WeightSource& w);
+
+}  // namespace diffvk

@@ -1,0 +1,48 @@
+// A checkpoint directory as row sources of the runtime's weights (nothing converted yet: the weights
+// stream in at upload, runtime/model/weight_store.cpp). Two formats:
+//  - native (SPEC.md names, model.safetensors): runtime/model/checkpoint_native.cpp;
+//  - Hugging Face DiffLlama (model_type "diffllama", single or sharded safetensors):
+//    runtime/model/hf_loader.cpp maps the names and permutes rows into the runtime's head layout.
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "diffvk/model.hpp"
+#include "io/weight_source.hpp"
+
+namespace diffvk {
+
+struct CheckpointLayer {
+  WeightSource attn_norm, wqkv, wo, subln, ffn_norm, wgu, wdown;
+  std::array<std::vector<float>, 4> lambda;  // lambda_q1, lambda_k1, lambda_q2, lambda_k2 (D each)
+};
+
+struct Checkpoint {
+  ModelConfig config;
+  std::vector<std::unique_ptr<SafetensorsFile>> files;  // mapped; the sources point into them
+  WeightSource embed, norm, lm_head;                    // lm_head has no rows when tied
+  std::vector<CheckpointLayer> layers;
+};
+
+// Reads <dir>/config.json and opens the checkpoint in whichever format it declares (model_type).
+Checkpoint open_checkpoint(const std::string& dir);
+
+// Native format: `config` parsed from config.json.
+Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config);
+// Native format from an open safetensors file (memory, descriptors): the checkpoint keeps it alive.
+Checkpoint open_native_checkpoint(std::unique_ptr<SafetensorsFile> file, ModelConfig config);
+
+// Hugging Face DiffLlama.
+// True for a top-level "model_type" == "diffllama", false without model_type; unsupported for any other model_type.
+bool is_hf_diffllama(const std::string& config_text);
+// config.json of a DiffLlama checkpoint -> the runtime's config (H = num_attention_heads / 2; errors name
+// the Hugging Face key). Pure: tested without a device, and by tests/fuzz if it is listed there.
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& name);
+Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config);
+
+// RoPE inverse frequencies theta^(-2i/D), i < D/2, after the config's frequency scaling (llama3).
+std::vector<double> rope_inv_freq(const ModelConfig& config);
+
+}  // namespace diffvk
