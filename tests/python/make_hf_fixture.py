@@ -47,6 +47,11 @@ CONFIGS = {
     # Odd kv count (3 kv sub-heads for 6 sub-heads: every head its own K pair), F16, rope_parameters.
     "kv3_f16": dict(desc="odd kv heads F16 rope_parameters", heads=6, kv=3, tied=False, dtype=torch.float16, shards=1,
                     rope=dict(rope_parameters=dict(rope_type="default", rope_theta=500.0))),
+    # With a real tokenizer (the Llama-3 style byte-level BPE of tests/data/tokenizer/llama3-bpe, 660 ids),
+    # so that `diffvk run --prompt` works on a Hugging Face directory. GQA, untied, F16, one file.
+    "tok": dict(desc="GQA untied F16 with a Llama-3 style tokenizer.json", heads=4, kv=2, tied=False, dtype=torch.float16,
+                shards=1, vocab=660, bos=656, eos=657, tokenizer="llama3-bpe",
+                rope=dict(rope_theta=10000.0, rope_scaling=None)),
 }
 HIDDEN_PER_HEAD = 8   # head_dim
 LAYERS, INTER, VOCAB, MAX_POS = 2, 40, 80, 32
@@ -55,11 +60,11 @@ EPS = 1e-5
 
 
 def config_json(spec):
-    c = dict(model_type="diffllama", architectures=["DiffLlamaForCausalLM"], vocab_size=VOCAB,
+    c = dict(model_type="diffllama", architectures=["DiffLlamaForCausalLM"], vocab_size=spec.get("vocab", VOCAB),
              hidden_size=spec["heads"] * HIDDEN_PER_HEAD, intermediate_size=INTER, num_hidden_layers=LAYERS,
              num_attention_heads=spec["heads"], num_key_value_heads=spec["kv"], hidden_act="silu",
              max_position_embeddings=MAX_POS, rms_norm_eps=EPS, tie_word_embeddings=spec["tied"],
-             attention_bias=False, bos_token_id=1, eos_token_id=2, torch_dtype=str(spec["dtype"]).split(".")[1])
+             attention_bias=False, bos_token_id=spec.get("bos", 1), eos_token_id=spec.get("eos", 2), torch_dtype=str(spec["dtype"]).split(".")[1])
     c.update(spec["rope"])
     return c
 
@@ -164,7 +169,7 @@ def write_fixture(name, spec, out_dir, seed):
     # The checkpoint holds the weights in spec["dtype"]; the reference uses exactly those values.
     stored = {k: v.to(spec["dtype"]) for k, v in W.items()}
     W = {k: v.to(torch.float64) for k, v in stored.items()}
-    tokens = torch.randint(3, VOCAB, (N_TOKENS,), generator=gen).tolist()
+    tokens = torch.randint(3, c["vocab_size"], (N_TOKENS,), generator=gen).tolist()
     logits = hf_forward(c, W, tokens)
     # Self-check: causality (a prefix's logits are the first rows of the longer sequence).
     assert torch.allclose(hf_forward(c, W, tokens[:PROMPT_LEN]), logits[:PROMPT_LEN], atol=1e-12)
@@ -187,6 +192,11 @@ def write_fixture(name, spec, out_dir, seed):
             weight_map.update({k: fname for k in part})
         with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=1)
+    if spec.get("tokenizer"):
+        src = os.path.join(REPO, "tests", "data", "tokenizer", spec["tokenizer"])
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            with open(os.path.join(src, f), "rb") as i, open(os.path.join(d, f), "wb") as o:
+                o.write(i.read())
     np.save(os.path.join(d, "tokens.npy"), np.array(tokens, dtype=np.int64))
     np.save(os.path.join(d, "logits.npy"), logits.numpy().astype(np.float32))
     lam = []
