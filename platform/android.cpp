@@ -33,9 +33,6 @@ constexpr const char* kTag = "diffvk";
 // the tag and two NULs); longer messages are split into several entries.
 constexpr size_t kMaxEntryBytes = 4000;
 
-std::mutex g_cache_dir_mutex;
-std::string g_cache_dir_base;  // guarded by g_cache_dir_mutex; "" = not set
-
 int android_priority(LogLevel level) {
   switch (level) {
     case LogLevel::debug: return ANDROID_LOG_DEBUG;
@@ -83,25 +80,11 @@ void default_log_sink(LogLevel level, const std::string& msg) noexcept {
   }
 }
 
-// ---- cache dir (set by the app) ------------------------------------------------------
-void set_cache_dir(const std::string& base) {
-  if (!base.empty() && base[0] != '/') {
-    throw Error(Status::invalid_argument, "set_cache_dir('" + base + "'): the directory must be an absolute path");
-  }
-  std::string b = base;
-  while (b.size() > 1 && b.back() == '/') b.pop_back();
-  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
-  g_cache_dir_base = b;
-}
-
-std::string cache_dir() {
-  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
-  if (g_cache_dir_base.empty()) {
-    throw Error(Status::io_error,
-                "no cache directory: on Android the app must call set_cache_dir() with "
-                "Context.getCacheDir().getAbsolutePath() first");
-  }
-  return g_cache_dir_base == "/" ? "/diffvk" : g_cache_dir_base + "/diffvk";
+// ---- cache dir: no default on Android (platform/cache_dir.cpp holds the app's setting) -------
+std::string default_cache_dir() {
+  throw Error(Status::io_error,
+              "no cache directory: on Android the app must call set_cache_dir() with "
+              "Context.getCacheDir().getAbsolutePath() first");
 }
 
 }  // namespace diffvk::platform

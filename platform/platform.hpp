@@ -4,6 +4,7 @@
 //   platform/platform_posix.cpp  files (Linux, Android, macOS) + stderr logging and
 //                                XDG cache dir (everything except Android)
 //   platform/log.cpp             the log dispatch (level filter, sink), shared by both
+//   platform/cache_dir.cpp       set_cache_dir / cache_dir, shared by both
 //   platform/android.cpp         logcat logging (__android_log_write, tag "diffvk") + the
 //                                app's cache dir (set_cache_dir) on Android
 // See platform/README.md.
@@ -96,6 +97,9 @@ void install_interrupt_cleanup();
 //   - Android otherwise: throws io_error (an app has no usable HOME; it must call set_cache_dir
 //     with Context.getCacheDir().getAbsolutePath(), e.g. through JNI).
 std::string cache_dir();
+// The OS's default (platform_posix.cpp: XDG; android.cpp: throws io_error), used by cache_dir() when
+// set_cache_dir() gave no base. set_cache_dir/cache_dir live once, in platform/cache_dir.cpp.
+std::string default_cache_dir();
 
 // Sets the base directory that cache_dir() uses (it returns "<base>/diffvk"), overriding the XDG
 // default on Linux. "" restores the default. Throws invalid_argument for a relative path.

@@ -393,26 +393,8 @@ void default_log_sink(LogLevel level, const std::string& msg) noexcept {
 }
 
 // ---- cache dir -------------------------------------------------------------------
-namespace {
-std::mutex g_cache_dir_mutex;
-std::string g_cache_dir_base;  // guarded by g_cache_dir_mutex; "" = XDG default
-}  // namespace
-
-void set_cache_dir(const std::string& base) {
-  if (!base.empty() && base[0] != '/') {
-    throw Error(Status::invalid_argument, "set_cache_dir('" + base + "'): the directory must be an absolute path");
-  }
-  std::string b = base;
-  while (b.size() > 1 && b.back() == '/') b.pop_back();
-  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
-  g_cache_dir_base = b;
-}
-
-std::string cache_dir() {
-  {
-    std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
-    if (!g_cache_dir_base.empty()) return g_cache_dir_base == "/" ? "/diffvk" : g_cache_dir_base + "/diffvk";
-  }
+// The default when set_cache_dir() gave none (platform/cache_dir.cpp): XDG.
+std::string default_cache_dir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   if (xdg && xdg[0] == '/') return std::string(xdg) + "/diffvk";  // relative values are ignored (XDG spec)
   const char* home = std::getenv("HOME");

@@ -1,5 +1,6 @@
 // diffvk — NumPy .npy reader/writer; see npy.hpp.
 #include "io/npy.hpp"
+#include "io/printable.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -45,21 +46,6 @@ std::string shape_repr(const std::vector<int64_t>& shape) {  // Python tuple rep
   return s + ")";
 }
 
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (out.size() > 80) return out + "...";
-    if (c < 0x20 || c >= 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
 
 // Parser for the header: a Python dict literal whose values are strings,
 // True/False, or tuples of non-negative integers.
@@ -79,7 +65,7 @@ class HeaderParser {
       }
       std::string key = string_lit("dict key");
       ws();
-      expect(':', "expected ':' after key '" + printable(key) + "'");
+      expect(':', "expected ':' after key '" + printable(key, 81) + "'");
       ws();
       if (key == "descr") {
         if (have_descr) fail(file_, "duplicate key 'descr' in header");
@@ -97,7 +83,7 @@ class HeaderParser {
         have_shape = true;
         *shape = tuple_lit();
       } else {
-        fail(file_, "unexpected key '" + printable(key) + "' in header");
+        fail(file_, "unexpected key '" + printable(key, 81) + "' in header");
       }
       ws();
       if (peek() == ',') {
@@ -126,7 +112,7 @@ class HeaderParser {
   }
 
   [[noreturn]] void error_here(const std::string& what) const {
-    std::string near = at_end() ? std::string("end of header") : "'" + printable(std::string(p_ + i_, std::min<size_t>(n_ - i_, 20))) + "'";
+    std::string near = at_end() ? std::string("end of header") : "'" + printable(std::string_view(p_ + i_, std::min<size_t>(n_ - i_, 20)), 81) + "'";
     fail(file_, what + " (at header offset " + std::to_string(i_) + ", near " + near + ")");
   }
 
@@ -219,7 +205,7 @@ bool supported_dtype(const std::string& d, size_t* itemsize) {
 void check_array(const NpyArray& a, const char* fn) {
   size_t item = 0;
   if (!supported_dtype(a.dtype, &item)) {
-    throw Error(Status::invalid_argument, std::string(fn) + ": unsupported dtype '" + printable(a.dtype) + "'");
+    throw Error(Status::invalid_argument, std::string(fn) + ": unsupported dtype '" + printable(a.dtype, 81) + "'");
   }
   uint64_t n = 0;
   if (!checked_numel(a.shape, &n) || n > std::numeric_limits<uint64_t>::max() / item ||
@@ -243,7 +229,7 @@ uint64_t NpyArray::numel() const {
 size_t npy_itemsize(const std::string& dtype) {
   size_t item = 0;
   if (!supported_dtype(dtype, &item)) {
-    throw Error(Status::invalid_argument, "unsupported npy dtype '" + printable(dtype) + "'");
+    throw Error(Status::invalid_argument, "unsupported npy dtype '" + printable(dtype, 81) + "'");
   }
   return item;
 }
@@ -288,7 +274,7 @@ NpyArray parse_npy(std::vector<uint8_t> bytes, const std::string& name) {
   size_t item = 0;
   if (!supported_dtype(descr, &item)) {
     std::string why = !descr.empty() && descr[0] == '>' ? " (big-endian)" : "";
-    fail(name, "unsupported dtype '" + printable(descr) + "'" + why + "; supported: <f4, <f8, <f2, <i8, <i4");
+    fail(name, "unsupported dtype '" + printable(descr, 81) + "'" + why + "; supported: <f4, <f8, <f2, <i8, <i4");
   }
   if (fortran) fail(name, "fortran_order True is not supported (save a C-contiguous array)");
   uint64_t n = 0;

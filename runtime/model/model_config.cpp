@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "diffvk/model.hpp"
+#include "io/printable.hpp"
 
 namespace diffvk {
 
@@ -18,22 +19,6 @@ std::string number(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);
   return buf;
-}
-// Text from the file, bounded and with control / non-ASCII bytes escaped, for messages.
-std::string printable(const std::string& s, size_t max = 64) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char ch : s) {
-    if (out.size() >= max) return out + "...";
-    if (ch < 0x20 || ch >= 0x7f) {
-      out += "\\x";
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    } else {
-      out += char(ch);
-    }
-  }
-  return out;
 }
 }  // namespace
 

@@ -13,21 +13,6 @@
 namespace diffvk {
 namespace tok {
 
-std::string printable(std::string_view s, size_t max) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char ch : s) {
-    if (out.size() >= max) return out + "...";
-    if (ch < 0x20 || ch >= 0x7f) {
-      out += "\\x";
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    } else {
-      out += char(ch);
-    }
-  }
-  return out;
-}
 
 std::string read_text_file(const std::string& path, uint64_t max_bytes) {
   const auto b = platform::read_file(path, max_bytes);

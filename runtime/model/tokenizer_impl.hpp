@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "diffvk/tokenizer.hpp"
+#include "io/printable.hpp"
 
 namespace diffvk {
 
@@ -38,7 +39,7 @@ std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t
 std::unique_ptr<Tokenizer::Impl> make_bytes(uint32_t vocab_size, int32_t bos, int32_t eos);
 
 // Text from a file, bounded and with control / non-ASCII bytes escaped, for messages.
-std::string printable(std::string_view s, size_t max = 64);
+using diffvk::printable;  // io/printable.hpp
 bool exists(const std::string& path);
 std::string read_text_file(const std::string& path, uint64_t max_bytes);
 }  // namespace tok
