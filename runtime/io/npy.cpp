@@ -1,5 +1,6 @@
 // diffvk — NumPy .npy reader/writer; see npy.hpp.
 #include "io/npy.hpp"
+#include "io/checked_shape.hpp"
 #include "io/printable.hpp"
 
 #include <algorithm>
@@ -22,18 +23,6 @@ const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   throw Error(Status::format_error, file + ": " + what);
-}
-
-bool checked_numel(const std::vector<int64_t>& shape, uint64_t* out) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return false;
-    uint64_t u = uint64_t(d);
-    if (u != 0 && n > std::numeric_limits<uint64_t>::max() / u) return false;
-    n *= u;
-  }
-  *out = n;
-  return true;
 }
 
 std::string shape_repr(const std::vector<int64_t>& shape) {  // Python tuple repr

@@ -1,5 +1,6 @@
 // diffvk — safetensors reader; see safetensors.hpp for the checks performed.
 #include "io/safetensors.hpp"
+#include "io/checked_shape.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -112,13 +113,8 @@ bool parse_dtype(const std::string& s, DType* out) {
 
 // product(shape) * elem, or false on overflow / negative dims.
 bool checked_bytes(const std::vector<int64_t>& shape, uint64_t elem, uint64_t* numel, uint64_t* bytes) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return false;
-    uint64_t u = uint64_t(d);
-    if (u != 0 && n > std::numeric_limits<uint64_t>::max() / u) return false;
-    n *= u;
-  }
+  uint64_t n = 0;
+  if (!checked_numel(shape, &n)) return false;
   if (elem != 0 && n > std::numeric_limits<uint64_t>::max() / elem) return false;
   if (numel) *numel = n;
   if (bytes) *bytes = n * elem;
