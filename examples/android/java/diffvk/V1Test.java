@@ -124,6 +124,28 @@ public final class V1Test {
       Files.deleteIfExists(pack);
     }
     model.close();
+
+    // The benchmark through the library (diffvk_bench_run): cancel() before the run stops it with
+    // CancelledException; then the phone preset with a 1 s budget returns its JSON report.
+    if (Bench.available()) {
+      Bench bench = new Bench();
+      Bench.Options bo = new Bench.Options();
+      bo.preset = "phone";
+      bo.budgetSeconds = 1;
+      bench.cancel();
+      try {
+        bench.run(opts, bo);
+        check(false, "Bench.run after cancel() did not throw");
+      } catch (CancelledException e) {
+        check(e.status() == DiffvkException.CANCELLED, "Bench CancelledException status " + e.status());
+      }
+      String json = bench.run(opts, bo);
+      check(json.contains("\"preset\"") && json.contains("\"phone\""), "Bench JSON names the phone preset");
+      check(json.contains("thermal"), "Bench JSON has the thermal readings");
+      bench.close();
+    } else {
+      check(false, "the JNI library was built without diffvk_bench");
+    }
     System.out.println("V1Test: " + checks + " checks, " + failures + " failed: " + (failures == 0 ? "passed" : "FAILED"));
     System.exit(failures == 0 ? 0 : 1);
   }
