@@ -1,6 +1,6 @@
 #version 450
 // Debug path (diffvk attn-map, Session::attention_maps): the two causal softmaxes of one layer,
-// materialised (SPEC.md equation 1, before the mix with V):
+// materialised (docs/maths.md, differential attention, before the mix with V):
 //   P1[h, i, j] = softmax_j(Q1_h[i]·K1_g[j] / √D),  P2 likewise with Q2, K2;  keys j > pos(i) get 0.
 // q: rows x 2H·D (roped, as RopeKvKernel writes it), k cache: [Hkv][capacity][2D] (roped K1 | K2),
 // pos: the 4-byte dynamic position (added to pos0). Query row i sits at position p = pos0 + pos + i.

@@ -1,6 +1,6 @@
 #version 450
 // Second half of the two-pass differential attention baseline, one workgroup per (head, row):
-//   v = O1 - lambda*O2;  y = gain * v / sqrt(mean_k v_k^2 + eps) * subln   (SPEC.md eq. 1 + 3)
+//   v = O1 - lambda*O2;  y = gain * v / sqrt(mean_k v_k^2 + eps) * subln   (docs/maths.md: differential attention + headwise RMSNorm)
 // O1, O2: rows x in_stride, y: rows x out_stride; head h at columns [h*width, (h+1)*width);
 // fp32 statistic.
 // DVK_HAS_SUBGROUP_VARIANT

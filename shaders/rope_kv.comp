@@ -1,5 +1,5 @@
 #version 450
-// RoPE of the fused QKV projection and the KV-cache append (SPEC.md "RoPE", interleaved / GPT-J):
+// RoPE of the fused QKV projection and the KV-cache append (docs/maths.md "RoPE", interleaved / GPT-J):
 //   qkv row r (position pos0 + r) = [q: 2H·D | k: 2Hkv·D | v: Hkv·2D]
 //   q_out[r]              = RoPE of every D-wide q sub-head
 //   k_cache[g][pos][0:2D] = RoPE of k sub-heads 2g, 2g+1 (k columns [2gD, 2gD + 2D))

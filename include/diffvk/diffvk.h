@@ -108,6 +108,8 @@ DIFFVK_API uint32_t diffvk_version_number(void);
 
 /* Message of the last failing call on this thread ("" when none). Valid until the next call. */
 DIFFVK_API const char* diffvk_last_error(void);
+/* A short English name of a status ("ok", "context overflow", ...); "unknown status" for values this
+ * library does not know. Static storage: never freed, valid for the life of the process. */
 DIFFVK_API const char* diffvk_status_string(diffvk_status status);
 
 /* Routes the library's log (the same messages as stderr / logcat) to fn for levels <= max_level
@@ -116,13 +118,19 @@ DIFFVK_API const char* diffvk_status_string(diffvk_status status);
  * several threads at once, and must not call diffvk_set_log_callback itself. */
 DIFFVK_API void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level);
 
+/* Fills *options with the defaults of this library and sets options->struct_size to the size it knows
+ * (call it first, then change fields). options NULL: does nothing. */
 DIFFVK_API void diffvk_context_default_options(diffvk_context_options* options);
 /* options NULL = defaults; options->struct_size 0 or larger than this library knows -> INVALID_ARGUMENT
  * (fill it with diffvk_context_default_options). */
 DIFFVK_API diffvk_status diffvk_context_create(const diffvk_context_options* options, diffvk_context** out);
 /* Fails (DIFFVK_INVALID_ARGUMENT) while models created from it are alive. */
 DIFFVK_API diffvk_status diffvk_context_destroy(diffvk_context* context);
+/* The Vulkan device's name, NUL-terminated, into buffer (capacity bytes). Too small -> DIFFVK_BUFFER_TOO_SMALL,
+ * nothing written, and diffvk_last_error() says how many bytes are needed. */
 DIFFVK_API diffvk_status diffvk_context_device_name(const diffvk_context* context, char* buffer, size_t capacity);
+/* The precision the context really runs (DIFFVK_PRECISION_FP16 or _FP32): AUTO resolved, and FP32 where the
+ * device has no usable 16-bit storage (the log says why). */
 DIFFVK_API diffvk_status diffvk_context_precision(const diffvk_context* context, diffvk_precision* out);
 
 /* A checkpoint directory: <dir>/config.json + <dir>/model.safetensors. */
@@ -138,16 +146,21 @@ DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int confi
                                               int64_t safetensors_size, diffvk_model** out);
 /* Fails while sessions created from it are alive. */
 DIFFVK_API diffvk_status diffvk_model_destroy(diffvk_model* model);
+/* The number of logits every prefill/decode writes (the model's vocabulary). */
 DIFFVK_API diffvk_status diffvk_model_vocab_size(const diffvk_model* model, uint32_t* out);
 DIFFVK_API diffvk_status diffvk_model_eos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
 DIFFVK_API diffvk_status diffvk_model_bos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
 
+/* Fills *options with the defaults (context_len 0 = the model's maximum, the default chunk, no abort
+ * callback) and sets struct_size. options NULL: does nothing. */
 DIFFVK_API void diffvk_session_default_options(diffvk_session_options* options);
 /* options NULL = defaults; struct_size as for diffvk_context_create. */
 DIFFVK_API diffvk_status diffvk_session_create_with_options(diffvk_model* model, const diffvk_session_options* options,
                                                             diffvk_session** out);
 /* Kept from v0: diffvk_session_create_with_options with context_len and chunk, no abort callback. */
 DIFFVK_API diffvk_status diffvk_session_create(diffvk_model* model, uint32_t context_len, uint32_t chunk, diffvk_session** out);
+/* Frees the session's KV cache, arena and command buffers. The handle is invalid afterwards (using it gives
+ * DIFFVK_INVALID_ARGUMENT). Must not race a call on the same session. */
 DIFFVK_API diffvk_status diffvk_session_destroy(diffvk_session* session);
 /* Appends n tokens; writes the last token's logits (vocab floats) to logits. logits_capacity is in
  * floats; too small -> DIFFVK_BUFFER_TOO_SMALL before anything runs. Checked before any token is copied
@@ -158,15 +171,23 @@ DIFFVK_API diffvk_status diffvk_session_destroy(diffvk_session* session);
  * DIFFVK_CANCELLED when the session's abort callback returned nonzero: likewise nothing changed. */
 DIFFVK_API diffvk_status diffvk_session_prefill(diffvk_session* session, const int32_t* tokens, size_t n, float* logits,
                                      size_t logits_capacity);
+/* Appends one token (the one-row decode path: split-K attention over the cache) and writes its logits;
+ * the same capacity, overflow, vocabulary and all-or-nothing rules as diffvk_session_prefill. */
 DIFFVK_API diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits, size_t logits_capacity);
+/* Forgets every token: position 0, an empty KV cache; the session's buffers and programs are kept. */
 DIFFVK_API diffvk_status diffvk_session_reset(diffvk_session* session);
+/* The number of tokens in the session's KV cache (prefilled + decoded since the last reset). */
 DIFFVK_API diffvk_status diffvk_session_position(const diffvk_session* session, uint32_t* out);
+/* The session's context length: position may grow to it; one more token is DIFFVK_CONTEXT_OVERFLOW. */
 DIFFVK_API diffvk_status diffvk_session_capacity(const diffvk_session* session, uint32_t* out);
 
 /* temperature 0 = greedy; top_k 0 = off; top_p 1 = off. temperature must be finite and >= 0, top_p
  * finite and in (0, 1] (else DIFFVK_INVALID_ARGUMENT); the CLI applies the same rules. */
 DIFFVK_API diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out);
+/* Frees the sampler; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
+/* Picks a token id in [0, vocab) from vocab logits (host memory, e.g. what prefill/decode wrote). The sampler
+ * owns its random state (seeded at creation): one sampler is used by one thread at a time. */
 DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);
 
 /* ---- Tokenizers (issue 13; include/diffvk/tokenizer.hpp) -------------------------------------------
@@ -176,6 +197,7 @@ DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const fl
  * of the bundled tiny models). */
 typedef struct diffvk_tokenizer diffvk_tokenizer;
 DIFFVK_API diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
+/* Frees the tokenizer; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
 /* text: len bytes (any bytes; NULL allowed when len is 0). add_special != 0: the special tokens the
  * tokenizer adds (e.g. BOS). *n = the number of ids the text encodes to; when cap < *n the call
@@ -188,6 +210,7 @@ DIFFVK_API diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokeniz
                                       size_t cap, size_t* len);
 DIFFVK_API diffvk_status diffvk_tokenizer_bos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
 DIFFVK_API diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
+/* The number of ids the tokenizer knows (added tokens included); decode accepts ids below it. */
 DIFFVK_API diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
 
 #ifdef __cplusplus

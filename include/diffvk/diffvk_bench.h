@@ -1,4 +1,8 @@
 /* diffvk_bench — C entry point of the on-device benchmark (library diffvk_bench, not the core diffvk).
+ * Shared: libdiffvk_bench.so.1 (CMake target diffvk::diffvk_bench_shared) exports this header's functions
+ * AND all of diffvk.h: link it instead of libdiffvk.so (not both: each library keeps its own handles).
+ * Static: libdiffvk_bench.a with libdiffvk.a (diffvk::diffvk_bench). Same ABI rules as diffvk.h, checked
+ * by .ci/abi-check against abi/libdiffvk_bench.abi.
  * One call runs the preset on the context's device and returns the JSON document `diffvk bench --json`
  * writes (ceilings, then the attention cases, each checked before it is timed; or, with model_dir, the
  * whole-model benchmark). Errors as in diffvk.h: a status code and diffvk_last_error().
@@ -27,15 +31,16 @@ typedef struct diffvk_bench_options {
 } diffvk_bench_options;
 
 /* Defaults: struct_size set, preset "default", everything else NULL / 0. */
-void diffvk_bench_default_options(diffvk_bench_options* out);
+DIFFVK_API void diffvk_bench_default_options(diffvk_bench_options* out);
 
 /* Runs the benchmark on `context`'s device. On DIFFVK_OK *json_out is a NUL-terminated string to free
  * with diffvk_bench_free_string; on any error it is NULL. abort_cb is consulted between cases and
  * between timed repetitions: a nonzero return stops the run with DIFFVK_CANCELLED. log_cb receives
  * the progress (level 2 info: stages and the report's text lines, 3 debug: steps) and warnings (1). */
-diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_options* opts, char** json_out);
+DIFFVK_API diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_options* opts, char** json_out);
 
-void diffvk_bench_free_string(char* s);
+/* Frees a string diffvk_bench_run returned; NULL is allowed. */
+DIFFVK_API void diffvk_bench_free_string(char* s);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-// diffvk — one MultiheadDiffAttn layer (SPEC.md) on the GPU: fused QKV projection, RoPE + KV-cache
+// diffvk — one MultiheadDiffAttn layer (docs/maths.md) on the GPU: fused QKV projection, RoPE + KV-cache
 // append, dual-softmax attention with the headwise norm, out_proj. Positions continue across
 // forward() calls (KV cache) until reset().
 #pragma once

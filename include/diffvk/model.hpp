@@ -26,7 +26,7 @@ struct ModelConfig {
   uint32_t intermediate_size = 0;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;  // block norms
-  double subln_eps = 1e-5;     // headwise sub-norm: 1e-5 (SPEC.md); DiffLlama: rms_norm_eps
+  double subln_eps = 1e-5;     // headwise sub-norm: 1e-5 (docs/maths.md); DiffLlama: rms_norm_eps
   uint32_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   int64_t bos_token_id = -1, eos_token_id = -1;
@@ -117,7 +117,7 @@ struct DispatchTime {
 // Longest prompt whose attention maps Session::attention_maps computes (its output is heads · 2 · T² floats).
 constexpr uint32_t kAttentionMapMaxTokens = 256;
 
-// The two causal softmax matrices of one layer (SPEC.md equation 1), as Session::attention_maps returns them.
+// The two causal softmax matrices of one layer (docs/maths.md, differential attention), as Session::attention_maps returns them.
 struct AttentionMaps {
   uint32_t layer = 0, head0 = 0, heads = 0, tokens = 0;  // heads head0 … head0 + heads − 1; T = tokens
   double lambda = 0, lambda_init = 0;                     // the layer's λ and λ_init

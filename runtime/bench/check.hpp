@@ -1,5 +1,5 @@
 // diffvk_bench: seeded inputs in the storage type, the float64 CPU reference for sampled rows
-// (SPEC.md eq. 1 + 3) and the SPEC.md tolerance check every implementation passes before it is timed.
+// (docs/maths.md: differential attention + headwise RMSNorm) and the docs/maths.md tolerance check every implementation passes before it is timed.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,12 +43,12 @@ struct Check {
   double tolerance_factor = 1;
   bool ok = false;
 };
-// SPEC.md tolerances for one kernel (fp32: max abs <= 2e-5 * max(1, max|ref|); fp16 storage: nmse <= 1e-6
+// docs/maths.md tolerances for one kernel (fp32: max abs <= 2e-5 * max(1, max|ref|); fp16 storage: nmse <= 1e-6
 // and max abs <= 4e-3 * max(1, max|ref|)), times `factor` (2 when both sides are GPU results).
 Check compare(const std::string& against, const std::vector<float>& got, const std::vector<double>& ref, bool fp16,
               double factor);
 
-// Double-precision differential attention + head norm for one (query row i, head h): SPEC.md eq. 1 + 3.
+// Double-precision differential attention + head norm for one (query row i, head h): docs/maths.md: differential attention + headwise RMSNorm.
 std::vector<double> cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const HostTensor& subln,
                             const AttnCall& c, uint32_t D, uint32_t i, uint32_t h);
 

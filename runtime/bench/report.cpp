@@ -154,7 +154,7 @@ bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, con
   }
   if (checked_cases == 0) all_ok = false;
   sink.reportf("\noutputs checked: %s (%zu case(s): fused vs a double-precision CPU loop on sampled rows; two-pass and "
-               "naive vs fused on every output and vs the CPU rows; SPEC.md tolerances, x2 between two GPU results)",
+               "naive vs fused on every output and vs the CPU rows; docs/maths.md tolerances, x2 between two GPU results)",
                all_ok ? "yes, all agree" : "NO - see the errors above", checked_cases);
   for (const auto& r : results) {
     if (!r.skipped.empty()) continue;

@@ -1,6 +1,6 @@
 // A checkpoint directory as row sources of the runtime's weights (nothing converted yet: the weights
 // stream in at upload, runtime/model/weight_store.cpp). Two formats:
-//  - native (SPEC.md names, model.safetensors): runtime/model/checkpoint_native.cpp;
+//  - native (docs/maths.md names, model.safetensors): runtime/model/checkpoint_native.cpp;
 //  - Hugging Face DiffLlama (model_type "diffllama", single or sharded safetensors):
 //    runtime/model/hf_loader.cpp maps the names and permutes rows into the runtime's head layout.
 #pragma once

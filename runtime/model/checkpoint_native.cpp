@@ -1,4 +1,4 @@
-// Native checkpoints (SPEC.md names, <dir>/model.safetensors) as row sources, and the format dispatch.
+// Native checkpoints (docs/maths.md names, <dir>/model.safetensors) as row sources, and the format dispatch.
 #include <cmath>
 #include <map>
 

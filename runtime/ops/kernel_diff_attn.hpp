@@ -1,4 +1,4 @@
-// Differential attention kernels (SPEC.md eq. 1 + eq. 3): fused prefill with the headwise norm
+// Differential attention kernels (docs/maths.md: differential attention + headwise RMSNorm): fused prefill with the headwise norm
 // in the epilogue, and split-K decode (diff_attn_split + diff_attn_reduce). All pipelines are
 // created in the constructor (load time).
 #pragma once

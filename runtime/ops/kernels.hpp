@@ -23,7 +23,7 @@ inline size_t storage_bytes(bool fp16) { return fp16 ? 2 : 4; }
 enum class Elem : uint32_t { storage = 0, f32 = 1 };
 inline size_t elem_bytes(Elem e, bool fp16) { return e == Elem::f32 ? 4 : storage_bytes(fp16); }
 
-// Headwise RMSNorm (SPEC.md eq. 3): x, y: rows x row_stride, head h at columns [h*width, (h+1)*width); w: width.
+// Headwise RMSNorm (docs/maths.md, headwise RMSNorm): x, y: rows x row_stride, head h at columns [h*width, (h+1)*width); w: width.
 struct HeadRmsNormParams {
   uint32_t rows = 0, heads = 0, width = 0, row_stride = 0;
   float gain = 1.0f;  // 1 - lambda_init
@@ -134,7 +134,7 @@ class LinearKernel {
   bool row_scalar_ = false;
 };
 
-// RoPE (SPEC.md, interleaved GPT-J) of the fused QKV projection, and the KV-cache append.
+// RoPE (docs/maths.md, interleaved GPT-J) of the fused QKV projection, and the KV-cache append.
 //   qkv:     rows x (2H·D | 2Hkv·D | Hkv·2D), dense, = x·[Wq; Wk; Wv]ᵀ; row r is at position pos0 + r.
 //   table:   float32 (always, also in the fp16 variant) [max_positions][D/2][2] = {cos, sin}(p·θ^(−2i/D)),
 //            from rope_table(); must cover positions < pos0 + rows.

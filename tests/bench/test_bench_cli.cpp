@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -94,4 +95,64 @@ TEST_CASE("bench cli: an unknown preset or a negative cool-down is refused befor
            log.find("--copy-mib") != std::string::npos));
   }
   std::remove(log_path.c_str());
+}
+
+TEST_CASE("bench cli: --preset phone runs end to end and records the cool-down and the thermal readings") {
+  const std::string base = "/tmp/diffvk_bench_cli_phone_" + std::to_string(::getpid());
+  const std::string json_path = base + ".json", png_path = base + ".png", log_path = base + ".log";
+  // A tiny budget: the first case of each series runs (it calibrates), the rest are skipped by the budget.
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --preset phone --budget 0.01 --cooldown 0.01 --json " +
+                          json_path + " --plot " + png_path + " > " + log_path + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = slurp(log_path);
+  INFO("command: " << cmd << "\noutput:\n" << log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("outputs checked: yes") != std::string::npos);
+  CHECK(log.find("validation:") == std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  CHECK(j.at("preset") == "phone");
+  CHECK(j.at("config").at("thermal_recorded").get<bool>());
+  CHECK(j.at("config").at("T_cap").get<uint32_t>() == 2048);
+  const uint64_t copy = j.at("config").at("copy_bytes").get<uint64_t>();
+  CHECK(copy <= (64ull << 20));
+  REQUIRE(j.at("cases").size() >= 2);
+  for (const auto& c : j.at("cases")) {
+    INFO(c.dump());
+    CHECK(c.at("outputs_checked").get<bool>());
+    CHECK(c.at("cooldown_s").get<double>() == doctest::Approx(0.01));
+    CHECK(c.at("thermal").at("before").contains("state"));
+    CHECK(c.at("thermal").at("after").contains("state"));
+  }
+  const std::string png = slurp(png_path);
+  REQUIRE(png.size() > 33);
+  CHECK(png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
+  for (const auto& p : {json_path, png_path, log_path}) std::remove(p.c_str());
+}
+
+TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports the loading figures") {
+  const std::string base = "/tmp/diffvk_bench_cli_model_" + std::to_string(::getpid());
+  const std::string json_path = base + ".json", log_path = base + ".log";
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/hf_gqa_llama3";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
+                          " --prompt-tokens 12 --decode-tokens 4 --runs 1 --json " + json_path + " > " + log_path + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = slurp(log_path);
+  INFO("command: " << cmd << "\noutput:\n" << log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("validation:") == std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  const auto& load = j.at("load");
+  CHECK(load.at("format") == "diffllama");
+  CHECK(load.at("files").get<uint32_t>() == 2);  // two shards
+  const uint64_t largest = load.at("largest_tensor_bytes").get<uint64_t>();
+  CHECK(largest > 0);
+  // BF16 -> storage type goes through the bounded slice, or straight into mapped device memory (0).
+  CHECK(load.at("staging_peak_bytes").get<uint64_t>() <= 2 * std::max<uint64_t>(largest, 16ull << 20));
+  CHECK(load.at("split_tensors").get<uint32_t>() == 0);
+  // Linux: VmHWM growth over the load is reported (a number), elsewhere null.
+  CHECK((load.at("peak_rss_delta_bytes").is_number() || load.at("peak_rss_delta_bytes").is_null()));
+  CHECK(j.at("prefill").at("tokens").get<uint32_t>() == 12);
+  CHECK(j.at("decode").at("tokens").get<uint32_t>() == 4);
+  CHECK(j.at("decode").at("tokens_per_s").get<double>() > 0);
+  for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
 }

@@ -56,7 +56,7 @@ struct Compare {
   std::string summary() const;
 };
 Compare compare(const std::vector<double>& got, const std::vector<double>& ref);
-// docs/maths.md "How close is close enough" (../shared/SPEC.md), scale = max(1, max|ref|), against a float64
+// docs/maths.md "How close is close enough", scale = max(1, max|ref|), against a float64
 // reference from the same storage-rounded inputs:
 //   one kernel:            fp32 max abs <= 2e-5*scale;  fp16 storage max abs <= 4e-3*scale and nmse <= 1e-6
 //   a layer or a model:    fp32 max abs <= 1e-4*scale;  fp16 storage max abs <= 1e-2*scale and nmse <= 5e-6

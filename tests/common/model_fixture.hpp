@@ -155,7 +155,7 @@ inline Tensors tiny_tensors(const TinySpec& s, uint64_t seed = 1) {
 }
 
 // The float64 reference's weights of a synthesized checkpoint (F32 tensors), every value rounded to the
-// storage type the device path sees (fp16 or fp32), as SPEC.md's tolerances assume.
+// storage type the device path sees (fp16 or fp32), as docs/maths.md's tolerances assume.
 inline ref::ModelWeights reference_weights(const TinySpec& s, const Tensors& ts, bool fp16) {
   auto get = [&](const std::string& name) {
     const RawTensor& t = ts.at(name);

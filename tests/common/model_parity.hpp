@@ -1,4 +1,4 @@
-// Whole-model logits parity helpers (tests/test_model.cpp, tests/test_hf_model.cpp): SPEC.md's bounds for
+// Whole-model logits parity helpers (tests/test_model.cpp, tests/test_hf_model.cpp): docs/maths.md's bounds for
 // a whole model, teacher forcing, token files.
 #pragma once
 #include <algorithm>
@@ -40,7 +40,7 @@ inline Parity parity(const std::vector<float>& got, const std::vector<float>& re
   return p;
 }
 inline bool ok(const Parity& p, bool fp16) {
-  // SPEC.md, a whole model (logits): fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale,
+  // docs/maths.md, a whole model (logits): fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale,
   // nmse <= 5e-6 and top-1 agreement >= 99%.
   if (fp16) return p.nmse <= 5e-6 && p.max_abs <= 1e-2 * std::max(1.0, p.max_ref) && p.top1 >= 0.99;
   return p.max_abs <= 1e-4 * std::max(1.0, p.max_ref);

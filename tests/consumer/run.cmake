@@ -13,7 +13,8 @@ function(run)
 endfunction()
 if(MODE STREQUAL "package")
   run(${CMAKE_COMMAND} --install ${BIN} --prefix ${WORK}/prefix)
-  foreach(f include/diffvk/diffvk.h lib/libdiffvk.a lib/libdiffvk.so lib/pkgconfig/diffvk.pc
+  foreach(f include/diffvk/diffvk.h include/diffvk/diffvk_bench.h lib/libdiffvk.a lib/libdiffvk.so lib/libdiffvk_bench.a
+            lib/libdiffvk_bench.so lib/pkgconfig/diffvk.pc
             lib/cmake/diffvk/diffvkConfig.cmake share/doc/diffvk/LICENSE share/doc/diffvk/CHANGELOG.md)
     # GNUInstallDirs may pick lib64 or lib/<triplet>: accept any lib* directory.
     string(REPLACE "lib/" "lib*/" pattern "${f}")
@@ -45,3 +46,4 @@ endif()
 run(${CMAKE_COMMAND} --build ${WORK}/build -j 2)
 run(${WORK}/build/consumer)
 run(${WORK}/build/consumer_c)
+run(${WORK}/build/consumer_bench)

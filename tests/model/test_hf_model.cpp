@@ -2,7 +2,7 @@
 // in one file; GQA tied BF16 with llama3 RoPE scaling in two shards; an odd kv head count in F16 with
 // rope_parameters) against a float64 PyTorch reference written from transformers' modeling_diffllama.py
 // semantics (tests/python/make_hf_fixture.py), through the library and through `diffvk logits`, at
-// SPEC.md's whole-model bounds. Streaming: a tiny staging slice gives the same bits; an embedding larger
+// docs/maths.md's whole-model bounds. Streaming: a tiny staging slice gives the same bits; an embedding larger
 // than a (simulated 16 MiB) storage-buffer range is split across bindings and gives the same logits.
 #include <doctest/doctest.h>
 
@@ -111,20 +111,35 @@ TEST_CASE("hf: diffvk run on a Hugging Face directory with its tokenizer generat
   CHECK(r.out.find(prompt + tok.decode(gen)) != std::string::npos);
 }
 
-TEST_CASE("hf: diffvk logits on a sharded Hugging Face directory matches the reference") {
+static void hf_cli_logits(const char* precision) {
   test::TempDir tmp("diffvk-hf-cli");
+  const bool fp16 = std::string(precision) == "fp16";
   for (const char* name : kFixtures) {
     const std::string dir = kData + "/" + name, out = tmp / (std::string(name) + ".npy");
     const auto r = test::run_cli(tmp, "logits --model " + dir + " --tokens " + dir + "/tokens.npy --prompt-len " +
-                                          std::to_string(prompt_len(dir)) + " --precision fp32 --output " + out);
+                                          std::to_string(prompt_len(dir)) + " --precision " + precision + " --output " + out);
     INFO(r.out);
     REQUIRE(r.exit_code == 0);
     const auto got = npy_as_float(read_npy(out)), ref = npy_as_float(read_npy(dir + "/logits.npy"));
     REQUIRE(got.size() == ref.size());
     const test::Parity p = test::parity(got, ref, static_cast<uint32_t>(ref.size() / read_tokens_count(dir)));
-    INFO(name << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref);
-    CHECK(test::ok(p, false));
+    INFO(name << " " << precision << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
+              << " top1=" << p.top1);
+    CHECK(test::ok(p, fp16));
   }
+}
+
+TEST_CASE("hf: diffvk logits fp16 on every Hugging Face fixture matches the reference") {
+  if (!test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  hf_cli_logits("fp16");
+}
+
+TEST_CASE("hf: diffvk logits on a sharded Hugging Face directory matches the reference") {
+  hf_cli_logits("fp32");
+  test::TempDir tmp("diffvk-hf-cli");
   // run: text needs the checkpoint's own tokenizer; these fixtures have none (no bytes fallback).
   const auto r = test::run_cli(tmp, "run --model " + kData + "/hf_gqa_llama3 --prompt hello -n 3");
   INFO(r.out);

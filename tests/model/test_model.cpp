@@ -1,6 +1,6 @@
 // Whole-model parity with the PyTorch implementation (tests/python/diffmodel.py, float64):
 // fp32 max abs error <= 1e-4 * max(1, max|ref|); fp16 nmse <= 5e-6, max abs <= 1e-2 * scale and the same
-// top-1 token at >= 99% of positions (SPEC.md, a whole model; the fp16 reference is computed from the
+// top-1 token at >= 99% of positions (docs/maths.md, a whole model; the fp16 reference is computed from the
 // unrounded fp32 weights, which makes the bound stricter, not looser: measured nmse 1.3e-7). The fp32
 // bound rejects an fp16 run (tested below). Prefill-then-decode equals one long prefill; chunked equals unchunked.
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
 // Issue 13 item 5: the attention-map debug path. shaders/attn_probs.comp against the float64
-// reference (ref::attention_probs) at SPEC.md kernel tolerances, outputs poisoned, chunks at static
+// reference (ref::attention_probs) at docs/maths.md kernel tolerances, outputs poisoned, chunks at static
 // and dynamic positions, a head subset, rows outside the chunk left untouched; then
-// Session::attention_maps on a tiny model against the reference model's layer (SPEC.md layer scope),
+// Session::attention_maps on a tiny model against the reference model's layer (docs/maths.md layer scope),
 // and its argument errors.
 #include <doctest/doctest.h>
 

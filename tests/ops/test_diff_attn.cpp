@@ -148,7 +148,7 @@ TEST_CASE("diff_attn: split-K decode fp32") { sweep(Precision::fp32, kDecode, 50
 TEST_CASE("diff_attn: split-K decode fp16") { sweep(Precision::fp16, kDecode, 600); }
 
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
-  // Identity from SPEC.md, checked independently of the reference implementation.
+  // Identity from docs/maths.md, checked independently of the reference implementation.
   auto ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
   const uint32_t H = 2, D = 16, DV = 32, S = 1;

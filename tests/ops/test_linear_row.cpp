@@ -2,7 +2,7 @@
 // against the float64 reference on fresh random inputs (rounded to the storage type first), odd sizes,
 // every prologue (none / RMSNorm / SwiGLU), with / without / in-place residual, vector and scalar loads,
 // subgroup and shared-memory reductions, fp16 and fp32, outputs poisoned before each run, replays bit
-// for bit; SPEC.md's one-kernel tolerances.
+// for bit; docs/maths.md's one-kernel tolerances.
 #include <doctest/doctest.h>
 
 #include <cmath>

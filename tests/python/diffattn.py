@@ -1,4 +1,4 @@
-"""MultiheadDiffAttn exactly as diffvk's SPEC.md ("Differential attention: the
+"""MultiheadDiffAttn exactly as diffvk's docs/maths.md ("Differential attention: the
 exact computation") describes it, in plain PyTorch (no flash-attn, no apex).
 
     q = x·Wqᵀ  -> 2H sub-heads of width D; head h owns sub-heads 2h (Q1), 2h+1 (Q2)

@@ -82,7 +82,7 @@ def self_checks(m64, params, cfg, x, y):
             rows.append(yt[0])
         err = max_abs(torch.cat(rows), y.to(torch.float64))
         assert err < 1e-6, f"prefill+decode differs from one prefill by {err}"  # y is float32
-        # A float32 run stays within SPEC.md's float32 tolerance.
+        # A float32 run stays within docs/maths.md's float32 tolerance.
         m32 = module_from(params, cfg, torch.float32)
         err = max_abs(m32(x).to(torch.float64), y.to(torch.float64))
         assert err < 1e-4 * max(1.0, float(y.abs().max())), f"float32 run off by {err}"

@@ -1,5 +1,5 @@
 // diffvk — float64 CPU reference of one MultiheadDiffAttn layer (see the header
-// and /work/shared/SPEC.md).
+// and docs/maths.md).
 #include "diff_attn_ref.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // diffvk — float64 CPU reference of one MultiheadDiffAttn layer.
 //
-// Written from /work/shared/SPEC.md (docs: "Differential attention: the exact
+// Written from docs/maths.md (docs: "Differential attention: the exact
 // computation"). Plain loops, double precision, no GPU code. Every GPU
 // conformance test compares against these functions, so they favour clarity
 // over speed (a layer with S = T = 512, E = 512 runs in well under a second
@@ -137,7 +137,7 @@ std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int 
 
 // ---------------------------------------------------------------- comparison
 
-// Error of `got` against a reference, in the terms SPEC.md's tolerances use.
+// Error of `got` against a reference, in the terms docs/maths.md's tolerances use.
 struct ErrorStats {
   double max_abs_err = 0;  // max |got − ref|
   double max_abs_ref = 0;  // max |ref|

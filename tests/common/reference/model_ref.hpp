@@ -39,7 +39,7 @@ struct ModelRun {
 // All tokens at positions 0 … n−1 in one causal pass (equal to prefill-then-decode).
 ModelRun model_forward(const ModelWeights& m, const std::vector<int>& tokens);
 
-// Attention probabilities of one layer (SPEC.md equation 1, causal, before the mix with V) from
+// Attention probabilities of one layer (docs/maths.md, differential attention, causal, before the mix with V) from
 // projected and roped q (S x 2H·D) and k (T x 2Hkv·D): p1, p2 are H x S x T (row i of head h at
 // [(h·S + i)·T, …)), masked keys 0. Query row i sits at position q_pos0 + i.
 struct AttnProbs {
