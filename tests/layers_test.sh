@@ -17,6 +17,9 @@ expect 1 vk/a.cpp io/half.hpp                # sibling
 expect 1 model/a.cpp bench/bench.hpp         # upward into the benchmark module
 expect 0 model/a.cpp ops/kernels.hpp         # downward
 expect 0 bench/a.cpp model/model_kernels.hpp # the benchmark may use everything
-expect 0 io/a.cpp diffvk/error.hpp           # public headers
+expect 0 io/a.cpp diffvk/error.hpp           # public headers of a lower layer
+expect 1 ops/a.cpp diffvk/model.hpp          # a public header of a higher layer
+expect 1 vk/a.cpp diffvk/diffvk_bench.h      # the benchmark's public header from the core
+expect 1 ops/a.cpp diffvk/unknown.hpp        # a public header the check does not place
 [[ $fail -eq 0 ]] && echo "ok: planted violations are caught"
 exit $fail

@@ -9,6 +9,7 @@
 #include "ops/kernels.hpp"
 
 namespace diffvk {
+static_assert(kAttentionMapMaxTokens == kAttnProbsMaxTokens, "the public attention-map limit is the kernel's");
 
 struct ModelKernels {
   std::unique_ptr<LinearKernel> linear;

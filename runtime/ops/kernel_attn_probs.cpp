@@ -19,9 +19,9 @@ void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cach
                              const AttnProbsParams& a) const {
   if (a.rows == 0 || a.H == 0 || a.Hkv == 0 || a.D == 0 || a.T == 0 || a.heads == 0 || a.H % a.Hkv != 0)
     throw Error(Status::invalid_argument, "attn_probs: bad shape (zero size or H not a multiple of Hkv)");
-  if (a.T > kAttentionMapMaxTokens)
+  if (a.T > kAttnProbsMaxTokens)
     throw Error(Status::invalid_argument, "attn_probs: " + std::to_string(a.T) + " tokens exceed the attention-map limit of " +
-                                              std::to_string(kAttentionMapMaxTokens));
+                                              std::to_string(kAttnProbsMaxTokens));
   if (a.T > a.capacity || uint64_t(a.head0) + a.heads > a.H)
     throw Error(Status::invalid_argument, "attn_probs: map size over the cache capacity or heads outside [0, H)");
   const uint64_t es = storage_bytes(pipeline_->desc().fp16);
