@@ -21,7 +21,7 @@
 
 #include "diffvk/error.hpp"
 
-// 1 where platform/android.cpp provides logging, cache_dir and set_cache_dir (instead of
+// 1 where platform/android.cpp provides the default log sink (logcat) and the default cache dir (instead of
 // platform_posix.cpp): on Android, and in the host build of tests/platform/platform_android_log_test.cpp,
 // which compiles android.cpp against Debian's liblog (android-liblog-dev).
 #if defined(__ANDROID__) || defined(DIFFVK_PLATFORM_ANDROID_ON_HOST)

@@ -1,9 +1,10 @@
 // diffvk — POSIX implementation of platform.hpp.
 //
 // Files (read_file, read_fd, read_fd_range, write_file_atomic, MappedFile) are plain POSIX and
-// are used on Android too. Logging, cache_dir() and set_cache_dir() are compiled everywhere except
-// Android (DIFFVK_PLATFORM_ANDROID, see platform.hpp), where platform/android.cpp provides logcat
-// logging and the app's cache dir.
+// are used on Android too. The OS defaults default_log_sink() (stderr) and default_cache_dir() (XDG)
+// are compiled everywhere except Android (DIFFVK_PLATFORM_ANDROID, see platform.hpp), where
+// platform/android.cpp provides them. The log dispatch is in platform/log.cpp; cache_dir() and
+// set_cache_dir() are in platform/cache_dir.cpp.
 #include "platform.hpp"
 
 #include <fcntl.h>

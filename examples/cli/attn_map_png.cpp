@@ -1,4 +1,4 @@
-// The only file of attn-map that touches the PNG encoder (stb_image_write, implemented in bench_plot.cpp).
+// The only file of attn-map that touches the PNG encoder (stb_image_write, implemented in runtime/bench/plot.cpp).
 #include "attn_map_png.hpp"
 
 #include <stb/stb_image_write.h>

@@ -375,7 +375,7 @@ void Session::Impl::record_forward(Program& program, uint32_t rows, Out out, con
   const Elem f32 = Elem::f32, st = Elem::storage;
   const float eps = static_cast<float>(c.rms_norm_eps);
   // One row (decode): the block norms run inside the projections that follow them (linear_row's
-  // rmsnorm prologue) and SwiGLU inside the down projection, so a layer is 6 dispatches, not 9.
+  // rmsnorm prologue) and SwiGLU inside the down projection, so a layer is 7 dispatches (attention = split + reduce), not 10.
   const bool fused = rows == 1;
   for (const WeightPart& part : M.weights->parts(M.embed))  // one part unless the table exceeds a binding
     M.embed_k->record_part(*prog, tokens.range(0, rows * 4ull), part.range, x, rows, E, uint32_t(part.rows), uint32_t(part.row0), V);

@@ -1,4 +1,4 @@
-// Whole-model logits parity helpers (tests/test_model.cpp, tests/test_hf_model.cpp): docs/maths.md's bounds for
+// Whole-model logits parity helpers (tests/model/test_model.cpp, tests/model/test_hf_model.cpp): docs/maths.md's bounds for
 // a whole model, teacher forcing, token files.
 #pragma once
 #include <algorithm>
