@@ -51,6 +51,23 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
   return best;
 }
 
+// n x n x n through the production linear kernel: x = 1, w = 0.5 (exact in fp16), y = x · wᵀ, recorded once.
+struct SquareMatmul {
+  uint64_t bytes;
+  Buffer x, w, y;
+  Program prog;
+  SquareMatmul(Device& dev, const LinearKernel& lin, uint32_t n, bool ts)
+      : bytes(uint64_t(n) * n * storage_bytes(dev.fp16())),
+        x(dev, bytes, MemoryDomain::device, "bench mm x"),
+        w(dev, bytes, MemoryDomain::device, "bench mm w"),
+        y(dev, bytes, MemoryDomain::device, "bench mm y"),
+        prog(dev, "bench matmul", ts) {
+    x.fill(0, bytes, dev.fp16() ? 0x3c003c00u : 0x3f800000u);
+    w.fill(0, bytes, dev.fp16() ? 0x38003800u : 0x3f000000u);
+    lin.record(prog, x.range(), w.range(), y.range(), LinearParams{n, n, n, n, n});
+  }
+};
+
 // Grows the square matmul from 256 while it is shorter than min_us or still gaining more than 10%
 // in rate (and the next size, ~8x the time, stays under max_us), then times the best size.
 MatmulCeiling measure_matmul(Device& dev, uint32_t n_max, double min_us, double max_us, int warmup, int runs, bool ts,
@@ -65,12 +82,8 @@ MatmulCeiling measure_matmul(Device& dev, uint32_t n_max, double min_us, double 
     sink.check_cancel("during the matmul ceiling");
     const uint64_t bytes = uint64_t(n) * n * es;
     sink.step(strf("ceilings: matmul %u^3", n));
-    Buffer x(dev, bytes, MemoryDomain::device, "bench mm x"), w(dev, bytes, MemoryDomain::device, "bench mm w"),
-        y(dev, bytes, MemoryDomain::device, "bench mm y");
-    x.fill(0, bytes, dev.fp16() ? 0x3c003c00u : 0x3f800000u);
-    w.fill(0, bytes, dev.fp16() ? 0x38003800u : 0x3f000000u);
-    Program prog(dev, "bench matmul", ts);
-    lin.record(prog, x.range(), w.range(), y.range(), LinearParams{n, n, n, n, n});
+    SquareMatmul mm(dev, lin, n, ts);
+    Program& prog = mm.prog;
     run_timed(prog, ts);  // first submit: pipeline warm-up
     const double t = run_timed(prog, ts);
     const double rate = 2.0 * double(n) * n * n / (t * 1e3);
@@ -90,13 +103,8 @@ MatmulCeiling measure_matmul(Device& dev, uint32_t n_max, double min_us, double 
       break;
     }
   const uint32_t n = best_n;
-  const uint64_t bytes = uint64_t(n) * n * es;
-  Buffer x(dev, bytes, MemoryDomain::device, "bench mm x"), w(dev, bytes, MemoryDomain::device, "bench mm w"),
-      y(dev, bytes, MemoryDomain::device, "bench mm y");
-  x.fill(0, bytes, dev.fp16() ? 0x3c003c00u : 0x3f800000u);
-  w.fill(0, bytes, dev.fp16() ? 0x38003800u : 0x3f000000u);
-  Program prog(dev, "bench matmul", ts);
-  lin.record(prog, x.range(), w.range(), y.range(), LinearParams{n, n, n, n, n});
+  SquareMatmul mm(dev, lin, n, ts);
+  Program& prog = mm.prog;
   sink.step(strf("ceilings: matmul %u^3, timing", n));
   for (int i = 0; i < std::max(1, warmup); ++i) prog.run();
   std::vector<double> us;
