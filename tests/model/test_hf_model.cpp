@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +17,7 @@
 #include "diffvk/tokenizer.hpp"
 #include "cli_run.hpp"
 #include "gpu_test.hpp"
+#include "io/half.hpp"
 #include "io/npy.hpp"
 #include "model/checkpoint.hpp"
 #include "model_fixture.hpp"
@@ -306,3 +309,113 @@ TEST_CASE("model: an embedding larger than a simulated 16 MiB binding is split b
   CHECK(lw == ls);
   CHECK(sw->decode(65600) == ss->decode(65600));  // the one-row lm_head (linear_row) per part
 }
+
+namespace {
+// A tensor of a Hugging Face checkpoint in double, rounded through fp16 when the device stores fp16.
+std::vector<double> hf_weights(const test::Tensors& ts, const std::string& name, bool fp16) {
+  const test::RawTensor& t = ts.at(name);
+  const size_t es = t.dtype == "F32" ? 4 : 2, n = t.bytes.size() / es;
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    float f = 0;
+    if (es == 4) {
+      std::memcpy(&f, t.bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h = 0;
+      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+      f = t.dtype == "BF16" ? bf16_to_float(h) : half_to_float(h);
+    }
+    v[i] = fp16 ? double(half_to_float(float_to_half(f))) : double(f);
+  }
+  return v;
+}
+
+// Layer 0's attention maps of a Hugging Face checkpoint, computed here in double from the checkpoint's own
+// tensors and transformers' DiffLlama semantics, independently of the loader's head permutation:
+// x = embed(tokens), h = RMSNorm(x), q/k = h·Wᵀ per sub-head (num_attention_heads of them, head_dim =
+// hidden / num_attention_heads), NeoX RoPE (rotate halves), key sub-head s / n_rep (repeat_kv), causal
+// softmax of q·k / sqrt(head_dim). Differential head h is the pair of sub-heads (h, h + n/2): A1 and A2.
+void hf_maps(const std::string& name, Precision precision) {
+  if (precision == Precision::fp16 && !test::device_has_fp16()) {
+    test::skip("device has no fp16 path; not run");
+    return;
+  }
+  const std::string dir = kData + "/" + name;
+  auto ctx = test::make_context(precision);
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  const auto cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
+  REQUIRE(cfg.value("rope_scaling", nlohmann::json()).is_null());  // the fixtures without llama3 scaling
+  const int E = cfg.at("hidden_size"), nah = cfg.at("num_attention_heads"), kv = cfg.at("num_key_value_heads");
+  const int D = E / nah, n_rep = nah / kv;
+  const double eps = cfg.at("rms_norm_eps"),
+               theta = cfg.contains("rope_parameters") ? double(cfg["rope_parameters"]["rope_theta"]) : double(cfg.at("rope_theta"));
+  const test::Tensors ts = test::read_tensors(dir + "/model.safetensors");
+  const auto emb = hf_weights(ts, "model.embed_tokens.weight", fp16), wn = hf_weights(ts, "model.layers.0.input_layernorm.weight", fp16),
+             wq = hf_weights(ts, "model.layers.0.self_attn.q_proj.weight", fp16),
+             wk = hf_weights(ts, "model.layers.0.self_attn.k_proj.weight", fp16);
+  const auto toks = test::load_tokens(dir + "/tokens.npy");
+  const int T = int(toks.size());
+  std::vector<double> q(size_t(T) * nah * D), k(size_t(T) * kv * D);
+  for (int t = 0; t < T; ++t) {
+    std::vector<double> h(emb.begin() + size_t(toks[t]) * E, emb.begin() + size_t(toks[t] + 1) * E);
+    double ms = 0;
+    for (double v : h) ms += v * v;
+    const double r = 1.0 / std::sqrt(ms / E + eps);
+    for (int e = 0; e < E; ++e) h[e] *= r * wn[e];
+    auto project = [&](const std::vector<double>& w, int rows, double* out) {
+      for (int i = 0; i < rows; ++i) {
+        double acc = 0;
+        for (int e = 0; e < E; ++e) acc += h[e] * w[size_t(i) * E + e];
+        out[i] = acc;
+      }
+      for (int s = 0; s < rows / D; ++s)  // NeoX: dimension d pairs with d + D/2, frequency theta^(-2d/D)
+        for (int d = 0; d < D / 2; ++d) {
+          const double a = t * std::pow(theta, -2.0 * d / D), c = std::cos(a), sn = std::sin(a);
+          double& x1 = out[s * D + d];
+          double& x2 = out[s * D + d + D / 2];
+          const double y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+          x1 = y1;
+          x2 = y2;
+        }
+    };
+    project(wq, nah * D, &q[size_t(t) * nah * D]);
+    project(wk, kv * D, &k[size_t(t) * kv * D]);
+  }
+  auto prob = [&](int sub, int i, int j) {  // A of sub-head `sub`, query i, key j
+    if (j > i) return 0.0;
+    std::vector<double> s(i + 1);
+    double mx = -1e300, sum = 0;
+    for (int jj = 0; jj <= i; ++jj) {
+      double dot = 0;
+      for (int d = 0; d < D; ++d) dot += q[(size_t(i) * nah + sub) * D + d] * k[(size_t(jj) * kv + sub / n_rep) * D + d];
+      s[jj] = dot / std::sqrt(double(D));
+      mx = std::max(mx, s[jj]);
+    }
+    for (double& v : s) sum += (v = std::exp(v - mx));
+    return s[j] / sum;
+  };
+  auto model = Model::load(*ctx, dir);
+  auto session = Session::create(*model, SessionOptions{0, 64});
+  const AttentionMaps maps = session->attention_maps(toks, 0, -1);
+  REQUIRE(int(maps.heads) == nah / 2);
+  REQUIRE(int(maps.tokens) == T);
+  std::vector<double> got, want;
+  for (int which = 0; which < 2; ++which)
+    for (int h = 0; h < nah / 2; ++h)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          got.push_back((which ? maps.a2 : maps.a1)[(size_t(h) * T + i) * T + j]);
+          want.push_back(prob(h + which * nah / 2, i, j));
+        }
+  const auto c = test::compare(got, want);
+  INFO(name << " " << std::string(precision_name(ctx->precision())) << ": " << c.summary());
+  CHECK(test::within_spec(c, fp16, test::Scope::layer));
+  CHECK(maps.lambda == doctest::Approx(meta.at("lambda")[0].get<double>()).epsilon(1e-5));
+}
+}  // namespace
+
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp32") { hf_maps("hf_mha", Precision::fp32); }
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp16") { hf_maps("hf_mha", Precision::fp16); }
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp32") { hf_maps("hf_kv3_f16", Precision::fp32); }
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp16") { hf_maps("hf_kv3_f16", Precision::fp16); }
