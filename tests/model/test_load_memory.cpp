@@ -15,14 +15,8 @@
 #include "vk/gpu.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
+#include "sanitizers.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DIFFVK_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DIFFVK_TEST_ASAN 1
-#endif
-#endif
 
 using namespace diffvk;
 
