@@ -5,9 +5,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
-#include "plan/memory_plan.hpp"
+#include <map>
+
+#include "graph/arena.hpp"
+#include "model/recipe.hpp"
 #include "platform.hpp"
 #include "io/safetensors.hpp"
 #include "io/storage.hpp"
@@ -24,19 +25,47 @@ struct DiffAttnLayer::Impl {
   uint32_t E = 0, H = 0, Hkv = 0, D = 0, cap = 0, chunk = 0, qkv_width = 0;
   double lambda = 0, lambda_init = 0;
   uint32_t pos = 0;
-  std::unique_ptr<LinearKernel> linear;
-  std::unique_ptr<RopeKvKernel> rope;
-  std::unique_ptr<DiffAttnKernel> attn;
-  Buffer weights, kv;
+  ModelKernels k;  // linear, rope_kv and attention only
+  Buffer weights, kv, dyn;  // dyn: the 4-byte position the programs read at run time
   BufferRange wqkv, wo, subln, table, kcache, vcache;
-  // Static plan of the per-chunk intermediates.
-  enum Tensor { X, QKV, Q, PART, STAT, O, Y, kTensors };
-  std::vector<TensorLifetime> lifetimes;
-  MemoryPlan plan;
-  std::vector<Buffer> arena;
-  BufferRange t[kTensors];
+  GraphPlan plan;  // derived from the recipe's attention block
+  Arena arena;
+  struct Recorded {
+    std::unique_ptr<Program> program;
+    BufferRange x, y;  // where the program reads its input and leaves its output
+  };
+  std::map<uint32_t, Recorded> programs;  // recorded once per row count
 
-  BufferRange tensor(Tensor i, uint64_t bytes) const { return {t[i].buffer, t[i].offset, bytes}; }
+  // The bare attention block of `rows` rows (no block norm, no residual): y = attention(x)·Woᵀ.
+  std::pair<TensorRef, TensorRef> build(Graph& g, uint32_t rows) const {
+    Forward f{g, k, fp16, rows, rows == 1, {}};
+    f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
+    const TensorRef x = g.tensor("x", TensorRole::input, f.storage(), {rows, E});
+    AttnBlock a;
+    a.wqkv = bind_linear(f, "wqkv", E, {WeightPart{0, qkv_width, wqkv}});
+    a.wo = bind_linear(f, "wo", E, {WeightPart{0, E, wo}});
+    a.subln = bind_vector(f, "subln", 2 * D, subln);
+    a.lambda = lambda;
+    a.lambda_init = lambda_init;
+    a.k_cache = g.bind("k_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, 2ull * D}, kcache);
+    a.v_cache = g.bind("v_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, 2ull * D}, vcache);
+    a.rope_table = g.bind("rope table", TensorRole::weight, ElemType::f32, {table.size / 4}, table);
+    const AttnShape shape{E, H, Hkv, D, cap, chunk};
+    return {x, add_attention_block(f, x, shape, a, "y", TensorRole::output)};
+  }
+  std::string variant() const { return "rows=" + std::to_string(chunk); }
+  Recorded& program(uint32_t rows) {
+    auto it = programs.find(rows);
+    if (it != programs.end()) return it->second;
+    Graph g(variant());
+    const auto xy = build(g, rows);
+    const auto placed = fit_graph(g, plan, variant(), arena.handles(), dev->caps().max_storage_buffer_range,
+                                  dev->caps().min_storage_buffer_offset_alignment);
+    Recorded r{std::make_unique<Program>(*dev, "layer rows=" + std::to_string(rows)), placed[xy.first.id], placed[xy.second.id]};
+    record_graph(g, placed, *r.program);
+    r.program->finalize();
+    return programs.emplace(rows, std::move(r)).first->second;
+  }
 };
 
 std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::string& path, const LayerOptions& o) {
@@ -97,9 +126,9 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
 
   // Kernels (all pipelines are created here, at load time).
   const KernelOptions ko = KernelOptions::for_device(dev);
-  im->linear = std::make_unique<LinearKernel>(dev, ko);
-  im->rope = std::make_unique<RopeKvKernel>(dev, ko);
-  im->attn = std::make_unique<DiffAttnKernel>(dev, ko, D, H / Hkv);
+  im->k.linear = std::make_unique<LinearKernel>(dev, ko);
+  im->k.rope = std::make_unique<RopeKvKernel>(dev, ko);
+  im->k.attn = std::make_unique<DiffAttnKernel>(dev, ko, D, H / Hkv);
 
   // Weights: [Wq; Wk; Wv] fused, Wo, subln in the storage type; the RoPE table in fp32.
   const bool f16 = im->fp16;
@@ -128,48 +157,20 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
   im->kcache = im->kv.range(0, cache_bytes);
   im->vcache = im->kv.range(align_up(cache_bytes, al), cache_bytes);
 
-  // Static plan of one chunk's intermediates. Steps: 0 upload x, 1 QKV projection, 2 RoPE + cache
-  // append, 3 attention (decode uses the split scratch), 4 out_proj, 5 read back y.
-  const uint64_t rows = o.chunk;
-  uint32_t max_splits = 1;
-  for (uint32_t s = 1; s <= std::min<uint32_t>(8, o.chunk); ++s) {
-    uint32_t len = 0;
-    AttnCall c{s, o.max_positions - s, H, Hkv, o.max_positions, E, E};
-    max_splits = std::max(max_splits, im->attn->decode_splits(c, &len));
+  im->dyn = Buffer(dev, 16, MemoryDomain::device, "layer position");
+  im->chunk = std::min(o.chunk, o.max_positions);
+  // The static plan of one chunk's intermediates, derived from the recipe (programs of fewer rows fit it).
+  {
+    Graph g(im->variant());
+    im->build(g, im->chunk);
+    im->plan = plan_graphs({&g}, dev.caps().max_storage_buffer_range, al);
   }
-  AttnCall worst{std::min<uint32_t>(8, o.chunk), 0, H, Hkv, o.max_positions, E, E};
-  // A prefill chunk may need split-K scratch too (devices with a per-invocation loop limit).
-  uint64_t part_bytes = DiffAttnKernel::part_bytes(worst, D, max_splits), stat_bytes = DiffAttnKernel::stat_bytes(worst, max_splits);
-  const uint32_t rows_max = std::min(o.chunk, o.max_positions);
-  if (rows_max > im->attn->max_decode_rows()) {
-    AttnCall pc{rows_max, o.max_positions - rows_max, H, Hkv, o.max_positions, E, E};
-    uint32_t len = 0;
-    if (const uint32_t ps = im->attn->prefill_splits(pc, &len)) {
-      part_bytes = std::max(part_bytes, DiffAttnKernel::part_bytes(pc, D, ps));
-      stat_bytes = std::max(stat_bytes, DiffAttnKernel::stat_bytes(pc, ps));
-    }
-  }
-  im->lifetimes = {
-      {"x", rows * E * es, al, 0, 1},
-      {"qkv", rows * im->qkv_width * es, al, 1, 2},
-      {"q", rows * E * es, al, 2, 3},
-      {"attn.part", part_bytes, al, 3, 3},
-      {"attn.stat", stat_bytes, al, 3, 3},
-      {"o", rows * E * es, al, 3, 4},
-      {"y", rows * E * es, al, 4, 5},
-  };
-  im->plan = plan_memory(im->lifetimes, dev.caps().max_storage_buffer_range, al);
-  for (size_t i = 0; i < im->plan.buffer_sizes.size(); ++i)
-    im->arena.emplace_back(dev, im->plan.buffer_sizes[i], MemoryDomain::device, "layer arena " + std::to_string(i));
-  for (int i = 0; i < Impl::kTensors; ++i) {
-    const auto& pl = im->plan.placements[i];
-    im->t[i] = im->arena[pl.buffer].range(pl.offset, im->lifetimes[i].bytes);
-  }
+  im->arena = Arena(dev, im->plan.plan, "layer");
   platform::log(platform::LogLevel::info, "layer: E=" + std::to_string(E) + " H=" + std::to_string(H) + " Hkv=" +
                                               std::to_string(Hkv) + " D=" + std::to_string(D) + " lambda=" +
-                                              std::to_string(im->lambda) + ", arena " + std::to_string(im->plan.arena_bytes) +
-                                              " bytes (lower bound " + std::to_string(im->plan.lower_bound) + ", naive " +
-                                              std::to_string(im->plan.naive_bytes) + ")");
+                                              std::to_string(im->lambda) + ", arena " + std::to_string(im->plan.plan.arena_bytes) +
+                                              " bytes (lower bound " + std::to_string(im->plan.plan.lower_bound) + ", naive " +
+                                              std::to_string(im->plan.plan.naive_bytes) + ")");
   return std::unique_ptr<DiffAttnLayer>(new DiffAttnLayer(std::move(im)));
 }
 
@@ -187,29 +188,14 @@ std::vector<float> DiffAttnLayer::forward(const float* x, uint32_t S) {
   std::vector<float> y(size_t(S) * m.E);
   for (uint32_t r0 = 0; r0 < S; r0 += m.chunk) {
     const uint32_t rows = std::min(m.chunk, S - r0);
-    const uint64_t act = uint64_t(rows) * m.E * es;
-    BufferRange x_r = m.tensor(Impl::X, act), qkv_r = m.tensor(Impl::QKV, uint64_t(rows) * m.qkv_width * es);
-    BufferRange q_r = m.tensor(Impl::Q, act), o_r = m.tensor(Impl::O, act), y_r = m.tensor(Impl::Y, act);
+    Impl::Recorded& r = m.program(rows);
     const auto xs = to_storage(x + size_t(r0) * m.E, size_t(rows) * m.E, f16);
-    m.arena[m.plan.placements[Impl::X].buffer].upload(x_r.offset, xs.data(), xs.size());
-
-    Program prog(*m.dev, "layer");
-    m.linear->record(prog, x_r, m.wqkv, qkv_r, {rows, m.E, m.qkv_width, m.E, m.qkv_width});
-    m.rope->record(prog, qkv_r, m.table, q_r, m.kcache, m.vcache, {rows, m.H, m.Hkv, m.D, m.pos, m.cap});
-    AttnCall call{rows, m.pos, m.H, m.Hkv, m.cap, m.E, m.E, static_cast<float>(m.lambda),
-                  static_cast<float>(1.0 - m.lambda_init)};
-    if (rows <= m.attn->max_decode_rows()) {
-      uint32_t len = 0;
-      const uint32_t splits = m.attn->decode_splits(call, &len);
-      m.attn->record_decode(prog, q_r, m.kcache, m.vcache, m.subln, o_r, m.t[Impl::PART], m.t[Impl::STAT], call, splits, len);
-    } else {
-      m.attn->record_prefill(prog, q_r, m.kcache, m.vcache, m.subln, o_r, call, m.t[Impl::PART], m.t[Impl::STAT]);
-    }
-    m.linear->record(prog, o_r, m.wo, y_r, {rows, m.E, m.E, m.E, m.E});
-    prog.run();
+    m.arena.owner(r.x).upload(r.x.offset, xs.data(), xs.size());
+    m.dyn.upload(0, &m.pos, 4);
+    r.program->run();
     m.pos += rows;
-    std::vector<uint8_t> ys(act);
-    m.arena[m.plan.placements[Impl::Y].buffer].download(y_r.offset, ys.data(), ys.size());
+    std::vector<uint8_t> ys(uint64_t(rows) * m.E * es);
+    m.arena.owner(r.y).download(r.y.offset, ys.data(), ys.size());
     const auto yf = from_storage(ys, f16);
     std::copy(yf.begin(), yf.end(), y.begin() + size_t(r0) * m.E);
   }
@@ -221,6 +207,6 @@ uint32_t DiffAttnLayer::hidden() const { return impl_->E; }
 uint32_t DiffAttnLayer::position() const { return impl_->pos; }
 double DiffAttnLayer::lambda() const { return impl_->lambda; }
 double DiffAttnLayer::lambda_init() const { return impl_->lambda_init; }
-std::string DiffAttnLayer::describe_plan() const { return format_plan(impl_->lifetimes, impl_->plan); }
+std::string DiffAttnLayer::describe_plan() const { return format_plan(impl_->plan.lifetimes, impl_->plan.plan); }
 
 }  // namespace diffvk

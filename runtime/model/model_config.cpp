@@ -1,5 +1,5 @@
 // parse_model_config (include/diffvk/model.hpp): config.json text -> validated ModelConfig.
-// Kept apart from runtime/model/model.cpp so that it builds without Vulkan (tests/fuzz/fuzz_config.cpp).
+// Kept apart from runtime/model/model_load.cpp so that it builds without Vulkan (tests/fuzz/fuzz_config.cpp).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

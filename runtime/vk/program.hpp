@@ -69,6 +69,8 @@ class Program {
   std::vector<Timing> timings() const;
   double total_us() const;
   size_t op_count() const { return ops_.size(); }
+  // The buffer arguments of operation i (what the graph recorder checks against a node's declared tensors).
+  const std::vector<Arg>& op_args(size_t i) const { return ops_.at(i).args; }
   size_t barrier_count() const { return barriers_; }
   const std::string& name() const { return name_; }
 

@@ -180,7 +180,7 @@ inline ref::ModelWeights reference_weights(const TinySpec& s, const Tensors& ts,
     L.attn.wk = get(p + "attn.k_proj.weight");
     L.attn.wv = get(p + "attn.v_proj.weight");
     L.attn.wo = get(p + "attn.out_proj.weight");
-    // The runtime computes λ from the fp32 vectors (model.cpp), whatever the storage type.
+    // The runtime computes λ from the fp32 vectors (model_load.cpp), whatever the storage type.
     auto lam = [&](const char* n) {
       const RawTensor& t = ts.at(p + "attn." + n);
       std::vector<float> f(t.bytes.size() / 4);

@@ -1,0 +1,42 @@
+// Model::Impl: what a loaded model holds (model_load.cpp fills it; session.cpp records from it).
+#pragma once
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "diffvk/model.hpp"
+#include "model/model_kernels.hpp"
+#include "model/weight_store.hpp"
+
+namespace diffvk {
+
+inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Largest device-local heap (where MemoryDomain::device buffers live), else the largest heap.
+inline uint64_t device_heap_bytes(const DeviceCaps& c) {
+  uint64_t local = 0, any = 0;
+  for (const auto& h : c.heaps) {
+    any = std::max(any, h.size);
+    if (h.device_local) local = std::max(local, h.size);
+  }
+  return local ? local : any;
+}
+
+struct Model::Impl {
+  Device* dev = nullptr;
+  bool fp16 = false;
+  ModelConfig cfg;
+  struct Layer {
+    size_t attn_norm, wqkv, wo, subln, ffn_norm, wgu, wdown;  // WeightStore indices
+    double lambda, lambda_init;
+  };
+  std::vector<Layer> layers;
+  size_t embed = 0, norm = 0, lm_head = 0;
+  std::unique_ptr<WeightStore> weights;
+  Buffer rope_table;
+  uint64_t per_token_bytes = 0;
+  ModelKernels k;  // every pipeline of the config (build_model_kernels)
+  LoadStats stats;
+};
+
+}  // namespace diffvk

@@ -1,0 +1,166 @@
+// Loading a model (include/diffvk/model.hpp): checkpoint sources, validation, the streamed upload of the
+// weights and the kernels of the config. Sessions are in session.cpp, sampling in sampling.cpp.
+#include "diffvk/model.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "io/storage.hpp"
+#include "model/checkpoint.hpp"
+#include "model/model_impl.hpp"
+#include "platform.hpp"
+
+namespace diffvk {
+
+namespace {
+constexpr uint64_t kMaxConfigBytes = 1 << 20;
+
+// [offset, offset + size) of a descriptor; size < 0 = to the end of the file.
+std::vector<uint8_t> read_range(const Model::FdRange& r, uint64_t max_bytes, const std::string& name) {
+  if (r.fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(r.fd));
+  if (r.offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(r.offset));
+  uint64_t size = 0;
+  if (r.size < 0) {
+    struct stat st;
+    if (::fstat(r.fd, &st) != 0 || !S_ISREG(st.st_mode))
+      throw Error(Status::invalid_argument, name + ": size -1 (to the end) needs a regular file; give the size");
+    if (st.st_size < r.offset)
+      throw Error(Status::io_error, name + ": offset " + std::to_string(r.offset) + " is past the end of the file (" +
+                                        std::to_string(st.st_size) + " bytes)");
+    size = uint64_t(st.st_size - r.offset);
+  } else {
+    size = uint64_t(r.size);
+  }
+  if (size > max_bytes)
+    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(max_bytes));
+  return platform::read_fd_range(r.fd, uint64_t(r.offset), size, name);
+}
+}  // namespace
+
+std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) { return load(ctx, dir, LoadOptions{}); }
+
+std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir, const LoadOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx.device().check_not_lost();
+  // Sources only: names, shapes and row permutations are checked here, nothing is converted yet.
+  Checkpoint ck = open_checkpoint(dir);  // runtime/model/checkpoint_native.cpp, hf_loader.cpp
+  return load_checkpoint(ctx, ck, options, dir, t0);
+}
+
+namespace {
+// config.json given as bytes (memory, descriptors): the native format only; a Hugging Face directory
+// is mapped shard by shard and loads through Model::load(dir).
+ModelConfig parse_native_config_bytes(const void* data, size_t size, const std::string& name) {
+  const std::string text(static_cast<const char*>(data), size);
+  if (is_hf_diffllama(text))
+    throw Error(Status::invalid_argument, name + ": a Hugging Face DiffLlama checkpoint loads from its directory "
+                                                 "(Model::load / diffvk_model_load), not from memory or descriptors");
+  return parse_model_config(text, name);
+}
+}  // namespace
+
+std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
+                                          size_t safetensors_size, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!config_json || !safetensors) throw Error(Status::invalid_argument, name + ": config or safetensors buffer is NULL");
+  if (config_size > kMaxConfigBytes)
+    throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) + " bytes, more than the limit of " +
+                                          std::to_string(kMaxConfigBytes));
+  ctx.device().check_not_lost();
+  ModelConfig cfg = parse_native_config_bytes(config_json, config_size, name + " config.json");
+  Checkpoint ck = open_native_checkpoint(
+      std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors")),
+      std::move(cfg));
+  return load_checkpoint(ctx, ck, LoadOptions{}, name, t0);
+}
+
+std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx.device().check_not_lost();
+  const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
+                    wname = "model.safetensors (fd " + std::to_string(safetensors.fd) + ")";
+  const auto cfg_bytes = read_range(config_json, kMaxConfigBytes, cname);
+  ModelConfig cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
+  auto st = std::make_unique<SafetensorsFile>(
+      SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname));
+  Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
+  return load_checkpoint(ctx, ck, LoadOptions{}, "fd " + std::to_string(safetensors.fd), t0);
+}
+
+std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, const LoadOptions& options, const std::string& dir,
+                                              std::chrono::steady_clock::time_point t0) {
+  auto m = std::make_unique<Impl>();
+  Device& dev = ctx.device();
+  dev.check_not_lost();
+  m->dev = &dev;
+  m->fp16 = dev.fp16();
+  m->cfg = ck.config;
+  const ModelConfig& c = m->cfg;
+  const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
+  m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);
+  WeightStore& ws = *m->weights;
+  m->embed = ws.add(std::move(ck.embed));
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    CheckpointLayer& S = ck.layers[l];
+    Impl::Layer L{};
+    L.attn_norm = ws.add(std::move(S.attn_norm));
+    L.wqkv = ws.add(std::move(S.wqkv));
+    L.wo = ws.add(std::move(S.wo));
+    L.subln = ws.add(std::move(S.subln));
+    L.ffn_norm = ws.add(std::move(S.ffn_norm));
+    L.wgu = ws.add(std::move(S.wgu));
+    L.wdown = ws.add(std::move(S.wdown));
+    double d1 = 0, d2 = 0;
+    for (int64_t k = 0; k < D; ++k) {
+      d1 += double(S.lambda[0][k]) * S.lambda[1][k];
+      d2 += double(S.lambda[2][k]) * S.lambda[3][k];
+    }
+    L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
+    L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
+    if (!std::isfinite(L.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
+    m->layers.push_back(L);
+  }
+  m->norm = ws.add(std::move(ck.norm));
+  m->lm_head = c.tie_word_embeddings ? m->embed : ws.add(std::move(ck.lm_head));
+  const uint64_t table_bytes = uint64_t(c.max_position_embeddings) * (D / 2) * 2 * 4;
+  const uint64_t need = ws.planned_bytes() + table_bytes, heap = device_heap_bytes(dev.caps());
+  if (need > heap)
+    throw Error(Status::out_of_memory, dir + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
+                                            "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
+  const WeightUploadStats up = ws.upload(options.staging_bytes, options.force_staging);
+  for (const auto& L : m->layers)  // only the embedding and lm_head may be split across bindings
+    for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown}) ws.range(w);
+  ws.range(m->norm);
+  const uint64_t es = m->fp16 ? 2 : 4;
+  m->per_token_bytes = ws.total() - uint64_t(V) * E * es * (c.tie_word_embeddings ? 0 : 1) + uint64_t(E) * es;
+
+  const auto table = rope_table(c.max_position_embeddings, rope_inv_freq(c));
+  m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
+  m->rope_table.upload(0, table.data(), table.size() * 4);
+
+  m->k = build_model_kernels(dev, c);  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  m->stats.format = c.format;
+  m->stats.files = static_cast<uint32_t>(ck.files.size());
+  m->stats.staging_peak_bytes = up.staging_peak_bytes;
+  m->stats.largest_tensor_bytes = up.largest_tensor_bytes;
+  m->stats.weight_bytes = up.bytes;
+  m->stats.split_tensors = up.split_tensors;
+  m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size()) + " file(s)): " +
+                                              std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
+                                              ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
+                                              std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
+                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") +
+                                              "), host staging peak " + std::to_string(up.staging_peak_bytes) + " bytes");
+  return std::unique_ptr<Model>(new Model(std::move(m)));
+}
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const ModelConfig& Model::config() const { return impl_->cfg; }
+uint64_t Model::weight_bytes() const { return impl_->per_token_bytes; }
+const LoadStats& Model::load_stats() const { return impl_->stats; }
+
+}  // namespace diffvk

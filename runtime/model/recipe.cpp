@@ -1,0 +1,231 @@
+// The forward recipe: every block written once (recipe.hpp).
+#include "model/recipe.hpp"
+
+#include <algorithm>
+
+#include "diffvk/error.hpp"
+
+namespace diffvk {
+
+namespace {
+// A float32 tensor on an fp16 device (the residual stream, the logits) is Elem::f32; everything else is the
+// storage type (on an fp32 device, float32 is the storage type).
+Elem elem_of(const Forward& f, TensorRef t) { return f.fp16 && f.g.at(t).dtype == ElemType::f32 ? Elem::f32 : Elem::storage; }
+}  // namespace
+
+LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts) {
+  LinearWeight w;
+  w.in = in;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightPart& p = parts[i];
+    const std::string n = parts.size() == 1 ? name : name + ".part" + std::to_string(i);
+    w.parts.push_back({uint32_t(p.row0), uint32_t(p.rows),
+                       f.g.bind(n, TensorRole::weight, f.storage(), {p.rows, uint64_t(in)}, p.range)});
+    w.out = std::max<uint32_t>(w.out, uint32_t(p.row0 + p.rows));
+  }
+  return w;
+}
+
+TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRange range) {
+  return f.g.bind(name, TensorRole::weight, f.storage(), {n}, range);
+}
+
+AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
+  const uint32_t decode_rows = std::min<uint32_t>(attn.max_decode_rows(), s.chunk);
+  const AttnCall worst{std::max(1u, decode_rows), 0, s.H, s.Hkv, s.capacity, s.E, s.E};
+  uint32_t splits = 1;
+  for (uint32_t r = 1; r <= decode_rows; ++r) {  // programs replayed at any position: splits over the capacity
+    uint32_t len = 0;
+    splits = std::max(splits, attn.decode_splits_for_capacity(AttnCall{r, 0, s.H, s.Hkv, s.capacity, s.E, s.E}, &len));
+  }
+  AttnScratch sc{DiffAttnKernel::part_bytes(worst, s.D, splits), DiffAttnKernel::stat_bytes(worst, splits)};
+  if (s.chunk > attn.max_decode_rows()) {  // prefill chunks through split-K on loop-limited devices
+    const AttnCall pc{s.chunk, 0, s.H, s.Hkv, s.capacity, s.E, s.E};
+    uint32_t len = 0;
+    if (const uint32_t ps = attn.prefill_splits_for_keys(s.capacity, &len)) {  // any position up to the capacity
+      sc.part = std::max(sc.part, DiffAttnKernel::part_bytes(pc, s.D, ps));
+      sc.stat = std::max(sc.stat, DiffAttnKernel::stat_bytes(pc, ps));
+    }
+  }
+  sc.part = std::max<uint64_t>(sc.part, 4);
+  sc.stat = std::max<uint64_t>(sc.stat, 4);
+  return sc;
+}
+
+TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, const std::string& x_name) {
+  const uint32_t rows = f.rows, E = table.in, V = table.out;
+  const TensorRef x = f.g.tensor(x_name, TensorRole::activation, ElemType::f32, {rows, E});
+  const EmbedKernel* k = f.k.embed.get();
+  for (const auto& part : table.parts)  // one part unless the table exceeds a binding
+    f.g.add("embed", {tokens, part.t}, {x}, [=](Program& p, const GraphBinding& b) {
+      k->record_part(p, b[tokens].sub(0, rows * 4ull), b[part.t], b[x], rows, E, part.rows, part.row0, V);
+    });
+  return x;
+}
+
+void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
+                const RowLinear* row) {
+  const GraphTensor &xt = f.g.at(x), &yt = f.g.at(y);
+  const Elem xe = elem_of(f, x), ye = elem_of(f, y);
+  const uint64_t ys = elem_type_bytes(yt.dtype), xs = elem_type_bytes(xt.dtype);
+  const LinearKernel* k = f.k.linear.get();
+  const uint32_t rows = f.rows, in = w.in, out = w.out;
+  for (const auto& part : w.parts) {
+    std::vector<TensorRef> reads{x, part.t};
+    if (residual) reads.push_back(y);
+    if (row) {
+      if (row->pro == Prologue::rmsnorm) reads.push_back(row->norm_w);
+      const RowLinear r = *row;
+      const uint64_t x_elems = uint64_t(in) * (r.pro == Prologue::silu_mul ? 2 : 1);
+      f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
+        const BufferRange xr = b[x].sub(uint64_t(r.x_row) * x_elems * xs, x_elems * xs);
+        const BufferRange yr = b[y].sub(uint64_t(part.row0) * ys, uint64_t(part.rows) * ys);
+        k->record_row(p, xr, b[part.t], yr, {in, part.rows, static_cast<RowPrologue>(r.pro), r.eps, xe, ye},
+                      residual ? yr : BufferRange{}, r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{});
+      });
+    } else {
+      f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
+        const BufferRange all = b[y];
+        const BufferRange yr = all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
+        k->record(p, b[x], b[part.t], yr, {rows, in, part.rows, in, out}, residual ? yr : BufferRange{}, ye);
+      });
+    }
+  }
+}
+
+namespace {
+// y = RMSNorm(x) ⊙ w over rows of E (the block norms; HeadRmsNormKernel with one head of width E).
+TensorRef add_rmsnorm(Forward& f, const std::string& name, TensorRef x, TensorRef w, uint32_t E, float eps) {
+  const TensorRef y = f.g.tensor(name, TensorRole::activation, f.storage(), {f.rows, E});
+  const HeadRmsNormKernel* k = f.k.norm.get();
+  const uint32_t rows = f.rows;
+  const Elem xe = elem_of(f, x);
+  f.g.add("rmsnorm", {x, w}, {y}, [=](Program& p, const GraphBinding& b) {
+    k->record(p, b[x], b[w], b[y], {rows, 1, E, E, 1.0f, eps}, xe);
+  });
+  return y;
+}
+}  // namespace
+
+TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w, const std::string& y_name,
+                              TensorRole y_role) {
+  const std::string& P = w.prefix;
+  const uint32_t rows = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, cap = s.capacity;
+  const uint32_t qkvw = E + 4 * Hkv * D;
+  const bool residual = w.norm.valid();
+  // QKV projection (after the block norm: fused into the one-row linear, else its own node).
+  const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
+  if (residual && f.row) {
+    const RowLinear r{Prologue::rmsnorm, w.norm, s.eps, 0};
+    add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
+  } else if (residual) {
+    add_linear(f, "qkv", add_rmsnorm(f, P + "attn_norm.out", x, w.norm, E, s.eps), w.wqkv, qkv, false);
+  } else {
+    const RowLinear r{};
+    add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
+  }
+  // RoPE and the KV-cache append.
+  const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, E});
+  const TensorRef kc = w.k_cache, vc = w.v_cache, table = w.rope_table, pos = f.pos;
+  const RopeKvKernel* rope = f.k.rope.get();
+  f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
+    rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], {rows, H, Hkv, D, 0, cap}, b[pos]);
+  });
+  if (w.tap) {  // debug: this layer's softmaxes, from the roped queries and the cached keys
+    const MapTap tap = *w.tap;
+    const AttnProbsKernel* probs = f.k.probs.get();
+    const TensorRef maps = f.g.bind(P + "attention maps", TensorRole::external, ElemType::f32, {tap.out.size / 4}, tap.out);
+    f.g.add("attn_probs", {q, kc, pos}, {maps}, [=](Program& p, const GraphBinding& b) {
+      probs->record(p, b[q], b[kc], b[pos], b[maps], {rows, H, Hkv, D, cap, tap.T, 0, tap.head0, tap.heads});
+    });
+  }
+  // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
+  const AttnScratch sc = attn_scratch(*f.k.attn, s);
+  const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part), stat = f.g.scratch(P + "attn.split_stat", sc.stat);
+  const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, E});
+  const DiffAttnKernel* attn = f.k.attn.get();
+  const TensorRef subln = w.subln;
+  const float lambda = static_cast<float>(w.lambda), gain = static_cast<float>(1.0 - w.lambda_init), seps = s.subln_eps;
+  f.g.add("attention", {q, kc, vc, subln, pos}, {o, part, stat}, [=](Program& p, const GraphBinding& b) {
+    const AttnCall call{rows, 0, H, Hkv, cap, E, E, lambda, gain, seps, b[pos]};
+    if (rows <= attn->max_decode_rows()) {
+      uint32_t len = 0;
+      const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
+      attn->record_decode(p, b[q], b[kc], b[vc], b[subln], b[o], b[part], b[stat], call, splits, len);
+    } else {
+      attn->record_prefill(p, b[q], b[kc], b[vc], b[subln], b[o], call, b[part], b[stat]);
+    }
+  });
+  // Output projection: into the residual stream, or a new tensor (bare layer).
+  const RowLinear r{};
+  if (residual) {
+    add_linear(f, "out_proj", o, w.wo, x, true, f.row ? &r : nullptr);
+    return x;
+  }
+  const TensorRef y = f.g.tensor(y_name, y_role, f.storage(), {rows, E});
+  add_linear(f, "out_proj", o, w.wo, y, false, f.row ? &r : nullptr);
+  return y;
+}
+
+void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
+  const std::string& P = w.prefix;
+  const TensorRef gu = f.g.tensor(P + "ffn.gate_up", TensorRole::activation, f.storage(), {f.rows, 2ull * w.I});
+  if (f.row) {  // norm fused into gate_up, SwiGLU into down
+    const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps, 0}, swiglu{Prologue::silu_mul, {}, w.eps, 0};
+    add_linear(f, "gate_up", x, w.wgu, gu, false, &norm);
+    add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
+    return;
+  }
+  add_linear(f, "gate_up", add_rmsnorm(f, P + "ffn_norm.out", x, w.norm, E, w.eps), w.wgu, gu, false);
+  const TensorRef a = f.g.tensor(P + "ffn.act", TensorRole::activation, f.storage(), {f.rows, w.I});
+  const SiluMulKernel* silu = f.k.silu.get();
+  const uint32_t rows = f.rows, I = w.I;
+  f.g.add("silu_mul", {gu}, {a}, [=](Program& p, const GraphBinding& b) { silu->record(p, b[gu], b[a], rows, I); });
+  add_linear(f, "down", a, w.wdown, x, true);
+}
+
+const char* head_out_name(HeadOut o) {
+  switch (o) {
+    case HeadOut::all: return "all";
+    case HeadOut::last: return "last";
+    case HeadOut::none: return "none";
+    case HeadOut::sample: return "sample";
+  }
+  return "?";
+}
+
+TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
+  if (out == HeadOut::none) return {};
+  const uint32_t rows = f.rows, E = h.E, V = h.vocab;
+  if (out == HeadOut::all) {
+    const TensorRef xf = add_rmsnorm(f, "norm.out", x, h.norm, E, h.eps);
+    const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {rows, V});
+    add_linear(f, "lm_head", xf, h.lm_head, logits, false);
+    return logits;
+  }
+  // The last row only, with the final norm fused into lm_head. A storage binding must start aligned: a
+  // last row off the alignment is staged first.
+  TensorRef xl = x;
+  uint32_t x_row = rows - 1;
+  if ((uint64_t(rows - 1) * E * 4) % std::max<uint64_t>(1, h.align)) {
+    xl = f.g.tensor("norm.out", TensorRole::activation, ElemType::f32, {E});
+    const TensorRef staged = xl;
+    f.g.add("last row", {x}, {staged}, [=](Program& p, const GraphBinding& b) {
+      p.copy(b[x].sub(uint64_t(rows - 1) * E * 4, uint64_t(E) * 4), b[staged], "last row");
+    });
+    x_row = 0;
+  }
+  const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {V});
+  const RowLinear r{Prologue::rmsnorm, h.norm, h.eps, x_row};
+  add_linear(f, "lm_head", xl, h.lm_head, logits, false, &r);
+  if (out == HeadOut::sample) {
+    const SampleKernel* k = f.k.sample.get();
+    const TensorRef params = h.params, picked = h.picked;
+    f.g.add("sample", {logits, params}, {picked}, [=](Program& p, const GraphBinding& b) {
+      k->record(p, b[logits], b[params], b[picked], V);
+    });
+  }
+  return logits;
+}
+
+}  // namespace diffvk

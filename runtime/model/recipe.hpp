@@ -1,0 +1,127 @@
+// The one recipe of a forward pass (issue 18): the embedding, the attention block, the MLP block and the
+// head, each written once as a function that adds nodes to a Graph (graph/graph.hpp). The session's
+// prefill chunks and decode steps, the attention-map debug run, DiffAttnLayer (`diffvk layer`) and
+// `diffvk bench --model` all build their programs from these functions; nothing else records a layer.
+//
+// Variants are choices inside the recipe, not new recipes:
+//   - rows == 1 (Forward::row): one-row linears (linear_row.comp) with the block norms and SwiGLU fused
+//     in as prologues; otherwise a norm kernel, the tiled linear and silu_mul;
+//   - the attention path (split-K decode for up to max_decode_rows rows, fused prefill beyond);
+//   - the precision (storage type of activations and weights; the residual stream and logits are f32);
+//   - the weight format of each linear (add_linear: fp16/fp32 rows today; quantized blocks go there);
+//   - an attention-map tap (debug) on one layer.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "model/model_kernels.hpp"
+#include "model/weight_store.hpp"
+
+namespace diffvk {
+
+// What every block of one forward pass shares.
+struct Forward {
+  Graph& g;
+  const ModelKernels& k;
+  bool fp16 = false;
+  uint32_t rows = 0;  // token rows of this program
+  bool row = false;   // rows == 1: one-row linears with fused prologues
+  TensorRef pos;      // external: 4-byte uint position of the first row (read at run time)
+  ElemType storage() const { return fp16 ? ElemType::f16 : ElemType::f32; }
+};
+
+// A linear's weight (out x in, torch layout) in the storage type, bound as one graph tensor per row part
+// (one part unless the tensor exceeds a storage binding; only the embedding and lm_head may, see Model::load).
+struct LinearWeight {
+  uint32_t in = 0, out = 0;
+  struct Part {
+    uint32_t row0 = 0, rows = 0;
+    TensorRef t;
+  };
+  std::vector<Part> parts;
+};
+LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts);
+TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRange range);  // a norm weight
+
+// The attention-map tap of a debug run: softmaxes of heads head0 … head0 + heads − 1 of a T-token prompt.
+struct MapTap {
+  uint32_t layer = 0, head0 = 0, heads = 0, T = 0;
+  BufferRange out;
+};
+
+struct AttnShape {
+  uint32_t E = 0, H = 0, Hkv = 0, D = 0;
+  uint32_t capacity = 0;    // KV-cache rows
+  uint32_t chunk = 0;       // the most rows a program of this plan runs (sizes the split-K scratch)
+  float eps = 1e-5f;        // block RMSNorm (pre-attention norm)
+  float subln_eps = 1e-5f;  // headwise norm
+};
+
+struct AttnBlock {
+  std::string prefix;  // tensor names: prefix + "qkv", …
+  TensorRef norm;      // pre-attention RMSNorm weight (E); invalid: none (a bare layer)
+  LinearWeight wqkv, wo;
+  TensorRef subln;     // headwise norm weight (2D)
+  double lambda = 0, lambda_init = 0;
+  TensorRef k_cache, v_cache, rope_table;
+  const MapTap* tap = nullptr;  // this layer's tap, if any
+};
+
+struct MlpBlock {
+  std::string prefix;
+  TensorRef norm;  // post-attention RMSNorm weight (E)
+  LinearWeight wgu, wdown;
+  uint32_t I = 0;
+  float eps = 1e-5f;
+};
+
+// Split-K scratch of the attention op (bytes of partials and of statistics), enough for every program a
+// plan covers: decode rows 1 … min(8, chunk) over the whole capacity, and prefill chunks on loop-limited devices.
+struct AttnScratch {
+  uint64_t part = 0, stat = 0;
+};
+AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s);
+
+// x[r] = embedding[tokens[r]]: returns the f32 residual stream (rows x E), named `x_name`.
+TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, const std::string& x_name);
+
+// y = x·Wᵀ over w's row parts (+ y's old value when `residual`: in place). Without `row`, the tiled
+// matrix path over f.rows rows; with it, one row (linear_row.comp) with an optional fused prologue,
+// reading row `row->x_row` of x.
+enum class Prologue : uint32_t { none = 0, rmsnorm = 1, silu_mul = 2 };
+struct RowLinear {
+  Prologue pro = Prologue::none;
+  TensorRef norm_w;  // rmsnorm only
+  float eps = 1e-5f;
+  uint32_t x_row = 0;
+};
+void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
+                const RowLinear* row = nullptr);
+
+// The differential attention block. With a norm weight: x is the f32 residual stream and the block adds
+// its output into x (returns x). Without one (DiffAttnLayer): x is a storage-type activation and the
+// output is a new storage-type tensor `y_name` (role `y_role`), which is returned.
+TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w,
+                              const std::string& y_name = "y", TensorRole y_role = TensorRole::output);
+
+// x += down(silu(gate) ⊙ up) of the normed x (SwiGLU MLP).
+void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w);
+
+// What the head computes: logits of every row, of the last row, nothing, or the last row's logits and a
+// token sampled on the device (writes `picked`, reads the sampling parameters `params`).
+enum class HeadOut { all, last, none, sample };
+const char* head_out_name(HeadOut o);
+struct Head {
+  TensorRef norm;  // final RMSNorm weight
+  LinearWeight lm_head;
+  float eps = 1e-5f;
+  uint32_t E = 0, vocab = 0;
+  uint64_t align = 1;        // minStorageBufferOffsetAlignment (a last row off it is staged first)
+  TensorRef params, picked;  // HeadOut::sample only (external)
+};
+// Returns the f32 logits tensor (output role), or an invalid ref for HeadOut::none.
+TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out);
+
+}  // namespace diffvk

@@ -1,0 +1,334 @@
+// Sessions (include/diffvk/model.hpp): a per-layer KV cache, one static plan of every intermediate, and
+// programs recorded once per (row count, head output) from the one forward recipe (model/recipe.hpp)
+// and replayed; the position travels in a small buffer, not in the recording.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "diffvk/model.hpp"
+#include "graph/arena.hpp"
+#include "model/model_impl.hpp"
+#include "model/recipe.hpp"
+
+namespace diffvk {
+
+struct Session::Impl {
+  Model::Impl* m = nullptr;
+  uint32_t cap = 0, chunk = 0, pos = 0;
+  bool profile = false;
+  std::function<bool()> should_abort;
+  std::vector<Buffer> kv;  // per layer: K then V
+  std::vector<BufferRange> kc, vc;
+  Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
+  uint32_t sample_params[3] = {0, 0, 0};  // u, temperature (float bits), top_k: uploaded with the position
+  GraphPlan plan;  // every program variant's intermediates, derived from the recipe (plan_variants)
+  Arena arena;
+  struct Recorded {
+    std::unique_ptr<Program> program;
+    BufferRange logits;  // where this program leaves its logits (empty for HeadOut::none)
+  };
+  std::map<std::pair<uint32_t, HeadOut>, Recorded> programs;  // recorded once per (rows, out)
+  Program* last = nullptr;  // the program of the last run (profile)
+
+  // The model's forward pass of `rows` tokens, from the recipe, into g (tap: attention maps of one layer).
+  TensorRef build(Graph& g, uint32_t rows, HeadOut out, const MapTap* tap) const;
+  // The planned variant a program of `rows` rows belongs to: one-row programs have their own (fused ops).
+  std::string variant(uint32_t rows, HeadOut out) const {
+    return "rows=" + std::to_string(rows == 1 ? 1 : chunk) + " " + head_out_name(out);
+  }
+  Recorded record(uint32_t rows, HeadOut out, const MapTap* tap) const;
+  Program& program(uint32_t rows, HeadOut out);
+  void check_tokens(const std::vector<int32_t>& toks, const char* what) const;
+  // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
+  std::vector<float> run(const int32_t* tok, uint32_t rows, HeadOut out);
+};
+
+TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTap* tap) const {
+  const Model::Impl& M = *m;
+  const ModelConfig& c = M.cfg;
+  const WeightStore& ws = *M.weights;
+  const uint32_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Forward f{g, M.k, M.fp16, rows, rows == 1, {}};
+  f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
+  const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
+  const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
+  const AttnShape shape{E, c.num_heads, Hkv, D, cap, chunk, eps, static_cast<float>(c.subln_eps)};
+  const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed)), "x (residual stream) [f32]");
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const auto& W = M.layers[l];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    AttnBlock a;
+    a.prefix = p;
+    a.norm = bind_vector(f, p + "attn_norm", E, ws.range(W.attn_norm));
+    a.wqkv = bind_linear(f, p + "wqkv", E, ws.parts(W.wqkv));
+    a.wo = bind_linear(f, p + "wo", E, ws.parts(W.wo));
+    a.subln = bind_vector(f, p + "subln", 2 * D, ws.range(W.subln));
+    a.lambda = W.lambda;
+    a.lambda_init = W.lambda_init;
+    const std::vector<uint64_t> kv_shape{Hkv, cap, 2ull * D};
+    a.k_cache = g.bind(p + "k_cache", TensorRole::kv_cache, f.storage(), kv_shape, kc.empty() ? BufferRange{} : kc[l]);
+    a.v_cache = g.bind(p + "v_cache", TensorRole::kv_cache, f.storage(), kv_shape, vc.empty() ? BufferRange{} : vc[l]);
+    a.rope_table = table;
+    a.tap = tap && tap->layer == l ? tap : nullptr;
+    add_attention_block(f, x, shape, a);
+    MlpBlock b;
+    b.prefix = p;
+    b.norm = bind_vector(f, p + "ffn_norm", E, ws.range(W.ffn_norm));
+    b.wgu = bind_linear(f, p + "wgu", E, ws.parts(W.wgu));
+    b.wdown = bind_linear(f, p + "wdown", I, ws.parts(W.wdown));
+    b.I = I;
+    b.eps = eps;
+    add_mlp_block(f, x, E, b);
+    g.end_group();  // a group per layer: the abort callback is asked between them
+  }
+  Head h;
+  h.norm = bind_vector(f, "norm", E, ws.range(M.norm));
+  h.lm_head = bind_linear(f, "lm_head", E, ws.parts(M.lm_head));
+  h.eps = eps;
+  h.E = E;
+  h.vocab = c.vocab_size;
+  h.align = M.dev->caps().min_storage_buffer_offset_alignment;
+  if (out == HeadOut::sample) {
+    h.params = g.bind("sampling parameters", TensorRole::external, ElemType::u32, {4}, dyn.range(0, 16));
+    h.picked = g.bind("sampled token", TensorRole::external, ElemType::u32, {1}, picked.range(0, 4));
+  }
+  return add_head(f, x, h, out);
+}
+
+std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) {
+  auto s = std::make_unique<Impl>();
+  Model::Impl& m = model.impl();
+  Device& dev = *m.dev;
+  const ModelConfig& c = m.cfg;
+  dev.check_not_lost();
+  s->m = &m;
+  s->cap = o.context ? o.context : c.max_position_embeddings;
+  if (s->cap > c.max_position_embeddings)
+    throw Error(Status::invalid_argument, "context " + std::to_string(s->cap) + " exceeds max_position_embeddings " +
+                                              std::to_string(c.max_position_embeddings));
+  s->chunk = std::max(1u, std::min(o.chunk, s->cap));
+  s->profile = o.profile;
+  s->should_abort = o.should_abort;
+  const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
+  const uint64_t cache = uint64_t(c.num_kv_heads) * s->cap * 2 * c.head_dim() * es;
+  // The static plan, derived from the recipe: every program variant a session runs (one-row programs,
+  // and chunk-row ones when the chunk is longer), with each head output. Variants never run at once, so
+  // they share the arena; a program of fewer rows is placed where its variant's tensors are (fit_graph).
+  std::vector<Graph> graphs;
+  graphs.reserve(8);
+  for (const uint32_t rows : s->chunk > 1 ? std::vector<uint32_t>{s->chunk, 1} : std::vector<uint32_t>{1})
+    for (const HeadOut out : {HeadOut::all, HeadOut::last, HeadOut::none, HeadOut::sample}) {
+      if (out == HeadOut::sample && rows != 1) continue;  // decode_sample runs one row
+      graphs.emplace_back(s->variant(rows, out));
+      s->build(graphs.back(), rows, out, nullptr);
+    }
+  std::vector<const Graph*> variants;
+  for (const Graph& g : graphs) variants.push_back(&g);
+  s->plan = plan_graphs(variants, dev.caps().max_storage_buffer_range, al);
+
+  // Everything this session allocates, checked against what the heap has left before allocating.
+  const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
+  const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32;
+  const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
+  if (need > heap - std::min(heap, used))
+    throw Error(Status::out_of_memory, "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
+                                           std::to_string(s->cap) + ") plus activations (" + std::to_string(s->plan.plan.arena_bytes) +
+                                           " bytes) need " + std::to_string(need) + " bytes but only " +
+                                           std::to_string(heap - std::min(heap, used)) + " of the device heap's " +
+                                           std::to_string(heap) + " remain; nothing was allocated (use a shorter context)");
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    s->kv.emplace_back(dev, 2 * align_up(cache, al), MemoryDomain::device, "KV cache layer " + std::to_string(l));
+    s->kc.push_back(s->kv.back().range(0, cache));
+    s->vc.push_back(s->kv.back().range(align_up(cache, al), cache));
+  }
+  s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
+  s->dyn = Buffer(dev, 16, MemoryDomain::device, "position and sampling parameters");
+  s->picked = Buffer(dev, 16, MemoryDomain::device, "sampled token");
+  s->arena = Arena(dev, s->plan.plan, "session");
+  return std::unique_ptr<Session>(new Session(std::move(s)));
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Session::Impl::Recorded Session::Impl::record(uint32_t rows, HeadOut out, const MapTap* tap) const {
+  Device& dev = *m->dev;
+  Graph g(variant(rows, out) + (tap ? " (attention maps)" : ""));
+  const TensorRef logits = build(g, rows, out, tap);
+  const auto placed = fit_graph(g, plan, variant(rows, out), arena.handles(), dev.caps().max_storage_buffer_range,
+                                dev.caps().min_storage_buffer_offset_alignment);
+  Recorded r;
+  r.program = std::make_unique<Program>(dev, (tap ? "attention maps rows=" : "model rows=") + std::to_string(rows), profile && !tap);
+  record_graph(g, placed, *r.program);
+  if (logits.valid()) r.logits = placed[logits.id];
+  return r;
+}
+
+Program& Session::Impl::program(uint32_t rows, HeadOut out) {
+  auto it = programs.find({rows, out});
+  if (it != programs.end()) return *it->second.program;
+  Recorded r = record(rows, out, nullptr);
+  r.program->finalize();
+  return *programs.emplace(std::make_pair(rows, out), std::move(r)).first->second.program;
+}
+
+std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut out) {
+  const ModelConfig& c = m->cfg;
+  std::vector<uint32_t> ids(tok, tok + rows);
+  Program& prog = program(rows, out);
+  tokens.upload(0, ids.data(), rows * 4ull);
+  const uint32_t d[4] = {pos, sample_params[0], sample_params[1], sample_params[2]};
+  dyn.upload(0, d, sizeof d);
+  last = &prog;
+  prog.run(should_abort);
+  pos += rows;
+  if (out == HeadOut::none || out == HeadOut::sample) return {};
+  const uint64_t n = uint64_t(out == HeadOut::all ? rows : 1) * c.vocab_size;
+  std::vector<float> logits(n);  // float32 in every precision
+  const BufferRange where = programs.at({rows, out}).logits;
+  arena.owner(where).download(where.offset, logits.data(), n * 4);
+  return logits;
+}
+
+void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what) const {
+  const uint32_t V = m->cfg.vocab_size;
+  if (toks.empty()) throw Error(Status::invalid_argument, std::string(what) + ": no tokens");
+  if (uint64_t(pos) + toks.size() > cap)
+    throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " + std::to_string(pos) +
+                                              " exceed the context of " + std::to_string(cap));
+  for (size_t i = 0; i < toks.size(); ++i)
+    if (toks[i] < 0 || uint32_t(toks[i]) >= V)
+      throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
+                                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
+  Impl& s = *impl_;
+  s.m->dev->check_not_lost();
+  s.check_tokens(toks, "prefill");
+  // All or nothing: a failure in any chunk puts the position back where it was (device loss is marked
+  // by Device::submit_and_wait). The KV rows the earlier chunks wrote lie at or beyond that position,
+  // where nothing reads them before they are written again, so the visible cache is exactly as before.
+  struct Restore {
+    Impl& s;
+    const uint32_t start;
+    bool done = false;
+    ~Restore() {
+      if (!done) s.pos = start;
+    }
+  } restore{s, s.pos};
+  std::vector<float> out;
+  for (size_t i = 0; i < toks.size(); i += s.chunk) {
+    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
+    const bool final = i + rows == toks.size();
+    auto lg = s.run(toks.data() + i, rows, all_logits ? HeadOut::all : final ? HeadOut::last : HeadOut::none);
+    if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
+    else if (final) out = std::move(lg);
+  }
+  restore.done = true;
+  return out;
+}
+
+std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
+
+int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
+  Impl& s = *impl_;
+  const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
+  const bool greedy = !(temperature > 0.0f);
+  if (!greedy && (top_k == 0 || !s.m->k.sample->supports(V, top_k)))
+    throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
+                                              std::to_string(std::min(kDeviceTopKMax, V)) + "] for device sampling");
+  if (!greedy && !(u >= 0.0f && u < 1.0f)) throw Error(Status::invalid_argument, "decode_sample: the draw u must be in [0, 1)");
+  if (uint64_t(s.pos) + 1 > s.cap)
+    throw Error(Status::context_overflow, "decode: position " + std::to_string(s.pos) + " is at the context of " + std::to_string(s.cap));
+  if (token < 0 || uint32_t(token) >= V)
+    throw Error(Status::invalid_argument, "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  std::memcpy(&s.sample_params[0], &u, 4);
+  std::memcpy(&s.sample_params[1], &temperature, 4);
+  s.sample_params[2] = greedy ? 1u : top_k;
+  const uint32_t start = s.pos;
+  uint32_t id = 0;
+  try {  // all or nothing, like prefill
+    s.run(&token, 1, HeadOut::sample);
+    s.picked.download(0, &id, 4);
+  } catch (...) {
+    s.pos = start;
+    throw;
+  }
+  if (id >= V) throw Error(Status::internal, "decode_sample: the device returned token " + std::to_string(id));
+  return static_cast<int32_t>(id);
+}
+
+AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t layer, int32_t head) {
+  Impl& s = *impl_;
+  const Model::Impl& M = *s.m;
+  const ModelConfig& c = M.cfg;
+  M.dev->check_not_lost();
+  if (layer >= c.num_layers)
+    throw Error(Status::invalid_argument, "attention_maps: layer " + std::to_string(layer) + " is outside [0, " + std::to_string(c.num_layers) + ")");
+  if (head < -1 || head >= int32_t(c.num_heads))
+    throw Error(Status::invalid_argument, "attention_maps: head " + std::to_string(head) + " is outside [0, " + std::to_string(c.num_heads) +
+                                              ") (-1 = every head)");
+  if (toks.size() > kAttentionMapMaxTokens)
+    throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) + " tokens exceed the limit of " +
+                                              std::to_string(kAttentionMapMaxTokens));
+  const uint32_t was = s.pos;
+  s.pos = 0;  // the maps are of a fresh prefill
+  try {
+    s.check_tokens(toks, "attention_maps");
+  } catch (...) {
+    s.pos = was;  // bad arguments leave the session as it was
+    throw;
+  }
+  AttentionMaps r;
+  r.layer = layer;
+  r.head0 = head < 0 ? 0 : uint32_t(head);
+  r.heads = head < 0 ? c.num_heads : 1;
+  r.tokens = static_cast<uint32_t>(toks.size());
+  r.lambda = M.layers[layer].lambda;
+  r.lambda_init = M.layers[layer].lambda_init;
+  const uint64_t T = r.tokens, plane = T * T;
+  Buffer maps(*M.dev, r.heads * 2 * plane * 4, MemoryDomain::device, "attention maps");
+  maps.fill(0, r.heads * 2 * plane * 4, 0x7fc07fc0u);  // NaN: an entry the kernel missed cannot pass for a probability
+  const MapTap tap{layer, r.head0, r.heads, r.tokens, maps.range(0, r.heads * 2 * plane * 4)};
+  try {
+    for (size_t i = 0; i < toks.size(); i += s.chunk) {  // the prefill's chunks, each with the tap
+      const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
+      Impl::Recorded rec = s.record(rows, HeadOut::none, &tap);
+      std::vector<uint32_t> ids(toks.begin() + i, toks.begin() + i + rows);
+      s.tokens.upload(0, ids.data(), rows * 4ull);
+      const uint32_t d[4] = {s.pos, 0, 0, 0};
+      s.dyn.upload(0, d, sizeof d);
+      rec.program->run();
+      s.pos += rows;
+    }
+    std::vector<float> all(r.heads * 2 * plane);
+    maps.download(0, all.data(), all.size() * 4);
+    for (uint32_t h = 0; h < r.heads; ++h) {
+      r.a1.insert(r.a1.end(), all.begin() + (2 * h) * plane, all.begin() + (2 * h + 1) * plane);
+      r.a2.insert(r.a2.end(), all.begin() + (2 * h + 1) * plane, all.begin() + (2 * h + 2) * plane);
+    }
+  } catch (...) {
+    s.pos = 0;
+    throw;
+  }
+  return r;
+}
+
+std::vector<DispatchTime> Session::last_profile() const {
+  std::vector<DispatchTime> out;
+  if (!impl_->last) return out;
+  for (const auto& t : impl_->last->timings()) out.push_back({t.label, t.us});
+  return out;
+}
+void Session::reset() {
+  impl_->m->dev->check_not_lost();
+  impl_->pos = 0;
+}
+uint32_t Session::position() const { return impl_->pos; }
+uint32_t Session::capacity() const { return impl_->cap; }
+std::string Session::plan_report() const { return format_plan(impl_->plan.lifetimes, impl_->plan.plan); }
+
+}  // namespace diffvk
