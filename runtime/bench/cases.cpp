@@ -6,8 +6,8 @@
 #include "bench/kernel_flash_attn.hpp"
 #include "bench/kernel_naive_attn.hpp"
 #include "diffvk/error.hpp"
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/kernel_options.hpp"
 #include "vk/program.hpp"
 
 namespace diffvk::bench {

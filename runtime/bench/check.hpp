@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/kernel_diff_attn.hpp"
+#include "ops/diff_attn.hpp"
 
 namespace diffvk::bench {
 

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "ops/attn_tuning.hpp"
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/kernel_options.hpp"
 
 namespace diffvk {
 

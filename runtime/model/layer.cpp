@@ -5,8 +5,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/linear.hpp"
+#include "ops/rope_kv.hpp"
 #include "plan/memory_plan.hpp"
 #include "platform.hpp"
 #include "io/safetensors.hpp"

@@ -13,8 +13,13 @@
 #include <map>
 #include <numeric>
 
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/embed.hpp"
+#include "ops/head_rmsnorm.hpp"
+#include "ops/linear.hpp"
+#include "ops/rope_kv.hpp"
+#include "ops/sample.hpp"
+#include "ops/silu_mul.hpp"
 #include "plan/memory_plan.hpp"
 #include "model/model_kernels.hpp"
 #include "platform.hpp"

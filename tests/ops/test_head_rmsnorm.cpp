@@ -6,7 +6,7 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
-#include "ops/kernels.hpp"
+#include "ops/head_rmsnorm.hpp"
 
 using namespace diffvk;
 

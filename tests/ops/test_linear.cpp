@@ -9,8 +9,8 @@
 
 #include "diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "ops/linear.hpp"
 #include "status_of.hpp"
-#include "ops/kernels.hpp"
 
 using namespace diffvk;
 

@@ -13,7 +13,7 @@
 #include "diff_attn_ref.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
-#include "ops/kernels.hpp"
+#include "ops/sample.hpp"
 
 using namespace diffvk;
 

@@ -1,4 +1,4 @@
-#include "ops/kernel_diff_attn.hpp"
+#include "ops/diff_attn.hpp"
 
 #include <algorithm>
 #include <cmath>

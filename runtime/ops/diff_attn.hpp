@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "ops/attn_tuning.hpp"
-#include "ops/kernels.hpp"
+#include "ops/kernel_options.hpp"
 
 namespace diffvk {
 
