@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "attn_inputs.hpp"
 #include "gpu_test.hpp"
 #include "bench/naive_attn.hpp"

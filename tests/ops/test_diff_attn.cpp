@@ -9,7 +9,7 @@
 #include <random>
 
 #include "attn_inputs.hpp"
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
 #include "ops/diff_attn.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
 #include "ops/head_rmsnorm.hpp"
 
