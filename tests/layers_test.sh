@@ -15,11 +15,14 @@ expect() { local got; got=$(plant "$2" "$3"); [[ $got -eq $1 ]] || { echo "FAIL:
 expect 1 ops/a.cpp model/model_kernels.hpp   # upward
 expect 1 vk/a.cpp io/half.hpp                # sibling
 expect 1 model/a.cpp bench/bench.hpp         # upward into the benchmark module
-expect 0 model/a.cpp ops/kernels.hpp         # downward
+expect 0 model/a.cpp ops/linear.hpp          # downward
 expect 0 bench/a.cpp model/model_kernels.hpp # the benchmark may use everything
 expect 0 io/a.cpp diffvk/error.hpp           # public headers of a lower layer
 expect 1 ops/a.cpp diffvk/model.hpp          # a public header of a higher layer
 expect 1 vk/a.cpp diffvk/diffvk_bench.h      # the benchmark's public header from the core
 expect 1 ops/a.cpp diffvk/unknown.hpp        # a public header the check does not place
+expect 0 bench/a.cpp reference/diff_attn_ref.hpp  # the benchmark's check uses the float64 reference
+expect 1 model/a.cpp reference/diff_attn_ref.hpp  # the core never includes it
+expect 1 reference/a.cpp ops/linear.hpp      # the reference has no GPU code
 [[ $fail -eq 0 ]] && echo "ok: planted violations are caught"
 exit $fail

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "bench/kernel_flash_attn.hpp"
-#include "bench/kernel_naive_attn.hpp"
+#include "bench/two_pass_attn.hpp"
+#include "bench/naive_attn.hpp"
 #include "diffvk/error.hpp"
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/kernel_options.hpp"
 #include "vk/program.hpp"
 
 namespace diffvk::bench {
@@ -131,7 +131,7 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
       if (cs.decode) {
         uint32_t len = 0;
         const uint32_t sp = ks.two->flash().decode_splits(call, &len);
-        const uint64_t pb = FlashAttnKernel::part_bytes(call, D, sp), sb = FlashAttnKernel::stat_bytes(call, sp);
+        const uint64_t pb = TwoPassDiffAttn::part_bytes(call, D, sp), sb = TwoPassDiffAttn::stat_bytes(call, sp);
         const BufferRange p1 = make(pb, "bench part1"), s1 = make(sb, "bench stat1"), p2 = make(pb, "bench part2"),
                           s2 = make(sb, "bench stat2");
         ks.two->record_decode(*progs[1], bq, bk, bv, bw, out[1], o1, o2, p1, s1, p2, s2, call, sp, len);
@@ -139,7 +139,7 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         uint32_t len = 0;
         BufferRange p1{}, s1{}, p2{}, s2{};
         if (const uint32_t sp = ks.two->flash().prefill_splits(call, &len)) {  // loop-limited devices
-          const uint64_t pb = FlashAttnKernel::part_bytes(call, D, sp), sb = FlashAttnKernel::stat_bytes(call, sp);
+          const uint64_t pb = TwoPassDiffAttn::part_bytes(call, D, sp), sb = TwoPassDiffAttn::stat_bytes(call, sp);
           p1 = make(pb, "bench part1");
           s1 = make(sb, "bench stat1");
           p2 = make(pb, "bench part2");

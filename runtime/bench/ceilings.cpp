@@ -4,7 +4,7 @@
 
 #include "bench/shaders.hpp"
 #include "diffvk/error.hpp"
-#include "ops/kernels.hpp"
+#include "ops/linear.hpp"
 #include "vk/program.hpp"
 
 namespace diffvk::bench {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "io/half.hpp"
+#include "reference/diff_attn_ref.hpp"
 
 namespace diffvk::bench {
 
@@ -66,40 +67,14 @@ Check compare(const std::string& against, const std::vector<float>& got, const s
 
 std::vector<double> cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const HostTensor& subln,
                             const AttnCall& c, uint32_t D, uint32_t i, uint32_t h) {
-  const uint32_t DV = 2 * D, g = h / (c.H / c.Hkv), keys = c.pos0 + i + 1;
-  const float* qr = &q.values[size_t(i) * c.q_stride + size_t(h) * DV];
-  const double scale = 1.0 / std::sqrt(double(D));
-  std::vector<double> s1(keys), s2(keys);
-  double m1 = -1e300, m2 = -1e300;
-  for (uint32_t j = 0; j < keys; ++j) {
-    const float* kr = &kc.values[(size_t(g) * c.capacity + j) * DV];
-    double d1 = 0, d2 = 0;
-    for (uint32_t d = 0; d < D; ++d) {
-      d1 += double(qr[d]) * kr[d];
-      d2 += double(qr[D + d]) * kr[D + d];
-    }
-    s1[j] = d1 * scale;
-    s2[j] = d2 * scale;
-    m1 = std::max(m1, s1[j]);
-    m2 = std::max(m2, s2[j]);
-  }
-  double l1 = 0, l2 = 0;
-  for (uint32_t j = 0; j < keys; ++j) {
-    s1[j] = std::exp(s1[j] - m1);
-    s2[j] = std::exp(s2[j] - m2);
-    l1 += s1[j];
-    l2 += s2[j];
-  }
-  std::vector<double> o(DV, 0.0);
-  for (uint32_t j = 0; j < keys; ++j) {
-    const double w = s1[j] / l1 - double(c.lambda) * s2[j] / l2;
-    const float* vr = &vc.values[(size_t(g) * c.capacity + j) * DV];
-    for (uint32_t d = 0; d < DV; ++d) o[d] += w * vr[d];
-  }
-  double ss = 0;
-  for (double x : o) ss += x * x;
-  const double f = double(c.gain) / std::sqrt(ss / DV + double(c.eps));
-  for (uint32_t d = 0; d < DV; ++d) o[d] *= f * subln.values[d];
+  // The one float64 reference (runtime/reference/), on the cache layout [Hkv][capacity][2D].
+  const uint32_t DV = 2 * D, g = h / (c.H / c.Hkv);
+  const size_t kv0 = size_t(g) * c.capacity * DV;
+  std::vector<double> o(DV);
+  ref::diff_attention_row(&q.values[size_t(i) * c.q_stride + size_t(h) * DV], &kc.values[kv0], DV, &vc.values[kv0], DV,
+                          int(c.pos0 + i + 1), int(D), double(c.lambda), o.data());
+  const std::vector<double> w(subln.values.begin(), subln.values.begin() + DV);
+  ref::head_rmsnorm_row(o.data(), int(D), w.data(), double(c.gain), double(c.eps));
   return o;
 }
 

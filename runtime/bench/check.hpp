@@ -1,12 +1,13 @@
-// diffvk_bench: seeded inputs in the storage type, the float64 CPU reference for sampled rows
-// (docs/maths.md: differential attention + headwise RMSNorm) and the docs/maths.md tolerance check every implementation passes before it is timed.
+// diffvk_bench: seeded inputs in the storage type, the float64 CPU reference (runtime/reference/, shared
+// with the tests) for sampled rows and the docs/maths.md tolerance check every implementation passes
+// before it is timed.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "ops/kernel_diff_attn.hpp"
+#include "ops/diff_attn.hpp"
 
 namespace diffvk::bench {
 
@@ -48,7 +49,8 @@ struct Check {
 Check compare(const std::string& against, const std::vector<float>& got, const std::vector<double>& ref, bool fp16,
               double factor);
 
-// Double-precision differential attention + head norm for one (query row i, head h): docs/maths.md: differential attention + headwise RMSNorm.
+// Double-precision differential attention + head norm for one (query row i, head h) of the KV caches
+// kc, vc ([Hkv][capacity][2D]): the float64 reference's row (reference/diff_attn_ref.hpp) and head norm.
 std::vector<double> cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const HostTensor& subln,
                             const AttnCall& c, uint32_t D, uint32_t i, uint32_t h);
 

@@ -1,6 +1,6 @@
 #include "bench/report.hpp"
 
-#include "ops/kernels.hpp"
+#include "ops/linear.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk::bench {

@@ -4,9 +4,14 @@
 #include <memory>
 
 #include "diffvk/model.hpp"
-#include "ops/kernel_attn_probs.hpp"
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/attn_probs.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/embed.hpp"
+#include "ops/head_rmsnorm.hpp"
+#include "ops/linear.hpp"
+#include "ops/rope_kv.hpp"
+#include "ops/sample.hpp"
+#include "ops/silu_mul.hpp"
 
 namespace diffvk {
 static_assert(kAttentionMapMaxTokens == kAttnProbsMaxTokens, "the public attention-map limit is the kernel's");

@@ -59,7 +59,7 @@ uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint3
                        uint32_t* split_len, uint32_t max_split_len = UINT32_MAX);
 
 // Push constants of shaders/attn_core.glsl (fused, split and single-softmax kernels alike) and of
-// shaders/attn_merge.glsl (both merges): one layout each, shared by DiffAttnKernel and FlashAttnKernel.
+// shaders/attn_merge.glsl (both merges): one layout each, shared by both variants of DiffAttnKernel (AttnSoftmax).
 struct AttnCorePush {
   uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
   float scale, lambda, gain, eps;

@@ -7,11 +7,11 @@
 
 #include <random>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "attn_inputs.hpp"
 #include "gpu_test.hpp"
-#include "bench/kernel_flash_attn.hpp"
-#include "bench/kernel_naive_attn.hpp"
+#include "bench/naive_attn.hpp"
+#include "bench/two_pass_attn.hpp"
 
 using namespace diffvk;
 
@@ -60,8 +60,8 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
     s0 = s1 = TwoPassDiffAttn::inter_bytes(call, D, fp16);
     if (c.decode) {
       splits = two->flash().decode_splits(call, &split_len);
-      s2 = s4 = FlashAttnKernel::part_bytes(call, D, splits);
-      s3 = s5 = FlashAttnKernel::stat_bytes(call, splits);
+      s2 = s4 = TwoPassDiffAttn::part_bytes(call, D, splits);
+      s3 = s5 = TwoPassDiffAttn::stat_bytes(call, splits);
     }
   }
   const VkDeviceSize align = dev.caps().min_storage_buffer_offset_alignment;
@@ -87,9 +87,9 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
       two->record_prefill(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), call);
   } else {
     if (c.decode)
-      two->flash().record_decode(prog, R(0), R(1), R(2), R(4), R(7), R(8), call, 0, splits, split_len);
+      two->flash().record_decode(prog, R(0), R(1), R(2), {}, R(4), R(7), R(8), call, splits, split_len);  // half 0
     else
-      two->flash().record_prefill(prog, R(0), R(1), R(2), R(4), call, 0);
+      two->flash().record_prefill(prog, R(0), R(1), R(2), {}, R(4), call);
   }
   prog.run();
   std::vector<uint8_t> got(sizes[4]);

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
 
 namespace diffvk::test {

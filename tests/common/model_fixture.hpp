@@ -19,7 +19,7 @@
 
 #include "diffvk/model.hpp"
 #include "io/safetensors.hpp"
-#include "model_ref.hpp"
+#include "reference/model_ref.hpp"
 
 namespace diffvk::test {
 

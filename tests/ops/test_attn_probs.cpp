@@ -11,7 +11,7 @@
 
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
-#include "ops/kernel_attn_probs.hpp"
+#include "ops/attn_probs.hpp"
 
 using namespace diffvk;
 

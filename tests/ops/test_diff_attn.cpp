@@ -8,10 +8,10 @@
 #include <cmath>
 #include <random>
 
-#include "diff_attn_ref.hpp"
 #include "attn_inputs.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
-#include "ops/kernel_diff_attn.hpp"
+#include "ops/diff_attn.hpp"
 
 using namespace diffvk;
 

@@ -4,9 +4,9 @@
 
 #include <random>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
-#include "ops/kernels.hpp"
+#include "ops/head_rmsnorm.hpp"
 
 using namespace diffvk;
 

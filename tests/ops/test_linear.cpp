@@ -7,10 +7,10 @@
 #include <cstring>
 #include <random>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "ops/linear.hpp"
 #include "status_of.hpp"
-#include "ops/kernels.hpp"
 
 using namespace diffvk;
 

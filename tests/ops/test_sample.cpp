@@ -10,10 +10,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
-#include "ops/kernels.hpp"
+#include "ops/sample.hpp"
 
 using namespace diffvk;
 

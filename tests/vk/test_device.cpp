@@ -7,9 +7,9 @@
 
 
 #include "gpu_test.hpp"
-#include "vk/instance.hpp"
+#include "ops/head_rmsnorm.hpp"
 #include "platform.hpp"
-#include "ops/kernels.hpp"
+#include "vk/instance.hpp"
 #include "vk/program.hpp"
 
 using namespace diffvk;

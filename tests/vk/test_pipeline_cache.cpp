@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "gpu_test.hpp"
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
-#include "vk/pipeline_cache_file.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/head_rmsnorm.hpp"
 #include "platform.hpp"
+#include "vk/pipeline_cache_file.hpp"
 #include "vk/shader_blob.hpp"
 
 using namespace diffvk;

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/kernels.hpp"
+#include "ops/rope_kv.hpp"
 
 namespace diffvk {
 

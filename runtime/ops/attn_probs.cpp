@@ -1,4 +1,4 @@
-#include "ops/kernel_attn_probs.hpp"
+#include "ops/attn_probs.hpp"
 
 #include <algorithm>
 

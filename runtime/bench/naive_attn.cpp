@@ -1,4 +1,4 @@
-#include "bench/kernel_naive_attn.hpp"
+#include "bench/naive_attn.hpp"
 
 #include <cmath>
 

@@ -1,15 +1,8 @@
+#include "ops/head_rmsnorm.hpp"
+
 #include <algorithm>
 
-#include "ops/kernels.hpp"
-
 namespace diffvk {
-
-uint32_t pick_pow2_workgroup(const DeviceCaps& caps, uint32_t cap) {
-  const uint32_t limit = std::min({cap, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
-  uint32_t wg = 1;
-  while (wg * 2 <= limit) wg *= 2;
-  return wg;
-}
 
 HeadRmsNormKernel::HeadRmsNormKernel(Device& device, KernelOptions o) {
   // 64 lanes cover 2D <= 128 in two passes; shared memory use is WG floats.

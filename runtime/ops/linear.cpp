@@ -1,8 +1,8 @@
 // Linear layer y = x·Wᵀ (+ r): tile choice (pure) and the two shader paths (shaders/linear.comp,
 // shaders/linear_vec.comp).
-#include <algorithm>
+#include "ops/linear.hpp"
 
-#include "ops/kernels.hpp"
+#include <algorithm>
 
 namespace diffvk {
 

@@ -1,4 +1,4 @@
-// Tests of the float64 CPU reference (tests/common/reference/diff_attn_ref.*).
+// Tests of the float64 CPU reference (runtime/reference/diff_attn_ref.*).
 //
 // Every check compares against values computed independently here: literals
 // worked out by hand, plain-loop re-implementations written differently from the
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 
 #ifndef DIFFVK_TEST_DATA_DIR
 #define DIFFVK_TEST_DATA_DIR "tests/data"

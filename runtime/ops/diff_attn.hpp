@@ -1,11 +1,13 @@
 // Differential attention kernels (docs/maths.md: differential attention + headwise RMSNorm): fused prefill with the headwise norm
 // in the epilogue, and split-K decode (diff_attn_split + diff_attn_reduce). All pipelines are
 // created in the constructor (load time).
+// The same op with AttnSoftmax::single is the benchmark's two-pass baseline: one softmax of one
+// query/key half, no norm (the core shaders/attn_core.glsl with NSM = 1, shaders/bench/flash_attn*.comp).
 #pragma once
 #include <memory>
 
 #include "ops/attn_tuning.hpp"
-#include "ops/kernels.hpp"
+#include "ops/kernel_options.hpp"
 
 namespace diffvk {
 
@@ -23,15 +25,27 @@ struct AttnCall {
   // every decode position. With it, the caller keeps pos0 + dyn + S <= capacity, and decode splits
   // must cover the whole capacity (use decode_splits_for_capacity).
   BufferRange dyn_pos{};
+  // AttnSoftmax::single only: which half attends, 0 = softmax(Q1·K1ᵀ/√D)·V, 1 = softmax(Q2·K2ᵀ/√D)·V.
+  uint32_t half = 0;
 };
+
+// What the attention op computes.
+//   differential: per head O = (A1 − λ·A2)·V, then the headwise RMSNorm ⊙ subln · gain (the model's op).
+//   single:       per head O = softmax(Q_half·K_halfᵀ/√D)·V (AttnCall::half), no norm, subln unused:
+//                 what a runtime with only standard attention runs twice (the benchmark's two-pass
+//                 baseline). Its pipelines come from shaders/bench/flash_attn*.comp, which are not in
+//                 the core library: the caller registers them first (bench/shaders.hpp).
+enum class AttnSoftmax : uint32_t { single = 1, differential = 2 };
 
 class DiffAttnKernel {
  public:
   // D: head half width; n_rep = H / Hkv; decode calls take up to max_decode_rows queries.
-  DiffAttnKernel(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8);
+  DiffAttnKernel(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8,
+                 AttnSoftmax softmax = AttnSoftmax::differential);
   ~DiffAttnKernel();
 
-  // q: S x q_stride; k, v: Hkv x capacity x 2D; subln: 2D; o: S x o_stride (normalised heads).
+  // q: S x q_stride; k, v: Hkv x capacity x 2D; subln: 2D; o: S x o_stride (normalised heads; head h at h*2D).
+  // AttnSoftmax::single: subln is unused (may be empty) and o holds the unnormalised heads.
   // On a device whose invocations cannot stream every key (quirk loop_iteration_limit), a prefill
   // that may see more keys than attn_max_keys_per_invocation runs through the split-K kernels; it
   // then needs fp32 scratch part/stat of prefill_splits() splits (part_bytes/stat_bytes), else none.
@@ -45,8 +59,9 @@ class DiffAttnKernel {
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
   // Splits covering every key of the cache (for programs replayed at any position).
   uint32_t decode_splits_for_capacity(const AttnCall& call, uint32_t* split_len) const;
-  static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits);
-  static uint64_t stat_bytes(const AttnCall& call, uint32_t splits);
+  static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits,
+                             AttnSoftmax softmax = AttnSoftmax::differential);
+  static uint64_t stat_bytes(const AttnCall& call, uint32_t splits, AttnSoftmax softmax = AttnSoftmax::differential);
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
                      BufferRange part, BufferRange stat, const AttnCall& call, uint32_t splits,
                      uint32_t split_len) const;
@@ -54,6 +69,7 @@ class DiffAttnKernel {
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
+  AttnSoftmax softmax() const { return softmax_; }
   // Keys one invocation of these tiles may stream on this device (attn_max_keys_per_invocation).
   uint32_t max_keys_per_invocation(const AttnTiles& t) const {
     return attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_);
@@ -61,12 +77,15 @@ class DiffAttnKernel {
 
  private:
   BufferRange dyn(const AttnCall& c) const;
+  AttnCorePush core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;
   void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
                     BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,
                     const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
   const Pipeline& split_pipeline(const AttnTiles& t) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
+  bool single() const { return softmax_ == AttnSoftmax::single; }
   Device& device_;
+  AttnSoftmax softmax_;
   bool fp16_, subgroup_;
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;

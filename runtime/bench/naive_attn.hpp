@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "ops/kernel_diff_attn.hpp"
-#include "ops/kernels.hpp"
+#include "ops/diff_attn.hpp"
+#include "ops/head_rmsnorm.hpp"
 
 namespace diffvk {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 
 namespace diffvk::ref {
 

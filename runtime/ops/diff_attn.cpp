@@ -1,4 +1,4 @@
-#include "ops/kernel_diff_attn.hpp"
+#include "ops/diff_attn.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,24 +7,54 @@ namespace diffvk {
 
 namespace {
 std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return attn_spec_constants(t, D); }
+
+// The shaders of each variant (the same core, attn_core.glsl, with NSM softmaxes). Bindings of the core
+// kernels: 0 q, 1 k, 2 v, 3 subln (single: o), 4 o (single: unused; split: part and stat at 3, 4),
+// 5 dynamic position. Merge: 0 part, 1 stat, 2 subln, 3 o, 4 dynamic position (single: 2 o, 3 dynamic
+// position).
+struct AttnShaders {
+  const char *prefill, *split, *reduce;
+  uint32_t reduce_bindings;
+  const char *prefill_label, *split_label, *prefill_split_label, *reduce_label;
+};
+const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
+  static const AttnShaders diff{"diff_attn", "diff_attn_split", "diff_attn_reduce", 5,
+                                "diff_attn prefill", "diff_attn split", "diff_attn prefill split", "diff_attn reduce"};
+  static const AttnShaders single[2] = {
+      {"flash_attn", "flash_attn_split", "flash_attn_reduce", 4, "flash Q1K1", "flash split Q1K1", "flash split Q1K1",
+       "flash reduce Q1K1"},
+      {"flash_attn", "flash_attn_split", "flash_attn_reduce", 4, "flash Q2K2", "flash split Q2K2", "flash split Q2K2",
+       "flash reduce Q2K2"}};
+  return sm == AttnSoftmax::single ? single[half ? 1 : 0] : diff;
+}
+uint32_t nsm(AttnSoftmax sm) { return static_cast<uint32_t>(sm); }
 }  // namespace
 
-DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
-    : device_(device), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep), max_decode_rows_(max_decode_rows) {
+DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows,
+                               AttnSoftmax softmax)
+    : device_(device), softmax_(softmax), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep),
+      max_decode_rows_(max_decode_rows) {
+  if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential)
+    throw Error(Status::invalid_argument, "attention: unknown softmax variant");
   if (D == 0 || D % 2) throw Error(Status::invalid_argument, "attention: D must be even and positive");
+  if (n_rep == 0) throw Error(Status::invalid_argument, "attention: n_rep must be positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
   const DeviceCaps& caps = device.caps();
-  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill);
-  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1);
-  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows);
+  const uint32_t n = nsm(softmax);
+  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n);
+  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n);
+  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n);
+  const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn", 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_split", 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{"diff_attn_reduce", 5, sizeof(AttnMergePush), {reduce_wg_, D}, o.subgroup, fp16_});
+  // The single-softmax merge has no subgroup variant.
+  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.reduce, sh.reduce_bindings, sizeof(AttnMergePush), {reduce_wg_, D},
+                                                            o.subgroup && !single(), fp16_});
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -33,11 +63,22 @@ const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
   return S <= 1 ? decode1_tiles_ : decodeN_tiles_;
 }
 
+AttnCorePush DiffAttnKernel::core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
+  if (single())  // one half's softmax: Q and K columns from half·D, no λ, no norm
+    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, c.half * D_, min_split, max_split, scale,
+            0.0f, 1.0f, 0.0f};
+  return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, max_split, scale,
+          c.lambda, c.gain, c.eps};
+}
+
 BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buffer ? c.dyn_pos : device_.zero_range(); }
 
 void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                               BufferRange o) const {
   const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
+  if (single() && c.half > 1)
+    throw Error(Status::invalid_argument, "attention: half must be 0 (Q1/K1) or 1 (Q2/K2)");
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
                                               " does not match this kernel's n_rep=" + std::to_string(n_rep_));
@@ -48,7 +89,8 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
     throw Error(Status::invalid_argument, "attention: row strides smaller than H x 2D");
   const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + c.H * dv, on = (uint64_t(c.S) - 1) * c.o_stride + c.H * dv;
   const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
-  if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es || subln.size < dv * es)
+  if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es ||
+      (!single() && subln.size < dv * es))
     throw Error(Status::invalid_argument, "attention: a buffer is smaller than the shape needs");
 }
 
@@ -61,15 +103,16 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
       throw Error(Status::invalid_argument, "attention prefill: this device needs split-K scratch for " +
                                                 std::to_string(splits) + " splits (prefill_splits)");
     record_split(program, split_pipeline(decodeN_tiles_), decodeN_tiles_, q, k, v, subln, o, part, stat, c, splits, split_len,
-                 "diff_attn prefill split");
+                 shaders(softmax_, c.half).prefill_split_label);
     return;
   }
   const AttnTiles& t = prefill_tiles_;
-  AttnCorePush p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, c.capacity, c.capacity,
-         static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
-  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read}, {o, Access::write},
-                    {dyn(c), Access::read}},
-                   &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, "diff_attn prefill");
+  const AttnCorePush p = core_push(c, c.capacity, c.capacity);
+  const BufferRange zero = device_.zero_range();
+  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read},
+                    single() ? Arg{o, Access::write} : Arg{subln, Access::read},
+                    single() ? Arg{zero, Access::read} : Arg{o, Access::write}, {dyn(c), Access::read}},
+                   &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, shaders(softmax_, c.half).prefill_label);
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
@@ -98,10 +141,13 @@ uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t*
   return decode_splits(full, split_len);
 }
 
-uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits) {
-  return uint64_t(splits) * c.H * c.S * 2 * 2 * D * 4;
+// Per split, (query, head) row and softmax: the 2D partial output and the (max, sum) pair, in fp32.
+uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits, AttnSoftmax sm) {
+  return uint64_t(splits) * c.H * c.S * nsm(sm) * 2 * D * 4;
 }
-uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits) { return uint64_t(splits) * c.H * c.S * 4 * 4; }
+uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits, AttnSoftmax sm) {
+  return uint64_t(splits) * c.H * c.S * nsm(sm) * 2 * 4;
+}
 
 void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                                    BufferRange o, BufferRange part, BufferRange stat, const AttnCall& c, uint32_t splits,
@@ -111,7 +157,8 @@ void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange 
     throw Error(Status::invalid_argument, "attention decode: " + std::to_string(c.S) + " rows > " +
                                               std::to_string(max_decode_rows_) + " (use prefill)");
   const AttnTiles& t = decode_tiles(c.S);
-  record_split(program, split_pipeline(t), t, q, k, v, subln, o, part, stat, c, splits, split_len, "diff_attn split");
+  record_split(program, split_pipeline(t), t, q, k, v, subln, o, part, stat, c, splits, split_len,
+               shaders(softmax_, c.half).split_label);
 }
 
 const Pipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
@@ -127,18 +174,24 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
   if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_))
     throw Error(Status::invalid_argument, "attention: split of " + std::to_string(split_len) +
                                               " keys exceeds what one invocation may stream on this device");
-  if (part.size < part_bytes(c, D_, splits) || stat.size < stat_bytes(c, splits))
+  if (part.size < part_bytes(c, D_, splits, softmax_) || stat.size < stat_bytes(c, splits, softmax_))
     throw Error(Status::invalid_argument, "attention: split scratch too small");
   const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
-  AttnCorePush p{c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, split_len,
-         static_cast<float>(1.0 / std::sqrt(double(D_))), c.lambda, c.gain, c.eps};
+  const AttnCorePush p = core_push(c, min_split, split_len);
   program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
                     {dyn(c), Access::read}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, splits}, label);
-  AttnMergePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, c.lambda, c.gain, c.eps};
-  program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write},
-                    {dyn(c), Access::read}},
-                   &r, sizeof r, {c.H, c.S, 1}, "diff_attn reduce");
+  const bool sm1 = single();
+  AttnMergePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, sm1 ? 0.0f : c.lambda,
+                  sm1 ? 1.0f : c.gain, sm1 ? 0.0f : c.eps};
+  const char* merge_label = shaders(softmax_, c.half).reduce_label;
+  if (sm1)
+    program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}, {dyn(c), Access::read}},
+                     &r, sizeof r, {c.H, c.S, 1}, merge_label);
+  else
+    program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write},
+                      {dyn(c), Access::read}},
+                     &r, sizeof r, {c.H, c.S, 1}, merge_label);
 }
 
 }  // namespace diffvk

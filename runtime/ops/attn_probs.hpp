@@ -2,7 +2,7 @@
 // one layer, materialised. Not on the inference path; Session::attention_maps records it after the
 // layer's RoPE + KV append.
 #pragma once
-#include "ops/kernels.hpp"
+#include "ops/kernel_options.hpp"
 
 namespace diffvk {
 

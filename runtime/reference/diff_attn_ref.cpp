@@ -1,6 +1,6 @@
 // diffvk — float64 CPU reference of one MultiheadDiffAttn layer (see the header
 // and docs/maths.md).
-#include "diff_attn_ref.hpp"
+#include "reference/diff_attn_ref.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -56,10 +56,49 @@ class NormalSource {
   bool has_spare_ = false;
 };
 
-double dot(const double* a, const double* b, int n) {
+// Float inputs are widened exactly, so a float row gives the same result as its values in double.
+template <typename T>
+double dot(const T* a, const T* b, int n) {
   double acc = 0.0;
-  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
+  for (int i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * static_cast<double>(b[i]);
   return acc;
+}
+
+template <typename T>
+void attention_row(const T* q, const T* k, std::size_t k_stride, const T* v, std::size_t v_stride, int n_keys, int D,
+                   double lambda, double* o) {
+  if (n_keys <= 0 || D <= 0) fail("diff_attention_row: bad sizes");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const T* q1 = q;
+  const T* q2 = q1 + D;
+  std::vector<double> a1(static_cast<std::size_t>(n_keys)), a2(static_cast<std::size_t>(n_keys));
+
+  // Scores of the two maps, each with its own max.
+  double m1 = -std::numeric_limits<double>::infinity();
+  double m2 = m1;
+  for (int j = 0; j < n_keys; ++j) {
+    const T* k1 = k + j * k_stride;
+    const T* k2 = k1 + D;
+    a1[j] = dot(q1, k1, D) * scale;
+    a2[j] = dot(q2, k2, D) * scale;
+    m1 = std::max(m1, a1[j]);
+    m2 = std::max(m2, a2[j]);
+  }
+  // Two independent softmaxes.
+  double l1 = 0.0, l2 = 0.0;
+  for (int j = 0; j < n_keys; ++j) {
+    a1[j] = std::exp(a1[j] - m1);
+    a2[j] = std::exp(a2[j] - m2);
+    l1 += a1[j];
+    l2 += a2[j];
+  }
+  // O = Σ_j (A1[j] − λ·A2[j]) · V[j], 2D wide.
+  std::fill(o, o + 2 * D, 0.0);
+  for (int j = 0; j < n_keys; ++j) {
+    const double p = a1[j] / l1 - lambda * (a2[j] / l2);
+    const T* vj = v + j * v_stride;
+    for (int c = 0; c < 2 * D; ++c) o[c] += p * static_cast<double>(vj[c]);
+  }
 }
 
 }  // namespace
@@ -266,46 +305,28 @@ std::vector<double> diff_attention(const std::vector<double>& q, const std::vect
   check_size(v, static_cast<std::size_t>(T) * vw, "v");
 
   const int n_rep = H / Hkv;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> out(static_cast<std::size_t>(S) * ow, 0.0);
-  std::vector<double> a1(static_cast<std::size_t>(T)), a2(static_cast<std::size_t>(T));
 
   for (int h = 0; h < H; ++h) {
     const int g = h / n_rep;  // the K/V group of head h
     for (int i = 0; i < S; ++i) {
-      const double* q1 = q.data() + i * qw + static_cast<std::size_t>(2 * h) * D;
-      const double* q2 = q1 + D;
-      const int n_keys = q_pos0 + i + 1;  // keys 0 .. q_pos0+i are visible
-
-      // Scores of the two maps, each with its own max.
-      double m1 = -std::numeric_limits<double>::infinity();
-      double m2 = m1;
-      for (int j = 0; j < n_keys; ++j) {
-        const double* k1 = k.data() + j * kw + static_cast<std::size_t>(2 * g) * D;
-        const double* k2 = k1 + D;
-        a1[j] = dot(q1, k1, D) * scale;
-        a2[j] = dot(q2, k2, D) * scale;
-        m1 = std::max(m1, a1[j]);
-        m2 = std::max(m2, a2[j]);
-      }
-      // Two independent softmaxes.
-      double l1 = 0.0, l2 = 0.0;
-      for (int j = 0; j < n_keys; ++j) {
-        a1[j] = std::exp(a1[j] - m1);
-        a2[j] = std::exp(a2[j] - m2);
-        l1 += a1[j];
-        l2 += a2[j];
-      }
-      // O[i] = Σ_j (A1[i,j] − λ·A2[i,j]) · V[j], 2D wide.
-      double* o = out.data() + i * ow + static_cast<std::size_t>(h) * 2 * D;
-      for (int j = 0; j < n_keys; ++j) {
-        const double p = a1[j] / l1 - lambda * (a2[j] / l2);
-        const double* vj = v.data() + j * vw + static_cast<std::size_t>(g) * 2 * D;
-        for (int c = 0; c < 2 * D; ++c) o[c] += p * vj[c];
-      }
+      // Keys 0 .. q_pos0+i are visible; K1|K2 of group g are 2D contiguous columns of k, V's of v.
+      diff_attention_row(q.data() + i * qw + static_cast<std::size_t>(2 * h) * D,
+                         k.data() + static_cast<std::size_t>(2 * g) * D, kw,
+                         v.data() + static_cast<std::size_t>(g) * 2 * D, vw, q_pos0 + i + 1, D, lambda,
+                         out.data() + i * ow + static_cast<std::size_t>(h) * 2 * D);
     }
   }
   return out;
+}
+
+void diff_attention_row(const double* q, const double* k, std::size_t k_stride, const double* v,
+                        std::size_t v_stride, int n_keys, int D, double lambda, double* o) {
+  attention_row(q, k, k_stride, v, v_stride, n_keys, D, lambda, o);
+}
+void diff_attention_row(const float* q, const float* k, std::size_t k_stride, const float* v,
+                        std::size_t v_stride, int n_keys, int D, double lambda, double* o) {
+  attention_row(q, k, k_stride, v, v_stride, n_keys, D, lambda, o);
 }
 
 // ---------------------------------------------------------------- head norm
@@ -317,19 +338,18 @@ std::vector<double> head_rmsnorm(const std::vector<double>& o, int rows, int H, 
   const std::size_t ow = static_cast<std::size_t>(H) * hw;
   check_size(o, static_cast<std::size_t>(rows) * ow, "head_rmsnorm input");
   check_size(subln, hw, "subln");
-  std::vector<double> out(o.size());
-  for (int r = 0; r < rows; ++r) {
-    for (int h = 0; h < H; ++h) {
-      const std::size_t base = r * ow + h * hw;
-      double sum_sq = 0.0;
-      for (std::size_t c = 0; c < hw; ++c) sum_sq += o[base + c] * o[base + c];
-      const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(hw) + eps);
-      for (std::size_t c = 0; c < hw; ++c) {
-        out[base + c] = o[base + c] * inv_rms * subln[c] * (1.0 - lambda_init);
-      }
-    }
-  }
+  std::vector<double> out(o);
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < H; ++h) head_rmsnorm_row(out.data() + r * ow + h * hw, D, subln.data(), 1.0 - lambda_init, eps);
   return out;
+}
+
+void head_rmsnorm_row(double* o, int D, const double* subln, double gain, double eps) {
+  const std::size_t hw = static_cast<std::size_t>(2 * D);
+  double sum_sq = 0.0;
+  for (std::size_t c = 0; c < hw; ++c) sum_sq += o[c] * o[c];
+  const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(hw) + eps);
+  for (std::size_t c = 0; c < hw; ++c) o[c] = o[c] * inv_rms * subln[c] * gain;
 }
 
 // ---------------------------------------------------------------- layer

@@ -1,4 +1,4 @@
-#include "model_ref.hpp"
+#include "reference/model_ref.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,74 @@
+#include "bench/two_pass_attn.hpp"
+
+#include "bench/shaders.hpp"
+
+namespace diffvk {
+
+namespace {
+// The single-softmax pipelines are built from shaders/bench/flash_attn*.comp, embedded in this library.
+Device& with_bench_shaders(Device& device) {
+  bench::register_bench_shaders();
+  return device;
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+CombineNormKernel::CombineNormKernel(Device& device, KernelOptions o) : fp16_(o.fp16) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"combine_norm", 4, sizeof(CombineNormParams), {wg_}, o.subgroup, o.fp16});
+}
+CombineNormKernel::~CombineNormKernel() = default;
+
+void CombineNormKernel::record(Program& program, BufferRange o1, BufferRange o2, BufferRange w, BufferRange y,
+                               const CombineNormParams& p) const {
+  if (p.rows == 0 || p.heads == 0 || p.width == 0 || p.in_stride < p.heads * p.width || p.out_stride < p.heads * p.width)
+    throw Error(Status::invalid_argument, "combine_norm: bad shape");
+  const uint64_t es = storage_bytes(fp16_);
+  const uint64_t in = (uint64_t(p.rows - 1) * p.in_stride + uint64_t(p.heads) * p.width) * es;
+  const uint64_t out = (uint64_t(p.rows - 1) * p.out_stride + uint64_t(p.heads) * p.width) * es;
+  if (o1.size < in || o2.size < in || y.size < out || w.size < p.width * es)
+    throw Error(Status::invalid_argument, "combine_norm: buffer too small for the shape");
+  program.dispatch(*pipeline_, {{o1, Access::read}, {o2, Access::read}, {w, Access::read}, {y, Access::write}}, &p, sizeof p,
+                   {p.heads, p.rows, 1}, "combine_norm");
+}
+
+// ---------------------------------------------------------------------------------------------------
+TwoPassDiffAttn::TwoPassDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows)
+    : D_(D), flash_(with_bench_shaders(device), o, D, n_rep, max_decode_rows, AttnSoftmax::single), combine_(device, o) {}
+
+uint64_t TwoPassDiffAttn::inter_bytes(const AttnCall& c, uint32_t D, bool fp16) {
+  return uint64_t(c.S) * c.H * 2 * D * storage_bytes(fp16);
+}
+
+void TwoPassDiffAttn::combine(Program& program, BufferRange o1, BufferRange o2, BufferRange subln, BufferRange o,
+                              const AttnCall& c) const {
+  CombineNormParams p{c.S, c.H, 2 * D_, c.H * 2 * D_, c.o_stride, c.lambda, c.gain, c.eps};
+  combine_.record(program, o1, o2, subln, o, p);
+}
+
+void TwoPassDiffAttn::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                                     BufferRange o, BufferRange o1, BufferRange o2, const AttnCall& c, BufferRange part1,
+                                     BufferRange stat1, BufferRange part2, BufferRange stat2) const {
+  AttnCall inter = c;
+  inter.o_stride = c.H * 2 * D_;
+  inter.half = 0;
+  flash_.record_prefill(program, q, k, v, {}, o1, inter, part1, stat1);
+  inter.half = 1;
+  flash_.record_prefill(program, q, k, v, {}, o2, inter, part2, stat2);
+  combine(program, o1, o2, subln, o, c);
+}
+
+void TwoPassDiffAttn::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                                    BufferRange o, BufferRange o1, BufferRange o2, BufferRange part1, BufferRange stat1,
+                                    BufferRange part2, BufferRange stat2, const AttnCall& c, uint32_t splits,
+                                    uint32_t split_len) const {
+  AttnCall inter = c;
+  inter.o_stride = c.H * 2 * D_;
+  inter.half = 0;
+  flash_.record_decode(program, q, k, v, {}, o1, part1, stat1, inter, splits, split_len);
+  inter.half = 1;
+  flash_.record_decode(program, q, k, v, {}, o2, part2, stat2, inter, splits, split_len);
+  combine(program, o1, o2, subln, o, c);
+}
+
+}  // namespace diffvk

@@ -1,0 +1,26 @@
+// Token embedding op (shaders/embed.comp).
+#pragma once
+#include <memory>
+
+#include "ops/kernel_options.hpp"
+
+namespace diffvk {
+
+// x[r] = table[tokens[r]]: tokens are uint32 (rows), table vocab x E, x rows x E (float32: the residual stream).
+class EmbedKernel {
+ public:
+  EmbedKernel(Device& device, KernelOptions options);
+  void record(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
+              uint32_t vocab) const;
+  // One row part of a split table: rows [first, first + part_rows) of a vocabulary of `total`; writes only
+  // the rows of x whose token is in the part (and zeros for invalid ids when first == 0).
+  void record_part(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
+                   uint32_t part_rows, uint32_t first, uint32_t total) const;
+
+ private:
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+}  // namespace diffvk

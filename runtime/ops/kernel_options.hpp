@@ -1,0 +1,38 @@
+// What every op shares: the shader-variant options, element types and workgroup helpers.
+// Element type of every tensor argument is the storage type of the precision in use
+// (float16 when Device::fp16(), else float32) unless stated otherwise.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "vk/program.hpp"
+
+namespace diffvk {
+
+// Options that select shader variants; defaults follow the device.
+struct KernelOptions {
+  bool fp16 = false;
+  bool subgroup = false;
+  static KernelOptions for_device(const Device& d) { return {d.fp16(), d.subgroup_arithmetic()}; }
+};
+
+inline size_t storage_bytes(bool fp16) { return fp16 ? 2 : 4; }
+
+// Element type of a tensor argument that may differ from the storage type. The model keeps its residual
+// stream and its logits in float32 in every precision (issue 13: real activations exceed fp16's 65504);
+// fp16 storage is for the weights, the KV cache and the activations between kernels.
+enum class Elem : uint32_t { storage = 0, f32 = 1 };
+inline size_t elem_bytes(Elem e, bool fp16) { return e == Elem::f32 ? 4 : storage_bytes(fp16); }
+
+// Largest power of two <= min(cap, device invocation limit, device x-size limit), at least 1.
+uint32_t pick_pow2_workgroup(const DeviceCaps& caps, uint32_t cap);
+
+// Grid of an elementwise kernel: ceil(cols / wg) workgroups along x, one row per y, clamped to the device limits.
+inline std::array<uint32_t, 3> elementwise_grid(const DeviceCaps& caps, uint64_t cols, uint32_t wg, uint32_t rows) {
+  return {static_cast<uint32_t>(std::clamp<uint64_t>((cols + wg - 1) / wg, 1, caps.max_workgroup_count[0])),
+          std::clamp<uint32_t>(rows, 1, caps.max_workgroup_count[1]), 1};
+}
+
+}  // namespace diffvk

@@ -1,0 +1,99 @@
+// Linear op y = x·Wᵀ (+ r): tile choice (pure) and the matrix-matrix, matrix-vector and one-row
+// paths (shaders/linear.comp, linear_vec.comp, linear_row.comp).
+#pragma once
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "ops/kernel_options.hpp"
+
+namespace diffvk {
+
+// y = x·Wᵀ (+ r). x: rows x in (row stride x_stride), W: out x in row-major (torch Linear layout, dense),
+// y and the optional residual r: rows x out (row stride y_stride). fp32 accumulation, one rounding to the
+// storage type at the end (after adding r).
+struct LinearParams {
+  uint32_t rows = 0, in = 0, out = 0, x_stride = 0, y_stride = 0;
+};
+
+// Rows handled by the matrix-vector (decode) path; larger row counts use the tiled matrix-matrix path.
+constexpr uint32_t kLinearVecMaxRows = 8;
+
+// Workgroup geometry of one linear pipeline. Matrix-matrix (vec == false): a workgroup computes a
+// bm x bn tile of y (rows x out features), stepping `in` by bk through shared memory; each invocation
+// owns an rm x rn register block (rows ty + i·bm/rm, columns tx + j·bn/rn). Matrix-vector (vec == true):
+// a workgroup computes nf consecutive output features for all rows (<= kLinearVecMaxRows), its wg
+// invocations striding over `in`, then one workgroup reduction per (row, feature).
+struct LinearTiles {
+  bool vec = false;
+  uint32_t variant = 0;   // index into linear_tile_candidates(); one pipeline per candidate
+  uint32_t wg = 0;        // invocations per workgroup (1-D local size)
+  uint32_t bm = 0, bn = 0, bk = 0, rm = 0, rn = 0;  // matrix-matrix tile (0 for vec)
+  uint32_t nf = 0;        // matrix-vector: output features per workgroup (0 for matrix-matrix)
+  uint32_t shared_bytes = 0;  // shared memory the shader declares for these sizes
+};
+// Every configuration LinearKernel builds a pipeline for, derived from the device limits only:
+// [0] matrix-vector, [1] large matrix-matrix tile, [2] small matrix-matrix tile. Each one respects
+// maxComputeSharedMemorySize, maxComputeWorkGroupInvocations and maxComputeWorkGroupSize.x, and its
+// workgroup holds at least one full subgroup where the limits allow.
+std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& caps);
+// The candidate used for a shape (pure): rows <= kLinearVecMaxRows -> matrix-vector; otherwise the
+// large tile when it still yields enough workgroups to fill the device, else the small tile.
+LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
+
+// One-row (decode) linear with an optional fused prologue (shaders/linear_row.comp):
+//   none:     y = x·Wᵀ (+ r)                              x: in values
+//   rmsnorm:  y = (x / sqrt(mean(x²) + eps) ⊙ g)·Wᵀ (+ r)   x, g: in values (the block RMSNorm)
+//   silu_mul: y = (silu(x[0, in)) ⊙ x[in, 2·in))·Wᵀ (+ r)   x: 2·in values, the fused [gate | up] row
+// The prologue result is not rounded to the storage type (one rounding, at the store).
+enum class RowPrologue : uint32_t { none = 0, rmsnorm = 1, silu_mul = 2 };
+struct LinearRowParams {
+  uint32_t in = 0, out = 0;
+  RowPrologue pro = RowPrologue::none;
+  float eps = 1e-5f;
+  Elem x_elem = Elem::storage;  // f32: x is float32 (none / rmsnorm only: the residual stream)
+  Elem y_elem = Elem::storage;  // f32: y and the residual are float32 (the residual stream, logits)
+};
+
+class LinearKernel {
+ public:
+  LinearKernel(Device& device, KernelOptions options);
+  // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
+  // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
+  // output with an input is rejected (invalid_argument).
+  // y_elem: the element type of y and the residual (Elem::f32: the residual stream, the logits); x and W
+  // are always the storage type.
+  void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
+              BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  // Same, with a given candidate index (tests use it to run every path on every shape; the
+  // matrix-vector candidate needs rows <= kLinearVecMaxRows).
+  void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
+                      const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
+  // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
+  // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
+  void record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
+                  BufferRange residual = {}, BufferRange norm_w = {}) const;
+  // Workgroup size and output features per workgroup of record_row.
+  uint32_t row_workgroup_size() const { return row_wg_; }
+  uint32_t row_features() const { return row_nf_; }
+  // Test hook: never use the vector loads (record_row and the matrix-matrix path).
+  void force_row_scalar_for_testing(bool on) { row_scalar_ = on; }
+  const std::vector<LinearTiles>& candidates() const { return tiles_; }
+  // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
+  // the shaders' grid-stride loops are exercised.
+  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
+
+ private:
+  Device& device_;
+  std::vector<LinearTiles> tiles_;
+  bool fp16_ = false;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
+  std::vector<std::unique_ptr<Pipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
+  std::array<uint32_t, 2> test_limit_{0, 0};
+  uint32_t row_wg_ = 0, row_nf_ = 0;
+  std::unique_ptr<Pipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
+  bool row_scalar_ = false;
+};
+
+}  // namespace diffvk

@@ -1,0 +1,27 @@
+#include "ops/sample.hpp"
+
+#include <algorithm>
+
+namespace diffvk {
+
+SampleKernel::SampleKernel(Device& device, KernelOptions o) : device_(device) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"sample_topk", 3, 4, {wg_, kmax}, false, o.fp16});
+}
+
+bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const {
+  const uint64_t k = std::max(1u, top_k);
+  // Loop iterations per invocation (the llvmpipe quirk budget, applied everywhere: it is generous).
+  return vocab > 0 && k <= kmax && k * ((uint64_t(vocab) + wg_ - 1) / wg_ + 32) <= 60000;
+}
+
+void SampleKernel::record(Program& program, BufferRange logits, BufferRange params, BufferRange token, uint32_t vocab) const {
+  if (vocab == 0) throw Error(Status::invalid_argument, "sample_topk: empty vocabulary");
+  if (logits.size < uint64_t(vocab) * 4 || params.size < 16 || token.size < 4)
+    throw Error(Status::invalid_argument, "sample_topk: buffer too small");
+  if (!supports(vocab, 1)) throw Error(Status::invalid_argument, "sample_topk: vocabulary too large for one workgroup");
+  program.dispatch(*pipeline_, {{logits, Access::read}, {params, Access::read}, {token, Access::write}}, &vocab, 4,
+                   {1, 1, 1}, "sample_topk");
+}
+
+}  // namespace diffvk
