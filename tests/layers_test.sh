@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
+# Issues 14 and 18: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
 # check is not blind: a scratch tree with one include against the arrows per rule makes it exit 1.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,5 +21,13 @@ expect 0 io/a.cpp diffvk/error.hpp           # public headers of a lower layer
 expect 1 ops/a.cpp diffvk/model.hpp          # a public header of a higher layer
 expect 1 vk/a.cpp diffvk/diffvk_bench.h      # the benchmark's public header from the core
 expect 1 ops/a.cpp diffvk/unknown.hpp        # a public header the check does not place
+expect 1 tokenizer/a.cpp model/checkpoint.hpp # issue 18: a tokenizer file including a model header
+expect 1 tokenizer/a.cpp ops/kernels.hpp     # siblings of rank 2 (ops, graph, tokenizer)
+expect 1 ops/a.cpp graph/graph.hpp           # a sibling layer that has no folder yet
+expect 0 model/a.cpp graph/graph.hpp         # ... and may be used from above before it exists
+expect 1 model/a.cpp capi/c_api_guard.hpp    # upward into the C ABI
+expect 1 model/a.cpp diffvk/diffvk.h         # the C ABI's public header from the model
+expect 0 capi/a.cpp tokenizer/tokenizer_impl.hpp # the C ABI uses the tokenizers
+expect 1 tokenizer/a.cpp diffvk/model.hpp    # a public header of a higher layer
 [[ $fail -eq 0 ]] && echo "ok: planted violations are caught"
 exit $fail
