@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
+# Issues 14 and 18: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
 # check is not blind: a scratch tree with one include against the arrows per rule makes it exit 1.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,5 +24,13 @@ expect 1 ops/a.cpp diffvk/unknown.hpp        # a public header the check does no
 expect 0 bench/a.cpp reference/diff_attn_ref.hpp  # the benchmark's check uses the float64 reference
 expect 1 model/a.cpp reference/diff_attn_ref.hpp  # the core never includes it
 expect 1 reference/a.cpp ops/linear.hpp      # the reference has no GPU code
+expect 1 tokenizer/a.cpp model/checkpoint.hpp # issue 18: a tokenizer file including a model header
+expect 1 tokenizer/a.cpp ops/linear.hpp      # siblings of rank 2 (ops, graph, tokenizer)
+expect 1 ops/a.cpp graph/graph.hpp           # siblings: ops and graph do not include each other
+expect 0 model/a.cpp graph/graph.hpp         # the recipes (model) build graphs
+expect 1 model/a.cpp capi/c_api_guard.hpp    # upward into the C ABI
+expect 1 model/a.cpp diffvk/diffvk.h         # the C ABI's public header from the model
+expect 0 capi/a.cpp tokenizer/tokenizer_impl.hpp # the C ABI uses the tokenizers
+expect 1 tokenizer/a.cpp diffvk/model.hpp    # a public header of a higher layer
 [[ $fail -eq 0 ]] && echo "ok: planted violations are caught"
 exit $fail

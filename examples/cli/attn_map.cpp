@@ -1,12 +1,12 @@
 // diffvk attn-map: the attention maps of one layer (Session::attention_maps, computed on the device)
-// as a PNG (A1, A2, A1 − λ·A2 with token labels; attn_map_png.cpp) and/or JSON with the numbers.
+// as a PNG (A1, A2, A1 − λ·A2 with token labels; bench::render_attention_png of diffvk/png.hpp) and/or JSON with the numbers.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 
-#include "attn_map_png.hpp"
 #include "commands.hpp"
 #include "diffvk/model.hpp"
+#include "diffvk/png.hpp"
 #include "platform.hpp"
 
 namespace diffvk::cli {
@@ -75,7 +75,7 @@ Runner register_attn_map(CLI::App& app) {
     std::vector<std::string> labels;
     for (int32_t t : tokens) labels.push_back(token_label(tokenizer, t));
     if (!a->output.empty()) {
-      const auto png = render_attention_png(maps, labels);
+      const auto png = bench::render_attention_png(maps, labels);
       platform::write_file_atomic(a->output, png.data(), png.size());
     }
     if (!a->json.empty()) {

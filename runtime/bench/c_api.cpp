@@ -9,7 +9,7 @@
 
 #include "diffvk/bench.hpp"
 #include "diffvk/error.hpp"
-#include "model/c_api_internal.hpp"
+#include "capi/c_api_internal.hpp"
 
 namespace {
 constexpr size_t kMinSize = offsetof(diffvk_bench_options, preset);  // struct_size itself

@@ -1,5 +1,5 @@
-// diffvk bench: a small line-chart renderer (PNG through stb_image_write, text through
-// stb_easy_font) for the benchmark's speedup and bandwidth plots.
+// diffvk bench: a small line-chart renderer for the benchmark's speedup and bandwidth plots, drawn on
+// the one PNG canvas (canvas.hpp: stb_image_write, the 5x7 font).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,8 +35,8 @@ struct PlotFigure {
   std::vector<PlotPanel> panels;  // row-major
 };
 
-// PNG file contents (RGB). Throws std::runtime_error when encoding fails, diffvk::Error(unsupported)
-// when the build has no stb.
+// PNG file contents (RGB). Throws diffvk::Error: internal when encoding fails, unsupported when the
+// build has no stb.
 std::vector<uint8_t> render_png(const PlotFigure& figure);
 
 }  // namespace diffvk::bench

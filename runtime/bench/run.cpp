@@ -97,7 +97,7 @@ Result run(Context& ctx, const Options& o) {
   const bool fp32_fallback = !dev.fp16() && o.requested_precision != Precision::fp32;
   Plan plan = make_plan(o, caps, fp32_fallback);
   if (!o.plot_path.empty() && !plot_available())
-    plan.notes.push_back("no PNG plot: this build has no stb (stb_image_write.h, stb_easy_font.h); " + o.plot_path + " not written");
+    plan.notes.push_back("no PNG plot: this build has no stb (stb_image_write.h); " + o.plot_path + " not written");
   const std::string cmdline = o.command_line.empty() ? process_command_line() : o.command_line;
   sink.check_cancel("before the first measurement");
 

@@ -1,4 +1,4 @@
-// libFuzzer harness for the tokenizer file readers (runtime/model/tokenizer_*.cpp,
+// libFuzzer harness for the tokenizer file readers (runtime/tokenizer/tokenizer_*.cpp,
 // runtime/io/sentencepiece_model.cpp). The first byte picks the format (even: tokenizer.model protobuf,
 // odd: tokenizer.json); the rest is the file. Any input must load or throw diffvk::Error; a loaded
 // tokenizer must encode a fixed multilingual text (with invalid UTF-8) and decode the ids it produced,
@@ -9,7 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "model/tokenizer_impl.hpp"
+#include "tokenizer/tokenizer_bpe.hpp"
+#include "tokenizer/tokenizer_spm.hpp"
 
 using namespace diffvk;
 

@@ -12,7 +12,7 @@
 
 #include "diffvk/diffvk.h"
 #include "diffvk/tokenizer.hpp"
-#include "model/tokenizer_pretok.hpp"
+#include "tokenizer/tokenizer_pretok.hpp"
 #include "model_fixture.hpp"
 
 using namespace diffvk;

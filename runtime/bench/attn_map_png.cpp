@@ -1,56 +1,19 @@
-// The only file of attn-map that touches the PNG encoder (stb_image_write, implemented in runtime/bench/plot.cpp).
-#include "attn_map_png.hpp"
-
-#include <stb/stb_image_write.h>
+// diffvk attn-map's picture (include/diffvk/png.hpp), drawn on the one PNG canvas (bench/canvas.hpp).
+#include "diffvk/png.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "bench/canvas.hpp"
 #include "diffvk/error.hpp"
-#include "font5x7.hpp"
 
-namespace diffvk::cli {
+namespace diffvk::bench {
 namespace {
 
 struct Rgb {
   uint8_t r, g, b;
-};
-
-class Canvas {
- public:
-  Canvas(int w, int h) : w_(w), h_(h), px_(size_t(w) * h * 3, 255) {}
-  int width() const { return w_; }
-  int height() const { return h_; }
-  const std::vector<uint8_t>& pixels() const { return px_; }
-  void rect(int x, int y, int w, int h, Rgb c) {
-    for (int yy = std::max(0, y); yy < std::min(h_, y + h); ++yy)
-      for (int xx = std::max(0, x); xx < std::min(w_, x + w); ++xx) {
-        uint8_t* p = &px_[(size_t(yy) * w_ + xx) * 3];
-        p[0] = c.r;
-        p[1] = c.g;
-        p[2] = c.b;
-      }
-  }
-  // Text with its top-left corner at (x, y), `s` pixels per font pixel; vertical = rotated 90° counter-
-  // clockwise (reads bottom to top), then (x, y) is the bottom-left corner of the rotated text.
-  void text(int x, int y, const std::string& t, int s, Rgb c = {0, 0, 0}, bool vertical = false) {
-    for (size_t k = 0; k < t.size(); ++k) {
-      const uint8_t* g = glyph5x7(t[k]);
-      const int adv = int(k) * (kGlyphW + 1) * s;
-      for (int r = 0; r < kGlyphH; ++r)
-        for (int col = 0; col < kGlyphW; ++col)
-          if (g[r] & (0x10 >> col)) {
-            if (vertical) rect(x + r * s, y - adv - (col + 1) * s, s, s, c);
-            else rect(x + adv + col * s, y + r * s, s, s, c);
-          }
-    }
-  }
-  static int text_width(const std::string& t, int s) { return t.empty() ? 0 : int(t.size()) * (kGlyphW + 1) * s - s; }
-
- private:
-  int w_, h_;
-  std::vector<uint8_t> px_;
+  operator uint32_t() const { return rgb(r, g, b); }
 };
 
 Rgb mix(Rgb a, Rgb b, double t) {
@@ -71,15 +34,13 @@ Rgb diverging(double t) {
 }
 const Rgb kMasked{205, 205, 205}, kFrame{90, 90, 90}, kGrey{90, 90, 90};
 
+// A w x h block with its top-left corner at (x, y).
+void fill(Canvas& cv, int x, int y, int w, int h, uint32_t c) { cv.rect(x, y, x + w, y + h, c); }
+
 std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3g", v);
   return b;
-}
-
-void write_to_vector(void* ctx, void* data, int size) {
-  auto* v = static_cast<std::vector<uint8_t>*>(ctx);
-  v->insert(v->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
 }
 
 }  // namespace
@@ -125,33 +86,30 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
       const int px = left + p * (panel + gap);
       const float* src = p == 0 ? &m.a1[size_t(hh) * T * T] : p == 1 ? &m.a2[size_t(hh) * T * T] : &diff[size_t(hh) * T * T];
       cv.text(px, y0 + head_title, titles[p], ts);
-      cv.rect(px - 1, py - 1, panel + 2, panel + 2, kFrame);
+      fill(cv, px - 1, py - 1, panel + 2, panel + 2, kFrame);
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j) {
           const double v = src[size_t(i) * T + j];
           const Rgb c = j > i ? kMasked : p < 2 ? sequential(v / amax) : diverging(v / dmax);
-          cv.rect(px + j * cell, py + i * cell, cell, cell, c);
+          fill(cv, px + j * cell, py + i * cell, cell, cell, c);
         }
       for (int j = 0; j < T; j += step)  // key labels, under the panel, reading upwards
-        cv.text(px + j * cell + (cell - 7 * ls) / 2, py + panel + 6 + Canvas::text_width(labels[j], ls), labels[j], ls, {0, 0, 0}, true);
+        cv.text(px + j * cell + (cell - 7 * ls) / 2, py + panel + 6 + Canvas::text_width(labels[j], ls), labels[j], ls, 0x000000, true);
       // Legend: the colour bar and its end (and middle) values.
       const int by = py + panel + xlabels + 8;
       for (int x = 0; x < panel; ++x) {
         const double t = double(x) / std::max(1, panel - 1);
-        cv.rect(px + x, by, 1, bar, p < 2 ? sequential(t) : diverging(2 * t - 1));
+        fill(cv, px + x, by, 1, bar, p < 2 ? sequential(t) : diverging(2 * t - 1));
       }
-      cv.rect(px - 1, by - 1, panel + 2, 1, kFrame);
-      cv.rect(px - 1, by + bar, panel + 2, 1, kFrame);
+      fill(cv, px - 1, by - 1, panel + 2, 1, kFrame);
+      fill(cv, px - 1, by + bar, panel + 2, 1, kFrame);
       const std::string lo = p < 2 ? "0" : num(-dmax), hi = p < 2 ? num(amax) : num(dmax);
       cv.text(px, by + bar + 4, lo, ts, kGrey);
       cv.text(px + panel - Canvas::text_width(hi, ts), by + bar + 4, hi, ts, kGrey);
       if (p == 2) cv.text(px + panel / 2 - Canvas::text_width("0", ts) / 2, by + bar + 4, "0", ts, kGrey);
     }
   }
-  std::vector<uint8_t> png;
-  if (!stbi_write_png_to_func(write_to_vector, &png, cv.width(), cv.height(), 3, cv.pixels().data(), cv.width() * 3))
-    throw Error(Status::internal, "attn-map: PNG encoding failed");
-  return png;
+  return encode_png(cv, "attn-map");
 }
 
-}  // namespace diffvk::cli
+}  // namespace diffvk::bench

@@ -7,10 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/tokenizer_added.hpp"
-#include "model/tokenizer_impl.hpp"
-#include "model/tokenizer_pretok.hpp"
-#include "model/tokenizer_unicode.hpp"
+#include "tokenizer/tokenizer_bpe.hpp"
+
+#include "tokenizer/tokenizer_added.hpp"
+#include "tokenizer/tokenizer_files.hpp"
+#include "tokenizer/tokenizer_pretok.hpp"
+#include "tokenizer/tokenizer_unicode.hpp"
 
 namespace diffvk::tok {
 namespace {

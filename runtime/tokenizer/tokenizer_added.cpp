@@ -1,8 +1,8 @@
-#include "model/tokenizer_added.hpp"
+#include "tokenizer/tokenizer_added.hpp"
 
 #include <algorithm>
 
-#include "model/tokenizer_unicode.hpp"
+#include "tokenizer/tokenizer_unicode.hpp"
 
 namespace diffvk::tok {
 namespace {

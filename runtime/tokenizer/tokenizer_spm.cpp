@@ -5,9 +5,11 @@
 #include <queue>
 #include <unordered_map>
 
+#include "tokenizer/tokenizer_spm.hpp"
+
 #include "io/sentencepiece_model.hpp"
-#include "model/tokenizer_impl.hpp"
-#include "model/tokenizer_unicode.hpp"
+#include "tokenizer/tokenizer_files.hpp"
+#include "tokenizer/tokenizer_unicode.hpp"
 #include "platform.hpp"
 
 namespace diffvk::tok {

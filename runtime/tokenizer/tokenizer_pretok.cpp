@@ -1,8 +1,8 @@
-#include "model/tokenizer_pretok.hpp"
+#include "tokenizer/tokenizer_pretok.hpp"
 
 #include "diffvk/error.hpp"
-#include "model/tokenizer_impl.hpp"
-#include "model/tokenizer_unicode.hpp"
+#include "io/printable.hpp"
+#include "tokenizer/tokenizer_unicode.hpp"
 
 namespace diffvk::tok {
 

@@ -1,4 +1,4 @@
-#include "model/tokenizer_unicode.hpp"
+#include "tokenizer/tokenizer_unicode.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -12,7 +12,7 @@ struct Range {
 };
 constexpr CharClass L = CharClass::letter, N = CharClass::number;
 constexpr Range kRanges[] = {
-#include "model/tokenizer_unicode_table.inc"
+#include "tokenizer/tokenizer_unicode_table.inc"
 };
 
 bool white_space(uint32_t c) {

@@ -1,6 +1,6 @@
-#include "font5x7.hpp"
+#include "bench/font5x7.hpp"
 
-namespace diffvk::cli {
+namespace diffvk::bench {
 namespace {
 // 95 glyphs, ASCII 32 ' ' … 126 '~', 7 rows each.
 const uint8_t kGlyphs[95][7] = {
@@ -59,4 +59,4 @@ const uint8_t* glyph5x7(char c) {
   const int i = static_cast<unsigned char>(c);
   return kGlyphs[(i >= 32 && i <= 126 ? i : '?') - 32];
 }
-}  // namespace diffvk::cli
+}  // namespace diffvk::bench

@@ -13,8 +13,8 @@
 #include <unordered_map>
 
 #include "diffvk/model.hpp"
-#include "model/c_api_guard.hpp"
-#include "model/c_api_internal.hpp"
+#include "capi/c_api_guard.hpp"
+#include "capi/c_api_internal.hpp"
 #include "platform.hpp"
 
 // Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,

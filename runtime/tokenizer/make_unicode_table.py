@@ -2,7 +2,7 @@
 """Generates tokenizer_unicode_table.inc: the code point ranges of the Unicode general categories L
 (letters) and N (numbers) that the pre-tokenizer patterns (\\p{L}, \\p{N}) need, from Python's
 unicodedata. Run once when moving to a newer Unicode version:
-  /usr/bin/python3 runtime/model/make_unicode_table.py > runtime/model/tokenizer_unicode_table.inc
+  /usr/bin/python3 runtime/tokenizer/make_unicode_table.py > runtime/tokenizer/tokenizer_unicode_table.inc
 """
 import sys
 import unicodedata

@@ -1,5 +1,5 @@
 // The tokenizer section of the C ABI (include/diffvk/diffvk.h): handles checked against a registry
-// of live tokenizers, like the other handles (runtime/model/c_api.cpp).
+// of live tokenizers, like the other handles (runtime/capi/c_api.cpp).
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -7,7 +7,7 @@
 
 #include "diffvk/diffvk.h"
 #include "diffvk/tokenizer.hpp"
-#include "model/c_api_guard.hpp"
+#include "capi/c_api_guard.hpp"
 
 struct diffvk_tokenizer {
   diffvk::Tokenizer tokenizer;

@@ -1,4 +1,4 @@
-// What every C ABI entry point shares (runtime/model/c_api.cpp, runtime/model/c_api_tokenizer.cpp):
+// What every C ABI entry point shares (runtime/capi/c_api.cpp, runtime/capi/c_api_tokenizer.cpp):
 // errors become a status code + the thread-local message that diffvk_last_error() returns.
 #pragma once
 #include <new>

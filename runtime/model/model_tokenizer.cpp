@@ -1,0 +1,28 @@
+// Tokenizer::load (include/diffvk/tokenizer.hpp): the tokenizer of a model directory. It lives in the
+// model layer, not in runtime/tokenizer/, because its bytes fallback reads config.json through the
+// model's config parser (vocabulary size, BOS/EOS) and refuses a Hugging Face checkpoint by its model_type.
+#include "diffvk/model.hpp"
+#include "diffvk/tokenizer.hpp"
+#include "model/checkpoint.hpp"
+#include "tokenizer/tokenizer_files.hpp"
+
+namespace diffvk {
+
+Tokenizer Tokenizer::load(const std::string& dir) {
+  // tokenizer.model first: where both exist (Llama 2, Mistral, Gemma) it is the original and their
+  // tokenizer.json is a Metaspace/byte-fallback conversion that the JSON reader does not implement.
+  if (tok::exists(dir + "/tokenizer.model")) return load_file(dir + "/tokenizer.model", dir);
+  if (tok::exists(dir + "/tokenizer.json")) return load_file(dir + "/tokenizer.json", dir);
+  const std::string cfg = dir + "/config.json";
+  if (!tok::exists(cfg))
+    throw Error(Status::io_error, dir + ": no tokenizer.json, tokenizer.model or config.json (a model directory was expected)");
+  const std::string text = tok::read_text_file(cfg, 1 << 20);
+  if (is_hf_diffllama(text))  // its vocabulary is not bytes
+    throw Error(Status::format_error, dir + ": a Hugging Face checkpoint without tokenizer.json or tokenizer.model; "
+                                            "text needs its tokenizer (token ids work without one: diffvk logits)");
+  // config.json's "tokenizer" is "bytes" here ("none" only comes from Hugging Face configs).
+  const ModelConfig c = parse_model_config(text, cfg);
+  return bytes(c.vocab_size, int32_t(c.bos_token_id), int32_t(c.eos_token_id));
+}
+
+}  // namespace diffvk

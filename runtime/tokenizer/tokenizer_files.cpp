@@ -1,0 +1,68 @@
+// The helpers the tokenizer kinds share: bounded file reads and BOS/EOS from the configs of a model
+// directory (tokenizer_files.hpp).
+#include "tokenizer/tokenizer_files.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "diffvk/error.hpp"
+#include "platform.hpp"
+
+namespace diffvk::tok {
+
+std::string read_text_file(const std::string& path, uint64_t max_bytes) {
+  const auto b = platform::read_file(path, max_bytes);
+  return std::string(b.begin(), b.end());
+}
+
+bool exists(const std::string& path) { return std::ifstream(path).good(); }
+
+namespace {
+
+nlohmann::json read_json_object(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(path, 16u << 20));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Status::format_error, path + ": invalid JSON (" + printable(e.what(), 300) + ")");
+  }
+  if (!j.is_object()) throw Error(Status::format_error, path + ": top level must be an object");
+  return j;
+}
+
+
+}  // namespace
+
+SpecialIds read_special_ids(const std::string& dir, uint32_t vocab_size, const std::function<int32_t(const std::string&)>& lookup) {
+  SpecialIds ids;
+  if (dir.empty()) return ids;
+  const std::string tc = dir + "/tokenizer_config.json";
+  if (exists(tc)) {
+    const auto j = read_json_object(tc);
+    for (auto [key, field] : {std::pair<const char*, int32_t*>{"bos_token", &ids.bos}, {"eos_token", &ids.eos}}) {
+      if (!j.contains(key) || j[key].is_null()) continue;
+      const auto& v = j[key];
+      const auto* text = v.is_string() ? &v : (v.is_object() && v.contains("content") && v["content"].is_string()) ? &v["content"] : nullptr;
+      if (!text) throw Error(Status::format_error, tc + ": '" + key + "' must be a string or an object with a string 'content'");
+      *field = lookup(text->get<std::string>());
+      if (*field < 0)
+        throw Error(Status::format_error, tc + ": '" + key + "' = '" + printable(text->get<std::string>()) + "' is not a token of the vocabulary");
+    }
+  }
+  const std::string cc = dir + "/config.json";
+  if (exists(cc)) {
+    const auto j = read_json_object(cc);
+    for (auto [key, field] : {std::pair<const char*, int32_t*>{"bos_token_id", &ids.bos}, {"eos_token_id", &ids.eos}}) {
+      if (*field >= 0 || !j.contains(key) || j[key].is_null()) continue;
+      auto v = j[key];
+      if (v.is_array() && !v.empty()) v = v[0];  // Llama-3.1 lists several EOS ids: the first is the main one
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= int64_t(vocab_size))
+        throw Error(Status::format_error, cc + ": '" + key + "' is not a token id below the tokenizer's vocabulary size " +
+                                              std::to_string(vocab_size));
+      *field = int32_t(v.get<int64_t>());
+    }
+  }
+  return ids;
+}
+
+}  // namespace diffvk::tok

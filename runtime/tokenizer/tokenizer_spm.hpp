@@ -1,0 +1,16 @@
+// SentencePiece tokenizer.model, unigram and BPE (tokenizer_spm.cpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tokenizer/tokenizer_impl.hpp"
+
+namespace diffvk::tok {
+
+std::unique_ptr<Tokenizer::Impl> load_sentencepiece(const std::string& path);
+// The same from memory (`name` labels messages): fuzzing.
+std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t size, const std::string& name);
+
+}  // namespace diffvk::tok
