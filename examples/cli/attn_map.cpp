@@ -7,7 +7,7 @@
 #include "attn_map_png.hpp"
 #include "commands.hpp"
 #include "diffvk/model.hpp"
-#include "platform.hpp"
+#include "diffvk/atomic_write.hpp"
 
 namespace diffvk::cli {
 

@@ -20,7 +20,7 @@
 
 #include "diffvk/error.hpp"
 #include "io/half.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 #include "vk/pipeline_cache_file.hpp"
 #include "platform.hpp"
 #include "io/safetensors.hpp"
