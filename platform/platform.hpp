@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "diffvk/atomic_write.hpp"
 #include "diffvk/error.hpp"
 
 // 1 where platform/android.cpp provides the default log sink (logcat) and the default cache dir (instead of
@@ -79,15 +80,7 @@ std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name
 std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length,
                                    const std::string& name = "file descriptor");
 
-// Writes "path.tmp.<pid>.<n>", fsyncs it, renames it over `path`. On any failure
-// the temporary is removed and io_error is thrown; `path` is then untouched (it
-// is never left holding a partial file). data may be nullptr when size == 0.
-void write_file_atomic(const std::string& path, const void* data, size_t size);
-
-// For programs (the CLI): installs SIGINT/SIGTERM/SIGHUP handlers that remove the temporary files of
-// write_file_atomic calls in flight, then end the process by the same signal (default action). Signals
-// the process ignores stay ignored. A library never calls this by itself.
-void install_interrupt_cleanup();
+// write_file_atomic and install_interrupt_cleanup: public API, in include/diffvk/atomic_write.hpp.
 
 // The directory for diffvk's own cache files. Not created.
 //   - After set_cache_dir(base) with a non-empty base: "<base>/diffvk" (every platform).

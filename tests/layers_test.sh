@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issues 14 and 18: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
-# check is not blind: a scratch tree with one include against the arrows per rule makes it exit 1.
+# check is not blind: a scratch tree with one include against the arrows per rule makes it exit 1. The same for
+# examples/, which may include only public headers and their own files (issue 18).
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/.ci/check-layers" "$ROOT" || { echo "FAIL: the repository has layer violations"; exit 1; }
@@ -32,5 +33,21 @@ expect 1 model/a.cpp capi/c_api_guard.hpp    # upward into the C ABI
 expect 1 model/a.cpp diffvk/diffvk.h         # the C ABI's public header from the model
 expect 0 capi/a.cpp tokenizer/tokenizer_impl.hpp # the C ABI uses the tokenizers
 expect 1 tokenizer/a.cpp diffvk/model.hpp    # a public header of a higher layer
+# examples/ (issue 18): public headers and the example's own files only
+plant_example() {  # file include [file of the same tree] -> exit status of the check
+  rm -rf "$tmp/t"; mkdir -p "$tmp/t/platform" "$tmp/t/runtime/vk" "$tmp/t/include/diffvk" "$tmp/t/examples/$(dirname "$1")" \
+                            "$tmp/t/examples/other"
+  : >"$tmp/t/examples/cli/own.hpp"; : >"$tmp/t/examples/other/theirs.hpp"; : >"$tmp/t/runtime/vk/gpu.hpp"
+  printf '#include "%s"\n' "$2" >"$tmp/t/examples/$1"
+  bash "$ROOT/.ci/check-layers" "$tmp/t" >/dev/null; echo $?
+}
+expect_example() { local got; got=$(plant_example "$2" "$3"); [[ $got -eq $1 ]] || { echo "FAIL: examples/$2 including \"$3\": exit $got, want $1"; fail=1; }; }
+expect_example 1 cli/a.cpp io/npy.hpp          # a runtime/ header
+expect_example 1 cli/a.cpp platform.hpp        # the platform header
+expect_example 1 cli/a.cpp vk/gpu.hpp          # a runtime/ header that exists
+expect_example 1 cli/a.cpp ../other/theirs.hpp # another example's file
+expect_example 1 cli/a.cpp diffvk/unknown.hpp  # not a public header
+expect_example 0 cli/a.cpp diffvk/model.hpp    # a public header
+expect_example 0 cli/a.cpp own.hpp             # the example's own file
 [[ $fail -eq 0 ]] && echo "ok: planted violations are caught"
 exit $fail

@@ -6,8 +6,8 @@
 
 #include "commands.hpp"
 #include "diffvk/model.hpp"
+#include "diffvk/atomic_write.hpp"
 #include "diffvk/png.hpp"
-#include "platform.hpp"
 
 namespace diffvk::cli {
 

@@ -7,7 +7,7 @@
 
 #include "commands.hpp"
 #include "diffvk/bench.hpp"
-#include "platform.hpp"
+#include "diffvk/atomic_write.hpp"
 
 namespace diffvk::cli {
 

@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 #include "diffvk/layer.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 
 namespace diffvk::cli {
 

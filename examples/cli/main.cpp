@@ -3,7 +3,7 @@
 #include <map>
 
 #include "commands.hpp"
-#include "platform.hpp"
+#include "diffvk/atomic_write.hpp"
 
 namespace diffvk::cli {
 

@@ -6,7 +6,7 @@
 #include "commands.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 
 #ifndef DIFFVK_SOURCE_MODEL_DIR
 #define DIFFVK_SOURCE_MODEL_DIR ""

@@ -1,20 +1,17 @@
-// diffvk shader-stats: builds every production pipeline the runtime would build on the selected device
-// (a model's kernels, and/or the kernels of the given attention shapes), with the specialization constants
-// the tuning functions pick for that device, and prints the driver's pipeline-executable statistics
-// (VK_KHR_pipeline_executable_properties: registers, spills, shared memory, occupancy, ...).
-// The device is opened in DeviceMode::statistics_only: nothing is allocated, mapped, recorded or
-// submitted, so this runs on null devices (radv with RADV_FORCE_FAMILY, see README.md).
+// diffvk shader-stats: prints what diffvk::shader_stats (include/diffvk/shader_stats.hpp) collects: every
+// production pipeline the runtime would build on the selected device (a model's kernels, and/or the kernels
+// of the given attention shapes), with the specialization constants the tuning functions pick for that
+// device, and the driver's pipeline-executable statistics (VK_KHR_pipeline_executable_properties: registers,
+// spills, shared memory, occupancy, ...). The device is opened in statistics-only mode: nothing is allocated,
+// mapped, recorded or submitted, so this runs on null devices (radv with RADV_FORCE_FAMILY, see README.md).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <map>
 #include <memory>
 
 #include "commands.hpp"
-#include "diffvk/model.hpp"
-#include "vk/gpu.hpp"
-#include "model/model_kernels.hpp"
-#include "platform.hpp"
+#include "diffvk/atomic_write.hpp"
+#include "diffvk/shader_stats.hpp"
 
 namespace diffvk::cli {
 
@@ -28,43 +25,37 @@ struct StatsArgs {
   std::string json_path;
 };
 
-// One distinct pipeline (name + specialization constants) and every group that created it.
-struct Entry {
-  const Pipeline* pipeline = nullptr;
-  std::vector<std::string> groups;
-};
+std::string spec_key(const ShaderPipeline::Spec& s, size_t i) { return s.name.empty() ? std::to_string(i) : s.name; }
 
-std::string spec_text(const Pipeline& p) {
-  const auto names = p.spec_names();
+std::string spec_text(const ShaderPipeline& p) {
   std::string s;
-  for (size_t i = 0; i < p.desc().spec.size(); ++i) {
+  for (size_t i = 0; i < p.spec.size(); ++i) {
     if (!s.empty()) s += ' ';
-    s += (names[i].empty() ? std::to_string(i) : names[i]) + "=" + std::to_string(p.desc().spec[i]);
+    s += spec_key(p.spec[i], i) + "=" + std::to_string(p.spec[i].value);
   }
   return s.empty() ? "(none)" : s;
 }
 
-json spec_json(const Pipeline& p) {
-  const auto names = p.spec_names();
+json spec_json(const ShaderPipeline& p) {
   json j = json::object();
-  for (size_t i = 0; i < p.desc().spec.size(); ++i) j[names[i].empty() ? std::to_string(i) : names[i]] = p.desc().spec[i];
+  for (size_t i = 0; i < p.spec.size(); ++i) j[spec_key(p.spec[i], i)] = p.spec[i].value;
   return j;
 }
 
-json stat_value(const PipelineStatistic& s) {
+json stat_value(const ShaderStatistic& s) {
   switch (s.format) {
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: return s.b;
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: return s.i64;
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: return s.f64;
+    case ShaderStatistic::Format::boolean: return s.b;
+    case ShaderStatistic::Format::int64: return s.i64;
+    case ShaderStatistic::Format::float64: return s.f64;
     default: return s.u64;
   }
 }
 
-std::string stat_text(const PipelineStatistic& s) {
+std::string stat_text(const ShaderStatistic& s) {
   switch (s.format) {
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: return s.b ? "true" : "false";
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: return std::to_string(s.i64);
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: {
+    case ShaderStatistic::Format::boolean: return s.b ? "true" : "false";
+    case ShaderStatistic::Format::int64: return std::to_string(s.i64);
+    case ShaderStatistic::Format::float64: {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", s.f64);
       return buf;
@@ -95,74 +86,34 @@ Runner register_shader_stats(CLI::App& app) {
       ->delimiter(',')->check(CLI::Range(1u, 1u << 24));
   cmd->add_option("--json", a->json_path, "write {device, pipelines: [{name, spec, workgroup, stats}]} to FILE (atomic)");
   return [a]() {
-    ContextOptions opts = a->dev.options();
-    auto device = Device::create(opts, DeviceMode::statistics_only);
-    Device& dev = *device;
-    const DeviceCaps& caps = dev.caps();
-    const bool shapes = !a->d.empty() || !a->heads.empty() || !a->kv_heads.empty() || !a->t.empty();
-    std::string model_dir = a->model;
-    if (model_dir.empty() && !shapes) model_dir = default_model_dir();
+    ShaderStatsOptions o;
+    o.context = a->dev.options();
+    o.model_dir = a->model;
+    o.d = a->d;
+    o.heads = a->heads;
+    o.kv_heads = a->kv_heads;
+    o.t = a->t;
+    if (o.model_dir.empty() && !o.shapes_requested()) o.model_dir = default_model_dir();
+    const ShaderStatsReport r = shader_stats(o);
+    const DeviceCaps& caps = r.device;
+    const bool stats = r.statistics_available;
 
-    std::vector<ModelKernels> kernels;  // kept alive until every pipeline has been queried
     json shapes_json = json::array();
-    std::vector<std::string> notes;
-    if (!model_dir.empty()) {
-      const ModelConfig c = read_model_config(model_dir);  // native or Hugging Face DiffLlama
-      const std::string label = "model " + model_dir;
-      PipelineGroup g(dev, label);
-      kernels.push_back(build_model_kernels(dev, c));
-      shapes_json.push_back({{"group", label}, {"D", c.head_dim()}, {"H", c.num_heads}, {"Hkv", c.num_kv_heads},
-                             {"E", c.hidden_size}, {"I", c.intermediate_size}});
-    }
-    if (shapes) {
-      const std::vector<uint32_t> Ds = a->d.empty() ? std::vector<uint32_t>{64, 128} : a->d;
-      const std::vector<uint32_t> Hs = a->heads.empty() ? std::vector<uint32_t>{32} : a->heads;
-      const std::vector<uint32_t> Hkvs = a->kv_heads.empty() ? std::vector<uint32_t>{8} : a->kv_heads;
-      for (uint32_t D : Ds) {
-        if (D % 2) throw Error(Status::invalid_argument, "shader-stats: D=" + std::to_string(D) + " must be even");
-        for (uint32_t H : Hs)
-          for (uint32_t Hkv : Hkvs) {
-            if (H % Hkv) {
-              notes.push_back("H=" + std::to_string(H) + ", Hkv=" + std::to_string(Hkv) + " skipped: H must be a multiple of Hkv");
-              continue;
-            }
-            // The kernels of a model with these attention shapes (E = 2·D·H); only D and H/Hkv select pipelines.
-            ModelConfig c;
-            c.num_heads = H;
-            c.num_kv_heads = Hkv;
-            c.hidden_size = 2 * D * H;
-            const std::string label = "D=" + std::to_string(D) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
-            PipelineGroup g(dev, label);
-            kernels.push_back(build_model_kernels(dev, c));
-            shapes_json.push_back({{"group", label}, {"D", D}, {"H", H}, {"Hkv", Hkv}, {"T", a->t}});
-          }
-      }
-      if (kernels.empty()) throw Error(Status::invalid_argument, "shader-stats: no valid (H, Hkv) pair: H must be a multiple of Hkv");
-    }
-
-    // Distinct pipelines (name + constants), in creation order, with every group that created them.
-    std::vector<Entry> entries;
-    std::map<std::pair<std::string, std::vector<uint32_t>>, size_t> index;
-    for (const Pipeline* p : dev.pipelines()) {
-      const std::string group = p->group();
-      auto key = std::make_pair(p->name(), p->desc().spec);
-      auto it = index.find(key);
-      if (it == index.end()) {
-        index[key] = entries.size();
-        entries.push_back({p, {group}});
+    for (const auto& s : r.shapes) {
+      if (s.model) {
+        shapes_json.push_back({{"group", s.group}, {"D", s.D}, {"H", s.H}, {"Hkv", s.Hkv}, {"E", s.E}, {"I", s.I}});
       } else {
-        entries[it->second].groups.push_back(group);
+        shapes_json.push_back({{"group", s.group}, {"D", s.D}, {"H", s.H}, {"Hkv", s.Hkv}, {"T", s.T}});
       }
     }
 
-    const bool stats = dev.pipeline_statistics();
     const std::string driver = caps.driver_name + (caps.driver_info.empty() ? "" : ", " + caps.driver_info);
     std::printf("device [%u] %s (%s), %s, subgroup %u, %zu distinct pipelines\n", caps.index, caps.name.c_str(), driver.c_str(),
-                dev.fp16() ? "fp16 storage" : "fp32", caps.subgroup_size, entries.size());
+                r.fp16 ? "fp16 storage" : "fp32", caps.subgroup_size, r.pipelines.size());
     if (!stats)
       std::printf("statistics: unavailable on this driver (no VK_KHR_pipeline_executable_properties / pipelineExecutableInfo); "
                   "listing pipelines with their constants and workgroup sizes only\n");
-    for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+    for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
 
     json out;
     out["device"] = {{"name", caps.name},
@@ -171,31 +122,30 @@ Runner register_shader_stats(CLI::App& app) {
                      {"vendor_id", caps.vendor_id},
                      {"device_id", caps.device_id},
                      {"kind", device_kind_name(caps.kind)},
-                     {"precision", dev.fp16() ? "fp16" : "fp32"},
+                     {"precision", r.fp16 ? "fp16" : "fp32"},
                      {"subgroup_size", caps.subgroup_size},
-                     {"subgroup_arithmetic", dev.subgroup_arithmetic()}};
+                     {"subgroup_arithmetic", r.subgroup_arithmetic}};
     out["statistics_available"] = stats;
     if (!stats) out["statistics_note"] = "statistics are unavailable on this driver (no VK_KHR_pipeline_executable_properties)";
     out["shapes"] = shapes_json;
     json pipes = json::array();
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const Pipeline& p = *entries[i].pipeline;
-      const auto& wg = p.workgroup();
-      std::printf("\n[%zu] %s  workgroup %ux%ux%u  spec %s\n", i, p.name().c_str(), wg[0], wg[1], wg[2], spec_text(p).c_str());
+    for (size_t i = 0; i < r.pipelines.size(); ++i) {
+      const ShaderPipeline& p = r.pipelines[i];
+      const auto& wg = p.workgroup;
+      std::printf("\n[%zu] %s  workgroup %ux%ux%u  spec %s\n", i, p.name.c_str(), wg[0], wg[1], wg[2], spec_text(p).c_str());
       std::string groups;
-      for (const auto& g : entries[i].groups) groups += (groups.empty() ? "" : ", ") + g;
+      for (const auto& g : p.groups) groups += (groups.empty() ? "" : ", ") + g;
       std::printf("    built by: %s\n", groups.c_str());
       json j;
-      j["name"] = p.name();
-      j["op"] = p.desc().op;
-      j["groups"] = entries[i].groups;
+      j["name"] = p.name;
+      j["op"] = p.op;
+      j["groups"] = p.groups;
       j["spec"] = spec_json(p);
       j["workgroup"] = {wg[0], wg[1], wg[2]};
       if (stats) {
-        const auto execs = pipeline_executable_statistics(dev, p);
         json st = json::object();
         json ex = json::array();
-        for (const auto& e : execs) {
+        for (const auto& e : p.executables) {
           std::string line;
           json es = json::object();
           for (const auto& s : e.statistics) {
@@ -209,7 +159,7 @@ Runner register_shader_stats(CLI::App& app) {
           ex.push_back({{"name", e.name}, {"subgroup_size", e.subgroup_size}, {"stats", es}});
         }
         j["stats"] = st;
-        if (execs.size() > 1) j["executables"] = ex;
+        if (p.executables.size() > 1) j["executables"] = ex;
       } else {
         j["stats"] = nullptr;
       }

@@ -1,5 +1,5 @@
-// diffvk — NumPy .npy reader/writer; see npy.hpp.
-#include "io/npy.hpp"
+// diffvk — NumPy .npy reader/writer; see include/diffvk/npy.hpp.
+#include "diffvk/npy.hpp"
 #include "io/checked_shape.hpp"
 #include "io/printable.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "cli_run.hpp"
 #include "model_fixture.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 
 using namespace diffvk;
 

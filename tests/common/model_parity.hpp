@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "diffvk/model.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 
 namespace diffvk::test {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 
 using namespace diffvk;
 

@@ -6,7 +6,7 @@
 Writes tests/fuzz/corpus/safetensors/*.safetensors and tests/fuzz/corpus/npy/*.npy
 (standard library only, deterministic output). File names say what the parser
 must do: ok_* files are valid, bad_* files must be rejected with a format error;
-tests/io/test_io.cpp ("io: fuzz seed corpus") checks exactly that.
+tests/io/test_fuzz_corpus.cpp ("io: fuzz seed corpus") checks exactly that.
 """
 import json
 import os

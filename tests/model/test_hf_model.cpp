@@ -18,7 +18,7 @@
 #include "cli_run.hpp"
 #include "gpu_test.hpp"
 #include "io/half.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 #include "model/checkpoint.hpp"
 #include "model_fixture.hpp"
 #include "model_parity.hpp"

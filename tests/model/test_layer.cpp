@@ -13,7 +13,7 @@
 #include "cli_run.hpp"
 #include "diffvk/layer.hpp"
 #include "gpu_test.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 
 using namespace diffvk;
 

@@ -15,7 +15,7 @@
 #include "cli_run.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
-#include "io/npy.hpp"
+#include "diffvk/npy.hpp"
 #include "model_parity.hpp"
 
 using namespace diffvk;

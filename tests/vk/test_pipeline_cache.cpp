@@ -1,4 +1,5 @@
-// The on-disk VkPipelineCache through a real Context: a missing, truncated, garbage or other-device
+// The pipeline-cache file format (vk/pipeline_cache_file.hpp: encode/decode, every truncation, bit flip and
+// key change; host only), then the on-disk VkPipelineCache through a real Context: a missing, truncated, garbage or other-device
 // file is a logged cache miss (never a failure) and is rewritten atomically; a matching file hits.
 #include <doctest/doctest.h>
 
@@ -8,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "file_test_util.hpp"
 #include "gpu_test.hpp"
 #include "ops/diff_attn.hpp"
 #include "ops/head_rmsnorm.hpp"
@@ -105,4 +107,126 @@ TEST_CASE("pipeline cache: missing, hit, truncated, garbage and other-device fil
   // No temporaries left behind.
   CHECK(system(("test -z \"$(ls " + dir + " | grep -v '^pipelines.bin$')\"").c_str()) == 0);
   REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
+
+// ---- the file format, without a device (these were tests/io/test_io.cpp's; the names keep their "io:" prefix) ----
+
+namespace {
+using io_test::TempDir;
+
+diffvk::PipelineCacheKey test_key() {
+  diffvk::PipelineCacheKey k;
+  for (int i = 0; i < 16; ++i) k.device_uuid[i] = uint8_t(0x10 + i);
+  k.vendor_id = 0x10de;
+  k.device_id = 0x2330;
+  k.driver_version = 0x21c00000;
+  k.spirv_hash = 0x0123456789abcdefull;
+  return k;
+}
+}  // namespace
+
+TEST_CASE("io: fnv1a64") {
+  CHECK(diffvk::fnv1a64("", 0) == 0xcbf29ce484222325ull);
+  CHECK(diffvk::fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+  CHECK(diffvk::fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+  CHECK(diffvk::fnv1a64("bar", 3, diffvk::fnv1a64("foo", 3)) == diffvk::fnv1a64("foobar", 6));
+}
+
+TEST_CASE("io: pipeline cache encode/decode") {
+  const auto key = test_key();
+  std::vector<uint8_t> blob(37);
+  for (size_t i = 0; i < blob.size(); ++i) blob[i] = uint8_t(i * 13 + 1);
+  const auto file = diffvk::encode_pipeline_cache(key, blob.data(), blob.size());
+  REQUIRE(file.size() == diffvk::kPipelineCacheHeaderSize + blob.size() + diffvk::kPipelineCacheTrailerSize);
+  CHECK(std::memcmp(file.data(), "DVKPCACH", 8) == 0);
+
+  std::string why;
+  auto got = diffvk::decode_pipeline_cache(file, key, &why);
+  REQUIRE(got.has_value());
+  CHECK(*got == blob);
+  CHECK(why == "ok");
+  CHECK(diffvk::decode_pipeline_cache(file, key, nullptr).has_value());
+
+  CHECK_ERROR(diffvk::encode_pipeline_cache(key, nullptr, 5), Status::invalid_argument, "null blob");
+  CHECK_ERROR(diffvk::encode_pipeline_cache(key, blob.data(), std::numeric_limits<size_t>::max() - 10),
+              Status::invalid_argument, "too large");
+  auto empty_blob = diffvk::encode_pipeline_cache(key, nullptr, 0);
+  got = diffvk::decode_pipeline_cache(empty_blob, key, &why);
+  REQUIRE(got.has_value());
+  CHECK(got->empty());
+
+  auto expect_reject = [&](const std::vector<uint8_t>& f, const diffvk::PipelineCacheKey& k, const std::string& start) {
+    std::string w;
+    CHECK(!diffvk::decode_pipeline_cache(f, k, &w).has_value());
+    CHECK_MESSAGE(w.rfind(start, 0) == 0, "why='" << w << "' expected '" << start << "...'");
+    CHECK(!diffvk::decode_pipeline_cache(f, k, nullptr).has_value());
+  };
+
+  expect_reject({}, key, "missing");
+  for (size_t len = 1; len < file.size(); ++len) {
+    CAPTURE(len);
+    expect_reject(std::vector<uint8_t>(file.begin(), file.begin() + long(len)), key, "truncated");
+  }
+  auto longer = file;
+  longer.push_back(0);
+  expect_reject(longer, key, "trailing bytes");
+  expect_reject(std::vector<uint8_t>{'n', 'o', 'p', 'e'}, key, "bad magic");
+  std::vector<uint8_t> garbage(500);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = uint8_t(i * 7919 >> 3);
+  expect_reject(garbage, key, "bad magic");
+  auto wrong_version = file;
+  wrong_version[8] = 2;
+  expect_reject(wrong_version, key, "format version 2");
+  auto huge_size = file;
+  huge_size[55] = 0xff;  // blob size field
+  expect_reject(huge_size, key, "truncated");
+
+  // Flipping any bit after the version field is caught by the checksum (or the size).
+  for (size_t i = 12; i < file.size(); ++i) {
+    for (int bit = 0; bit < 8; bit += 3) {
+      auto f = file;
+      f[i] ^= uint8_t(1u << bit);
+      std::string w;
+      CHECK(!diffvk::decode_pipeline_cache(f, key, &w).has_value());
+      CHECK_MESSAGE((w.rfind("checksum mismatch", 0) == 0 || w.rfind("truncated", 0) == 0 ||
+                     w.rfind("trailing bytes", 0) == 0),
+                    "byte " << i << ": " << w);
+    }
+  }
+  auto flipped = file;
+  flipped[60] ^= 0x40;  // inside the blob
+  expect_reject(flipped, key, "checksum mismatch");
+
+  // A file written for another key is refused, saying which part of the key changed.
+  using Key = diffvk::PipelineCacheKey;
+  const struct {
+    const char* label;
+    void (*change)(Key&);
+    const char* why;
+  } other_keys[] = {
+      {"device uuid", [](Key& k) { k.device_uuid[3] ^= 1; }, "other device (uuid 10111213"},
+      {"vendor", [](Key& k) { k.vendor_id = 0x1002; }, "other device (vendor"},
+      {"device id", [](Key& k) { k.device_id += 1; }, "other device"},
+      {"driver", [](Key& k) { k.driver_version += 1; }, "driver version changed"},
+      {"shaders", [](Key& k) { k.spirv_hash ^= 1; }, "shaders changed"},
+  };
+  for (const auto& c : other_keys) {
+    CAPTURE(c.label);
+    Key k2 = key;
+    c.change(k2);
+    expect_reject(file, k2, c.why);
+  }
+}
+
+TEST_CASE("io: pipeline cache file through write_file_atomic/read_file") {
+  TempDir dir;
+  const auto key = test_key();
+  const std::vector<uint8_t> blob = {1, 2, 3, 4, 5};
+  const auto enc = diffvk::encode_pipeline_cache(key, blob.data(), blob.size());
+  const std::string p = dir.file("pipelines.bin");
+  diffvk::platform::write_file_atomic(p, enc.data(), enc.size());
+  std::string why;
+  auto got = diffvk::decode_pipeline_cache(diffvk::platform::read_file(p, 1 << 20), key, &why);
+  REQUIRE(got.has_value());
+  CHECK(*got == blob);
 }

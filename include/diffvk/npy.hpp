@@ -1,4 +1,7 @@
 // diffvk — NumPy .npy reader/writer (format versions 1.0, 2.0 and 3.0).
+// Public because the CLI and apps read inputs and write results as .npy (`diffvk layer`, `diffvk logits`);
+// implemented in runtime/io/npy.cpp, the library diffvk_npy (link it; the core library diffvk has none of it).
+//
 //
 // Supported dtypes: '<f4', '<f8', '<f2', '<i8', '<i4'; C order only. The header
 // dict must hold exactly 'descr', 'fortran_order' and 'shape'; the shape tuple

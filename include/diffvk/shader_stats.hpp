@@ -1,0 +1,85 @@
+// diffvk — the pipelines the runtime builds and the driver's statistics of each (`diffvk shader-stats`).
+// Public so that tools need no runtime-internal header (vk/gpu.hpp, model/model_kernels.hpp): the library
+// opens the device, builds the kernels and collects; the caller only prints.
+//
+// shader_stats() builds every production pipeline the runtime would build on the selected device (a model's
+// kernels, and/or the kernels of the given attention shapes) with the specialization constants the tuning
+// functions pick for that device, and reads the driver's pipeline-executable statistics
+// (VK_KHR_pipeline_executable_properties: registers, spills, shared memory, occupancy, ...). The device is
+// opened in statistics-only mode: nothing is allocated, mapped, recorded or submitted, so this runs on null
+// devices (radv with RADV_FORCE_FAMILY).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "diffvk/device.hpp"
+
+namespace diffvk {
+
+struct ShaderStatsOptions {
+  ContextOptions context;   // device selection, precision, validation
+  std::string model_dir;    // the pipelines of this model (config.json only; no weights are read); "" = none
+  // Attention shapes: any non-empty list asks for them. Defaults when another list is given:
+  // D 64,128; H 32; Hkv 8. Pairs with H % Hkv != 0 are skipped (a note says so); D must be even.
+  std::vector<uint32_t> d, heads, kv_heads;
+  std::vector<uint32_t> t;  // context lengths: recorded in the shapes only (no pipeline depends on T)
+  bool shapes_requested() const { return !d.empty() || !heads.empty() || !kv_heads.empty() || !t.empty(); }
+};
+
+// One value of VkPipelineExecutableStatisticKHR; `format` says which member holds it.
+struct ShaderStatistic {
+  enum class Format { boolean, int64, uint64, float64 };
+  std::string name, description;
+  Format format = Format::uint64;
+  bool b = false;
+  int64_t i64 = 0;
+  uint64_t u64 = 0;
+  double f64 = 0;
+};
+
+struct ShaderExecutable {
+  std::string name, description;
+  uint32_t subgroup_size = 0;
+  std::vector<ShaderStatistic> statistics;
+};
+
+// One distinct pipeline (shader name + specialization constants) and every group that created it.
+struct ShaderPipeline {
+  std::string name;                 // SPIR-V variant, e.g. "diff_attn_fp16"
+  std::string op;                   // shaders/<op>.comp
+  std::vector<std::string> groups;  // "model DIR" / "D=.. H=.. Hkv=.." labels, in creation order
+  struct Spec {
+    std::string name;               // from the shader's `layout(constant_id = i)` declaration; "" when unknown
+    uint32_t value = 0;
+  };
+  std::vector<Spec> spec;           // constant_id 0..n-1
+  std::array<uint32_t, 3> workgroup{1, 1, 1};
+  std::vector<ShaderExecutable> executables;  // empty when statistics are unavailable
+};
+
+// One group of kernels: a model's (E and I set) or one attention shape (T the requested lengths).
+struct ShaderStatsShape {
+  std::string group;
+  bool model = false;
+  uint32_t D = 0, H = 0, Hkv = 0;
+  uint32_t E = 0, I = 0;   // model groups only
+  std::vector<uint32_t> T; // shape groups only
+};
+
+struct ShaderStatsReport {
+  DeviceCaps device;
+  bool fp16 = false;                 // fp16 storage variants
+  bool subgroup_arithmetic = false;
+  bool statistics_available = false; // VK_KHR_pipeline_executable_properties with pipelineExecutableInfo
+  std::vector<ShaderStatsShape> shapes;
+  std::vector<std::string> notes;    // skipped (H, Hkv) pairs
+  std::vector<ShaderPipeline> pipelines;  // distinct, in creation order
+};
+
+// Throws Error(invalid_argument) for an odd D or when no (H, Hkv) pair is valid, and what device
+// creation and config reading throw.
+ShaderStatsReport shader_stats(const ShaderStatsOptions& options);
+
+}  // namespace diffvk

@@ -1,0 +1,134 @@
+// diffvk::shader_stats (include/diffvk/shader_stats.hpp): builds the kernels of a model and/or of attention
+// shapes on a statistics-only device and collects every distinct pipeline with the driver's statistics.
+// `diffvk shader-stats` (examples/cli/shader_stats.cpp) only prints the report.
+#include "diffvk/shader_stats.hpp"
+
+#include <map>
+#include <utility>
+
+#include "diffvk/model.hpp"
+#include "model/model_kernels.hpp"
+#include "vk/gpu.hpp"
+
+namespace diffvk {
+
+namespace {
+
+ShaderStatistic to_public(const PipelineStatistic& s) {
+  ShaderStatistic o;
+  o.name = s.name;
+  o.description = s.description;
+  switch (s.format) {
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: o.format = ShaderStatistic::Format::boolean; break;
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: o.format = ShaderStatistic::Format::int64; break;
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: o.format = ShaderStatistic::Format::float64; break;
+    default: o.format = ShaderStatistic::Format::uint64; break;
+  }
+  o.b = s.b;
+  o.i64 = s.i64;
+  o.u64 = s.u64;
+  o.f64 = s.f64;
+  return o;
+}
+
+}  // namespace
+
+ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
+  auto device = Device::create(options.context, DeviceMode::statistics_only);
+  Device& dev = *device;
+  ShaderStatsReport report;
+
+  std::vector<ModelKernels> kernels;  // kept alive until every pipeline has been queried
+  if (!options.model_dir.empty()) {
+    const ModelConfig c = read_model_config(options.model_dir);  // native or Hugging Face DiffLlama
+    const std::string label = "model " + options.model_dir;
+    PipelineGroup g(dev, label);
+    kernels.push_back(build_model_kernels(dev, c));
+    ShaderStatsShape s;
+    s.group = label;
+    s.model = true;
+    s.D = c.head_dim();
+    s.H = c.num_heads;
+    s.Hkv = c.num_kv_heads;
+    s.E = c.hidden_size;
+    s.I = c.intermediate_size;
+    report.shapes.push_back(std::move(s));
+  }
+  if (options.shapes_requested()) {
+    const std::vector<uint32_t> Ds = options.d.empty() ? std::vector<uint32_t>{64, 128} : options.d;
+    const std::vector<uint32_t> Hs = options.heads.empty() ? std::vector<uint32_t>{32} : options.heads;
+    const std::vector<uint32_t> Hkvs = options.kv_heads.empty() ? std::vector<uint32_t>{8} : options.kv_heads;
+    for (uint32_t D : Ds) {
+      if (D % 2) throw Error(Status::invalid_argument, "shader-stats: D=" + std::to_string(D) + " must be even");
+      for (uint32_t H : Hs)
+        for (uint32_t Hkv : Hkvs) {
+          if (Hkv == 0 || H % Hkv) {
+            report.notes.push_back("H=" + std::to_string(H) + ", Hkv=" + std::to_string(Hkv) +
+                                   " skipped: H must be a multiple of Hkv");
+            continue;
+          }
+          // The kernels of a model with these attention shapes (E = 2·D·H); only D and H/Hkv select pipelines.
+          ModelConfig c;
+          c.num_heads = H;
+          c.num_kv_heads = Hkv;
+          c.hidden_size = 2 * D * H;
+          const std::string label = "D=" + std::to_string(D) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
+          PipelineGroup g(dev, label);
+          kernels.push_back(build_model_kernels(dev, c));
+          ShaderStatsShape s;
+          s.group = label;
+          s.D = D;
+          s.H = H;
+          s.Hkv = Hkv;
+          s.T = options.t;
+          report.shapes.push_back(std::move(s));
+        }
+    }
+    if (kernels.empty())
+      throw Error(Status::invalid_argument, "shader-stats: no valid (H, Hkv) pair: H must be a multiple of Hkv");
+  }
+
+  const DeviceCaps& caps = dev.caps();
+  report.device = caps;
+  report.fp16 = dev.fp16();
+  report.subgroup_arithmetic = dev.subgroup_arithmetic();
+  report.statistics_available = dev.pipeline_statistics();
+
+  // Distinct pipelines (name + constants), in creation order, with every group that created them.
+  std::vector<const Pipeline*> distinct;
+  std::map<std::pair<std::string, std::vector<uint32_t>>, size_t> index;
+  for (const Pipeline* p : dev.pipelines()) {
+    auto key = std::make_pair(p->name(), p->desc().spec);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      index[key] = distinct.size();
+      distinct.push_back(p);
+      ShaderPipeline e;
+      e.name = p->name();
+      e.op = p->desc().op;
+      e.groups.push_back(p->group());
+      const auto names = p->spec_names();
+      for (size_t i = 0; i < p->desc().spec.size(); ++i)
+        e.spec.push_back({i < names.size() ? names[i] : std::string(), p->desc().spec[i]});
+      e.workgroup = p->workgroup();
+      report.pipelines.push_back(std::move(e));
+    } else {
+      report.pipelines[it->second].groups.push_back(p->group());
+    }
+  }
+  if (report.statistics_available) {
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      for (const auto& e : pipeline_executable_statistics(dev, *distinct[i])) {
+        ShaderExecutable x;
+        x.name = e.name;
+        x.description = e.description;
+        x.subgroup_size = e.subgroup_size;
+        for (const auto& s : e.statistics) x.statistics.push_back(to_public(s));
+        report.pipelines[i].executables.push_back(std::move(x));
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace diffvk

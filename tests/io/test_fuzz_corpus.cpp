@@ -1,0 +1,48 @@
+// diffvk — the fuzz seed corpus (tests/fuzz/make_corpus.py): ok_* files must load, bad_* files must be refused
+// with a format error that names the file.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "diffvk/npy.hpp"
+#include "file_test_util.hpp"
+#include "io/safetensors.hpp"
+
+using namespace io_test;
+using diffvk::Error;
+using diffvk::Status;
+
+namespace fs = std::filesystem;
+
+TEST_CASE("io: fuzz seed corpus") {
+  const fs::path root = fs::path(DIFFVK_FUZZ_CORPUS_DIR);
+  REQUIRE_MESSAGE(fs::is_directory(root), "fuzz seed corpus not found at " << root.string());
+  size_t ok = 0, bad = 0;
+  for (const char* kind : {"safetensors", "npy"}) {
+    if (!fs::is_directory(root / kind)) continue;
+    for (const auto& entry : fs::directory_iterator(root / kind)) {
+      const std::string name = entry.path().filename().string();
+      const std::string path = entry.path().string();
+      CAPTURE(path);
+      const bool expect_ok = name.rfind("ok_", 0) == 0;
+      if (!expect_ok && name.rfind("bad_", 0) != 0) continue;
+      try {
+        if (std::string(kind) == "safetensors") {
+          read_all(diffvk::SafetensorsFile::open(path));
+        } else {
+          read_all(diffvk::read_npy(path));
+        }
+        CHECK_MESSAGE(expect_ok, "accepted a bad_ file");
+        ++ok;
+      } catch (const Error& e) {
+        CHECK_MESSAGE(!expect_ok, "rejected: " << e.what());
+        CHECK(e.status() == Status::format_error);
+        CHECK(contains(e.what(), name));  // messages name the file
+        ++bad;
+      }
+    }
+  }
+  CHECK(ok >= 8);
+  CHECK(bad >= 8);
+}
