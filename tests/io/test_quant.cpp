@@ -7,6 +7,7 @@
 // and widths that are not a multiple of 32.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
