@@ -152,4 +152,23 @@ class Context {
   std::unique_ptr<Device> device_;
 };
 
+// The driver's statistics of one pipeline executable (VK_KHR_pipeline_executable_properties), as the
+// device layer reads them (vk/gpu.hpp: pipeline_executable_statistics) and diffvk/shader_stats.hpp
+// reports them. One value of VkPipelineExecutableStatisticKHR; `format` says which member holds it.
+struct ShaderStatistic {
+  enum class Format { boolean, int64, uint64, float64 };
+  std::string name, description;
+  Format format = Format::uint64;
+  bool b = false;
+  int64_t i64 = 0;
+  uint64_t u64 = 0;
+  double f64 = 0;
+};
+
+struct ShaderExecutable {
+  std::string name, description;
+  uint32_t subgroup_size = 0;
+  std::vector<ShaderStatistic> statistics;
+};
+
 }  // namespace diffvk

@@ -28,22 +28,8 @@ struct ShaderStatsOptions {
   bool shapes_requested() const { return !d.empty() || !heads.empty() || !kv_heads.empty() || !t.empty(); }
 };
 
-// One value of VkPipelineExecutableStatisticKHR; `format` says which member holds it.
-struct ShaderStatistic {
-  enum class Format { boolean, int64, uint64, float64 };
-  std::string name, description;
-  Format format = Format::uint64;
-  bool b = false;
-  int64_t i64 = 0;
-  uint64_t u64 = 0;
-  double f64 = 0;
-};
-
-struct ShaderExecutable {
-  std::string name, description;
-  uint32_t subgroup_size = 0;
-  std::vector<ShaderStatistic> statistics;
-};
+// ShaderStatistic and ShaderExecutable (the driver's statistics of one pipeline executable) are in
+// diffvk/device.hpp: the device layer fills them, this report only collects them.
 
 // One distinct pipeline (shader name + specialization constants) and every group that created it.
 struct ShaderPipeline {

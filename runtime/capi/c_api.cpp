@@ -100,8 +100,26 @@ void alive(const diffvk_context& c) {
     fail(DIFFVK_DEVICE_LOST, "the Vulkan device was lost earlier; destroy the sessions, models and this context "
                              "and create a new context");
 }
+const diffvk_context& ctx_of(const diffvk_context& c) { return c; }
 const diffvk_context& ctx_of(const diffvk_model& m) { return *m.parent; }
 const diffvk_context& ctx_of(const diffvk_session& s) { return *s.parent->parent; }
+// check() and alive(): a live handle whose device has not been lost, kept alive for the call.
+template <class T>
+std::shared_ptr<T> live(const T* p, Kind k, const char* what) {
+  auto h = check(p, k, what);
+  alive(ctx_of(*h));
+  return h;
+}
+// The body of every getter: one value of a live handle into `*out`. Each exported getter still
+// passes its own __func__, so the errors name it.
+template <class T, class Out, class Get>
+diffvk_status get_value(const char* fn, const T* p, Kind k, const char* what, Out* out, Get&& get) {
+  return guarded(fn, [&] {
+    auto h = live(p, k, what);
+    need(out, "out");
+    *out = get(*h);
+  });
+}
 
 // Reads a caller's options struct: the fields its struct_size covers, defaults for the rest.
 template <class T>
@@ -127,8 +145,7 @@ void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
 namespace diffvk::capi {
 diffvk_status with_context(const char* fn, diffvk_context* context, const std::function<void(Context&)>& body) {
   return guarded(fn, [&] {
-    auto c = check(context, Kind::context, "context");
-    alive(*c);
+    auto c = live(context, Kind::context, "context");
     body(*c->ctx);
   });
 }
@@ -247,8 +264,7 @@ diffvk_status diffvk_context_destroy(diffvk_context* c) {
 
 diffvk_status diffvk_context_device_name(const diffvk_context* c, char* buf, size_t cap) {
   return guarded(__func__, [&] {
-    auto k = check(c, Kind::context, "context");
-    alive(*k);
+    auto k = live(c, Kind::context, "context");
     need(buf, "buffer");
     const std::string& n = k->ctx->caps().name;
     if (cap < n.size() + 1) fail(DIFFVK_BUFFER_TOO_SMALL, "need " + std::to_string(n.size() + 1) + " bytes");
@@ -257,11 +273,8 @@ diffvk_status diffvk_context_device_name(const diffvk_context* c, char* buf, siz
 }
 
 diffvk_status diffvk_context_precision(const diffvk_context* c, diffvk_precision* out) {
-  return guarded(__func__, [&] {
-    auto k = check(c, Kind::context, "context");
-    alive(*k);
-    need(out, "out");
-    *out = k->ctx->precision() == diffvk::Precision::fp16 ? DIFFVK_PRECISION_FP16 : DIFFVK_PRECISION_FP32;
+  return get_value(__func__, c, Kind::context, "context", out, [](const diffvk_context& k) {
+    return k.ctx->precision() == diffvk::Precision::fp16 ? DIFFVK_PRECISION_FP16 : DIFFVK_PRECISION_FP32;
   });
 }
 
@@ -307,28 +320,15 @@ diffvk_status diffvk_model_destroy(diffvk_model* m) {
 }
 
 diffvk_status diffvk_model_vocab_size(const diffvk_model* m, uint32_t* out) {
-  return guarded(__func__, [&] {
-    auto k = check(m, Kind::model, "model");
-    alive(ctx_of(*k));
-    need(out, "out");
-    *out = k->model->config().vocab_size;
-  });
+  return get_value(__func__, m, Kind::model, "model", out, [](const diffvk_model& k) { return k.model->config().vocab_size; });
 }
 diffvk_status diffvk_model_eos_token(const diffvk_model* m, int32_t* out) {
-  return guarded(__func__, [&] {
-    auto k = check(m, Kind::model, "model");
-    alive(ctx_of(*k));
-    need(out, "out");
-    *out = static_cast<int32_t>(k->model->config().eos_token_id);
-  });
+  return get_value(__func__, m, Kind::model, "model", out,
+                   [](const diffvk_model& k) { return static_cast<int32_t>(k.model->config().eos_token_id); });
 }
 diffvk_status diffvk_model_bos_token(const diffvk_model* m, int32_t* out) {
-  return guarded(__func__, [&] {
-    auto k = check(m, Kind::model, "model");
-    alive(ctx_of(*k));
-    need(out, "out");
-    *out = static_cast<int32_t>(k->model->config().bos_token_id);
-  });
+  return get_value(__func__, m, Kind::model, "model", out,
+                   [](const diffvk_model& k) { return static_cast<int32_t>(k.model->config().bos_token_id); });
 }
 
 diffvk_status diffvk_session_create(diffvk_model* m, uint32_t context_len, uint32_t chunk, diffvk_session** out) {
@@ -382,8 +382,7 @@ diffvk_status diffvk_session_destroy(diffvk_session* s) {
 
 diffvk_status diffvk_session_prefill(diffvk_session* s, const int32_t* tokens, size_t n, float* logits, size_t cap) {
   return guarded(__func__, [&] {
-    auto k = check(s, Kind::session, "session");
-    alive(ctx_of(*k));
+    auto k = live(s, Kind::session, "session");
     need(tokens, "tokens");
     need(logits, "logits");
     if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
@@ -404,8 +403,7 @@ diffvk_status diffvk_session_prefill(diffvk_session* s, const int32_t* tokens, s
 
 diffvk_status diffvk_session_decode(diffvk_session* s, int32_t token, float* logits, size_t cap) {
   return guarded(__func__, [&] {
-    auto k = check(s, Kind::session, "session");
-    alive(ctx_of(*k));
+    auto k = live(s, Kind::session, "session");
     need(logits, "logits");
     const uint32_t V = k->parent->model->config().vocab_size;
     if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
@@ -415,26 +413,15 @@ diffvk_status diffvk_session_decode(diffvk_session* s, int32_t token, float* log
 
 diffvk_status diffvk_session_reset(diffvk_session* s) {
   return guarded(__func__, [&] {
-    auto k = check(s, Kind::session, "session");
-    alive(ctx_of(*k));
+    auto k = live(s, Kind::session, "session");
     k->session->reset();
   });
 }
 diffvk_status diffvk_session_position(const diffvk_session* s, uint32_t* out) {
-  return guarded(__func__, [&] {
-    auto k = check(s, Kind::session, "session");
-    alive(ctx_of(*k));
-    need(out, "out");
-    *out = k->session->position();
-  });
+  return get_value(__func__, s, Kind::session, "session", out, [](const diffvk_session& k) { return k.session->position(); });
 }
 diffvk_status diffvk_session_capacity(const diffvk_session* s, uint32_t* out) {
-  return guarded(__func__, [&] {
-    auto k = check(s, Kind::session, "session");
-    alive(ctx_of(*k));
-    need(out, "out");
-    *out = k->session->capacity();
-  });
+  return get_value(__func__, s, Kind::session, "session", out, [](const diffvk_session& k) { return k.session->capacity(); });
 }
 
 diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out) {

@@ -12,27 +12,6 @@
 
 namespace diffvk {
 
-namespace {
-
-ShaderStatistic to_public(const PipelineStatistic& s) {
-  ShaderStatistic o;
-  o.name = s.name;
-  o.description = s.description;
-  switch (s.format) {
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: o.format = ShaderStatistic::Format::boolean; break;
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: o.format = ShaderStatistic::Format::int64; break;
-    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: o.format = ShaderStatistic::Format::float64; break;
-    default: o.format = ShaderStatistic::Format::uint64; break;
-  }
-  o.b = s.b;
-  o.i64 = s.i64;
-  o.u64 = s.u64;
-  o.f64 = s.f64;
-  return o;
-}
-
-}  // namespace
-
 ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
   auto device = Device::create(options.context, DeviceMode::statistics_only);
   Device& dev = *device;
@@ -117,16 +96,7 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
     }
   }
   if (report.statistics_available) {
-    for (size_t i = 0; i < distinct.size(); ++i) {
-      for (const auto& e : pipeline_executable_statistics(dev, *distinct[i])) {
-        ShaderExecutable x;
-        x.name = e.name;
-        x.description = e.description;
-        x.subgroup_size = e.subgroup_size;
-        for (const auto& s : e.statistics) x.statistics.push_back(to_public(s));
-        report.pipelines[i].executables.push_back(std::move(x));
-      }
-    }
+    for (size_t i = 0; i < distinct.size(); ++i) report.pipelines[i].executables = pipeline_executable_statistics(dev, *distinct[i]);
   }
   return report;
 }

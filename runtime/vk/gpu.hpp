@@ -241,22 +241,9 @@ class PipelineGroup {
 // Throws Error(internal) on SPIR-V it cannot read.
 std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count, const std::vector<uint32_t>& spec);
 
-// One statistic of a pipeline executable (VK_KHR_pipeline_executable_properties), as the driver names it.
-struct PipelineStatistic {
-  std::string name, description;
-  VkPipelineExecutableStatisticFormatKHR format = VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR;
-  bool b = false;
-  int64_t i64 = 0;
-  uint64_t u64 = 0;
-  double f64 = 0.0;
-};
-struct PipelineExecutableStats {
-  std::string name, description;
-  uint32_t subgroup_size = 0;
-  std::vector<PipelineStatistic> statistics;
-};
-// The driver's statistics of every executable of `pipeline`. Requires device.pipeline_statistics().
-std::vector<PipelineExecutableStats> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline);
+// The driver's statistics of every executable of `pipeline` (the public structs of diffvk/device.hpp).
+// Requires device.pipeline_statistics().
+std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline);
 
 // Bytes of VkDeviceMemory currently allocated by Buffer objects, process-wide (leak checks in tests).
 uint64_t device_bytes_allocated();

@@ -61,7 +61,7 @@ std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count
   throw Error(Status::internal, "the SPIR-V declares no local size");
 }
 
-std::vector<PipelineExecutableStats> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline) {
+std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline) {
   if (!device.pipeline_statistics())
     throw Error(Status::unsupported, "pipeline statistics need VK_KHR_pipeline_executable_properties, enabled only on a "
                                      "device opened for statistics on a driver that has it");
@@ -79,9 +79,9 @@ std::vector<PipelineExecutableStats> pipeline_executable_statistics(const Device
   std::vector<VkPipelineExecutablePropertiesKHR> props(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR});
   DVK_CHECK(get_props(dev, &info, &n, props.data()));
   props.resize(n);
-  std::vector<PipelineExecutableStats> out;
+  std::vector<ShaderExecutable> out;
   for (uint32_t e = 0; e < n; ++e) {
-    PipelineExecutableStats x;
+    ShaderExecutable x;
     x.name = props[e].name;
     x.description = props[e].description;
     x.subgroup_size = props[e].subgroupSize;
@@ -94,15 +94,15 @@ std::vector<PipelineExecutableStats> pipeline_executable_statistics(const Device
     DVK_CHECK(get_stats(dev, &ei, &ns, st.data()));
     st.resize(ns);
     for (const auto& s : st) {
-      PipelineStatistic p;
+      ShaderStatistic p;
       p.name = s.name;
       p.description = s.description;
-      p.format = s.format;
+      using F = ShaderStatistic::Format;
       switch (s.format) {
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: p.b = s.value.b32 != VK_FALSE; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: p.i64 = s.value.i64; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: p.u64 = s.value.u64; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: p.f64 = s.value.f64; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: p.format = F::boolean, p.b = s.value.b32 != VK_FALSE; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: p.format = F::int64, p.i64 = s.value.i64; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: p.format = F::uint64, p.u64 = s.value.u64; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: p.format = F::float64, p.f64 = s.value.f64; break;
         default:
           throw Error(Status::internal, pipeline.name() + ": statistic '" + p.name + "' has an unknown format " +
                                             std::to_string(int(s.format)));

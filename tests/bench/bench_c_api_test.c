@@ -11,14 +11,7 @@
 #include "diffvk/diffvk.h"
 #include "diffvk/diffvk_bench.h"
 
-static int failures = 0;
-#define EXPECT(cond)                                                                              \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, diffvk_last_error()); \
-      ++failures;                                                                                 \
-    }                                                                                             \
-  } while (0)
+#include "../common/c_expect.h"
 
 typedef struct {
   int cases_started; /* "[k/n] ... preparing inputs" stage lines seen */
@@ -45,6 +38,17 @@ static int on_abort(void* user) {
     return 1;
   }
   return 0;
+}
+
+/* The options of both phone runs: the phone preset with a tiny budget (the first case of each series
+ * runs, the rest are skipped by the budget), its log lines counted in a cleared `w`. */
+static void phone_run_options(diffvk_bench_options* o, Watch* w) {
+  diffvk_bench_default_options(o);
+  memset(w, 0, sizeof *w);
+  o->preset = "phone";
+  o->budget_seconds = 0.01;
+  o->log_cb = on_log;
+  o->log_user = w;
 }
 
 int main(void) {
@@ -84,12 +88,7 @@ int main(void) {
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
 
   /* a phone run with a tiny budget: the first case of each series runs, the rest are skipped by the budget */
-  diffvk_bench_default_options(&o);
-  memset(&w, 0, sizeof w);
-  o.preset = "phone";
-  o.budget_seconds = 0.01;
-  o.log_cb = on_log;
-  o.log_user = &w;
+  phone_run_options(&o, &w);
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_OK);
   EXPECT(json != NULL);
   if (json) {
@@ -114,12 +113,7 @@ int main(void) {
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT); /* the prefix is read */
 
   /* cancel after the first case */
-  diffvk_bench_default_options(&o);
-  memset(&w, 0, sizeof w);
-  o.preset = "phone";
-  o.budget_seconds = 0.01;
-  o.log_cb = on_log;
-  o.log_user = &w;
+  phone_run_options(&o, &w);
   o.abort_cb = on_abort;
   o.abort_user = &w;
   json = (char*)&o;

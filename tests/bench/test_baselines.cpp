@@ -107,11 +107,8 @@ const std::vector<Case> kCases = {
 };
 
 void sweep(Precision precision, Impl impl, uint64_t seed) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; fp16 cases not run on this device");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   for (const Case& c : kCases) run_case(*ctx, impl, c, seed += 13);
 }
 

@@ -8,14 +8,7 @@
 
 #include "diffvk/diffvk.h"
 
-static int failures = 0;
-#define EXPECT(cond)                                                            \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, diffvk_last_error()); \
-      ++failures;                                                               \
-    }                                                                           \
-  } while (0)
+#include "../common/c_expect.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -9,14 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures = 0;
-#define EXPECT(cond)                                                                                  \
-  do {                                                                                                \
-    if (!(cond)) {                                                                                    \
-      fprintf(stderr, "FAILED %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, diffvk_last_error()); \
-      ++failures;                                                                                     \
-    }                                                                                                 \
-  } while (0)
+#include "../common/c_expect.h"
 
 static const int32_t kPrompt[40] = {72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 1, 2, 3, 4, 5, 6, 7, 8,
                                     9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};

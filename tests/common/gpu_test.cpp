@@ -54,6 +54,14 @@ std::unique_ptr<Context> make_context(Precision precision, bool force_no_subgrou
   return Context::create(o);
 }
 
+std::unique_ptr<Context> make_context_or_skip(Precision precision) {
+  if (precision == Precision::fp16 && !device_has_fp16()) {
+    skip("device has no fp16 path; not run");
+    return nullptr;
+  }
+  return make_context(precision);
+}
+
 namespace {
 const DeviceCaps& default_caps() {
   static const DeviceCaps caps = [] {

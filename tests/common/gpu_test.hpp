@@ -37,6 +37,8 @@ struct FailOnLoggedValidation {
 
 // Does the default test device support the fp16 path? (cached probe)
 bool device_has_fp16();
+// make_context(precision); for fp16 on a device without the fp16 path, skip() and null: the caller returns.
+std::unique_ptr<Context> make_context_or_skip(Precision precision);
 // fp32, then fp16 where the default test device supports it.
 std::vector<Precision> supported_precisions();
 bool device_has_subgroup_arithmetic();

@@ -37,12 +37,9 @@ uint32_t prompt_len(const std::string& dir) {
 }
 
 void hf_parity(const std::string& name, Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   const std::string dir = kData + "/" + name;
-  auto ctx = test::make_context(precision);
   const bool fp16 = ctx->precision() == Precision::fp16;
   auto model = Model::load(*ctx, dir);
   CHECK(model->load_stats().format == "diffllama");
@@ -336,12 +333,9 @@ std::vector<double> hf_weights(const test::Tensors& ts, const std::string& name,
 // hidden / num_attention_heads), NeoX RoPE (rotate halves), key sub-head s / n_rep (repeat_kv), causal
 // softmax of q·k / sqrt(head_dim). Differential head h is the pair of sub-heads (h, h + n/2): A1 and A2.
 void hf_maps(const std::string& name, Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   const std::string dir = kData + "/" + name;
-  auto ctx = test::make_context(precision);
   const bool fp16 = ctx->precision() == Precision::fp16;
   const auto cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
   const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));

@@ -33,11 +33,8 @@ LayerOptions fixture_options(uint32_t capacity, uint32_t chunk = 128) {
 }
 
 void check_fixture(Precision precision, const char* weights, const char* expected, double lambda) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
   const auto x = npy_as_float(read_npy(kDir + "x.npy"));
   const auto y = to_d(npy_as_float(read_npy(kDir + expected)));

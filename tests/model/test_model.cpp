@@ -29,11 +29,8 @@ namespace {
 const std::string kTiny = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
 
 void tiny_parity(Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
   auto model = Model::load(*ctx, kTiny);
   const uint32_t V = model->config().vocab_size;
@@ -155,13 +152,10 @@ TEST_CASE("model: diffvk logits and diffvk plan commands") {
 
 namespace {
 void bundled_parity(Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   const std::string fx = std::string(DIFFVK_TEST_DATA_DIR) + "/model_fixture";
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
-  auto ctx = test::make_context(precision);
   const bool fp16 = ctx->precision() == Precision::fp16;
   auto model = Model::load(*ctx, dir);
   const uint32_t V = model->config().vocab_size;

@@ -83,11 +83,8 @@ void probs_case(Context& ctx, const AttnProbsKernel& kernel, const PShape& s, ui
 }
 
 void sweep_probs(Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   AttnProbsKernel kernel(ctx->device(), KernelOptions::for_device(ctx->device()));
   const PShape shapes[] = {
       {2, 1, 16, 37, 0, 2, {{0, 20}, {20, 17}}, true},  // every row, dynamic positions, GQA
@@ -101,11 +98,8 @@ void sweep_probs(Precision precision) {
 // The attention maps of a tiny model's layer against the reference model: the layer's input from
 // ref::model_forward, its block norm, projections, RoPE and softmaxes.
 void session_maps(Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; not run");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
   test::TinySpec spec;  // 2 layers, E = 32, H = 2, Hkv = 1 (D = 8), context 64
   const test::Tensors ts = test::tiny_tensors(spec, 5);

@@ -105,11 +105,8 @@ void run_case(Context& ctx, const Case& c, uint64_t seed) {
 }
 
 void sweep(Precision precision, const std::vector<Case>& cases, uint64_t seed) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; fp16 cases not run on this device");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   for (const Case& c : cases) run_case(*ctx, c, seed += 17);
 }
 

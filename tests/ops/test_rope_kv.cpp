@@ -152,11 +152,8 @@ const RShape kShapes[] = {
 };
 
 void sweep(Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    test::skip("device has no fp16 path; fp16 case not run on this device");
-    return;
-  }
-  auto ctx = test::make_context(precision);
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
   RopeKvKernel kernel(ctx->device(), KernelOptions::for_device(ctx->device()));
   uint64_t seed = 9100 + 100 * static_cast<uint64_t>(precision);
   for (const RShape& s : kShapes) run_case(*ctx, kernel, s, seed++);

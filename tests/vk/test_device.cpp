@@ -22,6 +22,23 @@ DeviceCaps fake(uint32_t index, DeviceKind kind, const char* name) {
   c.name = name;
   return c;
 }
+
+// The set-up of the program tests: an fp32 context, the norm kernel and one buffer with x (n floats at 0)
+// and w (n floats at 1024). step() records y = norm(buf[from..]) scaled by w into buf[to..].
+struct NormChain {
+  static constexpr uint32_t n = 64;
+  std::unique_ptr<Context> ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  HeadRmsNormKernel k{dev, KernelOptions::for_device(dev)};
+  Buffer buf;
+  NormChain(VkDeviceSize bytes, const std::vector<float>& x, const std::vector<float>& w) : buf(dev, bytes, MemoryDomain::device, "chain") {
+    buf.upload(0, x.data(), n * 4);
+    buf.upload(1024, w.data(), n * 4);
+  }
+  void step(Program& prog, VkDeviceSize from, VkDeviceSize to) const {
+    k.record(prog, buf.range(from, n * 4), buf.range(1024, n * 4), buf.range(to, n * 4), HeadRmsNormParams{1, 1, n, n, 0.5f, 1e-5f});
+  }
+};
 }  // namespace
 
 TEST_CASE("device: selection by kind order, index and name substring") {
@@ -132,18 +149,13 @@ TEST_CASE("program: barriers are exact (pure planner)") {
 }
 
 TEST_CASE("program: dependent dispatches get a barrier, replay and timestamps work") {
-  auto ctx = test::make_context(Precision::fp32);
-  Device& dev = ctx->device();
-  HeadRmsNormKernel k(dev, KernelOptions::for_device(dev));
-  const uint32_t n = 64;
-  Buffer buf(dev, 4096, MemoryDomain::device, "chain");
-  std::vector<float> x(n, 2.0f), w(n, 1.0f);
-  buf.upload(0, x.data(), n * 4);
-  buf.upload(1024, w.data(), n * 4);
+  const uint32_t n = NormChain::n;
+  NormChain c(4096, std::vector<float>(n, 2.0f), std::vector<float>(n, 1.0f));
+  Device& dev = c.dev;
+  Buffer& buf = c.buf;
   Program prog(dev, "chain", /*timestamps=*/true);
-  HeadRmsNormParams p{1, 1, n, n, 0.5f, 1e-5f};
-  k.record(prog, buf.range(0, n * 4), buf.range(1024, n * 4), buf.range(2048, n * 4), p);     // y1 = norm(x)
-  k.record(prog, buf.range(2048, n * 4), buf.range(1024, n * 4), buf.range(3072, n * 4), p);  // y2 = norm(y1): RAW
+  c.step(prog, 0, 2048);     // y1 = norm(x)
+  c.step(prog, 2048, 3072);  // y2 = norm(y1): RAW
   prog.run();
   prog.run();
   CHECK(prog.barrier_count() == 1);
@@ -159,24 +171,20 @@ TEST_CASE("program: dependent dispatches get a barrier, replay and timestamps wo
 }
 
 TEST_CASE("program: groups replay the same and an abort between groups throws cancelled") {
-  auto ctx = test::make_context(Precision::fp32);
-  Device& dev = ctx->device();
-  HeadRmsNormKernel k(dev, KernelOptions::for_device(dev));
-  const uint32_t n = 64;
-  Buffer buf(dev, 8192, MemoryDomain::device, "chain");
-  std::vector<float> x(n), w(n, 1.5f);
+  const uint32_t n = NormChain::n;
+  std::vector<float> x(n);
   for (uint32_t i = 0; i < n; ++i) x[i] = 0.25f + 0.01f * float(i);
-  buf.upload(0, x.data(), n * 4);
-  buf.upload(1024, w.data(), n * 4);
+  NormChain c(8192, x, std::vector<float>(n, 1.5f));
+  Device& dev = c.dev;
+  Buffer& buf = c.buf;
   Program prog(dev, "groups", /*timestamps=*/true);
-  HeadRmsNormParams p{1, 1, n, n, 0.5f, 1e-5f};
   // Three dependent steps, one group each: x -> a -> b -> c (each group reads what the previous wrote).
-  k.record(prog, buf.range(0, n * 4), buf.range(1024, n * 4), buf.range(2048, n * 4), p);
+  c.step(prog, 0, 2048);
   prog.checkpoint();
   prog.checkpoint();  // an empty group is not made
-  k.record(prog, buf.range(2048, n * 4), buf.range(1024, n * 4), buf.range(3072, n * 4), p);
+  c.step(prog, 2048, 3072);
   prog.checkpoint();
-  k.record(prog, buf.range(3072, n * 4), buf.range(1024, n * 4), buf.range(4096, n * 4), p);
+  c.step(prog, 3072, 4096);
   prog.checkpoint();  // trailing: no empty last group either
   const std::vector<float> poison(n, -777.0f);
   std::vector<float> all(n), stepwise(n), cut(n);

@@ -24,34 +24,28 @@ static jclass g_cancelled_class;   /* global ref to diffvk.CancelledException */
 static jmethodID g_cancelled_ctor;
 JavaVM* djni_vm;
 
+/* A global reference to the exception class `name` and its (int status, String message) constructor;
+ * 0 = found, -1 = not (a Java exception is pending). */
+static int find_exception(JNIEnv* env, const char* name, jclass* cls, jmethodID* ctor) {
+  jclass local = (*env)->FindClass(env, name);
+  if (!local) return -1;
+  *cls = (jclass)(*env)->NewGlobalRef(env, local);
+  (*env)->DeleteLocalRef(env, local);
+  if (!*cls) return -1;
+  *ctor = (*env)->GetMethodID(env, *cls, "<init>", "(ILjava/lang/String;)V");
+  return *ctor ? 0 : -1;
+}
+
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   JNIEnv* env = NULL;
-  jclass local;
   (void)reserved;
   if ((*vm)->GetEnv(vm, (void**)&env, JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
   djni_vm = vm;
   /* Looked up here, with the class loader that loaded the library (matters on Android). */
-  local = (*env)->FindClass(env, "diffvk/DiffvkException");
-  if (!local) return JNI_ERR;
-  g_exception_class = (jclass)(*env)->NewGlobalRef(env, local);
-  (*env)->DeleteLocalRef(env, local);
-  if (!g_exception_class) return JNI_ERR;
-  g_exception_ctor = (*env)->GetMethodID(env, g_exception_class, "<init>", "(ILjava/lang/String;)V");
-  if (!g_exception_ctor) return JNI_ERR;
-  local = (*env)->FindClass(env, "diffvk/DeviceLostException");
-  if (!local) return JNI_ERR;
-  g_lost_class = (jclass)(*env)->NewGlobalRef(env, local);
-  (*env)->DeleteLocalRef(env, local);
-  if (!g_lost_class) return JNI_ERR;
-  g_lost_ctor = (*env)->GetMethodID(env, g_lost_class, "<init>", "(ILjava/lang/String;)V");
-  if (!g_lost_ctor) return JNI_ERR;
-  local = (*env)->FindClass(env, "diffvk/CancelledException");
-  if (!local) return JNI_ERR;
-  g_cancelled_class = (jclass)(*env)->NewGlobalRef(env, local);
-  (*env)->DeleteLocalRef(env, local);
-  if (!g_cancelled_class) return JNI_ERR;
-  g_cancelled_ctor = (*env)->GetMethodID(env, g_cancelled_class, "<init>", "(ILjava/lang/String;)V");
-  if (!g_cancelled_ctor) return JNI_ERR;
+  if (find_exception(env, "diffvk/DiffvkException", &g_exception_class, &g_exception_ctor) != 0 ||
+      find_exception(env, "diffvk/DeviceLostException", &g_lost_class, &g_lost_ctor) != 0 ||
+      find_exception(env, "diffvk/CancelledException", &g_cancelled_class, &g_cancelled_ctor) != 0)
+    return JNI_ERR;
   if (djni_log_on_load(env) != 0) return JNI_ERR;
   return JNI_VERSION_1_6;
 }

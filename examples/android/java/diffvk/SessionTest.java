@@ -3,23 +3,14 @@ package diffvk;
 import java.io.File;
 import java.util.Arrays;
 
+import static diffvk.Checks.check;
+
 /**
  * The JNI binding on a desktop JVM (CTest test 'jni'); no JUnit needed.
  *   java -Djava.library.path=<dir of libdiffvk_jni.so> -cp diffvk.jar diffvk.SessionTest <model dir> [more dirs]
  * Uses the first model directory that exists. Exit status 0 = every check passed.
  */
 public final class SessionTest {
-  private static int failures = 0;
-  private static int checks = 0;
-
-  private static void check(boolean cond, String what) {
-    ++checks;
-    if (!cond) {
-      ++failures;
-      System.err.println("FAILED: " + what);
-    }
-  }
-
   interface Body {
     void run();
   }
@@ -139,7 +130,6 @@ public final class SessionTest {
     expectError(DiffvkException.INVALID_ARGUMENT, "newSession after model close", () -> model.newSession(0));
     expectError(DiffvkException.INVALID_ARGUMENT, "eosToken after model close", model::eosToken);
 
-    System.out.println("SessionTest: " + checks + " checks, " + failures + " failed: " + (failures == 0 ? "passed" : "FAILED"));
-    System.exit(failures == 0 ? 0 : 1);
+    Checks.finish("SessionTest");
   }
 }

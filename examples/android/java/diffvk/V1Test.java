@@ -10,6 +10,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
+import static diffvk.Checks.check;
+
 /**
  * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), the log
  * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses).
@@ -17,17 +19,6 @@ import java.util.List;
  * (--add-opens: a desktop JVM has no public way to get a descriptor's number; Android has ParcelFileDescriptor.getFd()).
  */
 public final class V1Test {
-  private static int failures = 0;
-  private static int checks = 0;
-
-  private static void check(boolean cond, String what) {
-    ++checks;
-    if (!cond) {
-      ++failures;
-      System.err.println("FAILED: " + what);
-    }
-  }
-
   private static int fdOf(RandomAccessFile f) throws Exception {
     FileDescriptor d = f.getFD();
     java.lang.reflect.Field field = FileDescriptor.class.getDeclaredField("fd");
@@ -146,7 +137,6 @@ public final class V1Test {
     } else {
       check(false, "the JNI library was built without diffvk_bench");
     }
-    System.out.println("V1Test: " + checks + " checks, " + failures + " failed: " + (failures == 0 ? "passed" : "FAILED"));
-    System.exit(failures == 0 ? 0 : 1);
+    Checks.finish("V1Test");
   }
 }
