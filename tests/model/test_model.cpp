@@ -130,6 +130,21 @@ TEST_CASE("model: one static plan places every intermediate") {
   CHECK(r.find("logits [f32]") != std::string::npos);
 }
 
+// Issue 18: the plan derived from the recipe places the bundled model's intermediates at the planner's lower
+// bound (every variant's live bytes at its busiest step), as the hand-written plan did before it.
+TEST_CASE("model: the bundled model's derived plan is at the lower bound") {
+  auto ctx = test::make_context();
+  auto model = Model::load(*ctx, std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff");
+  for (const uint32_t chunk : {64u, 1u, 7u}) {
+    auto s = Session::create(*model, SessionOptions{256, chunk});
+    const std::string r = s->plan_report();
+    INFO("chunk " << chunk << "\n" << r);
+    CHECK(r.find("(x1.000)") != std::string::npos);
+    CHECK(r.find("rows=1 sample: ") != std::string::npos);  // the decode step's own variant
+    CHECK((r.find("rows=" + std::to_string(chunk) + " last: ") != std::string::npos));
+  }
+}
+
 TEST_CASE("model: diffvk logits and diffvk plan commands") {
   const std::string out = "/tmp/diffvk_logits_" + std::to_string(::getpid()) + ".npy";
   std::string log;
