@@ -90,12 +90,18 @@ class OpRunner {
   OpRunner& operator=(const OpRunner&) = delete;
   // A case whose precision differs from the device's comes back skipped.
   OpCaseRun run(const OpCase& c, const OpTiming* timing = nullptr);
+  // Test hook (tests/ops/test_tolerances.cpp): a planted fault the check must catch. wrong_value: one
+  // expected value is off by 1e-2 x max(1, |value|); no_dispatch: the program records nothing, so the
+  // outputs keep their NaN poison.
+  enum class Plant { none, wrong_value, no_dispatch };
+  void plant_for_testing(Plant p) { plant_ = p; }
 
   struct Kernels;
 
  private:
   Device& dev_;
   std::unique_ptr<Kernels> k_;
+  Plant plant_ = Plant::none;
 };
 
 }  // namespace diffvk::bench

@@ -23,7 +23,7 @@ void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const Op
   a.create(dev, "op case head_rmsnorm");
   a.buf->upload(xo, pack(x, f16 && !x32).data(), xb);
   a.buf->upload(wo, pack(w, f16).data(), wb);
-  p.prog = std::make_unique<Program>(dev, "op case head_rmsnorm");
+  p.prog = std::make_unique<Program>(dev, "op case head_rmsnorm", p.timestamps);
   kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), a.range(yo, yb),
                 HeadRmsNormParams{c.rows, heads, width, stride, float(1.0 - lambda_init), 1e-5f}, x32 ? Elem::f32 : Elem::storage);
   p.detail = strf("wg=%u", kernel.workgroup_size());
@@ -58,7 +58,7 @@ void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c,
   const VkDeviceSize go = a.take(gb), ao = a.take(ab);
   a.create(dev, "op case silu_mul");
   a.buf->upload(go, pack(gu, f16).data(), gb);
-  p.prog = std::make_unique<Program>(dev, "op case silu_mul");
+  p.prog = std::make_unique<Program>(dev, "op case silu_mul", p.timestamps);
   kernel.record(*p.prog, a.range(go, gb), a.range(ao, ab), c.rows, I);
   Buffer* buf = a.buf.get();
   p.reset = [=] { buf->fill(ao, ab, kPoison); };
@@ -102,7 +102,7 @@ void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prep
   const auto tbytes = pack(table, f16);
   for (uint32_t i = 0; i < parts; ++i)
     a.buf->upload(part_off[i], tbytes.data() + size_t(part_rows[i].first) * E * es, size_t(part_rows[i].second) * E * es);
-  p.prog = std::make_unique<Program>(dev, "op case embed");
+  p.prog = std::make_unique<Program>(dev, "op case embed", p.timestamps);
   if (parts == 1)
     kernel.record(*p.prog, a.range(to, tb), a.range(part_off[0], tbytes.size()), a.range(xo, xb), c.rows, E, vocab);
   else
@@ -175,7 +175,7 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
   a.buf->upload(to, table.data(), tb);
   for (const Chunk& ch : chunks) a.buf->upload(ch.in_off, pack(ch.qkv, f16).data(), ch.qkv.size() * es);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
-  p.prog = std::make_unique<Program>(dev, "op case rope_kv");
+  p.prog = std::make_unique<Program>(dev, "op case rope_kv", p.timestamps);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto [pos0, rows] = c.chunks[i];
     kernel.record(*p.prog, a.range(chunks[i].in_off, chunks[i].qkv.size() * es), a.range(to, tb),

@@ -57,7 +57,7 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
 
   kernel.force_row_scalar_for_testing(c.scalar_loads);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
-  p.prog = std::make_unique<Program>(dev, "op case linear");
+  p.prog = std::make_unique<Program>(dev, "op case linear", p.timestamps);
   const LinearParams lp{c.rows, c.in, c.out, xs, ys};
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = c.residual == OpResidual::none ? BufferRange{} : c.residual == OpResidual::separate ? a.range(ro, yb) : ry;
@@ -132,7 +132,7 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
 
   kernel.force_row_scalar_for_testing(c.scalar_loads);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
-  p.prog = std::make_unique<Program>(dev, "op case linear_row");
+  p.prog = std::make_unique<Program>(dev, "op case linear_row", p.timestamps);
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = c.residual == OpResidual::none ? BufferRange{} : c.residual == OpResidual::separate ? a.range(ro, yb) : ry;
   kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry,
@@ -172,6 +172,7 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   }
   const int sg = c.subgroup && dev_.subgroup_arithmetic() ? 1 : 0;
   Prepared p(dev_);
+  p.timestamps = timing && timing->timestamps;
   if (c.op == "linear" || c.op == "linear_row") {
     auto& k = k_->linear[sg];
     if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg));
@@ -200,6 +201,11 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   out.bytes = p.bytes;
   out.flops = p.flops;
 
+  if (plant_ == Plant::wrong_value && !p.expect.empty()) {
+    double& e = p.expect[p.expect.size() / 2];
+    e += 1e-2 * std::max(1.0, std::fabs(e));
+  }
+  if (plant_ == Plant::no_dispatch) p.prog = std::make_unique<Program>(dev_, "op case (planted: nothing recorded)");
   std::vector<uint8_t> first(p.out_bytes), again(p.out_bytes);
   p.reset();
   p.prog->run();

@@ -61,6 +61,7 @@ struct Arena {
 // (poison, in-place residual), how to read the outputs, and the values to check.
 struct Prepared {
   Arena arena;
+  bool timestamps = false;  // bench mode on a device with timestamp queries: the program records them
   std::unique_ptr<Program> prog;
   std::function<void()> reset;
   VkDeviceSize out_off = 0, out_bytes = 0;  // the bytes compared across replays
