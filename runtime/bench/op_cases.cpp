@@ -72,8 +72,8 @@ std::vector<OpCase> linear_cases(OpMode mode) {
   if (mode == OpMode::bench) {
     b.add(lin(1, 2048, 2048, 0, 0, kNone));
     b.add(lin(8, 2048, 2048, 0, 0, kNone));
-    b.add(lin(256, 2048, 2048, 0, 0, kInPlace, true));
-    b.add(lin(256, 2048, 5632, 0, 0, kNone));
+    b.add(lin(64, 2048, 2048, 0, 0, kInPlace, true));
+    b.add(lin(64, 2048, 5632, 0, 0, kNone));
     return b.cases;
   }
   // Odd shapes, padded strides, every residual form; float32 y / residual (issue 13) on every path
