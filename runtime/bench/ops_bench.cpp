@@ -51,14 +51,16 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
         continue;
       }
       const double copy_frac = ceil.copy.gbps > 0 ? r.gbps() / ceil.copy.gbps : 0;
-      const double mm_frac = ceil.mm.gflops > 0 && r.flops > 0 ? r.gflops() / ceil.mm.gflops : 0;
+      // The matmul ceiling is a bound for the matrix products only; the other ops are bounded by bandwidth.
+      const bool matmul = op == "linear" || op == "linear_row";
+      const double mm_frac = matmul && ceil.mm.gflops > 0 ? r.gflops() / ceil.mm.gflops : 0;
       row["time"] = stats_json(r.us);
       row["GBps"] = r.gbps();
       row["GFLOPs"] = r.gflops();
       row["fraction_of_copy_ceiling"] = copy_frac;
-      row["fraction_of_matmul_ceiling"] = r.flops > 0 ? json(mm_frac) : json(nullptr);
+      row["fraction_of_matmul_ceiling"] = matmul ? json(mm_frac) : json(nullptr);
       sink.reportf("%-13s %-44s %10.2f %9.2f %9.2f %6.1f%% %6s  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
-                   r.gflops(), 100 * copy_frac, r.flops > 0 ? strf("%.1f%%", 100 * mm_frac).c_str() : "-", r.check.max_abs);
+                   r.gflops(), 100 * copy_frac, matmul ? strf("%.1f%%", 100 * mm_frac).c_str() : "-", r.check.max_abs);
       rows.push_back(row);
     }
     doc[op] = rows;

@@ -146,7 +146,7 @@ TEST_CASE("tolerances: a split-K merge that drops a split fails the fp32 bound")
   }
 }
 
-TEST_CASE("tolerances: a planted fault fails the op case tables' check") {
+TEST_CASE("tolerances: a planted fault fails the check of every op case table") {
   auto ctx = test::make_context(Precision::fp32);
   bench::OpRunner runner(ctx->device());
   for (const std::string& op : bench::table_ops()) {
