@@ -10,10 +10,10 @@
 
 using namespace diffvk;
 
-TEST_CASE("silu_mul: fp32 case table") { test::run_op_table("silu_mul", Precision::fp32); }
-TEST_CASE("silu_mul: fp16 case table") { test::run_op_table("silu_mul", Precision::fp16); }
-TEST_CASE("embed: fp32 case table") { test::run_op_table("embed", Precision::fp32); }
-TEST_CASE("embed: fp16 case table") { test::run_op_table("embed", Precision::fp16); }
+TEST_CASE("silu_mul: case table fp32") { test::run_op_table("silu_mul", Precision::fp32); }
+TEST_CASE("silu_mul: case table fp16") { test::run_op_table("silu_mul", Precision::fp16); }
+TEST_CASE("embed: case table fp32") { test::run_op_table("embed", Precision::fp32); }
+TEST_CASE("embed: case table fp16") { test::run_op_table("embed", Precision::fp16); }
 
 TEST_CASE("op tables: every op has cases in both precisions and unique names") {
   for (const std::string& op : bench::table_ops())

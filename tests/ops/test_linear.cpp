@@ -91,8 +91,8 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
 // (runtime/bench/op_cases.cpp, op "linear"): the kernel's own path choice, the matrix-vector path with the
 // shared-memory reduction, every tile variant, the matrix-matrix tiles with elementwise loads, capped
 // workgroup counts (grid-stride loops), a long reduction (in = 16384) on every path, float32 y / residual.
-TEST_CASE("linear: fp32 case table") { test::run_op_table("linear", Precision::fp32); }
-TEST_CASE("linear: fp16 case table") { test::run_op_table("linear", Precision::fp16); }
+TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::fp32); }
+TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16); }
 
 TEST_CASE("linear: invalid arguments are rejected") {
   auto ctx = test::make_context(Precision::fp32);

@@ -20,8 +20,8 @@ using namespace diffvk;
 // (runtime/bench/op_cases.cpp, op "linear_row"): vector and elementwise loads, subgroup and shared-memory
 // reductions, capped workgroup counts, x at a binding offset that is not 16-byte aligned, float32 x / y,
 // a long reduction (in = 16384).
-TEST_CASE("linear_row: fp32 case table") { test::run_op_table("linear_row", Precision::fp32); }
-TEST_CASE("linear_row: fp16 case table") { test::run_op_table("linear_row", Precision::fp16); }
+TEST_CASE("linear_row: case table fp32") { test::run_op_table("linear_row", Precision::fp32); }
+TEST_CASE("linear_row: case table fp16") { test::run_op_table("linear_row", Precision::fp16); }
 
 TEST_CASE("linear_row: invalid arguments are rejected") {
   auto ctx = test::make_context(Precision::fp32);

@@ -26,8 +26,8 @@ constexpr double kTheta = 10000.0;
 // "rope_kv"): GQA shapes, D in {16, 32, 64}, pos0 > 0 (chunked prefill / decode), several calls in one
 // program, capped workgroup counts; cache rows outside [pos0, pos0 + rows) checked bit for bit against a
 // pre-filled pattern, q_out poisoned.
-TEST_CASE("rope_kv: fp32 case table") { test::run_op_table("rope_kv", Precision::fp32); }
-TEST_CASE("rope_kv: fp16 case table") { test::run_op_table("rope_kv", Precision::fp16); }
+TEST_CASE("rope_kv: case table fp32") { test::run_op_table("rope_kv", Precision::fp32); }
+TEST_CASE("rope_kv: case table fp16") { test::run_op_table("rope_kv", Precision::fp16); }
 
 TEST_CASE("rope_kv: the cos/sin table matches double precision") {
   const uint32_t P = 5000, D = 64;
