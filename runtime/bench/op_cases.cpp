@@ -27,6 +27,10 @@ std::string describe(const OpCase& c) {
   } else if (c.op == "rope_kv") {
     s += strf("H=%u/%u D=%u capacity=%u", c.in, c.Hkv, c.out, c.capacity);
     for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
+  } else if (c.op == "diff_attn") {
+    s += strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
+    if (c.max_splits) s += " max-splits";
+    if (c.one_split) s += " one-split";
   } else if (c.op == "embed") {
     s += strf("rows=%u E=%u vocab=%u", c.rows, c.out, c.in);
     if (c.parts > 1) s += strf(" parts=%u", c.parts);
@@ -275,10 +279,71 @@ std::vector<OpCase> rope_kv_cases(OpMode mode) {
   return b.cases;
 }
 
+OpCase attn(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode, bool max_splits = false) {
+  OpCase c;
+  c.in = H, c.Hkv = Hkv, c.out = D, c.rows = S, c.pos0 = pos0, c.lambda = lambda, c.decode = decode, c.max_splits = max_splits;
+  return c;
+}
+
+std::vector<OpCase> diff_attn_cases(OpMode mode) {
+  Builder b("diff_attn", 100);
+  if (mode == OpMode::bench) {
+    b.add(attn(16, 4, 64, 1, 2047, 0.5, true));  // a decode step at T = 2048
+    b.add(attn(16, 4, 64, 512, 0, 0.5, false));  // a 512-row prefill
+    return b.cases;
+  }
+  // Odd S and T, GQA n_rep 1..64, lambda < 0 and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and
+  // element-wise loads).
+  const OpCase prefill[] = {
+      attn(1, 1, 16, 1, 0, 0.3, false),    attn(2, 2, 32, 7, 0, -0.4, false), attn(4, 2, 16, 33, 0, 1.3, false),
+      attn(4, 1, 32, 17, 0, 0.8, false),   attn(8, 1, 16, 9, 0, 0.5, false),  attn(2, 1, 64, 40, 0, 0.6, false),
+      attn(2, 2, 128, 19, 0, 0.2, false),  attn(8, 2, 16, 129, 0, 0.7, false),
+      attn(1, 1, 128, 900, 0, 0.4, false),  // long: beyond llvmpipe's per-invocation loop budget (quirk loop_iteration_limit)
+      // D not a multiple of 8 (fp16) or 4 (fp32): element-wise loads instead of 16-byte chunks
+      attn(3, 3, 6, 11, 0, 0.5, false),    attn(4, 1, 12, 13, 0, -0.7, false), attn(2, 1, 20, 9, 0, 0.9, false),
+      attn(2, 2, 2, 5, 0, 0.3, false),
+      attn(64, 1, 8, 3, 0, 0.6, false),    // GQA n_rep = 64: slots split across workgroups
+  };
+  const OpCase chunked[] = {  // prefill of S rows after pos0 cached rows
+      attn(2, 2, 32, 7, 9, 0.5, false), attn(4, 2, 16, 13, 33, -0.9, false), attn(8, 1, 16, 5, 60, 1.6, false),
+      attn(2, 1, 64, 31, 2, 0.4, false),
+      attn(2, 1, 64, 20, 1000, 0.5, false),  // a chunk whose queries see > 1000 keys
+  };
+  const OpCase decode[] = {
+      attn(3, 3, 6, 1, 40, 0.5, true),   attn(4, 1, 12, 3, 65, -0.7, true), attn(2, 1, 20, 1, 129, 0.9, true),
+      attn(64, 1, 8, 2, 70, 0.6, true),  attn(32, 8, 16, 1, 100, 0.4, true),
+      attn(1, 1, 32, 1, 0, 0.3, true),   attn(2, 2, 32, 1, 70, -0.5, true), attn(4, 2, 16, 3, 130, 1.2, true),
+      attn(8, 1, 16, 8, 51, 0.6, true),  attn(4, 1, 64, 5, 90, 0.9, true),  attn(2, 2, 128, 2, 40, 0.1, true),
+      attn(8, 8, 16, 4, 200, 0.7, true), attn(4, 4, 16, 7, 0, 0.5, true),
+      attn(4, 2, 16, 6, 77, 0.8, true, true), attn(1, 1, 64, 8, 33, -0.2, true, true),
+      attn(8, 1, 64, 8, 3000, 0.6, true),  // long cache: splits capped per invocation on loop-limited devices
+  };
+  for (const OpCase& s : prefill) b.add(s);
+  for (const OpCase& s : chunked) b.add(s);
+  for (const OpCase& s : decode) b.add(s);
+  // The shared-memory reduction instead of the subgroup one (where the device has subgroups).
+  for (OpCase s : {attn(4, 2, 32, 3, 45, 0.6, true), attn(2, 2, 64, 1, 100, -0.3, true, true), attn(4, 2, 16, 33, 0, 1.3, false),
+                   attn(8, 1, 16, 5, 60, 1.6, false), attn(2, 1, 64, 40, 0, 0.6, false)}) {
+    s.subgroup = false;
+    b.add(s);
+  }
+  return b.cases;
+}
+
 }  // namespace
 
+OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode,
+                      uint64_t seed) {
+  OpCase c = attn(H, Hkv, D, S, pos0, lambda, decode);
+  c.op = "diff_attn";
+  c.fp16 = fp16;
+  c.seed = seed;
+  c.name = describe(c);
+  return c;
+}
+
 const std::vector<std::string>& table_ops() {
-  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv"};
+  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn"};
   return ops;
 }
 
@@ -289,6 +354,7 @@ std::vector<OpCase> op_cases(const std::string& op, OpMode mode) {
   if (op == "silu_mul") return silu_mul_cases(mode);
   if (op == "embed") return embed_cases(mode);
   if (op == "rope_kv") return rope_kv_cases(mode);
+  if (op == "diff_attn") return diff_attn_cases(mode);
   std::string known;
   for (const auto& o : table_ops()) known += (known.empty() ? "" : ", ") + o;
   throw Error(Status::invalid_argument, "no case table for op '" + op + "' (ops with a table: " + known + ")");

@@ -27,7 +27,7 @@ enum class OpMode { conformance, bench };
 enum class OpResidual : uint32_t { none = 0, separate = 1, in_place = 2 };
 
 struct OpCase {
-  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv"
+  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn"
   std::string name;  // unique within the op's table, says every field that is not a default
   bool fp16 = false;  // the storage precision the case needs (the device's precision must match)
   // ---- shape (meaning per op)
@@ -39,8 +39,14 @@ struct OpCase {
   //   rope_kv:      heads H (in), key/value groups Hkv, half width D (out), cache capacity; chunks: the
   //                 (pos0, rows) calls recorded in order into one program (prefill, chunked prefill, decode)
   uint32_t rows = 1, in = 0, out = 0, x_pad = 0, y_pad = 0, parts = 1;
+  //   diff_attn:    heads H (in), Hkv, half width D (out), S = rows query rows at positions pos0 .. pos0 + S - 1
+  //                 against the pos0 + S cached keys (cache capacity pos0 + S + 3: spare rows hold 1000, so a
+  //                 read past the live length wrecks the result); decode: the split-K kernels + merge
   uint32_t Hkv = 0, capacity = 0;
   std::vector<std::pair<uint32_t, uint32_t>> chunks;
+  uint32_t pos0 = 0;
+  double lambda = 0.5;
+  bool decode = false;
   OpResidual residual = OpResidual::none;
   RowPrologue pro = RowPrologue::none;
   bool x_f32 = false, y_f32 = false;  // Elem::f32 arguments (the model's residual stream / logits)
@@ -50,6 +56,8 @@ struct OpCase {
   bool scalar_loads = false;   // linear / linear_row: never the 16-byte vector loads
   uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
   bool x_misaligned = false;   // linear_row: x at the device's offset alignment when that is < 16 bytes
+  bool max_splits = false;     // diff_attn decode: one tile per split (some splits see only masked keys)
+  bool one_split = false;      // diff_attn decode: one split streams every key in one invocation
   uint64_t seed = 1;
 };
 
@@ -58,6 +66,11 @@ const std::vector<std::string>& table_ops();
 // The op's table: both precisions (callers run the cases whose fp16 matches their device). Throws
 // invalid_argument for an op without a table.
 std::vector<OpCase> op_cases(const std::string& op, OpMode mode);
+
+// One diff_attn case (named and seeded like the table's), for tests whose shapes depend on the device
+// (the per-invocation key budget) or that only run on request (the large shapes).
+OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode,
+                      uint64_t seed);
 
 struct OpTiming {
   int warmup = 1, runs = 3;

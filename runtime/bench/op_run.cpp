@@ -2,6 +2,9 @@
 // the replay, and (bench mode, after the check) the timing of one case of an op's table.
 
 #include "bench/op_run_impl.hpp"
+#include <map>
+#include <tuple>
+
 #include "diffvk/error.hpp"
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
@@ -18,6 +21,7 @@ struct OpRunner::Kernels {
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<RopeKvKernel> rope;
+  std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn;  // [(D, n_rep, subgroup)]
 };
 
 OpRunner::OpRunner(Device& device) : dev_(device), k_(std::make_unique<Kernels>()) {}
@@ -193,6 +197,11 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   } else if (c.op == "rope_kv") {
     if (!k_->rope) k_->rope = std::make_unique<RopeKvKernel>(dev_, options_for(dev_, true));
     prepare_rope_kv(dev_, *k_->rope, c, p);
+  } else if (c.op == "diff_attn") {
+    if (c.Hkv == 0 || c.in % c.Hkv != 0) throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
+    auto& k = k_->attn[{c.out, c.in / c.Hkv, sg}];
+    if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, c.in / c.Hkv);
+    prepare_diff_attn(dev_, *k, c, p);
   } else {
     throw Error(Status::invalid_argument, "no case table for op '" + c.op + "'");
   }

@@ -10,6 +10,7 @@
 
 #include "bench/op_cases.hpp"
 #include "io/half.hpp"
+#include "ops/diff_attn.hpp"
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
 #include "ops/rope_kv.hpp"
@@ -95,5 +96,6 @@ void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const Op
 void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p);
+void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
 
 }  // namespace diffvk::bench::op_detail
