@@ -31,6 +31,10 @@ std::string describe(const OpCase& c) {
     s += strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
     if (c.max_splits) s += " max-splits";
     if (c.one_split) s += " one-split";
+  } else if (c.op == "attn_probs") {
+    s += strf("H=%u/%u D=%u T=%u heads=%u+%u", c.in, c.Hkv, c.out, c.rows, c.head0, c.heads);
+    for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
+    if (c.dynamic_pos) s += " dynamic-pos";
   } else if (c.op == "embed") {
     s += strf("rows=%u E=%u vocab=%u", c.rows, c.out, c.in);
     if (c.parts > 1) s += strf(" parts=%u", c.parts);
@@ -330,6 +334,25 @@ std::vector<OpCase> diff_attn_cases(OpMode mode) {
   return b.cases;
 }
 
+OpCase probs(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t T, uint32_t head0, uint32_t heads,
+             std::vector<std::pair<uint32_t, uint32_t>> chunks, bool dynamic) {
+  OpCase c;
+  c.in = H, c.Hkv = Hkv, c.out = D, c.rows = T, c.head0 = head0, c.heads = heads, c.chunks = std::move(chunks), c.dynamic_pos = dynamic;
+  return c;
+}
+
+std::vector<OpCase> attn_probs_cases(OpMode mode) {
+  Builder b("attn_probs", 7);
+  if (mode == OpMode::bench) {  // a debug kernel (diffvk attn-map): the largest map it draws, every head
+    b.add(probs(16, 4, 64, 256, 0, 16, {{0, 256}}, false));
+    return b.cases;
+  }
+  b.add(probs(2, 1, 16, 37, 0, 2, {{0, 20}, {20, 17}}, true));  // every row, dynamic positions, GQA
+  b.add(probs(4, 2, 32, 9, 1, 2, {{3, 4}}, false));             // a head subset; rows 0-2 and 7-8 untouched
+  b.add(probs(2, 2, 8, 100, 1, 1, {{0, 100}}, false));          // more keys than invocations per workgroup
+  return b.cases;
+}
+
 }  // namespace
 
 OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode,
@@ -343,7 +366,7 @@ OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t 
 }
 
 const std::vector<std::string>& table_ops() {
-  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn"};
+  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn", "attn_probs"};
   return ops;
 }
 
@@ -355,6 +378,7 @@ std::vector<OpCase> op_cases(const std::string& op, OpMode mode) {
   if (op == "embed") return embed_cases(mode);
   if (op == "rope_kv") return rope_kv_cases(mode);
   if (op == "diff_attn") return diff_attn_cases(mode);
+  if (op == "attn_probs") return attn_probs_cases(mode);
   std::string known;
   for (const auto& o : table_ops()) known += (known.empty() ? "" : ", ") + o;
   throw Error(Status::invalid_argument, "no case table for op '" + op + "' (ops with a table: " + known + ")");

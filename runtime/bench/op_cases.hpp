@@ -27,7 +27,7 @@ enum class OpMode { conformance, bench };
 enum class OpResidual : uint32_t { none = 0, separate = 1, in_place = 2 };
 
 struct OpCase {
-  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn"
+  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn", "attn_probs"
   std::string name;  // unique within the op's table, says every field that is not a default
   bool fp16 = false;  // the storage precision the case needs (the device's precision must match)
   // ---- shape (meaning per op)
@@ -44,9 +44,13 @@ struct OpCase {
   //                 read past the live length wrecks the result); decode: the split-K kernels + merge
   uint32_t Hkv = 0, capacity = 0;
   std::vector<std::pair<uint32_t, uint32_t>> chunks;
+  //   attn_probs:   H (in), Hkv, D (out), maps of T = rows positions for heads head0 .. head0 + heads - 1;
+  //                 chunks: the (pos0, rows) query chunks recorded in order (rows outside them stay poisoned)
   uint32_t pos0 = 0;
   double lambda = 0.5;
   bool decode = false;
+  uint32_t head0 = 0, heads = 0;
+  bool dynamic_pos = false;  // attn_probs: pos0 through the 4-byte dynamic-position buffer
   OpResidual residual = OpResidual::none;
   RowPrologue pro = RowPrologue::none;
   bool x_f32 = false, y_f32 = false;  // Elem::f32 arguments (the model's residual stream / logits)

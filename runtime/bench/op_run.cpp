@@ -22,6 +22,7 @@ struct OpRunner::Kernels {
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<RopeKvKernel> rope;
   std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn;  // [(D, n_rep, subgroup)]
+  std::unique_ptr<AttnProbsKernel> probs;
 };
 
 OpRunner::OpRunner(Device& device) : dev_(device), k_(std::make_unique<Kernels>()) {}
@@ -202,6 +203,9 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
     auto& k = k_->attn[{c.out, c.in / c.Hkv, sg}];
     if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, c.in / c.Hkv);
     prepare_diff_attn(dev_, *k, c, p);
+  } else if (c.op == "attn_probs") {
+    if (!k_->probs) k_->probs = std::make_unique<AttnProbsKernel>(dev_, options_for(dev_, true));
+    prepare_attn_probs(dev_, *k_->probs, c, p);
   } else {
     throw Error(Status::invalid_argument, "no case table for op '" + c.op + "'");
   }

@@ -10,6 +10,7 @@
 
 #include "bench/op_cases.hpp"
 #include "io/half.hpp"
+#include "ops/attn_probs.hpp"
 #include "ops/diff_attn.hpp"
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
@@ -97,5 +98,6 @@ void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c,
 void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
+void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p);
 
 }  // namespace diffvk::bench::op_detail
