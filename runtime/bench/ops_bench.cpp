@@ -19,7 +19,7 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
   json doc = json::object();
   all_ok = true;
   size_t ran = 0;
-  sink.reportf("%-13s %-44s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%mm", "check");
+  sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%mm", "check");
   for (const std::string& op : ops) {
     json rows = json::array();
     for (const OpCase& c : op_cases(op, OpMode::bench)) {
@@ -31,7 +31,7 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
                {"detail", r.detail}};
       if (!r.skipped.empty()) {
         row["skipped"] = r.skipped;
-        sink.reportf("%-13s %-44s skipped: %s", op.c_str(), c.name.c_str(), r.skipped.c_str());
+        sink.reportf("%-13s %-52s skipped: %s", op.c_str(), c.name.c_str(), r.skipped.c_str());
         rows.push_back(row);
         continue;
       }
@@ -44,7 +44,7 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
       row["bytes"] = r.bytes;
       row["flops"] = r.flops;
       if (!r.timed) {
-        sink.reportf("%-13s %-44s %10s %9s %9s %7s %7s  FAILED (%s)", op.c_str(), c.name.c_str(), "-", "-", "-", "-", "-",
+        sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  FAILED (%s)", op.c_str(), c.name.c_str(), "-", "-", "-", "-", "-",
                      r.summary().c_str());
         sink.warn("ops: " + op + " " + c.name + ": " + r.summary());
         rows.push_back(row);
@@ -59,7 +59,7 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
       row["GFLOPs"] = r.gflops();
       row["fraction_of_copy_ceiling"] = copy_frac;
       row["fraction_of_matmul_ceiling"] = matmul ? json(mm_frac) : json(nullptr);
-      sink.reportf("%-13s %-44s %10.2f %9.2f %9.2f %6.1f%% %6s  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
+      sink.reportf("%-13s %-52s %10.2f %9.2f %9.2f %6.1f%% %6s  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
                    r.gflops(), 100 * copy_frac, matmul ? strf("%.1f%%", 100 * mm_frac).c_str() : "-", r.check.max_abs);
       rows.push_back(row);
     }
