@@ -27,17 +27,9 @@ void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const Op
   kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), a.range(yo, yb),
                 HeadRmsNormParams{c.rows, heads, width, stride, float(1.0 - lambda_init), 1e-5f}, x32 ? Elem::f32 : Elem::storage);
   p.detail = strf("wg=%u", kernel.workgroup_size());
-  Buffer* buf = a.buf.get();
-  p.reset = [=] { buf->fill(yo, yb, kPoison); };
-  p.out_off = yo, p.out_bytes = yb;
-  const size_t n = x.size();
-  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
-    std::vector<float> got(n);
-    for (size_t i = 0; i < n; ++i) got[i] = value_at(b, i, es);
-    return got;
-  };
+  dense_output(p, yo, yb, x.size(), es);
   p.bytes = xb + wb + yb;
-  p.flops = 5.0 * double(n);
+  p.flops = 5.0 * double(x.size());
 }
 
 // ---------------------------------------------------------------- silu_mul
@@ -60,17 +52,9 @@ void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c,
   a.buf->upload(go, pack(gu, f16).data(), gb);
   p.prog = std::make_unique<Program>(dev, "op case silu_mul", p.timestamps);
   kernel.record(*p.prog, a.range(go, gb), a.range(ao, ab), c.rows, I);
-  Buffer* buf = a.buf.get();
-  p.reset = [=] { buf->fill(ao, ab, kPoison); };
-  p.out_off = ao, p.out_bytes = ab;
-  const size_t n = p.expect.size();
-  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
-    std::vector<float> got(n);
-    for (size_t i = 0; i < n; ++i) got[i] = value_at(b, i, es);
-    return got;
-  };
+  dense_output(p, ao, ab, p.expect.size(), es);
   p.bytes = gb + ab;
-  p.flops = 6.0 * double(n);
+  p.flops = 6.0 * double(p.expect.size());
 }
 
 // ---------------------------------------------------------------- embed (whole table, or split into parts)
@@ -109,15 +93,7 @@ void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prep
     for (uint32_t i = 0; i < parts; ++i)
       kernel.record_part(*p.prog, a.range(to, tb), a.range(part_off[i], size_t(part_rows[i].second) * E * es), a.range(xo, xb), c.rows,
                          E, part_rows[i].second, part_rows[i].first, vocab);
-  Buffer* buf = a.buf.get();
-  p.reset = [=] { buf->fill(xo, xb, kPoison); };
-  p.out_off = xo, p.out_bytes = xb;
-  const size_t n = p.expect.size();
-  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
-    std::vector<float> got(n);
-    for (size_t i = 0; i < n; ++i) got[i] = value_at(b, i, 4);
-    return got;
-  };
+  dense_output(p, xo, xb, p.expect.size(), 4);  // x is float32 (the residual stream)
   p.bytes = tb + uint64_t(c.rows) * E * (es + 4);
   p.flops = 0;
 }

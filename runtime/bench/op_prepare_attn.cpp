@@ -62,21 +62,15 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& 
   else
     kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call);
   p.detail = strf("splits=%u split_len=%u", splits, split_len);
-  Buffer* buf = a.buf.get();
-  p.reset = [=] {
-    buf->fill(oo, ob, kPoison);
-    if (split) {
+  dense_output(p, oo, ob, p.expect.size(), es);
+  if (split) {  // the fp32 scratch is poisoned too: a split the merge reads but nothing wrote shows
+    Buffer* buf = a.buf.get();
+    p.reset = [=] {
+      buf->fill(oo, ob, kPoison);
       buf->fill(po, pb, kPoison);
       buf->fill(so, sb, kPoison);
-    }
-  };
-  p.out_off = oo, p.out_bytes = ob;
-  const size_t n = p.expect.size();
-  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
-    std::vector<float> got(n);
-    for (size_t i = 0; i < n; ++i) got[i] = value_at(b, i, es);
-    return got;
-  };
+    };
+  }
   // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):
   // 12·D per visible (query, key) pair and head, as the attention cases count them (cases.hpp).
   p.bytes = qb + uint64_t(T) * Hkv * (2 * DV) * es + ob;

@@ -32,6 +32,11 @@ namespace {
 
 KernelOptions options_for(const Device& dev, bool subgroup) { return {dev.fp16(), subgroup && dev.subgroup_arithmetic()}; }
 
+// The residual argument of a linear case: none, a separate range, or y itself (in place).
+BufferRange residual_of(const OpCase& c, BufferRange y, BufferRange separate) {
+  return c.residual == OpResidual::none ? BufferRange{} : c.residual == OpResidual::separate ? separate : y;
+}
+
 // ---------------------------------------------------------------- linear (matrix-matrix / matrix-vector)
 void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16(), y32 = c.y_f32;
@@ -65,7 +70,7 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   p.prog = std::make_unique<Program>(dev, "op case linear", p.timestamps);
   const LinearParams lp{c.rows, c.in, c.out, xs, ys};
   const BufferRange ry = a.range(yo, yb);
-  const BufferRange res = c.residual == OpResidual::none ? BufferRange{} : c.residual == OpResidual::separate ? a.range(ro, yb) : ry;
+  const BufferRange res = residual_of(c, ry, a.range(ro, yb));
   const Elem ye = y32 ? Elem::f32 : Elem::storage;
   if (c.variant < 0)
     kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
@@ -139,7 +144,7 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
   p.prog = std::make_unique<Program>(dev, "op case linear_row", p.timestamps);
   const BufferRange ry = a.range(yo, yb);
-  const BufferRange res = c.residual == OpResidual::none ? BufferRange{} : c.residual == OpResidual::separate ? a.range(ro, yb) : ry;
+  const BufferRange res = residual_of(c, ry, a.range(ro, yb));
   kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry,
                     {c.in, c.out, c.pro, float(eps), x32 ? Elem::f32 : Elem::storage, y32 ? Elem::f32 : Elem::storage}, res,
                     c.pro == RowPrologue::rmsnorm ? a.range(go, gb) : BufferRange{});

@@ -93,6 +93,18 @@ inline bool poisoned(const std::vector<uint8_t>& b, size_t i, size_t es) {
   return std::memcmp(&b[i * es], &p, es) == 0;
 }
 
+// A dense output of n elements of es bytes at off: poisoned before each run, every element checked.
+inline void dense_output(Prepared& p, VkDeviceSize off, VkDeviceSize bytes, size_t n, size_t es) {
+  Buffer* buf = p.arena.buf.get();
+  p.reset = [=] { buf->fill(off, bytes, kPoison); };
+  p.out_off = off, p.out_bytes = bytes;
+  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
+    std::vector<float> got(n);
+    for (size_t i = 0; i < n; ++i) got[i] = value_at(b, i, es);
+    return got;
+  };
+}
+
 void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p);

@@ -5,9 +5,6 @@
 // argument errors.
 #include <doctest/doctest.h>
 
-#include <cstring>
-#include <random>
-
 #include "gpu_test.hpp"
 #include "op_table.hpp"
 #include "ops/linear.hpp"

@@ -5,10 +5,6 @@
 // for bit; docs/maths.md's one-kernel tolerances.
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <cstring>
-#include <random>
-
 #include "gpu_test.hpp"
 #include "op_table.hpp"
 #include "ops/linear.hpp"
