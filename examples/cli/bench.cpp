@@ -85,6 +85,9 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--json", a->json_path, "write every figure, the device caps and the command line to FILE (atomic)");
   cmd->add_option("--plot", o.plot_path, "write a PNG of fused speedup and % of copy bandwidth against T (atomic)");
   cmd->add_flag("--quick", o.quick, "tiny configuration (CI smoke test)");
+  cmd->add_flag("--ops", o.ops, "benchmark the ops instead of the attention cases: each op's case table (the one the "
+                                "conformance tests run) in bench mode, checked against the float64 reference, then timed");
+  cmd->add_option("--op", o.op, "with --ops (implied): only this op's rows (linear, linear_row, head_rmsnorm, silu_mul, embed, rope_kv, diff_attn, attn_probs)");
   cmd->add_option("--model", o.model_dir, "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
                                           "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")
       ->check(CLI::ExistingDirectory);

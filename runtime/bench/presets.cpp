@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/op_cases.hpp"
 #include "diffvk/error.hpp"
 
 namespace diffvk::bench {
@@ -23,6 +24,12 @@ void validate(const Options& o) {
   if (!std::isfinite(o.cooldown_seconds) || o.cooldown_seconds > 600) bad("cooldown_seconds must be finite and <= 600 (< 0 = the preset's)");
   if (o.copy_bytes && (o.copy_bytes < (1ull << 20) || o.copy_bytes > (64ull << 30)))
     bad("copy_bytes must be 0 (the preset's) or between 1 MiB and 64 GiB");
+  if ((o.ops || !o.op.empty()) && !o.model_dir.empty()) bad("ops and model_dir are two different benchmarks: give one");
+  if (!o.op.empty() && std::find(table_ops().begin(), table_ops().end(), o.op) == table_ops().end()) {
+    std::string known;
+    for (const auto& op : table_ops()) known += (known.empty() ? "" : ", ") + op;
+    bad("no case table for op '" + o.op + "' (ops with a table: " + known + ")");
+  }
   if (o.runs < 0 || o.runs > 100000) bad("runs must be in 0..100000 (0 = the preset's)");
   if (o.warmup > 100000) bad("warmup must be <= 100000 (< 0 = the preset's)");
   for (const auto* v : {&o.t, &o.t_prefill, &o.t_decode})

@@ -9,6 +9,7 @@
 #include "bench/ceilings.hpp"
 #include "bench/figure.hpp"
 #include "bench/model_bench.hpp"
+#include "bench/ops_bench.hpp"
 #include "bench/presets.hpp"
 #include "bench/report.hpp"
 #include "bench/thermal.hpp"
@@ -126,6 +127,27 @@ Result run(Context& ctx, const Options& o) {
     j["preset"] = plan.preset;
     if (plan.thermal) j["thermal"] = json{{"before", std::move(before)}, {"after", read_thermal()}};
     return Result{j.dump(2) + "\n", true};
+  }
+
+  if (o.ops || !o.op.empty()) {
+    bool ok = false;
+    json rows = run_op_rows(dev, o, plan, ceil, ts, sink, ok);
+    const double total_s = seconds_since(t_start);
+    sink.reportf("\ntotal %.1f s", total_s);
+    json j;
+    j["tool"] = "diffvk bench";
+    j["command_line"] = cmdline;
+    j["preset"] = plan.preset;
+    j["device"] = caps_json(caps, dev);
+    j["precision"] = precision_name(ctx.precision());
+    j["fp32_fallback"] = fp32_fallback;
+    j["timing"] = ts ? "gpu_timestamps" : "host_wall_clock";
+    j["config"] = json{{"runs", plan.runs}, {"warmup", plan.warmup}, {"op", o.op.empty() ? json(nullptr) : json(o.op)}};
+    j["ceilings"] = json{{"copy_GBps", ceil.copy.gbps}, {"matmul_GFLOPs", ceil.mm.gflops}, {"matmul_tiles", ceil.mm.tiles}};
+    j["ops"] = std::move(rows);
+    j["outputs_checked"] = ok;
+    j["total_s"] = total_s;
+    return Result{j.dump(2) + "\n", ok};
   }
 
   // ---- cases

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/op_cases.hpp"
 #include "bench/thermal.hpp"
 #include "diffvk/bench.hpp"
 #include "diffvk/error.hpp"
@@ -140,6 +141,8 @@ TEST_CASE("bench api: bad options are refused before any work and cancel stops t
   CHECK(with([](bench::Options& o) { o.d = {63}; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.copy_bytes = 1000; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.heads = {3}, o.kv_heads = {2}; }) == Status::invalid_argument);  // empty grid
+  CHECK(with([](bench::Options& o) { o.op = "conv2d"; }) == Status::invalid_argument);  // no case table
+  CHECK(with([](bench::Options& o) { o.ops = true, o.model_dir = "/nonexistent"; }) == Status::invalid_argument);
   CHECK(reports == 0);
   // Cancelled at the first check: nothing measured, nothing reported.
   CHECK(with([](bench::Options& o) { o.preset = "phone", o.cancel = [] { return true; }; }) == Status::cancelled);
@@ -155,4 +158,38 @@ TEST_CASE("bench api: bad options are refused before any work and cancel stops t
         }) == Status::cancelled);
   CHECK(started);
   CHECK(checks == 3);
+}
+
+TEST_CASE("bench api: op rows come from the op case table and are checked before they are timed") {
+  auto ctx = test::make_context();
+  bench::Options o;
+  o.op = "silu_mul";  // implies ops
+  o.quick = true;
+  o.copy_bytes = 1u << 20;
+  o.runs = 2;
+  std::vector<std::string> report;
+  o.report = [&](const std::string& line) { report.push_back(line); };
+  const bench::Result r = bench::run(*ctx, o);
+  INFO(r.json);
+  CHECK(r.outputs_checked);
+  const auto j = nlohmann::json::parse(r.json);
+  CHECK(j.at("outputs_checked").get<bool>());
+  const auto& ops = j.at("ops");
+  CHECK(ops.size() == 1);
+  const auto& rows = ops.at("silu_mul");
+  const std::string precision = precision_name(ctx->precision());
+  size_t expected = 0;
+  for (const auto& c : bench::op_cases("silu_mul", bench::OpMode::bench)) expected += (c.fp16 ? "fp16" : "fp32") == precision;
+  REQUIRE(rows.size() == expected);
+  for (const auto& row : rows) {
+    CHECK(row.at("output_checked").get<bool>());
+    CHECK(row.at("check").at("replay_identical").get<bool>());
+    CHECK(row.at("time").at("samples_us").size() == 2);
+    CHECK(row.at("time").at("median_us").get<double>() > 0);
+    CHECK(row.at("GBps").get<double>() > 0);
+    CHECK(row.at("precision") == precision);
+  }
+  bool table_line = false;
+  for (const auto& line : report) table_line |= line.rfind("silu_mul ", 0) == 0 && line.find("ok (max_abs") != std::string::npos;
+  CHECK(table_line);
 }

@@ -156,3 +156,33 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   CHECK(j.at("decode").at("tokens_per_s").get<double>() > 0);
   for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
 }
+
+TEST_CASE("bench cli: --ops --op writes the op rows of the case table and refuses an op without one") {
+  const std::string base = "/tmp/diffvk_bench_cli_ops_test_" + std::to_string(::getpid());
+  const std::string json_path = base + ".json", log_path = base + ".log";
+  std::remove(json_path.c_str());
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --ops --op head_rmsnorm --quick --runs 2 --copy-mib 1 --json " + json_path +
+                          " > " + log_path + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = slurp(log_path);
+  INFO("command: " << cmd << "\noutput:\n" << log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("all outputs checked") != std::string::npos);
+  CHECK(log.find("validation:") == std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  CHECK(j.at("outputs_checked").get<bool>());
+  CHECK(j.at("ops").size() == 1);
+  const auto& rows = j.at("ops").at("head_rmsnorm");
+  REQUIRE(rows.size() >= 1);
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row.at("output_checked").get<bool>());
+    CHECK(row.at("time").at("median_us").get<double>() > 0);
+    CHECK(row.at("fraction_of_copy_ceiling").get<double>() > 0);
+  }
+  std::remove(json_path.c_str());
+  const std::string bad = std::string(DIFFVK_CLI_PATH) + " bench --op conv2d > " + log_path + " 2>&1";
+  CHECK(std::system(bad.c_str()) != 0);
+  CHECK(slurp(log_path).find("no case table for op 'conv2d'") != std::string::npos);
+  std::remove(log_path.c_str());
+}

@@ -1,5 +1,5 @@
 // Issue 13 item 5: the attention-map debug path. shaders/attn_probs.comp against the float64
-// reference (ref::attention_probs) at docs/maths.md kernel tolerances, outputs poisoned, chunks at static
+// reference (ref::attention_probs) through the op's case table at docs/maths.md kernel tolerances, outputs poisoned, chunks at static
 // and dynamic positions, a head subset, rows outside the chunk left untouched; then
 // Session::attention_maps on a tiny model against the reference model's layer (docs/maths.md layer scope),
 // and its argument errors.
@@ -11,89 +11,12 @@
 
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
+#include "op_table.hpp"
 #include "ops/attn_probs.hpp"
 
 using namespace diffvk;
 
 namespace {
-
-struct PShape {
-  uint32_t H, Hkv, D, T, head0, heads;
-  std::vector<std::pair<uint32_t, uint32_t>> chunks;  // (pos0, rows), one program each
-  bool dynamic;                                       // pos0 through the dynamic-position buffer
-};
-
-void probs_case(Context& ctx, const AttnProbsKernel& kernel, const PShape& s, uint64_t seed) {
-  Device& dev = ctx.device();
-  const bool fp16 = dev.fp16();
-  const size_t es = storage_bytes(fp16);
-  std::mt19937_64 rng(seed);
-  auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
-  const uint32_t cap = s.T + 5, qw = 2 * s.H * s.D, kw = 2 * s.Hkv * s.D;
-  const auto q = round(test::random_vector(rng, size_t(s.T) * qw, -2.0, 2.0));
-  const auto cache = round(test::random_vector(rng, size_t(s.Hkv) * cap * 2 * s.D, -2.0, 2.0));
-  std::vector<double> k(size_t(s.T) * kw);  // the reference's layout: T x 2Hkv·D
-  for (uint32_t j = 0; j < s.T; ++j)
-    for (uint32_t g = 0; g < s.Hkv; ++g)
-      for (uint32_t e = 0; e < 2 * s.D; ++e) k[size_t(j) * kw + g * 2 * s.D + e] = cache[(size_t(g) * cap + j) * 2 * s.D + e];
-  const auto want = ref::attention_probs(q, k, int(s.T), int(s.T), int(s.H), int(s.Hkv), int(s.D), 0);
-
-  Buffer kc(dev, cache.size() * es, MemoryDomain::device, "k cache");
-  kc.upload(0, test::pack(cache, fp16).data(), cache.size() * es);
-  const uint64_t out_bytes = uint64_t(s.heads) * 2 * s.T * s.T * 4;
-  Buffer out(dev, out_bytes, MemoryDomain::device, "maps");
-  out.fill(0, out_bytes, test::kPoison);
-  std::vector<bool> written(s.T, false);
-  for (auto [pos0, rows] : s.chunks) {
-    Buffer qb(dev, size_t(rows) * qw * es, MemoryDomain::device, "q chunk"), dyn(dev, 16, MemoryDomain::device, "position");
-    const std::vector<double> qc(q.begin() + size_t(pos0) * qw, q.begin() + size_t(pos0 + rows) * qw);
-    qb.upload(0, test::pack(qc, fp16).data(), qc.size() * es);
-    const uint32_t d[4] = {s.dynamic ? pos0 : 0u, 0, 0, 0};
-    dyn.upload(0, d, sizeof d);
-    Program prog(dev, "attn_probs test");
-    kernel.record(prog, qb.range(0, qc.size() * es), kc.range(0, cache.size() * es), dyn.range(0, 4), out.range(0, out_bytes),
-                  {rows, s.H, s.Hkv, s.D, cap, s.T, s.dynamic ? 0u : pos0, s.head0, s.heads});
-    prog.run();
-    for (uint32_t r = pos0; r < pos0 + rows; ++r) written[r] = true;
-  }
-  std::vector<uint32_t> bits(out_bytes / 4);
-  out.download(0, bits.data(), out_bytes);
-  std::vector<double> got, ref_rows;
-  size_t untouched = 0, untouched_ok = 0;
-  for (uint32_t hh = 0; hh < s.heads; ++hh)
-    for (uint32_t m = 0; m < 2; ++m)
-      for (uint32_t i = 0; i < s.T; ++i)
-        for (uint32_t j = 0; j < s.T; ++j) {
-          const uint32_t b = bits[((size_t(hh) * 2 + m) * s.T + i) * s.T + j];
-          if (!written[i]) {  // rows outside every chunk: still the poison, bit for bit
-            ++untouched;
-            untouched_ok += b == test::kPoison;
-            continue;
-          }
-          float f;
-          std::memcpy(&f, &b, 4);
-          got.push_back(f);
-          ref_rows.push_back((m == 0 ? want.p1 : want.p2)[((size_t(s.head0) + hh) * s.T + i) * s.T + j]);
-        }
-  const auto c = test::compare(got, ref_rows);
-  INFO("H=" << s.H << " Hkv=" << s.Hkv << " D=" << s.D << " T=" << s.T << " heads " << s.head0 << "+" << s.heads << ": "
-            << c.summary());
-  CHECK(test::within_spec(c, fp16, test::Scope::kernel));
-  CHECK(untouched_ok == untouched);
-}
-
-void sweep_probs(Precision precision) {
-  auto ctx = test::make_context_or_skip(precision);
-  if (!ctx) return;
-  AttnProbsKernel kernel(ctx->device(), KernelOptions::for_device(ctx->device()));
-  const PShape shapes[] = {
-      {2, 1, 16, 37, 0, 2, {{0, 20}, {20, 17}}, true},  // every row, dynamic positions, GQA
-      {4, 2, 32, 9, 1, 2, {{3, 4}}, false},             // a head subset; rows 0-2 and 7-8 untouched
-      {2, 2, 8, 100, 1, 1, {{0, 100}}, false},          // more keys than invocations per workgroup
-  };
-  uint64_t seed = 7;
-  for (const auto& s : shapes) probs_case(*ctx, kernel, s, seed++);
-}
 
 // The attention maps of a tiny model's layer against the reference model: the layer's input from
 // ref::model_forward, its block norm, projections, RoPE and softmaxes.
@@ -155,7 +78,10 @@ void session_maps(Precision precision) {
 
 }  // namespace
 
-TEST_CASE("attn_probs: softmax maps match the float64 reference fp32") { sweep_probs(Precision::fp32); }
-TEST_CASE("attn_probs: softmax maps match the float64 reference fp16") { sweep_probs(Precision::fp16); }
+// The kernel's shapes (chunks at static and dynamic positions, a head subset, rows outside the chunks left
+// poisoned, more keys than invocations per workgroup) come from the op's one case table
+// (runtime/bench/op_cases.cpp, op "attn_probs").
+TEST_CASE("attn_probs: case table fp32") { test::run_op_table("attn_probs", Precision::fp32); }
+TEST_CASE("attn_probs: case table fp16") { test::run_op_table("attn_probs", Precision::fp16); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp32") { session_maps(Precision::fp32); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp16") { session_maps(Precision::fp16); }

@@ -1,5 +1,5 @@
 // Conformance of the differential attention kernels (fused prefill; split-K decode + reduce)
-// against the float64 reference: fresh seeded inputs, poisoned outputs, odd S and T, chunked
+// against the float64 reference, through the op's case table (runtime/bench/op_cases.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
 // prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
 // and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
 // n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
@@ -11,138 +11,33 @@
 #include "attn_inputs.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "op_table.hpp"
 #include "ops/diff_attn.hpp"
 
 using namespace diffvk;
 
 namespace {
 
-struct Case {
-  uint32_t H, Hkv, D, S, pos0;
-  double lambda;
-  bool decode;
-  bool max_splits = false;  // one tile per split: many splits see only masked keys for some rows
-  bool one_split = false;   // decode: a single split streams every key in one invocation
-};
-
-std::string describe(const Case& c, bool fp16) {
-  return std::string(fp16 ? "fp16" : "fp32") + (c.decode ? " decode" : " prefill") + " H=" + std::to_string(c.H) +
-         " Hkv=" + std::to_string(c.Hkv) + " D=" + std::to_string(c.D) + " S=" + std::to_string(c.S) +
-         " pos0=" + std::to_string(c.pos0) + " lambda=" + std::to_string(c.lambda) + (c.max_splits ? " max-splits" : "");
-}
-
-void run_case(Context& ctx, const Case& c, uint64_t seed) {
-  Device& dev = ctx.device();
-  const bool fp16 = dev.fp16();
-  INFO(describe(c, fp16));
-  const uint32_t D = c.D, DV = 2 * D, T = c.pos0 + c.S, cap = T + 3;  // spare rows must not be read
-  const auto in = test::make_attn_inputs(fp16, c.H, c.Hkv, D, c.S, T, cap, seed);
-  const auto &q = in.q, &k = in.k, &v = in.v, &subln = in.subln, &kc = in.cache.k, &vc = in.cache.v;
-  const int depth = in.depth;
-  const double gain = in.gain;
-  const auto o_ref = ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, c.lambda, c.pos0);
-  const auto expect = ref::head_rmsnorm(o_ref, c.S, c.H, D, subln, ref::lambda_init(depth));
-
-  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, c.H / c.Hkv);
-  AttnCall call{c.S, c.pos0, c.H, c.Hkv, cap, 2 * c.H * D, c.H * DV, static_cast<float>(c.lambda), static_cast<float>(gain)};
-  uint32_t split_len = 0, splits = 0;
-  if (c.decode) {
-    splits = kernel.decode_splits(call, &split_len);
-    if (c.max_splits) {
-      split_len = kernel.decode_tiles(c.S).bc;
-      splits = (T + split_len - 1) / split_len;
-    }
-    if (c.one_split) {
-      const uint32_t bc = kernel.decode_tiles(c.S).bc;
-      split_len = (T + bc - 1) / bc * bc;
-      splits = 1;
-    }
-  } else {
-    splits = kernel.prefill_splits(call, &split_len);  // nonzero on loop-limited devices for long prefills
-  }
-  const bool split = splits > 0;
-  const size_t es = storage_bytes(fp16);
-  const VkDeviceSize align = dev.caps().min_storage_buffer_offset_alignment;
-  auto up = [&](VkDeviceSize n) { return (n + align - 1) / align * align; };
-  const VkDeviceSize qb = q.size() * es, kb = kc.size() * es, wb = DV * es, ob = expect.size() * es;
-  const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits) : 4;
-  const VkDeviceSize sb = split ? DiffAttnKernel::stat_bytes(call, splits) : 4;
-  VkDeviceSize off[8] = {0};
-  const VkDeviceSize sizes[7] = {qb, kb, kb, wb, ob, pb, sb};
-  for (int i = 0; i < 7; ++i) off[i + 1] = off[i] + up(sizes[i]);
-  Buffer buf(dev, off[7], MemoryDomain::device, "attention test");
-  auto R = [&](int i) { return buf.range(off[i], sizes[i]); };
-  buf.upload(off[0], test::pack(q, fp16).data(), qb);
-  buf.upload(off[1], test::pack(kc, fp16).data(), kb);
-  buf.upload(off[2], test::pack(vc, fp16).data(), kb);
-  buf.upload(off[3], test::pack(subln, fp16).data(), wb);
-  Program prog(dev, "attention test");
-  if (c.decode)
-    kernel.record_decode(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), call, splits, split_len);
-  else if (split)
-    kernel.record_prefill(prog, R(0), R(1), R(2), R(3), R(4), call, R(5), R(6));
-  else
-    kernel.record_prefill(prog, R(0), R(1), R(2), R(3), R(4), call);
-  std::vector<uint8_t> first;
-  for (int rep = 0; rep < 2; ++rep) {
-    buf.fill(off[4], ob, test::kPoison);
-    if (split) {
-      buf.fill(off[5], pb, test::kPoison);
-      buf.fill(off[6], sb, test::kPoison);
-    }
-    prog.run();
-    std::vector<uint8_t> got(ob);
-    buf.download(off[4], got.data(), ob);
-    if (rep == 0) {
-      first = got;
-      const auto cmp = test::compare(test::unpack(got, fp16), expect);
-      INFO(cmp.summary() << " splits=" << splits);
-      CHECK(test::within_spec(cmp, fp16));
-    } else {
-      CHECK(got == first);  // replay is bit-identical
-    }
+// Runs diff_attn cases built outside the table (device-dependent or on-request shapes) through the
+// same runner as the table.
+void run_cases(Context& ctx, const std::vector<bench::OpCase>& cases) {
+  bench::OpRunner runner(ctx.device());
+  for (const bench::OpCase& c : cases) {
+    INFO("diff_attn case " << c.name);
+    const auto r = runner.run(c);
+    INFO(r.summary());
+    REQUIRE(r.skipped.empty());
+    CHECK(r.check.ok);
+    CHECK(r.replay_identical);
   }
 }
-
-void sweep(Precision precision, const std::vector<Case>& cases, uint64_t seed) {
-  auto ctx = test::make_context_or_skip(precision);
-  if (!ctx) return;
-  for (const Case& c : cases) run_case(*ctx, c, seed += 17);
-}
-
-const std::vector<Case> kPrefill = {
-    {1, 1, 16, 1, 0, 0.3, false},     {2, 2, 32, 7, 0, -0.4, false},  {4, 2, 16, 33, 0, 1.3, false},
-    {4, 1, 32, 17, 0, 0.8, false},    {8, 1, 16, 9, 0, 0.5, false},   {2, 1, 64, 40, 0, 0.6, false},
-    {2, 2, 128, 19, 0, 0.2, false},   {8, 2, 16, 129, 0, 0.7, false},
-    {1, 1, 128, 900, 0, 0.4, false},  // long: beyond llvmpipe's per-invocation loop budget (quirk loop_iteration_limit)
-    // D not a multiple of 8 (fp16) or 4 (fp32): element-wise loads instead of 16-byte chunks
-    {3, 3, 6, 11, 0, 0.5, false},     {4, 1, 12, 13, 0, -0.7, false}, {2, 1, 20, 9, 0, 0.9, false},
-    {2, 2, 2, 5, 0, 0.3, false},
-    {64, 1, 8, 3, 0, 0.6, false},     // GQA n_rep = 64: slots split across workgroups
-};
-const std::vector<Case> kChunked = {  // prefill of S rows after pos0 cached rows
-    {2, 2, 32, 7, 9, 0.5, false}, {4, 2, 16, 13, 33, -0.9, false}, {8, 1, 16, 5, 60, 1.6, false},
-    {2, 1, 64, 31, 2, 0.4, false},
-    {2, 1, 64, 20, 1000, 0.5, false},  // a chunk whose queries see > 1000 keys
-};
-const std::vector<Case> kDecode = {
-    {3, 3, 6, 1, 40, 0.5, true},  {4, 1, 12, 3, 65, -0.7, true}, {2, 1, 20, 1, 129, 0.9, true},
-    {64, 1, 8, 2, 70, 0.6, true}, {32, 8, 16, 1, 100, 0.4, true},
-    {1, 1, 32, 1, 0, 0.3, true},  {2, 2, 32, 1, 70, -0.5, true},  {4, 2, 16, 3, 130, 1.2, true},
-    {8, 1, 16, 8, 51, 0.6, true}, {4, 1, 64, 5, 90, 0.9, true},   {2, 2, 128, 2, 40, 0.1, true},
-    {8, 8, 16, 4, 200, 0.7, true}, {4, 4, 16, 7, 0, 0.5, true},
-    {4, 2, 16, 6, 77, 0.8, true, true}, {1, 1, 64, 8, 33, -0.2, true, true},
-    {8, 1, 64, 8, 3000, 0.6, true},  // long cache: splits capped per invocation on loop-limited devices
-};
 
 }  // namespace
 
-TEST_CASE("diff_attn: prefill fp32") { sweep(Precision::fp32, kPrefill, 100); }
-TEST_CASE("diff_attn: prefill fp16") { sweep(Precision::fp16, kPrefill, 200); }
-TEST_CASE("diff_attn: chunked prefill after a cached prefix fp32") { sweep(Precision::fp32, kChunked, 300); }
-TEST_CASE("diff_attn: chunked prefill after a cached prefix fp16") { sweep(Precision::fp16, kChunked, 400); }
-TEST_CASE("diff_attn: split-K decode fp32") { sweep(Precision::fp32, kDecode, 500); }
-TEST_CASE("diff_attn: split-K decode fp16") { sweep(Precision::fp16, kDecode, 600); }
+// Every prefill, chunked-prefill and split-K decode shape, both precisions, and the shared-memory
+// reduction path (forced) come from the op's one case table (runtime/bench/op_cases.cpp, op "diff_attn").
+TEST_CASE("diff_attn: case table fp32") { test::run_op_table("diff_attn", Precision::fp32); }
+TEST_CASE("diff_attn: case table fp16") { test::run_op_table("diff_attn", Precision::fp16); }
 
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
   // Identity from docs/maths.md, checked independently of the reference implementation.
@@ -193,18 +88,6 @@ TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
   }
   CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, r, AttnCall{4, 0, 4, 4, 12, 128, 128, 0.5f, 0.5f}), Error);
   CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, buf.range(0, 16), AttnCall{4, 0, 4, 2, 12, 128, 128, 0.5f, 0.5f}), Error);
-}
-
-TEST_CASE("diff_attn: prefill and split-K decode with the shared-memory reduction path (forced)") {
-  // The sweeps above use subgroup reductions where the device has them; this forces the fallback.
-  for (Precision precision : test::supported_precisions()) {
-    auto ctx = test::make_context(precision, /*force_no_subgroup=*/true);
-    REQUIRE_FALSE(ctx->device().subgroup_arithmetic());
-    uint64_t seed = 900;
-    for (const Case& c : {Case{4, 2, 32, 3, 45, 0.6, true}, Case{2, 2, 64, 1, 100, -0.3, true, true},
-                          Case{4, 2, 16, 33, 0, 1.3, false}, Case{8, 1, 16, 5, 60, 1.6, false}, Case{2, 1, 64, 40, 0, 0.6, false}})
-      run_case(*ctx, c, seed += 7);
-  }
 }
 
 TEST_CASE("diff_attn: a decode program recorded once replays correctly at every position") {
@@ -261,12 +144,23 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
 // Larger shapes (label "large"): long key streams per workgroup, long caches, many splits.
 // Built with -DDIFFVK_LARGE_TESTS=ON; run with `ctest -L large`.
 TEST_SUITE("large") {
-  const std::vector<Case> kLarge = {
-      {4, 2, 64, 300, 0, 0.6, false},  {2, 1, 128, 257, 0, -0.3, false}, {8, 2, 32, 129, 700, 1.2, false},
-      {4, 1, 64, 1, 2047, 0.5, true},  {8, 8, 64, 8, 1500, 0.8, true},   {2, 2, 128, 3, 3000, 0.2, true},
-  };
-  TEST_CASE("diff_attn: large shapes fp32") { sweep(Precision::fp32, kLarge, 7000); }
-  TEST_CASE("diff_attn: large shapes fp16") { sweep(Precision::fp16, kLarge, 8000); }
+  void large(Precision precision) {
+    if (precision == Precision::fp16 && !test::device_has_fp16()) {
+      test::skip("device has no fp16 path; fp16 cases not run on this device");
+      return;
+    }
+    const bool fp16 = precision == Precision::fp16;
+    uint64_t seed = fp16 ? 8000 : 7000;
+    auto ctx = test::make_context(precision);
+    run_cases(*ctx, {bench::diff_attn_case(fp16, 4, 2, 64, 300, 0, 0.6, false, seed++),
+                     bench::diff_attn_case(fp16, 2, 1, 128, 257, 0, -0.3, false, seed++),
+                     bench::diff_attn_case(fp16, 8, 2, 32, 129, 700, 1.2, false, seed++),
+                     bench::diff_attn_case(fp16, 4, 1, 64, 1, 2047, 0.5, true, seed++),
+                     bench::diff_attn_case(fp16, 8, 8, 64, 8, 1500, 0.8, true, seed++),
+                     bench::diff_attn_case(fp16, 2, 2, 128, 3, 3000, 0.2, true, seed++)});
+  }
+  TEST_CASE("diff_attn: large shapes fp32") { large(Precision::fp32); }
+  TEST_CASE("diff_attn: large shapes fp16") { large(Precision::fp16); }
 }
 #endif
 
@@ -284,7 +178,9 @@ TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation k
       const AttnTiles& t = kernel.decode_tiles(1);
       const uint32_t keys = std::min<uint32_t>(kernel.max_keys_per_invocation(t), 24000) / t.bc * t.bc;
       MESSAGE("keys in one invocation: " << keys << std::string(subgroup ? " (subgroup)" : " (shared memory)"));
-      run_case(*ctx, Case{2, 1, 8, 1, keys - 1, 0.5, true, false, true}, seed += 11);
+      bench::OpCase c = bench::diff_attn_case(precision == Precision::fp16, 2, 1, 8, 1, keys - 1, 0.5, true, seed += 11);
+      c.one_split = true, c.subgroup = subgroup, c.name += " one-split";
+      run_cases(*ctx, {c});
     }
   }
 }

@@ -4,13 +4,16 @@
 // pass the bound and the planted fault must fail it.
 //  - a linear kernel that accumulates in fp16 instead of fp32 (fp16-storage bound);
 //  - online softmax that skips rescaling the accumulator when the running maximum grows (fp32 bound);
-//  - a split-K attention merge that drops one split (fp32 bound).
+//  - a split-K attention merge that drops one split (fp32 bound);
+//  - the op case tables (runtime/bench/op_cases.hpp): a wrong value and an op that writes nothing fail
+//    the table's check on the GPU, for the first case of every op with a table.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "bench/op_cases.hpp"
 #include "gpu_test.hpp"
 #include "io/half.hpp"
 
@@ -140,5 +143,29 @@ TEST_CASE("tolerances: a split-K merge that drops a split fails the fp32 bound")
     const auto cb = test::compare(online_softmax(s, v, D, 32, false, drop, splits), ref);
     INFO("split " << drop << " dropped: " << cb.summary());
     CHECK_FALSE(test::within_spec(cb, false));
+  }
+}
+
+TEST_CASE("tolerances: a planted fault fails the check of every op case table") {
+  auto ctx = test::make_context(Precision::fp32);
+  bench::OpRunner runner(ctx->device());
+  for (const std::string& op : bench::table_ops()) {
+    const auto cases = bench::op_cases(op, bench::OpMode::conformance);
+    const bench::OpCase& c = cases.front();  // fp32 (every table starts with it)
+    REQUIRE_FALSE(c.fp16);
+    INFO(op << " case " << c.name);
+    runner.plant_for_testing(bench::OpRunner::Plant::none);
+    const auto good = runner.run(c);
+    INFO("correct: " << good.summary());
+    CHECK(good.ok());
+    runner.plant_for_testing(bench::OpRunner::Plant::wrong_value);
+    const auto wrong = runner.run(c);
+    INFO("wrong value: " << wrong.summary());
+    CHECK_FALSE(wrong.check.ok);
+    runner.plant_for_testing(bench::OpRunner::Plant::no_dispatch);
+    const auto none = runner.run(c);
+    INFO("nothing written: " << none.summary());
+    CHECK_FALSE(none.check.ok);
+    CHECK(none.check.nonfinite > 0);
   }
 }

@@ -1,0 +1,394 @@
+// diffvk_bench: the case tables (op_cases.hpp). The conformance lists are the shape sweeps the op tests
+// ran before issue 18 (odd sizes, padded strides, every residual form, float32 arguments), crossed with
+// each quirk the op has; the bench lists are a few model-sized shapes of the same ops.
+#include "bench/op_cases.hpp"
+
+#include "diffvk/error.hpp"
+
+namespace diffvk::bench {
+
+namespace {
+
+const char* res_name(OpResidual r) { return r == OpResidual::none ? "" : r == OpResidual::separate ? " +r" : " +=r"; }
+const char* pro_name(RowPrologue p) { return p == RowPrologue::none ? "" : p == RowPrologue::rmsnorm ? " rmsnorm" : " silu_mul"; }
+
+// Names every field that is not a default, so a failing case can be found in the table.
+std::string describe(const OpCase& c) {
+  std::string s = c.fp16 ? "fp16 " : "fp32 ";
+  if (c.op == "linear") {
+    s += strf("%ux%u->%u", c.rows, c.in, c.out);
+    if (c.x_pad || c.y_pad) s += strf(" pad %u/%u", c.x_pad, c.y_pad);
+  } else if (c.op == "linear_row") {
+    s += strf("%u->%u%s", c.in, c.out, pro_name(c.pro));
+  } else if (c.op == "head_rmsnorm") {
+    s += strf("rows=%u heads=%u D=%u", c.rows, c.in, c.out);
+  } else if (c.op == "silu_mul") {
+    s += strf("rows=%u I=%u", c.rows, c.out);
+  } else if (c.op == "rope_kv") {
+    s += strf("H=%u/%u D=%u capacity=%u", c.in, c.Hkv, c.out, c.capacity);
+    for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
+  } else if (c.op == "diff_attn") {
+    s += strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
+    if (c.max_splits) s += " max-splits";
+    if (c.one_split) s += " one-split";
+  } else if (c.op == "attn_probs") {
+    s += strf("H=%u/%u D=%u T=%u heads=%u+%u", c.in, c.Hkv, c.out, c.rows, c.head0, c.heads);
+    for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
+    if (c.dynamic_pos) s += " dynamic-pos";
+  } else if (c.op == "embed") {
+    s += strf("rows=%u E=%u vocab=%u", c.rows, c.out, c.in);
+    if (c.parts > 1) s += strf(" parts=%u", c.parts);
+  }
+  s += res_name(c.residual);
+  if (c.x_f32) s += " x32";
+  if (c.y_f32) s += " y32";
+  if (c.variant >= 0) s += strf(" variant=%d", c.variant);
+  if (!c.subgroup) s += " shared-reduction";
+  if (c.scalar_loads) s += " scalar-loads";
+  if (c.wg_limit_x || c.wg_limit_y) s += strf(" wg-limit=%ux%u", c.wg_limit_x, c.wg_limit_y);
+  if (c.x_misaligned) s += " x-misaligned";
+  return s;
+}
+
+struct Builder {
+  std::string op;
+  std::vector<OpCase> cases;
+  uint64_t seed;
+  Builder(std::string o, uint64_t s) : op(std::move(o)), seed(s) {}
+  // Adds `c` once per precision.
+  void add(OpCase c) {
+    c.op = op;
+    for (bool fp16 : {false, true}) {
+      c.fp16 = fp16;
+      c.seed = seed++;
+      c.name = describe(c);
+      cases.push_back(c);
+    }
+  }
+};
+
+OpCase lin(uint32_t rows, uint32_t in, uint32_t out, uint32_t xp, uint32_t yp, OpResidual r, bool y32 = false) {
+  OpCase c;
+  c.rows = rows, c.in = in, c.out = out, c.x_pad = xp, c.y_pad = yp, c.residual = r, c.y_f32 = y32;
+  return c;
+}
+
+constexpr OpResidual kNone = OpResidual::none, kSep = OpResidual::separate, kInPlace = OpResidual::in_place;
+
+std::vector<OpCase> linear_cases(OpMode mode) {
+  Builder b("linear", 5000);
+  if (mode == OpMode::bench) {
+    b.add(lin(1, 2048, 2048, 0, 0, kNone));
+    b.add(lin(8, 2048, 2048, 0, 0, kNone));
+    b.add(lin(64, 2048, 2048, 0, 0, kInPlace, true));
+    b.add(lin(64, 2048, 5632, 0, 0, kNone));
+    return b.cases;
+  }
+  // Odd shapes, padded strides, every residual form; float32 y / residual (issue 13) on every path
+  // (<= 8 rows: matrix-vector; more: both tiles).
+  const OpCase shapes[] = {
+      lin(1, 16, 8, 0, 0, kNone),          lin(1, 136, 200, 3, 1, kSep),      lin(2, 40, 24, 0, 0, kInPlace),
+      lin(2, 64, 8, 5, 0, kNone),          lin(5, 64, 72, 0, 3, kSep),        lin(5, 40, 200, 0, 0, kNone),
+      lin(8, 136, 200, 0, 0, kInPlace),    lin(8, 16, 72, 2, 2, kSep),        lin(9, 16, 8, 0, 0, kSep),
+      lin(9, 136, 72, 3, 0, kNone),        lin(33, 40, 24, 0, 5, kInPlace),   lin(33, 64, 200, 0, 0, kNone),
+      lin(33, 136, 24, 1, 1, kSep),        lin(130, 136, 200, 0, 0, kSep),    lin(130, 16, 8, 0, 0, kNone),
+      lin(130, 64, 72, 7, 0, kInPlace),    lin(130, 40, 24, 0, 0, kNone),     lin(17, 48, 37, 0, 0, kSep),
+      lin(65, 24, 101, 0, 2, kNone),
+      lin(1, 64, 72, 0, 0, kInPlace, true), lin(5, 40, 24, 0, 3, kSep, true), lin(33, 136, 72, 1, 0, kInPlace, true),
+      lin(130, 64, 200, 0, 2, kSep, true), lin(17, 48, 37, 0, 0, kNone, true),
+  };
+  // The kernel's own path choice.
+  for (const OpCase& s : shapes) b.add(s);
+  // The matrix-vector path (candidate 0) with the shared-memory tree reduction.
+  for (OpCase s : shapes)
+    if (s.rows <= kLinearVecMaxRows) {
+      s.variant = 0, s.subgroup = false;
+      b.add(s);
+    }
+  // Every tile variant (LinearKernel has 3 candidates on every device: tests/ops/test_linear.cpp checks it),
+  // including small row counts through the matrix-matrix shader and a shape spanning several large tiles.
+  const OpCase spread[] = {lin(1, 40, 72, 0, 0, kSep), lin(8, 64, 24, 2, 0, kNone), lin(9, 136, 8, 0, 0, kInPlace),
+                           lin(130, 40, 200, 0, 1, kNone), lin(200, 64, 140, 3, 0, kSep)};
+  for (int v = 0; v < 3; ++v)
+    for (OpCase s : spread)
+      if (v != 0 || s.rows <= kLinearVecMaxRows) {
+        s.variant = v;
+        b.add(s);
+      }
+  // The matrix-matrix tiles with the 4-wide loads turned off.
+  for (int v = 1; v < 3; ++v)
+    for (OpCase s : shapes)
+      if (s.rows > kLinearVecMaxRows) {
+        s.variant = v, s.scalar_loads = true;
+        b.add(s);
+      }
+  // Grid-stride loops: workgroup counts capped below the device limit, one case per candidate.
+  const OpCase capped[] = {lin(3, 40, 72, 0, 0, kSep), lin(130, 40, 200, 0, 0, kNone), lin(100, 24, 72, 1, 2, kInPlace)};
+  for (int v = 0; v < 3; ++v) {
+    OpCase s = capped[v];
+    s.variant = v, s.wg_limit_x = 2, s.wg_limit_y = 1;
+    b.add(s);
+  }
+  // A long reduction (in = 16384) on every path: llvmpipe's loop-iteration budget (quirk loop_iteration_limit)
+  // would silently truncate a reduction that needed more iterations per invocation.
+  for (int v = 0; v < 3; ++v) {
+    OpCase s = lin(v == 0 ? 3 : 20, 16384, 24, 0, 0, kNone);
+    s.variant = v;
+    b.add(s);
+  }
+  return b.cases;
+}
+
+OpCase row(uint32_t in, uint32_t out, RowPrologue p, OpResidual r, bool x32 = false, bool y32 = false) {
+  OpCase c;
+  c.in = in, c.out = out, c.pro = p, c.residual = r, c.x_f32 = x32, c.y_f32 = y32;
+  return c;
+}
+
+std::vector<OpCase> linear_row_cases(OpMode mode) {
+  Builder b("linear_row", 9100);
+  const RowPrologue none = RowPrologue::none, rms = RowPrologue::rmsnorm, silu = RowPrologue::silu_mul;
+  if (mode == OpMode::bench) {
+    b.add(row(2048, 2048, rms, kNone, true, false));
+    b.add(row(2048, 11264, rms, kNone, true, false));
+    b.add(row(5632, 2048, silu, kInPlace, false, true));
+    b.add(row(2048, 32000, rms, kNone, true, true));
+    return b.cases;
+  }
+  const OpCase shapes[] = {
+      row(16, 8, none, kNone),        row(256, 200, none, kSep),   row(40, 24, none, kInPlace),
+      row(64, 1, none, kNone),        row(136, 13, rms, kNone),    row(256, 832, rms, kNone),
+      row(24, 71, rms, kSep),         row(7, 9, none, kSep),       row(13, 5, rms, kNone),
+      row(704, 256, silu, kInPlace),  row(88, 41, silu, kNone),    row(9, 17, silu, kSep),
+      row(256, 256, rms, kInPlace),   row(1000, 3, none, kNone),
+      // float32 x (the residual stream under the norm) and float32 y + residual (the residual add, logits)
+      row(256, 200, rms, kSep, true, true), row(136, 13, rms, kNone, true, false), row(40, 24, none, kInPlace, false, true),
+      row(704, 256, silu, kInPlace, false, true), row(13, 5, none, kSep, true, true),
+  };
+  for (bool subgroup : {true, false}) {
+    for (OpCase s : shapes)
+      for (bool scalar : {false, true}) {
+        s.subgroup = subgroup, s.scalar_loads = scalar;
+        b.add(s);
+      }
+    // A grid-stride over the feature groups (fewer workgroups than groups).
+    for (OpCase s : {row(256, 200, rms, kSep), row(45, 77, silu, kInPlace)}) {
+      s.subgroup = subgroup, s.wg_limit_x = 3, s.wg_limit_y = 1;
+      b.add(s);
+    }
+    // x not 16-byte aligned: the kernel must fall back to elementwise loads by itself.
+    OpCase m = row(256, 24, none, kNone);
+    m.subgroup = subgroup, m.x_misaligned = true;
+    b.add(m);
+  }
+  // in = 16384: loop iterations per invocation stay within llvmpipe's budget (quirk loop_iteration_limit).
+  b.add(row(16384, 24, rms, kSep));
+  OpCase l = row(16384, 24, none, kNone);
+  l.scalar_loads = true;
+  b.add(l);
+  return b.cases;
+}
+
+OpCase norm(uint32_t heads, uint32_t D, uint32_t rows, bool x32 = false) {
+  OpCase c;
+  c.in = heads, c.out = D, c.rows = rows, c.x_f32 = x32;
+  return c;
+}
+
+std::vector<OpCase> head_rmsnorm_cases(OpMode mode) {
+  Builder b("head_rmsnorm", 1234);
+  if (mode == OpMode::bench) {
+    b.add(norm(16, 64, 1));
+    b.add(norm(16, 64, 512));
+    b.add(norm(1, 1024, 512, true));  // a block norm over a 2048-wide residual stream
+    return b.cases;
+  }
+  const OpCase shapes[] = {norm(1, 16, 1),   norm(3, 32, 7),  norm(8, 64, 300), norm(5, 128, 33), norm(2, 16, 129),
+                           norm(7, 32, 2),   norm(4, 64, 65), norm(1, 128, 300), norm(6, 16, 257),
+                           // float32 input (the model's block norms over the residual stream, issue 13)
+                           norm(1, 128, 9, true), norm(3, 32, 7, true), norm(1, 16, 1, true)};
+  for (bool subgroup : {true, false})
+    for (OpCase s : shapes) {
+      s.subgroup = subgroup;
+      b.add(s);
+    }
+  return b.cases;
+}
+
+OpCase rows_out(uint32_t rows, uint32_t out, uint32_t in = 0, uint32_t parts = 1) {
+  OpCase c;
+  c.rows = rows, c.out = out, c.in = in, c.parts = parts;
+  return c;
+}
+
+std::vector<OpCase> silu_mul_cases(OpMode mode) {
+  Builder b("silu_mul", 3300);
+  if (mode == OpMode::bench) {
+    b.add(rows_out(1, 5632));
+    b.add(rows_out(256, 5632));
+    return b.cases;
+  }
+  for (const OpCase& s : {rows_out(1, 1), rows_out(1, 200), rows_out(3, 7), rows_out(17, 64), rows_out(130, 37),
+                          rows_out(2, 1000), rows_out(65, 129)})
+    b.add(s);
+  return b.cases;
+}
+
+std::vector<OpCase> embed_cases(OpMode mode) {
+  Builder b("embed", 4400);
+  if (mode == OpMode::bench) {
+    b.add(rows_out(1, 2048, 4096));  // the table size does not change the traffic (only the gathered rows move)
+    b.add(rows_out(256, 2048, 4096));
+    return b.cases;
+  }
+  // The tokens include ids past the vocabulary (they embed to zeros); parts > 1: the table split by rows
+  // (one dispatch per part, as for a table beyond the binding range).
+  for (const OpCase& s : {rows_out(1, 16, 5), rows_out(3, 7, 11), rows_out(17, 64, 100), rows_out(130, 37, 64),
+                          rows_out(9, 200, 300, 2), rows_out(33, 24, 257, 3), rows_out(2, 1000, 8, 2)})
+    b.add(s);
+  return b.cases;
+}
+
+OpCase rope(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t capacity, std::vector<std::pair<uint32_t, uint32_t>> chunks) {
+  OpCase c;
+  c.in = H, c.Hkv = Hkv, c.out = D, c.capacity = capacity, c.chunks = std::move(chunks);
+  c.rows = 0;
+  for (const auto& ch : c.chunks) c.rows += ch.second;
+  return c;
+}
+
+std::vector<OpCase> rope_kv_cases(OpMode mode) {
+  Builder b("rope_kv", 9100);
+  if (mode == OpMode::bench) {
+    b.add(rope(16, 4, 64, 4096, {{2047, 1}}));   // a decode step
+    b.add(rope(16, 4, 64, 4096, {{0, 512}}));    // a prefill chunk
+    return b.cases;
+  }
+  // Cache rows outside [pos0, pos0 + rows) must keep their pre-filled pattern bit for bit.
+  const OpCase shapes[] = {
+      rope(4, 2, 16, 8, {{0, 5}}),        // prefill from 0, rows after it untouched
+      rope(4, 2, 32, 16, {{3, 7}}),       // chunk after a prefix
+      rope(8, 1, 16, 50, {{10, 33}}),     // GQA 8:1
+      rope(2, 2, 64, 20, {{17, 1}}),      // decode step
+      rope(2, 2, 32, 9, {{0, 9}}),        // fills the cache exactly
+      rope(8, 1, 64, 12, {{5, 3}}),
+      rope(4, 2, 64, 140, {{2, 130}}),    // many rows
+      rope(2, 2, 16, 24, {{0, 6}, {6, 4}, {10, 1}, {11, 1}}),  // prefill, chunked prefill, two decode steps
+  };
+  for (const OpCase& s : shapes) b.add(s);
+  // Grid-stride loops: workgroup counts capped below the device limit.
+  OpCase capped = rope(8, 1, 32, 40, {{4, 9}});
+  capped.wg_limit_x = 1, capped.wg_limit_y = 2;
+  b.add(capped);
+  return b.cases;
+}
+
+OpCase attn(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode, bool max_splits = false) {
+  OpCase c;
+  c.in = H, c.Hkv = Hkv, c.out = D, c.rows = S, c.pos0 = pos0, c.lambda = lambda, c.decode = decode, c.max_splits = max_splits;
+  return c;
+}
+
+std::vector<OpCase> diff_attn_cases(OpMode mode) {
+  Builder b("diff_attn", 100);
+  if (mode == OpMode::bench) {
+    b.add(attn(16, 4, 64, 1, 2047, 0.5, true));  // a decode step at T = 2048
+    b.add(attn(16, 4, 64, 512, 0, 0.5, false));  // a 512-row prefill
+    return b.cases;
+  }
+  // Odd S and T, GQA n_rep 1..64, lambda < 0 and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and
+  // element-wise loads).
+  const OpCase prefill[] = {
+      attn(1, 1, 16, 1, 0, 0.3, false),    attn(2, 2, 32, 7, 0, -0.4, false), attn(4, 2, 16, 33, 0, 1.3, false),
+      attn(4, 1, 32, 17, 0, 0.8, false),   attn(8, 1, 16, 9, 0, 0.5, false),  attn(2, 1, 64, 40, 0, 0.6, false),
+      attn(2, 2, 128, 19, 0, 0.2, false),  attn(8, 2, 16, 129, 0, 0.7, false),
+      attn(1, 1, 128, 900, 0, 0.4, false),  // long: beyond llvmpipe's per-invocation loop budget (quirk loop_iteration_limit)
+      // D not a multiple of 8 (fp16) or 4 (fp32): element-wise loads instead of 16-byte chunks
+      attn(3, 3, 6, 11, 0, 0.5, false),    attn(4, 1, 12, 13, 0, -0.7, false), attn(2, 1, 20, 9, 0, 0.9, false),
+      attn(2, 2, 2, 5, 0, 0.3, false),
+      attn(64, 1, 8, 3, 0, 0.6, false),    // GQA n_rep = 64: slots split across workgroups
+  };
+  const OpCase chunked[] = {  // prefill of S rows after pos0 cached rows
+      attn(2, 2, 32, 7, 9, 0.5, false), attn(4, 2, 16, 13, 33, -0.9, false), attn(8, 1, 16, 5, 60, 1.6, false),
+      attn(2, 1, 64, 31, 2, 0.4, false),
+      attn(2, 1, 64, 20, 1000, 0.5, false),  // a chunk whose queries see > 1000 keys
+  };
+  const OpCase decode[] = {
+      attn(3, 3, 6, 1, 40, 0.5, true),   attn(4, 1, 12, 3, 65, -0.7, true), attn(2, 1, 20, 1, 129, 0.9, true),
+      attn(64, 1, 8, 2, 70, 0.6, true),  attn(32, 8, 16, 1, 100, 0.4, true),
+      attn(1, 1, 32, 1, 0, 0.3, true),   attn(2, 2, 32, 1, 70, -0.5, true), attn(4, 2, 16, 3, 130, 1.2, true),
+      attn(8, 1, 16, 8, 51, 0.6, true),  attn(4, 1, 64, 5, 90, 0.9, true),  attn(2, 2, 128, 2, 40, 0.1, true),
+      attn(8, 8, 16, 4, 200, 0.7, true), attn(4, 4, 16, 7, 0, 0.5, true),
+      attn(4, 2, 16, 6, 77, 0.8, true, true), attn(1, 1, 64, 8, 33, -0.2, true, true),
+      attn(8, 1, 64, 8, 3000, 0.6, true),  // long cache: splits capped per invocation on loop-limited devices
+  };
+  for (const OpCase& s : prefill) b.add(s);
+  for (const OpCase& s : chunked) b.add(s);
+  for (const OpCase& s : decode) b.add(s);
+  // The shared-memory reduction instead of the subgroup one (where the device has subgroups).
+  for (OpCase s : {attn(4, 2, 32, 3, 45, 0.6, true), attn(2, 2, 64, 1, 100, -0.3, true, true), attn(4, 2, 16, 33, 0, 1.3, false),
+                   attn(8, 1, 16, 5, 60, 1.6, false), attn(2, 1, 64, 40, 0, 0.6, false)}) {
+    s.subgroup = false;
+    b.add(s);
+  }
+  return b.cases;
+}
+
+OpCase probs(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t T, uint32_t head0, uint32_t heads,
+             std::vector<std::pair<uint32_t, uint32_t>> chunks, bool dynamic) {
+  OpCase c;
+  c.in = H, c.Hkv = Hkv, c.out = D, c.rows = T, c.head0 = head0, c.heads = heads, c.chunks = std::move(chunks), c.dynamic_pos = dynamic;
+  return c;
+}
+
+std::vector<OpCase> attn_probs_cases(OpMode mode) {
+  Builder b("attn_probs", 7);
+  if (mode == OpMode::bench) {  // a debug kernel (diffvk attn-map): the largest map it draws, every head
+    b.add(probs(16, 4, 64, 256, 0, 16, {{0, 256}}, false));
+    return b.cases;
+  }
+  b.add(probs(2, 1, 16, 37, 0, 2, {{0, 20}, {20, 17}}, true));  // every row, dynamic positions, GQA
+  b.add(probs(4, 2, 32, 9, 1, 2, {{3, 4}}, false));             // a head subset; rows 0-2 and 7-8 untouched
+  b.add(probs(2, 2, 8, 100, 1, 1, {{0, 100}}, false));          // more keys than invocations per workgroup
+  return b.cases;
+}
+
+}  // namespace
+
+OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode,
+                      uint64_t seed) {
+  OpCase c = attn(H, Hkv, D, S, pos0, lambda, decode);
+  c.op = "diff_attn";
+  c.fp16 = fp16;
+  c.seed = seed;
+  c.name = describe(c);
+  return c;
+}
+
+const std::vector<std::string>& table_ops() {
+  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn", "attn_probs"};
+  return ops;
+}
+
+std::vector<OpCase> op_cases(const std::string& op, OpMode mode) {
+  if (op == "linear") return linear_cases(mode);
+  if (op == "linear_row") return linear_row_cases(mode);
+  if (op == "head_rmsnorm") return head_rmsnorm_cases(mode);
+  if (op == "silu_mul") return silu_mul_cases(mode);
+  if (op == "embed") return embed_cases(mode);
+  if (op == "rope_kv") return rope_kv_cases(mode);
+  if (op == "diff_attn") return diff_attn_cases(mode);
+  if (op == "attn_probs") return attn_probs_cases(mode);
+  std::string known;
+  for (const auto& o : table_ops()) known += (known.empty() ? "" : ", ") + o;
+  throw Error(Status::invalid_argument, "no case table for op '" + op + "' (ops with a table: " + known + ")");
+}
+
+std::string OpCaseRun::summary() const {
+  if (!skipped.empty()) return "skipped: " + skipped;
+  return strf("%s max_abs=%g max|ref|=%g nmse=%g nonfinite=%zu replay %s, padding changed %zu%s%s", check.ok ? "ok" : "FAILED",
+              check.max_abs, check.max_ref, check.nmse, check.nonfinite, replay_identical ? "identical" : "DIFFERS",
+              padding_changed, detail.empty() ? "" : ", ", detail.c_str());
+}
+
+}  // namespace diffvk::bench

@@ -1,0 +1,196 @@
+// diffvk_bench: the preparations of the elementwise and cache ops' cases (head_rmsnorm, silu_mul, embed,
+// rope_kv) for OpRunner (op_run.cpp): inputs, the float64 reference, the recorded program, what to check.
+#include "bench/op_run_impl.hpp"
+
+namespace diffvk::bench::op_detail {
+
+// ---------------------------------------------------------------- head_rmsnorm
+void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16(), x32 = c.x_f32;
+  const uint32_t heads = c.in, D = c.out, width = 2 * D, stride = heads * width;
+  std::mt19937_64 rng(c.seed);
+  auto x = uniform(rng, size_t(c.rows) * stride, x32 ? -3e5 : -3.0, x32 ? 3e5 : 3.0);  // float32 x beyond fp16's range
+  x = x32 ? ref::round_to_f32(x) : rounded(x, f16);
+  const auto w = rounded(uniform(rng, width, 0.5, 1.5), f16);
+  const int depth = int(rng() % 24);
+  const double lambda_init = ref::lambda_init(depth);
+  p.expect = ref::head_rmsnorm(x, int(c.rows), int(heads), int(D), w, lambda_init);
+
+  const size_t es = storage_bytes(f16);
+  const VkDeviceSize xb = x.size() * (x32 ? 4 : es), wb = w.size() * es, yb = x.size() * es;
+  Arena& a = p.arena;
+  const VkDeviceSize xo = a.take(xb), wo = a.take(wb), yo = a.take(yb);
+  a.create(dev, "op case head_rmsnorm");
+  a.buf->upload(xo, pack(x, f16 && !x32).data(), xb);
+  a.buf->upload(wo, pack(w, f16).data(), wb);
+  p.prog = std::make_unique<Program>(dev, "op case head_rmsnorm", p.timestamps);
+  kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), a.range(yo, yb),
+                HeadRmsNormParams{c.rows, heads, width, stride, float(1.0 - lambda_init), 1e-5f}, x32 ? Elem::f32 : Elem::storage);
+  p.detail = strf("wg=%u", kernel.workgroup_size());
+  dense_output(p, yo, yb, x.size(), es);
+  p.bytes = xb + wb + yb;
+  p.flops = 5.0 * double(x.size());
+}
+
+// ---------------------------------------------------------------- silu_mul
+void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16();
+  const uint32_t I = c.out;
+  std::mt19937_64 rng(c.seed);
+  const auto gu = rounded(uniform(rng, size_t(c.rows) * 2 * I, -4, 4), f16);
+  p.expect.resize(size_t(c.rows) * I);
+  for (uint32_t r = 0; r < c.rows; ++r)
+    for (uint32_t i = 0; i < I; ++i) {
+      const double g = gu[size_t(r) * 2 * I + i], u = gu[size_t(r) * 2 * I + I + i];
+      p.expect[size_t(r) * I + i] = g / (1.0 + std::exp(-g)) * u;
+    }
+  const size_t es = storage_bytes(f16);
+  const VkDeviceSize gb = gu.size() * es, ab = p.expect.size() * es;
+  Arena& a = p.arena;
+  const VkDeviceSize go = a.take(gb), ao = a.take(ab);
+  a.create(dev, "op case silu_mul");
+  a.buf->upload(go, pack(gu, f16).data(), gb);
+  p.prog = std::make_unique<Program>(dev, "op case silu_mul", p.timestamps);
+  kernel.record(*p.prog, a.range(go, gb), a.range(ao, ab), c.rows, I);
+  dense_output(p, ao, ab, p.expect.size(), es);
+  p.bytes = gb + ab;
+  p.flops = 6.0 * double(p.expect.size());
+}
+
+// ---------------------------------------------------------------- embed (whole table, or split into parts)
+void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16();
+  const uint32_t E = c.out, vocab = c.in, parts = std::max<uint32_t>(1, std::min(c.parts, vocab));
+  std::mt19937_64 rng(c.seed);
+  const auto table = rounded(uniform(rng, size_t(vocab) * E, -2, 2), f16);
+  std::vector<uint32_t> tokens(c.rows);
+  for (auto& t : tokens) t = uint32_t(rng() % (vocab + vocab / 4 + 1));  // some ids past the vocabulary: zeros
+  p.expect.assign(size_t(c.rows) * E, 0.0);
+  for (uint32_t r = 0; r < c.rows; ++r)
+    if (tokens[r] < vocab)
+      for (uint32_t e = 0; e < E; ++e) p.expect[size_t(r) * E + e] = table[size_t(tokens[r]) * E + e];
+  const size_t es = storage_bytes(f16);
+  Arena& a = p.arena;
+  const VkDeviceSize tb = tokens.size() * 4, xb = p.expect.size() * 4;
+  const VkDeviceSize to = a.take(tb), xo = a.take(xb);
+  std::vector<std::pair<uint32_t, uint32_t>> part_rows;  // (first, rows)
+  std::vector<VkDeviceSize> part_off;
+  for (uint32_t i = 0, first = 0; i < parts; ++i) {
+    const uint32_t n = vocab / parts + (i < vocab % parts ? 1 : 0);
+    part_rows.push_back({first, n});
+    part_off.push_back(a.take(size_t(n) * E * es));
+    first += n;
+  }
+  a.create(dev, "op case embed");
+  a.buf->upload(to, tokens.data(), tb);
+  const auto tbytes = pack(table, f16);
+  for (uint32_t i = 0; i < parts; ++i)
+    a.buf->upload(part_off[i], tbytes.data() + size_t(part_rows[i].first) * E * es, size_t(part_rows[i].second) * E * es);
+  p.prog = std::make_unique<Program>(dev, "op case embed", p.timestamps);
+  if (parts == 1)
+    kernel.record(*p.prog, a.range(to, tb), a.range(part_off[0], tbytes.size()), a.range(xo, xb), c.rows, E, vocab);
+  else
+    for (uint32_t i = 0; i < parts; ++i)
+      kernel.record_part(*p.prog, a.range(to, tb), a.range(part_off[i], size_t(part_rows[i].second) * E * es), a.range(xo, xb), c.rows,
+                         E, part_rows[i].second, part_rows[i].first, vocab);
+  dense_output(p, xo, xb, p.expect.size(), 4);  // x is float32 (the residual stream)
+  p.bytes = tb + uint64_t(c.rows) * E * (es + 4);
+  p.flops = 0;
+}
+
+// ---------------------------------------------------------------- rope_kv (RoPE + KV-cache append, chunk by chunk)
+void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p) {
+  constexpr double kTheta = 10000.0;
+  const bool f16 = dev.fp16();
+  const size_t es = storage_bytes(f16);
+  const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, qw = 2 * H * D, kw = 2 * Hkv * D, width = qw + 2 * kw;
+  const size_t cache_elems = size_t(Hkv) * c.capacity * 2 * D;
+  std::mt19937_64 rng(c.seed);
+  // Pre-filled cache pattern: everything outside the appended rows must survive bit for bit.
+  const auto kpat = rounded(uniform(rng, cache_elems, -5, 5), f16), vpat = rounded(uniform(rng, cache_elems, -5, 5), f16);
+  std::vector<double> kexp = kpat, vexp = vpat;
+  std::vector<bool> written(cache_elems, false);
+  uint32_t max_pos = 0;
+  for (const auto& [pos0, rows] : c.chunks) max_pos = std::max(max_pos, pos0 + rows);
+  const auto table = rope_table(max_pos + 3, D, kTheta);  // a few spare positions
+
+  Arena& a = p.arena;
+  const VkDeviceSize tb = table.size() * 4, cb = cache_elems * es;
+  const VkDeviceSize to = a.take(tb), ko = a.take(cb), vo = a.take(cb);
+  struct Chunk {
+    std::vector<double> qkv, qexp;
+    VkDeviceSize in_off, q_off;
+  };
+  std::vector<Chunk> chunks;
+  for (const auto& [pos0, rows] : c.chunks) {
+    Chunk ch;
+    ch.qkv = rounded(uniform(rng, size_t(rows) * width, -3, 3), f16);
+    std::vector<double> q(size_t(rows) * qw), k(size_t(rows) * kw), v(size_t(rows) * kw);
+    for (uint32_t r = 0; r < rows; ++r) {
+      const double* row = &ch.qkv[size_t(r) * width];
+      std::copy(row, row + qw, &q[size_t(r) * qw]);
+      std::copy(row + qw, row + qw + kw, &k[size_t(r) * kw]);
+      std::copy(row + qw + kw, row + width, &v[size_t(r) * kw]);
+    }
+    ref::rope_rows(q, int(rows), int(2 * H), int(D), int(pos0), kTheta);
+    ref::rope_rows(k, int(rows), int(2 * Hkv), int(D), int(pos0), kTheta);
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t g = 0; g < Hkv; ++g)
+        for (uint32_t e = 0; e < 2 * D; ++e) {
+          const size_t dst = (size_t(g) * c.capacity + pos0 + r) * 2 * D + e;
+          kexp[dst] = k[size_t(r) * kw + size_t(g) * 2 * D + e];
+          vexp[dst] = v[size_t(r) * kw + size_t(g) * 2 * D + e];
+          written[dst] = true;
+        }
+    ch.qexp = std::move(q);
+    ch.in_off = a.take(ch.qkv.size() * es);
+    ch.q_off = a.take(ch.qexp.size() * es);
+    chunks.push_back(std::move(ch));
+  }
+  a.create(dev, "op case rope_kv");
+  a.buf->upload(to, table.data(), tb);
+  for (const Chunk& ch : chunks) a.buf->upload(ch.in_off, pack(ch.qkv, f16).data(), ch.qkv.size() * es);
+  kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
+  p.prog = std::make_unique<Program>(dev, "op case rope_kv", p.timestamps);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const auto [pos0, rows] = c.chunks[i];
+    kernel.record(*p.prog, a.range(chunks[i].in_off, chunks[i].qkv.size() * es), a.range(to, tb),
+                  a.range(chunks[i].q_off, chunks[i].qexp.size() * es), a.range(ko, cb), a.range(vo, cb),
+                  RopeKvParams{rows, H, Hkv, D, pos0, c.capacity});
+  }
+  kernel.limit_workgroups_for_testing(0, 0);
+  p.detail = strf("wg=%u", kernel.workgroup_size());
+
+  // Checked: every q_out value, then the appended K rows, then the appended V rows (a copy: exact).
+  for (const Chunk& ch : chunks) p.expect.insert(p.expect.end(), ch.qexp.begin(), ch.qexp.end());
+  for (const auto* e : {&kexp, &vexp})
+    for (size_t i = 0; i < cache_elems; ++i)
+      if (written[i]) p.expect.push_back((*e)[i]);
+  Buffer* buf = a.buf.get();
+  const auto kbytes = pack(kpat, f16), vbytes = pack(vpat, f16);
+  std::vector<std::pair<VkDeviceSize, VkDeviceSize>> qs;
+  for (const Chunk& ch : chunks) qs.push_back({ch.q_off, ch.qexp.size() * es});
+  p.reset = [=] {
+    buf->upload(ko, kbytes.data(), cb);
+    buf->upload(vo, vbytes.data(), cb);
+    for (const auto& [off, n] : qs) buf->fill(off, n, kPoison);
+  };
+  p.out_off = 0, p.out_bytes = a.size;  // the whole arena (q_out, both caches) must replay bit for bit
+  p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
+    std::vector<float> got;
+    for (const auto& [off, n] : qs)
+      for (size_t i = 0; i < n / es; ++i) got.push_back(value_at(b, off / es + i, es));
+    for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)})
+      for (size_t i = 0; i < cache_elems; ++i) {
+        if (written[i])
+          got.push_back(value_at(b, off / es + i, es));
+        else
+          pad += std::memcmp(&b[off + i * es], pat->data() + i * es, es) != 0;
+      }
+    return got;
+  };
+  p.bytes = uint64_t(c.rows) * width * es + uint64_t(c.rows) * (qw + 2 * kw) * es + uint64_t(c.rows) * (D / 2) * 8;
+  p.flops = 6.0 * double(c.rows) * (qw + kw) / 2;
+}
+
+}  // namespace diffvk::bench::op_detail

@@ -1,0 +1,144 @@
+// diffvk_bench: the preparation of a diff_attn case for OpRunner (op_run.cpp): seeded q, k, v in the
+// cache layout, the float64 reference (differential attention + head norm), the fused prefill, the split
+// prefill on loop-limited devices, or the split-K decode + merge (with forced split shapes); and of an
+// attn_probs case (the attention-map debug kernel against ref::attention_probs).
+#include "bench/op_run_impl.hpp"
+#include "ops/attn_probs.hpp"
+#include "ops/diff_attn.hpp"
+#include "reference/model_ref.hpp"
+
+namespace diffvk::bench::op_detail {
+
+void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16();
+  const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, S = c.rows, DV = 2 * D, T = c.pos0 + S, cap = T + 3;
+  // Inputs rounded to the storage type (the reference sees what the GPU reads).
+  const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, c.seed), f16);
+  const auto k = rounded(ref::random_normal(size_t(T) * 2 * Hkv * D, c.seed + 1), f16);
+  const auto v = rounded(ref::random_normal(size_t(T) * Hkv * DV, c.seed + 2), f16);
+  std::mt19937_64 rng(c.seed + 3);
+  const auto subln = rounded(uniform(rng, DV, 0.7, 1.3), f16);
+  const int depth = int(c.seed % 12);
+  const double gain = 1.0 - ref::lambda_init(depth);
+  // The cache layout [g][cap][2D]; rows T .. cap - 1 hold 1000 (reading one wrecks the result).
+  std::vector<double> kc(size_t(Hkv) * cap * DV, 1000.0), vc(kc.size(), 1000.0);
+  for (uint32_t g = 0; g < Hkv; ++g)
+    for (uint32_t j = 0; j < T; ++j)
+      for (uint32_t d = 0; d < DV; ++d) {
+        kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * Hkv * D + g * DV + d];
+        vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * Hkv * DV + g * DV + d];
+      }
+  p.expect = ref::head_rmsnorm(ref::diff_attention(q, k, v, int(S), int(T), int(H), int(Hkv), int(D), c.lambda, int(c.pos0)), int(S),
+                               int(H), int(D), subln, ref::lambda_init(depth));
+
+  AttnCall call{S, c.pos0, H, Hkv, cap, 2 * H * D, H * DV, float(c.lambda), float(gain)};
+  uint32_t split_len = 0, splits = 0;
+  if (c.decode) {
+    splits = kernel.decode_splits(call, &split_len);
+    const uint32_t bc = kernel.decode_tiles(S).bc;
+    if (c.max_splits) split_len = bc, splits = (T + bc - 1) / bc;
+    if (c.one_split) split_len = (T + bc - 1) / bc * bc, splits = 1;
+  } else {
+    splits = kernel.prefill_splits(call, &split_len);  // nonzero on loop-limited devices for long prefills
+  }
+  const bool split = splits > 0;
+  const size_t es = storage_bytes(f16);
+  const VkDeviceSize qb = q.size() * es, kb = kc.size() * es, wb = DV * es, ob = p.expect.size() * es;
+  const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits) : 4, sb = split ? DiffAttnKernel::stat_bytes(call, splits) : 4;
+  Arena& a = p.arena;
+  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), wo = a.take(wb), oo = a.take(ob), po = a.take(pb), so = a.take(sb);
+  a.create(dev, "op case diff_attn");
+  a.buf->upload(qo, pack(q, f16).data(), qb);
+  a.buf->upload(ko, pack(kc, f16).data(), kb);
+  a.buf->upload(vo, pack(vc, f16).data(), kb);
+  a.buf->upload(wo, pack(subln, f16).data(), wb);
+  p.prog = std::make_unique<Program>(dev, "op case diff_attn", p.timestamps);
+  const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), rw = a.range(wo, wb), ro = a.range(oo, ob),
+                    rp = a.range(po, pb), rs = a.range(so, sb);
+  if (c.decode)
+    kernel.record_decode(*p.prog, rq, rk, rv, rw, ro, rp, rs, call, splits, split_len);
+  else if (split)
+    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call, rp, rs);
+  else
+    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call);
+  p.detail = strf("splits=%u split_len=%u", splits, split_len);
+  dense_output(p, oo, ob, p.expect.size(), es);
+  if (split) {  // the fp32 scratch is poisoned too: a split the merge reads but nothing wrote shows
+    Buffer* buf = a.buf.get();
+    p.reset = [=] {
+      buf->fill(oo, ob, kPoison);
+      buf->fill(po, pb, kPoison);
+      buf->fill(so, sb, kPoison);
+    };
+  }
+  // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):
+  // 12·D per visible (query, key) pair and head, as the attention cases count them (cases.hpp).
+  p.bytes = qb + uint64_t(T) * Hkv * (2 * DV) * es + ob;
+  double pairs = 0;
+  for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
+  p.flops = pairs * H * 12.0 * D;
+}
+
+void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16();
+  const size_t es = storage_bytes(f16);
+  const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, T = c.rows, cap = T + 5, qw = 2 * H * D, kw = 2 * Hkv * D;
+  std::mt19937_64 rng(c.seed);
+  const auto q = rounded(uniform(rng, size_t(T) * qw, -2, 2), f16);
+  const auto cache = rounded(uniform(rng, size_t(Hkv) * cap * 2 * D, -2, 2), f16);
+  std::vector<double> k(size_t(T) * kw);  // the reference's layout: T x 2Hkv·D
+  for (uint32_t j = 0; j < T; ++j)
+    for (uint32_t g = 0; g < Hkv; ++g)
+      for (uint32_t e = 0; e < 2 * D; ++e) k[size_t(j) * kw + g * 2 * D + e] = cache[(size_t(g) * cap + j) * 2 * D + e];
+  const auto want = ref::attention_probs(q, k, int(T), int(T), int(H), int(Hkv), int(D), 0);
+
+  Arena& a = p.arena;
+  const VkDeviceSize cb = cache.size() * es, ob = uint64_t(c.heads) * 2 * T * T * 4;
+  const VkDeviceSize co = a.take(cb), oo = a.take(ob);
+  std::vector<VkDeviceSize> qo, dyo;
+  for (const auto& [pos0, rows] : c.chunks) {
+    qo.push_back(a.take(size_t(rows) * qw * es));
+    dyo.push_back(a.take(4));
+  }
+  a.create(dev, "op case attn_probs");
+  a.buf->upload(co, pack(cache, f16).data(), cb);
+  p.prog = std::make_unique<Program>(dev, "op case attn_probs", p.timestamps);
+  std::vector<bool> written(T, false);
+  for (size_t i = 0; i < c.chunks.size(); ++i) {
+    const auto [pos0, rows] = c.chunks[i];
+    const std::vector<double> qc(q.begin() + size_t(pos0) * qw, q.begin() + size_t(pos0 + rows) * qw);
+    a.buf->upload(qo[i], pack(qc, f16).data(), qc.size() * es);
+    const uint32_t dyn = c.dynamic_pos ? pos0 : 0u;
+    a.buf->upload(dyo[i], &dyn, 4);
+    kernel.record(*p.prog, a.range(qo[i], qc.size() * es), a.range(co, cb), a.range(dyo[i], 4), a.range(oo, ob),
+                  {rows, H, Hkv, D, cap, T, c.dynamic_pos ? 0u : pos0, c.head0, c.heads});
+    for (uint32_t r = pos0; r < pos0 + rows; ++r) written[r] = true;
+  }
+  const uint32_t heads = c.heads, head0 = c.head0;
+  for (uint32_t hh = 0; hh < heads; ++hh)
+    for (uint32_t m = 0; m < 2; ++m)
+      for (uint32_t i = 0; i < T; ++i)
+        if (written[i])
+          for (uint32_t j = 0; j < T; ++j) p.expect.push_back((m == 0 ? want.p1 : want.p2)[((size_t(head0) + hh) * T + i) * T + j]);
+  Buffer* buf = a.buf.get();
+  p.reset = [=] { buf->fill(oo, ob, kPoison); };
+  p.out_off = oo, p.out_bytes = ob;
+  p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
+    std::vector<float> got;
+    for (uint32_t hh = 0; hh < heads; ++hh)
+      for (uint32_t m = 0; m < 2; ++m)
+        for (uint32_t i = 0; i < T; ++i)
+          for (uint32_t j = 0; j < T; ++j) {
+            const size_t e = ((size_t(hh) * 2 + m) * T + i) * T + j;
+            if (written[i])
+              got.push_back(value_at(b, e, 4));
+            else
+              pad += !poisoned(b, e, 4);  // rows outside every chunk: still the poison, bit for bit
+          }
+    return got;
+  };
+  p.bytes = uint64_t(T) * qw * es + uint64_t(T) * Hkv * 2 * D * es + ob;
+  p.flops = double(heads) * 2 * (double(T) * (T + 1) / 2) * (2.0 * D + 4);
+}
+
+}  // namespace diffvk::bench::op_detail

@@ -1,0 +1,248 @@
+// diffvk_bench: OpRunner (op_cases.hpp) — inputs, the float64 reference, the poisoned run, the check,
+// the replay, and (bench mode, after the check) the timing of one case of an op's table.
+
+#include "bench/op_run_impl.hpp"
+#include <map>
+#include <tuple>
+
+#include "diffvk/error.hpp"
+#include "ops/embed.hpp"
+#include "ops/head_rmsnorm.hpp"
+#include "ops/rope_kv.hpp"
+#include "ops/silu_mul.hpp"
+
+namespace diffvk::bench {
+
+using namespace op_detail;
+
+struct OpRunner::Kernels {
+  std::unique_ptr<LinearKernel> linear[2];  // [subgroup]
+  std::unique_ptr<HeadRmsNormKernel> norm[2];
+  std::unique_ptr<SiluMulKernel> silu;
+  std::unique_ptr<EmbedKernel> embed;
+  std::unique_ptr<RopeKvKernel> rope;
+  std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn;  // [(D, n_rep, subgroup)]
+  std::unique_ptr<AttnProbsKernel> probs;
+};
+
+OpRunner::OpRunner(Device& device) : dev_(device), k_(std::make_unique<Kernels>()) {}
+OpRunner::~OpRunner() = default;
+
+namespace {
+
+KernelOptions options_for(const Device& dev, bool subgroup) { return {dev.fp16(), subgroup && dev.subgroup_arithmetic()}; }
+
+// The residual argument of a linear case: none, a separate range, or y itself (in place).
+BufferRange residual_of(const OpCase& c, BufferRange y, BufferRange separate) {
+  return c.residual == OpResidual::none ? BufferRange{} : c.residual == OpResidual::separate ? separate : y;
+}
+
+// ---------------------------------------------------------------- linear (matrix-matrix / matrix-vector)
+void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16(), y32 = c.y_f32;
+  std::mt19937_64 rng(c.seed);
+  const uint32_t xs = c.in + c.x_pad, ys = c.out + c.y_pad;
+  const auto x = rounded(uniform(rng, size_t(c.rows) * xs, -1, 1), f16);
+  const double ws = 1.7 / std::sqrt(double(c.in));
+  const auto w = rounded(uniform(rng, size_t(c.out) * c.in, -ws, ws), f16);
+  auto r = uniform(rng, size_t(c.rows) * ys, y32 ? -2e5 : -2.0, y32 ? 2e5 : 2.0);  // float32 residuals exceed fp16's range
+  r = y32 ? ref::round_to_f32(r) : rounded(r, f16);
+  std::vector<double> xd(size_t(c.rows) * c.in);
+  for (uint32_t i = 0; i < c.rows; ++i)
+    for (uint32_t k = 0; k < c.in; ++k) xd[size_t(i) * c.in + k] = x[size_t(i) * xs + k];
+  p.expect = ref::linear(xd, int(c.rows), int(c.in), w, int(c.out));
+  if (c.residual != OpResidual::none)
+    for (uint32_t i = 0; i < c.rows; ++i)
+      for (uint32_t n = 0; n < c.out; ++n) p.expect[size_t(i) * c.out + n] += r[size_t(i) * ys + n];
+
+  const size_t es = storage_bytes(f16), yes = y32 ? 4 : es;
+  const VkDeviceSize xb = x.size() * es, wb = w.size() * es, yb = r.size() * yes;  // y / r: full padded rows
+  Arena& a = p.arena;
+  const VkDeviceSize xo = a.take(xb), wo = a.take(wb), yo = a.take(yb), ro = a.take(yb);
+  a.create(dev, "op case linear");
+  const auto rbytes = pack(r, f16 && !y32);
+  a.buf->upload(xo, pack(x, f16).data(), xb);
+  a.buf->upload(wo, pack(w, f16).data(), wb);
+  a.buf->upload(ro, rbytes.data(), yb);
+
+  kernel.force_row_scalar_for_testing(c.scalar_loads);
+  kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
+  p.prog = std::make_unique<Program>(dev, "op case linear", p.timestamps);
+  const LinearParams lp{c.rows, c.in, c.out, xs, ys};
+  const BufferRange ry = a.range(yo, yb);
+  const BufferRange res = residual_of(c, ry, a.range(ro, yb));
+  const Elem ye = y32 ? Elem::f32 : Elem::storage;
+  if (c.variant < 0)
+    kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+  else
+    kernel.record_variant(*p.prog, uint32_t(c.variant), a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+  kernel.force_row_scalar_for_testing(false);
+  kernel.limit_workgroups_for_testing(0, 0);
+
+  const LinearTiles t = c.variant < 0 ? choose_linear_tiles(dev.caps(), c.rows, c.in, c.out) : kernel.candidates()[size_t(c.variant)];
+  p.detail = strf("%s wg=%u bm=%u bn=%u bk=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : "mm", t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, t.variant);
+  Buffer* buf = a.buf.get();
+  const bool in_place = c.residual == OpResidual::in_place;
+  p.reset = [=] {
+    // Poison y; in place, y starts as r except in the stride padding, which stays poisoned.
+    buf->fill(yo, yb, kPoison);
+    if (in_place)
+      for (uint32_t i = 0; i < c.rows; ++i) buf->upload(yo + size_t(i) * ys * yes, rbytes.data() + size_t(i) * ys * yes, size_t(c.out) * yes);
+  };
+  p.out_off = yo, p.out_bytes = yb;
+  p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
+    std::vector<float> got(size_t(c.rows) * c.out);
+    for (uint32_t i = 0; i < c.rows; ++i) {
+      for (uint32_t n = 0; n < c.out; ++n) got[size_t(i) * c.out + n] = value_at(b, size_t(i) * ys + n, yes);
+      for (uint32_t n = c.out; n < ys; ++n) pad += !poisoned(b, size_t(i) * ys + n, yes);
+    }
+    return got;
+  };
+  p.bytes = uint64_t(c.rows) * c.in * es + uint64_t(c.out) * c.in * es + uint64_t(c.rows) * c.out * yes * (c.residual == OpResidual::none ? 1 : 2);
+  p.flops = 2.0 * c.rows * c.in * c.out;
+}
+
+// ---------------------------------------------------------------- linear_row (one row, fused prologues)
+void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16(), x32 = c.x_f32, y32 = c.y_f32;
+  std::mt19937_64 rng(c.seed);
+  const bool silu = c.pro == RowPrologue::silu_mul;
+  const double xk = x32 ? 1e5 : 1.0, rk = y32 ? 1e5 : 1.0;  // float32 x / residual beyond fp16's 65504
+  const uint32_t xn = silu ? 2 * c.in : c.in;
+  auto x = uniform(rng, xn, (silu ? -4.0 : -3.0) * xk, 3.0 * xk);
+  x = x32 ? ref::round_to_f32(x) : rounded(x, f16);
+  const double ws = 1.7 / std::sqrt(double(c.in));
+  const auto w = rounded(uniform(rng, size_t(c.out) * c.in, -ws, ws), f16);
+  const auto g = rounded(uniform(rng, c.in, 0.5, 1.5), f16);
+  auto r = uniform(rng, c.out, -2.0 * rk, 2.0 * rk);
+  r = y32 ? ref::round_to_f32(r) : rounded(r, f16);
+  const double eps = 1e-5;
+  std::vector<double> act(c.in);
+  double ss = 0;
+  for (uint32_t k = 0; k < c.in; ++k) ss += x[k] * x[k];
+  const double inv = 1.0 / std::sqrt(ss / c.in + eps);
+  for (uint32_t k = 0; k < c.in; ++k)
+    act[k] = c.pro == RowPrologue::none ? x[k] : c.pro == RowPrologue::rmsnorm ? x[k] * inv * g[k] : x[k] / (1.0 + std::exp(-x[k])) * x[c.in + k];
+  p.expect = ref::linear(act, 1, int(c.in), w, int(c.out));
+  if (c.residual != OpResidual::none)
+    for (uint32_t n = 0; n < c.out; ++n) p.expect[n] += r[n];
+
+  const size_t es = storage_bytes(f16), xes = x32 ? 4 : es, yes = y32 ? 4 : es;
+  const VkDeviceSize xb = x.size() * xes, wb = w.size() * es, gb = g.size() * es, yb = r.size() * yes;
+  Arena& a = p.arena;
+  // x at an offset that is a multiple of the device alignment but not of 16 bytes (x_misaligned).
+  const VkDeviceSize xo = a.take(xb, c.x_misaligned ? dev.caps().min_storage_buffer_offset_alignment : 0);
+  const VkDeviceSize wo = a.take(wb), go = a.take(gb), yo = a.take(yb), ro = a.take(yb);
+  a.create(dev, "op case linear_row");
+  const auto rbytes = pack(r, f16 && !y32);
+  a.buf->upload(xo, pack(x, f16 && !x32).data(), xb);
+  a.buf->upload(wo, pack(w, f16).data(), wb);
+  a.buf->upload(go, pack(g, f16).data(), gb);
+  a.buf->upload(ro, rbytes.data(), yb);
+
+  kernel.force_row_scalar_for_testing(c.scalar_loads);
+  kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
+  p.prog = std::make_unique<Program>(dev, "op case linear_row", p.timestamps);
+  const BufferRange ry = a.range(yo, yb);
+  const BufferRange res = residual_of(c, ry, a.range(ro, yb));
+  kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry,
+                    {c.in, c.out, c.pro, float(eps), x32 ? Elem::f32 : Elem::storage, y32 ? Elem::f32 : Elem::storage}, res,
+                    c.pro == RowPrologue::rmsnorm ? a.range(go, gb) : BufferRange{});
+  kernel.force_row_scalar_for_testing(false);
+  kernel.limit_workgroups_for_testing(0, 0);
+  p.detail = strf("wg=%u nf=%u x_offset=%llu", kernel.row_workgroup_size(), kernel.row_features(), (unsigned long long)xo);
+  Buffer* buf = a.buf.get();
+  const bool in_place = c.residual == OpResidual::in_place;
+  p.reset = [=] {
+    buf->fill(yo, yb, kPoison);
+    if (in_place) buf->upload(yo, rbytes.data(), yb);
+  };
+  p.out_off = yo, p.out_bytes = yb;
+  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
+    std::vector<float> got(c.out);
+    for (uint32_t n = 0; n < c.out; ++n) got[n] = value_at(b, n, yes);
+    return got;
+  };
+  p.bytes = xn * xes + uint64_t(c.out) * c.in * es + (c.pro == RowPrologue::rmsnorm ? c.in * es : 0) +
+            uint64_t(c.out) * yes * (c.residual == OpResidual::none ? 1 : 2);
+  p.flops = 2.0 * c.in * c.out;
+}
+
+}  // namespace
+
+OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
+  OpCaseRun out;
+  if (c.fp16 != dev_.fp16()) {
+    out.skipped = strf("the case needs %s storage, the device runs %s", c.fp16 ? "fp16" : "fp32", dev_.fp16() ? "fp16" : "fp32");
+    return out;
+  }
+  if (c.x_misaligned && dev_.caps().min_storage_buffer_offset_alignment >= 16) {
+    out.skipped = "the device's storage offset alignment is >= 16 bytes: no misaligned binding exists";
+    return out;
+  }
+  const int sg = c.subgroup && dev_.subgroup_arithmetic() ? 1 : 0;
+  Prepared p(dev_);
+  p.timestamps = timing && timing->timestamps;
+  if (c.op == "linear" || c.op == "linear_row") {
+    auto& k = k_->linear[sg];
+    if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg));
+    if (c.op == "linear")
+      prepare_linear(dev_, *k, c, p);
+    else
+      prepare_linear_row(dev_, *k, c, p);
+  } else if (c.op == "head_rmsnorm") {
+    auto& k = k_->norm[sg];
+    if (!k) k = std::make_unique<HeadRmsNormKernel>(dev_, options_for(dev_, sg));
+    prepare_head_rmsnorm(dev_, *k, c, p);
+  } else if (c.op == "silu_mul") {
+    if (!k_->silu) k_->silu = std::make_unique<SiluMulKernel>(dev_, options_for(dev_, true));
+    prepare_silu_mul(dev_, *k_->silu, c, p);
+  } else if (c.op == "embed") {
+    if (!k_->embed) k_->embed = std::make_unique<EmbedKernel>(dev_, options_for(dev_, true));
+    prepare_embed(dev_, *k_->embed, c, p);
+  } else if (c.op == "rope_kv") {
+    if (!k_->rope) k_->rope = std::make_unique<RopeKvKernel>(dev_, options_for(dev_, true));
+    prepare_rope_kv(dev_, *k_->rope, c, p);
+  } else if (c.op == "diff_attn") {
+    if (c.Hkv == 0 || c.in % c.Hkv != 0) throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
+    auto& k = k_->attn[{c.out, c.in / c.Hkv, sg}];
+    if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, c.in / c.Hkv);
+    prepare_diff_attn(dev_, *k, c, p);
+  } else if (c.op == "attn_probs") {
+    if (!k_->probs) k_->probs = std::make_unique<AttnProbsKernel>(dev_, options_for(dev_, true));
+    prepare_attn_probs(dev_, *k_->probs, c, p);
+  } else {
+    throw Error(Status::invalid_argument, "no case table for op '" + c.op + "'");
+  }
+  p.detail = strf("%s%s", sg ? "subgroup " : "shared ", p.detail.c_str());
+  out.detail = p.detail;
+  out.bytes = p.bytes;
+  out.flops = p.flops;
+
+  if (plant_ == Plant::wrong_value && !p.expect.empty()) {
+    double& e = p.expect[p.expect.size() / 2];
+    e += 1e-2 * std::max(1.0, std::fabs(e));
+  }
+  if (plant_ == Plant::no_dispatch) p.prog = std::make_unique<Program>(dev_, "op case (planted: nothing recorded)");
+  std::vector<uint8_t> first(p.out_bytes), again(p.out_bytes);
+  p.reset();
+  p.prog->run();
+  p.arena.buf->download(p.out_off, first.data(), first.size());
+  const std::vector<float> got = p.extract(first, out.padding_changed);
+  out.check = compare("float64 reference", got, p.expect, dev_.fp16(), 1.0);
+  p.reset();
+  p.prog->run();  // a replayed program must give identical bits
+  p.arena.buf->download(p.out_off, again.data(), again.size());
+  out.replay_identical = again == first;
+
+  if (timing && out.ok()) {  // verify before timing
+    for (int i = 0; i < timing->warmup; ++i) p.prog->run();
+    std::vector<double> us;
+    for (int i = 0; i < timing->runs; ++i) us.push_back(run_timed(*p.prog, timing->timestamps));
+    out.us = stats_of(us);
+    out.timed = true;
+  }
+  return out;
+}
+
+}  // namespace diffvk::bench

@@ -1,0 +1,74 @@
+// diffvk_bench: the `ops` rows (ops_bench.hpp): the same case tables as the conformance tests, bench shapes.
+#include "bench/ops_bench.hpp"
+
+#include "bench/op_cases.hpp"
+#include "bench/report.hpp"
+#include "diffvk/error.hpp"
+#include "vk/gpu.hpp"
+
+namespace diffvk::bench {
+
+json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings& ceil, bool ts, const Sink& sink, bool& all_ok) {
+  std::vector<std::string> ops = table_ops();
+  if (!o.op.empty()) {
+    op_cases(o.op, OpMode::bench);  // invalid_argument naming the ops with a table
+    ops = {o.op};
+  }
+  OpRunner runner(dev);
+  const OpTiming timing{plan.warmup, plan.runs, ts};
+  json doc = json::object();
+  all_ok = true;
+  size_t ran = 0;
+  sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%mm", "check");
+  for (const std::string& op : ops) {
+    json rows = json::array();
+    for (const OpCase& c : op_cases(op, OpMode::bench)) {
+      if (c.fp16 != dev.fp16()) continue;
+      sink.check_cancel("between op cases");
+      sink.step("ops: " + op + " " + c.name);
+      const OpCaseRun r = runner.run(c, &timing);
+      json row{{"case", c.name}, {"precision", c.fp16 ? "fp16" : "fp32"}, {"rows", c.rows}, {"in", c.in}, {"out", c.out},
+               {"detail", r.detail}};
+      if (!r.skipped.empty()) {
+        row["skipped"] = r.skipped;
+        sink.reportf("%-13s %-52s skipped: %s", op.c_str(), c.name.c_str(), r.skipped.c_str());
+        rows.push_back(row);
+        continue;
+      }
+      ++ran;
+      all_ok = all_ok && r.ok();
+      row["output_checked"] = r.ok();
+      row["check"] = json{{"against", r.check.against}, {"values", r.check.values}, {"max_abs_err", r.check.max_abs},
+                          {"max_abs_ref", r.check.max_ref}, {"nmse", r.check.nmse}, {"nonfinite", r.check.nonfinite},
+                          {"replay_identical", r.replay_identical}, {"padding_changed", r.padding_changed}};
+      row["bytes"] = r.bytes;
+      row["flops"] = r.flops;
+      if (!r.timed) {
+        sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  FAILED (%s)", op.c_str(), c.name.c_str(), "-", "-", "-", "-", "-",
+                     r.summary().c_str());
+        sink.warn("ops: " + op + " " + c.name + ": " + r.summary());
+        rows.push_back(row);
+        continue;
+      }
+      const double copy_frac = ceil.copy.gbps > 0 ? r.gbps() / ceil.copy.gbps : 0;
+      // The matmul ceiling is a bound for the matrix products only; the other ops are bounded by bandwidth.
+      const bool matmul = op == "linear" || op == "linear_row";
+      const double mm_frac = matmul && ceil.mm.gflops > 0 ? r.gflops() / ceil.mm.gflops : 0;
+      row["time"] = stats_json(r.us);
+      row["GBps"] = r.gbps();
+      row["GFLOPs"] = r.gflops();
+      row["fraction_of_copy_ceiling"] = copy_frac;
+      row["fraction_of_matmul_ceiling"] = matmul ? json(mm_frac) : json(nullptr);
+      sink.reportf("%-13s %-52s %10.2f %9.2f %9.2f %6.1f%% %6s  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
+                   r.gflops(), 100 * copy_frac, matmul ? strf("%.1f%%", 100 * mm_frac).c_str() : "-", r.check.max_abs);
+      rows.push_back(row);
+    }
+    doc[op] = rows;
+  }
+  if (ran == 0) all_ok = false;
+  sink.reportf("\nop rows: %zu run, %s (every row checked against the float64 reference before it was timed)", ran,
+               all_ok ? "all outputs checked" : "SOME CHECKS FAILED");
+  return doc;
+}
+
+}  // namespace diffvk::bench

@@ -1,0 +1,41 @@
+// The conformance half of the one-case-table-per-op design (runtime/bench/op_cases.hpp): runs every case of
+// an op's table (OpMode::conformance) whose precision is `precision`, on a validated context, and checks
+// each against the float64 reference (docs/maths.md one-kernel tolerances), the replay and the padding.
+// Never times anything (the benchmark's `ops` rows run the same table in OpMode::bench).
+#pragma once
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "bench/op_cases.hpp"
+#include "gpu_test.hpp"
+
+namespace diffvk::test {
+
+inline void run_op_table(const std::string& op, Precision precision) {
+  if (precision == Precision::fp16 && !device_has_fp16()) {
+    skip("device has no fp16 path; fp16 case not run on this device");
+    return;
+  }
+  auto ctx = make_context(precision);
+  bench::OpRunner runner(ctx->device());
+  const bool fp16 = precision == Precision::fp16;
+  size_t ran = 0;
+  for (const bench::OpCase& c : bench::op_cases(op, bench::OpMode::conformance)) {
+    if (c.fp16 != fp16) continue;
+    INFO(op << " case " << c.name);
+    const bench::OpCaseRun r = runner.run(c);
+    INFO(r.summary());
+    if (!r.skipped.empty()) {
+      MESSAGE(op << " case " << c.name << ": " << r.skipped);
+      continue;
+    }
+    ++ran;
+    CHECK(r.check.ok);
+    CHECK(r.replay_identical);
+    CHECK(r.padding_changed == 0);
+  }
+  CHECK(ran > 0);
+}
+
+}  // namespace diffvk::test
