@@ -189,9 +189,16 @@ std::vector<OpCase> linear_row_cases(OpMode mode) {
   return b.cases;
 }
 
-OpCase norm(uint32_t heads, uint32_t D, uint32_t rows, bool x32 = false) {
+OpCase rows_out(uint32_t rows, uint32_t out, uint32_t in = 0, uint32_t parts = 1) {
   OpCase c;
-  c.in = heads, c.out = D, c.rows = rows, c.x_f32 = x32;
+  c.rows = rows, c.out = out, c.in = in, c.parts = parts;
+  return c;
+}
+
+// A headwise norm: `heads` heads of width D per row (in = heads, out = D).
+OpCase norm(uint32_t heads, uint32_t D, uint32_t rows, bool x32 = false) {
+  OpCase c = rows_out(rows, D, heads);
+  c.x_f32 = x32;
   return c;
 }
 
@@ -213,12 +220,6 @@ std::vector<OpCase> head_rmsnorm_cases(OpMode mode) {
       b.add(s);
     }
   return b.cases;
-}
-
-OpCase rows_out(uint32_t rows, uint32_t out, uint32_t in = 0, uint32_t parts = 1) {
-  OpCase c;
-  c.rows = rows, c.out = out, c.in = in, c.parts = parts;
-  return c;
 }
 
 std::vector<OpCase> silu_mul_cases(OpMode mode) {

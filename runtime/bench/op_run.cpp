@@ -38,6 +38,13 @@ BufferRange residual_of(const OpCase& c, BufferRange y, BufferRange separate) {
 }
 
 // ---------------------------------------------------------------- linear (matrix-matrix / matrix-vector)
+// The linear kernels' test hooks for a case (undone after the run), and the case's program.
+void start_linear_program(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p, const char* name) {
+  kernel.force_row_scalar_for_testing(c.scalar_loads);
+  kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
+  p.prog = std::make_unique<Program>(dev, name, p.timestamps);
+}
+
 void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16(), y32 = c.y_f32;
   std::mt19937_64 rng(c.seed);
@@ -65,9 +72,7 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   a.buf->upload(wo, pack(w, f16).data(), wb);
   a.buf->upload(ro, rbytes.data(), yb);
 
-  kernel.force_row_scalar_for_testing(c.scalar_loads);
-  kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
-  p.prog = std::make_unique<Program>(dev, "op case linear", p.timestamps);
+  start_linear_program(dev, kernel, c, p, "op case linear");
   const LinearParams lp{c.rows, c.in, c.out, xs, ys};
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = residual_of(c, ry, a.range(ro, yb));
@@ -140,9 +145,7 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
   a.buf->upload(go, pack(g, f16).data(), gb);
   a.buf->upload(ro, rbytes.data(), yb);
 
-  kernel.force_row_scalar_for_testing(c.scalar_loads);
-  kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
-  p.prog = std::make_unique<Program>(dev, "op case linear_row", p.timestamps);
+  start_linear_program(dev, kernel, c, p, "op case linear_row");
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = residual_of(c, ry, a.range(ro, yb));
   kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry,
