@@ -203,18 +203,19 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
     add_linear(f, "lm_head", xf, h.lm_head, logits, false);
     return logits;
   }
-  // The last row only, with the final norm fused into lm_head. A storage binding must start aligned: a
-  // last row off the alignment is staged first.
+  // The last row only, with the final norm fused into lm_head. A storage binding must start aligned, and
+  // the last row of a multi-row program starts at (rows − 1)·E·4 bytes: it is staged into its own tensor
+  // whenever rows > 1, so that every row count of a planned variant has the same tensors (fit_graph)
+  // whatever the device's minStorageBufferOffsetAlignment (SwiftShader: 256). One E-float copy per chunk.
   TensorRef xl = x;
-  uint32_t x_row = rows - 1;
-  if ((uint64_t(rows - 1) * E * 4) % std::max<uint64_t>(1, h.align)) {
+  if (rows > 1) {
     xl = f.g.tensor("norm.out", TensorRole::activation, ElemType::f32, {E});
     const TensorRef staged = xl;
     f.g.add("last row", {x}, {staged}, [=](Program& p, const GraphBinding& b) {
       p.copy(b[x].sub(uint64_t(rows - 1) * E * 4, uint64_t(E) * 4), b[staged], "last row");
     });
-    x_row = 0;
   }
+  const uint32_t x_row = 0;
   const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {V});
   const RowLinear r{Prologue::rmsnorm, h.norm, h.eps, x_row};
   add_linear(f, "lm_head", xl, h.lm_head, logits, false, &r);

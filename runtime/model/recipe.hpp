@@ -118,7 +118,6 @@ struct Head {
   LinearWeight lm_head;
   float eps = 1e-5f;
   uint32_t E = 0, vocab = 0;
-  uint64_t align = 1;        // minStorageBufferOffsetAlignment (a last row off it is staged first)
   TensorRef params, picked;  // HeadOut::sample only (external)
 };
 // Returns the f32 logits tensor (output role), or an invalid ref for HeadOut::none.

@@ -88,7 +88,6 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   h.eps = eps;
   h.E = E;
   h.vocab = c.vocab_size;
-  h.align = M.dev->caps().min_storage_buffer_offset_alignment;
   if (out == HeadOut::sample) {
     h.params = g.bind("sampling parameters", TensorRole::external, ElemType::u32, {4}, dyn.range(0, 16));
     h.picked = g.bind("sampled token", TensorRole::external, ElemType::u32, {1}, picked.range(0, 4));
