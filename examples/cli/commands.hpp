@@ -35,6 +35,7 @@ Runner register_logits(CLI::App& app);
 Runner register_plan(CLI::App& app);
 Runner register_shader_stats(CLI::App& app);
 Runner register_attn_map(CLI::App& app);
+Runner register_quantize(CLI::App& app);
 
 // The model directory's tokenizer (what `diffvk run` encodes prompts with), checked against the model's vocabulary.
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& config);
