@@ -395,7 +395,7 @@ void GgufFile::parse() {
     const uint64_t blocks = numel / bw, bb = ggml_block_bytes(t.type);
     if (blocks > std::numeric_limits<uint64_t>::max() / bb) fail(file, wt + ": byte size overflows");
     t.nbytes = blocks * bb;
-    t.offset = c.get<uint64_t>(wt + ": offset");
+    t.offset = c.get<uint64_t>(wt + ": data offset");
     if (t.offset % alignment_ != 0) {
       fail(file, wt + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(alignment_));
     }
