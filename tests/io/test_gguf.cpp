@@ -19,6 +19,7 @@
 #include "io/gguf.hpp"
 #include "io/quant.hpp"
 #include "io/safetensors.hpp"
+#include "model/checkpoint.hpp"
 
 using namespace diffvk;
 
@@ -300,4 +301,49 @@ TEST_CASE("io: gguf parses many entries in linear time") {
   CHECK(s < 5.0);
   // One tensor more than the limit is refused before anything is allocated.
   CHECK(parse_error(Bytes().header(kGgufMaxTensors + 1, 0).b).find("exceeds the limit of 1048576") != std::string::npos);
+}
+
+TEST_CASE("io: gguf checkpoints refuse foreign or incomplete files") {
+  const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_ck_" + std::to_string(::getpid()))).string();
+  auto error_of = [&](const GgufWriter& w) -> std::string {
+    const std::string p = base + ".gguf";
+    w.write(p);
+    std::string e = "(accepted)";
+    try {
+      (void)open_gguf_checkpoint(p);
+    } catch (const Error& x) {
+      e = x.what();
+    }
+    std::remove(p.c_str());
+    return e;
+  };
+  GgufWriter llama;
+  llama.add_string("general.architecture", "llama");
+  CHECK(error_of(llama).find("general.architecture is 'llama', not 'diffllama'") != std::string::npos);
+  GgufWriter empty;
+  CHECK(error_of(empty).find("missing metadata key 'general.architecture'") != std::string::npos);
+  GgufWriter keys;
+  keys.add_string("general.architecture", "diffllama");
+  keys.add_u32("diffllama.attention.head_count", 3);
+  keys.add_u32("diffllama.attention.head_count_kv", 2);
+  CHECK(error_of(keys).find("must be even") != std::string::npos);
+  // A real file with one tensor dropped.
+  const std::string model = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+  quantize_model(model, base + "-full.gguf", QuantKind::f16);
+  const GgufFile full = GgufFile::open(base + "-full.gguf");
+  GgufWriter w;
+  for (const GgufKV& kv : full.metadata()) {
+    const std::string k(kv.key);
+    if (k == "general.alignment") continue;
+    if (kv.value.type == GgufType::string) w.add_string(k, std::string(kv.value.str));
+    else if (kv.value.type == GgufType::float32) w.add_f32(k, float(kv.value.as_f64(k)));
+    else w.add_u32(k, uint32_t(kv.value.as_u64(k)));
+  }
+  for (const GgufTensorInfo& t : full.tensors()) {
+    if (t.name == "blk.1.ffn_up.weight") continue;
+    w.add_tensor(std::string(t.name), std::vector<uint64_t>(t.dims, t.dims + t.n_dims), t.type,
+                 std::vector<uint8_t>(full.data(t), full.data(t) + t.nbytes));
+  }
+  CHECK(error_of(w).find("missing tensor 'blk.1.ffn_up.weight'") != std::string::npos);
+  std::remove((base + "-full.gguf").c_str());
 }
