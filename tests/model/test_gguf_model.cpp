@@ -18,7 +18,7 @@
 
 using namespace diffvk;
 
-TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpoint; q8_0 and q4_0 are refused") {
+TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpoint and q8_0 or q4_0 files are refused") {
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
   const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_model_" + std::to_string(::getpid()))).string();
   auto ctx = test::make_context();
