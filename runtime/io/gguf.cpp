@@ -147,6 +147,13 @@ bool GgufValue::is_integer() const noexcept {
 }
 
 namespace {
+// A float as int64 without undefined behaviour: truncated, saturated, NaN -> 0.
+int64_t saturate(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2e18) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18) return std::numeric_limits<int64_t>::min();
+  return int64_t(v);
+}
 // Scalar at p of numeric type t, as int64 (integers) — uint64 above INT64_MAX reported through *big.
 int64_t read_int(GgufType t, const uint8_t* p, bool* big) {
   *big = false;
@@ -164,8 +171,8 @@ int64_t read_int(GgufType t, const uint8_t* p, bool* big) {
       return int64_t(v & uint64_t(std::numeric_limits<int64_t>::max()));
     }
     case GgufType::int64: { int64_t v; std::memcpy(&v, p, 8); return v; }
-    case GgufType::float32: { float v; std::memcpy(&v, p, 4); return int64_t(v); }
-    case GgufType::float64: { double v; std::memcpy(&v, p, 8); return int64_t(v); }
+    case GgufType::float32: { float v; std::memcpy(&v, p, 4); return saturate(double(v)); }
+    case GgufType::float64: { double v; std::memcpy(&v, p, 8); return saturate(v); }
     default: return 0;
   }
 }

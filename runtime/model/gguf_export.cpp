@@ -215,8 +215,17 @@ std::string gguf_listing_json(const std::string& path) {
         for (std::string_view s : v.strings) arr.push_back(std::string(s));
       } else {
         for (uint64_t i = 0; i < v.count; ++i) {
-          if (v.elem == GgufType::float32 || v.elem == GgufType::float64) arr.push_back(v.number_at(i));
-          else arr.push_back(v.integer_at(i));
+          if (v.elem == GgufType::float32 || v.elem == GgufType::float64) {
+            arr.push_back(v.number_at(i));
+          } else if (v.elem == GgufType::uint64) {
+            uint64_t u;
+            std::memcpy(&u, v.raw + 8 * i, 8);
+            arr.push_back(u);
+          } else if (v.elem == GgufType::boolean) {
+            arr.push_back(v.raw[i] != 0);
+          } else {
+            arr.push_back(v.integer_at(i));
+          }
         }
       }
       e["value"] = std::move(arr);

@@ -82,7 +82,7 @@ std::vector<uint8_t> good_file() {
   w.add_f32("a.f32", 0.25f);
   w.add_bool("a.bool", true);
   w.add_string_array("a.strings", {"x", "", "yz"});
-  w.add_f32_array("a.floats", {1.5f, -2.0f});
+  w.add_f32_array("a.floats", {1.5f, -2.0f, 1e30f, std::nanf("")});
   w.add_i32_array("a.ints", {3, -4, 5});
   std::vector<uint8_t> f32(4 * 3 * 4);
   for (size_t i = 0; i < f32.size(); ++i) f32[i] = uint8_t(i);
@@ -111,6 +111,8 @@ TEST_CASE("io: gguf round trip") {
   REQUIRE(s.strings.size() == 3);
   CHECK(s.strings[2] == "yz");
   CHECK(f.require_value("a.floats").number_at(1) == -2.0);
+  CHECK(f.require_value("a.floats").integer_at(2) == INT64_MAX);  // saturated, no undefined conversion
+  CHECK(f.require_value("a.floats").integer_at(3) == 0);
   CHECK(f.require_value("a.ints").integer_at(1) == -4);
   CHECK(f.find_value("nope") == nullptr);
   REQUIRE(f.tensors().size() == 4);
