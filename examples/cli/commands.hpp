@@ -35,6 +35,10 @@ Runner register_logits(CLI::App& app);
 Runner register_plan(CLI::App& app);
 Runner register_shader_stats(CLI::App& app);
 Runner register_attn_map(CLI::App& app);
+Runner register_quantize(CLI::App& app);
+
+// --model's check: an existing directory, or an existing file named *.gguf (use as CLI::ExistingDirectory | this).
+CLI::Validator gguf_file_validator();
 
 // The model directory's tokenizer (what `diffvk run` encodes prompts with), checked against the model's vocabulary.
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& config);

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   diffvk::platform::install_interrupt_cleanup();  // no temporary output file left behind on Ctrl-C / SIGTERM
   add(register_shader_stats(app));
   add(register_attn_map(app));
+  add(register_quantize(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,7 +28,21 @@ std::string default_model_dir() {
                                     std::string(DIFFVK_INSTALL_MODEL_DIR) + "' and '" + DIFFVK_SOURCE_MODEL_DIR + "')");
 }
 
+CLI::Validator gguf_file_validator() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0) return "not a directory nor a .gguf file: " + path;
+        return CLI::ExistingFile(path);
+      },
+      "DIR|FILE.gguf");
+}
+
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
+  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) {
+    // A GGUF file carries the bytes tokenizer only (docs/gguf.md).
+    if (cfg.tokenizer != "bytes") throw Error(Status::invalid_argument, dir + ": the GGUF file has no tokenizer diffvk can use (only 'bytes' is exported)");
+    return Tokenizer::bytes(cfg.vocab_size, int32_t(cfg.bos_token_id), int32_t(cfg.eos_token_id));
+  }
   Tokenizer tokenizer = Tokenizer::load(dir);
   if (tokenizer.vocab_size() > cfg.vocab_size)
     throw Error(Status::invalid_argument, dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
@@ -71,7 +85,8 @@ struct ModelArgs {
   std::string model;
   uint32_t context = 0, chunk = 64;
   void add(CLI::App* cmd, bool model_required) {
-    auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors)")->check(CLI::ExistingDirectory);
+    auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
+                  ->check(CLI::ExistingDirectory | gguf_file_validator());
     if (model_required) o->required();
     cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
     cmd->add_option("--chunk", chunk, "prefill chunk size")->check(CLI::PositiveNumber);

@@ -54,7 +54,7 @@ struct LoadOptions {
 };
 // What loading cost on the host (Model::load_stats).
 struct LoadStats {
-  std::string format;                 // "diffvk" or "diffllama"
+  std::string format;                 // "diffvk", "diffllama" or "gguf"
   uint32_t files = 0;                 // safetensors files (shards)
   uint64_t staging_peak_bytes = 0;    // host conversion + staging bytes held at once (0: device memory mapped)
   uint64_t largest_tensor_bytes = 0;  // largest device tensor (storage type)

@@ -35,6 +35,23 @@ WeightSource& WeightSource::add(const SafetensorsFile& f, const TensorInfo& t) {
   return add(f, t, 0, t.shape.empty() ? 1 : uint64_t(t.shape[0]));
 }
 
+WeightSource& WeightSource::add(const GgufFile& f, const GgufTensorInfo& t) {
+  if (t.type != GgmlType::f32 && t.type != GgmlType::f16 && t.type != GgmlType::bf16)
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' must be F32, F16 or BF16, not " +
+                                          ggml_type_name(t.type));
+  const uint64_t trows = t.n_dims == 1 ? t.dims[0] : t.numel / t.dims[0];
+  const uint64_t tcols = t.numel / trows;
+  if (tcols != cols)
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' has rows of " + std::to_string(tcols) +
+                                          " elements, " + name + " needs " + std::to_string(cols));
+  RowSpan s;
+  s.rows = trows;
+  s.gguf = &f;
+  s.gtensor = &t;
+  spans.push_back(s);
+  return *this;
+}
+
 WeightSource& WeightSource::add_ones(uint64_t rows) {
   spans.push_back({nullptr, nullptr, 0, rows});
   return *this;
@@ -81,7 +98,12 @@ void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16
     const uint64_t end = at + s.rows;
     if (row0 < end) {
       const uint64_t r = row0 - at, n = std::min(rows, s.rows - r), count = n * w.cols;
-      if (!s.file) {
+      if (s.gguf) {
+        const DType dt = s.gtensor->type == GgmlType::f32 ? DType::F32 : s.gtensor->type == GgmlType::f16 ? DType::F16 : DType::BF16;
+        convert(s.gguf->data(*s.gtensor) + (s.row + r) * w.cols * dtype_size(dt), dt, count, fp16, out);
+        if (w.check_finite && !all_finite(out, count, fp16))
+          throw Error(Status::format_error, s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
+      } else if (!s.file) {
         const float one = 1.0f;
         const uint16_t h = float_to_half(one);
         for (uint64_t i = 0; i < count; ++i) std::memcpy(out + i * es, fp16 ? static_cast<const void*>(&h) : &one, es);
@@ -103,6 +125,7 @@ void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16
 void release_source(const WeightSource& w) {
   for (const auto& s : w.spans)
     if (s.file) s.file->release(*s.tensor);
+    else if (s.gguf) s.gguf->release(*s.gtensor);
 }
 
 }  // namespace diffvk

@@ -1,7 +1,7 @@
 // Where the rows of one device weight tensor come from, and their conversion to the device storage
 // type a bounded slice at a time (the streaming loader: runtime/model/weight_store.cpp).
 //
-// A weight is a list of row spans, each `rows` consecutive rows of a safetensors tensor (F32, F16
+// A weight is a list of row spans, each `rows` consecutive rows of a safetensors or GGUF tensor (F32, F16
 // or BF16; any rank, rows = the first dimension) or rows of ones (a weightless norm). Concatenations
 // (the fused qkv and gate_up projections) and row permutations (Hugging Face DiffLlama's head
 // layout, runtime/model/hf_loader.cpp) are both just span lists: nothing is converted until upload.
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.hpp"
 #include "io/safetensors.hpp"
 
 namespace diffvk {
@@ -18,6 +19,8 @@ struct RowSpan {
   const SafetensorsFile* file = nullptr;  // nullptr: rows of 1.0
   const TensorInfo* tensor = nullptr;
   uint64_t row = 0, rows = 0;  // first row in the tensor, row count
+  const GgufFile* gguf = nullptr;         // instead of file/tensor: an F32/F16/BF16 tensor of a GGUF file
+  const GgufTensorInfo* gtensor = nullptr;
 };
 
 struct WeightSource {
@@ -32,6 +35,8 @@ struct WeightSource {
   WeightSource& add(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint64_t rows);
   WeightSource& add(const SafetensorsFile& f, const TensorInfo& t);  // every row
   WeightSource& add_ones(uint64_t rows);
+  // Every row of an F32, F16 or BF16 GGUF tensor (rows = the outermost dim; a 1-D tensor is rows of 1).
+  WeightSource& add(const GgufFile& f, const GgufTensorInfo& t);
 };
 
 // Converts rows [row0, row0 + rows) of `w` into `out` (rows·cols elements of fp16 bits when fp16,

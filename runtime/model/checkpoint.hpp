@@ -22,12 +22,18 @@ struct CheckpointLayer {
 struct Checkpoint {
   ModelConfig config;
   std::vector<std::unique_ptr<SafetensorsFile>> files;  // mapped; the sources point into them
+  std::unique_ptr<GgufFile> gguf;                        // a .gguf checkpoint (mapped); the sources point into it
   WeightSource embed, norm, lm_head;                    // lm_head has no rows when tied
   std::vector<CheckpointLayer> layers;
 };
 
-// Reads <dir>/config.json and opens the checkpoint in whichever format it declares (model_type).
+// A path ending in ".gguf" is a GGUF file written by diffvk quantize (docs/gguf.md): open_gguf_checkpoint.
+// Otherwise reads <dir>/config.json and opens the checkpoint in whichever format it declares (model_type).
 Checkpoint open_checkpoint(const std::string& dir);
+
+// A diffllama GGUF file: the config from its diffllama.* keys (checked by parse_model_config's rules), F32/F16/BF16
+// tensors. Q8_0/Q4_0 tensors are refused (invalid_argument): the quantized kernels do not exist yet.
+Checkpoint open_gguf_checkpoint(const std::string& path);
 
 // Native format: `config` parsed from config.json.
 Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config);

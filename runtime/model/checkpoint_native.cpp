@@ -15,6 +15,7 @@ ModelConfig read_model_config(const std::string& dir) {
 }
 
 Checkpoint open_checkpoint(const std::string& dir) {
+  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) return open_gguf_checkpoint(dir);
   ModelConfig c = read_model_config(dir);
   if (c.format == "diffllama") return open_hf_checkpoint(dir, std::move(c));
   return open_native_checkpoint(dir, std::move(c));

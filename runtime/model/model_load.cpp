@@ -143,13 +143,13 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
 
   m->k = build_model_kernels(dev, c);  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
-  m->stats.files = static_cast<uint32_t>(ck.files.size());
+  m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;
   m->stats.largest_tensor_bytes = up.largest_tensor_bytes;
   m->stats.weight_bytes = up.bytes;
   m->stats.split_tensors = up.split_tensors;
   m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size()) + " file(s)): " +
+  platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size() + (ck.gguf ? 1 : 0)) + " file(s)): " +
                                               std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
                                               ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +

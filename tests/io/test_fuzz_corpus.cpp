@@ -7,6 +7,7 @@
 
 #include "diffvk/npy.hpp"
 #include "file_test_util.hpp"
+#include "io/gguf.hpp"
 #include "io/safetensors.hpp"
 
 using namespace io_test;
@@ -19,7 +20,7 @@ TEST_CASE("io: fuzz seed corpus") {
   const fs::path root = fs::path(DIFFVK_FUZZ_CORPUS_DIR);
   REQUIRE_MESSAGE(fs::is_directory(root), "fuzz seed corpus not found at " << root.string());
   size_t ok = 0, bad = 0;
-  for (const char* kind : {"safetensors", "npy"}) {
+  for (const char* kind : {"safetensors", "npy", "gguf"}) {
     if (!fs::is_directory(root / kind)) continue;
     for (const auto& entry : fs::directory_iterator(root / kind)) {
       const std::string name = entry.path().filename().string();
@@ -30,6 +31,8 @@ TEST_CASE("io: fuzz seed corpus") {
       try {
         if (std::string(kind) == "safetensors") {
           read_all(diffvk::SafetensorsFile::open(path));
+        } else if (std::string(kind) == "gguf") {
+          (void)diffvk::GgufFile::open(path);
         } else {
           read_all(diffvk::read_npy(path));
         }

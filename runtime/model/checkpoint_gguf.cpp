@@ -1,0 +1,115 @@
+// A diffllama GGUF file (docs/gguf.md, written by diffvk quantize) as row sources of the runtime's weights.
+// F32/F16/BF16 tensors only: Q8_0/Q4_0 files are refused until the quantized kernels exist (issue 19 item 4).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "model/checkpoint.hpp"
+
+namespace diffvk {
+
+Checkpoint open_gguf_checkpoint(const std::string& path) {
+  Checkpoint ck;
+  ck.gguf = std::make_unique<GgufFile>(GgufFile::open(path));
+  const GgufFile& f = *ck.gguf;
+  auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
+  const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
+  if (arch != "diffllama") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama'");
+  for (const GgufTensorInfo& t : f.tensors())
+    if (t.type == GgmlType::q8_0 || t.type == GgmlType::q4_0)
+      throw Error(Status::invalid_argument, path + ": tensor '" + std::string(t.name) + "' is " + ggml_type_name(t.type) +
+                                                ": quantized GGUF weights cannot be loaded yet (the Q8_0/Q4_0 kernels do not "
+                                                "exist; issue 19 item 4). Write the file with diffvk quantize --type f16.");
+  auto u = [&](const std::string& k) { return f.require_value("diffllama." + k).as_u64(path + ": diffllama." + k); };
+  auto r = [&](const std::string& k) { return f.require_value("diffllama." + k).as_f64(path + ": diffllama." + k); };
+  const uint64_t heads = u("attention.head_count"), kv_heads = u("attention.head_count_kv");
+  if (heads % 2 || kv_heads % 2) throw fail("diffllama.attention.head_count and head_count_kv must be even (2 half-heads per head)");
+  // The config.json rules (ranges, divisibility) apply to the GGUF keys too: one checker.
+  nlohmann::json j;
+  j["vocab_size"] = u("vocab_size");
+  j["hidden_size"] = u("embedding_length");
+  j["num_layers"] = u("block_count");
+  j["num_heads"] = heads / 2;
+  j["num_kv_heads"] = kv_heads / 2;
+  j["intermediate_size"] = u("feed_forward_length");
+  j["max_position_embeddings"] = u("context_length");
+  j["rope_theta"] = r("rope.freq_base");
+  j["rms_norm_eps"] = r("attention.layer_norm_rms_epsilon");
+  j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
+  const GgufValue* tok = f.find_value("tokenizer.ggml.model");
+  j["tokenizer"] = tok && tok->type == GgufType::string && tok->str == "bytes" ? "bytes" : "none";
+  for (const char* k : {"bos_token_id", "eos_token_id"})
+    if (const GgufValue* v = f.find_value(std::string("tokenizer.ggml.") + k)) j[k] = v->as_u64(path + ": tokenizer.ggml." + k);
+  ck.config = parse_model_config(j.dump(), path + " (diffllama.* keys)");
+  ModelConfig& c = ck.config;
+  c.format = "gguf";
+  if (f.find_value("diffllama.attention.sub_norm_rms_epsilon")) {
+    c.subln_eps = r("attention.sub_norm_rms_epsilon");
+    if (!(c.subln_eps > 0 && c.subln_eps < 1)) throw fail("diffllama.attention.sub_norm_rms_epsilon is out of range (0, 1)");
+  }
+  if (const GgufValue* st = f.find_value("diffllama.rope.scaling.type")) {
+    const std::string_view s = st->as_string(path + ": diffllama.rope.scaling.type");
+    if (s == "llama3") {
+      c.rope_type = "llama3";
+      c.rope_factor = r("rope.scaling.factor");
+      c.rope_low_freq_factor = r("rope.scaling.low_freq_factor");
+      c.rope_high_freq_factor = r("rope.scaling.high_freq_factor");
+      c.rope_original_max_positions = uint32_t(std::min<uint64_t>(u("rope.scaling.original_context_length"), 1u << 20));
+      if (!(c.rope_factor >= 1 && c.rope_factor < 1e6 && c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
+            c.rope_original_max_positions >= 1))
+        throw fail("diffllama.rope.scaling.* values are out of range");
+    } else if (s != "none") {
+      throw fail("diffllama.rope.scaling.type '" + std::string(s.substr(0, 40)) + "' is not supported (none, llama3)");
+    }
+  }
+  if (u("attention.key_length") != c.head_dim()) throw fail("diffllama.attention.key_length is not embedding_length / head_count");
+
+  const uint64_t E = c.hidden_size, D = c.head_dim(), KV = 2ull * c.num_kv_heads * D, I = c.intermediate_size, V = c.vocab_size;
+  // Every tensor must be present with its shape (row-major [rows, cols]), nothing else may be.
+  size_t expected = 0;
+  auto tensor = [&](const std::string& name, std::vector<int64_t> shape) -> const GgufTensorInfo& {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) throw fail("missing tensor '" + name + "'");
+    if (t->shape() != shape) throw fail("tensor '" + name + "' has shape " + shape_to_string(t->shape()) + ", expected " + shape_to_string(shape));
+    ++expected;
+    return *t;
+  };
+  auto weight = [&](const std::string& as, std::initializer_list<std::pair<std::string, std::vector<int64_t>>> parts, bool finite = false) {
+    const auto& first = parts.begin()->second;
+    WeightSource w{as, first.size() > 1 ? uint64_t(first[1]) : 1, {}, finite};
+    for (const auto& [n, s] : parts) w.add(f, tensor(n, s));
+    return w;
+  };
+  const int64_t e = int64_t(E), kv = int64_t(KV), i = int64_t(I), v = int64_t(V), d = int64_t(D);
+  ck.embed = weight("token_embd.weight", {{"token_embd.weight", {v, e}}});
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    CheckpointLayer L;
+    L.attn_norm = weight(p + "attn_norm.weight", {{p + "attn_norm.weight", {e}}}, true);
+    L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {e, e}}, {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
+    L.wo = weight(p + "attn_output.weight", {{p + "attn_output.weight", {e, e}}});
+    L.subln = weight(p + "attn_sub_norm.weight", {{p + "attn_sub_norm.weight", {2 * d}}}, true);
+    L.ffn_norm = weight(p + "ffn_norm.weight", {{p + "ffn_norm.weight", {e}}}, true);
+    L.wgu = weight(p + "ffn_gate_up", {{p + "ffn_gate.weight", {i, e}}, {p + "ffn_up.weight", {i, e}}});
+    L.wdown = weight(p + "ffn_down.weight", {{p + "ffn_down.weight", {e, i}}});
+    int k = 0;
+    for (const char* n : {"attn_lambda_q1", "attn_lambda_k1", "attn_lambda_q2", "attn_lambda_k2"}) {
+      const GgufTensorInfo& t = tensor(p + n, {d});
+      if (t.type != GgmlType::f32) throw fail("tensor '" + p + n + "' must be F32");
+      L.lambda[size_t(k)].resize(size_t(D));
+      std::memcpy(L.lambda[size_t(k)].data(), f.data(t), size_t(D) * 4);
+      for (float x : L.lambda[size_t(k)])
+        if (!std::isfinite(x)) throw fail("non-finite value in '" + p + n + "'");
+      ++k;
+    }
+    ck.layers.push_back(std::move(L));
+  }
+  ck.norm = weight("output_norm.weight", {{"output_norm.weight", {e}}}, true);
+  if (!c.tie_word_embeddings) ck.lm_head = weight("output.weight", {{"output.weight", {v, e}}});
+  if (expected != f.tensors().size()) throw fail(std::to_string(f.tensors().size() - expected) + " unexpected tensor(s) besides diffllama's (docs/gguf.md)");
+  return ck;
+}
+
+}  // namespace diffvk
