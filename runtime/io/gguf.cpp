@@ -71,6 +71,25 @@ struct Cursor {
   }
 };
 
+// Room for a section's entries and their index (counts already checked against the bytes left).
+template <class V, class I>
+void reserve_section(V& entries, I& index, uint64_t n) {
+  entries.reserve(size_t(n));
+  index.reserve(size_t(n));
+}
+
+// Entry `i` of a section (a metadata key or a tensor name): read within its length limit, non-empty and
+// not seen before. Returns "<label> <quoted name>", the prefix of every later message about the entry.
+template <class Index>
+std::string read_entry_name(Cursor& c, const std::string& file, uint64_t limit, const std::string& where, const char* empty,
+                            const char* label, const Index& index, std::string_view* name) {
+  *name = c.str(limit, where + (std::string(empty) == "key" ? ": key" : ": name"));
+  if (name->empty()) fail(file, where + ": empty " + empty);
+  const std::string w = std::string(label) + " " + q(*name);
+  if (index.count(*name)) fail(file, "duplicate " + w);
+  return w;
+}
+
 }  // namespace
 
 const char* gguf_type_name(GgufType t) noexcept {
@@ -234,28 +253,15 @@ std::vector<int64_t> GgufTensorInfo::shape() const {
 
 // ---- reader ----------------------------------------------------------------------------------------
 
-GgufFile GgufFile::open(const std::string& path) {
-  auto mapped = std::make_shared<platform::MappedFile>(path);
-  GgufFile f;
-  f.name_ = path;
-  f.bytes_ = mapped->data();
-  f.size_ = mapped->size();
-  f.mapped_ = mapped.get();
-  f.owner_ = std::move(mapped);
-  f.parse();
-  return f;
-}
+GgufFile GgufFile::open(const std::string& path) { return GgufFile(FileBytes::map(path)); }
 
 GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, std::string display_name) {
-  auto buf = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-  static const uint8_t kEmpty[1] = {0};
-  GgufFile f;
-  f.name_ = std::move(display_name);
-  f.bytes_ = buf->empty() ? kEmpty : buf->data();
-  f.size_ = buf->size();
-  f.owner_ = std::move(buf);
-  f.parse();
-  return f;
+  return GgufFile(FileBytes::own(std::move(bytes), std::move(display_name)));
+}
+
+GgufFile::GgufFile(FileBytes b)
+    : name_(std::move(b.name)), owner_(std::move(b.owner)), mapped_(b.mapped), bytes_(b.bytes), size_(b.size) {
+  parse();
 }
 
 const GgufValue* GgufFile::find_value(std::string_view key) const {
@@ -308,15 +314,11 @@ void GgufFile::parse() {
                    " need more than the " + std::to_string(c.left()) + " bytes left in the file (truncated file?)");
   }
 
-  kv_.reserve(size_t(n_kv));
-  kv_index_.reserve(size_t(n_kv));
+  reserve_section(kv_, kv_index_, n_kv);
   for (uint64_t i = 0; i < n_kv; ++i) {
-    const std::string where = "metadata key/value " + std::to_string(i);
     GgufKV kv;
-    kv.key = c.str(kGgufMaxKeyBytes, where + ": key");
-    if (kv.key.empty()) fail(file, where + ": empty key");
-    const std::string wk = "metadata key " + q(kv.key);
-    if (kv_index_.count(kv.key)) fail(file, "duplicate " + wk);
+    const std::string wk = read_entry_name(c, file, kGgufMaxKeyBytes, "metadata key/value " + std::to_string(i), "key",
+                                           "metadata key", kv_index_, &kv.key);
     const uint32_t type = c.get<uint32_t>(wk + ": value type");
     if (type > uint32_t(GgufType::float64)) fail(file, wk + ": unknown value type " + std::to_string(type));
     GgufValue& v = kv.value;
@@ -366,15 +368,11 @@ void GgufFile::parse() {
     alignment_ = al;
   }
 
-  tensors_.reserve(size_t(n_tensors));
-  tensor_index_.reserve(size_t(n_tensors));
+  reserve_section(tensors_, tensor_index_, n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
-    const std::string where = "tensor info " + std::to_string(i);
     GgufTensorInfo t;
-    t.name = c.str(kGgufMaxNameBytes, where + ": name");
-    if (t.name.empty()) fail(file, where + ": empty tensor name");
-    const std::string wt = "tensor " + q(t.name);
-    if (tensor_index_.count(t.name)) fail(file, "duplicate " + wt);
+    const std::string wt = read_entry_name(c, file, kGgufMaxNameBytes, "tensor info " + std::to_string(i), "tensor name",
+                                           "tensor", tensor_index_, &t.name);
     t.n_dims = c.get<uint32_t>(wt + ": n_dims");
     if (t.n_dims < 1 || t.n_dims > kGgufMaxDims) {
       fail(file, wt + ": n_dims " + std::to_string(t.n_dims) + " is outside 1.." + std::to_string(kGgufMaxDims));
@@ -443,115 +441,6 @@ void GgufFile::parse() {
                      std::to_string(b->offset + b->nbytes) + ") overlap in the data section");
     }
   }
-}
-
-// ---- writer ----------------------------------------------------------------------------------------
-
-namespace {
-template <class T>
-void put(std::vector<uint8_t>& out, T v) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(T));
-  std::memcpy(out.data() + at, &v, sizeof(T));
-}
-void put_str(std::vector<uint8_t>& out, const std::string& s) {
-  put<uint64_t>(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
-}
-}  // namespace
-
-GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
-  if (!is_pow2(alignment)) throw Error(Status::invalid_argument, "GGUF alignment " + std::to_string(alignment) + " is not a power of two");
-  add_u32("general.alignment", alignment);
-}
-
-void GgufWriter::key(const std::string& k, GgufType t) {
-  if (k.empty() || k.size() > kGgufMaxKeyBytes) throw Error(Status::invalid_argument, "GGUF key " + q(k) + ": empty or too long");
-  if (std::find(keys_.begin(), keys_.end(), k) != keys_.end()) throw Error(Status::invalid_argument, "duplicate GGUF key " + q(k));
-  if (kv_count_ >= kGgufMaxKeys) throw Error(Status::invalid_argument, "too many GGUF keys");
-  keys_.push_back(k);
-  ++kv_count_;
-  put_str(kv_, k);
-  put<uint32_t>(kv_, uint32_t(t));
-}
-
-void GgufWriter::add_u32(const std::string& k, uint32_t v) { key(k, GgufType::uint32); put(kv_, v); }
-void GgufWriter::add_i32(const std::string& k, int32_t v) { key(k, GgufType::int32); put(kv_, v); }
-void GgufWriter::add_u64(const std::string& k, uint64_t v) { key(k, GgufType::uint64); put(kv_, v); }
-void GgufWriter::add_f32(const std::string& k, float v) { key(k, GgufType::float32); put(kv_, v); }
-void GgufWriter::add_bool(const std::string& k, bool v) { key(k, GgufType::boolean); put<uint8_t>(kv_, v ? 1 : 0); }
-void GgufWriter::add_string(const std::string& k, const std::string& v) { key(k, GgufType::string); put_str(kv_, v); }
-
-void GgufWriter::add_string_array(const std::string& k, const std::vector<std::string>& v) {
-  key(k, GgufType::array);
-  put<uint32_t>(kv_, uint32_t(GgufType::string));
-  put<uint64_t>(kv_, v.size());
-  for (const auto& s : v) put_str(kv_, s);
-}
-
-void GgufWriter::add_f32_array(const std::string& k, const std::vector<float>& v) {
-  key(k, GgufType::array);
-  put<uint32_t>(kv_, uint32_t(GgufType::float32));
-  put<uint64_t>(kv_, v.size());
-  for (float x : v) put(kv_, x);
-}
-
-void GgufWriter::add_i32_array(const std::string& k, const std::vector<int32_t>& v) {
-  key(k, GgufType::array);
-  put<uint32_t>(kv_, uint32_t(GgufType::int32));
-  put<uint64_t>(kv_, v.size());
-  for (int32_t x : v) put(kv_, x);
-}
-
-void GgufWriter::add_tensor(const std::string& name, const std::vector<uint64_t>& dims, GgmlType type, std::vector<uint8_t> data) {
-  if (name.empty() || name.size() > kGgufMaxNameBytes) {
-    throw Error(Status::invalid_argument, "GGUF tensor name " + q(name) + ": empty or longer than " + std::to_string(kGgufMaxNameBytes) + " bytes");
-  }
-  for (const auto& t : tensors_)
-    if (t.name == name) throw Error(Status::invalid_argument, "duplicate GGUF tensor " + q(name));
-  if (dims.empty() || dims.size() > kGgufMaxDims) throw Error(Status::invalid_argument, "GGUF tensor " + q(name) + ": 1 to 4 dims");
-  uint64_t n = 1;
-  for (uint64_t d : dims) {
-    if (d == 0) throw Error(Status::invalid_argument, "GGUF tensor " + q(name) + ": a dim is 0");
-    n *= d;
-  }
-  if (dims[0] % ggml_block_weights(type) != 0) {
-    throw Error(Status::invalid_argument, "GGUF tensor " + q(name) + ": dim 0 is not a multiple of the " + ggml_type_name(type) + " block");
-  }
-  if (data.size() != n / ggml_block_weights(type) * ggml_block_bytes(type)) {
-    throw Error(Status::invalid_argument, "GGUF tensor " + q(name) + ": " + std::to_string(data.size()) + " bytes of data, " +
-                                              std::to_string(n / ggml_block_weights(type) * ggml_block_bytes(type)) + " expected");
-  }
-  tensors_.push_back({name, dims, type, std::move(data)});
-}
-
-std::vector<uint8_t> GgufWriter::bytes() const {
-  auto align = [&](uint64_t v) { return (v + alignment_ - 1) / alignment_ * alignment_; };
-  std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
-  put<uint32_t>(out, 3);
-  put<uint64_t>(out, tensors_.size());
-  put<uint64_t>(out, kv_count_);
-  out.insert(out.end(), kv_.begin(), kv_.end());
-  uint64_t offset = 0;
-  for (const auto& t : tensors_) {
-    put_str(out, t.name);
-    put<uint32_t>(out, uint32_t(t.dims.size()));
-    for (uint64_t d : t.dims) put<uint64_t>(out, d);
-    put<uint32_t>(out, uint32_t(t.type));
-    put<uint64_t>(out, offset);
-    offset = align(offset + t.data.size());
-  }
-  out.resize(size_t(align(out.size())), 0);
-  for (const auto& t : tensors_) {
-    out.insert(out.end(), t.data.begin(), t.data.end());
-    out.resize(size_t(align(out.size())), 0);
-  }
-  return out;
-}
-
-void GgufWriter::write(const std::string& path) const {
-  const std::vector<uint8_t> b = bytes();
-  platform::write_file_atomic(path, b.data(), b.size());
 }
 
 }  // namespace diffvk

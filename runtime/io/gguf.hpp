@@ -17,6 +17,7 @@
 //   refuses them too), so value nesting is at most one level.
 // Values point into the file: a GgufFile must outlive the views (strings, arrays, tensor data) it returns.
 #pragma once
+#include "io/file_bytes.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -116,6 +117,7 @@ class GgufFile {
   void release(const GgufTensorInfo& t) const;  // drops the tensor's pages (mapped files); no-op otherwise
 
  private:
+  explicit GgufFile(FileBytes bytes);  // parses
   void parse();
   std::string name_;
   std::shared_ptr<const void> owner_;

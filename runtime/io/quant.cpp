@@ -106,7 +106,7 @@ const char* quant_type_name(QuantType t) noexcept {
 QuantType parse_quant_type(std::string_view name) {
   for (QuantType t : {QuantType::f16, QuantType::q8_0, QuantType::q4_0})
     if (name == quant_type_name(t)) return t;
-  throw Error(Status::invalid_argument, "unknown weight type '" + std::string(name) + "' (expected f16, q8_0 or q4_0)");
+  throw Error(Status::invalid_argument, "unknown weight type '" + std::string(name.substr(0, 32)) + "' (expected f16, q8_0 or q4_0)");
 }
 
 size_t quant_block_weights(QuantType t) noexcept { return t == QuantType::f16 ? 1 : kQuantBlockWeights; }

@@ -169,37 +169,19 @@ uint64_t TensorInfo::numel() const {
   return n;
 }
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  auto mapped = std::make_shared<platform::MappedFile>(path);
-  SafetensorsFile f;
-  f.name_ = path;
-  f.bytes_ = mapped->data();
-  f.size_ = mapped->size();
-  f.mapped_ = mapped.get();
-  f.owner_ = std::move(mapped);
-  f.parse();
-  return f;
-}
+SafetensorsFile SafetensorsFile::open(const std::string& path) { return SafetensorsFile(FileBytes::map(path)); }
 
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<uint8_t> bytes, std::string display_name) {
-  auto buf = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-  SafetensorsFile f;
-  f.name_ = std::move(display_name);
-  f.bytes_ = buf->data();
-  f.size_ = buf->size();
-  f.owner_ = std::move(buf);
-  f.parse();
-  return f;
+  return SafetensorsFile(FileBytes::own(std::move(bytes), std::move(display_name)));
 }
 
 SafetensorsFile SafetensorsFile::from_view(const void* data, size_t size, std::string display_name) {
-  static const uint8_t kEmpty[1] = {0};
-  SafetensorsFile f;
-  f.name_ = std::move(display_name);
-  f.bytes_ = data ? static_cast<const uint8_t*>(data) : kEmpty;
-  f.size_ = data ? size : 0;
-  f.parse();
-  return f;
+  return SafetensorsFile(FileBytes::view(data, size, std::move(display_name)));
+}
+
+SafetensorsFile::SafetensorsFile(FileBytes b)
+    : name_(std::move(b.name)), owner_(std::move(b.owner)), mapped_(b.mapped), bytes_(b.bytes), size_(b.size) {
+  parse();
 }
 
 void SafetensorsFile::parse() {

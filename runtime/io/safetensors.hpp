@@ -12,6 +12,7 @@
 // the data section covered exactly (no overlaps, no holes, no trailing bytes);
 // "__metadata__" a string -> string object.
 #pragma once
+#include "io/file_bytes.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -74,6 +75,7 @@ class SafetensorsFile {
   void release(const TensorInfo& t) const;
 
  private:
+  explicit SafetensorsFile(FileBytes bytes);  // parses
   void parse();
   void check_info(const TensorInfo& t, const char* what) const;
 

@@ -15,20 +15,12 @@
 
 namespace diffvk {
 
-const char* quant_kind_name(QuantKind k) noexcept {
-  switch (k) {
-    case QuantKind::f16: return "f16";
-    case QuantKind::q8_0: return "q8_0";
-    case QuantKind::q4_0: return "q4_0";
-  }
-  return "?";
-}
-
-QuantKind parse_quant_kind(std::string_view name) {
-  for (QuantKind k : {QuantKind::f16, QuantKind::q8_0, QuantKind::q4_0})
-    if (name == quant_kind_name(k)) return k;
-  throw Error(Status::invalid_argument, "unknown weight type '" + std::string(name.substr(0, 32)) + "' (f16, q8_0 or q4_0)");
-}
+// The public QuantKind is io/quant.hpp's QuantType (the io layer cannot use the model layer's header).
+static_assert(int(QuantKind::f16) == int(QuantType::f16) && int(QuantKind::q8_0) == int(QuantType::q8_0) &&
+                  int(QuantKind::q4_0) == int(QuantType::q4_0),
+              "QuantKind mirrors QuantType");
+const char* quant_kind_name(QuantKind k) noexcept { return quant_type_name(static_cast<QuantType>(k)); }
+QuantKind parse_quant_kind(std::string_view name) { return static_cast<QuantKind>(parse_quant_type(name)); }
 
 namespace {
 
