@@ -78,7 +78,7 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
       const RowLinear r = *row;
       const uint64_t x_elems = uint64_t(in) * (r.pro == Prologue::silu_mul ? 2 : 1);
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
-        const BufferRange xr = b[x].sub(uint64_t(r.x_row) * x_elems * xs, x_elems * xs);
+        const BufferRange xr = b[x].sub(0, x_elems * xs);
         const BufferRange yr = b[y].sub(uint64_t(part.row0) * ys, uint64_t(part.rows) * ys);
         k->record_row(p, xr, b[part.t], yr, {in, part.rows, static_cast<RowPrologue>(r.pro), r.eps, xe, ye},
                       residual ? yr : BufferRange{}, r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{});
@@ -116,7 +116,7 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   // QKV projection (after the block norm: fused into the one-row linear, else its own node).
   const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
   if (residual && f.row) {
-    const RowLinear r{Prologue::rmsnorm, w.norm, s.eps, 0};
+    const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
     add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
   } else if (residual) {
     add_linear(f, "qkv", add_rmsnorm(f, P + "attn_norm.out", x, w.norm, E, s.eps), w.wqkv, qkv, false);
@@ -171,7 +171,7 @@ void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
   const std::string& P = w.prefix;
   const TensorRef gu = f.g.tensor(P + "ffn.gate_up", TensorRole::activation, f.storage(), {f.rows, 2ull * w.I});
   if (f.row) {  // norm fused into gate_up, SwiGLU into down
-    const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps, 0}, swiglu{Prologue::silu_mul, {}, w.eps, 0};
+    const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps}, swiglu{Prologue::silu_mul, {}, w.eps};
     add_linear(f, "gate_up", x, w.wgu, gu, false, &norm);
     add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
     return;
@@ -215,9 +215,8 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
       p.copy(b[x].sub(uint64_t(rows - 1) * E * 4, uint64_t(E) * 4), b[staged], "last row");
     });
   }
-  const uint32_t x_row = 0;
   const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {V});
-  const RowLinear r{Prologue::rmsnorm, h.norm, h.eps, x_row};
+  const RowLinear r{Prologue::rmsnorm, h.norm, h.eps};
   add_linear(f, "lm_head", xl, h.lm_head, logits, false, &r);
   if (out == HeadOut::sample) {
     const SampleKernel* k = f.k.sample.get();

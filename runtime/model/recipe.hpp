@@ -89,13 +89,12 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
 
 // y = x·Wᵀ over w's row parts (+ y's old value when `residual`: in place). Without `row`, the tiled
 // matrix path over f.rows rows; with it, one row (linear_row.comp) with an optional fused prologue,
-// reading row `row->x_row` of x.
+// reading the first row of x.
 enum class Prologue : uint32_t { none = 0, rmsnorm = 1, silu_mul = 2 };
 struct RowLinear {
   Prologue pro = Prologue::none;
   TensorRef norm_w;  // rmsnorm only
   float eps = 1e-5f;
-  uint32_t x_row = 0;
 };
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row = nullptr);
