@@ -82,6 +82,8 @@ std::vector<OpCase> linear_cases(OpMode mode) {
     b.add(lin(8, 2048, 2048, 0, 0, kNone));
     b.add(lin(64, 2048, 2048, 0, 0, kInPlace, true));
     b.add(lin(64, 2048, 5632, 0, 0, kNone));
+    b.add(lin(128, 768, 2304, 0, 0, kNone));
+    b.add(lin(512, 2048, 2048, 0, 0, kNone));
     return b.cases;
   }
   // Odd shapes, padded strides, every residual form; float32 y / residual (issue 13) on every path
@@ -105,33 +107,34 @@ std::vector<OpCase> linear_cases(OpMode mode) {
       s.variant = 0, s.subgroup = false;
       b.add(s);
     }
-  // Every tile variant (LinearKernel has 3 candidates on every device: tests/ops/test_linear.cpp checks it),
+  // Every tile variant (LinearKernel has 4 candidates on every device: tests/ops/test_linear.cpp checks it),
   // including small row counts through the matrix-matrix shader and a shape spanning several large tiles.
   const OpCase spread[] = {lin(1, 40, 72, 0, 0, kSep), lin(8, 64, 24, 2, 0, kNone), lin(9, 136, 8, 0, 0, kInPlace),
                            lin(130, 40, 200, 0, 1, kNone), lin(200, 64, 140, 3, 0, kSep)};
-  for (int v = 0; v < 3; ++v)
+  for (int v = 0; v < 4; ++v)
     for (OpCase s : spread)
       if (v != 0 || s.rows <= kLinearVecMaxRows) {
         s.variant = v;
         b.add(s);
       }
   // The matrix-matrix tiles with the 4-wide loads turned off.
-  for (int v = 1; v < 3; ++v)
+  for (int v = 1; v < 4; ++v)
     for (OpCase s : shapes)
       if (s.rows > kLinearVecMaxRows) {
         s.variant = v, s.scalar_loads = true;
         b.add(s);
       }
   // Grid-stride loops: workgroup counts capped below the device limit, one case per candidate.
-  const OpCase capped[] = {lin(3, 40, 72, 0, 0, kSep), lin(130, 40, 200, 0, 0, kNone), lin(100, 24, 72, 1, 2, kInPlace)};
-  for (int v = 0; v < 3; ++v) {
+  const OpCase capped[] = {lin(3, 40, 72, 0, 0, kSep), lin(130, 40, 200, 0, 0, kNone), lin(100, 24, 72, 1, 2, kInPlace),
+                           lin(100, 40, 200, 0, 0, kSep)};
+  for (int v = 0; v < 4; ++v) {
     OpCase s = capped[v];
     s.variant = v, s.wg_limit_x = 2, s.wg_limit_y = 1;
     b.add(s);
   }
   // A long reduction (in = 16384) on every path: llvmpipe's loop-iteration budget (quirk loop_iteration_limit)
   // would silently truncate a reduction that needed more iterations per invocation.
-  for (int v = 0; v < 3; ++v) {
+  for (int v = 0; v < 4; ++v) {
     OpCase s = lin(v == 0 ? 3 : 20, 16384, 24, 0, 0, kNone);
     s.variant = v;
     b.add(s);

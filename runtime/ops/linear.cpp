@@ -67,6 +67,24 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
   return t;
 }
 
+// The register-tiled candidate: one subgroup per workgroup (the default subgroup size, a power of two
+// within the limits; 8 when the driver reports none), 16 rows per tile. Each lane keeps 16·rn fp32
+// accumulators: rn = 8 where lanes are few (CPU drivers: 8 lanes of one SIMD register; loads, not
+// registers, are what is scarce there: a lane's weight vector feeds 16 rows, a shared x vector 8
+// columns; measured on lavapipe 22.3, rn = 8 beat 2, 4 and 16), 2 on 32/64-lane GPUs (registers per
+// lane are scarce there).
+LinearTiles fit_reg(const DeviceCaps& c, uint32_t variant) {
+  LinearTiles t;
+  t.reg = true;
+  t.variant = variant;
+  t.wg = pick_pow2_workgroup(c, c.subgroup_size ? c.subgroup_size : 8u);
+  t.bm = 16;
+  t.rn = t.wg >= 32 ? 2 : 8;
+  t.bn = t.wg * t.rn;
+  t.shared_bytes = 0;
+  return t;
+}
+
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -90,11 +108,15 @@ std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& c) {
   }
   out.push_back(fit_mm(c, 1, 64, 64, 16, 4, 4));  // [1] large: 64 x 64 tile, 4 x 4 per invocation, 256 invocations
   out.push_back(fit_mm(c, 2, 32, 32, 16, 2, 2));  // [2] small: 32 x 32 tile, 2 x 2 per invocation, 256 invocations
+  out.push_back(fit_reg(c, 3));                   // [3] register-tiled, one subgroup per workgroup
   return out;
 }
 
 LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*in*/, uint32_t out) {
   const auto cand = linear_tile_candidates(c);
+  // CPU drivers: the register-tiled path for every row count (the matrix-vector path's per-lane strided
+  // loads are loops there; measured on lavapipe 22.3: 8 rows x 2048 x 2048 in 11-28 ms against 127).
+  if (c.kind == DeviceKind::cpu) return cand[3];
   if (rows <= kLinearVecMaxRows) return cand[0];
   // The large tile re-reads x and W least; use it when it still gives every compute unit two
   // workgroups (32 workgroups when the driver does not report its compute units).
@@ -107,6 +129,15 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
 LinearKernel::LinearKernel(Device& device, KernelOptions o)
     : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
+  // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
+  // it asks for its workgroup size as the subgroup size where the driver can be told.
+  const DeviceCaps& dc = device.caps();
+  reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
+    const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
+                     dc.subgroup_min_size != dc.subgroup_max_size;
+    return PipelineDesc{"linear_reg", 4, push, {t.wg, t.bm, t.rn, vec, y32}, reg_subgroup_, o.fp16, pin ? t.wg : 0u};
+  };
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
   // in fp32 the storage type is already float32.
   for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
@@ -114,13 +145,16 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o)
       if (t.vec)
         pipelines_[y32].push_back(
             std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
+      else if (t.reg)
+        pipelines_[y32].push_back(std::make_unique<Pipeline>(device, reg_desc(t, 0, y32)));
       else
         pipelines_[y32].push_back(std::make_unique<Pipeline>(
             device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32}, false, o.fp16}));
     }
     // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
-      vec_pipelines_[y32].push_back(t.vec || t.bk % 4 != 0
+      vec_pipelines_[y32].push_back(t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
+                                    : t.vec || t.bk % 4 != 0
                                         ? nullptr
                                         : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32},
                                                                                           false, o.fp16}));
@@ -233,15 +267,21 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
   std::array<uint32_t, 3> groups{1, 1, 1};
   if (t.vec) {
     groups[0] = clamp(ceil_div(p.out, t.nf), 0);
+  } else if (t.reg) {
+    groups[0] = clamp(ceil_div(p.out, t.bn), 0);
+    groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   } else {
     groups[0] = clamp(ceil_div(p.out, t.bn), 0);
     groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   }
   const uint32_t y32 = fp16_ && y_elem == Elem::f32;
-  const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % 4 == 0 && p.x_stride % 4 == 0 &&
+  // 16-byte loads along k: every row start of x and W on a vector boundary (4 k per vector in
+  // linear.comp; 8 halves / 4 floats in linear_reg.comp).
+  const uint32_t kv = t.reg ? (fp16_ ? 8u : 4u) : 4u;
+  const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;
   program.dispatch(vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant], std::move(args), &push, sizeof push, groups,
-                   t.vec ? "linear_vec" : "linear");
+                   t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");
 }
 
 }  // namespace diffvk

@@ -26,19 +26,25 @@ constexpr uint32_t kLinearVecMaxRows = 8;
 // invocations striding over `in`, then one workgroup reduction per (row, feature).
 struct LinearTiles {
   bool vec = false;
+  bool reg = false;       // register-tiled path without shared memory (shaders/linear_reg.comp)
   uint32_t variant = 0;   // index into linear_tile_candidates(); one pipeline per candidate
   uint32_t wg = 0;        // invocations per workgroup (1-D local size)
   uint32_t bm = 0, bn = 0, bk = 0, rm = 0, rn = 0;  // matrix-matrix tile (0 for vec)
   uint32_t nf = 0;        // matrix-vector: output features per workgroup (0 for matrix-matrix)
+  // reg: one subgroup (wg lanes) per bm x bn tile, bn = wg·rn, each lane rn columns of all bm rows
+  // (bk and rm unused).
   uint32_t shared_bytes = 0;  // shared memory the shader declares for these sizes
 };
 // Every configuration LinearKernel builds a pipeline for, derived from the device limits only:
-// [0] matrix-vector, [1] large matrix-matrix tile, [2] small matrix-matrix tile. Each one respects
+// [0] matrix-vector, [1] large matrix-matrix tile, [2] small matrix-matrix tile, [3] register-tiled
+// (one subgroup per workgroup, no shared memory). Each one respects
 // maxComputeSharedMemorySize, maxComputeWorkGroupInvocations and maxComputeWorkGroupSize.x, and its
 // workgroup holds at least one full subgroup where the limits allow.
 std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& caps);
-// The candidate used for a shape (pure): rows <= kLinearVecMaxRows -> matrix-vector; otherwise the
-// large tile when it still yields enough workgroups to fill the device, else the small tile.
+// The candidate used for a shape (pure): rows <= kLinearVecMaxRows -> matrix-vector; otherwise on CPU
+// drivers the register-tiled path (their shared memory is no faster than any memory, and every
+// non-uniform load is a per-lane loop: the fewest loads per FMA win); on GPUs the large tile when it
+// still yields enough workgroups to fill the device, else the small tile.
 LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
 
 // One-row (decode) linear with an optional fused prologue (shaders/linear_row.comp):
@@ -90,6 +96,7 @@ class LinearKernel {
   bool fp16_ = false;
   std::vector<std::unique_ptr<Pipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
   std::vector<std::unique_ptr<Pipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
+  bool reg_subgroup_ = false;  // the register-tiled pipelines share x rows with subgroupShuffle
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
   std::unique_ptr<Pipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)

@@ -34,7 +34,7 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
       for (uint32_t sg : {4u, 8u, 16u, 32u, 64u, 128u}) {
         const DeviceCaps c = simulated(shared, inv, sg);
         const auto cand = linear_tile_candidates(c);
-        REQUIRE(cand.size() == 3);
+        REQUIRE(cand.size() == 4);
         for (size_t i = 0; i < cand.size(); ++i) {
           const LinearTiles& t = cand[i];
           INFO("shared=" << shared << " inv=" << inv << " sg=" << sg << " variant=" << i << " wg=" << t.wg
@@ -48,9 +48,15 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
           CHECK((t.wg & (t.wg - 1)) == 0);           // power of two (tree reduction)
           CHECK(t.wg >= std::min(sg, inv));           // at least one full subgroup
           CHECK(t.shared_bytes <= shared);
+          CHECK(t.reg == (i == 3));
           if (t.vec) {
             CHECK(t.nf >= 1);
             CHECK(t.shared_bytes == 4 * t.wg);  // reduce.glsl: WG floats
+          } else if (t.reg) {
+            CHECK(t.wg == std::min(sg, inv));  // one subgroup
+            CHECK(t.shared_bytes == 0);
+            CHECK(t.bn == t.wg * t.rn);
+            CHECK(t.bm * t.rn <= (t.wg >= 32 ? 32u : 128u));  // accumulators per lane
           } else {
             CHECK(t.bk >= 1);
             CHECK(t.rm >= 1);
@@ -69,6 +75,10 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
             CHECK(t.variant < cand.size());
             CHECK(t.wg == cand[t.variant].wg);
           }
+        // CPU drivers: the register-tiled path at every row count.
+        DeviceCaps cpu = c;
+        cpu.kind = DeviceKind::cpu;
+        for (uint32_t rows : rows_list) CHECK(choose_linear_tiles(cpu, rows, 512, 200).reg);
       }
   // Big shapes take the large tile on a typical device; a 16-KiB / 128-invocation device still gets legal tiles.
   const DeviceCaps typical = simulated(32768, 1024, 32);

@@ -1,0 +1,146 @@
+#version 450
+// Register-tiled matrix-matrix linear layer, no shared memory: y = x·Wᵀ (+ r), fp32 accumulation.
+//   x: rows x in (row stride x_stride), W: out x in (dense, torch Linear layout), y, r: rows x out (y_stride).
+// One subgroup per workgroup (WG == the subgroup size, the host makes sure) computes a BM x (WG·RN) tile
+// of y: lane l owns columns n0 + l + j·WG (j < RN) for all BM rows, so it keeps BM·RN fp32 accumulators.
+// Per step of KV consecutive k (KV = 8 halves in a uvec4 in fp16, 4 floats in a vec4 in fp32; 1 when
+// VEC = 0), each lane loads its RN weight vectors (private: one 16-byte load each) and the rows of x are
+// loaded once per subgroup, lane l loading rows l, l + WG, … and subgroupBroadcast giving each row to
+// every lane by a subgroup shuffle with a uniform index (the _sg variant; without subgroup shuffles every
+// lane loads every row itself).
+// Why no shared memory: on CPU drivers (lavapipe, SwiftShader) every non-uniform load, shared or global,
+// is a per-lane loop and a barrier is a coroutine switch, so the fewest loads per FMA win; on Mali,
+// barriers and shared memory stop workgroup merging. The GPU path with shared memory is linear.comp.
+// Loads never leave the tensors: rows and columns past the edge are clamped (their results are dropped
+// at the store); the k tail (in % KV) runs elementwise. Workgroups grid-stride over the tiles.
+// Y32 = 1: y and r are float32 (RTYPE) in either variant.
+// DVK_HAS_SUBGROUP_VARIANT
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+#if DVK_SUBGROUP
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+
+layout(constant_id = 0) const uint WG = 8;   // == the subgroup size
+layout(constant_id = 1) const uint BM = 16;  // rows per tile
+layout(constant_id = 2) const uint RN = 4;   // columns per lane
+layout(constant_id = 3) const uint VEC = 1;  // 16-byte loads along k (in, x_stride multiples of KV; aligned bindings)
+layout(constant_id = 4) const uint Y32 = 0;
+layout(local_size_x_id = 0) in;
+
+#if DVK_FP16
+#define VTYPE uvec4
+#define KVEC 8u
+#else
+#define VTYPE vec4
+#define KVEC 4u
+#endif
+const uint KV = VEC != 0 ? KVEC : 1u;
+const uint RA = (BM + WG - 1) / WG;  // rows of x each lane loads per step
+
+layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
+layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
+layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
+layout(std430, binding = 1) readonly buffer WV { VTYPE wv[]; };
+layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
+layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
+layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
+layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+
+layout(push_constant) uniform Params {
+  uint rows;
+  uint in_f;
+  uint out_f;
+  uint x_stride;
+  uint y_stride;
+  uint has_residual;
+} p;
+
+// KVEC floats of one 16-byte vector.
+#if DVK_FP16
+void unpack_v(uvec4 v, out float f[KVEC]) {
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    const vec2 h = unpackHalf2x16(v[i]);
+    f[2 * i] = h.x;
+    f[2 * i + 1] = h.y;
+  }
+}
+#else
+void unpack_v(vec4 v, out float f[KVEC]) {
+  [[unroll]] for (uint i = 0; i < 4; ++i) f[i] = v[i];
+}
+#endif
+
+void main() {
+  const uint lane = gl_LocalInvocationIndex;
+  const uint TN = WG * RN;
+#if DVK_SUBGROUP
+  // Broadcast only when the workgroup is exactly one subgroup (the host asks for that size; a driver that
+  // gave another one still computes the right result, with private loads).
+  const bool share = gl_SubgroupSize == WG && gl_NumSubgroups == 1;
+#endif
+  for (uint tm = gl_WorkGroupID.y; tm * BM < p.rows; tm += gl_NumWorkGroups.y) {
+    for (uint tn = gl_WorkGroupID.x; tn * TN < p.out_f; tn += gl_NumWorkGroups.x) {
+      const uint m0 = tm * BM, n0 = tn * TN;
+      float acc[BM][RN];
+      [[unroll]] for (uint i = 0; i < BM; ++i)
+        [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+      // Element offsets of this lane's weight rows and x rows (clamped into the tensors).
+      uint wrow[RN];
+      [[unroll]] for (uint j = 0; j < RN; ++j) wrow[j] = min(n0 + lane + j * WG, p.out_f - 1) * p.in_f;
+      uint xrow[RA];
+      [[unroll]] for (uint a = 0; a < RA; ++a) xrow[a] = min(m0 + lane + a * WG, p.rows - 1) * p.x_stride;
+      uint xall[BM];  // every row of the tile, for the private-load path and the k tail
+      [[unroll]] for (uint i = 0; i < BM; ++i) xall[i] = min(m0 + i, p.rows - 1) * p.x_stride;
+
+      const uint kmain = VEC != 0 ? p.in_f - p.in_f % KV : 0u;
+      for (uint k = 0; k < kmain; k += KV) {
+        float b[RN][KVEC];
+        [[unroll]] for (uint j = 0; j < RN; ++j) unpack_v(wv[(wrow[j] + k) / KVEC], b[j]);
+#if DVK_SUBGROUP
+        VTYPE xa[RA];
+        [[unroll]] for (uint a = 0; a < RA; ++a) xa[a] = xv[(xrow[a] + k) / KVEC];
+#endif
+        [[unroll]] for (uint i = 0; i < BM; ++i) {
+          float a[KVEC];
+#if DVK_SUBGROUP
+          if (share) unpack_v(subgroupShuffle(xa[i / WG], i % WG), a);  // i % WG: a constant once unrolled
+          else unpack_v(xv[(xall[i] + k) / KVEC], a);
+#else
+          unpack_v(xv[(xall[i] + k) / KVEC], a);
+#endif
+          [[unroll]] for (uint kk = 0; kk < KVEC; ++kk)
+            [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[kk], b[j][kk], acc[i][j]);
+        }
+      }
+      // Elementwise: the k tail, or everything when VEC == 0.
+      for (uint k = kmain; k < p.in_f; ++k) {
+        float b[RN];
+        [[unroll]] for (uint j = 0; j < RN; ++j) b[j] = float(w[wrow[j] + k]);
+        [[unroll]] for (uint i = 0; i < BM; ++i) {
+          const float a = float(x[xall[i] + k]);
+          [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a, b[j], acc[i][j]);
+        }
+      }
+
+      [[unroll]] for (uint i = 0; i < BM; ++i) {
+        const uint row = m0 + i;
+        if (row >= p.rows) break;
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + lane + j * WG;
+          if (col >= p.out_f) continue;
+          const uint o = row * p.y_stride + col;
+          float v = acc[i][j];
+          if (Y32 != 0) {
+            if (p.has_residual != 0u) v += rf[o];
+            yf[o] = v;
+          } else {
+            if (p.has_residual != 0u) v += float(r[o]);
+            y[o] = STYPE(v);
+          }
+        }
+      }
+    }
+  }
+}
