@@ -98,7 +98,7 @@ TEST_CASE("bench api: phone preset records the preset and the cool-down and ther
   CHECK(!info.empty());
 }
 
-TEST_CASE("bench api: the copy buffer's size rule (4x the CPU cache, 256 MiB, phone, quick, given, caps)") {
+TEST_CASE("bench api: the copy buffer size rule picks 4x the CPU cache or 256 MiB and names the rule") {
   DeviceCaps gpu;
   gpu.kind = DeviceKind::discrete;
   gpu.max_storage_buffer_range = 4ull << 30;
