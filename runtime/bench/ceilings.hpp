@@ -25,7 +25,7 @@ struct CopyCeiling {
 struct FmaCeiling {
   bool measured = false;
   std::string absent;  // why not measured (fp16 without shaderFloat16 on this context)
-  uint32_t wg = 0, iters = 0, groups = 0;
+  uint32_t wg = 0, iters = 0, chains = 0, groups = 0;
   uint64_t fmas = 0;   // scalar FMAs per dispatch
   Stats us;
   double gflops = 0;
@@ -45,9 +45,10 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
 
 // Peak FMA rate (shaders/bench/bench_fma.comp; fp16 = its f16vec4 variant, only on a context with fp16
 // arithmetic: otherwise `absent` says why). Every dispatch's result is checked (each invocation's value is
-// known exactly) before it counts. The grid grows by 2x from 8 workgroups while the dispatch is shorter
-// than min_us or still gaining more than 10% in rate (and the next, ~2x the time, stays under max_us);
-// then the best size is timed.
+// known exactly) before it counts. For each chain count (2, 4, 8, 16 vec4 accumulators per invocation) the
+// grid grows by 2x from 8 workgroups while the dispatch is shorter than min_us or still gaining more than
+// 10% in rate (and the next, ~2x the time, stays under max_us); then the configuration with the best rate
+// among the dispatches of at least min_us (the best of all when none was that long) is timed: median of runs.
 FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int warmup, int runs, bool ts, const Sink& sink);
 
 // A kernel's place under the ceilings (a roofline): its GFLOP/s over the fp32 FMA ceiling, its GB/s over

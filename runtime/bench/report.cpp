@@ -24,8 +24,8 @@ void report_ceilings(const Sink& sink, const Ceilings& c, const Plan& plan) {
       sink.reportf("           %s FMA: not measured (%s)", prec, f->absent.c_str());
       continue;
     }
-    sink.reportf("           %s FMA %.2f GFLOP/s (%u x %u invocations, 16 %s chains x %u iterations, result checked, median of %d)", prec,
-                 f->gflops, f->groups, f->wg, f == &c.fma32 ? "vec4" : "f16vec4", f->iters, plan.copy_runs);
+    sink.reportf("           %s FMA %.2f GFLOP/s (%u x %u invocations, %u %s chains x %u iterations, result checked, median of %d)", prec,
+                 f->gflops, f->groups, f->wg, f->chains, f == &c.fma32 ? "vec4" : "f16vec4", f->iters, plan.copy_runs);
   }
   sink.report("           %fma = GFLOP/s / the fp32 FMA ceiling (diffvk's kernels accumulate in fp32 with either storage type); "
               "%copy = GB/s / the copy ceiling\n");
