@@ -79,7 +79,8 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--cooldown", o.cooldown_seconds, "seconds of pause before each case (default 2 for phone, 0 otherwise)")
       ->check(CLI::Range(0.0, 600.0));
-  cmd->add_option("--copy-mib", a->copy_mib, "copy-ceiling buffer size in MiB (default 1024; 64 for phone; capped by the device)")
+  cmd->add_option("--copy-mib", a->copy_mib, "copy-ceiling buffer size in MiB (default: 4x the largest CPU cache on a CPU device, "
+                                              "else 256; 64 for phone; capped by the device)")
       ->check(CLI::Range(1.0, 65536.0));
   cmd->add_flag("--no-naive", o.no_naive, "skip the naive implementation");
   cmd->add_option("--json", a->json_path, "write every figure, the device caps and the command line to FILE (atomic)");

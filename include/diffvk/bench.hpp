@@ -1,5 +1,6 @@
 // diffvk_bench — the on-device benchmark as a library (link diffvk::diffvk_bench; `diffvk bench` is a
-// thin front end over it). One run: the device's ceilings (compute-shader copy bandwidth, matmul rate),
+// thin front end over it). One run: the device's ceilings (compute-shader copy bandwidth, peak FMA rate in
+// fp32 and, on fp16 contexts, fp16; every kernel row reports its fraction of them),
 // then either the attention cases (fused vs two-pass vs naive differential attention, every output
 // checked against the others and a float64 CPU loop BEFORE anything is timed) or, with a model
 // directory, the whole-model prefill/decode rates. The result is the JSON document `diffvk bench --json`

@@ -1,7 +1,10 @@
-// Resident set of this process, for `diffvk bench --model`'s loading figures (Linux /proc; 0 elsewhere).
+// Host memory facts for the benchmark (Linux /proc and /sys; 0 elsewhere): the resident set of this
+// process, for `diffvk bench --model`'s loading figures, and the largest CPU cache (the copy ceiling's
+// buffer size on a CPU device).
 // VmHWM counts every resident page: the host copies a loader makes, file pages of a memory-mapped
 // checkpoint while they are mapped and touched, and, on CPU drivers (lavapipe), "device" memory too.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -24,6 +27,27 @@ inline uint64_t peak_rss_bytes() { return proc_status_kb("VmHWM:") * 1024; }
 inline bool reset_peak_rss() {
   std::ofstream f("/proc/self/clear_refs");
   return (f << "5").flush().good();
+}
+
+// A sysfs cache size ("32768K", "1M", "512"), in bytes; 0 when unparsable.
+inline uint64_t parse_cache_size(const std::string& s) {
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9' && v < (1ull << 40)) v = v * 10 + uint64_t(s[i++] - '0');
+  if (i == 0) return 0;
+  const char u = i < s.size() ? s[i] : '\n';
+  return u == 'K' ? v << 10 : u == 'M' ? v << 20 : u == 'G' ? v << 30 : (u == '\n' || u == ' ') ? v : 0;
+}
+// The largest of cpu0's caches (/sys/devices/system/cpu/cpu0/cache/index*/size: the last level); 0 when
+// none is readable.
+inline uint64_t largest_cpu_cache_bytes() {
+  uint64_t best = 0;
+  for (int i = 0; i < 16; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (f >> s) best = std::max(best, parse_cache_size(s));
+  }
+  return best;
 }
 
 }  // namespace diffvk::bench

@@ -10,7 +10,7 @@
 
 namespace diffvk::bench {
 
-json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs, const std::string& cmdline, const Sink& sink) {
+json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline, const Sink& sink) {
   sink.stage("model: loading " + a.model_dir);
   const uint64_t rss0 = rss_bytes();
   const bool hwm = reset_peak_rss();
@@ -43,7 +43,16 @@ json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs,
   }
   const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
   const double prefill_tps = P / ps.median, decode_tps = N / ds.median;
+  const double copy_gbps = ceil.copy.gbps;
   const double bytes = static_cast<double>(model->weight_bytes());
+  // FLOPs per token: 2 x the matrix weights (q, k, v, o, gate_up, down per layer, lm_head); the embedding
+  // is a lookup and the attention products (12*D per query-key pair and head) are left out.
+  const double E = c.hidden_size, kv = 2.0 * c.num_kv_heads * c.head_dim();
+  const double mat_weights = c.num_layers * (2.0 * E * E + 2.0 * E * kv + 3.0 * E * c.intermediate_size) + E * c.vocab_size;
+  const double flops_per_token = 2.0 * mat_weights;
+  // Prefill reads the weights once for P rows; decode once per token.
+  const PeakFraction prefill_pf = peak_fraction(ceil, flops_per_token * P / (ps.median * 1e9), bytes / (ps.median * 1e9));
+  const PeakFraction decode_pf = peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
   const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
   const double fraction = bound_s / (ds.median / N);
   sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage", a.model_dir.c_str(), c.num_layers,
@@ -57,6 +66,9 @@ json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs,
               ds.max, decode_tps, 1e3 * ds.median / N);
   sink.reportf("  weight-streaming bound: %.2f MB of weights per token / %.2f GB/s copy = %.3f ms/token -> decode at %.1f%% of it",
               bytes / 1e6, copy_gbps, bound_s * 1e3, 100.0 * fraction);
+  sink.reportf("  under the ceilings (%%fma of %.2f GFLOP/s fp32, %%copy of %.2f GB/s; flops = 2 x %.0f matrix weights per token):\n"
+               "    prefill %.1f%% fma, %.1f%% copy; decode %.1f%% fma, %.1f%% copy", ceil.flops_ceiling(), copy_gbps, mat_weights,
+               100 * prefill_pf.flops, 100 * prefill_pf.bytes, 100 * decode_pf.flops, 100 * decode_pf.bytes);
   sink.reportf("  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and the read-back of\n"
               "   the last row's logits (prefill) or of the greedy token id sampled on the device (decode))", runs);
   json profile_json;
@@ -105,12 +117,19 @@ json run_model_bench(const Options& a, Context& ctx, double copy_gbps, int runs,
                 {"num_kv_heads", c.num_kv_heads}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
                 {"weight_bytes_per_token", model->weight_bytes()}};
   j["copy_gbps"] = copy_gbps;
+  j["ceilings"] = ceilings_json(ceil);
+  j["flops_per_token"] = flops_per_token;
+  j["flops_model"] = "2 x matrix weights per token (q, k, v, o, gate_up, down, lm_head); attention products and the embedding left out";
   j["load"] = {{"format", ls.format}, {"files", ls.files}, {"seconds", ls.seconds}, {"staging_peak_bytes", ls.staging_peak_bytes},
                {"largest_tensor_bytes", ls.largest_tensor_bytes}, {"split_tensors", ls.split_tensors},
                {"peak_rss_delta_bytes", hwm ? json(load_peak) : json(nullptr)}};
-  j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps)}, {"tokens_per_s", prefill_tps}};
-  j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds)}, {"tokens_per_s", decode_tps},
+  j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps, "s")}, {"tokens_per_s", prefill_tps},
+                  {"GFLOPs", flops_per_token * P / (ps.median * 1e9)}, {"GBps", bytes / (ps.median * 1e9)}};
+  add_peak_fields(j["prefill"], prefill_pf);
+  j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds, "s")}, {"tokens_per_s", decode_tps},
+                 {"GFLOPs", flops_per_token * N / (ds.median * 1e9)}, {"GBps", bytes * N / (ds.median * 1e9)},
                  {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
+  add_peak_fields(j["decode"], decode_pf);
   if (a.profile) j["decode_profile"] = profile_json;
   return j;
 }

@@ -19,7 +19,7 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
   json doc = json::object();
   all_ok = true;
   size_t ran = 0;
-  sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%mm", "check");
+  sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%fma", "check");
   for (const std::string& op : ops) {
     json rows = json::array();
     for (const OpCase& c : op_cases(op, OpMode::bench)) {
@@ -50,17 +50,14 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
         rows.push_back(row);
         continue;
       }
-      const double copy_frac = ceil.copy.gbps > 0 ? r.gbps() / ceil.copy.gbps : 0;
-      // The matmul ceiling is a bound for the matrix products only; the other ops are bounded by bandwidth.
-      const bool matmul = op == "linear" || op == "linear_row";
-      const double mm_frac = matmul && ceil.mm.gflops > 0 ? r.gflops() / ceil.mm.gflops : 0;
+      // %fma: of the fp32 FMA ceiling (every kernel accumulates in fp32, fp16 storage included).
+      const PeakFraction pf = peak_fraction(ceil, r.gflops(), r.gbps());
       row["time"] = stats_json(r.us);
       row["GBps"] = r.gbps();
       row["GFLOPs"] = r.gflops();
-      row["fraction_of_copy_ceiling"] = copy_frac;
-      row["fraction_of_matmul_ceiling"] = matmul ? json(mm_frac) : json(nullptr);
-      sink.reportf("%-13s %-52s %10.2f %9.2f %9.2f %6.1f%% %6s  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
-                   r.gflops(), 100 * copy_frac, matmul ? strf("%.1f%%", 100 * mm_frac).c_str() : "-", r.check.max_abs);
+      add_peak_fields(row, pf);
+      sink.reportf("%-13s %-52s %10.2f %9.2f %9.2f %6.1f%% %6.1f%%  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
+                   r.gflops(), 100 * pf.bytes, 100 * pf.flops, r.check.max_abs);
       rows.push_back(row);
     }
     doc[op] = rows;

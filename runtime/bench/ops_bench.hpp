@@ -1,6 +1,6 @@
 // diffvk_bench: the `ops` section (`diffvk bench --ops [--op NAME]`): every op's case table in
 // OpMode::bench (op_cases.hpp), each case checked against the float64 reference and then timed; µs,
-// GB/s, GFLOP/s and the fraction of the measured ceilings (copy bandwidth, matmul rate).
+// GB/s, GFLOP/s and the fraction of the measured ceilings (copy bandwidth, fp32 FMA rate).
 #pragma once
 #include "bench/ceilings.hpp"
 #include "bench/presets.hpp"

@@ -12,7 +12,7 @@ namespace {
 // phone: short, so that the device stays near its resting temperature; the sweep starts low so that the
 // first case of each series (always run; it calibrates the budget) is cheap.
 constexpr double kPhoneBudgetS = 20, kPhoneCooldownS = 2;
-constexpr uint64_t kPhoneCopyBytes = 64ull << 20, kPhoneCpuCopyBytes = 16ull << 20;
+constexpr uint64_t kPhoneCopyBytes = 64ull << 20, kQuickCopyBytes = 16ull << 20, kDefaultCopyBytes = 256ull << 20;
 constexpr uint32_t kPhoneMaxT = 2048;
 const std::vector<uint32_t> kPhoneTs = {128, 256, 512, 1024, 2048};
 
@@ -49,7 +49,46 @@ void sort_unique(std::vector<uint32_t>& v) {
 }
 }  // namespace
 
-Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
+uint64_t copy_buffer_bytes(const Options& a, const DeviceCaps& caps, uint64_t host_cache_bytes, std::string& rule) {
+  uint64_t copy = 0;
+  if (a.copy_bytes) {
+    copy = a.copy_bytes;
+    rule = "given (--copy-mib / Options::copy_bytes)";
+  } else if (a.quick) {
+    copy = kQuickCopyBytes;
+    rule = "quick: 16 MiB (a smoke test; may stay in a cache, so not a bandwidth ceiling)";
+  } else if (a.preset == "phone") {
+    copy = kPhoneCopyBytes;
+    rule = "preset phone: 64 MiB";
+  } else if (caps.kind == DeviceKind::cpu && host_cache_bytes) {
+    copy = (4 * host_cache_bytes + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+    rule = "4x the largest CPU cache (" + mib(host_cache_bytes) + ", sysfs): the device is the CPU";
+  } else {
+    copy = kDefaultCopyBytes;
+    rule = caps.kind == DeviceKind::cpu ? "256 MiB (CPU device, but the CPU's cache sizes are not readable)"
+                                        : "256 MiB (the device's last-level cache size is not known)";
+  }
+  std::string capped;
+  for (const auto& h : caps.heaps)
+    if (h.device_local && h.size && h.size / 8 < copy) {
+      copy = h.size / 8;
+      capped = "1/8 of a device-local heap";
+    }
+  if (caps.max_storage_buffer_range < copy) {
+    copy = caps.max_storage_buffer_range;
+    capped = "maxStorageBufferRange";
+  }
+  if (caps.max_memory_allocation_size && caps.max_memory_allocation_size < copy) {
+    copy = caps.max_memory_allocation_size;
+    capped = "maxMemoryAllocationSize";
+  }
+  if (!capped.empty()) rule += "; capped by " + capped;
+  copy &= ~uint64_t(0xffff);
+  if (copy == 0) throw Error(Status::unsupported, "bench: the device's limits leave no room for the copy ceiling's buffers");
+  return copy;
+}
+
+Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uint64_t host_cache_bytes) {
   validate(a);
   const bool cpu = caps.kind == DeviceKind::cpu, phone = a.preset == "phone";
   Plan plan;
@@ -79,21 +118,12 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
   plan.cooldown_s = a.cooldown_seconds >= 0 ? a.cooldown_seconds : phone ? kPhoneCooldownS : 0.0;
   plan.thermal = phone;
 
-  // ceilings: a copy beyond any cache (up to 256 MiB today) unless the preset or the caller says otherwise
-  uint64_t copy = a.copy_bytes      ? a.copy_bytes
-                  : a.quick         ? (16ull << 20)
-                  : phone           ? (cpu ? kPhoneCpuCopyBytes : kPhoneCopyBytes)
-                                    : (1ull << 30);
-  for (const auto& h : caps.heaps)
-    if (h.device_local && h.size) copy = std::min<uint64_t>(copy, h.size / 8);
-  copy = std::min<uint64_t>(copy, caps.max_storage_buffer_range);
-  if (caps.max_memory_allocation_size) copy = std::min<uint64_t>(copy, caps.max_memory_allocation_size);
-  plan.copy_bytes = copy & ~uint64_t(0xffff);
-  if (plan.copy_bytes == 0) throw Error(Status::unsupported, "bench: the device's limits leave no room for the copy ceiling's buffers");
+  // ceilings
+  plan.copy_bytes = copy_buffer_bytes(a, caps, host_cache_bytes, plan.copy_rule);
   plan.copy_runs = a.quick ? 2 : cpu ? 3 : std::max(3, std::min(plan.runs, 10));
   plan.copy_warmup = a.quick || cpu ? 1 : 2;
-  plan.matmul_n_max = a.quick || (phone && cpu) ? 256 : phone ? 2048 : 8192;
-  plan.matmul_min_us = a.quick || (phone && cpu) ? 0 : phone ? 20000 : 50000;
+  plan.fma_min_us = a.quick ? 2000 : phone ? 20000 : 50000;
+  plan.fma_max_us = 1.5e6;
 
   std::vector<bool> phases;
   if (a.phase != "prefill") phases.push_back(true);  // decode first: cheap, and fills the budget estimate
@@ -114,7 +144,7 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback) {
     plan.notes.push_back(strf("preset phone: %.3g s budget, %s copy buffer, T <= %u for the default sweep, %.3g s cool-down before "
                               "each case, thermal zones read before and after each case%s",
                               plan.budget_s, mib(plan.copy_bytes).c_str(), kPhoneMaxT, plan.cooldown_s,
-                              cpu ? "; CPU device: H/Hkv 2/1, 2 runs, 16 MiB copy, matmul 256^3 for the values not given" : ""));
+                              cpu ? "; CPU device: H/Hkv 2/1, 2 runs for the values not given" : ""));
   if (plan.reduced && !phone) {
     std::vector<std::string> d;
     if (a.d.empty()) d.push_back("D=64");

@@ -1,12 +1,11 @@
 #include "bench/report.hpp"
 
-#include "ops/linear.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk::bench {
 
-json stats_json(const Stats& s) {
-  return json{{"median_us", s.median}, {"min_us", s.min}, {"max_us", s.max}, {"samples_us", s.samples}};
+json stats_json(const Stats& s, const std::string& unit) {
+  return json{{"median_" + unit, s.median}, {"min_" + unit, s.min}, {"max_" + unit, s.max}, {"samples_" + unit, s.samples}};
 }
 
 static json check_json(const Check& c) {
@@ -16,9 +15,25 @@ static json check_json(const Check& c) {
 
 static std::string us_str(double us) { return us >= 1e5 ? strf("%.0f", us) : us >= 100 ? strf("%.1f", us) : strf("%.2f", us); }
 
+void report_ceilings(const Sink& sink, const Ceilings& c, const Plan& plan) {
+  sink.reportf("ceilings:  copy %.2f GB/s (compute-shader copy of %s, read + write, %ux%u per workgroup, median of %d; buffer: %s)",
+               c.copy.gbps, mib(c.copy.bytes).c_str(), c.copy.wg, c.copy.items, plan.copy_runs, c.copy.rule.c_str());
+  for (const FmaCeiling* f : {&c.fma32, &c.fma16}) {
+    const char* prec = f == &c.fma32 ? "fp32" : "fp16";
+    if (!f->measured) {
+      sink.reportf("           %s FMA: not measured (%s)", prec, f->absent.c_str());
+      continue;
+    }
+    sink.reportf("           %s FMA %.2f GFLOP/s (%u x %u invocations, %u %s chains x %u iterations, result checked, median of %d)", prec,
+                 f->gflops, f->groups, f->wg, f->chains, f == &c.fma32 ? "vec4" : "f16vec4", f->iters, plan.copy_runs);
+  }
+  sink.report("           %fma = GFLOP/s / the fp32 FMA ceiling (diffvk's kernels accumulate in fp32 with either storage type); "
+              "%copy = GB/s / the copy ceiling\n");
+}
+
 void report_table(const Sink& sink, const std::vector<CaseResult>& results, const Ceilings& c) {
   sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8s %6s %8s %6s %8s", "phase", "D", "T", "H/Hkv", "impl",
-              "median us", "min us", "max us", "GB/s", "%copy", "GFLOP/s", "%mm", "fused x");
+              "median us", "min us", "max us", "GB/s", "%copy", "GFLOP/s", "%fma", "fused x");
   for (const auto& r : results) {
     const std::string hh = strf("%u/%u", r.spec.H, r.spec.Hkv);
     if (!r.skipped.empty()) {
@@ -37,10 +52,11 @@ void report_table(const Sink& sink, const std::vector<CaseResult>& results, cons
         continue;
       }
       const double g = gbps(r, i), f = gflops(r, i);
+      const PeakFraction pf = peak_fraction(c, f, g);
       const std::string sp = i == 0 || !timed(r, 0) ? "-" : strf("%.2fx", speedup(r, i));
       sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8.2f %5.1f%% %8.2f %5.1f%% %8s", ph, d.c_str(), t.c_str(),
                   h.c_str(), kImplNames[i], us_str(r.impl[i].us.median).c_str(), us_str(r.impl[i].us.min).c_str(),
-                  us_str(r.impl[i].us.max).c_str(), g, 100 * g / c.copy.gbps, f, 100 * f / c.mm.gflops, sp.c_str());
+                  us_str(r.impl[i].us.max).c_str(), g, 100 * pf.bytes, f, 100 * pf.flops, sp.c_str());
     }
   }
 }
@@ -132,8 +148,7 @@ static json impl_json(const CaseResult& r, int i, const Ceilings& c) {
   j["time"] = stats_json(im.us);
   j["GBps"] = gbps(r, i);
   j["GFLOPs"] = gflops(r, i);
-  j["pct_copy_bandwidth"] = 100 * gbps(r, i) / c.copy.gbps;
-  j["pct_matmul_rate"] = 100 * gflops(r, i) / c.mm.gflops;
+  add_peak_fields(j, peak_fraction(c, gflops(r, i), gbps(r, i)));
   j["bytes_touched_model"] = im.bytes_touched;
   j["GBps_touched_model"] = double(im.bytes_touched) / (im.us.median * 1e3);
   json ops = json::array();
@@ -205,16 +220,12 @@ json attention_document(const RunInfo& info, const DeviceCaps& caps, const Devic
                      {"H", plan.Hs},
                      {"Hkv", plan.Hkvs},
                      {"copy_bytes", plan.copy_bytes},
+                     {"copy_bytes_rule", plan.copy_rule},
                      {"cooldown_s", plan.cooldown_s},
                      {"thermal_recorded", plan.thermal},
                      {"naive_memory_budget_bytes", info.naive_budget}};
   j["notes"] = plan.notes;
-  j["ceilings"] = json{
-      {"copy", json{{"bytes_each_buffer", ceil.copy.bytes}, {"bytes_moved", 2 * ceil.copy.bytes}, {"workgroup", ceil.copy.wg},
-                    {"items_per_invocation", ceil.copy.items}, {"time", stats_json(ceil.copy.us)}, {"GBps", ceil.copy.gbps},
-                    {"configurations", ceil.copy.tried}}},
-      {"matmul", json{{"m", ceil.mm.n}, {"n", ceil.mm.n}, {"k", ceil.mm.n}, {"kernel", "LinearKernel"}, {"tiles", ceil.mm.tiles},
-                      {"time", stats_json(ceil.mm.us)}, {"GFLOPs", ceil.mm.gflops}, {"sizes_tried", ceil.mm.tried}}}};
+  j["ceilings"] = ceilings_json(ceil);
   json cases = json::array();
   for (const auto& r : results) {
     json c{{"phase", r.spec.decode ? "decode" : "prefill"}, {"D", r.spec.D}, {"T", r.spec.T}, {"S", r.S}, {"pos0", r.pos0},

@@ -21,9 +21,12 @@ struct TargetEval {
 // The issue-4 targets, evaluated on this run's cases.
 std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results, const Ceilings& c, bool cpu_device);
 
-json stats_json(const Stats& s);
+// {median,min,max,samples}_<unit>: the unit in each name is the unit of the values ("us" or "s").
+json stats_json(const Stats& s, const std::string& unit = "us");
 json caps_json(const DeviceCaps& c, const Device& dev);
 
+// The "ceilings:" lines (copy, fp32 FMA, fp16 FMA or why not) and what %fma and %copy mean.
+void report_ceilings(const Sink& sink, const Ceilings& c, const Plan& plan);
 void report_table(const Sink& sink, const std::vector<CaseResult>& results, const Ceilings& c);
 // "outputs checked: ...", the per-case errors, the targets and the budget notes. Returns whether every
 // case that ran was checked (and at least one did).

@@ -8,6 +8,7 @@
 #include "bench/cases.hpp"
 #include "bench/ceilings.hpp"
 #include "bench/figure.hpp"
+#include "bench/host_memory.hpp"
 #include "bench/model_bench.hpp"
 #include "bench/ops_bench.hpp"
 #include "bench/presets.hpp"
@@ -96,7 +97,7 @@ Result run(Context& ctx, const Options& o) {
   const DeviceCaps& caps = ctx.caps();
   const bool cpu = caps.kind == DeviceKind::cpu, ts = caps.timestamps;
   const bool fp32_fallback = !dev.fp16() && o.requested_precision != Precision::fp32;
-  Plan plan = make_plan(o, caps, fp32_fallback);
+  Plan plan = make_plan(o, caps, fp32_fallback, cpu ? largest_cpu_cache_bytes() : 0);
   if (!o.plot_path.empty() && !plot_available())
     plan.notes.push_back("no PNG plot: this build has no stb (stb_image_write.h); " + o.plot_path + " not written");
   const std::string cmdline = o.command_line.empty() ? process_command_line() : o.command_line;
@@ -114,16 +115,15 @@ Result run(Context& ctx, const Options& o) {
   sink.stage("ceilings: copy bandwidth");
   Ceilings ceil;
   ceil.copy = measure_copy(dev, plan.copy_bytes, plan.copy_warmup, plan.copy_runs, ts, sink);
-  sink.stage("ceilings: matmul rate");
-  ceil.mm = measure_matmul(dev, plan.matmul_n_max, plan.matmul_min_us, 1.5e6, plan.copy_warmup, plan.copy_runs, ts, sink);
-  sink.reportf("ceilings:  copy %.2f GB/s (compute-shader copy of %s, read + write, %ux%u per workgroup, median of %d)", ceil.copy.gbps,
-               mib(plan.copy_bytes).c_str(), ceil.copy.wg, ceil.copy.items, plan.copy_runs);
-  sink.reportf("           matmul %.2f GFLOP/s (LinearKernel %s storage / fp32 accumulate, %u^3, %s, median of %d)\n", ceil.mm.gflops,
-               precision_name(ctx.precision()), ceil.mm.n, ceil.mm.tiles.c_str(), plan.copy_runs);
+  ceil.copy.rule = plan.copy_rule;
+  sink.stage("ceilings: FMA rate");
+  ceil.fma32 = measure_fma(dev, false, plan.fma_min_us, plan.fma_max_us, plan.copy_warmup, plan.copy_runs, ts, sink);
+  ceil.fma16 = measure_fma(dev, true, plan.fma_min_us, plan.fma_max_us, plan.copy_warmup, plan.copy_runs, ts, sink);
+  report_ceilings(sink, ceil, plan);
   if (!o.model_dir.empty()) {
     cool_down(plan.cooldown_s, sink, "[model]");
     json before = plan.thermal ? read_thermal() : json(nullptr);
-    json j = run_model_bench(o, ctx, ceil.copy.gbps, plan.runs, cmdline, sink);
+    json j = run_model_bench(o, ctx, ceil, plan.runs, cmdline, sink);
     j["preset"] = plan.preset;
     if (plan.thermal) j["thermal"] = json{{"before", std::move(before)}, {"after", read_thermal()}};
     return Result{j.dump(2) + "\n", true};
@@ -143,7 +143,7 @@ Result run(Context& ctx, const Options& o) {
     j["fp32_fallback"] = fp32_fallback;
     j["timing"] = ts ? "gpu_timestamps" : "host_wall_clock";
     j["config"] = json{{"runs", plan.runs}, {"warmup", plan.warmup}, {"op", o.op.empty() ? json(nullptr) : json(o.op)}};
-    j["ceilings"] = json{{"copy_GBps", ceil.copy.gbps}, {"matmul_GFLOPs", ceil.mm.gflops}, {"matmul_tiles", ceil.mm.tiles}};
+    j["ceilings"] = ceilings_json(ceil);
     j["ops"] = std::move(rows);
     j["outputs_checked"] = ok;
     j["total_s"] = total_s;
@@ -165,9 +165,9 @@ Result run(Context& ctx, const Options& o) {
   json j = attention_document(info, caps, dev, plan, o, ceil, results, targets, all_ok, total_s);
   if (!o.plot_path.empty()) {
     if (plot_available()) {
-      const std::string sub = strf("%s storage%s, %s device, %s preset, median of %d runs; ceilings: copy %.1f GB/s, matmul %.2f GFLOP/s%s",
+      const std::string sub = strf("%s storage%s, %s device, %s preset, median of %d runs; ceilings: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s%s",
                                    precision_name(ctx.precision()), fp32_fallback ? " (fp32 FALLBACK)" : "", device_kind_name(caps.kind),
-                                   plan.preset.c_str(), plan.runs, ceil.copy.gbps, ceil.mm.gflops,
+                                   plan.preset.c_str(), plan.runs, ceil.copy.gbps, ceil.fma32.gflops,
                                    cpu ? "\nCPU device: a correctness target, not a GPU performance proxy" : "");
       write_plot(o.plot_path, results, ceil, caps.name, sub, cpu);
       sink.reportf("plot: %s", o.plot_path.c_str());

@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/ceilings.hpp"
+#include "bench/host_memory.hpp"
 #include "bench/op_cases.hpp"
+#include "bench/presets.hpp"
 #include "bench/thermal.hpp"
 #include "diffvk/bench.hpp"
 #include "diffvk/error.hpp"
@@ -56,7 +59,8 @@ TEST_CASE("bench api: phone preset records the preset and the cool-down and ther
   for (const char* k : {"T_decode", "T_prefill"})
     for (const auto& t : cfg.at(k)) CHECK(t.get<uint32_t>() <= 2048);
   const uint64_t copy = cfg.at("copy_bytes").get<uint64_t>();
-  CHECK((copy == (16ull << 20) || copy == (64ull << 20)));
+  CHECK(copy == (64ull << 20));
+  CHECK(cfg.at("copy_bytes_rule").get<std::string>().find("phone") != std::string::npos);
   CHECK(j.at("ceilings").at("copy").at("bytes_each_buffer").get<uint64_t>() == copy);
   bool budget_note = false;
   for (const auto& n : j.at("notes")) budget_note |= n.get<std::string>().find("skipped by the time budget") != std::string::npos;
@@ -92,6 +96,72 @@ TEST_CASE("bench api: phone preset records the preset and the cool-down and ther
   CHECK(header);
   CHECK(checked);
   CHECK(!info.empty());
+}
+
+TEST_CASE("bench api: the copy buffer size rule picks 4x the CPU cache or 256 MiB and names the rule") {
+  DeviceCaps gpu;
+  gpu.kind = DeviceKind::discrete;
+  gpu.max_storage_buffer_range = 4ull << 30;
+  DeviceCaps cpu = gpu;
+  cpu.kind = DeviceKind::cpu;
+  bench::Options o;
+  std::string rule;
+  CHECK(bench::copy_buffer_bytes(o, gpu, 32ull << 20, rule) == (256ull << 20));  // a GPU's cache is not the host's
+  CHECK(rule.find("256 MiB") != std::string::npos);
+  CHECK(bench::copy_buffer_bytes(o, cpu, 32ull << 20, rule) == (128ull << 20));
+  CHECK(rule.find("4x the largest CPU cache") != std::string::npos);
+  CHECK(bench::copy_buffer_bytes(o, cpu, 0, rule) == (256ull << 20));
+  CHECK(rule.find("not readable") != std::string::npos);
+  CHECK(bench::copy_buffer_bytes(o, cpu, 1536ull << 10, rule) == (6ull << 20));
+  o.preset = "phone";
+  CHECK(bench::copy_buffer_bytes(o, cpu, 32ull << 20, rule) == (64ull << 20));
+  CHECK(rule.find("phone") != std::string::npos);
+  o.quick = true;
+  CHECK(bench::copy_buffer_bytes(o, gpu, 0, rule) == (16ull << 20));
+  CHECK(rule.find("quick") != std::string::npos);
+  o.copy_bytes = 3ull << 20;
+  CHECK(bench::copy_buffer_bytes(o, gpu, 0, rule) == (3ull << 20));
+  CHECK(rule.find("given") != std::string::npos);
+  // Caps: the binding range, a device-local heap (1/8 of it), the allocation size.
+  o = bench::Options{};
+  gpu.max_storage_buffer_range = 100ull << 20;
+  CHECK(bench::copy_buffer_bytes(o, gpu, 0, rule) == (100ull << 20));
+  CHECK(rule.find("capped by maxStorageBufferRange") != std::string::npos);
+  gpu.heaps.push_back(MemoryHeapInfo{512ull << 20, true});
+  CHECK(bench::copy_buffer_bytes(o, gpu, 0, rule) == (64ull << 20));
+  CHECK(rule.find("device-local heap") != std::string::npos);
+  gpu.max_memory_allocation_size = (32ull << 20) + 5;
+  CHECK(bench::copy_buffer_bytes(o, gpu, 0, rule) == (32ull << 20));
+  CHECK(rule.find("maxMemoryAllocationSize") != std::string::npos);
+
+  CHECK(bench::parse_cache_size("32768K") == (32ull << 20));
+  CHECK(bench::parse_cache_size("1M") == (1ull << 20));
+  CHECK(bench::parse_cache_size("512") == 512);
+  CHECK(bench::parse_cache_size("K") == 0);
+  CHECK(bench::parse_cache_size("12X") == 0);
+}
+
+TEST_CASE("bench api: fraction_of_peak is the larger of the FMA and copy fractions") {
+  bench::Ceilings c;
+  c.copy.gbps = 100;
+  c.fma32.measured = true;
+  c.fma32.gflops = 1000;
+  c.fma16.gflops = 4000;  // never the kernels' ceiling: they accumulate in fp32
+  const bench::PeakFraction mem = bench::peak_fraction(c, 100, 50);
+  CHECK(mem.flops == doctest::Approx(0.1));
+  CHECK(mem.bytes == doctest::Approx(0.5));
+  CHECK(mem.peak == doctest::Approx(0.5));
+  CHECK(std::string(mem.bound) == "copy");
+  const bench::PeakFraction alu = bench::peak_fraction(c, 800, 10);
+  CHECK(alu.peak == doctest::Approx(0.8));
+  CHECK(std::string(alu.bound) == "fma");
+  bench::json row;
+  bench::add_peak_fields(row, alu);
+  CHECK(row.at("fraction_of_peak").get<double>() == doctest::Approx(0.8));
+  CHECK(row.at("fraction_of_copy_ceiling").get<double>() == doctest::Approx(0.1));
+  CHECK(row.at("peak_bound") == "fma");
+  CHECK(bench::ceilings_json(c).at("fma_f16_gflops").is_null());  // not measured
+  CHECK(bench::ceilings_json(c).at("fma_f32_gflops").get<double>() == 1000);
 }
 
 TEST_CASE("bench api: thermal zones are read from sysfs or reported not readable") {

@@ -43,8 +43,22 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
   CHECK(!j.at("device").at("name").get<std::string>().empty());
   CHECK(j.at("device").contains("max_storage_buffer_range"));
   CHECK(j.contains("fp32_fallback"));
-  CHECK(j.at("ceilings").at("copy").at("GBps").get<double>() > 0);
-  CHECK(j.at("ceilings").at("matmul").at("GFLOPs").get<double>() > 0);
+  // The ceilings are the device's (copy probe, FMA probe), never a diffvk kernel.
+  const auto& ceil = j.at("ceilings");
+  CHECK(ceil.at("copy_gbps").get<double>() > 0);
+  CHECK(ceil.at("copy").at("GBps").get<double>() == ceil.at("copy_gbps").get<double>());
+  CHECK(!ceil.at("copy").at("bytes_rule").get<std::string>().empty());
+  CHECK(ceil.at("fma_f32_gflops").get<double>() > 0);
+  CHECK(ceil.at("fma_f32").at("time").at("median_us").get<double>() > 0);
+  CHECK(!ceil.contains("matmul"));
+  if (j.at("device").at("fp16_in_use").get<bool>()) {
+    CHECK(ceil.at("fma_f16_gflops").get<double>() > 0);
+  } else {
+    CHECK(ceil.at("fma_f16_gflops").is_null());
+    CHECK(!ceil.at("fma_f16").at("reason").get<std::string>().empty());
+  }
+  CHECK(log.find("fp32 FMA") != std::string::npos);
+  CHECK(log.find("%mm") == std::string::npos);
   const auto& cases = j.at("cases");
   REQUIRE(cases.size() >= 2);
   bool prefill = false, decode = false;
@@ -60,8 +74,12 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
       CHECK(im.at("time").at("median_us").get<double>() > 0);
       CHECK(im.at("time").at("min_us").get<double>() <= im.at("time").at("max_us").get<double>());
       CHECK(im.at("GBps").get<double>() > 0);
-      CHECK(im.at("pct_copy_bandwidth").get<double>() > 0);
-      CHECK(im.at("pct_matmul_rate").get<double>() > 0);
+      const double fc = im.at("fraction_of_copy_ceiling").get<double>(), ff = im.at("fraction_of_fma_ceiling").get<double>();
+      CHECK(fc > 0);
+      CHECK(ff > 0);
+      CHECK(im.at("fraction_of_peak").get<double>() == std::max(fc, ff));
+      CHECK(im.at("peak_bound") == (ff > fc ? "fma" : "copy"));
+      CHECK(!im.contains("pct_matmul_rate"));
       CHECK(im.at("check_vs_cpu").at("ok").get<bool>());
     }
     CHECK(c.at("fused_speedup_vs_two_pass").get<double>() > 0);
@@ -115,6 +133,7 @@ TEST_CASE("bench cli: --preset phone runs end to end and records the cool-down a
   CHECK(j.at("config").at("T_cap").get<uint32_t>() == 2048);
   const uint64_t copy = j.at("config").at("copy_bytes").get<uint64_t>();
   CHECK(copy <= (64ull << 20));
+  CHECK(j.at("config").at("copy_bytes_rule").get<std::string>().find("phone") != std::string::npos);
   REQUIRE(j.at("cases").size() >= 2);
   for (const auto& c : j.at("cases")) {
     INFO(c.dump());
@@ -154,6 +173,19 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   CHECK(j.at("prefill").at("tokens").get<uint32_t>() == 12);
   CHECK(j.at("decode").at("tokens").get<uint32_t>() == 4);
   CHECK(j.at("decode").at("tokens_per_s").get<double>() > 0);
+  // Wall-clock seconds per call, named in seconds (they were once named median_us).
+  for (const char* phase : {"prefill", "decode"}) {
+    const auto& ph = j.at(phase);
+    INFO(ph.dump());
+    CHECK(ph.at("seconds").at("median_s").get<double>() > 0);
+    CHECK(ph.at("seconds").at("min_s").get<double>() <= ph.at("seconds").at("max_s").get<double>());
+    CHECK(!ph.at("seconds").contains("median_us"));
+    CHECK(ph.at("fraction_of_peak").get<double>() > 0);
+    CHECK(ph.at("fraction_of_peak").get<double>() ==
+          std::max(ph.at("fraction_of_fma_ceiling").get<double>(), ph.at("fraction_of_copy_ceiling").get<double>()));
+  }
+  CHECK(j.at("ceilings").at("fma_f32_gflops").get<double>() > 0);
+  CHECK(j.at("decode").at("fraction_of_copy_ceiling").get<double>() == doctest::Approx(j.at("decode").at("fraction_of_bound").get<double>()));
   for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
 }
 
@@ -179,7 +211,12 @@ TEST_CASE("bench cli: --ops --op writes the op rows of the case table and refuse
     CHECK(row.at("output_checked").get<bool>());
     CHECK(row.at("time").at("median_us").get<double>() > 0);
     CHECK(row.at("fraction_of_copy_ceiling").get<double>() > 0);
+    CHECK(row.at("fraction_of_fma_ceiling").get<double>() > 0);
+    CHECK(row.at("fraction_of_peak").get<double>() > 0);
+    CHECK(!row.contains("fraction_of_matmul_ceiling"));
   }
+  CHECK(j.at("ceilings").at("fma_f32_gflops").get<double>() > 0);
+  CHECK(j.at("ceilings").at("copy").at("bytes_each_buffer").get<uint64_t>() == (1ull << 20));
   std::remove(json_path.c_str());
   const std::string bad = std::string(DIFFVK_CLI_PATH) + " bench --op conv2d > " + log_path + " 2>&1";
   CHECK(std::system(bad.c_str()) != 0);
