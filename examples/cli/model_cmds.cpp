@@ -83,13 +83,13 @@ class TextStream {
 struct ModelArgs {
   DeviceFlags dev;
   std::string model;
-  uint32_t context = 0, chunk = 64;
+  uint32_t context = 0, chunk = 0;
   void add(CLI::App* cmd, bool model_required) {
     auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
                   ->check(CLI::ExistingDirectory | gguf_file_validator());
     if (model_required) o->required();
     cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
-    cmd->add_option("--chunk", chunk, "prefill chunk size")->check(CLI::PositiveNumber);
+    cmd->add_option("--chunk", chunk, "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
     add_device_flags(cmd, dev);
   }
 };
@@ -220,7 +220,7 @@ Runner register_plan(CLI::App& app) {
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir);
     auto session = Session::create(*model, SessionOptions{a->context, a->chunk, false, {}});
-    std::printf("model %s: session context %u, chunk %u, %s\n%s", dir.c_str(), session->capacity(), a->chunk,
+    std::printf("model %s: session context %u, chunk %u, %s\n%s", dir.c_str(), session->capacity(), session->chunk(),
                 precision_name(ctx->precision()), session->plan_report().c_str());
     return 0;
   };

@@ -96,7 +96,7 @@ typedef struct diffvk_context_options {
 typedef struct diffvk_session_options {
   size_t struct_size;     /* sizeof(diffvk_session_options): set by diffvk_session_default_options */
   uint32_t context_len;   /* KV-cache capacity in tokens; 0 = the model's max_position_embeddings */
-  uint32_t chunk;         /* prefill rows per GPU program; 0 = default (64) */
+  uint32_t chunk;         /* prefill rows per GPU program; 0 = automatic (from the matmul tile and the memory plan) */
   diffvk_abort_fn abort_cb; /* NULL = never cancelled */
   void* abort_user;
 } diffvk_session_options;

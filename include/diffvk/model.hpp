@@ -98,7 +98,10 @@ class Model {
 
 struct SessionOptions {
   uint32_t context = 0;  // KV-cache capacity in tokens; 0 = max_position_embeddings
-  uint32_t chunk = 64;   // prefill chunk (rows per recorded program)
+  // Prefill chunk (rows per recorded program). 0 = automatic: the longest of 256, 128, 64, 32, 16 rows
+  // (a multiple of the matmul's row tile, at most the context) whose planned activations stay within
+  // max(32 MiB, a quarter of the weight bytes); Session::chunk() says which.
+  uint32_t chunk = 0;
   bool profile = false;  // record GPU timestamps between dispatches (Session::last_profile)
   // Asked before every prefill chunk and between layers of a chunk (one GPU submission per layer
   // while it is set); returning true makes the call throw Error(cancelled) with nothing changed.
@@ -146,6 +149,7 @@ class Session {
   void reset();
   uint32_t position() const;
   uint32_t capacity() const;
+  uint32_t chunk() const;  // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)
   std::string plan_report() const;  // every intermediate: lifetime, offset, size; arena vs bounds
   // Debug path: resets the session, prefills `tokens` (1 … kAttentionMapMaxTokens of them, within the
   // context) and returns A1 and A2 of layer `layer` for head `head` (−1: every head), computed on the

@@ -9,6 +9,7 @@
 #include "graph/arena.hpp"
 #include "model/model_impl.hpp"
 #include "model/recipe.hpp"
+#include "ops/linear.hpp"
 
 namespace diffvk {
 
@@ -106,7 +107,6 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   if (s->cap > c.max_position_embeddings)
     throw Error(Status::invalid_argument, "context " + std::to_string(s->cap) + " exceeds max_position_embeddings " +
                                               std::to_string(c.max_position_embeddings));
-  s->chunk = std::max(1u, std::min(o.chunk, s->cap));
   s->profile = o.profile;
   s->should_abort = o.should_abort;
   const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
@@ -114,17 +114,35 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   // The static plan, derived from the recipe: every program variant a session runs (one-row programs,
   // and chunk-row ones when the chunk is longer), with each head output. Variants never run at once, so
   // they share the arena; a program of fewer rows is placed where its variant's tensors are (fit_graph).
-  std::vector<Graph> graphs;
-  graphs.reserve(8);
-  for (const uint32_t rows : s->chunk > 1 ? std::vector<uint32_t>{s->chunk, 1} : std::vector<uint32_t>{1})
-    for (const HeadOut out : {HeadOut::all, HeadOut::last, HeadOut::none, HeadOut::sample}) {
-      if (out == HeadOut::sample && rows != 1) continue;  // decode_sample runs one row
-      graphs.emplace_back(s->variant(rows, out));
-      s->build(graphs.back(), rows, out, nullptr);
+  auto plan_with_chunk = [&](uint32_t chunk) {
+    s->chunk = chunk;
+    std::vector<Graph> graphs;
+    graphs.reserve(8);
+    for (const uint32_t rows : chunk > 1 ? std::vector<uint32_t>{chunk, 1} : std::vector<uint32_t>{1})
+      for (const HeadOut out : {HeadOut::all, HeadOut::last, HeadOut::none, HeadOut::sample}) {
+        if (out == HeadOut::sample && rows != 1) continue;  // decode_sample runs one row
+        graphs.emplace_back(s->variant(rows, out));
+        s->build(graphs.back(), rows, out, nullptr);
+      }
+    std::vector<const Graph*> variants;
+    for (const Graph& g : graphs) variants.push_back(&g);
+    s->plan = plan_graphs(variants, dev.caps().max_storage_buffer_range, al);
+  };
+  if (o.chunk) {
+    plan_with_chunk(std::max(1u, std::min(o.chunk, s->cap)));
+  } else {
+    // Automatic chunk: the longest of 256, 128, 64, 32, 16 rows (clipped to the context) whose planned
+    // activations stay within max(32 MiB, a quarter of the weights). Longer chunks read the weights
+    // fewer times per token and give the matmul more row tiles; every candidate is a multiple of the
+    // matmul's row tile (16 on CPU drivers, 32 or 64 on GPUs) down to that tile.
+    const uint32_t tile = std::max(1u, choose_linear_tiles(dev.caps(), 256, c.hidden_size, c.hidden_size).bm);
+    const uint64_t budget = std::max<uint64_t>(32ull << 20, model.weight_bytes() / 4);
+    for (uint32_t cand = 256;; cand /= 2) {
+      const uint32_t chunk = std::min(std::max(cand, std::min(tile, 256u)), s->cap);
+      plan_with_chunk(chunk);
+      if (s->plan.plan.arena_bytes <= budget || cand <= 16 || chunk <= tile) break;
     }
-  std::vector<const Graph*> variants;
-  for (const Graph& g : graphs) variants.push_back(&g);
-  s->plan = plan_graphs(variants, dev.caps().max_storage_buffer_range, al);
+  }
 
   // Everything this session allocates, checked against what the heap has left before allocating.
   const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
@@ -328,6 +346,7 @@ void Session::reset() {
 }
 uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }
+uint32_t Session::chunk() const { return impl_->chunk; }
 std::string Session::plan_report() const { return format_plan(impl_->plan.lifetimes, impl_->plan.plan); }
 
 }  // namespace diffvk

@@ -17,6 +17,7 @@
 #include "gpu_test.hpp"
 #include "diffvk/npy.hpp"
 #include "model_parity.hpp"
+#include "ops/linear.hpp"
 
 using namespace diffvk;
 using test::load_tokens;
@@ -202,3 +203,23 @@ void bundled_parity(Precision precision) {
 // PyTorch float64 forward of the same F16 checkpoint: 4 prompts (5..160 tokens) + 32 decode steps each.
 TEST_CASE("model: bundled model matches PyTorch fp32") { bundled_parity(Precision::fp32); }
 TEST_CASE("model: bundled model matches PyTorch fp16") { bundled_parity(Precision::fp16); }
+
+TEST_CASE("model: the automatic prefill chunk is a matmul row tile multiple within the context") {
+  auto ctx = test::make_context();
+  auto model = Model::load(*ctx, kTiny);
+  const uint32_t E = model->config().hidden_size;
+  const uint32_t tile = choose_linear_tiles(ctx->device().caps(), 256, E, E).bm;
+  auto s = Session::create(*model, SessionOptions{});  // chunk 0 = automatic
+  INFO("chunk=" << s->chunk() << " capacity=" << s->capacity() << " tile=" << tile);
+  CHECK(s->chunk() == std::min(256u, s->capacity()));  // the tiny model's activations are far below 32 MiB
+  CHECK((s->chunk() % tile == 0 || s->chunk() == s->capacity()));
+  auto small = Session::create(*model, SessionOptions{12, 0});
+  CHECK(small->chunk() == 12);  // clipped to the context
+  auto fixed = Session::create(*model, SessionOptions{0, 24});
+  CHECK(fixed->chunk() == 24);  // asked for
+  // The automatic chunk computes the same logits as a fixed one.
+  const std::vector<int32_t> toks = {2, 72, 101, 108, 108, 111, 32, 119, 111, 114};
+  const auto a = s->prefill(toks), b = fixed->prefill(toks);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 2e-3f + 2e-3f * std::fabs(b[i]));
+}

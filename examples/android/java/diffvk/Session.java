@@ -20,7 +20,7 @@ public final class Session implements AutoCloseable {
   private long handle;
   private final long cancelFlag;  // freed by close(); read without the lock by cancel()
 
-  /** contextLength 0 = the model's max_position_embeddings; chunk 0 = the default prefill chunk. */
+  /** contextLength 0 = the model's max_position_embeddings; chunk 0 = automatic (from the matmul tile and the memory plan). */
   public Session(Model model, int contextLength, int chunk) {
     this.model = model;
     this.vocab = model.vocabSize();
