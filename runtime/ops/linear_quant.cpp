@@ -70,7 +70,9 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
   args.push_back({has_norm ? norm_w : x, Access::read});
   const LinearRowPush push{p.in, p.out, has_res ? 1u : 0u, p.eps, uint32_t(l.quant_offset() / 16)};
-  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, device_.caps().max_workgroup_count[0])), 1, 1};
+  uint32_t lim = device_.caps().max_workgroup_count[0];
+  if (test_limit_) lim = std::min(lim, test_limit_);
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};
   static const char* const labels[2][3] = {{"linear_row q8_0", "linear_row q8_0+rmsnorm", "linear_row q8_0+silu_mul"},
                                            {"linear_row q4_0", "linear_row q4_0+rmsnorm", "linear_row q4_0+silu_mul"}};
   const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32, y32 = fp16_ && p.y_elem == Elem::f32;

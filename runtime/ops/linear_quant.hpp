@@ -50,11 +50,13 @@ class QuantRowKernel {
   void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
               BufferRange residual = {}, BufferRange norm_w = {}) const;
   uint32_t workgroup_size() const { return wg_; }
+  // Test hook: cap the dispatched workgroup count (0 = the device limit) to exercise the grid-stride loop.
+  void limit_workgroups_for_testing(uint32_t x) { test_limit_ = x; }
 
  private:
   Device& device_;
   bool fp16_ = false;
-  uint32_t wg_ = 0, nf_ = 0;
+  uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
   std::unique_ptr<Pipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
 };
 
