@@ -16,6 +16,13 @@
 // Y32 = 1: y and r are float32 (the residual stream, the logits). Both in either variant.
 // Loop iterations per invocation: (out / NF / groups) · in / (WG · VW), far below llvmpipe's 65535 for
 // the shapes the model dispatches (LinearKernel::record_row checks a budget).
+// WQ (issue 19): the weight format. 0: dense storage-type rows. 1 (Q8_0) / 2 (Q4_0): block-quantized
+// rows in the struct-of-arrays layout of ops/linear_quant.hpp, all in binding 1: the fp16 scales (one per
+// 32 weights along `in`, read as uint bits, so no 16-bit storage is needed) from byte 0, the quants from
+// uvec4 index p.q_off (Q8_0: int8 per weight; Q4_0: byte j of a block = element j (low nibble) and
+// j + 16 (high nibble), weight = nibble − 8). Each invocation step reads one 16-byte quant vector per
+// feature (16 weights in Q8_0, a whole 32-weight block in Q4_0), dequantizes it in registers and applies
+// the scale once per block part: acc += d · Σ a·q. x and g are read as with dense weights (VEC).
 // DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -26,6 +33,7 @@ layout(constant_id = 2) const uint VEC = 1;
 layout(constant_id = 3) const uint PRO = 0;
 layout(constant_id = 4) const uint X32 = 0;
 layout(constant_id = 5) const uint Y32 = 0;
+layout(constant_id = 6) const uint WQ = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -40,6 +48,8 @@ layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
 layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
 layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
 layout(std430, binding = 1) readonly buffer WV { VTYPE wv[]; };
+layout(std430, binding = 1) readonly buffer WSC { uint wsc[]; };   // WQ != 0: fp16 scale bits, two per uint
+layout(std430, binding = 1) readonly buffer WQV { uvec4 wq[]; };   // WQ != 0: the quants from p.q_off
 layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };   // residual; a dummy binding when unused
 layout(std430, binding = 4) readonly buffer G { STYPE g[]; };   // norm weight (PRO 1); a dummy binding otherwise
@@ -54,6 +64,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint has_residual;
   float eps;
+  uint q_off;  // WQ != 0: uvec4 index of the first quant vector in binding 1
 } p;
 
 const uint VL = VEC != 0 ? VW : 1;  // elements per load
@@ -110,6 +121,44 @@ void load_g(uint kv, out float f[VW]) {
   }
 }
 
+// One step of the prologue: a = pro(x) over elements [kv·VL, kv·VL + VL); sq += x² (PRO 1).
+void act(uint kv, out float a[VW], inout float sq) {
+  load_x(0, kv, a);
+  if (PRO == 1) {
+    float gg[VW];
+    load_g(kv, gg);
+    for (uint e = 0; e < VL; ++e) {
+      sq = fma(a[e], a[e], sq);
+      a[e] *= gg[e];
+    }
+  } else if (PRO == 2) {
+    float u[VW];
+    load_x(p.in_f, kv, u);
+    for (uint e = 0; e < VL; ++e) a[e] = a[e] / (1.0 + exp(-a[e])) * u[e];
+  }
+}
+
+const uint QS = WQ == 2 ? 32 : 16;  // weights per 16-byte quant vector (WQ != 0)
+
+// Σ a·q over the 16-byte quant vector `c` of row `row` (unscaled), times the block's scale d.
+float quant_dot(uint row, uint c, float a[32]) {
+  const uvec4 q = wq[p.q_off + row * (p.in_f / QS) + c];
+  const uint bi = row * (p.in_f / 32) + (c * QS) / 32;  // the scale of this vector's block
+  const float d = unpackHalf2x16(wsc[bi >> 1] >> ((bi & 1u) * 16u)).x;
+  float s = 0.0;
+  for (uint i = 0; i < 4; ++i)
+    for (uint k = 0; k < 4; ++k) {
+      if (WQ == 1) {
+        s = fma(a[4 * i + k], float(bitfieldExtract(int(q[i]), int(8 * k), 8)), s);
+      } else {
+        const uint b = bitfieldExtract(q[i], int(8 * k), 8);
+        s = fma(a[4 * i + k], float(b & 15u) - 8.0, s);
+        s = fma(a[16 + 4 * i + k], float(b >> 4) - 8.0, s);
+      }
+    }
+  return s * d;
+}
+
 void main() {
   const uint lid = gl_LocalInvocationIndex;
   const uint groups = (p.out_f + NF - 1) / NF;
@@ -120,29 +169,32 @@ void main() {
     float acc[NS];
     for (uint f = 0; f < NS; ++f) acc[f] = 0.0;
 
-    for (uint kv = lid; kv < nk; kv += WG) {
-      float a[VW];
-      load_x(0, kv, a);
-      if (PRO == 1) {
-        float gg[VW];
-        load_g(kv, gg);
-        for (uint e = 0; e < VL; ++e) {
-          acc[NF] = fma(a[e], a[e], acc[NF]);
-          a[e] *= gg[e];
+    float sq = 0.0;  // PRO 1: the sum of squares of x
+    if (WQ == 0) {
+      for (uint kv = lid; kv < nk; kv += WG) {
+        float a[VW];
+        act(kv, a, sq);
+        for (uint f = 0; f < NF; ++f) {
+          if (f < nf) {  // uniform: no loads or FMAs for features past the end
+            float b[VW];
+            load_w(n0 + f, kv, b);
+            for (uint e = 0; e < VL; ++e) acc[f] = fma(a[e], b[e], acc[f]);
+          }
         }
-      } else if (PRO == 2) {
-        float u[VW];
-        load_x(p.in_f, kv, u);
-        for (uint e = 0; e < VL; ++e) a[e] = a[e] / (1.0 + exp(-a[e])) * u[e];
       }
-      for (uint f = 0; f < NF; ++f) {
-        if (f < nf) {  // uniform: no loads or FMAs for features past the end
-          float b[VW];
-          load_w(n0 + f, kv, b);
-          for (uint e = 0; e < VL; ++e) acc[f] = fma(a[e], b[e], acc[f]);
+    } else {
+      for (uint c = lid; c < p.in_f / QS; c += WG) {
+        float a[32];
+        for (uint j = 0; j < QS / VL; ++j) {
+          float t[VW];
+          act(c * (QS / VL) + j, t, sq);
+          for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
         }
+        for (uint f = 0; f < NF; ++f)
+          if (f < nf) acc[f] += quant_dot(n0 + f, c, a);
       }
     }
+    if (PRO == 1) acc[NF] = sq;
 
     // Reduce the NS sums over the workgroup (uniform control flow).
     float s[NS];

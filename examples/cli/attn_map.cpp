@@ -46,6 +46,7 @@ Runner register_attn_map(CLI::App& app) {
     std::string model, prompt, output, json;
     uint32_t layer = 0;
     int32_t head = -1;
+    LoadOptions load;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("attn-map", "draw one layer's attention maps A1, A2 and A1 - lambda*A2 for a prompt");
@@ -55,6 +56,7 @@ Runner register_attn_map(CLI::App& app) {
   cmd->add_option("--head", a->head, "head index (default: every head)");
   cmd->add_option("--output,-o", a->output, "PNG file, written atomically");
   cmd->add_option("--json", a->json, "JSON file with the numbers (tokens, labels, lambda, A1, A2 and the difference per head)");
+  add_weights_flag(cmd, a->load.weights);
   add_device_flags(cmd, a->dev);
   return [a]() {
     if (a->output.empty() && a->json.empty()) throw Error(Status::invalid_argument, "attn-map: give --output PNG and/or --json FILE");
@@ -62,7 +64,7 @@ Runner register_attn_map(CLI::App& app) {
     if (!a->output.empty()) check_output(a->output, "--output", {}, dir);
     if (!a->json.empty()) check_output(a->json, "--json", {a->output}, dir);
     auto ctx = Context::create(a->dev.options());
-    auto model = Model::load(*ctx, dir);
+    auto model = Model::load(*ctx, dir, a->load);
     const ModelConfig& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);  // the tokenizer of `diffvk run`
     const std::vector<int32_t> tokens = tokenizer.encode(a->prompt, true);

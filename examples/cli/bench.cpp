@@ -94,6 +94,7 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
+  add_weights_flag(cmd, o.weights);
   cmd->add_flag("--profile", o.profile, "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
                                         "(timestamps between dispatches)");
   add_device_flags(cmd, a->dev);

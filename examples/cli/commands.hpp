@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "diffvk/device.hpp"
+#include "diffvk/gguf.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 
@@ -36,6 +37,9 @@ Runner register_plan(CLI::App& app);
 Runner register_shader_stats(CLI::App& app);
 Runner register_attn_map(CLI::App& app);
 Runner register_quantize(CLI::App& app);
+
+// --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) into `kind`; a bad value is an error naming the choices.
+void add_weights_flag(CLI::App* cmd, QuantKind& kind);
 
 // --model's check: an existing directory, or an existing file named *.gguf (use as CLI::ExistingDirectory | this).
 CLI::Validator gguf_file_validator();

@@ -37,6 +37,23 @@ CLI::Validator gguf_file_validator() {
       "DIR|FILE.gguf");
 }
 
+void add_weights_flag(CLI::App* cmd, QuantKind& kind) {
+  cmd->add_option_function<std::string>(
+         "--weights", [&kind](const std::string& v) { kind = parse_quant_kind(v); },
+         "linear weights on the device: f16 (the storage type, default), q8_0 or q4_0 (quantized at load; "
+         "norms and the embedding stay in the storage type; lm_head is q8_0 under q4_0)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              parse_quant_kind(v);
+              return "";
+            } catch (const Error& e) {
+              return e.what();
+            }
+          },
+          "f16|q8_0|q4_0"));
+}
+
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
   if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) {
     // A GGUF file carries the bytes tokenizer only (docs/gguf.md).
@@ -84,12 +101,14 @@ struct ModelArgs {
   DeviceFlags dev;
   std::string model;
   uint32_t context = 0, chunk = 0;
+  LoadOptions load;
   void add(CLI::App* cmd, bool model_required) {
     auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
                   ->check(CLI::ExistingDirectory | gguf_file_validator());
     if (model_required) o->required();
     cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
     cmd->add_option("--chunk", chunk, "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
+    add_weights_flag(cmd, load.weights);
     add_device_flags(cmd, dev);
   }
 };
@@ -117,7 +136,7 @@ Runner register_run(CLI::App& app) {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
-    auto model = Model::load(*ctx, dir);
+    auto model = Model::load(*ctx, dir, a->load);
     SessionOptions so{a->context, a->chunk, false, {}};
     auto session = Session::create(*model, so);
     const auto& cfg = model->config();
@@ -184,7 +203,7 @@ Runner register_logits(CLI::App& app) {
       throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " + std::to_string(N) +
                                                 "] (" + a->tokens + " holds " + std::to_string(N) + " tokens)");
     auto ctx = Context::create(a->dev.options());
-    auto model = Model::load(*ctx, a->model);
+    auto model = Model::load(*ctx, a->model, a->load);
     const uint32_t V = model->config().vocab_size;
     std::vector<int32_t> ids;
     for (int64_t i = 0; i < N; ++i) {
@@ -218,7 +237,7 @@ Runner register_plan(CLI::App& app) {
   return [a]() {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
-    auto model = Model::load(*ctx, dir);
+    auto model = Model::load(*ctx, dir, a->load);
     auto session = Session::create(*model, SessionOptions{a->context, a->chunk, false, {}});
     std::printf("model %s: session context %u, chunk %u, %s\n%s", dir.c_str(), session->capacity(), session->chunk(),
                 precision_name(ctx->precision()), session->plan_report().c_str());

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "diffvk/gguf.hpp"
+
 #include "diffvk/device.hpp"
 
 namespace diffvk::bench {
@@ -41,6 +43,7 @@ struct Options {
   bool ops = false;
   std::string op;                 // non-empty: only this op's rows (implies ops)
   uint32_t prompt_tokens = 128, decode_tokens = 64;  // model benchmark
+  QuantKind weights = QuantKind::f16;  // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
   std::string plot_path;          // non-empty: write a PNG there (atomically); see plot_available()
   std::string command_line;       // recorded in the JSON; empty = this process's command line
   // The precision the context was created with: fp32 storage without asking for it is reported as a fallback.

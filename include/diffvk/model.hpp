@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "diffvk/device.hpp"
+#include "diffvk/gguf.hpp"
 
 namespace diffvk {
 
@@ -51,13 +52,19 @@ struct LoadOptions {
   // Convert through the host slice and a staging buffer even where device memory is host-mapped (where the
   // loader otherwise converts in place): the discrete-GPU path, testable on CPU drivers.
   bool force_staging = false;
+  // Linear weights (q/k/v/o, gate/up/down, lm_head) on the device (issue 19): f16 = the storage type
+  // (fp16, or fp32 on the fp32 fallback), as before; q8_0 / q4_0 = quantized row by row while they stream
+  // in (GGUF's blocks). Norm gains, λ and the embedding table stay in the storage type; a matrix whose
+  // input width is not a multiple of 32 stays too (logged); in q4_0 mode lm_head is Q8_0 (as llama.cpp
+  // does), and a lm_head tied to the embedding stays in the storage type (logged).
+  QuantKind weights = QuantKind::f16;
 };
 // What loading cost on the host (Model::load_stats).
 struct LoadStats {
   std::string format;                 // "diffvk", "diffllama" or "gguf"
   uint32_t files = 0;                 // safetensors files (shards)
   uint64_t staging_peak_bytes = 0;    // host conversion + staging bytes held at once (0: device memory mapped)
-  uint64_t largest_tensor_bytes = 0;  // largest device tensor (storage type)
+  uint64_t largest_tensor_bytes = 0;  // largest device tensor (as stored: storage type or quantized)
   uint64_t weight_bytes = 0;          // bytes uploaded
   uint32_t split_tensors = 0;         // tensors split across bindings (larger than maxStorageBufferRange)
   double seconds = 0;                 // wall time of Model::load
@@ -84,7 +91,7 @@ class Model {
   ~Model();
   const ModelConfig& config() const;
   const LoadStats& load_stats() const;
-  uint64_t weight_bytes() const;  // bytes of weights read per token (device storage type)
+  uint64_t weight_bytes() const;  // bytes of weights read per token, as stored on the device (quantized or not)
   struct Impl;
   Impl& impl() { return *impl_; }
 

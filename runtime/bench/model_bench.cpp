@@ -14,7 +14,9 @@ json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int r
   sink.stage("model: loading " + a.model_dir);
   const uint64_t rss0 = rss_bytes();
   const bool hwm = reset_peak_rss();
-  auto model = Model::load(ctx, a.model_dir);
+  LoadOptions lo;
+  lo.weights = a.weights;
+  auto model = Model::load(ctx, a.model_dir, lo);
   const LoadStats& ls = model->load_stats();
   const uint64_t load_peak = hwm && peak_rss_bytes() > rss0 ? peak_rss_bytes() - rss0 : 0;
   const ModelConfig& c = model->config();
@@ -55,8 +57,9 @@ json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int r
   const PeakFraction decode_pf = peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
   const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
   const double fraction = bound_s / (ds.median / N);
-  sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage", a.model_dir.c_str(), c.num_layers,
-              c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()));
+  sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s", a.model_dir.c_str(),
+              c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
+              quant_kind_name(a.weights));
   sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
                "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
                (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,

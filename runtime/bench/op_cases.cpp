@@ -20,6 +20,7 @@ std::string describe(const OpCase& c) {
     if (c.x_pad || c.y_pad) s += strf(" pad %u/%u", c.x_pad, c.y_pad);
   } else if (c.op == "linear_row") {
     s += strf("%u->%u%s", c.in, c.out, pro_name(c.pro));
+    if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
   } else if (c.op == "head_rmsnorm") {
     s += strf("rows=%u heads=%u D=%u", c.rows, c.in, c.out);
   } else if (c.op == "silu_mul") {
@@ -156,6 +157,12 @@ std::vector<OpCase> linear_row_cases(OpMode mode) {
     b.add(row(2048, 11264, rms, kNone, true, false));
     b.add(row(5632, 2048, silu, kInPlace, false, true));
     b.add(row(2048, 32000, rms, kNone, true, true));
+    for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {  // issue 19: the same shapes over quantized weights
+      OpCase a = row(2048, 11264, rms, kNone, true, false), d = row(5632, 2048, silu, kInPlace, false, true);
+      a.weights = d.weights = q;
+      b.add(a);
+      b.add(d);
+    }
     return b.cases;
   }
   const OpCase shapes[] = {
@@ -183,6 +190,30 @@ std::vector<OpCase> linear_row_cases(OpMode mode) {
     OpCase m = row(256, 24, none, kNone);
     m.subgroup = subgroup, m.x_misaligned = true;
     b.add(m);
+  }
+  // Quantized weights (issue 19): in = 32·k with k odd, out not a multiple of 8 (the last feature group is
+  // partial), every prologue and residual form, float32 x / y, both reductions, a capped grid.
+  const OpCase qshapes[] = {
+      row(32, 5, none, kNone),        row(96, 13, none, kSep),      row(160, 37, none, kInPlace),
+      row(224, 71, rms, kNone),       row(96, 13, rms, kSep),       row(352, 9, rms, kInPlace),
+      row(96, 21, silu, kNone),       row(160, 13, silu, kInPlace), row(32, 3, silu, kSep),
+      row(224, 37, rms, kSep, true, true), row(96, 13, none, kInPlace, false, true), row(160, 11, silu, kInPlace, false, true),
+  };
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
+    for (bool subgroup : {true, false})
+      for (OpCase s : qshapes) {
+        s.weights = q, s.subgroup = subgroup;
+        b.add(s);
+      }
+    OpCase g = row(96, 77, rms, kSep);
+    g.weights = q, g.wg_limit_x = 3;
+    b.add(g);
+    OpCase m = row(96, 13, rms, kNone);  // x misaligned: the elementwise-load variant (devices with alignment < 16)
+    m.weights = q, m.x_misaligned = true;
+    b.add(m);
+    OpCase l = row(16384, 13, rms, kSep);  // a long reduction
+    l.weights = q;
+    b.add(l);
   }
   // in = 16384: loop iterations per invocation stay within llvmpipe's budget (quirk loop_iteration_limit).
   b.add(row(16384, 24, rms, kSep));

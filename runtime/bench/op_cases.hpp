@@ -20,6 +20,7 @@
 #include "bench/check.hpp"
 #include "bench/timing.hpp"
 #include "ops/linear.hpp"
+#include "ops/linear_quant.hpp"
 
 namespace diffvk::bench {
 
@@ -54,6 +55,9 @@ struct OpCase {
   OpResidual residual = OpResidual::none;
   RowPrologue pro = RowPrologue::none;
   bool x_f32 = false, y_f32 = false;  // Elem::f32 arguments (the model's residual stream / logits)
+  // linear_row: the weight format (issue 19): f16 = the storage type; q8_0 / q4_0 = GGUF blocks in the device
+  // layout of ops/linear_quant.hpp (QuantRowKernel), checked against the reference on the dequantized weights.
+  QuantType weights = QuantType::f16;
   // ---- device quirks
   int variant = -1;            // linear: a forced tile candidate (record_variant); -1: the kernel's choice
   bool subgroup = true;        // false: the shared-memory reduction even where subgroup arithmetic exists

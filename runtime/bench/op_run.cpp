@@ -17,6 +17,7 @@ using namespace op_detail;
 
 struct OpRunner::Kernels {
   std::unique_ptr<LinearKernel> linear[2];  // [subgroup]
+  std::unique_ptr<QuantRowKernel> qrow[2];  // [subgroup]: Q8_0 and Q4_0
   std::unique_ptr<HeadRmsNormKernel> norm[2];
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<EmbedKernel> embed;
@@ -108,7 +109,23 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
 }
 
 // ---------------------------------------------------------------- linear_row (one row, fused prologues)
-void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
+// Quantized weights (c.weights q8_0 / q4_0): w becomes its GGUF blocks' dequantized values (what the
+// reference sees) and `bytes` the device layout (ops/linear_quant.hpp); otherwise `bytes` = w packed.
+std::vector<uint8_t> weight_bytes(const OpCase& c, bool f16, std::vector<double>& w) {
+  if (c.weights == QuantType::f16) return pack(w, f16);
+  const size_t rb = quant_row_bytes(c.weights, c.in);
+  std::vector<uint8_t> blocks(size_t(c.out) * rb);
+  std::vector<float> row(c.in);
+  for (uint32_t n = 0; n < c.out; ++n) {
+    for (uint32_t k = 0; k < c.in; ++k) row[k] = float(w[size_t(n) * c.in + k]);
+    quantize_row(c.weights, row.data(), c.in, blocks.data() + n * rb);
+    dequantize_row(c.weights, blocks.data() + n * rb, c.in, row.data());
+    for (uint32_t k = 0; k < c.in; ++k) w[size_t(n) * c.in + k] = row[k];
+  }
+  return pack_quant_matrix(c.weights, c.out, c.in, blocks.data());
+}
+
+void prepare_linear_row(Device& dev, LinearKernel& kernel, QuantRowKernel& qk, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16(), x32 = c.x_f32, y32 = c.y_f32;
   std::mt19937_64 rng(c.seed);
   const bool silu = c.pro == RowPrologue::silu_mul;
@@ -117,7 +134,8 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
   auto x = uniform(rng, xn, (silu ? -4.0 : -3.0) * xk, 3.0 * xk);
   x = x32 ? ref::round_to_f32(x) : rounded(x, f16);
   const double ws = 1.7 / std::sqrt(double(c.in));
-  const auto w = rounded(uniform(rng, size_t(c.out) * c.in, -ws, ws), f16);
+  auto w = rounded(uniform(rng, size_t(c.out) * c.in, -ws, ws), f16);
+  const auto wbytes = weight_bytes(c, f16, w);
   const auto g = rounded(uniform(rng, c.in, 0.5, 1.5), f16);
   auto r = uniform(rng, c.out, -2.0 * rk, 2.0 * rk);
   r = y32 ? ref::round_to_f32(r) : rounded(r, f16);
@@ -133,7 +151,7 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
     for (uint32_t n = 0; n < c.out; ++n) p.expect[n] += r[n];
 
   const size_t es = storage_bytes(f16), xes = x32 ? 4 : es, yes = y32 ? 4 : es;
-  const VkDeviceSize xb = x.size() * xes, wb = w.size() * es, gb = g.size() * es, yb = r.size() * yes;
+  const VkDeviceSize xb = x.size() * xes, wb = wbytes.size(), gb = g.size() * es, yb = r.size() * yes;
   Arena& a = p.arena;
   // x at an offset that is a multiple of the device alignment but not of 16 bytes (x_misaligned).
   const VkDeviceSize xo = a.take(xb, c.x_misaligned ? dev.caps().min_storage_buffer_offset_alignment : 0);
@@ -141,19 +159,26 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
   a.create(dev, "op case linear_row");
   const auto rbytes = pack(r, f16 && !y32);
   a.buf->upload(xo, pack(x, f16 && !x32).data(), xb);
-  a.buf->upload(wo, pack(w, f16).data(), wb);
+  a.buf->upload(wo, wbytes.data(), wb);
   a.buf->upload(go, pack(g, f16).data(), gb);
   a.buf->upload(ro, rbytes.data(), yb);
 
   start_linear_program(dev, kernel, c, p, "op case linear_row");
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = residual_of(c, ry, a.range(ro, yb));
-  kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry,
-                    {c.in, c.out, c.pro, float(eps), x32 ? Elem::f32 : Elem::storage, y32 ? Elem::f32 : Elem::storage}, res,
-                    c.pro == RowPrologue::rmsnorm ? a.range(go, gb) : BufferRange{});
+  const LinearRowParams lp{c.in, c.out, c.pro, float(eps), x32 ? Elem::f32 : Elem::storage, y32 ? Elem::f32 : Elem::storage};
+  const BufferRange nw = c.pro == RowPrologue::rmsnorm ? a.range(go, gb) : BufferRange{};
+  if (c.weights == QuantType::f16) {
+    kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw);
+  } else {
+    qk.limit_workgroups_for_testing(c.wg_limit_x);
+    qk.record(*p.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw);
+    qk.limit_workgroups_for_testing(0);
+  }
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
-  p.detail = strf("wg=%u nf=%u x_offset=%llu", kernel.row_workgroup_size(), kernel.row_features(), (unsigned long long)xo);
+  p.detail = strf("wg=%u nf=%u x_offset=%llu %s", kernel.row_workgroup_size(), kernel.row_features(), (unsigned long long)xo,
+                  quant_type_name(c.weights));
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == OpResidual::in_place;
   p.reset = [=] {
@@ -166,7 +191,7 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, const OpCase& c, Prep
     for (uint32_t n = 0; n < c.out; ++n) got[n] = value_at(b, n, yes);
     return got;
   };
-  p.bytes = xn * xes + uint64_t(c.out) * c.in * es + (c.pro == RowPrologue::rmsnorm ? c.in * es : 0) +
+  p.bytes = xn * xes + wb + (c.pro == RowPrologue::rmsnorm ? c.in * es : 0) +
             uint64_t(c.out) * yes * (c.residual == OpResidual::none ? 1 : 2);
   p.flops = 2.0 * c.in * c.out;
 }
@@ -189,10 +214,12 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   if (c.op == "linear" || c.op == "linear_row") {
     auto& k = k_->linear[sg];
     if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg));
+    auto& q = k_->qrow[sg];
+    if (!q && c.op == "linear_row") q = std::make_unique<QuantRowKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
     if (c.op == "linear")
       prepare_linear(dev_, *k, c, p);
     else
-      prepare_linear_row(dev_, *k, c, p);
+      prepare_linear_row(dev_, *k, *q, c, p);
   } else if (c.op == "head_rmsnorm") {
     auto& k = k_->norm[sg];
     if (!k) k = std::make_unique<HeadRmsNormKernel>(dev_, options_for(dev_, sg));

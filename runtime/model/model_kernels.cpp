@@ -2,7 +2,7 @@
 
 namespace diffvk {
 
-ModelKernels build_model_kernels(Device& dev, const ModelConfig& c) {
+ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
   {
@@ -36,6 +36,14 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c) {
   {
     PipelineGroup g(dev, "attn_probs");
     k.probs = std::make_unique<AttnProbsKernel>(dev, ko);
+  }
+  if (!quant.empty()) {
+    {
+      PipelineGroup g(dev, "linear_quant");
+      k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant);
+    }
+    PipelineGroup g(dev, "dequant");
+    k.dequant = std::make_unique<DequantKernel>(dev, ko, quant);
   }
   return k;
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <algorithm>
 
 #include "io/storage.hpp"
 #include "model/checkpoint.hpp"
@@ -90,6 +91,45 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   return load_checkpoint(ctx, ck, LoadOptions{}, "fd " + std::to_string(safetensors.fd), t0);
 }
 
+namespace {
+// The format of each linear weight under LoadOptions::weights (issue 19); every weight left in the
+// storage type while quantization was asked for is logged.
+class WeightFormats {
+ public:
+  WeightFormats(QuantKind k, bool fp16, const std::string& dir) : dir_(dir), storage_(fp16 ? "fp16" : "fp32") {
+    if (int(k) < 0 || int(k) > int(QuantKind::q4_0))
+      throw Error(Status::invalid_argument, "LoadOptions::weights: unknown weight format " + std::to_string(int(k)) + " (f16, q8_0, q4_0)");
+    q_ = static_cast<QuantType>(k);
+  }
+  QuantType linear(const WeightSource& w, QuantType want) {
+    if (want == QuantType::f16) return want;
+    if (w.cols % kQuantBlockWeights != 0) {
+      platform::log(platform::LogLevel::warn, dir_ + ": " + w.name + " stays " + storage_ + ": its input width " + std::to_string(w.cols) +
+                                                  " is not a multiple of 32 (" + quant_type_name(want) + " blocks)");
+      return QuantType::f16;
+    }
+    if (std::find(used_.begin(), used_.end(), want) == used_.end()) used_.push_back(want);
+    return want;
+  }
+  QuantType linear(const WeightSource& w) { return linear(w, q_); }
+  // lm_head: Q8_0 when the linears are Q4_0 (its error reaches every logit; llama.cpp does the same).
+  QuantType head(const WeightSource& w) { return linear(w, q_ == QuantType::q4_0 ? QuantType::q8_0 : q_); }
+  size_t tied_head(size_t embed) const {
+    if (q_ != QuantType::f16)
+      platform::log(platform::LogLevel::info, dir_ + ": lm_head is tied to the embedding table, which stays " + storage_ +
+                                                  " (the embed kernel reads storage-type rows): lm_head is not quantized");
+    return embed;
+  }
+  const std::vector<QuantType>& used() const { return used_; }
+  std::string describe() const { return q_ == QuantType::f16 ? "" : std::string(", linear weights ") + quant_type_name(q_); }
+
+ private:
+  std::string dir_, storage_;
+  QuantType q_ = QuantType::f16;
+  std::vector<QuantType> used_;
+};
+}  // namespace
+
 std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, const LoadOptions& options, const std::string& dir,
                                               std::chrono::steady_clock::time_point t0) {
   auto m = std::make_unique<Impl>();
@@ -102,17 +142,22 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
   m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);
   WeightStore& ws = *m->weights;
+  WeightFormats wf(options.weights, m->fp16, dir);
   m->embed = ws.add(std::move(ck.embed));
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     CheckpointLayer& S = ck.layers[l];
     Impl::Layer L{};
     L.attn_norm = ws.add(std::move(S.attn_norm));
-    L.wqkv = ws.add(std::move(S.wqkv));
-    L.wo = ws.add(std::move(S.wo));
+    const QuantType f_wqkv = wf.linear(S.wqkv);
+    L.wqkv = ws.add(std::move(S.wqkv), f_wqkv);
+    const QuantType f_wo = wf.linear(S.wo);
+    L.wo = ws.add(std::move(S.wo), f_wo);
     L.subln = ws.add(std::move(S.subln));
     L.ffn_norm = ws.add(std::move(S.ffn_norm));
-    L.wgu = ws.add(std::move(S.wgu));
-    L.wdown = ws.add(std::move(S.wdown));
+    const QuantType f_wgu = wf.linear(S.wgu);
+    L.wgu = ws.add(std::move(S.wgu), f_wgu);
+    const QuantType f_wdown = wf.linear(S.wdown);
+    L.wdown = ws.add(std::move(S.wdown), f_wdown);
     double d1 = 0, d2 = 0;
     for (int64_t k = 0; k < D; ++k) {
       d1 += double(S.lambda[0][k]) * S.lambda[1][k];
@@ -124,7 +169,12 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
     m->layers.push_back(L);
   }
   m->norm = ws.add(std::move(ck.norm));
-  m->lm_head = c.tie_word_embeddings ? m->embed : ws.add(std::move(ck.lm_head));
+  if (c.tie_word_embeddings) {
+    m->lm_head = wf.tied_head(m->embed);
+  } else {
+    const QuantType f_head = wf.head(ck.lm_head);
+    m->lm_head = ws.add(std::move(ck.lm_head), f_head);
+  }
   const uint64_t table_bytes = uint64_t(c.max_position_embeddings) * (D / 2) * 2 * 4;
   const uint64_t need = ws.planned_bytes() + table_bytes, heap = device_heap_bytes(dev.caps());
   if (need > heap)
@@ -141,7 +191,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
-  m->k = build_model_kernels(dev, c);  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  m->k = build_model_kernels(dev, c, wf.used());  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
   m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;
@@ -153,7 +203,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
                                               std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
                                               ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
-                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") +
+                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") + wf.describe() +
                                               "), host staging peak " + std::to_string(up.staging_peak_bytes) + " bytes");
   return std::unique_ptr<Model>(new Model(std::move(m)));
 }

@@ -13,14 +13,18 @@ namespace {
 Elem elem_of(const Forward& f, TensorRef t) { return f.fp16 && f.g.at(t).dtype == ElemType::f32 ? Elem::f32 : Elem::storage; }
 }  // namespace
 
-LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts) {
+LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts, QuantType format) {
   LinearWeight w;
+  w.name = name;
   w.in = in;
+  w.format = format;
   for (size_t i = 0; i < parts.size(); ++i) {
     const WeightPart& p = parts[i];
     const std::string n = parts.size() == 1 ? name : name + ".part" + std::to_string(i);
-    w.parts.push_back({uint32_t(p.row0), uint32_t(p.rows),
-                       f.g.bind(n, TensorRole::weight, f.storage(), {p.rows, uint64_t(in)}, p.range)});
+    const TensorRef t = format == QuantType::f16
+                            ? f.g.bind(n, TensorRole::weight, f.storage(), {p.rows, uint64_t(in)}, p.range)
+                            : f.g.bind(n, TensorRole::weight, ElemType::bytes, {quant_layout(format, p.rows, in).bytes()}, p.range);
+    w.parts.push_back({uint32_t(p.row0), uint32_t(p.rows), t});
     w.out = std::max<uint32_t>(w.out, uint32_t(p.row0 + p.rows));
   }
   return w;
@@ -63,13 +67,47 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
   return x;
 }
 
+namespace {
+// The prefill (matrix) path of a quantized linear, for now: each part is dequantized into a planned
+// storage-type scratch tensor (shaders/dequant.comp) that the existing tiled matmul then reads. This is
+// the one place to change when the tiled linear dequantizes its own tiles (DEVELOPERS.md, issue 19).
+void add_quant_matrix_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
+                             Elem ye, uint64_t ys) {
+  const LinearKernel* k = f.k.linear.get();
+  const DequantKernel* dq = f.k.dequant.get();
+  if (!dq) throw Error(Status::internal, label + ": quantized weight '" + w.name + "' but the model built no dequant kernel");
+  const uint32_t rows = f.rows, in = w.in, out = w.out;
+  const QuantType q = w.format;
+  for (size_t i = 0; i < w.parts.size(); ++i) {
+    const auto part = w.parts[i];
+    const TensorRef wd = f.g.tensor(w.name + ".dequant" + (w.parts.size() == 1 ? "" : std::to_string(i)), TensorRole::activation,
+                                    f.storage(), {part.rows, uint64_t(in)});
+    f.g.add("dequant " + label, {part.t}, {wd}, [=](Program& p, const GraphBinding& b) {
+      dq->record(p, q, b[part.t], b[wd], part.rows, in);
+    });
+    std::vector<TensorRef> reads{x, wd};
+    if (residual) reads.push_back(y);
+    f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
+      const BufferRange all = b[y];
+      const BufferRange yr = all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
+      k->record(p, b[x], b[wd], yr, {rows, in, part.rows, in, out}, residual ? yr : BufferRange{}, ye);
+    });
+  }
+}
+}  // namespace
+
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row) {
+  const bool quant = w.format != QuantType::f16;
+  if (quant && !row) return add_quant_matrix_linear(f, label, x, w, y, residual, elem_of(f, y), elem_type_bytes(f.g.at(y).dtype));
   const GraphTensor &xt = f.g.at(x), &yt = f.g.at(y);
   const Elem xe = elem_of(f, x), ye = elem_of(f, y);
   const uint64_t ys = elem_type_bytes(yt.dtype), xs = elem_type_bytes(xt.dtype);
   const LinearKernel* k = f.k.linear.get();
+  const QuantRowKernel* qk = f.k.qrow.get();
+  if (quant && !qk) throw Error(Status::internal, label + ": quantized weight '" + w.name + "' but the model built no quantized kernel");
   const uint32_t rows = f.rows, in = w.in, out = w.out;
+  const QuantType q = w.format;
   for (const auto& part : w.parts) {
     std::vector<TensorRef> reads{x, part.t};
     if (residual) reads.push_back(y);
@@ -80,8 +118,12 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
         const BufferRange xr = b[x].sub(0, x_elems * xs);
         const BufferRange yr = b[y].sub(uint64_t(part.row0) * ys, uint64_t(part.rows) * ys);
-        k->record_row(p, xr, b[part.t], yr, {in, part.rows, static_cast<RowPrologue>(r.pro), r.eps, xe, ye},
-                      residual ? yr : BufferRange{}, r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{});
+        const LinearRowParams lp{in, part.rows, static_cast<RowPrologue>(r.pro), r.eps, xe, ye};
+        const BufferRange res = residual ? yr : BufferRange{}, nw = r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{};
+        if (q == QuantType::f16)
+          k->record_row(p, xr, b[part.t], yr, lp, res, nw);
+        else
+          qk->record(p, q, xr, b[part.t], yr, lp, res, nw);
       });
     } else {
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {

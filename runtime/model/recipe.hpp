@@ -8,7 +8,7 @@
 //     in as prologues; otherwise a norm kernel, the tiled linear and silu_mul;
 //   - the attention path (split-K decode for up to max_decode_rows rows, fused prefill beyond);
 //   - the precision (storage type of activations and weights; the residual stream and logits are f32);
-//   - the weight format of each linear (add_linear: fp16/fp32 rows today; quantized blocks go there);
+//   - the weight format of each linear (add_linear: storage-type rows, or Q8_0 / Q4_0 blocks);
 //   - an attention-map tap (debug) on one layer.
 #pragma once
 #include <cstdint>
@@ -32,17 +32,22 @@ struct Forward {
   ElemType storage() const { return fp16 ? ElemType::f16 : ElemType::f32; }
 };
 
-// A linear's weight (out x in, torch layout) in the storage type, bound as one graph tensor per row part
-// (one part unless the tensor exceeds a storage binding; only the embedding and lm_head may, see Model::load).
+// A linear's weight (out x in, torch layout), bound as one graph tensor per row part (one part unless the
+// tensor exceeds a storage binding; only the embedding and lm_head may, see Model::load). format f16: rows
+// in the storage type (fp16 or fp32); q8_0 / q4_0 (issue 19): each part is one range in the device layout
+// of ops/linear_quant.hpp (its fp16 scale array, then its quant array), bound as bytes.
 struct LinearWeight {
+  std::string name;  // the bound tensor's name (scratch tensors derived from it keep names stable)
   uint32_t in = 0, out = 0;
+  QuantType format = QuantType::f16;
   struct Part {
     uint32_t row0 = 0, rows = 0;
     TensorRef t;
   };
   std::vector<Part> parts;
 };
-LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts);
+LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts,
+                         QuantType format = QuantType::f16);
 TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRange range);  // a norm weight
 
 // The attention-map tap of a debug run: softmaxes of heads head0 … head0 + heads − 1 of a T-token prompt.
@@ -89,7 +94,8 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
 
 // y = x·Wᵀ over w's row parts (+ y's old value when `residual`: in place). Without `row`, the tiled
 // matrix path over f.rows rows; with it, one row (linear_row.comp) with an optional fused prologue,
-// reading the first row of x.
+// reading the first row of x. A quantized w: the one-row path reads the blocks directly
+// (QuantRowKernel); the matrix path dequantizes each part into a planned scratch tensor first.
 enum class Prologue : uint32_t { none = 0, rmsnorm = 1, silu_mul = 2 };
 struct RowLinear {
   Prologue pro = Prologue::none;

@@ -62,8 +62,8 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
     AttnBlock a;
     a.prefix = p;
     a.norm = bind_vector(f, p + "attn_norm", E, ws.range(W.attn_norm));
-    a.wqkv = bind_linear(f, p + "wqkv", E, ws.parts(W.wqkv));
-    a.wo = bind_linear(f, p + "wo", E, ws.parts(W.wo));
+    a.wqkv = bind_linear(f, p + "wqkv", E, ws.parts(W.wqkv), ws.format(W.wqkv));
+    a.wo = bind_linear(f, p + "wo", E, ws.parts(W.wo), ws.format(W.wo));
     a.subln = bind_vector(f, p + "subln", 2 * D, ws.range(W.subln));
     a.lambda = W.lambda;
     a.lambda_init = W.lambda_init;
@@ -76,8 +76,8 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
     MlpBlock b;
     b.prefix = p;
     b.norm = bind_vector(f, p + "ffn_norm", E, ws.range(W.ffn_norm));
-    b.wgu = bind_linear(f, p + "wgu", E, ws.parts(W.wgu));
-    b.wdown = bind_linear(f, p + "wdown", I, ws.parts(W.wdown));
+    b.wgu = bind_linear(f, p + "wgu", E, ws.parts(W.wgu), ws.format(W.wgu));
+    b.wdown = bind_linear(f, p + "wdown", I, ws.parts(W.wdown), ws.format(W.wdown));
     b.I = I;
     b.eps = eps;
     add_mlp_block(f, x, E, b);
@@ -85,7 +85,7 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   }
   Head h;
   h.norm = bind_vector(f, "norm", E, ws.range(M.norm));
-  h.lm_head = bind_linear(f, "lm_head", E, ws.parts(M.lm_head));
+  h.lm_head = bind_linear(f, "lm_head", E, ws.parts(M.lm_head), ws.format(M.lm_head));
   h.eps = eps;
   h.E = E;
   h.vocab = c.vocab_size;

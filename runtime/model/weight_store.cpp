@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "ops/linear_quant.hpp"
+
 namespace diffvk {
 
 namespace {
@@ -14,14 +16,26 @@ constexpr uint64_t kSplitRowMultiple = 256;
 
 WeightStore::WeightStore(Device& dev, bool fp16, uint64_t max_binding) : dev_(dev), fp16_(fp16), max_binding_(max_binding) {}
 
-size_t WeightStore::add(WeightSource source) {
+size_t WeightStore::add(WeightSource source, QuantType format) {
+  if (format != QuantType::f16) quant_layout(format, source.rows(), source.cols);  // throws naming the width
   sources_.push_back(std::move(source));
+  formats_.push_back(format);
   return sources_.size() - 1;
 }
 
-std::vector<uint64_t> WeightStore::part_rows(const WeightSource& w) const {
-  const uint64_t es = fp16_ ? 2 : 4, row_bytes = std::max<uint64_t>(w.cols * es, 1), rows = w.rows();
-  if (rows * row_bytes <= max_binding_) return {rows};
+uint64_t WeightStore::part_bytes(size_t i, uint64_t rows) const {
+  const WeightSource& w = sources_[i];
+  if (formats_[i] == QuantType::f16) return rows * w.cols * (fp16_ ? 2 : 4);
+  return quant_layout(formats_[i], rows, w.cols).bytes();
+}
+
+std::vector<uint64_t> WeightStore::part_rows(size_t i) const {
+  const WeightSource& w = sources_[i];
+  const uint64_t rows = w.rows();
+  if (std::max(part_bytes(i, rows), rows * w.cols * (fp16_ ? 2 : 4)) <= max_binding_) return {rows};
+  // Bytes per row: a quantized part is split as if it were in the storage type, so that the prefill's
+  // dequantized copy of a part (model/recipe.cpp) fits a binding too.
+  const uint64_t row_bytes = std::max<uint64_t>(w.cols * (fp16_ ? 2 : 4), 1);
   uint64_t per = max_binding_ / row_bytes;
   if (per >= kSplitRowMultiple) per = per / kSplitRowMultiple * kSplitRowMultiple;
   if (per == 0)
@@ -33,16 +47,16 @@ std::vector<uint64_t> WeightStore::part_rows(const WeightSource& w) const {
 }
 
 uint64_t WeightStore::planned_bytes() const {
-  const uint64_t al = dev_.caps().min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
+  const uint64_t al = std::max<uint64_t>(dev_.caps().min_storage_buffer_offset_alignment, 16);
   uint64_t total = 0;
-  for (const auto& w : sources_)
-    for (uint64_t r : part_rows(w)) total += align_up(r * w.cols * es, al);
+  for (size_t i = 0; i < sources_.size(); ++i)
+    for (uint64_t r : part_rows(i)) total += align_up(part_bytes(i, r), al);
   return total;
 }
 
 WeightUploadStats WeightStore::upload(uint64_t staging_bytes, bool force_staging) {
   const DeviceCaps& c = dev_.caps();
-  const uint64_t al = c.min_storage_buffer_offset_alignment, es = fp16_ ? 2 : 4;
+  const uint64_t al = std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16);  // quantized parts: 16-byte loads
   const uint64_t limit = std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
   struct Place {
     size_t tensor;
@@ -54,13 +68,12 @@ WeightUploadStats WeightStore::upload(uint64_t staging_bytes, bool force_staging
   std::vector<uint64_t> sizes{0};
   WeightUploadStats st;
   for (size_t i = 0; i < sources_.size(); ++i) {
-    const auto& w = sources_[i];
-    st.largest_tensor_bytes = std::max(st.largest_tensor_bytes, w.numel() * es);
-    const auto rows = part_rows(w);
+    st.largest_tensor_bytes = std::max(st.largest_tensor_bytes, part_bytes(i, sources_[i].rows()));
+    const auto rows = part_rows(i);
     st.split_tensors += rows.size() > 1;
     uint64_t row0 = 0;
     for (uint64_t r : rows) {
-      const uint64_t bytes = r * w.cols * es;
+      const uint64_t bytes = part_bytes(i, r);
       if (sizes.back() && align_up(sizes.back(), al) + bytes > limit) sizes.push_back(0);
       const uint64_t off = align_up(sizes.back(), al);
       places.push_back({i, row0, r, static_cast<uint32_t>(sizes.size() - 1), off});
@@ -74,28 +87,62 @@ WeightUploadStats WeightStore::upload(uint64_t staging_bytes, bool force_staging
   std::vector<uint8_t> slice;  // host conversion buffer (unused when the device memory is mapped)
   for (size_t p = 0; p < places.size(); ++p) {
     const Place& pl = places[p];
-    const WeightSource& w = sources_[pl.tensor];
     Buffer& buf = buffers_[pl.buffer];
-    const uint64_t row_bytes = w.cols * es;
-    const uint64_t chunk = std::max<uint64_t>(1, staging_bytes / std::max<uint64_t>(row_bytes, 1));
-    for (uint64_t r = 0; r < pl.rows; r += chunk) {
-      const uint64_t n = std::min(chunk, pl.rows - r), bytes = n * row_bytes, off = pl.offset + r * row_bytes;
-      if (buf.mapped() && !force_staging) {  // UMA: convert straight into the device memory
-        convert_rows(w, pl.row0 + r, n, fp16_, static_cast<uint8_t*>(buf.mapped()) + off);
-        continue;
-      }
-      if (slice.size() < bytes) slice.resize(bytes);
-      convert_rows(w, pl.row0 + r, n, fp16_, slice.data());
-      buf.upload(off, slice.data(), bytes);  // through a staging buffer of `bytes`
-      st.staging_peak_bytes = std::max(st.staging_peak_bytes, slice.size() + bytes);
-    }
-    const uint64_t bytes = pl.rows * row_bytes;
+    upload_part(pl.tensor, pl.row0, pl.rows, buf, pl.offset, staging_bytes, force_staging, slice, st);
+    const uint64_t bytes = part_bytes(pl.tensor, pl.rows);
     parts_[pl.tensor].push_back({pl.row0, pl.rows, buf.range(pl.offset, std::max<uint64_t>(bytes, 4))});
     total_ += bytes;
     st.bytes += bytes;
-    if (p + 1 == places.size() || places[p + 1].tensor != pl.tensor) release_source(w);
+    if (p + 1 == places.size() || places[p + 1].tensor != pl.tensor) release_source(sources_[pl.tensor]);
   }
   return st;
+}
+
+void WeightStore::upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& buf, uint64_t offset, uint64_t staging_bytes,
+                              bool force_staging, std::vector<uint8_t>& slice, WeightUploadStats& st) const {
+  const WeightSource& w = sources_[i];
+  const bool direct = buf.mapped() && !force_staging;  // UMA: write straight into the device memory
+  const QuantType q = formats_[i];
+  if (q == QuantType::f16) {
+    const uint64_t row_bytes = w.cols * (fp16_ ? 2 : 4);
+    const uint64_t chunk = std::max<uint64_t>(1, staging_bytes / std::max<uint64_t>(row_bytes, 1));
+    for (uint64_t r = 0; r < rows; r += chunk) {
+      const uint64_t n = std::min(chunk, rows - r), bytes = n * row_bytes, off = offset + r * row_bytes;
+      if (direct) {
+        convert_rows(w, row0 + r, n, fp16_, static_cast<uint8_t*>(buf.mapped()) + off);
+        continue;
+      }
+      if (slice.size() < bytes) slice.resize(bytes);
+      convert_rows(w, row0 + r, n, fp16_, slice.data());
+      buf.upload(off, slice.data(), bytes);  // through a staging buffer of `bytes`
+      st.staging_peak_bytes = std::max(st.staging_peak_bytes, slice.size() + bytes);
+    }
+    return;
+  }
+  // Quantized: float32 rows -> GGUF blocks (io/quant.hpp) -> the part's scale and quant arrays. The host
+  // holds one slice of float32 rows plus its blocks, never the tensor.
+  const QuantLayout l = quant_layout(q, rows, w.cols);
+  const uint64_t nb = w.cols / kQuantBlockWeights, blk = quant_row_bytes(q, w.cols), qrb = l.quant_row_bytes();
+  const uint64_t chunk = std::max<uint64_t>(1, staging_bytes / (w.cols * 4));
+  for (uint64_t r = 0; r < rows; r += chunk) {
+    const uint64_t n = std::min(chunk, rows - r), fbytes = n * w.cols * 4, bbytes = n * blk;
+    if (slice.size() < fbytes + 2 * bbytes) slice.resize(fbytes + 2 * bbytes);
+    float* f = reinterpret_cast<float*>(slice.data());
+    uint8_t* blocks = slice.data() + fbytes;
+    convert_rows(w, row0 + r, n, false, f);
+    for (uint64_t k = 0; k < n; ++k) quantize_row(q, f + k * w.cols, w.cols, blocks + k * blk);
+    const uint64_t s_off = offset + r * nb * 2, q_off = offset + l.quant_offset() + r * qrb;
+    if (direct) {
+      uint8_t* m = static_cast<uint8_t*>(buf.mapped());
+      split_quant_rows(q, w.cols, n, blocks, m + s_off, m + q_off);
+      continue;
+    }
+    uint8_t* scales = blocks + bbytes;  // n·nb·2 scale bytes, then n·qrb quant bytes (= bbytes in all)
+    split_quant_rows(q, w.cols, n, blocks, scales, scales + n * nb * 2);
+    buf.upload(s_off, scales, n * nb * 2);
+    buf.upload(q_off, scales + n * nb * 2, n * qrb);
+    st.staging_peak_bytes = std::max(st.staging_peak_bytes, slice.size() + n * qrb);
+  }
 }
 
 BufferRange WeightStore::range(size_t i) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/quant.hpp"
 #include "io/weight_source.hpp"
 #include "vk/gpu.hpp"
 
@@ -20,7 +21,7 @@ struct WeightPart {
 
 struct WeightUploadStats {
   uint64_t staging_peak_bytes = 0;    // host bytes of conversion + staging held at once (0 on mapped device memory)
-  uint64_t largest_tensor_bytes = 0;  // the largest tensor in the storage type
+  uint64_t largest_tensor_bytes = 0;  // the largest tensor as stored (storage type or quantized)
   uint64_t bytes = 0;                 // bytes uploaded
   uint32_t split_tensors = 0;         // tensors stored as more than one part
 };
@@ -29,7 +30,10 @@ class WeightStore {
  public:
   // max_binding: the largest storage-buffer binding (the device's maxStorageBufferRange, or a smaller test limit).
   WeightStore(Device& dev, bool fp16, uint64_t max_binding);
-  size_t add(WeightSource source);
+  // format f16: the storage type (fp16 or fp32, as today); q8_0 / q4_0: quantized blocks (the source's
+  // cols must be a multiple of 32: invalid_argument otherwise; Model::load checks before).
+  size_t add(WeightSource source, QuantType format = QuantType::f16);
+  QuantType format(size_t i) const { return formats_.at(i); }
   // Bytes upload() will allocate (aligned), known before anything is allocated.
   uint64_t planned_bytes() const;
   // Allocates, converts and uploads every tensor through a host slice of at most staging_bytes
@@ -42,11 +46,15 @@ class WeightStore {
   uint64_t total() const { return total_; }
 
  private:
-  std::vector<uint64_t> part_rows(const WeightSource& w) const;
+  std::vector<uint64_t> part_rows(size_t i) const;
+  uint64_t part_bytes(size_t i, uint64_t rows) const;  // device bytes of `rows` rows of tensor i in its format
+  void upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& buf, uint64_t offset, uint64_t staging_bytes, bool force_staging,
+                   std::vector<uint8_t>& slice, WeightUploadStats& st) const;
   Device& dev_;
   bool fp16_;
   uint64_t max_binding_;
   std::vector<WeightSource> sources_;
+  std::vector<QuantType> formats_;
   std::vector<Buffer> buffers_;
   std::vector<std::vector<WeightPart>> parts_;
   uint64_t total_ = 0;

@@ -173,30 +173,38 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o)
       for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
         for (uint32_t y32 = 0; y32 < n32; ++y32)
           row_pipelines_[vec][pro][x32][y32] = std::make_unique<Pipeline>(
-              device, PipelineDesc{"linear_row", 5, 16, {row_wg_, row_nf_, vec, pro, x32, y32}, o.subgroup, o.fp16});
+              device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32}, o.subgroup, o.fp16});
+}
+
+bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
+                           BufferRange residual, BufferRange norm_w, bool fp16) {
+  const std::string n(op);
+  const uint64_t es = storage_bytes(fp16), xs = elem_bytes(p.x_elem, fp16), ys = elem_bytes(p.y_elem, fp16);
+  if (p.in == 0 || p.out == 0) throw Error(Status::invalid_argument, n + ": zero size");
+  if (static_cast<uint32_t>(p.pro) > 2) throw Error(Status::invalid_argument, n + ": unknown prologue");
+  if (p.pro == RowPrologue::silu_mul && p.x_elem == Elem::f32)
+    throw Error(Status::invalid_argument, n + ": the SwiGLU prologue reads a storage-type row, not float32");
+  const uint64_t x_elems = uint64_t(p.in) * (p.pro == RowPrologue::silu_mul ? 2 : 1);
+  if (uint64_t(p.out) * p.in > UINT32_MAX) throw Error(Status::invalid_argument, n + ": weight too large for 32-bit element indices");
+  const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
+  if (has_norm && norm_w.buffer == VK_NULL_HANDLE) throw Error(Status::invalid_argument, n + ": rmsnorm needs the norm weight");
+  if (x.size < x_elems * xs || w.size < w_bytes || y.size < uint64_t(p.out) * ys ||
+      (has_res && residual.size < uint64_t(p.out) * ys) || (has_norm && norm_w.size < uint64_t(p.in) * es))
+    throw Error(Status::invalid_argument, n + ": buffer too small for the shape");
+  if (ranges_overlap(x, y) || ranges_overlap(w, y) || (has_norm && ranges_overlap(norm_w, y)))
+    throw Error(Status::invalid_argument, n + ": the output overlaps an input");
+  const bool in_place = has_res && residual.buffer == y.buffer && residual.offset == y.offset;
+  if (has_res && !in_place && ranges_overlap(residual, y))
+    throw Error(Status::invalid_argument, n + ": the residual overlaps the output without being the same range");
+  return in_place;
 }
 
 void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& p,
                               BufferRange residual, BufferRange norm_w) const {
   const bool fp16 = fp16_;
-  const uint64_t es = storage_bytes(fp16), xs = elem_bytes(p.x_elem, fp16), ys = elem_bytes(p.y_elem, fp16);
-  if (p.in == 0 || p.out == 0) throw Error(Status::invalid_argument, "linear_row: zero size");
+  const bool in_place = check_linear_row_args("linear_row", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), y, p, residual, norm_w, fp16);
   const uint32_t pro = static_cast<uint32_t>(p.pro);
-  if (pro > 2) throw Error(Status::invalid_argument, "linear_row: unknown prologue");
-  if (p.pro == RowPrologue::silu_mul && p.x_elem == Elem::f32)
-    throw Error(Status::invalid_argument, "linear_row: the SwiGLU prologue reads a storage-type row, not float32");
-  const uint64_t x_elems = uint64_t(p.in) * (p.pro == RowPrologue::silu_mul ? 2 : 1);
-  if (uint64_t(p.out) * p.in > UINT32_MAX) throw Error(Status::invalid_argument, "linear_row: weight too large for 32-bit element indices");
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
-  if (has_norm && norm_w.buffer == VK_NULL_HANDLE) throw Error(Status::invalid_argument, "linear_row: rmsnorm needs the norm weight");
-  if (x.size < x_elems * xs || w.size < uint64_t(p.out) * p.in * es || y.size < uint64_t(p.out) * ys ||
-      (has_res && residual.size < uint64_t(p.out) * ys) || (has_norm && norm_w.size < uint64_t(p.in) * es))
-    throw Error(Status::invalid_argument, "linear_row: buffer too small for the shape");
-  if (ranges_overlap(x, y) || ranges_overlap(w, y) || (has_norm && ranges_overlap(norm_w, y)))
-    throw Error(Status::invalid_argument, "linear_row: the output overlaps an input");
-  const bool in_place = has_res && residual.buffer == y.buffer && residual.offset == y.offset;
-  if (has_res && !in_place && ranges_overlap(residual, y))
-    throw Error(Status::invalid_argument, "linear_row: the residual overlaps the output without being the same range");
   const uint32_t vw = fp16 ? 8 : 4;
   const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 &&
                    (!has_norm || norm_w.offset % 16 == 0);
@@ -204,11 +212,7 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
   args.push_back({has_norm ? norm_w : x, Access::read});
-  struct {
-    uint32_t in, out, has_residual;
-    float eps;
-  } push{p.in, p.out, has_res ? 1u : 0u, p.eps};
-  static_assert(sizeof push == 16, "push block layout");
+  const LinearRowPush push{p.in, p.out, has_res ? 1u : 0u, p.eps, 0};
   const auto& maxc = device_.caps().max_workgroup_count;
   uint32_t lim = maxc[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);

@@ -61,6 +61,18 @@ struct LinearRowParams {
   Elem y_elem = Elem::storage;  // f32: y and the residual are float32 (the residual stream, logits)
 };
 
+// The push constants of linear_row.comp (dense and quantized variants) and the argument checks both
+// one-row kernels share: sizes (w_bytes: the weight's bytes in its format), overlaps, the prologue's
+// inputs. Throws invalid_argument naming `op`; returns whether the residual is y itself (in place).
+struct LinearRowPush {
+  uint32_t in, out, has_residual;
+  float eps;
+  uint32_t q_off;  // quantized weights: uvec4 index of the quants in the weight binding
+};
+constexpr uint32_t kLinearRowPushBytes = sizeof(LinearRowPush);
+bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
+                           BufferRange residual, BufferRange norm_w, bool fp16);
+
 class LinearKernel {
  public:
   LinearKernel(Device& device, KernelOptions options);

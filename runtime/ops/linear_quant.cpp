@@ -1,0 +1,83 @@
+// Quantized one-row linear (ops/linear_quant.hpp).
+#include "ops/linear_quant.hpp"
+
+#include <cstring>
+
+namespace diffvk {
+
+namespace {
+int type_index(QuantType t) { return t == QuantType::q8_0 ? 0 : t == QuantType::q4_0 ? 1 : -1; }
+}  // namespace
+
+QuantLayout quant_layout(QuantType type, uint64_t rows, uint64_t in) {
+  if (type_index(type) < 0)
+    throw Error(Status::invalid_argument, std::string("quantized weight: format ") + quant_type_name(type) + " is not block-quantized");
+  if (in == 0 || in % kQuantBlockWeights != 0)
+    throw Error(Status::invalid_argument, "quantized weight: input width " + std::to_string(in) + " is not a positive multiple of 32");
+  return QuantLayout{type, rows, in};
+}
+
+void split_quant_rows(QuantType type, uint64_t in, uint64_t rows, const uint8_t* blocks, uint8_t* scales, uint8_t* quants) {
+  const uint64_t nb = in / kQuantBlockWeights, bb = quant_block_bytes(type), qb = bb - 2;
+  for (uint64_t b = 0; b < rows * nb; ++b) {
+    std::memcpy(scales + b * 2, blocks + b * bb, 2);
+    std::memcpy(quants + b * qb, blocks + b * bb + 2, qb);
+  }
+}
+
+std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t in, const uint8_t* blocks) {
+  const QuantLayout l = quant_layout(type, rows, in);
+  std::vector<uint8_t> out(l.bytes(), 0);
+  split_quant_rows(type, in, rows, blocks, out.data(), out.data() + l.quant_offset());
+  return out;
+}
+
+QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vector<QuantType>& types)
+    : device_(device), fp16_(o.fp16) {
+  // The dense one-row kernel's geometry (LinearKernel): one subgroup (at least 8 invocations), 8 features.
+  const DeviceCaps& c = device.caps();
+  wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
+  nf_ = std::min(8u, wg_);
+  const uint32_t n32 = o.fp16 ? 2 : 1;
+  for (QuantType t : types) {
+    const int ti = type_index(t);
+    if (ti < 0) throw Error(Status::invalid_argument, std::string("linear_row: no quantized kernel for ") + quant_type_name(t));
+    for (uint32_t vec = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1; vec < 2; ++vec)
+      for (uint32_t pro = 0; pro < 3; ++pro)
+        for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+          for (uint32_t y32 = 0; y32 < n32; ++y32)
+            pipelines_[vec][ti][pro][x32][y32] = std::make_unique<Pipeline>(
+                device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1)}, o.subgroup, o.fp16});
+  }
+}
+
+bool QuantRowKernel::has(QuantType t) const {
+  const int ti = type_index(t);
+  return ti >= 0 && pipelines_[1][ti][0][0][0] != nullptr;
+}
+
+void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                            const LinearRowParams& p, BufferRange residual, BufferRange norm_w) const {
+  if (!has(type)) throw Error(Status::invalid_argument, std::string("linear_row: this kernel has no pipelines for ") + quant_type_name(type));
+  const QuantLayout l = quant_layout(type, p.out, p.in);
+  const bool in_place = check_linear_row_args("linear_row (quantized)", x, w, l.bytes(), y, p, residual, norm_w, fp16_);
+  const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
+  if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear_row (quantized): the weight must start 16-byte aligned");
+  const uint32_t vec = x.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0) ? 1 : 0;
+  if (!pipelines_[vec][type_index(type)][0][0][0])
+    throw Error(Status::invalid_argument, "linear_row (quantized): x and the norm weight must start 16-byte aligned on this device");
+  std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
+  args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
+  args.push_back({has_norm ? norm_w : x, Access::read});
+  const LinearRowPush push{p.in, p.out, has_res ? 1u : 0u, p.eps, uint32_t(l.quant_offset() / 16)};
+  uint32_t lim = device_.caps().max_workgroup_count[0];
+  if (test_limit_) lim = std::min(lim, test_limit_);
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};
+  static const char* const labels[2][3] = {{"linear_row q8_0", "linear_row q8_0+rmsnorm", "linear_row q8_0+silu_mul"},
+                                           {"linear_row q4_0", "linear_row q4_0+rmsnorm", "linear_row q4_0+silu_mul"}};
+  const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32, y32 = fp16_ && p.y_elem == Elem::f32;
+  const int ti = type_index(type);
+  program.dispatch(*pipelines_[vec][ti][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[ti][pro]);
+}
+
+}  // namespace diffvk

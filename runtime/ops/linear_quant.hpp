@@ -1,0 +1,63 @@
+// Block-quantized linear weights on the device (issue 19): the struct-of-arrays layout and the one-row
+// (decode) linear over it (shaders/linear_row.comp with WQ = 1 / 2; the prologues and the residual
+// epilogue are the dense kernel's own code).
+//
+// Device layout of one Q8_0 / Q4_0 matrix of `rows` x `in` weights (in a multiple of 32), in one range:
+//   [0, scale_bytes)        fp16 scale bits d, row-major rows x in/32 (block b of row r at r·in/32 + b)
+//   [quant_offset, bytes)   the quants, row-major, quant_offset = scale_bytes rounded up to 16:
+//                           Q8_0: rows x in int8 (weight = q·d);
+//                           Q4_0: rows x in/2 bytes, 16 per block; byte j of a block holds element j in
+//                           its low nibble and element j + 16 in its high nibble (weight = (nibble − 8)·d).
+// The bytes of a block are GGUF's (io/quant.hpp) with the scale moved out, so that the shaders read the
+// quants with aligned 16-byte loads. The scales are read as uint bits (unpackHalf2x16): fp32-storage
+// devices need no 16-bit storage.
+#pragma once
+#include <memory>
+
+#include "io/quant.hpp"
+#include "ops/linear.hpp"
+
+namespace diffvk {
+
+struct QuantLayout {
+  QuantType type = QuantType::q8_0;
+  uint64_t rows = 0, in = 0;
+  uint64_t blocks() const { return rows * (in / kQuantBlockWeights); }
+  uint64_t scale_bytes() const { return blocks() * 2; }
+  uint64_t quant_offset() const { return (scale_bytes() + 15) / 16 * 16; }
+  uint64_t quant_row_bytes() const { return type == QuantType::q4_0 ? in / 2 : in; }
+  uint64_t bytes() const { return quant_offset() + rows * quant_row_bytes(); }
+};
+// Error(invalid_argument) naming the problem unless type is q8_0 / q4_0 and in is a multiple of 32.
+QuantLayout quant_layout(QuantType type, uint64_t rows, uint64_t in);
+
+// GGUF blocks of `rows` rows (quant_row_bytes(type, in) bytes each, io/quant.hpp) -> their scales
+// (rows·in/32 fp16 values at `scales`) and quants (rows·quant_row_bytes at `quants`), i.e. the rows'
+// slices of the two arrays of the device layout.
+void split_quant_rows(QuantType type, uint64_t in, uint64_t rows, const uint8_t* blocks, uint8_t* scales, uint8_t* quants);
+// The whole device layout of a matrix from its GGUF rows (tests and the op table).
+std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t in, const uint8_t* blocks);
+
+// y = pro(x)·Wᵀ (+ r) over a quantized W; p as LinearKernel::record_row (the same checks), w = the
+// layout's range (w.offset 16-byte aligned). x and the norm weight are read as 16-byte vectors when they
+// start 16-byte aligned; the elementwise variants exist only on devices whose storage offset alignment
+// is below 16 bytes (elsewhere every binding is aligned): a misaligned x there is invalid_argument.
+class QuantRowKernel {
+ public:
+  // Builds the pipelines of the given formats (q8_0 / q4_0) only.
+  QuantRowKernel(Device& device, KernelOptions options, const std::vector<QuantType>& types);
+  bool has(QuantType t) const;
+  void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
+              BufferRange residual = {}, BufferRange norm_w = {}) const;
+  uint32_t workgroup_size() const { return wg_; }
+  // Test hook: cap the dispatched workgroup count (0 = the device limit) to exercise the grid-stride loop.
+  void limit_workgroups_for_testing(uint32_t x) { test_limit_ = x; }
+
+ private:
+  Device& device_;
+  bool fp16_ = false;
+  uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
+  std::unique_ptr<Pipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
+};
+
+}  // namespace diffvk

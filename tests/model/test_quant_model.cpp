@@ -1,0 +1,189 @@
+// Quantized weights (issue 19, LoadOptions::weights = q8_0 / q4_0) against the float64 reference
+// (runtime/reference/model_ref) run on the *dequantized* weights: every linear weight the loader
+// quantizes is quantized and dequantized on the host with io/quant.hpp (GGUF's blocks, bit for bit what
+// the loader uploads), the rest (norms, λ, the embedding, a tied lm_head, a matrix whose input width is not
+// a multiple of 32) rounded to the storage type as the device sees it. Prefill (the dequantize-then-matmul
+// path), then decode steps (the quantized one-row kernel), fp16 and fp32 storage, within docs/maths.md's
+// whole-model bounds (test::within_spec, Scope::layer). Also: the quantized weights' real byte counts.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "diffvk/model.hpp"
+#include "diffvk/npy.hpp"
+#include "gpu_test.hpp"
+#include "io/half.hpp"
+#include "io/quant.hpp"
+#include "model_fixture.hpp"
+#include "model_parity.hpp"
+#include "reference/model_ref.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+const std::string kBundled = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+const std::string kFixture = std::string(DIFFVK_TEST_DATA_DIR) + "/model_fixture";
+
+// A tensor of the checkpoint as float32 (F32 or F16 files).
+std::vector<float> tensor_f32(const test::Tensors& ts, const std::string& name) {
+  const test::RawTensor& t = ts.at(name);
+  std::vector<float> f;
+  if (t.dtype == "F32") {
+    f.resize(t.bytes.size() / 4);
+    std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
+  } else {
+    REQUIRE(t.dtype == "F16");
+    f.resize(t.bytes.size() / 2);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = half_to_float(uint16_t(t.bytes[2 * i] | t.bytes[2 * i + 1] << 8));
+  }
+  return f;
+}
+
+// What the device holds for a weight: quantized blocks (dequantized here, exactly), or storage-type values.
+std::vector<double> device_values(const std::vector<float>& f, size_t cols, QuantType q, bool fp16) {
+  std::vector<double> d(f.size());
+  if (q == QuantType::f16 || cols % kQuantBlockWeights != 0) {  // the loader keeps the storage type then
+    for (size_t i = 0; i < f.size(); ++i) d[i] = f[i];
+    return fp16 ? ref::round_to_f16(d) : d;
+  }
+  std::vector<uint8_t> blocks(quant_row_bytes(q, cols));
+  std::vector<float> row(cols);
+  for (size_t r = 0; r < f.size() / cols; ++r) {
+    quantize_row(q, f.data() + r * cols, cols, blocks.data());
+    dequantize_row(q, blocks.data(), cols, row.data());
+    for (size_t k = 0; k < cols; ++k) d[r * cols + k] = row[k];
+  }
+  return d;
+}
+
+// The float64 reference's weights of a native checkpoint as a model loaded with `weights` holds them.
+ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig& c, QuantType q, bool fp16) {
+  const test::Tensors ts = test::read_tensors(dir + "/model.safetensors");
+  const size_t E = c.hidden_size, I = c.intermediate_size;
+  auto plain = [&](const std::string& n) { return device_values(tensor_f32(ts, n), 1, QuantType::f16, fp16); };
+  auto lin = [&](const std::string& n, size_t cols, QuantType t) { return device_values(tensor_f32(ts, n), cols, t, fp16); };
+  ref::ModelWeights m;
+  m.shape = ref::make_shape(int(E), int(c.num_heads), int(c.num_kv_heads));
+  m.vocab = int(c.vocab_size);
+  m.I = int(I);
+  m.eps = c.rms_norm_eps;
+  m.rope_theta = c.rope_theta;
+  m.embed = plain("embed_tokens.weight");
+  m.norm = plain("norm.weight");
+  // lm_head: Q8_0 when the linears are Q4_0; tied to the embedding: the storage-type table.
+  m.lm_head = c.tie_word_embeddings ? m.embed : lin("lm_head.weight", E, q == QuantType::q4_0 ? QuantType::q8_0 : q);
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    ref::ModelLayerWeights L;
+    L.attn_norm = plain(p + "attn_norm.weight");
+    L.attn.wq = lin(p + "attn.q_proj.weight", E, q);
+    L.attn.wk = lin(p + "attn.k_proj.weight", E, q);
+    L.attn.wv = lin(p + "attn.v_proj.weight", E, q);
+    L.attn.wo = lin(p + "attn.out_proj.weight", E, q);
+    auto lam = [&](const char* n) {  // λ from the file's values (model_load.cpp), whatever the storage type
+      const auto f = tensor_f32(ts, p + "attn." + n);
+      return std::vector<double>(f.begin(), f.end());
+    };
+    L.attn.lq1 = lam("lambda_q1");
+    L.attn.lk1 = lam("lambda_k1");
+    L.attn.lq2 = lam("lambda_q2");
+    L.attn.lk2 = lam("lambda_k2");
+    L.attn.subln = plain(p + "attn.subln.weight");
+    L.ffn_norm = plain(p + "ffn_norm.weight");
+    L.gate = lin(p + "ffn.gate_proj.weight", E, q);
+    L.up = lin(p + "ffn.up_proj.weight", E, q);
+    L.down = lin(p + "ffn.down_proj.weight", I, q);
+    m.layers.push_back(std::move(L));
+  }
+  return m;
+}
+
+// Prefill `prompt` tokens, then decode the rest one at a time; every logit against the reference.
+void check_quantized(const std::string& dir, Precision precision, QuantType q, const std::vector<int32_t>& toks, size_t prompt) {
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  LoadOptions o;
+  o.weights = static_cast<QuantKind>(q);
+  auto model = Model::load(*ctx, dir, o);
+  const ModelConfig& c = model->config();
+  const auto ref = ref::model_forward(quantized_reference(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
+  auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
+  const auto got = test::teacher_forced(*s, toks, prompt);
+  REQUIRE(got.size() == ref.size());
+  const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
+  MESSAGE(quant_type_name(q) << " " << precision_name(ctx->precision()) << " " << dir << ": " << cmp.summary());
+  CHECK(test::within_spec(cmp, fp16, test::Scope::layer));
+  // The same weights without quantization are further from this reference than the bound: the check sees
+  // the quantization (a load that silently kept the storage type would fail it).
+  if (q == QuantType::q4_0) {
+    auto plain = Model::load(*ctx, dir);
+    auto s2 = Session::create(*plain, SessionOptions{uint32_t(toks.size() + 4), 16});
+    const auto un = test::teacher_forced(*s2, toks, prompt);
+    const test::Compare c2 = test::compare(std::vector<double>(un.begin(), un.end()), ref);
+    INFO("unquantized weights against the q4_0 reference: " << c2.summary());
+    CHECK_FALSE(test::within_spec(c2, fp16, test::Scope::layer));
+  }
+}
+
+std::vector<int32_t> bundled_tokens(size_t n) {
+  auto t = test::load_tokens(kFixture + "/tokens_1.npy");
+  if (t.size() > n) t.resize(n);
+  return t;
+}
+
+}  // namespace
+
+// The bundled model (E = 256, I = 704: every linear quantizes; lm_head is tied to the embedding and stays).
+TEST_CASE("quant model: bundled model q8_0 fp32") { check_quantized(kBundled, Precision::fp32, QuantType::q8_0, bundled_tokens(28), 23); }
+TEST_CASE("quant model: bundled model q8_0 fp16") { check_quantized(kBundled, Precision::fp16, QuantType::q8_0, bundled_tokens(28), 23); }
+TEST_CASE("quant model: bundled model q4_0 fp32") { check_quantized(kBundled, Precision::fp32, QuantType::q4_0, bundled_tokens(28), 23); }
+TEST_CASE("quant model: bundled model q4_0 fp16") { check_quantized(kBundled, Precision::fp16, QuantType::q4_0, bundled_tokens(28), 23); }
+
+// An untied synthesized model: a quantized lm_head (Q8_0 under q4_0) and a down projection whose input
+// width (I = 48) is not a multiple of 32, which stays in the storage type.
+TEST_CASE("quant model: untied lm_head and a width that stays in the storage type") {
+  test::TempDir tmp("diffvk-quant-model");
+  test::TinySpec spec;
+  spec.hidden = 64, spec.heads = 2, spec.kv_heads = 1, spec.intermediate = 48;
+  test::write_tiny_model(tmp.path(), spec, 7);
+  const std::vector<int32_t> toks{2, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100};
+  for (Precision p : test::supported_precisions())
+    for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) check_quantized(tmp.path(), p, q, toks, 9);
+}
+
+TEST_CASE("quant model: weight bytes are the quantized bytes") {
+  auto ctx = test::make_context(Precision::fp32);
+  const auto f16 = Model::load(*ctx, kBundled);
+  LoadOptions o;
+  o.weights = QuantKind::q8_0;
+  const auto q8 = Model::load(*ctx, kBundled, o);
+  o.weights = QuantKind::q4_0;
+  const auto q4 = Model::load(*ctx, kBundled, o);
+  const ModelConfig& c = f16->config();
+  const uint64_t E = c.hidden_size, I = c.intermediate_size, D = c.head_dim(), Hkv = c.num_kv_heads;
+  const uint64_t linear = c.num_layers * (E * (E + 4 * Hkv * D) + E * E + 2 * I * E + E * I);  // weights of the quantized linears
+  const uint64_t rest = f16->weight_bytes() - linear * 4;  // fp32: everything else (norms, the tied head/embedding row)
+  MESSAGE("bundled model weight bytes per token: fp32 " << f16->weight_bytes() << ", q8_0 " << q8->weight_bytes() << ", q4_0 "
+                                                        << q4->weight_bytes());
+  // Per 32 weights: 2 scale bytes + 32 (Q8_0) or 16 (Q4_0) quant bytes; each matrix's scale array padded to 16 bytes.
+  CHECK(q8->weight_bytes() >= rest + linear / 32 * 34);
+  CHECK(q8->weight_bytes() <= rest + linear / 32 * 34 + 16 * 4 * c.num_layers);
+  CHECK(q4->weight_bytes() >= rest + linear / 32 * 18);
+  CHECK(q4->weight_bytes() <= rest + linear / 32 * 18 + 16 * 4 * c.num_layers);
+  CHECK(q8->load_stats().weight_bytes < f16->load_stats().weight_bytes);
+}
+
+TEST_CASE("quant model: an unknown weight format is rejected") {
+  auto ctx = test::make_context(Precision::fp32);
+  LoadOptions o;
+  o.weights = static_cast<QuantKind>(7);
+  try {
+    Model::load(*ctx, kBundled, o);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find("weight format") != std::string::npos);
+  }
+}
