@@ -27,6 +27,10 @@ layout(constant_id = 1) const uint BM = 16;  // rows per tile
 layout(constant_id = 2) const uint RN = 4;   // columns per lane
 layout(constant_id = 3) const uint VEC = 1;  // 16-byte loads along k (in, x_stride multiples of KV; aligned bindings)
 layout(constant_id = 4) const uint Y32 = 0;
+// Weight format: 0 = dense (the storage type); 1 = Q8_0, 2 = Q4_0 in the struct-of-arrays layout of
+// runtime/ops/linear_quant.hpp (fp16 scale bits, then from byte p.qoff the quants), dequantized in
+// registers: q·d (Q8_0) or (nibble − 8)·d (Q4_0), per KV-wide step inside one 32-weight block.
+layout(constant_id = 5) const uint WQ = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -47,6 +51,8 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+layout(std430, binding = 1) readonly buffer WQ1 { uint wq1[]; };   // quantized layout, 4-byte words
+layout(std430, binding = 1) readonly buffer WQ2 { uvec2 wq2[]; };  // 8-byte words
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -55,6 +61,7 @@ layout(push_constant) uniform Params {
   uint x_stride;
   uint y_stride;
   uint has_residual;
+  uint qoff;  // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
 // KVEC floats of one 16-byte vector.
@@ -71,6 +78,41 @@ void unpack_v(vec4 v, out float f[KVEC]) {
   [[unroll]] for (uint i = 0; i < 4; ++i) f[i] = v[i];
 }
 #endif
+
+// The dequantized weight n·in + k (WQ != 0), elementwise (the k tail, VEC == 0).
+float wq_at(uint n, uint k) {
+  const uint si = n * (p.in_f / 32) + k / 32;
+  const float d = unpackHalf2x16(wq1[si / 2])[si % 2];
+  if (WQ == 1) {
+    const uint b = p.qoff + n * p.in_f + k;
+    return float(bitfieldExtract(int(wq1[b / 4]), int(8 * (b % 4)), 8)) * d;
+  }
+  const uint b = p.qoff + n * (p.in_f / 2) + (k / 32) * 16 + k % 16;
+  return float(int((wq1[b / 4] >> (8 * (b % 4) + ((k % 32) >= 16 ? 4 : 0))) & 15u) - 8) * d;
+}
+
+// KV dequantized weights n·in + k … k + KV − 1 (WQ != 0, k a multiple of KV, inside one block): one
+// 8-byte (KV = 8) or 4-byte (KV = 4) load of quants and one of the scale.
+void wq_vec(uint n, uint k, out float f[KVEC]) {
+  const uint si = n * (p.in_f / 32) + k / 32;
+  const float d = unpackHalf2x16(wq1[si / 2])[si % 2];
+  uint wd[2];
+  const uint b = WQ == 1 ? p.qoff + n * p.in_f + k : p.qoff + n * (p.in_f / 2) + (k / 32) * 16 + k % 16;
+  if (KVEC == 8) {
+    const uvec2 v = wq2[b / 8];
+    wd[0] = v.x;
+    wd[1] = v.y;
+  } else {
+    wd[0] = wq1[b / 4];
+    wd[1] = 0u;
+  }
+  const uint sh = (k % 32) >= 16 ? 4u : 0u;
+  [[unroll]] for (uint i = 0; i < KVEC; ++i) {
+    const uint byte = (wd[i / 4] >> (8 * (i % 4))) & 255u;
+    if (WQ == 1) f[i] = float(bitfieldExtract(int(byte), 0, 8)) * d;
+    else f[i] = float(int((byte >> sh) & 15u) - 8) * d;
+  }
+}
 
 void main() {
   const uint lane = gl_LocalInvocationIndex;
@@ -97,7 +139,11 @@ void main() {
       const uint kmain = VEC != 0 ? p.in_f - p.in_f % KV : 0u;
       for (uint k = 0; k < kmain; k += KV) {
         float b[RN][KVEC];
-        [[unroll]] for (uint j = 0; j < RN; ++j) unpack_v(wv[(wrow[j] + k) / KVEC], b[j]);
+        if (WQ == 0) {
+          [[unroll]] for (uint j = 0; j < RN; ++j) unpack_v(wv[(wrow[j] + k) / KVEC], b[j]);
+        } else {
+          [[unroll]] for (uint j = 0; j < RN; ++j) wq_vec(min(n0 + lane + j * WG, p.out_f - 1), k, b[j]);
+        }
 #if DVK_SUBGROUP
         VTYPE xa[RA];
         [[unroll]] for (uint a = 0; a < RA; ++a) xa[a] = xv[(xrow[a] + k) / KVEC];
@@ -117,7 +163,8 @@ void main() {
       // Elementwise: the k tail, or everything when VEC == 0.
       for (uint k = kmain; k < p.in_f; ++k) {
         float b[RN];
-        [[unroll]] for (uint j = 0; j < RN; ++j) b[j] = float(w[wrow[j] + k]);
+        [[unroll]] for (uint j = 0; j < RN; ++j)
+          b[j] = WQ == 0 ? float(w[wrow[j] + k]) : wq_at(min(n0 + lane + j * WG, p.out_f - 1), k);
         [[unroll]] for (uint i = 0; i < BM; ++i) {
           const float a = float(x[xall[i] + k]);
           [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a, b[j], acc[i][j]);

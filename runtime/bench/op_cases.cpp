@@ -18,6 +18,7 @@ std::string describe(const OpCase& c) {
   if (c.op == "linear") {
     s += strf("%ux%u->%u", c.rows, c.in, c.out);
     if (c.x_pad || c.y_pad) s += strf(" pad %u/%u", c.x_pad, c.y_pad);
+    if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
   } else if (c.op == "linear_row") {
     s += strf("%u->%u%s", c.in, c.out, pro_name(c.pro));
     if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
@@ -85,6 +86,11 @@ std::vector<OpCase> linear_cases(OpMode mode) {
     b.add(lin(64, 2048, 5632, 0, 0, kNone));
     b.add(lin(128, 768, 2304, 0, 0, kNone));
     b.add(lin(512, 2048, 2048, 0, 0, kNone));
+    for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {  // issue 19: quantized weights, dequantized in registers
+      OpCase m = lin(512, 2048, 2048, 0, 0, kNone);
+      m.weights = q;
+      b.add(m);
+    }
     return b.cases;
   }
   // Odd shapes, padded strides, every residual form; float32 y / residual (issue 13) on every path
@@ -132,6 +138,24 @@ std::vector<OpCase> linear_cases(OpMode mode) {
     OpCase s = capped[v];
     s.variant = v, s.wg_limit_x = 2, s.wg_limit_y = 1;
     b.add(s);
+  }
+  // Quantized weights (issue 19, record_quant: the register-tiled shader with WQ): in = 32·k (k odd
+  // too), odd row and column counts, padded strides, every residual form, float32 y, elementwise loads
+  // (x misaligned by its stride), a capped grid and a long reduction.
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
+    const OpCase qs[] = {lin(1, 32, 8, 0, 0, kNone),       lin(5, 96, 37, 0, 3, kSep),    lin(17, 160, 72, 8, 0, kInPlace),
+                         lin(33, 64, 200, 3, 1, kNone),   lin(130, 224, 24, 0, 0, kSep), lin(65, 352, 101, 0, 2, kNone, true),
+                         lin(20, 16384, 24, 0, 0, kNone)};
+    for (OpCase s : qs) {
+      s.weights = q;
+      b.add(s);
+    }
+    OpCase g = lin(100, 96, 200, 0, 0, kSep);
+    g.weights = q, g.wg_limit_x = 2, g.wg_limit_y = 1;
+    b.add(g);
+    OpCase e = lin(33, 64, 72, 0, 0, kNone);
+    e.weights = q, e.scalar_loads = true;
+    b.add(e);
   }
   // A long reduction (in = 16384) on every path: llvmpipe's loop-iteration budget (quirk loop_iteration_limit)
   // would silently truncate a reduction that needed more iterations per invocation.

@@ -46,13 +46,30 @@ void start_linear_program(Device& dev, LinearKernel& kernel, const OpCase& c, Pr
   p.prog = std::make_unique<Program>(dev, name, p.timestamps);
 }
 
+// Quantized weights (c.weights q8_0 / q4_0): w becomes its GGUF blocks' dequantized values (what the
+// reference sees) and `bytes` the device layout (ops/linear_quant.hpp); otherwise `bytes` = w packed.
+std::vector<uint8_t> weight_bytes(const OpCase& c, bool f16, std::vector<double>& w) {
+  if (c.weights == QuantType::f16) return pack(w, f16);
+  const size_t rb = quant_row_bytes(c.weights, c.in);
+  std::vector<uint8_t> blocks(size_t(c.out) * rb);
+  std::vector<float> row(c.in);
+  for (uint32_t n = 0; n < c.out; ++n) {
+    for (uint32_t k = 0; k < c.in; ++k) row[k] = float(w[size_t(n) * c.in + k]);
+    quantize_row(c.weights, row.data(), c.in, blocks.data() + n * rb);
+    dequantize_row(c.weights, blocks.data() + n * rb, c.in, row.data());
+    for (uint32_t k = 0; k < c.in; ++k) w[size_t(n) * c.in + k] = row[k];
+  }
+  return pack_quant_matrix(c.weights, c.out, c.in, blocks.data());
+}
+
 void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16(), y32 = c.y_f32;
   std::mt19937_64 rng(c.seed);
   const uint32_t xs = c.in + c.x_pad, ys = c.out + c.y_pad;
   const auto x = rounded(uniform(rng, size_t(c.rows) * xs, -1, 1), f16);
   const double ws = 1.7 / std::sqrt(double(c.in));
-  const auto w = rounded(uniform(rng, size_t(c.out) * c.in, -ws, ws), f16);
+  auto w = rounded(uniform(rng, size_t(c.out) * c.in, -ws, ws), f16);
+  const std::vector<uint8_t> wbytes = weight_bytes(c, f16, w);  // quantized: w becomes the dequantized values
   auto r = uniform(rng, size_t(c.rows) * ys, y32 ? -2e5 : -2.0, y32 ? 2e5 : 2.0);  // float32 residuals exceed fp16's range
   r = y32 ? ref::round_to_f32(r) : rounded(r, f16);
   std::vector<double> xd(size_t(c.rows) * c.in);
@@ -64,13 +81,13 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
       for (uint32_t n = 0; n < c.out; ++n) p.expect[size_t(i) * c.out + n] += r[size_t(i) * ys + n];
 
   const size_t es = storage_bytes(f16), yes = y32 ? 4 : es;
-  const VkDeviceSize xb = x.size() * es, wb = w.size() * es, yb = r.size() * yes;  // y / r: full padded rows
+  const VkDeviceSize xb = x.size() * es, wb = wbytes.size(), yb = r.size() * yes;  // y / r: full padded rows
   Arena& a = p.arena;
   const VkDeviceSize xo = a.take(xb), wo = a.take(wb), yo = a.take(yb), ro = a.take(yb);
   a.create(dev, "op case linear");
   const auto rbytes = pack(r, f16 && !y32);
   a.buf->upload(xo, pack(x, f16).data(), xb);
-  a.buf->upload(wo, pack(w, f16).data(), wb);
+  a.buf->upload(wo, wbytes.data(), wb);
   a.buf->upload(ro, rbytes.data(), yb);
 
   start_linear_program(dev, kernel, c, p, "op case linear");
@@ -78,7 +95,9 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = residual_of(c, ry, a.range(ro, yb));
   const Elem ye = y32 ? Elem::f32 : Elem::storage;
-  if (c.variant < 0)
+  if (c.weights != QuantType::f16)
+    kernel.record_quant(*p.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+  else if (c.variant < 0)
     kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
   else
     kernel.record_variant(*p.prog, uint32_t(c.variant), a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
@@ -104,26 +123,11 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
     }
     return got;
   };
-  p.bytes = uint64_t(c.rows) * c.in * es + uint64_t(c.out) * c.in * es + uint64_t(c.rows) * c.out * yes * (c.residual == OpResidual::none ? 1 : 2);
+  p.bytes = uint64_t(c.rows) * c.in * es + wb + uint64_t(c.rows) * c.out * yes * (c.residual == OpResidual::none ? 1 : 2);
   p.flops = 2.0 * c.rows * c.in * c.out;
 }
 
 // ---------------------------------------------------------------- linear_row (one row, fused prologues)
-// Quantized weights (c.weights q8_0 / q4_0): w becomes its GGUF blocks' dequantized values (what the
-// reference sees) and `bytes` the device layout (ops/linear_quant.hpp); otherwise `bytes` = w packed.
-std::vector<uint8_t> weight_bytes(const OpCase& c, bool f16, std::vector<double>& w) {
-  if (c.weights == QuantType::f16) return pack(w, f16);
-  const size_t rb = quant_row_bytes(c.weights, c.in);
-  std::vector<uint8_t> blocks(size_t(c.out) * rb);
-  std::vector<float> row(c.in);
-  for (uint32_t n = 0; n < c.out; ++n) {
-    for (uint32_t k = 0; k < c.in; ++k) row[k] = float(w[size_t(n) * c.in + k]);
-    quantize_row(c.weights, row.data(), c.in, blocks.data() + n * rb);
-    dequantize_row(c.weights, blocks.data() + n * rb, c.in, row.data());
-    for (uint32_t k = 0; k < c.in; ++k) w[size_t(n) * c.in + k] = row[k];
-  }
-  return pack_quant_matrix(c.weights, c.out, c.in, blocks.data());
-}
 
 void prepare_linear_row(Device& dev, LinearKernel& kernel, QuantRowKernel& qk, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16(), x32 = c.x_f32, y32 = c.y_f32;
@@ -213,7 +217,7 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   p.timestamps = timing && timing->timestamps;
   if (c.op == "linear" || c.op == "linear_row") {
     auto& k = k_->linear[sg];
-    if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg));
+    if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
     auto& q = k_->qrow[sg];
     if (!q && c.op == "linear_row") q = std::make_unique<QuantRowKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
     if (c.op == "linear")

@@ -7,7 +7,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   ModelKernels k;
   {
     PipelineGroup g(dev, "linear");
-    k.linear = std::make_unique<LinearKernel>(dev, ko);
+    k.linear = std::make_unique<LinearKernel>(dev, ko, quant);
   }
   {
     PipelineGroup g(dev, "rope_kv");
@@ -38,12 +38,8 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
     k.probs = std::make_unique<AttnProbsKernel>(dev, ko);
   }
   if (!quant.empty()) {
-    {
-      PipelineGroup g(dev, "linear_quant");
-      k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant);
-    }
-    PipelineGroup g(dev, "dequant");
-    k.dequant = std::make_unique<DequantKernel>(dev, ko, quant);
+    PipelineGroup g(dev, "linear_quant");
+    k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant);
   }
   return k;
 }

@@ -5,7 +5,6 @@
 
 #include "diffvk/model.hpp"
 #include "ops/attn_probs.hpp"
-#include "ops/dequant.hpp"
 #include "ops/diff_attn.hpp"
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
@@ -29,13 +28,13 @@ struct ModelKernels {
   std::unique_ptr<AttnProbsKernel> probs;  // debug: attention maps (Session::attention_maps)
   // Quantized weights (issue 19), built only for the formats the model's weights use (null otherwise).
   std::unique_ptr<QuantRowKernel> qrow;  // decode: the one-row linear over Q8_0 / Q4_0 blocks
-  std::unique_ptr<DequantKernel> dequant;  // prefill: the blocks to storage-type rows for the tiled linear
 };
 
 // Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
 // `device`, with the device's precision and subgroup options. Pipelines are labelled (PipelineGroup)
 // by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample", "attn_probs",
-// and, for each block-quantized format in `quant` (q8_0 / q4_0), "linear_quant" and "dequant".
+// and, for each block-quantized format in `quant` (q8_0 / q4_0), "linear_quant" (and the quantized
+// pipelines of "linear").
 ModelKernels build_model_kernels(Device& device, const ModelConfig& config, const std::vector<QuantType>& quant = {});
 
 }  // namespace diffvk

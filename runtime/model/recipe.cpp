@@ -67,39 +67,10 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
   return x;
 }
 
-namespace {
-// The prefill (matrix) path of a quantized linear, for now: each part is dequantized into a planned
-// storage-type scratch tensor (shaders/dequant.comp) that the existing tiled matmul then reads. This is
-// the one place to change when the tiled linear dequantizes its own tiles (DEVELOPERS.md, issue 19).
-void add_quant_matrix_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
-                             Elem ye, uint64_t ys) {
-  const LinearKernel* k = f.k.linear.get();
-  const DequantKernel* dq = f.k.dequant.get();
-  if (!dq) throw Error(Status::internal, label + ": quantized weight '" + w.name + "' but the model built no dequant kernel");
-  const uint32_t rows = f.rows, in = w.in, out = w.out;
-  const QuantType q = w.format;
-  for (size_t i = 0; i < w.parts.size(); ++i) {
-    const auto part = w.parts[i];
-    const TensorRef wd = f.g.tensor(w.name + ".dequant" + (w.parts.size() == 1 ? "" : std::to_string(i)), TensorRole::activation,
-                                    f.storage(), {part.rows, uint64_t(in)});
-    f.g.add("dequant " + label, {part.t}, {wd}, [=](Program& p, const GraphBinding& b) {
-      dq->record(p, q, b[part.t], b[wd], part.rows, in);
-    });
-    std::vector<TensorRef> reads{x, wd};
-    if (residual) reads.push_back(y);
-    f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
-      const BufferRange all = b[y];
-      const BufferRange yr = all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
-      k->record(p, b[x], b[wd], yr, {rows, in, part.rows, in, out}, residual ? yr : BufferRange{}, ye);
-    });
-  }
-}
-}  // namespace
 
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row) {
   const bool quant = w.format != QuantType::f16;
-  if (quant && !row) return add_quant_matrix_linear(f, label, x, w, y, residual, elem_of(f, y), elem_type_bytes(f.g.at(y).dtype));
   const GraphTensor &xt = f.g.at(x), &yt = f.g.at(y);
   const Elem xe = elem_of(f, x), ye = elem_of(f, y);
   const uint64_t ys = elem_type_bytes(yt.dtype), xs = elem_type_bytes(xt.dtype);
@@ -129,7 +100,11 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
         const BufferRange all = b[y];
         const BufferRange yr = all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
-        k->record(p, b[x], b[part.t], yr, {rows, in, part.rows, in, out}, residual ? yr : BufferRange{}, ye);
+        const LinearParams lp{rows, in, part.rows, in, out};
+        if (q == QuantType::f16)
+          k->record(p, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
+        else  // the blocks are dequantized in registers by the matmul itself (no dequantized copy)
+          k->record_quant(p, q, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
       });
     }
   }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ops/linear_quant.hpp"
+
 namespace diffvk {
 
 namespace {
@@ -126,17 +128,17 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
   return tiles >= enough ? big : cand[2];
 }
 
-LinearKernel::LinearKernel(Device& device, KernelOptions o)
+LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant)
     : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
   // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
   const DeviceCaps& dc = device.caps();
   reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
-  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
+  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0) {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{"linear_reg", 4, push, {t.wg, t.bm, t.rn, vec, y32}, reg_subgroup_, o.fp16, pin ? t.wg : 0u};
+    return PipelineDesc{"linear_reg", 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq}, reg_subgroup_, o.fp16, pin ? t.wg : 0u};
   };
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
   // in fp32 the storage type is already float32.
@@ -158,6 +160,15 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o)
                                         ? nullptr
                                         : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32},
                                                                                           false, o.fp16}));
+  }
+  // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
+  // built only for the formats asked for.
+  for (const QuantType q : quant) {
+    if (q != QuantType::q8_0 && q != QuantType::q4_0) continue;
+    const uint32_t qi = q == QuantType::q4_0;
+    for (uint32_t vec = 0; vec < 2; ++vec)
+      for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32)
+        quant_pipelines_[qi][vec][y32] = std::make_unique<Pipeline>(device, reg_desc(tiles_[kLinearRegVariant], vec, y32, qi + 1));
   }
   // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
   // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
@@ -230,8 +241,21 @@ void LinearKernel::record(Program& program, BufferRange x, BufferRange w, Buffer
 
 void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
                                   const LinearParams& p, BufferRange residual, Elem y_elem) const {
+  dispatch_mm(program, variant, QuantType::f16, x, w, y, p, residual, y_elem);
+}
+
+void LinearKernel::record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                                const LinearParams& p, BufferRange residual, Elem y_elem) const {
+  if (type != QuantType::q8_0 && type != QuantType::q4_0)
+    throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
+  dispatch_mm(program, kLinearRegVariant, type, x, w, y, p, residual, y_elem);
+}
+
+void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
+                               const LinearParams& p, BufferRange residual, Elem y_elem) const {
   if (variant >= tiles_.size()) throw Error(Status::invalid_argument, "linear: no such tile variant");
   const LinearTiles& t = tiles_[variant];
+  const bool quant = wq != QuantType::f16;
   if (p.rows == 0 || p.in == 0 || p.out == 0 || p.x_stride < p.in || p.y_stride < p.out)
     throw Error(Status::invalid_argument, "linear: bad shape (zero size or row stride below the row width)");
   if (t.vec && p.rows > kLinearVecMaxRows)
@@ -242,8 +266,17 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
   if (std::max({x_elems, w_elems, y_elems}) > UINT32_MAX)
     throw Error(Status::invalid_argument, "linear: tensor too large for 32-bit element indices");
   const uint64_t es = storage_bytes(fp16_), ys = elem_bytes(y_elem, fp16_);
+  uint64_t w_bytes = w_elems * es, qoff = 0;
+  if (quant) {
+    const QuantLayout ql = quant_layout(wq, p.out, p.in);  // throws unless in % 32 == 0
+    w_bytes = ql.bytes();
+    qoff = ql.quant_offset();
+    if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear: a quantized weight must start 16-byte aligned");
+    if (qoff + uint64_t(p.out) * ql.quant_row_bytes() > UINT32_MAX)
+      throw Error(Status::invalid_argument, "linear: quantized weight too large for 32-bit byte offsets");
+  }
   const bool has_res = residual.buffer != VK_NULL_HANDLE;
-  if (x.size < x_elems * es || w.size < w_elems * es || y.size < y_elems * ys || (has_res && residual.size < y_elems * ys))
+  if (x.size < x_elems * es || w.size < w_bytes || y.size < y_elems * ys || (has_res && residual.size < y_elems * ys))
     throw Error(Status::invalid_argument, "linear: buffer too small for the shape");
   if (ranges_overlap(x, y) || ranges_overlap(w, y))
     throw Error(Status::invalid_argument, "linear: the output overlaps an input");
@@ -258,9 +291,10 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
 
   struct {
     LinearParams lp;
-    uint32_t has_residual;
-  } push{p, has_res ? 1u : 0u};
-  static_assert(sizeof push == sizeof(LinearParams) + sizeof(uint32_t), "push block layout");
+    uint32_t has_residual, qoff;  // qoff: linear_reg.comp only (its push block is 4 bytes longer)
+  } push{p, has_res ? 1u : 0u, static_cast<uint32_t>(qoff)};
+  static_assert(sizeof push == sizeof(LinearParams) + 2 * sizeof(uint32_t), "push block layout");
+  const uint32_t push_bytes = t.reg ? sizeof push : sizeof push - sizeof(uint32_t);
 
   const auto& maxc = device_.caps().max_workgroup_count;
   auto clamp = [&](uint32_t n, int d) {
@@ -271,21 +305,22 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
   std::array<uint32_t, 3> groups{1, 1, 1};
   if (t.vec) {
     groups[0] = clamp(ceil_div(p.out, t.nf), 0);
-  } else if (t.reg) {
-    groups[0] = clamp(ceil_div(p.out, t.bn), 0);
-    groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   } else {
     groups[0] = clamp(ceil_div(p.out, t.bn), 0);
     groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   }
   const uint32_t y32 = fp16_ && y_elem == Elem::f32;
-  // 16-byte loads along k: every row start of x and W on a vector boundary (4 k per vector in
-  // linear.comp; 8 halves / 4 floats in linear_reg.comp).
-  const uint32_t kv = t.reg ? (fp16_ ? 8u : 4u) : 4u;
+  // 16-byte loads along k: every row start of x and W on a vector boundary (8 halves / 4 floats).
+  const uint32_t kv = fp16_ ? 8u : 4u;
   const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;
-  program.dispatch(vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant], std::move(args), &push, sizeof push, groups,
-                   t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");
+  if (quant && !quant_pipelines_[wq == QuantType::q4_0][vec4][y32])
+    throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) + " pipelines");
+  const Pipeline& pipe = quant ? *quant_pipelines_[wq == QuantType::q4_0][vec4][y32]
+                         : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
+  program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
+                   quant ? (wq == QuantType::q4_0 ? "linear_reg q4_0" : "linear_reg q8_0")
+                         : t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");
 }
 
 }  // namespace diffvk

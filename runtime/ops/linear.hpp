@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "io/quant.hpp"
 #include "ops/kernel_options.hpp"
 
 namespace diffvk {
@@ -18,6 +19,8 @@ struct LinearParams {
 
 // Rows handled by the matrix-vector (decode) path; larger row counts use the tiled matrix-matrix path.
 constexpr uint32_t kLinearVecMaxRows = 8;
+// The register-tiled candidate's index in linear_tile_candidates().
+constexpr uint32_t kLinearRegVariant = 3;
 
 // Workgroup geometry of one linear pipeline. Matrix-matrix (vec == false): a workgroup computes a
 // bm x bn tile of y (rows x out features), stepping `in` by bk through shared memory; each invocation
@@ -75,7 +78,8 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
 
 class LinearKernel {
  public:
-  LinearKernel(Device& device, KernelOptions options);
+  // quant: the block formats (q8_0, q4_0) record_quant will be asked for; their pipelines are built here.
+  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {});
   // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
   // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
   // output with an input is rejected (invalid_argument).
@@ -87,6 +91,11 @@ class LinearKernel {
   // matrix-vector candidate needs rows <= kLinearVecMaxRows).
   void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
                       const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  // Same as record(), over a Q8_0 / Q4_0 weight in the struct-of-arrays device layout of
+  // ops/linear_quant.hpp (w: the whole layout, 16-byte aligned; `in` a multiple of 32), dequantized in
+  // registers by the register-tiled shader on every device (no dequantized copy of the weight).
+  void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
+                    BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
   // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
   // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
@@ -109,6 +118,9 @@ class LinearKernel {
   std::vector<std::unique_ptr<Pipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
   std::vector<std::unique_ptr<Pipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
   bool reg_subgroup_ = false;  // the register-tiled pipelines share x rows with subgroupShuffle
+  std::unique_ptr<Pipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
+  void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
+                   const LinearParams& p, BufferRange residual, Elem y_elem) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
   std::unique_ptr<Pipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
