@@ -102,7 +102,7 @@ std::vector<OpCase> linear_cases(OpMode mode) {
       lin(9, 136, 72, 3, 0, kNone),        lin(33, 40, 24, 0, 5, kInPlace),   lin(33, 64, 200, 0, 0, kNone),
       lin(33, 136, 24, 1, 1, kSep),        lin(130, 136, 200, 0, 0, kSep),    lin(130, 16, 8, 0, 0, kNone),
       lin(130, 64, 72, 7, 0, kInPlace),    lin(130, 40, 24, 0, 0, kNone),     lin(17, 48, 37, 0, 0, kSep),
-      lin(65, 24, 101, 0, 2, kNone),
+      lin(65, 24, 101, 0, 2, kNone),       lin(70, 37, 40, 1, 0, kSep),
       lin(1, 64, 72, 0, 0, kInPlace, true), lin(5, 40, 24, 0, 3, kSep, true), lin(33, 136, 72, 1, 0, kInPlace, true),
       lin(130, 64, 200, 0, 2, kSep, true), lin(17, 48, 37, 0, 0, kNone, true),
   };

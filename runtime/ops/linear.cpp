@@ -14,12 +14,13 @@ uint32_t invocation_limit(const DeviceCaps& c) {
   return std::max(1u, std::min(c.max_workgroup_invocations, c.max_workgroup_size[0]));
 }
 
-// Shared memory declared by linear.comp: two k-major fp32 tiles with one padding column each.
-uint32_t mm_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk) { return 4u * bk * ((bm + 1) + (bn + 1)); }
+// Shared memory declared by linear.comp: two buffers (double buffering) of k-major fp32 x and W tiles
+// (swizzled, no padding).
+uint32_t mm_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk) { return 2u * 4u * bk * (bm + bn); }
 
 // Fits a matrix-matrix tile (all powers of two) to the device: first the invocation limit (grow the
 // register block up to 8 x 8, then shrink the tile), then fill at least one subgroup where possible
-// (shrink the register block), then the shared-memory limit (shrink bk down to 4, then the tile).
+// (shrink the register block), then the shared-memory limit (shrink bk down to 8, then the tile, then bk).
 // Terminates at worst at a 1 x 1 tile with bk 1 (1 invocation, 16 bytes), legal on every device.
 LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t rm,
                    uint32_t rn) {
@@ -46,7 +47,7 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
     else rn *= 2;
   }
   while (mm_shared_bytes(bm, bn, bk) > c.max_shared_memory) {
-    if (bk > 4) bk /= 2;
+    if (bk > 8) bk /= 2;
     else if (bm >= bn && bm > 1) {
       bm /= 2;
       rm = std::min(rm, bm);
@@ -108,8 +109,13 @@ std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& c) {
     t.shared_bytes = 4u * wg;
     out.push_back(t);
   }
-  out.push_back(fit_mm(c, 1, 64, 64, 16, 4, 4));  // [1] large: 64 x 64 tile, 4 x 4 per invocation, 256 invocations
-  out.push_back(fit_mm(c, 2, 32, 32, 16, 2, 2));  // [2] small: 32 x 32 tile, 2 x 2 per invocation, 256 invocations
+  // Shared-memory tiles (linear.comp), k step 32, double-buffered; FMAs per shared-memory load instruction
+  // (ds_load_b128) in the main loop: rm·rn / (rm/4 + rn/4).
+  // [1] large: 128 x 64 tile, 8 x 4 per invocation (32 FMAs per 3 vec4 loads), 256 invocations, 48 KiB
+  //     (2 workgroups per 128-KiB RDNA WGP: 4 wave32 per SIMD).
+  // [2] small: 64 x 64 tile, 4 x 4 per invocation (16 per 2), 256 invocations, 32 KiB.
+  out.push_back(fit_mm(c, 1, 128, 64, 32, 8, 4));
+  out.push_back(fit_mm(c, 2, 64, 64, 32, 4, 4));
   out.push_back(fit_reg(c, 3));                   // [3] register-tiled, one subgroup per workgroup
   return out;
 }
@@ -142,6 +148,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   };
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
   // in fp32 the storage type is already float32.
+  const uint32_t kv = o.fp16 ? 8u : 4u;  // elements per 16-byte load
   for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
     for (const LinearTiles& t : tiles_) {
       if (t.vec)
@@ -153,10 +160,10 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         pipelines_[y32].push_back(std::make_unique<Pipeline>(
             device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32}, false, o.fp16}));
     }
-    // Matrix-matrix candidates again with 4-wide global loads (used when the shape and alignment allow).
+    // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
       vec_pipelines_[y32].push_back(t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
-                                    : t.vec || t.bk % 4 != 0
+                                    : t.vec || t.bk % kv != 0
                                         ? nullptr
                                         : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32},
                                                                                           false, o.fp16}));
@@ -310,7 +317,7 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
     groups[1] = clamp(ceil_div(p.rows, t.bm), 1);
   }
   const uint32_t y32 = fp16_ && y_elem == Elem::f32;
-  // 16-byte loads along k: every row start of x and W on a vector boundary (8 halves / 4 floats).
+  // 16-byte loads along k (8 halves / 4 floats): every row start of x and W on a vector boundary.
   const uint32_t kv = fp16_ ? 8u : 4u;
   const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;

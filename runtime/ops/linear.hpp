@@ -23,10 +23,12 @@ constexpr uint32_t kLinearVecMaxRows = 8;
 constexpr uint32_t kLinearRegVariant = 3;
 
 // Workgroup geometry of one linear pipeline. Matrix-matrix (vec == false): a workgroup computes a
-// bm x bn tile of y (rows x out features), stepping `in` by bk through shared memory; each invocation
-// owns an rm x rn register block (rows ty + i·bm/rm, columns tx + j·bn/rn). Matrix-vector (vec == true):
-// a workgroup computes nf consecutive output features for all rows (<= kLinearVecMaxRows), its wg
-// invocations striding over `in`, then one workgroup reduction per (row, feature).
+// bm x bn tile of y (rows x out features), stepping `in` by bk through two shared buffers (double
+// buffering); each invocation owns an rm x rn register block: rm/4 runs of 4 consecutive rows (4·bm/rm
+// apart) and rn/4 runs of 4 consecutive columns (fewer when rm or rn < 4; shaders/linear.comp).
+// Matrix-vector (vec == true): a workgroup computes nf consecutive output features for all rows
+// (<= kLinearVecMaxRows), its wg invocations striding over `in`, then one workgroup reduction per
+// (row, feature).
 struct LinearTiles {
   bool vec = false;
   bool reg = false;       // register-tiled path without shared memory (shaders/linear_reg.comp)

@@ -64,7 +64,7 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
             CHECK(t.bm % t.rm == 0);
             CHECK(t.bn % t.rn == 0);
             CHECK(t.wg == (t.bm / t.rm) * (t.bn / t.rn));
-            CHECK(t.shared_bytes == 4 * t.bk * (t.bm + 1 + t.bn + 1));
+            CHECK(t.shared_bytes == 8 * t.bk * (t.bm + t.bn));  // two buffers, no padding
             CHECK(t.rm * t.rn <= 64);  // register block stays small
           }
         }
@@ -84,6 +84,14 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
   const DeviceCaps typical = simulated(32768, 1024, 32);
   CHECK(choose_linear_tiles(typical, 4096, 512, 3000).variant == 1);
   CHECK(choose_linear_tiles(typical, 33, 512, 24).variant == 2);
+  // 64-KiB GPUs (AMD, Intel) and NVIDIA's 48 KiB get the tiles linear.comp is tuned for (.ci/isa-count on
+  // gfx1100 / phoenix: 1024 FMAs per 96 ds_load_b128 per k step for the large tile, 512 per 64 for the small).
+  for (uint32_t shared : {49152u, 65536u}) {
+    const auto gpu = linear_tile_candidates(simulated(shared, 1024, 64));
+    CHECK((gpu[1].bm == 128 && gpu[1].bn == 64 && gpu[1].bk == 32 && gpu[1].rm == 8 && gpu[1].rn == 4 && gpu[1].wg == 256));
+    CHECK((gpu[2].bm == 64 && gpu[2].bn == 64 && gpu[2].bk == 32 && gpu[2].rm == 4 && gpu[2].rn == 4 && gpu[2].wg == 256));
+    CHECK(gpu[1].shared_bytes == 49152);
+  }
   const auto tiny = linear_tile_candidates(simulated(16384, 128, 128));
   CHECK(tiny[1].wg == 128);
   // Even absurdly small limits give something legal.
