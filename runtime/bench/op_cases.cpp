@@ -173,6 +173,27 @@ OpCase row(uint32_t in, uint32_t out, RowPrologue p, OpResidual r, bool x32 = fa
   return c;
 }
 
+}  // namespace
+
+std::vector<OpCase> matmul_table_cases(bool full) {
+  Builder b("linear", 7000);
+  if (!full) {
+    b.add(lin(512, 2048, 2048, 0, 0, kNone));
+    return b.cases;
+  }
+  const uint32_t kn[][2] = {{768, 768}, {768, 2304}, {2048, 768}, {2048, 2048}, {4096, 4096}};
+  for (QuantType q : {QuantType::f16, QuantType::q8_0, QuantType::q4_0})
+    for (const auto& s : kn)
+      for (uint32_t m : {1u, 8u, 64u, 512u}) {
+        OpCase c = lin(m, s[0], s[1], 0, 0, kNone);
+        c.weights = q;
+        b.add(c);
+      }
+  return b.cases;
+}
+
+namespace {
+
 std::vector<OpCase> linear_row_cases(OpMode mode) {
   Builder b("linear_row", 9100);
   const RowPrologue none = RowPrologue::none, rms = RowPrologue::rmsnorm, silu = RowPrologue::silu_mul;

@@ -8,6 +8,65 @@
 
 namespace diffvk::bench {
 
+namespace {
+
+// Runs `cases` (the device's precision only) into a JSON array: each row checked against the float64
+// reference, then timed; linear rows also carry M, K, N, weights and path (issue 20's matmul fields).
+json run_rows(OpRunner& runner, const std::string& op, const std::vector<OpCase>& cases, bool fp16, const OpTiming& timing,
+              const Ceilings& ceil, const Sink& sink, bool& all_ok, size_t& ran) {
+  json rows = json::array();
+  for (const OpCase& c : cases) {
+    if (c.fp16 != fp16) continue;
+    sink.check_cancel("between op cases");
+    sink.step("ops: " + op + " " + c.name);
+    const OpCaseRun r = runner.run(c, &timing);
+    json row{{"case", c.name}, {"precision", c.fp16 ? "fp16" : "fp32"}, {"rows", c.rows}, {"in", c.in}, {"out", c.out},
+             {"detail", r.detail}};
+    if (c.op == "linear") {
+      row["M"] = c.rows, row["K"] = c.in, row["N"] = c.out;
+      row["weights"] = quant_type_name(c.weights);
+      row["path"] = "scalar";  // no cooperative-matrix path yet (issue 20): every row is the scalar-FMA kernel
+    }
+    if (!r.skipped.empty()) {
+      row["skipped"] = r.skipped;
+      sink.reportf("%-13s %-52s skipped: %s", op.c_str(), c.name.c_str(), r.skipped.c_str());
+      rows.push_back(row);
+      continue;
+    }
+    ++ran;
+    all_ok = all_ok && r.ok();
+    row["output_checked"] = r.ok();
+    row["check"] = json{{"against", r.check.against}, {"values", r.check.values}, {"max_abs_err", r.check.max_abs},
+                        {"max_abs_ref", r.check.max_ref}, {"nmse", r.check.nmse}, {"nonfinite", r.check.nonfinite},
+                        {"replay_identical", r.replay_identical}, {"padding_changed", r.padding_changed}};
+    row["bytes"] = r.bytes;
+    row["flops"] = r.flops;
+    if (!r.timed) {
+      sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  FAILED (%s)", op.c_str(), c.name.c_str(), "-", "-", "-", "-", "-",
+                   r.summary().c_str());
+      sink.warn("ops: " + op + " " + c.name + ": " + r.summary());
+      rows.push_back(row);
+      continue;
+    }
+    // %fma: of the fp32 FMA ceiling (every kernel accumulates in fp32, fp16 storage included).
+    const PeakFraction pf = peak_fraction(ceil, r.gflops(), r.gbps());
+    row["time"] = stats_json(r.us);
+    row["GBps"] = r.gbps();
+    row["GFLOPs"] = r.gflops();
+    add_peak_fields(row, pf);
+    sink.reportf("%-13s %-52s %10.2f %9.2f %9.2f %6.1f%% %6.1f%%  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
+                 r.gflops(), 100 * pf.bytes, 100 * pf.flops, r.check.max_abs);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void table_header(const Sink& sink) {
+  sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%fma", "check");
+}
+
+}  // namespace
+
 json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings& ceil, bool ts, const Sink& sink, bool& all_ok) {
   std::vector<std::string> ops = table_ops();
   if (!o.op.empty()) {
@@ -19,53 +78,25 @@ json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings
   json doc = json::object();
   all_ok = true;
   size_t ran = 0;
-  sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  %s", "op", "case", "median us", "GB/s", "GFLOP/s", "%copy", "%fma", "check");
-  for (const std::string& op : ops) {
-    json rows = json::array();
-    for (const OpCase& c : op_cases(op, OpMode::bench)) {
-      if (c.fp16 != dev.fp16()) continue;
-      sink.check_cancel("between op cases");
-      sink.step("ops: " + op + " " + c.name);
-      const OpCaseRun r = runner.run(c, &timing);
-      json row{{"case", c.name}, {"precision", c.fp16 ? "fp16" : "fp32"}, {"rows", c.rows}, {"in", c.in}, {"out", c.out},
-               {"detail", r.detail}};
-      if (!r.skipped.empty()) {
-        row["skipped"] = r.skipped;
-        sink.reportf("%-13s %-52s skipped: %s", op.c_str(), c.name.c_str(), r.skipped.c_str());
-        rows.push_back(row);
-        continue;
-      }
-      ++ran;
-      all_ok = all_ok && r.ok();
-      row["output_checked"] = r.ok();
-      row["check"] = json{{"against", r.check.against}, {"values", r.check.values}, {"max_abs_err", r.check.max_abs},
-                          {"max_abs_ref", r.check.max_ref}, {"nmse", r.check.nmse}, {"nonfinite", r.check.nonfinite},
-                          {"replay_identical", r.replay_identical}, {"padding_changed", r.padding_changed}};
-      row["bytes"] = r.bytes;
-      row["flops"] = r.flops;
-      if (!r.timed) {
-        sink.reportf("%-13s %-52s %10s %9s %9s %7s %7s  FAILED (%s)", op.c_str(), c.name.c_str(), "-", "-", "-", "-", "-",
-                     r.summary().c_str());
-        sink.warn("ops: " + op + " " + c.name + ": " + r.summary());
-        rows.push_back(row);
-        continue;
-      }
-      // %fma: of the fp32 FMA ceiling (every kernel accumulates in fp32, fp16 storage included).
-      const PeakFraction pf = peak_fraction(ceil, r.gflops(), r.gbps());
-      row["time"] = stats_json(r.us);
-      row["GBps"] = r.gbps();
-      row["GFLOPs"] = r.gflops();
-      add_peak_fields(row, pf);
-      sink.reportf("%-13s %-52s %10.2f %9.2f %9.2f %6.1f%% %6.1f%%  ok (max_abs %.2g)", op.c_str(), c.name.c_str(), r.us.median, r.gbps(),
-                   r.gflops(), 100 * pf.bytes, 100 * pf.flops, r.check.max_abs);
-      rows.push_back(row);
-    }
-    doc[op] = rows;
-  }
+  table_header(sink);
+  for (const std::string& op : ops) doc[op] = run_rows(runner, op, op_cases(op, OpMode::bench), dev.fp16(), timing, ceil, sink, all_ok, ran);
   if (ran == 0) all_ok = false;
   sink.reportf("\nop rows: %zu run, %s (every row checked against the float64 reference before it was timed)", ran,
                all_ok ? "all outputs checked" : "SOME CHECKS FAILED");
   return doc;
+}
+
+json run_matmul_rows(Device& dev, bool full, const Plan& plan, const Ceilings& ceil, bool ts, const Sink& sink, bool& all_ok) {
+  OpRunner runner(dev);
+  const OpTiming timing{plan.warmup, plan.runs, ts};
+  all_ok = true;
+  size_t ran = 0;
+  sink.reportf("%s", full ? "\nmatmul table (the linear op; M x K -> N, weights; the kernel the tuning picks):"
+                          : "\nmatmul (the linear op at M = 512, K = N = 2048; --matmul-table for the full table):");
+  table_header(sink);
+  json rows = run_rows(runner, "linear", matmul_table_cases(full), dev.fp16(), timing, ceil, sink, all_ok, ran);
+  if (ran == 0) all_ok = false;
+  return rows;
 }
 
 }  // namespace diffvk::bench

@@ -9,6 +9,9 @@ namespace diffvk::bench {
 
 // Runs the rows (the device's precision only), reports the text table through `sink` and returns the
 // "ops" object of the JSON document: {op: [row, ...]}. all_ok: every row that ran passed its check.
+// The matmul rows (Options::matmul_table; full = false: the one row of the default run), each checked
+// then timed; a JSON array of rows with M, K, N, weights, path and fraction_of_peak.
+json run_matmul_rows(Device& dev, bool full, const Plan& plan, const Ceilings& ceil, bool timestamps, const Sink& sink, bool& all_ok);
 json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings& ceil, bool timestamps, const Sink& sink,
                  bool& all_ok);
 

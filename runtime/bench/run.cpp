@@ -129,9 +129,10 @@ Result run(Context& ctx, const Options& o) {
     return Result{j.dump(2) + "\n", true};
   }
 
-  if (o.ops || !o.op.empty()) {
+  if (o.ops || !o.op.empty() || o.matmul_table) {
     bool ok = false;
-    json rows = run_op_rows(dev, o, plan, ceil, ts, sink, ok);
+    json rows = o.matmul_table ? json::object() : run_op_rows(dev, o, plan, ceil, ts, sink, ok);
+    if (o.matmul_table) rows["linear"] = run_matmul_rows(dev, true, plan, ceil, ts, sink, ok);
     const double total_s = seconds_since(t_start);
     sink.reportf("\ntotal %.1f s", total_s);
     json j;
@@ -150,6 +151,11 @@ Result run(Context& ctx, const Options& o) {
     return Result{j.dump(2) + "\n", ok};
   }
 
+  // ---- the matmul row (issue 20: f16 weights, M = 512, K = N = 2048), before the attention cases; not in --quick
+  bool mm_ok = true;
+  json mm = json(nullptr);
+  if (!o.quick) mm = run_matmul_rows(dev, false, plan, ceil, ts, sink, mm_ok);
+
   // ---- cases
   AttnBench bench(dev, CaseConfig{plan.warmup, plan.runs, ts, o.no_naive}, sink);
   const std::vector<CaseResult> results = run_cases(bench, plan, sink);
@@ -162,7 +168,8 @@ Result run(Context& ctx, const Options& o) {
   sink.reportf("\ntotal %.1f s", total_s);
 
   const RunInfo info{cmdline, precision_name(ctx.precision()), fp32_fallback, ts, bench.naive_budget()};
-  json j = attention_document(info, caps, dev, plan, o, ceil, results, targets, all_ok, total_s);
+  json j = attention_document(info, caps, dev, plan, o, ceil, results, targets, all_ok && mm_ok, total_s);
+  j["matmul"] = mm.is_null() ? json{{"skipped", "--quick"}} : json{{"rows", std::move(mm)}, {"outputs_checked", mm_ok}};
   if (!o.plot_path.empty()) {
     if (plot_available()) {
       const std::string sub = strf("%s storage%s, %s device, %s preset, median of %d runs; ceilings: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s%s",
@@ -177,7 +184,7 @@ Result run(Context& ctx, const Options& o) {
       j["plot"] = json{{"path", o.plot_path}, {"written", false}, {"reason", "this build has no stb (PNG encoder)"}};
     }
   }
-  return Result{j.dump(2) + "\n", all_ok};
+  return Result{j.dump(2) + "\n", all_ok && mm_ok};
 }
 
 }  // namespace diffvk::bench

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -262,4 +263,20 @@ TEST_CASE("bench api: op rows come from the op case table and are checked before
   bool table_line = false;
   for (const auto& line : report) table_line |= line.rfind("silu_mul ", 0) == 0 && line.find("ok (max_abs") != std::string::npos;
   CHECK(table_line);
+}
+
+TEST_CASE("bench api: the matmul table has issue 20's shapes and weight types in each precision") {
+  const auto full = bench::matmul_table_cases(true);
+  CHECK(full.size() == 2 * 4 * 5 * 3);  // precisions x M x (K, N) x weights
+  std::set<std::string> names;
+  for (const auto& c : full) {
+    CHECK(c.op == "linear");
+    CHECK((c.rows == 1 || c.rows == 8 || c.rows == 64 || c.rows == 512));
+    CHECK(c.in % 32 == 0);  // quantized blocks along K
+    names.insert(c.name);
+  }
+  CHECK(names.size() == full.size());  // every row is named apart
+  const auto one = bench::matmul_table_cases(false);
+  REQUIRE(one.size() == 2);
+  CHECK((one[0].rows == 512 && one[0].in == 2048 && one[0].out == 2048 && one[0].weights == QuantType::f16));
 }
