@@ -72,17 +72,17 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
 
 // The register-tiled candidate: one subgroup per workgroup (the default subgroup size, a power of two
 // within the limits; 8 when the driver reports none), 16 rows per tile. Each lane keeps 16·rn fp32
-// accumulators: rn = 8 where lanes are few (CPU drivers: 8 lanes of one SIMD register; loads, not
-// registers, are what is scarce there: a lane's weight vector feeds 16 rows, a shared x vector 8
-// columns; measured on lavapipe 22.3, rn = 8 beat 2, 4 and 16), 2 on 32/64-lane GPUs (registers per
-// lane are scarce there).
+// accumulators: rn = 8 on CPU drivers (lanes are SIMD slots of a CPU register; loads, not registers,
+// are what is scarce there: a lane's weight vector feeds 16 rows, a shared x vector 8 columns; measured
+// on lavapipe 22.3, rn = 8 beat 2, 4 and 16), 2 on GPUs (32 accumulators: Mali Valhall keeps full
+// occupancy at 64 registers per thread; AMD's wave64 at 128 VGPRs).
 LinearTiles fit_reg(const DeviceCaps& c, uint32_t variant) {
   LinearTiles t;
   t.reg = true;
   t.variant = variant;
   t.wg = pick_pow2_workgroup(c, c.subgroup_size ? c.subgroup_size : 8u);
   t.bm = 16;
-  t.rn = t.wg >= 32 ? 2 : 8;
+  t.rn = c.kind == DeviceKind::cpu ? 8 : 2;
   t.bn = t.wg * t.rn;
   t.shared_bytes = 0;
   return t;
@@ -125,7 +125,14 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
   // CPU drivers: the register-tiled path for every row count (the matrix-vector path's per-lane strided
   // loads are loops there; measured on lavapipe 22.3: 8 rows x 2048 x 2048 in 11-28 ms against 127).
   if (c.kind == DeviceKind::cpu) return cand[3];
+  // Mali (vendor 0x13B5): no shared memory either: its workgroup barriers and shared memory stop the
+  // driver merging workgroups and cost occupancy, while its loads go through the same cache
+  // (Arm's Mali GPU best-practices guide); registers are the tile.
+  if (c.vendor_id == kVendorArm && rows > kLinearVecMaxRows) return cand[3];
   if (rows <= kLinearVecMaxRows) return cand[0];
+  // 9-16 rows (batched decode, speculative verification): one register tile of 16 rows instead of a
+  // shared-memory tile that is mostly padding.
+  if (rows <= cand[3].bm) return cand[3];
   // The large tile re-reads x and W least; use it when it still gives every compute unit two
   // workgroups (32 workgroups when the driver does not report its compute units).
   const LinearTiles& big = cand[1];

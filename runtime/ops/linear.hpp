@@ -21,6 +21,7 @@ struct LinearParams {
 constexpr uint32_t kLinearVecMaxRows = 8;
 // The register-tiled candidate's index in linear_tile_candidates().
 constexpr uint32_t kLinearRegVariant = 3;
+constexpr uint32_t kVendorArm = 0x13B5;  // VkPhysicalDeviceProperties::vendorID of Arm (Mali)
 
 // Workgroup geometry of one linear pipeline. Matrix-matrix (vec == false): a workgroup computes a
 // bm x bn tile of y (rows x out features), stepping `in` by bk through two shared buffers (double

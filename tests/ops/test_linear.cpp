@@ -56,7 +56,7 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
             CHECK(t.wg == std::min(sg, inv));  // one subgroup
             CHECK(t.shared_bytes == 0);
             CHECK(t.bn == t.wg * t.rn);
-            CHECK(t.bm * t.rn <= (t.wg >= 32 ? 32u : 128u));  // accumulators per lane
+            CHECK(t.bm * t.rn <= (c.kind == DeviceKind::cpu ? 128u : 32u));  // accumulators per lane
           } else {
             CHECK(t.bk >= 1);
             CHECK(t.rm >= 1);
@@ -72,6 +72,7 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
           for (uint32_t out : out_list) {
             const LinearTiles t = choose_linear_tiles(c, rows, 512, out);
             CHECK(t.vec == (rows <= kLinearVecMaxRows));
+            CHECK(t.reg == (rows > kLinearVecMaxRows && rows <= cand[3].bm));  // 9-16 rows: one register tile
             CHECK(t.variant < cand.size());
             CHECK(t.wg == cand[t.variant].wg);
           }
@@ -79,6 +80,10 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
         DeviceCaps cpu = c;
         cpu.kind = DeviceKind::cpu;
         for (uint32_t rows : rows_list) CHECK(choose_linear_tiles(cpu, rows, 512, 200).reg);
+        // Mali: the register-tiled path past the matrix-vector rows.
+        DeviceCaps mali = c;
+        mali.vendor_id = kVendorArm;
+        for (uint32_t rows : rows_list) CHECK(choose_linear_tiles(mali, rows, 512, 200).reg == (rows > kLinearVecMaxRows));
       }
   // Big shapes take the large tile on a typical device; a 16-KiB / 128-invocation device still gets legal tiles.
   const DeviceCaps typical = simulated(32768, 1024, 32);
