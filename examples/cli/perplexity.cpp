@@ -92,11 +92,12 @@ Runner register_perplexity(CLI::App& app) {
     bench::PerplexityOptions po;
     po.context = a->context;
     po.chunk = a->chunk;
-    po.progress = [](uint32_t done, uint32_t total) {
-      std::fprintf(stderr, "\rdiffvk perplexity: window %u of %u", done, total);
-      if (done == total) std::fputc('\n', stderr);
-      std::fflush(stderr);
-    };
+    if (isatty(2))  // progress on a terminal only: one line rewritten in place
+      po.progress = [](uint32_t done, uint32_t total) {
+        std::fprintf(stderr, "\r\033[Kdiffvk perplexity: window %u of %u", done, total);
+        if (done == total) std::fprintf(stderr, "\r\033[K");
+        std::fflush(stderr);
+      };
     const bench::PerplexityResult r = bench::perplexity(*model, tokens, po, base.get());
     const char* wname = quant_kind_name(a->load.weights);
     std::printf("model %s, weights %s, %s, device %s\n", dir.c_str(), wname, precision_name(ctx->precision()), ctx->caps().name.c_str());

@@ -24,7 +24,7 @@ TEST_CASE("perplexity: log-softmax NLL by hand") {
   CHECK(bench::nll_of(three, 3, 0) == Approx(2.40760596444438).epsilon(1e-12));
   // Max-shifted: no overflow at large logits.
   const float big[] = {1000.0f, 1000.0f};
-  CHECK(bench::nll_of(big, 2, 1) == Approx(std::log(2.0)).epsilon(1e-15));
+  CHECK(bench::nll_of(big, 2, 1) == Approx(std::log(2.0)).epsilon(1e-12));  // (1000 + ln 2) − 1000 keeps ~13 digits
   CHECK_THROWS_AS(bench::nll_of(three, 3, 3), Error);
   CHECK_THROWS_AS(bench::nll_of(three, 3, -1), Error);
 }
