@@ -2,6 +2,7 @@
 // parses the flags, opens the device, prints the report on stdout and the progress on stderr, writes --json.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -94,7 +95,39 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
-  add_weights_flag(cmd, o.weights);
+  cmd->add_option_function<std::string>(
+         "--weights",
+         [&o](const std::string& v) {
+           o.weight_list.clear();
+           const std::string list = v == "all" ? "f16,q8_0,q4_0" : v;
+           size_t start = 0;
+           while (start <= list.size()) {
+             const size_t comma = std::min(list.find(',', start), list.size());
+             const QuantKind k = parse_quant_kind(list.substr(start, comma - start));
+             if (std::find(o.weight_list.begin(), o.weight_list.end(), k) == o.weight_list.end()) o.weight_list.push_back(k);
+             start = comma + 1;
+           }
+           o.weights = o.weight_list.front();
+         },
+         "model benchmark: linear weights f16 (default), q8_0 or q4_0 (quantized at load), or a list (f16,q8_0,q4_0) "
+         "or all: each type in turn, then a side-by-side table (weight bytes, bits per weight, peak device memory, "
+         "tokens/s, fraction of the weight-streaming bound)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "all") return "";
+            size_t start = 0;
+            while (start <= v.size()) {
+              const size_t comma = std::min(v.find(',', start), v.size());
+              try {
+                parse_quant_kind(v.substr(start, comma - start));
+              } catch (const Error& e) {
+                return e.what();
+              }
+              start = comma + 1;
+            }
+            return "";
+          },
+          "f16|q8_0|q4_0[,...]|all"));
   cmd->add_flag("--profile", o.profile, "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
                                         "(timestamps between dispatches)");
   add_device_flags(cmd, a->dev);
