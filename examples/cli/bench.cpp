@@ -14,6 +14,19 @@ namespace diffvk::cli {
 
 namespace {
 
+// --weights: "all" (f16, q8_0, q4_0) or a comma-separated list of types, duplicates dropped, in order.
+std::vector<QuantKind> parse_weight_list(const std::string& v) {
+  const std::string list = v == "all" ? "f16,q8_0,q4_0" : v;
+  std::vector<QuantKind> kinds;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const QuantKind k = parse_quant_kind(list.substr(start, comma - start));
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+    start = comma + 1;
+  }
+  return kinds;
+}
+
 struct BenchArgs {
   DeviceFlags dev;
   bench::Options o;
@@ -98,15 +111,7 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option_function<std::string>(
          "--weights",
          [&o](const std::string& v) {
-           o.weight_list.clear();
-           const std::string list = v == "all" ? "f16,q8_0,q4_0" : v;
-           size_t start = 0;
-           while (start <= list.size()) {
-             const size_t comma = std::min(list.find(',', start), list.size());
-             const QuantKind k = parse_quant_kind(list.substr(start, comma - start));
-             if (std::find(o.weight_list.begin(), o.weight_list.end(), k) == o.weight_list.end()) o.weight_list.push_back(k);
-             start = comma + 1;
-           }
+           o.weight_list = parse_weight_list(v);
            o.weights = o.weight_list.front();
          },
          "model benchmark: linear weights f16 (default), q8_0 or q4_0 (quantized at load), or a list (f16,q8_0,q4_0) "
@@ -114,18 +119,12 @@ Runner register_bench(CLI::App& app) {
          "tokens/s, fraction of the weight-streaming bound)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            if (v == "all") return "";
-            size_t start = 0;
-            while (start <= v.size()) {
-              const size_t comma = std::min(v.find(',', start), v.size());
-              try {
-                parse_quant_kind(v.substr(start, comma - start));
-              } catch (const Error& e) {
-                return e.what();
-              }
-              start = comma + 1;
+            try {
+              parse_weight_list(v);
+              return "";
+            } catch (const Error& e) {
+              return e.what();
             }
-            return "";
           },
           "f16|q8_0|q4_0[,...]|all"));
   cmd->add_flag("--profile", o.profile, "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
