@@ -2,6 +2,7 @@
 // parses the flags, opens the device, prints the report on stdout and the progress on stderr, writes --json.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -12,6 +13,19 @@
 namespace diffvk::cli {
 
 namespace {
+
+// --weights: "all" (f16, q8_0, q4_0) or a comma-separated list of types, duplicates dropped, in order.
+std::vector<QuantKind> parse_weight_list(const std::string& v) {
+  const std::string list = v == "all" ? "f16,q8_0,q4_0" : v;
+  std::vector<QuantKind> kinds;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const QuantKind k = parse_quant_kind(list.substr(start, comma - start));
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+    start = comma + 1;
+  }
+  return kinds;
+}
 
 struct BenchArgs {
   DeviceFlags dev;
@@ -98,7 +112,25 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
-  add_weights_flag(cmd, o.weights);
+  cmd->add_option_function<std::string>(
+         "--weights",
+         [&o](const std::string& v) {
+           o.weight_list = parse_weight_list(v);
+           o.weights = o.weight_list.front();
+         },
+         "model benchmark: linear weights f16 (default), q8_0 or q4_0 (quantized at load), or a list (f16,q8_0,q4_0) "
+         "or all: each type in turn, then a side-by-side table (weight bytes, bits per weight, peak device memory, "
+         "tokens/s, fraction of the weight-streaming bound)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              parse_weight_list(v);
+              return "";
+            } catch (const Error& e) {
+              return e.what();
+            }
+          },
+          "f16|q8_0|q4_0[,...]|all"));
   cmd->add_flag("--profile", o.profile, "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
                                         "(timestamps between dispatches)");
   add_device_flags(cmd, a->dev);

@@ -37,6 +37,7 @@ Runner register_plan(CLI::App& app);
 Runner register_shader_stats(CLI::App& app);
 Runner register_attn_map(CLI::App& app);
 Runner register_quantize(CLI::App& app);
+Runner register_perplexity(CLI::App& app);
 
 // --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) into `kind`; a bad value is an error naming the choices.
 void add_weights_flag(CLI::App* cmd, QuantKind& kind);

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   add(register_shader_stats(app));
   add(register_attn_map(app));
   add(register_quantize(app));
+  add(register_perplexity(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

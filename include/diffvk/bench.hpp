@@ -49,6 +49,10 @@ struct Options {
   bool matmul_table = false;
   uint32_t prompt_tokens = 128, decode_tokens = 64;  // model benchmark
   QuantKind weights = QuantKind::f16;  // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
+  // Model benchmark: several weight types in one run, one after the other, then side by side (weight bytes,
+  // bits per weight, peak device memory, prefill / decode tokens/s, decode's fraction of the weight-streaming
+  // bound); the JSON then has one entry per type under "weight_types". Empty = {weights}.
+  std::vector<QuantKind> weight_list;
   std::string plot_path;          // non-empty: write a PNG there (atomically); see plot_available()
   std::string command_line;       // recorded in the JSON; empty = this process's command line
   // The precision the context was created with: fp32 storage without asking for it is reported as a fallback.

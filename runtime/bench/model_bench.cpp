@@ -7,15 +7,29 @@
 #include "bench/check.hpp"
 #include "bench/host_memory.hpp"
 #include "bench/report.hpp"
+#include "vk/buffer_peak.hpp"
+#include "vk/gpu.hpp"
 
 namespace diffvk::bench {
 
-json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline, const Sink& sink) {
-  sink.stage("model: loading " + a.model_dir);
+namespace {
+
+// One weight type's figures, for the side-by-side table of --weights LIST.
+struct TypeRow {
+  QuantKind kind = QuantKind::f16;
+  uint64_t weight_bytes = 0, device_peak = 0;
+  double bits_per_weight = 0, prefill_tps = 0, decode_tps = 0, fraction = 0;
+};
+
+json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline,
+               const Sink& sink, TypeRow& row) {
+  sink.stage(std::string("model: loading ") + a.model_dir + " (" + quant_kind_name(kind) + ")");
   const uint64_t rss0 = rss_bytes();
   const bool hwm = reset_peak_rss();
+  const uint64_t dev0 = device_bytes_allocated();
+  reset_device_bytes_peak();
   LoadOptions lo;
-  lo.weights = a.weights;
+  lo.weights = kind;
   auto model = Model::load(ctx, a.model_dir, lo);
   const LoadStats& ls = model->load_stats();
   const uint64_t load_peak = hwm && peak_rss_bytes() > rss0 ? peak_rss_bytes() - rss0 : 0;
@@ -59,7 +73,7 @@ json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int r
   const double fraction = bound_s / (ds.median / N);
   sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s", a.model_dir.c_str(),
               c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
-              quant_kind_name(a.weights));
+              quant_kind_name(kind));
   sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
                "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
                (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
@@ -112,8 +126,16 @@ json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int r
       }
     }
   }
+  // Every Buffer of the model and its sessions (weights, staging, KV cache, arena) is allocated up front.
+  const uint64_t dev_peak = device_bytes_peak() - dev0;
+  row = TypeRow{kind, model->weight_bytes(), dev_peak, 8.0 * bytes / mat_weights, prefill_tps, decode_tps, fraction};
+  sink.reportf("  peak device memory: %.2f MB (Buffers: weights, load staging, KV cache, activations; the driver's own not counted)",
+               dev_peak / 1e6);
   json j;
   j["command_line"] = cmdline;
+  j["weights"] = quant_kind_name(kind);
+  j["bits_per_weight"] = row.bits_per_weight;
+  j["peak_device_bytes"] = dev_peak;
   j["device"] = caps_json(ctx.caps(), ctx.device());
   j["precision"] = precision_name(ctx.precision());
   j["model"] = {{"dir", a.model_dir}, {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size}, {"num_heads", c.num_heads},
@@ -134,6 +156,37 @@ json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int r
                  {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
   add_peak_fields(j["decode"], decode_pf);
   if (a.profile) j["decode_profile"] = profile_json;
+  return j;
+}
+
+}  // namespace
+
+json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline, const Sink& sink) {
+  const std::vector<QuantKind> kinds = a.weight_list.empty() ? std::vector<QuantKind>{a.weights} : a.weight_list;
+  std::vector<TypeRow> rows(kinds.size());
+  std::vector<json> docs;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    sink.check_cancel("between weight types");
+    docs.push_back(bench_one(a, kinds[i], ctx, ceil, runs, cmdline, sink, rows[i]));
+  }
+  if (docs.size() == 1) return docs[0];  // one type: the document of one model run
+  sink.reportf("weight types side by side (bits per weight = 8 x weight bytes per token / matrix weights; peak device memory = "
+               "Buffers allocated by the model and its sessions):");
+  sink.reportf("  %-6s %14s %8s %16s %14s %14s %12s", "type", "weight bytes", "bits/w", "peak device MB", "prefill tok/s",
+               "decode tok/s", "% of bound");
+  for (const TypeRow& r : rows)
+    sink.reportf("  %-6s %14llu %8.2f %16.2f %14.1f %14.1f %11.1f%%", quant_kind_name(r.kind), (unsigned long long)r.weight_bytes,
+                 r.bits_per_weight, r.device_peak / 1e6, r.prefill_tps, r.decode_tps, 100.0 * r.fraction);
+  // One entry per type (each the document of a one-type run); the shared fields once, at the top.
+  json j;
+  for (const char* k : {"command_line", "device", "precision", "copy_gbps", "ceilings", "flops_per_token", "flops_model"}) j[k] = docs[0][k];
+  j["model"] = docs[0]["model"];
+  j["model"].erase("weight_bytes_per_token");
+  j["weight_types"] = json::array();
+  for (json& d : docs) {
+    for (const char* k : {"command_line", "device", "precision", "copy_gbps", "ceilings", "flops_per_token", "flops_model"}) d.erase(k);
+    j["weight_types"].push_back(std::move(d));
+  }
   return j;
 }
 

@@ -1,15 +1,24 @@
 #include <atomic>
 #include <cstring>
 
+#include "vk/buffer_peak.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk {
 
 namespace {
 std::atomic<uint64_t> g_device_bytes{0};  // live VkDeviceMemory of all Buffers (device_bytes_allocated)
+std::atomic<uint64_t> g_device_peak{0};   // its maximum since the last reset_device_bytes_peak()
+void note_peak(uint64_t now) {
+  uint64_t p = g_device_peak.load();
+  while (now > p && !g_device_peak.compare_exchange_weak(p, now)) {
+  }
+}
 }  // namespace
 
 uint64_t device_bytes_allocated() { return g_device_bytes.load(); }
+uint64_t device_bytes_peak() { return g_device_peak.load(); }
+void reset_device_bytes_peak() { g_device_peak.store(g_device_bytes.load()); }
 
 Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std::string& what) : device_(&device), size_(size) {
   if (size == 0) throw Error(Status::invalid_argument, "buffer '" + what + "': zero size");
@@ -45,7 +54,7 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std
     ai.memoryTypeIndex = type;
     try {
       DVK_CHECK(vkAllocateMemory(dev, &ai, nullptr, &memory_));
-      g_device_bytes += req.size;
+      note_peak(g_device_bytes += req.size);
     } catch (const Error& e) {
       throw Error(e.status(), "allocating " + std::to_string(req.size) + " bytes for '" + what + "': " + e.what());
     }

@@ -223,3 +223,45 @@ TEST_CASE("bench cli: --ops --op writes the op rows of the case table and refuse
   CHECK(slurp(log_path).find("no case table for op 'conv2d'") != std::string::npos);
   std::remove(log_path.c_str());
 }
+
+TEST_CASE("bench cli: --model --weights all puts every weight type side by side") {
+  const std::string base = "/tmp/diffvk_bench_cli_weights_" + std::to_string(::getpid());
+  const std::string json_path = base + ".json", log_path = base + ".log";
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
+                          " --weights all --prompt-tokens 16 --decode-tokens 4 --runs 1 --copy-mib 8 --json " + json_path + " > " +
+                          log_path + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = slurp(log_path);
+  INFO("command: " << cmd << "\noutput:\n" << log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("validation:") == std::string::npos);
+  CHECK(log.find("weight types side by side") != std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  const auto& types = j.at("weight_types");
+  REQUIRE(types.size() == 3);
+  const char* names[] = {"f16", "q8_0", "q4_0"};
+  double last_bits = 1e9;
+  uint64_t last_bytes = ~0ull;
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& t = types[i];
+    INFO(t.dump());
+    CHECK(t.at("weights") == names[i]);
+    const double bits = t.at("bits_per_weight").get<double>();
+    const uint64_t bytes = t.at("model").at("weight_bytes_per_token").get<uint64_t>();
+    CHECK(bits < last_bits);  // f16 ~16, q8_0 ~8.5, q4_0 below 8 (its lm_head: the tied f16 embedding)
+    CHECK(bytes < last_bytes);
+    CHECK(t.at("peak_device_bytes").get<uint64_t>() >= bytes);
+    CHECK(t.at("decode").at("tokens_per_s").get<double>() > 0);
+    CHECK(t.at("decode").at("fraction_of_bound").get<double>() > 0);
+    last_bits = bits;
+    last_bytes = bytes;
+  }
+  CHECK(types[0].at("bits_per_weight").get<double>() == doctest::Approx(16.0).epsilon(0.01));
+  CHECK(j.at("ceilings").at("fma_f32_gflops").get<double>() > 0);
+  // A bad name in the list is refused before any work.
+  const std::string bad = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir + " --weights f16,q5_1 > " + log_path + " 2>&1";
+  CHECK(std::system(bad.c_str()) != 0);
+  CHECK(slurp(log_path).find("q5_1") != std::string::npos);
+  for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
+}
