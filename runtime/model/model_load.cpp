@@ -65,6 +65,11 @@ ModelConfig parse_native_config_bytes(const void* data, size_t size, const std::
 
 std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
                                           size_t safetensors_size, const std::string& name) {
+  return load_memory(ctx, config_json, config_size, safetensors, safetensors_size, name, LoadOptions{});
+}
+
+std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
+                                          size_t safetensors_size, const std::string& name, const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!config_json || !safetensors) throw Error(Status::invalid_argument, name + ": config or safetensors buffer is NULL");
   if (config_size > kMaxConfigBytes)
@@ -75,10 +80,14 @@ std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json,
   Checkpoint ck = open_native_checkpoint(
       std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors")),
       std::move(cfg));
-  return load_checkpoint(ctx, ck, LoadOptions{}, name, t0);
+  return load_checkpoint(ctx, ck, options, name, t0);
 }
 
 std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors) {
+  return load_fd(ctx, config_json, safetensors, LoadOptions{});
+}
+
+std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors, const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.device().check_not_lost();
   const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
@@ -88,7 +97,7 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   auto st = std::make_unique<SafetensorsFile>(
       SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
-  return load_checkpoint(ctx, ck, LoadOptions{}, "fd " + std::to_string(safetensors.fd), t0);
+  return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
 }
 
 namespace {
