@@ -70,7 +70,8 @@ TEST_CASE("model: q8_0 and q4_0 GGUF files load their blocks unchanged (the weig
   for (const std::string dir : {data + "/model_tiny", data + "/../../examples/models/tiny-diff"}) {
     for (QuantKind k : {QuantKind::q8_0, QuantKind::q4_0}) {
       CAPTURE(dir);
-      CAPTURE(quant_kind_name(k));
+      const std::string kind = quant_kind_name(k);
+      CAPTURE(kind);
       const QuantType q = static_cast<QuantType>(k);
       const std::string p = base + "-" + quant_kind_name(k) + ".gguf";
       quantize_model(dir, p, k);
