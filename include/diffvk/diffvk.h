@@ -101,6 +101,20 @@ typedef struct diffvk_session_options {
   void* abort_user;
 } diffvk_session_options;
 
+/* The format of a model's linear weights on the device (issue 19; diffvk_model_options.weights). */
+#define DIFFVK_WEIGHTS_F16 0  /* the storage type (fp16, or fp32 on the fp32 fallback); a quantized GGUF keeps its format */
+#define DIFFVK_WEIGHTS_Q8_0 1 /* GGUF Q8_0 blocks: 32 int8 + one fp16 scale */
+#define DIFFVK_WEIGHTS_Q4_0 2 /* GGUF Q4_0 blocks: 32 4-bit + one fp16 scale; lm_head is Q8_0 */
+
+/* Model options (issue 19; diffvk_model_load*_with_options). Grows at the end like the others. */
+typedef struct diffvk_model_options {
+  size_t struct_size; /* sizeof(diffvk_model_options): set by diffvk_model_default_options */
+  /* DIFFVK_WEIGHTS_*: q/k/v/o, gate/up/down and lm_head quantized while they stream in. The embedding, norms
+   * and λ stay in the storage type, as does a matrix whose input width is not a multiple of 32 and a lm_head
+   * tied to the embedding (both logged). Another value -> DIFFVK_INVALID_ARGUMENT. */
+  uint32_t weights;
+} diffvk_model_options;
+
 /* "MAJOR.MINOR.PATCH" of the library that is running (compare with DIFFVK_VERSION_* of the header). */
 DIFFVK_API const char* diffvk_version(void);
 /* DIFFVK_VERSION_ENCODE(major, minor, patch) of the running library. */
@@ -144,6 +158,19 @@ DIFFVK_API diffvk_status diffvk_model_load_memory(diffvk_context* context, const
 DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int config_fd, int64_t config_offset,
                                               int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
                                               int64_t safetensors_size, diffvk_model** out);
+/* Fills *options with the defaults (weights DIFFVK_WEIGHTS_F16) and sets struct_size. NULL: does nothing. */
+DIFFVK_API void diffvk_model_default_options(diffvk_model_options* options);
+/* diffvk_model_load, _memory and _fd with options (NULL = defaults; struct_size as for diffvk_context_create). */
+DIFFVK_API diffvk_status diffvk_model_load_with_options(diffvk_context* context, const char* dir,
+                                                        const diffvk_model_options* options, diffvk_model** out);
+DIFFVK_API diffvk_status diffvk_model_load_memory_with_options(diffvk_context* context, const char* config_json,
+                                                               size_t config_size, const void* safetensors,
+                                                               size_t safetensors_size, const diffvk_model_options* options,
+                                                               diffvk_model** out);
+DIFFVK_API diffvk_status diffvk_model_load_fd_with_options(diffvk_context* context, int config_fd, int64_t config_offset,
+                                                           int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
+                                                           int64_t safetensors_size, const diffvk_model_options* options,
+                                                           diffvk_model** out);
 /* Fails while sessions created from it are alive. */
 DIFFVK_API diffvk_status diffvk_model_destroy(diffvk_model* model);
 /* The number of logits every prefill/decode writes (the model's vocabulary). */

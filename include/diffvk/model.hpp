@@ -88,6 +88,10 @@ class Model {
   };
   static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors);
   static std::unique_ptr<Model> load(Context& context, const std::string& dir, const LoadOptions& options);
+  static std::unique_ptr<Model> load_memory(Context& context, const void* config_json, size_t config_size,
+                                            const void* safetensors, size_t safetensors_size, const std::string& name,
+                                            const LoadOptions& options);
+  static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors, const LoadOptions& options);
   ~Model();
   const ModelConfig& config() const;
   const LoadStats& load_stats() const;

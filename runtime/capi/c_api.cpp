@@ -179,6 +179,21 @@ void load_model(diffvk_context* c, diffvk_model** out, Load&& load) {
   track(m, Kind::model);
   *out = m.get();
 }
+// diffvk_model_options -> LoadOptions; an unknown weight format is the caller's error, never a fallback.
+// *out is cleared first, so that a refused option leaves it NULL as every other failure does.
+diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model** out) {
+  need(out, "out");
+  *out = nullptr;
+  const diffvk_model_options o = read_options(opts, diffvk_model_default_options, "model");
+  diffvk::LoadOptions lo;
+  if (o.weights > DIFFVK_WEIGHTS_Q4_0)
+    fail(DIFFVK_INVALID_ARGUMENT, "model options: unknown weights value " + std::to_string(o.weights) +
+                                      " (DIFFVK_WEIGHTS_F16 = 0, DIFFVK_WEIGHTS_Q8_0 = 1, DIFFVK_WEIGHTS_Q4_0 = 2)");
+  lo.weights = o.weights == DIFFVK_WEIGHTS_Q8_0 ? diffvk::QuantKind::q8_0
+               : o.weights == DIFFVK_WEIGHTS_Q4_0 ? diffvk::QuantKind::q4_0
+                                                  : diffvk::QuantKind::f16;
+  return lo;
+}
 }  // namespace
 
 extern "C" {
@@ -278,32 +293,57 @@ diffvk_status diffvk_context_precision(const diffvk_context* c, diffvk_precision
   });
 }
 
+void diffvk_model_default_options(diffvk_model_options* o) {
+  if (!o) return;
+  *o = diffvk_model_options{};
+  o->struct_size = sizeof *o;
+  o->weights = DIFFVK_WEIGHTS_F16;
+}
+
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
+  return diffvk_model_load_with_options(c, dir, nullptr, out);
+}
+diffvk_status diffvk_model_load_with_options(diffvk_context* c, const char* dir, const diffvk_model_options* opts, diffvk_model** out) {
   return guarded(__func__, [&] {
+    const diffvk::LoadOptions lo = load_options(opts, out);
     need(dir, "dir");
-    load_model(c, out, [&](diffvk::Context& ctx) { return diffvk::Model::load(ctx, dir); });
+    load_model(c, out, [&](diffvk::Context& ctx) { return diffvk::Model::load(ctx, dir, lo); });
   });
 }
 
 diffvk_status diffvk_model_load_memory(diffvk_context* c, const char* config_json, size_t config_size, const void* safetensors,
                                        size_t safetensors_size, diffvk_model** out) {
+  return diffvk_model_load_memory_with_options(c, config_json, config_size, safetensors, safetensors_size, nullptr, out);
+}
+diffvk_status diffvk_model_load_memory_with_options(diffvk_context* c, const char* config_json, size_t config_size,
+                                                    const void* safetensors, size_t safetensors_size,
+                                                    const diffvk_model_options* opts, diffvk_model** out) {
   return guarded(__func__, [&] {
+    const diffvk::LoadOptions lo = load_options(opts, out);
     need(config_json, "config_json");
     need(safetensors, "safetensors");
     load_model(c, out, [&](diffvk::Context& ctx) {
-      return diffvk::Model::load_memory(ctx, config_json, config_size, safetensors, safetensors_size);
+      return diffvk::Model::load_memory(ctx, config_json, config_size, safetensors, safetensors_size, "memory", lo);
     });
   });
 }
 
 diffvk_status diffvk_model_load_fd(diffvk_context* c, int config_fd, int64_t config_offset, int64_t config_size,
                                    int safetensors_fd, int64_t safetensors_offset, int64_t safetensors_size, diffvk_model** out) {
+  return diffvk_model_load_fd_with_options(c, config_fd, config_offset, config_size, safetensors_fd, safetensors_offset,
+                                           safetensors_size, nullptr, out);
+}
+diffvk_status diffvk_model_load_fd_with_options(diffvk_context* c, int config_fd, int64_t config_offset, int64_t config_size,
+                                                int safetensors_fd, int64_t safetensors_offset, int64_t safetensors_size,
+                                                const diffvk_model_options* opts, diffvk_model** out) {
   return guarded(__func__, [&] {
+    const diffvk::LoadOptions lo = load_options(opts, out);
     if (config_size < -1) fail(DIFFVK_INVALID_ARGUMENT, "config_size " + std::to_string(config_size) + " (-1 = to the end)");
     if (safetensors_size < -1)
       fail(DIFFVK_INVALID_ARGUMENT, "safetensors_size " + std::to_string(safetensors_size) + " (-1 = to the end)");
     load_model(c, out, [&](diffvk::Context& ctx) {
-      return diffvk::Model::load_fd(ctx, {config_fd, config_offset, config_size}, {safetensors_fd, safetensors_offset, safetensors_size});
+      return diffvk::Model::load_fd(ctx, {config_fd, config_offset, config_size}, {safetensors_fd, safetensors_offset, safetensors_size},
+                                    lo);
     });
   });
 }

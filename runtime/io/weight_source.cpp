@@ -2,7 +2,9 @@
 #include "io/weight_source.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "io/half.hpp"
 
@@ -36,14 +38,23 @@ WeightSource& WeightSource::add(const SafetensorsFile& f, const TensorInfo& t) {
 }
 
 WeightSource& WeightSource::add(const GgufFile& f, const GgufTensorInfo& t) {
-  if (t.type != GgmlType::f32 && t.type != GgmlType::f16 && t.type != GgmlType::bf16)
-    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' must be F32, F16 or BF16, not " +
+  const QuantType q = t.type == GgmlType::q8_0 ? QuantType::q8_0 : t.type == GgmlType::q4_0 ? QuantType::q4_0 : QuantType::f16;
+  if (q == QuantType::f16 && t.type != GgmlType::f32 && t.type != GgmlType::f16 && t.type != GgmlType::bf16)
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' must be F32, F16, BF16, Q8_0 or Q4_0, not " +
                                           ggml_type_name(t.type));
+  if (!spans.empty() && q != stored)
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' is " + ggml_type_name(t.type) + " but the other " +
+                                          "parts of " + name + " are " + quant_type_name(stored) + " (one type per fused weight)");
   const uint64_t trows = t.n_dims == 1 ? t.dims[0] : t.numel / t.dims[0];
   const uint64_t tcols = t.numel / trows;
   if (tcols != cols)
     throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' has rows of " + std::to_string(tcols) +
                                           " elements, " + name + " needs " + std::to_string(cols));
+  // The reader checked that nbytes (whole blocks along dim 0) lies in the data section; the rows must fill it exactly.
+  if (q != QuantType::f16 && (tcols % kQuantBlockWeights != 0 || t.nbytes != trows * quant_row_bytes(q, tcols)))
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "': " + std::to_string(t.nbytes) +
+                                          " bytes are not " + std::to_string(trows) + " rows of " + quant_type_name(q) + " blocks");
+  stored = q;
   RowSpan s;
   s.rows = trows;
   s.gguf = &f;
@@ -98,7 +109,16 @@ void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16
     const uint64_t end = at + s.rows;
     if (row0 < end) {
       const uint64_t r = row0 - at, n = std::min(rows, s.rows - r), count = n * w.cols;
-      if (s.gguf) {
+      if (s.gguf && w.stored != QuantType::f16) {
+        const uint64_t rb = quant_row_bytes(w.stored, w.cols);
+        std::vector<float> f(size_t(w.cols));
+        for (uint64_t k = 0; k < n; ++k) {
+          dequantize_row(w.stored, s.gguf->data(*s.gtensor) + (s.row + r + k) * rb, size_t(w.cols), f.data());
+          convert(reinterpret_cast<const uint8_t*>(f.data()), DType::F32, w.cols, fp16, out + k * w.cols * es);
+        }
+        if (w.check_finite && !all_finite(out, count, fp16))
+          throw Error(Status::format_error, s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
+      } else if (s.gguf) {
         const DType dt = s.gtensor->type == GgmlType::f32 ? DType::F32 : s.gtensor->type == GgmlType::f16 ? DType::F16 : DType::BF16;
         convert(s.gguf->data(*s.gtensor) + (s.row + r) * w.cols * dtype_size(dt), dt, count, fp16, out);
         if (w.check_finite && !all_finite(out, count, fp16))
@@ -114,6 +134,26 @@ void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16
           throw Error(Status::format_error, s.file->name() + ": non-finite value in '" + s.tensor->name + "'");
       }
       out += count * es;
+      row0 += n;
+      rows -= n;
+    }
+    at = end;
+  }
+  if (rows) throw Error(Status::internal, w.name + ": rows past the end of the weight");
+}
+
+void copy_block_rows(const WeightSource& w, uint64_t row0, uint64_t rows, uint8_t* out) {
+  if (w.stored == QuantType::f16) throw Error(Status::internal, w.name + ": copy_block_rows on float rows");
+  const uint64_t rb = quant_row_bytes(w.stored, w.cols);
+  uint64_t at = 0;
+  for (const auto& s : w.spans) {
+    if (!rows) break;
+    const uint64_t end = at + s.rows;
+    if (row0 < end) {
+      const uint64_t r = row0 - at, n = std::min(rows, s.rows - r);
+      if (!s.gguf || (s.row + r + n) * rb > s.gtensor->nbytes) throw Error(Status::internal, w.name + ": block rows outside the tensor");
+      std::memcpy(out, s.gguf->data(*s.gtensor) + (s.row + r) * rb, n * rb);
+      out += n * rb;
       row0 += n;
       rows -= n;
     }

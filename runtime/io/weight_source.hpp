@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/gguf.hpp"
+#include "io/quant.hpp"
 #include "io/safetensors.hpp"
 
 namespace diffvk {
@@ -35,13 +36,20 @@ struct WeightSource {
   WeightSource& add(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint64_t rows);
   WeightSource& add(const SafetensorsFile& f, const TensorInfo& t);  // every row
   WeightSource& add_ones(uint64_t rows);
-  // Every row of an F32, F16 or BF16 GGUF tensor (rows = the outermost dim; a 1-D tensor is rows of 1).
+  // Every row of an F32, F16, BF16, Q8_0 or Q4_0 GGUF tensor (rows = the outermost dim; a 1-D tensor is rows
+  // of 1). A weight's spans are all float or all of one quantized type (format_error naming the tensor).
   WeightSource& add(const GgufFile& f, const GgufTensorInfo& t);
+  // QuantType::f16 when the rows are floats (any float type), else the GGUF block type of every span.
+  QuantType stored = QuantType::f16;
 };
 
 // Converts rows [row0, row0 + rows) of `w` into `out` (rows·cols elements of fp16 bits when fp16,
 // else fp32), exactly (F16 -> fp16, F32/BF16 -> fp32) or rounded to nearest even (F32/BF16 -> fp16).
+// Q8_0/Q4_0 rows (a quantized GGUF's embedding table) are dequantized (io/quant.hpp) and then stored the same way.
 void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16, void* out);
+// Copies the GGUF blocks of rows [row0, row0 + rows) of a quantized `w` (w.stored, quant_row_bytes each)
+// to `out` unchanged: a quantized GGUF's linear weights go to the device without a float round trip.
+void copy_block_rows(const WeightSource& w, uint64_t row0, uint64_t rows, uint8_t* out);
 
 // Tells the OS that the source pages of `w` are no longer needed (mapped files only; a no-op for
 // files read into memory): streaming a large checkpoint then does not keep it resident.

@@ -1,5 +1,6 @@
 // A diffllama GGUF file (docs/gguf.md, written by diffvk quantize) as row sources of the runtime's weights.
-// F32/F16/BF16 tensors only: Q8_0/Q4_0 files are refused until the quantized kernels exist (issue 19 item 4).
+// F32/F16/BF16 tensors, and Q8_0/Q4_0 ones whose blocks go to the device unchanged (WeightSource::stored,
+// WeightStore); a quantized embedding table is dequantized into the storage type.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,11 +18,6 @@ Checkpoint open_gguf_checkpoint(const std::string& path) {
   auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
   const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
   if (arch != "diffllama") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama'");
-  for (const GgufTensorInfo& t : f.tensors())
-    if (t.type == GgmlType::q8_0 || t.type == GgmlType::q4_0)
-      throw Error(Status::invalid_argument, path + ": tensor '" + std::string(t.name) + "' is " + ggml_type_name(t.type) +
-                                                ": quantized GGUF weights cannot be loaded yet (the Q8_0/Q4_0 kernels do not "
-                                                "exist; issue 19 item 4). Write the file with diffvk quantize --type f16.");
   auto u = [&](const std::string& k) { return f.require_value("diffllama." + k).as_u64(path + ": diffllama." + k); };
   auto r = [&](const std::string& k) { return f.require_value("diffllama." + k).as_f64(path + ": diffllama." + k); };
   const uint64_t heads = u("attention.head_count"), kv_heads = u("attention.head_count_kv");

@@ -65,6 +65,11 @@ ModelConfig parse_native_config_bytes(const void* data, size_t size, const std::
 
 std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
                                           size_t safetensors_size, const std::string& name) {
+  return load_memory(ctx, config_json, config_size, safetensors, safetensors_size, name, LoadOptions{});
+}
+
+std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
+                                          size_t safetensors_size, const std::string& name, const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!config_json || !safetensors) throw Error(Status::invalid_argument, name + ": config or safetensors buffer is NULL");
   if (config_size > kMaxConfigBytes)
@@ -75,10 +80,14 @@ std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json,
   Checkpoint ck = open_native_checkpoint(
       std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors")),
       std::move(cfg));
-  return load_checkpoint(ctx, ck, LoadOptions{}, name, t0);
+  return load_checkpoint(ctx, ck, options, name, t0);
 }
 
 std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors) {
+  return load_fd(ctx, config_json, safetensors, LoadOptions{});
+}
+
+std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors, const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.device().check_not_lost();
   const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
@@ -88,7 +97,7 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   auto st = std::make_unique<SafetensorsFile>(
       SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
-  return load_checkpoint(ctx, ck, LoadOptions{}, "fd " + std::to_string(safetensors.fd), t0);
+  return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
 }
 
 namespace {
@@ -102,6 +111,14 @@ class WeightFormats {
     q_ = static_cast<QuantType>(k);
   }
   QuantType linear(const WeightSource& w, QuantType want) {
+    if (w.stored != QuantType::f16) {  // a quantized GGUF: its blocks as they are (f16 = the file's formats)
+      if (q_ != QuantType::f16 && want != w.stored)
+        throw Error(Status::invalid_argument, dir_ + ": " + w.name + " is " + quant_type_name(w.stored) + " in the file but weights " +
+                                                  quant_type_name(q_) + " needs it " + quant_type_name(want) +
+                                                  ": load the file with the default weights (f16: the file's own formats) or "
+                                                  "the kind it was written with (diffvk quantize --type)");
+      want = w.stored;
+    }
     if (want == QuantType::f16) return want;
     if (w.cols % kQuantBlockWeights != 0) {
       platform::log(platform::LogLevel::warn, dir_ + ": " + w.name + " stays " + storage_ + ": its input width " + std::to_string(w.cols) +
@@ -120,8 +137,18 @@ class WeightFormats {
                                                   " (the embed kernel reads storage-type rows): lm_head is not quantized");
     return embed;
   }
+  // The embedding table is read in the storage type: a quantized GGUF's is dequantized (logged).
+  void embed(const WeightSource& w) const {
+    if (w.stored != QuantType::f16)
+      platform::log(platform::LogLevel::info, dir_ + ": " + w.name + " is " + quant_type_name(w.stored) + " in the file: dequantized to " +
+                                                  storage_ + " (the embed kernel reads storage-type rows)");
+  }
   const std::vector<QuantType>& used() const { return used_; }
-  std::string describe() const { return q_ == QuantType::f16 ? "" : std::string(", linear weights ") + quant_type_name(q_); }
+  std::string describe() const {
+    std::string s;
+    for (QuantType t : used_) s += std::string(s.empty() ? ", linear weights " : "/") + quant_type_name(t);
+    return s;
+  }
 
  private:
   std::string dir_, storage_;
@@ -143,6 +170,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);
   WeightStore& ws = *m->weights;
   WeightFormats wf(options.weights, m->fp16, dir);
+  wf.embed(ck.embed);
   m->embed = ws.add(std::move(ck.embed));
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     CheckpointLayer& S = ck.layers[l];

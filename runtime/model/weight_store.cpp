@@ -18,6 +18,11 @@ WeightStore::WeightStore(Device& dev, bool fp16, uint64_t max_binding) : dev_(de
 
 size_t WeightStore::add(WeightSource source, QuantType format) {
   if (format != QuantType::f16) quant_layout(format, source.rows(), source.cols);  // throws naming the width
+  // Blocks go to the device as they are (a quantized GGUF), or are dequantized into the storage type (its
+  // embedding); never requantized into another block type.
+  if (source.stored != QuantType::f16 && format != QuantType::f16 && format != source.stored)
+    throw Error(Status::invalid_argument, "tensor '" + source.name + "' is stored as " + quant_type_name(source.stored) +
+                                              " and cannot be requantized to " + quant_type_name(format));
   sources_.push_back(std::move(source));
   formats_.push_back(format);
   return sources_.size() - 1;
@@ -119,18 +124,23 @@ void WeightStore::upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& bu
     }
     return;
   }
-  // Quantized: float32 rows -> GGUF blocks (io/quant.hpp) -> the part's scale and quant arrays. The host
-  // holds one slice of float32 rows plus its blocks, never the tensor.
+  // Quantized: float32 rows -> GGUF blocks (io/quant.hpp), or the file's own blocks (a quantized GGUF), ->
+  // the part's scale and quant arrays. The host holds one slice of rows plus its blocks, never the tensor.
   const QuantLayout l = quant_layout(q, rows, w.cols);
   const uint64_t nb = w.cols / kQuantBlockWeights, blk = quant_row_bytes(q, w.cols), qrb = l.quant_row_bytes();
-  const uint64_t chunk = std::max<uint64_t>(1, staging_bytes / (w.cols * 4));
+  const bool blocks_in = w.stored == q;
+  const uint64_t chunk = std::max<uint64_t>(1, staging_bytes / (blocks_in ? blk : w.cols * 4));
   for (uint64_t r = 0; r < rows; r += chunk) {
-    const uint64_t n = std::min(chunk, rows - r), fbytes = n * w.cols * 4, bbytes = n * blk;
+    const uint64_t n = std::min(chunk, rows - r), fbytes = blocks_in ? 0 : n * w.cols * 4, bbytes = n * blk;
     if (slice.size() < fbytes + 2 * bbytes) slice.resize(fbytes + 2 * bbytes);
     float* f = reinterpret_cast<float*>(slice.data());
     uint8_t* blocks = slice.data() + fbytes;
-    convert_rows(w, row0 + r, n, false, f);
-    for (uint64_t k = 0; k < n; ++k) quantize_row(q, f + k * w.cols, w.cols, blocks + k * blk);
+    if (blocks_in) {
+      copy_block_rows(w, row0 + r, n, blocks);
+    } else {
+      convert_rows(w, row0 + r, n, false, f);
+      for (uint64_t k = 0; k < n; ++k) quantize_row(q, f + k * w.cols, w.cols, blocks + k * blk);
+    }
     const uint64_t s_off = offset + r * nb * 2, q_off = offset + l.quant_offset() + r * qrb;
     if (direct) {
       uint8_t* m = static_cast<uint8_t*>(buf.mapped());
@@ -143,6 +153,17 @@ void WeightStore::upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& bu
     buf.upload(q_off, scales + n * nb * 2, n * qrb);
     st.staging_peak_bytes = std::max(st.staging_peak_bytes, slice.size() + n * qrb);
   }
+}
+
+std::vector<uint8_t> WeightStore::download(size_t i) const {
+  std::vector<uint8_t> out;
+  for (const WeightPart& p : parts_.at(i)) {
+    const uint64_t bytes = part_bytes(i, p.rows), at = out.size();
+    out.resize(at + bytes);
+    for (const Buffer& b : buffers_)
+      if (b.handle() == p.range.buffer) b.download(p.range.offset, out.data() + at, bytes);
+  }
+  return out;
 }
 
 BufferRange WeightStore::range(size_t i) const {

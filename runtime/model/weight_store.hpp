@@ -44,6 +44,8 @@ class WeightStore {
   BufferRange range(size_t i) const;
   const std::vector<WeightPart>& parts(size_t i) const { return parts_.at(i); }
   uint64_t total() const { return total_; }
+  // The device bytes of tensor i as uploaded (its parts in order): tests compare two loads' weights.
+  std::vector<uint8_t> download(size_t i) const;
 
  private:
   std::vector<uint64_t> part_rows(size_t i) const;

@@ -1,5 +1,5 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd> <model dir> */
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources> <model dir> */
 #include <diffvk/diffvk.h>
 
 #include <fcntl.h>
@@ -325,10 +325,143 @@ static int test_load_fd(const char* dir, const char* scratch) {
   return 0;
 }
 
+/* ---- the weight format (issue 19): diffvk_model_options.weights ----------------------------------- */
+/* Logits after prefilling the first n bytes of a sentence (caller frees). */
+static float* text_logits(diffvk_model* model, size_t n) {
+  static const char kText[] = "Debian is a free operating system";
+  int32_t t[sizeof kText];
+  size_t i;
+  diffvk_session* s = NULL;
+  uint32_t vocab = 0;
+  float* lg;
+  for (i = 0; i < n; ++i) t[i] = (unsigned char)kText[i];
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  lg = (float*)malloc(sizeof(float) * vocab);
+  EXPECT(diffvk_session_create(model, 0, 0, &s) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, t, n, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  return lg;
+}
+static uint32_t argmax(const float* x, uint32_t n) {
+  uint32_t i, b = 0;
+  for (i = 1; i < n; ++i)
+    if (x[i] > x[b]) b = i;
+  return b;
+}
+static diffvk_model* load_weights(diffvk_context* ctx, const char* dir, uint32_t weights) {
+  diffvk_model_options mo;
+  diffvk_model* m = NULL;
+  diffvk_model_default_options(&mo);
+  mo.weights = weights;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &m) == DIFFVK_OK);
+  return m;
+}
+
+/* dir: the bundled trained model (examples/models/tiny-diff), so that the top-1 token means something. */
+static int test_weights(const char* dir) {
+  static const size_t kLens[4] = {4, 9, 17, 33};
+  /* Max |logit - f16 logit| allowed: the tiny-diff logits span about +-15; Q8_0 rounds each weight to
+   * 1/254 of its block's max (measured worst case 0.025 on lavapipe), Q4_0 to 1/16 (measured 0.45 through
+   * 4 layers); the bounds (10x and 4.5x) leave room for another GPU's summation order and stay far below
+   * what a wrong scale, a swapped nibble or unquantized rows read as blocks give (logits off by whole units). */
+  static const float kBound[3] = {0.0f, 0.25f, 2.0f};
+  diffvk_context* ctx = make_context();
+  diffvk_model_options mo;
+  diffvk_model *f16 = NULL, *m = NULL, *bad = NULL;
+  uint32_t vocab = 0, w, i, k;
+  if (!ctx) return 1;
+  diffvk_model_default_options(&mo);
+  EXPECT(mo.struct_size == sizeof mo && mo.weights == DIFFVK_WEIGHTS_F16);
+  EXPECT(diffvk_model_load_with_options(ctx, dir, NULL, &f16) == DIFFVK_OK); /* NULL = defaults */
+  if (!f16) return 1;
+  EXPECT(diffvk_model_vocab_size(f16, &vocab) == DIFFVK_OK);
+  /* an unknown format is refused and named */
+  mo.weights = 3;
+  bad = (diffvk_model*)&mo;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "weights value 3") != NULL);
+  mo.weights = 0xffffffffu;
+  EXPECT(diffvk_model_load_memory_with_options(ctx, "{}", 2, "", 1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "4294967295") != NULL);
+  EXPECT(diffvk_model_load_fd_with_options(ctx, -1, 0, -1, -1, 0, -1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  /* an older struct without the field: the default (f16), bit for bit */
+  mo.weights = DIFFVK_WEIGHTS_Q4_0;
+  mo.struct_size = offsetof(diffvk_model_options, weights);
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &m) == DIFFVK_OK);
+  if (m) {
+    EXPECT(same_logits(f16, m));
+    EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+  }
+  for (w = DIFFVK_WEIGHTS_Q8_0; w <= DIFFVK_WEIGHTS_Q4_0; ++w) {
+    float worst = 0;
+    int differs = 0;
+    m = load_weights(ctx, dir, w);
+    if (!m) return 1;
+    for (k = 0; k < 4; ++k) {
+      float* ref = text_logits(f16, kLens[k]);
+      float* q = text_logits(m, kLens[k]);
+      for (i = 0; i < vocab; ++i) {
+        float d = q[i] - ref[i];
+        if (d < 0) d = -d;
+        EXPECT(q[i] == q[i] && d < 1e30f); /* finite */
+        if (d > worst) worst = d;
+        if (q[i] != ref[i]) differs = 1;
+      }
+      EXPECT(argmax(q, vocab) == argmax(ref, vocab)); /* the same next token */
+      free(ref);
+      free(q);
+    }
+    printf("c_api_v1 weights: %s: max |logit - f16| = %.4f (bound %.2f)\n", w == DIFFVK_WEIGHTS_Q8_0 ? "q8_0" : "q4_0",
+           (double)worst, (double)kBound[w]);
+    EXPECT(differs);            /* the option reached the loader: the weights really are quantized */
+    EXPECT(worst < kBound[w]);
+    EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+  }
+  EXPECT(diffvk_model_destroy(f16) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+/* The memory and descriptor loaders honour the option too: bit-identical to the directory load. */
+static int test_weights_sources(const char* dir) {
+  char path[4096];
+  size_t cs = 0, ws = 0;
+  char *cfg, *w;
+  int cfd, wfd;
+  diffvk_context* ctx = make_context();
+  diffvk_model_options mo;
+  diffvk_model *from_dir, *from_mem = NULL, *from_fd = NULL;
+  if (!ctx) return 1;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  cfg = read_whole(path, &cs);
+  cfd = open(path, O_RDONLY);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  w = read_whole(path, &ws);
+  wfd = open(path, O_RDONLY);
+  if (!cfg || !w || cfd < 0 || wfd < 0) return 1;
+  diffvk_model_default_options(&mo);
+  mo.weights = DIFFVK_WEIGHTS_Q8_0;
+  from_dir = load_weights(ctx, dir, DIFFVK_WEIGHTS_Q8_0);
+  EXPECT(diffvk_model_load_memory_with_options(ctx, cfg, cs, w, ws, &mo, &from_mem) == DIFFVK_OK);
+  EXPECT(diffvk_model_load_fd_with_options(ctx, cfd, 0, -1, wfd, 0, -1, &mo, &from_fd) == DIFFVK_OK);
+  if (!from_dir || !from_mem || !from_fd) return 1;
+  EXPECT(same_logits(from_dir, from_mem));
+  EXPECT(same_logits(from_dir, from_fd));
+  close(cfd);
+  close(wfd);
+  free(cfg);
+  free(w);
+  EXPECT(diffvk_model_destroy(from_fd) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(from_mem) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(from_dir) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
-    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd> <model dir> [scratch file]\n", argv[0]);
+    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd|weights|weights_sources> <model dir> [scratch file]\n", argv[0]);
     return 2;
   }
   if (!strcmp(argv[1], "version")) rc = test_version();
@@ -337,6 +470,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "log")) rc = test_log(argv[2]);
   else if (!strcmp(argv[1], "load_memory")) rc = test_load_memory(argv[2]);
   else if (!strcmp(argv[1], "load_fd") && argc > 3) rc = test_load_fd(argv[2], argv[3]);
+  else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
+  else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {
     printf("c_api_v1 %s: all checks passed\n", argv[1]);

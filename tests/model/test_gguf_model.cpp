@@ -1,6 +1,7 @@
 // diffvk — Model::load of a .gguf written by diffvk quantize (runtime/model/checkpoint_gguf.cpp): an F16 file gives
 // the logits of the checkpoint it came from (bit for bit on fp16 storage, where both hold the same fp16 weights);
-// Q8_0/Q4_0 files are refused with a clear error until the quantized kernels exist.
+// a Q8_0/Q4_0 file puts its blocks on the device unchanged: byte for byte the weights of the same checkpoint
+// quantized at load (LoadOptions::weights), its embedding dequantized exactly, and a mismatched kind refused.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,10 +17,15 @@
 #include "diffvk/gguf.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
+#include "io/gguf.hpp"
+#include "io/half.hpp"
+#include "io/quant.hpp"
+#include "model/model_impl.hpp"
+#include "model/weight_store.hpp"
 
 using namespace diffvk;
 
-TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpoint and q8_0 or q4_0 files are refused") {
+TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpoint") {
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
   const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_model_" + std::to_string(::getpid()))).string();
   auto ctx = test::make_context();
@@ -44,16 +51,99 @@ TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpo
   }
   std::remove((base + "-f16.gguf").c_str());
 
-  for (QuantKind k : {QuantKind::q8_0, QuantKind::q4_0}) {
-    const std::string p = base + "-" + quant_kind_name(k) + ".gguf";
-    quantize_model(dir, p, k);
-    try {
-      (void)Model::load(*ctx, p);
-      FAIL("a quantized GGUF loaded");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::invalid_argument);
-      CHECK(std::string(e.what()).find("quantized GGUF weights cannot be loaded yet") != std::string::npos);
+}
+
+namespace {
+std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens) {
+  auto s = Session::create(m, SessionOptions{32, 8});
+  return s->prefill(tokens, true);
+}
+}  // namespace
+
+TEST_CASE("model: q8_0 and q4_0 GGUF files load their blocks unchanged (the weights of quantize-at-load)") {
+  const std::string data = std::string(DIFFVK_TEST_DATA_DIR);
+  const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_q_" + std::to_string(::getpid()))).string();
+  auto ctx = test::make_context();
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  const std::vector<int32_t> tokens = {2, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100};
+  // model_tiny: an untied lm_head (output.weight); tiny-diff (bundled, trained): the head tied to token_embd.
+  for (const std::string dir : {data + "/model_tiny", data + "/../../examples/models/tiny-diff"}) {
+    for (QuantKind k : {QuantKind::q8_0, QuantKind::q4_0}) {
+      CAPTURE(dir);
+      const std::string kind = quant_kind_name(k);
+      CAPTURE(kind);
+      const QuantType q = static_cast<QuantType>(k);
+      const std::string p = base + "-" + quant_kind_name(k) + ".gguf";
+      quantize_model(dir, p, k);
+      LoadOptions lo;
+      lo.weights = k;
+      auto g = Model::load(*ctx, p);          // default weights: the file's formats
+      auto gk = Model::load(*ctx, p, lo);     // the kind it was written with: the same
+      auto ref = Model::load(*ctx, dir, lo);  // the safetensors checkpoint quantized at load
+      CHECK(g->load_stats().format == "gguf");
+      const Model::Impl &G = g->impl(), &R = ref->impl();
+      // Every linear weight: the same format and the same device bytes (the file's blocks, split_quant_rows).
+      REQUIRE(G.layers.size() == R.layers.size());
+      for (size_t l = 0; l < G.layers.size(); ++l) {
+        const auto& a = G.layers[l];
+        const auto& b = R.layers[l];
+        for (auto [x, y] : {std::pair{a.wqkv, b.wqkv}, {a.wo, b.wo}, {a.wgu, b.wgu}, {a.wdown, b.wdown}}) {
+          CHECK(G.weights->format(x) == q);
+          CHECK(G.weights->format(x) == R.weights->format(y));
+          CHECK(G.weights->download(x) == R.weights->download(y));
+        }
+      }
+      if (!G.cfg.tie_word_embeddings) {
+        CHECK(G.weights->format(G.lm_head) == (k == QuantKind::q4_0 ? QuantType::q8_0 : q));
+        CHECK(G.weights->download(G.lm_head) == R.weights->download(R.lm_head));
+      }
+      // The embedding (quantized in the file) is dequantized into the storage type exactly: ggml's
+      // dequantize_row, then the storage type's rounding.
+      {
+        const GgufFile f = GgufFile::open(p);
+        const GgufTensorInfo* t = f.find_tensor("token_embd.weight");
+        REQUIRE(t);
+        REQUIRE(t->type != GgmlType::f16);
+        const QuantType et = t->type == GgmlType::q8_0 ? QuantType::q8_0 : QuantType::q4_0;
+        const uint64_t E = G.cfg.hidden_size, V = G.cfg.vocab_size, rb = quant_row_bytes(et, E);
+        std::vector<uint8_t> want(V * E * (fp16 ? 2 : 4));
+        std::vector<float> row(E);
+        for (uint64_t r = 0; r < V; ++r) {
+          dequantize_row(et, f.data(*t) + r * rb, E, row.data());
+          for (uint64_t c = 0; c < E; ++c) {
+            if (fp16) {
+              const uint16_t h = float_to_half(row[c]);
+              std::memcpy(want.data() + (r * E + c) * 2, &h, 2);
+            } else {
+              std::memcpy(want.data() + (r * E + c) * 4, &row[c], 4);
+            }
+          }
+        }
+        CHECK(G.weights->download(G.embed) == want);
+      }
+      // Logits: the two GGUF loads agree bit for bit; against quantize-at-load only the embedding differs
+      // (its quantization noise), so they are finite and close.
+      const std::vector<float> a = logits_of(*g, tokens), b = logits_of(*gk, tokens), c = logits_of(*ref, tokens);
+      CHECK(a == b);
+      double amax = 0, diff = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(std::isfinite(a[i]));
+        amax = std::max(amax, double(std::fabs(c[i])));
+        diff = std::max(diff, double(std::fabs(a[i] - c[i])));
+      }
+      MESSAGE("max |gguf - quantize-at-load| = " << diff << " of " << amax);
+      CHECK(diff <= (k == QuantKind::q8_0 ? 0.05 : 0.5) * (1 + amax));
+      // Another quantized kind than the file's is refused, naming the tensor and both kinds.
+      LoadOptions other;
+      other.weights = k == QuantKind::q8_0 ? QuantKind::q4_0 : QuantKind::q8_0;
+      try {
+        (void)Model::load(*ctx, p, other);
+        FAIL("a mismatched weights kind loaded");
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::invalid_argument);
+        CHECK(std::string(e.what()).find("in the file but weights") != std::string::npos);
+      }
+      std::remove(p.c_str());
     }
-    std::remove(p.c_str());
   }
 }

@@ -115,6 +115,14 @@ JNIEXPORT jstring JNICALL Java_diffvk_DiffvkException_nativeStatusString(JNIEnv*
 
 /* ---- diffvk.Model: context + model ------------------------------------------------------------------ */
 
+/* Model.Options.weights -> diffvk_model_options (the C ABI checks the value). */
+static diffvk_model_options djni_model_options(jint weights) {
+  diffvk_model_options o;
+  diffvk_model_default_options(&o);
+  o.weights = (uint32_t)weights;
+  return o;
+}
+
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclass cls, jstring device, jint precision,
                                                               jint validation, jstring pipeline_cache_path) {
   diffvk_context_options o;
@@ -162,7 +170,8 @@ JNIEXPORT jint JNICALL Java_diffvk_Model_nativePrecision(JNIEnv* env, jclass cls
   return (jint)p;
 }
 
-JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cls, jlong ctx, jstring dir) {
+JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cls, jlong ctx, jstring dir, jint weights) {
+  const diffvk_model_options mo = djni_model_options(weights);
   diffvk_model* model = NULL;
   diffvk_status st;
   int failed = 0;
@@ -174,7 +183,7 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cl
   }
   path = djni_dup_string(env, dir, &failed);
   if (failed) return 0;
-  st = diffvk_model_load((diffvk_context*)(intptr_t)ctx, path, &model);
+  st = diffvk_model_load_with_options((diffvk_context*)(intptr_t)ctx, path, &mo, &model);
   free(path);
   if (!djni_ok(env, st)) return 0;
   return (jlong)(intptr_t)model;
@@ -182,7 +191,8 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cl
 
 /* Model.loadFromMemory: direct ByteBuffers, read during the call only. */
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jclass cls, jlong ctx, jobject config,
-                                                                jobject weights) {
+                                                                jobject weights, jint weight_format) {
+  const diffvk_model_options mo = djni_model_options(weight_format);
   diffvk_model* model = NULL;
   void *c, *w;
   jlong cn, wn;
@@ -199,7 +209,8 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jcl
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.loadFromMemory: the buffers must be direct ByteBuffers");
     return 0;
   }
-  if (!djni_ok(env, diffvk_model_load_memory((diffvk_context*)(intptr_t)ctx, (const char*)c, (size_t)cn, w, (size_t)wn, &model)))
+  if (!djni_ok(env, diffvk_model_load_memory_with_options((diffvk_context*)(intptr_t)ctx, (const char*)c, (size_t)cn, w,
+                                                         (size_t)wn, &mo, &model)))
     return 0;
   return (jlong)(intptr_t)model;
 }
@@ -207,11 +218,12 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jcl
 /* Model.loadFromFds: byte ranges of descriptors (Android: AssetFileDescriptor of uncompressed assets). */
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadFd(JNIEnv* env, jclass cls, jlong ctx, jint config_fd,
                                                             jlong config_offset, jlong config_size, jint weights_fd,
-                                                            jlong weights_offset, jlong weights_size) {
+                                                            jlong weights_offset, jlong weights_size, jint weight_format) {
+  const diffvk_model_options mo = djni_model_options(weight_format);
   diffvk_model* model = NULL;
   (void)cls;
-  if (!djni_ok(env, diffvk_model_load_fd((diffvk_context*)(intptr_t)ctx, config_fd, config_offset, config_size, weights_fd,
-                                         weights_offset, weights_size, &model)))
+  if (!djni_ok(env, diffvk_model_load_fd_with_options((diffvk_context*)(intptr_t)ctx, config_fd, config_offset, config_size,
+                                                      weights_fd, weights_offset, weights_size, &mo, &model)))
     return 0;
   return (jlong)(intptr_t)model;
 }

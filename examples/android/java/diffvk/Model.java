@@ -23,8 +23,14 @@ public final class Model implements AutoCloseable {
   public static final int PRECISION_AUTO = 0;
   public static final int PRECISION_FP16 = 1;
   public static final int PRECISION_FP32 = 2;
+  /** Linear weights in the storage type (fp16, or fp32 on the fp32 fallback): DIFFVK_WEIGHTS_F16. */
+  public static final int WEIGHTS_F16 = 0;
+  /** Linear weights quantized to GGUF Q8_0 blocks while they load (DIFFVK_WEIGHTS_Q8_0). */
+  public static final int WEIGHTS_Q8_0 = 1;
+  /** Linear weights quantized to GGUF Q4_0 blocks (lm_head Q8_0) while they load (DIFFVK_WEIGHTS_Q4_0). */
+  public static final int WEIGHTS_Q4_0 = 2;
 
-  /** Context options (diffvk_context_options). */
+  /** Context and model options (diffvk_context_options, diffvk_model_options). */
   public static final class Options {
     /** null/"" = the best device; else an index ("1") or a case-insensitive name substring ("adreno"). */
     public String device;
@@ -34,6 +40,12 @@ public final class Model implements AutoCloseable {
     public int validation = -1;
     /** null = none; else a file for the driver's pipeline cache (Android: getCacheDir() + "/diffvk.pcache"). */
     public String pipelineCachePath;
+    /**
+     * WEIGHTS_F16, WEIGHTS_Q8_0 or WEIGHTS_Q4_0: the format of the linear weights (q/k/v/o, gate/up/down,
+     * lm_head) on the device; the embedding, norms and a lm_head tied to the embedding stay in the storage
+     * type. Another value: DiffvkException(INVALID_ARGUMENT) from the load.
+     */
+    public int weights = WEIGHTS_F16;
   }
 
   private long context;
@@ -52,7 +64,7 @@ public final class Model implements AutoCloseable {
   }
 
   public static Model load(String dir, Options options) {
-    return load(options, ctx -> nativeModelLoad(ctx, dir));
+    return load(options, (ctx, w) -> nativeModelLoad(ctx, dir, w));
   }
 
   /**
@@ -60,7 +72,7 @@ public final class Model implements AutoCloseable {
    * (whole capacity), read during the call only.
    */
   public static Model loadFromMemory(java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors, Options options) {
-    return load(options, ctx -> nativeModelLoadMemory(ctx, configJson, safetensors));
+    return load(options, (ctx, w) -> nativeModelLoadMemory(ctx, configJson, safetensors, w));
   }
 
   /**
@@ -71,12 +83,12 @@ public final class Model implements AutoCloseable {
    */
   public static Model loadFromFds(int configFd, long configOffset, long configLength, int weightsFd, long weightsOffset,
                                   long weightsLength, Options options) {
-    return load(options, ctx -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset,
-                                                  weightsLength));
+    return load(options, (ctx, w) -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset,
+                                                       weightsLength, w));
   }
 
   private interface Loader {
-    long load(long context);
+    long load(long context, int weights);
   }
 
   private static Model load(Options options, Loader loader) {
@@ -85,7 +97,7 @@ public final class Model implements AutoCloseable {
     long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath);
     long m;
     try {
-      m = loader.load(ctx);
+      m = loader.load(ctx, options.weights);
     } catch (RuntimeException e) {
       nativeContextDestroy(ctx);
       throw e;
@@ -166,10 +178,11 @@ public final class Model implements AutoCloseable {
   static native void nativeContextDestroy(long context);
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);
-  static native long nativeModelLoad(long context, String dir);
-  static native long nativeModelLoadMemory(long context, java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors);
+  static native long nativeModelLoad(long context, String dir, int weights);
+  static native long nativeModelLoadMemory(long context, java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors,
+                                           int weights);
   static native long nativeModelLoadFd(long context, int configFd, long configOffset, long configLength, int weightsFd,
-                                       long weightsOffset, long weightsLength);
+                                       long weightsOffset, long weightsLength, int weights);
   static native void nativeModelDestroy(long model);
   static native int nativeVocabSize(long model);
   static native int nativeEosToken(long model);

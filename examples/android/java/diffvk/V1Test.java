@@ -14,7 +14,7 @@ import static diffvk.Checks.check;
 
 /**
  * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), the log
- * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses).
+ * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses), Options.weights.
  *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir>
  * (--add-opens: a desktop JVM has no public way to get a descriptor's number; Android has ParcelFileDescriptor.getFd()).
  */
@@ -113,6 +113,41 @@ public final class V1Test {
       }
     } finally {
       Files.deleteIfExists(pack);
+    }
+
+    // Options.weights (diffvk_model_options.weights): Q8_0 / Q4_0 load from every source, give finite logits
+    // near the f16 ones (quantization noise only) and really differ from them; an unknown value is refused.
+    for (int w : new int[] {Model.WEIGHTS_Q8_0, Model.WEIGHTS_Q4_0}) {
+      Model.Options qo = new Model.Options();
+      qo.validation = 1;
+      qo.weights = w;
+      float[] q;
+      try (Model m = Model.load(dir, qo); Session s = m.newSession(0)) {
+        q = s.prefill(prompt);
+      }
+      float worst = 0, span = 0;
+      for (int i = 0; i < q.length; ++i) {
+        check(Float.isFinite(q[i]), "weights " + w + ": finite logits");
+        worst = Math.max(worst, Math.abs(q[i] - want[i]));
+        span = Math.max(span, Math.abs(want[i]));
+      }
+      // Relative to the largest f16 logit. The random test model amplifies Q4_0 noise (measured 0.21 of the span,
+      // Q8_0 0.012); c_api_v1_weights checks the trained model tightly. A broken format is off by the span.
+      float bound = (w == Model.WEIGHTS_Q8_0 ? 0.05f : 0.4f) * span;
+      System.out.println("V1Test: weights " + w + ": max |logit - f16| " + worst + ", bound " + bound);
+      check(worst > 0 && worst < bound, "weights " + w + ": max |logit - f16| " + worst + ", bound " + bound);
+      try (Model m = Model.loadFromMemory(direct(cfg), direct(st), qo); Session s = m.newSession(0)) {
+        check(Arrays.equals(q, s.prefill(prompt)), "weights " + w + ": loadFromMemory gives the directory's logits");
+      }
+    }
+    Model.Options badWeights = new Model.Options();
+    badWeights.weights = 7;
+    try {
+      Model.load(dir, badWeights).close();
+      check(false, "weights 7 was accepted");
+    } catch (DiffvkException e) {
+      check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("weights value 7"),
+            "weights 7: INVALID_ARGUMENT naming the value (" + e.getMessage() + ")");
     }
     model.close();
 
