@@ -52,6 +52,11 @@ struct DeviceCaps {
   uint32_t subgroup_size = 0;                 // default size
   uint32_t subgroup_min_size = 0, subgroup_max_size = 0;  // VK_EXT_subgroup_size_control (== default when absent)
   bool subgroup_size_control = false;
+  // shaderIntegerDotProduct (Vulkan 1.3 core, else VK_KHR_shader_integer_dot_product), and whether the
+  // driver says it runs 4x8-bit packed signed and mixed-signedness dot products in hardware (issue 19's
+  // int8 decode path: QuantRowKernel picks it only where they are accelerated).
+  bool integer_dot_product = false;
+  bool int8_dot_accelerated = false;
   uint32_t subgroup_stages = 0;      // VkShaderStageFlags
   uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags
   bool subgroup_arithmetic_compute = false;  // arithmetic ops usable in compute shaders

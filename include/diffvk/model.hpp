@@ -58,6 +58,13 @@ struct LoadOptions {
   // input width is not a multiple of 32 stays too (logged); in q4_0 mode lm_head is Q8_0 (as llama.cpp
   // does), and a lm_head tied to the embedding stays in the storage type (logged).
   QuantKind weights = QuantKind::f16;
+  // How decode multiplies Q8_0 / Q4_0 weights (issue 19): automatic = int8 activations (per block of 32,
+  // Q8_0's rule) with 4x8-bit integer dot products where the device accelerates them, else the weights
+  // dequantized in registers (the choice is logged at load); dequant / int8_dot force one (int8_dot needs
+  // the shaderIntegerDotProduct feature: Error(unsupported) otherwise). The int8 path rounds the
+  // activations, so its logits differ from the dequantizing path's by that rounding.
+  enum class QuantDecode { automatic, dequant, int8_dot };
+  QuantDecode quant_decode = QuantDecode::automatic;
 };
 // What loading cost on the host (Model::load_stats).
 struct LoadStats {

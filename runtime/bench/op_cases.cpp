@@ -22,6 +22,7 @@ std::string describe(const OpCase& c) {
   } else if (c.op == "linear_row") {
     s += strf("%u->%u%s", c.in, c.out, pro_name(c.pro));
     if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
+    if (c.int8_dot) s += " int8-dot";
   } else if (c.op == "head_rmsnorm") {
     s += strf("rows=%u heads=%u D=%u", c.rows, c.in, c.out);
   } else if (c.op == "silu_mul") {
@@ -202,12 +203,14 @@ std::vector<OpCase> linear_row_cases(OpMode mode) {
     b.add(row(2048, 11264, rms, kNone, true, false));
     b.add(row(5632, 2048, silu, kInPlace, false, true));
     b.add(row(2048, 32000, rms, kNone, true, true));
-    for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {  // issue 19: the same shapes over quantized weights
-      OpCase a = row(2048, 11264, rms, kNone, true, false), d = row(5632, 2048, silu, kInPlace, false, true);
-      a.weights = d.weights = q;
-      b.add(a);
-      b.add(d);
-    }
+    for (QuantType q : {QuantType::q8_0, QuantType::q4_0})  // issue 19: the same shapes over quantized weights
+      for (bool i8 : {false, true}) {  // dequantizing in registers, then int8 dot products (where the device has them)
+        OpCase a = row(2048, 11264, rms, kNone, true, false), d = row(5632, 2048, silu, kInPlace, false, true);
+        a.weights = d.weights = q;
+        a.int8_dot = d.int8_dot = i8;
+        b.add(a);
+        b.add(d);
+      }
     return b.cases;
   }
   const OpCase shapes[] = {
@@ -244,22 +247,24 @@ std::vector<OpCase> linear_row_cases(OpMode mode) {
       row(96, 21, silu, kNone),       row(160, 13, silu, kInPlace), row(32, 3, silu, kSep),
       row(224, 37, rms, kSep, true, true), row(96, 13, none, kInPlace, false, true), row(160, 11, silu, kInPlace, false, true),
   };
-  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
-    for (bool subgroup : {true, false})
-      for (OpCase s : qshapes) {
-        s.weights = q, s.subgroup = subgroup;
-        b.add(s);
-      }
-    OpCase g = row(96, 77, rms, kSep);
-    g.weights = q, g.wg_limit_x = 3;
-    b.add(g);
-    OpCase m = row(96, 13, rms, kNone);  // x misaligned: the elementwise-load variant (devices with alignment < 16)
-    m.weights = q, m.x_misaligned = true;
-    b.add(m);
-    OpCase l = row(16384, 13, rms, kSep);  // a long reduction
-    l.weights = q;
-    b.add(l);
-  }
+  // Each twice: dequantizing in registers, and the int8 dot-product path (skipped without the feature).
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0})
+    for (bool i8 : {false, true}) {
+      for (bool subgroup : {true, false})
+        for (OpCase s : qshapes) {
+          s.weights = q, s.subgroup = subgroup, s.int8_dot = i8;
+          b.add(s);
+        }
+      OpCase g = row(96, 77, rms, kSep);
+      g.weights = q, g.wg_limit_x = 3, g.int8_dot = i8;
+      b.add(g);
+      OpCase m = row(96, 13, rms, kNone);  // x misaligned: the elementwise-load variant (devices with alignment < 16)
+      m.weights = q, m.x_misaligned = true, m.int8_dot = i8;
+      b.add(m);
+      OpCase l = row(16384, 13, rms, kSep);  // a long reduction
+      l.weights = q, l.int8_dot = i8;
+      b.add(l);
+    }
   // in = 16384: loop iterations per invocation stay within llvmpipe's budget (quirk loop_iteration_limit).
   b.add(row(16384, 24, rms, kSep));
   OpCase l = row(16384, 24, none, kNone);

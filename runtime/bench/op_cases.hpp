@@ -58,6 +58,9 @@ struct OpCase {
   // linear_row: the weight format (issue 19): f16 = the storage type; q8_0 / q4_0 = GGUF blocks in the device
   // layout of ops/linear_quant.hpp (QuantRowKernel), checked against the reference on the dequantized weights.
   QuantType weights = QuantType::f16;
+  // linear_row over q8_0 / q4_0: the int8 dot-product path (QuantRowPath::int8_dot, forced), checked against
+  // the reference on the dequantized weights and the int8-rounded activations; skipped without the feature.
+  bool int8_dot = false;
   // ---- device quirks
   int variant = -1;            // linear: a forced tile candidate (record_variant); -1: the kernel's choice
   bool subgroup = true;        // false: the shared-memory reduction even where subgroup arithmetic exists

@@ -17,7 +17,7 @@ using namespace op_detail;
 
 struct OpRunner::Kernels {
   std::unique_ptr<LinearKernel> linear[2];  // [subgroup]
-  std::unique_ptr<QuantRowKernel> qrow[2];  // [subgroup]: Q8_0 and Q4_0
+  std::unique_ptr<QuantRowKernel> qrow[2][2];  // [subgroup][int8_dot]: Q8_0 and Q4_0
   std::unique_ptr<HeadRmsNormKernel> norm[2];
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<EmbedKernel> embed;
@@ -150,6 +150,14 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, QuantRowKernel& qk, c
   const double inv = 1.0 / std::sqrt(ss / c.in + eps);
   for (uint32_t k = 0; k < c.in; ++k)
     act[k] = c.pro == RowPrologue::none ? x[k] : c.pro == RowPrologue::rmsnorm ? x[k] * inv * g[k] : x[k] / (1.0 + std::exp(-x[k])) * x[c.in + k];
+  if (c.int8_dot) {  // the kernel's int8 activations: Q8_0's rule per block of 32 (d = amax / 127, round half away)
+    for (uint32_t b0 = 0; b0 < c.in; b0 += 32) {
+      double amax = 0;
+      for (uint32_t k = b0; k < b0 + 32; ++k) amax = std::max(amax, std::fabs(act[k]));
+      const double d = amax / 127.0, id = d != 0 ? 1.0 / d : 0.0;
+      for (uint32_t k = b0; k < b0 + 32; ++k) act[k] = std::round(act[k] * id) * d;
+    }
+  }
   p.expect = ref::linear(act, 1, int(c.in), w, int(c.out));
   if (c.residual != OpResidual::none)
     for (uint32_t n = 0; n < c.out; ++n) p.expect[n] += r[n];
@@ -181,8 +189,8 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, QuantRowKernel& qk, c
   }
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
-  p.detail = strf("wg=%u nf=%u x_offset=%llu %s", kernel.row_workgroup_size(), kernel.row_features(), (unsigned long long)xo,
-                  quant_type_name(c.weights));
+  p.detail = strf("wg=%u nf=%u x_offset=%llu %s%s", kernel.row_workgroup_size(), kernel.row_features(), (unsigned long long)xo,
+                  quant_type_name(c.weights), c.weights == QuantType::f16 ? "" : c.int8_dot ? " int8_dot" : " dequant");
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == OpResidual::in_place;
   p.reset = [=] {
@@ -208,6 +216,10 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
     out.skipped = strf("the case needs %s storage, the device runs %s", c.fp16 ? "fp16" : "fp32", dev_.fp16() ? "fp16" : "fp32");
     return out;
   }
+  if (c.int8_dot && !dev_.caps().integer_dot_product) {
+    out.skipped = "the device has no shaderIntegerDotProduct: no int8 dot-product path";
+    return out;
+  }
   if (c.x_misaligned && dev_.caps().min_storage_buffer_offset_alignment >= 16) {
     out.skipped = "the device's storage offset alignment is >= 16 bytes: no misaligned binding exists";
     return out;
@@ -218,8 +230,10 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   if (c.op == "linear" || c.op == "linear_row") {
     auto& k = k_->linear[sg];
     if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
-    auto& q = k_->qrow[sg];
-    if (!q && c.op == "linear_row") q = std::make_unique<QuantRowKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
+    auto& q = k_->qrow[sg][c.int8_dot];
+    const QuantRowPath path = c.int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
+    if (!q && c.op == "linear_row")
+      q = std::make_unique<QuantRowKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0}, &path);
     if (c.op == "linear")
       prepare_linear(dev_, *k, c, p);
     else

@@ -2,7 +2,7 @@
 
 namespace diffvk {
 
-ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant) {
+ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant, const QuantRowPath* quant_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
   {
@@ -39,7 +39,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   }
   if (!quant.empty()) {
     PipelineGroup g(dev, "linear_quant");
-    k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant);
+    k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant, quant_path);
   }
   return k;
 }

@@ -35,6 +35,8 @@ struct ModelKernels {
 // by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample", "attn_probs",
 // and, for each block-quantized format in `quant` (q8_0 / q4_0), "linear_quant" (and the quantized
 // pipelines of "linear").
-ModelKernels build_model_kernels(Device& device, const ModelConfig& config, const std::vector<QuantType>& quant = {});
+// quant_path: the quantized one-row kernel's path (nullptr: choose_quant_row_path's choice for the device).
+ModelKernels build_model_kernels(Device& device, const ModelConfig& config, const std::vector<QuantType>& quant = {},
+                                 const QuantRowPath* quant_path = nullptr);
 
 }  // namespace diffvk

@@ -219,7 +219,8 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
-  m->k = build_model_kernels(dev, c, wf.used());  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  const QuantRowPath forced_path = options.quant_decode == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
+  m->k = build_model_kernels(dev, c, wf.used(), options.quant_decode == LoadOptions::QuantDecode::automatic ? nullptr : &forced_path);  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
   m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "platform.hpp"
+
 namespace diffvk {
 
 namespace {
@@ -32,8 +34,25 @@ std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t i
   return out;
 }
 
-QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vector<QuantType>& types)
-    : device_(device), fp16_(o.fp16) {
+const char* quant_row_path_name(QuantRowPath p) { return p == QuantRowPath::int8_dot ? "int8_dot" : "dequant"; }
+
+QuantRowChoice choose_quant_row_path(const DeviceCaps& c, const QuantRowPath* force) {
+  if (force) {
+    if (*force == QuantRowPath::int8_dot && !c.integer_dot_product)
+      throw Error(Status::unsupported, "linear_row: the int8 dot-product path needs shaderIntegerDotProduct, which '" + c.name + "' lacks");
+    return {*force, std::string("forced by the caller")};
+  }
+  if (c.int8_dot_accelerated)
+    return {QuantRowPath::int8_dot, "int8 activations and 4x8-bit integer dot products (the device accelerates them)"};
+  return {QuantRowPath::dequant, c.integer_dot_product
+                                     ? "weights dequantized in registers (the device's 4x8-bit dot products are not accelerated)"
+                                     : "weights dequantized in registers (the device has no integer dot products)"};
+}
+
+QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vector<QuantType>& types, const QuantRowPath* force)
+    : device_(device), choice_(choose_quant_row_path(device.caps(), force)), fp16_(o.fp16) {
+  platform::log(platform::LogLevel::info, std::string("linear_row (quantized): ") + quant_row_path_name(choice_.path) + ": " + choice_.reason);
+  const char* shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot" : "linear_row";
   // The dense one-row kernel's geometry (LinearKernel): one subgroup (at least 8 invocations), 8 features.
   const DeviceCaps& c = device.caps();
   wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
@@ -47,7 +66,7 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
         for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
           for (uint32_t y32 = 0; y32 < n32; ++y32)
             pipelines_[vec][ti][pro][x32][y32] = std::make_unique<Pipeline>(
-                device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1)}, o.subgroup, o.fp16});
+                device, PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1)}, o.subgroup, o.fp16});
   }
 }
 
@@ -73,11 +92,14 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};
-  static const char* const labels[2][3] = {{"linear_row q8_0", "linear_row q8_0+rmsnorm", "linear_row q8_0+silu_mul"},
-                                           {"linear_row q4_0", "linear_row q4_0+rmsnorm", "linear_row q4_0+silu_mul"}};
+  static const char* const labels[2][2][3] = {
+      {{"linear_row q8_0", "linear_row q8_0+rmsnorm", "linear_row q8_0+silu_mul"},
+       {"linear_row q4_0", "linear_row q4_0+rmsnorm", "linear_row q4_0+silu_mul"}},
+      {{"linear_row q8_0 int8", "linear_row q8_0 int8+rmsnorm", "linear_row q8_0 int8+silu_mul"},
+       {"linear_row q4_0 int8", "linear_row q4_0 int8+rmsnorm", "linear_row q4_0 int8+silu_mul"}}};
   const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32, y32 = fp16_ && p.y_elem == Elem::f32;
   const int ti = type_index(type);
-  program.dispatch(*pipelines_[vec][ti][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[ti][pro]);
+  program.dispatch(*pipelines_[vec][ti][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
 }
 
 }  // namespace diffvk

@@ -13,6 +13,7 @@
 // devices need no 16-bit storage.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "io/quant.hpp"
 #include "ops/linear.hpp"
@@ -42,11 +43,28 @@ std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t i
 // layout's range (w.offset 16-byte aligned). x and the norm weight are read as 16-byte vectors when they
 // start 16-byte aligned; the elementwise variants exist only on devices whose storage offset alignment
 // is below 16 bytes (elsewhere every binding is aligned): a misaligned x there is invalid_argument.
+// The two ways the one-row kernel multiplies: dequantize the weights in registers and accumulate in fp32
+// (linear_row.comp), or quantize the activations per block of 32 to int8 and use 4x8-bit integer dot
+// products (linear_row_dot.comp; Q8_0's activation rule, so its result differs from the dequantizing
+// path by the activations' rounding: the tests use a reference on the same int8 activations).
+enum class QuantRowPath { dequant, int8_dot };
+const char* quant_row_path_name(QuantRowPath p);  // "dequant" / "int8_dot"
+struct QuantRowChoice {
+  QuantRowPath path = QuantRowPath::dequant;
+  std::string reason;  // one line, for the log and the benchmark
+};
+// Pure: int8_dot where the device has shaderIntegerDotProduct and accelerates 4x8-bit packed signed and
+// mixed-signedness dot products (DeviceCaps::int8_dot_accelerated), dequant elsewhere. `force` (tests, the
+// benchmark's side-by-side rows): that path; int8_dot needs the feature (Error(unsupported) otherwise).
+QuantRowChoice choose_quant_row_path(const DeviceCaps& caps, const QuantRowPath* force = nullptr);
+
 class QuantRowKernel {
  public:
-  // Builds the pipelines of the given formats (q8_0 / q4_0) only.
-  QuantRowKernel(Device& device, KernelOptions options, const std::vector<QuantType>& types);
+  // Builds the pipelines of the given formats (q8_0 / q4_0) only, for the path choose_quant_row_path()
+  // takes (logged once at info level).
+  QuantRowKernel(Device& device, KernelOptions options, const std::vector<QuantType>& types, const QuantRowPath* force = nullptr);
   bool has(QuantType t) const;
+  const QuantRowChoice& choice() const { return choice_; }
   void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
               BufferRange residual = {}, BufferRange norm_w = {}) const;
   uint32_t workgroup_size() const { return wg_; }
@@ -55,6 +73,7 @@ class QuantRowKernel {
 
  private:
   Device& device_;
+  QuantRowChoice choice_;
   bool fp16_ = false;
   uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
   std::unique_ptr<Pipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]

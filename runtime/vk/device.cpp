@@ -157,6 +157,14 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     f2.pNext = &sscf;
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
+  // Integer dot products (issue 19's int8 decode path, linear_row_dot.comp).
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  if (c.integer_dot_product) {
+    idot.shaderIntegerDotProduct = VK_TRUE;
+    idot.pNext = f2.pNext;
+    f2.pNext = &idot;
+    if (api < VK_API_VERSION_1_3) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
   // Statistics mode: VK_KHR_pipeline_executable_properties when the driver has it (lavapipe does not).
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};

@@ -1,8 +1,10 @@
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "platform.hpp"
 #include "vk/gpu.hpp"
 #include "vk/pipeline_cache_file.hpp"
 #include "vk/shader_blob.hpp"
@@ -117,11 +119,18 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
     }
     ci.layout = layout_;
     if (device.pipeline_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       DVK_CHECK(vkCreateComputePipelines(dev, device.pipeline_cache(), 1, &ci, nullptr, &pipeline_));
     } catch (const Error& e) {
       throw Error(e.status(), "creating pipeline " + name_ + ": " + e.what());
     }
+    // A driver compile that takes long is worth naming (NVIDIA's compiler spent minutes on one variant).
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::string spec;
+    for (uint32_t v : desc.spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    platform::log(ms > 1000 ? platform::LogLevel::warn : platform::LogLevel::debug,
+                  "pipeline " + name_ + " [" + spec + "]: created in " + std::to_string(int(ms)) + " ms");
     vkDestroyShaderModule(dev, module, nullptr);
     {
       std::lock_guard<std::mutex> lock(device.pipelines_mutex_);

@@ -66,6 +66,9 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
   if (has_ssc) { *tail = &ssc; tail = &ssc.pNext; }
   if (has_sm) { *tail = &sm; tail = &sm.pNext; }
   if (has_amd) { *tail = &amd; tail = &amd.pNext; }
+  const bool has_idot = api >= VK_API_VERSION_1_3 || has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  VkPhysicalDeviceShaderIntegerDotProductProperties idotp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  if (has_idot) { *tail = &idotp; tail = &idotp.pNext; }
 #ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
   if (has_arm) { *tail = &arm; tail = &arm.pNext; }
 #endif
@@ -102,7 +105,15 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
     sscf.pNext = s16.pNext;
     s16.pNext = &sscf;
   }
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idotf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  if (has_idot) {
+    idotf.pNext = s16.pNext;
+    s16.pNext = &idotf;
+  }
   vkGetPhysicalDeviceFeatures2(pd, &f2);
+  c.integer_dot_product = has_idot && idotf.shaderIntegerDotProduct;
+  c.int8_dot_accelerated = c.integer_dot_product && idotp.integerDotProduct4x8BitPackedSignedAccelerated &&
+                           idotp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   c.storage_16bit = s16.storageBuffer16BitAccess;
   c.fp16_arithmetic = f16.shaderFloat16;
 
@@ -211,6 +222,7 @@ std::string DeviceCaps::describe() const {
   row("Vulkan API", version_string(api_version));
   row("fp16 arithmetic", fp16_arithmetic ? "yes" : "no");
   row("16-bit storage", storage_16bit ? "yes" : "no");
+  row("int8 dot product", !integer_dot_product ? "no" : int8_dot_accelerated ? "yes (4x8-bit, accelerated)" : "yes (not accelerated)");
   row("precision (auto)", fp16_usable() ? "fp16 storage, fp32 accumulation" : "fp32 (no fp16 path on this device)");
   row("subgroup size", std::to_string(subgroup_size) + " (min " + std::to_string(subgroup_min_size) + ", max " +
                            std::to_string(subgroup_max_size) + (subgroup_size_control ? ", size control" : "") + ")");

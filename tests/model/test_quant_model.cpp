@@ -7,6 +7,7 @@
 // whole-model bounds (test::within_spec, Scope::layer). Also: the quantized weights' real byte counts.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "diffvk/model.hpp"
@@ -106,6 +107,10 @@ void check_quantized(const std::string& dir, Precision precision, QuantType q, c
   const bool fp16 = ctx->precision() == Precision::fp16;
   LoadOptions o;
   o.weights = static_cast<QuantKind>(q);
+  // The reference multiplies unrounded activations: the dequantizing decode path. The int8 path (chosen by
+  // default where the device accelerates integer dot products) is checked op by op against a reference on
+  // its own int8 activations (the linear_row case table), and as a whole model below.
+  o.quant_decode = LoadOptions::QuantDecode::dequant;
   auto model = Model::load(*ctx, dir, o);
   const ModelConfig& c = model->config();
   const auto ref = ref::model_forward(quantized_reference(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
@@ -151,6 +156,43 @@ TEST_CASE("quant model: untied lm_head and a width that stays in the storage typ
   const std::vector<int32_t> toks{2, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100};
   for (Precision p : test::supported_precisions())
     for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) check_quantized(tmp.path(), p, q, toks, 9);
+}
+
+// The int8 dot-product decode path on a whole model: it rounds each linear's input to int8 blocks, so it is
+// not held to the dequantized reference's bound; it must agree with it on the next token, stay close in
+// nmse, and differ from the dequantizing path (it really ran). Skipped without shaderIntegerDotProduct.
+TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized reference") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  if (!ctx->device().caps().integer_dot_product) {
+    test::skip("the device has no shaderIntegerDotProduct");
+    return;
+  }
+  const auto toks = bundled_tokens(28);
+  const size_t prompt = 4;  // most positions through decode (the path under test)
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
+    LoadOptions o;
+    o.weights = static_cast<QuantKind>(q);
+    o.quant_decode = LoadOptions::QuantDecode::int8_dot;
+    auto model = Model::load(*ctx, kBundled, o);
+    const auto ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
+                                        std::vector<int>(toks.begin(), toks.end())).logits;
+    auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
+    const auto got = test::teacher_forced(*s, toks, prompt);
+    REQUIRE(got.size() == ref.size());
+    const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
+    MESSAGE(std::string(quant_type_name(q)) << " int8 decode vs the dequantized reference: " << cmp.summary());
+    CHECK(cmp.nmse < 1e-4);  // measured 8.6e-6 on the bundled model (lavapipe, fp32)
+    CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
+    const size_t V = model->config().vocab_size;
+    size_t agree = 0;
+    for (size_t t = 0; t < toks.size(); ++t) {
+      const auto g0 = got.begin() + t * V;
+      const auto r0 = ref.begin() + t * V;
+      agree += std::max_element(g0, g0 + V) - g0 == std::max_element(r0, r0 + V) - r0;
+    }
+    CHECK(agree == toks.size());
+  }
 }
 
 TEST_CASE("quant model: weight bytes are the quantized bytes") {

@@ -1,0 +1,304 @@
+// One-row (decode) linear layer with an optional fused prologue: y = pro(x)·Wᵀ (+ r), fp32 accumulation,
+// one rounding at the store.
+//   PRO 0: pro(x) = x                                     (x: in values)
+//   PRO 1: pro(x) = x / sqrt(mean(x²) + eps) ⊙ g          (block RMSNorm, statistic in fp32; g: in values)
+//   PRO 2: pro(x) = silu(x[0, in)) ⊙ x[in, 2·in)          (SwiGLU on the fused [gate | up] row)
+// W: out x in (dense), y, r: out values. The norm's 1/rms is applied after the dot products
+// (Σ x·g·w · inv_rms), so its sum of squares comes from the same loads as the dot products.
+// A workgroup computes NF consecutive output features: its WG invocations stride over `in` (consecutive
+// invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist),
+// then one reduction of all NF sums at once (subgroup arithmetic in the _sg variant, a shared-memory tree
+// otherwise). VEC = 1 reads x, g and W as 16-byte vectors (uvec4 = 8 halves in fp16, vec4 in fp32): the
+// host uses it when `in` is a multiple of the vector width and the bindings are 16-byte aligned.
+// Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
+// X32 = 1: x is float32 (RTYPE, the model's residual stream; the vector path reads VW/4 vec4s per load);
+// Y32 = 1: y and r are float32 (the residual stream, the logits). Both in either variant.
+// Loop iterations per invocation: (out / NF / groups) · in / (WG · VW), far below llvmpipe's 65535 for
+// the shapes the model dispatches (LinearKernel::record_row checks a budget).
+// WQ (issue 19): the weight format. 0: dense storage-type rows. 1 (Q8_0) / 2 (Q4_0): block-quantized
+// rows in the struct-of-arrays layout of ops/linear_quant.hpp, all in binding 1: the fp16 scales (one per
+// 32 weights along `in`, read as uint bits, so no 16-bit storage is needed) from byte 0, the quants from
+// uvec4 index p.q_off (Q8_0: int8 per weight; Q4_0: byte j of a block = element j (low nibble) and
+// j + 16 (high nibble), weight = nibble − 8). Each invocation step reads one 16-byte quant vector per
+// feature (16 weights in Q8_0, a whole 32-weight block in Q4_0), dequantizes it in registers and applies
+// the scale once per block part: acc += d · Σ a·q. x and g are read as with dense weights (VEC).
+// DVK_INT_DOT = 1 (linear_row_dot.comp, a SPIR-V module of its own because it declares the DotProduct
+// capabilities; issue 19): the Q8_0 / Q4_0 path quantizes pro(x) per block of 32 to int8 (Q8_0's rule:
+// d = amax / 127, q = round-half-away(a / d)) and multiplies with 4x8-bit integer dot products (OpSDot
+// against Q8_0 quants, OpSUDot against Q4_0 nibbles, minus 8·Σq), acc += d_x · d_w · Σ q_x·q_w.
+// The body of linear_row.comp and linear_row_dot.comp (one copy).
+#include "common.glsl"
+#ifndef DVK_INT_DOT
+#define DVK_INT_DOT 0
+#endif
+
+layout(constant_id = 0) const uint WG = 8;
+layout(constant_id = 1) const uint NF = 8;
+layout(constant_id = 2) const uint VEC = 1;
+layout(constant_id = 3) const uint PRO = 0;
+layout(constant_id = 4) const uint X32 = 0;
+layout(constant_id = 5) const uint Y32 = 0;
+layout(constant_id = 6) const uint WQ = 0;
+layout(local_size_x_id = 0) in;
+
+#if DVK_FP16
+#define VTYPE uvec4
+const uint VW = 8;
+#else
+#define VTYPE vec4
+const uint VW = 4;
+#endif
+
+layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
+layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
+layout(std430, binding = 1) readonly buffer W { STYPE w[]; };
+layout(std430, binding = 1) readonly buffer WV { VTYPE wv[]; };
+layout(std430, binding = 1) readonly buffer WSC { uint wsc[]; };   // WQ != 0: fp16 scale bits, two per uint
+layout(std430, binding = 1) readonly buffer WQV { uvec4 wq[]; };   // WQ != 0: the quants from p.q_off
+layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
+layout(std430, binding = 3) readonly buffer R { STYPE r[]; };   // residual; a dummy binding when unused
+layout(std430, binding = 4) readonly buffer G { STYPE g[]; };   // norm weight (PRO 1); a dummy binding otherwise
+layout(std430, binding = 4) readonly buffer GV { VTYPE gv[]; };
+layout(std430, binding = 0) readonly buffer XF { RTYPE xf[]; };  // X32 / Y32: the same bindings as float32
+layout(std430, binding = 0) readonly buffer XF4 { vec4 xf4[]; };
+layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
+layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+
+layout(push_constant) uniform Params {
+  uint in_f;
+  uint out_f;
+  uint has_residual;
+  float eps;
+  uint q_off;  // WQ != 0: uvec4 index of the first quant vector in binding 1
+} p;
+
+const uint VL = VEC != 0 ? VW : 1;  // elements per load
+const uint NS = PRO == 1 ? NF + 1 : NF;  // sums reduced per group (+ the sum of squares)
+
+#if DVK_SUBGROUP
+shared float red[NS * WG];  // one slot per (sum, subgroup); WG bounds the subgroup count
+#else
+shared float red[NS * WG];
+#endif
+
+void unpack(VTYPE v, out float f[VW]) {
+#if DVK_FP16
+  for (uint i = 0; i < 4; ++i) {
+    const vec2 h = unpackHalf2x16(v[i]);
+    f[2 * i] = h.x;
+    f[2 * i + 1] = h.y;
+  }
+#else
+  for (uint i = 0; i < 4; ++i) f[i] = v[i];
+#endif
+}
+
+// Elements [kv·VL, kv·VL + VL) of x (VL = 1: the scalar x[kv]); `base` is an element offset (multiple of VL).
+void load_x(uint base, uint kv, out float f[VW]) {
+  if (VEC != 0) {
+    if (X32 != 0) {
+      const uint i = (base / VW + kv) * (VW / 4);
+      for (uint j = 0; j < VW / 4; ++j) {
+        const vec4 v = xf4[i + j];
+        for (uint e = 0; e < 4; ++e) f[4 * j + e] = v[e];
+      }
+    } else {
+      unpack(xv[base / VW + kv], f);
+    }
+  } else {
+    f[0] = X32 != 0 ? xf[base + kv] : float(x[base + kv]);
+  }
+}
+
+void load_w(uint row, uint kv, out float f[VW]) {
+  if (VEC != 0) {
+    unpack(wv[row * (p.in_f / VW) + kv], f);
+  } else {
+    f[0] = float(w[row * p.in_f + kv]);
+  }
+}
+
+void load_g(uint kv, out float f[VW]) {
+  if (VEC != 0) {
+    unpack(gv[kv], f);
+  } else {
+    f[0] = float(g[kv]);
+  }
+}
+
+// One step of the prologue: a = pro(x) over elements [kv·VL, kv·VL + VL); sq += x² (PRO 1).
+void act(uint kv, out float a[VW], inout float sq) {
+  load_x(0, kv, a);
+  if (PRO == 1) {
+    float gg[VW];
+    load_g(kv, gg);
+    for (uint e = 0; e < VL; ++e) {
+      sq = fma(a[e], a[e], sq);
+      a[e] *= gg[e];
+    }
+  } else if (PRO == 2) {
+    float u[VW];
+    load_x(p.in_f, kv, u);
+    for (uint e = 0; e < VL; ++e) a[e] = a[e] / (1.0 + exp(-a[e])) * u[e];
+  }
+}
+
+const uint QS = WQ == 2 ? 32 : 16;  // weights per 16-byte quant vector (WQ != 0)
+
+// Σ a·q over the 16-byte quant vector `c` of row `row` (unscaled), times the block's scale d.
+float quant_dot(uint row, uint c, float a[32]) {
+  const uvec4 q = wq[p.q_off + row * (p.in_f / QS) + c];
+  const uint bi = row * (p.in_f / 32) + (c * QS) / 32;  // the scale of this vector's block
+  const float d = unpackHalf2x16(wsc[bi >> 1] >> ((bi & 1u) * 16u)).x;
+  float s = 0.0;
+  for (uint i = 0; i < 4; ++i)
+    for (uint k = 0; k < 4; ++k) {
+      if (WQ == 1) {
+        s = fma(a[4 * i + k], float(bitfieldExtract(int(q[i]), int(8 * k), 8)), s);
+      } else {
+        const uint b = bitfieldExtract(q[i], int(8 * k), 8);
+        s = fma(a[4 * i + k], float(b & 15u) - 8.0, s);
+        s = fma(a[16 + 4 * i + k], float(b >> 4) - 8.0, s);
+      }
+    }
+  return s * d;
+}
+
+#if DVK_INT_DOT
+// OpSDot / OpSUDot (SPV_KHR_integer_dot_product) on 4x8-bit packed operands (PackedVectorFormat4x8Bit = 0),
+// declared through GL_EXT_spirv_intrinsics: glslang 11.13 (Debian 12) has no GL_EXT_integer_dot_product.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4x8(uint a, uint b, spirv_literal int fmt);
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int sudot4x8(uint a, uint b, spirv_literal int fmt);
+
+// d_w · Σ q_x·q_w over block b of row `row` (qa: the 32 int8 activations packed 4 per uint; qsum: their sum).
+float quant_idot(uint row, uint b, uint qa[8], int qsum) {
+  const uint bi = row * (p.in_f / 32) + b;
+  const float d = unpackHalf2x16(wsc[bi >> 1] >> ((bi & 1u) * 16u)).x;
+  int s = 0;
+  if (WQ == 1) {
+    const uvec4 q0 = wq[p.q_off + 2 * bi], q1 = wq[p.q_off + 2 * bi + 1];
+    for (uint i = 0; i < 4; ++i) s += sdot4x8(qa[i], q0[i], 0) + sdot4x8(qa[4 + i], q1[i], 0);
+  } else {
+    const uvec4 q = wq[p.q_off + bi];
+    for (uint i = 0; i < 4; ++i)
+      s += sudot4x8(qa[i], q[i] & 0x0f0f0f0fu, 0) + sudot4x8(qa[4 + i], (q[i] >> 4) & 0x0f0f0f0fu, 0);
+    s -= 8 * qsum;
+  }
+  return float(s) * d;
+}
+#endif
+
+void main() {
+  const uint lid = gl_LocalInvocationIndex;
+  const uint groups = (p.out_f + NF - 1) / NF;
+  const uint nk = p.in_f / VL;  // loads per row (VEC requires in % VW == 0)
+  for (uint gi = gl_WorkGroupID.x; gi < groups; gi += gl_NumWorkGroups.x) {
+    const uint n0 = gi * NF;
+    const uint nf = min(NF, p.out_f - n0);  // features that exist (uniform)
+    float acc[NS];
+    for (uint f = 0; f < NS; ++f) acc[f] = 0.0;
+
+    float sq = 0.0;  // PRO 1: the sum of squares of x
+    if (WQ == 0) {
+      for (uint kv = lid; kv < nk; kv += WG) {
+        float a[VW];
+        act(kv, a, sq);
+        for (uint f = 0; f < NF; ++f) {
+          if (f < nf) {  // uniform: no loads or FMAs for features past the end
+            float b[VW];
+            load_w(n0 + f, kv, b);
+            for (uint e = 0; e < VL; ++e) acc[f] = fma(a[e], b[e], acc[f]);
+          }
+        }
+      }
+    } else if (DVK_INT_DOT != 0) {
+#if DVK_INT_DOT
+      for (uint b = lid; b < p.in_f / 32; b += WG) {
+        float a[32];
+        for (uint j = 0; j < 32 / VL; ++j) {
+          float t[VW];
+          act(b * (32 / VL) + j, t, sq);
+          for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
+        }
+        float amax = 0.0;
+        for (uint i = 0; i < 32; ++i) amax = max(amax, abs(a[i]));
+        const float da = amax / 127.0;
+        const float ida = da != 0.0 ? 1.0 / da : 0.0;
+        uint qa[8];
+        int qsum = 0;
+        for (uint i = 0; i < 8; ++i) {
+          uint word = 0u;
+          for (uint k = 0; k < 4; ++k) {
+            const float v = a[4 * i + k] * ida;
+            const int q = int(sign(v) * floor(abs(v) + 0.5));  // round half away from zero, as ggml's roundf
+            qsum += q;
+            word |= uint(q & 0xff) << (8u * k);
+          }
+          qa[i] = word;
+        }
+        for (uint f = 0; f < NF; ++f)
+          if (f < nf) acc[f] += da * quant_idot(n0 + f, b, qa, qsum);
+      }
+#endif
+    } else {
+      for (uint c = lid; c < p.in_f / QS; c += WG) {
+        float a[32];
+        for (uint j = 0; j < QS / VL; ++j) {
+          float t[VW];
+          act(c * (QS / VL) + j, t, sq);
+          for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
+        }
+        for (uint f = 0; f < NF; ++f)
+          if (f < nf) acc[f] += quant_dot(n0 + f, c, a);
+      }
+    }
+    if (PRO == 1) acc[NF] = sq;
+
+    // Reduce the NS sums over the workgroup (uniform control flow).
+    float s[NS];
+#if DVK_SUBGROUP
+    for (uint f = 0; f < NS; ++f) s[f] = subgroupAdd(acc[f]);
+    if (gl_NumSubgroups > 1) {
+      if (subgroupElect())
+        for (uint f = 0; f < NS; ++f) red[f * WG + gl_SubgroupID] = s[f];
+      barrier();
+      for (uint f = 0; f < NS; ++f) {
+        float t = 0.0;
+        for (uint i = 0; i < gl_NumSubgroups; ++i) t += red[f * WG + i];
+        s[f] = t;
+      }
+      barrier();
+    }
+#else
+    for (uint f = 0; f < NS; ++f) red[f * WG + lid] = acc[f];
+    barrier();
+    for (uint h = WG / 2; h > 0; h >>= 1) {
+      if (lid < h)
+        for (uint f = 0; f < NS; ++f) red[f * WG + lid] += red[f * WG + lid + h];
+      barrier();
+    }
+    for (uint f = 0; f < NS; ++f) s[f] = red[f * WG];
+    barrier();
+#endif
+
+    float scale = 1.0;
+    if (PRO == 1) scale = inversesqrt(s[NF] / float(p.in_f) + p.eps);
+    // Invocation f stores feature n0 + f (NF <= WG).
+    float v = 0.0;
+    for (uint f = 0; f < NF; ++f)
+      if (lid == f) v = s[f];
+    if (lid < nf) {
+      const uint o = n0 + lid;
+      v *= scale;
+      if (Y32 != 0) {
+        if (p.has_residual != 0u) v += rf[o];
+        yf[o] = v;
+      } else {
+        if (p.has_residual != 0u) v += float(r[o]);
+        y[o] = STYPE(v);
+      }
+    }
+  }
+}
