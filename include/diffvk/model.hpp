@@ -52,11 +52,11 @@ struct LoadOptions {
   // Convert through the host slice and a staging buffer even where device memory is host-mapped (where the
   // loader otherwise converts in place): the discrete-GPU path, testable on CPU drivers.
   bool force_staging = false;
-  // Linear weights (q/k/v/o, gate/up/down, lm_head) on the device (issue 19): f16 = the storage type
-  // (fp16, or fp32 on the fp32 fallback), as before; q8_0 / q4_0 = quantized row by row while they stream
-  // in (GGUF's blocks). Norm gains, λ and the embedding table stay in the storage type; a matrix whose
-  // input width is not a multiple of 32 stays too (logged); in q4_0 mode lm_head is Q8_0 (as llama.cpp
-  // does), and a lm_head tied to the embedding stays in the storage type (logged).
+  // Linear weights (q/k/v/o, gate/up/down, lm_head) and the embedding table on the device (issue 19): f16 =
+  // the storage type (fp16, or fp32 on the fp32 fallback), as before; q8_0 / q4_0 = quantized row by row
+  // while they stream in (GGUF's blocks). Norm gains and λ stay in the storage type; a matrix whose input
+  // width is not a multiple of 32 stays too (logged); in q4_0 mode lm_head is Q8_0 (as llama.cpp does), and
+  // an embedding table tied to lm_head takes the head's format (Q8_0 under q4_0).
   QuantKind weights = QuantKind::f16;
   // How decode multiplies Q8_0 / Q4_0 weights (issue 19): automatic = int8 activations (per block of 32,
   // Q8_0's rule) with 4x8-bit integer dot products where the device accelerates them, else the weights

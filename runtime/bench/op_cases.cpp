@@ -41,6 +41,7 @@ std::string describe(const OpCase& c) {
   } else if (c.op == "embed") {
     s += strf("rows=%u E=%u vocab=%u", c.rows, c.out, c.in);
     if (c.parts > 1) s += strf(" parts=%u", c.parts);
+    if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
   }
   s += res_name(c.residual);
   if (c.x_f32) s += " x32";
@@ -331,6 +332,12 @@ std::vector<OpCase> embed_cases(OpMode mode) {
   for (const OpCase& s : {rows_out(1, 16, 5), rows_out(3, 7, 11), rows_out(17, 64, 100), rows_out(130, 37, 64),
                           rows_out(9, 200, 300, 2), rows_out(33, 24, 257, 3), rows_out(2, 1000, 8, 2)})
     b.add(s);
+  // Quantized tables (issue 19): E a multiple of 32, split tables too; against the dequantized values.
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0})
+    for (OpCase s : {rows_out(17, 64, 100), rows_out(9, 96, 300, 2), rows_out(33, 32, 257, 3), rows_out(1, 1024, 5)}) {
+      s.weights = q;
+      b.add(s);
+    }
   return b.cases;
 }
 

@@ -1,6 +1,7 @@
 // diffvk_bench: the preparations of the elementwise and cache ops' cases (head_rmsnorm, silu_mul, embed,
 // rope_kv) for OpRunner (op_run.cpp): inputs, the float64 reference, the recorded program, what to check.
 #include "bench/op_run_impl.hpp"
+#include "ops/linear_quant.hpp"
 
 namespace diffvk::bench::op_detail {
 
@@ -62,7 +63,21 @@ void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prep
   const bool f16 = dev.fp16();
   const uint32_t E = c.out, vocab = c.in, parts = std::max<uint32_t>(1, std::min(c.parts, vocab));
   std::mt19937_64 rng(c.seed);
-  const auto table = rounded(uniform(rng, size_t(vocab) * E, -2, 2), f16);
+  auto table = rounded(uniform(rng, size_t(vocab) * E, -2, 2), f16);
+  // A quantized table (c.weights q8_0 / q4_0): its GGUF blocks, and the table becomes their dequantized values.
+  const bool quant = c.weights != QuantType::f16;
+  std::vector<uint8_t> blocks;
+  const size_t rb = quant ? quant_row_bytes(c.weights, E) : 0;
+  if (quant) {
+    blocks.resize(size_t(vocab) * rb);
+    std::vector<float> row(E);
+    for (uint32_t v = 0; v < vocab; ++v) {
+      for (uint32_t e = 0; e < E; ++e) row[e] = float(table[size_t(v) * E + e]);
+      quantize_row(c.weights, row.data(), E, blocks.data() + v * rb);
+      dequantize_row(c.weights, blocks.data() + v * rb, E, row.data());
+      for (uint32_t e = 0; e < E; ++e) table[size_t(v) * E + e] = row[e];
+    }
+  }
   std::vector<uint32_t> tokens(c.rows);
   for (auto& t : tokens) t = uint32_t(rng() % (vocab + vocab / 4 + 1));  // some ids past the vocabulary: zeros
   p.expect.assign(size_t(c.rows) * E, 0.0);
@@ -75,24 +90,28 @@ void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prep
   const VkDeviceSize to = a.take(tb), xo = a.take(xb);
   std::vector<std::pair<uint32_t, uint32_t>> part_rows;  // (first, rows)
   std::vector<VkDeviceSize> part_off;
+  std::vector<std::vector<uint8_t>> part_bytes;  // each part's device bytes (storage type, or its quantized layout)
+  const auto tbytes = quant ? std::vector<uint8_t>{} : pack(table, f16);
   for (uint32_t i = 0, first = 0; i < parts; ++i) {
     const uint32_t n = vocab / parts + (i < vocab % parts ? 1 : 0);
     part_rows.push_back({first, n});
-    part_off.push_back(a.take(size_t(n) * E * es));
+    if (quant)
+      part_bytes.push_back(pack_quant_matrix(c.weights, n, E, blocks.data() + size_t(first) * rb));
+    else
+      part_bytes.emplace_back(tbytes.begin() + size_t(first) * E * es, tbytes.begin() + size_t(first + n) * E * es);
+    part_off.push_back(a.take(part_bytes.back().size()));
     first += n;
   }
   a.create(dev, "op case embed");
   a.buf->upload(to, tokens.data(), tb);
-  const auto tbytes = pack(table, f16);
-  for (uint32_t i = 0; i < parts; ++i)
-    a.buf->upload(part_off[i], tbytes.data() + size_t(part_rows[i].first) * E * es, size_t(part_rows[i].second) * E * es);
+  for (uint32_t i = 0; i < parts; ++i) a.buf->upload(part_off[i], part_bytes[i].data(), part_bytes[i].size());
   p.prog = std::make_unique<Program>(dev, "op case embed", p.timestamps);
-  if (parts == 1)
+  if (parts == 1 && !quant)
     kernel.record(*p.prog, a.range(to, tb), a.range(part_off[0], tbytes.size()), a.range(xo, xb), c.rows, E, vocab);
   else
     for (uint32_t i = 0; i < parts; ++i)
-      kernel.record_part(*p.prog, a.range(to, tb), a.range(part_off[i], size_t(part_rows[i].second) * E * es), a.range(xo, xb), c.rows,
-                         E, part_rows[i].second, part_rows[i].first, vocab);
+      kernel.record_part(*p.prog, a.range(to, tb), a.range(part_off[i], part_bytes[i].size()), a.range(xo, xb), c.rows, E,
+                         part_rows[i].second, part_rows[i].first, vocab, c.weights);
   dense_output(p, xo, xb, p.expect.size(), 4);  // x is float32 (the residual stream)
   p.bytes = tb + uint64_t(c.rows) * E * (es + 4);
   p.flops = 0;

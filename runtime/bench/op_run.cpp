@@ -246,7 +246,8 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
     if (!k_->silu) k_->silu = std::make_unique<SiluMulKernel>(dev_, options_for(dev_, true));
     prepare_silu_mul(dev_, *k_->silu, c, p);
   } else if (c.op == "embed") {
-    if (!k_->embed) k_->embed = std::make_unique<EmbedKernel>(dev_, options_for(dev_, true));
+    if (!k_->embed)
+      k_->embed = std::make_unique<EmbedKernel>(dev_, options_for(dev_, true), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
     prepare_embed(dev_, *k_->embed, c, p);
   } else if (c.op == "rope_kv") {
     if (!k_->rope) k_->rope = std::make_unique<RopeKvKernel>(dev_, options_for(dev_, true));

@@ -23,7 +23,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   }
   {
     PipelineGroup g(dev, "embed");
-    k.embed = std::make_unique<EmbedKernel>(dev, ko);
+    k.embed = std::make_unique<EmbedKernel>(dev, ko, quant);
   }
   {
     PipelineGroup g(dev, "silu_mul");

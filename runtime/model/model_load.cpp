@@ -131,18 +131,9 @@ class WeightFormats {
   QuantType linear(const WeightSource& w) { return linear(w, q_); }
   // lm_head: Q8_0 when the linears are Q4_0 (its error reaches every logit; llama.cpp does the same).
   QuantType head(const WeightSource& w) { return linear(w, q_ == QuantType::q4_0 ? QuantType::q8_0 : q_); }
-  size_t tied_head(size_t embed) const {
-    if (q_ != QuantType::f16)
-      platform::log(platform::LogLevel::info, dir_ + ": lm_head is tied to the embedding table, which stays " + storage_ +
-                                                  " (the embed kernel reads storage-type rows): lm_head is not quantized");
-    return embed;
-  }
-  // The embedding table is read in the storage type: a quantized GGUF's is dequantized (logged).
-  void embed(const WeightSource& w) const {
-    if (w.stored != QuantType::f16)
-      platform::log(platform::LogLevel::info, dir_ + ": " + w.name + " is " + quant_type_name(w.stored) + " in the file: dequantized to " +
-                                                  storage_ + " (the embed kernel reads storage-type rows)");
-  }
+  // The embedding table: quantized like the linears, or, when it is also the head (tied), like the head
+  // (Q8_0 under q4_0); a quantized GGUF's blocks as they are. The embed kernel dequantizes the rows it copies.
+  QuantType embed(const WeightSource& w, bool tied) { return tied ? head(w) : linear(w); }
   const std::vector<QuantType>& used() const { return used_; }
   std::string describe() const {
     std::string s;
@@ -170,8 +161,8 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);
   WeightStore& ws = *m->weights;
   WeightFormats wf(options.weights, m->fp16, dir);
-  wf.embed(ck.embed);
-  m->embed = ws.add(std::move(ck.embed));
+  const QuantType f_embed = wf.embed(ck.embed, c.tie_word_embeddings);
+  m->embed = ws.add(std::move(ck.embed), f_embed);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     CheckpointLayer& S = ck.layers[l];
     Impl::Layer L{};
@@ -198,7 +189,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   }
   m->norm = ws.add(std::move(ck.norm));
   if (c.tie_word_embeddings) {
-    m->lm_head = wf.tied_head(m->embed);
+    m->lm_head = m->embed;  // the same table, in the same format
   } else {
     const QuantType f_head = wf.head(ck.lm_head);
     m->lm_head = ws.add(std::move(ck.lm_head), f_head);
@@ -212,8 +203,12 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   for (const auto& L : m->layers)  // only the embedding and lm_head may be split across bindings
     for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown}) ws.range(w);
   ws.range(m->norm);
+  // Bytes a decode step reads: every weight once, but one row of an untied embedding table.
   const uint64_t es = m->fp16 ? 2 : 4;
-  m->per_token_bytes = ws.total() - uint64_t(V) * E * es * (c.tie_word_embeddings ? 0 : 1) + uint64_t(E) * es;
+  uint64_t embed_bytes = 0;
+  for (const WeightPart& part : ws.parts(m->embed)) embed_bytes += part.range.size;
+  const uint64_t embed_row = f_embed == QuantType::f16 ? uint64_t(E) * es : quant_row_bytes(f_embed, uint64_t(E));
+  m->per_token_bytes = ws.total() - (c.tie_word_embeddings ? 0 : embed_bytes) + embed_row;
 
   const auto table = rope_table(c.max_position_embeddings, rope_inv_freq(c));
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");

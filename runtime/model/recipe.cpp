@@ -60,9 +60,10 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
   const uint32_t rows = f.rows, E = table.in, V = table.out;
   const TensorRef x = f.g.tensor(x_name, TensorRole::activation, ElemType::f32, {rows, E});
   const EmbedKernel* k = f.k.embed.get();
+  const QuantType format = table.format;
   for (const auto& part : table.parts)  // one part unless the table exceeds a binding
     f.g.add("embed", {tokens, part.t}, {x}, [=](Program& p, const GraphBinding& b) {
-      k->record_part(p, b[tokens].sub(0, rows * 4ull), b[part.t], b[x], rows, E, part.rows, part.row0, V);
+      k->record_part(p, b[tokens].sub(0, rows * 4ull), b[part.t], b[x], rows, E, part.rows, part.row0, V, format);
     });
   return x;
 }

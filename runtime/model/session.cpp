@@ -55,7 +55,7 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
   const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
   const AttnShape shape{E, c.num_heads, Hkv, D, cap, chunk, eps, static_cast<float>(c.subln_eps)};
-  const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed)), "x (residual stream) [f32]");
+  const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed), ws.format(M.embed)), "x (residual stream) [f32]");
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const auto& W = M.layers[l];
     const std::string p = "layers." + std::to_string(l) + ".";

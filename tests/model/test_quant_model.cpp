@@ -70,10 +70,11 @@ ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig&
   m.I = int(I);
   m.eps = c.rms_norm_eps;
   m.rope_theta = c.rope_theta;
-  m.embed = plain("embed_tokens.weight");
+  // lm_head: Q8_0 when the linears are Q4_0; the embedding like the linears, or like the head when tied.
+  const QuantType head_q = q == QuantType::q4_0 ? QuantType::q8_0 : q;
+  m.embed = lin("embed_tokens.weight", E, c.tie_word_embeddings ? head_q : q);
   m.norm = plain("norm.weight");
-  // lm_head: Q8_0 when the linears are Q4_0; tied to the embedding: the storage-type table.
-  m.lm_head = c.tie_word_embeddings ? m.embed : lin("lm_head.weight", E, q == QuantType::q4_0 ? QuantType::q8_0 : q);
+  m.lm_head = c.tie_word_embeddings ? m.embed : lin("lm_head.weight", E, head_q);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     ref::ModelLayerWeights L;
@@ -118,7 +119,7 @@ void check_quantized(const std::string& dir, Precision precision, QuantType q, c
   const auto got = test::teacher_forced(*s, toks, prompt);
   REQUIRE(got.size() == ref.size());
   const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
-  MESSAGE(quant_type_name(q) << " " << precision_name(ctx->precision()) << " " << dir << ": " << cmp.summary());
+  MESSAGE(std::string(quant_type_name(q)) << " " << std::string(precision_name(ctx->precision())) << " " << dir << ": " << cmp.summary());
   CHECK(test::within_spec(cmp, fp16, test::Scope::layer));
   // The same weights without quantization are further from this reference than the bound: the check sees
   // the quantization (a load that silently kept the storage type would fail it).
@@ -206,14 +207,17 @@ TEST_CASE("quant model: weight bytes are the quantized bytes") {
   const ModelConfig& c = f16->config();
   const uint64_t E = c.hidden_size, I = c.intermediate_size, D = c.head_dim(), Hkv = c.num_kv_heads;
   const uint64_t linear = c.num_layers * (E * (E + 4 * Hkv * D) + E * E + 2 * I * E + E * I);  // weights of the quantized linears
-  const uint64_t rest = f16->weight_bytes() - linear * 4;  // fp32: everything else (norms, the tied head/embedding row)
+  REQUIRE(c.tie_word_embeddings);  // the embedding table is the head: Q8_0 in both modes, read whole, plus one row
+  const uint64_t table = uint64_t(c.vocab_size) * E;
+  const uint64_t rest = f16->weight_bytes() - linear * 4 - table * 4 - E * 4;  // fp32: everything else (norms)
   MESSAGE("bundled model weight bytes per token: fp32 " << f16->weight_bytes() << ", q8_0 " << q8->weight_bytes() << ", q4_0 "
                                                         << q4->weight_bytes());
   // Per 32 weights: 2 scale bytes + 32 (Q8_0) or 16 (Q4_0) quant bytes; each matrix's scale array padded to 16 bytes.
-  CHECK(q8->weight_bytes() >= rest + linear / 32 * 34);
-  CHECK(q8->weight_bytes() <= rest + linear / 32 * 34 + 16 * 4 * c.num_layers);
-  CHECK(q4->weight_bytes() >= rest + linear / 32 * 18);
-  CHECK(q4->weight_bytes() <= rest + linear / 32 * 18 + 16 * 4 * c.num_layers);
+  const uint64_t head = (table + E) / 32 * 34, pad = 16 * (4 * c.num_layers + 1);
+  CHECK(q8->weight_bytes() >= rest + linear / 32 * 34 + head);
+  CHECK(q8->weight_bytes() <= rest + linear / 32 * 34 + head + pad);
+  CHECK(q4->weight_bytes() >= rest + linear / 32 * 18 + head);
+  CHECK(q4->weight_bytes() <= rest + linear / 32 * 18 + head + pad);
   CHECK(q8->load_stats().weight_bytes < f16->load_stats().weight_bytes);
 }
 
