@@ -56,7 +56,7 @@ Runner register_attn_map(CLI::App& app) {
   cmd->add_option("--head", a->head, "head index (default: every head)");
   cmd->add_option("--output,-o", a->output, "PNG file, written atomically");
   cmd->add_option("--json", a->json, "JSON file with the numbers (tokens, labels, lambda, A1, A2 and the difference per head)");
-  add_weights_flag(cmd, a->load.weights);
+  add_weights_flag(cmd, a->load);
   add_device_flags(cmd, a->dev);
   return [a]() {
     if (a->output.empty() && a->json.empty()) throw Error(Status::invalid_argument, "attn-map: give --output PNG and/or --json FILE");

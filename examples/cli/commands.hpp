@@ -39,8 +39,9 @@ Runner register_attn_map(CLI::App& app);
 Runner register_quantize(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
 
-// --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) into `kind`; a bad value is an error naming the choices.
-void add_weights_flag(CLI::App* cmd, QuantKind& kind);
+// --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) and --q4-head (LoadOptions::q4_0_head) into `load`; a bad
+// value is an error naming the choices.
+void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-head
 
 // --model's check: an existing directory, or an existing file named *.gguf (use as CLI::ExistingDirectory | this).
 CLI::Validator gguf_file_validator();

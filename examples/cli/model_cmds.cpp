@@ -37,11 +37,13 @@ CLI::Validator gguf_file_validator() {
       "DIR|FILE.gguf");
 }
 
-void add_weights_flag(CLI::App* cmd, QuantKind& kind) {
+void add_weights_flag(CLI::App* cmd, LoadOptions& load) {
+  QuantKind& kind = load.weights;
   cmd->add_option_function<std::string>(
          "--weights", [&kind](const std::string& v) { kind = parse_quant_kind(v); },
-         "linear weights on the device: f16 (the storage type, default), q8_0 or q4_0 (quantized at load; "
-         "norms and the embedding stay in the storage type; lm_head is q8_0 under q4_0)")
+         "linear weights and the embedding table on the device: f16 (the storage type, default), q8_0 or q4_0 "
+         "(quantized at load; norms stay in the storage type; lm_head, and a table tied to it, is q8_0 under q4_0 "
+         "unless --q4-head)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             try {
@@ -52,6 +54,8 @@ void add_weights_flag(CLI::App* cmd, QuantKind& kind) {
             }
           },
           "f16|q8_0|q4_0"));
+  cmd->add_flag("--q4-head", load.q4_0_head,
+                "with --weights q4_0: lm_head (and an embedding tied to it) in q4_0 too instead of q8_0 (fewer bytes, more logit error)");
 }
 
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
@@ -108,7 +112,7 @@ struct ModelArgs {
     if (model_required) o->required();
     cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
     cmd->add_option("--chunk", chunk, "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
-    add_weights_flag(cmd, load.weights);
+    add_weights_flag(cmd, load);
     add_device_flags(cmd, dev);
   }
 };

@@ -72,7 +72,7 @@ Runner register_perplexity(CLI::App& app) {
   cmd->add_option("--kl-base", a->kl_base, "also run the windows with these weights (f16) and compare: mean/p99 KL(base || model), top-1 agreement")
       ->check(CLI::IsMember({"f16"}));
   cmd->add_option("--json", a->json, "JSON file with the results, written atomically");
-  add_weights_flag(cmd, a->load.weights);
+  add_weights_flag(cmd, a->load);
   add_device_flags(cmd, a->dev);
   return [a]() {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;

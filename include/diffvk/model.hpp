@@ -58,6 +58,10 @@ struct LoadOptions {
   // width is not a multiple of 32 stays too (logged); in q4_0 mode lm_head is Q8_0 (as llama.cpp does), and
   // an embedding table tied to lm_head takes the head's format (Q8_0 under q4_0).
   QuantKind weights = QuantKind::f16;
+  // Under weights = q4_0: lm_head (and an embedding table tied to it) in Q4_0 too instead of Q8_0. Q8_0 is
+  // the default because the head's error reaches every logit; Q4_0 saves about a tenth of the weight bytes
+  // of a model with a 32k vocabulary. Ignored in other modes.
+  bool q4_0_head = false;
   // How decode multiplies Q8_0 / Q4_0 weights (issue 19): automatic = int8 activations (per block of 32,
   // Q8_0's rule) with 4x8-bit integer dot products where the device accelerates them, else the weights
   // dequantized in registers (the choice is logged at load); dequant / int8_dot force one (int8_dot needs

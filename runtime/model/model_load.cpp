@@ -105,7 +105,7 @@ namespace {
 // storage type while quantization was asked for is logged.
 class WeightFormats {
  public:
-  WeightFormats(QuantKind k, bool fp16, const std::string& dir) : dir_(dir), storage_(fp16 ? "fp16" : "fp32") {
+  WeightFormats(QuantKind k, bool q4_0_head, bool fp16, const std::string& dir) : dir_(dir), storage_(fp16 ? "fp16" : "fp32"), q4_head_(q4_0_head) {
     if (int(k) < 0 || int(k) > int(QuantKind::q4_0))
       throw Error(Status::invalid_argument, "LoadOptions::weights: unknown weight format " + std::to_string(int(k)) + " (f16, q8_0, q4_0)");
     q_ = static_cast<QuantType>(k);
@@ -129,8 +129,9 @@ class WeightFormats {
     return want;
   }
   QuantType linear(const WeightSource& w) { return linear(w, q_); }
-  // lm_head: Q8_0 when the linears are Q4_0 (its error reaches every logit; llama.cpp does the same).
-  QuantType head(const WeightSource& w) { return linear(w, q_ == QuantType::q4_0 ? QuantType::q8_0 : q_); }
+  // lm_head: Q8_0 when the linears are Q4_0 (its error reaches every logit; llama.cpp does the same),
+  // unless LoadOptions::q4_0_head.
+  QuantType head(const WeightSource& w) { return linear(w, q_ == QuantType::q4_0 && !q4_head_ ? QuantType::q8_0 : q_); }
   // The embedding table: quantized like the linears, or, when it is also the head (tied), like the head
   // (Q8_0 under q4_0); a quantized GGUF's blocks as they are. The embed kernel dequantizes the rows it copies.
   QuantType embed(const WeightSource& w, bool tied) { return tied ? head(w) : linear(w); }
@@ -144,6 +145,7 @@ class WeightFormats {
  private:
   std::string dir_, storage_;
   QuantType q_ = QuantType::f16;
+  bool q4_head_ = false;
   std::vector<QuantType> used_;
 };
 }  // namespace
@@ -160,7 +162,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
   m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);
   WeightStore& ws = *m->weights;
-  WeightFormats wf(options.weights, m->fp16, dir);
+  WeightFormats wf(options.weights, options.q4_0_head, m->fp16, dir);
   const QuantType f_embed = wf.embed(ck.embed, c.tie_word_embeddings);
   m->embed = ws.add(std::move(ck.embed), f_embed);
   for (uint32_t l = 0; l < c.num_layers; ++l) {

@@ -218,6 +218,12 @@ TEST_CASE("quant model: weight bytes are the quantized bytes") {
   CHECK(q8->weight_bytes() <= rest + linear / 32 * 34 + head + pad);
   CHECK(q4->weight_bytes() >= rest + linear / 32 * 18 + head);
   CHECK(q4->weight_bytes() <= rest + linear / 32 * 18 + head + pad);
+  // LoadOptions::q4_0_head: the tied table (the head) in Q4_0 too.
+  o.q4_0_head = true;
+  const auto q4h = Model::load(*ctx, kBundled, o);
+  const uint64_t head4 = (table + E) / 32 * 18;
+  CHECK(q4h->weight_bytes() >= rest + linear / 32 * 18 + head4);
+  CHECK(q4h->weight_bytes() <= rest + linear / 32 * 18 + head4 + pad);
   CHECK(q8->load_stats().weight_bytes < f16->load_stats().weight_bytes);
 }
 
