@@ -79,6 +79,8 @@ struct LoadStats {
   uint64_t weight_bytes = 0;          // bytes uploaded
   uint32_t split_tensors = 0;         // tensors split across bindings (larger than maxStorageBufferRange)
   double seconds = 0;                 // wall time of Model::load
+  // Quantized decode's path (LoadOptions::quant_decode): "int8_dot" or "dequant"; "" without quantized weights.
+  std::string quant_decode;
 };
 
 // Thread-safe: any number of Sessions of one Model may run concurrently on different threads

@@ -71,9 +71,9 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const PeakFraction decode_pf = peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
   const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
   const double fraction = bound_s / (ds.median / N);
-  sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s", a.model_dir.c_str(),
+  sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s", a.model_dir.c_str(),
               c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
-              quant_kind_name(kind));
+              quant_kind_name(kind), ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str());
   sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
                "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
                (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
@@ -135,6 +135,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   j["command_line"] = cmdline;
   j["weights"] = quant_kind_name(kind);
   j["bits_per_weight"] = row.bits_per_weight;
+  j["quant_decode_path"] = ls.quant_decode.empty() ? json(nullptr) : json(ls.quant_decode);
   j["peak_device_bytes"] = dev_peak;
   j["device"] = caps_json(ctx.caps(), ctx.device());
   j["precision"] = precision_name(ctx.precision());

@@ -224,6 +224,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->stats.largest_tensor_bytes = up.largest_tensor_bytes;
   m->stats.weight_bytes = up.bytes;
   m->stats.split_tensors = up.split_tensors;
+  if (m->k.qrow) m->stats.quant_decode = quant_row_path_name(m->k.qrow->choice().path);
   m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size() + (ck.gguf ? 1 : 0)) + " file(s)): " +
                                               std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
