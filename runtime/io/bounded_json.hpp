@@ -21,8 +21,10 @@ inline constexpr size_t kJsonTokenizerMaxBytes = size_t(256) << 20;
 // Parses [data, data + size) as one JSON value. Throws Error(format_error) naming `name` when the text
 // is larger than max_bytes ("<name>: JSON text of N bytes is larger than the limit of M bytes"), nests
 // deeper than kJsonMaxDepth ("<name>: JSON nests deeper than 64 levels (at byte offset N)") or is not
-// valid JSON ("<name>: invalid JSON (...)"). `extra`, when given, sees every parser event after the
-// depth check (the safetensors header's duplicate-key check); an Error it throws goes through unchanged.
+// valid JSON ("<name>: invalid JSON (...)"). `extra`, when given, sees the object_start, array_start
+// (after the depth check) and key events with the number of containers open, as nlohmann's parser
+// callback would (the safetensors header's duplicate-key check); its return value is ignored and an
+// Error it throws goes through unchanged.
 nlohmann::json parse_json(const char* data, size_t size, const std::string& name, size_t max_bytes,
                           const nlohmann::json::parser_callback_t& extra = nullptr);
 inline nlohmann::json parse_json(const std::string& text, const std::string& name, size_t max_bytes) {
