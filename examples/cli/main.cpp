@@ -80,13 +80,13 @@ int main(int argc, char** argv) {
         const int rc = run();
         // Every write to standard output is checked here, once: a full device or a closed pipe (the
         // stream's error flag stays set) is an error, not a silent loss of the output.
-        std::cout.flush();
         errno = 0;
-        const bool flushed = std::fflush(stdout) == 0;
-        const int err = errno;
+        const bool flushed = std::fflush(stdout) == 0;  // first: std::cout's flush would take the errno
+        const int err = flushed ? 0 : errno;
+        std::cout.flush();
         if (!flushed || std::ferror(stdout) || !std::cout) {
-          std::fprintf(stderr, "diffvk %s: error (io_error): cannot write to standard output%s%s\n", cmd->get_name().c_str(),
-                       err ? ": " : "", err ? std::strerror(err) : "");
+          std::fprintf(stderr, "diffvk %s: error (%s): cannot write to standard output%s%s\n", cmd->get_name().c_str(),
+                       diffvk::status_name(diffvk::Status::io_error), err ? ": " : "", err ? std::strerror(err) : "");
           return 1;
         }
         return rc;
