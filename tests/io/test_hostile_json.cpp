@@ -4,6 +4,7 @@
 // (a FIFO hung the load). Every case must end in a diffvk::Error naming the problem.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -146,6 +147,25 @@ TEST_CASE("hostile json: a deep config given to Model::load_memory gives an erro
   const std::string cfg = "{\"vocab_size\": " + deep(100000) + "}";
   const uint8_t st[8] = {0};
   expect_error([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), st, sizeof st, "mem"); }, Status::format_error, kDeepError);
+}
+
+// A size lie (issue 23): diffvk_model_load_fd given 2.25 GiB for a 6 MB file returned the right error
+// only after the process had grown by the lie's size.
+TEST_CASE("hostile inputs: Model::load_fd checks a size lie against the file before allocating") {
+  const std::string dir = test::shared_tiny_model_dir();
+  if (dir.empty()) return test::skip("tests/data/model_tiny not found");
+  auto ctx = test::make_context();
+  const int cfg = ::open((dir + "/config.json").c_str(), O_RDONLY | O_CLOEXEC);
+  const int st = ::open((dir + "/model.safetensors").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(cfg >= 0);
+  REQUIRE(st >= 0);
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  expect_error([&] { Model::load_fd(*ctx, {cfg, 0, -1}, {st, 0, int64_t(9) << 28}); }, Status::io_error, "the file ends after");
+  getrusage(RUSAGE_SELF, &after);
+  CHECK_MESSAGE(after.ru_maxrss - before.ru_maxrss < 64 * 1024, "peak memory grew by " << (after.ru_maxrss - before.ru_maxrss) << " KiB");
+  ::close(cfg);
+  ::close(st);
 }
 
 // Non-regular files (issue 23): a FIFO where a tokenizer file is expected. Before the fix the existence
