@@ -6,6 +6,7 @@
 // platform/android.cpp provides them. The log dispatch is in platform/log.cpp; cache_dir() and
 // set_cache_dir() are in platform/cache_dir.cpp.
 #include "platform.hpp"
+#include "tmp_names.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -237,9 +239,22 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
     throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): range of " + std::to_string(length) +
                                               " bytes at offset " + std::to_string(offset) + " is too large");
   }
-  std::vector<uint8_t> out(static_cast<size_t>(length));
+  // The caller's size is checked against the file before anything is allocated (issue 23: a size lie
+  // grew the process to the lie's size first). Where fstat gives no size (a device), the buffer grows
+  // with what is read.
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw_io("cannot stat", name, errno);
+  const bool sized = S_ISREG(st.st_mode);
+  if (sized && offset + length > uint64_t(st.st_size)) {
+    throw Error(Status::io_error, "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " +
+                                      std::to_string(offset) + " requested, the file ends after " +
+                                      std::to_string(uint64_t(st.st_size) > offset ? uint64_t(st.st_size) - offset : 0));
+  }
+  constexpr size_t kGrow = size_t(64) << 20;
+  std::vector<uint8_t> out(sized ? static_cast<size_t>(length) : std::min(static_cast<size_t>(length), kGrow));
   size_t done = 0;
-  while (done < out.size()) {
+  while (done < size_t(length)) {
+    if (done == out.size()) out.resize(std::min(static_cast<size_t>(length), out.size() + kGrow));
     size_t want = out.size() - done;
     if (want > (size_t(1) << 30)) want = size_t(1) << 30;
     ssize_t n = ::pread(fd, out.data() + done, want, off_t(offset + done));
@@ -263,7 +278,20 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     throw Error(Status::invalid_argument, "write_file_atomic('" + path + "'): null data with size " +
                                               std::to_string(size));
   }
-  const std::string tmp = path + ".tmp." + std::to_string(long(::getpid())) + "." +
+  // Nothing but a regular file is replaced: a FIFO, a device node or a directory at `path` (or behind
+  // a link there) is left as it is.
+  struct stat target;
+  if (::stat(path.c_str(), &target) == 0 && !S_ISREG(target.st_mode))
+    throw Error(Status::io_error, "cannot write '" + path + "': it is " + file_kind(target.st_mode) +
+                                      ", not a regular file (left as it is)");
+  // The temporary's name fits NAME_MAX whatever the target's length (tmp_names.hpp); temporaries of the
+  // same target left by a killed run are removed first.
+  const std::string dir = parent_dir(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string stem = tmp_stem(slash == std::string::npos ? path : path.substr(slash + 1));
+  remove_stale_temporaries(dir, stem);
+  const std::string tmp = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + stem + ".tmp." +
+                          std::to_string(long(::getpid())) + "." +
                           std::to_string(g_tmp_counter.fetch_add(1, std::memory_order_relaxed));
   int raw;
   do {
@@ -288,7 +316,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     throw;
   }
   // Make the rename itself durable; best effort (some file systems refuse).
-  int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY);
   if (dfd >= 0) {
     (void)::fsync(dfd);
     ::close(dfd);

@@ -1,5 +1,9 @@
 // diffvk — command-line front end: device info, layer runner, benchmark, model runner.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <map>
 
 #include "commands.hpp"
@@ -23,6 +27,28 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_flag("--validation", f.validation, "enable the Khronos validation layer");
 }
 
+// Every unsigned option of every subcommand (CLI11 types them "UINT", then the descriptions of their validators): CLI11 2.1 reads "-1" into a
+// 64-bit option as 2^64 - 1 and saturates values past the type's range, so a sign or an overflow is
+// refused here, once, whatever the option. Each option's own range is checked by its subcommand or
+// by the library (docs/limits.md).
+void check_unsigned_options(CLI::App& app) {
+  const CLI::Validator non_negative(
+      [](std::string& value) -> std::string {
+        const size_t i = value.find_first_not_of(" \t");
+        if (i != std::string::npos && (value[i] == '-' || value[i] == '+'))
+          return "must be a number without a sign (0 or more): " + value;
+        errno = 0;
+        char* end = nullptr;
+        (void)std::strtoull(value.c_str(), &end, 0);
+        if (errno == ERANGE) return "is out of range (at most 2^64 - 1): " + value;
+        return {};
+      },
+      "", "unsigned");
+  for (CLI::App* sub : app.get_subcommands({}))
+    for (CLI::Option* o : sub->get_options())
+      if (const std::string t = o->get_type_name(); t == "UINT" || t.rfind("UINT:", 0) == 0) o->check(non_negative);
+}
+
 }  // namespace diffvk::cli
 
 int main(int argc, char** argv) {
@@ -42,6 +68,7 @@ int main(int argc, char** argv) {
   add(register_attn_map(app));
   add(register_quantize(app));
   add(register_perplexity(app));
+  check_unsigned_options(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,7 +77,19 @@ int main(int argc, char** argv) {
   for (auto& [cmd, run] : runners)
     if (cmd->parsed()) {
       try {
-        return run();
+        const int rc = run();
+        // Every write to standard output is checked here, once: a full device or a closed pipe (the
+        // stream's error flag stays set) is an error, not a silent loss of the output.
+        errno = 0;
+        const bool flushed = std::fflush(stdout) == 0;  // first: std::cout's flush would take the errno
+        const int err = flushed ? 0 : errno;
+        std::cout.flush();
+        if (!flushed || std::ferror(stdout) || !std::cout) {
+          std::fprintf(stderr, "diffvk %s: error (%s): cannot write to standard output%s%s\n", cmd->get_name().c_str(),
+                       diffvk::status_name(diffvk::Status::io_error), err ? ": " : "", err ? std::strerror(err) : "");
+          return 1;
+        }
+        return rc;
       } catch (const diffvk::Error& e) {
         std::fprintf(stderr, "diffvk %s: error (%s): %s\n", cmd->get_name().c_str(), diffvk::status_name(e.status()), e.what());
         return 1;

@@ -1,4 +1,6 @@
 // diffvk run | logits | plan: whole-model commands.
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -21,8 +23,8 @@ namespace diffvk::cli {
 std::string default_model_dir() {
   for (const char* dir : {DIFFVK_INSTALL_MODEL_DIR, DIFFVK_SOURCE_MODEL_DIR}) {
     if (!*dir) continue;
-    std::ifstream f(std::string(dir) + "/config.json");
-    if (f.good()) return dir;
+    struct stat st;  // stat, not open: opening would block on a FIFO
+    if (::stat((std::string(dir) + "/config.json").c_str(), &st) == 0) return dir;
   }
   throw Error(Status::io_error, "no --model given and the bundled model was not found (looked in '" +
                                     std::string(DIFFVK_INSTALL_MODEL_DIR) + "' and '" + DIFFVK_SOURCE_MODEL_DIR + "')");

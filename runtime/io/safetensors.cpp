@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/bounded_json.hpp"
+
 #include "io/half.hpp"
 #include "platform.hpp"
 
@@ -255,12 +257,9 @@ void SafetensorsFile::parse() {
     return true;
   };
 
-  json j;
-  try {
-    j = json::parse(reinterpret_cast<const char*>(hdr), reinterpret_cast<const char*>(hdr) + hdr_len, cb);
-  } catch (const json::exception& e) {
-    fail(file, std::string("header is not valid JSON: ") + e.what());
-  }
+  // The one bounded entry point (io/bounded_json.hpp) adds the general depth limit; the header's
+  // length was checked above.
+  const json j = parse_json(reinterpret_cast<const char*>(hdr), hdr_len, file + ": header", hdr_len, cb);
   if (!j.is_object()) fail(file, std::string("header is not a JSON object (it is a ") + json_type(j) + ")");
 
   std::vector<TensorInfo> infos;

@@ -9,12 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/bounded_json.hpp"
 #include "model/checkpoint.hpp"
 
 namespace diffvk {
 
 bool is_hf_diffllama(const std::string& text) {
-  const auto j = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json j;
+  try {
+    j = parse_json(text, "config.json", kJsonConfigMaxBytes);
+  } catch (const Error&) {
+    return false;  // the native parser reads it again and says why, naming the file
+  }
   if (!j.is_object() || !j.contains("model_type")) return false;  // native (or not JSON: the native parser says why)
   if (j["model_type"] == "diffllama") return true;
   const std::string type = j["model_type"].is_string() ? j["model_type"].get<std::string>() : j["model_type"].dump();
@@ -23,7 +29,7 @@ bool is_hf_diffllama(const std::string& text) {
 }
 
 ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
-  const auto j = nlohmann::json::parse(text, nullptr, false);
+  const auto j = parse_json(text, name, kJsonConfigMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, name + ": invalid JSON or not an object");
   auto bad = [&](const std::string& key, const std::string& why) { return Error(Status::format_error, name + ": '" + key + "' " + why); };
   auto uint_of = [&](const nlohmann::json& o, const char* key) -> uint64_t {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "diffvk/model.hpp"
+#include "io/bounded_json.hpp"
 #include "io/printable.hpp"
 
 namespace diffvk {
@@ -24,13 +25,7 @@ std::string number(double x) {
 
 // ---- config ----------------------------------------------------------------------------
 ModelConfig parse_model_config(const std::string& text, const std::string& name) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    // nlohmann quotes the offending token, which may hold any bytes of the file.
-    throw Error(Status::format_error, name + ": invalid JSON (" + printable(e.what(), 300) + ")");
-  }
+  const nlohmann::json j = parse_json(text, name, kJsonConfigMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, name + ": top level must be an object");
   auto bad = [&](const std::string& key, const std::string& why) { return Error(Status::format_error, name + ": '" + key + "' " + why); };
   auto u32 = [&](const char* key, uint64_t lo, uint64_t hi, bool required, uint32_t def) -> uint32_t {

@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer_added.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "tokenizer/tokenizer_unicode.hpp"
 
@@ -28,20 +29,27 @@ size_t strip_right(std::string_view s, size_t i) {
 }  // namespace
 
 void AddedTokens::add(AddedToken t) {
-  auto at = std::find_if(tokens_.begin(), tokens_.end(), [&](const AddedToken& o) { return o.content.size() < t.content.size(); });
-  tokens_.insert(at, std::move(t));
+  const size_t n = t.content.size();
+  if (!tokens_.emplace(t.content, std::move(t)).second) return;
+  const auto at = std::lower_bound(lengths_.begin(), lengths_.end(), n, std::greater<size_t>());
+  if (at == lengths_.end() || *at != n) lengths_.insert(at, n);  // at most one entry per length
 }
 
 std::vector<Segment> AddedTokens::split(std::string_view text) const {
   std::vector<Segment> out;
   size_t start = 0;  // of the pending ordinary text
+  std::string probe;
   for (size_t i = 0; i < text.size();) {
     const AddedToken* hit = nullptr;
-    for (const auto& t : tokens_)
-      if (!t.content.empty() && text.compare(i, t.content.size(), t.content) == 0) {
-        hit = &t;
+    for (const size_t n : lengths_) {
+      if (n == 0 || n > text.size() - i) continue;
+      probe.assign(text.data() + i, n);
+      const auto it = tokens_.find(probe);
+      if (it != tokens_.end()) {
+        hit = &it->second;
         break;
       }
+    }
     if (!hit) {
       ++i;
       continue;

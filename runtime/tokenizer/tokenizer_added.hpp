@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace diffvk::tok {
@@ -19,6 +20,9 @@ struct Segment {
   int32_t id = -1;        // an added token
 };
 
+// Loading is linear in the number of tokens and split() costs, per text position, one hash lookup per
+// distinct token length (issue 23: sorted insertion and a scan of every token at every position were
+// quadratic). A content added twice keeps its first entry, as the first match did before.
 class AddedTokens {
  public:
   void add(AddedToken t);
@@ -26,7 +30,8 @@ class AddedTokens {
   bool empty() const { return tokens_.empty(); }
 
  private:
-  std::vector<AddedToken> tokens_;  // longest first, so the first match at a position is the longest
+  std::unordered_map<std::string, AddedToken> tokens_;  // by content
+  std::vector<size_t> lengths_;                         // the distinct content lengths, longest first
 };
 
 }  // namespace diffvk::tok

@@ -9,6 +9,8 @@
 
 #include "tokenizer/tokenizer_bpe.hpp"
 
+#include "io/bounded_json.hpp"
+
 #include "tokenizer/tokenizer_added.hpp"
 #include "tokenizer/tokenizer_files.hpp"
 #include "tokenizer/tokenizer_pretok.hpp"
@@ -185,6 +187,8 @@ ByteLevelBpe::ByteLevelBpe(const json& j, const std::string& path) : path_(path)
   std::vector<std::pair<int32_t, std::string>> added;
   if (j.contains("added_tokens")) {
     if (!j["added_tokens"].is_array()) bad("'added_tokens' must be an array");
+    if (j["added_tokens"].size() > size_t(kMaxVocab))
+      bad("'added_tokens' has " + std::to_string(j["added_tokens"].size()) + " entries, more than the limit of " + std::to_string(kMaxVocab));
     for (const auto& t : j["added_tokens"]) {
       if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
         bad("an added token lacks 'content' or 'id'");
@@ -314,12 +318,7 @@ std::string ByteLevelBpe::decode(const int32_t* ids, size_t n) const {
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> parse_hf_json(const std::string& text, const std::string& name) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(Status::format_error, name + ": invalid JSON (" + printable(e.what(), 300) + ")");
-  }
+  const json j = parse_json(text, name, kJsonTokenizerMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, name + ": top level must be an object");
   try {
     return std::make_unique<ByteLevelBpe>(j, name);
@@ -329,7 +328,7 @@ std::unique_ptr<Tokenizer::Impl> parse_hf_json(const std::string& text, const st
 }
 
 std::unique_ptr<Tokenizer::Impl> load_hf_json(const std::string& path, const std::string& config_dir) {
-  auto t = parse_hf_json(read_text_file(path, 256u << 20), path);
+  auto t = parse_hf_json(read_text_file(path, kJsonTokenizerMaxBytes), path);
   const auto* raw = static_cast<const ByteLevelBpe*>(t.get());
   const SpecialIds s = read_special_ids(config_dir, t->vocab_size, [raw](const std::string& x) { return raw->token_id(x); });
   t->bos = s.bos;

@@ -2,10 +2,10 @@
 // directory (tokenizer_files.hpp).
 #include "tokenizer/tokenizer_files.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "diffvk/error.hpp"
+#include "io/bounded_json.hpp"
 #include "platform.hpp"
 
 namespace diffvk::tok {
@@ -15,17 +15,14 @@ std::string read_text_file(const std::string& path, uint64_t max_bytes) {
   return std::string(b.begin(), b.end());
 }
 
-bool exists(const std::string& path) { return std::ifstream(path).good(); }
+// stat only: opening would block on a FIFO. Whatever is there is then read by read_file, which refuses
+// anything but a regular file with an error naming it.
+bool exists(const std::string& path) { return platform::file_exists(path); }
 
 namespace {
 
 nlohmann::json read_json_object(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_text_file(path, 16u << 20));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(Status::format_error, path + ": invalid JSON (" + printable(e.what(), 300) + ")");
-  }
+  const nlohmann::json j = parse_json(read_text_file(path, kJsonConfigMaxBytes), path, kJsonConfigMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, path + ": top level must be an object");
   return j;
 }

@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -49,10 +51,13 @@ constexpr uint16_t kHostMachine = 0;  // unknown host: no foreign-architecture a
 
 // The "library_path" of an ICD JSON (crude: the loader's own files are simple).
 std::string icd_library_path(const std::string& json_path) {
-  std::ifstream f(json_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string t = ss.str();
+  std::string t;
+  try {  // a regular file only (a FIFO in an ICD directory must not block the context)
+    const auto b = platform::read_file(json_path, 1 << 20);
+    t.assign(b.begin(), b.end());
+  } catch (const Error&) {
+    return {};
+  }
   size_t k = t.find("\"library_path\"");
   if (k == std::string::npos) return {};
   k = t.find(':', k);
@@ -63,9 +68,14 @@ std::string icd_library_path(const std::string& json_path) {
 
 // ELF machine of a file; 0 when it cannot be read or is not ELF.
 uint16_t elf_machine(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  // A regular file only, opened without blocking (as platform's open_for_read).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;
   unsigned char h[20] = {0};
-  if (!f.read(reinterpret_cast<char*>(h), sizeof h)) return 0;
+  struct stat st;
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, h, sizeof h, 0) == ssize_t(sizeof h);
+  ::close(fd);
+  if (!ok) return 0;
   if (std::memcmp(h, ELFMAG, SELFMAG) != 0) return 0;
   const bool le = h[EI_DATA] == ELFDATA2LSB;
   return le ? uint16_t(h[18] | (h[19] << 8)) : uint16_t((h[18] << 8) | h[19]);

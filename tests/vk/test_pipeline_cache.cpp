@@ -7,8 +7,10 @@
 #include <fstream>
 #include <iterator>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_run.hpp"
 #include "file_test_util.hpp"
 #include "gpu_test.hpp"
 #include "ops/diff_attn.hpp"
@@ -229,4 +231,27 @@ TEST_CASE("io: pipeline cache file through write_file_atomic/read_file") {
   auto got = diffvk::decode_pipeline_cache(diffvk::platform::read_file(p, 1 << 20), key, &why);
   REQUIRE(got.has_value());
   CHECK(*got == blob);
+}
+
+// Issue 23: the cache is written only over a regular file or where nothing exists. A FIFO or a link to
+// a device node at the path stays as it is (the save error is logged); before, both were replaced by a
+// regular file when the context was destroyed.
+TEST_CASE("pipeline cache: a FIFO or a device node at the path is left untouched") {
+  io_test::TempDir tmp;
+  const std::string fifo = tmp.path + "/fifo.bin", dev = tmp.path + "/null.bin";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(::symlink("/dev/null", dev.c_str()) == 0);
+  for (const std::string& path : {fifo, dev}) {
+    CAPTURE(path);
+    const auto logs = session(path);
+    CHECK(has(logs, "pipeline cache not saved"));
+    CHECK(has(logs, "not a regular file (left as it is)"));
+    struct stat st;
+    REQUIRE(::lstat(path.c_str(), &st) == 0);
+    CHECK((path == fifo ? S_ISFIFO(st.st_mode) : S_ISLNK(st.st_mode)));
+  }
+  struct stat null_st;
+  REQUIRE(::stat("/dev/null", &null_st) == 0);
+  CHECK(S_ISCHR(null_st.st_mode));
+  CHECK(test::entries(tmp.path).size() == 2);  // no temporary left behind
 }

@@ -1,0 +1,104 @@
+// Hostile inputs, second round (issue 23), through the diffvk command: standard output on a full device
+// (a non-zero exit and a message, not a silent loss), numeric options with a sign or past their type's
+// range (refused before any work), a 250-byte output file name (works), a FIFO as the model's
+// tokenizer (an error, not a hang).
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "cli_run.hpp"
+#include "diffvk/npy.hpp"
+
+using namespace diffvk;
+
+namespace {
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The CLI with standard output on `out` and standard error in a log: {exit code, stderr}.
+std::pair<int, std::string> run_to(const test::TempDir& tmp, const std::string& args, const std::string& out) {
+  const std::string log = tmp / "stderr.log";
+  const int rc = std::system(("timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + out + " 2> " + log).c_str());
+  std::ifstream f(log);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, std::string(std::istreambuf_iterator<char>(f), {})};
+}
+}  // namespace
+
+TEST_CASE("cli: standard output on a full device gives a non-zero exit and a message") {
+  test::TempDir tmp("diffvk-cli-full");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);
+  for (const std::string& args : {"run --model " + model + " --prompt hi -n 2", "plan --model " + model}) {
+    CAPTURE(args);
+    const auto ok = run_to(tmp, args, "/dev/null");
+    INFO(ok.second);
+    REQUIRE(ok.first == 0);
+    const auto full = run_to(tmp, args, "/dev/full");
+    INFO(full.second);
+    CHECK(full.first == 1);
+    CHECK(has(full.second, "cannot write to standard output"));
+  }
+}
+
+TEST_CASE("cli: numeric options with a sign or out of range are refused") {
+  test::TempDir tmp("diffvk-cli-range");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);
+  const std::string run = "run --model " + model + " --prompt hi -n 1";
+  struct Case {
+    std::string args, option;
+  };
+  const Case cases[] = {
+      {run + " --seed -1", "--seed"},
+      {run + " --seed 99999999999999999999999", "--seed"},
+      {run + " --seed +5", "--seed"},
+      {run + " --top-k -1", "--top-k"},
+      {run + " --context -5", "--context"},
+      {run + " --chunk -1", "--chunk"},
+      {"run --model " + model + " --prompt hi -n -1", "-n"},
+      {"plan --model " + model + " --context -1", "--context"},
+      {"bench --runs -1", "--runs"},
+      {"shader-stats --heads -4", "--heads"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const auto r = test::run_cli(tmp, c.args);
+    INFO(r.out);
+    CHECK(r.exit_code != 0);
+    CHECK(has(r.out, c.option));
+  }
+  const auto ok = test::run_cli(tmp, run + " --seed 18446744073709551615");
+  INFO(ok.out);
+  CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("cli: a 250-byte output file name works") {
+  test::TempDir tmp("diffvk-cli-long");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);
+  const std::string tokens = tmp / "tokens.npy";
+  test::write_tokens(tokens, {2, 72, 101, 108});
+  const std::string name = std::string(246, 'o') + ".npy";
+  const auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 2 --output " + (tmp / name));
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_npy(tmp / name).shape == std::vector<int64_t>{4, 256});
+  for (const auto& e : test::entries(tmp.path())) CHECK_MESSAGE(e.find(".tmp.") == std::string::npos, "leftover " << e);
+}
+
+TEST_CASE("cli: a FIFO as the model's tokenizer file is an error and not a hang") {
+  test::TempDir tmp("diffvk-cli-fifo");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);
+  REQUIRE(::mkfifo((model + "/tokenizer.json").c_str(), 0600) == 0);
+  const auto r = test::run_cli(tmp, "run --model " + model + " --prompt hi -n 1");
+  INFO(r.out);
+  CHECK(r.exit_code == 1);
+  CHECK(has(r.out, "FIFO"));
+  CHECK(r.seconds < 60);
+}
