@@ -27,7 +27,7 @@ TEST_CASE("io: a FIFO or directory that appears during an atomic write is left a
     const std::string path = tmp.path + "/out.bin";
     put_file(path, "old");
     std::string error;
-    ::setenv("DIFFVK_TEST_WRITE_PAUSE_MS", "400", 1);
+    ::setenv("DIFFVK_TEST_WRITE_PAUSE_MS", "1000", 1);
     std::thread writer([&] {
       try {
         diffvk::platform::write_file_atomic(path, "new", 3);
@@ -35,7 +35,7 @@ TEST_CASE("io: a FIFO or directory that appears during an atomic write is left a
         error = e.what();
       }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the writer has checked the target
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the writer has checked the target (it pauses 1 s)
     REQUIRE(::unlink(path.c_str()) == 0);
     REQUIRE((fifo ? ::mkfifo(path.c_str(), 0600) : ::mkdir(path.c_str(), 0700)) == 0);
     writer.join();
