@@ -15,6 +15,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -272,6 +275,52 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
   return out;
 }
 
+// Moves `tmp` onto `path`, leaving anything but a regular file at `path` as it is, even one that
+// appeared after write_file_atomic's first check. On Linux (renameat2, 3.15+, on file systems that
+// support it: ext4, xfs, btrfs, tmpfs, ...) the two names are exchanged atomically, and the object
+// that was at `path` is then checked: not a regular file (following a link, as the first check does)
+// -> exchanged back, so it is at `path` again (only a reader of `path` during those two system calls
+// sees the new file), and the write fails; where nothing was at `path`, RENAME_NOREPLACE creates it
+// without replacing anything that appeared meanwhile. Elsewhere, or where the file system refuses
+// renameat2 (EINVAL: some FUSE and network file systems), POSIX offers no rename that is conditional on
+// the target's type: plain rename(), and a FIFO created between the check and the rename is replaced.
+static void replace_regular(const std::string& tmp, const std::string& path, bool& tmp_is_theirs) {
+#if defined(__linux__) && defined(SYS_renameat2)
+  constexpr unsigned kNoReplace = 1u << 0, kExchange = 1u << 1;  // RENAME_NOREPLACE, RENAME_EXCHANGE
+  auto renameat2 = [](const std::string& a, const std::string& b, unsigned flags) {
+    return ::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), flags) == 0 ? 0 : errno;
+  };
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    int err = renameat2(tmp, path, kExchange);
+    if (err == 0) {
+      struct stat old;  // what was at `path`, now at `tmp`
+      if (::stat(tmp.c_str(), &old) == 0 && !S_ISREG(old.st_mode)) {
+        const int back = renameat2(tmp, path, kExchange);
+        tmp_is_theirs = back != 0;  // then `tmp` names their object: not removed on the way out
+        if (back != 0)
+          throw Error(Status::io_error, "cannot write '" + path + "': it became " + file_kind(old.st_mode) +
+                                            " during the write, and moving it back from '" + tmp + "' failed: " + errno_text(back));
+        throw Error(Status::io_error, "cannot write '" + path + "': it is " + file_kind(old.st_mode) +
+                                          ", not a regular file (left as it is)");
+      }
+      if (::unlink(tmp.c_str()) != 0) throw_io("cannot remove the replaced file now at", tmp, errno);
+      return;
+    }
+    if (err == ENOENT) {  // nothing at `path`: create it, unless something appears first
+      err = renameat2(tmp, path, kNoReplace);
+      if (err == 0) return;
+      if (err == EEXIST) continue;  // appeared in between: exchange and check it
+    }
+    if (err != EINVAL && err != ENOSYS && err != EPERM) throw_io("cannot rename '" + tmp + "' to", path, err);
+    break;  // no renameat2 here: plain rename below
+  }
+#endif
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    throw Error(Status::io_error, "cannot rename '" + tmp + "' to '" + path + "': " + errno_text(err));
+  }
+}
+
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (path.empty()) throw Error(Status::io_error, "cannot write file: empty path");
   if (data == nullptr && size != 0) {
@@ -300,19 +349,17 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (raw < 0) throw_io("cannot create temporary file", tmp, errno);
   TmpSlot slot{register_tmp(tmp)};  // removed by the SIGINT/SIGTERM handler if interrupted
   Fd fd(raw);
+  bool tmp_is_theirs = false;
   try {
     write_all(fd.fd, static_cast<const uint8_t*>(data), size, tmp);
     // Test hook (tests/io/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
     if (const char* ms = std::getenv("DIFFVK_TEST_WRITE_PAUSE_MS")) ::usleep(useconds_t(std::strtoul(ms, nullptr, 10)) * 1000);
     if (::fsync(fd.fd) != 0) throw_io("cannot fsync", tmp, errno);
     if (::close(fd.release()) != 0) throw_io("cannot close", tmp, errno);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      int err = errno;
-      throw Error(Status::io_error, "cannot rename '" + tmp + "' to '" + path + "': " + errno_text(err));
-    }
+    replace_regular(tmp, path, tmp_is_theirs);
   } catch (...) {
     if (fd.fd >= 0) ::close(fd.release());
-    ::unlink(tmp.c_str());
+    if (!tmp_is_theirs) ::unlink(tmp.c_str());
     throw;
   }
   // Make the rename itself durable; best effort (some file systems refuse).

@@ -53,7 +53,7 @@ Runner register_attn_map(CLI::App& app) {
   cmd->add_option("--model", a->model, "checkpoint directory (default: the bundled model)")->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt,-p", a->prompt, "prompt text (the tokenizer of `diffvk run`)")->required();
   cmd->add_option("--layer", a->layer, "layer index (0-based)")->required();
-  cmd->add_option("--head", a->head, "head index (default: every head)");
+  cmd->add_option("--head", a->head, "head index (default: every head), in [0, 65535]")->check(CLI::Range(0, 65535));
   cmd->add_option("--output,-o", a->output, "PNG file, written atomically");
   cmd->add_option("--json", a->json, "JSON file with the numbers (tokens, labels, lambda, A1, A2 and the difference per head)");
   add_weights_flag(cmd, a->load);

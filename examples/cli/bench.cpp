@@ -89,13 +89,13 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--runs", o.runs, "timed runs per implementation (default 20; 10 for phone; 3 on a CPU device)")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", o.warmup, "untimed runs per implementation before timing; the output-check run counts as the first (default 3; 1 on a CPU device)")->check(CLI::Range(0, 100000));
   cmd->add_option("--budget", o.budget_seconds, "seconds for the default T grid (trimmed by calibration; default 40 on a CPU device, "
-                                                "300 otherwise, 20 for phone)")
-      ->check(CLI::PositiveNumber);
+                                                "300 otherwise, 20 for phone; in (0, 86400])")
+      ->check(finite_range(0, 86400, true));
   cmd->add_option("--cooldown", o.cooldown_seconds, "seconds of pause before each case (default 2 for phone, 0 otherwise)")
-      ->check(CLI::Range(0.0, 600.0));
+      ->check(finite_range(0, 600));
   cmd->add_option("--copy-mib", a->copy_mib, "copy-ceiling buffer size in MiB (default: 4x the largest CPU cache on a CPU device, "
                                               "else 256; 64 for phone; capped by the device)")
-      ->check(CLI::Range(1.0, 65536.0));
+      ->check(finite_range(1, 65536));
   cmd->add_flag("--no-naive", o.no_naive, "skip the naive implementation");
   cmd->add_option("--json", a->json_path, "write every figure, the device caps and the command line to FILE (atomic)");
   cmd->add_option("--plot", o.plot_path, "write a PNG of fused speedup and % of copy bandwidth against T (atomic)");

@@ -46,6 +46,11 @@ void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-
 // --model's check: an existing directory, or an existing file named *.gguf (use as CLI::ExistingDirectory | this).
 CLI::Validator gguf_file_validator();
 
+// A floating-point option's check: a finite number in [lo, hi] ((lo, hi] when lo_open); NaN, an infinity,
+// trailing text or a value outside is refused with "must be a finite number in [lo, hi]: VALUE" (CLI11
+// prefixes the option's name). CLI::Range and CLI::PositiveNumber let NaN through.
+CLI::Validator finite_range(double lo, double hi, bool lo_open = false);
+
 // The model directory's tokenizer (what `diffvk run` encodes prompts with), checked against the model's vocabulary.
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& config);
 

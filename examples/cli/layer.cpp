@@ -23,8 +23,8 @@ Runner register_layer(CLI::App& app) {
   cmd->add_option("--weights", a->weights, "safetensors with the reference state_dict names")->required()->check(CLI::ExistingFile);
   cmd->add_option("--num-heads", a->heads, "H, differential heads")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--num-kv-heads", a->kv_heads, "Hkv, key/value groups (default H)")->check(CLI::PositiveNumber);
-  cmd->add_option("--depth", a->depth, "0-based layer index (sets lambda_init)")->required()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rope-theta", a->theta, "RoPE base")->check(CLI::PositiveNumber);
+  cmd->add_option("--depth", a->depth, "0-based layer index (sets lambda_init), in [0, 65535]")->required()->check(CLI::Range(0, 65535));
+  cmd->add_option("--rope-theta", a->theta, "RoPE base, in (0, 1e9]")->check(finite_range(0, 1e9, true));
   cmd->add_option("--input", a->input, "float32 .npy of shape (S, E) or (B, S, E)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--output", a->output, "float32 .npy of the same shape (written atomically)")->required();
   add_device_flags(cmd, a->dev);

@@ -1,5 +1,6 @@
 // diffvk — command-line front end: device info, layer runner, benchmark, model runner.
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,34 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_flag("--validation", f.validation, "enable the Khronos validation layer");
 }
 
+namespace {
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+// The text as a finite double (no trailing characters), else NaN.
+double finite_value(const std::string& value) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || errno == ERANGE) return std::nan("");
+  while (*end == ' ' || *end == '\t') ++end;
+  return *end || !std::isfinite(v) ? std::nan("") : v;
+}
+}  // namespace
+
+CLI::Validator finite_range(double lo, double hi, bool lo_open) {
+  const std::string range = (lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, lo_open, range](std::string& value) -> std::string {
+        const double v = finite_value(value);
+        if (std::isnan(v) || v < lo || (lo_open && v == lo) || v > hi) return "must be a finite number in " + range + ": " + value;
+        return {};
+      },
+      "FLOAT in " + range, "finite_range");
+}
+
 // Every unsigned option of every subcommand (CLI11 types them "UINT", then the descriptions of their validators): CLI11 2.1 reads "-1" into a
 // 64-bit option as 2^64 - 1 and saturates values past the type's range, so a sign or an overflow is
 // refused here, once, whatever the option. Each option's own range is checked by its subcommand or
@@ -47,6 +76,17 @@ void check_unsigned_options(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({}))
     for (CLI::Option* o : sub->get_options())
       if (const std::string t = o->get_type_name(); t == "UINT" || t.rfind("UINT:", 0) == 0) o->check(non_negative);
+  // Every floating-point option: CLI11 reads "nan" and "inf" into a double, and its Range and
+  // PositiveNumber validators let NaN through (every comparison with NaN is false). Each option's own
+  // range is a finite_range on the option; this is the net for any option without one.
+  const CLI::Validator finite(
+      [](std::string& value) -> std::string {
+        return std::isnan(finite_value(value)) ? "must be a finite number: " + value : std::string();
+      },
+      "", "finite");
+  for (CLI::App* sub : app.get_subcommands({}))
+    for (CLI::Option* o : sub->get_options())
+      if (const std::string t = o->get_type_name(); t == "FLOAT" || t.rfind("FLOAT:", 0) == 0) o->check(finite);
 }
 
 }  // namespace diffvk::cli

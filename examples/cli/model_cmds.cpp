@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 
@@ -134,9 +135,9 @@ Runner register_run(CLI::App& app) {
   a->add(cmd, false);
   cmd->add_option("--prompt,-p", a->prompt, "prompt text (the model directory's tokenizer: tokenizer.json, tokenizer.model, else bytes)")->required();
   cmd->add_option("-n", a->n, "tokens to generate");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; finite, >= 0");
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; in [0, 100]")->check(finite_range(0, 100));
   cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
-  cmd->add_option("--top-p", a->sampling.top_p, "1 = off; finite, in (0, 1]");
+  cmd->add_option("--top-p", a->sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
@@ -195,7 +196,9 @@ Runner register_logits(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "teacher-forced logits for conformance: prefill P tokens, decode the rest");
   a->add(cmd, true);
   cmd->add_option("--tokens", a->tokens, "int64 .npy of token ids, shape (N,)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--prompt-len", a->prompt_len, "P: tokens given to prefill")->required();
+  cmd->add_option("--prompt-len", a->prompt_len, "P: tokens given to prefill (at least 1, at most the token count)")
+      ->required()
+      ->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)));
   cmd->add_option("--output", a->output, "float32 .npy (N, vocab_size), written atomically")->required();
   return [a]() {
     // Everything that can be checked is checked before the model is loaded or anything is computed.

@@ -30,6 +30,10 @@ size_t npy_itemsize(const std::string& dtype);
 
 // Default cap on the size of a .npy file read_npy will load.
 constexpr uint64_t kNpyDefaultMaxBytes = uint64_t(4) << 30;
+// Limits of parse_npy (docs/limits.md): the header dict's length (NumPy writes a few hundred bytes; its
+// own reader refuses more than 10000 by default) and the number of dimensions (NumPy 2's NPY_MAXDIMS).
+constexpr uint64_t kNpyMaxHeaderBytes = uint64_t(1) << 20;
+constexpr size_t kNpyMaxDims = 64;
 
 NpyArray read_npy(const std::string& path, uint64_t max_bytes = kNpyDefaultMaxBytes);
 NpyArray parse_npy(std::vector<uint8_t> bytes, const std::string& name);

@@ -157,6 +157,7 @@ class HeaderParser {
         ++i_;
       }
       if (peek() == 'L' || peek() == 'l') ++i_;  // Python 2 long literal
+      if (dims.size() == kNpyMaxDims) error_here("'shape' has more than " + std::to_string(kNpyMaxDims) + " dimensions");
       dims.push_back(int64_t(v));
       ws();
       if (peek() == ',' && !at_end()) {
@@ -253,6 +254,8 @@ NpyArray parse_npy(std::vector<uint8_t> bytes, const std::string& name) {
     fail(name, "header length " + std::to_string(hlen) + " exceeds the " + std::to_string(size - prefix) +
                    " bytes after the prefix (truncated file?)");
   }
+  if (hlen > kNpyMaxHeaderBytes)
+    fail(name, "header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kNpyMaxHeaderBytes) + " bytes");
   const size_t header_end = prefix + size_t(hlen);
 
   std::string descr;

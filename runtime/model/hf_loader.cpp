@@ -21,13 +21,12 @@
 
 #include "io/bounded_json.hpp"
 #include "model/checkpoint.hpp"
+#include "model/shard_index.hpp"
 #include "platform.hpp"
 
 namespace diffvk {
 
 namespace {
-constexpr size_t kMaxIndexEntries = size_t(1) << 20;  // tensors in weight_map (docs/limits.md)
-
 struct Located {
   const SafetensorsFile* file;
   const TensorInfo* info;
@@ -41,22 +40,9 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_files(const std::string& dir,
   std::vector<std::string> names;
   if (platform::file_exists(index)) {  // read_file refuses anything but a regular file
     const auto bytes = platform::read_file(index, kJsonIndexMaxBytes);
-    const auto j = parse_json(reinterpret_cast<const char*>(bytes.data()), bytes.size(), index, kJsonIndexMaxBytes);
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      throw Error(Status::format_error, index + ": expected an object with a 'weight_map' object");
-    if (j["weight_map"].size() > kMaxIndexEntries)
-      throw Error(Status::format_error, index + ": weight_map has " + std::to_string(j["weight_map"].size()) +
-                                            " entries, more than the limit of " + std::to_string(kMaxIndexEntries));
-    std::set<std::string> shard_set;
-    for (const auto& [tensor, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw Error(Status::format_error, index + ": weight_map['" + tensor + "'] must be a file name");
-      const std::string f = file.get<std::string>();
-      if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
-        throw Error(Status::format_error, index + ": shard '" + f + "' must be a plain file name in the checkpoint directory");
-      weight_map[tensor] = f;
-      if (shard_set.insert(f).second) names.push_back(f);  // first-seen order, in linear time
-    }
-    if (names.empty()) throw Error(Status::format_error, index + ": weight_map is empty");
+    ShardIndex si = parse_shard_index(reinterpret_cast<const char*>(bytes.data()), bytes.size(), index);
+    weight_map = std::move(si.weight_map);
+    names = std::move(si.shards);
   } else {
     names.push_back("model.safetensors");
   }

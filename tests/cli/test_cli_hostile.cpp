@@ -1,6 +1,7 @@
 // Hostile inputs, second round (issue 23), through the diffvk command: standard output on a full device
 // (a non-zero exit and a message, not a silent loss), numeric options with a sign or past their type's
-// range (refused before any work), a 250-byte output file name (works), a FIFO as the model's
+// range (refused before any work), signed and floating-point options that are NaN, infinite, negative
+// or absurd (refused at parse time, naming the option and its range), a 250-byte output file name (works), a FIFO as the model's
 // tokenizer (an error, not a hang).
 #include <doctest/doctest.h>
 
@@ -75,6 +76,64 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
   const auto ok = test::run_cli(tmp, run + " --seed 18446744073709551615");
   INFO(ok.out);
   CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("cli: signed and floating-point options out of range are refused before any work") {
+  test::TempDir tmp("diffvk-cli-float");
+  const std::string model = tmp / "model";
+  test::write_tiny_model(model);
+  const std::string run = "run --model " + model + " --prompt hi -n 1";
+  const std::string logits = "logits --model " + model + " --tokens " + (tmp / "t.npy") + " --output " + (tmp / "o.npy");
+  test::write_tokens(tmp / "t.npy", {1, 2, 3});
+  struct Case {
+    std::string args, option, range;
+  };
+  const Case cases[] = {
+      {run + " --temperature nan", "--temperature", "[0, 100]"},
+      {run + " --temperature -0.5", "--temperature", "[0, 100]"},
+      {run + " --temperature inf", "--temperature", "[0, 100]"},
+      {run + " --temperature 1e30", "--temperature", "[0, 100]"},
+      {run + " --temperature 1x", "--temperature", "[0, 100]"},
+      {run + " --top-p nan", "--top-p", "(0, 1]"},
+      {run + " --top-p 0", "--top-p", "(0, 1]"},
+      {run + " --top-p 1.5", "--top-p", "(0, 1]"},
+      {run + " --top-p -inf", "--top-p", "(0, 1]"},
+      {logits + " --prompt-len -1", "--prompt-len", "1"},
+      {logits + " --prompt-len 0", "--prompt-len", "1"},
+      {logits + " --prompt-len 99999999999", "--prompt-len", "1"},
+      {"bench --budget nan", "--budget", "(0, 86400]"},
+      {"bench --budget -1", "--budget", "(0, 86400]"},
+      {"bench --budget inf", "--budget", "(0, 86400]"},
+      {"bench --cooldown nan", "--cooldown", "[0, 600]"},
+      {"bench --cooldown -1", "--cooldown", "[0, 600]"},
+      {"bench --cooldown 1e9", "--cooldown", "[0, 600]"},
+      {"bench --copy-mib nan", "--copy-mib", "[1, 65536]"},
+      {"bench --copy-mib 0", "--copy-mib", "[1, 65536]"},
+      {"bench --copy-mib inf", "--copy-mib", "[1, 65536]"},
+      {"bench --runs -3", "--runs", "1"},
+      {"bench --runs 0", "--runs", "1"},
+      {"bench --warmup -1", "--warmup", "0"},
+      {"bench --warmup 1000000000", "--warmup", "0"},
+      {"attn-map --model " + model + " --prompt hi --layer 0 --head -2", "--head", "0"},
+      {"layer --weights " + model + "/model.safetensors --num-heads 2 --depth -1 --input " + model + "/config.json --output " + (tmp / "y.npy"), "--depth", "0"},
+      {"layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --rope-theta nan --input " + model + "/config.json --output " + (tmp / "y.npy"),
+       "--rope-theta", "(0, 1e+09]"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const auto r = test::run_cli(tmp, c.args);
+    INFO(r.out);
+    CHECK(r.exit_code != 0);
+    CHECK(has(r.out, c.option));
+    CHECK(has(r.out, c.range));
+    CHECK(r.seconds < 10);  // refused at parse time: no device, no model load
+  }
+  for (const std::string& args : {run + " --temperature 0.7 --top-p 0.9", run + " --temperature 0 --top-p 1"}) {
+    CAPTURE(args);
+    const auto ok = test::run_cli(tmp, args);
+    INFO(ok.out);
+    CHECK(ok.exit_code == 0);
+  }
 }
 
 TEST_CASE("cli: a 250-byte output file name works") {

@@ -1,4 +1,4 @@
-// diffvk — the fuzz seed corpus (tests/fuzz/make_corpus.py): ok_* files must load, bad_* files must be refused
+// diffvk — the fuzz seed corpus (tests/fuzz/make_corpus.py, make_gguf_corpus.py, make_shard_index_corpus.py): ok_* files must load, bad_* files must be refused
 // with a format error that names the file.
 #include <doctest/doctest.h>
 
@@ -9,6 +9,7 @@
 #include "file_test_util.hpp"
 #include "io/gguf.hpp"
 #include "io/safetensors.hpp"
+#include "model/shard_index.hpp"
 
 using namespace io_test;
 using diffvk::Error;
@@ -20,7 +21,7 @@ TEST_CASE("io: fuzz seed corpus") {
   const fs::path root = fs::path(DIFFVK_FUZZ_CORPUS_DIR);
   REQUIRE_MESSAGE(fs::is_directory(root), "fuzz seed corpus not found at " << root.string());
   size_t ok = 0, bad = 0;
-  for (const char* kind : {"safetensors", "npy", "gguf"}) {
+  for (const char* kind : {"safetensors", "npy", "gguf", "shard_index"}) {
     if (!fs::is_directory(root / kind)) continue;
     for (const auto& entry : fs::directory_iterator(root / kind)) {
       const std::string name = entry.path().filename().string();
@@ -31,6 +32,9 @@ TEST_CASE("io: fuzz seed corpus") {
       try {
         if (std::string(kind) == "safetensors") {
           read_all(diffvk::SafetensorsFile::open(path));
+        } else if (std::string(kind) == "shard_index") {
+          const auto bytes = get_file(path);
+          (void)diffvk::parse_shard_index(reinterpret_cast<const char*>(bytes.data()), bytes.size(), path);
         } else if (std::string(kind) == "gguf") {
           (void)diffvk::GgufFile::open(path);
         } else {

@@ -1,5 +1,5 @@
 // diffvk — the .npy reader/writer (include/diffvk/npy.hpp): round trip, header variants and dtypes, the table
-// of malformed files, and every truncation and byte mutation of a good file.
+// of malformed files, the header and dimension limits, and every truncation and byte mutation of a good file.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -190,6 +190,26 @@ TEST_CASE("io: npy rejects malformed files") {
       {"scalar without data", h("<f4", "False", "()"), 0, "needs 4 data bytes"},
   };
   for (const auto& c : headers) cases.push_back({c.label, npy_raw(c.header, zeros(c.data_bytes)), c.phrase});
+  check_rejected(cases, npy_parse, "test.npy: ");
+}
+
+TEST_CASE("io: npy header length and dimension count have limits") {
+  auto h = [](const std::string& shape, size_t pad) {
+    return "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }" + std::string(pad, ' ') + "\n";
+  };
+  std::string dims64 = "(", dims65 = "(";
+  for (size_t i = 0; i < diffvk::kNpyMaxDims; ++i) dims64 += "1,";
+  dims64 += ")";
+  dims65 = dims64.substr(0, dims64.size() - 1) + "1,)";
+  CHECK(npy_parse(npy_raw(h(dims64, 0), zeros(4))).shape.size() == diffvk::kNpyMaxDims);
+  // A header of exactly the limit parses; one byte more is refused before the dict is read.
+  const std::string at_limit = h("(2,)", size_t(diffvk::kNpyMaxHeaderBytes) - h("(2,)", 0).size());
+  REQUIRE(at_limit.size() == diffvk::kNpyMaxHeaderBytes);
+  CHECK(npy_parse(npy_raw(at_limit, zeros(8), 2)).shape == std::vector<int64_t>{2});
+  std::vector<Rejected> cases = {
+      {"65 dims", npy_raw(h(dims65, 0), zeros(4)), "'shape' has more than 64 dimensions"},
+      {"header over the limit", npy_raw(at_limit + " ", zeros(8), 2), "header length 1048577 exceeds the limit of 1048576 bytes"},
+  };
   check_rejected(cases, npy_parse, "test.npy: ");
 }
 

@@ -197,9 +197,9 @@ TEST_CASE("cli: checks come before the compute (output directory, tokens, prompt
       {"run --model " + model + " -p hi -n 2 --temperature nan", "temperature"},
       {"run --model " + model + " -p hi -n 2 --temperature inf", "temperature"},
       {"run --model " + model + " -p hi -n 2 --temperature -1", "temperature"},
-      {"run --model " + model + " -p hi -n 2 --top-p 0", "top_p"},
-      {"run --model " + model + " -p hi -n 2 --top-p nan", "top_p"},
-      {"run --model " + model + " -p hi -n 2 --top-p 1.5", "top_p"},
+      {"run --model " + model + " -p hi -n 2 --top-p 0", "--top-p: must be a finite number in (0, 1]"},
+      {"run --model " + model + " -p hi -n 2 --top-p nan", "--top-p: must be a finite number in (0, 1]"},
+      {"run --model " + model + " -p hi -n 2 --top-p 1.5", "--top-p: must be a finite number in (0, 1]"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
