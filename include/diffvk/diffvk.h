@@ -203,6 +203,23 @@ DIFFVK_API diffvk_status diffvk_session_prefill(diffvk_session* session, const i
 DIFFVK_API diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits, size_t logits_capacity);
 /* Forgets every token: position 0, an empty KV cache; the session's buffers and programs are kept. */
 DIFFVK_API diffvk_status diffvk_session_reset(diffvk_session* session);
+/* Rewind (regenerate, edit a turn; since 1.1): keeps the first n tokens (n <= position) and forgets the
+ * rest, without recomputing the kept prefix; the next prefill or decode continues at position n.
+ * n > position: DIFFVK_INVALID_ARGUMENT, nothing changes. */
+DIFFVK_API diffvk_status diffvk_session_rewind(diffvk_session* session, uint32_t n);
+/* The ids of the tokens the session holds (positions 0 .. position-1; since 1.1): *n = position, and
+ * tokens[0 .. position) when token_capacity >= position (else DIFFVK_BUFFER_TOO_SMALL, nothing written;
+ * tokens may be NULL with token_capacity 0 to ask for the count only: then *n is set and OK is returned). */
+DIFFVK_API diffvk_status diffvk_session_tokens(const diffvk_session* session, int32_t* tokens, size_t token_capacity,
+                                               size_t* n);
+/* Prompt-prefix reuse (since 1.1): keeps the longest common prefix of the session's tokens and tokens[0..n)
+ * (at most n - 1 of them, so the last token is computed), prefills only the rest and writes the last token's
+ * logits: those diffvk_session_prefill of the same n tokens gives on a fresh session. *reused (may be NULL)
+ * = the tokens kept. Checked first, leaving the session as it was: logits capacity, n against the context
+ * (the whole sequence must fit), every token against the vocabulary. A failure while running (device,
+ * cancel) leaves the session holding the kept prefix. */
+DIFFVK_API diffvk_status diffvk_session_prefill_reusing(diffvk_session* session, const int32_t* tokens, size_t n,
+                                                        float* logits, size_t logits_capacity, uint32_t* reused);
 /* The number of tokens in the session's KV cache (prefilled + decoded since the last reset). */
 DIFFVK_API diffvk_status diffvk_session_position(const diffvk_session* session, uint32_t* out);
 /* The session's context length: position may grow to it; one more token is DIFFVK_CONTEXT_OVERFLOW. */

@@ -171,6 +171,18 @@ class Session {
   // Per-dispatch GPU times of the last call (empty unless SessionOptions::profile and the device has timestamps).
   std::vector<DispatchTime> last_profile() const;
   void reset();
+  // Rewind (regenerate, edit a turn): keeps the first n tokens (n <= position()) and forgets the rest,
+  // without recomputing the kept prefix; the next prefill or decode continues at position n. n > position()
+  // is invalid_argument and changes nothing.
+  void rewind(uint32_t n);
+  // The ids of the tokens the session holds, positions 0 ... position()-1 (prefilled, decoded or sampled).
+  std::vector<int32_t> tokens() const;
+  // Prompt-prefix reuse: keeps the longest common prefix of tokens() and `tokens` (at most tokens.size() - 1
+  // of them, so that the last token is computed), prefills only the rest and returns the logits of the last
+  // token, those of prefill(tokens) on a fresh session. *reused (when given) = the tokens kept. The checks
+  // (no tokens, vocabulary, context) come first and leave the session as it was; a failure while running
+  // (device, cancel) leaves it holding the kept prefix.
+  std::vector<float> prefill_reusing(const std::vector<int32_t>& tokens, uint32_t* reused = nullptr);
   uint32_t position() const;
   uint32_t capacity() const;
   uint32_t chunk() const;  // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)

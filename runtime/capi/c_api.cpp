@@ -457,6 +457,43 @@ diffvk_status diffvk_session_reset(diffvk_session* s) {
     k->session->reset();
   });
 }
+diffvk_status diffvk_session_rewind(diffvk_session* s, uint32_t n) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    k->session->rewind(n);
+  });
+}
+diffvk_status diffvk_session_tokens(const diffvk_session* s, int32_t* tokens, size_t cap, size_t* n) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    need(n, "n");
+    const std::vector<int32_t> held = k->session->tokens();
+    *n = held.size();
+    if (!tokens && cap == 0) return;
+    need(tokens, "tokens");
+    if (cap < held.size())
+      fail(DIFFVK_BUFFER_TOO_SMALL, "tokens buffer holds " + std::to_string(cap) + " ids, the session holds " + std::to_string(held.size()));
+    std::copy(held.begin(), held.end(), tokens);
+  });
+}
+diffvk_status diffvk_session_prefill_reusing(diffvk_session* s, const int32_t* tokens, size_t n, float* logits, size_t cap,
+                                             uint32_t* reused) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    need(tokens, "tokens");
+    need(logits, "logits");
+    if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
+    const uint32_t V = k->parent->model->config().vocab_size;
+    if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
+    // The whole sequence must fit the context (sizes before anything is copied).
+    const uint32_t capacity = k->session->capacity();
+    if (n > capacity)
+      fail(DIFFVK_CONTEXT_OVERFLOW, std::to_string(n) + " tokens exceed the context of " + std::to_string(capacity));
+    uint32_t kept = 0;
+    copy_logits(k->session->prefill_reusing(std::vector<int32_t>(tokens, tokens + n), &kept), logits, cap);
+    if (reused) *reused = kept;
+  });
+}
 diffvk_status diffvk_session_position(const diffvk_session* s, uint32_t* out) {
   return get_value(__func__, s, Kind::session, "session", out, [](const diffvk_session& k) { return k.session->position(); });
 }

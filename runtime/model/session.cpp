@@ -16,6 +16,7 @@ namespace diffvk {
 struct Session::Impl {
   Model::Impl* m = nullptr;
   uint32_t cap = 0, chunk = 0, pos = 0;
+  std::vector<int32_t> held;  // token ids at positions 0 ... pos-1 (entries past pos are stale)
   bool profile = false;
   std::function<bool()> should_abort;
   std::vector<Buffer> kv;  // per layer: K then V
@@ -199,6 +200,8 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut
   dyn.upload(0, d, sizeof d);
   last = &prog;
   prog.run(should_abort);
+  held.resize(pos);
+  held.insert(held.end(), tok, tok + rows);
   pos += rows;
   if (out == HeadOut::none || out == HeadOut::sample) return {};
   const uint64_t n = uint64_t(out == HeadOut::all ? rows : 1) * c.vocab_size;
@@ -343,6 +346,37 @@ std::vector<DispatchTime> Session::last_profile() const {
 void Session::reset() {
   impl_->m->dev->check_not_lost();
   impl_->pos = 0;
+}
+void Session::rewind(uint32_t n) {
+  Impl& s = *impl_;
+  s.m->dev->check_not_lost();
+  if (n > s.pos)
+    throw Error(Status::invalid_argument, "rewind: " + std::to_string(n) + " tokens to keep, but the session holds " + std::to_string(s.pos));
+  // The KV rows at n and beyond are not read again before a prefill writes them (attention reads rows < position).
+  s.pos = n;
+}
+std::vector<int32_t> Session::tokens() const {
+  const Impl& s = *impl_;
+  return {s.held.begin(), s.held.begin() + s.pos};
+}
+std::vector<float> Session::prefill_reusing(const std::vector<int32_t>& toks, uint32_t* reused) {
+  Impl& s = *impl_;
+  s.m->dev->check_not_lost();
+  uint32_t keep = 0;
+  const size_t limit = std::min<size_t>(s.pos, toks.empty() ? 0 : toks.size() - 1);
+  while (keep < limit && s.held[keep] == toks[keep]) ++keep;
+  // The checks of prefill on the whole sequence (kept + rest = tokens), before anything changes.
+  const uint32_t was = s.pos;
+  s.pos = 0;
+  try {
+    s.check_tokens(toks, "prefill_reusing");
+  } catch (...) {
+    s.pos = was;
+    throw;
+  }
+  s.pos = keep;
+  if (reused) *reused = keep;
+  return prefill(std::vector<int32_t>(toks.begin() + keep, toks.end()));
 }
 uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }

@@ -1,5 +1,5 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources> <model dir> */
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind> <model dir> */
 #include <diffvk/diffvk.h>
 
 #include <fcntl.h>
@@ -458,6 +458,72 @@ static int test_weights_sources(const char* dir) {
   return 0;
 }
 
+/* ---- rewind, tokens, prefill_reusing (issue 24 items 1 and 3) ---------------------------------------- */
+static int test_rewind(const char* dir) {
+  diffvk_context* ctx = make_context();
+  diffvk_model* model = NULL;
+  diffvk_session *s = NULL, *fresh = NULL;
+  uint32_t vocab = 0, pos = 0, reused = 99;
+  size_t n = 0;
+  int32_t held[40];
+  int32_t other[12];
+  float *want, *lg;
+  int i;
+  if (!ctx) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  if (!model) return 1;
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  want = (float*)malloc(sizeof(float) * vocab);
+  lg = (float*)malloc(sizeof(float) * vocab);
+  for (i = 0; i < 12; ++i) other[i] = kPrompt[i];
+  other[8] = 90; other[9] = 91; other[10] = 92; other[11] = 93; /* shares 8 tokens with kPrompt */
+  EXPECT(diffvk_session_create(model, 64, 0, &s) == DIFFVK_OK);
+  EXPECT(diffvk_session_create(model, 64, 0, &fresh) == DIFFVK_OK);
+  if (!s || !fresh) return 1;
+  /* The reference: prefix, then the new turn, on a session that never held anything else. */
+  EXPECT(diffvk_session_prefill(fresh, kPrompt, 8, want, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(fresh, other + 8, 4, want, vocab) == DIFFVK_OK);
+  /* Prefix, a turn of 12, rewind to the prefix, the new turn: bit-identical. */
+  EXPECT(diffvk_session_prefill(s, kPrompt, 8, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, kPrompt + 8, 12, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_tokens(s, NULL, 0, &n) == DIFFVK_OK && n == 20);
+  EXPECT(diffvk_session_tokens(s, held, 19, &n) == DIFFVK_BUFFER_TOO_SMALL);
+  EXPECT(strstr(diffvk_last_error(), "tokens buffer") != NULL);
+  EXPECT(diffvk_session_tokens(s, held, 40, &n) == DIFFVK_OK && n == 20 && memcmp(held, kPrompt, 20 * 4) == 0);
+  EXPECT(diffvk_session_rewind(s, 21) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "rewind") != NULL);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 20); /* nothing changed */
+  EXPECT(diffvk_session_rewind(s, 8) == DIFFVK_OK);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 8);
+  EXPECT(diffvk_session_prefill(s, other + 8, 4, lg, vocab) == DIFFVK_OK);
+  EXPECT(memcmp(lg, want, sizeof(float) * vocab) == 0);
+  /* Prefix reuse: the session holds kPrompt[0..8) + other[8..12); given kPrompt[0..20) it keeps 8. */
+  EXPECT(diffvk_session_rewind(s, 8) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, kPrompt + 8, 12, want, vocab) == DIFFVK_OK); /* reference: 8 then 12 */
+  EXPECT(diffvk_session_rewind(s, 0) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, other, 8, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill(s, other + 8, 4, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 20, lg, vocab, &reused) == DIFFVK_OK && reused == 8);
+  EXPECT(memcmp(lg, want, sizeof(float) * vocab) == 0);
+  /* Bad input is refused before anything changes. */
+  EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 65, lg, vocab, &reused) == DIFFVK_CONTEXT_OVERFLOW);
+  EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 0, lg, vocab, &reused) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 20, lg, vocab - 1, &reused) == DIFFVK_BUFFER_TOO_SMALL);
+  held[0] = 1; held[1] = -5;
+  EXPECT(diffvk_session_prefill_reusing(s, held, 2, lg, vocab, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "index 1") != NULL);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 20);
+  EXPECT(diffvk_session_rewind(NULL, 0) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_tokens(s, held, 40, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_destroy(fresh) == DIFFVK_OK);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  free(want);
+  free(lg);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
@@ -472,6 +538,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "load_fd") && argc > 3) rc = test_load_fd(argv[2], argv[3]);
   else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
   else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
+  else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {
     printf("c_api_v1 %s: all checks passed\n", argv[1]);

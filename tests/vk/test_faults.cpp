@@ -149,13 +149,18 @@ TEST_CASE("faults: a context longer than the KV cache is an error and the sessio
 // hook removed, a fresh context runs the same sequence.
 // One sweep per fault kind (two CTest tests that run side by side: each is the longest test of a pass).
 // DIFFVK_FAULT_STRIDE=k (default 1: every call) injects at every k-th call only, the device-lost sweep
-// from call 1 and the out-of-memory sweep from call 2; .ci/sanitize uses 3 (ASan makes each of the ~480
-// scenarios about four times slower), passes 1 and 2 of CI run every call. The line the test prints
-// says which calls were injected.
+// from call 1 and the out-of-memory sweep from call 2 (DIFFVK_FAULT_SWAP=1: the other way round).
+// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 2, pass 2 (SwiftShader) stride 2 swapped, so across
+// the two every call fails with both faults; .ci/sanitize uses 7 (ASan makes each of the ~480 scenarios
+// about four times slower). The line the test prints says which calls were injected.
 static int fault_stride() {
   const char* e = std::getenv("DIFFVK_FAULT_STRIDE");
   const int k = e ? std::atoi(e) : 1;
   return k >= 1 && k <= 100 ? k : 1;
+}
+static bool fault_swap() {
+  const char* e = std::getenv("DIFFVK_FAULT_SWAP");
+  return e && std::string(e) == "1";
 }
 
 static void fault_sweep(VkResult fault) {
@@ -194,7 +199,8 @@ static void fault_sweep(VkResult fault) {
   std::vector<std::string> sites;
   {
     const Status want = fault == VK_ERROR_DEVICE_LOST ? Status::device_lost : Status::out_of_memory;
-    const int stride = fault_stride(), first = 1 + (fault == VK_ERROR_DEVICE_LOST ? 0 : 1 % stride);
+    const bool lost_first = (fault == VK_ERROR_DEVICE_LOST) != fault_swap();
+    const int stride = fault_stride(), first = 1 + (lost_first ? 0 : 1 % stride);
     for (int n = first; n <= total; n += stride) {
       std::atomic<int> seen{0};
       std::string site;
@@ -233,7 +239,9 @@ static void fault_sweep(VkResult fault) {
                 << " injected faults surfaced as errors; call sites:" << distinct);
   std::printf("faults: %d checked calls, %s at %s, %d errors surfaced\n", total,
               fault == VK_ERROR_DEVICE_LOST ? "device lost" : "out of device memory",
-              fault_stride() == 1 ? "each" : ("one call in " + std::to_string(fault_stride()) + " (DIFFVK_FAULT_STRIDE)").c_str(),
+              fault_stride() == 1 ? "each"
+                                  : ("one call in " + std::to_string(fault_stride()) + " (DIFFVK_FAULT_STRIDE" +
+                                     (fault_swap() ? ", swapped" : "") + ")").c_str(),
               failures);
 
   // The hook is gone: a fresh context works and computes the same logits.

@@ -360,6 +360,72 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeReset(JNIEnv* env, jclass cls, 
   djni_ok(env, diffvk_session_reset((diffvk_session*)(intptr_t)session));
 }
 
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeRewind(JNIEnv* env, jclass cls, jlong session, jint n) {
+  (void)cls;
+  if (n < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.rewind: n < 0");
+    return;
+  }
+  djni_ok(env, diffvk_session_rewind((diffvk_session*)(intptr_t)session, (uint32_t)n));
+}
+
+JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeTokens(JNIEnv* env, jclass cls, jlong session) {
+  size_t n = 0;
+  int32_t* buf;
+  jintArray out = NULL;
+  (void)cls;
+  if (!djni_ok(env, diffvk_session_tokens((const diffvk_session*)(intptr_t)session, NULL, 0, &n))) return NULL;
+  buf = (int32_t*)malloc(sizeof(int32_t) * (n > 0 ? n : 1));
+  if (!buf) {
+    djni_throw_oom(env, "diffvk: tokens buffer");
+    return NULL;
+  }
+  if (djni_ok(env, diffvk_session_tokens((const diffvk_session*)(intptr_t)session, buf, n, &n))) {
+    out = (*env)->NewIntArray(env, (jsize)n);
+    if (out) (*env)->SetIntArrayRegion(env, out, 0, (jsize)n, (const jint*)buf);
+  }
+  free(buf);
+  return out;
+}
+
+JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* env, jclass cls, jlong session,
+                                                                       jintArray tokens, jint vocab, jintArray reused) {
+  jsize n;
+  int32_t* buf;
+  float* logits;
+  uint32_t kept = 0;
+  jint kept_j;
+  jfloatArray out = NULL;
+  (void)cls;
+  if (!tokens || !reused || (*env)->GetArrayLength(env, reused) < 1) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillReusing: tokens is null");
+    return NULL;
+  }
+  if (vocab <= 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillReusing: bad vocabulary size");
+    return NULL;
+  }
+  n = (*env)->GetArrayLength(env, tokens);
+  buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+  logits = (float*)malloc(sizeof(float) * (size_t)vocab);
+  if (!buf || !logits) {
+    free(buf);
+    free(logits);
+    djni_throw_oom(env, "diffvk: prefillReusing buffers");
+    return NULL;
+  }
+  (*env)->GetIntArrayRegion(env, tokens, 0, n, (jint*)buf);
+  if (djni_ok(env, diffvk_session_prefill_reusing((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits,
+                                                  (size_t)vocab, &kept))) {
+    out = djni_floats(env, logits, vocab);
+    kept_j = (jint)kept;
+    (*env)->SetIntArrayRegion(env, reused, 0, 1, &kept_j);
+  }
+  free(buf);
+  free(logits);
+  return out;
+}
+
 JNIEXPORT jint JNICALL Java_diffvk_Session_nativePosition(JNIEnv* env, jclass cls, jlong session) {
   uint32_t p = 0;
   (void)cls;

@@ -68,6 +68,37 @@ public final class Session implements AutoCloseable {
     nativeReset(handle);
   }
 
+  /**
+   * Rewind (regenerate, edit a turn): keeps the first n tokens (0 <= n <= position()) and forgets the
+   * rest, without recomputing the kept prefix; the next prefill or decode continues at position n.
+   */
+  public synchronized void rewind(int n) {
+    nativeRewind(handle, n);
+  }
+  /** The ids of the tokens the session holds, positions 0 .. position()-1. */
+  public synchronized int[] tokens() {
+    return nativeTokens(handle);
+  }
+  /** The result of {@link #prefillReusing}: the last token's logits and how many tokens were kept. */
+  public static final class Reuse {
+    public final float[] logits;
+    public final int reused;
+    Reuse(float[] logits, int reused) {
+      this.logits = logits;
+      this.reused = reused;
+    }
+  }
+  /**
+   * Prompt-prefix reuse: keeps the longest common prefix of tokens() and {@code tokens} (at most
+   * tokens.length - 1 of them), prefills only the rest and returns the last token's logits, those of
+   * prefill(tokens) on a fresh session. Bad input is refused before anything changes; a failure while
+   * running leaves the session holding the kept prefix.
+   */
+  public synchronized Reuse prefillReusing(int[] tokens) {
+    int[] reused = new int[1];
+    float[] logits = nativePrefillReusing(handle, tokens, vocab, reused);
+    return new Reuse(logits, reused[0]);
+  }
   /** Tokens in the KV cache. */
   public synchronized int position() {
     return nativePosition(handle);
@@ -131,6 +162,9 @@ public final class Session implements AutoCloseable {
   static native float[] nativePrefill(long session, int[] tokens, int vocab);
   static native float[] nativeDecode(long session, int token, int vocab);
   static native void nativeReset(long session);
+  static native void nativeRewind(long session, int n);
+  static native int[] nativeTokens(long session);
+  static native float[] nativePrefillReusing(long session, int[] tokens, int vocab, int[] reused);
   static native int nativePosition(long session);
   static native int nativeCapacity(long session);
 }

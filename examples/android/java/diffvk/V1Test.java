@@ -13,7 +13,8 @@ import java.util.List;
 import static diffvk.Checks.check;
 
 /**
- * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), the log
+ * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), rewind,
+ * tokens and prefillReusing, the log
  * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses), Options.weights.
  *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir>
  * (--add-opens: a desktop JVM has no public way to get a descriptor's number; Android has ParcelFileDescriptor.getFd()).
@@ -72,6 +73,35 @@ public final class V1Test {
       check(s.position() == 0, "position unchanged after a cancelled prefill");
       float[] again = s.prefill(prompt);
       check(Arrays.equals(ref, again), "the same logits after a cancelled prefill");
+    }
+
+    // rewind, tokens, prefillReusing (issue 24): rewinding to the prefix and prefilling another turn gives
+    // the logits of a session that never held the dropped turn, bit for bit.
+    int[] head = Arrays.copyOf(prompt, 6);
+    int[] turn1 = Arrays.copyOfRange(prompt, 6, prompt.length);
+    int[] turn2 = new int[] {prompt[1], prompt[2], prompt[3]};
+    try (Session fresh = model.newSession(64); Session s = model.newSession(64)) {
+      fresh.prefill(head);
+      float[] want = fresh.prefill(turn2);
+      s.prefill(head);
+      s.prefill(turn1);
+      check(Arrays.equals(s.tokens(), prompt), "tokens() after two prefills");
+      try {
+        s.rewind(prompt.length + 1);
+        check(false, "rewind past the position was accepted");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.INVALID_ARGUMENT, "rewind past the position: INVALID_ARGUMENT");
+      }
+      s.rewind(head.length);
+      check(s.position() == head.length, "position after rewind");
+      check(Arrays.equals(s.prefill(turn2), want), "rewind + prefill: the logits of a fresh session");
+      // Holding head + turn2, given head + turn1 it keeps the head only; then the reference is head, turn1.
+      int[] full = prompt;
+      Session.Reuse r = s.prefillReusing(full);
+      check(r.reused == head.length, "prefillReusing kept " + r.reused + " tokens, expected " + head.length);
+      fresh.rewind(head.length);
+      check(Arrays.equals(r.logits, fresh.prefill(turn1)), "prefillReusing: the logits of head then turn 1");
+      check(Arrays.equals(s.tokens(), full), "tokens() after prefillReusing");
     }
 
     // Loading from memory and from descriptors gives the same model.
