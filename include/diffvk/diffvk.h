@@ -220,6 +220,21 @@ DIFFVK_API diffvk_status diffvk_session_tokens(const diffvk_session* session, in
  * cancel) leaves the session holding the kept prefix. */
 DIFFVK_API diffvk_status diffvk_session_prefill_reusing(diffvk_session* session, const int32_t* tokens, size_t n,
                                                         float* logits, size_t logits_capacity, uint32_t* reused);
+/* Saved state (since 1.1; app suspend/resume, a saved system prompt): the tokens the session holds and
+ * their KV cache rows, in a versioned, checksummed format (docs/session-state.md).
+ * diffvk_session_save_state writes it to path atomically (an existing regular file is replaced only when
+ * the whole state is written; anything else at path is left alone). diffvk_session_restore_state(_buffer)
+ * refuses with DIFFVK_INVALID_ARGUMENT, naming what differs, a state of another model, precision or format
+ * version, a corrupt or truncated one, or one longer than the session's capacity, and then changes
+ * nothing; a device failure while uploading leaves the session empty (position 0). A restored session
+ * continues exactly as the saved one would (the same logits, bit for bit). */
+DIFFVK_API diffvk_status diffvk_session_save_state(const diffvk_session* session, const char* path);
+DIFFVK_API diffvk_status diffvk_session_restore_state(diffvk_session* session, const char* path);
+/* The state's size now; writes it to buffer when capacity >= that size (else DIFFVK_BUFFER_TOO_SMALL, nothing
+ * written). *size (required) = the state's size in both cases. buffer may be NULL with capacity 0. */
+DIFFVK_API diffvk_status diffvk_session_save_state_buffer(const diffvk_session* session, void* buffer, size_t capacity,
+                                                          size_t* size);
+DIFFVK_API diffvk_status diffvk_session_restore_state_buffer(diffvk_session* session, const void* data, size_t size);
 /* The number of tokens in the session's KV cache (prefilled + decoded since the last reset). */
 DIFFVK_API diffvk_status diffvk_session_position(const diffvk_session* session, uint32_t* out);
 /* The session's context length: position may grow to it; one more token is DIFFVK_CONTEXT_OVERFLOW. */

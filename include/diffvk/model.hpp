@@ -183,6 +183,17 @@ class Session {
   // (no tokens, vocabulary, context) come first and leave the session as it was; a failure while running
   // (device, cancel) leaves it holding the kept prefix.
   std::vector<float> prefill_reusing(const std::vector<int32_t>& tokens, uint32_t* reused = nullptr);
+  // Saved state (app suspend/resume, a saved system prompt): the tokens held and their KV cache rows, in
+  // a versioned, checksummed format (docs/session-state.md). save_state_file writes atomically.
+  // restore_state refuses (invalid_argument naming what differs) a state of another model, precision or
+  // format version, a corrupt or truncated one, or one longer than capacity(), leaving the session as it
+  // was; a device failure while uploading leaves it empty (position 0). A restored session continues
+  // exactly as the saved one would: the same logits, bit for bit.
+  std::vector<uint8_t> save_state() const;
+  uint64_t state_bytes() const;  // the size save_state() would return now
+  void save_state_file(const std::string& path) const;
+  void restore_state(const uint8_t* data, size_t size);
+  void restore_state_file(const std::string& path);
   uint32_t position() const;
   uint32_t capacity() const;
   uint32_t chunk() const;  // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)

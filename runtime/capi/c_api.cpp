@@ -494,6 +494,41 @@ diffvk_status diffvk_session_prefill_reusing(diffvk_session* s, const int32_t* t
     if (reused) *reused = kept;
   });
 }
+diffvk_status diffvk_session_save_state(const diffvk_session* s, const char* path) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    need(path, "path");
+    k->session->save_state_file(path);
+  });
+}
+diffvk_status diffvk_session_restore_state(diffvk_session* s, const char* path) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    need(path, "path");
+    k->session->restore_state_file(path);
+  });
+}
+diffvk_status diffvk_session_save_state_buffer(const diffvk_session* s, void* buffer, size_t cap, size_t* size) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    need(size, "size");
+    const uint64_t bytes = k->session->state_bytes();
+    *size = static_cast<size_t>(bytes);
+    if (!buffer && cap == 0) return;
+    need(buffer, "buffer");
+    if (cap < bytes)
+      fail(DIFFVK_BUFFER_TOO_SMALL, "buffer holds " + std::to_string(cap) + " bytes, the state is " + std::to_string(bytes));
+    const std::vector<uint8_t> state = k->session->save_state();
+    std::memcpy(buffer, state.data(), state.size());
+  });
+}
+diffvk_status diffvk_session_restore_state_buffer(diffvk_session* s, const void* data, size_t size) {
+  return guarded(__func__, [&] {
+    auto k = live(s, Kind::session, "session");
+    need(data, "data");
+    k->session->restore_state(static_cast<const uint8_t*>(data), size);
+  });
+}
 diffvk_status diffvk_session_position(const diffvk_session* s, uint32_t* out) {
   return get_value(__func__, s, Kind::session, "session", out, [](const diffvk_session& k) { return k.session->position(); });
 }

@@ -3,47 +3,11 @@
 // and replayed; the position travels in a small buffer, not in the recording.
 #include <algorithm>
 #include <cstring>
-#include <map>
 
-#include "diffvk/model.hpp"
-#include "graph/arena.hpp"
-#include "model/model_impl.hpp"
-#include "model/recipe.hpp"
+#include "model/session_impl.hpp"
 #include "ops/linear.hpp"
 
 namespace diffvk {
-
-struct Session::Impl {
-  Model::Impl* m = nullptr;
-  uint32_t cap = 0, chunk = 0, pos = 0;
-  std::vector<int32_t> held;  // token ids at positions 0 ... pos-1 (entries past pos are stale)
-  bool profile = false;
-  std::function<bool()> should_abort;
-  std::vector<Buffer> kv;  // per layer: K then V
-  std::vector<BufferRange> kc, vc;
-  Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
-  uint32_t sample_params[3] = {0, 0, 0};  // u, temperature (float bits), top_k: uploaded with the position
-  GraphPlan plan;  // every program variant's intermediates, derived from the recipe (plan_variants)
-  Arena arena;
-  struct Recorded {
-    std::unique_ptr<Program> program;
-    BufferRange logits;  // where this program leaves its logits (empty for HeadOut::none)
-  };
-  std::map<std::pair<uint32_t, HeadOut>, Recorded> programs;  // recorded once per (rows, out)
-  Program* last = nullptr;  // the program of the last run (profile)
-
-  // The model's forward pass of `rows` tokens, from the recipe, into g (tap: attention maps of one layer).
-  TensorRef build(Graph& g, uint32_t rows, HeadOut out, const MapTap* tap) const;
-  // The planned variant a program of `rows` rows belongs to: one-row programs have their own (fused ops).
-  std::string variant(uint32_t rows, HeadOut out) const {
-    return "rows=" + std::to_string(rows == 1 ? 1 : chunk) + " " + head_out_name(out);
-  }
-  Recorded record(uint32_t rows, HeadOut out, const MapTap* tap) const;
-  Program& program(uint32_t rows, HeadOut out);
-  void check_tokens(const std::vector<int32_t>& toks, const char* what) const;
-  // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
-  std::vector<float> run(const int32_t* tok, uint32_t rows, HeadOut out);
-};
 
 TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTap* tap) const {
   const Model::Impl& M = *m;

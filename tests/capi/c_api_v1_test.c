@@ -1,5 +1,5 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind> <model dir> */
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind|state> <model dir> */
 #include <diffvk/diffvk.h>
 
 #include <fcntl.h>
@@ -524,6 +524,60 @@ static int test_rewind(const char* dir) {
   return 0;
 }
 
+/* ---- saved state (issue 24 item 2) ------------------------------------------------------------------- */
+static int test_state(const char* dir, const char* scratch) {
+  diffvk_context* ctx = make_context();
+  diffvk_model* model = NULL;
+  diffvk_session *a = NULL, *b = NULL;
+  uint32_t vocab = 0, pos = 0;
+  size_t size = 0, size2 = 0;
+  unsigned char* buf;
+  float *want, *lg;
+  if (!ctx) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  if (!model) return 1;
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  want = (float*)malloc(sizeof(float) * vocab);
+  lg = (float*)malloc(sizeof(float) * vocab);
+  EXPECT(diffvk_session_create(model, 64, 8, &a) == DIFFVK_OK);
+  EXPECT(diffvk_session_create(model, 64, 8, &b) == DIFFVK_OK);
+  if (!a || !b) return 1;
+  EXPECT(diffvk_session_prefill(a, kPrompt, 20, lg, vocab) == DIFFVK_OK);
+  /* Buffer: the size first, a too-small buffer refused, then the state. */
+  EXPECT(diffvk_session_save_state_buffer(a, NULL, 0, &size) == DIFFVK_OK && size > 80);
+  buf = (unsigned char*)malloc(size);
+  EXPECT(diffvk_session_save_state_buffer(a, buf, size - 1, &size2) == DIFFVK_BUFFER_TOO_SMALL && size2 == size);
+  EXPECT(diffvk_session_save_state_buffer(a, buf, size, &size2) == DIFFVK_OK && size2 == size);
+  EXPECT(diffvk_session_save_state(a, scratch) == DIFFVK_OK);
+  EXPECT(diffvk_session_decode(a, 65, want, vocab) == DIFFVK_OK);
+  /* Restored from the buffer, then from the file: the next decode is bit-identical. */
+  EXPECT(diffvk_session_restore_state_buffer(b, buf, size) == DIFFVK_OK);
+  EXPECT(diffvk_session_position(b, &pos) == DIFFVK_OK && pos == 20);
+  EXPECT(diffvk_session_decode(b, 65, lg, vocab) == DIFFVK_OK);
+  EXPECT(memcmp(lg, want, sizeof(float) * vocab) == 0);
+  EXPECT(diffvk_session_restore_state(b, scratch) == DIFFVK_OK);
+  EXPECT(diffvk_session_decode(b, 65, lg, vocab) == DIFFVK_OK);
+  EXPECT(memcmp(lg, want, sizeof(float) * vocab) == 0);
+  /* A corrupt state is refused naming the problem, and the session is unchanged. */
+  buf[size / 2] ^= 1;
+  EXPECT(diffvk_session_restore_state_buffer(b, buf, size) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "checksum") != NULL);
+  EXPECT(diffvk_session_position(b, &pos) == DIFFVK_OK && pos == 21);
+  EXPECT(diffvk_session_restore_state_buffer(b, buf, 7) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_restore_state_buffer(b, NULL, 7) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_save_state(a, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_save_state_buffer(a, buf, size, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_destroy(a) == DIFFVK_OK);
+  EXPECT(diffvk_session_destroy(b) == DIFFVK_OK);
+  remove(scratch);
+  free(buf);
+  free(want);
+  free(lg);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
@@ -539,6 +593,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
   else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
   else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
+  else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {
     printf("c_api_v1 %s: all checks passed\n", argv[1]);

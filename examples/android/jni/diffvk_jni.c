@@ -426,6 +426,72 @@ JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* e
   return out;
 }
 
+JNIEXPORT jbyteArray JNICALL Java_diffvk_Session_nativeSaveState(JNIEnv* env, jclass cls, jlong session) {
+  size_t size = 0;
+  void* buf;
+  jbyteArray out = NULL;
+  (void)cls;
+  if (!djni_ok(env, diffvk_session_save_state_buffer((const diffvk_session*)(intptr_t)session, NULL, 0, &size))) return NULL;
+  if (size > 0x7fffffff) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.saveState: the state is larger than a Java array");
+    return NULL;
+  }
+  buf = malloc(size > 0 ? size : 1);
+  if (!buf) {
+    djni_throw_oom(env, "diffvk: state buffer");
+    return NULL;
+  }
+  if (djni_ok(env, diffvk_session_save_state_buffer((const diffvk_session*)(intptr_t)session, buf, size, &size))) {
+    out = (*env)->NewByteArray(env, (jsize)size);
+    if (out) (*env)->SetByteArrayRegion(env, out, 0, (jsize)size, (const jbyte*)buf);
+  }
+  free(buf);
+  return out;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeRestoreState(JNIEnv* env, jclass cls, jlong session, jbyteArray state) {
+  jsize n;
+  void* buf;
+  (void)cls;
+  if (!state) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.restoreState: state is null");
+    return;
+  }
+  n = (*env)->GetArrayLength(env, state);
+  buf = malloc(n > 0 ? (size_t)n : 1);
+  if (!buf) {
+    djni_throw_oom(env, "diffvk: state buffer");
+    return;
+  }
+  (*env)->GetByteArrayRegion(env, state, 0, n, (jbyte*)buf);
+  djni_ok(env, diffvk_session_restore_state_buffer((diffvk_session*)(intptr_t)session, buf, (size_t)n));
+  free(buf);
+}
+
+static void state_file(JNIEnv* env, jlong session, jstring path, int save) {
+  int failed = 0;
+  char* p;
+  if (!path) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session state: path is null");
+    return;
+  }
+  p = djni_dup_string(env, path, &failed);
+  if (failed) return;
+  if (save) djni_ok(env, diffvk_session_save_state((const diffvk_session*)(intptr_t)session, p));
+  else djni_ok(env, diffvk_session_restore_state((diffvk_session*)(intptr_t)session, p));
+  free(p);
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeSaveStateFile(JNIEnv* env, jclass cls, jlong session, jstring path) {
+  (void)cls;
+  state_file(env, session, path, 1);
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeRestoreStateFile(JNIEnv* env, jclass cls, jlong session, jstring path) {
+  (void)cls;
+  state_file(env, session, path, 0);
+}
+
 JNIEXPORT jint JNICALL Java_diffvk_Session_nativePosition(JNIEnv* env, jclass cls, jlong session) {
   uint32_t p = 0;
   (void)cls;

@@ -99,6 +99,25 @@ public final class Session implements AutoCloseable {
     float[] logits = nativePrefillReusing(handle, tokens, vocab, reused);
     return new Reuse(logits, reused[0]);
   }
+  /**
+   * Saved state (app suspend/resume, a saved system prompt): the tokens held and their KV cache rows
+   * (docs/session-state.md). restoreState refuses (DiffvkException INVALID_ARGUMENT, naming what differs)
+   * a state of another model, precision or version, a corrupt one, or one longer than capacity(), and
+   * then changes nothing. A restored session continues exactly as the saved one would.
+   */
+  public synchronized byte[] saveState() {
+    return nativeSaveState(handle);
+  }
+  public synchronized void restoreState(byte[] state) {
+    nativeRestoreState(handle, state);
+  }
+  /** Writes the state to path atomically. */
+  public synchronized void saveState(String path) {
+    nativeSaveStateFile(handle, path);
+  }
+  public synchronized void restoreState(String path) {
+    nativeRestoreStateFile(handle, path);
+  }
   /** Tokens in the KV cache. */
   public synchronized int position() {
     return nativePosition(handle);
@@ -165,6 +184,10 @@ public final class Session implements AutoCloseable {
   static native void nativeRewind(long session, int n);
   static native int[] nativeTokens(long session);
   static native float[] nativePrefillReusing(long session, int[] tokens, int vocab, int[] reused);
+  static native byte[] nativeSaveState(long session);
+  static native void nativeRestoreState(long session, byte[] state);
+  static native void nativeSaveStateFile(long session, String path);
+  static native void nativeRestoreStateFile(long session, String path);
   static native int nativePosition(long session);
   static native int nativeCapacity(long session);
 }

@@ -14,7 +14,7 @@ import static diffvk.Checks.check;
 
 /**
  * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), rewind,
- * tokens and prefillReusing, the log
+ * tokens, prefillReusing and saved state, the log
  * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses), Options.weights.
  *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir>
  * (--add-opens: a desktop JVM has no public way to get a descriptor's number; Android has ParcelFileDescriptor.getFd()).
@@ -102,6 +102,26 @@ public final class V1Test {
       fresh.rewind(head.length);
       check(Arrays.equals(r.logits, fresh.prefill(turn1)), "prefillReusing: the logits of head then turn 1");
       check(Arrays.equals(s.tokens(), full), "tokens() after prefillReusing");
+      // Saved state: restored into the fresh session (bytes and file), the next decode is bit-identical.
+      byte[] state = s.saveState();
+      float[] next = s.decode(65);
+      fresh.restoreState(state);
+      check(fresh.position() == full.length, "position after restoreState");
+      check(Arrays.equals(fresh.decode(65), next), "restoreState(byte[]): the saved session's next logits");
+      Path statePath = Files.createTempFile("diffvk-state", ".bin");
+      s.rewind(full.length);
+      s.saveState(statePath.toString());
+      fresh.restoreState(statePath.toString());
+      check(Arrays.equals(fresh.decode(65), next), "restoreState(path): the saved session's next logits");
+      Files.deleteIfExists(statePath);
+      state[state.length / 2] ^= 1;
+      try {
+        fresh.restoreState(state);
+        check(false, "a corrupt state was accepted");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("checksum"),
+              "a corrupt state: INVALID_ARGUMENT naming the checksum: " + e.getMessage());
+      }
     }
 
     // Loading from memory and from descriptors gives the same model.

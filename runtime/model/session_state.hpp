@@ -1,0 +1,54 @@
+// diffvk — the saved state of a session (Session::save_state / restore_state): the tokens it holds and
+// their KV cache rows. File layout (all integers little-endian; docs/session-state.md):
+//   offset  0  8 bytes  magic "DVKSTATE"
+//           8  u32      format version (kSessionStateVersion)
+//          12  u32      KV element type: 1 = f32, 2 = f16 (the session's storage type)
+//          16  u64      model fingerprint (session_state.cpp: config, lambdas, weight formats, norm weights)
+//          24  u32      layers
+//          28  u32      KV heads
+//          32  u32      elements per KV row (2·D)
+//          36  u32      position n (tokens held)
+//          40  n × i32  token ids
+//      40+4n  KV rows   per layer: K then V; per KV head: rows 0 … n-1, each `elements per row` values
+//    size-8   u64      FNV-1a 64 of every byte before it
+// Pure functions (no Vulkan, no file I/O): encode_session_state_header and check_session_state.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace diffvk {
+
+constexpr uint32_t kSessionStateVersion = 1;
+constexpr size_t kSessionStateHeaderSize = 40;
+constexpr size_t kSessionStateTrailerSize = 8;
+
+enum class StateKvType : uint32_t { f32 = 1, f16 = 2 };
+const char* state_kv_type_name(StateKvType t);
+
+struct SessionStateShape {
+  StateKvType kv_type = StateKvType::f32;
+  uint64_t fingerprint = 0;
+  uint32_t layers = 0, kv_heads = 0, row_elems = 0;
+  uint64_t elem_bytes() const { return kv_type == StateKvType::f16 ? 2 : 4; }
+  // Bytes of one K (or V) block of one layer and one KV head for n rows.
+  uint64_t head_bytes(uint32_t n) const { return uint64_t(n) * row_elems * elem_bytes(); }
+  // The whole file for n tokens.
+  uint64_t file_bytes(uint32_t n) const {
+    return kSessionStateHeaderSize + 4ull * n + uint64_t(layers) * 2 * kv_heads * head_bytes(n) + kSessionStateTrailerSize;
+  }
+};
+
+// The first kSessionStateHeaderSize bytes, then the n token ids (the caller appends the KV rows and the
+// checksum: fnv1a64 of everything before it).
+std::vector<uint8_t> encode_session_state_header(const SessionStateShape& shape, const std::vector<int32_t>& tokens);
+
+// Checks a whole state against what the restoring session has; returns the position n. Throws
+// Error(invalid_argument) naming what does not match: magic, checksum (corrupt or truncated), version,
+// KV type, model (fingerprint or shape), position beyond `capacity`, a token outside [0, vocab), the size.
+// The tokens start at kSessionStateHeaderSize, the KV rows at kSessionStateHeaderSize + 4n.
+uint32_t check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
+                             uint32_t vocab);
+
+}  // namespace diffvk
