@@ -126,7 +126,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
-    std::string prompt;
+    std::string prompt, prompt_cache;
     uint32_t n = 64;
     SamplingOptions sampling;
   };
@@ -139,6 +139,9 @@ Runner register_run(CLI::App& app) {
   cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
   cmd->add_option("--top-p", a->sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  cmd->add_option("--prompt-cache", a->prompt_cache,
+                  "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
+                  "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
@@ -155,10 +158,24 @@ Runner register_run(CLI::App& app) {
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
                                                 " new tokens exceed the context of " + std::to_string(session->capacity()));
     Sampler sampler(a->sampling);
+    uint32_t reused = 0;
+    double restore_s = 0;
+    struct stat st;
+    if (!a->prompt_cache.empty() && ::stat(a->prompt_cache.c_str(), &st) == 0) {  // absent: written after the prompt
+      const auto tr = std::chrono::steady_clock::now();
+      try {
+        session->restore_state_file(a->prompt_cache);
+      } catch (const Error& e) {
+        if (e.status() != Status::invalid_argument) throw;  // unreadable: an error; another model's or corrupt: rewritten
+        std::fprintf(stderr, "diffvk run: --prompt-cache not used (%s); it is rewritten after the prompt\n", e.what());
+      }
+      restore_s = seconds_since(tr);
+    }
     std::fputs(a->prompt.c_str(), stdout);
     std::fflush(stdout);
     auto t0 = std::chrono::steady_clock::now();
-    auto logits = session->prefill(tokens);
+    auto logits = session->prefill_reusing(tokens, &reused);
+    if (!a->prompt_cache.empty()) session->save_state_file(a->prompt_cache);
     const double prefill_s = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     uint32_t generated = 0;
@@ -183,6 +200,9 @@ Runner register_run(CLI::App& app) {
     std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %u tokens in %.3f s (%.1f tokens/s)\n",
                  ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), prefill_s,
                  tokens.size() / prefill_s, generated, decode_s, generated ? generated / decode_s : 0.0);
+    if (!a->prompt_cache.empty())
+      std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", reused, tokens.size(),
+                   a->prompt_cache.c_str(), restore_s);
     return 0;
   };
 }

@@ -1,0 +1,69 @@
+// `diffvk run --prompt-cache FILE` (issue 24 items 2 and 3): the saved state of the prompt is restored,
+// only what differs from it is prefilled, and the generated text is the same as without the cache.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "cli_run.hpp"
+#include "model_fixture.hpp"
+
+using namespace diffvk;
+
+namespace {
+const std::string kModel = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+// The prompt and the generated text: what `run` prints on stdout before its statistics (stdout and stderr
+// share the log: loader or cache messages may come first).
+std::string text_of(const std::string& out) {
+  const size_t from = out.find("The cat sat");
+  const size_t to = out.find("\n\ndiffvk run:");
+  return from < to && to != std::string::npos ? out.substr(from, to - from) : "(no text in: " + out + ")";
+}
+}  // namespace
+
+TEST_CASE("cli: run --prompt-cache reuses the saved prompt, gives the same text, and rewrites a bad cache") {
+  test::TempDir tmp("diffvk-prompt-cache");
+  const std::string cache = tmp.path() + "/prompt.state";
+  const std::string run = "run --model " + kModel + " -n 12 --prompt-cache " + cache + " --prompt ";
+  const auto plain = test::run_cli(tmp, "run --model " + kModel + " -n 12 --prompt 'The cat sat on the'");
+  REQUIRE(plain.exit_code == 0);
+
+  const auto first = test::run_cli(tmp, run + "'The cat sat on the'");
+  INFO(first.out);
+  REQUIRE(first.exit_code == 0);
+  CHECK(contains(first.out, "prompt cache: 0 of 19 prompt tokens reused"));
+  CHECK(text_of(first.out) == text_of(plain.out));
+
+  const auto second = test::run_cli(tmp, run + "'The cat sat on the'");
+  INFO(second.out);
+  CHECK(second.exit_code == 0);
+  CHECK(contains(second.out, "prompt cache: 18 of 19 prompt tokens reused"));
+  CHECK(text_of(second.out) == text_of(plain.out));
+
+  // Another ending: the common prefix is kept ("The cat sat " = BOS + 12 bytes).
+  const auto other = test::run_cli(tmp, run + "'The cat sat by the'");
+  INFO(other.out);
+  CHECK(other.exit_code == 0);
+  CHECK(contains(other.out, "prompt cache: 13 of 19 prompt tokens reused"));
+
+  // A corrupt cache is named, not used, and rewritten; the run still gives the plain text.
+  {
+    const auto bad = test::run_cli(tmp, "run --model " + kModel + " -n 1 --prompt x --prompt-cache " + tmp.path() + "/none");
+    CHECK(bad.exit_code == 0);  // absent: created
+  }
+  test::write_text(cache, std::string(100, 'z'));
+  const auto corrupt = test::run_cli(tmp, run + "'The cat sat on the'");
+  INFO(corrupt.out);
+  CHECK(corrupt.exit_code == 0);
+  CHECK(contains(corrupt.out, "--prompt-cache not used"));
+  CHECK(contains(corrupt.out, "not a diffvk session state"));
+  CHECK(text_of(corrupt.out) == text_of(plain.out));
+  const auto after = test::run_cli(tmp, run + "'The cat sat on the'");
+  CHECK(contains(after.out, "prompt cache: 18 of 19 prompt tokens reused"));
+
+  // A directory at the path is an error before any output.
+  const auto dir = test::run_cli(tmp, "run --model " + kModel + " -n 2 --prompt x --prompt-cache " + tmp.path());
+  CHECK(dir.exit_code != 0);
+  CHECK(contains(dir.out, "not a regular file"));
+}
