@@ -139,6 +139,16 @@ Runner register_run(CLI::App& app) {
   cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
   cmd->add_option("--top-p", a->sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  cmd->add_option("--min-p", a->sampling.min_p, "drop tokens below min-p x the top token's probability; 0 = off; in [0, 1]")
+      ->check(finite_range(0, 1));
+  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "CTRL repetition penalty over the last --repeat-last-n tokens; 1 = off; in (0, 100]")
+      ->check(finite_range(0, 100, true));
+  cmd->add_option("--frequency-penalty", a->sampling.frequency_penalty, "subtracted once per occurrence; 0 = off; in [-2, 2]")
+      ->check(finite_range(-2, 2));
+  cmd->add_option("--presence-penalty", a->sampling.presence_penalty, "subtracted once per token seen; 0 = off; in [-2, 2]")
+      ->check(finite_range(-2, 2));
+  cmd->add_option("--repeat-last-n", a->sampling.penalty_last_n, "tokens the penalties look back over (prompt included); 0 = none")
+      ->check(CLI::Range(0u, 1u << 20));
   cmd->add_option("--prompt-cache", a->prompt_cache,
                   "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
                   "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
@@ -181,9 +191,11 @@ Runner register_run(CLI::App& app) {
     uint32_t generated = 0;
     // Greedy and top-k (without top-p) sample on the device: each step reads back a token id, not the logits.
     const bool on_device = sampler.device_capable();
+    for (int32_t t : tokens) sampler.accept(t);
     int32_t next = a->n ? sampler.sample(logits.data(), cfg.vocab_size) : 0;
     for (; generated < a->n; ++generated) {
       if (next == cfg.eos_token_id) break;
+      sampler.accept(next);
       stream.add(next);
       if (generated + 1 < a->n) {
         if (on_device) {

@@ -243,6 +243,24 @@ DIFFVK_API diffvk_status diffvk_session_capacity(const diffvk_session* session, 
 /* temperature 0 = greedy; top_k 0 = off; top_p 1 = off. temperature must be finite and >= 0, top_p
  * finite and in (0, 1] (else DIFFVK_INVALID_ARGUMENT); the CLI applies the same rules. */
 DIFFVK_API diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out);
+/* Every sampling control (since 1.1). Fill with diffvk_sampler_default_options, then set fields. */
+typedef struct diffvk_sampler_options {
+  size_t struct_size;       /* sizeof(diffvk_sampler_options): set by diffvk_sampler_default_options */
+  float temperature;        /* 0 = greedy (default); finite, >= 0 */
+  uint32_t top_k;           /* 0 = off (default) */
+  float top_p;              /* 1 = off (default); in (0, 1] */
+  uint64_t seed;            /* 0 (default) */
+  float min_p;              /* drop tokens below min_p x the top token's probability; 0 = off (default); in [0, 1] */
+  float repeat_penalty;     /* CTRL penalty over the last penalty_last_n accepted tokens; 1 = off (default); in (0, 100] */
+  float frequency_penalty;  /* subtracted per occurrence; 0 = off (default); in [-2, 2] */
+  float presence_penalty;   /* subtracted once per token seen; 0 = off (default); in [-2, 2] */
+  uint32_t penalty_last_n;  /* how many accepted tokens the penalties look back over; 64 (default); at most 1048576 */
+} diffvk_sampler_options;
+DIFFVK_API void diffvk_sampler_default_options(diffvk_sampler_options* options);
+/* The rules of diffvk_sampler_create plus the ranges above (DIFFVK_INVALID_ARGUMENT naming the field). */
+DIFFVK_API diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* options, diffvk_sampler** out);
+/* Records a token of the sequence (the prompt's, then each one used) for the penalties. */
+DIFFVK_API diffvk_status diffvk_sampler_accept(diffvk_sampler* sampler, int32_t token);
 /* Frees the sampler; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
 /* Picks a token id in [0, vocab) from vocab logits (host memory, e.g. what prefill/decode wrote). The sampler

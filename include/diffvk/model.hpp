@@ -216,6 +216,17 @@ struct SamplingOptions {
   uint32_t top_k = 0;        // 0 = off
   float top_p = 1.0f;        // 1 = off
   uint64_t seed = 0;
+  // min-p: after temperature, tokens whose probability is below min_p x the most likely token's are dropped
+  // (0 = off; in [0, 1]).
+  float min_p = 0.0f;
+  // Penalties over the last penalty_last_n tokens given to Sampler::accept (the prompt and what was
+  // generated), applied to the logits before anything else: repeat_penalty r (> 0; 1 = off) divides a
+  // positive logit of a token seen there by r and multiplies a negative one by r (CTRL); frequency_penalty f
+  // subtracts f x its count; presence_penalty q subtracts q once (both in [-2, 2]; 0 = off).
+  float repeat_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint32_t penalty_last_n = 64;
 };
 // Host reference of device top-k sampling: order the logits by (value descending, index ascending), keep
 // the first top_k (1 when temperature <= 0), weight them by exp((l - l_max) / temperature) in float64 and
@@ -230,8 +241,14 @@ void validate_sampling(const SamplingOptions& options);
 class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);
+  // Picks a token from vocab logits: penalties (from the accepted tokens), then greedy, or temperature,
+  // top-k, top-p and min-p. Does not accept the token it returns: call accept() with the token used.
   int32_t sample(const float* logits, uint32_t vocab);
-  // True when Session::decode_sample can do this sampler's job (greedy, or top-k <= kDeviceTopKMax without top-p).
+  // Records a token of the sequence (prompt or generated) for the penalties; keeps the last penalty_last_n.
+  void accept(int32_t token);
+  bool penalties_active() const;
+  // True when Session::decode_sample can do this sampler's job (greedy, or top-k <= kDeviceTopKMax without
+  // top-p), with no min-p and no penalty.
   bool device_capable() const;
   // Next uniform draw in [0, 1) from this sampler's generator (for Session::decode_sample).
   float draw();
@@ -240,6 +257,8 @@ class Sampler {
  private:
   SamplingOptions o_;
   std::mt19937_64 rng_;
+  std::vector<int32_t> recent_;  // the last penalty_last_n accepted tokens (a ring once full)
+  size_t next_ = 0;
 };
 
 }  // namespace diffvk

@@ -547,6 +547,40 @@ diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top
     *out = p.get();
   });
 }
+void diffvk_sampler_default_options(diffvk_sampler_options* o) {
+  if (!o) return;
+  const diffvk::SamplingOptions d;
+  *o = diffvk_sampler_options{sizeof *o,       d.temperature,      d.top_k,           d.top_p,
+                              d.seed,          d.min_p,            d.repeat_penalty,  d.frequency_penalty,
+                              d.presence_penalty, d.penalty_last_n};
+}
+diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* opts, diffvk_sampler** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options, "sampler");
+    diffvk::SamplingOptions so;
+    so.temperature = o.temperature;
+    so.top_k = o.top_k;
+    so.top_p = o.top_p;
+    so.seed = o.seed;
+    so.min_p = o.min_p;
+    so.repeat_penalty = o.repeat_penalty;
+    so.frequency_penalty = o.frequency_penalty;
+    so.presence_penalty = o.presence_penalty;
+    so.penalty_last_n = o.penalty_last_n;
+    auto p = std::make_shared<diffvk_sampler>(diffvk_sampler{diffvk::Sampler(so)});  // validate_sampling
+    std::lock_guard<std::mutex> l(g_mutex);
+    track(p, Kind::sampler);
+    *out = p.get();
+  });
+}
+diffvk_status diffvk_sampler_accept(diffvk_sampler* p, int32_t token) {
+  return guarded(__func__, [&] {
+    auto k = check(p, Kind::sampler, "sampler");
+    k->sampler.accept(token);
+  });
+}
 diffvk_status diffvk_sampler_destroy(diffvk_sampler* p) {
   return guarded(__func__, [&] {
     std::shared_ptr<diffvk_sampler> keep;

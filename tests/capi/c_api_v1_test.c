@@ -1,5 +1,5 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind|state> <model dir> */
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind|state|sampler> <model dir> */
 #include <diffvk/diffvk.h>
 
 #include <fcntl.h>
@@ -578,6 +578,32 @@ static int test_state(const char* dir, const char* scratch) {
   return 0;
 }
 
+/* ---- sampler options (issue 24 item 6) ---------------------------------------------------------------- */
+static int test_sampler(void) {
+  diffvk_sampler_options o;
+  diffvk_sampler* s = NULL;
+  const float logits[4] = {2.0f, 1.9f, -1.0f, -1.2f};
+  int32_t t = -1;
+  diffvk_sampler_default_options(&o);
+  EXPECT(o.struct_size == sizeof o && o.repeat_penalty == 1.0f && o.penalty_last_n == 64 && o.min_p == 0.0f);
+  o.repeat_penalty = 2.0f;
+  EXPECT(diffvk_sampler_create_with_options(&o, &s) == DIFFVK_OK);
+  if (!s) return 1;
+  EXPECT(diffvk_sampler_sample(s, logits, 4, &t) == DIFFVK_OK && t == 0);
+  EXPECT(diffvk_sampler_accept(s, 0) == DIFFVK_OK);
+  EXPECT(diffvk_sampler_sample(s, logits, 4, &t) == DIFFVK_OK && t == 1); /* 2 / 2 < 1.9 */
+  EXPECT(diffvk_sampler_destroy(s) == DIFFVK_OK);
+  o.min_p = 2.0f;
+  EXPECT(diffvk_sampler_create_with_options(&o, &s) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "min_p") != NULL);
+  o.struct_size = sizeof o + 8;
+  EXPECT(diffvk_sampler_create_with_options(&o, &s) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_sampler_create_with_options(NULL, &s) == DIFFVK_OK); /* NULL: the defaults */
+  EXPECT(diffvk_sampler_accept(NULL, 1) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_sampler_destroy(s) == DIFFVK_OK);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
@@ -593,6 +619,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
   else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
   else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
+  else if (!strcmp(argv[1], "sampler")) rc = test_sampler();
   else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {

@@ -520,6 +520,36 @@ JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreate(JNIEnv* env, jclass cls
   return (jlong)(intptr_t)s;
 }
 
+JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreateWithOptions(JNIEnv* env, jclass cls, jfloat temperature, jint top_k,
+                                                                    jfloat top_p, jlong seed, jfloat min_p,
+                                                                    jfloat repeat_penalty, jfloat frequency_penalty,
+                                                                    jfloat presence_penalty, jint penalty_last_n) {
+  diffvk_sampler_options o;
+  diffvk_sampler* s = NULL;
+  (void)cls;
+  if (top_k < 0 || penalty_last_n < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Sampler: topK and penaltyLastN must be >= 0");
+    return 0;
+  }
+  diffvk_sampler_default_options(&o);
+  o.temperature = temperature;
+  o.top_k = (uint32_t)top_k;
+  o.top_p = top_p;
+  o.seed = (uint64_t)seed;
+  o.min_p = min_p;
+  o.repeat_penalty = repeat_penalty;
+  o.frequency_penalty = frequency_penalty;
+  o.presence_penalty = presence_penalty;
+  o.penalty_last_n = (uint32_t)penalty_last_n;
+  if (!djni_ok(env, diffvk_sampler_create_with_options(&o, &s))) return 0;
+  return (jlong)(intptr_t)s;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Sampler_nativeAccept(JNIEnv* env, jclass cls, jlong sampler, jint token) {
+  (void)cls;
+  djni_ok(env, diffvk_sampler_accept((diffvk_sampler*)(intptr_t)sampler, (int32_t)token));
+}
+
 JNIEXPORT void JNICALL Java_diffvk_Sampler_nativeDestroy(JNIEnv* env, jclass cls, jlong sampler) {
   (void)cls;
   djni_ok(env, diffvk_sampler_destroy((diffvk_sampler*)(intptr_t)sampler));

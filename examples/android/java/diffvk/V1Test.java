@@ -124,6 +124,23 @@ public final class V1Test {
       }
     }
 
+    // Sampler.Options: a repetition penalty changes the greedy choice once the token was accepted.
+    Sampler.Options so = new Sampler.Options();
+    so.repeatPenalty = 2.0f;
+    try (Sampler sp = new Sampler(so)) {
+      float[] lg = new float[] {2.0f, 1.9f, -1.0f};
+      check(sp.sample(lg) == 0, "greedy before accept");
+      sp.accept(0);
+      check(sp.sample(lg) == 1, "repeat penalty after accept(0)");
+    }
+    so.minP = 2.0f;
+    try {
+      new Sampler(so).close();
+      check(false, "minP 2 was accepted");
+    } catch (DiffvkException e) {
+      check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("min_p"), "minP 2: " + e.getMessage());
+    }
+
     // Loading from memory and from descriptors gives the same model.
     byte[] cfg = Files.readAllBytes(Paths.get(dir, "config.json"));
     byte[] st = Files.readAllBytes(Paths.get(dir, "model.safetensors"));
