@@ -149,10 +149,11 @@ TEST_CASE("faults: a context longer than the KV cache is an error and the sessio
 // hook removed, a fresh context runs the same sequence.
 // One sweep per fault kind (two CTest tests that run side by side: each is the longest test of a pass).
 // DIFFVK_FAULT_STRIDE=k (default 1: every call) injects at every k-th call only, the device-lost sweep
-// from call 1 and the out-of-memory sweep from call 2 (DIFFVK_FAULT_SWAP=1: the other way round).
+// from call 1 and the out-of-memory sweep from call 1 + k/2 (DIFFVK_FAULT_SWAP=1: the other way round).
 // CI (DEVELOPERS.md "CI time"): pass 1 runs stride 2, pass 2 (SwiftShader) stride 2 swapped, so across
-// the two every call fails with both faults; .ci/sanitize uses 7 (ASan makes each of the ~480 scenarios
-// about four times slower). The line the test prints says which calls were injected.
+// the two every call fails with both faults; .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios
+// about four times slower): one injection every 7 calls, alternating the kinds. The line the test prints
+// says which calls were injected.
 static int fault_stride() {
   const char* e = std::getenv("DIFFVK_FAULT_STRIDE");
   const int k = e ? std::atoi(e) : 1;
@@ -200,7 +201,8 @@ static void fault_sweep(VkResult fault) {
   {
     const Status want = fault == VK_ERROR_DEVICE_LOST ? Status::device_lost : Status::out_of_memory;
     const bool lost_first = (fault == VK_ERROR_DEVICE_LOST) != fault_swap();
-    const int stride = fault_stride(), first = 1 + (lost_first ? 0 : 1 % stride);
+    // The second kind starts half a stride later: together the two sweeps inject at every (stride/2)-th call.
+    const int stride = fault_stride(), first = 1 + (lost_first ? 0 : stride / 2);
     for (int n = first; n <= total; n += stride) {
       std::atomic<int> seen{0};
       std::string site;
