@@ -196,6 +196,16 @@ diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model*
 }
 }  // namespace
 
+// The checks prefill and prefill_reusing share: pointers, no tokens, the logits capacity. Returns the vocabulary.
+static uint32_t check_prefill_args(const diffvk_session& k, const int32_t* tokens, size_t n, const float* logits, size_t cap) {
+  need(tokens, "tokens");
+  need(logits, "logits");
+  if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
+  const uint32_t V = k.parent->model->config().vocab_size;
+  if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
+  return V;
+}
+
 extern "C" {
 
 const char* diffvk_version(void) { return DIFFVK_VERSION_STRING_; }
@@ -423,11 +433,7 @@ diffvk_status diffvk_session_destroy(diffvk_session* s) {
 diffvk_status diffvk_session_prefill(diffvk_session* s, const int32_t* tokens, size_t n, float* logits, size_t cap) {
   return guarded(__func__, [&] {
     auto k = live(s, Kind::session, "session");
-    need(tokens, "tokens");
-    need(logits, "logits");
-    if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
-    const uint32_t V = k->parent->model->config().vocab_size;
-    if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
+    const uint32_t V = check_prefill_args(*k, tokens, n, logits, cap);
     // Sizes before anything is copied: n is bounded by the context from here on.
     const uint32_t pos = k->session->position(), capacity = k->session->capacity();
     if (n > capacity - std::min(pos, capacity))
@@ -480,11 +486,7 @@ diffvk_status diffvk_session_prefill_reusing(diffvk_session* s, const int32_t* t
                                              uint32_t* reused) {
   return guarded(__func__, [&] {
     auto k = live(s, Kind::session, "session");
-    need(tokens, "tokens");
-    need(logits, "logits");
-    if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
-    const uint32_t V = k->parent->model->config().vocab_size;
-    if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
+    check_prefill_args(*k, tokens, n, logits, cap);
     // The whole sequence must fit the context (sizes before anything is copied).
     const uint32_t capacity = k->session->capacity();
     if (n > capacity)

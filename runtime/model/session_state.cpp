@@ -7,29 +7,13 @@
 #include "diffvk/error.hpp"
 #include "model/session_impl.hpp"
 #include "platform.hpp"
-#include "vk/pipeline_cache_file.hpp"  // fnv1a64
+#include "vk/pipeline_cache_file.hpp"  // fnv1a64, put_u32/get_u32 (little-endian)
 
 namespace diffvk {
 namespace {
 
 const char kMagic[8] = {'D', 'V', 'K', 'S', 'T', 'A', 'T', 'E'};
 
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 [[noreturn]] void refuse(const std::string& why) { throw Error(Status::invalid_argument, "session state: " + why); }
 
 template <class T>

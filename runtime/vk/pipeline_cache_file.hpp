@@ -35,6 +35,12 @@ struct PipelineCacheKey {
 
 uint64_t fnv1a64(const void* data, size_t size, uint64_t seed = 14695981039346656037ull);
 
+// Little-endian integers in a byte buffer: this file's format and the session state's (model/session_state).
+void put_u32(uint8_t* p, uint32_t v);
+void put_u64(uint8_t* p, uint64_t v);
+uint32_t get_u32(const uint8_t* p);
+uint64_t get_u64(const uint8_t* p);
+
 // The whole file. blob may be nullptr when size == 0; invalid_argument for a null
 // blob with a size, or a size that cannot be represented.
 std::vector<uint8_t> encode_pipeline_cache(const PipelineCacheKey& key, const void* blob, size_t size);

@@ -150,8 +150,8 @@ TEST_CASE("faults: a context longer than the KV cache is an error and the sessio
 // One sweep per fault kind (two CTest tests that run side by side: each is the longest test of a pass).
 // DIFFVK_FAULT_STRIDE=k (default 1: every call) injects at every k-th call only, the device-lost sweep
 // from call 1 and the out-of-memory sweep from call 1 + k/2 (DIFFVK_FAULT_SWAP=1: the other way round).
-// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 2, pass 2 (SwiftShader) stride 2 swapped, so across
-// the two every call fails with both faults; .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios
+// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 2 (every call fails once), pass 2 (SwiftShader) stride 4
+// swapped; .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios
 // about four times slower): one injection every 7 calls, alternating the kinds. The line the test prints
 // says which calls were injected.
 static int fault_stride() {

@@ -10,6 +10,7 @@
  * benchmark in diffvk_jni_bench.c (built only with the diffvk_bench library). */
 #include <jni.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,32 +303,40 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeDestroy(JNIEnv* env, jclass cls
   djni_ok(env, diffvk_session_destroy((diffvk_session*)(intptr_t)session));
 }
 
+/* The token copy and the logits buffer of a prefill (Session.prefill, Session.prefillReusing): 1 when both are
+ * allocated (free them), else 0 with an exception thrown. jint is int32_t on every JNI platform; copy, never
+ * pin: the call may run for a long time. */
+static int prefill_buffers(JNIEnv* env, jintArray tokens, jint vocab, const char* what, int32_t** buf, float** logits,
+                           jsize* n) {
+  char msg[96];
+  *buf = NULL;
+  *logits = NULL;
+  if (!tokens || vocab <= 0) {
+    snprintf(msg, sizeof msg, "Session.%s: %s", what, !tokens ? "tokens is null" : "bad vocabulary size");
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, msg);
+    return 0;
+  }
+  *n = (*env)->GetArrayLength(env, tokens);
+  *buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(*n > 0 ? *n : 1));
+  *logits = (float*)malloc(sizeof(float) * (size_t)vocab);
+  if (!*buf || !*logits) {
+    free(*buf);
+    free(*logits);
+    djni_throw_oom(env, "diffvk: prefill buffers");
+    return 0;
+  }
+  (*env)->GetIntArrayRegion(env, tokens, 0, *n, (jint*)*buf);
+  return 1;
+}
+
 JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefill(JNIEnv* env, jclass cls, jlong session,
                                                                 jintArray tokens, jint vocab) {
-  jsize n;
+  jsize n = 0;
   int32_t* buf;
   float* logits;
   jfloatArray out = NULL;
   (void)cls;
-  if (!tokens) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: tokens is null");
-    return NULL;
-  }
-  if (vocab <= 0) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefill: bad vocabulary size");
-    return NULL;
-  }
-  n = (*env)->GetArrayLength(env, tokens);
-  buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-  logits = (float*)malloc(sizeof(float) * (size_t)vocab);
-  if (!buf || !logits) {
-    free(buf);
-    free(logits);
-    djni_throw_oom(env, "diffvk: prefill buffers");
-    return NULL;
-  }
-  /* jint is int32_t on every JNI platform; copy, never pin: the call may run for a long time. */
-  (*env)->GetIntArrayRegion(env, tokens, 0, n, (jint*)buf);
+  if (!prefill_buffers(env, tokens, vocab, "prefill", &buf, &logits, &n)) return NULL;
   if (djni_ok(env, diffvk_session_prefill((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits, (size_t)vocab)))
     out = djni_floats(env, logits, vocab);
   free(buf);
@@ -390,31 +399,18 @@ JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeTokens(JNIEnv* env, jclass
 
 JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* env, jclass cls, jlong session,
                                                                        jintArray tokens, jint vocab, jintArray reused) {
-  jsize n;
+  jsize n = 0;
   int32_t* buf;
   float* logits;
   uint32_t kept = 0;
   jint kept_j;
   jfloatArray out = NULL;
   (void)cls;
-  if (!tokens || !reused || (*env)->GetArrayLength(env, reused) < 1) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillReusing: tokens is null");
+  if (!reused || (*env)->GetArrayLength(env, reused) < 1) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillReusing: no room for the reused count");
     return NULL;
   }
-  if (vocab <= 0) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillReusing: bad vocabulary size");
-    return NULL;
-  }
-  n = (*env)->GetArrayLength(env, tokens);
-  buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-  logits = (float*)malloc(sizeof(float) * (size_t)vocab);
-  if (!buf || !logits) {
-    free(buf);
-    free(logits);
-    djni_throw_oom(env, "diffvk: prefillReusing buffers");
-    return NULL;
-  }
-  (*env)->GetIntArrayRegion(env, tokens, 0, n, (jint*)buf);
+  if (!prefill_buffers(env, tokens, vocab, "prefillReusing", &buf, &logits, &n)) return NULL;
   if (djni_ok(env, diffvk_session_prefill_reusing((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits,
                                                   (size_t)vocab, &kept))) {
     out = djni_floats(env, logits, vocab);
