@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ref_compare.hpp"
 #include "reference/diff_attn_ref.hpp"
 
 #ifndef DIFFVK_TEST_DATA_DIR
@@ -30,12 +31,7 @@ using Vec = std::vector<double>;
 
 namespace {
 
-double max_abs_diff(const Vec& a, const Vec& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using diffvk::test::max_abs_diff;
 
 // ----------------------------------------------------------------------------
 // Independent plain-loop pieces (written differently from the reference).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "diffvk/npy.hpp"
+#include "ref_compare.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "reference/diff_v2_ref.hpp"
 
@@ -33,12 +34,7 @@ double max_abs(const Vec& a) {
   return m;
 }
 
-double max_abs_diff(const Vec& a, const Vec& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using diffvk::test::max_abs_diff;
 
 // The invalid_argument message `fn` throws, or "" if it throws nothing.
 std::string refusal(const std::function<void()>& fn) {
