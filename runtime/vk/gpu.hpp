@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -111,6 +112,19 @@ class Device {
   void register_pipeline(const Pipeline* p);
   void unregister_pipeline(const Pipeline* p) noexcept;
 
+  // Pipelines are shared on a device: a second Pipeline with the same description (shader variant,
+  // specialization constants, bindings, push-constant size, required subgroup size) takes the Vulkan
+  // objects of the first, counted, instead of compiling them again (a second model or layer loaded on the
+  // same context, every session's kernels). The last Pipeline to go destroys them.
+  struct SharedPipeline {
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    uint32_t refs = 0;
+  };
+  std::mutex shared_mutex_;
+  std::map<std::string, SharedPipeline> shared_;
+
   std::unique_ptr<Instance> instance_;
   DeviceMode mode_ = DeviceMode::normal;
   bool exec_props_ = false;
@@ -209,8 +223,10 @@ class Pipeline {
 
  private:
   void destroy() noexcept;
+  bool adopt_shared(const std::string& key);  // shared_mutex_ held; true when the key was there
   Device& device_;
   PipelineDesc desc_;
+  std::string shared_key_;  // set once this Pipeline counts in Device::shared_ (its objects are shared)
   std::string name_;
   std::string group_;
   const char* spec_names_ = "";

@@ -71,6 +71,22 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
     throw Error(Status::unsupported, name_ + ": the fp16 path is not enabled on this device");
   if (desc.push_bytes > device.caps().max_push_constants)
     throw Error(Status::unsupported, name_ + ": push constants exceed the device limit");
+  // The key of Device::shared_: everything that goes into the Vulkan objects below.
+  std::string key = name_ + "|" + std::to_string(desc.bindings) + "|" + std::to_string(desc.push_bytes) + "|" +
+                    std::to_string(desc.subgroup_size) + "|";
+  for (uint32_t v : desc.spec) key += std::to_string(v) + ",";
+  {
+    std::lock_guard<std::mutex> lock(device.shared_mutex_);
+    if (adopt_shared(key)) {
+      platform::log(platform::LogLevel::debug, "pipeline " + name_ + ": shared with an identical one on this device");
+      {
+        std::lock_guard<std::mutex> group_lock(device.pipelines_mutex_);
+        group_ = device.pipeline_group_;
+      }
+      device.register_pipeline(this);
+      return;
+    }
+  }
   VkDevice dev = device.handle();
   VkShaderModule module = VK_NULL_HANDLE;
   try {
@@ -133,6 +149,21 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
     platform::log(ms > 20000 ? platform::LogLevel::warn : platform::LogLevel::debug,
                   "pipeline " + name_ + " [" + spec + "]: created in " + std::to_string(int(ms)) + " ms");
     vkDestroyShaderModule(dev, module, nullptr);
+    module = VK_NULL_HANDLE;
+    {
+      std::lock_guard<std::mutex> lock(device.shared_mutex_);
+      VkPipeline own = pipeline_;
+      VkPipelineLayout own_layout = layout_;
+      VkDescriptorSetLayout own_set = set_layout_;
+      if (adopt_shared(key)) {  // another thread built the same pipeline meanwhile: keep one
+        vkDestroyPipeline(dev, own, nullptr);
+        vkDestroyPipelineLayout(dev, own_layout, nullptr);
+        vkDestroyDescriptorSetLayout(dev, own_set, nullptr);
+      } else {
+        device.shared_[key] = Device::SharedPipeline{set_layout_, layout_, pipeline_, 1};
+        shared_key_ = key;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(device.pipelines_mutex_);
       group_ = device.pipeline_group_;
@@ -169,8 +200,31 @@ std::vector<std::string> Pipeline::spec_names() const {
   return names;
 }
 
+bool Pipeline::adopt_shared(const std::string& key) {
+  auto it = device_.shared_.find(key);
+  if (it == device_.shared_.end()) return false;
+  ++it->second.refs;
+  set_layout_ = it->second.set_layout;
+  layout_ = it->second.layout;
+  pipeline_ = it->second.pipeline;
+  shared_key_ = key;
+  return true;
+}
+
 void Pipeline::destroy() noexcept {
   VkDevice dev = device_.handle();
+  if (!shared_key_.empty()) {
+    std::lock_guard<std::mutex> lock(device_.shared_mutex_);
+    auto it = device_.shared_.find(shared_key_);
+    if (it != device_.shared_.end() && --it->second.refs > 0) {  // others still use the objects
+      pipeline_ = VK_NULL_HANDLE;
+      layout_ = VK_NULL_HANDLE;
+      set_layout_ = VK_NULL_HANDLE;
+      return;
+    }
+    if (it != device_.shared_.end()) device_.shared_.erase(it);
+    shared_key_.clear();
+  }
   if (pipeline_) vkDestroyPipeline(dev, pipeline_, nullptr);
   if (layout_) vkDestroyPipelineLayout(dev, layout_, nullptr);
   if (set_layout_) vkDestroyDescriptorSetLayout(dev, set_layout_, nullptr);

@@ -251,3 +251,28 @@ TEST_CASE("faults: VK_ERROR_DEVICE_LOST and VK_ERROR_OUT_OF_DEVICE_MEMORY surfac
   }
   // The context is still usable for cleanup (no abort, no leak reported by validation at destruction).
 }
+
+TEST_CASE("pipeline: identical pipelines on one device share their Vulkan objects until the last one goes") {
+  const uint32_t n = NormChain::n;
+  NormChain c(4096, std::vector<float>(n, 2.0f), std::vector<float>(n, 1.0f));
+  Device& dev = c.dev;
+  REQUIRE(dev.pipelines().size() == 1);
+  const Pipeline& first = *dev.pipelines()[0];
+  PipelineDesc desc = first.desc();
+  auto same = std::make_unique<Pipeline>(dev, desc);
+  CHECK(same->handle() == first.handle());
+  CHECK(same->layout() == first.layout());
+  CHECK(same->set_layout() == first.set_layout());
+  CHECK(dev.pipelines().size() == 2);  // shader-stats still sees every Pipeline object
+  desc.push_bytes += 16;               // another layout: compiled on its own
+  auto other = std::make_unique<Pipeline>(dev, desc);
+  CHECK(other->handle() != first.handle());
+  other.reset();
+  same.reset();  // the kernel's pipeline stays valid (the validation layer would report a destroyed one)
+  Program prog(dev, "shared");
+  c.step(prog, 0, 2048);
+  prog.run();
+  std::vector<float> y(n);
+  c.buf.download(2048, y.data(), n * 4);
+  for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
+}
