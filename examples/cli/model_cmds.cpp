@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "commands.hpp"
+#include "diffvk/generate.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "diffvk/npy.hpp"
@@ -76,34 +77,6 @@ Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
 
 namespace {
 
-// Prints generated text as it comes: the bytes that decode(prompt + generated) adds to decode(prompt)
-// (so SentencePiece's leading-space rule sees the whole text), holding back a trailing U+FFFD that a
-// later byte token may still complete.
-class TextStream {
- public:
-  TextStream(const Tokenizer& t, const std::vector<int32_t>& prompt) : t_(t), ids_(prompt), base_(t.decode(prompt).size()) {}
-  void add(int32_t id) {
-    ids_.push_back(id);
-    print(false);
-  }
-  void finish() { print(true); }
-
- private:
-  void print(bool all) {
-    const std::string d = t_.decode(ids_);
-    size_t keep = d.size();
-    while (!all && keep >= base_ + 3 && d.compare(keep - 3, 3, "\xEF\xBF\xBD") == 0) keep -= 3;
-    if (keep > base_ + shown_) {
-      std::fwrite(d.data() + base_ + shown_, 1, keep - base_ - shown_, stdout);
-      shown_ = keep - base_;
-    }
-    std::fflush(stdout);
-  }
-  const Tokenizer& t_;
-  std::vector<int32_t> ids_;
-  size_t base_, shown_ = 0;
-};
-
 struct ModelArgs {
   DeviceFlags dev;
   std::string model;
@@ -127,6 +100,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt, prompt_cache;
+    std::vector<std::string> stop;
     uint32_t n = 64;
     SamplingOptions sampling;
   };
@@ -149,11 +123,14 @@ Runner register_run(CLI::App& app) {
       ->check(finite_range(-2, 2));
   cmd->add_option("--repeat-last-n", a->sampling.penalty_last_n, "tokens the penalties look back over (prompt included); 0 = none")
       ->check(CLI::Range(0u, 1u << 20));
+  cmd->add_option("--stop", a->stop, "stop string (repeatable; may span tokens): generation ends there, and neither it nor what "
+                                     "follows is printed");
   cmd->add_option("--prompt-cache", a->prompt_cache,
                   "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
                   "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
+    validate_stop_strings(a->stop);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
@@ -163,12 +140,10 @@ Runner register_run(CLI::App& app) {
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     std::vector<int32_t> tokens = tokenizer.encode(a->prompt, true);
     if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
-    TextStream stream(tokenizer, tokens);
     if (tokens.size() + a->n > session->capacity())
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
                                                 " new tokens exceed the context of " + std::to_string(session->capacity()));
     Sampler sampler(a->sampling);
-    uint32_t reused = 0;
     double restore_s = 0;
     struct stat st;
     if (!a->prompt_cache.empty() && ::stat(a->prompt_cache.c_str(), &st) == 0) {  // absent: written after the prompt
@@ -183,37 +158,27 @@ Runner register_run(CLI::App& app) {
     }
     std::fputs(a->prompt.c_str(), stdout);
     std::fflush(stdout);
-    auto t0 = std::chrono::steady_clock::now();
-    auto logits = session->prefill_reusing(tokens, &reused);
-    if (!a->prompt_cache.empty()) session->save_state_file(a->prompt_cache);
-    const double prefill_s = seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
-    uint32_t generated = 0;
     // Greedy and top-k (without top-p) sample on the device: each step reads back a token id, not the logits.
-    const bool on_device = sampler.device_capable();
-    for (int32_t t : tokens) sampler.accept(t);
-    int32_t next = a->n ? sampler.sample(logits.data(), cfg.vocab_size) : 0;
-    for (; generated < a->n; ++generated) {
-      if (next == cfg.eos_token_id) break;
-      sampler.accept(next);
-      stream.add(next);
-      if (generated + 1 < a->n) {
-        if (on_device) {
-          const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
-          next = session->decode_sample(next, sampler.options().temperature, sampler.options().top_k, u);
-        } else {
-          logits = session->decode(next);
-          next = sampler.sample(logits.data(), cfg.vocab_size);
-        }
-      }
-    }
-    const double decode_s = seconds_since(t0);
-    stream.finish();
-    std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %u tokens in %.3f s (%.1f tokens/s)\n",
-                 ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), prefill_s,
-                 tokens.size() / prefill_s, generated, decode_s, generated ? generated / decode_s : 0.0);
+    GenerateOptions go;
+    go.max_tokens = a->n;
+    go.stop = a->stop;
+    go.eos_token = cfg.eos_token_id;
+    go.on_text = [](std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+    if (!a->prompt_cache.empty()) go.on_prefilled = [&] { session->save_state_file(a->prompt_cache); };
+    const GenerateResult r = generate(*session, sampler, tokenizer, tokens, go);
+    const size_t generated = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
+    std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %zu tokens in %.3f s (%.1f tokens/s)\n"
+                 "  stopped: %s%s%s\n",
+                 ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), r.prefill_seconds,
+                 tokens.size() / r.prefill_seconds, generated, r.sample_seconds, generated ? generated / r.sample_seconds : 0.0,
+                 stop_reason_name(r.reason), r.reason == StopReason::stop_string ? " " : "",
+                 r.reason == StopReason::stop_string ? ("\"" + r.stop + "\"").c_str() : "");
     if (!a->prompt_cache.empty())
-      std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", reused, tokens.size(),
+      std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", r.reused, tokens.size(),
                    a->prompt_cache.c_str(), restore_s);
     return 0;
   };

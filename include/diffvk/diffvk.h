@@ -290,6 +290,46 @@ DIFFVK_API diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer,
 /* The number of ids the tokenizer knows (added tokens included); decode accepts ids below it. */
 DIFFVK_API diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
 
+/* ---- Generation (since 1.1; issue 24 item 6; include/diffvk/generate.hpp) -------------------------------
+ * The text callback gets each piece of generated text once it is final (not NUL-terminated; size bytes, valid
+ * during the call): a trailing incomplete UTF-8 sequence, and a tail that could still start a stop string,
+ * are held back. Return nonzero to go on, 0 to stop (DIFFVK_STOP_CANCELLED): nothing more is emitted, sampled
+ * or decoded. It runs on the calling thread and must not call diffvk functions on the same session or
+ * sampler. */
+typedef int (*diffvk_text_fn)(const char* piece, size_t size, void* user);
+#define DIFFVK_STOP_EOS 0         /* the end-of-sequence token (not emitted) */
+#define DIFFVK_STOP_STRING 1      /* a stop string appeared (neither it nor anything after it emitted) */
+#define DIFFVK_STOP_MAX_TOKENS 2  /* max_tokens tokens were sampled */
+#define DIFFVK_STOP_CANCELLED 3   /* the text callback returned 0 */
+#define DIFFVK_MAX_STOP_STRINGS 16
+#define DIFFVK_MAX_STOP_STRING_BYTES 256
+typedef struct diffvk_generate_options {
+  size_t struct_size;       /* sizeof(diffvk_generate_options): set by diffvk_generate_default_options */
+  uint32_t max_tokens;      /* tokens to sample at most; 64 (default) */
+  uint32_t stop_count;      /* stop strings in stop; at most DIFFVK_MAX_STOP_STRINGS */
+  const char* const* stop;  /* NUL-terminated, non-empty, at most DIFFVK_MAX_STOP_STRING_BYTES each; may span tokens */
+  int32_t eos_token;        /* the token that ends generation: -2 = the model's (default), -1 = none */
+  diffvk_text_fn on_text;   /* NULL = no streaming */
+  void* user;               /* passed to on_text */
+} diffvk_generate_options;
+typedef struct diffvk_generate_result {
+  uint32_t tokens;     /* tokens sampled (an EOS included) */
+  uint32_t reused;     /* prompt tokens the session already held and did not recompute */
+  int32_t stop_reason; /* DIFFVK_STOP_* */
+  int32_t stop_index;  /* the stop string that matched (index into options->stop), else -1 */
+} diffvk_generate_result;
+DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options);
+/* Prefills the n_prompt prompt ids with prompt-prefix reuse (what the session already holds of them is not
+ * recomputed; diffvk_session_prefill_reusing), then samples up to max_tokens tokens with the sampler (which
+ * first accepts the prompt's ids for its penalties), decoding each into the session but the last. Afterwards
+ * the session holds the prompt and every sampled token but the last: a chat's next turn passes the whole
+ * conversation again. Text is the tokenizer's decoding of prompt + generated minus that of the prompt.
+ * options NULL = defaults; result may be NULL. Bad options are refused before any work (DIFFVK_INVALID_ARGUMENT
+ * naming the field); prompt + max_tokens - 1 beyond the capacity -> DIFFVK_CONTEXT_OVERFLOW before any work. */
+DIFFVK_API diffvk_status diffvk_session_generate(diffvk_session* session, diffvk_sampler* sampler, const diffvk_tokenizer* tokenizer,
+                                      const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* options,
+                                      diffvk_generate_result* result);
+
 #ifdef __cplusplus
 }
 #endif

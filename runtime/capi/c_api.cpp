@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "diffvk/generate.hpp"
 #include "diffvk/model.hpp"
 #include "capi/c_api_guard.hpp"
 #include "capi/c_api_internal.hpp"
@@ -597,6 +598,59 @@ diffvk_status diffvk_sampler_sample(diffvk_sampler* p, const float* logits, uint
     need(logits, "logits");
     need(out, "out");
     *out = k->sampler.sample(logits, vocab);
+  });
+}
+
+static_assert(DIFFVK_STOP_EOS == int(diffvk::StopReason::eos) && DIFFVK_STOP_STRING == int(diffvk::StopReason::stop_string) &&
+                  DIFFVK_STOP_MAX_TOKENS == int(diffvk::StopReason::max_tokens) &&
+                  DIFFVK_STOP_CANCELLED == int(diffvk::StopReason::cancelled),
+              "DIFFVK_STOP_* follow diffvk::StopReason");
+static_assert(DIFFVK_MAX_STOP_STRINGS == diffvk::kMaxStopStrings && DIFFVK_MAX_STOP_STRING_BYTES == diffvk::kMaxStopStringBytes,
+              "the C limits are the C++ ones");
+void diffvk_generate_default_options(diffvk_generate_options* o) {
+  if (!o) return;
+  *o = diffvk_generate_options{sizeof *o, diffvk::GenerateOptions{}.max_tokens, 0, nullptr, -2, nullptr, nullptr};
+}
+diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t, const int32_t* prompt,
+                                      size_t n_prompt, const diffvk_generate_options* opts, diffvk_generate_result* result) {
+  return guarded(__func__, [&] {
+    if (result) *result = diffvk_generate_result{0, 0, DIFFVK_STOP_MAX_TOKENS, -1};
+    auto k = live(s, Kind::session, "session");
+    auto sampler = check(p, Kind::sampler, "sampler");
+    const auto tokenizer = diffvk::capi::tokenizer_of(t);
+    const diffvk_generate_options o = read_options(opts, diffvk_generate_default_options, "generate");
+    if (n_prompt == 0) fail(DIFFVK_INVALID_ARGUMENT, "n_prompt is 0: the prompt has no tokens");
+    need(prompt, "prompt");
+    diffvk::GenerateOptions go;
+    go.max_tokens = o.max_tokens;
+    if (o.stop_count > DIFFVK_MAX_STOP_STRINGS)
+      fail(DIFFVK_INVALID_ARGUMENT, "options->stop_count is " + std::to_string(o.stop_count) + "; at most " +
+                                        std::to_string(DIFFVK_MAX_STOP_STRINGS));
+    if (o.stop_count) need(o.stop, "options->stop");
+    for (uint32_t i = 0; i < o.stop_count; ++i) {
+      if (!o.stop[i]) fail(DIFFVK_INVALID_ARGUMENT, "options->stop[" + std::to_string(i) + "] is NULL");
+      const size_t len = strnlen(o.stop[i], DIFFVK_MAX_STOP_STRING_BYTES + 1);
+      if (len > DIFFVK_MAX_STOP_STRING_BYTES)
+        fail(DIFFVK_INVALID_ARGUMENT, "options->stop[" + std::to_string(i) + "] is longer than " +
+                                          std::to_string(DIFFVK_MAX_STOP_STRING_BYTES) + " bytes");
+      go.stop.emplace_back(o.stop[i], len);
+    }
+    const int32_t model_eos = k->parent->model->config().eos_token_id;
+    if (o.eos_token < -2) fail(DIFFVK_INVALID_ARGUMENT, "options->eos_token is " + std::to_string(o.eos_token) + "; -2 (the model's), -1 (none) or a token id");
+    go.eos_token = o.eos_token == -2 ? model_eos : o.eos_token;
+    if (o.on_text) {
+      const diffvk_text_fn fn = o.on_text;
+      void* user = o.user;
+      go.on_text = [fn, user](std::string_view piece) { return fn(piece.data(), piece.size(), user) != 0; };
+    }
+    const diffvk::GenerateResult r =
+        diffvk::generate(*k->session, sampler->sampler, *tokenizer, std::vector<int32_t>(prompt, prompt + n_prompt), go);
+    if (result) {
+      result->tokens = static_cast<uint32_t>(r.tokens.size());
+      result->reused = r.reused;
+      result->stop_reason = static_cast<int32_t>(r.reason);
+      result->stop_index = r.stop_index;
+    }
   });
 }
 

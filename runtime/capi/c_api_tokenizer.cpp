@@ -8,6 +8,7 @@
 #include "diffvk/diffvk.h"
 #include "diffvk/tokenizer.hpp"
 #include "capi/c_api_guard.hpp"
+#include "capi/c_api_internal.hpp"
 
 struct diffvk_tokenizer {
   diffvk::Tokenizer tokenizer;
@@ -32,6 +33,11 @@ std::shared_ptr<diffvk_tokenizer> check(const diffvk_tokenizer* t) {
   return it->second;
 }
 }  // namespace
+
+std::shared_ptr<const diffvk::Tokenizer> diffvk::capi::tokenizer_of(const diffvk_tokenizer* tokenizer) {
+  auto t = check(tokenizer);
+  return std::shared_ptr<const diffvk::Tokenizer>(t, &t->tokenizer);
+}
 
 extern "C" {
 

@@ -604,6 +604,107 @@ static int test_sampler(void) {
   return 0;
 }
 
+/* ---- generation: streaming, stop strings, cancel (issue 24 item 6) ------------------------------------ */
+struct collected {
+  char text[512];
+  size_t size;
+  int pieces, cancel_after;
+};
+static int collect(const char* piece, size_t size, void* user) {
+  struct collected* c = (struct collected*)user;
+  if (c->size + size <= sizeof c->text) memcpy(c->text + c->size, piece, size);
+  c->size += size;
+  c->pieces++;
+  return c->cancel_after == 0 || c->pieces < c->cancel_after;
+}
+static int test_generate(const char* dir) {
+  diffvk_context* ctx = make_context();
+  diffvk_model* model = NULL;
+  diffvk_session* s = NULL;
+  diffvk_sampler* greedy = NULL;
+  diffvk_tokenizer* tok = NULL;
+  diffvk_generate_options o;
+  diffvk_generate_result r;
+  struct collected all, part;
+  char stop[4] = {0};
+  const char* stops[1];
+  const char* bad[2] = {"", "x"};
+  size_t at = 0, k;
+  uint32_t pos = 0;
+  if (!ctx) return 1;
+  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  EXPECT(diffvk_tokenizer_load(dir, &tok) == DIFFVK_OK);
+  EXPECT(diffvk_sampler_create(0.0f, 0, 1.0f, 0, &greedy) == DIFFVK_OK);
+  if (!model || !tok || !greedy) return 1;
+  EXPECT(diffvk_session_create(model, 64, 8, &s) == DIFFVK_OK);
+  if (!s) return 1;
+  diffvk_generate_default_options(&o);
+  EXPECT(o.struct_size == sizeof o && o.max_tokens == 64 && o.eos_token == -2 && o.stop_count == 0 && o.on_text == NULL);
+  /* No stop string: max_tokens tokens, the text streamed in pieces. */
+  memset(&all, 0, sizeof all);
+  o.max_tokens = 16;
+  o.eos_token = -1;
+  o.on_text = collect;
+  o.user = &all;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_OK);
+  EXPECT(r.stop_reason == DIFFVK_STOP_MAX_TOKENS && r.tokens == 16 && r.stop_index == -1 && r.reused == 0);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 12 + 15); /* every sampled token but the last */
+  EXPECT(all.size > 0 && all.size <= sizeof all.text);
+  /* A stop string of three bytes from the middle of that text (the bundled tokenizer: one byte per token,
+   * so it spans tokens): the same prompt again on the reset session stops there and emits only what
+   * precedes it. */
+  for (k = 2; k + 3 <= all.size && !stop[0]; ++k)
+    if (all.text[k] && all.text[k + 1] && all.text[k + 2]) memcpy(stop, all.text + k, 3);
+  EXPECT(stop[0] != 0);
+  while (at + 3 <= all.size && memcmp(all.text + at, stop, 3) != 0) ++at; /* its first occurrence */
+  stops[0] = stop;
+  memset(&part, 0, sizeof part);
+  o.stop = stops;
+  o.stop_count = 1;
+  o.user = &part;
+  EXPECT(diffvk_session_reset(s) == DIFFVK_OK);
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_OK);
+  EXPECT(r.stop_reason == DIFFVK_STOP_STRING && r.stop_index == 0 && r.reused == 0);
+  EXPECT(part.size == at && memcmp(part.text, all.text, at) == 0);
+  /* Cancel from the callback after its first piece. */
+  memset(&part, 0, sizeof part);
+  part.cancel_after = 1;
+  o.stop_count = 0;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_OK);
+  EXPECT(r.stop_reason == DIFFVK_STOP_CANCELLED && part.pieces == 1 && r.reused == 11); /* the prompt was held */
+  /* Bad options are refused before any work, naming the field. */
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK);
+  o.stop = bad;
+  o.stop_count = 2;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "stop string 0") != NULL);
+  o.stop_count = 17;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "stop_count") != NULL);
+  o.stop_count = 0;
+  o.max_tokens = 60;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_CONTEXT_OVERFLOW);
+  o.max_tokens = 4;
+  o.eos_token = -3;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  o.eos_token = -1;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 0, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_generate(s, greedy, NULL, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_session_generate(s, NULL, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  o.struct_size = sizeof o + 8;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  {
+    uint32_t pos2 = 0;
+    EXPECT(diffvk_session_position(s, &pos2) == DIFFVK_OK && pos2 == pos);
+  }
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  EXPECT(diffvk_sampler_destroy(greedy) == DIFFVK_OK);
+  EXPECT(diffvk_tokenizer_free(tok) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
@@ -620,6 +721,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
   else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
   else if (!strcmp(argv[1], "sampler")) rc = test_sampler();
+  else if (!strcmp(argv[1], "generate")) rc = test_generate(argv[2]);
   else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {

@@ -67,3 +67,33 @@ TEST_CASE("cli: run --prompt-cache reuses the saved prompt, gives the same text,
   CHECK(dir.exit_code != 0);
   CHECK(contains(dir.out, "not a regular file"));
 }
+
+TEST_CASE("cli: run --stop ends the text where a stop string (across tokens) begins, and says why it stopped") {
+  test::TempDir tmp("diffvk-run-stop");
+  const std::string prompt = "The cat sat on the";
+  const auto plain = test::run_cli(tmp, "run --model " + kModel + " -n 24 --prompt '" + prompt + "'");
+  INFO(plain.out);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(contains(plain.out, "stopped: max tokens"));
+  const std::string text = text_of(plain.out);
+  REQUIRE(text.size() >= prompt.size() + 8);
+  // Three printable ASCII bytes of the generated text, not quotes (the shell) nor newlines.
+  std::string stop;
+  for (size_t k = prompt.size() + 2; k + 3 <= text.size() && stop.empty(); ++k) {
+    const std::string c = text.substr(k, 3);
+    bool ok = true;
+    for (char ch : c) ok = ok && ch >= 0x20 && ch < 0x7F && ch != '\'' && ch != '\\';
+    if (ok) stop = c;
+  }
+  if (stop.empty()) return;  // nothing printable came out (the bundled model's text is bytes)
+  const size_t at = text.find(stop, prompt.size());
+  const auto cut = test::run_cli(tmp, "run --model " + kModel + " -n 24 --stop '" + stop + "' --stop 'never, ever' --prompt '" +
+                                          prompt + "'");
+  INFO(cut.out);
+  CHECK(cut.exit_code == 0);
+  CHECK(contains(cut.out, "stopped: stop string \"" + stop + "\""));
+  CHECK(text_of(cut.out) == text.substr(0, at));
+  const auto bad = test::run_cli(tmp, "run --model " + kModel + " -n 4 --stop '' --prompt x");
+  CHECK(bad.exit_code != 0);
+  CHECK(contains(bad.out, "stop string 0 is empty"));
+}

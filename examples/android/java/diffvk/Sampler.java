@@ -47,6 +47,11 @@ public final class Sampler implements AutoCloseable {
     return nativeSample(handle, logits);
   }
 
+  synchronized long handle() {
+    if (handle == 0) throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Sampler: used after close()");
+    return handle;
+  }
+
   /** Idempotent; sample() after close throws DiffvkException (INVALID_ARGUMENT). */
   @Override
   public synchronized void close() {

@@ -160,6 +160,75 @@ public final class Session implements AutoCloseable {
     return java.util.Arrays.copyOf(out, n);
   }
 
+  /** Receives each piece of generated text once it is final; return false to stop (StopReason CANCELLED). */
+  public interface TextListener {
+    boolean onText(String piece);
+  }
+
+  /** diffvk_generate_options. */
+  public static final class GenerateOptions {
+    public int maxTokens = 64;
+    /** Stop strings (at most 16, each non-empty and at most 256 UTF-8 bytes); they may span tokens. */
+    public String[] stop = new String[0];
+    /** The token that ends generation: -2 = the model's (default), -1 = none. */
+    public int eosToken = -2;
+  }
+
+  /** diffvk_generate_result plus the text. */
+  public static final class GenerateResult {
+    public static final int EOS = 0, STOP_STRING = 1, MAX_TOKENS = 2, CANCELLED = 3;
+    public String text;
+    public int tokens;
+    public int reused;
+    public int stopReason;
+    /** Index into GenerateOptions.stop of the stop string that matched, else -1. */
+    public int stopIndex;
+  }
+
+  // Collects the pieces' bytes (the text) and hands each piece to the listener (called from native code).
+  private static final class Pieces {
+    final java.io.ByteArrayOutputStream all = new java.io.ByteArrayOutputStream();
+    final TextListener listener;
+    Pieces(TextListener listener) {
+      this.listener = listener;
+    }
+    boolean piece(byte[] b) {
+      all.write(b, 0, b.length);
+      return listener == null || listener.onText(new String(b, java.nio.charset.StandardCharsets.UTF_8));
+    }
+  }
+
+  /**
+   * diffvk_session_generate: prefills the prompt with prompt-prefix reuse, then samples up to maxTokens tokens,
+   * streaming final text to the listener (may be null), ending at EOS, a stop string (not emitted, nor what
+   * follows) or when the listener returns false. Afterwards the session holds the prompt and every sampled token
+   * but the last.
+   */
+  public synchronized GenerateResult generateText(int[] prompt, Sampler sampler, Tokenizer tokenizer,
+                                                  GenerateOptions options, TextListener listener) {
+    if (prompt == null || sampler == null || tokenizer == null || options == null || options.stop == null)
+      throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Session.generateText: a null argument");
+    byte[][] stop = new byte[options.stop.length][];
+    for (int i = 0; i < stop.length; ++i) {
+      if (options.stop[i] == null)
+        throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Session.generateText: stop[" + i + "] is null");
+      stop[i] = options.stop[i].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    }
+    Pieces pieces = new Pieces(listener);
+    int[] out = new int[4];
+    synchronized (sampler) {
+      nativeGenerate(handle, sampler.handle(), tokenizer.handle(), prompt, options.maxTokens, stop, options.eosToken,
+                     pieces, out);
+    }
+    GenerateResult r = new GenerateResult();
+    r.text = new String(pieces.all.toByteArray(), java.nio.charset.StandardCharsets.UTF_8);
+    r.tokens = out[0];
+    r.reused = out[1];
+    r.stopReason = out[2];
+    r.stopIndex = out[3];
+    return r;
+  }
+
   /** Idempotent. */
   @Override
   public synchronized void close() {
@@ -173,6 +242,8 @@ public final class Session implements AutoCloseable {
     }
   }
 
+  static native void nativeGenerate(long session, long sampler, long tokenizer, int[] prompt, int maxTokens, byte[][] stop,
+                                    int eosToken, Object pieces, int[] out);
   static native long nativeNewCancelFlag();
   static native void nativeFreeCancelFlag(long flag);
   static native void nativeCancel(long flag);

@@ -124,6 +124,49 @@ public final class V1Test {
       }
     }
 
+    // Tokenizer and Session.generateText (issue 24 item 6): streamed text, a stop string across tokens, cancel.
+    try (Tokenizer tok = new Tokenizer(dir); Sampler greedy = Sampler.greedy(); Session s = model.newSession(0)) {
+      int[] ids = tok.encode("Hello", false);
+      check(tok.decode(ids).equals("Hello"), "Tokenizer: decode(encode(text)) == text");
+      Session.GenerateOptions go = new Session.GenerateOptions();
+      go.maxTokens = 16;
+      go.eosToken = -1;
+      StringBuilder streamed = new StringBuilder();
+      Session.GenerateResult all = s.generateText(prompt, greedy, tok, go, piece -> {
+        streamed.append(piece);
+        return true;
+      });
+      check(all.stopReason == Session.GenerateResult.MAX_TOKENS && all.tokens == 16, "generateText: 16 tokens");
+      // (Pieces end on whole UTF-8 characters, except that the bundled bytes tokenizer may emit broken ones.)
+      if (all.text.indexOf('\uFFFD') < 0) check(streamed.toString().equals(all.text), "generateText: the streamed pieces are the text");
+      check(s.position() == prompt.length + 15, "generateText: the session holds all but the last token");
+      // A stop string of three characters from the middle of the text, on a reset session: it ends there.
+      String stop = null;
+      for (int k = 2; k + 3 <= all.text.length() && stop == null; ++k) {
+        String c = all.text.substring(k, k + 3);
+        if (c.chars().allMatch(ch -> ch >= 0x20 && ch < 0x7F)) stop = c;  // printable ASCII: the same in bytes and chars
+      }
+      if (stop != null) {
+        s.reset();
+        go.stop = new String[] {"\u0001never\u0002", stop};
+        Session.GenerateResult cut = s.generateText(prompt, greedy, tok, go, null);
+        check(cut.stopReason == Session.GenerateResult.STOP_STRING && cut.stopIndex == 1, "generateText: stopped by stop[1]");
+        check(cut.text.equals(all.text.substring(0, all.text.indexOf(stop))), "generateText: the text before the stop string");
+      }
+      go.stop = new String[0];
+      int[] calls = {0};
+      Session.GenerateResult cancelled = s.generateText(prompt, greedy, tok, go, piece -> ++calls[0] < 2);
+      check(cancelled.stopReason == Session.GenerateResult.CANCELLED && calls[0] == 2, "generateText: cancelled by the listener");
+      go.stop = new String[] {""};
+      try {
+        s.generateText(prompt, greedy, tok, go, null);
+        check(false, "an empty stop string was accepted");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("stop string 0"),
+              "an empty stop string: INVALID_ARGUMENT naming it: " + e.getMessage());
+      }
+    }
+
     // Sampler.Options: a repetition penalty changes the greedy choice once the token was accepted.
     Sampler.Options so = new Sampler.Options();
     so.repeatPenalty = 2.0f;

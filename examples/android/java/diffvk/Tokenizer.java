@@ -1,0 +1,50 @@
+package diffvk;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Text <-> token ids (diffvk_tokenizer): a model directory's tokenizer.model (SentencePiece), else
+ * tokenizer.json (byte-level BPE), else config.json alone (the bytes tokenizer of the bundled tiny models).
+ * Pure CPU, immutable: encode/decode may run on many threads at once.
+ */
+public final class Tokenizer implements AutoCloseable {
+  private long handle;
+
+  public Tokenizer(String modelDir) {
+    Native.load();
+    handle = nativeLoad(modelDir);
+  }
+
+  /** The ids of UTF-8 text; addSpecial: the special tokens the tokenizer adds (e.g. BOS). */
+  public synchronized int[] encode(String text, boolean addSpecial) {
+    return nativeEncode(handle, text.getBytes(StandardCharsets.UTF_8), addSpecial);
+  }
+
+  /** The bytes of the ids (UTF-8 text, broken byte sequences as U+FFFD). */
+  public synchronized byte[] decodeBytes(int[] ids) {
+    return nativeDecode(handle, ids);
+  }
+
+  public String decode(int[] ids) {
+    return new String(decodeBytes(ids), StandardCharsets.UTF_8);
+  }
+
+  synchronized long handle() {
+    if (handle == 0) throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Tokenizer: used after close()");
+    return handle;
+  }
+
+  /** Idempotent. */
+  @Override
+  public synchronized void close() {
+    if (handle != 0) {
+      nativeFree(handle);
+      handle = 0;
+    }
+  }
+
+  static native long nativeLoad(String dir);
+  static native void nativeFree(long tokenizer);
+  static native int[] nativeEncode(long tokenizer, byte[] text, boolean addSpecial);
+  static native byte[] nativeDecode(long tokenizer, int[] ids);
+}

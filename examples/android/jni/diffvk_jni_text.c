@@ -1,0 +1,221 @@
+/* diffvk JNI: the text side of the Java binding: diffvk.Tokenizer (diffvk_tokenizer_*) and
+ * Session.generateText (diffvk_session_generate, its text callback calling back into Java on the same thread). */
+#include <jni.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffvk/diffvk.h"
+#include "diffvk_jni.h"
+
+JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoad(JNIEnv* env, jclass cls, jstring dir) {
+  int failed = 0;
+  char* d;
+  diffvk_tokenizer* t = NULL;
+  (void)cls;
+  if (!dir) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Tokenizer: dir is null");
+    return 0;
+  }
+  d = djni_dup_string(env, dir, &failed);
+  if (failed) return 0;
+  djni_ok(env, diffvk_tokenizer_load(d, &t));
+  free(d);
+  return (jlong)(intptr_t)t;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Tokenizer_nativeFree(JNIEnv* env, jclass cls, jlong t) {
+  (void)cls;
+  djni_ok(env, diffvk_tokenizer_free((diffvk_tokenizer*)(intptr_t)t));
+}
+
+JNIEXPORT jintArray JNICALL Java_diffvk_Tokenizer_nativeEncode(JNIEnv* env, jclass cls, jlong t, jbyteArray text,
+                                                               jboolean add_special) {
+  jsize len;
+  char* bytes;
+  int32_t* ids = NULL;
+  size_t n = 0;
+  diffvk_status st;
+  jintArray out = NULL;
+  const diffvk_tokenizer* tok = (const diffvk_tokenizer*)(intptr_t)t;
+  (void)cls;
+  if (!text) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Tokenizer.encode: text is null");
+    return NULL;
+  }
+  len = (*env)->GetArrayLength(env, text);
+  bytes = (char*)malloc((size_t)len + 1);
+  if (!bytes) {
+    djni_throw_oom(env, "diffvk: encode buffer");
+    return NULL;
+  }
+  (*env)->GetByteArrayRegion(env, text, 0, len, (jbyte*)bytes);
+  /* The size first: DIFFVK_BUFFER_TOO_SMALL (with *n set) unless the text encodes to nothing. */
+  st = diffvk_tokenizer_encode(tok, bytes, (size_t)len, add_special ? 1 : 0, NULL, 0, &n);
+  if (djni_ok(env, st == DIFFVK_BUFFER_TOO_SMALL ? DIFFVK_OK : st)) {
+    ids = (int32_t*)malloc(sizeof(int32_t) * (n > 0 ? n : 1));
+    if (!ids) djni_throw_oom(env, "diffvk: encode ids");
+    else if (djni_ok(env, diffvk_tokenizer_encode(tok, bytes, (size_t)len, add_special ? 1 : 0, ids, n, &n))) {
+      out = (*env)->NewIntArray(env, (jsize)n);
+      if (out) (*env)->SetIntArrayRegion(env, out, 0, (jsize)n, (const jint*)ids);
+    }
+  }
+  free(ids);
+  free(bytes);
+  return out;
+}
+
+JNIEXPORT jbyteArray JNICALL Java_diffvk_Tokenizer_nativeDecode(JNIEnv* env, jclass cls, jlong t, jintArray ids) {
+  jsize n;
+  int32_t* buf;
+  char* bytes = NULL;
+  size_t len = 0;
+  diffvk_status st;
+  jbyteArray out = NULL;
+  const diffvk_tokenizer* tok = (const diffvk_tokenizer*)(intptr_t)t;
+  (void)cls;
+  if (!ids) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Tokenizer.decode: ids is null");
+    return NULL;
+  }
+  n = (*env)->GetArrayLength(env, ids);
+  buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+  if (!buf) {
+    djni_throw_oom(env, "diffvk: decode ids");
+    return NULL;
+  }
+  (*env)->GetIntArrayRegion(env, ids, 0, n, (jint*)buf);
+  st = diffvk_tokenizer_decode(tok, buf, (size_t)n, NULL, 0, &len); /* the size first, as in encode */
+  if (djni_ok(env, st == DIFFVK_BUFFER_TOO_SMALL ? DIFFVK_OK : st)) {
+    bytes = (char*)malloc(len > 0 ? len : 1);
+    if (!bytes) djni_throw_oom(env, "diffvk: decode bytes");
+    else if (djni_ok(env, diffvk_tokenizer_decode(tok, buf, (size_t)n, bytes, len, &len))) {
+      out = (*env)->NewByteArray(env, (jsize)len);
+      if (out) (*env)->SetByteArrayRegion(env, out, 0, (jsize)len, (const jbyte*)bytes);
+    }
+  }
+  free(bytes);
+  free(buf);
+  return out;
+}
+
+/* The text callback: each piece to Pieces.piece(byte[]) on the calling thread; an exception thrown by the
+ * listener stops generation and is left pending for Java. */
+struct djni_pieces {
+  JNIEnv* env;
+  jobject pieces;
+  jmethodID piece;
+  int failed;
+};
+static int djni_piece(const char* data, size_t size, void* user) {
+  struct djni_pieces* p = (struct djni_pieces*)user;
+  JNIEnv* env = p->env;
+  jboolean go;
+  jbyteArray b = (*env)->NewByteArray(env, (jsize)size);
+  if (!b) {
+    p->failed = 1;
+    return 0;
+  }
+  (*env)->SetByteArrayRegion(env, b, 0, (jsize)size, (const jbyte*)data);
+  go = (*env)->CallBooleanMethod(env, p->pieces, p->piece, b);
+  (*env)->DeleteLocalRef(env, b);
+  if ((*env)->ExceptionCheck(env)) {
+    p->failed = 1;
+    return 0;
+  }
+  return go ? 1 : 0;
+}
+
+static void free_stops(char** stops, jsize n) {
+  jsize i;
+  if (!stops) return;
+  for (i = 0; i < n; ++i) free(stops[i]);
+  free(stops);
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cls, jlong session, jlong sampler, jlong tokenizer,
+                                                          jintArray prompt, jint max_tokens, jobjectArray stop, jint eos,
+                                                          jobject pieces, jintArray out) {
+  jsize n, n_stop, i;
+  int32_t* buf;
+  char** stops = NULL;
+  char msg[96];
+  diffvk_generate_options o;
+  diffvk_generate_result r;
+  diffvk_status st;
+  struct djni_pieces p;
+  jclass pieces_cls;
+  (void)cls;
+  if (!prompt || !stop || !pieces || !out || (*env)->GetArrayLength(env, out) < 4 || max_tokens < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.generateText: a null argument or maxTokens < 0");
+    return;
+  }
+  pieces_cls = (*env)->GetObjectClass(env, pieces);
+  p.env = env;
+  p.pieces = pieces;
+  p.piece = (*env)->GetMethodID(env, pieces_cls, "piece", "([B)Z");
+  p.failed = 0;
+  if (!p.piece) return; /* NoSuchMethodError pending */
+  n_stop = (*env)->GetArrayLength(env, stop);
+  if (n_stop > DIFFVK_MAX_STOP_STRINGS) {
+    snprintf(msg, sizeof msg, "Session.generateText: %d stop strings; at most %d", (int)n_stop, DIFFVK_MAX_STOP_STRINGS);
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, msg);
+    return;
+  }
+  stops = (char**)calloc((size_t)(n_stop > 0 ? n_stop : 1), sizeof(char*));
+  if (!stops) {
+    djni_throw_oom(env, "diffvk: stop strings");
+    return;
+  }
+  for (i = 0; i < n_stop; ++i) {
+    jbyteArray s = (jbyteArray)(*env)->GetObjectArrayElement(env, stop, i);
+    jsize len = s ? (*env)->GetArrayLength(env, s) : 0;
+    stops[i] = (char*)malloc((size_t)len + 1);
+    if (!stops[i]) {
+      free_stops(stops, n_stop);
+      djni_throw_oom(env, "diffvk: a stop string");
+      return;
+    }
+    if (s) (*env)->GetByteArrayRegion(env, s, 0, len, (jbyte*)stops[i]);
+    stops[i][len] = 0;
+    if (s) (*env)->DeleteLocalRef(env, s);
+    if (strlen(stops[i]) != (size_t)len) {
+      snprintf(msg, sizeof msg, "Session.generateText: stop[%d] holds a NUL character", (int)i);
+      free_stops(stops, n_stop);
+      djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, msg);
+      return;
+    }
+  }
+  n = (*env)->GetArrayLength(env, prompt);
+  buf = (int32_t*)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+  if (!buf) {
+    free_stops(stops, n_stop);
+    djni_throw_oom(env, "diffvk: prompt buffer");
+    return;
+  }
+  (*env)->GetIntArrayRegion(env, prompt, 0, n, (jint*)buf);
+  diffvk_generate_default_options(&o);
+  o.max_tokens = (uint32_t)max_tokens;
+  o.stop_count = (uint32_t)n_stop;
+  o.stop = (const char* const*)stops;
+  o.eos_token = (int32_t)eos;
+  o.on_text = djni_piece;
+  o.user = &p;
+  st = diffvk_session_generate((diffvk_session*)(intptr_t)session, (diffvk_sampler*)(intptr_t)sampler,
+                               (const diffvk_tokenizer*)(intptr_t)tokenizer, buf, (size_t)n, &o, &r);
+  free(buf);
+  free_stops(stops, n_stop);
+  if (p.failed) {
+    if (!(*env)->ExceptionCheck(env)) djni_throw_oom(env, "diffvk: a text piece");
+    return;
+  }
+  if (djni_ok(env, st)) {
+    jint v[4];
+    v[0] = (jint)r.tokens;
+    v[1] = (jint)r.reused;
+    v[2] = (jint)r.stop_reason;
+    v[3] = (jint)r.stop_index;
+    (*env)->SetIntArrayRegion(env, out, 0, 4, v);
+  }
+}

@@ -1,0 +1,90 @@
+// diffvk — text generation on a session: sampling, streaming text, stop strings and cancellation from the
+// text callback (issue 24 item 6). The CLI's `run`, the C ABI's diffvk_session_generate and apps use it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace diffvk {
+
+class Session;
+class Sampler;
+class Tokenizer;
+
+// Limits of GenerateOptions::stop (checked before any work, invalid_argument naming the string).
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopStringBytes = 256;
+
+enum class StopReason {
+  eos,          // the model's end-of-sequence token (GenerateOptions::eos_token)
+  stop_string,  // a stop string appeared in the text (GenerateResult::stop says which)
+  max_tokens,   // GenerateOptions::max_tokens tokens were sampled
+  cancelled,    // the text callback returned false
+};
+const char* stop_reason_name(StopReason reason);  // "eos", "stop string", "max tokens", "cancelled"
+
+struct GenerateOptions {
+  uint32_t max_tokens = 64;  // tokens to sample at most (0: only the prompt is prefilled)
+  // Generation ends where the first of these appears in the generated text, even across tokens; neither
+  // the stop string nor anything after it is emitted. Each is non-empty, at most kMaxStopStringBytes long;
+  // at most kMaxStopStrings of them.
+  std::vector<std::string> stop;
+  int32_t eos_token = -1;  // the token that ends generation (not emitted); -1 = none
+  // Called with each piece of text once it is final (concatenated, the pieces are GenerateResult::text).
+  // Held back until it is final: a trailing incomplete UTF-8 sequence (U+FFFD from the tokenizer), and a
+  // tail that could still be the start of a stop string. Return false to stop (StopReason::cancelled):
+  // nothing more is emitted, sampled or decoded. Empty = no streaming.
+  std::function<bool(std::string_view piece)> on_text;
+  // Called once the prompt is in the session, before the first token is sampled (e.g. to save its state).
+  std::function<void()> on_prefilled;
+};
+
+struct GenerateResult {
+  std::string text;             // the text emitted (the prompt not included)
+  std::vector<int32_t> tokens;  // every token sampled, in order (an EOS included)
+  StopReason reason = StopReason::max_tokens;
+  std::string stop;             // the stop string that matched (reason == stop_string)
+  int stop_index = -1;          // its index in GenerateOptions::stop, else -1
+  uint32_t reused = 0;          // prompt tokens kept from the session (Session::prefill_reusing)
+  double prefill_seconds = 0;   // the prompt's prefill (wall clock)
+  double sample_seconds = 0;    // from the first sample to the end (wall clock)
+};
+
+// Prefills `prompt` on `session` with prompt-prefix reuse (Session::prefill_reusing: what the session
+// already holds of it is not recomputed), then samples up to max_tokens tokens with `sampler` (which first
+// accepts the prompt's tokens for its penalties; greedy and device-capable samplers pick on the device),
+// decoding each into the session except the last one sampled. Afterwards the session holds the prompt and
+// every sampled token but the last (Session::tokens()), so a chat app's next turn is a prefill_reusing of
+// the whole conversation. Text is decode(prompt + generated) minus decode(prompt) (SentencePiece's leading
+// space sees the whole text). Bad options are refused before any work; errors of the session (context
+// overflow when prompt + max_tokens exceed the capacity, a lost device, cancelled) are thrown as Error.
+GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& options);
+
+// Checks GenerateOptions::stop against the limits above; throws Error(invalid_argument) naming the string.
+void validate_stop_strings(const std::vector<std::string>& stop);
+
+// The text side of generate(), pure (tests, other front ends): given the whole generated text so far after
+// each token, returns what may be emitted now. Holds back a trailing U+FFFD (a byte token may complete it)
+// and the longest tail that is a proper prefix of a stop string; finds the first stop string, emits what
+// precedes it and reports it.
+class StopStream {
+ public:
+  explicit StopStream(std::vector<std::string> stop);
+  // `text`: everything generated so far (text grows; what was emitted is never taken back). Returns the
+  // piece to emit now ("" when nothing). `final` (no more tokens): emits everything held back, U+FFFD included.
+  std::string update(const std::string& text, bool final = false);
+  bool stopped() const { return matched_ >= 0; }
+  const std::string& matched() const;  // the stop string found ("" when none)
+  int matched_index() const { return matched_; }  // its index, else -1
+  size_t emitted() const { return emitted_; }
+
+ private:
+  std::vector<std::string> stop_;
+  size_t emitted_ = 0;
+  int matched_ = -1;
+};
+
+}  // namespace diffvk

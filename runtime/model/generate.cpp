@@ -1,0 +1,151 @@
+// Text generation on a session (include/diffvk/generate.hpp): the sampling loop shared by the CLI's `run`,
+// the C ABI's diffvk_session_generate and apps, and the pure StopStream that decides what text is final.
+#include "diffvk/generate.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "diffvk/error.hpp"
+#include "diffvk/model.hpp"
+#include "diffvk/tokenizer.hpp"
+
+namespace diffvk {
+
+namespace {
+constexpr const char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD: the tokenizer's broken byte sequence
+}  // namespace
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::eos: return "eos";
+    case StopReason::stop_string: return "stop string";
+    case StopReason::max_tokens: return "max tokens";
+    case StopReason::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+void validate_stop_strings(const std::vector<std::string>& stop) {
+  if (stop.size() > kMaxStopStrings)
+    throw Error(Status::invalid_argument, std::to_string(stop.size()) + " stop strings; at most " + std::to_string(kMaxStopStrings));
+  for (size_t i = 0; i < stop.size(); ++i) {
+    if (stop[i].empty()) throw Error(Status::invalid_argument, "stop string " + std::to_string(i) + " is empty");
+    if (stop[i].size() > kMaxStopStringBytes)
+      throw Error(Status::invalid_argument, "stop string " + std::to_string(i) + " is " + std::to_string(stop[i].size()) +
+                                                " bytes; at most " + std::to_string(kMaxStopStringBytes));
+  }
+}
+
+StopStream::StopStream(std::vector<std::string> stop) : stop_(std::move(stop)) { validate_stop_strings(stop_); }
+
+const std::string& StopStream::matched() const {
+  static const std::string none;
+  return matched_ >= 0 ? stop_[static_cast<size_t>(matched_)] : none;
+}
+
+std::string StopStream::update(const std::string& text, bool final) {
+  if (stopped() || text.size() <= emitted_) return {};
+  // What is settled: all of it at the end, else without a trailing U+FFFD a later byte token may complete.
+  size_t settled = text.size();
+  while (!final && settled >= emitted_ + 3 && text.compare(settled - 3, 3, kReplacement) == 0) settled -= 3;
+  // The first stop string, by where it starts; on a tie the shortest (the one that completes first when the
+  // text comes a byte at a time), then the earlier listed. Emitted text never holds the start of a stop
+  // string (it was held back while it could be one), so the search starts at emitted_.
+  const std::string_view open(text.data() + emitted_, settled - emitted_);
+  size_t first = std::string_view::npos;
+  for (size_t i = 0; i < stop_.size(); ++i) {
+    const size_t at = open.find(stop_[i]);
+    if (at == std::string_view::npos) continue;
+    if (at < first || (at == first && stop_[i].size() < stop_[static_cast<size_t>(matched_)].size())) {
+      first = at;
+      matched_ = static_cast<int>(i);
+    }
+  }
+  if (first != std::string_view::npos) {
+    std::string piece(open.substr(0, first));
+    emitted_ += first;
+    return piece;
+  }
+  // Hold back the longest tail that is a proper prefix of a stop string (unless nothing more will come).
+  size_t hold = 0;
+  if (!final)
+    for (const auto& s : stop_)
+      for (size_t n = std::min(s.size() - 1, open.size()); n > hold; --n)
+        if (open.compare(open.size() - n, n, s, 0, n) == 0) {
+          hold = n;
+          break;
+        }
+  std::string piece(open.substr(0, open.size() - hold));
+  emitted_ += piece.size();
+  return piece;
+}
+
+GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& options) {
+  StopStream stream(options.stop);  // validates the stop strings
+  if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
+  // Decoded into the session: the prompt and every sampled token but the last.
+  const uint64_t needed = prompt.size() + (options.max_tokens ? options.max_tokens - 1ull : 0ull);
+  if (needed > session.capacity())
+    throw Error(Status::context_overflow, "generate: the prompt (" + std::to_string(prompt.size()) + " tokens) and " +
+                                              std::to_string(options.max_tokens) + " new tokens need " + std::to_string(needed) +
+                                              " positions; the session holds " + std::to_string(session.capacity()));
+  GenerateResult r;
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  std::vector<float> logits = session.prefill_reusing(prompt, &r.reused);
+  r.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  if (options.on_prefilled) options.on_prefilled();
+  if (options.max_tokens == 0) return r;
+  t0 = clock::now();
+  for (int32_t t : prompt) sampler.accept(t);
+  const uint32_t vocab = static_cast<uint32_t>(logits.size());
+  const bool on_device = sampler.device_capable();
+  std::vector<int32_t> ids = prompt;
+  const size_t base = tokenizer.decode(prompt).size();
+  auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return true;
+    r.text += piece;
+    return !options.on_text || options.on_text(piece);
+  };
+  int32_t next = sampler.sample(logits.data(), vocab);
+  for (;;) {
+    r.tokens.push_back(next);
+    if (options.eos_token >= 0 && next == options.eos_token) {
+      r.reason = StopReason::eos;
+      const std::string all = tokenizer.decode(ids);
+      if (!emit(stream.update(all.size() > base ? all.substr(base) : std::string(), true))) r.reason = StopReason::cancelled;
+      break;
+    }
+    sampler.accept(next);
+    ids.push_back(next);
+    const bool last = r.tokens.size() >= options.max_tokens;
+    const std::string all = tokenizer.decode(ids);
+    const std::string piece = stream.update(all.size() > base ? all.substr(base) : std::string(), last);
+    if (!emit(piece)) {
+      r.reason = StopReason::cancelled;
+      break;
+    }
+    if (stream.stopped()) {
+      r.reason = StopReason::stop_string;
+      r.stop = stream.matched();
+      r.stop_index = stream.matched_index();
+      break;
+    }
+    if (last) {
+      r.reason = StopReason::max_tokens;
+      break;
+    }
+    if (on_device) {
+      const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
+      next = session.decode_sample(next, sampler.options().temperature, sampler.options().top_k, u);
+    } else {
+      logits = session.decode(next);
+      next = sampler.sample(logits.data(), vocab);
+    }
+  }
+  r.sample_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace diffvk

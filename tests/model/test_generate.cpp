@@ -1,0 +1,187 @@
+// Issue 24 item 6: generation with streaming text, stop strings (across tokens) and cancellation
+// (include/diffvk/generate.hpp). StopStream is pure; generate() is checked against the loop it replaces
+// (prefill, sample, decode) on the tiny model, token for token.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "diffvk/generate.hpp"
+#include "diffvk/model.hpp"
+#include "diffvk/tokenizer.hpp"
+#include "gpu_test.hpp"
+#include "status_of.hpp"
+
+using namespace diffvk;
+
+namespace {
+const std::string kTiny = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+const std::vector<int32_t> kPrompt{72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33};
+
+// Feeds `text` to a StopStream one byte at a time (the text grows as tokens come), then finishes.
+std::string stream_bytes(StopStream& s, const std::string& text) {
+  std::string out;
+  for (size_t i = 1; i <= text.size(); ++i) out += s.update(text.substr(0, i));
+  out += s.update(text, true);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("generate: stop strings are found across pieces, and nothing from them on is emitted") {
+  SUBCASE("no stop strings: everything, as it comes") {
+    StopStream s(std::vector<std::string>{});
+    CHECK(s.update("ab") == "ab");
+    CHECK(s.update("abcd") == "cd");
+    CHECK(s.update("abcd", true).empty());
+    CHECK_FALSE(s.stopped());
+  }
+  SUBCASE("a stop string split over updates") {
+    StopStream s({"</s>"});
+    CHECK(s.update("Hi <") == "Hi ");  // "<" may start the stop string: held back
+    CHECK(s.update("Hi </") == "");
+    CHECK(s.update("Hi </s> more") == "");
+    CHECK(s.stopped());
+    CHECK(s.matched() == "</s>");
+    CHECK(s.matched_index() == 0);
+    CHECK(s.update("Hi </s> more and more", true).empty());
+    CHECK(s.emitted() == 3);
+  }
+  SUBCASE("a held-back prefix that turns out not to be a stop string is emitted") {
+    StopStream s({"STOP"});
+    CHECK(s.update("xST") == "x");
+    CHECK(s.update("xSTA") == "STA");
+    CHECK(s.update("xSTAS", true) == "S");
+    CHECK_FALSE(s.stopped());
+  }
+  SUBCASE("the earliest stop string wins; on a tie the shortest (it completes first), then the first listed") {
+    for (bool bytewise : {false, true}) {
+      StopStream s({"cd", "bc", "b", "b"});
+      CHECK((bytewise ? stream_bytes(s, "abcde") : s.update("abcde", true)) == "a");
+      CHECK(s.matched() == "b");
+      CHECK(s.matched_index() == 2);
+    }
+  }
+  SUBCASE("byte by byte equals all at once") {
+    const std::string text = "The cat sat. User: hi\nUser: there";
+    for (const char* stop : {"User:", "\n", "sat", "t", "there", "nowhere", "at. U"}) {
+      StopStream a({stop}), b({stop});
+      const std::string whole = a.update(text, true);
+      CHECK(stream_bytes(b, text) == whole);
+      const size_t at = text.find(stop);
+      CHECK(whole == text.substr(0, at == std::string::npos ? text.size() : at));
+    }
+  }
+  SUBCASE("a trailing U+FFFD waits for the byte that may complete it, unless it is the end") {
+    StopStream s(std::vector<std::string>{});
+    CHECK(s.update("a\xEF\xBF\xBD") == "a");
+    CHECK(s.update("a\xC3\xA9") == "\xC3\xA9");
+    CHECK(s.update("a\xC3\xA9\xEF\xBF\xBD", true) == "\xEF\xBF\xBD");
+  }
+  SUBCASE("limits") {
+    CHECK(test::status_of([] { StopStream s({""}); }) == Status::invalid_argument);
+    CHECK(test::status_of([] { StopStream s({std::string(kMaxStopStringBytes + 1, 'x')}); }) == Status::invalid_argument);
+    CHECK(test::status_of([] { StopStream s(std::vector<std::string>(kMaxStopStrings + 1, "x")); }) == Status::invalid_argument);
+    CHECK(test::status_of([] { StopStream s({std::string(kMaxStopStringBytes, 'x')}); }) == Status::ok);
+  }
+}
+
+TEST_CASE("generate: the same tokens as prefill, sample and decode; stop strings, EOS and cancel end it") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  auto model = Model::load(*ctx, kTiny);
+  const Tokenizer tok = Tokenizer::load(kTiny);
+  const uint32_t V = model->config().vocab_size;
+  const SessionOptions so{64, 8};
+  const uint32_t n = 20;
+
+  // The loop generate() replaces, with a host sampler (temperature and top-p: not device-capable).
+  SamplingOptions sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_p = 0.9f;
+  sampling.seed = 7;
+  std::vector<int32_t> want;
+  {
+    auto s = Session::create(*model, so);
+    Sampler sampler(sampling);
+    auto logits = s->prefill(kPrompt);
+    for (int32_t t : kPrompt) sampler.accept(t);
+    for (uint32_t i = 0; i < n; ++i) {
+      want.push_back(sampler.sample(logits.data(), V));
+      sampler.accept(want.back());
+      if (i + 1 < n) logits = s->decode(want.back());
+    }
+  }
+  std::vector<int32_t> all = kPrompt;
+  all.insert(all.end(), want.begin(), want.end());
+  const std::string text = tok.decode(all).substr(tok.decode(kPrompt).size());
+
+  auto s = Session::create(*model, so);
+  GenerateOptions o;
+  o.max_tokens = n;
+  std::string streamed;
+  o.on_text = [&](std::string_view piece) {
+    streamed += piece;
+    return true;
+  };
+  {
+    Sampler sampler(sampling);
+    const GenerateResult r = generate(*s, sampler, tok, kPrompt, o);
+    CHECK(r.tokens == want);
+    CHECK(r.reason == StopReason::max_tokens);
+    CHECK(r.text == text);
+    CHECK(streamed == text);
+    auto held = s->tokens();  // the prompt and every sampled token but the last
+    CHECK(held.size() == kPrompt.size() + n - 1);
+    CHECK(std::vector<int32_t>(held.begin() + kPrompt.size(), held.end()) == std::vector<int32_t>(want.begin(), want.end() - 1));
+  }
+  SUBCASE("a stop string from the middle of the text (one byte per token: it spans tokens)") {
+    const std::string stop = text.substr(text.size() / 2, 3);
+    const size_t at = text.find(stop);
+    s->reset();
+    streamed.clear();
+    o.stop = {"never appears \x01\x02", stop};
+    Sampler sampler(sampling);
+    const GenerateResult r = generate(*s, sampler, tok, kPrompt, o);
+    CHECK(r.reason == StopReason::stop_string);
+    CHECK(r.stop == stop);
+    CHECK(r.stop_index == 1);
+    CHECK(r.text == text.substr(0, at));
+    CHECK(streamed == r.text);
+    CHECK(r.tokens == std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(r.tokens.size())));
+  }
+  SUBCASE("EOS: the token that ends it is not emitted, what came before is") {
+    s->reset();
+    streamed.clear();
+    o.eos_token = want[5];
+    size_t first = 0;
+    while (want[first] != want[5]) ++first;
+    Sampler sampler(sampling);
+    const GenerateResult r = generate(*s, sampler, tok, kPrompt, o);
+    CHECK(r.reason == StopReason::eos);
+    CHECK(r.tokens.size() == first + 1);
+    std::vector<int32_t> before = kPrompt;
+    before.insert(before.end(), want.begin(), want.begin() + static_cast<long>(first));
+    CHECK(r.text == tok.decode(before).substr(tok.decode(kPrompt).size()));
+  }
+  SUBCASE("cancel from the callback: nothing more is emitted or decoded") {
+    s->reset();
+    int calls = 0;
+    o.on_text = [&](std::string_view) { return ++calls < 2; };
+    Sampler sampler(sampling);
+    const GenerateResult r = generate(*s, sampler, tok, kPrompt, o);
+    CHECK(r.reason == StopReason::cancelled);
+    CHECK(calls == 2);
+    CHECK(s->position() == kPrompt.size() + r.tokens.size() - 1);
+  }
+  SUBCASE("bad input is refused before any work") {
+    const uint32_t before = s->position();
+    Sampler sampler(sampling);
+    o.stop = {""};
+    CHECK(test::status_of([&] { generate(*s, sampler, tok, kPrompt, o); }) == Status::invalid_argument);
+    o.stop = {};
+    CHECK(test::status_of([&] { generate(*s, sampler, tok, {}, o); }) == Status::invalid_argument);
+    o.max_tokens = 64;
+    CHECK(test::status_of([&] { generate(*s, sampler, tok, kPrompt, o); }) == Status::context_overflow);
+    CHECK(s->position() == before);
+  }
+}
