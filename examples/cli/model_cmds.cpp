@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "commands.hpp"
+#include "diffvk/chat_template.hpp"
 #include "diffvk/generate.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
@@ -101,6 +102,7 @@ Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt, prompt_cache;
     std::vector<std::string> stop;
+    std::string chat_template, system;
     uint32_t n = 64;
     SamplingOptions sampling;
   };
@@ -125,6 +127,10 @@ Runner register_run(CLI::App& app) {
       ->check(CLI::Range(0u, 1u << 20));
   cmd->add_option("--stop", a->stop, "stop string (repeatable; may span tokens): generation ends there, and neither it nor what "
                                      "follows is printed");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "the prompt is a user message in this chat format: auto (the model's tokenizer_config.json), chatml, llama2 "
+                  "or llama3 (docs/chat-templates.md); the end of the assistant's turn is a stop string");
+  cmd->add_option("--system", a->system, "system message before the prompt (with --chat-template)");
   cmd->add_option("--prompt-cache", a->prompt_cache,
                   "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
                   "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
@@ -138,7 +144,24 @@ Runner register_run(CLI::App& app) {
     auto session = Session::create(*model, so);
     const auto& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
-    std::vector<int32_t> tokens = tokenizer.encode(a->prompt, true);
+    std::string text = a->prompt;
+    std::vector<std::string> stop = a->stop;
+    if (!a->chat_template.empty()) {
+      const auto token_text = [&](int32_t id) { return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string(); };
+      const ChatTemplate tpl = a->chat_template == "auto"
+                                   ? ChatTemplate::load(dir)
+                                   : ChatTemplate::builtin(a->chat_template, token_text(tokenizer.bos_id()), token_text(tokenizer.eos_id()));
+      std::vector<ChatMessage> messages;
+      if (!a->system.empty()) messages.push_back({"system", a->system});
+      messages.push_back({"user", a->prompt});
+      text = tpl.apply(messages, true);
+      if (!tpl.end_of_turn().empty()) stop.push_back(tpl.end_of_turn());
+      std::fprintf(stderr, "diffvk run: chat template %s\n", tpl.family().c_str());
+    } else if (!a->system.empty()) {
+      throw Error(Status::invalid_argument, "--system needs --chat-template");
+    }
+    // With a chat template, BOS is in the text where the format puts it.
+    std::vector<int32_t> tokens = tokenizer.encode(text, a->chat_template.empty());
     if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
     if (tokens.size() + a->n > session->capacity())
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
@@ -156,12 +179,12 @@ Runner register_run(CLI::App& app) {
       }
       restore_s = seconds_since(tr);
     }
-    std::fputs(a->prompt.c_str(), stdout);
+    std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     // Greedy and top-k (without top-p) sample on the device: each step reads back a token id, not the logits.
     GenerateOptions go;
     go.max_tokens = a->n;
-    go.stop = a->stop;
+    go.stop = stop;
     go.eos_token = cfg.eos_token_id;
     go.on_text = [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);

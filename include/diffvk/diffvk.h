@@ -290,6 +290,34 @@ DIFFVK_API diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer,
 /* The number of ids the tokenizer knows (added tokens included); decode accepts ids below it. */
 DIFFVK_API diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
 
+/* ---- Chat templates (since 1.1; issue 24 item 5; include/diffvk/chat_template.hpp; docs/chat-templates.md) ---
+ * A conversation to the prompt text of a chat model: the checkpoint's template is recognised as one of the
+ * families diffvk renders (ChatML, Llama-2 chat, Llama-3 instruct), else refused (DIFFVK_UNSUPPORTED naming
+ * it). Pure CPU, immutable. Encode the text without special tokens (add_special 0): BOS is in the text. */
+typedef struct diffvk_chat_template diffvk_chat_template;
+typedef struct diffvk_chat_message {
+  const char* role;    /* "system", "user", "assistant"; NUL-terminated */
+  const char* content; /* NUL-terminated UTF-8 */
+} diffvk_chat_message;
+/* tokenizer_config.json's chat_template, bos_token and eos_token in model_dir. No template ->
+ * DIFFVK_INVALID_ARGUMENT ("has no chat template"); one of no supported family -> DIFFVK_UNSUPPORTED. */
+DIFFVK_API diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk_chat_template** out);
+/* A family by name: "chatml", "llama2" or "llama3" (bos_token / eos_token: the tokens' text; NULL = ""). */
+DIFFVK_API diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
+                                           diffvk_chat_template** out);
+DIFFVK_API diffvk_status diffvk_chat_template_free(diffvk_chat_template* chat_template);
+/* The family's name (static storage: valid for the life of the process). */
+DIFFVK_API diffvk_status diffvk_chat_template_family(const diffvk_chat_template* chat_template, const char** out);
+/* The end of an assistant turn ("<|im_end|>", the EOS token, "<|eot_id|>"): a stop string for generation.
+ * Copied into text (NUL-terminated) when cap > its length; *len = its length; DIFFVK_BUFFER_TOO_SMALL otherwise. */
+DIFFVK_API diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_template* chat_template, char* text, size_t cap,
+                                               size_t* len);
+/* The prompt text of n messages, with the opening of the assistant's turn when add_generation_prompt != 0.
+ * *len = its size in bytes (not NUL-terminated); when cap < *len -> DIFFVK_BUFFER_TOO_SMALL and nothing written.
+ * Llama-2 with roles that do not alternate user/assistant -> DIFFVK_INVALID_ARGUMENT. */
+DIFFVK_API diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* chat_template, const diffvk_chat_message* messages,
+                                         size_t n, int add_generation_prompt, char* text, size_t cap, size_t* len);
+
 /* ---- Generation (since 1.1; issue 24 item 6; include/diffvk/generate.hpp) -------------------------------
  * The text callback gets each piece of generated text once it is final (not NUL-terminated; size bytes, valid
  * during the call): a trailing incomplete UTF-8 sequence, and a tail that could still start a stop string,

@@ -3,8 +3,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "diffvk/chat_template.hpp"
 #include "diffvk/diffvk.h"
 #include "diffvk/tokenizer.hpp"
 #include "capi/c_api_guard.hpp"
@@ -12,6 +15,9 @@
 
 struct diffvk_tokenizer {
   diffvk::Tokenizer tokenizer;
+};
+struct diffvk_chat_template {
+  diffvk::ChatTemplate chat_template;
 };
 
 namespace {
@@ -32,6 +38,25 @@ std::shared_ptr<diffvk_tokenizer> check(const diffvk_tokenizer* t) {
   if (it == live().end()) fail(DIFFVK_INVALID_ARGUMENT, "tokenizer is not a live tokenizer handle (freed, or of another kind)");
   return it->second;
 }
+// Live chat templates: the same scheme (a registry holding a reference, each call taking one).
+std::unordered_map<const diffvk_chat_template*, std::shared_ptr<diffvk_chat_template>>& live_templates() {
+  static auto* m = new std::unordered_map<const diffvk_chat_template*, std::shared_ptr<diffvk_chat_template>>;  // never destroyed
+  return *m;
+}
+std::shared_ptr<diffvk_chat_template> check(const diffvk_chat_template* t) {
+  need(t, "chat_template");
+  std::lock_guard<std::mutex> l(g_mutex);
+  auto it = live_templates().find(t);
+  if (it == live_templates().end())
+    fail(DIFFVK_INVALID_ARGUMENT, "chat_template is not a live chat template handle (freed, or of another kind)");
+  return it->second;
+}
+void track(diffvk::ChatTemplate t, diffvk_chat_template** out) {
+  auto p = std::make_shared<diffvk_chat_template>(diffvk_chat_template{std::move(t)});
+  std::lock_guard<std::mutex> l(g_mutex);
+  live_templates()[p.get()] = p;
+  *out = p.get();
+}
 }  // namespace
 
 std::shared_ptr<const diffvk::Tokenizer> diffvk::capi::tokenizer_of(const diffvk_tokenizer* tokenizer) {
@@ -40,6 +65,74 @@ std::shared_ptr<const diffvk::Tokenizer> diffvk::capi::tokenizer_of(const diffvk
 }
 
 extern "C" {
+
+diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk_chat_template** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    need(model_dir, "model_dir");
+    track(diffvk::ChatTemplate::load(model_dir), out);
+  });
+}
+diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
+                                           diffvk_chat_template** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    need(family, "family");
+    track(diffvk::ChatTemplate::builtin(family, bos_token ? bos_token : "", eos_token ? eos_token : ""), out);
+  });
+}
+diffvk_status diffvk_chat_template_free(diffvk_chat_template* t) {
+  return guarded(__func__, [&] {
+    need(t, "chat_template");
+    std::lock_guard<std::mutex> l(g_mutex);
+    if (!live_templates().erase(t)) fail(DIFFVK_INVALID_ARGUMENT, "chat_template is not a live chat template handle (freed twice?)");
+  });
+}
+diffvk_status diffvk_chat_template_family(const diffvk_chat_template* t, const char** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    const std::string family = check(t)->chat_template.family();
+    for (const char* name : {"chatml", "llama2", "llama3"})
+      if (family == name) *out = name;
+    if (!*out) fail(DIFFVK_INTERNAL, "unknown chat template family " + family);
+  });
+}
+diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_template* t, char* text, size_t cap, size_t* len) {
+  return guarded(__func__, [&] {
+    need(len, "len");
+    *len = 0;
+    const std::string s = check(t)->chat_template.end_of_turn();
+    *len = s.size();
+    if (cap) need(text, "text");
+    if (cap <= s.size())
+      fail(DIFFVK_BUFFER_TOO_SMALL, "the end of turn is " + std::to_string(s.size()) + " bytes and a NUL; cap is " + std::to_string(cap));
+    std::memcpy(text, s.c_str(), s.size() + 1);
+  });
+}
+diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* t, const diffvk_chat_message* messages, size_t n,
+                                         int add_generation_prompt, char* text, size_t cap, size_t* len) {
+  return guarded(__func__, [&] {
+    need(len, "len");
+    *len = 0;
+    const auto k = check(t);
+    if (n) need(messages, "messages");
+    if (cap) need(text, "text");
+    std::vector<diffvk::ChatMessage> m(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!messages[i].role || !messages[i].content)
+        fail(DIFFVK_INVALID_ARGUMENT, "messages[" + std::to_string(i) + "]." + (messages[i].role ? "content" : "role") + " is NULL");
+      m[i] = diffvk::ChatMessage{messages[i].role, messages[i].content};
+    }
+    const std::string s = k->chat_template.apply(m, add_generation_prompt != 0);
+    *len = s.size();
+    if (s.size() > cap)
+      fail(DIFFVK_BUFFER_TOO_SMALL, "the prompt is " + std::to_string(s.size()) + " bytes; cap is " + std::to_string(cap));
+    if (!s.empty()) std::memcpy(text, s.data(), s.size());
+  });
+}
 
 diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out) {
   return guarded(__func__, [&] {

@@ -705,6 +705,35 @@ static int test_generate(const char* dir) {
   return 0;
 }
 
+/* ---- chat templates (issue 24 item 5) ------------------------------------------------------------------- */
+static int test_chat_template(const char* data_dir) {
+  diffvk_chat_template* t = NULL;
+  const diffvk_chat_message m[2] = {{"system", "Be brief."}, {"user", "Hi"}};
+  const diffvk_chat_message bad[1] = {{"user", NULL}};
+  const char* want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  const char* family = NULL;
+  char text[256], eot[16];
+  size_t len = 0;
+  (void)data_dir;
+  EXPECT(diffvk_chat_template_builtin("chatml", NULL, NULL, &t) == DIFFVK_OK);
+  if (!t) return 1;
+  EXPECT(diffvk_chat_template_family(t, &family) == DIFFVK_OK && family && strcmp(family, "chatml") == 0);
+  EXPECT(diffvk_chat_template_apply(t, m, 2, 1, NULL, 0, &len) == DIFFVK_BUFFER_TOO_SMALL && len == strlen(want));
+  EXPECT(diffvk_chat_template_apply(t, m, 2, 1, text, sizeof text, &len) == DIFFVK_OK && len == strlen(want));
+  EXPECT(memcmp(text, want, strlen(want)) == 0);
+  EXPECT(diffvk_chat_template_end_of_turn(t, eot, sizeof eot, &len) == DIFFVK_OK && strcmp(eot, "<|im_end|>") == 0 && len == 10);
+  EXPECT(diffvk_chat_template_end_of_turn(t, eot, 10, &len) == DIFFVK_BUFFER_TOO_SMALL && len == 10);
+  EXPECT(diffvk_chat_template_apply(t, bad, 1, 1, text, sizeof text, &len) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "messages[0].content") != NULL);
+  EXPECT(diffvk_chat_template_apply(t, m, 0, 1, text, sizeof text, &len) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_chat_template_free(t) == DIFFVK_OK);
+  EXPECT(diffvk_chat_template_free(t) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_chat_template_builtin("vicuna", NULL, NULL, &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
+  EXPECT(diffvk_chat_template_load("/nonexistent-dir", &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
+  EXPECT(strstr(diffvk_last_error(), "no chat template") != NULL);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
@@ -722,6 +751,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
   else if (!strcmp(argv[1], "sampler")) rc = test_sampler();
   else if (!strcmp(argv[1], "generate")) rc = test_generate(argv[2]);
+  else if (!strcmp(argv[1], "chat_template")) rc = test_chat_template(argv[2]);
   else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {

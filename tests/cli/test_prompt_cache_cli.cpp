@@ -97,3 +97,21 @@ TEST_CASE("cli: run --stop ends the text where a stop string (across tokens) beg
   CHECK(bad.exit_code != 0);
   CHECK(contains(bad.out, "stop string 0 is empty"));
 }
+
+TEST_CASE("cli: run --chat-template puts the prompt in the chat format; auto needs the model's template") {
+  test::TempDir tmp("diffvk-run-chat");
+  const auto chat = test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template chatml --system 'Be brief.' --prompt 'Hi'");
+  INFO(chat.out);
+  CHECK(chat.exit_code == 0);
+  CHECK(contains(chat.out, "chat template chatml"));
+  CHECK(contains(chat.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+  const auto none = test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template auto --prompt 'Hi'");
+  CHECK(none.exit_code != 0);
+  CHECK(contains(none.out, "has no chat template"));
+  const auto unknown = test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template vicuna --prompt 'Hi'");
+  CHECK(unknown.exit_code != 0);
+  CHECK(contains(unknown.out, "no chat template family 'vicuna'"));
+  const auto lone = test::run_cli(tmp, "run --model " + kModel + " -n 4 --system 'Be brief.' --prompt 'Hi'");
+  CHECK(lone.exit_code != 0);
+  CHECK(contains(lone.out, "--system needs --chat-template"));
+}

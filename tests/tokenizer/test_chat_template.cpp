@@ -1,0 +1,102 @@
+// Issue 24 item 5: chat templates against the strings Hugging Face's own Jinja renders from the published
+// templates (tests/data/chat_templates/: templates.json, fixtures.json from make_fixtures.mjs with
+// @huggingface/jinja). Host only.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "diffvk/chat_template.hpp"
+#include "diffvk/error.hpp"
+#include "file_test_util.hpp"
+#include "status_of.hpp"
+
+using namespace diffvk;
+
+namespace {
+const std::string kDir = std::string(DIFFVK_TEST_DATA_DIR) + "/chat_templates";
+nlohmann::json read_json(const std::string& name) {
+  std::ifstream f(kDir + "/" + name);
+  REQUIRE(f.good());
+  return nlohmann::json::parse(f);
+}
+std::vector<ChatMessage> messages_of(const nlohmann::json& conversation) {
+  std::vector<ChatMessage> m;
+  for (const auto& e : conversation) m.push_back({e["role"].get<std::string>(), e["content"].get<std::string>()});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("chat template: every published template renders what Hugging Face's Jinja renders, byte for byte") {
+  const auto templates = read_json("templates.json");
+  const auto fixtures = read_json("fixtures.json");
+  size_t checked = 0, refused = 0;
+  for (const auto& c : fixtures["cases"]) {
+    const auto& t = templates[c["template"].get<std::string>()];
+    INFO(c["template"].get<std::string>() << ", conversation " << c["conversation"] << ", add_generation_prompt "
+                                          << c["add_generation_prompt"]);
+    const ChatTemplate tpl = ChatTemplate::from_source(t["source"], t["bos_token"], t["eos_token"]);
+    CHECK(tpl.family() == t["family"].get<std::string>());
+    const auto messages = messages_of(fixtures["conversations"][c["conversation"].get<size_t>()]);
+    if (c["expected"].is_null()) {  // the template raises an exception
+      CHECK(test::status_of([&] { tpl.apply(messages, c["add_generation_prompt"]); }) == Status::invalid_argument);
+      ++refused;
+    } else {
+      CHECK(tpl.apply(messages, c["add_generation_prompt"]) == c["expected"].get<std::string>());
+      ++checked;
+    }
+  }
+  CHECK(checked >= 40);
+  CHECK(refused == 2);  // Llama-2 with two user turns in a row
+}
+
+TEST_CASE("chat template: an unsupported template is refused with an error naming it, not rendered another way") {
+  const auto templates = read_json("templates.json");
+  for (const auto& [name, t] : templates.items()) {
+    if (t["supported"]) continue;
+    INFO(name);
+    CHECK_ERROR(ChatTemplate::from_source(t["source"], t["bos_token"], t["eos_token"]), Status::unsupported,
+                             "chat template not supported: '{{ bos_token }}");
+  }
+  // One character of a string literal changed: no longer the published template.
+  std::string chatml = templates["chatml (teknium/OpenHermes-2.5-Mistral-7B)"]["source"];
+  chatml.replace(chatml.find("<|im_end|>"), 10, "<|im_stop|>");
+  CHECK_ERROR(ChatTemplate::from_source(chatml, "", ""), Status::unsupported, "uses ChatML's markers");
+  CHECK(test::status_of([] { ChatTemplate::builtin("vicuna", "", ""); }) == Status::invalid_argument);
+  CHECK(test::status_of([] { ChatTemplate::builtin("chatml", "", "").apply({}, true); }) == Status::invalid_argument);
+}
+
+TEST_CASE("chat template: from a model directory's tokenizer_config.json, string or named list") {
+  const auto templates = read_json("templates.json");
+  io_test::TempDir dir;
+  const std::string llama3 = templates["llama3 (meta-llama/Meta-Llama-3-8B-Instruct)"]["source"];
+  nlohmann::json cfg = {{"chat_template", llama3},
+                        {"bos_token", "<|begin_of_text|>"},
+                        {"eos_token", {{"content", "<|eot_id|>"}, {"special", true}}}};
+  io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
+  ChatTemplate t = ChatTemplate::load(dir.path);
+  CHECK(t.family() == "llama3");
+  CHECK(t.end_of_turn() == "<|eot_id|>");
+  CHECK(t.apply({{"user", "hi"}}, true) ==
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+
+  cfg["chat_template"] = nlohmann::json::array({{{"name", "tool_use"}, {"template", "{{ tools }}"}}, {{"name", "default"}, {"template", llama3}}});
+  io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
+  CHECK(ChatTemplate::load(dir.path).family() == "llama3");
+  cfg["chat_template"] = nlohmann::json::array({{{"name", "tool_use"}, {"template", "{{ tools }}"}}});
+  io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
+  CHECK_ERROR(ChatTemplate::load(dir.path), Status::unsupported, "no chat_template named 'default' (it has tool_use)");
+  cfg["chat_template"] = 7;
+  io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
+  CHECK_ERROR(ChatTemplate::load(dir.path), Status::format_error, "chat_template must be a string");
+  cfg.erase("chat_template");
+  io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
+  CHECK_ERROR(ChatTemplate::load(dir.path), Status::invalid_argument, "has no chat template");
+  io_test::TempDir empty;
+  CHECK_ERROR(ChatTemplate::load(empty.path), Status::invalid_argument, "no tokenizer_config.json");
+  CHECK(ChatTemplate::builtin("chatml", "", "").end_of_turn() == "<|im_end|>");
+  CHECK(ChatTemplate::builtin("llama2", "<s>", "</s>").end_of_turn() == "</s>");
+}
