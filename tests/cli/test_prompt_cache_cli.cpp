@@ -98,7 +98,7 @@ TEST_CASE("cli: run --stop ends the text where a stop string (across tokens) beg
   CHECK(contains(bad.out, "stop string 0 is empty"));
 }
 
-TEST_CASE("cli: run --chat-template puts the prompt in the chat format; auto needs the model's template") {
+TEST_CASE("cli: run --chat-template puts the prompt in the chat format, and auto needs the model template") {
   test::TempDir tmp("diffvk-run-chat");
   const auto chat = test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template chatml --system 'Be brief.' --prompt 'Hi'");
   INFO(chat.out);

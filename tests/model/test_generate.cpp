@@ -85,7 +85,7 @@ TEST_CASE("generate: stop strings are found across pieces, and nothing from them
   }
 }
 
-TEST_CASE("generate: the same tokens as prefill, sample and decode; stop strings, EOS and cancel end it") {
+TEST_CASE("generate: the same tokens as prefill, sample and decode, ended by stop strings, EOS or cancel") {
   auto ctx = test::make_context_or_skip(Precision::fp32);
   if (!ctx) return;
   auto model = Model::load(*ctx, kTiny);

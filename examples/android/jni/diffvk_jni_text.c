@@ -219,3 +219,128 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
     (*env)->SetIntArrayRegion(env, out, 0, 4, v);
   }
 }
+
+/* ---- diffvk.ChatTemplate (diffvk_chat_template_*) ------------------------------------------------------ */
+JNIEXPORT jlong JNICALL Java_diffvk_ChatTemplate_nativeLoad(JNIEnv* env, jclass cls, jstring dir) {
+  int failed = 0;
+  char* d;
+  diffvk_chat_template* t = NULL;
+  (void)cls;
+  if (!dir) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "ChatTemplate.load: dir is null");
+    return 0;
+  }
+  d = djni_dup_string(env, dir, &failed);
+  if (failed) return 0;
+  djni_ok(env, diffvk_chat_template_load(d, &t));
+  free(d);
+  return (jlong)(intptr_t)t;
+}
+
+JNIEXPORT jlong JNICALL Java_diffvk_ChatTemplate_nativeBuiltin(JNIEnv* env, jclass cls, jstring family, jstring bos, jstring eos) {
+  int failed = 0;
+  char *f, *b = NULL, *e = NULL;
+  diffvk_chat_template* t = NULL;
+  (void)cls;
+  if (!family) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "ChatTemplate.builtin: family is null");
+    return 0;
+  }
+  f = djni_dup_string(env, family, &failed);
+  if (!failed && bos) b = djni_dup_string(env, bos, &failed);
+  if (!failed && eos) e = djni_dup_string(env, eos, &failed);
+  if (!failed) djni_ok(env, diffvk_chat_template_builtin(f, b, e, &t));
+  free(f);
+  free(b);
+  free(e);
+  return (jlong)(intptr_t)t;
+}
+
+JNIEXPORT void JNICALL Java_diffvk_ChatTemplate_nativeFree(JNIEnv* env, jclass cls, jlong t) {
+  (void)cls;
+  djni_ok(env, diffvk_chat_template_free((diffvk_chat_template*)(intptr_t)t));
+}
+
+JNIEXPORT jstring JNICALL Java_diffvk_ChatTemplate_nativeFamily(JNIEnv* env, jclass cls, jlong t) {
+  const char* name = NULL;
+  (void)cls;
+  if (!djni_ok(env, diffvk_chat_template_family((const diffvk_chat_template*)(intptr_t)t, &name))) return NULL;
+  return (*env)->NewStringUTF(env, name);
+}
+
+JNIEXPORT jstring JNICALL Java_diffvk_ChatTemplate_nativeEndOfTurn(JNIEnv* env, jclass cls, jlong t) {
+  char text[64];
+  size_t len = 0;
+  (void)cls;
+  if (!djni_ok(env, diffvk_chat_template_end_of_turn((const diffvk_chat_template*)(intptr_t)t, text, sizeof text, &len)))
+    return NULL;
+  return (*env)->NewStringUTF(env, text); /* the tokens' text: ASCII in every supported family */
+}
+
+/* A byte[] of an array of byte[] as a NUL-terminated string (malloc'ed); NULL with an exception thrown. */
+static char* element_string(JNIEnv* env, jobjectArray a, jsize i) {
+  jbyteArray b = (jbyteArray)(*env)->GetObjectArrayElement(env, a, i);
+  jsize len = b ? (*env)->GetArrayLength(env, b) : 0;
+  char* s = (char*)malloc((size_t)len + 1);
+  if (!s) {
+    djni_throw_oom(env, "diffvk: a chat message");
+    return NULL;
+  }
+  if (b) {
+    (*env)->GetByteArrayRegion(env, b, 0, len, (jbyte*)s);
+    (*env)->DeleteLocalRef(env, b);
+  }
+  s[len] = 0;
+  if (strlen(s) != (size_t)len) {
+    free(s);
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "ChatTemplate.apply: a message holds a NUL character");
+    return NULL;
+  }
+  return s;
+}
+
+JNIEXPORT jbyteArray JNICALL Java_diffvk_ChatTemplate_nativeApply(JNIEnv* env, jclass cls, jlong t, jobjectArray roles,
+                                                                  jobjectArray contents, jboolean add_generation_prompt) {
+  jsize n, i;
+  diffvk_chat_message* m;
+  char* text = NULL;
+  size_t len = 0;
+  diffvk_status st;
+  jbyteArray out = NULL;
+  const diffvk_chat_template* tpl = (const diffvk_chat_template*)(intptr_t)t;
+  (void)cls;
+  if (!roles || !contents || (*env)->GetArrayLength(env, roles) != (*env)->GetArrayLength(env, contents)) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "ChatTemplate.apply: roles and contents differ");
+    return NULL;
+  }
+  n = (*env)->GetArrayLength(env, roles);
+  m = (diffvk_chat_message*)calloc((size_t)(n > 0 ? n : 1), sizeof *m);
+  if (!m) {
+    djni_throw_oom(env, "diffvk: chat messages");
+    return NULL;
+  }
+  for (i = 0; i < n; ++i) {
+    m[i].role = element_string(env, roles, i);
+    if (!m[i].role) break;
+    m[i].content = element_string(env, contents, i);
+    if (!m[i].content) break;
+  }
+  if (i == n) {
+    st = diffvk_chat_template_apply(tpl, m, (size_t)n, add_generation_prompt ? 1 : 0, NULL, 0, &len); /* the size first */
+    if (djni_ok(env, st == DIFFVK_BUFFER_TOO_SMALL ? DIFFVK_OK : st)) {
+      text = (char*)malloc(len > 0 ? len : 1);
+      if (!text) djni_throw_oom(env, "diffvk: chat text");
+      else if (djni_ok(env, diffvk_chat_template_apply(tpl, m, (size_t)n, add_generation_prompt ? 1 : 0, text, len, &len))) {
+        out = (*env)->NewByteArray(env, (jsize)len);
+        if (out) (*env)->SetByteArrayRegion(env, out, 0, (jsize)len, (const jbyte*)text);
+      }
+    }
+  }
+  for (i = 0; i < n; ++i) {
+    free((void*)m[i].role);
+    free((void*)m[i].content);
+  }
+  free(m);
+  free(text);
+  return out;
+}

@@ -167,6 +167,22 @@ public final class V1Test {
       }
     }
 
+    // ChatTemplate (issue 24 item 5): a family by name renders the ChatML text; the bundled model has no template.
+    try (ChatTemplate ct = ChatTemplate.builtin("chatml", null, null)) {
+      check(ct.family().equals("chatml"), "ChatTemplate.family");
+      check(ct.endOfTurn().equals("<|im_end|>"), "ChatTemplate.endOfTurn");
+      String text = ct.apply(new String[] {"system", "user"}, new String[] {"Be brief.", "Héllo"}, true);
+      check(text.equals("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHéllo<|im_end|>\n<|im_start|>assistant\n"),
+            "ChatTemplate.apply: " + text);
+    }
+    try {
+      ChatTemplate.load(dir).close();
+      check(false, "a model without a chat template loaded one");
+    } catch (DiffvkException e) {
+      check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("no chat template"),
+            "no chat template: INVALID_ARGUMENT: " + e.getMessage());
+    }
+
     // Sampler.Options: a repetition penalty changes the greedy choice once the token was accepted.
     Sampler.Options so = new Sampler.Options();
     so.repeatPenalty = 2.0f;
