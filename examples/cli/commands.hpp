@@ -38,6 +38,7 @@ Runner register_shader_stats(CLI::App& app);
 Runner register_attn_map(CLI::App& app);
 Runner register_quantize(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
+Runner register_chat(CLI::App& app);
 
 // --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) and --q4-head (LoadOptions::q4_0_head) into `load`; a bad
 // value is an error naming the choices.

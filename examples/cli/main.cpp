@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   add(register_layer(app));
   add(register_bench(app));
   add(register_run(app));
+  add(register_chat(app));
   add(register_logits(app));
   add(register_plan(app));
   diffvk::platform::install_interrupt_cleanup();  // no temporary output file left behind on Ctrl-C / SIGTERM

@@ -1,0 +1,170 @@
+// `diffvk chat` (issue 24 item 7): an interactive terminal chat over a checkpoint, built from the session
+// features: the chat template, generate() with the end of turn as a stop string and prefix reuse (each turn
+// prefills only the new text), rewind for /regenerate, saved state for /save and /load.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "diffvk/atomic_write.hpp"
+#include "diffvk/chat_template.hpp"
+#include "diffvk/generate.hpp"
+
+namespace diffvk::cli {
+
+namespace {
+constexpr const char* kHelp =
+    "  /regenerate  answer the last message again\n"
+    "  /save FILE   save the conversation (FILE, and its session state in FILE.state)\n"
+    "  /load FILE   load a saved conversation of this model\n"
+    "  /reset       start over (the system message stays)\n"
+    "  /quit        leave (also end of input)\n";
+
+void save_conversation(const std::string& path, const std::vector<ChatMessage>& messages, const Session& session) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& m : messages) j.push_back({{"role", m.role}, {"content", m.content}});
+  const std::string text = j.dump(1) + "\n";
+  session.save_state_file(path + ".state");
+  platform::write_file_atomic(path, text.data(), text.size());
+}
+
+std::vector<ChatMessage> load_conversation(const std::string& path, Session& session) {
+  std::ifstream f(path);
+  if (!f) throw Error(Status::io_error, "cannot read " + path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception&) {
+    throw Error(Status::format_error, path + ": not a saved diffvk chat (JSON)");
+  }
+  std::vector<ChatMessage> messages;
+  if (!j.is_array()) throw Error(Status::format_error, path + ": not a saved diffvk chat (a list of messages)");
+  for (const auto& m : j) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") || !m["content"].is_string())
+      throw Error(Status::format_error, path + ": each message needs a string role and content");
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  session.restore_state_file(path + ".state");  // refused (nothing changed) for another model or precision
+  return messages;
+}
+}  // namespace
+
+Runner register_chat(CLI::App& app) {
+  struct Args {
+    DeviceFlags dev;
+    LoadOptions load;
+    std::string model, chat_template = "auto", system;
+    uint32_t context = 0, n = 256;
+    SamplingOptions sampling;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal (one message per line; /help lists the commands)");
+  cmd->add_option("--model", a->model, "checkpoint directory (default: the bundled model)")->check(CLI::ExistingDirectory);
+  cmd->add_option("--context", a->context, "KV-cache capacity in tokens (default: max_position_embeddings)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "auto (the model's tokenizer_config.json), chatml, llama2 or llama3 (docs/chat-templates.md); the bundled "
+                  "model has none: pass a family");
+  cmd->add_option("--system", a->system, "system message");
+  cmd->add_option("-n", a->n, "tokens per reply at most");
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; in [0, 100]")->check(finite_range(0, 100));
+  cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
+  cmd->add_option("--top-p", a->sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
+  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  add_weights_flag(cmd, a->load);
+  add_device_flags(cmd, a->dev);
+  return [a]() {
+    validate_sampling(a->sampling);
+    const std::string dir = a->model.empty() ? default_model_dir() : a->model;
+    auto ctx = Context::create(a->dev.options());
+    auto model = Model::load(*ctx, dir, a->load);
+    auto session = Session::create(*model, SessionOptions{a->context, 0, false, {}});
+    const auto& cfg = model->config();
+    const Tokenizer tokenizer = model_tokenizer(dir, cfg);
+    const auto token_text = [&](int32_t id) { return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string(); };
+    const ChatTemplate tpl = a->chat_template == "auto"
+                                 ? ChatTemplate::load(dir)
+                                 : ChatTemplate::builtin(a->chat_template, token_text(tokenizer.bos_id()), token_text(tokenizer.eos_id()));
+    Sampler sampler(a->sampling);
+    std::vector<ChatMessage> messages;
+    if (!a->system.empty()) messages.push_back({"system", a->system});
+    std::fprintf(stderr, "diffvk chat: %s, %s, chat template %s, context %u tokens. /help lists the commands.\n",
+                 ctx->caps().name.c_str(), precision_name(ctx->precision()), tpl.family().c_str(), session->capacity());
+
+    // Answers the conversation as it stands: appends the assistant's message.
+    auto reply = [&]() {
+      const std::vector<int32_t> tokens = tokenizer.encode(tpl.apply(messages, true), false);
+      GenerateOptions go;
+      go.max_tokens = a->n;
+      go.eos_token = cfg.eos_token_id;
+      if (!tpl.end_of_turn().empty()) go.stop = {tpl.end_of_turn()};
+      go.on_text = [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      };
+      if (tokens.size() + (a->n ? a->n - 1 : 0) > session->capacity()) {
+        std::printf("[the conversation (%zu tokens) and a reply of %u would exceed the context of %u tokens: /reset, or a "
+                    "larger --context]\n",
+                    tokens.size(), a->n, session->capacity());
+        std::fflush(stdout);
+        return false;
+      }
+      const GenerateResult r = generate(*session, sampler, tokenizer, tokens, go);
+      const size_t n = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
+      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s]\n", n, n ? n / r.sample_seconds : 0.0,
+                  tokens.size(), r.reused, stop_reason_name(r.reason));
+      std::fflush(stdout);
+      messages.push_back({"assistant", r.text});
+      return true;
+    };
+
+    std::string line;
+    while (true) {
+      std::printf("> ");
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line)) break;
+      if (line.empty()) continue;
+      try {
+        if (line == "/quit") break;
+        if (line == "/help") {
+          std::fputs(kHelp, stdout);
+        } else if (line == "/reset") {
+          messages.resize(a->system.empty() ? 0 : 1);
+          session->reset();
+          std::printf("[reset]\n");
+        } else if (line == "/regenerate") {
+          if (messages.empty() || messages.back().role != "assistant") {
+            std::printf("[nothing to regenerate]\n");
+          } else {
+            messages.pop_back();  // prefix reuse rewinds the session to the common prefix
+            if (!reply()) messages.push_back({"assistant", ""});
+          }
+        } else if (line.rfind("/save ", 0) == 0) {
+          save_conversation(line.substr(6), messages, *session);
+          std::printf("[saved %zu messages to %s]\n", messages.size(), line.substr(6).c_str());
+        } else if (line.rfind("/load ", 0) == 0) {
+          messages = load_conversation(line.substr(6), *session);
+          std::printf("[loaded %zu messages, %u tokens]\n", messages.size(), session->position());
+        } else if (line[0] == '/') {
+          std::printf("[unknown command %s]\n%s", line.c_str(), kHelp);
+        } else {
+          messages.push_back({"user", line});
+          if (!reply()) messages.pop_back();
+        }
+      } catch (const Error& e) {
+        if (e.status() == Status::device_lost) throw;
+        std::printf("[error: %s]\n", e.what());  // the conversation goes on
+      }
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    return 0;
+  };
+}
+
+}  // namespace diffvk::cli

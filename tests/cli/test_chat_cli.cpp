@@ -1,0 +1,71 @@
+// `diffvk chat` (issue 24 item 7) through a pseudo-terminal (util-linux `script`): replies stream, /regenerate
+// reuses the prompt's prefix, /save and /load keep a conversation, a conversation longer than the context is
+// refused with a message and the chat goes on.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "cli_run.hpp"
+#include "gpu_test.hpp"
+#include "model_fixture.hpp"
+
+using namespace diffvk;
+
+namespace {
+const std::string kModel = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+// Types `input` into `diffvk chat <args>` running on a pseudo-terminal; returns the exit code and the terminal's text.
+std::pair<int, std::string> chat(const test::TempDir& tmp, const std::string& args, const std::string& input) {
+  const std::string in = tmp / "in.txt", out = tmp / "out.txt";
+  test::write_text(in, input);
+  const std::string cmd = "script -qefc \"timeout 120 " + std::string(DIFFVK_CLI_PATH) + " chat --model " + kModel + " " + args +
+                          "\" /dev/null < " + in + " > " + out + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(out);
+  std::string text(std::istreambuf_iterator<char>(f), {});
+  CHECK_MESSAGE(text.find("validation: ") == std::string::npos, "validation message from the CLI: " << text);
+  return {rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text};
+}
+}  // namespace
+
+TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and /load, a full context") {
+  if (std::system("command -v script > /dev/null 2>&1") != 0) {
+    test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
+    return;
+  }
+  test::TempDir tmp("diffvk-chat");
+  const std::string saved = tmp / "chat.json";
+  auto [rc, out] = chat(tmp, "--chat-template chatml --system 'Be brief.' -n 8",
+                        "Hello there\n/regenerate\n/save " + saved + "\n/reset\n/load " + saved + "\nAnd then?\n/bogus\n/quit\n");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "chat template chatml"));
+  CHECK(count(out, "[8 tokens,") + count(out, "eos]") + count(out, "stop string]") == 3);  // three replies
+  CHECK(contains(out, "0 reused"));                                                       // the first turn
+  CHECK(contains(out, "[saved 3 messages to " + saved + "]"));
+  CHECK(contains(out, "[loaded 3 messages,"));
+  CHECK(contains(out, "[unknown command /bogus]"));
+  std::ifstream sf(saved);
+  CHECK(std::string(std::istreambuf_iterator<char>(sf), {}).find("\"role\": \"assistant\"") != std::string::npos);
+
+  // A context too small for the next turn: refused with a message, and the chat goes on to /quit.
+  std::tie(rc, out) = chat(tmp, "--chat-template chatml -n 8 --context 64",
+                           std::string(80, 'x') + "\n/help\n/quit\n");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "would exceed the context of 64 tokens"));
+  CHECK(contains(out, "/regenerate  answer the last message again"));
+
+  std::tie(rc, out) = chat(tmp, "-n 8", "/quit\n");  // the bundled model ships no chat template
+  CHECK(rc != 0);
+  CHECK(contains(out, "has no chat template"));
+}
