@@ -71,10 +71,7 @@ Runner register_chat(CLI::App& app) {
                   "model has none: pass a family");
   cmd->add_option("--system", a->system, "system message");
   cmd->add_option("-n", a->n, "tokens per reply at most");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; in [0, 100]")->check(finite_range(0, 100));
-  cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
-  cmd->add_option("--top-p", a->sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
-  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  add_sampling_flags(cmd, a->sampling);
   add_weights_flag(cmd, a->load);
   add_device_flags(cmd, a->dev);
   return [a]() {

@@ -44,6 +44,10 @@ Runner register_chat(CLI::App& app);
 // value is an error naming the choices.
 void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-head
 
+// --temperature --top-k --top-p --seed --min-p and the penalties into `sampling` (run, chat); the ranges are
+// checked here, the rest by validate_sampling.
+void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling);
+
 // --model's check: an existing directory, or an existing file named *.gguf (use as CLI::ExistingDirectory | this).
 CLI::Validator gguf_file_validator();
 

@@ -98,6 +98,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling) {
+  cmd->add_option("--temperature", sampling.temperature, "0 = greedy; in [0, 100]")->check(finite_range(0, 100));
+  cmd->add_option("--top-k", sampling.top_k, "0 = off");
+  cmd->add_option("--top-p", sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
+  cmd->add_option("--seed", sampling.seed, "sampling seed");
+  cmd->add_option("--min-p", sampling.min_p, "drop tokens below min-p x the top token's probability; 0 = off; in [0, 1]")
+      ->check(finite_range(0, 1));
+  cmd->add_option("--repeat-penalty", sampling.repeat_penalty, "CTRL repetition penalty over the last --repeat-last-n tokens; 1 = off; in (0, 100]")
+      ->check(finite_range(0, 100, true));
+  cmd->add_option("--frequency-penalty", sampling.frequency_penalty, "subtracted once per occurrence; 0 = off; in [-2, 2]")
+      ->check(finite_range(-2, 2));
+  cmd->add_option("--presence-penalty", sampling.presence_penalty, "subtracted once per token seen; 0 = off; in [-2, 2]")
+      ->check(finite_range(-2, 2));
+  cmd->add_option("--repeat-last-n", sampling.penalty_last_n, "tokens the penalties look back over (prompt included); 0 = none")
+      ->check(CLI::Range(0u, 1u << 20));
+}
+
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt, prompt_cache;
@@ -111,20 +128,7 @@ Runner register_run(CLI::App& app) {
   a->add(cmd, false);
   cmd->add_option("--prompt,-p", a->prompt, "prompt text (the model directory's tokenizer: tokenizer.json, tokenizer.model, else bytes)")->required();
   cmd->add_option("-n", a->n, "tokens to generate");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy; in [0, 100]")->check(finite_range(0, 100));
-  cmd->add_option("--top-k", a->sampling.top_k, "0 = off");
-  cmd->add_option("--top-p", a->sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
-  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
-  cmd->add_option("--min-p", a->sampling.min_p, "drop tokens below min-p x the top token's probability; 0 = off; in [0, 1]")
-      ->check(finite_range(0, 1));
-  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "CTRL repetition penalty over the last --repeat-last-n tokens; 1 = off; in (0, 100]")
-      ->check(finite_range(0, 100, true));
-  cmd->add_option("--frequency-penalty", a->sampling.frequency_penalty, "subtracted once per occurrence; 0 = off; in [-2, 2]")
-      ->check(finite_range(-2, 2));
-  cmd->add_option("--presence-penalty", a->sampling.presence_penalty, "subtracted once per token seen; 0 = off; in [-2, 2]")
-      ->check(finite_range(-2, 2));
-  cmd->add_option("--repeat-last-n", a->sampling.penalty_last_n, "tokens the penalties look back over (prompt included); 0 = none")
-      ->check(CLI::Range(0u, 1u << 20));
+  add_sampling_flags(cmd, a->sampling);
   cmd->add_option("--stop", a->stop, "stop string (repeatable; may span tokens): generation ends there, and neither it nor what "
                                      "follows is printed");
   cmd->add_option("--chat-template", a->chat_template,
