@@ -341,6 +341,7 @@ typedef struct diffvk_generate_options {
   void* user;               /* passed to on_text */
 } diffvk_generate_options;
 typedef struct diffvk_generate_result {
+  size_t struct_size;  /* set by the caller: sizeof(diffvk_generate_result); the call fills the fields it covers */
   uint32_t tokens;     /* tokens sampled (an EOS included) */
   uint32_t reused;     /* prompt tokens the session already held and did not recompute */
   int32_t stop_reason; /* DIFFVK_STOP_* */
@@ -352,7 +353,7 @@ DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options
  * first accepts the prompt's ids for its penalties), decoding each into the session but the last. Afterwards
  * the session holds the prompt and every sampled token but the last: a chat's next turn passes the whole
  * conversation again. Text is the tokenizer's decoding of prompt + generated minus that of the prompt.
- * options NULL = defaults; result may be NULL. Bad options are refused before any work (DIFFVK_INVALID_ARGUMENT
+ * options NULL = defaults; result may be NULL (else its struct_size set, as for the option structs). Bad options are refused before any work (DIFFVK_INVALID_ARGUMENT
  * naming the field); prompt + max_tokens - 1 beyond the capacity -> DIFFVK_CONTEXT_OVERFLOW before any work. */
 DIFFVK_API diffvk_status diffvk_session_generate(diffvk_session* session, diffvk_sampler* sampler, const diffvk_tokenizer* tokenizer,
                                       const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* options,

@@ -614,7 +614,12 @@ void diffvk_generate_default_options(diffvk_generate_options* o) {
 diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t, const int32_t* prompt,
                                       size_t n_prompt, const diffvk_generate_options* opts, diffvk_generate_result* result) {
   return guarded(__func__, [&] {
-    if (result) *result = diffvk_generate_result{0, 0, DIFFVK_STOP_MAX_TOKENS, -1};
+    size_t result_size = 0;  // the fields the caller's struct has (it may be older than this library's)
+    if (result) {
+      result_size = result->struct_size;
+      if (result_size < sizeof(size_t) || result_size > sizeof(diffvk_generate_result))
+        fail(DIFFVK_INVALID_ARGUMENT, "result->struct_size is " + std::to_string(result_size) + "; set it to sizeof(diffvk_generate_result)");
+    }
     auto k = live(s, Kind::session, "session");
     auto sampler = check(p, Kind::sampler, "sampler");
     const auto tokenizer = diffvk::capi::tokenizer_of(t);
@@ -646,10 +651,9 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     const diffvk::GenerateResult r =
         diffvk::generate(*k->session, sampler->sampler, *tokenizer, std::vector<int32_t>(prompt, prompt + n_prompt), go);
     if (result) {
-      result->tokens = static_cast<uint32_t>(r.tokens.size());
-      result->reused = r.reused;
-      result->stop_reason = static_cast<int32_t>(r.reason);
-      result->stop_index = r.stop_index;
+      const diffvk_generate_result out{result_size, static_cast<uint32_t>(r.tokens.size()), r.reused,
+                                       static_cast<int32_t>(r.reason), r.stop_index};
+      std::memcpy(result, &out, result_size);
     }
   });
 }

@@ -638,6 +638,8 @@ static int test_generate(const char* dir) {
   if (!model || !tok || !greedy) return 1;
   EXPECT(diffvk_session_create(model, 64, 8, &s) == DIFFVK_OK);
   if (!s) return 1;
+  memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
   diffvk_generate_default_options(&o);
   EXPECT(o.struct_size == sizeof o && o.max_tokens == 64 && o.eos_token == -2 && o.stop_count == 0 && o.on_text == NULL);
   /* No stop string: max_tokens tokens, the text streamed in pieces. */
@@ -693,6 +695,11 @@ static int test_generate(const char* dir) {
   EXPECT(diffvk_session_generate(s, NULL, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
   o.struct_size = sizeof o + 8;
   EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  o.struct_size = sizeof o;
+  r.struct_size = 0;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "result->struct_size") != NULL);
+  r.struct_size = sizeof r;
   {
     uint32_t pos2 = 0;
     EXPECT(diffvk_session_position(s, &pos2) == DIFFVK_OK && pos2 == pos);

@@ -202,6 +202,8 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   o.eos_token = (int32_t)eos;
   o.on_text = djni_piece;
   o.user = &p;
+  memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
   st = diffvk_session_generate((diffvk_session*)(intptr_t)session, (diffvk_sampler*)(intptr_t)sampler,
                                (const diffvk_tokenizer*)(intptr_t)tokenizer, buf, (size_t)n, &o, &r);
   free(buf);
