@@ -82,10 +82,7 @@ Runner register_chat(CLI::App& app) {
     auto session = Session::create(*model, SessionOptions{a->context, 0, false, {}});
     const auto& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
-    const auto token_text = [&](int32_t id) { return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string(); };
-    const ChatTemplate tpl = a->chat_template == "auto"
-                                 ? ChatTemplate::load(dir)
-                                 : ChatTemplate::builtin(a->chat_template, token_text(tokenizer.bos_id()), token_text(tokenizer.eos_id()));
+    const ChatTemplate tpl = chat_template_for(a->chat_template, dir, tokenizer);
     Sampler sampler(a->sampling);
     std::vector<ChatMessage> messages;
     if (!a->system.empty()) messages.push_back({"system", a->system});
@@ -99,19 +96,16 @@ Runner register_chat(CLI::App& app) {
       go.max_tokens = a->n;
       go.eos_token = cfg.eos_token_id;
       if (!tpl.end_of_turn().empty()) go.stop = {tpl.end_of_turn()};
-      go.on_text = [](std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      };
-      if (tokens.size() + (a->n ? a->n - 1 : 0) > session->capacity()) {
-        std::printf("[the conversation (%zu tokens) and a reply of %u would exceed the context of %u tokens: /reset, or a "
-                    "larger --context]\n",
-                    tokens.size(), a->n, session->capacity());
+      go.on_text = print_text;
+      GenerateResult r;
+      try {
+        r = generate(*session, sampler, tokenizer, tokens, go);
+      } catch (const Error& e) {  // generate checks the context before any work: the chat goes on
+        if (e.status() != Status::context_overflow) throw;
+        std::printf("[%s: /reset, or a larger --context]\n", e.what());
         std::fflush(stdout);
         return false;
       }
-      const GenerateResult r = generate(*session, sampler, tokenizer, tokens, go);
       const size_t n = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
       std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s]\n", n, n ? n / r.sample_seconds : 0.0,
                   tokens.size(), r.reused, stop_reason_name(r.reason));

@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "diffvk/chat_template.hpp"
 #include "diffvk/device.hpp"
 #include "diffvk/gguf.hpp"
 #include "diffvk/model.hpp"
@@ -47,6 +49,12 @@ void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-
 // --temperature --top-k --top-p --seed --min-p and the penalties into `sampling` (run, chat); the ranges are
 // checked here, the rest by validate_sampling.
 void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling);
+
+// --chat-template's choice (run, chat): "auto" = dir's tokenizer_config.json, else a family by name with the
+// text of the tokenizer's BOS and EOS.
+ChatTemplate chat_template_for(const std::string& choice, const std::string& dir, const Tokenizer& tokenizer);
+// GenerateOptions::on_text of run and chat: the piece to stdout, flushed.
+bool print_text(std::string_view piece);
 
 // --model's check: an existing directory, or an existing file named *.gguf (use as CLI::ExistingDirectory | this).
 CLI::Validator gguf_file_validator();

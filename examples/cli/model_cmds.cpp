@@ -98,6 +98,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+ChatTemplate chat_template_for(const std::string& choice, const std::string& dir, const Tokenizer& tokenizer) {
+  if (choice == "auto") return ChatTemplate::load(dir);
+  const auto token_text = [&](int32_t id) { return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string(); };
+  return ChatTemplate::builtin(choice, token_text(tokenizer.bos_id()), token_text(tokenizer.eos_id()));
+}
+
+bool print_text(std::string_view piece) {
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
 void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling) {
   cmd->add_option("--temperature", sampling.temperature, "0 = greedy; in [0, 100]")->check(finite_range(0, 100));
   cmd->add_option("--top-k", sampling.top_k, "0 = off");
@@ -151,10 +163,7 @@ Runner register_run(CLI::App& app) {
     std::string text = a->prompt;
     std::vector<std::string> stop = a->stop;
     if (!a->chat_template.empty()) {
-      const auto token_text = [&](int32_t id) { return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string(); };
-      const ChatTemplate tpl = a->chat_template == "auto"
-                                   ? ChatTemplate::load(dir)
-                                   : ChatTemplate::builtin(a->chat_template, token_text(tokenizer.bos_id()), token_text(tokenizer.eos_id()));
+      const ChatTemplate tpl = chat_template_for(a->chat_template, dir, tokenizer);
       std::vector<ChatMessage> messages;
       if (!a->system.empty()) messages.push_back({"system", a->system});
       messages.push_back({"user", a->prompt});
@@ -190,11 +199,7 @@ Runner register_run(CLI::App& app) {
     go.max_tokens = a->n;
     go.stop = stop;
     go.eos_token = cfg.eos_token_id;
-    go.on_text = [](std::string_view piece) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
+    go.on_text = print_text;
     if (!a->prompt_cache.empty()) go.on_prefilled = [&] { session->save_state_file(a->prompt_cache); };
     const GenerateResult r = generate(*session, sampler, tokenizer, tokens, go);
     const size_t generated = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();

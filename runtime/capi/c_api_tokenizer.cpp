@@ -25,37 +25,38 @@ using diffvk::capi::fail;
 using diffvk::capi::guarded;
 using diffvk::capi::need;
 
+// The live handles of each kind (tokenizers, chat templates): the registry holds a reference and each call
+// takes one, so a free racing on another thread cannot pull an object away during a call. Never destroyed.
 std::mutex g_mutex;
-std::unordered_map<const diffvk_tokenizer*, std::shared_ptr<diffvk_tokenizer>>& live() {
-  static auto* m = new std::unordered_map<const diffvk_tokenizer*, std::shared_ptr<diffvk_tokenizer>>;  // never destroyed
+template <class T>
+std::unordered_map<const T*, std::shared_ptr<T>>& live() {
+  static auto* m = new std::unordered_map<const T*, std::shared_ptr<T>>;
   return *m;
 }
-// Keeps the tokenizer alive for the call (a free racing on another thread cannot pull it away).
-std::shared_ptr<diffvk_tokenizer> check(const diffvk_tokenizer* t) {
-  need(t, "tokenizer");
+template <class T>
+std::shared_ptr<T> check_handle(const T* p, const char* what) {
+  need(p, what);
   std::lock_guard<std::mutex> l(g_mutex);
-  auto it = live().find(t);
-  if (it == live().end()) fail(DIFFVK_INVALID_ARGUMENT, "tokenizer is not a live tokenizer handle (freed, or of another kind)");
+  auto it = live<T>().find(p);
+  if (it == live<T>().end()) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live " + what + " handle (freed, or of another kind)");
   return it->second;
 }
-// Live chat templates: the same scheme (a registry holding a reference, each call taking one).
-std::unordered_map<const diffvk_chat_template*, std::shared_ptr<diffvk_chat_template>>& live_templates() {
-  static auto* m = new std::unordered_map<const diffvk_chat_template*, std::shared_ptr<diffvk_chat_template>>;  // never destroyed
-  return *m;
-}
-std::shared_ptr<diffvk_chat_template> check(const diffvk_chat_template* t) {
-  need(t, "chat_template");
+template <class T>
+void track(std::shared_ptr<T> p, T** out) {
   std::lock_guard<std::mutex> l(g_mutex);
-  auto it = live_templates().find(t);
-  if (it == live_templates().end())
-    fail(DIFFVK_INVALID_ARGUMENT, "chat_template is not a live chat template handle (freed, or of another kind)");
-  return it->second;
-}
-void track(diffvk::ChatTemplate t, diffvk_chat_template** out) {
-  auto p = std::make_shared<diffvk_chat_template>(diffvk_chat_template{std::move(t)});
-  std::lock_guard<std::mutex> l(g_mutex);
-  live_templates()[p.get()] = p;
   *out = p.get();
+  live<T>()[p.get()] = std::move(p);
+}
+template <class T>
+void release(T* p, const char* what) {
+  need(p, what);
+  std::lock_guard<std::mutex> l(g_mutex);
+  if (!live<T>().erase(p)) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live " + what + " handle (freed twice?)");
+}
+std::shared_ptr<diffvk_tokenizer> check(const diffvk_tokenizer* t) { return check_handle(t, "tokenizer"); }
+std::shared_ptr<diffvk_chat_template> check(const diffvk_chat_template* t) { return check_handle(t, "chat_template"); }
+void track(diffvk::ChatTemplate t, diffvk_chat_template** out) {
+  track(std::make_shared<diffvk_chat_template>(diffvk_chat_template{std::move(t)}), out);
 }
 }  // namespace
 
@@ -84,11 +85,7 @@ diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_t
   });
 }
 diffvk_status diffvk_chat_template_free(diffvk_chat_template* t) {
-  return guarded(__func__, [&] {
-    need(t, "chat_template");
-    std::lock_guard<std::mutex> l(g_mutex);
-    if (!live_templates().erase(t)) fail(DIFFVK_INVALID_ARGUMENT, "chat_template is not a live chat template handle (freed twice?)");
-  });
+  return guarded(__func__, [&] { release(t, "chat_template"); });
 }
 diffvk_status diffvk_chat_template_family(const diffvk_chat_template* t, const char** out) {
   return guarded(__func__, [&] {
@@ -139,19 +136,12 @@ diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out) {
     need(out, "out");
     *out = nullptr;
     need(dir, "dir");
-    auto t = std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load(dir)});
-    std::lock_guard<std::mutex> l(g_mutex);
-    live()[t.get()] = t;
-    *out = t.get();
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load(dir)}), out);
   });
 }
 
 diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer) {
-  return guarded(__func__, [&] {
-    need(tokenizer, "tokenizer");
-    std::lock_guard<std::mutex> l(g_mutex);
-    if (!live().erase(tokenizer)) fail(DIFFVK_INVALID_ARGUMENT, "tokenizer is not a live tokenizer handle (freed twice?)");
-  });
+  return guarded(__func__, [&] { release(tokenizer, "tokenizer"); });
 }
 
 diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len, int add_special,

@@ -108,22 +108,24 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
     r.text += piece;
     return !options.on_text || options.on_text(piece);
   };
+  std::string text;  // generated so far: decode(prompt + generated) minus decode(prompt)
   int32_t next = sampler.sample(logits.data(), vocab);
   for (;;) {
     r.tokens.push_back(next);
-    if (options.eos_token >= 0 && next == options.eos_token) {
-      r.reason = StopReason::eos;
+    const bool eos = options.eos_token >= 0 && next == options.eos_token;  // not part of the text
+    if (!eos) {
+      sampler.accept(next);
+      ids.push_back(next);
       const std::string all = tokenizer.decode(ids);
-      if (!emit(stream.update(all.size() > base ? all.substr(base) : std::string(), true))) r.reason = StopReason::cancelled;
+      text = all.size() > base ? all.substr(base) : std::string();
+    }
+    const bool last = eos || r.tokens.size() >= options.max_tokens;
+    if (!emit(stream.update(text, last))) {
+      r.reason = StopReason::cancelled;
       break;
     }
-    sampler.accept(next);
-    ids.push_back(next);
-    const bool last = r.tokens.size() >= options.max_tokens;
-    const std::string all = tokenizer.decode(ids);
-    const std::string piece = stream.update(all.size() > base ? all.substr(base) : std::string(), last);
-    if (!emit(piece)) {
-      r.reason = StopReason::cancelled;
+    if (eos) {
+      r.reason = StopReason::eos;
       break;
     }
     if (stream.stopped()) {

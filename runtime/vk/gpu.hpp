@@ -18,6 +18,7 @@ namespace diffvk {
 
 class Instance;
 class Pipeline;
+struct ShaderBlob;
 
 enum class DeviceMode {
   normal,
@@ -224,6 +225,7 @@ class Pipeline {
  private:
   void destroy() noexcept;
   bool adopt_shared(const std::string& key);  // shared_mutex_ held; true when the key was there
+  void create(const ShaderBlob& blob, const std::string& key);  // compiles, then enters Device::shared_
   Device& device_;
   PipelineDesc desc_;
   std::string shared_key_;  // set once this Pipeline counts in Device::shared_ (its objects are shared)

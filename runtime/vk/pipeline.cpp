@@ -75,18 +75,30 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
   std::string key = name_ + "|" + std::to_string(desc.bindings) + "|" + std::to_string(desc.push_bytes) + "|" +
                     std::to_string(desc.subgroup_size) + "|";
   for (uint32_t v : desc.spec) key += std::to_string(v) + ",";
+  bool adopted;
   {
     std::lock_guard<std::mutex> lock(device.shared_mutex_);
-    if (adopt_shared(key)) {
-      platform::log(platform::LogLevel::debug, "pipeline " + name_ + ": shared with an identical one on this device");
-      {
-        std::lock_guard<std::mutex> group_lock(device.pipelines_mutex_);
-        group_ = device.pipeline_group_;
-      }
-      device.register_pipeline(this);
-      return;
-    }
+    adopted = adopt_shared(key);
   }
+  if (adopted) platform::log(platform::LogLevel::debug, "pipeline " + name_ + ": shared with an identical one on this device");
+  else create(*blob, key);
+  try {
+    {
+      std::lock_guard<std::mutex> lock(device.pipelines_mutex_);
+      group_ = device.pipeline_group_;
+    }
+    device.register_pipeline(this);
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+// Compiles the Vulkan objects of desc_ and enters them in Device::shared_ under `key` (or, when another thread
+// entered the same key meanwhile, takes those and destroys its own). Nothing is left behind on failure.
+void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
+  Device& device = device_;
+  const PipelineDesc& desc = desc_;
   VkDevice dev = device.handle();
   VkShaderModule module = VK_NULL_HANDLE;
   try {
@@ -109,8 +121,8 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
     pl.pPushConstantRanges = &pcr;
     DVK_CHECK(vkCreatePipelineLayout(dev, &pl, nullptr, &layout_));
     VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    sm.codeSize = blob->word_count * sizeof(uint32_t);
-    sm.pCode = blob->words;
+    sm.codeSize = blob.word_count * sizeof(uint32_t);
+    sm.pCode = blob.words;
     DVK_CHECK(vkCreateShaderModule(dev, &sm, nullptr, &module));
     std::vector<VkSpecializationMapEntry> entries(desc.spec.size());
     for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4};
@@ -164,11 +176,6 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
         shared_key_ = key;
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(device.pipelines_mutex_);
-      group_ = device.pipeline_group_;
-    }
-    device.register_pipeline(this);
   } catch (...) {
     if (module) vkDestroyShaderModule(dev, module, nullptr);
     destroy();
