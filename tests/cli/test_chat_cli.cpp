@@ -27,8 +27,11 @@ size_t count(const std::string& s, const std::string& part) {
 std::pair<int, std::string> chat(const test::TempDir& tmp, const std::string& args, const std::string& input) {
   const std::string in = tmp / "in.txt", out = tmp / "out.txt";
   test::write_text(in, input);
-  const std::string cmd = "script -qefc \"timeout 120 " + std::string(DIFFVK_CLI_PATH) + " chat --model " + kModel + " " + args +
-                          "\" /dev/null < " + in + " > " + out + " 2>&1";
+  // script runs its command through $SHELL. dash (CI's /bin/sh) does not exec the last command, so a plain
+  // `timeout` would put the CLI in a background process group, and its first read of the terminal would stop it
+  // (SIGTTIN) until the timeout: --foreground keeps it in the terminal's foreground group, and SHELL is pinned.
+  const std::string cmd = "SHELL=/bin/sh script -qefc \"timeout --foreground 120 " + std::string(DIFFVK_CLI_PATH) +
+                          " chat --model " + kModel + " " + args + "\" /dev/null < " + in + " > " + out + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream f(out);
   std::string text(std::istreambuf_iterator<char>(f), {});
