@@ -25,6 +25,12 @@ enum class StopReason {
 };
 const char* stop_reason_name(StopReason reason);  // "eos", "stop string", "max tokens", "cancelled"
 
+// What generate() does when the conversation reaches the session's capacity (docs/context-overflow.md).
+enum class ContextOverflow {
+  refuse,  // context_overflow before any work when the prompt and max_tokens do not fit
+  shift,   // keep the first `keep` tokens, drop the oldest half of the rest and go on (Session::shift)
+};
+
 struct GenerateOptions {
   uint32_t max_tokens = 64;  // tokens to sample at most (0: only the prompt is prefilled)
   // Generation ends where the first of these appears in the generated text, even across tokens; neither
@@ -39,6 +45,9 @@ struct GenerateOptions {
   std::function<bool(std::string_view piece)> on_text;
   // Called once the prompt is in the session, before the first token is sampled (e.g. to save its state).
   std::function<void()> on_prefilled;
+  ContextOverflow overflow = ContextOverflow::refuse;
+  // shift: the tokens at the start that are never dropped (a system prompt); < the session's capacity.
+  uint32_t keep = 0;
 };
 
 struct GenerateResult {
@@ -48,6 +57,7 @@ struct GenerateResult {
   std::string stop;             // the stop string that matched (reason == stop_string)
   int stop_index = -1;          // its index in GenerateOptions::stop, else -1
   uint32_t reused = 0;          // prompt tokens kept from the session (Session::prefill_reusing)
+  uint32_t shifts = 0;          // context shifts made while sampling (ContextOverflow::shift)
   double prefill_seconds = 0;   // the prompt's prefill (wall clock)
   double sample_seconds = 0;    // from the first sample to the end (wall clock)
 };
@@ -57,7 +67,10 @@ struct GenerateResult {
 // accepts the prompt's tokens for its penalties; greedy and device-capable samplers pick on the device),
 // decoding each into the session except the last one sampled. Afterwards the session holds the prompt and
 // every sampled token but the last (Session::tokens()), so a chat app's next turn is a prefill_reusing of
-// the whole conversation. Text is decode(prompt + generated) minus decode(prompt) (SentencePiece's leading
+// the whole conversation. With ContextOverflow::shift the prompt goes through Session::prefill_shifting
+// (the common prefix taken with Session::history(), room made by shifts) and a decode at the capacity first
+// shifts out half of what follows `keep`: the session then holds the conversation's latest part, and
+// history() the whole of it, so the next turn is again the whole conversation. Text is decode(prompt + generated) minus decode(prompt) (SentencePiece's leading
 // space sees the whole text). Bad options are refused before any work; errors of the session (context
 // overflow when prompt + max_tokens exceed the capacity, a lost device, cancelled) are thrown as Error.
 GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,

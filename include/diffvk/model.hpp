@@ -182,7 +182,26 @@ class Session {
   // token, those of prefill(tokens) on a fresh session. *reused (when given) = the tokens kept. The checks
   // (no tokens, vocabulary, context) come first and leave the session as it was; a failure while running
   // (device, cancel) leaves it holding the kept prefix.
+  // Rows that a context shift (below) made approximate are never kept: only the prefix whose rows equal a
+  // fresh prefill's is.
   std::vector<float> prefill_reusing(const std::vector<int32_t>& tokens, uint32_t* reused = nullptr);
+  // Context shift (docs/context-overflow.md): drops the tokens at positions keep … keep + discard − 1 and
+  // moves the later ones down, re-rotating their cached keys by −discard on the device (RoPE composes:
+  // R(−d)·R(p) = R(p − d)), without recomputing anything. Afterwards position() is discard lower and
+  // tokens() lacks the dropped ones. The moved rows are not what a fresh prefill of tokens() would give
+  // (they attended to the dropped tokens): that is the approximation every context shift makes.
+  // invalid_argument (nothing changed) unless 0 < discard and keep + discard <= position().
+  void shift(uint32_t keep, uint32_t discard);
+  // Every token given to the session since reset(): tokens() plus those context shifts dropped, in order
+  // (a rewind below the last shift's kept tokens forgets the dropped ones).
+  std::vector<int32_t> history() const;
+  // Prefill under the shift policy: like prefill_reusing, but the common prefix is taken with history(),
+  // so a conversation that only grew continues after a shift without recomputing; and whenever the next
+  // chunk does not fit, shift(keep, max(half of what follows keep, what the chunk needs)) makes room.
+  // A prompt longer than the context is prefilled to its end, the oldest tokens after `keep` dropped.
+  // invalid_argument for keep >= capacity() or a bad token (before any work). A failure while running
+  // leaves the session holding what was computed. Returns the logits of the last token.
+  std::vector<float> prefill_shifting(const std::vector<int32_t>& tokens, uint32_t keep, uint32_t* reused = nullptr);
   // Saved state (app suspend/resume, a saved system prompt): the tokens held and their KV cache rows, in
   // a versioned, checksummed format (docs/session-state.md). save_state_file writes atomically.
   // restore_state refuses (invalid_argument naming what differs) a state of another model, precision or

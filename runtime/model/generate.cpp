@@ -80,20 +80,29 @@ std::string StopStream::update(const std::string& text, bool final) {
   return piece;
 }
 
+namespace {
+constexpr size_t kDecodeContext = 64;
+}  // namespace
+
 GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
                         const GenerateOptions& options) {
   StopStream stream(options.stop);  // validates the stop strings
   if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
+  const bool shifting = options.overflow == ContextOverflow::shift;
+  if (shifting && options.keep + 1ull >= session.capacity())
+    throw Error(Status::invalid_argument, "generate: keep " + std::to_string(options.keep) + " leaves no room to shift in a context of " +
+                                              std::to_string(session.capacity()));
   // Decoded into the session: the prompt and every sampled token but the last.
   const uint64_t needed = prompt.size() + (options.max_tokens ? options.max_tokens - 1ull : 0ull);
-  if (needed > session.capacity())
+  if (!shifting && needed > session.capacity())
     throw Error(Status::context_overflow, "generate: the prompt (" + std::to_string(prompt.size()) + " tokens) and " +
                                               std::to_string(options.max_tokens) + " new tokens need " + std::to_string(needed) +
                                               " positions; the session holds " + std::to_string(session.capacity()));
   GenerateResult r;
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  std::vector<float> logits = session.prefill_reusing(prompt, &r.reused);
+  std::vector<float> logits =
+      shifting ? session.prefill_shifting(prompt, options.keep, &r.reused) : session.prefill_reusing(prompt, &r.reused);
   r.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   if (options.on_prefilled) options.on_prefilled();
   if (options.max_tokens == 0) return r;
@@ -101,8 +110,11 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
   for (int32_t t : prompt) sampler.accept(t);
   const uint32_t vocab = static_cast<uint32_t>(logits.size());
   const bool on_device = sampler.device_capable();
-  std::vector<int32_t> ids = prompt;
-  const size_t base = tokenizer.decode(prompt).size();
+  // The text is decoded from the prompt's last tokens on (decoding a long conversation at every token would
+  // cost its length each time); a piece's text does not depend on tokens further back.
+  const size_t from = prompt.size() > kDecodeContext ? prompt.size() - kDecodeContext : 0;
+  std::vector<int32_t> ids(prompt.begin() + from, prompt.end());
+  const size_t base = tokenizer.decode(ids).size();
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return true;
     r.text += piece;
@@ -137,6 +149,11 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
     if (last) {
       r.reason = StopReason::max_tokens;
       break;
+    }
+    if (shifting && session.position() >= session.capacity()) {  // room for the next token
+      const uint32_t keep = std::min(options.keep, session.position());
+      session.shift(keep, std::max(1u, (session.position() - keep) / 2));
+      ++r.shifts;
     }
     if (on_device) {
       const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;

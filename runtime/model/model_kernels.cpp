@@ -14,6 +14,10 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
     k.rope = std::make_unique<RopeKvKernel>(dev, ko);
   }
   {
+    PipelineGroup g(dev, "kv_shift");
+    k.shift = std::make_unique<KvShiftKernel>(dev, ko);
+  }
+  {
     PipelineGroup g(dev, "attention");
     k.attn = std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads);
   }

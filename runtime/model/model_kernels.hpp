@@ -8,6 +8,7 @@
 #include "ops/diff_attn.hpp"
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
+#include "ops/kv_shift.hpp"
 #include "ops/linear.hpp"
 #include "ops/linear_quant.hpp"
 #include "ops/rope_kv.hpp"
@@ -20,6 +21,7 @@ static_assert(kAttentionMapMaxTokens == kAttnProbsMaxTokens, "the public attenti
 struct ModelKernels {
   std::unique_ptr<LinearKernel> linear;
   std::unique_ptr<RopeKvKernel> rope;
+  std::unique_ptr<KvShiftKernel> shift;  // context shift (Session::shift)
   std::unique_ptr<DiffAttnKernel> attn;
   std::unique_ptr<HeadRmsNormKernel> norm;
   std::unique_ptr<EmbedKernel> embed;
@@ -32,7 +34,7 @@ struct ModelKernels {
 
 // Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
 // `device`, with the device's precision and subgroup options. Pipelines are labelled (PipelineGroup)
-// by kernel: "linear", "rope_kv", "attention", "head_rmsnorm", "embed", "silu_mul", "sample", "attn_probs",
+// by kernel: "linear", "rope_kv", "kv_shift", "attention", "head_rmsnorm", "embed", "silu_mul", "sample", "attn_probs",
 // and, for each block-quantized format in `quant` (q8_0 / q4_0), "linear_quant" (and the quantized
 // pipelines of "linear").
 // quant_path: the quantized one-row kernel's path (nullptr: choose_quant_row_path's choice for the device).

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model/session_impl.hpp"
+#include "ops/kv_shift.hpp"
 #include "ops/linear.hpp"
 
 namespace diffvk {
@@ -164,9 +165,7 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut
   dyn.upload(0, d, sizeof d);
   last = &prog;
   prog.run(should_abort);
-  held.resize(pos);
-  held.insert(held.end(), tok, tok + rows);
-  pos += rows;
+  advance(tok, rows);
   if (out == HeadOut::none || out == HeadOut::sample) return {};
   const uint64_t n = uint64_t(out == HeadOut::all ? rows : 1) * c.vocab_size;
   std::vector<float> logits(n);  // float32 in every precision
@@ -175,10 +174,30 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut
   return logits;
 }
 
-void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what) const {
+void Session::Impl::advance(const int32_t* tok, uint32_t rows) {
+  held.resize(pos);
+  held.insert(held.end(), tok, tok + rows);
+  history.insert(history.end(), tok, tok + rows);
+  if (exact == pos) exact += rows;  // computed on an exact prefix: exact too
+  pos += rows;
+}
+
+void Session::Impl::truncate(uint32_t n, bool keep_dropped) {
+  const uint64_t dropped = history.size() - pos;
+  if (n > tail_at || (n == tail_at && keep_dropped)) {
+    history.resize(n + dropped);
+  } else {  // below the last shift's tail: only the held tokens are known to precede
+    history.assign(held.begin(), held.begin() + n);
+    tail_at = 0;
+  }
+  exact = std::min(exact, n);
+  pos = n;
+}
+
+void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what, bool context) const {
   const uint32_t V = m->cfg.vocab_size;
   if (toks.empty()) throw Error(Status::invalid_argument, std::string(what) + ": no tokens");
-  if (uint64_t(pos) + toks.size() > cap)
+  if (context && uint64_t(pos) + toks.size() > cap)
     throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " + std::to_string(pos) +
                                               " exceed the context of " + std::to_string(cap));
   for (size_t i = 0; i < toks.size(); ++i)
@@ -199,7 +218,7 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
     const uint32_t start;
     bool done = false;
     ~Restore() {
-      if (!done) s.pos = start;
+      if (!done) s.truncate(start, true);
     }
   } restore{s, s.pos};
   std::vector<float> out;
@@ -238,7 +257,7 @@ int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k,
     s.run(&token, 1, HeadOut::sample);
     s.picked.download(0, &id, 4);
   } catch (...) {
-    s.pos = start;
+    s.truncate(start, true);
     throw;
   }
   if (id >= V) throw Error(Status::internal, "decode_sample: the device returned token " + std::to_string(id));
@@ -258,13 +277,17 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
   if (toks.size() > kAttentionMapMaxTokens)
     throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) + " tokens exceed the limit of " +
                                               std::to_string(kAttentionMapMaxTokens));
-  const uint32_t was = s.pos;
-  s.pos = 0;  // the maps are of a fresh prefill
-  try {
-    s.check_tokens(toks, "attention_maps");
-  } catch (...) {
-    s.pos = was;  // bad arguments leave the session as it was
-    throw;
+  {
+    const uint32_t was = s.pos;
+    s.pos = 0;  // the checks of a fresh prefill
+    try {
+      s.check_tokens(toks, "attention_maps");
+    } catch (...) {
+      s.pos = was;  // bad arguments leave the session as it was
+      throw;
+    }
+    s.pos = was;
+    s.truncate(0);
   }
   AttentionMaps r;
   r.layer = layer;
@@ -286,7 +309,7 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
       const uint32_t d[4] = {s.pos, 0, 0, 0};
       s.dyn.upload(0, d, sizeof d);
       rec.program->run();
-      s.pos += rows;
+      s.advance(toks.data() + i, rows);
     }
     std::vector<float> all(r.heads * 2 * plane);
     maps.download(0, all.data(), all.size() * 4);
@@ -295,7 +318,7 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
       r.a2.insert(r.a2.end(), all.begin() + (2 * h + 1) * plane, all.begin() + (2 * h + 2) * plane);
     }
   } catch (...) {
-    s.pos = 0;
+    s.truncate(0);
     throw;
   }
   return r;
@@ -309,7 +332,7 @@ std::vector<DispatchTime> Session::last_profile() const {
 }
 void Session::reset() {
   impl_->m->dev->check_not_lost();
-  impl_->pos = 0;
+  impl_->truncate(0);
 }
 void Session::rewind(uint32_t n) {
   Impl& s = *impl_;
@@ -317,7 +340,7 @@ void Session::rewind(uint32_t n) {
   if (n > s.pos)
     throw Error(Status::invalid_argument, "rewind: " + std::to_string(n) + " tokens to keep, but the session holds " + std::to_string(s.pos));
   // The KV rows at n and beyond are not read again before a prefill writes them (attention reads rows < position).
-  s.pos = n;
+  s.truncate(n);
 }
 std::vector<int32_t> Session::tokens() const {
   const Impl& s = *impl_;
@@ -327,7 +350,8 @@ std::vector<float> Session::prefill_reusing(const std::vector<int32_t>& toks, ui
   Impl& s = *impl_;
   s.m->dev->check_not_lost();
   uint32_t keep = 0;
-  const size_t limit = std::min<size_t>(s.pos, toks.empty() ? 0 : toks.size() - 1);
+  // Rows past `exact` (after a context shift) are not those of a fresh prefill: never reused here.
+  const size_t limit = std::min<size_t>(s.exact, toks.empty() ? 0 : toks.size() - 1);
   while (keep < limit && s.held[keep] == toks[keep]) ++keep;
   // The checks of prefill on the whole sequence (kept + rest = tokens), before anything changes.
   const uint32_t was = s.pos;
@@ -338,10 +362,82 @@ std::vector<float> Session::prefill_reusing(const std::vector<int32_t>& toks, ui
     s.pos = was;
     throw;
   }
-  s.pos = keep;
+  s.pos = was;
+  s.truncate(keep);
   if (reused) *reused = keep;
   return prefill(std::vector<int32_t>(toks.begin() + keep, toks.end()));
 }
+std::vector<int32_t> Session::history() const { return impl_->history; }
+
+void Session::shift(uint32_t keep, uint32_t discard) {
+  Impl& s = *impl_;
+  const Model::Impl& M = *s.m;
+  const ModelConfig& c = M.cfg;
+  M.dev->check_not_lost();
+  if (discard == 0 || uint64_t(keep) + discard > s.pos)
+    throw Error(Status::invalid_argument, "shift: dropping positions " + std::to_string(keep) + " ... " +
+                                              std::to_string(uint64_t(keep) + discard) + " - 1 needs " + std::to_string(discard) +
+                                              " > 0 tokens after the " + std::to_string(keep) + " kept, but the session holds " +
+                                              std::to_string(s.pos));
+  const uint32_t end = s.pos;
+  if (keep + discard < end) {  // rows to move
+    Program prog(*M.dev, "context shift");
+    const KvShiftParams p{c.num_kv_heads, c.head_dim(), s.cap, keep, discard, end};
+    for (uint32_t l = 0; l < c.num_layers; ++l) M.k.shift->record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
+    // A failure here (device loss) leaves rows [keep, end) part moved: the session keeps only what is intact.
+    try {
+      prog.run();
+    } catch (...) {
+      s.truncate(keep);
+      throw;
+    }
+  }
+  // held and history: held[keep ...] loses `discard` tokens; they stay in history (see Impl::tail_at).
+  s.held.resize(end);
+  s.held.erase(s.held.begin() + keep, s.held.begin() + keep + discard);
+  s.tail_at = std::max<int64_t>(keep, int64_t(s.tail_at) - discard);
+  s.exact = std::min(s.exact, keep);
+  s.pos = end - discard;
+}
+
+std::vector<float> Session::prefill_shifting(const std::vector<int32_t>& toks, uint32_t keep, uint32_t* reused) {
+  Impl& s = *impl_;
+  s.m->dev->check_not_lost();
+  if (keep >= s.cap)
+    throw Error(Status::invalid_argument, "prefill_shifting: keep " + std::to_string(keep) + " leaves no room in a context of " +
+                                              std::to_string(s.cap));
+  s.check_tokens(toks, "prefill_shifting", false);
+  // The longest common prefix with the history, the last token always computed.
+  size_t common = 0;
+  const size_t limit = std::min(s.history.size(), toks.size() - 1);
+  while (common < limit && s.history[common] == toks[common]) ++common;
+  const uint64_t dropped = s.history.size() - s.pos;
+  uint32_t at;  // the position the rest is prefilled at; toks[from ...] is the rest
+  size_t from;
+  if (common >= s.tail_at + dropped) {  // the match reaches the tail the session still holds
+    at = static_cast<uint32_t>(common - dropped);
+    from = common;
+    s.truncate(at, true);
+  } else {  // only the exact prefix can be kept
+    at = static_cast<uint32_t>(std::min<size_t>(common, s.exact));
+    from = at;
+    s.truncate(at);
+  }
+  if (reused) *reused = at;
+  std::vector<float> out;
+  while (from < toks.size()) {
+    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>({toks.size() - from, s.chunk, s.cap - keep}));
+    if (s.pos + rows > s.cap) {  // drop half of what follows keep, and at least what this chunk needs
+      const uint32_t k = std::min(keep, s.pos);
+      shift(k, std::max((s.pos - k) / 2, s.pos + rows - s.cap));
+    }
+    const bool final = from + rows == toks.size();
+    out = s.run(toks.data() + from, rows, final ? HeadOut::last : HeadOut::none);
+    from += rows;
+  }
+  return out;
+}
+
 uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }
 uint32_t Session::chunk() const { return impl_->chunk; }

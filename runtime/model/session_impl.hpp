@@ -18,6 +18,13 @@ struct Session::Impl {
   Model::Impl* m = nullptr;
   uint32_t cap = 0, chunk = 0, pos = 0;
   std::vector<int32_t> held;  // token ids at positions 0 ... pos-1 (entries past pos are stale)
+  // Rows 0 ... exact-1 are those a fresh prefill of held[0 ... exact-1] gives (a context shift makes the
+  // rows after its keep approximate: they attended to dropped tokens). prefill_reusing keeps no more.
+  uint32_t exact = 0;
+  // Every token given since reset (Session::history): held[0 ... pos-1] with the tokens context shifts
+  // dropped; held[tail_at ... pos-1] == history[tail_at + D ...], D = history.size() - pos (dropped).
+  std::vector<int32_t> history;
+  uint32_t tail_at = 0;
   bool profile = false;
   std::function<bool()> should_abort;
   std::vector<Buffer> kv;  // per layer: K then V
@@ -42,7 +49,12 @@ struct Session::Impl {
   }
   Recorded record(uint32_t rows, HeadOut out, const MapTap* tap) const;
   Program& program(uint32_t rows, HeadOut out);
-  void check_tokens(const std::vector<int32_t>& toks, const char* what) const;
+  void check_tokens(const std::vector<int32_t>& toks, const char* what, bool context = true) const;
+  // Sets the position to n <= pos (rewind, reset, a failed run): exact and history follow. At n == tail_at
+  // the dropped tokens stay in history only with keep_dropped (what comes next continues the conversation).
+  void truncate(uint32_t n, bool keep_dropped = false);
+  // Appends `rows` tokens just computed at pos to held and history.
+  void advance(const int32_t* tok, uint32_t rows);
   // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
   std::vector<float> run(const int32_t* tok, uint32_t rows, HeadOut out);
 };

@@ -74,7 +74,7 @@ const char* state_kv_type_name(StateKvType t) {
   return "unknown";
 }
 
-std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, const std::vector<int32_t>& tokens) {
+std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, const std::vector<int32_t>& tokens, uint32_t exact) {
   std::vector<uint8_t> out(kSessionStateHeaderSize + 4 * tokens.size());
   std::memcpy(out.data(), kMagic, 8);
   put_u32(&out[8], kSessionStateVersion);
@@ -84,22 +84,28 @@ std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, co
   put_u32(&out[28], sh.kv_heads);
   put_u32(&out[32], sh.row_elems);
   put_u32(&out[36], uint32_t(tokens.size()));
+  put_u32(&out[40], exact);
   for (size_t i = 0; i < tokens.size(); ++i) put_u32(&out[kSessionStateHeaderSize + 4 * i], uint32_t(tokens[i]));
   return out;
 }
 
-uint32_t check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
+CheckedState check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
                              uint32_t vocab) {
   if (!data && size) refuse("no data");
-  if (size < kSessionStateHeaderSize + kSessionStateTrailerSize)
+  if (size < kSessionStateV1HeaderSize + kSessionStateTrailerSize)
     refuse(std::to_string(size) + " bytes is shorter than the " +
-           std::to_string(kSessionStateHeaderSize + kSessionStateTrailerSize) + "-byte header and checksum");
+           std::to_string(kSessionStateV1HeaderSize + kSessionStateTrailerSize) + "-byte header and checksum");
   if (std::memcmp(data, kMagic, 8) != 0) refuse("not a diffvk session state (magic)");
   if (get_u64(data + size - kSessionStateTrailerSize) != fnv1a64(data, size - kSessionStateTrailerSize))
     refuse("checksum mismatch: the state is corrupt or truncated");
   const uint32_t version = get_u32(data + 8);
-  if (version != kSessionStateVersion)
-    refuse("format version " + std::to_string(version) + ", this build reads version " + std::to_string(kSessionStateVersion));
+  if (version != 1 && version != kSessionStateVersion)
+    refuse("format version " + std::to_string(version) + ", this build reads versions 1 to " + std::to_string(kSessionStateVersion));
+  CheckedState r;
+  r.header = version == 1 ? kSessionStateV1HeaderSize : kSessionStateHeaderSize;
+  if (size < r.header + kSessionStateTrailerSize)
+    refuse(std::to_string(size) + " bytes is shorter than the " + std::to_string(r.header + kSessionStateTrailerSize) +
+           "-byte header and checksum of version " + std::to_string(version));
   const uint32_t kv = get_u32(data + 12);
   if (kv != uint32_t(want.kv_type))
     refuse(std::string("KV type ") + (kv == 1 ? "f32" : kv == 2 ? "f16" : ("#" + std::to_string(kv)).c_str()) +
@@ -113,13 +119,17 @@ uint32_t check_session_state(const uint8_t* data, size_t size, const SessionStat
   const uint32_t n = get_u32(data + 36);
   if (n > capacity)
     refuse("position " + std::to_string(n) + " exceeds this session's context of " + std::to_string(capacity));
-  if (size != want.file_bytes(n))
-    refuse(std::to_string(size) + " bytes, " + std::to_string(want.file_bytes(n)) + " expected for " + std::to_string(n) + " tokens");
+  r.n = n;
+  r.exact = version == 1 ? n : get_u32(data + 40);
+  if (r.exact > n) refuse("exact rows " + std::to_string(r.exact) + " exceed the position " + std::to_string(n));
+  if (size != want.file_bytes(n, r.header))
+    refuse(std::to_string(size) + " bytes, " + std::to_string(want.file_bytes(n, r.header)) + " expected for " + std::to_string(n) +
+           " tokens");
   for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t t = get_u32(data + kSessionStateHeaderSize + 4ull * i);
+    const uint32_t t = get_u32(data + r.header + 4ull * i);
     if (t >= vocab) refuse("token " + std::to_string(int32_t(t)) + " at index " + std::to_string(i) + " is outside the vocabulary");
   }
-  return n;
+  return r;
 }
 
 // ---- Session ---------------------------------------------------------------------------------------
@@ -128,7 +138,7 @@ std::vector<uint8_t> Session::save_state() const {
   s.m->dev->check_not_lost();
   const SessionStateShape sh = shape_of(s);
   const uint32_t n = s.pos;
-  std::vector<uint8_t> out = encode_session_state_header(sh, std::vector<int32_t>(s.held.begin(), s.held.begin() + n));
+  std::vector<uint8_t> out = encode_session_state_header(sh, std::vector<int32_t>(s.held.begin(), s.held.begin() + n), s.exact);
   const uint64_t body = sh.file_bytes(n) - kSessionStateTrailerSize;
   out.resize(body + kSessionStateTrailerSize);
   uint64_t at = kSessionStateHeaderSize + 4ull * n;
@@ -154,12 +164,13 @@ void Session::restore_state(const uint8_t* data, size_t size) {
   Impl& s = *impl_;
   s.m->dev->check_not_lost();
   const SessionStateShape sh = shape_of(s);
-  const uint32_t n = check_session_state(data, size, sh, s.cap, s.m->cfg.vocab_size);
+  const CheckedState st = check_session_state(data, size, sh, s.cap, s.m->cfg.vocab_size);
+  const uint32_t n = st.n;
   std::vector<int32_t> toks(n);
-  for (uint32_t i = 0; i < n; ++i) toks[i] = int32_t(get_u32(data + kSessionStateHeaderSize + 4ull * i));
+  for (uint32_t i = 0; i < n; ++i) toks[i] = int32_t(get_u32(data + st.header + 4ull * i));
   // Checked: from here on a failure (the device) leaves the session empty rather than half restored.
-  s.pos = 0;
-  uint64_t at = kSessionStateHeaderSize + 4ull * n;
+  s.truncate(0);
+  uint64_t at = st.header + 4ull * n;
   const uint64_t head_stride = uint64_t(s.cap) * sh.row_elems * sh.elem_bytes();
   for (uint32_t l = 0; l < sh.layers; ++l)
     for (const BufferRange* r : {&s.kc[l], &s.vc[l]})
@@ -167,14 +178,17 @@ void Session::restore_state(const uint8_t* data, size_t size) {
         s.kv[l].upload(r->offset + h * head_stride, data + at, sh.head_bytes(n));
         at += sh.head_bytes(n);
       }
-  s.held = std::move(toks);
+  s.held = toks;
+  s.history = std::move(toks);  // the tokens a shift dropped before the save are not in a state
+  s.tail_at = 0;
+  s.exact = st.exact;
   s.pos = n;
 }
 
 void Session::restore_state_file(const std::string& path) {
   Impl& s = *impl_;
   // No file larger than the biggest state this session can hold is read into memory.
-  const std::vector<uint8_t> data = platform::read_file(path, shape_of(s).file_bytes(s.cap));
+  const std::vector<uint8_t> data = platform::read_file(path, shape_of(s).file_bytes(s.cap));  // >= a version 1 file
   try {
     restore_state(data.data(), data.size());
   } catch (const Error& e) {

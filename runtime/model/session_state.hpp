@@ -8,8 +8,9 @@
 //          28  u32      KV heads
 //          32  u32      elements per KV row (2·D)
 //          36  u32      position n (tokens held)
-//          40  n × i32  token ids
-//      40+4n  KV rows   per layer: K then V; per KV head: rows 0 … n-1, each `elements per row` values
+//          40  u32      exact: rows 0 … exact-1 are those a fresh prefill gives (n unless context-shifted)
+//          44  n × i32  token ids
+//      44+4n  KV rows   per layer: K then V; per KV head: rows 0 … n-1, each `elements per row` values
 //    size-8   u64      FNV-1a 64 of every byte before it
 // Pure functions (no Vulkan, no file I/O): encode_session_state_header and check_session_state.
 #pragma once
@@ -20,8 +21,9 @@
 
 namespace diffvk {
 
-constexpr uint32_t kSessionStateVersion = 1;
-constexpr size_t kSessionStateHeaderSize = 40;
+constexpr uint32_t kSessionStateVersion = 2;  // version 1 (no `exact`, a 40-byte header) is still read
+constexpr size_t kSessionStateHeaderSize = 44;
+constexpr size_t kSessionStateV1HeaderSize = 40;
 constexpr size_t kSessionStateTrailerSize = 8;
 
 enum class StateKvType : uint32_t { f32 = 1, f16 = 2 };
@@ -34,21 +36,27 @@ struct SessionStateShape {
   uint64_t elem_bytes() const { return kv_type == StateKvType::f16 ? 2 : 4; }
   // Bytes of one K (or V) block of one layer and one KV head for n rows.
   uint64_t head_bytes(uint32_t n) const { return uint64_t(n) * row_elems * elem_bytes(); }
-  // The whole file for n tokens.
-  uint64_t file_bytes(uint32_t n) const {
-    return kSessionStateHeaderSize + 4ull * n + uint64_t(layers) * 2 * kv_heads * head_bytes(n) + kSessionStateTrailerSize;
+  // The whole file for n tokens (header: kSessionStateHeaderSize, or 40 in version 1).
+  uint64_t file_bytes(uint32_t n, uint64_t header = kSessionStateHeaderSize) const {
+    return header + 4ull * n + uint64_t(layers) * 2 * kv_heads * head_bytes(n) + kSessionStateTrailerSize;
   }
 };
 
 // The first kSessionStateHeaderSize bytes, then the n token ids (the caller appends the KV rows and the
-// checksum: fnv1a64 of everything before it).
-std::vector<uint8_t> encode_session_state_header(const SessionStateShape& shape, const std::vector<int32_t>& tokens);
+// checksum: fnv1a64 of everything before it). exact <= tokens.size().
+std::vector<uint8_t> encode_session_state_header(const SessionStateShape& shape, const std::vector<int32_t>& tokens,
+                                                 uint32_t exact);
 
-// Checks a whole state against what the restoring session has; returns the position n. Throws
+struct CheckedState {
+  uint32_t n = 0, exact = 0;
+  uint64_t header = kSessionStateHeaderSize;  // where the tokens start (40 in version 1)
+};
+
+// Checks a whole state (version 1 or 2) against what the restoring session has. Throws
 // Error(invalid_argument) naming what does not match: magic, checksum (corrupt or truncated), version,
-// KV type, model (fingerprint or shape), position beyond `capacity`, a token outside [0, vocab), the size.
-// The tokens start at kSessionStateHeaderSize, the KV rows at kSessionStateHeaderSize + 4n.
-uint32_t check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
+// KV type, model (fingerprint or shape), position beyond `capacity`, exact beyond n, a token outside
+// [0, vocab), the size. The tokens start at `header`, the KV rows at header + 4n.
+CheckedState check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
                              uint32_t vocab);
 
 }  // namespace diffvk

@@ -95,7 +95,7 @@ TEST_CASE("session state: other models, precisions, versions, corrupt and oversi
   flipped[100] ^= 1;
   refused(flipped, "checksum mismatch");
   refused(patched(state, 0, 'X'), "not a diffvk session state");
-  refused(patched(state, 8, 2), "format version 2, this build reads version 1");
+  refused(patched(state, 8, 3), "format version 3, this build reads versions 1 to 2");
   const bool fp16 = ctx->precision() == Precision::fp16;
   refused(patched(state, 12, fp16 ? 1 : 2), fp16 ? "KV type f32, this session's is f16" : "KV type f16, this session's is f32");
   refused(patched(state, 16, uint8_t(state[16] ^ 0x55)), "saved from another model");

@@ -1,0 +1,47 @@
+// Context shift of a KV cache (shaders/kv_shift.comp).
+#include "ops/kv_shift.hpp"
+
+#include <algorithm>
+
+namespace diffvk {
+
+namespace {
+struct ShiftPush {
+  uint32_t Hkv, D, capacity, src0, rows, d;
+};
+}  // namespace
+
+KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o) : device_(device) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"kv_shift", 3, sizeof(ShiftPush), {wg_}, false, o.fp16});
+}
+
+void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table,
+                           const KvShiftParams& p) const {
+  if (p.Hkv == 0 || p.D == 0 || p.capacity == 0) throw Error(Status::invalid_argument, "kv_shift: zero size");
+  if (p.D % 2 != 0) throw Error(Status::invalid_argument, "kv_shift: head_dim D must be even for RoPE");
+  if (p.discard == 0) throw Error(Status::invalid_argument, "kv_shift: nothing to discard");
+  if (p.end > p.capacity || uint64_t(p.keep) + p.discard > p.end)
+    throw Error(Status::invalid_argument, "kv_shift: rows [" + std::to_string(p.keep) + ", " + std::to_string(uint64_t(p.keep) + p.discard) +
+                                              ") are not within the " + std::to_string(p.end) + " held (capacity " +
+                                              std::to_string(p.capacity) + ")");
+  const uint64_t es = storage_bytes(pipeline_->desc().fp16);
+  const uint64_t cache_elems = uint64_t(p.Hkv) * p.capacity * 2 * p.D;
+  if (cache_elems > UINT32_MAX) throw Error(Status::invalid_argument, "kv_shift: cache too large for 32-bit element indices");
+  if (k_cache.size < cache_elems * es || v_cache.size < cache_elems * es)
+    throw Error(Status::invalid_argument, "kv_shift: buffer too small for the shape");
+  if (table.size < (uint64_t(p.discard) + 1) * (p.D / 2) * 8)
+    throw Error(Status::invalid_argument, "kv_shift: cos/sin table does not cover the shift " + std::to_string(p.discard));
+  if (ranges_overlap(k_cache, v_cache) || ranges_overlap(k_cache, table) || ranges_overlap(v_cache, table))
+    throw Error(Status::invalid_argument, "kv_shift: buffers overlap");
+  const uint64_t pairs = 2ull * p.Hkv * p.D;  // K and V pairs of a row
+  for (uint32_t src = p.keep + p.discard; src < p.end;) {
+    const uint32_t rows = std::min(p.discard, p.end - src);
+    const ShiftPush push{p.Hkv, p.D, p.capacity, src, rows, p.discard};
+    program.dispatch(*pipeline_, {{k_cache, Access::read_write}, {v_cache, Access::read_write}, {table, Access::read}}, &push,
+                     sizeof push, elementwise_grid(device_.caps(), pairs, wg_, rows), "kv_shift");
+    src += rows;
+  }
+}
+
+}  // namespace diffvk

@@ -1,0 +1,33 @@
+// Context shift of one layer's KV cache (shaders/kv_shift.comp; docs/context-overflow.md).
+#pragma once
+#include <memory>
+
+#include "ops/kernel_options.hpp"
+
+namespace diffvk {
+
+// Drops the cache rows keep … keep + discard − 1 of a [Hkv][capacity][2D] K and V cache (the layout of
+// RopeKvKernel) by moving rows keep + discard … end − 1 down by `discard`, re-rotating each moved K row by
+// −discard (RoPE composes: the key roped at p becomes the key roped at p − discard, up to one rounding).
+// V rows move unchanged. Rows below keep are untouched; rows from end − discard on are left stale.
+struct KvShiftParams {
+  uint32_t Hkv = 0, D = 0, capacity = 0;
+  uint32_t keep = 0, discard = 0, end = 0;  // rows [keep, keep + discard) go; [keep + discard, end) move
+};
+class KvShiftKernel {
+ public:
+  KvShiftKernel(Device& device, KernelOptions options);
+  // Records ceil((end − keep − discard) / discard) dispatches (each moves at most `discard` rows, so none
+  // reads what it writes; Program orders them). table: rope_table() rows, covering row `discard`.
+  // Throws invalid_argument (zero sizes, odd D, discard == 0, keep + discard > end, end > capacity, buffers
+  // too small, overlapping or a table too short). Nothing is recorded when no row moves.
+  void record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table, const KvShiftParams& params) const;
+  uint32_t workgroup_size() const { return wg_; }
+
+ private:
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+}  // namespace diffvk
