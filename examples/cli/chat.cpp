@@ -61,6 +61,8 @@ Runner register_chat(CLI::App& app) {
     std::string model, chat_template = "auto", system;
     uint32_t context = 0, n = 256;
     SamplingOptions sampling;
+    GenerateOptions go;
+    bool keep_set = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal (one message per line; /help lists the commands)");
@@ -72,6 +74,7 @@ Runner register_chat(CLI::App& app) {
   cmd->add_option("--system", a->system, "system message");
   cmd->add_option("-n", a->n, "tokens per reply at most");
   add_sampling_flags(cmd, a->sampling);
+  add_overflow_flags(cmd, a->go, a->keep_set);  // chat's --keep default: the system message's tokens
   add_weights_flag(cmd, a->load);
   add_device_flags(cmd, a->dev);
   return [a]() {
@@ -86,13 +89,17 @@ Runner register_chat(CLI::App& app) {
     Sampler sampler(a->sampling);
     std::vector<ChatMessage> messages;
     if (!a->system.empty()) messages.push_back({"system", a->system});
-    std::fprintf(stderr, "diffvk chat: %s, %s, chat template %s, context %u tokens. /help lists the commands.\n",
-                 ctx->caps().name.c_str(), precision_name(ctx->precision()), tpl.family().c_str(), session->capacity());
+    GenerateOptions base = a->go;
+    if (base.overflow == ContextOverflow::shift && !a->keep_set && !messages.empty())
+      base.keep = static_cast<uint32_t>(tokenizer.encode(tpl.apply(messages, false), false).size());  // the system message
+    std::fprintf(stderr, "diffvk chat: %s, %s, chat template %s, context %u tokens%s. /help lists the commands.\n",
+                 ctx->caps().name.c_str(), precision_name(ctx->precision()), tpl.family().c_str(), session->capacity(),
+                 base.overflow == ContextOverflow::shift ? (", context shift keeping " + std::to_string(base.keep) + " tokens").c_str() : "");
 
     // Answers the conversation as it stands: appends the assistant's message.
     auto reply = [&]() {
       const std::vector<int32_t> tokens = tokenizer.encode(tpl.apply(messages, true), false);
-      GenerateOptions go;
+      GenerateOptions go = base;
       go.max_tokens = a->n;
       go.eos_token = cfg.eos_token_id;
       if (!tpl.end_of_turn().empty()) go.stop = {tpl.end_of_turn()};
@@ -107,8 +114,9 @@ Runner register_chat(CLI::App& app) {
         return false;
       }
       const size_t n = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
-      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s]\n", n, n ? n / r.sample_seconds : 0.0,
-                  tokens.size(), r.reused, stop_reason_name(r.reason));
+      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s%s]\n", n, n ? n / r.sample_seconds : 0.0,
+                  tokens.size(), r.reused, stop_reason_name(r.reason),
+                  r.shifts ? ("; " + std::to_string(r.shifts) + " context shifts").c_str() : "");
       std::fflush(stdout);
       messages.push_back({"assistant", r.text});
       return true;

@@ -8,6 +8,7 @@
 
 #include "diffvk/chat_template.hpp"
 #include "diffvk/device.hpp"
+#include "diffvk/generate.hpp"
 #include "diffvk/gguf.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
@@ -49,6 +50,9 @@ void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-
 // --temperature --top-k --top-p --seed --min-p and the penalties into `sampling` (run, chat); the ranges are
 // checked here, the rest by validate_sampling.
 void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling);
+
+// --overflow refuse|shift and --keep N (run, chat; docs/context-overflow.md) into `go`. keep_set: --keep was given.
+void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set);
 
 // --chat-template's choice (run, chat): "auto" = dir's tokenizer_config.json, else a family by name with the
 // text of the tokenizer's BOS and EOS.

@@ -127,6 +127,21 @@ void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling) {
       ->check(CLI::Range(0u, 1u << 20));
 }
 
+void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set) {
+  cmd->add_option_function<std::string>(
+         "--overflow", [&go](const std::string& v) { go.overflow = v == "shift" ? ContextOverflow::shift : ContextOverflow::refuse; },
+         "when the conversation reaches the context: refuse (an error, the default) or shift (keep the first --keep tokens, drop "
+         "the oldest half of the rest; docs/context-overflow.md)")
+      ->check(CLI::IsMember({"refuse", "shift"}));
+  cmd->add_option_function<uint32_t>(
+      "--keep",
+      [&go, &keep_set](const uint32_t& v) {
+        go.keep = v;
+        keep_set = true;
+      },
+      "with --overflow shift: tokens at the start never dropped");
+}
+
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt, prompt_cache;
@@ -134,6 +149,8 @@ Runner register_run(CLI::App& app) {
     std::string chat_template, system;
     uint32_t n = 64;
     SamplingOptions sampling;
+    GenerateOptions go;
+    bool keep_set = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (bundled model by default)");
@@ -150,6 +167,7 @@ Runner register_run(CLI::App& app) {
   cmd->add_option("--prompt-cache", a->prompt_cache,
                   "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
                   "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
+  add_overflow_flags(cmd, a->go, a->keep_set);
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     validate_stop_strings(a->stop);
@@ -176,7 +194,7 @@ Runner register_run(CLI::App& app) {
     // With a chat template, BOS is in the text where the format puts it.
     std::vector<int32_t> tokens = tokenizer.encode(text, a->chat_template.empty());
     if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
-    if (tokens.size() + a->n > session->capacity())
+    if (a->go.overflow == ContextOverflow::refuse && tokens.size() + a->n > session->capacity())
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
                                                 " new tokens exceed the context of " + std::to_string(session->capacity()));
     Sampler sampler(a->sampling);
@@ -195,7 +213,7 @@ Runner register_run(CLI::App& app) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     // Greedy and top-k (without top-p) sample on the device: each step reads back a token id, not the logits.
-    GenerateOptions go;
+    GenerateOptions go = a->go;
     go.max_tokens = a->n;
     go.stop = stop;
     go.eos_token = cfg.eos_token_id;
@@ -204,11 +222,12 @@ Runner register_run(CLI::App& app) {
     const GenerateResult r = generate(*session, sampler, tokenizer, tokens, go);
     const size_t generated = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
     std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %zu tokens in %.3f s (%.1f tokens/s)\n"
-                 "  stopped: %s%s%s\n",
+                 "  stopped: %s%s%s%s\n",
                  ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), r.prefill_seconds,
                  tokens.size() / r.prefill_seconds, generated, r.sample_seconds, generated ? generated / r.sample_seconds : 0.0,
                  stop_reason_name(r.reason), r.reason == StopReason::stop_string ? " " : "",
-                 r.reason == StopReason::stop_string ? ("\"" + r.stop + "\"").c_str() : "");
+                 r.reason == StopReason::stop_string ? ("\"" + r.stop + "\"").c_str() : "",
+                 r.shifts ? (" (" + std::to_string(r.shifts) + " context shifts)").c_str() : "");
     if (!a->prompt_cache.empty())
       std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", r.reused, tokens.size(),
                    a->prompt_cache.c_str(), restore_s);

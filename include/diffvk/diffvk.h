@@ -220,6 +220,23 @@ DIFFVK_API diffvk_status diffvk_session_tokens(const diffvk_session* session, in
  * cancel) leaves the session holding the kept prefix. */
 DIFFVK_API diffvk_status diffvk_session_prefill_reusing(diffvk_session* session, const int32_t* tokens, size_t n,
                                                         float* logits, size_t logits_capacity, uint32_t* reused);
+/* Context shift (since 1.1; issue 24 item 4; docs/context-overflow.md): drops the tokens at positions keep ..
+ * keep + discard - 1 and moves the later ones down, their cached keys re-rotated by -discard on the device
+ * (nothing is recomputed); the position drops by discard. The moved rows are approximate (they attended to the
+ * dropped tokens), so diffvk_session_prefill_reusing keeps no more than keep of them afterwards.
+ * discard == 0 or keep + discard > position: DIFFVK_INVALID_ARGUMENT, nothing changes. */
+DIFFVK_API diffvk_status diffvk_session_shift(diffvk_session* session, uint32_t keep, uint32_t discard);
+/* Every token given to the session since reset: its tokens plus those shifts dropped, in order (since 1.1);
+ * the buffer rules of diffvk_session_tokens. */
+DIFFVK_API diffvk_status diffvk_session_history(const diffvk_session* session, int32_t* tokens, size_t token_capacity,
+                                                size_t* n);
+/* Prefill under the shift policy (since 1.1): keeps the longest common prefix of the history and tokens[0..n)
+ * when it reaches what the session still holds (a conversation that only grew continues), else the exact
+ * prefix; prefills the rest, shifting out half of what follows keep (at least what the next chunk needs)
+ * whenever it does not fit. n may exceed the context. keep >= capacity or a bad token: DIFFVK_INVALID_ARGUMENT
+ * before any work. *reused (may be NULL) = the tokens kept. */
+DIFFVK_API diffvk_status diffvk_session_prefill_shifting(diffvk_session* session, const int32_t* tokens, size_t n, uint32_t keep,
+                                                         float* logits, size_t logits_capacity, uint32_t* reused);
 /* Saved state (since 1.1; app suspend/resume, a saved system prompt): the tokens the session holds and
  * their KV cache rows, in a versioned, checksummed format (docs/session-state.md).
  * diffvk_session_save_state writes it to path atomically (an existing regular file is replaced only when
@@ -329,6 +346,8 @@ typedef int (*diffvk_text_fn)(const char* piece, size_t size, void* user);
 #define DIFFVK_STOP_STRING 1      /* a stop string appeared (neither it nor anything after it emitted) */
 #define DIFFVK_STOP_MAX_TOKENS 2  /* max_tokens tokens were sampled */
 #define DIFFVK_STOP_CANCELLED 3   /* the text callback returned 0 */
+#define DIFFVK_OVERFLOW_REFUSE 0   /* a conversation beyond the context is DIFFVK_CONTEXT_OVERFLOW */
+#define DIFFVK_OVERFLOW_SHIFT 1    /* context shift: keep the first `keep` tokens, drop the oldest half of the rest */
 #define DIFFVK_MAX_STOP_STRINGS 16
 #define DIFFVK_MAX_STOP_STRING_BYTES 256
 typedef struct diffvk_generate_options {
@@ -339,6 +358,8 @@ typedef struct diffvk_generate_options {
   int32_t eos_token;        /* the token that ends generation: -2 = the model's (default), -1 = none */
   diffvk_text_fn on_text;   /* NULL = no streaming */
   void* user;               /* passed to on_text */
+  int32_t overflow;         /* DIFFVK_OVERFLOW_REFUSE (default) or DIFFVK_OVERFLOW_SHIFT (docs/context-overflow.md) */
+  uint32_t keep;            /* shift: tokens at the start never dropped (a system prompt); < the capacity. 0 (default) */
 } diffvk_generate_options;
 typedef struct diffvk_generate_result {
   size_t struct_size;  /* set by the caller: sizeof(diffvk_generate_result); the call fills the fields it covers */
@@ -346,6 +367,7 @@ typedef struct diffvk_generate_result {
   uint32_t reused;     /* prompt tokens the session already held and did not recompute */
   int32_t stop_reason; /* DIFFVK_STOP_* */
   int32_t stop_index;  /* the stop string that matched (index into options->stop), else -1 */
+  uint32_t shifts;     /* context shifts made while sampling (DIFFVK_OVERFLOW_SHIFT) */
 } diffvk_generate_result;
 DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options);
 /* Prefills the n_prompt prompt ids with prompt-prefix reuse (what the session already holds of them is not
@@ -354,7 +376,10 @@ DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options
  * the session holds the prompt and every sampled token but the last: a chat's next turn passes the whole
  * conversation again. Text is the tokenizer's decoding of prompt + generated minus that of the prompt.
  * options NULL = defaults; result may be NULL (else its struct_size set, as for the option structs). Bad options are refused before any work (DIFFVK_INVALID_ARGUMENT
- * naming the field); prompt + max_tokens - 1 beyond the capacity -> DIFFVK_CONTEXT_OVERFLOW before any work. */
+ * naming the field); prompt + max_tokens - 1 beyond the capacity -> DIFFVK_CONTEXT_OVERFLOW before any work,
+ * unless overflow is DIFFVK_OVERFLOW_SHIFT: then the prompt goes through diffvk_session_prefill_shifting and a
+ * decode at the capacity first shifts out half of what follows keep; the history keeps the whole
+ * conversation, so the next turn again passes all of it. */
 DIFFVK_API diffvk_status diffvk_session_generate(diffvk_session* session, diffvk_sampler* sampler, const diffvk_tokenizer* tokenizer,
                                       const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* options,
                                       diffvk_generate_result* result);

@@ -470,17 +470,32 @@ diffvk_status diffvk_session_rewind(diffvk_session* s, uint32_t n) {
     k->session->rewind(n);
   });
 }
+static void copy_ids(const std::vector<int32_t>& ids, int32_t* tokens, size_t cap, size_t* n) {
+  need(n, "n");
+  *n = ids.size();
+  if (!tokens && cap == 0) return;
+  need(tokens, "tokens");
+  if (cap < ids.size())
+    fail(DIFFVK_BUFFER_TOO_SMALL, "tokens buffer holds " + std::to_string(cap) + " ids, the session holds " + std::to_string(ids.size()));
+  std::copy(ids.begin(), ids.end(), tokens);
+}
 diffvk_status diffvk_session_tokens(const diffvk_session* s, int32_t* tokens, size_t cap, size_t* n) {
+  return guarded(__func__, [&] { copy_ids(live(s, Kind::session, "session")->session->tokens(), tokens, cap, n); });
+}
+diffvk_status diffvk_session_history(const diffvk_session* s, int32_t* tokens, size_t cap, size_t* n) {
+  return guarded(__func__, [&] { copy_ids(live(s, Kind::session, "session")->session->history(), tokens, cap, n); });
+}
+diffvk_status diffvk_session_shift(diffvk_session* s, uint32_t keep, uint32_t discard) {
+  return guarded(__func__, [&] { live(s, Kind::session, "session")->session->shift(keep, discard); });
+}
+diffvk_status diffvk_session_prefill_shifting(diffvk_session* s, const int32_t* tokens, size_t n, uint32_t keep, float* logits,
+                                              size_t cap, uint32_t* reused) {
   return guarded(__func__, [&] {
     auto k = live(s, Kind::session, "session");
-    need(n, "n");
-    const std::vector<int32_t> held = k->session->tokens();
-    *n = held.size();
-    if (!tokens && cap == 0) return;
-    need(tokens, "tokens");
-    if (cap < held.size())
-      fail(DIFFVK_BUFFER_TOO_SMALL, "tokens buffer holds " + std::to_string(cap) + " ids, the session holds " + std::to_string(held.size()));
-    std::copy(held.begin(), held.end(), tokens);
+    check_prefill_args(*k, tokens, n, logits, cap);
+    uint32_t kept = 0;
+    copy_logits(k->session->prefill_shifting(std::vector<int32_t>(tokens, tokens + n), keep, &kept), logits, cap);
+    if (reused) *reused = kept;
   });
 }
 diffvk_status diffvk_session_prefill_reusing(diffvk_session* s, const int32_t* tokens, size_t n, float* logits, size_t cap,
@@ -609,7 +624,7 @@ static_assert(DIFFVK_MAX_STOP_STRINGS == diffvk::kMaxStopStrings && DIFFVK_MAX_S
               "the C limits are the C++ ones");
 void diffvk_generate_default_options(diffvk_generate_options* o) {
   if (!o) return;
-  *o = diffvk_generate_options{sizeof *o, diffvk::GenerateOptions{}.max_tokens, 0, nullptr, -2, nullptr, nullptr};
+  *o = diffvk_generate_options{sizeof *o, diffvk::GenerateOptions{}.max_tokens, 0, nullptr, -2, nullptr, nullptr, DIFFVK_OVERFLOW_REFUSE, 0};
 }
 diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t, const int32_t* prompt,
                                       size_t n_prompt, const diffvk_generate_options* opts, diffvk_generate_result* result) {
@@ -643,6 +658,11 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     const int32_t model_eos = k->parent->model->config().eos_token_id;
     if (o.eos_token < -2) fail(DIFFVK_INVALID_ARGUMENT, "options->eos_token is " + std::to_string(o.eos_token) + "; -2 (the model's), -1 (none) or a token id");
     go.eos_token = o.eos_token == -2 ? model_eos : o.eos_token;
+    if (o.overflow != DIFFVK_OVERFLOW_REFUSE && o.overflow != DIFFVK_OVERFLOW_SHIFT)
+      fail(DIFFVK_INVALID_ARGUMENT, "options->overflow is " + std::to_string(o.overflow) +
+                                        "; DIFFVK_OVERFLOW_REFUSE (0) or DIFFVK_OVERFLOW_SHIFT (1)");
+    go.overflow = o.overflow == DIFFVK_OVERFLOW_SHIFT ? diffvk::ContextOverflow::shift : diffvk::ContextOverflow::refuse;
+    go.keep = o.keep;
     if (o.on_text) {
       const diffvk_text_fn fn = o.on_text;
       void* user = o.user;
@@ -652,7 +672,7 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
         diffvk::generate(*k->session, sampler->sampler, *tokenizer, std::vector<int32_t>(prompt, prompt + n_prompt), go);
     if (result) {
       const diffvk_generate_result out{result_size, static_cast<uint32_t>(r.tokens.size()), r.reused,
-                                       static_cast<int32_t>(r.reason), r.stop_index};
+                                       static_cast<int32_t>(r.reason), r.stop_index, r.shifts};
       std::memcpy(result, &out, result_size);
     }
   });

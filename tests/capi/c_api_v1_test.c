@@ -704,6 +704,39 @@ static int test_generate(const char* dir) {
     uint32_t pos2 = 0;
     EXPECT(diffvk_session_position(s, &pos2) == DIFFVK_OK && pos2 == pos);
   }
+  /* Context shift (issue 24 item 4): the same 60 new tokens run past the context of 64 under the shift
+   * policy; the history keeps the whole conversation; shift and prefill_shifting directly. */
+  o.overflow = 2;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "overflow") != NULL);
+  o.overflow = DIFFVK_OVERFLOW_SHIFT;
+  o.keep = 4;
+  o.max_tokens = 100;
+  o.on_text = NULL;
+  EXPECT(diffvk_session_reset(s) == DIFFVK_OK);
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_OK);
+  EXPECT(r.tokens == 100 && r.shifts >= 2 && r.stop_reason == DIFFVK_STOP_MAX_TOKENS);
+  {
+    size_t n_hist = 0, n_held = 0;
+    int32_t hist[128];
+    float* logits = (float*)malloc(sizeof(float) * 256);
+    uint32_t kept = 0;
+    EXPECT(diffvk_session_history(s, NULL, 0, &n_hist) == DIFFVK_OK && n_hist == 12 + 99);
+    EXPECT(diffvk_session_history(s, hist, 128, &n_hist) == DIFFVK_OK && memcmp(hist, kPrompt, sizeof(int32_t) * 12) == 0);
+    EXPECT(diffvk_session_tokens(s, NULL, 0, &n_held) == DIFFVK_OK && n_held <= 64);
+    EXPECT(diffvk_session_shift(s, 4, 0) == DIFFVK_INVALID_ARGUMENT);
+    EXPECT(diffvk_session_shift(s, 4, (uint32_t)n_held) == DIFFVK_INVALID_ARGUMENT);
+    EXPECT(diffvk_session_shift(s, 4, 10) == DIFFVK_OK);
+    EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == n_held - 10);
+    /* The conversation so far plus one token: only that token runs. */
+    hist[n_hist] = 7;
+    EXPECT(logits != NULL);
+    if (logits) {
+      EXPECT(diffvk_session_prefill_shifting(s, hist, n_hist + 1, 4, logits, 256, &kept) == DIFFVK_OK && kept == pos);
+      EXPECT(diffvk_session_prefill_shifting(s, hist, n_hist + 1, 64, logits, 256, &kept) == DIFFVK_INVALID_ARGUMENT);
+    }
+    free(logits);
+  }
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   EXPECT(diffvk_sampler_destroy(greedy) == DIFFVK_OK);
   EXPECT(diffvk_tokenizer_free(tok) == DIFFVK_OK);

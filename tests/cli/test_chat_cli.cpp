@@ -72,3 +72,53 @@ TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and 
   CHECK(rc != 0);
   CHECK(contains(out, "has no chat template"));
 }
+
+TEST_CASE("cli: chat --overflow shift goes on past the context, keeping the system message") {
+  if (std::system("command -v script > /dev/null 2>&1") != 0) {
+    test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
+    return;
+  }
+  test::TempDir tmp("diffvk-chat-shift");
+  std::string input;
+  for (int i = 0; i < 4; ++i) input += "Tell me more about the number " + std::to_string(i) + " and its friends, please.\n";
+  input += "/regenerate\n/quit\n";
+  auto [rc, out] = chat(tmp, "--chat-template chatml --system 'Be brief.' -n 40 --context 96 --overflow shift", input);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "context shift keeping 39 tokens"));  // "<|im_start|>system\nBe brief.<|im_end|>\n", a byte a token
+  CHECK(contains(out, "context shifts]"));
+  CHECK(count(out, "[40 tokens,") + count(out, "eos]") + count(out, "stop string]") + count(out, "context shifts]") >= 5);
+  CHECK_FALSE(contains(out, "[error: "));
+  CHECK_FALSE(contains(out, "positions; the session holds"));
+}
+
+#if DIFFVK_LARGE_TESTS
+// Issue 24's target: a 10,000-token conversation through `diffvk chat` at capacity 512 runs to its end under
+// the shift policy (and, in the ASan build, with no leak). Label "large"; minutes under ASan.
+TEST_SUITE("large") {
+  TEST_CASE("cli: chat, a 10,000-token conversation at capacity 512 under --overflow shift") {
+    if (std::system("command -v script > /dev/null 2>&1") != 0) {
+      test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
+      return;
+    }
+    test::TempDir tmp("diffvk-chat-10k");
+    std::string input;
+    for (int i = 0; i < 40; ++i)
+      input += "Message " + std::to_string(i) + ": here is some more text for the model to read, and a question about it?\n";
+    input += "/quit\n";
+    const std::string cmd_args = "--chat-template chatml --system 'Be brief.' -n 256 --context 512 --overflow shift";
+    auto [rc, out] = chat(tmp, cmd_args, input);
+    INFO(out.substr(out.size() > 4000 ? out.size() - 4000 : 0));
+    CHECK(rc == 0);
+    CHECK_FALSE(contains(out, "[error: "));
+    // The last reply's statistics: "prompt P tokens": the whole conversation before it.
+    const size_t at = out.rfind("; prompt ");
+    REQUIRE(at != std::string::npos);
+    const unsigned long prompt = std::stoul(out.substr(at + 9));
+    const size_t n_at = out.rfind("\n[");
+    const unsigned long last = std::stoul(out.substr(n_at + 2));
+    MESSAGE("conversation: " << prompt + last << " tokens");
+    CHECK(prompt + last >= 10000);
+  }
+}
+#endif

@@ -378,18 +378,18 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeRewind(JNIEnv* env, jclass cls,
   djni_ok(env, diffvk_session_rewind((diffvk_session*)(intptr_t)session, (uint32_t)n));
 }
 
-JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeTokens(JNIEnv* env, jclass cls, jlong session) {
+typedef diffvk_status (*djni_ids_fn)(const diffvk_session*, int32_t*, size_t, size_t*);
+static jintArray session_ids(JNIEnv* env, jlong session, djni_ids_fn get) {
   size_t n = 0;
   int32_t* buf;
   jintArray out = NULL;
-  (void)cls;
-  if (!djni_ok(env, diffvk_session_tokens((const diffvk_session*)(intptr_t)session, NULL, 0, &n))) return NULL;
+  if (!djni_ok(env, get((const diffvk_session*)(intptr_t)session, NULL, 0, &n))) return NULL;
   buf = (int32_t*)malloc(sizeof(int32_t) * (n > 0 ? n : 1));
   if (!buf) {
     djni_throw_oom(env, "diffvk: tokens buffer");
     return NULL;
   }
-  if (djni_ok(env, diffvk_session_tokens((const diffvk_session*)(intptr_t)session, buf, n, &n))) {
+  if (djni_ok(env, get((const diffvk_session*)(intptr_t)session, buf, n, &n))) {
     out = (*env)->NewIntArray(env, (jsize)n);
     if (out) (*env)->SetIntArrayRegion(env, out, 0, (jsize)n, (const jint*)buf);
   }
@@ -397,22 +397,42 @@ JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeTokens(JNIEnv* env, jclass
   return out;
 }
 
-JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* env, jclass cls, jlong session,
-                                                                       jintArray tokens, jint vocab, jintArray reused) {
+JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeTokens(JNIEnv* env, jclass cls, jlong session) {
+  (void)cls;
+  return session_ids(env, session, diffvk_session_tokens);
+}
+
+JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeHistory(JNIEnv* env, jclass cls, jlong session) {
+  (void)cls;
+  return session_ids(env, session, diffvk_session_history);
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeShift(JNIEnv* env, jclass cls, jlong session, jint keep, jint discard) {
+  (void)cls;
+  if (keep < 0 || discard < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.shift: keep or discard < 0");
+    return;
+  }
+  djni_ok(env, diffvk_session_shift((diffvk_session*)(intptr_t)session, (uint32_t)keep, (uint32_t)discard));
+}
+
+/* prefillReusing (keep < 0) and prefillShifting (keep >= 0): the logits, and the tokens kept in reused[0]. */
+static jfloatArray prefill_keeping(JNIEnv* env, jlong session, jintArray tokens, jint vocab, jintArray reused, jint keep,
+                                   const char* what) {
   jsize n = 0;
   int32_t* buf;
   float* logits;
   uint32_t kept = 0;
   jint kept_j;
   jfloatArray out = NULL;
-  (void)cls;
+  diffvk_session* s = (diffvk_session*)(intptr_t)session;
   if (!reused || (*env)->GetArrayLength(env, reused) < 1) {
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillReusing: no room for the reused count");
     return NULL;
   }
-  if (!prefill_buffers(env, tokens, vocab, "prefillReusing", &buf, &logits, &n)) return NULL;
-  if (djni_ok(env, diffvk_session_prefill_reusing((diffvk_session*)(intptr_t)session, buf, (size_t)n, logits,
-                                                  (size_t)vocab, &kept))) {
+  if (!prefill_buffers(env, tokens, vocab, what, &buf, &logits, &n)) return NULL;
+  if (djni_ok(env, keep < 0 ? diffvk_session_prefill_reusing(s, buf, (size_t)n, logits, (size_t)vocab, &kept)
+                            : diffvk_session_prefill_shifting(s, buf, (size_t)n, (uint32_t)keep, logits, (size_t)vocab, &kept))) {
     out = djni_floats(env, logits, vocab);
     kept_j = (jint)kept;
     (*env)->SetIntArrayRegion(env, reused, 0, 1, &kept_j);
@@ -420,6 +440,22 @@ JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* e
   free(buf);
   free(logits);
   return out;
+}
+
+JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* env, jclass cls, jlong session,
+                                                                       jintArray tokens, jint vocab, jintArray reused) {
+  (void)cls;
+  return prefill_keeping(env, session, tokens, vocab, reused, -1, "prefillReusing");
+}
+
+JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillShifting(JNIEnv* env, jclass cls, jlong session,
+                                                                        jintArray tokens, jint keep, jint vocab, jintArray reused) {
+  (void)cls;
+  if (keep < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillShifting: keep < 0");
+    return NULL;
+  }
+  return prefill_keeping(env, session, tokens, vocab, reused, keep, "prefillShifting");
 }
 
 JNIEXPORT jbyteArray JNICALL Java_diffvk_Session_nativeSaveState(JNIEnv* env, jclass cls, jlong session) {

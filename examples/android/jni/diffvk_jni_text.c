@@ -136,7 +136,7 @@ static void free_stops(char** stops, jsize n) {
 
 JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cls, jlong session, jlong sampler, jlong tokenizer,
                                                           jintArray prompt, jint max_tokens, jobjectArray stop, jint eos,
-                                                          jobject pieces, jintArray out) {
+                                                          jint overflow, jint keep, jobject pieces, jintArray out) {
   jsize n, n_stop, i;
   int32_t* buf;
   char** stops = NULL;
@@ -147,8 +147,8 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   struct djni_pieces p;
   jclass pieces_cls;
   (void)cls;
-  if (!prompt || !stop || !pieces || !out || (*env)->GetArrayLength(env, out) < 4 || max_tokens < 0) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.generateText: a null argument or maxTokens < 0");
+  if (!prompt || !stop || !pieces || !out || (*env)->GetArrayLength(env, out) < 5 || max_tokens < 0 || keep < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.generateText: a null argument, or maxTokens or keep < 0");
     return;
   }
   pieces_cls = (*env)->GetObjectClass(env, pieces);
@@ -200,6 +200,8 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   o.stop_count = (uint32_t)n_stop;
   o.stop = (const char* const*)stops;
   o.eos_token = (int32_t)eos;
+  o.overflow = (int32_t)overflow;
+  o.keep = (uint32_t)keep;
   o.on_text = djni_piece;
   o.user = &p;
   memset(&r, 0, sizeof r);
@@ -213,12 +215,13 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
     return;
   }
   if (djni_ok(env, st)) {
-    jint v[4];
+    jint v[5];
     v[0] = (jint)r.tokens;
     v[1] = (jint)r.reused;
     v[2] = (jint)r.stop_reason;
     v[3] = (jint)r.stop_index;
-    (*env)->SetIntArrayRegion(env, out, 0, 4, v);
+    v[4] = (jint)r.shifts;
+    (*env)->SetIntArrayRegion(env, out, 0, 5, v);
   }
 }
 

@@ -100,6 +100,28 @@ public final class Session implements AutoCloseable {
     return new Reuse(logits, reused[0]);
   }
   /**
+   * Context shift (docs/context-overflow.md): drops the tokens at positions keep .. keep + discard - 1 and
+   * moves the later ones down, their cached keys re-rotated on the device; nothing is recomputed. The moved
+   * rows are approximate (they attended to the dropped tokens): prefillReusing keeps at most keep of them.
+   */
+  public synchronized void shift(int keep, int discard) {
+    nativeShift(handle, keep, discard);
+  }
+  /** Every token given since reset: tokens() plus those shifts dropped, in order. */
+  public synchronized int[] history() {
+    return nativeHistory(handle);
+  }
+  /**
+   * Prefill under the shift policy: keeps the common prefix with history() when it reaches what the
+   * session holds (a conversation that only grew), prefills the rest and shifts out half of what follows
+   * keep whenever the next chunk does not fit. tokens may be longer than the context.
+   */
+  public synchronized Reuse prefillShifting(int[] tokens, int keep) {
+    int[] reused = new int[1];
+    float[] logits = nativePrefillShifting(handle, tokens, keep, vocab, reused);
+    return new Reuse(logits, reused[0]);
+  }
+  /**
    * Saved state (app suspend/resume, a saved system prompt): the tokens held and their KV cache rows
    * (docs/session-state.md). restoreState refuses (DiffvkException INVALID_ARGUMENT, naming what differs)
    * a state of another model, precision or version, a corrupt one, or one longer than capacity(), and
@@ -172,6 +194,11 @@ public final class Session implements AutoCloseable {
     public String[] stop = new String[0];
     /** The token that ends generation: -2 = the model's (default), -1 = none. */
     public int eosToken = -2;
+    public static final int OVERFLOW_REFUSE = 0, OVERFLOW_SHIFT = 1;
+    /** OVERFLOW_REFUSE (default): a conversation beyond the context is an error; OVERFLOW_SHIFT: context shift. */
+    public int overflow = OVERFLOW_REFUSE;
+    /** OVERFLOW_SHIFT: the tokens at the start that are never dropped (a system prompt). */
+    public int keep = 0;
   }
 
   /** diffvk_generate_result plus the text. */
@@ -183,6 +210,8 @@ public final class Session implements AutoCloseable {
     public int stopReason;
     /** Index into GenerateOptions.stop of the stop string that matched, else -1. */
     public int stopIndex;
+    /** Context shifts made while sampling (OVERFLOW_SHIFT). */
+    public int shifts;
   }
 
   // Collects the pieces' bytes (the text) and hands each piece to the listener (called from native code).
@@ -215,10 +244,10 @@ public final class Session implements AutoCloseable {
       stop[i] = options.stop[i].getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
     Pieces pieces = new Pieces(listener);
-    int[] out = new int[4];
+    int[] out = new int[5];
     synchronized (sampler) {
       nativeGenerate(handle, sampler.handle(), tokenizer.handle(), prompt, options.maxTokens, stop, options.eosToken,
-                     pieces, out);
+                     options.overflow, options.keep, pieces, out);
     }
     GenerateResult r = new GenerateResult();
     r.text = new String(pieces.all.toByteArray(), java.nio.charset.StandardCharsets.UTF_8);
@@ -226,6 +255,7 @@ public final class Session implements AutoCloseable {
     r.reused = out[1];
     r.stopReason = out[2];
     r.stopIndex = out[3];
+    r.shifts = out[4];
     return r;
   }
 
@@ -243,7 +273,7 @@ public final class Session implements AutoCloseable {
   }
 
   static native void nativeGenerate(long session, long sampler, long tokenizer, int[] prompt, int maxTokens, byte[][] stop,
-                                    int eosToken, Object pieces, int[] out);
+                                    int eosToken, int overflow, int keep, Object pieces, int[] out);
   static native long nativeNewCancelFlag();
   static native void nativeFreeCancelFlag(long flag);
   static native void nativeCancel(long flag);
@@ -254,6 +284,9 @@ public final class Session implements AutoCloseable {
   static native void nativeReset(long session);
   static native void nativeRewind(long session, int n);
   static native int[] nativeTokens(long session);
+  static native int[] nativeHistory(long session);
+  static native void nativeShift(long session, int keep, int discard);
+  static native float[] nativePrefillShifting(long session, int[] tokens, int keep, int vocab, int[] reused);
   static native float[] nativePrefillReusing(long session, int[] tokens, int vocab, int[] reused);
   static native byte[] nativeSaveState(long session);
   static native void nativeRestoreState(long session, byte[] state);

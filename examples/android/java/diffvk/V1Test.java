@@ -167,6 +167,33 @@ public final class V1Test {
       }
     }
 
+    // Context shift (issue 24 item 4): generation runs past a context of 48 under OVERFLOW_SHIFT; the history
+    // keeps the whole conversation; shift and prefillShifting directly.
+    try (Tokenizer tok = new Tokenizer(dir); Sampler greedy = Sampler.greedy(); Session s = model.newSession(48)) {
+      Session.GenerateOptions go = new Session.GenerateOptions();
+      go.maxTokens = 80;
+      go.eosToken = -1;
+      go.overflow = Session.GenerateOptions.OVERFLOW_SHIFT;
+      go.keep = 3;
+      Session.GenerateResult r = s.generateText(prompt, greedy, tok, go, null);
+      check(r.tokens == 80 && r.shifts >= 2, "generateText with OVERFLOW_SHIFT: 80 tokens, " + r.shifts + " shifts");
+      int[] history = s.history();
+      check(history.length == prompt.length + 79 && s.position() <= 48, "history(): the whole conversation");
+      int held = s.position();
+      s.shift(3, 5);
+      check(s.position() == held - 5, "shift(3, 5): five tokens fewer");
+      int[] more = Arrays.copyOf(history, history.length + 1);
+      more[history.length] = 7;
+      Session.Reuse reuse = s.prefillShifting(more, 3);
+      check(reuse.reused == held - 5, "prefillShifting: only the new token runs");
+      try {
+        s.shift(3, 0);
+        check(false, "shift(3, 0) was accepted");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.INVALID_ARGUMENT, "shift(3, 0): INVALID_ARGUMENT");
+      }
+    }
+
     // ChatTemplate (issue 24 item 5): a family by name renders the ChatML text; the bundled model has no template.
     try (ChatTemplate ct = ChatTemplate.builtin("chatml", null, null)) {
       check(ct.family().equals("chatml"), "ChatTemplate.family");
