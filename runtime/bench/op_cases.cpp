@@ -30,6 +30,8 @@ std::string describe(const OpCase& c) {
   } else if (c.op == "rope_kv") {
     s += strf("H=%u/%u D=%u capacity=%u", c.in, c.Hkv, c.out, c.capacity);
     for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
+  } else if (c.op == "kv_shift") {
+    s += strf("Hkv=%u D=%u capacity=%u held=%u keep=%u discard=%u", c.Hkv, c.out, c.capacity, c.in, c.pos0, c.rows);
   } else if (c.op == "diff_attn") {
     s += strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
     if (c.max_splits) s += " max-splits";
@@ -375,6 +377,33 @@ std::vector<OpCase> rope_kv_cases(OpMode mode) {
   return b.cases;
 }
 
+OpCase shift(uint32_t Hkv, uint32_t D, uint32_t capacity, uint32_t held, uint32_t keep, uint32_t discard) {
+  OpCase c;
+  c.Hkv = Hkv, c.out = D, c.capacity = capacity, c.in = held, c.pos0 = keep, c.rows = discard;
+  return c;
+}
+
+std::vector<OpCase> kv_shift_cases(OpMode mode) {
+  Builder b("kv_shift", 9500);
+  if (mode == OpMode::bench) {
+    b.add(shift(4, 64, 4096, 4096, 4, 2046));  // the shift policy at a full 4096 context: half of what follows keep
+    return b.cases;
+  }
+  // Rows below keep and from held - discard on must keep their pre-filled pattern bit for bit.
+  const OpCase shapes[] = {
+      shift(1, 8, 40, 40, 4, 18),    // one pass (the 18 moved rows fit in d)
+      shift(3, 6, 37, 33, 5, 7),     // odd shapes; 21 moved rows in three ordered passes of <= 7
+      shift(2, 16, 64, 64, 0, 1),    // d = 1: 63 passes, keep = 0
+      shift(2, 32, 130, 129, 17, 50),
+      shift(1, 64, 20, 12, 2, 10),   // nothing moves: the last 10 rows go
+  };
+  for (const OpCase& s : shapes) b.add(s);
+  OpCase capped = shift(4, 16, 50, 45, 3, 20);  // grid-stride loops
+  capped.wg_limit_x = 1, capped.wg_limit_y = 2;
+  b.add(capped);
+  return b.cases;
+}
+
 OpCase attn(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode, bool max_splits = false) {
   OpCase c;
   c.in = H, c.Hkv = Hkv, c.out = D, c.rows = S, c.pos0 = pos0, c.lambda = lambda, c.decode = decode, c.max_splits = max_splits;
@@ -458,7 +487,7 @@ OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t 
 }
 
 const std::vector<std::string>& table_ops() {
-  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn", "attn_probs"};
+  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "kv_shift", "diff_attn", "attn_probs"};
   return ops;
 }
 
@@ -469,6 +498,7 @@ std::vector<OpCase> op_cases(const std::string& op, OpMode mode) {
   if (op == "silu_mul") return silu_mul_cases(mode);
   if (op == "embed") return embed_cases(mode);
   if (op == "rope_kv") return rope_kv_cases(mode);
+  if (op == "kv_shift") return kv_shift_cases(mode);
   if (op == "diff_attn") return diff_attn_cases(mode);
   if (op == "attn_probs") return attn_probs_cases(mode);
   std::string known;

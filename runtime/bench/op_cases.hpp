@@ -28,7 +28,7 @@ enum class OpMode { conformance, bench };
 enum class OpResidual : uint32_t { none = 0, separate = 1, in_place = 2 };
 
 struct OpCase {
-  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "diff_attn", "attn_probs"
+  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "kv_shift", "diff_attn", "attn_probs"
   std::string name;  // unique within the op's table, says every field that is not a default
   bool fp16 = false;  // the storage precision the case needs (the device's precision must match)
   // ---- shape (meaning per op)
@@ -39,6 +39,8 @@ struct OpCase {
   //   embed:        rows tokens, E = out, vocabulary = in; parts > 1 splits the table by rows (record_part)
   //   rope_kv:      heads H (in), key/value groups Hkv, half width D (out), cache capacity; chunks: the
   //                 (pos0, rows) calls recorded in order into one program (prefill, chunked prefill, decode)
+  //   kv_shift:     Hkv, half width D (out), cache capacity; the in rows held, rows [pos0, pos0 + rows) dropped
+  //                 (pos0 = keep, rows = discard); the rest moved down, K re-rotated
   uint32_t rows = 1, in = 0, out = 0, x_pad = 0, y_pad = 0, parts = 1;
   //   diff_attn:    heads H (in), Hkv, half width D (out), S = rows query rows at positions pos0 .. pos0 + S - 1
   //                 against the pos0 + S cached keys (cache capacity pos0 + S + 3: spare rows hold 1000, so a

@@ -22,6 +22,7 @@ struct OpRunner::Kernels {
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<RopeKvKernel> rope;
+  std::unique_ptr<KvShiftKernel> shift;
   std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn;  // [(D, n_rep, subgroup)]
   std::unique_ptr<AttnProbsKernel> probs;
 };
@@ -252,6 +253,9 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   } else if (c.op == "rope_kv") {
     if (!k_->rope) k_->rope = std::make_unique<RopeKvKernel>(dev_, options_for(dev_, true));
     prepare_rope_kv(dev_, *k_->rope, c, p);
+  } else if (c.op == "kv_shift") {
+    if (!k_->shift) k_->shift = std::make_unique<KvShiftKernel>(dev_, options_for(dev_, true));
+    prepare_kv_shift(dev_, *k_->shift, c, p);
   } else if (c.op == "diff_attn") {
     if (c.Hkv == 0 || c.in % c.Hkv != 0) throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
     auto& k = k_->attn[{c.out, c.in / c.Hkv, sg}];

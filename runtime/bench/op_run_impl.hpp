@@ -15,6 +15,7 @@
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
 #include "ops/rope_kv.hpp"
+#include "ops/kv_shift.hpp"
 #include "ops/silu_mul.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "vk/gpu.hpp"
@@ -109,6 +110,7 @@ void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const Op
 void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p);
+void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p);
 

@@ -35,11 +35,17 @@ void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_
   if (ranges_overlap(k_cache, v_cache) || ranges_overlap(k_cache, table) || ranges_overlap(v_cache, table))
     throw Error(Status::invalid_argument, "kv_shift: buffers overlap");
   const uint64_t pairs = 2ull * p.Hkv * p.D;  // K and V pairs of a row
+  auto groups = [&](uint64_t cols, uint32_t rows) {
+    std::array<uint32_t, 3> g = elementwise_grid(device_.caps(), cols, wg_, rows);
+    for (int d = 0; d < 2; ++d)
+      if (test_limit_[d]) g[d] = std::min(g[d], test_limit_[d]);
+    return g;
+  };
   for (uint32_t src = p.keep + p.discard; src < p.end;) {
     const uint32_t rows = std::min(p.discard, p.end - src);
     const ShiftPush push{p.Hkv, p.D, p.capacity, src, rows, p.discard};
     program.dispatch(*pipeline_, {{k_cache, Access::read_write}, {v_cache, Access::read_write}, {table, Access::read}}, &push,
-                     sizeof push, elementwise_grid(device_.caps(), pairs, wg_, rows), "kv_shift");
+                     sizeof push, groups(pairs, rows), "kv_shift");
     src += rows;
   }
 }

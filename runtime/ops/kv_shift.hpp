@@ -1,5 +1,6 @@
 // Context shift of one layer's KV cache (shaders/kv_shift.comp; docs/context-overflow.md).
 #pragma once
+#include <array>
 #include <memory>
 
 #include "ops/kernel_options.hpp"
@@ -23,11 +24,13 @@ class KvShiftKernel {
   // too small, overlapping or a table too short). Nothing is recorded when no row moves.
   void record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table, const KvShiftParams& params) const;
   uint32_t workgroup_size() const { return wg_; }
+  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
 
  private:
   Device& device_;
   uint32_t wg_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::array<uint32_t, 2> test_limit_{0, 0};
 };
 
 }  // namespace diffvk
