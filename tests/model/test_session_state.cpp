@@ -61,6 +61,19 @@ void roundtrip(Precision precision) {
   c->restore_state_file(path);
   CHECK(c->decode(66) == want);
 
+  // A version 1 state (the format before context shift: no `exact`, the tokens at 40) is still read.
+  {
+    std::vector<uint8_t> v1(state.begin(), state.begin() + kSessionStateV1HeaderSize);
+    v1[8] = 1;
+    v1.insert(v1.end(), state.begin() + kSessionStateHeaderSize, state.end() - kSessionStateTrailerSize);
+    const uint64_t h = fnv1a64(v1.data(), v1.size());
+    for (int i = 0; i < 8; ++i) v1.push_back(uint8_t(h >> (8 * i)));
+    auto d = Session::create(*model, so);
+    d->restore_state(v1.data(), v1.size());
+    CHECK(d->tokens() == held);
+    CHECK(d->decode(66) == want);
+  }
+
   // An empty session's state restores to an empty session.
   auto e = Session::create(*model, so);
   const auto empty = e->save_state();
@@ -90,6 +103,7 @@ TEST_CASE("session state: other models, precisions, versions, corrupt and oversi
     CHECK(s->tokens() == before);
   };
   refused(std::vector<uint8_t>(state.begin(), state.begin() + 30), "shorter than the 48-byte header");
+  refused(patched(state, 40, 99), "exact rows 99 exceed the position");
   refused(std::vector<uint8_t>(state.begin(), state.end() - 1), "checksum mismatch");
   auto flipped = state;
   flipped[100] ^= 1;
