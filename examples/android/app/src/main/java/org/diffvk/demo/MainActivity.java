@@ -31,7 +31,8 @@ import diffvk.Session;
  * Minimal diffvk demo: a model directory (the bundled assets/tiny-diff is copied to the app's files dir
  * on first run), or "asset:tiny-diff" to read it in place from the APK (AssetModels: descriptors, no
  * copy), a prompt, and Run / Cancel (Session.cancel) buttons. Generates greedily on a worker thread and
- * shows the text, the device, the precision and tokens/s. "Benchmark" opens BenchmarkActivity. No
+ * shows the text, the device, the precision and tokens/s. "Benchmark" opens BenchmarkActivity, "Chat" the
+ * multi-turn ChatActivity (a model directory; not "asset:"). No
  * layout XML: the UI is built in code.
  */
 public class MainActivity extends Activity {
@@ -69,9 +70,12 @@ public class MainActivity extends Activity {
         cancel.setEnabled(false);
         Button benchmark = new Button(this);
         benchmark.setText("Benchmark");
+        Button chat = new Button(this);
+        chat.setText("Chat");
         buttons.addView(run);
         buttons.addView(cancel);
         buttons.addView(benchmark);
+        buttons.addView(chat);
         col.addView(buttons);
         cancel.setOnClickListener(v -> {
             Session s = running;
@@ -79,6 +83,8 @@ public class MainActivity extends Activity {
         });
         benchmark.setOnClickListener(v -> startActivity(
                 new Intent(this, BenchmarkActivity.class).putExtra("modelDir", modelPath.getText().toString())));
+        chat.setOnClickListener(v -> startActivity(
+                new Intent(this, ChatActivity.class).putExtra("modelDir", modelPath.getText().toString())));
         output = new TextView(this);
         output.setTextIsSelectable(true);
         ScrollView scroll = new ScrollView(this);
