@@ -149,12 +149,15 @@ DIFFVK_API diffvk_status diffvk_context_precision(const diffvk_context* context,
 
 /* A checkpoint directory: <dir>/config.json + <dir>/model.safetensors. */
 DIFFVK_API diffvk_status diffvk_model_load(diffvk_context* context, const char* dir, diffvk_model** out);
-/* The same two files, already in memory (read during the call only: the buffers may be freed after it). */
+/* The same two files, already in memory (read during the call only: the buffers may be freed after it).
+ * A .gguf file (docs/gguf.md) carries its own configuration: pass it as safetensors, with config_json NULL
+ * and config_size 0 (since 1.1). */
 DIFFVK_API diffvk_status diffvk_model_load_memory(diffvk_context* context, const char* config_json, size_t config_size,
                                                   const void* safetensors, size_t safetensors_size, diffvk_model** out);
 /* The same two files as byte ranges of open file descriptors, read with pread (the descriptors' offsets do
  * not move; they are not closed). Android: AAsset_openFileDescriptor64() of an uncompressed asset gives
- * (fd, offset, length). size -1 = from offset to the end of the file. */
+ * (fd, offset, length). size -1 = from offset to the end of the file. A .gguf file: its range as the
+ * safetensors range, with config_fd -1 (since 1.1). */
 DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int config_fd, int64_t config_offset,
                                               int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
                                               int64_t safetensors_size, diffvk_model** out);

@@ -89,12 +89,15 @@ class Model {
  public:
   // Loads and validates <dir>/config.json and <dir>/model.safetensors, uploads the weights.
   static std::unique_ptr<Model> load(Context& context, const std::string& dir);
-  // The same two files from memory (read during the call only); `name` is used in messages.
+  // The same two files from memory (read during the call only); `name` is used in messages. A .gguf file
+  // (docs/gguf.md) carries its own configuration: pass it as `safetensors` with config_json nullptr and
+  // config_size 0.
   static std::unique_ptr<Model> load_memory(Context& context, const void* config_json, size_t config_size,
                                             const void* safetensors, size_t safetensors_size,
                                             const std::string& name = "memory");
   // The same two files as byte ranges of open descriptors (pread; the offsets do not move, nothing is
-  // closed). size < 0 = from offset to the end of the file (Android: AAsset_openFileDescriptor64).
+  // closed). size < 0 = from offset to the end of the file (Android: AAsset_openFileDescriptor64). A .gguf
+  // file: its range as `safetensors`, and config_json.fd = -1.
   struct FdRange {
     int fd = -1;
     int64_t offset = 0, size = -1;

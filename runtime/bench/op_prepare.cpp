@@ -1,5 +1,7 @@
 // diffvk_bench: the preparations of the elementwise and cache ops' cases (head_rmsnorm, silu_mul, embed,
-// rope_kv) for OpRunner (op_run.cpp): inputs, the float64 reference, the recorded program, what to check.
+// rope_kv, kv_shift) for OpRunner (op_run.cpp): inputs, the float64 reference, the recorded program, what to check.
+#include <limits>
+
 #include "bench/op_run_impl.hpp"
 #include "ops/linear_quant.hpp"
 
@@ -219,7 +221,14 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepa
   const uint32_t Hkv = c.Hkv, D = c.out, keep = c.pos0, d = c.rows, held = c.in, two_d = 2 * D;
   const size_t cache_elems = size_t(Hkv) * c.capacity * two_d;
   std::mt19937_64 rng(c.seed);
-  const auto kpat = rounded(uniform(rng, cache_elems, -5, 5), f16), vpat = rounded(uniform(rng, cache_elems, -5, 5), f16);
+  auto kpat = rounded(uniform(rng, cache_elems, -5, 5), f16), vpat = rounded(uniform(rng, cache_elems, -5, 5), f16);
+  // The dropped rows are never read: poisoned (NaN), so rows the op should write and does not are caught.
+  for (uint32_t g = 0; g < Hkv; ++g)
+    for (uint32_t pos = keep; pos < keep + d; ++pos)
+      for (uint32_t e = 0; e < two_d; ++e) {
+        const size_t at = (size_t(g) * c.capacity + pos) * two_d + e;
+        kpat[at] = vpat[at] = std::numeric_limits<double>::quiet_NaN();
+      }
   const auto table = rope_table(d + 1, D, 10000.0);  // rows 0 ... d: the kernel reads row d
   // The moved rows: K rotated by -d with the table's float (cos, sin) in double, V copied.
   std::vector<double> kexp, vexp;

@@ -331,8 +331,8 @@ diffvk_status diffvk_model_load_memory_with_options(diffvk_context* c, const cha
                                                     const diffvk_model_options* opts, diffvk_model** out) {
   return guarded(__func__, [&] {
     const diffvk::LoadOptions lo = load_options(opts, out);
-    need(config_json, "config_json");
-    need(safetensors, "safetensors");
+    if (!config_json && config_size) fail(DIFFVK_INVALID_ARGUMENT, "config_json is NULL with config_size " + std::to_string(config_size));
+    need(safetensors, "safetensors");  // a .gguf here with config_json NULL, 0: Model::load_memory checks the rest
     load_model(c, out, [&](diffvk::Context& ctx) {
       return diffvk::Model::load_memory(ctx, config_json, config_size, safetensors, safetensors_size, "memory", lo);
     });

@@ -259,6 +259,12 @@ GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, std::string display_na
   return GgufFile(FileBytes::own(std::move(bytes), std::move(display_name)));
 }
 
+GgufFile GgufFile::from_view(const void* data, size_t size, std::string display_name) {
+  return GgufFile(FileBytes::view(data, size, std::move(display_name)));
+}
+
+bool GgufFile::has_magic(const void* data, size_t size) { return data && size >= 4 && std::memcmp(data, "GGUF", 4) == 0; }
+
 GgufFile::GgufFile(FileBytes b)
     : name_(std::move(b.name)), owner_(std::move(b.owner)), mapped_(b.mapped), bytes_(b.bytes), size_(b.size) {
   parse();

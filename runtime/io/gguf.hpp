@@ -101,6 +101,10 @@ class GgufFile {
   static GgufFile open(const std::string& path);
   // Parses an owned buffer (tests, fuzzing); display_name is used in messages.
   static GgufFile from_bytes(std::vector<uint8_t> bytes, std::string display_name);
+  // Parses caller-owned memory that outlives the GgufFile (Model::load_memory).
+  static GgufFile from_view(const void* data, size_t size, std::string display_name);
+  // True when `size` bytes at `data` start with the GGUF magic.
+  static bool has_magic(const void* data, size_t size);
 
   const std::string& name() const { return name_; }
   uint32_t version() const { return version_; }

@@ -34,6 +34,8 @@ Checkpoint open_checkpoint(const std::string& dir);
 // A diffllama GGUF file: the config from its diffllama.* keys (checked by parse_model_config's rules), F32/F16/BF16
 // tensors. Q8_0/Q4_0 tensors are refused (invalid_argument): the quantized kernels do not exist yet.
 Checkpoint open_gguf_checkpoint(const std::string& path);
+// The same from an open GGUF file (memory, descriptors): the checkpoint keeps it alive.
+Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file);
 
 // Native format: `config` parsed from config.json.
 Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config);

@@ -11,10 +11,13 @@
 
 namespace diffvk {
 
-Checkpoint open_gguf_checkpoint(const std::string& path) {
+Checkpoint open_gguf_checkpoint(const std::string& path) { return open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::open(path))); }
+
+Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   Checkpoint ck;
-  ck.gguf = std::make_unique<GgufFile>(GgufFile::open(path));
+  ck.gguf = std::move(file);
   const GgufFile& f = *ck.gguf;
+  const std::string path = f.name();
   auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
   const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
   if (arch != "diffllama") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama'");

@@ -71,7 +71,17 @@ std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json,
 std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
                                           size_t safetensors_size, const std::string& name, const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (!config_json || !safetensors) throw Error(Status::invalid_argument, name + ": config or safetensors buffer is NULL");
+  if (!safetensors) throw Error(Status::invalid_argument, name + ": the weights buffer is NULL");
+  if (GgufFile::has_magic(safetensors, safetensors_size)) {  // a .gguf carries its own configuration
+    if (config_json || config_size)
+      throw Error(Status::invalid_argument, name + ": the weights are a .gguf, which carries its own configuration: pass no "
+                                                   "config.json (NULL, 0)");
+    ctx.device().check_not_lost();
+    Checkpoint ck = open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::from_view(safetensors, safetensors_size, name + " (gguf)")));
+    return load_checkpoint(ctx, ck, options, name, t0);
+  }
+  if (!config_json)
+    throw Error(Status::invalid_argument, name + ": the config.json buffer is NULL (only a .gguf carries its own configuration)");
   if (config_size > kMaxConfigBytes)
     throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) + " bytes, more than the limit of " +
                                           std::to_string(kMaxConfigBytes));
@@ -92,10 +102,21 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   ctx.device().check_not_lost();
   const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
                     wname = "model.safetensors (fd " + std::to_string(safetensors.fd) + ")";
+  if (config_json.fd < 0) {  // only a .gguf carries its own configuration
+    const std::string gname = "gguf (fd " + std::to_string(safetensors.fd) + ")";
+    std::vector<uint8_t> bytes = read_range(safetensors, std::numeric_limits<uint64_t>::max(), gname);
+    if (!GgufFile::has_magic(bytes.data(), bytes.size()))
+      throw Error(Status::invalid_argument, gname + ": no config.json descriptor (-1), and the weights are not a .gguf (only a "
+                                                    ".gguf carries its own configuration)");
+    Checkpoint ck = open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::from_bytes(std::move(bytes), gname)));
+    return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
+  }
   const auto cfg_bytes = read_range(config_json, kMaxConfigBytes, cname);
   ModelConfig cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
-  auto st = std::make_unique<SafetensorsFile>(
-      SafetensorsFile::from_bytes(read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname), wname));
+  std::vector<uint8_t> weights = read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname);
+  if (GgufFile::has_magic(weights.data(), weights.size()))
+    throw Error(Status::invalid_argument, wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
+  auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
   return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
 }

@@ -264,6 +264,38 @@ static int test_load_memory(const char* dir) {
   return 0;
 }
 
+/* ---- a .gguf from a path, from memory and from a descriptor range, without config.json (issue 19 item 3) ---- */
+static int test_gguf(const char* gguf) {
+  size_t n = 0;
+  char* bytes = read_whole(gguf, &n);
+  int fd;
+  diffvk_context* ctx = make_context();
+  diffvk_model *from_path = NULL, *from_mem = NULL, *from_fd = NULL, *bad = NULL;
+  if (!ctx || !bytes) return 1;
+  EXPECT(diffvk_model_load(ctx, gguf, &from_path) == DIFFVK_OK);
+  EXPECT(diffvk_model_load_memory(ctx, NULL, 0, bytes, n, &from_mem) == DIFFVK_OK);
+  EXPECT(diffvk_model_load_memory(ctx, "{}", 2, bytes, n, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "carries its own configuration") != NULL);
+  EXPECT(diffvk_model_load_memory(ctx, NULL, 2, bytes, n, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_model_load_memory(ctx, NULL, 0, bytes, n / 2, &bad) != DIFFVK_OK && bad == NULL); /* truncated */
+  fd = open(gguf, O_RDONLY);
+  EXPECT(fd >= 0);
+  if (fd >= 0) {
+    EXPECT(diffvk_model_load_fd(ctx, -1, 0, 0, fd, 0, -1, &from_fd) == DIFFVK_OK);
+    close(fd);
+  }
+  memset(bytes, 0xff, n); /* read during the call only */
+  free(bytes);
+  if (!from_path || !from_mem || !from_fd) return 1;
+  EXPECT(same_logits(from_path, from_mem));
+  EXPECT(same_logits(from_path, from_fd));
+  EXPECT(diffvk_model_destroy(from_fd) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(from_mem) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(from_path) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
 static int test_load_fd(const char* dir, const char* scratch) {
   char path[4096];
   size_t cs = 0, ws = 0;
@@ -777,7 +809,7 @@ static int test_chat_template(const char* data_dir) {
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
-    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd|weights|weights_sources> <model dir> [scratch file]\n", argv[0]);
+    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd|gguf|weights|weights_sources> <model dir or .gguf> [scratch file]\n", argv[0]);
     return 2;
   }
   if (!strcmp(argv[1], "version")) rc = test_version();
@@ -785,6 +817,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "cancel")) rc = test_cancel(argv[2]);
   else if (!strcmp(argv[1], "log")) rc = test_log(argv[2]);
   else if (!strcmp(argv[1], "load_memory")) rc = test_load_memory(argv[2]);
+  else if (!strcmp(argv[1], "gguf")) rc = test_gguf(argv[2]);
   else if (!strcmp(argv[1], "load_fd") && argc > 3) rc = test_load_fd(argv[2], argv[3]);
   else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
   else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);

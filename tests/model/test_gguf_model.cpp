@@ -4,6 +4,7 @@
 // quantized at load (LoadOptions::weights), its embedding's blocks too, and a mismatched kind refused.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -49,8 +52,37 @@ TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpo
     }
     CHECK(diff <= 0.02 * (1 + amax));  // the weights differ by their fp16 rounding
   }
-  std::remove((base + "-f16.gguf").c_str());
 
+  // The same file from memory and from a descriptor range (with no config.json: a .gguf carries its own), as
+  // an app embeds it (issue 19 item 3): the same logits, bit for bit. A .gguf with a config, or no config
+  // and no .gguf, is refused naming the problem.
+  std::ifstream in(base + "-f16.gguf", std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  auto m = Model::load_memory(*ctx, nullptr, 0, bytes.data(), bytes.size(), "app gguf");
+  CHECK(m->load_stats().format == "gguf");
+  CHECK(Session::create(*m, SessionOptions{32, 8})->prefill(tokens, true) == b);
+  {
+    // A packed file (like an APK): 100 bytes of something else, then the .gguf.
+    const std::string packed = base + "-packed.bin";
+    {
+      std::ofstream out(packed, std::ios::binary);
+      out << std::string(100, 'x');
+      out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    }
+    const int fd = ::open(packed.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    auto f = Model::load_fd(*ctx, {-1, 0, 0}, {fd, 100, int64_t(bytes.size())});
+    CHECK(Session::create(*f, SessionOptions{32, 8})->prefill(tokens, true) == b);
+    ::close(fd);
+    std::remove(packed.c_str());
+  }
+  const std::string cfg = "{}";
+  CHECK_THROWS_WITH_AS(Model::load_memory(*ctx, cfg.data(), cfg.size(), bytes.data(), bytes.size(), "x"),
+                       doctest::Contains("carries its own configuration"), Error);
+  const std::string not_gguf = "not a gguf file";
+  CHECK_THROWS_WITH_AS(Model::load_memory(*ctx, nullptr, 0, not_gguf.data(), not_gguf.size(), "x"),
+                       doctest::Contains("config.json buffer is NULL"), Error);
+  std::remove((base + "-f16.gguf").c_str());
 }
 
 namespace {

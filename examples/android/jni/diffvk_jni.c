@@ -195,18 +195,20 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jcl
                                                                 jobject weights, jint weight_format) {
   const diffvk_model_options mo = djni_model_options(weight_format);
   diffvk_model* model = NULL;
-  void *c, *w;
-  jlong cn, wn;
+  void *c = NULL, *w;
+  jlong cn = 0, wn;
   (void)cls;
-  if (!config || !weights) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.loadFromMemory: a buffer is null");
+  if (!weights) { /* config null: a .gguf (Model.loadGgufFromMemory), which carries its own configuration */
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.loadFromMemory: the weights buffer is null");
     return 0;
   }
-  c = (*env)->GetDirectBufferAddress(env, config);
+  if (config) {
+    c = (*env)->GetDirectBufferAddress(env, config);
+    cn = (*env)->GetDirectBufferCapacity(env, config);
+  }
   w = (*env)->GetDirectBufferAddress(env, weights);
-  cn = (*env)->GetDirectBufferCapacity(env, config);
   wn = (*env)->GetDirectBufferCapacity(env, weights);
-  if (!c || !w || cn < 0 || wn < 0) {
+  if ((config && !c) || !w || cn < 0 || wn < 0) {
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Model.loadFromMemory: the buffers must be direct ByteBuffers");
     return 0;
   }

@@ -87,6 +87,20 @@ public final class Model implements AutoCloseable {
                                                        weightsLength, w));
   }
 
+  /**
+   * A .gguf file (docs/gguf.md; `diffvk quantize`) from memory: a DIRECT ByteBuffer (whole capacity), read
+   * during the call only. The file carries its own configuration.
+   */
+  public static Model loadGgufFromMemory(java.nio.ByteBuffer gguf, Options options) {
+    if (gguf == null) throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Model.loadGgufFromMemory: gguf is null");
+    return load(options, (ctx, w) -> nativeModelLoadMemory(ctx, null, gguf, w));
+  }
+
+  /** A .gguf file as a byte range of an open descriptor (an uncompressed asset: AssetManager.openFd); length -1 = to the end. */
+  public static Model loadGgufFromFd(int fd, long offset, long length, Options options) {
+    return load(options, (ctx, w) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, w));
+  }
+
   private interface Loader {
     long load(long context, int weights);
   }

@@ -267,6 +267,27 @@ public final class V1Test {
     } finally {
       Files.deleteIfExists(pack);
     }
+    // A .gguf (args[1], written by `diffvk quantize` in a CTest fixture) from a path, memory and a descriptor.
+    if (args.length > 1) {
+      byte[] gguf = Files.readAllBytes(Paths.get(args[1]));
+      float[] g;
+      try (Model m = Model.load(args[1], opts); Session s = m.newSession(0)) {
+        g = s.prefill(prompt);
+      }
+      try (Model m = Model.loadGgufFromMemory(direct(gguf), opts); Session s = m.newSession(0)) {
+        check(Arrays.equals(g, s.prefill(prompt)), "loadGgufFromMemory: the logits of the file");
+      }
+      try (RandomAccessFile f = new RandomAccessFile(args[1], "r");
+           Model m = Model.loadGgufFromFd(fdOf(f), 0, -1, opts); Session s = m.newSession(0)) {
+        check(Arrays.equals(g, s.prefill(prompt)), "loadGgufFromFd: the logits of the file");
+      }
+      try {
+        Model.loadGgufFromMemory(direct(st), opts);
+        check(false, "a safetensors file was accepted as a .gguf");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.INVALID_ARGUMENT, "safetensors as a .gguf: INVALID_ARGUMENT (" + e.getMessage() + ")");
+      }
+    }
 
     // Options.weights (diffvk_model_options.weights): Q8_0 / Q4_0 load from every source, give finite logits
     // near the f16 ones (quantization noise only) and really differ from them; an unknown value is refused.
