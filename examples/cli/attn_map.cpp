@@ -50,7 +50,8 @@ Runner register_attn_map(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("attn-map", "draw one layer's attention maps A1, A2 and A1 - lambda*A2 for a prompt");
-  cmd->add_option("--model", a->model, "checkpoint directory (default: the bundled model)")->check(CLI::ExistingDirectory);
+  cmd->add_option("--model", a->model, "checkpoint directory or .gguf file (default: the bundled model)")
+      ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--prompt,-p", a->prompt, "prompt text (the tokenizer of `diffvk run`)")->required();
   cmd->add_option("--layer", a->layer, "layer index (0-based)")->required();
   cmd->add_option("--head", a->head, "head index (default: every head), in [0, 65535]")->check(CLI::Range(0, 65535));

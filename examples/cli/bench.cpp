@@ -109,7 +109,7 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--op", o.op, "with --ops (implied): only this op's rows (linear, linear_row, head_rmsnorm, silu_mul, embed, rope_kv, kv_shift, diff_attn, attn_probs)");
   cmd->add_option("--model", o.model_dir, "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
                                           "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option_function<std::string>(

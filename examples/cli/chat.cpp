@@ -66,7 +66,8 @@ Runner register_chat(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal (one message per line; /help lists the commands)");
-  cmd->add_option("--model", a->model, "checkpoint directory (default: the bundled model)")->check(CLI::ExistingDirectory);
+  cmd->add_option("--model", a->model, "checkpoint directory or .gguf file (default: the bundled model)")
+      ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--context", a->context, "KV-cache capacity in tokens (default: max_position_embeddings)");
   cmd->add_option("--chat-template", a->chat_template,
                   "auto (the model's tokenizer_config.json), chatml, llama2 or llama3 (docs/chat-templates.md); the bundled "

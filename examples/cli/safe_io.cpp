@@ -26,12 +26,15 @@ void check_output(const std::string& output, const std::string& option, const st
   if (output.empty()) throw Error(Status::invalid_argument, option + ": empty path");
   // Files the output must not be: every input, and every file in the model directory.
   std::vector<std::string> protect = inputs;
-  if (!model_dir.empty())
+  if (!model_dir.empty()) {
     if (DIR* d = ::opendir(model_dir.c_str())) {
       while (const dirent* e = ::readdir(d))
         if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) protect.push_back(model_dir + "/" + e->d_name);
       ::closedir(d);
+    } else {
+      protect.push_back(model_dir);  // a .gguf model is one file
     }
+  }
   struct stat out_st;
   if (::stat(output.c_str(), &out_st) == 0) {  // follows symlinks: a link to an input is the input
     if (S_ISDIR(out_st.st_mode)) throw Error(Status::invalid_argument, option + " '" + output + "' is a directory");

@@ -69,3 +69,24 @@ TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
   CHECK(attn_map(tmp, "--model " + model + " --prompt " + std::string(300, 'a') + " --layer 0 --json " + (tmp / "e.json"), &out) != 0);
   CHECK(out.find("at most 256") != std::string::npos);
 }
+
+// Issue 19 item 3: every command that takes a checkpoint takes a .gguf (attn-map, chat and bench --model here;
+// run, logits and perplexity have their own tests). An output path that is the .gguf itself is refused.
+TEST_CASE("cli: attn-map, chat and bench --model take a .gguf file") {
+  test::TempDir tmp("diffvk-gguf-cli");
+  const std::string model = tmp / "model", gguf = tmp / "model.gguf";
+  test::write_tiny_model(model);
+  test::CliResult r = test::run_cli(tmp, "quantize --type q8_0 " + model + " " + gguf);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  std::string out;
+  CHECK_MESSAGE(attn_map(tmp, "--model " + gguf + " --prompt 'Hi' --layer 0 --output " + (tmp / "g.png"), &out) == 0, out);
+  CHECK(test::read_bytes(tmp / "g.png").size() > 8);
+  CHECK(attn_map(tmp, "--model " + gguf + " --prompt 'Hi' --layer 0 --output " + gguf, &out) != 0);  // not over the model
+  CHECK_MESSAGE(out.find("refusing to replace an input") != std::string::npos, out);
+  r = test::run_cli(tmp, "bench --model " + gguf + " --prompt-tokens 8 --decode-tokens 4");
+  CHECK_MESSAGE(r.exit_code == 0, r.out);
+  CHECK_MESSAGE(r.out.find("decode") != std::string::npos, r.out);
+  r = test::run_cli(tmp, "chat --model " + gguf + " --chat-template chatml < /dev/null");
+  CHECK_MESSAGE(r.exit_code == 0, r.out);
+  CHECK_MESSAGE(r.out.find("chat template chatml") != std::string::npos, r.out);
+}

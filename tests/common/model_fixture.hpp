@@ -86,11 +86,17 @@ inline std::vector<uint8_t> encode_safetensors(const Tensors& ts) {
   }
   std::string text = h.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::vector<uint8_t> out(8);
-  uint64_t n = text.size();
+  // Sized once and filled with memcpy: GCC 12 warns (-Wstringop-overread, a false positive) about a
+  // vector<uint8_t>::insert of string iterators that reallocates.
+  std::vector<uint8_t> out(8 + text.size() + off);
+  const uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out[i] = uint8_t(n >> (8 * i));
-  out.insert(out.end(), text.begin(), text.end());
-  for (const auto& kv : ts) out.insert(out.end(), kv.second.bytes.begin(), kv.second.bytes.end());
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  size_t at = 8 + text.size();
+  for (const auto& kv : ts) {
+    if (!kv.second.bytes.empty()) std::memcpy(out.data() + at, kv.second.bytes.data(), kv.second.bytes.size());
+    at += kv.second.bytes.size();
+  }
   return out;
 }
 

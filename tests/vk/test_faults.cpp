@@ -149,15 +149,21 @@ TEST_CASE("faults: a context longer than the KV cache is an error and the sessio
 // hook removed, a fresh context runs the same sequence.
 // One sweep per fault kind (two CTest tests that run side by side: each is the longest test of a pass).
 // DIFFVK_FAULT_STRIDE=k (default 1: every call) injects at every k-th call only, the device-lost sweep
-// from call 1 and the out-of-memory sweep from call 1 + k/2 (DIFFVK_FAULT_SWAP=1: the other way round).
-// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 2 (every call fails once), pass 2 (SwiftShader) stride 4
-// swapped; .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios
-// about four times slower): one injection every 7 calls, alternating the kinds. The line the test prints
-// says which calls were injected.
+// from call s and the out-of-memory sweep from call s + k/2 (DIFFVK_FAULT_SWAP=1: the other way round),
+// s = DIFFVK_FAULT_START (default 1).
+// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 4 from call 1 (device lost at 1, 5, 9, ..., out of memory
+// at 3, 7, 11, ...), pass 2 (SwiftShader) stride 4 from call 2 (2, 6, ... and 4, 8, ...): between them every
+// call fails once. .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios about four times slower): one
+// injection every 7 calls, alternating the kinds. The line the test prints says which calls were injected.
 static int fault_stride() {
   const char* e = std::getenv("DIFFVK_FAULT_STRIDE");
   const int k = e ? std::atoi(e) : 1;
   return k >= 1 && k <= 100 ? k : 1;
+}
+static int fault_start() {
+  const char* e = std::getenv("DIFFVK_FAULT_START");
+  const int s = e ? std::atoi(e) : 1;
+  return s >= 1 && s <= 100 ? s : 1;
 }
 static bool fault_swap() {
   const char* e = std::getenv("DIFFVK_FAULT_SWAP");
@@ -202,7 +208,7 @@ static void fault_sweep(VkResult fault) {
     const Status want = fault == VK_ERROR_DEVICE_LOST ? Status::device_lost : Status::out_of_memory;
     const bool lost_first = (fault == VK_ERROR_DEVICE_LOST) != fault_swap();
     // The second kind starts half a stride later: together the two sweeps inject at every (stride/2)-th call.
-    const int stride = fault_stride(), first = 1 + (lost_first ? 0 : stride / 2);
+    const int stride = fault_stride(), first = fault_start() + (lost_first ? 0 : stride / 2);
     for (int n = first; n <= total; n += stride) {
       std::atomic<int> seen{0};
       std::string site;
@@ -242,8 +248,9 @@ static void fault_sweep(VkResult fault) {
   std::printf("faults: %d checked calls, %s at %s, %d errors surfaced\n", total,
               fault == VK_ERROR_DEVICE_LOST ? "device lost" : "out of device memory",
               fault_stride() == 1 ? "each"
-                                  : ("one call in " + std::to_string(fault_stride()) + " (DIFFVK_FAULT_STRIDE" +
-                                     (fault_swap() ? ", swapped" : "") + ")").c_str(),
+                                  : ("one call in " + std::to_string(fault_stride()) + " from call " +
+                                     std::to_string(fault_start()) + " (DIFFVK_FAULT_STRIDE" + (fault_swap() ? ", swapped" : "") + ")")
+                                        .c_str(),
               failures);
 
   // The hook is gone: a fresh context works and computes the same logits.
