@@ -195,12 +195,16 @@ class Session {
   // (they attended to the dropped tokens): that is the approximation every context shift makes.
   // invalid_argument (nothing changed) unless 0 < discard and keep + discard <= position().
   void shift(uint32_t keep, uint32_t discard);
+  // The shift policy's step: when `rows` more tokens do not fit, shift(min(keep, position()), max(half of
+  // what follows, what the rows need)) and return true; false (nothing done) when they fit. invalid_argument
+  // when they cannot fit next to the kept tokens. prefill_shifting and generate use it.
+  bool make_room(uint32_t keep, uint32_t rows);
   // Every token given to the session since reset(): tokens() plus those context shifts dropped, in order
   // (a rewind below the last shift's kept tokens forgets the dropped ones).
   std::vector<int32_t> history() const;
   // Prefill under the shift policy: like prefill_reusing, but the common prefix is taken with history(),
   // so a conversation that only grew continues after a shift without recomputing; and whenever the next
-  // chunk does not fit, shift(keep, max(half of what follows keep, what the chunk needs)) makes room.
+  // chunk does not fit, make_room(keep, chunk) shifts.
   // A prompt longer than the context is prefilled to its end, the oldest tokens after `keep` dropped.
   // invalid_argument for keep >= capacity() or a bad token (before any work). A failure while running
   // leaves the session holding what was computed. Returns the logits of the last token.

@@ -119,6 +119,21 @@ void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prep
   p.flops = 0;
 }
 
+// A KV cache of rope_kv / kv_shift at byte `off` of the downloaded arena: the elements the op writes
+// (`written`) are appended to `got` in index order; every other one must still hold the pre-filled `pattern`
+// bit for bit (each that does not counts in `pad`).
+namespace {
+void check_cache(const std::vector<uint8_t>& b, VkDeviceSize off, const std::vector<uint8_t>& pattern,
+                 const std::vector<bool>& written, size_t es, std::vector<float>& got, size_t& pad) {
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (written[i])
+      got.push_back(value_at(b, off / es + i, es));
+    else
+      pad += std::memcmp(&b[off + i * es], pattern.data() + i * es, es) != 0;
+  }
+}
+}  // namespace
+
 // ---------------------------------------------------------------- rope_kv (RoPE + KV-cache append, chunk by chunk)
 void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p) {
   constexpr double kTheta = 10000.0;
@@ -202,12 +217,7 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
     for (const auto& [off, n] : qs)
       for (size_t i = 0; i < n / es; ++i) got.push_back(value_at(b, off / es + i, es));
     for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)})
-      for (size_t i = 0; i < cache_elems; ++i) {
-        if (written[i])
-          got.push_back(value_at(b, off / es + i, es));
-        else
-          pad += std::memcmp(&b[off + i * es], pat->data() + i * es, es) != 0;
-      }
+      check_cache(b, off, *pat, written, es, got, pad);
     return got;
   };
   p.bytes = uint64_t(c.rows) * width * es + uint64_t(c.rows) * (qw + 2 * kw) * es + uint64_t(c.rows) * (D / 2) * 8;
@@ -268,12 +278,7 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepa
   p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
     std::vector<float> got;
     for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)})
-      for (size_t i = 0; i < cache_elems; ++i) {
-        if (moved[i])
-          got.push_back(value_at(b, off / es + i, es));
-        else
-          pad += std::memcmp(&b[off + i * es], pat->data() + i * es, es) != 0;
-      }
+      check_cache(b, off, *pat, moved, es, got, pad);
     return got;
   };
   const uint64_t moved_rows = held > keep + d ? held - keep - d : 0;

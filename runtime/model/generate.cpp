@@ -150,11 +150,7 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
       r.reason = StopReason::max_tokens;
       break;
     }
-    if (shifting && session.position() >= session.capacity()) {  // room for the next token
-      const uint32_t keep = std::min(options.keep, session.position());
-      session.shift(keep, std::max(1u, (session.position() - keep) / 2));
-      ++r.shifts;
-    }
+    if (shifting && session.make_room(options.keep, 1)) ++r.shifts;  // room for the next token
     if (on_device) {
       const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
       next = session.decode_sample(next, sampler.options().temperature, sampler.options().top_k, u);

@@ -194,22 +194,26 @@ void Session::Impl::truncate(uint32_t n, bool keep_dropped) {
   pos = n;
 }
 
-void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what, bool context) const {
+void Session::Impl::check_vocab(const std::vector<int32_t>& toks, const char* what) const {
   const uint32_t V = m->cfg.vocab_size;
   if (toks.empty()) throw Error(Status::invalid_argument, std::string(what) + ": no tokens");
-  if (context && uint64_t(pos) + toks.size() > cap)
-    throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " + std::to_string(pos) +
-                                              " exceed the context of " + std::to_string(cap));
   for (size_t i = 0; i < toks.size(); ++i)
     if (toks[i] < 0 || uint32_t(toks[i]) >= V)
       throw Error(Status::invalid_argument, "token " + std::to_string(toks[i]) + " at index " + std::to_string(i) +
                                                 " is outside the vocabulary [0, " + std::to_string(V) + ")");
 }
 
+void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what, uint32_t at) const {
+  if (!toks.empty() && uint64_t(at) + toks.size() > cap)
+    throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " + std::to_string(at) +
+                                              " exceed the context of " + std::to_string(cap));
+  check_vocab(toks, what);
+}
+
 std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_logits) {
   Impl& s = *impl_;
   s.m->dev->check_not_lost();
-  s.check_tokens(toks, "prefill");
+  s.check_tokens(toks, "prefill", s.pos);
   // All or nothing: a failure in any chunk puts the position back where it was (device loss is marked
   // by Device::submit_and_wait). The KV rows the earlier chunks wrote lie at or beyond that position,
   // where nothing reads them before they are written again, so the visible cache is exactly as before.
@@ -277,18 +281,8 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
   if (toks.size() > kAttentionMapMaxTokens)
     throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) + " tokens exceed the limit of " +
                                               std::to_string(kAttentionMapMaxTokens));
-  {
-    const uint32_t was = s.pos;
-    s.pos = 0;  // the checks of a fresh prefill
-    try {
-      s.check_tokens(toks, "attention_maps");
-    } catch (...) {
-      s.pos = was;  // bad arguments leave the session as it was
-      throw;
-    }
-    s.pos = was;
-    s.truncate(0);
-  }
+  s.check_tokens(toks, "attention_maps", 0);  // the maps are of a fresh prefill; bad arguments change nothing
+  s.truncate(0);
   AttentionMaps r;
   r.layer = layer;
   r.head0 = head < 0 ? 0 : uint32_t(head);
@@ -354,15 +348,7 @@ std::vector<float> Session::prefill_reusing(const std::vector<int32_t>& toks, ui
   const size_t limit = std::min<size_t>(s.exact, toks.empty() ? 0 : toks.size() - 1);
   while (keep < limit && s.held[keep] == toks[keep]) ++keep;
   // The checks of prefill on the whole sequence (kept + rest = tokens), before anything changes.
-  const uint32_t was = s.pos;
-  s.pos = 0;
-  try {
-    s.check_tokens(toks, "prefill_reusing");
-  } catch (...) {
-    s.pos = was;
-    throw;
-  }
-  s.pos = was;
+  s.check_tokens(toks, "prefill_reusing", 0);
   s.truncate(keep);
   if (reused) *reused = keep;
   return prefill(std::vector<int32_t>(toks.begin() + keep, toks.end()));
@@ -400,13 +386,25 @@ void Session::shift(uint32_t keep, uint32_t discard) {
   s.pos = end - discard;
 }
 
+bool Session::make_room(uint32_t keep, uint32_t rows) {
+  Impl& s = *impl_;
+  if (uint64_t(s.pos) + rows <= s.cap) return false;
+  const uint32_t k = std::min(keep, s.pos);
+  if (rows > s.cap - k)
+    throw Error(Status::invalid_argument, "make_room: " + std::to_string(rows) + " tokens do not fit next to the " + std::to_string(k) +
+                                              " kept in a context of " + std::to_string(s.cap));
+  // Half of what follows keep, and at least what the rows need.
+  shift(k, std::max((s.pos - k) / 2, s.pos + rows - s.cap));
+  return true;
+}
+
 std::vector<float> Session::prefill_shifting(const std::vector<int32_t>& toks, uint32_t keep, uint32_t* reused) {
   Impl& s = *impl_;
   s.m->dev->check_not_lost();
   if (keep >= s.cap)
     throw Error(Status::invalid_argument, "prefill_shifting: keep " + std::to_string(keep) + " leaves no room in a context of " +
                                               std::to_string(s.cap));
-  s.check_tokens(toks, "prefill_shifting", false);
+  s.check_vocab(toks, "prefill_shifting");  // no context check: a prompt longer than the context is shifted through
   // The longest common prefix with the history, the last token always computed.
   size_t common = 0;
   const size_t limit = std::min(s.history.size(), toks.size() - 1);
@@ -427,10 +425,7 @@ std::vector<float> Session::prefill_shifting(const std::vector<int32_t>& toks, u
   std::vector<float> out;
   while (from < toks.size()) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>({toks.size() - from, s.chunk, s.cap - keep}));
-    if (s.pos + rows > s.cap) {  // drop half of what follows keep, and at least what this chunk needs
-      const uint32_t k = std::min(keep, s.pos);
-      shift(k, std::max((s.pos - k) / 2, s.pos + rows - s.cap));
-    }
+    make_room(keep, rows);
     const bool final = from + rows == toks.size();
     out = s.run(toks.data() + from, rows, final ? HeadOut::last : HeadOut::none);
     from += rows;

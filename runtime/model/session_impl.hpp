@@ -49,7 +49,10 @@ struct Session::Impl {
   }
   Recorded record(uint32_t rows, HeadOut out, const MapTap* tap) const;
   Program& program(uint32_t rows, HeadOut out);
-  void check_tokens(const std::vector<int32_t>& toks, const char* what, bool context = true) const;
+  // Non-empty, every id in the vocabulary (invalid_argument naming the first bad one).
+  void check_vocab(const std::vector<int32_t>& toks, const char* what) const;
+  // check_vocab, after context_overflow when the tokens, starting at position `at`, pass the capacity.
+  void check_tokens(const std::vector<int32_t>& toks, const char* what, uint32_t at) const;
   // Sets the position to n <= pos (rewind, reset, a failed run): exact and history follow. At n == tail_at
   // the dropped tokens stay in history only with keep_dropped (what comes next continues the conversation).
   void truncate(uint32_t n, bool keep_dropped = false);

@@ -23,6 +23,12 @@ size_t count(const std::string& s, const std::string& part) {
   for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
   return n;
 }
+// util-linux `script` gives the CLI a pseudo-terminal; without it the test is skipped (test::skip), not passed.
+bool have_script() {
+  if (std::system("command -v script > /dev/null 2>&1") == 0) return true;
+  test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
+  return false;
+}
 // Types `input` into `diffvk chat <args>` running on a pseudo-terminal; returns the exit code and the terminal's text.
 std::pair<int, std::string> chat(const test::TempDir& tmp, const std::string& args, const std::string& input) {
   const std::string in = tmp / "in.txt", out = tmp / "out.txt";
@@ -41,10 +47,7 @@ std::pair<int, std::string> chat(const test::TempDir& tmp, const std::string& ar
 }  // namespace
 
 TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and /load, a full context") {
-  if (std::system("command -v script > /dev/null 2>&1") != 0) {
-    test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
-    return;
-  }
+  if (!have_script()) return;
   test::TempDir tmp("diffvk-chat");
   const std::string saved = tmp / "chat.json";
   auto [rc, out] = chat(tmp, "--chat-template chatml --system 'Be brief.' -n 8",
@@ -74,10 +77,7 @@ TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and 
 }
 
 TEST_CASE("cli: chat --overflow shift goes on past the context, keeping the system message") {
-  if (std::system("command -v script > /dev/null 2>&1") != 0) {
-    test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
-    return;
-  }
+  if (!have_script()) return;
   test::TempDir tmp("diffvk-chat-shift");
   std::string input;
   for (int i = 0; i < 4; ++i) input += "Tell me more about the number " + std::to_string(i) + " and its friends, please.\n";
@@ -97,10 +97,7 @@ TEST_CASE("cli: chat --overflow shift goes on past the context, keeping the syst
 // the shift policy (and, in the ASan build, with no leak). Label "large"; minutes under ASan.
 TEST_SUITE("large") {
   TEST_CASE("cli: chat, a 10,000-token conversation at capacity 512 under --overflow shift") {
-    if (std::system("command -v script > /dev/null 2>&1") != 0) {
-      test::skip("util-linux 'script' (a pseudo-terminal) is not installed");
-      return;
-    }
+    if (!have_script()) return;
     test::TempDir tmp("diffvk-chat-10k");
     std::string input;
     for (int i = 0; i < 40; ++i)

@@ -91,9 +91,17 @@ TEST_CASE("context shift: bad arguments change nothing, the exact prefix survive
   CHECK_THROWS_WITH_AS(s->shift(10, 11), doctest::Contains("the session holds 20"), Error);
   CHECK(s->position() == 20);
   CHECK(s->tokens() == t);
+  // make_room: nothing when the rows fit; refused when they cannot fit next to the kept tokens.
+  CHECK_FALSE(s->make_room(4, 12));
+  CHECK(s->position() == 20);
+  CHECK_THROWS_WITH_AS(s->make_room(4, 29), doctest::Contains("make_room"), Error);
+  CHECK(s->position() == 20);
   s->shift(4, 16);  // nothing moves: the last 16 tokens go
   CHECK(s->tokens() == std::vector<int32_t>(t.begin(), t.begin() + 4));
   s->prefill(tokens(10, 3));
+  CHECK(s->make_room(4, 20));  // 14 held: max(half of the 10 after keep, the 2 the rows need) = 5 go
+  CHECK(s->position() == 9);
+  s->prefill(tokens(5, 8));
   s->shift(4, 5);
   const auto state = s->save_state();
   auto r = Session::create(*model, SessionOptions{32, 8});
