@@ -30,6 +30,10 @@ layout(constant_id = 4) const uint RM = 8;
 layout(constant_id = 5) const uint RN = 4;
 layout(constant_id = 6) const uint VEC = 0;
 layout(constant_id = 7) const uint Y32 = 0;
+// k steps per unrolled body of the multiply: BK (the whole step unrolled) except under the quirk
+// long_unrolled_compile (runtime/vk/quirks.cpp), where a loop runs BK / KU bodies of KU steps. A power of
+// two, <= BK.
+layout(constant_id = 8) const uint KU = 32;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -161,24 +165,31 @@ void store_tile(uint lid, uint buf) {
   }
 }
 
+void compute_step(uint tx, uint ty, uint buf, uint kk) {
+  const uint xo = buf * XB + kk * BM, wo = buf * WB + kk * BN;
+  const uint sx = ((kk / UK) * SF) & SXM, sw = ((kk / UK) * SF) & SWM;
+  float a[RM];
+  float b[RN];
+  [[unroll]] for (uint q = 0; q < RM / VM; ++q)
+    [[unroll]] for (uint c = 0; c < VM; ++c) {
+      if (VM == 4u) a[q * VM + c] = xs[xo + ((q * TY + (ty ^ sx)) << 2) + c];  // == phys(): sx < TY
+      else a[q * VM + c] = xs[xo + phys((q * TY + ty) * VM + c, sx)];
+    }
+  [[unroll]] for (uint q = 0; q < RN / VN; ++q)
+    [[unroll]] for (uint c = 0; c < VN; ++c) {
+      if (VN == 4u) b[q * VN + c] = ws[wo + ((q * TX + (tx ^ sw)) << 2) + c];
+      else b[q * VN + c] = ws[wo + phys((q * TX + tx) * VN + c, sw)];
+    }
+  [[unroll]] for (uint i = 0; i < RM; ++i)
+    [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+}
+
 void compute(uint tx, uint ty, uint buf) {
-  [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-    const uint xo = buf * XB + kk * BM, wo = buf * WB + kk * BN;
-    const uint sx = ((kk / UK) * SF) & SXM, sw = ((kk / UK) * SF) & SWM;
-    float a[RM];
-    float b[RN];
-    [[unroll]] for (uint q = 0; q < RM / VM; ++q)
-      [[unroll]] for (uint c = 0; c < VM; ++c) {
-        if (VM == 4u) a[q * VM + c] = xs[xo + ((q * TY + (ty ^ sx)) << 2) + c];  // == phys(): sx < TY
-        else a[q * VM + c] = xs[xo + phys((q * TY + ty) * VM + c, sx)];
-      }
-    [[unroll]] for (uint q = 0; q < RN / VN; ++q)
-      [[unroll]] for (uint c = 0; c < VN; ++c) {
-        if (VN == 4u) b[q * VN + c] = ws[wo + ((q * TX + (tx ^ sw)) << 2) + c];
-        else b[q * VN + c] = ws[wo + phys((q * TX + tx) * VN + c, sw)];
-      }
-    [[unroll]] for (uint i = 0; i < RM; ++i)
-      [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+  if (KU >= BK) {
+    [[unroll]] for (uint kk = 0; kk < BK; ++kk) compute_step(tx, ty, buf, kk);
+  } else {
+    [[dont_unroll]] for (uint k0 = 0; k0 < BK; k0 += KU)
+      [[unroll]] for (uint u = 0; u < KU; ++u) compute_step(tx, ty, buf, k0 + u);
   }
 }
 

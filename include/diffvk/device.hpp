@@ -113,6 +113,9 @@ struct ContextOptions {
   // Nonzero: maxStorageBufferRange is reported as at most this many bytes (tests of weights split across
   // bindings, e.g. an embedding larger than a binding, without a device that has a small range).
   uint64_t simulate_max_storage_buffer_range = 0;
+  // Device quirks (runtime/vk/quirks.cpp) applied as if the driver matched them, so that a quirk's path
+  // is tested on any device. An unknown name is an invalid_argument error.
+  std::vector<std::string> force_quirks;
 };
 
 class Device;  // runtime internal (runtime/vk/gpu.hpp)

@@ -106,7 +106,7 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   kernel.limit_workgroups_for_testing(0, 0);
 
   const LinearTiles t = c.variant < 0 ? choose_linear_tiles(dev.caps(), c.rows, c.in, c.out) : kernel.candidates()[size_t(c.variant)];
-  p.detail = strf("%s wg=%u bm=%u bn=%u bk=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : t.reg ? "reg" : "mm", t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, t.variant);
+  p.detail = strf("%s wg=%u bm=%u bn=%u bk=%u ku=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : t.reg ? "reg" : "mm", t.wg, t.bm, t.bn, t.bk, t.ku, t.rm, t.rn, t.variant);
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == OpResidual::in_place;
   p.reset = [=] {

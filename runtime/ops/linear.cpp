@@ -65,6 +65,8 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
   t.bk = bk;
   t.rm = rm;
   t.rn = rn;
+  // The whole k step unrolled, except where the driver's compiler is superlinear in the body's size.
+  t.ku = c.has_quirk("long_unrolled_compile") ? std::min(bk, 8u) : bk;
   t.wg = wg();
   t.shared_bytes = mm_shared_bytes(bm, bn, bk);
   return t;
@@ -165,14 +167,14 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         pipelines_[y32].push_back(std::make_unique<Pipeline>(device, reg_desc(t, 0, y32)));
       else
         pipelines_[y32].push_back(std::make_unique<Pipeline>(
-            device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32}, false, o.fp16}));
+            device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku}, false, o.fp16}));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
       vec_pipelines_[y32].push_back(t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
                                     : t.vec || t.bk % kv != 0
                                         ? nullptr
-                                        : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32},
+                                        : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku},
                                                                                           false, o.fp16}));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),

@@ -36,6 +36,7 @@ struct LinearTiles {
   uint32_t variant = 0;   // index into linear_tile_candidates(); one pipeline per candidate
   uint32_t wg = 0;        // invocations per workgroup (1-D local size)
   uint32_t bm = 0, bn = 0, bk = 0, rm = 0, rn = 0;  // matrix-matrix tile (0 for vec)
+  uint32_t ku = 0;        // matrix-matrix: k steps per unrolled body (bk, or 8 under quirk long_unrolled_compile)
   uint32_t nf = 0;        // matrix-vector: output features per workgroup (0 for matrix-matrix)
   // reg: one subgroup (wg lanes) per bm x bn tile, bn = wg·rn, each lane rn columns of all bm rows
   // (bk and rm unused).

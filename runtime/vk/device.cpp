@@ -92,6 +92,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   d->caps_ = all[idx];
   if (options.simulate_heap_bytes)
     for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
+  for (const std::string& q : options.force_quirks) force_quirk(d->caps_, q);
   if (options.simulate_max_storage_buffer_range)
     d->caps_.max_storage_buffer_range = std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
   const DeviceCaps& c = d->caps_;

@@ -47,5 +47,8 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
 
 // Fills caps.quirks from the named table (runtime/vk/quirks.cpp).
 void apply_quirks(DeviceCaps& caps);
+// Adds the named quirk of that table as if the driver matched it (ContextOptions::force_quirks, a test
+// hook). Throws Error(invalid_argument) for a name the table does not have.
+void force_quirk(DeviceCaps& caps, const std::string& name);
 
 }  // namespace diffvk

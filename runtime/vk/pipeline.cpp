@@ -147,6 +147,10 @@ void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
     }
     ci.layout = layout_;
     if (device.pipeline_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    std::string spec;
+    for (uint32_t v : desc.spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    // Logged before the driver's compile too, so a compile that never ends is named (DIFFVK_LOG=debug).
+    platform::log(platform::LogLevel::debug, "pipeline " + name_ + " [" + spec + "]: creating");
     const auto t0 = std::chrono::steady_clock::now();
     try {
       DVK_CHECK(vkCreateComputePipelines(dev, device.pipeline_cache(), 1, &ci, nullptr, &pipeline_));
@@ -156,8 +160,6 @@ void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
     // A driver compile that takes long is worth naming (NVIDIA's compiler spent minutes on one model's pipelines; CPU
     // drivers take 1-2 s per pipeline on a loaded machine, so only past 20 s is it a warning).
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::string spec;
-    for (uint32_t v : desc.spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
     platform::log(ms > 20000 ? platform::LogLevel::warn : platform::LogLevel::debug,
                   "pipeline " + name_ + " [" + spec + "]: created in " + std::to_string(int(ms)) + " ms");
     vkDestroyShaderModule(dev, module, nullptr);

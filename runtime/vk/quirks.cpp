@@ -2,6 +2,9 @@
 // A quirk is matched on vendor id, driver id and driver version; the runtime consults it by name.
 #include <vulkan/vulkan.h>
 
+#include <string>
+
+#include "diffvk/error.hpp"
 #include "vk/instance.hpp"
 
 namespace diffvk {
@@ -21,6 +24,10 @@ const QuirkRule kRules[] = {
     {{"loop_iteration_limit",
       "llvmpipe silently ends every loop of an invocation after 65535 iterations in total; attention caps keys per invocation"},
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE; }},
+    {{"long_unrolled_compile",
+      "NVIDIA's compiler (driver 580) took 25-32 s per linear.comp pipeline whose k step unrolls to 1024 FMAs (3-5 s at 512); "
+      "the matmul loops over k in bodies of 8 steps"},
+     [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_NVIDIA_PROPRIETARY; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
      [](const DeviceCaps& c) { return c.compute_units == 0; }},
@@ -31,6 +38,18 @@ void apply_quirks(DeviceCaps& caps) {
   caps.quirks.clear();
   for (const auto& r : kRules)
     if (r.applies(caps)) caps.quirks.push_back(r.quirk);
+}
+
+void force_quirk(DeviceCaps& caps, const std::string& name) {
+  if (caps.has_quirk(name.c_str())) return;
+  for (const auto& r : kRules)
+    if (name == r.quirk.name) {
+      caps.quirks.push_back(r.quirk);
+      return;
+    }
+  std::string known;
+  for (const auto& r : kRules) known += std::string(known.empty() ? "" : ", ") + r.quirk.name;
+  throw Error(Status::invalid_argument, "unknown device quirk '" + name + "' (known: " + known + ")");
 }
 
 }  // namespace diffvk

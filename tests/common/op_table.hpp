@@ -5,24 +5,31 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bench/op_cases.hpp"
 #include "gpu_test.hpp"
 
 namespace diffvk::test {
 
-inline void run_op_table(const std::string& op, Precision precision) {
+// force_quirks: device quirks applied as if the driver had them (ContextOptions::force_quirks), so that a
+// quirk's path runs here; only: the cases to run (all when empty).
+inline void run_op_table(const std::string& op, Precision precision, const std::vector<std::string>& force_quirks = {},
+                         const std::function<bool(const bench::OpCase&)>& only = {}) {
   if (precision == Precision::fp16 && !device_has_fp16()) {
     skip("device has no fp16 path; fp16 case not run on this device");
     return;
   }
-  auto ctx = make_context(precision);
+  ContextOptions o = validated_options(precision);
+  o.force_quirks = force_quirks;
+  auto ctx = Context::create(o);
   bench::OpRunner runner(ctx->device());
   const bool fp16 = precision == Precision::fp16;
   size_t ran = 0;
   for (const bench::OpCase& c : bench::op_cases(op, bench::OpMode::conformance)) {
-    if (c.fp16 != fp16) continue;
+    if (c.fp16 != fp16 || (only && !only(c))) continue;
     INFO(op << " case " << c.name);
     const bench::OpCaseRun r = runner.run(c);
     INFO(r.summary());

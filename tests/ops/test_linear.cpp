@@ -9,6 +9,7 @@
 #include "op_table.hpp"
 #include "ops/linear.hpp"
 #include "status_of.hpp"
+#include "vk/instance.hpp"
 
 using namespace diffvk;
 
@@ -113,6 +114,35 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
 // workgroup counts (grid-stride loops), a long reduction (in = 16384) on every path, float32 y / residual.
 TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::fp32); }
 TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16); }
+// The shared-memory tiles with the k step looped in bodies of 8 (quirk long_unrolled_compile: NVIDIA's
+// compiler), forced here so that the loop runs on every CI device.
+TEST_CASE("linear: shared-memory tiles under quirk long_unrolled_compile") {
+  for (Precision p : test::supported_precisions())
+    test::run_op_table("linear", p, {"long_unrolled_compile"}, [](const bench::OpCase& c) { return c.variant == 1 || c.variant == 2; });
+}
+
+TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {
+  DeviceCaps c = simulated(49152, 1024, 32);
+  for (const LinearTiles& t : linear_tile_candidates(c))
+    if (!t.vec && !t.reg) CHECK(t.ku == t.bk);
+  c.driver_id = VK_DRIVER_ID_NVIDIA_PROPRIETARY;
+  apply_quirks(c);
+  REQUIRE(c.has_quirk("long_unrolled_compile"));
+  for (const LinearTiles& t : linear_tile_candidates(c))
+    if (!t.vec && !t.reg) {
+      CHECK(t.ku == std::min(t.bk, 8u));
+      CHECK(t.bk % t.ku == 0);
+    }
+  ContextOptions o = test::validated_options();
+  o.force_quirks = {"no_such_quirk"};
+  try {
+    (void)Context::create(o);
+    FAIL("an unknown quirk name was accepted");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find("no_such_quirk") != std::string::npos);
+  }
+}
 
 TEST_CASE("linear: invalid arguments are rejected") {
   auto ctx = test::make_context(Precision::fp32);
