@@ -230,7 +230,8 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   p.timestamps = timing && timing->timestamps;
   if (c.op == "linear" || c.op == "linear_row") {
     auto& k = k_->linear[sg];
-    if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
+    if (!k) k = std::make_unique<LinearKernel>(dev_, options_for(dev_, sg), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0},
+                                                 /*all_variants=*/true);
     auto& q = k_->qrow[sg][c.int8_dot];
     const QuantRowPath path = c.int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
     if (!q && c.op == "linear_row")

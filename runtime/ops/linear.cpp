@@ -143,8 +143,16 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
   return tiles >= enough ? big : cand[2];
 }
 
-LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant)
+std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c) {
+  if (c.kind == DeviceKind::cpu) return {kLinearRegVariant};
+  if (c.vendor_id == kVendorArm) return {0, kLinearRegVariant};
+  return {0, 1, 2, kLinearRegVariant};
+}
+
+LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant, bool all_variants)
     : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
+  std::vector<bool> build(tiles_.size(), all_variants);
+  for (uint32_t v : linear_reachable_variants(device.caps())) build[v] = true;
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
   // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
@@ -160,7 +168,9 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   const uint32_t kv = o.fp16 ? 8u : 4u;  // elements per 16-byte load
   for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
     for (const LinearTiles& t : tiles_) {
-      if (t.vec)
+      if (!build[t.variant])
+        pipelines_[y32].push_back(nullptr);
+      else if (t.vec)
         pipelines_[y32].push_back(
             std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
       else if (t.reg)
@@ -171,7 +181,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
-      vec_pipelines_[y32].push_back(t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
+      vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
+                                    : t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
                                     : t.vec || t.bk % kv != 0
                                         ? nullptr
                                         : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku},
@@ -330,6 +341,10 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   const uint32_t kv = fp16_ ? 8u : 4u;
   const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;
+  if (!quant && !pipelines_[y32][variant])
+    throw Error(Status::invalid_argument, "linear: tile variant " + std::to_string(variant) +
+                                              " has no pipelines here (the device's tile choice never picks it; a kernel built "
+                                              "with all_variants has them)");
   if (quant && !quant_pipelines_[wq == QuantType::q4_0][vec4][y32])
     throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) + " pipelines");
   const Pipeline& pipe = quant ? *quant_pipelines_[wq == QuantType::q4_0][vec4][y32]

@@ -53,6 +53,9 @@ std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& caps);
 // non-uniform load is a per-lane loop: the fewest loads per FMA win); on GPUs the large tile when it
 // still yields enough workgroups to fill the device, else the small tile.
 LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
+// The candidates choose_linear_tiles can pick on this device, for any shape (pure): [3] alone on CPU
+// drivers, [0] and [3] on Mali, all four elsewhere.
+std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& caps);
 
 // One-row (decode) linear with an optional fused prologue (shaders/linear_row.comp):
 //   none:     y = x·Wᵀ (+ r)                              x: in values
@@ -83,7 +86,10 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
 class LinearKernel {
  public:
   // quant: the block formats (q8_0, q4_0) record_quant will be asked for; their pipelines are built here.
-  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {});
+  // all_variants: pipelines for every tile candidate (record_variant of any of them: tests, the benchmark's
+  // forced variants); otherwise only for those the device's tile choice can pick (linear_reachable_variants:
+  // a CPU driver compiles none of the shared-memory tiles it never runs).
+  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {}, bool all_variants = false);
   // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
   // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
   // output with an input is rejected (invalid_argument).
@@ -92,7 +98,8 @@ class LinearKernel {
   void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
               BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // Same, with a given candidate index (tests use it to run every path on every shape; the
-  // matrix-vector candidate needs rows <= kLinearVecMaxRows).
+  // matrix-vector candidate needs rows <= kLinearVecMaxRows). A candidate without pipelines (not reachable
+  // and not all_variants) is an invalid_argument error.
   void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
                       const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // Same as record(), over a Q8_0 / Q4_0 weight in the struct-of-arrays device layout of

@@ -5,6 +5,8 @@
 // argument errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "gpu_test.hpp"
 #include "op_table.hpp"
 #include "ops/linear.hpp"
@@ -121,6 +123,29 @@ TEST_CASE("linear: shared-memory tiles under quirk long_unrolled_compile") {
     test::run_op_table("linear", p, {"long_unrolled_compile"}, [](const bench::OpCase& c) { return c.variant == 1 || c.variant == 2; });
 }
 
+TEST_CASE("linear: the tile choice picks only reachable candidates (the ones a kernel builds pipelines for)") {
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::integrated, DeviceKind::discrete})
+    for (uint32_t vendor : {0x1002u, kVendorArm})
+      for (uint32_t cu : {0u, 8u, 132u}) {
+        DeviceCaps c = simulated(32768, 256, kind == DeviceKind::cpu ? 8 : 32);
+        c.kind = kind;
+        c.vendor_id = vendor;
+        c.compute_units = cu;
+        const auto reach = linear_reachable_variants(c);
+        CHECK(std::find(reach.begin(), reach.end(), kLinearRegVariant) != reach.end());
+        for (uint32_t rows : {1u, 8u, 9u, 16u, 17u, 64u, 512u, 4096u})
+          for (uint32_t out : {8u, 768u, 32000u}) {
+            const uint32_t v = choose_linear_tiles(c, rows, 768, out).variant;
+            INFO("kind=" << int(kind) << " vendor=" << vendor << " cu=" << cu << " rows=" << rows << " out=" << out);
+            CHECK(std::find(reach.begin(), reach.end(), v) != reach.end());
+          }
+      }
+  // On CPU drivers no shared-memory tile is built.
+  DeviceCaps cpu = simulated(32768, 256, 8);
+  cpu.kind = DeviceKind::cpu;
+  CHECK(linear_reachable_variants(cpu) == std::vector<uint32_t>{kLinearRegVariant});
+}
+
 TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {
   DeviceCaps c = simulated(49152, 1024, 32);
   for (const LinearTiles& t : linear_tile_candidates(c))
@@ -147,7 +172,7 @@ TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk 
 TEST_CASE("linear: invalid arguments are rejected") {
   auto ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
-  LinearKernel kernel(dev, KernelOptions::for_device(dev));
+  LinearKernel kernel(dev, KernelOptions::for_device(dev), {}, /*all_variants=*/true);
   Buffer a(dev, 4096, MemoryDomain::device, "a"), b(dev, 4096, MemoryDomain::device, "b"),
       c(dev, 4096, MemoryDomain::device, "c");
   Program prog(dev, "linear errors");

@@ -123,8 +123,10 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
 
   // The runtime: a real context and Model::load (weights uploaded), then its device's pipeline registry.
   std::multiset<std::pair<std::string, std::vector<uint32_t>>> runtime;
+  bool cpu = false;
   {
     auto ctx = test::make_context();
+    cpu = ctx->device().caps().kind == DeviceKind::cpu;
     auto m = Model::load(*ctx, model);
     for (const Pipeline* p : ctx->device().pipelines()) runtime.insert({p->name(), sorted_by_name(*p)});
   }
@@ -143,9 +145,12 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
   CHECK(listed.size() == b.size());  // the command lists each distinct pipeline once
   std::set<std::string> ops;
   for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
-  for (const char* op : {"diff_attn", "diff_attn_split", "diff_attn_reduce", "linear", "linear_vec", "rope_kv", "head_rmsnorm",
-                         "embed", "silu_mul"})
+  for (const char* op : {"diff_attn", "diff_attn_split", "diff_attn_reduce", "linear_reg", "rope_kv", "head_rmsnorm", "embed",
+                         "silu_mul"})
     CHECK_MESSAGE(ops.count(op), op);
+  // The shared-memory and matrix-vector tiles are built only where the tile choice can pick them: not on
+  // CPU drivers (linear_reachable_variants).
+  for (const char* op : {"linear", "linear_vec"}) CHECK_MESSAGE(ops.count(op) == (cpu ? 0u : 1u), op);
   for (const auto& p : doc["pipelines"])
     if (p["op"] == "diff_attn") {
       CHECK(p["spec"].contains("HD"));  // names from shaders/attn_core.glsl
