@@ -39,6 +39,10 @@ layout(constant_id = 3) const uint PRO = 0;
 layout(constant_id = 4) const uint X32 = 0;
 layout(constant_id = 5) const uint Y32 = 0;
 layout(constant_id = 6) const uint WQ = 0;
+// ONE_SG = 1: the host guarantees one subgroup per workgroup (WG is the required subgroup size, or the
+// device's only one): the subgroup reduction needs no shared memory, so none is declared (occupancy on
+// GPUs whose shared memory limits waves: RDNA's 22 -> 32 waves per SIMD at PRO 1).
+layout(constant_id = 7) const uint ONE_SG = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -76,7 +80,7 @@ const uint VL = VEC != 0 ? VW : 1;  // elements per load
 const uint NS = PRO == 1 ? NF + 1 : NF;  // sums reduced per group (+ the sum of squares)
 
 #if DVK_SUBGROUP
-shared float red[NS * WG];  // one slot per (sum, subgroup); WG bounds the subgroup count
+shared float red[ONE_SG != 0 ? 1 : NS * WG];  // one slot per (sum, subgroup); WG bounds the subgroup count
 #else
 shared float red[NS * WG];
 #endif
@@ -260,7 +264,7 @@ void main() {
     float s[NS];
 #if DVK_SUBGROUP
     for (uint f = 0; f < NS; ++f) s[f] = subgroupAdd(acc[f]);
-    if (gl_NumSubgroups > 1) {
+    if (ONE_SG == 0 && gl_NumSubgroups > 1) {
       if (subgroupElect())
         for (uint f = 0; f < NS; ++f) red[f * WG + gl_SubgroupID] = s[f];
       barrier();

@@ -143,6 +143,17 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
   return tiles >= enough ? big : cand[2];
 }
 
+RowGeometry row_geometry(const DeviceCaps& c) {
+  RowGeometry g;
+  g.wg = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
+  g.nf = std::min(8u, g.wg);
+  if (c.subgroup_size_control && c.subgroup_min_size != c.subgroup_max_size && g.wg >= c.subgroup_min_size &&
+      g.wg <= c.subgroup_max_size)
+    g.pin = g.wg;
+  g.one_sg = g.pin != 0 || (c.subgroup_min_size == c.subgroup_max_size && c.subgroup_size == g.wg);
+  return g;
+}
+
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c) {
   if (c.kind == DeviceKind::cpu) return {kLinearRegVariant};
   if (c.vendor_id == kVendorArm) return {0, kLinearRegVariant};
@@ -200,9 +211,10 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
   // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
   // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
-  const DeviceCaps& c = device.caps();
-  row_wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
-  row_nf_ = std::min(8u, row_wg_);
+  const RowGeometry rg = row_geometry(device.caps());
+  row_wg_ = rg.wg;
+  row_nf_ = rg.nf;
+  const uint32_t one_sg = o.subgroup && rg.one_sg;
   // x32 / y32 (fp16 devices only): float32 x (the residual stream under the norm prologue or the lm_head's
   // last row) / float32 y and residual. The SwiGLU prologue reads the fp16 [gate | up] row only.
   const uint32_t n32 = o.fp16 ? 2 : 1;
@@ -211,7 +223,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
         for (uint32_t y32 = 0; y32 < n32; ++y32)
           row_pipelines_[vec][pro][x32][y32] = std::make_unique<Pipeline>(
-              device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32}, o.subgroup, o.fp16});
+              device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32, 0u, one_sg},
+                                   o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
 }
 
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,

@@ -55,8 +55,10 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
   const char* shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot" : "linear_row";
   // The dense one-row kernel's geometry (LinearKernel): one subgroup (at least 8 invocations), 8 features.
   const DeviceCaps& c = device.caps();
-  wg_ = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
-  nf_ = std::min(8u, wg_);
+  const RowGeometry rg = row_geometry(c);
+  wg_ = rg.wg;
+  nf_ = rg.nf;
+  const uint32_t one_sg = o.subgroup && rg.one_sg;
   const uint32_t n32 = o.fp16 ? 2 : 1;
   for (QuantType t : types) {
     const int ti = type_index(t);
@@ -66,7 +68,8 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
         for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
           for (uint32_t y32 = 0; y32 < n32; ++y32)
             pipelines_[vec][ti][pro][x32][y32] = std::make_unique<Pipeline>(
-                device, PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1)}, o.subgroup, o.fp16});
+                device, PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1), one_sg}, o.subgroup,
+                                     o.fp16, o.subgroup ? rg.pin : 0u});
   }
 }
 

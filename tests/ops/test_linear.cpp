@@ -146,6 +146,38 @@ TEST_CASE("linear: the tile choice picks only reachable candidates (the ones a k
   CHECK(linear_reachable_variants(cpu) == std::vector<uint32_t>{kLinearRegVariant});
 }
 
+TEST_CASE("linear_row: one subgroup per workgroup, pinned where the sizes vary (row_geometry, pure)") {
+  auto geo = [](uint32_t sg, uint32_t lo, uint32_t hi, bool control, uint32_t inv = 1024) {
+    DeviceCaps c = simulated(32768, inv, sg);
+    c.subgroup_min_size = lo;
+    c.subgroup_max_size = hi;
+    c.subgroup_size_control = control;
+    return row_geometry(c);
+  };
+  RowGeometry g = geo(64, 32, 64, true);  // RDNA (radv): wave32 or wave64
+  CHECK(g.wg == 64);
+  CHECK(g.pin == 64);
+  CHECK(g.one_sg);
+  g = geo(32, 8, 32, true);  // Intel: SIMD8/16/32
+  CHECK(g.wg == 32);
+  CHECK(g.pin == 32);
+  CHECK(g.one_sg);
+  g = geo(32, 32, 32, false);  // one size (NVIDIA, Adreno without control)
+  CHECK(g.wg == 32);
+  CHECK(g.pin == 0);
+  CHECK(g.one_sg);
+  g = geo(64, 32, 64, false);  // sizes vary and cannot be set: the shared-memory step stays
+  CHECK(g.pin == 0);
+  CHECK_FALSE(g.one_sg);
+  g = geo(4, 4, 4, false);  // SwiftShader: 8 invocations are two subgroups
+  CHECK(g.wg == 8);
+  CHECK_FALSE(g.one_sg);
+  g = geo(128, 128, 128, false, 64);  // a 128-wide subgroup above the invocation limit
+  CHECK(g.wg == 64);
+  CHECK_FALSE(g.one_sg);
+  CHECK(g.nf == 8);
+}
+
 TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {
   DeviceCaps c = simulated(49152, 1024, 32);
   for (const LinearTiles& t : linear_tile_candidates(c))
