@@ -20,6 +20,9 @@ struct DeviceFlags {
   std::string device;          // --device SEL
   std::string precision = "auto";  // --precision auto|fp16|fp32
   bool validation = false;     // --validation
+  std::string pipeline_cache;  // --pipeline-cache FILE
+  // Throws invalid_argument when --pipeline-cache names something that is not a diffvk pipeline cache
+  // (it is rewritten when the context closes: a model or any other file must never be replaced).
   ContextOptions options() const;
 };
 void add_device_flags(CLI::App* cmd, DeviceFlags& flags);

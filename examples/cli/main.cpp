@@ -7,6 +7,8 @@
 #include <iostream>
 #include <map>
 
+#include <sys/stat.h>
+
 #include "commands.hpp"
 #include "diffvk/atomic_write.hpp"
 
@@ -19,6 +21,24 @@ ContextOptions DeviceFlags::options() const {
   if (precision == "fp16") o.precision = Precision::fp16;
   else if (precision == "fp32") o.precision = Precision::fp32;
   else o.precision = Precision::automatic;
+  if (!pipeline_cache.empty()) {
+    // The library rewrites the file when the context closes; only an absent file, an empty one or one of
+    // its own caches (magic "DVKPCACH") may be replaced.
+    struct stat st{};
+    if (::stat(pipeline_cache.c_str(), &st) == 0) {
+      if (!S_ISREG(st.st_mode))
+        throw Error(Status::invalid_argument, "--pipeline-cache " + pipeline_cache + ": not a regular file");
+      char magic[8] = {};
+      std::FILE* f = st.st_size > 0 ? std::fopen(pipeline_cache.c_str(), "rb") : nullptr;
+      const bool ours = st.st_size == 0 || (f && std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, "DVKPCACH", 8) == 0);
+      if (f) std::fclose(f);
+      if (!ours)
+        throw Error(Status::invalid_argument, "--pipeline-cache " + pipeline_cache +
+                                                  ": the file exists and is not a diffvk pipeline cache; it would be "
+                                                  "overwritten, so it is refused (name a new file)");
+    }
+    o.pipeline_cache_path = pipeline_cache;
+  }
   return o;
 }
 
@@ -26,6 +46,10 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_option("--device", f.device, "Vulkan device: index or name substring (default: best by kind; env DIFFVK_DEVICE)");
   cmd->add_option("--precision", f.precision, "storage precision")->check(CLI::IsMember({"auto", "fp16", "fp32"}));
   cmd->add_flag("--validation", f.validation, "enable the Khronos validation layer");
+  cmd->add_option("--pipeline-cache", f.pipeline_cache,
+                  "keep the driver's compiled pipelines in FILE between runs (created if absent, rewritten on exit; a file "
+                  "that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers that fill "
+                  "their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
 }
 
 namespace {

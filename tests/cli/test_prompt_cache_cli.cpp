@@ -1,7 +1,9 @@
 // `diffvk run --prompt-cache FILE` (issue 24 items 2 and 3): the saved state of the prompt is restored,
-// only what differs from it is prefilled, and the generated text is the same as without the cache.
+// only what differs from it is prefilled, and the generated text is the same as without the cache. Also
+// `--pipeline-cache FILE` (the driver's compiled pipelines between runs).
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "cli_run.hpp"
@@ -114,4 +116,33 @@ TEST_CASE("cli: run --chat-template puts the prompt in the chat format, and auto
   const auto lone = test::run_cli(tmp, "run --model " + kModel + " -n 4 --system 'Be brief.' --prompt 'Hi'");
   CHECK(lone.exit_code != 0);
   CHECK(contains(lone.out, "--system needs --chat-template"));
+}
+
+TEST_CASE("cli: --pipeline-cache creates the driver's cache, reuses it, and refuses a file that is not one") {
+  test::TempDir tmp("diffvk-pipeline-cache");
+  const std::string cache = tmp.path() + "/pipelines.bin";
+  const std::string run = "run --model " + kModel + " -n 2 --prompt x --pipeline-cache ";
+  const auto first = test::run_cli(tmp, run + cache);
+  INFO(first.out);
+  REQUIRE(first.exit_code == 0);
+  CHECK(contains(first.out, "pipeline cache miss (missing"));
+  const auto second = test::run_cli(tmp, run + cache);
+  INFO(second.out);
+  CHECK(second.exit_code == 0);
+  CHECK(contains(second.out, "pipeline cache hit"));
+  // Anything else at the path is refused before any work, and left as it was.
+  const std::string other = tmp.path() + "/notes.txt";
+  test::write_text(other, "keep me\n");
+  const auto refused = test::run_cli(tmp, run + other);
+  CHECK(refused.exit_code != 0);
+  CHECK(contains(refused.out, "is not a diffvk pipeline cache"));
+  const auto dir = test::run_cli(tmp, run + tmp.path());
+  CHECK(dir.exit_code != 0);
+  CHECK(contains(dir.out, "not a regular file"));
+  std::FILE* f = std::fopen(other.c_str(), "rb");
+  REQUIRE(f);
+  char buf[16] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  CHECK(std::string(buf, n) == "keep me\n");
 }
