@@ -83,6 +83,14 @@ struct DeviceCaps {
   std::vector<Quirk> quirks;  // quirks that apply to this device
   bool has_quirk(const char* name) const;
 
+  // VK_KHR_cooperative_matrix (issue 20): the float16 x float16 -> float32, subgroup-scope shape M x N x K
+  // that the cooperative-matrix matmul uses, as the driver lists it (0 x 0 x 0: none usable; the shaders also
+  // need shaderFloat16, 16-bit storage and vulkanMemoryModel). coopmat_shapes: every shape the driver lists,
+  // "16x16x16 f16*f16+f32->f32 subgroup, ..." (empty without the extension). coopmat_note: why none is
+  // usable, or that DIFFVK_COOPMAT changed the choice.
+  uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
+  std::string coopmat_shapes, coopmat_note;
+
   // fp16 storage variants need 16-bit storage buffers AND shaderFloat16 (and no quirk against it).
   bool fp16_usable() const;
   // Human-readable multi-line description (diffvk info).

@@ -71,6 +71,14 @@ struct Builder {
       cases.push_back(c);
     }
   }
+  // Adds `c` in fp16 only (paths that exist only with fp16 storage).
+  void add_fp16(OpCase c) {
+    c.op = op;
+    c.fp16 = true;
+    c.seed = seed++;
+    c.name = describe(c);
+    cases.push_back(c);
+  }
 };
 
 OpCase lin(uint32_t rows, uint32_t in, uint32_t out, uint32_t xp, uint32_t yp, OpResidual r, bool y32 = false) {
@@ -167,6 +175,28 @@ std::vector<OpCase> linear_cases(OpMode mode) {
     OpCase s = lin(v == 0 ? 3 : 20, 16384, 24, 0, 0, kNone);
     s.variant = v;
     b.add(s);
+  }
+  // Cooperative matrices (issue 20; fp16 only; skipped on devices without a usable shape): partial tiles
+  // on every side (rows, out and in not multiples of the matrix or tile sizes), padded strides, every
+  // residual form, float32 y, elementwise loads, a capped grid, a long reduction. Seeds come after every
+  // other case's, so adding these changed none of them.
+  {
+    const OpCase cs[] = {lin(1, 40, 72, 0, 0, kSep),       lin(17, 48, 37, 0, 0, kSep),   lin(33, 136, 24, 1, 1, kSep),
+                         lin(70, 37, 40, 1, 0, kSep),     lin(130, 64, 200, 0, 2, kSep, true), lin(65, 24, 101, 0, 2, kInPlace),
+                         lin(200, 64, 140, 3, 0, kNone),  lin(130, 136, 72, 7, 0, kInPlace, true)};
+    for (OpCase s : cs) {
+      s.variant = int(kLinearCoopVariant);
+      b.add_fp16(s);
+    }
+    OpCase e = lin(33, 64, 72, 0, 0, kNone);
+    e.variant = int(kLinearCoopVariant), e.scalar_loads = true;
+    b.add_fp16(e);
+    OpCase g = lin(100, 40, 200, 0, 0, kSep);
+    g.variant = int(kLinearCoopVariant), g.wg_limit_x = 2, g.wg_limit_y = 1;
+    b.add_fp16(g);
+    OpCase l = lin(20, 16384, 24, 0, 0, kNone);
+    l.variant = int(kLinearCoopVariant);
+    b.add_fp16(l);
   }
   return b.cases;
 }

@@ -105,8 +105,10 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
 
-  const LinearTiles t = c.variant < 0 ? choose_linear_tiles(dev.caps(), c.rows, c.in, c.out) : kernel.candidates()[size_t(c.variant)];
-  p.detail = strf("%s wg=%u bm=%u bn=%u bk=%u ku=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : t.reg ? "reg" : "mm", t.wg, t.bm, t.bn, t.bk, t.ku, t.rm, t.rn, t.variant);
+  const LinearTiles t = c.variant < 0 ? choose_linear_tiles(dev.caps(), c.rows, c.in, c.out, f16) : kernel.candidates()[size_t(c.variant)];
+  p.detail = t.coop ? strf("coopmat %ux%ux%u wg=%u nsg=%u bm=%u bn=%u bk=%u variant=%u", t.cm, t.cn, t.ck, t.wg, t.nsg, t.bm, t.bn, t.bk, t.variant)
+                    : strf("%s wg=%u bm=%u bn=%u bk=%u ku=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : t.reg ? "reg" : "mm", t.wg, t.bm, t.bn,
+                           t.bk, t.ku, t.rm, t.rn, t.variant);
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == OpResidual::in_place;
   p.reset = [=] {
@@ -219,6 +221,12 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   }
   if (c.int8_dot && !dev_.caps().integer_dot_product) {
     out.skipped = "the device has no shaderIntegerDotProduct: no int8 dot-product path";
+    return out;
+  }
+  if (c.op == "linear" && c.variant == int(kLinearCoopVariant) && !dev_.coopmat()) {
+    std::string why;
+    linear_uses_coopmat(dev_.caps(), dev_.fp16(), &why);
+    out.skipped = "no cooperative-matrix path on this device (" + why + ")";
     return out;
   }
   if (c.x_misaligned && dev_.caps().min_storage_buffer_offset_alignment >= 16) {

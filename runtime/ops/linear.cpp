@@ -92,6 +92,48 @@ LinearTiles fit_reg(const DeviceCaps& c, uint32_t variant) {
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// Shared memory declared by linear_coopmat.comp: the x and W tiles in fp16 with rows of bk + 8 halves, and
+// one fp32 cm x cn staging matrix per subgroup.
+uint32_t coop_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t nsg, uint32_t cm, uint32_t cn) {
+  return 2u * (bm + bn) * (bk + 8u) + 4u * nsg * cm * cn;
+}
+
+// The cooperative-matrix candidate: the subgroup size the device runs by default (pinned where sizes vary,
+// so that the shader's NSG subgroups are the ones it was specialised for), 4 subgroups as 2 x 2 where they
+// fit, each with 2 x 2 matrices, bk = 32 (or ck when larger). Absent (variant 0 returned as `false`) where
+// no shape is usable or nothing fits the limits.
+bool fit_coop(const DeviceCaps& c, LinearTiles* out) {
+  if (c.coopmat_m == 0 || c.subgroup_size == 0) return false;
+  const bool varies = c.subgroup_min_size != c.subgroup_max_size;
+  if (varies && !c.subgroup_size_control) return false;  // the shader needs to know its subgroups
+  const uint32_t limit = invocation_limit(c);
+  const uint32_t bk = 32u % c.coopmat_k == 0 ? 32u : c.coopmat_k;  // ck is a multiple of 8 (probe)
+  for (const uint32_t nsg : {4u, 2u, 1u}) {
+    const uint32_t sgm = nsg == 4 ? 2u : 1u;
+    const uint32_t bm = sgm * 2u * c.coopmat_m, bn = (nsg / sgm) * 2u * c.coopmat_n;
+    const uint32_t shared = coop_shared_bytes(bm, bn, bk, nsg, c.coopmat_m, c.coopmat_n);
+    if (nsg * c.subgroup_size > limit || shared > c.max_shared_memory) continue;
+    LinearTiles t;
+    t.coop = true;
+    t.variant = kLinearCoopVariant;
+    t.sg = c.subgroup_size;
+    t.pin = varies ? c.subgroup_size : 0u;
+    t.nsg = nsg;
+    t.sgm = sgm;
+    t.wg = nsg * c.subgroup_size;
+    t.cm = c.coopmat_m;
+    t.cn = c.coopmat_n;
+    t.ck = c.coopmat_k;
+    t.bm = bm;
+    t.bn = bn;
+    t.bk = bk;
+    t.shared_bytes = shared;
+    *out = t;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& c) {
@@ -119,11 +161,29 @@ std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& c) {
   out.push_back(fit_mm(c, 1, 128, 64, 32, 8, 4));
   out.push_back(fit_mm(c, 2, 64, 64, 32, 4, 4));
   out.push_back(fit_reg(c, 3));                   // [3] register-tiled, one subgroup per workgroup
+  LinearTiles coop;
+  if (fit_coop(c, &coop)) out.push_back(coop);   // [4] cooperative matrices
   return out;
 }
 
-LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*in*/, uint32_t out) {
+bool linear_uses_coopmat(const DeviceCaps& c, bool fp16, std::string* why_not) {
+  auto no = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return false;
+  };
+  if (c.coopmat_m == 0)
+    return no(c.coopmat_note.empty() ? "no VK_KHR_cooperative_matrix" : c.coopmat_note);
+  if (!fp16) return no("fp32 precision (the cooperative-matrix shader takes fp16)");
+  LinearTiles t;
+  if (!fit_coop(c, &t)) return no("no cooperative-matrix tile fits the device's subgroup and shared-memory limits");
+  if (c.has_quirk("coopmat_emulated")) return no("quirk coopmat_emulated");
+  return true;
+}
+
+LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*in*/, uint32_t out, bool fp16) {
   const auto cand = linear_tile_candidates(c);
+  // Cooperative matrices past one register tile of rows (prefill); see linear_uses_coopmat.
+  if (rows > cand[kLinearRegVariant].bm && linear_uses_coopmat(c, fp16)) return cand[kLinearCoopVariant];
   // CPU drivers: the register-tiled path for every row count (the matrix-vector path's per-lane strided
   // loads are loops there; measured on lavapipe 22.3: 8 rows x 2048 x 2048 in 11-28 ms against 127).
   if (c.kind == DeviceKind::cpu) return cand[3];
@@ -154,17 +214,25 @@ RowGeometry row_geometry(const DeviceCaps& c) {
   return g;
 }
 
-std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c) {
-  if (c.kind == DeviceKind::cpu) return {kLinearRegVariant};
-  if (c.vendor_id == kVendorArm) return {0, kLinearRegVariant};
-  return {0, 1, 2, kLinearRegVariant};
+std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c, bool fp16) {
+  std::vector<uint32_t> v;
+  if (c.kind == DeviceKind::cpu) v = {kLinearRegVariant};
+  else if (c.vendor_id == kVendorArm) v = {0, kLinearRegVariant};
+  else v = {0, 1, 2, kLinearRegVariant};
+  if (linear_uses_coopmat(c, fp16)) v.push_back(kLinearCoopVariant);
+  return v;
 }
 
 LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant, bool all_variants)
     : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
   std::vector<bool> build(tiles_.size(), all_variants);
-  for (uint32_t v : linear_reachable_variants(device.caps())) build[v] = true;
+  for (uint32_t v : linear_reachable_variants(device.caps(), o.fp16)) build[v] = true;
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
+  // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
+  if (tiles_.size() > kLinearCoopVariant && (!o.fp16 || !device.coopmat())) build[kLinearCoopVariant] = false;
+  auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
+    return PipelineDesc{"linear_coopmat", 4, push, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
+  };
   // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
   const DeviceCaps& dc = device.caps();
@@ -186,6 +254,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
             std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
       else if (t.reg)
         pipelines_[y32].push_back(std::make_unique<Pipeline>(device, reg_desc(t, 0, y32)));
+      else if (t.coop)
+        pipelines_[y32].push_back(std::make_unique<Pipeline>(device, coop_desc(t, 0, y32)));
       else
         pipelines_[y32].push_back(std::make_unique<Pipeline>(
             device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku}, false, o.fp16}));
@@ -194,6 +264,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     for (const LinearTiles& t : tiles_)
       vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
                                     : t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
+                                    : t.coop ? std::make_unique<Pipeline>(device, coop_desc(t, 1, y32))
                                     : t.vec || t.bk % kv != 0
                                         ? nullptr
                                         : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku},
@@ -275,7 +346,7 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
 
 void LinearKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& p,
                           BufferRange residual, Elem y_elem) const {
-  const LinearTiles t = choose_linear_tiles(device_.caps(), p.rows, p.in, p.out);
+  const LinearTiles t = choose_linear_tiles(device_.caps(), p.rows, p.in, p.out, fp16_);
   record_variant(program, t.variant, x, w, y, p, residual, y_elem);
 }
 

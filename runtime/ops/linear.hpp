@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "io/quant.hpp"
@@ -21,6 +22,8 @@ struct LinearParams {
 constexpr uint32_t kLinearVecMaxRows = 8;
 // The register-tiled candidate's index in linear_tile_candidates().
 constexpr uint32_t kLinearRegVariant = 3;
+// The cooperative-matrix candidate's index (present only where DeviceCaps::coopmat_m != 0).
+constexpr uint32_t kLinearCoopVariant = 4;
 constexpr uint32_t kVendorArm = 0x13B5;  // VkPhysicalDeviceProperties::vendorID of Arm (Mali)
 
 // Workgroup geometry of one linear pipeline. Matrix-matrix (vec == false): a workgroup computes a
@@ -41,21 +44,32 @@ struct LinearTiles {
   // reg: one subgroup (wg lanes) per bm x bn tile, bn = wg·rn, each lane rn columns of all bm rows
   // (bk and rm unused).
   uint32_t shared_bytes = 0;  // shared memory the shader declares for these sizes
+  // coop: the cooperative-matrix path (shaders/coopmat/linear_coopmat.comp, fp16 only): nsg subgroups of
+  // `sg` lanes (sgm along the rows), each with 2 x 2 matrices of cm x cn; bm = sgm·2·cm, bn = (nsg/sgm)·2·cn,
+  // bk a multiple of ck. pin: the required subgroup size (0: the device has one size).
+  bool coop = false;
+  uint32_t cm = 0, cn = 0, ck = 0, nsg = 0, sgm = 0, sg = 0, pin = 0;
 };
 // Every configuration LinearKernel builds a pipeline for, derived from the device limits only:
 // [0] matrix-vector, [1] large matrix-matrix tile, [2] small matrix-matrix tile, [3] register-tiled
-// (one subgroup per workgroup, no shared memory). Each one respects
+// (one subgroup per workgroup, no shared memory), and [4] cooperative matrices where the device has a usable
+// shape (DeviceCaps::coopmat_m) and a geometry fits its limits. Each one respects
 // maxComputeSharedMemorySize, maxComputeWorkGroupInvocations and maxComputeWorkGroupSize.x, and its
 // workgroup holds at least one full subgroup where the limits allow.
 std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& caps);
 // The candidate used for a shape (pure): rows <= kLinearVecMaxRows -> matrix-vector; otherwise on CPU
 // drivers the register-tiled path (their shared memory is no faster than any memory, and every
 // non-uniform load is a per-lane loop: the fewest loads per FMA win); on GPUs the large tile when it
-// still yields enough workgroups to fill the device, else the small tile.
-LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
+// still yields enough workgroups to fill the device, else the small tile. Past 16 rows, cooperative
+// matrices come first wherever candidate [4] exists, the storage is fp16 and no quirk (coopmat_emulated)
+// speaks against them.
+LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out, bool fp16 = true);
+// Whether choose_linear_tiles takes the cooperative-matrix candidate past 16 rows on this device, and why
+// not where it does not (pure; `bench` and the log print it).
+bool linear_uses_coopmat(const DeviceCaps& caps, bool fp16, std::string* why_not = nullptr);
 // The candidates choose_linear_tiles can pick on this device, for any shape (pure): [3] alone on CPU
-// drivers, [0] and [3] on Mali, all four elsewhere.
-std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& caps);
+// drivers, [0] and [3] on Mali, [0]-[3] elsewhere; plus [4] where linear_uses_coopmat.
+std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& caps, bool fp16 = true);
 
 // One-row (decode) linear with an optional fused prologue (shaders/linear_row.comp):
 //   none:     y = x·Wᵀ (+ r)                              x: in values

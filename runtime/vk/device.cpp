@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "vk/coopmat_khr.hpp"
 #include "vk/gpu.hpp"
 #include "vk/instance.hpp"
 #include "vk/pipeline_cache_file.hpp"
@@ -13,6 +14,30 @@
 namespace diffvk {
 
 namespace {
+// DIFFVK_COOPMAT = on | off | auto (unset: auto, the tuning's choice). on: the quirk coopmat_emulated is
+// dropped, so the matmul takes the cooperative-matrix path wherever the device has a usable shape (CI's
+// Mesa 26 pass forces it on lavapipe this way); a device without one is an error. off: no cooperative
+// matrices. Anything else is an error naming the variable.
+void apply_coopmat_env(DeviceCaps& c) {
+  const char* env = std::getenv("DIFFVK_COOPMAT");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return;
+  if (std::strcmp(env, "off") == 0) {
+    if (c.coopmat_m) platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=off: no cooperative matrices on '" + c.name + "'");
+    c.coopmat_m = c.coopmat_n = c.coopmat_k = 0;
+    c.coopmat_note = "off by DIFFVK_COOPMAT=off";
+    return;
+  }
+  if (std::strcmp(env, "on") != 0)
+    throw Error(Status::invalid_argument, std::string("DIFFVK_COOPMAT must be on, off or auto, not '") + env + "'");
+  if (!c.coopmat_m)
+    throw Error(Status::unsupported, "DIFFVK_COOPMAT=on, but device '" + c.name + "' has no usable cooperative-matrix shape (" +
+                                         (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) + ")");
+  c.quirks.erase(std::remove_if(c.quirks.begin(), c.quirks.end(),
+                                [](const Quirk& q) { return std::strcmp(q.name, "coopmat_emulated") == 0; }),
+                 c.quirks.end());
+  c.coopmat_note = "forced on by DIFFVK_COOPMAT=on";
+  platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul uses cooperative matrices on '" + c.name + "'");
+}
 using platform::LogLevel;
 
 std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
@@ -93,6 +118,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   if (options.simulate_heap_bytes)
     for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
   for (const std::string& q : options.force_quirks) force_quirk(d->caps_, q);
+  apply_coopmat_env(d->caps_);
   if (options.simulate_max_storage_buffer_range)
     d->caps_.max_storage_buffer_range = std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
   const DeviceCaps& c = d->caps_;
@@ -165,6 +191,26 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     idot.pNext = f2.pNext;
     f2.pNext = &idot;
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
+  // Cooperative matrices (issue 20, linear_coopmat.comp): the extension, its feature and the Vulkan memory
+  // model its SPIR-V declares; only with fp16 storage (the shader's inputs are float16).
+  CoopmatFeaturesKHR coopf;
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  d->coopmat_ = c.coopmat_m != 0 && d->fp16_;
+  if (c.coopmat_m != 0 && !d->fp16_) {
+    platform::log(LogLevel::info, "device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
+    d->caps_.coopmat_m = d->caps_.coopmat_n = d->caps_.coopmat_k = 0;
+    d->caps_.coopmat_note = "fp32 precision (the cooperative-matrix shaders take fp16)";
+  }
+  if (d->coopmat_) {
+    coopf.cooperative_matrix = VK_TRUE;
+    coopf.pNext = f2.pNext;
+    f2.pNext = &coopf;
+    vmm.vulkanMemoryModel = VK_TRUE;
+    vmm.pNext = f2.pNext;
+    f2.pNext = &vmm;
+    exts.push_back(kCoopmatExtension);
+    if (api < VK_API_VERSION_1_2) exts.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
   }
   // Statistics mode: VK_KHR_pipeline_executable_properties when the driver has it (lavapipe does not).
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{

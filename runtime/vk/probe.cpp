@@ -2,6 +2,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "vk/coopmat_khr.hpp"
 #include "vk/instance.hpp"
 
 namespace diffvk {
@@ -32,9 +33,48 @@ std::string mib(uint64_t bytes) {
     s << static_cast<double>(bytes) / 1024.0 << " KiB";
   return s.str();
 }
+// Lists the driver's cooperative-matrix shapes and picks the one the matmul uses: A, B float16, C and the
+// result float32, subgroup scope, not saturating; 16 x 16 x 16 where listed, else the smallest M·N·K.
+void probe_coopmat(DeviceCaps& c, VkInstance instance, VkPhysicalDevice pd, bool feature, bool memory_model) {
+  auto fn = reinterpret_cast<PfnCoopmatProperties>(vkGetInstanceProcAddr(instance, kCoopmatPropertiesFn));
+  std::vector<CoopmatPropertiesKHR> shapes;
+  uint32_t n = 0;
+  if (fn && fn(pd, &n, nullptr) == VK_SUCCESS && n > 0 && n < 4096) {
+    shapes.resize(n);
+    if (fn(pd, &n, shapes.data()) != VK_SUCCESS) n = 0;
+    shapes.resize(n);
+  }
+  auto type = [](int32_t t) -> std::string {
+    static const char* const names[] = {"f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"};
+    return t >= 0 && t < 11 ? names[t] : "type" + std::to_string(t);
+  };
+  const CoopmatPropertiesKHR* best = nullptr;
+  for (const auto& s : shapes) {
+    c.coopmat_shapes += std::string(c.coopmat_shapes.empty() ? "" : ", ") + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                        std::to_string(s.k) + " " + type(s.a_type) + "*" + type(s.b_type) + "+" + type(s.c_type) + "->" +
+                        type(s.result_type) + (s.scope == kCoopmatScopeSubgroup ? " subgroup" : " other scope") +
+                        (s.saturating ? " saturating" : "");
+    const bool fits = s.a_type == kCoopmatFloat16 && s.b_type == kCoopmatFloat16 && s.c_type == kCoopmatFloat32 &&
+                      s.result_type == kCoopmatFloat32 && s.scope == kCoopmatScopeSubgroup && !s.saturating && s.m && s.n && s.k &&
+                      s.m <= 64 && s.n <= 64 && s.k <= 64 && s.k % 8 == 0;
+    const auto vol = [](const CoopmatPropertiesKHR& x) { return uint64_t(x.m) * x.n * x.k; };
+    if (fits && (!best || (s.m == 16 && s.n == 16 && s.k == 16) ||
+                 (!(best->m == 16 && best->n == 16 && best->k == 16) && vol(s) < vol(*best))))
+      best = &s;
+  }
+  if (!feature) c.coopmat_note = "the cooperativeMatrix feature is off";
+  else if (!memory_model) c.coopmat_note = "no vulkanMemoryModel (the cooperative-matrix shaders need it)";
+  else if (!c.storage_16bit || !c.fp16_arithmetic) c.coopmat_note = "no fp16 storage and arithmetic";
+  else if (!best) c.coopmat_note = "no f16*f16+f32->f32 subgroup shape with K a multiple of 8 and sides <= 64";
+  else {
+    c.coopmat_m = best->m;
+    c.coopmat_n = best->n;
+    c.coopmat_k = best->k;
+  }
+}
 }  // namespace
 
-DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_t instance_api) {
+DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index, uint32_t instance_api) {
   DeviceCaps c;
   c.index = index;
   VkPhysicalDeviceProperties props;
@@ -110,12 +150,26 @@ DeviceCaps probe_device(VkInstance, VkPhysicalDevice pd, uint32_t index, uint32_
     idotf.pNext = s16.pNext;
     s16.pNext = &idotf;
   }
+  // Cooperative matrices (issue 20): the extension's feature, and the Vulkan memory model its shaders need.
+  const bool has_coop = has_extension(pd, kCoopmatExtension);
+  CoopmatFeaturesKHR coopf;
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  const bool has_vmm = v12 || has_extension(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+  if (has_coop) {
+    coopf.pNext = s16.pNext;
+    s16.pNext = &coopf;
+  }
+  if (has_coop && has_vmm) {
+    vmm.pNext = s16.pNext;
+    s16.pNext = &vmm;
+  }
   vkGetPhysicalDeviceFeatures2(pd, &f2);
   c.integer_dot_product = has_idot && idotf.shaderIntegerDotProduct;
   c.int8_dot_accelerated = c.integer_dot_product && idotp.integerDotProduct4x8BitPackedSignedAccelerated &&
                            idotp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   c.storage_16bit = s16.storageBuffer16BitAccess;
   c.fp16_arithmetic = f16.shaderFloat16;
+  if (has_coop) probe_coopmat(c, instance, pd, coopf.cooperative_matrix, vmm.vulkanMemoryModel);
 
   c.subgroup_size = sub.subgroupSize;
   c.subgroup_stages = sub.supportedStages;
@@ -223,6 +277,10 @@ std::string DeviceCaps::describe() const {
   row("fp16 arithmetic", fp16_arithmetic ? "yes" : "no");
   row("16-bit storage", storage_16bit ? "yes" : "no");
   row("int8 dot product", !integer_dot_product ? "no" : int8_dot_accelerated ? "yes (4x8-bit, accelerated)" : "yes (not accelerated)");
+  row("cooperative matrix", coopmat_shapes.empty() ? std::string("no")
+                            : coopmat_m ? std::to_string(coopmat_m) + "x" + std::to_string(coopmat_n) + "x" + std::to_string(coopmat_k) +
+                                              " f16->f32 used" + (coopmat_note.empty() ? "" : " (" + coopmat_note + ")") + "; listed: " + coopmat_shapes
+                                        : "not used (" + coopmat_note + "); listed: " + coopmat_shapes);
   row("precision (auto)", fp16_usable() ? "fp16 storage, fp32 accumulation" : "fp32 (no fp16 path on this device)");
   row("subgroup size", std::to_string(subgroup_size) + " (min " + std::to_string(subgroup_min_size) + ", max " +
                            std::to_string(subgroup_max_size) + (subgroup_size_control ? ", size control" : "") + ")");

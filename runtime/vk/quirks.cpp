@@ -28,6 +28,10 @@ const QuirkRule kRules[] = {
       "NVIDIA's compiler (driver 580) took 25-32 s per linear.comp pipeline whose k step unrolls to 1024 FMAs (3-5 s at 512); "
       "the matmul loops over k in bodies of 8 steps"},
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_NVIDIA_PROPRIETARY; }},
+    {{"coopmat_emulated",
+      "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower than its "
+      "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path (DIFFVK_COOPMAT=on forces coopmat, for tests)"},
+     [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu && c.coopmat_m != 0; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
      [](const DeviceCaps& c) { return c.compute_units == 0; }},

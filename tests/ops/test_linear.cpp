@@ -114,8 +114,33 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
 // (runtime/bench/op_cases.cpp, op "linear"): the kernel's own path choice, the matrix-vector path with the
 // shared-memory reduction, every tile variant, the matrix-matrix tiles with elementwise loads, capped
 // workgroup counts (grid-stride loops), a long reduction (in = 16384) on every path, float32 y / residual.
-TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::fp32); }
-TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16); }
+namespace {
+bool not_coop(const bench::OpCase& c) { return c.variant != int(kLinearCoopVariant); }
+}  // namespace
+TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::fp32, {}, not_coop); }
+TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16, {}, not_coop); }
+// The cooperative-matrix tiles (issue 20; shaders/coopmat/linear_coopmat.comp) on devices that have a usable
+// shape: Mesa 26 lavapipe in CI's .ci/coopmat pass (there the tuning does not pick them, quirk
+// coopmat_emulated; the case table runs them by variant). Skipped elsewhere, saying why.
+TEST_CASE("linear: cooperative-matrix tiles") {
+  if (!test::device_has_fp16()) {
+    test::skip("device has no fp16 path; the cooperative-matrix shader takes fp16");
+    return;
+  }
+  {
+    auto ctx = Context::create(test::validated_options(Precision::fp16));
+    std::string why;
+    if (!ctx->device().coopmat()) {
+      linear_uses_coopmat(ctx->device().caps(), true, &why);
+      test::skip("no cooperative-matrix path on this device: " + why);
+      return;
+    }
+    const LinearTiles& t = linear_tile_candidates(ctx->device().caps()).at(kLinearCoopVariant);
+    MESSAGE("cooperative matrices " << t.cm << "x" << t.cn << "x" << t.ck << ", " << t.nsg << " subgroups of " << t.sg
+                                    << ", tile " << t.bm << "x" << t.bn << "x" << t.bk);
+  }
+  test::run_op_table("linear", Precision::fp16, {}, [](const bench::OpCase& c) { return !not_coop(c); });
+}
 // The shared-memory tiles with the k step looped in bodies of 8 (quirk long_unrolled_compile: NVIDIA's
 // compiler), forced here so that the loop runs on every CI device.
 TEST_CASE("linear: shared-memory tiles under quirk long_unrolled_compile") {
@@ -228,4 +253,56 @@ TEST_CASE("linear: invalid arguments are rejected") {
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(256, 128)); }) == Status::ok);
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(0, 128)); }) == Status::ok);
   CHECK(prog.op_count() == 2);
+}
+
+TEST_CASE("linear: the cooperative-matrix candidate and its choice (pure, simulated devices)") {
+  for (uint32_t sg : {8u, 32u, 64u})
+    for (uint32_t shared : {16384u, 32768u, 65536u})
+      for (uint32_t mnk : {8u, 16u, 32u}) {
+        DeviceCaps c = simulated(shared, 1024, sg);
+        c.kind = DeviceKind::integrated;
+        c.coopmat_m = c.coopmat_n = c.coopmat_k = mnk;
+        const auto cand = linear_tile_candidates(c);
+        INFO("sg=" << sg << " shared=" << shared << " mnk=" << mnk);
+        REQUIRE(cand.size() == 5);
+        const LinearTiles& t = cand[kLinearCoopVariant];
+        CHECK(t.coop);
+        CHECK(t.variant == kLinearCoopVariant);
+        CHECK(t.wg == t.nsg * sg);
+        CHECK(t.wg <= 1024);
+        CHECK(t.shared_bytes <= shared);
+        CHECK(t.bm == t.sgm * 2 * mnk);
+        CHECK(t.bn == (t.nsg / t.sgm) * 2 * mnk);
+        CHECK(t.bk % mnk == 0);
+        CHECK(t.bk % 8 == 0);
+        CHECK(t.pin == 0);  // one subgroup size: nothing to pin
+        // Past 16 rows the tuning takes it in fp16; never in fp32, nor under quirk coopmat_emulated.
+        CHECK(choose_linear_tiles(c, 512, 2048, 2048).coop);
+        CHECK(!choose_linear_tiles(c, 16, 2048, 2048).coop);
+        CHECK(!choose_linear_tiles(c, 512, 2048, 2048, /*fp16=*/false).coop);
+        const auto reach = linear_reachable_variants(c);
+        CHECK(std::find(reach.begin(), reach.end(), kLinearCoopVariant) != reach.end());
+        std::string why;
+        CHECK(!linear_uses_coopmat(c, false, &why));
+        CHECK(why.find("fp32") != std::string::npos);
+        force_quirk(c, "coopmat_emulated");
+        CHECK(!choose_linear_tiles(c, 512, 2048, 2048).coop);
+        CHECK(!linear_uses_coopmat(c, true, &why));
+        CHECK(why == "quirk coopmat_emulated");
+      }
+  // Subgroup sizes that vary: pinned where the device can be told, absent where it cannot.
+  DeviceCaps v = simulated(32768, 1024, 32);
+  v.subgroup_min_size = 32, v.subgroup_max_size = 64;
+  v.coopmat_m = v.coopmat_n = v.coopmat_k = 16;
+  CHECK(linear_tile_candidates(v).size() == 4);
+  v.subgroup_size_control = true;
+  REQUIRE(linear_tile_candidates(v).size() == 5);
+  CHECK(linear_tile_candidates(v)[kLinearCoopVariant].pin == 32);
+  // Nothing fits: no candidate.
+  DeviceCaps tiny = simulated(1024, 64, 64);
+  tiny.coopmat_m = tiny.coopmat_n = tiny.coopmat_k = 16;
+  CHECK(linear_tile_candidates(tiny).size() == 4);
+  std::string why;
+  CHECK(!linear_uses_coopmat(tiny, true, &why));
+  CHECK(why.find("fits") != std::string::npos);
 }
