@@ -34,6 +34,12 @@ layout(constant_id = 7) const uint Y32 = 0;
 // long_unrolled_compile (runtime/vk/quirks.cpp), where a loop runs BK / KU bodies of KU steps. A power of
 // two, <= BK.
 layout(constant_id = 8) const uint KU = 32;
+// Weight format: 0 = dense (the storage type); 1 = Q8_0, 2 = Q4_0 in the struct-of-arrays layout of
+// runtime/ops/linear_quant.hpp (fp16 scale bits, then from byte p.qoff the quants). A load unit of W is then
+// UK quants of one block (one 8- or 4-byte load) and its scale, kept as raw bits in registers and
+// dequantized to fp32 on the way into shared memory (exact: the tiles are fp32). Its loads do not depend
+// on VEC (the layout is always aligned).
+layout(constant_id = 9) const uint WQ = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -54,6 +60,8 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };  // Y32: the same bindings as float32
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+layout(std430, binding = 1) readonly buffer WQ1 { uint wq1[]; };   // quantized layout, 4-byte words
+layout(std430, binding = 1) readonly buffer WQ2 { uvec2 wq2[]; };  // 8-byte words
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -62,6 +70,7 @@ layout(push_constant) uniform Params {
   uint x_stride;
   uint y_stride;
   uint has_residual;
+  uint qoff;  // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
 const uint TX = BN / RN;
@@ -88,6 +97,7 @@ shared float ws[2 * WB];
 
 VTYPE px[NPX];  // the next tile, in flight
 VTYPE pw[NPW];
+uvec4 pq[NPW];  // WQ != 0: (quant bits of UK weights: 2 words, scale bits, nibble shift)
 float acc[RM][RN];
 
 // Float index of column f (a row of x, a column of W) in a k-row swizzled by s.
@@ -133,6 +143,27 @@ VTYPE load_unit_w(uint gn, uint gk) {
   return v;
 }
 
+// WQ != 0: the UK quants of row gn at gk (a multiple of UK, inside one block) and their block's scale.
+uvec4 load_unit_q(uint gn, uint gk) {
+  if (gn >= p.out_f || gk >= p.in_f) return uvec4(0);  // scale 0: every weight dequantizes to 0
+  const uint si = gn * (p.in_f / 32u) + gk / 32u;
+  const uint d = (wq1[si / 2u] >> (16u * (si % 2u))) & 0xffffu;
+  const uint b = WQ == 1u ? p.qoff + gn * p.in_f + gk : p.qoff + gn * (p.in_f / 2u) + (gk / 32u) * 16u + gk % 16u;
+  uvec2 q;
+  if (UK == 8u) q = wq2[b / 8u];
+  else if (UK == 4u) q = uvec2(wq1[b / 4u], 0u);
+  else q = uvec2(wq1[b / 4u] >> (8u * (b % 4u)), 0u);  // UK < 4 (tiny BK): the bytes from b on, one word
+  return uvec4(q, d, (gk % 32u) >= 16u ? 4u : 0u);
+}
+
+// Weight i of a quantized unit, dequantized: q·d (Q8_0) or (nibble − 8)·d (Q4_0).
+float elem_q(uvec4 u, uint i) {
+  const float d = unpackHalf2x16(u.z).x;
+  const uint byte = ((i < 4u ? u.x : u.y) >> (8u * (i % 4u))) & 255u;
+  if (WQ == 1u) return float(bitfieldExtract(int(byte), 0, 8)) * d;
+  return float(int((byte >> u.w) & 15u) - 8) * d;
+}
+
 // Global -> registers: unit e = lid + j·WG is (row e / C, k units e % C).
 void load_tile(uint lid, uint m0, uint n0, uint k0) {
   [[unroll]] for (uint j = 0; j < NPX; ++j) {
@@ -141,7 +172,10 @@ void load_tile(uint lid, uint m0, uint n0, uint k0) {
   }
   [[unroll]] for (uint j = 0; j < NPW; ++j) {
     const uint e = lid + j * WG;
-    if (BN * C % WG == 0 || e < BN * C) pw[j] = load_unit_w(n0 + e / C, k0 + (e % C) * UK);
+    if (BN * C % WG == 0 || e < BN * C) {
+      if (WQ != 0u) pq[j] = load_unit_q(n0 + e / C, k0 + (e % C) * UK);
+      else pw[j] = load_unit_w(n0 + e / C, k0 + (e % C) * UK);
+    }
   }
 }
 
@@ -160,7 +194,7 @@ void store_tile(uint lid, uint buf) {
     if (BN * C % WG == 0 || e < BN * C) {
       const uint kc = e % C;
       const uint o = buf * WB + kc * UK * BN + phys(e / C, (kc * SF) & SWM);
-      [[unroll]] for (uint i = 0; i < UK; ++i) ws[o + i * BN] = elem(pw[j], i);
+      [[unroll]] for (uint i = 0; i < UK; ++i) ws[o + i * BN] = WQ != 0u ? elem_q(pq[j], i) : elem(pw[j], i);
     }
   }
 }

@@ -198,6 +198,23 @@ std::vector<OpCase> linear_cases(OpMode mode) {
     l.variant = int(kLinearCoopVariant);
     b.add_fp16(l);
   }
+  // Quantized weights through the shared-memory tiles (linear.comp with WQ: W dequantized on the way into
+  // shared memory; the GPU prefill path), on every device by variant: partial tiles, padded strides, float32
+  // y, a long reduction, elementwise x loads (variant 1) and a capped grid (variant 2).
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0})
+    for (int v = 1; v <= 2; ++v) {
+      const OpCase qs[] = {lin(33, 64, 200, 3, 1, kNone), lin(130, 224, 24, 0, 0, kSep), lin(65, 352, 101, 0, 2, kInPlace, true),
+                           lin(20, 16384, 24, 0, 0, kNone)};
+      for (OpCase c : qs) {
+        c.weights = q, c.variant = v;
+        b.add(c);
+      }
+      OpCase e = lin(33, 96, 72, 0, 0, kSep);
+      e.weights = q, e.variant = v;
+      if (v == 1) e.scalar_loads = true;
+      else e.wg_limit_x = 2, e.wg_limit_y = 1;
+      b.add(e);
+    }
   return b.cases;
 }
 
@@ -209,10 +226,15 @@ OpCase row(uint32_t in, uint32_t out, RowPrologue p, OpResidual r, bool x32 = fa
 
 }  // namespace
 
-std::vector<OpCase> matmul_table_cases(bool full) {
+std::vector<OpCase> matmul_table_cases(bool full, bool coopmat) {
   Builder b("linear", 7000);
   if (!full) {
     b.add(lin(512, 2048, 2048, 0, 0, kNone));
+    if (coopmat) {  // the cooperative-matrix kernel beside the tuning's choice (fp16 only)
+      OpCase c = lin(512, 2048, 2048, 0, 0, kNone);
+      c.variant = int(kLinearCoopVariant);
+      b.add_fp16(c);
+    }
     return b.cases;
   }
   const uint32_t kn[][2] = {{768, 768}, {768, 2304}, {2048, 768}, {2048, 2048}, {4096, 4096}};
@@ -222,6 +244,14 @@ std::vector<OpCase> matmul_table_cases(bool full) {
         OpCase c = lin(m, s[0], s[1], 0, 0, kNone);
         c.weights = q;
         b.add(c);
+      }
+  // The cooperative-matrix kernel at the f16 shapes past one register tile of rows (its weights are f16 only).
+  if (coopmat)
+    for (const auto& s : kn)
+      for (uint32_t m : {64u, 512u}) {
+        OpCase c = lin(m, s[0], s[1], 0, 0, kNone);
+        c.variant = int(kLinearCoopVariant);
+        b.add_fp16(c);
       }
   return b.cases;
 }

@@ -79,7 +79,9 @@ const std::vector<std::string>& table_ops();
 // The matmul table (Options::matmul_table), linear cases in both precisions: full = M {1, 8, 64, 512} x
 // (K, N) {(768, 768), (768, 2304), (2048, 768), (2048, 2048), (4096, 4096)} x weights {f16, q8_0, q4_0};
 // otherwise the one row the default run times (f16 weights, M = 512, K = N = 2048).
-std::vector<OpCase> matmul_table_cases(bool full);
+// coopmat: also the cooperative-matrix kernel (variant kLinearCoopVariant, fp16) at the f16 shapes with M >= 64
+// (the default run: at M = 512, K = N = 2048), path "coopmat" in the JSON.
+std::vector<OpCase> matmul_table_cases(bool full, bool coopmat = false);
 // The op's table: both precisions (callers run the cases whose fp16 matches their device). Throws
 // invalid_argument for an op without a table.
 std::vector<OpCase> op_cases(const std::string& op, OpMode mode);

@@ -96,7 +96,9 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = residual_of(c, ry, a.range(ro, yb));
   const Elem ye = y32 ? Elem::f32 : Elem::storage;
-  if (c.weights != QuantType::f16)
+  if (c.weights != QuantType::f16 && c.variant >= 0)
+    kernel.record_quant_variant(*p.prog, uint32_t(c.variant), c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+  else if (c.weights != QuantType::f16)
     kernel.record_quant(*p.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
   else if (c.variant < 0)
     kernel.record(*p.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
@@ -105,7 +107,9 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
 
-  const LinearTiles t = c.variant < 0 ? choose_linear_tiles(dev.caps(), c.rows, c.in, c.out, f16) : kernel.candidates()[size_t(c.variant)];
+  const LinearTiles t = c.variant >= 0               ? kernel.candidates()[size_t(c.variant)]
+                        : c.weights != QuantType::f16 ? choose_quant_linear_tiles(dev.caps(), c.rows, c.in, c.out)
+                                                      : choose_linear_tiles(dev.caps(), c.rows, c.in, c.out, f16);
   p.detail = t.coop ? strf("coopmat %ux%ux%u wg=%u nsg=%u bm=%u bn=%u bk=%u variant=%u", t.cm, t.cn, t.ck, t.wg, t.nsg, t.bm, t.bn, t.bk, t.variant)
                     : strf("%s wg=%u bm=%u bn=%u bk=%u ku=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : t.reg ? "reg" : "mm", t.wg, t.bm, t.bn,
                            t.bk, t.ku, t.rm, t.rn, t.variant);

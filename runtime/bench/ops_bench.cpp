@@ -4,6 +4,7 @@
 #include "bench/op_cases.hpp"
 #include "bench/report.hpp"
 #include "diffvk/error.hpp"
+#include "ops/linear.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk::bench {
@@ -25,7 +26,8 @@ json run_rows(OpRunner& runner, const std::string& op, const std::vector<OpCase>
     if (c.op == "linear") {
       row["M"] = c.rows, row["K"] = c.in, row["N"] = c.out;
       row["weights"] = quant_type_name(c.weights);
-      row["path"] = "scalar";  // no cooperative-matrix path yet (issue 20): every row is the scalar-FMA kernel
+      // coopmat: the cooperative-matrix kernel (forced by variant, or the tuning's choice); else a scalar-FMA kernel.
+      row["path"] = c.variant == int(kLinearCoopVariant) || r.detail.rfind("coopmat", 0) == 0 ? "coopmat" : "scalar";
     }
     if (!r.skipped.empty()) {
       row["skipped"] = r.skipped;
@@ -93,8 +95,15 @@ json run_matmul_rows(Device& dev, bool full, const Plan& plan, const Ceilings& c
   size_t ran = 0;
   sink.reportf("%s", full ? "\nmatmul table (the linear op; M x K -> N, weights; the kernel the tuning picks):"
                           : "\nmatmul (the linear op at M = 512, K = N = 2048; --matmul-table for the full table):");
+  std::string why_not;
+  linear_uses_coopmat(dev.caps(), dev.fp16(), &why_not);
+  if (dev.coopmat())
+    sink.reportf("cooperative matrices %ux%ux%u: rows with path coopmat run them%s", dev.caps().coopmat_m, dev.caps().coopmat_n,
+                 dev.caps().coopmat_k, why_not.empty() ? " (the tuning picks them past 16 rows)" : (" (not picked by the tuning: " + why_not + ")").c_str());
+  else
+    sink.reportf("cooperative matrices: none (%s); every row is a scalar-FMA kernel", why_not.c_str());
   table_header(sink);
-  json rows = run_rows(runner, "linear", matmul_table_cases(full), dev.fp16(), timing, ceil, sink, all_ok, ran);
+  json rows = run_rows(runner, "linear", matmul_table_cases(full, dev.coopmat()), dev.fp16(), timing, ceil, sink, all_ok, ran);
   if (ran == 0) all_ok = false;
   return rows;
 }

@@ -203,6 +203,11 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
   return tiles >= enough ? big : cand[2];
 }
 
+LinearTiles choose_quant_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t in, uint32_t out) {
+  const LinearTiles t = choose_linear_tiles(c, rows, in, out, /*fp16=*/false);  // no cooperative matrices
+  return t.vec ? linear_tile_candidates(c)[kLinearRegVariant] : t;
+}
+
 RowGeometry row_geometry(const DeviceCaps& c) {
   RowGeometry g;
   g.wg = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
@@ -231,7 +236,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
   if (tiles_.size() > kLinearCoopVariant && (!o.fp16 || !device.coopmat())) build[kLinearCoopVariant] = false;
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
-    return PipelineDesc{"linear_coopmat", 4, push, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
+    return PipelineDesc{"linear_coopmat", 4, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
   };
   // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
@@ -258,7 +263,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         pipelines_[y32].push_back(std::make_unique<Pipeline>(device, coop_desc(t, 0, y32)));
       else
         pipelines_[y32].push_back(std::make_unique<Pipeline>(
-            device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku}, false, o.fp16}));
+            device, PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
@@ -267,7 +272,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
                                     : t.coop ? std::make_unique<Pipeline>(device, coop_desc(t, 1, y32))
                                     : t.vec || t.bk % kv != 0
                                         ? nullptr
-                                        : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku},
+                                        : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u},
                                                                                           false, o.fp16}));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
@@ -276,8 +281,16 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     if (q != QuantType::q8_0 && q != QuantType::q4_0) continue;
     const uint32_t qi = q == QuantType::q4_0;
     for (uint32_t vec = 0; vec < 2; ++vec)
-      for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32)
+      for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
         quant_pipelines_[qi][vec][y32] = std::make_unique<Pipeline>(device, reg_desc(tiles_[kLinearRegVariant], vec, y32, qi + 1));
+        // The shared-memory tiles with the quantized W loader (WQ), where this kernel builds the tile.
+        for (uint32_t v = 1; v <= 2; ++v) {
+          const LinearTiles& t = tiles_[v];
+          if (build[v] && (vec == 0 || t.bk % kv == 0))
+            quant_mm_pipelines_[qi][v - 1][vec][y32] = std::make_unique<Pipeline>(
+                device, PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
+        }
+      }
   }
   // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
   // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
@@ -359,7 +372,16 @@ void LinearKernel::record_quant(Program& program, QuantType type, BufferRange x,
                                 const LinearParams& p, BufferRange residual, Elem y_elem) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
-  dispatch_mm(program, kLinearRegVariant, type, x, w, y, p, residual, y_elem);
+  dispatch_mm(program, choose_quant_linear_tiles(device_.caps(), p.rows, p.in, p.out).variant, type, x, w, y, p, residual, y_elem);
+}
+
+void LinearKernel::record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                                        const LinearParams& p, BufferRange residual, Elem y_elem) const {
+  if (type != QuantType::q8_0 && type != QuantType::q4_0)
+    throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
+  if (variant != 1 && variant != 2 && variant != kLinearRegVariant)
+    throw Error(Status::invalid_argument, "linear: quantized weights run on tile variants 1, 2 and 3 only");
+  dispatch_mm(program, variant, type, x, w, y, p, residual, y_elem);
 }
 
 void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
@@ -402,10 +424,10 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
 
   struct {
     LinearParams lp;
-    uint32_t has_residual, qoff;  // qoff: linear_reg.comp only (its push block is 4 bytes longer)
+    uint32_t has_residual, qoff;  // qoff: the matrix-matrix shaders only (linear_vec.comp's block is 4 bytes shorter)
   } push{p, has_res ? 1u : 0u, static_cast<uint32_t>(qoff)};
   static_assert(sizeof push == sizeof(LinearParams) + 2 * sizeof(uint32_t), "push block layout");
-  const uint32_t push_bytes = t.reg ? sizeof push : sizeof push - sizeof(uint32_t);
+  const uint32_t push_bytes = t.vec ? sizeof push - sizeof(uint32_t) : sizeof push;
 
   const auto& maxc = device_.caps().max_workgroup_count;
   auto clamp = [&](uint32_t n, int d) {
@@ -429,10 +451,15 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
     throw Error(Status::invalid_argument, "linear: tile variant " + std::to_string(variant) +
                                               " has no pipelines here (the device's tile choice never picks it; a kernel built "
                                               "with all_variants has them)");
-  if (quant && !quant_pipelines_[wq == QuantType::q4_0][vec4][y32])
-    throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) + " pipelines");
-  const Pipeline& pipe = quant ? *quant_pipelines_[wq == QuantType::q4_0][vec4][y32]
-                         : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
+  const uint32_t qi = wq == QuantType::q4_0;
+  const Pipeline* qpipe = !quant ? nullptr
+                          : t.reg ? quant_pipelines_[qi][vec4][y32].get()
+                          : variant == 1 || variant == 2 ? quant_mm_pipelines_[qi][variant - 1][vec4][y32].get()
+                                                         : nullptr;
+  if (quant && !qpipe)
+    throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) +
+                                              " pipelines for tile variant " + std::to_string(variant));
+  const Pipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
                    quant ? (wq == QuantType::q4_0 ? "linear_reg q4_0" : "linear_reg q8_0")
                          : t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");

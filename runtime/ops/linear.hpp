@@ -67,6 +67,10 @@ LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t 
 // Whether choose_linear_tiles takes the cooperative-matrix candidate past 16 rows on this device, and why
 // not where it does not (pure; `bench` and the log print it).
 bool linear_uses_coopmat(const DeviceCaps& caps, bool fp16, std::string* why_not = nullptr);
+// The tile LinearKernel::record_quant takes (pure): choose_linear_tiles' choice without cooperative
+// matrices, with the register tile in place of the matrix-vector path (the one-row path is QuantRowKernel):
+// on GPUs past 16 rows a shared-memory tile that dequantizes W on the way into shared memory.
+LinearTiles choose_quant_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
 // The candidates choose_linear_tiles can pick on this device, for any shape (pure): [3] alone on CPU
 // drivers, [0] and [3] on Mali, [0]-[3] elsewhere; plus [4] where linear_uses_coopmat.
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& caps, bool fp16 = true);
@@ -128,10 +132,15 @@ class LinearKernel {
   void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
                       const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // Same as record(), over a Q8_0 / Q4_0 weight in the struct-of-arrays device layout of
-  // ops/linear_quant.hpp (w: the whole layout, 16-byte aligned; `in` a multiple of 32), dequantized in
-  // registers by the register-tiled shader on every device (no dequantized copy of the weight).
+  // ops/linear_quant.hpp (w: the whole layout, 16-byte aligned; `in` a multiple of 32), never through a
+  // dequantized copy of the weight: the tile of choose_quant_linear_tiles, i.e. the register-tiled shader
+  // (dequantizing in registers) or a shared-memory tile of linear.comp (dequantizing into its fp32 tiles).
   void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
                     BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  // Same, on a given tile variant (1, 2: shared-memory; 3: register-tiled); one without pipelines here is
+  // invalid_argument (tests run every quantized path on every device with an all_variants kernel).
+  void record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                            const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
   // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
   // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
@@ -155,6 +164,7 @@ class LinearKernel {
   std::vector<std::unique_ptr<Pipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
   bool reg_subgroup_ = false;  // the register-tiled pipelines share x rows with subgroupShuffle
   std::unique_ptr<Pipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
+  std::unique_ptr<Pipeline> quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
   void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
                    const LinearParams& p, BufferRange residual, Elem y_elem) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
