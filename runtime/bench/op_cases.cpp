@@ -48,7 +48,8 @@ std::string describe(const OpCase& c) {
   s += res_name(c.residual);
   if (c.x_f32) s += " x32";
   if (c.y_f32) s += " y32";
-  if (c.variant >= 0) s += strf(" variant=%d", c.variant);
+  if (c.op == "linear" && c.variant == int(kLinearCoopVariant)) s += " coopmat";
+  else if (c.variant >= 0) s += strf(" variant=%d", c.variant);
   if (!c.subgroup) s += " shared-reduction";
   if (c.scalar_loads) s += " scalar-loads";
   if (c.wg_limit_x || c.wg_limit_y) s += strf(" wg-limit=%ux%u", c.wg_limit_x, c.wg_limit_y);
