@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "diffvk/atomic_write.hpp"
+#include "diffvk/pipeline_cache.hpp"
 
 namespace diffvk::cli {
 
@@ -22,21 +23,12 @@ ContextOptions DeviceFlags::options() const {
   else if (precision == "fp32") o.precision = Precision::fp32;
   else o.precision = Precision::automatic;
   if (!pipeline_cache.empty()) {
-    // The library rewrites the file when the context closes; only an absent file, an empty one or one of
-    // its own caches (magic "DVKPCACH") may be replaced.
-    struct stat st{};
-    if (::stat(pipeline_cache.c_str(), &st) == 0) {
-      if (!S_ISREG(st.st_mode))
-        throw Error(Status::invalid_argument, "--pipeline-cache " + pipeline_cache + ": not a regular file");
-      char magic[8] = {};
-      std::FILE* f = st.st_size > 0 ? std::fopen(pipeline_cache.c_str(), "rb") : nullptr;
-      const bool ours = st.st_size == 0 || (f && std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, "DVKPCACH", 8) == 0);
-      if (f) std::fclose(f);
-      if (!ours)
-        throw Error(Status::invalid_argument, "--pipeline-cache " + pipeline_cache +
-                                                  ": the file exists and is not a diffvk pipeline cache; it would be "
-                                                  "overwritten, so it is refused (name a new file)");
-    }
+    // The library rewrites the file when the context closes: only an absent file, an empty one or one of its
+    // own caches may be replaced.
+    std::string why;
+    if (!pipeline_cache_path_replaceable(pipeline_cache, &why))
+      throw Error(Status::invalid_argument, "--pipeline-cache " + pipeline_cache + ": the file exists and is " + why +
+                                                "; it would be overwritten, so it is refused (name a new file)");
     o.pipeline_cache_path = pipeline_cache;
   }
   return o;

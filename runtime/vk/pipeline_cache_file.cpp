@@ -1,10 +1,15 @@
 // diffvk — pipeline-cache file wrapper; see pipeline_cache_file.hpp.
 #include "vk/pipeline_cache_file.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "diffvk/error.hpp"
+#include "diffvk/pipeline_cache.hpp"
 
 namespace diffvk {
 namespace {
@@ -127,6 +132,31 @@ std::optional<std::vector<uint8_t>> decode_pipeline_cache(const std::vector<uint
   if (get_u64(p + 40) != key.spirv_hash) return reject(why, "shaders changed");
   if (why) *why = "ok";
   return std::vector<uint8_t>(file.begin() + std::ptrdiff_t(kPipelineCacheHeaderSize), file.begin() + std::ptrdiff_t(body));
+}
+
+}  // namespace diffvk
+
+// ---- include/diffvk/pipeline_cache.hpp: the one function of this file that touches the file system ----
+namespace diffvk {
+
+bool pipeline_cache_path_replaceable(const std::string& path, std::string* why) {
+  auto no = [&](const std::string& w) {
+    if (why) *why = w;
+    return false;
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return true;
+    return no(std::string("cannot inspect it: ") + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return no("not a regular file");
+  if (st.st_size == 0) return true;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return no(std::string("cannot open it: ") + std::strerror(errno));
+  char magic[8] = {};
+  const bool ours = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kMagic, 8) == 0;
+  std::fclose(f);
+  return ours ? true : no("not a diffvk pipeline cache");
 }
 
 }  // namespace diffvk

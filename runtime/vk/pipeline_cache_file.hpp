@@ -13,7 +13,8 @@
 //          56  N bytes  blob
 //       56+N   u64      FNV-1a 64 of bytes [0, 56 + N)
 // Pure functions: no Vulkan calls, no file I/O (use platform::read_file /
-// write_file_atomic around them).
+// write_file_atomic around them); the .cpp also holds pipeline_cache_path_replaceable
+// (include/diffvk/pipeline_cache.hpp), which reads a file's first 8 bytes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include "ops/diff_attn.hpp"
 #include "ops/head_rmsnorm.hpp"
 #include "platform.hpp"
+#include "diffvk/pipeline_cache.hpp"
 #include "vk/pipeline_cache_file.hpp"
 #include "vk/shader_blob.hpp"
 
@@ -254,4 +255,24 @@ TEST_CASE("pipeline cache: a FIFO or a device node at the path is left untouched
   REQUIRE(::stat("/dev/null", &null_st) == 0);
   CHECK(S_ISCHR(null_st.st_mode));
   CHECK(test::entries(tmp.path).size() == 2);  // no temporary left behind
+}
+
+TEST_CASE("io: pipeline_cache_path_replaceable accepts nothing but an absent, empty or diffvk cache file") {
+  io_test::TempDir tmp;
+  const std::string p = tmp.path + "/c.bin";
+  std::string why;
+  CHECK(pipeline_cache_path_replaceable(p, &why));  // absent
+  std::ofstream(p).close();
+  CHECK(pipeline_cache_path_replaceable(p, &why));  // empty
+  const auto cache = encode_pipeline_cache(test_key(), reinterpret_cast<const uint8_t*>("blob"), 4);
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(cache.data()), std::streamsize(cache.size()));
+  CHECK(pipeline_cache_path_replaceable(p, &why));  // one of ours
+  std::ofstream(p, std::ios::binary) << "DVKPCAC";  // 7 bytes: too short to be ours
+  CHECK(!pipeline_cache_path_replaceable(p, &why));
+  CHECK(why == "not a diffvk pipeline cache");
+  std::ofstream(p, std::ios::binary) << "my notes, not a cache";
+  CHECK(!pipeline_cache_path_replaceable(p, &why));
+  CHECK(why == "not a diffvk pipeline cache");
+  CHECK(!pipeline_cache_path_replaceable(tmp.path, &why));  // a directory
+  CHECK(why == "not a regular file");
 }
