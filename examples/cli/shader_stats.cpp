@@ -22,6 +22,7 @@ struct StatsArgs {
   DeviceFlags dev;
   std::string model;
   std::vector<uint32_t> d, heads, kv_heads, t;
+  std::vector<std::string> weights;
   std::string json_path;
 };
 
@@ -84,6 +85,9 @@ Runner register_shader_stats(CLI::App& app) {
   cmd->add_option("--t", a->t, "context lengths T (list): recorded in the JSON; no pipeline depends on T (every pipeline is "
                                "built at load time, for D and H/Hkv)")
       ->delimiter(',')->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--weights", a->weights, "the model's weight formats (list of f16, q8_0, q4_0): also the quantized pipelines "
+                                          "of each block format, as a model loaded with those weights builds them")
+      ->delimiter(',')->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
   cmd->add_option("--json", a->json_path, "write {device, pipelines: [{name, spec, workgroup, stats}]} to FILE (atomic)");
   return [a]() {
     ShaderStatsOptions o;
@@ -93,6 +97,7 @@ Runner register_shader_stats(CLI::App& app) {
     o.heads = a->heads;
     o.kv_heads = a->kv_heads;
     o.t = a->t;
+    o.weights = a->weights;
     if (o.model_dir.empty() && !o.shapes_requested()) o.model_dir = default_model_dir();
     const ShaderStatsReport r = shader_stats(o);
     const DeviceCaps& caps = r.device;

@@ -25,6 +25,9 @@ struct ShaderStatsOptions {
   // D 64,128; H 32; Hkv 8. Pairs with H % Hkv != 0 are skipped (a note says so); D must be even.
   std::vector<uint32_t> d, heads, kv_heads;
   std::vector<uint32_t> t;  // context lengths: recorded in the shapes only (no pipeline depends on T)
+  // Weight formats of the model's linears ("f16", "q8_0", "q4_0"): the model's kernels also build the
+  // quantized pipelines of each block format listed (as a model loaded with those weights does).
+  std::vector<std::string> weights;
   bool shapes_requested() const { return !d.empty() || !heads.empty() || !kv_heads.empty() || !t.empty(); }
 };
 

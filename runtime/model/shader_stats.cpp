@@ -22,7 +22,12 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
     const ModelConfig c = read_model_config(options.model_dir);  // native or Hugging Face DiffLlama
     const std::string label = "model " + options.model_dir;
     PipelineGroup g(dev, label);
-    kernels.push_back(build_model_kernels(dev, c));
+    std::vector<QuantType> quant;
+    for (const std::string& w : options.weights) {
+      const QuantType q = parse_quant_type(w);  // invalid_argument naming it otherwise
+      if (q != QuantType::f16) quant.push_back(q);
+    }
+    kernels.push_back(build_model_kernels(dev, c, quant));
     ShaderStatsShape s;
     s.group = label;
     s.model = true;
