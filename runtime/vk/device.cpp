@@ -66,6 +66,18 @@ std::string lower(std::string s) {
   for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
 }
+
+// The device line's words on cooperative matrices: nothing where the driver lists none.
+std::string coopmat_summary(const Device& d) {
+  const DeviceCaps& c = d.caps();
+  if (d.coopmat())
+    return ", cooperative matrices " + std::to_string(c.coopmat_m) + "x" + std::to_string(c.coopmat_n) + "x" +
+           std::to_string(c.coopmat_k) +
+           (c.has_quirk("coopmat_emulated") ? " (enabled; the matmul keeps its scalar path: quirk coopmat_emulated)"
+                                            : c.coopmat_note.empty() ? "" : " (" + c.coopmat_note + ")");
+  if (!c.coopmat_shapes.empty()) return ", no cooperative matrices (" + c.coopmat_note + ")";
+  return "";
+}
 }  // namespace
 
 std::vector<DeviceCaps> list_devices() {
@@ -268,7 +280,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   d->load_pipeline_cache();
   platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name + ": " +
                                     (d->fp16_ ? "fp16 storage" : "fp32") + ", subgroup " +
-                                    std::to_string(c.subgroup_size) + (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)"));
+                                    std::to_string(c.subgroup_size) + (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") +
+                                    coopmat_summary(*d));
   return d;
 }
 
