@@ -7,6 +7,7 @@
 #include "bench/check.hpp"
 #include "bench/host_memory.hpp"
 #include "bench/report.hpp"
+#include "ops/linear.hpp"
 #include "vk/buffer_peak.hpp"
 #include "vk/gpu.hpp"
 
@@ -95,6 +96,15 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const PeakFraction decode_pf = peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
   const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
   const double fraction = bound_s / (ds.median / N);
+  // Which matmul the prefill's linears take (issue 20: cooperative matrices shown where they are used, and
+  // why not where the device has them).
+  std::string why_not;
+  const DeviceCaps& dc = ctx.device().caps();
+  const std::string prefill_matmul =
+      kind != QuantKind::f16 ? std::string("quantized tiles (") + quant_kind_name(kind) + "; cooperative matrices take f16 weights only)"
+      : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
+          ? "cooperative matrices " + std::to_string(dc.coopmat_m) + "x" + std::to_string(dc.coopmat_n) + "x" + std::to_string(dc.coopmat_k)
+          : "scalar FMA (no cooperative matrices: " + why_not + ")";
   sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s", a.model_dir.c_str(),
               c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
               quant_kind_name(kind), ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str());
@@ -103,6 +113,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
                hwm ? ": includes device memory on CPU drivers" : " not resettable: not measured");
   sink.reportf("  prefill: %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s", P, ps.median, ps.min, ps.max, prefill_tps);
+  sink.reportf("  prefill matmul: %s", prefill_matmul.c_str());
   sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median, ds.min,
               ds.max, decode_tps, 1e3 * ds.median / N);
   sink.reportf("  session state: %u tokens, %.2f MB; save median %.4f s, restore median %.4f s: restore %.1fx faster than "
@@ -179,6 +190,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps, "s")}, {"tokens_per_s", prefill_tps},
                   {"GFLOPs", flops_per_token * P / (ps.median * 1e9)}, {"GBps", bytes / (ps.median * 1e9)}};
   add_peak_fields(j["prefill"], prefill_pf);
+  j["prefill"]["matmul"] = prefill_matmul;
   j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds, "s")}, {"tokens_per_s", decode_tps},
                  {"GFLOPs", flops_per_token * N / (ds.median * 1e9)}, {"GBps", bytes * N / (ds.median * 1e9)},
                  {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
