@@ -25,12 +25,18 @@
 // Layouts (elements):  q[i*q_stride + h*2D + qk_off + c]    (c < NSM*D: Q1|Q2, or one half at qk_off)
 //   K cache [g][capacity][2D] = K1|K2 (this pass reads columns qk_off .. qk_off + NSM*D - 1)
 //   V cache [g][capacity][2D]
+// DIFF V2 (DVK_V2 = 1, NSM = 1; docs/maths.md "DIFF V2"): p.H counts the 2H query heads, each D wide
+// (q[i*q_stride + j*D + c]), the cache rows are D wide, and the host makes RB even: with n_rep even,
+// slots 2k and 2k+1 are query heads 2i and 2i+1 of the same query, the pair one output head combines.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
 
 #ifndef NSM
 #define NSM 2  // softmaxes sharing the V stream: 2 = differential, 1 = standard attention
+#endif
+#ifndef DVK_V2
+#define DVK_V2 0  // 1: DIFF V2 (NSM = 1 over 2H query heads; K, V and query heads D wide; slots paired)
 #endif
 
 layout(constant_id = 0) const uint WG = 8;     // invocations = L, the lanes across the head dimensions
@@ -45,7 +51,7 @@ layout(local_size_x_id = 0) in;
 const uint L = WG;
 const uint CW = CHUNK == 8 ? 8 : 4;
 const uint VPC = CW / 4;
-const uint DV = 2 * HD;              // V width
+const uint DV = DVK_V2 != 0 ? HD : 2 * HD;  // V width (and the head stride of q and of the cache rows)
 const uint HQ = (HD + CW - 1) / CW;  // chunks per query/key half (the last one padded when D % CW != 0)
 const uint NQT = NSM * HQ;           // chunks of the Q/K part of a row
 const uint NKV = (NQT + L - 1) / L;  // ... per lane

@@ -9,7 +9,10 @@
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint HD = 64;
 layout(local_size_x_id = 0) in;
-const uint DV = 2 * HD;
+#ifndef DVK_V2
+#define DVK_V2 0  // 1: DIFF V2 (rows are output heads, V is D wide)
+#endif
+const uint DV = DVK_V2 != 0 ? HD : 2 * HD;
 const float FLT_MAX = 3.402823466e38;
 
 layout(std430, binding = 0) readonly buffer Part { float part[]; };
@@ -28,6 +31,8 @@ layout(push_constant) uniform Params {
   float lambda;
   float gain;
   float eps;
+  uint q_stride;   // DIFF V2: elements between rows of q
+  uint q_off;      // DIFF V2: column of output head 0's λ logit in a row of q
 } p;
 
 #include "attn_split_len.glsl"

@@ -6,6 +6,7 @@
 //   part[((z*H + h)*S + i)*NSM*2D + t*2D + col]   (fp32, unnormalised, softmax t)
 //   stat[((z*H + h)*S + i)*2*NSM + 2t + {0: m, 1: l}]
 // A live split that sees no key of a slot writes m = NEG_BIG (finite), l = 0, O = 0.
+// DIFF V2 (DVK_V2): the rows are output heads (H/2 of them), query heads 2h, 2h+1 their softmaxes t = 0, 1.
 layout(std430, binding = 3) writeonly buffer Part { float part[]; };
 layout(std430, binding = 4) writeonly buffer Stat { float stat[]; };
 
@@ -22,10 +23,17 @@ void main() {
   const uint l0 = lane();
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
+#if DVK_V2
+    // DIFF V2: query heads 2h and 2h+1 are softmaxes 0 and 1 of output head h (the merge's NSM = 2 layout).
+    const uint row = (split * (p.H / 2) + slot_head(r) / 2) * p.S + slot_query(r);
+    [[unroll]] for (uint t0 = 0; t0 < 1; ++t0) {
+      const uint k = r, t = slot_head(r) % 2, NW = 2;
+#else
     const uint row = (split * p.H + slot_head(r)) * p.S + slot_query(r);
     [[unroll]] for (uint t = 0; t < NSM; ++t) {
-      const uint k = t * RB + r;
-      const uint base = (row * NSM + t) * DV;
+      const uint k = t * RB + r, NW = NSM;
+#endif
+      const uint base = (row * NW + t) * DV;
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = l0 + i * L;
         [[unroll]] for (uint c = 0; c < VPC; ++c)
@@ -35,8 +43,8 @@ void main() {
           }
       }
       if (l0 == 0) {
-        stat[row * 2 * NSM + 2 * t] = m_run[k];
-        stat[row * 2 * NSM + 2 * t + 1] = l_run[k];
+        stat[row * 2 * NW + 2 * t] = m_run[k];
+        stat[row * 2 * NW + 2 * t + 1] = l_run[k];
       }
     }
   }

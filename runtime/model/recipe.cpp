@@ -35,20 +35,22 @@ TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRan
 }
 
 AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
+  const AttnSoftmax sm = attn.softmax();
+  const uint32_t H = sm == AttnSoftmax::v2 ? 2 * s.H : s.H;  // DIFF V2 calls count query heads
   const uint32_t decode_rows = std::min<uint32_t>(attn.max_decode_rows(), s.chunk);
-  const AttnCall worst{std::max(1u, decode_rows), 0, s.H, s.Hkv, s.capacity, s.E, s.E};
+  const AttnCall worst{std::max(1u, decode_rows), 0, H, s.Hkv, s.capacity, s.E, s.E};
   uint32_t splits = 1;
   for (uint32_t r = 1; r <= decode_rows; ++r) {  // programs replayed at any position: splits over the capacity
     uint32_t len = 0;
-    splits = std::max(splits, attn.decode_splits_for_capacity(AttnCall{r, 0, s.H, s.Hkv, s.capacity, s.E, s.E}, &len));
+    splits = std::max(splits, attn.decode_splits_for_capacity(AttnCall{r, 0, H, s.Hkv, s.capacity, s.E, s.E}, &len));
   }
-  AttnScratch sc{DiffAttnKernel::part_bytes(worst, s.D, splits), DiffAttnKernel::stat_bytes(worst, splits)};
+  AttnScratch sc{DiffAttnKernel::part_bytes(worst, s.D, splits, sm), DiffAttnKernel::stat_bytes(worst, splits, sm)};
   if (s.chunk > attn.max_decode_rows()) {  // prefill chunks through split-K on loop-limited devices
-    const AttnCall pc{s.chunk, 0, s.H, s.Hkv, s.capacity, s.E, s.E};
+    const AttnCall pc{s.chunk, 0, H, s.Hkv, s.capacity, s.E, s.E};
     uint32_t len = 0;
     if (const uint32_t ps = attn.prefill_splits_for_keys(s.capacity, &len)) {  // any position up to the capacity
-      sc.part = std::max(sc.part, DiffAttnKernel::part_bytes(pc, s.D, ps));
-      sc.stat = std::max(sc.stat, DiffAttnKernel::stat_bytes(pc, ps));
+      sc.part = std::max(sc.part, DiffAttnKernel::part_bytes(pc, s.D, ps, sm));
+      sc.stat = std::max(sc.stat, DiffAttnKernel::stat_bytes(pc, ps, sm));
     }
   }
   sc.part = std::max<uint64_t>(sc.part, 4);
@@ -129,7 +131,11 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
                               TensorRole y_role) {
   const std::string& P = w.prefix;
   const uint32_t rows = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, cap = s.capacity;
-  const uint32_t qkvw = E + 4 * Hkv * D;
+  const bool v2 = w.v2;
+  if ((f.k.attn->softmax() == AttnSoftmax::v2) != v2)
+    throw Error(Status::internal, "attention block: the attention kernel does not match the block's DIFF variant");
+  // Widths: q (V2: 2H query heads, then H λ logits), the fused projection, the heads' output.
+  const uint32_t qw = v2 ? 2 * H * D + H : E, qkvw = v2 ? qw + 2 * Hkv * D : E + 4 * Hkv * D, ow = v2 ? H * D : E;
   const bool residual = w.norm.valid();
   // QKV projection (after the block norm: fused into the one-row linear, else its own node).
   const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
@@ -143,12 +149,14 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
   }
   // RoPE and the KV-cache append.
-  const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, E});
+  const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, qw});
   const TensorRef kc = w.k_cache, vc = w.v_cache, table = w.rope_table, pos = f.pos;
   const RopeKvKernel* rope = f.k.rope.get();
+  const RopeKvParams rp{rows, H, Hkv, D, 0, cap, v2 ? Hkv : 0, v2 ? H : 0};
   f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
-    rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], {rows, H, Hkv, D, 0, cap}, b[pos]);
+    rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
   });
+  if (w.tap && v2) throw Error(Status::unsupported, "attention maps: not available for DIFF V2 layers yet");
   if (w.tap) {  // debug: this layer's softmaxes, from the roped queries and the cached keys
     const MapTap tap = *w.tap;
     const AttnProbsKernel* probs = f.k.probs.get();
@@ -160,18 +168,22 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
   const AttnScratch sc = attn_scratch(*f.k.attn, s);
   const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part), stat = f.g.scratch(P + "attn.split_stat", sc.stat);
-  const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, E});
+  const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, ow});
   const DiffAttnKernel* attn = f.k.attn.get();
   const TensorRef subln = w.subln;
   const float lambda = static_cast<float>(w.lambda), gain = static_cast<float>(1.0 - w.lambda_init), seps = s.subln_eps;
-  f.g.add("attention", {q, kc, vc, subln, pos}, {o, part, stat}, [=](Program& p, const GraphBinding& b) {
-    const AttnCall call{rows, 0, H, Hkv, cap, E, E, lambda, gain, seps, b[pos]};
+  std::vector<TensorRef> reads{q, kc, vc, pos};
+  if (!v2) reads.push_back(subln);
+  f.g.add("attention", reads, {o, part, stat}, [=](Program& p, const GraphBinding& b) {
+    const AttnCall call = v2 ? AttnCall{rows, 0, 2 * H, Hkv, cap, qw, ow, 0.0f, 1.0f, 0.0f, b[pos]}
+                             : AttnCall{rows, 0, H, Hkv, cap, E, E, lambda, gain, seps, b[pos]};
+    const BufferRange sl = v2 ? BufferRange{} : b[subln];
     if (rows <= attn->max_decode_rows()) {
       uint32_t len = 0;
       const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
-      attn->record_decode(p, b[q], b[kc], b[vc], b[subln], b[o], b[part], b[stat], call, splits, len);
+      attn->record_decode(p, b[q], b[kc], b[vc], sl, b[o], b[part], b[stat], call, splits, len);
     } else {
-      attn->record_prefill(p, b[q], b[kc], b[vc], b[subln], b[o], call, b[part], b[stat]);
+      attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, b[part], b[stat]);
     }
   });
   // Output projection: into the residual stream, or a new tensor (bare layer).

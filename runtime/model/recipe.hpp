@@ -64,11 +64,15 @@ struct AttnShape {
   float subln_eps = 1e-5f;  // headwise norm
 };
 
+// DIFF V1 (v2 = false): wqkv = [Wq; Wk; Wv] (E + 4·Hkv·D rows, E = 2·H·D), the K/V caches [Hkv][capacity][2D],
+// the headwise norm. DIFF V2 (v2 = true, docs/maths.md "DIFF V2"): wqkv = [Wq (2H·D); Wλ (H); Wk (Hkv·D);
+// Wv (Hkv·D)], the caches [Hkv][capacity][D], wo of H·D inputs; no subln, no λ scalar (λ is per token).
 struct AttnBlock {
   std::string prefix;  // tensor names: prefix + "qkv", …
   TensorRef norm;      // pre-attention RMSNorm weight (E); invalid: none (a bare layer)
+  bool v2 = false;
   LinearWeight wqkv, wo;
-  TensorRef subln;     // headwise norm weight (2D)
+  TensorRef subln;     // headwise norm weight (2D); DIFF V1 only
   double lambda = 0, lambda_init = 0;
   TensorRef k_cache, v_cache, rope_table;
   const MapTap* tap = nullptr;  // this layer's tap, if any
@@ -105,7 +109,7 @@ struct RowLinear {
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row = nullptr);
 
-// The differential attention block. With a norm weight: x is the f32 residual stream and the block adds
+// The differential attention block (DIFF V1 or V2: AttnBlock::v2). With a norm weight: x is the f32 residual stream and the block adds
 // its output into x (returns x). Without one (DiffAttnLayer): x is a storage-type activation and the
 // output is a new storage-type tensor `y_name` (role `y_role`), which is returned.
 TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w,

@@ -14,20 +14,21 @@ uint32_t pow2_floor(uint32_t v) {
 uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 // Elements per K/V load (spec constant CHUNK of shaders/attn_core.glsl): 16-byte loads of 8 halves
 // when every lane still gets one, else 4 elements; element-wise when the halves do not split.
-uint32_t chunk_of(bool fp16, uint32_t D, uint32_t wg) {
-  if (fp16 && D % 8 == 0 && cdiv(2 * D, 8) >= wg) return 8;
+// dv: width of a V row (2D, or D for DIFF V2).
+uint32_t chunk_of(bool fp16, uint32_t D, uint32_t dv, uint32_t wg) {
+  if (fp16 && D % 8 == 0 && cdiv(dv, 8) >= wg) return 8;
   return D % 4 == 0 ? 4 : 0;
 }
 // Per-lane chunk counts of the core (the constants at the top of shaders/attn_core.glsl).
 struct CoreShape {
   uint32_t nkv, nvv, cw;
 };
-CoreShape core_shape(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t nsm) {
+CoreShape core_shape(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t nsm, uint32_t dv) {
   const uint32_t cw = chunk == 8 ? 8 : 4;
-  return {cdiv(nsm * cdiv(D, cw), wg), cdiv(cdiv(2 * D, cw), wg), cw};
+  return {cdiv(nsm * cdiv(D, cw), wg), cdiv(cdiv(dv, cw), wg), cw};
 }
-uint32_t accumulators(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t br, uint32_t nsm) {
-  const CoreShape c = core_shape(chunk, D, wg, nsm);
+uint32_t accumulators(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t br, uint32_t nsm, uint32_t dv) {
+  const CoreShape c = core_shape(chunk, D, wg, nsm, dv);
   return nsm * br * c.nvv * c.cw;
 }
 }  // namespace
@@ -49,11 +50,13 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
     return "required subgroup size must equal the workgroup and lie in the device's range";
   if (t.nsm != 1 && t.nsm != 2) return "nsm must be 1 or 2";
   if (!t.br) return "br is zero";
+  if (t.v2 && (t.nsm != 1 || t.br % 2 || n_rep % 2)) return "DIFF V2 tiles need nsm 1, even br and even n_rep";
+  const uint32_t dv = t.v2 ? D : 2 * D;
   if (!t.bc) return "bc is zero";
   if (t.qb != std::max(1u, t.br / n_rep)) return "qb must be br / n_rep (at least 1)";
-  if (t.chunk != chunk_of(fp16, D, t.wg)) return "chunk does not match the storage type, D and the lanes";
-  if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm)) return "accumulators do not match the tiles";
-  if (t.br > 1 && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
+  if (t.chunk != chunk_of(fp16, D, dv, t.wg)) return "chunk does not match the storage type, D and the lanes";
+  if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm, dv)) return "accumulators do not match the tiles";
+  if (t.br > (t.v2 ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
   if (t.shared_bytes != attn_shared_bytes(t.nsm, t.wg, t.br)) return "shared_bytes does not match the tiles";
   if (t.shared_bytes > caps.max_shared_memory)
     return "shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(caps.max_shared_memory);
@@ -61,8 +64,11 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
 }
 
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows, uint32_t nsm) {
+                            uint32_t decode_rows, uint32_t nsm, bool v2) {
   if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "attention tiles: D and n_rep must be positive");
+  if (v2 && (nsm != 1 || n_rep % 2))
+    throw Error(Status::invalid_argument, "attention tiles: DIFF V2 needs one softmax and an even n_rep (query heads per KV head)");
+  const uint32_t dv = v2 ? D : 2 * D;
   const uint32_t max_inv = std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]);
   // One subgroup per workgroup: the lanes that split the head dimensions sum with subgroupAdd.
   const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
@@ -71,7 +77,7 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   // With subgroup size control, narrow the subgroup to the 4-element chunks of a V row, so that no
   // lane idles (radv: 32 instead of its default 64 at D = 64).
   if (caps.subgroup_size_control && caps.subgroup_min_size) {
-    const uint32_t chunks = std::max(1u, cdiv(2 * D, 4));
+    const uint32_t chunks = std::max(1u, cdiv(dv, 4));
     uint32_t want = t.wg;
     while (want > caps.subgroup_min_size && want / 2 >= 1 && chunks < want) want /= 2;
     if (want != t.wg) {
@@ -82,21 +88,24 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   t.tc = t.wg;
   t.bc = 16;
   t.nsm = nsm;
-  t.chunk = chunk_of(fp16, D, t.wg);
+  t.v2 = v2;
+  t.chunk = chunk_of(fp16, D, dv, t.wg);
   // Row slots: decode covers every head of the group for all its rows; prefill every head of one or
   // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
-  // the register budget, down to one slot (which is always legal, whatever its accumulators).
+  // the register budget, down to one slot (which is always legal, whatever its accumulators; DIFF V2:
+  // down to the two slots of one pair, and always an even count).
   const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
   const uint32_t budget = attn_accumulator_budget(caps);
-  t.br = std::max(1u, std::min(want, 64u));
-  while (t.br > 1 && accumulators(t.chunk, D, t.wg, t.br, nsm) > budget) --t.br;
+  const uint32_t step = v2 ? 2 : 1;
+  t.br = std::max(step, std::min(want, 64u) / step * step);
+  while (t.br > step && accumulators(t.chunk, D, t.wg, t.br, nsm, dv) > budget) t.br -= step;
   t.qb = std::max(1u, t.br / n_rep);
-  t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm);
+  t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm, dv);
   t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
-  while (t.shared_bytes > caps.max_shared_memory && t.br > 1) {
-    --t.br;
+  while (t.shared_bytes > caps.max_shared_memory && t.br > step) {
+    t.br -= step;
     t.qb = std::max(1u, t.br / n_rep);
-    t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm);
+    t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm, dv);
     t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
   }
   const std::string why = check_attn_tiles(caps, fp16, D, n_rep, t);
@@ -109,7 +118,7 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
 uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup) {
   if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
   constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
-  const CoreShape c = core_shape(4, D, t.wg, t.nsm);  // 4-element chunks: the larger counts
+  const CoreShape c = core_shape(4, D, t.wg, t.nsm, t.v2 ? D : 2 * D);  // 4-element chunks: the larger counts
   const uint64_t nst = uint64_t(t.nsm) * t.br;
   // Back-edges per key in shaders/attn_core.glsl: every constant-trip loop there carries [[unroll]]
   // (the test "one invocation streams the device's whole per-invocation key budget" fails if one

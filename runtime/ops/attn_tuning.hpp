@@ -21,7 +21,8 @@ struct AttnTiles {
   uint32_t tc = 0;    // lanes across the output columns (= wg: every lane owns a slice of every row)
   uint32_t qb = 0;    // whole queries per workgroup (br / n_rep, at least 1)
   uint32_t chunk = 0; // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (element-wise: D % 4 != 0)
-  uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline)
+  uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline and DIFF V2)
+  bool v2 = false;    // DIFF V2: V rows D wide (not 2D) and br even (slot pairs are a head's two softmaxes)
   uint32_t shared_bytes = 0;  // shared memory of the no-subgroup variant (the subgroup one uses none)
   uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
 };
@@ -35,8 +36,9 @@ uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br);
 
 // decode_rows: queries per decode call the tiles should cover in one workgroup (1..8).
 // Throws Error(unsupported) when no legal tiling exists.
+// v2: DIFF V2 tiles (nsm must be 1; n_rep counts query heads per KV head and must be even).
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows = 1, uint32_t nsm = 2);
+                            uint32_t decode_rows = 1, uint32_t nsm = 2, bool v2 = false);
 
 // "" when legal on `caps`, else the reason (invocations, shared memory, consistency).
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t,
@@ -67,6 +69,7 @@ struct AttnCorePush {
 struct AttnMergePush {
   uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;
   float lambda, gain, eps;
+  uint32_t q_stride, q_off;  // DIFF V2's merge: where it reads each output head's λ logit
 };
 // Workgroups along x: blocks of br row slots over the n_rep x S (query, head) rows of one group.
 inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) { return (n_rep * S + t.br - 1) / t.br; }

@@ -25,26 +25,32 @@ const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
        "flash reduce Q1K1"},
       {"flash_attn", "flash_attn_split", "flash_attn_reduce", 4, "flash Q2K2", "flash split Q2K2", "flash split Q2K2",
        "flash reduce Q2K2"}};
-  return sm == AttnSoftmax::single ? single[half ? 1 : 0] : diff;
+  static const AttnShaders v2{"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn_reduce", 5, "diff_v2_attn prefill",
+                              "diff_v2_attn split", "diff_v2_attn prefill split", "diff_v2_attn reduce"};
+  return sm == AttnSoftmax::single ? single[half ? 1 : 0] : sm == AttnSoftmax::v2 ? v2 : diff;
 }
-uint32_t nsm(AttnSoftmax sm) { return static_cast<uint32_t>(sm); }
+uint32_t nsm(AttnSoftmax sm) { return sm == AttnSoftmax::differential ? 2 : 1; }
 }  // namespace
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows,
                                AttnSoftmax softmax)
     : device_(device), softmax_(softmax), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep),
       max_decode_rows_(max_decode_rows) {
-  if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential)
+  if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential && softmax != AttnSoftmax::v2)
     throw Error(Status::invalid_argument, "attention: unknown softmax variant");
+  if (softmax == AttnSoftmax::v2 && n_rep % 2)
+    throw Error(Status::invalid_argument, "attention: DIFF V2 needs an even number of query heads per KV head (n_rep=" +
+                                              std::to_string(n_rep) + ")");
   if (D == 0 || D % 2) throw Error(Status::invalid_argument, "attention: D must be even and positive");
   if (n_rep == 0) throw Error(Status::invalid_argument, "attention: n_rep must be positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
   const DeviceCaps& caps = device.caps();
   const uint32_t n = nsm(softmax);
-  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n);
-  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n);
-  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n);
+  const bool is_v2 = softmax == AttnSoftmax::v2;
+  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n, is_v2);
+  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n, is_v2);
+  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, is_v2);
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
   prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
@@ -52,9 +58,9 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   if (decodeN_tiles_.br != decode1_tiles_.br)
     decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  // The single-softmax merge has no subgroup variant.
+  // The single-softmax and DIFF V2 merges have no subgroup variant (no block reduction).
   reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.reduce, sh.reduce_bindings, sizeof(AttnMergePush), {reduce_wg_, D},
-                                                            o.subgroup && !single(), fp16_});
+                                                            o.subgroup && softmax == AttnSoftmax::differential, fp16_});
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -65,6 +71,8 @@ const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
 
 AttnCorePush DiffAttnKernel::core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
+  if (v2())  // every query head's softmax; λ is read from q by the epilogue or the merge
+    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, max_split, scale, 0.0f, 1.0f, 0.0f};
   if (single())  // one half's softmax: Q and K columns from half·D, no λ, no norm
     return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, c.half * D_, min_split, max_split, scale,
             0.0f, 1.0f, 0.0f};
@@ -76,7 +84,7 @@ BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buff
 
 void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                               BufferRange o) const {
-  const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
+  const uint64_t es = storage_bytes(fp16_), dv = v2() ? D_ : 2ull * D_;
   if (single() && c.half > 1)
     throw Error(Status::invalid_argument, "attention: half must be 0 (Q1/K1) or 1 (Q2/K2)");
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
@@ -85,12 +93,15 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
   if (uint64_t(c.pos0) + c.S > c.capacity && !c.dyn_pos.buffer)
     throw Error(Status::context_overflow, "attention: positions up to " + std::to_string(uint64_t(c.pos0) + c.S) +
                                               " exceed the KV cache capacity " + std::to_string(c.capacity));
-  if (c.q_stride < c.H * dv || c.o_stride < c.H * dv)
-    throw Error(Status::invalid_argument, "attention: row strides smaller than H x 2D");
-  const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + c.H * dv, on = (uint64_t(c.S) - 1) * c.o_stride + c.H * dv;
+  // DIFF V2: H query heads and H/2 λ logits in q, H/2 output heads of D in o.
+  const uint64_t qw = c.H * dv + (v2() ? c.H / 2 : 0), ow = v2() ? c.H / 2 * dv : c.H * dv;
+  if (c.q_stride < qw || c.o_stride < ow)
+    throw Error(Status::invalid_argument, v2() ? "attention: row strides smaller than H x D (+ H/2 λ logits in q)"
+                                               : "attention: row strides smaller than H x 2D");
+  const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + qw, on = (uint64_t(c.S) - 1) * c.o_stride + ow;
   const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
   if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es ||
-      (!single() && subln.size < dv * es))
+      (softmax_ == AttnSoftmax::differential && subln.size < dv * es))
     throw Error(Status::invalid_argument, "attention: a buffer is smaller than the shape needs");
 }
 
@@ -109,9 +120,10 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   const AttnTiles& t = prefill_tiles_;
   const AttnCorePush p = core_push(c, c.capacity, c.capacity);
   const BufferRange zero = device_.zero_range();
+  const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
   program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read},
-                    single() ? Arg{o, Access::write} : Arg{subln, Access::read},
-                    single() ? Arg{zero, Access::read} : Arg{o, Access::write}, {dyn(c), Access::read}},
+                    o3 ? Arg{o, Access::write} : Arg{subln, Access::read},
+                    o3 ? Arg{zero, Access::read} : Arg{o, Access::write}, {dyn(c), Access::read}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, shaders(softmax_, c.half).prefill_label);
 }
 
@@ -141,9 +153,10 @@ uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t*
   return decode_splits(full, split_len);
 }
 
-// Per split, (query, head) row and softmax: the 2D partial output and the (max, sum) pair, in fp32.
+// Per split, (query, head) row and softmax: the 2D partial output (DIFF V2: D per query head) and the
+// (max, sum) pair, in fp32.
 uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits, AttnSoftmax sm) {
-  return uint64_t(splits) * c.H * c.S * nsm(sm) * 2 * D * 4;
+  return uint64_t(splits) * c.H * c.S * nsm(sm) * (sm == AttnSoftmax::v2 ? 1 : 2) * D * 4;
 }
 uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits, AttnSoftmax sm) {
   return uint64_t(splits) * c.H * c.S * nsm(sm) * 2 * 4;
@@ -183,9 +196,14 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, splits}, label);
   const bool sm1 = single();
   AttnMergePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, sm1 ? 0.0f : c.lambda,
-                  sm1 ? 1.0f : c.gain, sm1 ? 0.0f : c.eps};
+                  sm1 ? 1.0f : c.gain, sm1 ? 0.0f : c.eps, c.q_stride, c.H * D_};
   const char* merge_label = shaders(softmax_, c.half).reduce_label;
-  if (sm1)
+  if (v2()) {  // one workgroup per (output head, query); λ logits from q
+    r.H = c.H / 2;
+    program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {q, Access::read}, {o, Access::write},
+                      {dyn(c), Access::read}},
+                     &r, sizeof r, {c.H / 2, c.S, 1}, merge_label);
+  } else if (sm1)
     program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}, {dyn(c), Access::read}},
                      &r, sizeof r, {c.H, c.S, 1}, merge_label);
   else

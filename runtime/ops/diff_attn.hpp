@@ -35,11 +35,16 @@ struct AttnCall {
 //                 what a runtime with only standard attention runs twice (the benchmark's two-pass
 //                 baseline). Its pipelines come from shaders/bench/flash_attn*.comp, which are not in
 //                 the core library: the caller registers them first (bench/shaders.hpp).
-enum class AttnSoftmax : uint32_t { single = 1, differential = 2 };
+//   v2:           DIFF V2 (docs/maths.md "DIFF V2"): one softmax per query head over AttnCall::H query
+//                 heads (2 per output head) of width D, K/V rows D wide ([Hkv][capacity][D]); output head
+//                 h = O_2h − sigmoid(z_h)·O_2h+1 with z_h = q[i·q_stride + H·D + h] (the λ logits follow
+//                 the query heads in q); o: S x o_stride, head h at h·D; no norm, subln unused.
+enum class AttnSoftmax : uint32_t { single = 1, differential = 2, v2 = 3 };
 
 class DiffAttnKernel {
  public:
-  // D: head half width; n_rep = H / Hkv; decode calls take up to max_decode_rows queries.
+  // D: head half width (DIFF V2: head width); n_rep = H / Hkv (DIFF V2: query heads per KV head, even);
+  // decode calls take up to max_decode_rows queries.
   DiffAttnKernel(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8,
                  AttnSoftmax softmax = AttnSoftmax::differential);
   ~DiffAttnKernel();
@@ -84,6 +89,7 @@ class DiffAttnKernel {
   const Pipeline& split_pipeline(const AttnTiles& t) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   bool single() const { return softmax_ == AttnSoftmax::single; }
+  bool v2() const { return softmax_ == AttnSoftmax::v2; }
   Device& device_;
   AttnSoftmax softmax_;
   bool fp16_, subgroup_;

@@ -35,22 +35,25 @@ RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o) : device_(device) {
 }
 
 void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out,
-                          BufferRange k_cache, BufferRange v_cache, const RopeKvParams& p, BufferRange dyn_pos) const {
+                          BufferRange k_cache, BufferRange v_cache, const RopeKvParams& params, BufferRange dyn_pos) const {
+  RopeKvParams p = params;
+  if (p.kheads == 0) p.kheads = 2 * p.Hkv;
   const bool dynamic = dyn_pos.buffer != VK_NULL_HANDLE;
   if (!dynamic) dyn_pos = device_.zero_range();
   if (p.rows == 0 || p.H == 0 || p.Hkv == 0 || p.D == 0 || p.capacity == 0)
     throw Error(Status::invalid_argument, "rope_kv: zero size");
   if (p.D % 2 != 0) throw Error(Status::invalid_argument, "rope_kv: head_dim D must be even for RoPE");
   if (p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "rope_kv: H must be a multiple of Hkv");
+  if (p.kheads % p.Hkv != 0) throw Error(Status::invalid_argument, "rope_kv: k sub-heads must be a multiple of Hkv");
   if (!dynamic && uint64_t(p.pos0) + p.rows > p.capacity)
     throw Error(Status::context_overflow, "rope_kv: positions " + std::to_string(p.pos0) + ".." +
                                               std::to_string(uint64_t(p.pos0) + p.rows - 1) +
                                               " exceed the KV cache capacity " + std::to_string(p.capacity));
   const uint64_t es = storage_bytes(pipeline_->desc().fp16);
-  const uint64_t pairs = (uint64_t(p.H) + 2ull * p.Hkv) * p.D;  // per row
-  const uint64_t qkv_elems = uint64_t(p.rows) * 2 * pairs;
-  const uint64_t q_elems = uint64_t(p.rows) * 2 * p.H * p.D;
-  const uint64_t cache_elems = uint64_t(p.Hkv) * p.capacity * 2 * p.D;
+  const uint64_t pairs = (uint64_t(p.H) + p.kheads) * p.D;  // per row: q, then k and v of kheads·D/2 pairs each
+  const uint64_t qkv_elems = uint64_t(p.rows) * (2 * pairs + p.lam);
+  const uint64_t q_elems = uint64_t(p.rows) * (2ull * p.H * p.D + p.lam);
+  const uint64_t cache_elems = uint64_t(p.kheads) * p.capacity * p.D;
   // With a dynamic position every position below the capacity may be used.
   const uint64_t table_entries = (dynamic ? uint64_t(p.capacity) : uint64_t(p.pos0) + p.rows) * (p.D / 2);
   if (std::max({qkv_elems, cache_elems, table_entries * 2}) > UINT32_MAX)
@@ -72,7 +75,7 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
     if (test_limit_[d]) lim = std::min(lim, test_limit_[d]);
     return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(n, lim)));
   };
-  const std::array<uint32_t, 3> groups{clamp((pairs + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
+  const std::array<uint32_t, 3> groups{clamp((pairs + p.lam + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
   program.dispatch(*pipeline_,
                    {{qkv, Access::read}, {table, Access::read}, {q_out, Access::write}, {k_cache, Access::write},
                     {v_cache, Access::write}, {dyn_pos, Access::read}},

@@ -17,8 +17,13 @@ namespace diffvk {
 //   v_cache: [Hkv][capacity][2D]; row (g, p) = v columns [2gD, 2gD + 2D), copied unrotated.
 // Only cache rows pos0 .. pos0 + rows − 1 are written; the rest is left untouched (the whole cache
 // ranges are declared written to Program, a superset).
+// DIFF V2 (docs/maths.md "DIFF V2"): kheads = Hkv (the cache rows are D wide: [Hkv][capacity][D]) and
+// lam = H λ logits between the q and the k part of a qkv row, copied after the q part of q_out
+// (rows x (2H·D + H)); v then has Hkv·D columns. Pushed as is (shaders/rope_kv.comp's Params).
 struct RopeKvParams {
   uint32_t rows = 0, H = 0, Hkv = 0, D = 0, pos0 = 0, capacity = 0;
+  uint32_t kheads = 0;  // D-wide k sub-heads per row; 0 = 2·Hkv (DIFF V1)
+  uint32_t lam = 0;     // λ columns after the q part (DIFF V2: H)
 };
 class RopeKvKernel {
  public:
