@@ -36,6 +36,9 @@ std::string describe(const OpCase& c) {
     s += strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
     if (c.max_splits) s += " max-splits";
     if (c.one_split) s += " one-split";
+  } else if (c.op == "diff_v2_attn") {
+    s += strf("%s H=%u/%u D=%u S=%u pos0=%u z-std=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
+    if (c.max_splits) s += " max-splits";
   } else if (c.op == "attn_probs") {
     s += strf("H=%u/%u D=%u T=%u heads=%u+%u", c.in, c.Hkv, c.out, c.rows, c.head0, c.heads);
     for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
@@ -516,6 +519,34 @@ std::vector<OpCase> diff_attn_cases(OpMode mode) {
   return b.cases;
 }
 
+// DIFF V2 (docs/maths.md "DIFF V2"): H output heads (2H query heads), Hkv dividing H, head width D; lambda
+// is the standard deviation of the λ logits (50: saturated, λ at 0 or 1).
+std::vector<OpCase> diff_v2_attn_cases(OpMode mode) {
+  Builder b("diff_v2_attn", 300);
+  if (mode == OpMode::bench) {
+    b.add(attn(4, 1, 64, 1, 2047, 1.0, true));   // a decode step at T = 2048 (8 query heads, 1 KV head)
+    b.add(attn(4, 1, 64, 512, 0, 1.0, false));  // a 512-row prefill
+    return b.cases;
+  }
+  // Odd S and T; 1, 2, 4 and 32 pairs per KV head; D = 6/8/16/32/64/128 (element-wise, 4- and 8-element loads).
+  const OpCase cases[] = {
+      attn(1, 1, 16, 1, 0, 1.0, false),   attn(2, 2, 32, 7, 0, 1.0, false),  attn(4, 2, 16, 33, 0, 1.0, false),
+      attn(4, 1, 64, 17, 0, 1.0, false),  attn(2, 1, 128, 19, 0, 1.0, false), attn(3, 3, 6, 11, 0, 1.0, false),
+      attn(32, 1, 8, 5, 0, 1.0, false),   attn(2, 2, 16, 9, 0, 50.0, false),   // saturated λ
+      attn(1, 1, 64, 900, 0, 1.0, false),  // beyond llvmpipe's per-invocation loop budget: split prefill there
+      attn(4, 2, 16, 13, 33, 1.0, false), attn(2, 1, 64, 20, 1000, 1.0, false),  // chunks after cached rows
+      attn(2, 1, 16, 1, 40, 1.0, true),   attn(4, 1, 32, 3, 65, 1.0, true),  attn(4, 2, 16, 8, 51, 1.0, true),
+      attn(2, 2, 128, 2, 40, 1.0, true),  attn(3, 1, 6, 5, 90, 50.0, true),  attn(32, 1, 8, 2, 70, 1.0, true),
+      attn(4, 2, 16, 6, 77, 1.0, true, true), attn(2, 1, 64, 1, 3000, 1.0, true),
+  };
+  for (const OpCase& c : cases) b.add(c);
+  for (OpCase c : {attn(4, 2, 32, 3, 45, 1.0, true), attn(4, 1, 16, 33, 0, 1.0, false)}) {  // shared-memory lane sums
+    c.subgroup = false;
+    b.add(c);
+  }
+  return b.cases;
+}
+
 OpCase probs(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t T, uint32_t head0, uint32_t heads,
              std::vector<std::pair<uint32_t, uint32_t>> chunks, bool dynamic) {
   OpCase c;
@@ -548,7 +579,8 @@ OpCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t 
 }
 
 const std::vector<std::string>& table_ops() {
-  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "kv_shift", "diff_attn", "attn_probs"};
+  static const std::vector<std::string> ops{"linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "kv_shift", "diff_attn", "diff_v2_attn",
+                                            "attn_probs"};
   return ops;
 }
 
@@ -561,6 +593,7 @@ std::vector<OpCase> op_cases(const std::string& op, OpMode mode) {
   if (op == "rope_kv") return rope_kv_cases(mode);
   if (op == "kv_shift") return kv_shift_cases(mode);
   if (op == "diff_attn") return diff_attn_cases(mode);
+  if (op == "diff_v2_attn") return diff_v2_attn_cases(mode);
   if (op == "attn_probs") return attn_probs_cases(mode);
   std::string known;
   for (const auto& o : table_ops()) known += (known.empty() ? "" : ", ") + o;

@@ -28,7 +28,7 @@ enum class OpMode { conformance, bench };
 enum class OpResidual : uint32_t { none = 0, separate = 1, in_place = 2 };
 
 struct OpCase {
-  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "kv_shift", "diff_attn", "attn_probs"
+  std::string op;    // "linear", "linear_row", "head_rmsnorm", "silu_mul", "embed", "rope_kv", "kv_shift", "diff_attn", "diff_v2_attn", "attn_probs"
   std::string name;  // unique within the op's table, says every field that is not a default
   bool fp16 = false;  // the storage precision the case needs (the device's precision must match)
   // ---- shape (meaning per op)
@@ -47,6 +47,8 @@ struct OpCase {
   //                 read past the live length wrecks the result); decode: the split-K kernels + merge
   uint32_t Hkv = 0, capacity = 0;
   std::vector<std::pair<uint32_t, uint32_t>> chunks;
+  //   diff_v2_attn: DIFF V2: output heads H (in; 2H query heads), Hkv, head width D (out), S = rows, pos0, the
+  //                 cache as for diff_attn; lambda = the standard deviation of the λ logits
   //   attn_probs:   H (in), Hkv, D (out), maps of T = rows positions for heads head0 .. head0 + heads - 1;
   //                 chunks: the (pos0, rows) query chunks recorded in order (rows outside them stay poisoned)
   uint32_t pos0 = 0;

@@ -5,6 +5,7 @@
 #include "bench/op_run_impl.hpp"
 #include "ops/attn_probs.hpp"
 #include "ops/diff_attn.hpp"
+#include "reference/diff_v2_ref.hpp"
 #include "reference/model_ref.hpp"
 
 namespace diffvk::bench::op_detail {
@@ -77,6 +78,76 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& 
   double pairs = 0;
   for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
   p.flops = pairs * H * 12.0 * D;
+}
+
+void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p) {
+  const bool f16 = dev.fp16();
+  const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, S = c.rows, T = c.pos0 + S, cap = T + 3;
+  const uint32_t qw = 2 * H * D + H, kw = Hkv * D;  // a q row: the 2H query heads, then the H λ logits
+  const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, c.seed), f16);
+  const auto z = rounded(ref::random_normal(size_t(S) * H, c.seed + 3, c.lambda), f16);
+  const auto k = rounded(ref::random_normal(size_t(T) * kw, c.seed + 1), f16);
+  const auto v = rounded(ref::random_normal(size_t(T) * kw, c.seed + 2), f16);
+  std::vector<double> qz(size_t(S) * qw);
+  for (uint32_t i = 0; i < S; ++i) {
+    std::copy_n(q.begin() + size_t(i) * 2 * H * D, 2 * H * D, qz.begin() + size_t(i) * qw);
+    std::copy_n(z.begin() + size_t(i) * H, H, qz.begin() + size_t(i) * qw + 2 * H * D);
+  }
+  // The cache layout [g][cap][D]; rows T .. cap - 1 hold 1000 (reading one wrecks the result).
+  std::vector<double> kc(size_t(Hkv) * cap * D, 1000.0), vc(kc.size(), 1000.0);
+  for (uint32_t g = 0; g < Hkv; ++g)
+    for (uint32_t j = 0; j < T; ++j)
+      for (uint32_t d = 0; d < D; ++d) {
+        kc[(size_t(g) * cap + j) * D + d] = k[size_t(j) * kw + g * D + d];
+        vc[(size_t(g) * cap + j) * D + d] = v[size_t(j) * kw + g * D + d];
+      }
+  p.expect = ref::diff_v2_attention(q, k, v, z, int(S), int(T), int(H), int(Hkv), int(D), int(c.pos0));
+
+  AttnCall call{S, c.pos0, 2 * H, Hkv, cap, qw, H * D};
+  uint32_t split_len = 0, splits = 0;
+  if (c.decode) {
+    splits = kernel.decode_splits(call, &split_len);
+    const uint32_t bc = kernel.decode_tiles(S).bc;
+    if (c.max_splits) split_len = bc, splits = (T + bc - 1) / bc;
+  } else {
+    splits = kernel.prefill_splits(call, &split_len);
+  }
+  const bool split = splits > 0;
+  const size_t es = storage_bytes(f16);
+  const VkDeviceSize qb = qz.size() * es, kb = kc.size() * es, ob = p.expect.size() * es;
+  const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits, AttnSoftmax::v2) : 4,
+                     sb = split ? DiffAttnKernel::stat_bytes(call, splits, AttnSoftmax::v2) : 4;
+  Arena& a = p.arena;
+  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), oo = a.take(ob), po = a.take(pb), so = a.take(sb);
+  a.create(dev, "op case diff_v2_attn");
+  a.buf->upload(qo, pack(qz, f16).data(), qb);
+  a.buf->upload(ko, pack(kc, f16).data(), kb);
+  a.buf->upload(vo, pack(vc, f16).data(), kb);
+  p.prog = std::make_unique<Program>(dev, "op case diff_v2_attn", p.timestamps);
+  const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), ro = a.range(oo, ob), rp = a.range(po, pb),
+                    rs = a.range(so, sb);
+  if (c.decode)
+    kernel.record_decode(*p.prog, rq, rk, rv, {}, ro, rp, rs, call, splits, split_len);
+  else if (split)
+    kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call, rp, rs);
+  else
+    kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call);
+  p.detail = strf("splits=%u split_len=%u", splits, split_len);
+  dense_output(p, oo, ob, p.expect.size(), es);
+  if (split) {
+    Buffer* buf = a.buf.get();
+    p.reset = [=] {
+      buf->fill(oo, ob, kPoison);
+      buf->fill(po, pb, kPoison);
+      buf->fill(so, sb, kPoison);
+    };
+  }
+  // Bytes: Q (+ logits), K and V of the live keys, the output. Flops: 4·D per visible (query, key) pair and
+  // query head (Q·K and P·V), as the attention cases count them.
+  p.bytes = qb + uint64_t(T) * Hkv * 2 * D * es + ob;
+  double pairs = 0;
+  for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
+  p.flops = pairs * 2 * H * 4.0 * D;
 }
 
 void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p) {

@@ -23,7 +23,7 @@ struct OpRunner::Kernels {
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<RopeKvKernel> rope;
   std::unique_ptr<KvShiftKernel> shift;
-  std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn;  // [(D, n_rep, subgroup)]
+  std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn, attn_v2;  // [(D, n_rep, subgroup)]
   std::unique_ptr<AttnProbsKernel> probs;
 };
 
@@ -274,6 +274,12 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
     auto& k = k_->attn[{c.out, c.in / c.Hkv, sg}];
     if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, c.in / c.Hkv);
     prepare_diff_attn(dev_, *k, c, p);
+  } else if (c.op == "diff_v2_attn") {
+    if (c.Hkv == 0 || c.in % c.Hkv != 0) throw Error(Status::invalid_argument, "diff_v2_attn case: Hkv must divide H");
+    const uint32_t n_rep = 2 * c.in / c.Hkv;  // query heads per KV head
+    auto& k = k_->attn_v2[{c.out, n_rep, sg}];
+    if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, n_rep, 8, AttnSoftmax::v2);
+    prepare_diff_v2_attn(dev_, *k, c, p);
   } else if (c.op == "attn_probs") {
     if (!k_->probs) k_->probs = std::make_unique<AttnProbsKernel>(dev_, options_for(dev_, true));
     prepare_attn_probs(dev_, *k_->probs, c, p);

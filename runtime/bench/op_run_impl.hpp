@@ -112,6 +112,7 @@ void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prep
 void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
+void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p);
 
 }  // namespace diffvk::bench::op_detail

@@ -152,6 +152,47 @@ std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0,
   return linear(heads, S, s.o_width(), w.wo, s.E);
 }
 
+std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                                      const std::vector<double>& z, int S, int T, int H, int Hkv, int D, int pos0) {
+  if (S <= 0 || pos0 < 0 || T < pos0 + S || H <= 0 || Hkv <= 0 || D <= 0 || H % Hkv)
+    fail("diff_v2_attention: need S > 0, pos0 >= 0, T >= pos0 + S, and Hkv dividing H");
+  const std::size_t qw = std::size_t(2) * H * D, kw = std::size_t(Hkv) * D;
+  check_size(q, std::size_t(S) * qw, "q");
+  check_size(k, std::size_t(T) * kw, "k");
+  check_size(v, std::size_t(T) * kw, "v");
+  check_size(z, std::size_t(S) * H, "z");
+  const int group = 2 * H / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> out(std::size_t(S) * H * D, 0.0), p, o(2 * std::size_t(D));
+  for (int i = 0; i < S; ++i) {
+    const int keys = pos0 + i + 1;
+    for (int h = 0; h < H; ++h) {
+      for (int t = 0; t < 2; ++t) {  // query heads 2h, 2h + 1
+        const int j = 2 * h + t, g = j / group;
+        const double* qi = q.data() + std::size_t(i) * qw + std::size_t(j) * D;
+        p.assign(std::size_t(keys), 0.0);
+        double m = -HUGE_VAL;
+        for (int u = 0; u < keys; ++u) {
+          const double* ku = k.data() + std::size_t(u) * kw + std::size_t(g) * D;
+          double dot = 0.0;
+          for (int c = 0; c < D; ++c) dot += qi[c] * ku[c];
+          m = std::max(m, p[std::size_t(u)] = dot * scale);
+        }
+        double l = 0.0;
+        for (double& e : p) l += (e = std::exp(e - m));
+        for (int c = 0; c < D; ++c) {
+          double acc = 0.0;
+          for (int u = 0; u < keys; ++u) acc += p[std::size_t(u)] * v[std::size_t(u) * kw + std::size_t(g) * D + c];
+          o[std::size_t(t) * D + c] = acc / l;
+        }
+      }
+      const double lam = sigmoid(z[std::size_t(i) * H + h]);
+      for (int c = 0; c < D; ++c) out[(std::size_t(i) * H + h) * D + c] = o[c] - lam * o[std::size_t(D) + c];
+    }
+  }
+  return out;
+}
+
 V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w,
                     double theta, int head) {
   const Projected t = project(s, w, x, S, pos0, theta);

@@ -38,6 +38,8 @@ void run_cases(Context& ctx, const std::vector<bench::OpCase>& cases) {
 // reduction path (forced) come from the op's one case table (runtime/bench/op_cases.cpp, op "diff_attn").
 TEST_CASE("diff_attn: case table fp32") { test::run_op_table("diff_attn", Precision::fp32); }
 TEST_CASE("diff_attn: case table fp16") { test::run_op_table("diff_attn", Precision::fp16); }
+TEST_CASE("diff_v2_attn: case table fp32") { test::run_op_table("diff_v2_attn", Precision::fp32); }
+TEST_CASE("diff_v2_attn: case table fp16") { test::run_op_table("diff_v2_attn", Precision::fp16); }
 
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
   // Identity from docs/maths.md, checked independently of the reference implementation.
