@@ -57,14 +57,25 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
           c.num_kv_heads = Hkv;
           c.hidden_size = 2 * D * H;
           const std::string label = "D=" + std::to_string(D) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
-          PipelineGroup g(dev, label);
-          kernels.push_back(build_model_kernels(dev, c));
+          {
+            PipelineGroup g(dev, label);
+            kernels.push_back(build_model_kernels(dev, c));
+          }
           ShaderStatsShape s;
           s.group = label;
           s.D = D;
           s.H = H;
           s.Hkv = Hkv;
           s.T = options.t;
+          report.shapes.push_back(s);
+          // DIFF V2 attention at the same shape (H output heads: 2H query heads, 2H/Hkv per KV head).
+          ModelKernels v2;
+          {
+            PipelineGroup g2(dev, "DIFF V2 " + label);
+            v2.attn = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_device(dev), D, 2 * H / Hkv, 8, AttnSoftmax::v2);
+          }
+          kernels.push_back(std::move(v2));
+          s.group = "DIFF V2 " + label;
           report.shapes.push_back(std::move(s));
         }
     }

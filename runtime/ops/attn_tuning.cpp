@@ -98,7 +98,15 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   const uint32_t budget = attn_accumulator_budget(caps);
   const uint32_t step = v2 ? 2 : 1;
   t.br = std::max(step, std::min(want, 64u) / step * step);
-  while (t.br > step && accumulators(t.chunk, D, t.wg, t.br, nsm, dv) > budget) t.br -= step;
+  // DIFF V2 holds a Q slice per slot for a single softmax, so its Q registers grow with br as fast as its
+  // accumulators: it counts both, against 1.5x the budget, the registers V1 holds at its usual n_rep = 4
+  // (e.g. D = 64 on wave64: V1 br 4 = 32 accumulators + 16 Q floats; V2 br 6 = 24 + 24; radv raven: 72 VGPRs).
+  auto over = [&](uint32_t br) {
+    const uint32_t acc = accumulators(t.chunk, D, t.wg, br, nsm, dv);
+    if (!v2) return acc > budget;
+    return acc + br * core_shape(t.chunk, D, t.wg, nsm, dv).nkv * (t.chunk == 8 ? 8 : 4) > budget * 3 / 2;
+  };
+  while (t.br > step && over(t.br)) t.br -= step;
   t.qb = std::max(1u, t.br / n_rep);
   t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm, dv);
   t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);

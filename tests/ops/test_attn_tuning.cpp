@@ -154,3 +154,36 @@ TEST_CASE("attn tuning: subgroup size control narrows the lanes to the row's chu
   CHECK(check_attn_tiles(radv, true, 64, 4, t) != "");
 }
 
+
+TEST_CASE("attn tuning: DIFF V2 tiles pair their slots, stay legal, and hold V1's registers") {
+  int checked = 0;
+  for (uint32_t shared : {16384u, 49152u})
+    for (uint32_t sg : {4u, 8u, 32u, 64u, 128u})
+      for (DeviceKind kind : {DeviceKind::integrated, DeviceKind::cpu})
+        for (uint32_t D : {6u, 8u, 16u, 64u, 128u})
+          for (uint32_t n_rep : {2u, 4u, 8u, 64u})  // query heads per KV head: always even
+            for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode})
+              for (uint32_t rows : {1u, 8u}) {
+                const DeviceCaps caps = simulated(shared, sg, 1024, true, 0, kind);
+                INFO("shared=" << shared << " sg=" << sg << " cpu=" << (kind == DeviceKind::cpu) << " D=" << D << " n_rep=" << n_rep
+                               << " decode=" << (ph == AttnPhase::decode) << " rows=" << rows);
+                const AttnTiles t = choose_attn_tiles(caps, true, D, n_rep, ph, rows, 1, true);
+                CHECK(t.v2);
+                CHECK(check_attn_tiles(caps, true, D, n_rep, t) == "");
+                CHECK(t.br >= 2);
+                CHECK(t.br % 2 == 0);  // slots 2k, 2k + 1 are one output head's pair
+                ++checked;
+              }
+  MESSAGE("DIFF V2 tilings checked: " << checked);
+  // At D = 64 on a wave64 GPU the pair count drops to what V1 holds in registers (radv raven: 68 VGPRs, V1 72).
+  DeviceCaps gcn = simulated(65536, 64, 1024, true);
+  CHECK(choose_attn_tiles(gcn, true, 64, 8, AttnPhase::decode, 1, 1, true).br == 6);
+  CHECK(choose_attn_tiles(gcn, true, 64, 4, AttnPhase::decode, 1, 2).br == 4);
+  // Odd n_rep or two softmaxes are refused.
+  CHECK_THROWS_AS(choose_attn_tiles(gcn, true, 64, 3, AttnPhase::decode, 1, 1, true), Error);
+  CHECK_THROWS_AS(choose_attn_tiles(gcn, true, 64, 4, AttnPhase::decode, 1, 2, true), Error);
+  AttnTiles odd = choose_attn_tiles(gcn, true, 64, 8, AttnPhase::decode, 1, 1, true);
+  odd.br = 3;
+  odd.accumulators = 12;
+  CHECK(check_attn_tiles(gcn, true, 64, 8, odd) != "");
+}
