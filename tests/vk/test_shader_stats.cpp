@@ -174,8 +174,12 @@ TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes"
   for (const auto& p : doc["pipelines"])
     if (p["op"] == "diff_attn") hd64 = hd64 || p["spec"]["HD"] == 64;
   CHECK(hd64);
-  REQUIRE(doc["shapes"].size() == 1);
+  std::set<std::string> ops;
+  for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
+  for (const char* op : {"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn_reduce"}) CHECK_MESSAGE(ops.count(op), op);
+  REQUIRE(doc["shapes"].size() == 2);  // the shape's model kernels, and DIFF V2 attention at that shape
   CHECK(doc["shapes"][0]["T"] == json::array({512}));
+  CHECK(doc["shapes"][1]["group"] == "DIFF V2 D=64 H=4 Hkv=2");
   const auto bad = test::run_cli(tmp, "shader-stats --d 62 --heads 3 --kv-heads 2");
   CHECK(bad.exit_code != 0);
   CHECK(contains(bad.out, "H must be a multiple of Hkv"));
