@@ -94,7 +94,10 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
   // the register budget, down to one slot (which is always legal, whatever its accumulators; DIFF V2:
   // down to the two slots of one pair, and always an even count).
-  const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
+  uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
+  // DIFF V2 prefill on CPU drivers: at most 2 pairs per workgroup. Measured on lavapipe (Mesa 22.3, D = 64,
+  // 8 query heads per KV head, S = 512): 8 slots 91 ms, 4 slots 49 ms (the wider slot set is superlinear there).
+  if (v2 && phase == AttnPhase::prefill && caps.kind == DeviceKind::cpu) want = std::min(want, 4u);
   const uint32_t budget = attn_accumulator_budget(caps);
   const uint32_t step = v2 ? 2 : 1;
   t.br = std::max(step, std::min(want, 64u) / step * step);
