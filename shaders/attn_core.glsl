@@ -38,6 +38,9 @@
 #ifndef DVK_V2
 #define DVK_V2 0  // 1: DIFF V2 (NSM = 1 over 2H query heads; K, V and query heads D wide; slots paired)
 #endif
+#ifndef DVK_V2_PAIRS
+#define DVK_V2_PAIRS DVK_V2  // 0 with DVK_V2: plain attention over D-wide heads (the bench's V2 baselines)
+#endif
 
 layout(constant_id = 0) const uint WG = 8;     // invocations = L, the lanes across the head dimensions
 layout(constant_id = 1) const uint HD = 64;    // D: width of one query/key half
@@ -84,6 +87,7 @@ layout(push_constant) uniform Params {
   float lambda;
   float gain;      // 1 - lambda_init
   float eps;
+  uint q_hstride;  // elements between query heads in a row of q; 0 = DV (the bench's V2 baselines: 2D, every other head)
 } p;
 
 vec4 qr[RB * NKV * VPC];    // this lane's chunks of each slot's (scaled) Q
@@ -169,7 +173,7 @@ void attend(uint key_begin, uint key_end) {
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     const bool ok = slot_valid(r);
     limit[r] = ok ? g_pos0 + slot_query(r) : 0xffffffffu;
-    const uint qbase = ok ? slot_query(r) * p.q_stride + slot_head(r) * DV + p.qk_off : 0;
+    const uint qbase = ok ? slot_query(r) * p.q_stride + slot_head(r) * (p.q_hstride != 0 ? p.q_hstride : DV) + p.qk_off : 0;
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
       const uint s = li / HQ, c0 = (li % HQ) * CW;
@@ -193,7 +197,7 @@ void attend(uint key_begin, uint key_end) {
       if (li < NQT) {
         const uint s = li / HQ, c0 = (li % HQ) * CW;
         vec4 k[VPC];
-        load_chunk(true, row + p.qk_off + s * HD + c0, HD - c0, k);
+        load_chunk(true, row + (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k);  // V2: qk_off moves Q only
         [[unroll]] for (uint r = 0; r < RB; ++r) {
           float d = 0.0;
           [[unroll]] for (uint c = 0; c < VPC; ++c) d += dot(qr[(r * NKV + i) * VPC + c], k[c]);

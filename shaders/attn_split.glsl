@@ -23,7 +23,7 @@ void main() {
   const uint l0 = lane();
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
-#if DVK_V2
+#if DVK_V2 && DVK_V2_PAIRS
     // DIFF V2: query heads 2h and 2h+1 are softmaxes 0 and 1 of output head h (the merge's NSM = 2 layout).
     const uint row = (split * (p.H / 2) + slot_head(r) / 2) * p.S + slot_query(r);
     [[unroll]] for (uint t0 = 0; t0 < 1; ++t0) {

@@ -72,6 +72,9 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::IsMember({"default", "phone"}));
   cmd->add_option("--phase", o.phase, "prefill (S = T), decode (S = 1 against T cached keys) or both")
       ->check(CLI::IsMember({"prefill", "decode", "both"}));
+  cmd->add_option("--variant", o.variant,
+                  "attention cases: v1 (differential attention), v2 (DIFF V2: fused, two-pass, plain H and 2H query heads) or both")
+      ->check(CLI::IsMember({"v1", "v2", "both"}));
   cmd->add_option("--d", o.d, "head half widths D (list, e.g. 64,128)")->delimiter(',')->check(CLI::Range(2u, 256u));
   cmd->add_option("--t", o.t, "context lengths T (list, e.g. 512,1024,2048,4096,8192); given explicitly, no budget trimming")
       ->delimiter(',')

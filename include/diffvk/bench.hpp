@@ -33,6 +33,9 @@ struct Options {
   std::vector<uint32_t> t_prefill, t_decode;  // override `t` per phase
   std::vector<uint32_t> d, heads, kv_heads;   // head half widths D, heads H, key/value groups Hkv (empty = preset's)
   std::string phase = "both";     // "prefill", "decode" or "both"
+  // Attention cases: "v1" (differential attention), "v2" (DIFF V2: fused against a two-pass baseline and plain
+  // attention over H and 2H query heads on the same KV cache) or "both".
+  std::string variant = "both";
   int runs = 0;                   // timed runs per implementation; 0 = the preset's
   int warmup = -1;                // untimed runs (the output-check run counts as the first); < 0 = the preset's
   bool quick = false;             // tiny configuration (CI smoke test)

@@ -1,6 +1,10 @@
 // diffvk_bench: one attention case (prefill S = T, or decode S = 1 against T cached keys) run by three
 // implementations on the same inputs — fused (DiffAttnKernel), two-pass (single-softmax flash attention
-// for Q1K1 and Q2K2, then combine_norm), naive (materialised score matrices). Every output is checked
+// for Q1K1 and Q2K2, then combine_norm), naive (materialised score matrices).
+// DIFF V2 cases (CaseSpec::v2, docs/maths.md "DIFF V2": H output heads, 2H query heads of D): fused
+// (AttnSoftmax::v2), two-pass (plain attention over the even query heads, then the odd ones, then a combine
+// with λ), no naive yet, and two plain-attention rows on the same KV cache: the H even query heads
+// ("plain H") and all 2H ("plain 2H"), so the second softmax's cost shows. Every output is checked
 // (against each other and a double-precision CPU loop on sampled rows) before anything is timed; then
 // warm-up and timed runs, interleaved across implementations.
 #pragma once
@@ -8,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,11 +25,15 @@ namespace diffvk::bench {
 struct CaseSpec {
   bool decode = false;
   uint32_t D = 64, T = 512, H = 8, Hkv = 2;
-  std::string series() const { return strf("%s D=%u H=%u/%u", decode ? "decode" : "prefill", D, H, Hkv); }
-  std::string name() const { return strf("%s D=%u T=%u H=%u/%u", decode ? "decode" : "prefill", D, T, H, Hkv); }
+  bool v2 = false;  // DIFF V2 (H output heads)
+  std::string series() const { return strf("%s%s D=%u H=%u/%u", v2 ? "v2 " : "", decode ? "decode" : "prefill", D, H, Hkv); }
+  std::string name() const { return strf("%s%s D=%u T=%u H=%u/%u", v2 ? "v2 " : "", decode ? "decode" : "prefill", D, T, H, Hkv); }
 };
 
-extern const char* const kImplNames[3];  // "fused", "two-pass", "naive"
+constexpr int kImpls = 5;
+extern const char* const kImplNames[kImpls];  // "fused", "two-pass", "naive", "plain H", "plain 2H"
+// Whether implementation i belongs to this variant's case (plain H / plain 2H: DIFF V2 only).
+inline bool impl_applies(const CaseSpec& s, int i) { return i < 3 || s.v2; }
 
 struct ImplResult {
   bool ran = false;
@@ -43,9 +52,9 @@ struct CaseResult {
   CaseSpec spec;
   uint32_t S = 0, pos0 = 0;
   uint64_t bytes = 0;  // Q + K1 + K2 + V + output (the bytes that must move)
-  double flops = 0;    // useful flops (causal): 12·D per visible (query, key) pair and head
+  double flops = 0;    // useful flops (causal): 12·D per visible (query, key) pair and head (V2: 8·D per output head)
   std::string skipped;
-  ImplResult impl[3];
+  ImplResult impl[kImpls];
   std::vector<uint32_t> cpu_rows;
   double wall_s = 0;
   uint32_t splits = 0, split_len = 0;
@@ -81,14 +90,14 @@ class AttnBench {
 
  private:
   struct KernelSet;
-  KernelSet& kernels(uint32_t D, uint32_t n_rep);
+  KernelSet& kernels(uint32_t D, uint32_t n_rep, bool v2);
 
   Device& dev_;
   bool fp16_;
   CaseConfig cfg_;
   const Sink& sink_;
   uint64_t naive_budget_ = 0;
-  std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<KernelSet>> kernels_;
+  std::map<std::tuple<uint32_t, uint32_t, bool>, std::unique_ptr<KernelSet>> kernels_;
 };
 
 }  // namespace diffvk::bench

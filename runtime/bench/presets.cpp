@@ -20,6 +20,7 @@ void validate(const Options& o) {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, "bench: " + m); };
   if (o.preset != "default" && o.preset != "phone") bad("unknown preset '" + o.preset + "' (default or phone)");
   if (o.phase != "both" && o.phase != "prefill" && o.phase != "decode") bad("unknown phase '" + o.phase + "' (prefill, decode or both)");
+  if (o.variant != "both" && o.variant != "v1" && o.variant != "v2") bad("unknown variant '" + o.variant + "' (v1, v2 or both)");
   if (!std::isfinite(o.budget_seconds) || o.budget_seconds < 0) bad("budget_seconds must be finite and >= 0");
   if (!std::isfinite(o.cooldown_seconds) || o.cooldown_seconds > 600) bad("cooldown_seconds must be finite and <= 600 (< 0 = the preset's)");
   if (o.copy_bytes && (o.copy_bytes < (1ull << 20) || o.copy_bytes > (64ull << 30)))
@@ -128,16 +129,20 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
   std::vector<bool> phases;
   if (a.phase != "prefill") phases.push_back(true);  // decode first: cheap, and fills the budget estimate
   if (a.phase != "decode") phases.push_back(false);
-  for (bool decode : phases)
-    for (uint32_t D : plan.Ds)
-      for (uint32_t H : plan.Hs)
-        for (uint32_t Hkv : plan.Hkvs) {
-          if (H % Hkv) {
-            plan.notes.push_back(strf("H=%u, Hkv=%u skipped: H must be a multiple of Hkv", H, Hkv));
-            continue;
+  std::vector<bool> variants;  // DIFF V2 (issue 22) after V1
+  if (a.variant != "v2") variants.push_back(false);
+  if (a.variant != "v1") variants.push_back(true);
+  for (bool v2 : variants)
+    for (bool decode : phases)
+      for (uint32_t D : plan.Ds)
+        for (uint32_t H : plan.Hs)
+          for (uint32_t Hkv : plan.Hkvs) {
+            if (H % Hkv) {
+              if (!v2) plan.notes.push_back(strf("H=%u, Hkv=%u skipped: H must be a multiple of Hkv", H, Hkv));
+              continue;
+            }
+            for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill) plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv, v2});
           }
-          for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill) plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv});
-        }
   if (plan.cases.empty() && a.model_dir.empty()) throw Error(Status::invalid_argument, "bench: the grid is empty");
 
   if (phone)

@@ -32,17 +32,20 @@ void report_ceilings(const Sink& sink, const Ceilings& c, const Plan& plan) {
 }
 
 void report_table(const Sink& sink, const std::vector<CaseResult>& results, const Ceilings& c) {
+  sink.reportf("(v2 rows: DIFF V2 with H output heads = 2H query heads; \"plain H\"/\"plain 2H\": one softmax over H or 2H query heads, "
+               "same KV cache)");
   sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8s %6s %8s %6s %8s", "phase", "D", "T", "H/Hkv", "impl",
               "median us", "min us", "max us", "GB/s", "%copy", "GFLOP/s", "%fma", "fused x");
   for (const auto& r : results) {
     const std::string hh = strf("%u/%u", r.spec.H, r.spec.Hkv);
     if (!r.skipped.empty()) {
-      sink.reportf("%-7s %4u %6u %6s  skipped: %s", r.spec.decode ? "decode" : "prefill", r.spec.D, r.spec.T, hh.c_str(),
-                  r.skipped.c_str());
+      sink.reportf("%-7s %4u %6u %6s  skipped: %s", r.spec.v2 ? (r.spec.decode ? "v2 dec" : "v2 pre") : r.spec.decode ? "decode" : "prefill",
+                   r.spec.D, r.spec.T, hh.c_str(), r.skipped.c_str());
       continue;
     }
-    for (int i = 0; i < 3; ++i) {
-      const char* ph = i == 0 ? (r.spec.decode ? "decode" : "prefill") : "";
+    for (int i = 0; i < kImpls; ++i) {
+      if (!impl_applies(r.spec, i)) continue;
+      const char* ph = i == 0 ? (r.spec.v2 ? (r.spec.decode ? "v2 dec" : "v2 pre") : (r.spec.decode ? "decode" : "prefill")) : "";
       const std::string d = i == 0 ? strf("%u", r.spec.D) : "", t = i == 0 ? strf("%u", r.spec.T) : "";
       const std::string h = i == 0 ? hh : "";
       if (!timed(r, i)) {
@@ -70,7 +73,7 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
     for (const auto& r : results) {
       const bool decode = k != 1;
       const uint32_t tmin = k == 0 ? 2048 : k == 1 ? 1024 : 4096;
-      if (r.spec.decode != decode || r.spec.T < tmin || !r.skipped.empty()) continue;
+      if (r.spec.v2 || r.spec.decode != decode || r.spec.T < tmin || !r.skipped.empty()) continue;
       any = true;
       TargetEval t;
       t.target = names[k];
@@ -94,6 +97,36 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
     if (!any) {
       TargetEval t;
       t.target = names[k];
+      t.measurable = false;
+      t.note = "not measured: no qualifying case in this run";
+      out.push_back(t);
+    }
+  }
+  // DIFF V2 (issue 22), on the cases that have a V2 run: ratios of medians from the same run.
+  const char* v2names[3] = {"v2 decode T>=2048: fused >= 1.35x two-pass", "v2 decode T>=2048: plain 2H / fused >= 0.91 (fused <= 1.1x)",
+                            "v2 prefill T>=512: fused >= 1.2x two-pass"};
+  bool any_v2 = false;
+  for (const auto& r : results) any_v2 = any_v2 || r.spec.v2;
+  for (int k = 0; k < 3 && any_v2; ++k) {
+    bool any = false;
+    for (const auto& r : results) {
+      const bool decode = k != 2;
+      if (!r.spec.v2 || r.spec.decode != decode || r.spec.T < (decode ? 2048u : 512u) || !r.skipped.empty()) continue;
+      any = true;
+      TargetEval t;
+      t.target = v2names[k];
+      t.spec = r.spec;
+      t.unit = "x";
+      const int other = k == 1 ? 4 : 1;
+      t.threshold = k == 0 ? 1.35 : k == 1 ? 1 / 1.1 : 1.2;
+      t.measurable = timed(r, 0) && timed(r, other);
+      if (t.measurable) t.value = speedup(r, other);
+      else t.note = "not measured: an implementation failed its output check or was skipped";
+      out.push_back(t);
+    }
+    if (!any) {
+      TargetEval t;
+      t.target = v2names[k];
       t.measurable = false;
       t.note = "not measured: no qualifying case in this run";
       out.push_back(t);
@@ -140,7 +173,7 @@ static json impl_json(const CaseResult& r, int i, const Ceilings& c) {
   j["dispatches"] = im.dispatches;
   j["check_vs_cpu"] = check_json(im.vs_cpu);
   if (im.unwritten) j["outputs_never_written"] = im.unwritten;
-  if (i > 0) j["check_vs_fused"] = check_json(im.vs_fused);
+  if (i > 0 && i < 3) j["check_vs_fused"] = check_json(im.vs_fused);
   if (!timed(r, i)) {
     j["skipped"] = "output check failed; not timed";
     return j;
@@ -174,8 +207,9 @@ bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, con
   for (const auto& r : results) {
     if (!r.skipped.empty()) continue;
     std::string line = strf("  %-32s vs cpu max abs %.2e", r.spec.name().c_str(), r.impl[0].vs_cpu.max_abs);
-    for (int i = 1; i < 3; ++i)
-      if (r.impl[i].ran) line += strf(" | %s vs fused max abs %.2e", kImplNames[i], r.impl[i].vs_fused.max_abs);
+    for (int i = 1; i < kImpls; ++i)
+      if (r.impl[i].ran && i < 3) line += strf(" | %s vs fused max abs %.2e", kImplNames[i], r.impl[i].vs_fused.max_abs);
+      else if (r.impl[i].ran) line += strf(" | %s vs cpu max abs %.2e", kImplNames[i], r.impl[i].vs_cpu.max_abs);
     sink.report(line);
   }
   if (!targets.empty()) sink.report("\ntargets (issue 4; ratios from this one run):");
@@ -228,8 +262,8 @@ json attention_document(const RunInfo& info, const DeviceCaps& caps, const Devic
   j["ceilings"] = ceilings_json(ceil);
   json cases = json::array();
   for (const auto& r : results) {
-    json c{{"phase", r.spec.decode ? "decode" : "prefill"}, {"D", r.spec.D}, {"T", r.spec.T}, {"S", r.S}, {"pos0", r.pos0},
-           {"H", r.spec.H}, {"Hkv", r.spec.Hkv}};
+    json c{{"phase", r.spec.decode ? "decode" : "prefill"}, {"variant", r.spec.v2 ? "v2" : "v1"}, {"D", r.spec.D}, {"T", r.spec.T},
+           {"S", r.S}, {"pos0", r.pos0}, {"H", r.spec.H}, {"Hkv", r.spec.Hkv}};
     if (plan.thermal || plan.cooldown_s > 0) c["cooldown_s"] = r.cooldown_s;
     if (!r.thermal.is_null()) c["thermal"] = r.thermal;
     if (!r.skipped.empty()) {
@@ -238,18 +272,24 @@ json attention_document(const RunInfo& info, const DeviceCaps& caps, const Devic
       continue;
     }
     c["bytes_must_move"] = r.bytes;
-    c["bytes_model"] = "Q + K1 + K2 + V + output, storage type";
+    c["bytes_model"] = r.spec.v2 ? "Q (+ the lambda logits) + K + V + output, storage type" : "Q + K1 + K2 + V + output, storage type";
     c["flops"] = r.flops;
-    c["flops_model"] = "12*D per visible (query, key) pair and head: two QK dots (2*2D) + two PV products (2*4D)";
+    c["flops_model"] = r.spec.v2 ? "8*D per visible (query, key) pair and output head: two query heads, each a QK dot (2*D) and a PV product (2*D)"
+                                 : "12*D per visible (query, key) pair and head: two QK dots (2*2D) + two PV products (2*4D)";
     if (r.spec.decode) c["fused_splits"] = json{{"splits", r.splits}, {"split_len", r.split_len}};
     c["cpu_reference_rows"] = r.cpu_rows;
     c["outputs_checked"] = r.outputs_ok();
     if (!r.failures.empty()) c["check_failures"] = r.failures;
     json impls;
-    for (int i = 0; i < 3; ++i) impls[kImplNames[i]] = impl_json(r, i, ceil);
+    for (int i = 0; i < kImpls; ++i)
+      if (impl_applies(r.spec, i)) impls[kImplNames[i]] = impl_json(r, i, ceil);
     c["implementations"] = impls;
     c["fused_speedup_vs_two_pass"] = timed(r, 1) && timed(r, 0) ? json(speedup(r, 1)) : json(nullptr);
     c["fused_speedup_vs_naive"] = timed(r, 2) && timed(r, 0) ? json(speedup(r, 2)) : json(nullptr);
+    if (r.spec.v2) {
+      c["plain_H_over_fused"] = timed(r, 3) && timed(r, 0) ? json(speedup(r, 3)) : json(nullptr);
+      c["plain_2H_over_fused"] = timed(r, 4) && timed(r, 0) ? json(speedup(r, 4)) : json(nullptr);
+    }
     c["wall_s"] = r.wall_s;
     cases.push_back(c);
   }

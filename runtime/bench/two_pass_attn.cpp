@@ -2,6 +2,8 @@
 
 #include "bench/shaders.hpp"
 
+#include <algorithm>
+
 namespace diffvk {
 
 namespace {
@@ -69,6 +71,53 @@ void TwoPassDiffAttn::record_decode(Program& program, BufferRange q, BufferRange
   inter.half = 1;
   flash_.record_decode(program, q, k, v, {}, o2, part2, stat2, inter, splits, split_len);
   combine(program, o1, o2, subln, o, c);
+}
+
+// ---------------------------------------------------------------------------------------------------
+TwoPassV2Attn::TwoPassV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep_pairs, uint32_t max_decode_rows)
+    : D_(D), fp16_(o.fp16), plain_(with_bench_shaders(device), o, D, n_rep_pairs, max_decode_rows, AttnSoftmax::v2_plain) {
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  combine_ = std::make_unique<Pipeline>(device, PipelineDesc{"v2_combine", 4, 5 * sizeof(uint32_t), {wg_}, false, o.fp16});
+}
+TwoPassV2Attn::~TwoPassV2Attn() = default;
+
+uint64_t TwoPassV2Attn::inter_bytes(const AttnCall& c, uint32_t D, bool fp16) {
+  return uint64_t(c.S) * (c.H / 2) * D * storage_bytes(fp16);
+}
+
+AttnCall TwoPassV2Attn::pass_call(const AttnCall& c, uint32_t D, uint32_t half) {
+  AttnCall p = c;
+  p.H = c.H / 2;  // the even (or odd) query heads
+  p.o_stride = p.H * D;
+  p.half = half;
+  return p;
+}
+
+void TwoPassV2Attn::combine(Program& program, BufferRange oe, BufferRange oo, BufferRange q, BufferRange o, const AttnCall& c) const {
+  const uint32_t H = c.H / 2;
+  const uint64_t n = uint64_t(c.S) * H * D_, es = storage_bytes(fp16_);
+  if (oe.size < n * es || oo.size < n * es || o.size < n * es || c.o_stride != H * D_)
+    throw Error(Status::invalid_argument, "v2_combine: buffers too small, or an output stride other than H·D");
+  const uint32_t p[5] = {c.S, H, D_, c.q_stride, c.H * D_};
+  const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>((n + wg_ - 1) / wg_, 65535));
+  program.dispatch(*combine_, {{oe, Access::read}, {oo, Access::read}, {q, Access::read}, {o, Access::write}}, p, sizeof p,
+                   {groups, 1, 1}, "v2_combine");
+}
+
+void TwoPassV2Attn::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe,
+                                   BufferRange oo, const AttnCall& c, BufferRange part1, BufferRange stat1, BufferRange part2,
+                                   BufferRange stat2) const {
+  plain_.record_prefill(program, q, k, v, {}, oe, pass_call(c, D_, 0), part1, stat1);
+  plain_.record_prefill(program, q, k, v, {}, oo, pass_call(c, D_, 1), part2, stat2);
+  combine(program, oe, oo, q, o, c);
+}
+
+void TwoPassV2Attn::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe,
+                                  BufferRange oo, BufferRange part1, BufferRange stat1, BufferRange part2, BufferRange stat2,
+                                  const AttnCall& c, uint32_t splits, uint32_t split_len) const {
+  plain_.record_decode(program, q, k, v, {}, oe, part1, stat1, pass_call(c, D_, 0), splits, split_len);
+  plain_.record_decode(program, q, k, v, {}, oo, part2, stat2, pass_call(c, D_, 1), splits, split_len);
+  combine(program, oe, oo, q, o, c);
 }
 
 }  // namespace diffvk

@@ -62,4 +62,32 @@ class TwoPassDiffAttn {
   CombineNormKernel combine_;
 };
 
+// The two-pass DIFF V2 baseline (docs/maths.md "DIFF V2"): what a runtime with only standard attention
+// would run — plain attention over the H even query heads (oe), then over the H odd ones (oo), each a
+// pass over the whole K/V cache (DiffAttnKernel, AttnSoftmax::v2_plain, n_rep = H / Hkv), then
+//   out = oe − sigmoid(z)·oo   (v2_combine.comp; z: the λ logits after the 2H query heads of q).
+// AttnCall as for the fused V2 kernel: H = 2H query heads, q_stride, o_stride = H·D.
+class TwoPassV2Attn {
+ public:
+  TwoPassV2Attn(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep_pairs, uint32_t max_decode_rows = 8);
+  ~TwoPassV2Attn();
+  static uint64_t inter_bytes(const AttnCall& call, uint32_t D, bool fp16);  // oe and oo, each
+  // The plain pass's call (half 0 / 1) and its split scratch.
+  static AttnCall pass_call(const AttnCall& call, uint32_t D, uint32_t half);
+  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe, BufferRange oo,
+                      const AttnCall& call, BufferRange part1 = {}, BufferRange stat1 = {}, BufferRange part2 = {},
+                      BufferRange stat2 = {}) const;
+  void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe, BufferRange oo,
+                     BufferRange part1, BufferRange stat1, BufferRange part2, BufferRange stat2, const AttnCall& call,
+                     uint32_t splits, uint32_t split_len) const;
+  const DiffAttnKernel& plain() const { return plain_; }  // plain attention over H of the 2H query heads
+
+ private:
+  void combine(Program& program, BufferRange oe, BufferRange oo, BufferRange q, BufferRange o, const AttnCall& c) const;
+  uint32_t D_, wg_;
+  bool fp16_;
+  DiffAttnKernel plain_;
+  std::unique_ptr<Pipeline> combine_;
+};
+
 }  // namespace diffvk

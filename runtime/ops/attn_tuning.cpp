@@ -50,13 +50,14 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
     return "required subgroup size must equal the workgroup and lie in the device's range";
   if (t.nsm != 1 && t.nsm != 2) return "nsm must be 1 or 2";
   if (!t.br) return "br is zero";
-  if (t.v2 && (t.nsm != 1 || t.br % 2 || n_rep % 2)) return "DIFF V2 tiles need nsm 1, even br and even n_rep";
+  if (t.v2 && t.nsm != 1) return "DIFF V2 tiles need nsm 1";
+  if (t.paired && (!t.v2 || t.br % 2 || n_rep % 2)) return "paired DIFF V2 tiles need even br and even n_rep";
   const uint32_t dv = t.v2 ? D : 2 * D;
   if (!t.bc) return "bc is zero";
   if (t.qb != std::max(1u, t.br / n_rep)) return "qb must be br / n_rep (at least 1)";
   if (t.chunk != chunk_of(fp16, D, dv, t.wg)) return "chunk does not match the storage type, D and the lanes";
   if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm, dv)) return "accumulators do not match the tiles";
-  if (t.br > (t.v2 ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
+  if (t.br > (t.paired ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
   if (t.shared_bytes != attn_shared_bytes(t.nsm, t.wg, t.br)) return "shared_bytes does not match the tiles";
   if (t.shared_bytes > caps.max_shared_memory)
     return "shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(caps.max_shared_memory);
@@ -64,9 +65,10 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
 }
 
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows, uint32_t nsm, bool v2) {
+                            uint32_t decode_rows, uint32_t nsm, bool v2, bool paired) {
+  paired = paired && v2;
   if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "attention tiles: D and n_rep must be positive");
-  if (v2 && (nsm != 1 || n_rep % 2))
+  if (v2 && (nsm != 1 || (paired && n_rep % 2)))
     throw Error(Status::invalid_argument, "attention tiles: DIFF V2 needs one softmax and an even n_rep (query heads per KV head)");
   const uint32_t dv = v2 ? D : 2 * D;
   const uint32_t max_inv = std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]);
@@ -89,17 +91,15 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   t.bc = 16;
   t.nsm = nsm;
   t.v2 = v2;
+  t.paired = paired;
   t.chunk = chunk_of(fp16, D, dv, t.wg);
   // Row slots: decode covers every head of the group for all its rows; prefill every head of one or
   // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
   // the register budget, down to one slot (which is always legal, whatever its accumulators; DIFF V2:
   // down to the two slots of one pair, and always an even count).
-  uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
-  // DIFF V2 prefill on CPU drivers: at most 2 pairs per workgroup. Measured on lavapipe (Mesa 22.3, D = 64,
-  // 8 query heads per KV head, S = 512): 8 slots 91 ms, 4 slots 49 ms (the wider slot set is superlinear there).
-  if (v2 && phase == AttnPhase::prefill && caps.kind == DeviceKind::cpu) want = std::min(want, 4u);
+  const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
   const uint32_t budget = attn_accumulator_budget(caps);
-  const uint32_t step = v2 ? 2 : 1;
+  const uint32_t step = paired ? 2 : 1;
   t.br = std::max(step, std::min(want, 64u) / step * step);
   // DIFF V2 holds a Q slice per slot for a single softmax, so its Q registers grow with br as fast as its
   // accumulators: it counts both, against 1.5x the budget, the registers V1 holds at its usual n_rep = 4

@@ -22,7 +22,8 @@ struct AttnTiles {
   uint32_t qb = 0;    // whole queries per workgroup (br / n_rep, at least 1)
   uint32_t chunk = 0; // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (element-wise: D % 4 != 0)
   uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline and DIFF V2)
-  bool v2 = false;    // DIFF V2: V rows D wide (not 2D) and br even (slot pairs are a head's two softmaxes)
+  bool v2 = false;    // DIFF V2: V rows D wide (not 2D) ...
+  bool paired = false;  // ... and br even (slot pairs are a head's two softmaxes; false: the bench's plain baselines)
   uint32_t shared_bytes = 0;  // shared memory of the no-subgroup variant (the subgroup one uses none)
   uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
 };
@@ -36,9 +37,10 @@ uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br);
 
 // decode_rows: queries per decode call the tiles should cover in one workgroup (1..8).
 // Throws Error(unsupported) when no legal tiling exists.
-// v2: DIFF V2 tiles (nsm must be 1; n_rep counts query heads per KV head and must be even).
+// v2: DIFF V2 tiles (nsm must be 1; n_rep counts query heads per KV head and, when paired, must be even).
+// v2 && !paired: plain attention over D-wide heads (the bench's DIFF V2 baselines).
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows = 1, uint32_t nsm = 2, bool v2 = false);
+                            uint32_t decode_rows = 1, uint32_t nsm = 2, bool v2 = false, bool paired = true);
 
 // "" when legal on `caps`, else the reason (invocations, shared memory, consistency).
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t,
@@ -65,6 +67,7 @@ uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint3
 struct AttnCorePush {
   uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
   float scale, lambda, gain, eps;
+  uint32_t q_hstride;  // 0: heads DV apart in a row of q
 };
 struct AttnMergePush {
   uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;

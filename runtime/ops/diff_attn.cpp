@@ -27,6 +27,11 @@ const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
        "flash reduce Q2K2"}};
   static const AttnShaders v2{"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn_reduce", 5, "diff_v2_attn prefill",
                               "diff_v2_attn split", "diff_v2_attn prefill split", "diff_v2_attn reduce"};
+  static const AttnShaders plain[3] = {
+      {"flash_v2", "flash_v2_split", "flash_v2_reduce", 4, "plain even", "plain split even", "plain split even", "plain reduce even"},
+      {"flash_v2", "flash_v2_split", "flash_v2_reduce", 4, "plain odd", "plain split odd", "plain split odd", "plain reduce odd"},
+      {"flash_v2", "flash_v2_split", "flash_v2_reduce", 4, "plain all", "plain split all", "plain split all", "plain reduce all"}};
+  if (sm == AttnSoftmax::v2_plain) return plain[std::min(half, 2u)];
   return sm == AttnSoftmax::single ? single[half ? 1 : 0] : sm == AttnSoftmax::v2 ? v2 : diff;
 }
 uint32_t nsm(AttnSoftmax sm) { return sm == AttnSoftmax::differential ? 2 : 1; }
@@ -36,7 +41,8 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
                                AttnSoftmax softmax)
     : device_(device), softmax_(softmax), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep),
       max_decode_rows_(max_decode_rows) {
-  if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential && softmax != AttnSoftmax::v2)
+  if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential && softmax != AttnSoftmax::v2 &&
+      softmax != AttnSoftmax::v2_plain)
     throw Error(Status::invalid_argument, "attention: unknown softmax variant");
   if (softmax == AttnSoftmax::v2 && n_rep % 2)
     throw Error(Status::invalid_argument, "attention: DIFF V2 needs an even number of query heads per KV head (n_rep=" +
@@ -47,10 +53,10 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
   const DeviceCaps& caps = device.caps();
   const uint32_t n = nsm(softmax);
-  const bool is_v2 = softmax == AttnSoftmax::v2;
-  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n, is_v2);
-  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n, is_v2);
-  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, is_v2);
+  const bool dw = softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain, pairs = softmax == AttnSoftmax::v2;
+  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n, dw, pairs);
+  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n, dw, pairs);
+  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, dw, pairs);
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
   prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
@@ -72,7 +78,10 @@ const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
 AttnCorePush DiffAttnKernel::core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   if (v2())  // every query head's softmax; λ is read from q by the epilogue or the merge
-    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, max_split, scale, 0.0f, 1.0f, 0.0f};
+    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, max_split, scale, 0.0f, 1.0f, 0.0f, 0};
+  if (plain())  // even / odd query heads: every other head of the row (2D apart), from column 0 or D
+    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, c.half == 1 ? D_ : 0, min_split, max_split, scale,
+            0.0f, 1.0f, 0.0f, c.half == 2 ? 0 : 2 * D_};
   if (single())  // one half's softmax: Q and K columns from half·D, no λ, no norm
     return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, c.half * D_, min_split, max_split, scale,
             0.0f, 1.0f, 0.0f};
@@ -84,9 +93,10 @@ BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buff
 
 void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                               BufferRange o) const {
-  const uint64_t es = storage_bytes(fp16_), dv = v2() ? D_ : 2ull * D_;
+  const uint64_t es = storage_bytes(fp16_), dv = d_wide() ? D_ : 2ull * D_;
   if (single() && c.half > 1)
     throw Error(Status::invalid_argument, "attention: half must be 0 (Q1/K1) or 1 (Q2/K2)");
+  if (plain() && c.half > 2) throw Error(Status::invalid_argument, "attention: half must be 0 (even), 1 (odd) or 2 (every head)");
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
                                               " does not match this kernel's n_rep=" + std::to_string(n_rep_));
@@ -94,7 +104,8 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
     throw Error(Status::context_overflow, "attention: positions up to " + std::to_string(uint64_t(c.pos0) + c.S) +
                                               " exceed the KV cache capacity " + std::to_string(c.capacity));
   // DIFF V2: H query heads and H/2 λ logits in q, H/2 output heads of D in o.
-  const uint64_t qw = c.H * dv + (v2() ? c.H / 2 : 0), ow = v2() ? c.H / 2 * dv : c.H * dv;
+  const uint64_t qw = plain() ? (c.half == 2 ? 1 : 2) * c.H * dv : c.H * dv + (v2() ? c.H / 2 : 0),
+                 ow = v2() ? c.H / 2 * dv : c.H * dv;
   if (c.q_stride < qw || c.o_stride < ow)
     throw Error(Status::invalid_argument, v2() ? "attention: row strides smaller than H x D (+ H/2 λ logits in q)"
                                                : "attention: row strides smaller than H x 2D");
@@ -156,7 +167,7 @@ uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t*
 // Per split, (query, head) row and softmax: the 2D partial output (DIFF V2: D per query head) and the
 // (max, sum) pair, in fp32.
 uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits, AttnSoftmax sm) {
-  return uint64_t(splits) * c.H * c.S * nsm(sm) * (sm == AttnSoftmax::v2 ? 1 : 2) * D * 4;
+  return uint64_t(splits) * c.H * c.S * nsm(sm) * (sm == AttnSoftmax::v2 || sm == AttnSoftmax::v2_plain ? 1 : 2) * D * 4;
 }
 uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits, AttnSoftmax sm) {
   return uint64_t(splits) * c.H * c.S * nsm(sm) * 2 * 4;
@@ -203,7 +214,7 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
     program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {q, Access::read}, {o, Access::write},
                       {dyn(c), Access::read}},
                      &r, sizeof r, {c.H / 2, c.S, 1}, merge_label);
-  } else if (sm1)
+  } else if (sm1 || plain())
     program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}, {dyn(c), Access::read}},
                      &r, sizeof r, {c.H, c.S, 1}, merge_label);
   else

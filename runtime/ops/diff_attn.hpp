@@ -26,6 +26,7 @@ struct AttnCall {
   // must cover the whole capacity (use decode_splits_for_capacity).
   BufferRange dyn_pos{};
   // AttnSoftmax::single only: which half attends, 0 = softmax(Q1·K1ᵀ/√D)·V, 1 = softmax(Q2·K2ᵀ/√D)·V.
+  // AttnSoftmax::v2_plain: 0 even query heads, 1 odd ones, 2 every one.
   uint32_t half = 0;
 };
 
@@ -39,7 +40,11 @@ struct AttnCall {
 //                 heads (2 per output head) of width D, K/V rows D wide ([Hkv][capacity][D]); output head
 //                 h = O_2h − sigmoid(z_h)·O_2h+1 with z_h = q[i·q_stride + H·D + h] (the λ logits follow
 //                 the query heads in q); o: S x o_stride, head h at h·D; no norm, subln unused.
-enum class AttnSoftmax : uint32_t { single = 1, differential = 2, v2 = 3 };
+//   v2_plain:     the bench's DIFF V2 baselines: plain attention over D-wide query heads (one softmax each,
+//                 normalised, o head h at h·D), of AttnCall::H heads; AttnCall::half 0 = the even query heads of
+//                 a V2 q row (heads 2h), 1 = the odd ones, 2 = every query head. Pipelines from
+//                 shaders/bench/flash_v2*.comp (registered by the caller, like single).
+enum class AttnSoftmax : uint32_t { single = 1, differential = 2, v2 = 3, v2_plain = 4 };
 
 class DiffAttnKernel {
  public:
@@ -90,6 +95,8 @@ class DiffAttnKernel {
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   bool single() const { return softmax_ == AttnSoftmax::single; }
   bool v2() const { return softmax_ == AttnSoftmax::v2; }
+  bool plain() const { return softmax_ == AttnSoftmax::v2_plain; }
+  bool d_wide() const { return v2() || plain(); }  // V (and q heads) D wide
   Device& device_;
   AttnSoftmax softmax_;
   bool fp16_, subgroup_;
