@@ -61,14 +61,22 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
   CHECK(log.find("%mm") == std::string::npos);
   const auto& cases = j.at("cases");
   REQUIRE(cases.size() >= 2);
-  bool prefill = false, decode = false;
+  bool prefill = false, decode = false, v2_prefill = false, v2_decode = false;
   for (const auto& c : cases) {
     INFO(c.dump());
-    (c.at("phase") == "prefill" ? prefill : decode) = true;
+    const bool v2 = c.at("variant") == "v2";
+    (c.at("phase") == "prefill" ? (v2 ? v2_prefill : prefill) : (v2 ? v2_decode : decode)) = true;
     CHECK(c.at("outputs_checked").get<bool>());
     CHECK(c.at("bytes_must_move").get<double>() > 0);
     CHECK(c.at("flops").get<double>() > 0);
-    for (const char* impl : {"fused", "two-pass", "naive"}) {
+    if (v2) {  // DIFF V2: no naive baseline yet (said so), plain H and plain 2H rows on the same cache
+      CHECK(c.at("implementations").at("naive").at("skipped").get<std::string>().find("no naive DIFF V2") != std::string::npos);
+      CHECK(c.at("plain_2H_over_fused").get<double>() > 0);
+    } else {
+      CHECK(!c.at("implementations").contains("plain H"));
+    }
+    for (const char* impl : {"fused", "two-pass", "naive", "plain H", "plain 2H"}) {
+      if (std::string(impl).rfind("plain", 0) == 0 ? !v2 : v2 && std::string(impl) == "naive") continue;
       const auto& im = c.at("implementations").at(impl);
       CHECK(im.at("output_checked").get<bool>());
       CHECK(im.at("time").at("median_us").get<double>() > 0);
@@ -83,10 +91,12 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
       CHECK(im.at("check_vs_cpu").at("ok").get<bool>());
     }
     CHECK(c.at("fused_speedup_vs_two_pass").get<double>() > 0);
-    CHECK(c.at("fused_speedup_vs_naive").get<double>() > 0);
+    if (!v2) CHECK(c.at("fused_speedup_vs_naive").get<double>() > 0);
   }
   CHECK(prefill);
   CHECK(decode);
+  CHECK(v2_prefill);  // --variant defaults to both
+  CHECK(v2_decode);
   CHECK(j.at("targets").is_array());
 
   const std::string png = slurp(png_path);
