@@ -28,6 +28,7 @@ struct AttnBench::KernelSet {
   // plain attention over all 2H query heads.
   std::unique_ptr<TwoPassV2Attn> two_v2;
   std::unique_ptr<DiffAttnKernel> plain_all;
+  std::unique_ptr<NaiveV2Attn> naive_v2;
 };
 
 AttnBench::AttnBench(Device& dev, const CaseConfig& config, const Sink& sink)
@@ -52,6 +53,7 @@ AttnBench::KernelSet& AttnBench::kernels(uint32_t D, uint32_t n_rep, bool v2) {
     k->fused = std::make_unique<DiffAttnKernel>(dev_, o, D, 2 * n_rep, 8, AttnSoftmax::v2);
     k->two_v2 = std::make_unique<TwoPassV2Attn>(dev_, o, D, n_rep);
     k->plain_all = std::make_unique<DiffAttnKernel>(dev_, o, D, 2 * n_rep, 8, AttnSoftmax::v2_plain);
+    if (!cfg_.no_naive) k->naive_v2 = std::make_unique<NaiveV2Attn>(dev_, o, D, n_rep);
   } else {
     k->fused = std::make_unique<DiffAttnKernel>(dev_, o, D, n_rep);
     k->two = std::make_unique<TwoPassDiffAttn>(dev_, o, D, n_rep);
@@ -232,10 +234,24 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
       r.impl[1].skipped = e.what();
     }
     // naive
-    if (v2) {
-      r.impl[2].skipped = "no naive DIFF V2 baseline yet";
-    } else if (cfg_.no_naive) {
+    if (cfg_.no_naive) {
       r.impl[2].skipped = "--no-naive";
+    } else if (v2) {
+      const std::string why = NaiveV2Attn::unsupported_reason(dev_.caps(), call, naive_budget_);
+      if (!why.empty()) {
+        r.impl[2].skipped = why;
+      } else {
+        try {
+          const uint64_t sb = NaiveV2Attn::score_bytes(call);
+          const BufferRange s1 = make(sb, "bench scores even"), s2 = make(sb, "bench scores odd");
+          ks.naive_v2->record(*progs[2], bq, bk, bv, out[2], s1, s2, call);
+          // scores written, read + written by the softmax, read by PV (x2), plus Q, K, V, O
+          r.impl[2].bytes_touched = r.bytes + 2 * 4 * sb;
+          r.impl[2].ran = true;
+        } catch (const Error& e) {
+          r.impl[2].skipped = e.what();
+        }
+      }
     } else {
       const std::string why = NaiveDiffAttn::unsupported_reason(dev_.caps(), call, D, fp16_, naive_budget_);
       if (!why.empty()) {

@@ -84,4 +84,63 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
   norm_.record(program, otmp, subln, o, HeadRmsNormParams{c.S, c.H, uint32_t(dv), c.o_stride, c.gain, c.eps});
 }
 
+// ---------------------------------------------------------------------------------------------------
+namespace {
+struct PvV2Push {
+  uint32_t S, keys, pos0, H, n_rep, capacity, o_stride, q_stride, q_off;
+};
+}  // namespace
+
+NaiveV2Attn::NaiveV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep_pairs)
+    : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep_pairs) {
+  if (D == 0 || D % 2 || n_rep_pairs == 0) throw Error(Status::invalid_argument, "naive DIFF V2 attention: bad D or n_rep");
+  bench::register_bench_shaders();
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  scores_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
+  softmax_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
+  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_v2_pv", 5, sizeof(PvV2Push), {wg_, D}, false, fp16_});
+}
+
+NaiveV2Attn::~NaiveV2Attn() = default;
+
+uint64_t NaiveV2Attn::score_bytes(const AttnCall& c) { return uint64_t(c.H / 2) * c.S * (uint64_t(c.pos0) + c.S) * 4; }
+
+std::string NaiveV2Attn::unsupported_reason(const DeviceCaps& caps, const AttnCall& c, uint64_t budget) {
+  AttnCall half = c;
+  half.H = c.H / 2;
+  return NaiveDiffAttn::unsupported_reason(caps, half, 0, false, budget);  // the same two score matrices (no intermediate)
+}
+
+void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange s1, BufferRange s2,
+                         const AttnCall& c) const {
+  const uint64_t es = storage_bytes(fp16_);
+  const uint32_t H = c.H / 2;  // output heads
+  if (c.S == 0 || c.H % 2 || c.Hkv == 0 || H % c.Hkv || H / c.Hkv != n_rep_)
+    throw Error(Status::invalid_argument, "naive DIFF V2 attention: H/Hkv do not match this kernel's n_rep");
+  if (uint64_t(c.pos0) + c.S > c.capacity) throw Error(Status::context_overflow, "naive DIFF V2 attention: positions exceed the KV cache");
+  const uint64_t qw = uint64_t(c.H) * D_ + H, ow = uint64_t(H) * D_;
+  if (c.q_stride < qw || c.o_stride < ow) throw Error(Status::invalid_argument, "naive DIFF V2 attention: row strides too small");
+  const uint64_t kv = uint64_t(c.Hkv) * c.capacity * D_;
+  if (q.size < ((uint64_t(c.S) - 1) * c.q_stride + qw) * es || o.size < ((uint64_t(c.S) - 1) * c.o_stride + ow) * es ||
+      k.size < kv * es || v.size < kv * es || s1.size < score_bytes(c) || s2.size < score_bytes(c))
+    throw Error(Status::invalid_argument, "naive DIFF V2 attention: a buffer is smaller than the shape needs");
+  const DeviceCaps& caps = device_.caps();
+  if (c.S > caps.max_workgroup_count[1] || H > caps.max_workgroup_count[2])
+    throw Error(Status::unsupported, "naive DIFF V2 attention: S or H exceeds the device's workgroup-count limit");
+  const uint32_t keys = c.pos0 + c.S;
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
+  for (uint32_t t = 0; t < 2; ++t) {  // even query heads (2h: column 0 of each 2D pair), then odd ones (column D)
+    ScoresPush p{c.S, keys, c.pos0, H, n_rep_, c.capacity, c.q_stride, 2 * D_, t * D_, D_, 0, scale};
+    program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {t ? s2 : s1, Access::write}}, &p, sizeof p,
+                     {(keys + wg_ - 1) / wg_, c.S, H}, t ? "naive scores odd" : "naive scores even");
+  }
+  for (uint32_t t = 0; t < 2; ++t) {
+    SoftmaxPush p{c.S, keys};
+    program.dispatch(*softmax_, {{t ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, H, 1}, t ? "naive softmax odd" : "naive softmax even");
+  }
+  PvV2Push pv{c.S, keys, c.pos0, H, n_rep_, c.capacity, c.o_stride, c.q_stride, c.H * D_};
+  program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {q, Access::read}, {o, Access::write}}, &pv,
+                   sizeof pv, {(D_ + wg_ - 1) / wg_, c.S, H}, "naive v2 pv");
+}
+
 }  // namespace diffvk

@@ -35,4 +35,25 @@ class NaiveDiffAttn {
   HeadRmsNormKernel norm_;
 };
 
+// The naive DIFF V2 baseline (docs/maths.md "DIFF V2"): the score matrices of the even and of the odd query
+// heads (naive_scores.comp with a 2D head stride), each row softmaxed in place, then
+// O = (P_even − λ·P_odd)·V (naive_v2_pv.comp, λ = sigmoid of the logits after the 2H query heads in q).
+// AttnCall as for the fused V2 kernel (H = 2H query heads, o_stride = H·D); scratch: two score matrices of
+// score_bytes() each (H/2 heads each). No norm: the output is final.
+class NaiveV2Attn {
+ public:
+  NaiveV2Attn(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep_pairs);
+  ~NaiveV2Attn();
+  static uint64_t score_bytes(const AttnCall& call);
+  static std::string unsupported_reason(const DeviceCaps& caps, const AttnCall& call, uint64_t budget);
+  void record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange s1, BufferRange s2,
+              const AttnCall& call) const;
+
+ private:
+  Device& device_;
+  bool fp16_;
+  uint32_t D_, n_rep_, wg_;
+  std::unique_ptr<Pipeline> scores_, softmax_, pv_;
+};
+
 }  // namespace diffvk
