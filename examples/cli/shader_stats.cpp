@@ -6,7 +6,9 @@
 // mapped, recorded or submitted, so this runs on null devices (radv with RADV_FORCE_FAMILY, see README.md).
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.hpp"
@@ -23,7 +25,7 @@ struct StatsArgs {
   std::string model;
   std::vector<uint32_t> d, heads, kv_heads, t;
   std::vector<std::string> weights;
-  std::string json_path;
+  std::string json_path, isa_dir;
 };
 
 std::string spec_key(const ShaderPipeline::Spec& s, size_t i) { return s.name.empty() ? std::to_string(i) : s.name; }
@@ -89,6 +91,9 @@ Runner register_shader_stats(CLI::App& app) {
                                           "of each block format, as a model loaded with those weights builds them")
       ->delimiter(',')->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
   cmd->add_option("--json", a->json_path, "write {device, pipelines: [{name, spec, workgroup, stats}]} to FILE (atomic)");
+  cmd->add_option("--isa", a->isa_dir, "write each pipeline's internal representations (the driver's IR and disassembly, where it "
+                                      "gives them: radv does) to DIR/<index>_<name>_<representation>.txt, and report its main "
+                                      "loop (instructions, VALU, FMAs, loads per iteration; \"loop\" in the JSON)");
   return [a]() {
     ShaderStatsOptions o;
     o.context = a->dev.options();
@@ -98,8 +103,18 @@ Runner register_shader_stats(CLI::App& app) {
     o.kv_heads = a->kv_heads;
     o.t = a->t;
     o.weights = a->weights;
+    o.isa = !a->isa_dir.empty();
     if (o.model_dir.empty() && !o.shapes_requested()) o.model_dir = default_model_dir();
+    if (o.isa) {
+      std::error_code ec;
+      std::filesystem::create_directories(a->isa_dir, ec);
+      if (ec || !std::filesystem::is_directory(a->isa_dir))
+        throw Error(Status::io_error, "--isa " + a->isa_dir + ": cannot create the directory (" + ec.message() + ")");
+    }
     const ShaderStatsReport r = shader_stats(o);
+    if (o.isa && !r.statistics_available)
+      std::printf("isa: unavailable on this driver (no VK_KHR_pipeline_executable_properties): nothing written to %s\n",
+                  a->isa_dir.c_str());
     const DeviceCaps& caps = r.device;
     const bool stats = r.statistics_available;
 
@@ -167,6 +182,30 @@ Runner register_shader_stats(CLI::App& app) {
         if (p.executables.size() > 1) j["executables"] = ex;
       } else {
         j["stats"] = nullptr;
+      }
+      if (o.isa) {
+        json files = json::array();
+        for (const auto& rep : p.isa) {
+          std::string tag = rep.name;
+          for (char& c : tag)
+            if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+          char idx[16];
+          std::snprintf(idx, sizeof idx, "%03zu", i);
+          const std::string file = a->isa_dir + "/" + idx + "_" + p.name + (rep.executable ? "_e" + std::to_string(rep.executable) : "") +
+                                   "_" + tag + ".txt";
+          platform::write_file_atomic(file, rep.text.data(), rep.text.size());
+          files.push_back({{"representation", rep.name}, {"executable", rep.executable}, {"file", file}});
+        }
+        j["isa_files"] = files;
+        if (p.loop.found) {
+          j["loop"] = {{"instructions", p.loop.instructions}, {"valu", p.loop.valu}, {"fma", p.loop.fma},
+                       {"lds_loads", p.loop.lds_loads}, {"memory_loads", p.loop.memory_loads},
+                       {"valu_per_fma", p.loop.fma > 0 ? json(p.loop.valu / p.loop.fma) : json(nullptr)}};
+          std::printf("    main loop: %u instructions, %u VALU, %g FMA, %u LDS loads, %u memory loads per iteration\n",
+                      p.loop.instructions, p.loop.valu, p.loop.fma, p.loop.lds_loads, p.loop.memory_loads);
+        } else {
+          j["loop"] = nullptr;
+        }
       }
       pipes.push_back(std::move(j));
     }

@@ -29,7 +29,22 @@ struct ShaderStatsOptions {
   // quantized pipelines of each block format listed (as a model loaded with those weights does).
   std::vector<std::string> weights;
   bool shapes_requested() const { return !d.empty() || !heads.empty() || !kv_heads.empty() || !t.empty(); }
+  // Also read each pipeline's internal representations (the driver's IR and disassembly, where it gives them)
+  // and measure its main loop (ShaderPipeline::isa, ::loop).
+  bool isa = false;
 };
+
+// The main loop of a pipeline's disassembly (radv/ACO text: `BBn:` labels, `s_cbranch_* BBn` / `s_branch BBn`):
+// the innermost backward-branch loop that holds (nearly, >= 90%) the most FMAs. Counts per iteration:
+// instructions, VALU instructions (v_*), FMAs (v_fma*/v_fmac*/v_pk_fma* count 1 each, packed ones 2;
+// v_mac_f32/v_mad_f32 1; v_wmma_*_MxNxK M·N·K / lanes), LDS loads (ds_load*/ds_read*), memory loads
+// (buffer_load*/global_load*/s_buffer_load*/s_load*). found = false when the text has no loop.
+struct ShaderLoop {
+  bool found = false;
+  uint32_t instructions = 0, valu = 0, lds_loads = 0, memory_loads = 0;
+  double fma = 0;
+};
+ShaderLoop isa_main_loop(const std::string& disassembly, uint32_t lanes);
 
 // ShaderStatistic and ShaderExecutable (the driver's statistics of one pipeline executable) are in
 // diffvk/device.hpp: the device layer fills them, this report only collects them.
@@ -46,6 +61,14 @@ struct ShaderPipeline {
   std::vector<Spec> spec;           // constant_id 0..n-1
   std::array<uint32_t, 3> workgroup{1, 1, 1};
   std::vector<ShaderExecutable> executables;  // empty when statistics are unavailable
+  // ShaderStatsOptions::isa: the driver's text representations (name, e.g. "Assembly", and text) per executable,
+  // and the main loop of the first executable's disassembly (a representation named like "*assembl*").
+  struct Representation {
+    uint32_t executable = 0;
+    std::string name, description, text;
+  };
+  std::vector<Representation> isa;
+  ShaderLoop loop;
 };
 
 // One group of kernels: a model's (E and I set) or one attention shape (T the requested lengths).

@@ -3,6 +3,10 @@
 // `diffvk shader-stats` (examples/cli/shader_stats.cpp) only prints the report.
 #include "diffvk/shader_stats.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -114,7 +118,102 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
   if (report.statistics_available) {
     for (size_t i = 0; i < distinct.size(); ++i) report.pipelines[i].executables = pipeline_executable_statistics(dev, *distinct[i]);
   }
+  if (options.isa && report.statistics_available) {
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      ShaderPipeline& p = report.pipelines[i];
+      for (auto& r : pipeline_internal_representations(dev, *distinct[i]))
+        p.isa.push_back({r.executable, std::move(r.name), std::move(r.description), std::move(r.text)});
+      for (const auto& r : p.isa) {
+        std::string lower = r.name;
+        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+        if (r.executable != 0 || lower.find("assembl") == std::string::npos) continue;
+        const uint32_t lanes = p.executables.empty() || !p.executables[0].subgroup_size ? 64 : p.executables[0].subgroup_size;
+        p.loop = isa_main_loop(r.text, lanes);
+        break;
+      }
+    }
+  }
   return report;
+}
+
+namespace {
+bool starts_with(const std::string& s, size_t at, const char* prefix) { return s.compare(at, std::strlen(prefix), prefix) == 0; }
+}  // namespace
+
+ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
+  // One entry per line: the first token, and a branch target (BBn) where the line branches.
+  struct Line {
+    std::string op, target;
+    bool label = false;
+  };
+  std::vector<Line> lines;
+  std::map<std::string, size_t> labels;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string l = text.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t a = l.find_first_not_of(" \t");
+    if (a == std::string::npos) continue;
+    l = l.substr(a);
+    const size_t sc = l.find(';');  // ACO appends the encoding as a comment
+    if (sc == 0) continue;
+    if (sc != std::string::npos) l = l.substr(0, sc);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\t' || l.back() == '\r')) l.pop_back();
+    Line x;
+    if (l.size() > 3 && starts_with(l, 0, "BB") && l.back() == ':') {
+      x.label = true;
+      x.op = l.substr(0, l.size() - 1);
+      labels[x.op] = lines.size();
+      lines.push_back(x);
+      continue;
+    }
+    const size_t sp = l.find_first_of(" \t");
+    x.op = l.substr(0, sp);
+    if ((starts_with(x.op, 0, "s_cbranch_") || x.op == "s_branch") && sp != std::string::npos) {
+      const size_t t = l.find("BB", sp);
+      if (t != std::string::npos) x.target = l.substr(t, l.find_first_of(" ,\t", t) - t);
+    }
+    lines.push_back(x);
+  }
+  std::vector<ShaderLoop> loops;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].target.empty()) continue;
+    auto it = labels.find(lines[i].target);
+    if (it == labels.end() || it->second >= i) continue;  // forward branch
+    ShaderLoop L;
+    L.found = true;
+    for (size_t k = it->second; k <= i; ++k) {
+      const Line& x = lines[k];
+      if (x.label) continue;
+      const std::string& o = x.op;
+      ++L.instructions;
+      if (starts_with(o, 0, "v_")) ++L.valu;
+      if (starts_with(o, 0, "v_pk_fma") || starts_with(o, 0, "v_dot2")) L.fma += 2;
+      else if (starts_with(o, 0, "v_fma") || starts_with(o, 0, "v_mac_f32") || starts_with(o, 0, "v_mad_f32")) L.fma += 1;
+      else if (starts_with(o, 0, "v_wmma_")) {  // v_wmma_<types>_MxNxK: M·N·K multiply-adds over the subgroup
+        for (size_t u = o.find('_'); u != std::string::npos; u = o.find('_', u + 1)) {  // the _MxNxK segment
+          unsigned m = 0, n = 0, kk = 0;
+          if (std::sscanf(o.c_str() + u + 1, "%ux%ux%u", &m, &n, &kk) == 3 && lanes) {
+            L.fma += double(m) * n * kk / lanes;
+            break;
+          }
+        }
+      }
+      if (starts_with(o, 0, "ds_load") || starts_with(o, 0, "ds_read")) ++L.lds_loads;
+      if (starts_with(o, 0, "buffer_load") || starts_with(o, 0, "global_load") || starts_with(o, 0, "s_buffer_load") ||
+          starts_with(o, 0, "s_load"))
+        ++L.memory_loads;
+    }
+    loops.push_back(L);
+  }
+  double top = 0;
+  for (const auto& L : loops) top = std::max(top, L.fma);
+  const ShaderLoop* best = nullptr;
+  for (const auto& L : loops)
+    if (L.fma >= 0.9 * top && (!best || L.instructions < best->instructions)) best = &L;
+  return best ? *best : ShaderLoop{};
 }
 
 }  // namespace diffvk

@@ -265,6 +265,15 @@ std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count
 // Requires device.pipeline_statistics().
 std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline);
 
+// The driver's internal representations of every executable of `pipeline` that are text (radv: NIR, ACO IR and
+// the disassembly; VK_KHR_pipeline_executable_properties, captured at creation on a statistics-only device).
+// Requires device.pipeline_statistics(); empty when the driver keeps none.
+struct ShaderRepresentation {
+  uint32_t executable = 0;
+  std::string name, description, text;
+};
+std::vector<ShaderRepresentation> pipeline_internal_representations(const Device& device, const Pipeline& pipeline);
+
 // Bytes of VkDeviceMemory currently allocated by Buffer objects, process-wide (leak checks in tests).
 uint64_t device_bytes_allocated();
 

@@ -1,5 +1,6 @@
 // What `diffvk shader-stats` reads about a pipeline: its local size (from the SPIR-V, with the
 // specialization constants applied) and the driver's VK_KHR_pipeline_executable_properties statistics.
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -110,6 +111,51 @@ std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& devic
       x.statistics.push_back(std::move(p));
     }
     out.push_back(std::move(x));
+  }
+  return out;
+}
+
+std::vector<ShaderRepresentation> pipeline_internal_representations(const Device& device, const Pipeline& pipeline) {
+  if (!device.pipeline_statistics())
+    throw Error(Status::unsupported, "internal representations need VK_KHR_pipeline_executable_properties on a device opened "
+                                     "for statistics");
+  VkDevice dev = device.handle();
+  auto get_props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutablePropertiesKHR"));
+  auto get_reps = reinterpret_cast<PFN_vkGetPipelineExecutableInternalRepresentationsKHR>(
+      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableInternalRepresentationsKHR"));
+  if (!get_props || !get_reps) return {};
+  VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  info.pipeline = pipeline.handle();
+  uint32_t n = 0;
+  DVK_CHECK(get_props(dev, &info, &n, nullptr));
+  std::vector<ShaderRepresentation> out;
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = pipeline.handle();
+    ei.executableIndex = e;
+    uint32_t nr = 0;
+    DVK_CHECK(get_reps(dev, &ei, &nr, nullptr));
+    std::vector<VkPipelineExecutableInternalRepresentationKHR> reps(nr, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+    DVK_CHECK(get_reps(dev, &ei, &nr, reps.data()));  // sizes (pData null)
+    reps.resize(nr);
+    std::vector<std::vector<char>> data(nr);
+    for (uint32_t r = 0; r < nr; ++r) {
+      data[r].resize(reps[r].dataSize);
+      reps[r].pData = data[r].empty() ? nullptr : data[r].data();
+    }
+    const VkResult res = get_reps(dev, &ei, &nr, reps.data());
+    if (res != VK_SUCCESS && res != VK_INCOMPLETE) DVK_CHECK(res);
+    for (uint32_t r = 0; r < nr && r < data.size(); ++r) {
+      if (!reps[r].isText) continue;
+      ShaderRepresentation x;
+      x.executable = e;
+      x.name = reps[r].name;
+      x.description = reps[r].description;
+      const size_t len = std::min<size_t>(reps[r].dataSize, data[r].size());
+      x.text.assign(data[r].data(), strnlen(data[r].data(), len));  // text data ends with a NUL
+      out.push_back(std::move(x));
+    }
   }
   return out;
 }

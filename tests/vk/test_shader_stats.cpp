@@ -15,6 +15,7 @@
 
 #include "cli_run.hpp"
 #include "diffvk/model.hpp"
+#include "diffvk/shader_stats.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 #include "vk/program.hpp"
@@ -213,4 +214,68 @@ TEST_CASE("shader-stats: radv null device vangogh reports the driver's statistic
     CHECK(p["stats"]["VGPRs"].get<uint64_t>() > 0);
     CHECK(p["stats"]["Subgroups per SIMD"].get<uint64_t>() > 0);
   }
+}
+
+TEST_CASE("shader-stats: --isa writes radv's disassembly and measures each pipeline's main loop") {
+  const char* icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
+  if (!std::ifstream(icd).good()) {
+    test::skip(std::string("no radv ICD (") + icd + "; apt-get install mesa-vulkan-drivers): --isa case not run");
+    return;
+  }
+  test::TempDir tmp("diffvk-stats-isa");
+  const std::string out = tmp / "gfx1100.json", dir = tmp / "isa";
+  const auto r = test::run_cli(tmp, "shader-stats --d 64 --heads 8 --kv-heads 2 --isa " + dir + " --json " + out,
+                               std::string("env VK_DRIVER_FILES=") + icd +
+                                   " RADV_FORCE_FAMILY=gfx1100 NODEVICE_SELECT=1 DIFFVK_VALIDATION=0 DIFFVK_DEVICE= ");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const json doc = read_json(out);
+  REQUIRE(doc["statistics_available"].get<bool>());
+  bool attn = false;
+  for (const auto& p : doc["pipelines"]) {
+    INFO(p["name"].get<std::string>());
+    REQUIRE(p.contains("isa_files"));
+    bool assembly = false;
+    for (const auto& f : p["isa_files"]) {
+      CHECK(std::ifstream(f["file"].get<std::string>()).good());
+      assembly = assembly || contains(f["representation"].get<std::string>(), "ssembl");
+    }
+    CHECK(assembly);
+    if (p["op"] == "diff_attn") {  // the key loop: one K and one V chunk per lane, FMAs for every slot
+      attn = true;
+      REQUIRE(p["loop"].is_object());
+      CHECK(p["loop"]["fma"].get<double>() >= 8);
+      CHECK(p["loop"]["instructions"].get<uint32_t>() > p["loop"]["valu"].get<uint32_t>());
+      CHECK(p["loop"]["memory_loads"].get<uint32_t>() >= 2);
+    }
+  }
+  CHECK(attn);
+}
+
+TEST_CASE("shader-stats: the main-loop measure of a disassembly (isa_main_loop)") {
+  // Two loops: BB1 (an outer loop around BB2) and BB2 (the inner one, with the FMAs); a forward branch; comments.
+  const std::string text =
+      "BB0:\n  s_mov_b32 s0, 0 ; bf800000\nBB1:\n  buffer_load_dword v1, v0, s[0:3], 0\nBB2:\n"
+      "  v_fmac_f32 v2, v3, v4\n  v_pk_fma_f32 v[4:5], v[6:7], v[8:9], v[4:5]\n  ds_load_b128 v[10:13], v1\n"
+      "  v_add_f32 v2, v2, v3\n  s_cbranch_scc1 BB2\n  v_fma_f32 v5, v6, v7, v8\n  s_cbranch_vccnz BB1\n"
+      "  s_branch BB3\nBB3:\n  v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]\n  s_endpgm\n";
+  const ShaderLoop l = isa_main_loop(text, 32);
+  REQUIRE(l.found);
+  // The outer loop holds 4 FMAs, the inner 3 (>= 90% of 4? no): the outer one is the main loop.
+  CHECK(l.fma == 4);
+  CHECK(l.instructions == 8);  // buffer_load .. s_cbranch_vccnz
+  CHECK(l.valu == 4);
+  CHECK(l.lds_loads == 1);
+  CHECK(l.memory_loads == 1);
+  // Without the outer FMA, the inner loop holds all of them and is the shortest such loop.
+  std::string inner = text;
+  inner.replace(inner.find("  v_fma_f32 v5, v6, v7, v8\n"), std::string("  v_fma_f32 v5, v6, v7, v8\n").size(), "");
+  const ShaderLoop k = isa_main_loop(inner, 32);
+  CHECK(k.fma == 3);
+  CHECK(k.instructions == 5);
+  CHECK(k.memory_loads == 0);
+  // A v_wmma in a loop counts M·N·K / lanes.
+  const ShaderLoop w = isa_main_loop("BB0:\n  v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]\n  s_cbranch_scc1 BB0\n", 32);
+  CHECK(w.fma == 128);
+  CHECK_FALSE(isa_main_loop("  s_endpgm\n", 64).found);
 }
