@@ -90,6 +90,7 @@ struct DeviceCaps {
   // usable, or that DIFFVK_COOPMAT changed the choice.
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   std::string coopmat_shapes, coopmat_note;
+  std::string coopmat_shape() const;  // "MxNxK" of the usable shape; "" when none
 
   // fp16 storage variants need 16-bit storage buffers AND shaderFloat16 (and no quirk against it).
   bool fp16_usable() const;

@@ -103,7 +103,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const std::string prefill_matmul =
       kind != QuantKind::f16 ? std::string("quantized tiles (") + quant_kind_name(kind) + "; cooperative matrices take f16 weights only)"
       : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
-          ? "cooperative matrices " + std::to_string(dc.coopmat_m) + "x" + std::to_string(dc.coopmat_n) + "x" + std::to_string(dc.coopmat_k)
+          ? "cooperative matrices " + dc.coopmat_shape()
           : "scalar FMA (no cooperative matrices: " + why_not + ")";
   sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s", a.model_dir.c_str(),
               c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),

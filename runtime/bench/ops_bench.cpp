@@ -98,8 +98,8 @@ json run_matmul_rows(Device& dev, bool full, const Plan& plan, const Ceilings& c
   std::string why_not;
   linear_uses_coopmat(dev.caps(), dev.fp16(), &why_not);
   if (dev.coopmat())
-    sink.reportf("cooperative matrices %ux%ux%u: rows with path coopmat run them%s", dev.caps().coopmat_m, dev.caps().coopmat_n,
-                 dev.caps().coopmat_k, why_not.empty() ? " (the tuning picks them past 16 rows)" : (" (not picked by the tuning: " + why_not + ")").c_str());
+    sink.reportf("cooperative matrices %s: rows with path coopmat run them%s", dev.caps().coopmat_shape().c_str(),
+                 why_not.empty() ? " (the tuning picks them past 16 rows)" : (" (not picked by the tuning: " + why_not + ")").c_str());
   else
     sink.reportf("cooperative matrices: none (%s); every row is a scalar-FMA kernel", why_not.c_str());
   table_header(sink);

@@ -71,8 +71,7 @@ std::string lower(std::string s) {
 std::string coopmat_summary(const Device& d) {
   const DeviceCaps& c = d.caps();
   if (d.coopmat())
-    return ", cooperative matrices " + std::to_string(c.coopmat_m) + "x" + std::to_string(c.coopmat_n) + "x" +
-           std::to_string(c.coopmat_k) +
+    return ", cooperative matrices " + c.coopmat_shape() +
            (c.has_quirk("coopmat_emulated") ? " (enabled; the matmul keeps its scalar path: quirk coopmat_emulated)"
                                             : c.coopmat_note.empty() ? "" : " (" + c.coopmat_note + ")");
   if (!c.coopmat_shapes.empty()) return ", no cooperative matrices (" + c.coopmat_note + ")";
@@ -208,13 +207,12 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   // model its SPIR-V declares; only with fp16 storage (the shader's inputs are float16).
   CoopmatFeaturesKHR coopf;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-  d->coopmat_ = c.coopmat_m != 0 && d->fp16_;
   if (c.coopmat_m != 0 && !d->fp16_) {
     platform::log(LogLevel::info, "device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
     d->caps_.coopmat_m = d->caps_.coopmat_n = d->caps_.coopmat_k = 0;
     d->caps_.coopmat_note = "fp32 precision (the cooperative-matrix shaders take fp16)";
   }
-  if (d->coopmat_) {
+  if (d->coopmat()) {
     coopf.cooperative_matrix = VK_TRUE;
     coopf.pNext = f2.pNext;
     f2.pNext = &coopf;

@@ -55,7 +55,9 @@ class Device {
   const DeviceCaps& caps() const { return caps_; }
   bool fp16() const { return fp16_; }                      // fp16-storage shader variants in use
   bool subgroup_arithmetic() const { return subgroup_; }   // subgroup shader variants in use
-  bool coopmat() const { return coopmat_; }                // VK_KHR_cooperative_matrix enabled (caps().coopmat_m x n x k)
+  // VK_KHR_cooperative_matrix enabled (caps().coopmat_shape()): the caps keep a shape only where it is enabled
+  // (an fp32 device zeroes it at creation).
+  bool coopmat() const { return caps_.coopmat_m != 0; }
   bool validation() const;
   bool statistics_only() const { return mode_ == DeviceMode::statistics_only; }
   // VK_KHR_pipeline_executable_properties enabled (statistics_only mode on a driver that has it).
@@ -144,7 +146,6 @@ class Device {
   DeviceCaps caps_;
   bool fp16_ = false;
   bool subgroup_ = false;
-  bool coopmat_ = false;
   std::unique_ptr<class Buffer> zero_;
   std::mutex zero_mutex_;      // zero_ is created on first use, possibly by two sessions at once
   std::mutex oneshot_mutex_;   // pool_ + fence_ (one-shot command buffers)

@@ -242,6 +242,10 @@ bool DeviceCaps::has_quirk(const char* q) const {
   return false;
 }
 
+std::string DeviceCaps::coopmat_shape() const {
+  return coopmat_m ? std::to_string(coopmat_m) + "x" + std::to_string(coopmat_n) + "x" + std::to_string(coopmat_k) : std::string();
+}
+
 bool DeviceCaps::fp16_usable() const {
   return storage_16bit && fp16_arithmetic && !has_quirk("broken_fp16_storage");
 }
@@ -278,8 +282,7 @@ std::string DeviceCaps::describe() const {
   row("16-bit storage", storage_16bit ? "yes" : "no");
   row("int8 dot product", !integer_dot_product ? "no" : int8_dot_accelerated ? "yes (4x8-bit, accelerated)" : "yes (not accelerated)");
   row("cooperative matrix", coopmat_shapes.empty() ? std::string("no")
-                            : coopmat_m ? std::to_string(coopmat_m) + "x" + std::to_string(coopmat_n) + "x" + std::to_string(coopmat_k) +
-                                              " f16->f32 usable" + (coopmat_note.empty() ? "" : " (" + coopmat_note + ")") + "; listed: " + coopmat_shapes
+                            : coopmat_m ? coopmat_shape() + " f16->f32 usable" + (coopmat_note.empty() ? "" : " (" + coopmat_note + ")") + "; listed: " + coopmat_shapes
                                         : "not used (" + coopmat_note + "); listed: " + coopmat_shapes);
   row("precision (auto)", fp16_usable() ? "fp16 storage, fp32 accumulation" : "fp32 (no fp16 path on this device)");
   row("subgroup size", std::to_string(subgroup_size) + " (min " + std::to_string(subgroup_min_size) + ", max " +
