@@ -40,6 +40,7 @@ TEST_CASE("bench api: phone preset records the preset and the cool-down and ther
   o.preset = "phone";
   o.budget_seconds = 0.01;  // the first case of each series runs (it calibrates); the others are skipped
   o.cooldown_seconds = 0.001;
+  o.variant = "v1";  // the preset's mechanics do not depend on the variant (the CLI's quick test runs V2)
   o.command_line = "test_bench_api";
   std::vector<std::string> report, info;
   o.report = [&](const std::string& line) { report.push_back(line); };
