@@ -178,10 +178,11 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         }
         k.record_prefill(p, bq, bk, bv, bw, o, c, part, stat);
       }
-      if (splits) *splits = sp, *split_len = len;
+      *splits = sp, *split_len = len;
     };
-    record_attn(*ks.fused, *progs[0], call, out[0], fsm, &r.splits, &r.split_len);
-    if (!cs.decode) r.splits = 0, r.split_len = 0;
+    uint32_t fused_splits = 0, fused_len = 0;
+    record_attn(*ks.fused, *progs[0], call, out[0], fsm, &fused_splits, &fused_len);
+    if (cs.decode) r.splits = fused_splits, r.split_len = fused_len;  // the report shows decode splits only
     r.impl[0].bytes_touched = r.bytes;
     // two-pass
     try {
@@ -278,7 +279,8 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
           AttnCall pc = all ? call : TwoPassV2Attn::pass_call(call, D, 0);
           if (all) pc.o_stride = 2 * o_width, pc.half = 2;
           const DiffAttnKernel& pk = all ? *ks.plain_all : ks.two_v2->plain();
-          record_attn(pk, *progs[i], pc, out[i], AttnSoftmax::v2_plain, nullptr, nullptr);
+          uint32_t sp = 0, len = 0;
+          record_attn(pk, *progs[i], pc, out[i], AttnSoftmax::v2_plain, &sp, &len);
           r.impl[i].bytes_touched = uint64_t(r.S) * q_stride * es + uint64_t(T) * Hkv * DV * 2 * es + out_bytes[i];
           r.impl[i].ran = true;
         } catch (const Error& e) {

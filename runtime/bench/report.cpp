@@ -64,6 +64,16 @@ void report_table(const Sink& sink, const std::vector<CaseResult>& results, cons
   }
 }
 
+namespace {
+TargetEval unmeasured_target(const char* name) {
+  TargetEval t;
+  t.target = name;
+  t.measurable = false;
+  t.note = "not measured: no qualifying case in this run";
+  return t;
+}
+}  // namespace
+
 std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results, const Ceilings& c, bool cpu_device) {
   std::vector<TargetEval> out;
   const char* names[3] = {"decode T>=2048: fused >= 1.35x two-pass", "prefill T>=1024: fused >= 1.1x two-pass",
@@ -94,13 +104,7 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
       }
       out.push_back(t);
     }
-    if (!any) {
-      TargetEval t;
-      t.target = names[k];
-      t.measurable = false;
-      t.note = "not measured: no qualifying case in this run";
-      out.push_back(t);
-    }
+    if (!any) out.push_back(unmeasured_target(names[k]));
   }
   // DIFF V2 (issue 22), on the cases that have a V2 run: ratios of medians from the same run.
   const char* v2names[3] = {"v2 decode T>=2048: fused >= 1.35x two-pass", "v2 decode T>=2048: plain 2H / fused >= 0.91 (fused <= 1.1x)",
@@ -124,13 +128,7 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
       else t.note = "not measured: an implementation failed its output check or was skipped";
       out.push_back(t);
     }
-    if (!any) {
-      TargetEval t;
-      t.target = v2names[k];
-      t.measurable = false;
-      t.note = "not measured: no qualifying case in this run";
-      out.push_back(t);
-    }
+    if (!any) out.push_back(unmeasured_target(v2names[k]));
   }
   return out;
 }

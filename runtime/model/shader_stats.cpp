@@ -19,6 +19,7 @@ namespace diffvk {
 ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
   auto device = Device::create(options.context, DeviceMode::statistics_only);
   Device& dev = *device;
+  dev.capture_representations(options.isa);  // before any pipeline is built
   ShaderStatsReport report;
 
   std::vector<ModelKernels> kernels;  // kept alive until every pipeline has been queried

@@ -62,6 +62,10 @@ class Device {
   bool statistics_only() const { return mode_ == DeviceMode::statistics_only; }
   // VK_KHR_pipeline_executable_properties enabled (statistics_only mode on a driver that has it).
   bool pipeline_statistics() const { return exec_props_; }
+  // Pipelines created from now on also keep the driver's internal representations (`shader-stats --isa`; a
+  // statistics device only, where pipeline_statistics()). Off by default: capturing them slows every compile.
+  void capture_representations(bool on) { capture_reps_ = on && exec_props_; }
+  bool capture_representations() const { return capture_reps_; }
   // Throws Error(unsupported) naming `what` in statistics_only mode (no memory, no submissions).
   void require_execution(const std::string& what) const;
 
@@ -131,6 +135,7 @@ class Device {
 
   std::unique_ptr<Instance> instance_;
   DeviceMode mode_ = DeviceMode::normal;
+  bool capture_reps_ = false;
   bool exec_props_ = false;
   mutable std::mutex pipelines_mutex_;
   std::vector<const Pipeline*> pipelines_;
@@ -267,8 +272,8 @@ std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count
 std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline);
 
 // The driver's internal representations of every executable of `pipeline` that are text (radv: NIR, ACO IR and
-// the disassembly; VK_KHR_pipeline_executable_properties, captured at creation on a statistics-only device).
-// Requires device.pipeline_statistics(); empty when the driver keeps none.
+// the disassembly; VK_KHR_pipeline_executable_properties, captured at creation while
+// device.capture_representations()); empty when it was off or the driver keeps none.
 struct ShaderRepresentation {
   uint32_t executable = 0;
   std::string name, description, text;

@@ -146,9 +146,8 @@ void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
       ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
     }
     ci.layout = layout_;
-    // Statistics-only devices (`diffvk shader-stats`) also keep the internal representations (--isa).
-    if (device.pipeline_statistics())
-      ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
+    if (device.pipeline_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    if (device.capture_representations()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     std::string spec;
     for (uint32_t v : desc.spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
     // Logged before the driver's compile too, so a compile that never ends is named (DIFFVK_LOG=debug).

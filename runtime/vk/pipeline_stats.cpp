@@ -62,17 +62,24 @@ std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count
   throw Error(Status::internal, "the SPIR-V declares no local size");
 }
 
-std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline) {
+namespace {
+// A VK_KHR_pipeline_executable_properties entry point of a statistics device; throws Error(unsupported)
+// when the device did not enable the extension or the driver returns no such entry point.
+template <class F>
+F exec_props_proc(const Device& device, const char* name) {
   if (!device.pipeline_statistics())
-    throw Error(Status::unsupported, "pipeline statistics need VK_KHR_pipeline_executable_properties, enabled only on a "
-                                     "device opened for statistics on a driver that has it");
+    throw Error(Status::unsupported, "pipeline statistics and representations need VK_KHR_pipeline_executable_properties, "
+                                     "enabled only on a device opened for statistics on a driver that has it");
+  F f = reinterpret_cast<F>(vkGetDeviceProcAddr(device.handle(), name));
+  if (!f) throw Error(Status::unsupported, std::string("the driver enabled VK_KHR_pipeline_executable_properties but returns no ") + name);
+  return f;
+}
+}  // namespace
+
+std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline) {
+  auto get_props = exec_props_proc<PFN_vkGetPipelineExecutablePropertiesKHR>(device, "vkGetPipelineExecutablePropertiesKHR");
+  auto get_stats = exec_props_proc<PFN_vkGetPipelineExecutableStatisticsKHR>(device, "vkGetPipelineExecutableStatisticsKHR");
   VkDevice dev = device.handle();
-  auto get_props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
-      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutablePropertiesKHR"));
-  auto get_stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
-      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableStatisticsKHR"));
-  if (!get_props || !get_stats)
-    throw Error(Status::unsupported, "the driver enabled VK_KHR_pipeline_executable_properties but returns no entry points for it");
   VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   info.pipeline = pipeline.handle();
   uint32_t n = 0;
@@ -116,15 +123,11 @@ std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& devic
 }
 
 std::vector<ShaderRepresentation> pipeline_internal_representations(const Device& device, const Pipeline& pipeline) {
-  if (!device.pipeline_statistics())
-    throw Error(Status::unsupported, "internal representations need VK_KHR_pipeline_executable_properties on a device opened "
-                                     "for statistics");
+  if (!device.capture_representations()) return {};  // the pipeline kept none
+  auto get_props = exec_props_proc<PFN_vkGetPipelineExecutablePropertiesKHR>(device, "vkGetPipelineExecutablePropertiesKHR");
+  auto get_reps = exec_props_proc<PFN_vkGetPipelineExecutableInternalRepresentationsKHR>(
+      device, "vkGetPipelineExecutableInternalRepresentationsKHR");
   VkDevice dev = device.handle();
-  auto get_props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
-      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutablePropertiesKHR"));
-  auto get_reps = reinterpret_cast<PFN_vkGetPipelineExecutableInternalRepresentationsKHR>(
-      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableInternalRepresentationsKHR"));
-  if (!get_props || !get_reps) return {};
   VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   info.pipeline = pipeline.handle();
   uint32_t n = 0;
