@@ -25,6 +25,10 @@
 // Layouts (elements):  q[i*q_stride + h*2D + qk_off + c]    (c < NSM*D: Q1|Q2, or one half at qk_off)
 //   K cache [g][capacity][2D] = K1|K2 (this pass reads columns qk_off .. qk_off + NSM*D - 1)
 //   V cache [g][capacity][2D]
+// Q8_0 KV cache (KVQ8 = 1; docs/maths.md "Q8_0 KV cache"): each cache buffer holds the int8 quants
+// [g][capacity][DV] (one byte per element), then the fp16 scales, NSR per row (2·ceil(DV/64): a row's
+// blocks of 32 elements, padded to whole 32-bit words so the appending invocations never share a word).
+// A chunk (4 or 8 elements, aligned) lies inside one block; it is dequantized in registers: q·d.
 // DIFF V2 (DVK_V2 = 1, NSM = 1; docs/maths.md "DIFF V2"): p.H counts the 2H query heads, each D wide
 // (q[i*q_stride + j*D + c]), the cache rows are D wide, and the host makes RB even: with n_rep even,
 // slots 2k and 2k+1 are query heads 2i and 2i+1 of the same query, the pair one output head combines.
@@ -46,6 +50,7 @@ layout(constant_id = 0) const uint WG = 8;     // invocations = L, the lanes acr
 layout(constant_id = 1) const uint HD = 64;    // D: width of one query/key half
 layout(constant_id = 2) const uint RB = 4;     // row slots per workgroup
 layout(constant_id = 3) const uint CHUNK = 8;  // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (one at a time)
+layout(constant_id = 4) const uint KVQ8 = 0;   // 1: the K/V caches hold Q8_0 blocks (see "Q8_0 KV cache" below)
 layout(local_size_x_id = 0) in;
 
 // K/V rows are read in chunks of CW elements (VPC vec4 registers): 16-byte loads of 8 halves where
@@ -69,6 +74,8 @@ layout(std430, binding = 1) readonly buffer Kbuf8 { uvec2 kc8[]; };
 layout(std430, binding = 2) readonly buffer Vbuf { STYPE vc[]; };
 layout(std430, binding = 2) readonly buffer Vbuf16 { uvec4 vc16[]; };
 layout(std430, binding = 2) readonly buffer Vbuf8 { uvec2 vc8[]; };
+layout(std430, binding = 1) readonly buffer Kbuf4 { uint kc4[]; };  // Q8_0: quants (4 per word), then scales
+layout(std430, binding = 2) readonly buffer Vbuf4 { uint vc4[]; };
 // Dynamic part of pos0 (host-written before a replay; 0 when recorded with a fixed position).
 layout(std430, binding = 5) readonly buffer Dyn { uint dyn_pos; };
 
@@ -95,6 +102,7 @@ vec4 acc[NST * NVV * VPC];  // this lane's chunks of each (softmax, slot) output
 float m_run[NST], l_run[NST];
 
 uint g_group, g_block, g_pos0;
+const uint NSR = (DV + 63) / 64 * 2;  // Q8_0: fp16 scale slots per cache row
 
 uint n_slots() { return p.n_rep * p.S; }
 uint slot_index(uint r) { return g_block * RB + r; }
@@ -134,7 +142,22 @@ uint split_length(uint splits) { return attn_split_length(call_keys(), splits, p
 
 // The chunk at element `elem` as floats: one 16- or 8-byte load when CHUNK says the layout allows,
 // else element by element with zeros past `valid`.
+vec4 i8x4(uint u) { return vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24); }
 void load_chunk(bool k, uint elem, uint valid, out vec4 r[VPC]) {
+  if (KVQ8 != 0) {  // one scale, then 4 or 8 int8 quants (the chunk never crosses a block of 32)
+    const uint row = elem / DV, col = elem % DV;
+    const uint sw = (p.H / p.n_rep) * p.capacity * (DV / 4) + row * (NSR / 2) + col / 64;
+    const vec2 dd = unpackHalf2x16(k ? kc4[sw] : vc4[sw]);
+    const float d = (col & 32u) != 0 ? dd.y : dd.x;
+    if (VPC == 2) {
+      const uvec2 u = k ? kc8[elem / 8] : vc8[elem / 8];
+      r[0] = d * i8x4(u.x);
+      r[VPC - 1] = d * i8x4(u.y);
+    } else {
+      r[0] = d * i8x4(k ? kc4[elem / 4] : vc4[elem / 4]);
+    }
+    return;
+  }
 #if DVK_FP16
   if (CHUNK == 8) {
     const uvec4 u = k ? kc16[elem / 8] : vc16[elem / 8];

@@ -7,16 +7,23 @@
 //   v_cache[g][p − d][e]      = v_cache[g][p][e]
 // fp32 arithmetic, one rounding to the storage type. The host keeps rows <= d, so no row a dispatch writes
 // is one it reads; it records ceil(moved / d) such dispatches, in order, for a longer move (a memmove).
+// Q8_0 KV cache (KVQ8 = 1; the layout of attn_core.glsl): one invocation per 64 columns of a K or V row
+// (one scale word): V quants and scales are copied; K blocks are dequantized, re-rotated in fp32 and
+// quantized again as rope_kv quantizes (GGUF Q8_0: d = amax/127, round half away from zero).
 // One invocation per element pair of a row (K pairs, then V pairs); workgroups grid-stride over pairs (x)
 // and rows (y).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#extension GL_EXT_control_flow_attributes : require
 
 layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint KVQ8 = 0;  // 1: the caches hold Q8_0 blocks
 layout(local_size_x_id = 0) in;
 
 layout(std430, binding = 0) buffer KCache { STYPE k_cache[]; };
 layout(std430, binding = 1) buffer VCache { STYPE v_cache[]; };
+layout(std430, binding = 0) buffer KCacheQ { uint k_q8[]; };  // Q8_0: quants (4 per word), then scales
+layout(std430, binding = 1) buffer VCacheQ { uint v_q8[]; };
 layout(std430, binding = 2) readonly buffer Table { vec2 cs[]; };  // [pos][D/2] = (cos, sin), always fp32
 
 layout(push_constant) uniform Params {
@@ -28,8 +35,61 @@ layout(push_constant) uniform Params {
   uint d;     // the shift
 } p;
 
+float round_half_away(float v) {  // C's roundf, exactly
+  const float t = trunc(v);
+  return abs(v - t) >= 0.5 ? t + sign(v) : t;
+}
+float q8_at(uint word) { return float(int(k_q8[word / 4] << (24 - 8 * (word % 4))) >> 24); }  // byte `word` of K
+
+// Q8_0: scale word w (K: w < Hkv·nsw, then V) of cache row src moves to src − d.
+void shift_q8(uint w, uint src) {
+  const uint two_d = 2 * p.D, nsw = (two_d + 63) / 64;
+  const bool k = w < p.Hkv * nsw;
+  const uint wk = k ? w : w - p.Hkv * nsw, g = wk / nsw, col0 = (wk % nsw) * 64;
+  const uint from = g * p.capacity + src, to = from - p.d;  // cache rows
+  const uint sbase = p.Hkv * p.capacity * two_d / 4;        // first scale word
+  const uint sfrom = sbase + from * nsw + col0 / 64, sto = sbase + to * nsw + col0 / 64;
+  if (!k) {
+    for (uint i = 0; i < 16 && col0 + 4 * i < two_d; ++i) v_q8[(to * two_d + col0) / 4 + i] = v_q8[(from * two_d + col0) / 4 + i];
+    v_q8[sto] = v_q8[sfrom];
+    return;
+  }
+  const vec2 dold = unpackHalf2x16(k_q8[sfrom]);
+  vec2 dnew = vec2(0.0);
+  [[unroll]] for (uint b = 0; b < 2; ++b) {
+    const uint c0 = col0 + 32 * b;
+    if (c0 >= two_d) break;
+    float x[32];
+    float amax = 0.0;
+    for (uint i2 = 0; i2 < 16; ++i2) {  // pairs (step-1 loops: see attn_core.glsl)
+      const uint i = 2 * i2;
+      const vec2 t = cs[p.d * (p.D / 2) + ((c0 + i) % p.D) / 2];
+      const float x0 = q8_at(from * two_d + c0 + i) * dold[b], x1 = q8_at(from * two_d + c0 + i + 1) * dold[b];
+      x[i] = x0 * t.x + x1 * t.y;
+      x[i + 1] = x1 * t.x - x0 * t.y;
+      amax = max(amax, max(abs(x[i]), abs(x[i + 1])));
+    }
+    const float db = amax / 127.0, id = db != 0.0 ? 1.0 / db : 0.0;
+    for (uint wd = 0; wd < 8; ++wd) {
+      uint packed = 0;
+      for (uint i = 0; i < 4; ++i)
+        packed |= (uint(int(clamp(round_half_away(x[4 * wd + i] * id), -127.0, 127.0))) & 0xffu) << (8 * i);
+      k_q8[(to * two_d + c0) / 4 + wd] = packed;
+    }
+    dnew[b] = db;
+  }
+  k_q8[sto] = packHalf2x16(dnew);
+}
+
 void main() {
   const uint two_d = 2 * p.D;
+  if (KVQ8 != 0) {
+    const uint items = 2 * p.Hkv * ((two_d + 63) / 64);
+    for (uint r = gl_WorkGroupID.y; r < p.rows; r += gl_NumWorkGroups.y)
+      for (uint j = gl_WorkGroupID.x * WG + gl_LocalInvocationIndex; j < items; j += gl_NumWorkGroups.x * WG)
+        shift_q8(j, p.src0 + r);
+    return;
+  }
   const uint kp = p.Hkv * p.D;  // element pairs of a K row over every KV head (as many in V)
   for (uint r = gl_WorkGroupID.y; r < p.rows; r += gl_NumWorkGroups.y) {
     const uint src = p.src0 + r;

@@ -115,6 +115,7 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
+  add_kv_flag(cmd, o.kv_cache);  // model benchmark
   cmd->add_option_function<std::string>(
          "--weights",
          [&o](const std::string& v) {

@@ -60,6 +60,7 @@ Runner register_chat(CLI::App& app) {
     LoadOptions load;
     std::string model, chat_template = "auto", system;
     uint32_t context = 0, n = 256;
+    KvCacheType kv = KvCacheType::f16;
     SamplingOptions sampling;
     GenerateOptions go;
     bool keep_set = false;
@@ -77,13 +78,16 @@ Runner register_chat(CLI::App& app) {
   add_sampling_flags(cmd, a->sampling);
   add_overflow_flags(cmd, a->go, a->keep_set);  // chat's --keep default: the system message's tokens
   add_weights_flag(cmd, a->load);
+  add_kv_flag(cmd, a->kv);
   add_device_flags(cmd, a->dev);
   return [a]() {
     validate_sampling(a->sampling);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
-    auto session = Session::create(*model, SessionOptions{a->context, 0, false, {}});
+    SessionOptions so{a->context, 0, false, {}};
+    so.kv_cache = a->kv;
+    auto session = Session::create(*model, so);
     const auto& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     const ChatTemplate tpl = chat_template_for(a->chat_template, dir, tokenizer);

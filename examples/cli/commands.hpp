@@ -49,6 +49,7 @@ Runner register_chat(CLI::App& app);
 // --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) and --q4-head (LoadOptions::q4_0_head) into `load`; a bad
 // value is an error naming the choices.
 void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-head
+void add_kv_flag(CLI::App* cmd, KvCacheType& kv);         // --kv f16|q8_0 (SessionOptions::kv_cache)
 
 // --temperature --top-k --top-p --seed --min-p and the penalties into `sampling` (run, chat); the ranges are
 // checked here, the rest by validate_sampling.

@@ -63,6 +63,14 @@ void add_weights_flag(CLI::App* cmd, LoadOptions& load) {
                 "with --weights q4_0: lm_head (and an embedding tied to it) in q4_0 too instead of q8_0 (fewer bytes, more logit error)");
 }
 
+void add_kv_flag(CLI::App* cmd, KvCacheType& kv) {
+  cmd->add_option_function<std::string>(
+         "--kv", [&kv](const std::string& v) { kv = v == "q8_0" ? KvCacheType::q8_0 : KvCacheType::f16; },
+         "the KV cache's format: f16 (the storage type, default) or q8_0 (GGUF Q8_0 blocks: about half the bytes; "
+         "quantized at append, dequantized inside attention)")
+      ->check(CLI::IsMember({"f16", "q8_0"}));
+}
+
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
   if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) {
     // A GGUF file carries the bytes tokenizer only (docs/gguf.md).
@@ -83,6 +91,12 @@ struct ModelArgs {
   std::string model;
   uint32_t context = 0, chunk = 0;
   LoadOptions load;
+  KvCacheType kv = KvCacheType::f16;
+  SessionOptions session_options() const {
+    SessionOptions so{context, chunk, false, {}};
+    so.kv_cache = kv;
+    return so;
+  }
   void add(CLI::App* cmd, bool model_required) {
     auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
                   ->check(CLI::ExistingDirectory | gguf_file_validator());
@@ -90,6 +104,7 @@ struct ModelArgs {
     cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
     cmd->add_option("--chunk", chunk, "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
     add_weights_flag(cmd, load);
+    add_kv_flag(cmd, kv);
     add_device_flags(cmd, dev);
   }
 };
@@ -174,7 +189,7 @@ Runner register_run(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
-    SessionOptions so{a->context, a->chunk, false, {}};
+    SessionOptions so = a->session_options();
     auto session = Session::create(*model, so);
     const auto& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
@@ -270,7 +285,7 @@ Runner register_logits(CLI::App& app) {
                                                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
       ids.push_back(static_cast<int32_t>(v));
     }
-    auto session = Session::create(*model, SessionOptions{a->context, a->chunk, false, {}});
+    auto session = Session::create(*model, a->session_options());
     if (uint64_t(N) > session->capacity())
       throw Error(Status::context_overflow, a->tokens + ": " + std::to_string(N) + " tokens exceed the context of " +
                                                 std::to_string(session->capacity()) + " (--context); nothing was computed");
@@ -295,9 +310,10 @@ Runner register_plan(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
-    auto session = Session::create(*model, SessionOptions{a->context, a->chunk, false, {}});
-    std::printf("model %s: session context %u, chunk %u, %s\n%s", dir.c_str(), session->capacity(), session->chunk(),
-                precision_name(ctx->precision()), session->plan_report().c_str());
+    auto session = Session::create(*model, a->session_options());
+    std::printf("model %s: session context %u, chunk %u, %s\nKV cache: %s, %llu bytes (every layer's K and V)\n%s", dir.c_str(),
+                session->capacity(), session->chunk(), precision_name(ctx->precision()), kv_cache_type_name(session->kv_cache()),
+                static_cast<unsigned long long>(session->kv_cache_bytes()), session->plan_report().c_str());
     return 0;
   };
 }

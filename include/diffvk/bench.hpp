@@ -14,6 +14,7 @@
 #include "diffvk/gguf.hpp"
 
 #include "diffvk/device.hpp"
+#include "diffvk/model.hpp"  // KvCacheType
 
 namespace diffvk::bench {
 
@@ -52,6 +53,7 @@ struct Options {
   bool matmul_table = false;
   uint32_t prompt_tokens = 128, decode_tokens = 64;  // model benchmark
   QuantKind weights = QuantKind::f16;  // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
+  KvCacheType kv_cache = KvCacheType::f16;  // model benchmark: SessionOptions::kv_cache
   // Model benchmark: several weight types in one run, one after the other, then side by side (weight bytes,
   // bits per weight, peak device memory, prefill / decode tokens/s, decode's fraction of the weight-streaming
   // bound); the JSON then has one entry per type under "weight_types". Empty = {weights}.

@@ -99,7 +99,13 @@ typedef struct diffvk_session_options {
   uint32_t chunk;         /* prefill rows per GPU program; 0 = automatic (from the matmul tile and the memory plan) */
   diffvk_abort_fn abort_cb; /* NULL = never cancelled */
   void* abort_user;
+  /* DIFFVK_KV_*: the KV cache's format (since 1.1; issue 21 item 4). Another value -> DIFFVK_INVALID_ARGUMENT.
+   * DIFFVK_KV_Q8_0 on a model whose cache rows (2·head_dim) are not a multiple of 32 -> DIFFVK_INVALID_ARGUMENT. */
+  uint32_t kv_cache;
 } diffvk_session_options;
+
+#define DIFFVK_KV_F16 0  /* the storage type (fp16, or fp32 on the fp32 fallback) */
+#define DIFFVK_KV_Q8_0 1 /* GGUF Q8_0 blocks of 32 (int8 + one fp16 scale): about half the bytes; no attention maps */
 
 /* The format of a model's linear weights on the device (issue 19; diffvk_model_options.weights). */
 #define DIFFVK_WEIGHTS_F16 0  /* the storage type (fp16, or fp32 on the fp32 fallback); a quantized GGUF keeps its format */

@@ -28,6 +28,7 @@ typedef struct diffvk_bench_options {
   const char* plot_path;           /* NULL = no PNG */
   diffvk_abort_fn abort_cb; void* abort_user;   /* nonzero return = cancel */
   diffvk_log_fn log_cb; void* log_user;
+  const char* variant;             /* attention cases: "v1", "v2" or "both" (NULL = both; since 1.1) */
 } diffvk_bench_options;
 
 /* Defaults: struct_size set, preset "default", everything else NULL / 0. */

@@ -123,6 +123,14 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
+// The KV cache's element format (issue 21 item 4; docs/maths.md "Q8_0 KV cache").
+//   f16:  the storage type (fp16, or fp32 on the fp32 fallback).
+//   q8_0: GGUF Q8_0 blocks of 32 along each cache row (int8 + one fp16 scale per block: 1.0625 bytes per
+//         element against 2), quantized at append and dequantized inside attention. Needs cache rows whose
+//         width (2·head_dim) is a multiple of 32; attention maps are not available with it.
+enum class KvCacheType : uint32_t { f16 = 0, q8_0 = 1 };
+const char* kv_cache_type_name(KvCacheType t);  // "f16", "q8_0"
+
 struct SessionOptions {
   uint32_t context = 0;  // KV-cache capacity in tokens; 0 = max_position_embeddings
   // Prefill chunk (rows per recorded program). 0 = automatic: the longest of 256, 128, 64, 32, 16 rows
@@ -133,6 +141,7 @@ struct SessionOptions {
   // Asked before every prefill chunk and between layers of a chunk (one GPU submission per layer
   // while it is set); returning true makes the call throw Error(cancelled) with nothing changed.
   std::function<bool()> should_abort;
+  KvCacheType kv_cache = KvCacheType::f16;  // the KV cache's format (q8_0: about half the bytes of f16)
 };
 
 // Top-k limit of device sampling (Session::decode_sample).
@@ -223,6 +232,8 @@ class Session {
   uint32_t position() const;
   uint32_t capacity() const;
   uint32_t chunk() const;  // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)
+  KvCacheType kv_cache() const;     // SessionOptions::kv_cache
+  uint64_t kv_cache_bytes() const;  // the KV cache's bytes on the device: every layer's K and V (alignment padding excluded)
   std::string plan_report() const;  // every intermediate: lifetime, offset, size; arena vs bounds
   // Debug path: resets the session, prefills `tokens` (1 … kAttentionMapMaxTokens of them, within the
   // context) and returns A1 and A2 of layer `layer` for head `head` (−1: every head), computed on the

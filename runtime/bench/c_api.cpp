@@ -52,6 +52,7 @@ diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_optio
     if (c.model_dir) o.model_dir = c.model_dir;
     o.budget_seconds = c.budget_seconds;
     if (c.plot_path) o.plot_path = c.plot_path;
+    if (c.variant) o.variant = c.variant;
     if (c.abort_cb) o.cancel = [&c] { return c.abort_cb(c.abort_user) != 0; };
     if (c.log_cb) {
       o.log = [&c](diffvk::bench::LogLevel level, const std::string& m) { c.log_cb(c.log_user, static_cast<int>(level), m.c_str()); };

@@ -24,7 +24,7 @@ struct TypeRow {
 
 json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline,
                const Sink& sink, TypeRow& row) {
-  sink.stage(std::string("model: loading ") + a.model_dir + " (" + quant_kind_name(kind) + ")");
+  sink.stage(std::string("model: loading ") + a.model_dir + " (" + quant_kind_name(kind) + ", KV cache " + kv_cache_type_name(a.kv_cache) + ")");
   const uint64_t rss0 = rss_bytes();
   const bool hwm = reset_peak_rss();
   const uint64_t dev0 = device_bytes_allocated();
@@ -37,7 +37,9 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const ModelConfig& c = model->config();
   const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
   const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
-  auto session = Session::create(*model, SessionOptions{P + N, 64, false, {}});
+  SessionOptions so{P + N, 64, false, {}};
+  so.kv_cache = a.kv_cache;
+  auto session = Session::create(*model, so);
   Rng rng(12345);
   std::vector<int32_t> prompt(P);
   for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
@@ -66,7 +68,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   sink.step("model: session state save and restore");
   session->reset();
   session->prefill(prompt);
-  auto restored = Session::create(*model, SessionOptions{P + N, 64, false, {}});
+  auto restored = Session::create(*model, so);
   std::vector<uint8_t> state = session->save_state();
   restored->restore_state(state.data(), state.size());
   if (restored->tokens() != session->tokens() || (N > 0 && restored->decode(1) != session->decode(1)))
@@ -129,7 +131,9 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   json profile_json;
   if (a.profile) {
     // A separate session with timestamps between dispatches: GPU time per dispatch grouped by op over N decode steps.
-    auto prof_session = Session::create(*model, SessionOptions{P + N, 64, true, {}});
+    SessionOptions pso = so;
+    pso.profile = true;
+    auto prof_session = Session::create(*model, pso);
     auto lg = prof_session->prefill(prompt);
     int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
     struct Agg {
@@ -172,6 +176,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   json j;
   j["command_line"] = cmdline;
   j["weights"] = quant_kind_name(kind);
+  j["kv_cache"] = kv_cache_type_name(a.kv_cache);
   j["bits_per_weight"] = row.bits_per_weight;
   j["quant_decode_path"] = ls.quant_decode.empty() ? json(nullptr) : json(ls.quant_decode);
   j["peak_device_bytes"] = dev_peak;

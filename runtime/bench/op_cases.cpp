@@ -57,6 +57,7 @@ std::string describe(const OpCase& c) {
   if (c.scalar_loads) s += " scalar-loads";
   if (c.wg_limit_x || c.wg_limit_y) s += strf(" wg-limit=%ux%u", c.wg_limit_x, c.wg_limit_y);
   if (c.x_misaligned) s += " x-misaligned";
+  if (c.kv_q8) s += " kv=q8_0";
   return s;
 }
 
@@ -438,6 +439,14 @@ std::vector<OpCase> rope_kv_cases(OpMode mode) {
   OpCase capped = rope(8, 1, 32, 40, {{4, 9}});
   capped.wg_limit_x = 1, capped.wg_limit_y = 2;
   b.add(capped);
+  // Q8_0 KV cache (issue 21 item 4): rows of 2D = 32 (one block, a padded scale word), 64, 96 (an odd
+  // block count), 128; chunked prefill and decode; grid-stride loops.
+  for (OpCase s : {rope(4, 2, 16, 8, {{0, 5}}), rope(8, 1, 32, 50, {{10, 33}}), rope(2, 2, 48, 20, {{17, 1}}),
+                   rope(4, 2, 64, 24, {{0, 6}, {6, 4}, {10, 1}}), rope(8, 1, 32, 40, {{4, 9}})}) {
+    s.kv_q8 = true;
+    if (s.chunks.size() == 1 && s.chunks[0].first == 4) s.wg_limit_x = 1, s.wg_limit_y = 2;
+    b.add(s);
+  }
   return b.cases;
 }
 
@@ -465,6 +474,12 @@ std::vector<OpCase> kv_shift_cases(OpMode mode) {
   OpCase capped = shift(4, 16, 50, 45, 3, 20);  // grid-stride loops
   capped.wg_limit_x = 1, capped.wg_limit_y = 2;
   b.add(capped);
+  // Q8_0 KV cache: K blocks re-rotated and quantized again, V copied (rows of 32, 96 and 128).
+  for (OpCase s : {shift(1, 16, 40, 40, 4, 18), shift(3, 48, 37, 33, 5, 7), shift(2, 64, 64, 64, 0, 1), shift(4, 16, 50, 45, 3, 20)}) {
+    s.kv_q8 = true;
+    if (s.Hkv == 4) s.wg_limit_x = 1, s.wg_limit_y = 2;
+    b.add(s);
+  }
   return b.cases;
 }
 
@@ -479,6 +494,12 @@ std::vector<OpCase> diff_attn_cases(OpMode mode) {
   if (mode == OpMode::bench) {
     b.add(attn(16, 4, 64, 1, 2047, 0.5, true));  // a decode step at T = 2048
     b.add(attn(16, 4, 64, 512, 0, 0.5, false));  // a 512-row prefill
+    // The Q8_0 KV cache beside the storage type (issue 21 item 4): a decode step at T = 4096, and the prefill.
+    OpCase d4k = attn(16, 4, 64, 1, 4095, 0.5, true), p512 = attn(16, 4, 64, 512, 0, 0.5, false);
+    b.add(d4k);
+    d4k.kv_q8 = p512.kv_q8 = true;
+    b.add(d4k);
+    b.add(p512);
     return b.cases;
   }
   // Odd S and T, GQA n_rep 1..64, lambda < 0 and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and
@@ -516,6 +537,19 @@ std::vector<OpCase> diff_attn_cases(OpMode mode) {
     s.subgroup = false;
     b.add(s);
   }
+  // Q8_0 KV cache (issue 21 item 4; 2D a multiple of 32): prefill, chunks after cached rows, decode, GQA up to
+  // 64, D = 16 (one block per row, a padded scale word), 48 (an odd block count), 64, 128. (The loads are the
+  // only change: the long, loop-limited cases of the storage type cover the split paths.)
+  for (OpCase s : {attn(2, 2, 16, 7, 0, -0.4, false), attn(4, 1, 48, 17, 0, 0.8, false), attn(2, 1, 64, 40, 0, 0.6, false),
+                   attn(2, 2, 128, 19, 0, 0.2, false), attn(4, 2, 16, 13, 33, -0.9, false),
+                   attn(64, 1, 16, 3, 0, 0.6, false), attn(1, 1, 16, 1, 0, 0.3, true), attn(4, 1, 48, 3, 65, -0.7, true),
+                   attn(8, 1, 64, 8, 51, 0.6, true), attn(2, 2, 128, 2, 40, 0.1, true), attn(4, 2, 16, 6, 77, 0.8, true, true)}) {
+    s.kv_q8 = true;
+    b.add(s);
+  }
+  OpCase shared = attn(4, 2, 32, 3, 45, 0.6, true);
+  shared.kv_q8 = true, shared.subgroup = false;
+  b.add(shared);
   return b.cases;
 }
 
@@ -542,6 +576,12 @@ std::vector<OpCase> diff_v2_attn_cases(OpMode mode) {
   for (const OpCase& c : cases) b.add(c);
   for (OpCase c : {attn(4, 2, 32, 3, 45, 1.0, true), attn(4, 1, 16, 33, 0, 1.0, false)}) {  // shared-memory lane sums
     c.subgroup = false;
+    b.add(c);
+  }
+  // Q8_0 KV cache (D a multiple of 32): prefill, a chunk, decode, 1/2/4 pairs per KV head, saturated λ.
+  for (OpCase c : {attn(2, 2, 32, 7, 0, 1.0, false), attn(4, 1, 64, 17, 0, 1.0, false), attn(2, 1, 128, 19, 0, 50.0, false),
+                   attn(4, 2, 32, 13, 33, 1.0, false), attn(4, 1, 32, 3, 65, 1.0, true), attn(2, 2, 128, 2, 40, 1.0, true)}) {
+    c.kv_q8 = true;
     b.add(c);
   }
   return b.cases;

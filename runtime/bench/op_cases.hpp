@@ -65,6 +65,9 @@ struct OpCase {
   // linear_row over q8_0 / q4_0: the int8 dot-product path (QuantRowPath::int8_dot, forced), checked against
   // the reference on the dequantized weights and the int8-rounded activations; skipped without the feature.
   bool int8_dot = false;
+  // diff_attn / diff_v2_attn / rope_kv / kv_shift: a Q8_0 KV cache (issue 21 item 4; ops/kv_format.hpp), checked
+  // against the reference on the dequantized cache (attention) or on GGUF's Q8_0 of the exact values (append, shift).
+  bool kv_q8 = false;
   // ---- device quirks
   int variant = -1;            // linear: a forced tile candidate (record_variant); -1: the kernel's choice
   bool subgroup = true;        // false: the shared-memory reduction even where subgroup arithmetic exists

@@ -132,6 +132,50 @@ void check_cache(const std::vector<uint8_t>& b, VkDeviceSize off, const std::vec
       pad += std::memcmp(&b[off + i * es], pattern.data() + i * es, es) != 0;
   }
 }
+
+// A Q8_0 cache (ops/kv_format.hpp) of `rows` rows of `width`: the values of the elements marked in `written`
+// are appended to got; every other quant byte, and the scales of every row with no element written, must
+// equal the pattern's (pad counts those that differ).
+void check_q8_cache(const std::vector<uint8_t>& b, VkDeviceSize off, const std::vector<uint8_t>& pattern, const std::vector<bool>& written,
+                    uint32_t rows, uint32_t width, std::vector<float>& got, size_t& pad) {
+  const std::vector<double> vals = q8_cache_values(&b[off], 1, rows, width);
+  const uint64_t sb = uint64_t(kv_q8_scale_slots(width)) * 2, qb = uint64_t(rows) * width;
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t e = r * width; e < (r + 1) * width; ++e) {
+      if (written[e])
+        got.push_back(static_cast<float>(vals[e]));
+      else
+        pad += b[off + e] != pattern[e];
+    }
+    if (!written[r * width]) pad += std::memcmp(&b[off + qb + r * sb], &pattern[qb + r * sb], sb) != 0;
+  }
+}
+
+// Q8_0 quantization on the device divides in fp32 without correct rounding (docs/maths.md "Q8_0 KV cache"),
+// so a value whose x·(1/d) lies within 1e-3 of a rounding boundary may land on either side. For each
+// element of `exact` (rows of `width` values, in order) marked in `written`: the block's binary16 step d
+// when the element is that close to a boundary, else 0 (its quant must be the host's).
+std::vector<float> q8_boundary_steps(const std::vector<double>& exact, const std::vector<bool>& written, uint32_t width) {
+  std::vector<float> steps;
+  for (size_t b0 = 0; b0 < exact.size(); b0 += 32) {
+    float amax = 0;
+    for (size_t i = b0; i < b0 + 32; ++i) amax = std::max(amax, std::fabs(static_cast<float>(exact[i])));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    for (size_t i = b0; i < b0 + 32; ++i) {
+      if (!written[i]) continue;
+      const float t = std::fabs(static_cast<float>(exact[i]) * id);
+      steps.push_back(std::fabs(t - std::floor(t) - 0.5f) < 1e-3f ? half_to_float(float_to_half(d)) : 0.0f);
+    }
+  }
+  (void)width;
+  return steps;
+}
+// Replaces got[first + j] by expect[first + j] where steps[j] > 0 and they differ by at most that step (the other
+// side of a rounding boundary).
+void accept_boundary_flips(std::vector<float>& got, const std::vector<double>& expect, size_t first, const std::vector<float>& steps) {
+  for (size_t j = 0; j < steps.size() && first + j < got.size() && first + j < expect.size(); ++j)
+    if (steps[j] > 0 && std::fabs(got[first + j] - expect[first + j]) <= steps[j] * 1.001) got[first + j] = static_cast<float>(expect[first + j]);
+}
 }  // namespace
 
 // ---------------------------------------------------------------- rope_kv (RoPE + KV-cache append, chunk by chunk)
@@ -143,7 +187,11 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
   const size_t cache_elems = size_t(Hkv) * c.capacity * 2 * D;
   std::mt19937_64 rng(c.seed);
   // Pre-filled cache pattern: everything outside the appended rows must survive bit for bit.
-  const auto kpat = rounded(uniform(rng, cache_elems, -5, 5), f16), vpat = rounded(uniform(rng, cache_elems, -5, 5), f16);
+  auto kpat = rounded(uniform(rng, cache_elems, -5, 5), f16), vpat = rounded(uniform(rng, cache_elems, -5, 5), f16);
+  // Q8_0 KV cache: the pattern as Q8_0 blocks (every row), and the appended rows as GGUF's Q8_0 of the exact values.
+  const uint32_t crows = Hkv * c.capacity, cw = 2 * D;
+  const std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(kpat, cw, 1, crows, crows, cw) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(vpat, cw, 1, crows, crows, cw) : std::vector<uint8_t>{};
   std::vector<double> kexp = kpat, vexp = vpat;
   std::vector<bool> written(cache_elems, false);
   uint32_t max_pos = 0;
@@ -151,7 +199,7 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
   const auto table = rope_table(max_pos + 3, D, kTheta);  // a few spare positions
 
   Arena& a = p.arena;
-  const VkDeviceSize tb = table.size() * 4, cb = cache_elems * es;
+  const VkDeviceSize tb = table.size() * 4, cb = c.kv_q8 ? kq.size() : cache_elems * es;
   const VkDeviceSize to = a.take(tb), ko = a.take(cb), vo = a.take(cb);
   struct Chunk {
     std::vector<double> qkv, qexp;
@@ -198,12 +246,21 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
   p.detail = strf("wg=%u", kernel.workgroup_size());
 
   // Checked: every q_out value, then the appended K rows, then the appended V rows (a copy: exact).
+  std::vector<float> steps;  // Q8_0: elements that may round either way (K's, then V's)
+  if (c.kv_q8) {  // rows rounded through Q8_0 as the kernel quantizes them (the rest keeps the pattern)
+    steps = q8_boundary_steps(kexp, written, cw);
+    const std::vector<float> vs = q8_boundary_steps(vexp, written, cw);
+    steps.insert(steps.end(), vs.begin(), vs.end());
+    q8_cache(kexp, cw, 1, crows, crows, cw);
+    q8_cache(vexp, cw, 1, crows, crows, cw);
+  }
   for (const Chunk& ch : chunks) p.expect.insert(p.expect.end(), ch.qexp.begin(), ch.qexp.end());
   for (const auto* e : {&kexp, &vexp})
     for (size_t i = 0; i < cache_elems; ++i)
       if (written[i]) p.expect.push_back((*e)[i]);
   Buffer* buf = a.buf.get();
-  const auto kbytes = pack(kpat, f16), vbytes = pack(vpat, f16);
+  const auto kbytes = c.kv_q8 ? kq : pack(kpat, f16), vbytes = c.kv_q8 ? vq : pack(vpat, f16);
+  const bool q8 = c.kv_q8;
   std::vector<std::pair<VkDeviceSize, VkDeviceSize>> qs;
   for (const Chunk& ch : chunks) qs.push_back({ch.q_off, ch.qexp.size() * es});
   p.reset = [=] {
@@ -211,13 +268,20 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
     buf->upload(vo, vbytes.data(), cb);
     for (const auto& [off, n] : qs) buf->fill(off, n, kPoison);
   };
+  const std::vector<double> expect = p.expect;
   p.out_off = 0, p.out_bytes = a.size;  // the whole arena (q_out, both caches) must replay bit for bit
   p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
     std::vector<float> got;
     for (const auto& [off, n] : qs)
       for (size_t i = 0; i < n / es; ++i) got.push_back(value_at(b, off / es + i, es));
-    for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)})
-      check_cache(b, off, *pat, written, es, got, pad);
+    const size_t first = got.size();
+    for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)}) {
+      if (q8)
+        check_q8_cache(b, off, *pat, written, crows, cw, got, pad);
+      else
+        check_cache(b, off, *pat, written, es, got, pad);
+    }
+    if (q8) accept_boundary_flips(got, expect, first, steps);
     return got;
   };
   p.bytes = uint64_t(c.rows) * width * es + uint64_t(c.rows) * (qw + 2 * kw) * es + uint64_t(c.rows) * (D / 2) * 8;
@@ -237,8 +301,20 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepa
     for (uint32_t pos = keep; pos < keep + d; ++pos)
       for (uint32_t e = 0; e < two_d; ++e) {
         const size_t at = (size_t(g) * c.capacity + pos) * two_d + e;
-        kpat[at] = vpat[at] = std::numeric_limits<double>::quiet_NaN();
+        kpat[at] = vpat[at] = c.kv_q8 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
       }
+  // Q8_0 KV cache: the pattern as Q8_0 blocks; the dropped rows' scales NaN (poison).
+  const uint32_t crows = Hkv * c.capacity;
+  std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(kpat, two_d, 1, crows, crows, two_d) : std::vector<uint8_t>{};
+  std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(vpat, two_d, 1, crows, crows, two_d) : std::vector<uint8_t>{};
+  if (c.kv_q8)
+    for (uint32_t g = 0; g < Hkv; ++g)
+      for (uint32_t pos = keep; pos < keep + d; ++pos)
+        for (uint32_t s = 0; s < kv_q8_scale_slots(two_d); ++s)
+          for (auto* img : {&kq, &vq}) {
+            const uint64_t at = uint64_t(crows) * two_d + ((uint64_t(g) * c.capacity + pos) * kv_q8_scale_slots(two_d) + s) * 2;
+            (*img)[at] = 0x00, (*img)[at + 1] = 0x7e;  // fp16 NaN
+          }
   const auto table = rope_table(d + 1, D, 10000.0);  // rows 0 ... d: the kernel reads row d
   // The moved rows: K rotated by -d with the table's float (cos, sin) in double, V copied.
   std::vector<double> kexp, vexp;
@@ -254,8 +330,10 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepa
         vexp.push_back(vpat[from + 1]);
         moved[to] = moved[to + 1] = true;
       }
+  const std::vector<float> steps = c.kv_q8 ? q8_boundary_steps(kexp, std::vector<bool>(kexp.size(), true), two_d) : std::vector<float>{};
+  if (c.kv_q8 && !kexp.empty()) q8_cache(kexp, two_d, 1, uint32_t(kexp.size() / two_d), uint32_t(kexp.size() / two_d), two_d);
   Arena& a = p.arena;
-  const VkDeviceSize tb = table.size() * 4, cb = cache_elems * es;
+  const VkDeviceSize tb = table.size() * 4, cb = c.kv_q8 ? kq.size() : cache_elems * es;
   const VkDeviceSize to = a.take(tb), ko = a.take(cb), vo = a.take(cb);
   a.create(dev, "op case kv_shift");
   a.buf->upload(to, table.data(), tb);
@@ -267,18 +345,25 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepa
   p.expect = kexp;
   p.expect.insert(p.expect.end(), vexp.begin(), vexp.end());
   Buffer* buf = a.buf.get();
-  const auto kbytes = pack(kpat, f16), vbytes = pack(vpat, f16);
+  const auto kbytes = c.kv_q8 ? kq : pack(kpat, f16), vbytes = c.kv_q8 ? vq : pack(vpat, f16);
+  const bool q8 = c.kv_q8;
   p.reset = [=] {
     buf->upload(ko, kbytes.data(), cb);
     buf->upload(vo, vbytes.data(), cb);
   };
+  const std::vector<double> expect = p.expect;
   p.out_off = 0, p.out_bytes = a.size;  // both caches must replay bit for bit
   // Checked: the moved K rows, then the moved V rows (a copy: within the tolerance, in fact exact); every other
   // row (below keep, and from held - discard on: never written) keeps the pattern bit for bit.
   p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
     std::vector<float> got;
-    for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)})
-      check_cache(b, off, *pat, moved, es, got, pad);
+    for (const auto& [off, pat] : {std::make_pair(ko, &kbytes), std::make_pair(vo, &vbytes)}) {
+      if (q8)
+        check_q8_cache(b, off, *pat, moved, crows, two_d, got, pad);
+      else
+        check_cache(b, off, *pat, moved, es, got, pad);
+    }
+    if (q8) accept_boundary_flips(got, expect, 0, steps);  // the K values come first
     return got;
   };
   const uint64_t moved_rows = held > keep + d ? held - keep - d : 0;

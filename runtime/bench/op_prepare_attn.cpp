@@ -3,6 +3,8 @@
 // prefill on loop-limited devices, or the split-K decode + merge (with forced split shapes); and of an
 // attn_probs case (the attention-map debug kernel against ref::attention_probs).
 #include "bench/op_run_impl.hpp"
+#include "io/half.hpp"
+#include "io/quant.hpp"
 #include "ops/attn_probs.hpp"
 #include "ops/diff_attn.hpp"
 #include "reference/diff_v2_ref.hpp"
@@ -10,13 +12,49 @@
 
 namespace diffvk::bench::op_detail {
 
+std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T, uint32_t width) {
+  const uint64_t rows = uint64_t(groups) * cap, slots = kv_q8_scale_slots(width);
+  std::vector<uint8_t> img(kv_cache_bytes(KvFormat::q8_0, true, groups, cap, width), 0x7f);
+  for (uint64_t s = 0; s < rows * slots; ++s) img[rows * width + 2 * s] = 0x00, img[rows * width + 2 * s + 1] = 0x64;  // 1024
+  std::vector<float> f(width), y(width);
+  std::vector<uint8_t> blocks(quant_row_bytes(QuantType::q8_0, width));
+  for (uint32_t g = 0; g < groups; ++g)
+    for (uint32_t j = 0; j < T; ++j) {
+      double* row = &x[size_t(j) * stride + size_t(g) * width];
+      for (uint32_t e = 0; e < width; ++e) f[e] = static_cast<float>(row[e]);
+      quantize_row(QuantType::q8_0, f.data(), width, blocks.data());
+      dequantize_row(QuantType::q8_0, blocks.data(), width, y.data());
+      for (uint32_t e = 0; e < width; ++e) row[e] = y[e];
+      const uint64_t r = uint64_t(g) * cap + j;
+      for (uint32_t b = 0; b < width / 32; ++b) {
+        std::memcpy(&img[r * width + 32 * b], &blocks[b * kQ8_0BlockBytes + 2], 32);
+        std::memcpy(&img[rows * width + (r * slots + b) * 2], &blocks[b * kQ8_0BlockBytes], 2);
+      }
+    }
+  return img;
+}
+
+std::vector<double> q8_cache_values(const uint8_t* img, uint32_t groups, uint32_t cap, uint32_t width) {
+  const uint64_t rows = uint64_t(groups) * cap, slots = kv_q8_scale_slots(width);
+  std::vector<double> out(rows * width);
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint32_t e = 0; e < width; ++e) {
+      const uint8_t* s = &img[rows * width + (r * slots + e / 32) * 2];
+      out[r * width + e] = double(int8_t(img[r * width + e])) * half_to_float(uint16_t(s[0] | s[1] << 8));
+    }
+  return out;
+}
+
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16();
   const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, S = c.rows, DV = 2 * D, T = c.pos0 + S, cap = T + 3;
   // Inputs rounded to the storage type (the reference sees what the GPU reads).
   const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, c.seed), f16);
-  const auto k = rounded(ref::random_normal(size_t(T) * 2 * Hkv * D, c.seed + 1), f16);
-  const auto v = rounded(ref::random_normal(size_t(T) * Hkv * DV, c.seed + 2), f16);
+  auto k = rounded(ref::random_normal(size_t(T) * 2 * Hkv * D, c.seed + 1), f16);
+  auto v = rounded(ref::random_normal(size_t(T) * Hkv * DV, c.seed + 2), f16);
+  // Q8_0 KV cache: K and V rounded through Q8_0 (the reference sees the dequantized cache).
+  const std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(k, 2 * Hkv * D, Hkv, cap, T, DV) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(v, Hkv * DV, Hkv, cap, T, DV) : std::vector<uint8_t>{};
   std::mt19937_64 rng(c.seed + 3);
   const auto subln = rounded(uniform(rng, DV, 0.7, 1.3), f16);
   const int depth = int(c.seed % 12);
@@ -44,14 +82,14 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& 
   }
   const bool split = splits > 0;
   const size_t es = storage_bytes(f16);
-  const VkDeviceSize qb = q.size() * es, kb = kc.size() * es, wb = DV * es, ob = p.expect.size() * es;
+  const VkDeviceSize qb = q.size() * es, kb = c.kv_q8 ? kq.size() : kc.size() * es, wb = DV * es, ob = p.expect.size() * es;
   const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits) : 4, sb = split ? DiffAttnKernel::stat_bytes(call, splits) : 4;
   Arena& a = p.arena;
   const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), wo = a.take(wb), oo = a.take(ob), po = a.take(pb), so = a.take(sb);
   a.create(dev, "op case diff_attn");
   a.buf->upload(qo, pack(q, f16).data(), qb);
-  a.buf->upload(ko, pack(kc, f16).data(), kb);
-  a.buf->upload(vo, pack(vc, f16).data(), kb);
+  a.buf->upload(ko, c.kv_q8 ? kq.data() : pack(kc, f16).data(), kb);
+  a.buf->upload(vo, c.kv_q8 ? vq.data() : pack(vc, f16).data(), kb);
   a.buf->upload(wo, pack(subln, f16).data(), wb);
   p.prog = std::make_unique<Program>(dev, "op case diff_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), rw = a.range(wo, wb), ro = a.range(oo, ob),
@@ -74,7 +112,7 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& 
   }
   // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):
   // 12·D per visible (query, key) pair and head, as the attention cases count them (cases.hpp).
-  p.bytes = qb + uint64_t(T) * Hkv * (2 * DV) * es + ob;
+  p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, T, DV) + ob;
   double pairs = 0;
   for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
   p.flops = pairs * H * 12.0 * D;
@@ -86,8 +124,10 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCas
   const uint32_t qw = 2 * H * D + H, kw = Hkv * D;  // a q row: the 2H query heads, then the H λ logits
   const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, c.seed), f16);
   const auto z = rounded(ref::random_normal(size_t(S) * H, c.seed + 3, c.lambda), f16);
-  const auto k = rounded(ref::random_normal(size_t(T) * kw, c.seed + 1), f16);
-  const auto v = rounded(ref::random_normal(size_t(T) * kw, c.seed + 2), f16);
+  auto k = rounded(ref::random_normal(size_t(T) * kw, c.seed + 1), f16);
+  auto v = rounded(ref::random_normal(size_t(T) * kw, c.seed + 2), f16);
+  const std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(k, kw, Hkv, cap, T, D) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(v, kw, Hkv, cap, T, D) : std::vector<uint8_t>{};
   std::vector<double> qz(size_t(S) * qw);
   for (uint32_t i = 0; i < S; ++i) {
     std::copy_n(q.begin() + size_t(i) * 2 * H * D, 2 * H * D, qz.begin() + size_t(i) * qw);
@@ -114,15 +154,15 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCas
   }
   const bool split = splits > 0;
   const size_t es = storage_bytes(f16);
-  const VkDeviceSize qb = qz.size() * es, kb = kc.size() * es, ob = p.expect.size() * es;
+  const VkDeviceSize qb = qz.size() * es, kb = c.kv_q8 ? kq.size() : kc.size() * es, ob = p.expect.size() * es;
   const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits, AttnSoftmax::v2) : 4,
                      sb = split ? DiffAttnKernel::stat_bytes(call, splits, AttnSoftmax::v2) : 4;
   Arena& a = p.arena;
   const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), oo = a.take(ob), po = a.take(pb), so = a.take(sb);
   a.create(dev, "op case diff_v2_attn");
   a.buf->upload(qo, pack(qz, f16).data(), qb);
-  a.buf->upload(ko, pack(kc, f16).data(), kb);
-  a.buf->upload(vo, pack(vc, f16).data(), kb);
+  a.buf->upload(ko, c.kv_q8 ? kq.data() : pack(kc, f16).data(), kb);
+  a.buf->upload(vo, c.kv_q8 ? vq.data() : pack(vc, f16).data(), kb);
   p.prog = std::make_unique<Program>(dev, "op case diff_v2_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), ro = a.range(oo, ob), rp = a.range(po, pb),
                     rs = a.range(so, sb);
@@ -144,7 +184,7 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCas
   }
   // Bytes: Q (+ logits), K and V of the live keys, the output. Flops: 4·D per visible (query, key) pair and
   // query head (Q·K and P·V), as the attention cases count them.
-  p.bytes = qb + uint64_t(T) * Hkv * 2 * D * es + ob;
+  p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, T, D) + ob;
   double pairs = 0;
   for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
   p.flops = pairs * 2 * H * 4.0 * D;

@@ -21,9 +21,9 @@ struct OpRunner::Kernels {
   std::unique_ptr<HeadRmsNormKernel> norm[2];
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<EmbedKernel> embed;
-  std::unique_ptr<RopeKvKernel> rope;
-  std::unique_ptr<KvShiftKernel> shift;
-  std::map<std::tuple<uint32_t, uint32_t, int>, std::unique_ptr<DiffAttnKernel>> attn, attn_v2;  // [(D, n_rep, subgroup)]
+  std::unique_ptr<RopeKvKernel> rope[2];    // [kv_q8]
+  std::unique_ptr<KvShiftKernel> shift[2];  // [kv_q8]
+  std::map<std::tuple<uint32_t, uint32_t, int, bool>, std::unique_ptr<DiffAttnKernel>> attn, attn_v2;  // [(D, n_rep, subgroup, kv_q8)]
   std::unique_ptr<AttnProbsKernel> probs;
 };
 
@@ -264,21 +264,26 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
       k_->embed = std::make_unique<EmbedKernel>(dev_, options_for(dev_, true), std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0});
     prepare_embed(dev_, *k_->embed, c, p);
   } else if (c.op == "rope_kv") {
-    if (!k_->rope) k_->rope = std::make_unique<RopeKvKernel>(dev_, options_for(dev_, true));
-    prepare_rope_kv(dev_, *k_->rope, c, p);
+    auto& k = k_->rope[c.kv_q8];
+    if (!k) k = std::make_unique<RopeKvKernel>(dev_, options_for(dev_, true), c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
+    prepare_rope_kv(dev_, *k, c, p);
   } else if (c.op == "kv_shift") {
-    if (!k_->shift) k_->shift = std::make_unique<KvShiftKernel>(dev_, options_for(dev_, true));
-    prepare_kv_shift(dev_, *k_->shift, c, p);
+    auto& k = k_->shift[c.kv_q8];
+    if (!k) k = std::make_unique<KvShiftKernel>(dev_, options_for(dev_, true), c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
+    prepare_kv_shift(dev_, *k, c, p);
   } else if (c.op == "diff_attn") {
     if (c.Hkv == 0 || c.in % c.Hkv != 0) throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
-    auto& k = k_->attn[{c.out, c.in / c.Hkv, sg}];
-    if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, c.in / c.Hkv);
+    const KvFormat kv = c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage;
+    auto& k = k_->attn[{c.out, c.in / c.Hkv, sg, c.kv_q8}];
+    if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, c.in / c.Hkv, 8, AttnSoftmax::differential, kv);
     prepare_diff_attn(dev_, *k, c, p);
   } else if (c.op == "diff_v2_attn") {
     if (c.Hkv == 0 || c.in % c.Hkv != 0) throw Error(Status::invalid_argument, "diff_v2_attn case: Hkv must divide H");
     const uint32_t n_rep = 2 * c.in / c.Hkv;  // query heads per KV head
-    auto& k = k_->attn_v2[{c.out, n_rep, sg}];
-    if (!k) k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, n_rep, 8, AttnSoftmax::v2);
+    auto& k = k_->attn_v2[{c.out, n_rep, sg, c.kv_q8}];
+    if (!k)
+      k = std::make_unique<DiffAttnKernel>(dev_, options_for(dev_, sg), c.out, n_rep, 8, AttnSoftmax::v2,
+                                           c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
     prepare_diff_v2_attn(dev_, *k, c, p);
   } else if (c.op == "attn_probs") {
     if (!k_->probs) k_->probs = std::make_unique<AttnProbsKernel>(dev_, options_for(dev_, true));

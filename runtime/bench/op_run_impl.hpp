@@ -109,6 +109,12 @@ inline void dense_output(Prepared& p, VkDeviceSize off, VkDeviceSize bytes, size
 void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p);
+// A Q8_0 KV cache image (ops/kv_format.hpp: quants, then the padded fp16 scales) of `groups` x `cap` rows of
+// `width`: row (g, j < T) is x[j·stride + g·width …], which is rounded in place through GGUF's Q8_0 (the
+// reference then sees the dequantized values); rows T … cap − 1 are poisoned (quants 127, scale 1024).
+std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T, uint32_t width);
+// The values of a Q8_0 cache image, [groups][cap][width].
+std::vector<double> q8_cache_values(const uint8_t* img, uint32_t groups, uint32_t cap, uint32_t width);
 void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepared& p);
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);

@@ -395,6 +395,8 @@ diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_s
     need(out, "out");
     *out = nullptr;
     const diffvk_session_options o = read_options(opts, diffvk_session_default_options, "session");
+    if (o.kv_cache != DIFFVK_KV_F16 && o.kv_cache != DIFFVK_KV_Q8_0)
+      fail(DIFFVK_INVALID_ARGUMENT, "options->kv_cache is " + std::to_string(o.kv_cache) + "; use DIFFVK_KV_F16 or DIFFVK_KV_Q8_0");
     std::shared_ptr<diffvk_model> k;
     {
       std::lock_guard<std::mutex> l(g_mutex);
@@ -406,6 +408,7 @@ diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_s
     so.context = o.context_len;
     if (o.chunk) so.chunk = o.chunk;
     if (o.abort_cb) so.should_abort = [cb = o.abort_cb, user = o.abort_user] { return cb(user) != 0; };
+    so.kv_cache = o.kv_cache == DIFFVK_KV_Q8_0 ? diffvk::KvCacheType::q8_0 : diffvk::KvCacheType::f16;
     auto s = std::make_shared<diffvk_session>();
     s->parent = k;
     try {

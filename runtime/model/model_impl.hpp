@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "diffvk/model.hpp"
@@ -36,6 +37,7 @@ struct Model::Impl {
   Buffer rope_table;
   uint64_t per_token_bytes = 0;
   ModelKernels k;  // every pipeline of the config (build_model_kernels)
+  std::mutex kv_q8_mutex;  // guards the first build of k's Q8_0 KV-cache kernels (sessions on several threads)
   LoadStats stats;
 };
 

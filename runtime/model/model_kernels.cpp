@@ -48,4 +48,22 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   return k;
 }
 
+void build_kv_q8_kernels(Device& dev, const ModelConfig& c, ModelKernels& k) {
+  if (k.attn_q8) return;
+  const std::string problem = kv_format_problem(KvFormat::q8_0, 2 * c.head_dim());
+  if (!problem.empty()) throw Error(Status::invalid_argument, "session: " + problem + " (use the f16 KV cache)");
+  const KernelOptions ko = KernelOptions::for_device(dev);
+  {
+    PipelineGroup g(dev, "rope_kv q8_0");
+    k.rope_q8 = std::make_unique<RopeKvKernel>(dev, ko, KvFormat::q8_0);
+  }
+  {
+    PipelineGroup g(dev, "kv_shift q8_0");
+    k.shift_q8 = std::make_unique<KvShiftKernel>(dev, ko, KvFormat::q8_0);
+  }
+  PipelineGroup g(dev, "attention q8_0");
+  k.attn_q8 = std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8,
+                                               AttnSoftmax::differential, KvFormat::q8_0);
+}
+
 }  // namespace diffvk

@@ -30,6 +30,14 @@ struct ModelKernels {
   std::unique_ptr<AttnProbsKernel> probs;  // debug: attention maps (Session::attention_maps)
   // Quantized weights (issue 19), built only for the formats the model's weights use (null otherwise).
   std::unique_ptr<QuantRowKernel> qrow;  // decode: the one-row linear over Q8_0 / Q4_0 blocks
+  // The Q8_0 KV cache (issue 21 item 4): the append and the attention over Q8_0 blocks, built by
+  // build_kv_q8_kernels when the first session asks for one (null until then).
+  std::unique_ptr<RopeKvKernel> rope_q8;
+  std::unique_ptr<DiffAttnKernel> attn_q8;
+  std::unique_ptr<KvShiftKernel> shift_q8;
+  const KvShiftKernel& shift_for(KvFormat f) const { return f == KvFormat::q8_0 ? *shift_q8 : *shift; }
+  const RopeKvKernel& rope_for(KvFormat f) const { return f == KvFormat::q8_0 ? *rope_q8 : *rope; }
+  const DiffAttnKernel& attn_for(KvFormat f) const { return f == KvFormat::q8_0 ? *attn_q8 : *attn; }
 };
 
 // Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
@@ -40,5 +48,8 @@ struct ModelKernels {
 // quant_path: the quantized one-row kernel's path (nullptr: choose_quant_row_path's choice for the device).
 ModelKernels build_model_kernels(Device& device, const ModelConfig& config, const std::vector<QuantType>& quant = {},
                                  const QuantRowPath* quant_path = nullptr);
+// Adds the Q8_0 KV-cache kernels ("rope_kv q8_0", "attention q8_0") to k, once; invalid_argument when the
+// config's cache rows cannot hold Q8_0 blocks (kv_format_problem).
+void build_kv_q8_kernels(Device& device, const ModelConfig& config, ModelKernels& k);
 
 }  // namespace diffvk

@@ -151,12 +151,14 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   // RoPE and the KV-cache append.
   const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, qw});
   const TensorRef kc = w.k_cache, vc = w.v_cache, table = w.rope_table, pos = f.pos;
-  const RopeKvKernel* rope = f.k.rope.get();
+  const RopeKvKernel* rope = &f.k.rope_for(f.kv);
   const RopeKvParams rp{rows, H, Hkv, D, 0, cap, v2 ? Hkv : 0, v2 ? H : 0};
   f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
     rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
   });
   if (w.tap && v2) throw Error(Status::unsupported, "attention maps: not available for DIFF V2 layers yet");
+  if (w.tap && f.kv != KvFormat::storage)
+    throw Error(Status::unsupported, "attention maps: not available with a Q8_0 KV cache (use the f16 one)");
   if (w.tap) {  // debug: this layer's softmaxes, from the roped queries and the cached keys
     const MapTap tap = *w.tap;
     const AttnProbsKernel* probs = f.k.probs.get();
@@ -166,10 +168,10 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     });
   }
   // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
-  const AttnScratch sc = attn_scratch(*f.k.attn, s);
+  const AttnScratch sc = attn_scratch(f.k.attn_for(f.kv), s);
   const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part), stat = f.g.scratch(P + "attn.split_stat", sc.stat);
   const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, ow});
-  const DiffAttnKernel* attn = f.k.attn.get();
+  const DiffAttnKernel* attn = &f.k.attn_for(f.kv);
   const TensorRef subln = w.subln;
   const float lambda = static_cast<float>(w.lambda), gain = static_cast<float>(1.0 - w.lambda_init), seps = s.subln_eps;
   std::vector<TensorRef> reads{q, kc, vc, pos};

@@ -29,6 +29,7 @@ struct Forward {
   uint32_t rows = 0;  // token rows of this program
   bool row = false;   // rows == 1: one-row linears with fused prologues
   TensorRef pos;      // external: 4-byte uint position of the first row (read at run time)
+  KvFormat kv = KvFormat::storage;  // the KV caches' format (q8_0: ModelKernels::rope_q8 / attn_q8)
   ElemType storage() const { return fp16 ? ElemType::f16 : ElemType::f32; }
 };
 

@@ -17,6 +17,7 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   const uint32_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   Forward f{g, M.k, M.fp16, rows, rows == 1, {}};
+  f.kv = kv_format;
   f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
   const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
   const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
@@ -33,9 +34,12 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
     a.subln = bind_vector(f, p + "subln", 2 * D, ws.range(W.subln));
     a.lambda = W.lambda;
     a.lambda_init = W.lambda_init;
-    const std::vector<uint64_t> kv_shape{Hkv, cap, 2ull * D};
-    a.k_cache = g.bind(p + "k_cache", TensorRole::kv_cache, f.storage(), kv_shape, kc.empty() ? BufferRange{} : kc[l]);
-    a.v_cache = g.bind(p + "v_cache", TensorRole::kv_cache, f.storage(), kv_shape, vc.empty() ? BufferRange{} : vc[l]);
+    const bool q8 = kv_format == KvFormat::q8_0;  // Q8_0: quants and scales, bound as bytes
+    const std::vector<uint64_t> kv_shape =
+        q8 ? std::vector<uint64_t>{diffvk::kv_cache_bytes(kv_format, M.fp16, Hkv, cap, 2 * D)} : std::vector<uint64_t>{Hkv, cap, 2ull * D};
+    const ElemType kv_type = q8 ? ElemType::bytes : f.storage();
+    a.k_cache = g.bind(p + "k_cache", TensorRole::kv_cache, kv_type, kv_shape, kc.empty() ? BufferRange{} : kc[l]);
+    a.v_cache = g.bind(p + "v_cache", TensorRole::kv_cache, kv_type, kv_shape, vc.empty() ? BufferRange{} : vc[l]);
     a.rope_table = table;
     a.tap = tap && tap->layer == l ? tap : nullptr;
     add_attention_block(f, x, shape, a);
@@ -74,9 +78,16 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     throw Error(Status::invalid_argument, "context " + std::to_string(s->cap) + " exceeds max_position_embeddings " +
                                               std::to_string(c.max_position_embeddings));
   s->profile = o.profile;
+  if (o.kv_cache != KvCacheType::f16 && o.kv_cache != KvCacheType::q8_0)
+    throw Error(Status::invalid_argument, "session: unknown KV cache type " + std::to_string(uint32_t(o.kv_cache)));
+  if (o.kv_cache == KvCacheType::q8_0) {
+    s->kv_format = KvFormat::q8_0;
+    const std::lock_guard<std::mutex> lock(m.kv_q8_mutex);
+    build_kv_q8_kernels(dev, c, m.k);
+  }
   s->should_abort = o.should_abort;
-  const uint64_t es = m.fp16 ? 2 : 4, al = dev.caps().min_storage_buffer_offset_alignment;
-  const uint64_t cache = uint64_t(c.num_kv_heads) * s->cap * 2 * c.head_dim() * es;
+  const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
+  const uint64_t cache = diffvk::kv_cache_bytes(s->kv_format, m.fp16, c.num_kv_heads, s->cap, 2 * c.head_dim());
   // The static plan, derived from the recipe: every program variant a session runs (one-row programs,
   // and chunk-row ones when the chunk is longer), with each head output. Variants never run at once, so
   // they share the arena; a program of fewer rows is placed where its variant's tensors are (fit_graph).
@@ -131,6 +142,14 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   s->arena = Arena(dev, s->plan.plan, "session");
   return std::unique_ptr<Session>(new Session(std::move(s)));
 }
+
+KvCacheType Session::kv_cache() const { return impl_->kv_format == KvFormat::q8_0 ? KvCacheType::q8_0 : KvCacheType::f16; }
+uint64_t Session::kv_cache_bytes() const {
+  const ModelConfig& c = impl_->m->cfg;
+  return uint64_t(c.num_layers) * 2 * diffvk::kv_cache_bytes(impl_->kv_format, impl_->m->fp16, c.num_kv_heads, impl_->cap, 2 * c.head_dim());
+}
+
+const char* kv_cache_type_name(KvCacheType t) { return t == KvCacheType::q8_0 ? "q8_0" : "f16"; }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
@@ -369,7 +388,7 @@ void Session::shift(uint32_t keep, uint32_t discard) {
   if (keep + discard < end) {  // rows to move
     Program prog(*M.dev, "context shift");
     const KvShiftParams p{c.num_kv_heads, c.head_dim(), s.cap, keep, discard, end};
-    for (uint32_t l = 0; l < c.num_layers; ++l) M.k.shift->record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
+    for (uint32_t l = 0; l < c.num_layers; ++l) M.k.shift_for(s.kv_format).record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
     // A failure here (device loss) leaves rows [keep, end) part moved: the session keeps only what is intact.
     try {
       prog.run();

@@ -17,6 +17,7 @@ namespace diffvk {
 struct Session::Impl {
   Model::Impl* m = nullptr;
   uint32_t cap = 0, chunk = 0, pos = 0;
+  KvFormat kv_format = KvFormat::storage;  // SessionOptions::kv_cache
   std::vector<int32_t> held;  // token ids at positions 0 ... pos-1 (entries past pos are stale)
   // Rows 0 ... exact-1 are those a fresh prefill of held[0 ... exact-1] gives (a context shift makes the
   // rows after its keep approximate: they attended to dropped tokens). prefill_reusing keeps no more.

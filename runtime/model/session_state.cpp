@@ -53,10 +53,25 @@ uint64_t model_fingerprint(const Model::Impl& m) {
   return h;
 }
 
+// Where the state's bytes of one cache lie in the cache buffer, in file order: per KV head its n rows
+// (the cache is [KV head][cap][row]); Q8_0: per head its quants, then its scales (after every quant).
+struct Segment {
+  uint64_t offset, bytes;
+};
+std::vector<Segment> head_segments(const SessionStateShape& sh, uint32_t cap, uint32_t n) {
+  const uint64_t row = uint64_t(sh.row_elems) * sh.elem_bytes(), sb = sh.scale_bytes();
+  std::vector<Segment> out;
+  for (uint32_t h = 0; h < sh.kv_heads; ++h) {
+    out.push_back({uint64_t(h) * cap * row, uint64_t(n) * row});
+    if (sb) out.push_back({uint64_t(sh.kv_heads) * cap * row + uint64_t(h) * cap * sb, uint64_t(n) * sb});
+  }
+  return out;
+}
+
 SessionStateShape shape_of(Session::Impl& s) {
   if (!s.fingerprint) s.fingerprint = model_fingerprint(*s.m);
   SessionStateShape sh;
-  sh.kv_type = s.m->fp16 ? StateKvType::f16 : StateKvType::f32;
+  sh.kv_type = s.kv_format == KvFormat::q8_0 ? StateKvType::q8_0 : s.m->fp16 ? StateKvType::f16 : StateKvType::f32;
   sh.fingerprint = s.fingerprint;
   sh.layers = s.m->cfg.num_layers;
   sh.kv_heads = s.m->cfg.num_kv_heads;
@@ -70,6 +85,7 @@ const char* state_kv_type_name(StateKvType t) {
   switch (t) {
     case StateKvType::f32: return "f32";
     case StateKvType::f16: return "f16";
+    case StateKvType::q8_0: return "q8_0";
   }
   return "unknown";
 }
@@ -108,8 +124,8 @@ CheckedState check_session_state(const uint8_t* data, size_t size, const Session
            "-byte header and checksum of version " + std::to_string(version));
   const uint32_t kv = get_u32(data + 12);
   if (kv != uint32_t(want.kv_type))
-    refuse(std::string("KV type ") + (kv == 1 ? "f32" : kv == 2 ? "f16" : ("#" + std::to_string(kv)).c_str()) +
-           ", this session's is " + state_kv_type_name(want.kv_type) + " (another precision)");
+    refuse(std::string("KV type ") + (kv == 1 ? "f32" : kv == 2 ? "f16" : kv == 3 ? "q8_0" : ("#" + std::to_string(kv)).c_str()) +
+           ", this session's is " + state_kv_type_name(want.kv_type) + " (another precision or KV cache type)");
   if (get_u64(data + 16) != want.fingerprint) refuse("saved from another model (fingerprint mismatch)");
   const uint32_t layers = get_u32(data + 24), heads = get_u32(data + 28), row = get_u32(data + 32);
   if (layers != want.layers || heads != want.kv_heads || row != want.row_elems)
@@ -142,12 +158,11 @@ std::vector<uint8_t> Session::save_state() const {
   const uint64_t body = sh.file_bytes(n) - kSessionStateTrailerSize;
   out.resize(body + kSessionStateTrailerSize);
   uint64_t at = kSessionStateHeaderSize + 4ull * n;
-  const uint64_t head_stride = uint64_t(s.cap) * sh.row_elems * sh.elem_bytes();  // the cache is [KV head][cap][2D]
   for (uint32_t l = 0; l < sh.layers; ++l)
     for (const BufferRange* r : {&s.kc[l], &s.vc[l]})
-      for (uint32_t h = 0; h < sh.kv_heads; ++h) {
-        s.kv[l].download(r->offset + h * head_stride, out.data() + at, sh.head_bytes(n));
-        at += sh.head_bytes(n);
+      for (const Segment& g : head_segments(sh, s.cap, n)) {
+        s.kv[l].download(r->offset + g.offset, out.data() + at, g.bytes);
+        at += g.bytes;
       }
   put_u64(out.data() + body, fnv1a64(out.data(), body));
   return out;
@@ -171,12 +186,11 @@ void Session::restore_state(const uint8_t* data, size_t size) {
   // Checked: from here on a failure (the device) leaves the session empty rather than half restored.
   s.truncate(0);
   uint64_t at = st.header + 4ull * n;
-  const uint64_t head_stride = uint64_t(s.cap) * sh.row_elems * sh.elem_bytes();
   for (uint32_t l = 0; l < sh.layers; ++l)
     for (const BufferRange* r : {&s.kc[l], &s.vc[l]})
-      for (uint32_t h = 0; h < sh.kv_heads; ++h) {
-        s.kv[l].upload(r->offset + h * head_stride, data + at, sh.head_bytes(n));
-        at += sh.head_bytes(n);
+      for (const Segment& g : head_segments(sh, s.cap, n)) {
+        s.kv[l].upload(r->offset + g.offset, data + at, g.bytes);
+        at += g.bytes;
       }
   s.held = toks;
   s.history = std::move(toks);  // the tokens a shift dropped before the save are not in a state

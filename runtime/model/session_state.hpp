@@ -2,7 +2,7 @@
 // their KV cache rows. File layout (all integers little-endian; docs/session-state.md):
 //   offset  0  8 bytes  magic "DVKSTATE"
 //           8  u32      format version (kSessionStateVersion)
-//          12  u32      KV element type: 1 = f32, 2 = f16 (the session's storage type)
+//          12  u32      KV element type: 1 = f32, 2 = f16 (the session's storage type), 3 = q8_0 (a Q8_0 KV cache)
 //          16  u64      model fingerprint (session_state.cpp: config, lambdas, weight formats, norm weights)
 //          24  u32      layers
 //          28  u32      KV heads
@@ -11,6 +11,8 @@
 //          40  u32      exact: rows 0 … exact-1 are those a fresh prefill gives (n unless context-shifted)
 //          44  n × i32  token ids
 //      44+4n  KV rows   per layer: K then V; per KV head: rows 0 … n-1, each `elements per row` values
+//                       (q8_0: per KV head the int8 quants of rows 0 … n-1, then their fp16 scales, 2·ceil(row/64)
+//                       per row: ops/kv_format.hpp's layout)
 //    size-8   u64      FNV-1a 64 of every byte before it
 // Pure functions (no Vulkan, no file I/O): encode_session_state_header and check_session_state.
 #pragma once
@@ -26,16 +28,18 @@ constexpr size_t kSessionStateHeaderSize = 44;
 constexpr size_t kSessionStateV1HeaderSize = 40;
 constexpr size_t kSessionStateTrailerSize = 8;
 
-enum class StateKvType : uint32_t { f32 = 1, f16 = 2 };
+enum class StateKvType : uint32_t { f32 = 1, f16 = 2, q8_0 = 3 };
 const char* state_kv_type_name(StateKvType t);
 
 struct SessionStateShape {
   StateKvType kv_type = StateKvType::f32;
   uint64_t fingerprint = 0;
   uint32_t layers = 0, kv_heads = 0, row_elems = 0;
-  uint64_t elem_bytes() const { return kv_type == StateKvType::f16 ? 2 : 4; }
+  uint64_t elem_bytes() const { return kv_type == StateKvType::f16 ? 2 : kv_type == StateKvType::q8_0 ? 1 : 4; }
+  // Q8_0: fp16 scale bytes of one cache row (kv_q8_scale_slots of ops/kv_format.hpp); 0 otherwise.
+  uint64_t scale_bytes() const { return kv_type == StateKvType::q8_0 ? (uint64_t(row_elems) + 63) / 64 * 4 : 0; }
   // Bytes of one K (or V) block of one layer and one KV head for n rows.
-  uint64_t head_bytes(uint32_t n) const { return uint64_t(n) * row_elems * elem_bytes(); }
+  uint64_t head_bytes(uint32_t n) const { return uint64_t(n) * (row_elems * elem_bytes() + scale_bytes()); }
   // The whole file for n tokens (header: kSessionStateHeaderSize, or 40 in version 1).
   uint64_t file_bytes(uint32_t n, uint64_t header = kSessionStateHeaderSize) const {
     return header + 4ull * n + uint64_t(layers) * 2 * kv_heads * head_bytes(n) + kSessionStateTrailerSize;

@@ -6,7 +6,11 @@
 namespace diffvk {
 
 namespace {
-std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D) { return attn_spec_constants(t, D); }
+std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D, KvFormat kv) {
+  std::vector<uint32_t> s = attn_spec_constants(t, D);
+  s.push_back(kv == KvFormat::q8_0 ? 1 : 0);  // KVQ8
+  return s;
+}
 
 // The shaders of each variant (the same core, attn_core.glsl, with NSM softmaxes). Bindings of the core
 // kernels: 0 q, 1 k, 2 v, 3 subln (single: o), 4 o (single: unused; split: part and stat at 3, 4),
@@ -38,8 +42,8 @@ uint32_t nsm(AttnSoftmax sm) { return sm == AttnSoftmax::differential ? 2 : 1; }
 }  // namespace
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows,
-                               AttnSoftmax softmax)
-    : device_(device), softmax_(softmax), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep),
+                               AttnSoftmax softmax, KvFormat kv)
+    : device_(device), softmax_(softmax), kv_(kv), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep),
       max_decode_rows_(max_decode_rows) {
   if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential && softmax != AttnSoftmax::v2 &&
       softmax != AttnSoftmax::v2_plain)
@@ -53,16 +57,18 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
   const DeviceCaps& caps = device.caps();
   const uint32_t n = nsm(softmax);
+  const std::string kv_problem = kv_format_problem(kv, softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain ? D : 2 * D);
+  if (!kv_problem.empty()) throw Error(Status::invalid_argument, "attention: " + kv_problem);
   const bool dw = softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain, pairs = softmax == AttnSoftmax::v2;
   prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n, dw, pairs);
   decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n, dw, pairs);
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, dw, pairs);
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D), o.subgroup, fp16_, prefill_tiles_.subgroup});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decode1_tiles_, D), o.subgroup, fp16_, decode1_tiles_.subgroup});
+  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D, kv), o.subgroup, fp16_, prefill_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decode1_tiles_, D, kv), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decodeN_tiles_, D), o.subgroup, fp16_, decodeN_tiles_.subgroup});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decodeN_tiles_, D, kv), o.subgroup, fp16_, decodeN_tiles_.subgroup});
   reduce_wg_ = pick_pow2_workgroup(caps, 64);
   // The single-softmax and DIFF V2 merges have no subgroup variant (no block reduction).
   reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.reduce, sh.reduce_bindings, sizeof(AttnMergePush), {reduce_wg_, D},
@@ -110,8 +116,8 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
     throw Error(Status::invalid_argument, v2() ? "attention: row strides smaller than H x D (+ H/2 λ logits in q)"
                                                : "attention: row strides smaller than H x 2D");
   const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + qw, on = (uint64_t(c.S) - 1) * c.o_stride + ow;
-  const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
-  if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es ||
+  const uint64_t kv = kv_cache_bytes(kv_, fp16_, c.Hkv, c.capacity, static_cast<uint32_t>(dv));
+  if (q.size < qn * es || o.size < on * es || k.size < kv || v.size < kv ||
       (softmax_ == AttnSoftmax::differential && subln.size < dv * es))
     throw Error(Status::invalid_argument, "attention: a buffer is smaller than the shape needs");
 }

@@ -8,6 +8,7 @@
 
 #include "ops/attn_tuning.hpp"
 #include "ops/kernel_options.hpp"
+#include "ops/kv_format.hpp"
 
 namespace diffvk {
 
@@ -49,9 +50,10 @@ enum class AttnSoftmax : uint32_t { single = 1, differential = 2, v2 = 3, v2_pla
 class DiffAttnKernel {
  public:
   // D: head half width (DIFF V2: head width); n_rep = H / Hkv (DIFF V2: query heads per KV head, even);
-  // decode calls take up to max_decode_rows queries.
+  // decode calls take up to max_decode_rows queries; kv: the caches' format (KvFormat::q8_0: Q8_0 blocks,
+  // ops/kv_format.hpp, dequantized in registers; the k and v ranges then hold quants and scales).
   DiffAttnKernel(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8,
-                 AttnSoftmax softmax = AttnSoftmax::differential);
+                 AttnSoftmax softmax = AttnSoftmax::differential, KvFormat kv = KvFormat::storage);
   ~DiffAttnKernel();
 
   // q: S x q_stride; k, v: Hkv x capacity x 2D; subln: 2D; o: S x o_stride (normalised heads; head h at h*2D).
@@ -80,6 +82,7 @@ class DiffAttnKernel {
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
   AttnSoftmax softmax() const { return softmax_; }
+  KvFormat kv_format() const { return kv_; }
   // Keys one invocation of these tiles may stream on this device (attn_max_keys_per_invocation).
   uint32_t max_keys_per_invocation(const AttnTiles& t) const {
     return attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_);
@@ -99,6 +102,7 @@ class DiffAttnKernel {
   bool d_wide() const { return v2() || plain(); }  // V (and q heads) D wide
   Device& device_;
   AttnSoftmax softmax_;
+  KvFormat kv_;
   bool fp16_, subgroup_;
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;

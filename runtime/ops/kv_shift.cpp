@@ -11,9 +11,10 @@ struct ShiftPush {
 };
 }  // namespace
 
-KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o) : device_(device) {
+KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o, KvFormat kv) : device_(device), kv_(kv) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"kv_shift", 3, sizeof(ShiftPush), {wg_}, false, o.fp16});
+  const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"kv_shift", 3, sizeof(ShiftPush), {wg_, q8}, false, o.fp16});
 }
 
 void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table,
@@ -28,13 +29,17 @@ void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_
   const uint64_t es = storage_bytes(pipeline_->desc().fp16);
   const uint64_t cache_elems = uint64_t(p.Hkv) * p.capacity * 2 * p.D;
   if (cache_elems > UINT32_MAX) throw Error(Status::invalid_argument, "kv_shift: cache too large for 32-bit element indices");
-  if (k_cache.size < cache_elems * es || v_cache.size < cache_elems * es)
+  const std::string kv_problem = kv_format_problem(kv_, 2 * p.D);
+  if (!kv_problem.empty()) throw Error(Status::invalid_argument, "kv_shift: " + kv_problem);
+  const uint64_t cache_bytes = kv_cache_bytes(kv_, es == 2, p.Hkv, p.capacity, 2 * p.D);
+  if (k_cache.size < cache_bytes || v_cache.size < cache_bytes)
     throw Error(Status::invalid_argument, "kv_shift: buffer too small for the shape");
   if (table.size < (uint64_t(p.discard) + 1) * (p.D / 2) * 8)
     throw Error(Status::invalid_argument, "kv_shift: cos/sin table does not cover the shift " + std::to_string(p.discard));
   if (ranges_overlap(k_cache, v_cache) || ranges_overlap(k_cache, table) || ranges_overlap(v_cache, table))
     throw Error(Status::invalid_argument, "kv_shift: buffers overlap");
-  const uint64_t pairs = 2ull * p.Hkv * p.D;  // K and V pairs of a row
+  // K and V pairs of a row (Q8_0: K and V scale words of a row, 64 columns each)
+  const uint64_t pairs = kv_ == KvFormat::q8_0 ? 2ull * p.Hkv * ((2ull * p.D + 63) / 64) : 2ull * p.Hkv * p.D;
   auto groups = [&](uint64_t cols, uint32_t rows) {
     std::array<uint32_t, 3> g = elementwise_grid(device_.caps(), cols, wg_, rows);
     for (int d = 0; d < 2; ++d)

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ops/kernel_options.hpp"
+#include "ops/kv_format.hpp"
 
 namespace diffvk {
 
@@ -17,7 +18,8 @@ struct KvShiftParams {
 };
 class KvShiftKernel {
  public:
-  KvShiftKernel(Device& device, KernelOptions options);
+  // kv: the caches' format (KvFormat::q8_0: K blocks dequantized, re-rotated and quantized again).
+  KvShiftKernel(Device& device, KernelOptions options, KvFormat kv = KvFormat::storage);
   // Records ceil((end − keep − discard) / discard) dispatches (each moves at most `discard` rows, so none
   // reads what it writes; Program orders them). table: rope_table() rows, covering row `discard`.
   // Throws invalid_argument (zero sizes, odd D, discard == 0, keep + discard > end, end > capacity, buffers
@@ -29,6 +31,7 @@ class KvShiftKernel {
  private:
   Device& device_;
   uint32_t wg_;
+  KvFormat kv_;
   std::unique_ptr<Pipeline> pipeline_;
   std::array<uint32_t, 2> test_limit_{0, 0};
 };

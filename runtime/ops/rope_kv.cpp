@@ -29,9 +29,10 @@ std::vector<float> rope_table(uint32_t max_positions, const std::vector<double>&
   return t;
 }
 
-RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o) : device_(device) {
+RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o, KvFormat kv) : device_(device), kv_(kv) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_}, false, o.fp16});
+  const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_, q8}, false, o.fp16});
 }
 
 void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out,
@@ -54,12 +55,16 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
   const uint64_t qkv_elems = uint64_t(p.rows) * (2 * pairs + p.lam);
   const uint64_t q_elems = uint64_t(p.rows) * (2ull * p.H * p.D + p.lam);
   const uint64_t cache_elems = uint64_t(p.kheads) * p.capacity * p.D;
+  const uint32_t kw = p.kheads / p.Hkv * p.D;  // cache row width
+  const std::string kv_problem = kv_format_problem(kv_, kw);
+  if (!kv_problem.empty()) throw Error(Status::invalid_argument, "rope_kv: " + kv_problem);
+  const uint64_t cache_bytes = kv_cache_bytes(kv_, es == 2, p.Hkv, p.capacity, kw);
   // With a dynamic position every position below the capacity may be used.
   const uint64_t table_entries = (dynamic ? uint64_t(p.capacity) : uint64_t(p.pos0) + p.rows) * (p.D / 2);
   if (std::max({qkv_elems, cache_elems, table_entries * 2}) > UINT32_MAX)
     throw Error(Status::invalid_argument, "rope_kv: tensor too large for 32-bit element indices");
-  if (qkv.size < qkv_elems * es || q_out.size < q_elems * es || k_cache.size < cache_elems * es ||
-      v_cache.size < cache_elems * es)
+  if (qkv.size < qkv_elems * es || q_out.size < q_elems * es || k_cache.size < cache_bytes ||
+      v_cache.size < cache_bytes)
     throw Error(Status::invalid_argument, "rope_kv: buffer too small for the shape");
   if (table.size < table_entries * 8)
     throw Error(Status::invalid_argument, "rope_kv: cos/sin table does not cover positions < pos0 + rows");
@@ -75,7 +80,9 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
     if (test_limit_[d]) lim = std::min(lim, test_limit_[d]);
     return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(n, lim)));
   };
-  const std::array<uint32_t, 3> groups{clamp((pairs + p.lam + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
+  // Q8_0: the q pairs, the λ columns, then one invocation per scale word (64 columns) of each K and V row.
+  const uint64_t items = kv_ == KvFormat::q8_0 ? uint64_t(p.H) * p.D + p.lam + 2ull * p.Hkv * ((kw + 63) / 64) : pairs + p.lam;
+  const std::array<uint32_t, 3> groups{clamp((items + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
   program.dispatch(*pipeline_,
                    {{qkv, Access::read}, {table, Access::read}, {q_out, Access::write}, {k_cache, Access::write},
                     {v_cache, Access::write}, {dyn_pos, Access::read}},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/kernel_options.hpp"
+#include "ops/kv_format.hpp"
 
 namespace diffvk {
 
@@ -27,7 +28,8 @@ struct RopeKvParams {
 };
 class RopeKvKernel {
  public:
-  RopeKvKernel(Device& device, KernelOptions options);
+  // kv: the caches' format (KvFormat::q8_0: K and V quantized at append, ops/kv_format.hpp's layout).
+  RopeKvKernel(Device& device, KernelOptions options, KvFormat kv = KvFormat::storage);
   // Throws invalid_argument (zero sizes, odd D, H % Hkv != 0, buffers too small or overlapping outputs)
   // and context_overflow (pos0 + rows > capacity).
   void record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out, BufferRange k_cache,
@@ -35,11 +37,13 @@ class RopeKvKernel {
   // dyn_pos: optional 4-byte uint added to params.pos0 at run time (recorded once, replayed at
   // every decode position); the host must keep pos0 + dyn + rows <= capacity (rows past it are skipped).
   uint32_t workgroup_size() const { return wg_; }
+  KvFormat kv_format() const { return kv_; }
   void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
 
  private:
   Device& device_;
   uint32_t wg_;
+  KvFormat kv_;
   std::unique_ptr<Pipeline> pipeline_;
   std::array<uint32_t, 2> test_limit_{0, 0};
 };

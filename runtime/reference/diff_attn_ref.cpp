@@ -367,6 +367,9 @@ std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int 
 
   KVCache local;
   KVCache& kv = cache != nullptr ? *cache : local;
+  if (kv.round_row)  // each KV head's 2D-wide row of K and of V
+    for (std::vector<double>* t : {&p.k, &p.v})
+      for (std::size_t at = 0; at < t->size(); at += static_cast<std::size_t>(2) * s.D) kv.round_row(t->data() + at, 2 * s.D);
   check_size(kv.k, static_cast<std::size_t>(kv.len) * s.k_width(), "cache k");
   check_size(kv.v, static_cast<std::size_t>(kv.len) * s.v_width(), "cache v");
   kv.k.insert(kv.k.end(), p.k.begin(), p.k.end());

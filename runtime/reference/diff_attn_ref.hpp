@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace diffvk::ref {
@@ -140,6 +141,9 @@ struct KVCache {
   std::vector<double> k;  // len x (2Hkv·D)
   std::vector<double> v;  // len x (Hkv·2D)
   int len = 0;
+  // Applied in place to every appended cache row of one KV head (its 2D values, K after RoPE, and V): the
+  // model of a quantized KV cache (the tests round through Q8_0 here). Empty: the cache is exact.
+  std::function<void(double* row, int n)> round_row;
 };
 
 // One MultiheadDiffAttn layer: y = out_proj(head_rmsnorm(diff_attention(...))).

@@ -36,7 +36,10 @@ ModelRun model_forward(const ModelWeights& m, const std::vector<int>& tokens) {
   for (std::size_t l = 0; l < m.layers.size(); ++l) {
     const ModelLayerWeights& L = m.layers[l];
     run.hidden.push_back(x);
-    const auto a = layer_forward(m.shape, L.attn, static_cast<int>(l), m.rope_theta, rms_norm(x, S, E, L.attn_norm, m.eps), S);
+    KVCache cache;
+    cache.round_row = m.kv_round;
+    const auto a = layer_forward(m.shape, L.attn, static_cast<int>(l), m.rope_theta, rms_norm(x, S, E, L.attn_norm, m.eps), S, 0,
+                                 &cache);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += a[i];
     track();
     const auto n = rms_norm(x, S, E, L.ffn_norm, m.eps);

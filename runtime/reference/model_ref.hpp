@@ -24,6 +24,7 @@ struct ModelWeights {
   std::vector<ModelLayerWeights> layers;
   std::vector<double> norm;     // (E,)
   std::vector<double> lm_head;  // (V, E)
+  std::function<void(double* row, int n)> kv_round;  // KVCache::round_row of every layer (empty: exact)
 };
 
 // Block RMSNorm of each of `rows` rows: x / sqrt(mean(x²) + eps) ⊙ g.

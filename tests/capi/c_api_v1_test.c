@@ -110,6 +110,26 @@ static int test_options(const char* dir) {
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   so.struct_size = 3;
   EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_INVALID_ARGUMENT && s == NULL);
+  /* the KV cache's format (since 1.1): DIFFVK_KV_F16 by default, Q8_0 blocks on request, anything else refused */
+  diffvk_session_default_options(&so);
+  EXPECT(so.kv_cache == DIFFVK_KV_F16);
+  so.kv_cache = 9;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_INVALID_ARGUMENT && s == NULL);
+  EXPECT(strstr(diffvk_last_error(), "kv_cache") != NULL);
+  so.kv_cache = DIFFVK_KV_Q8_0;
+  so.context_len = 16;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_OK);
+  if (s) {
+    uint32_t vocab = 0;
+    float* lg = NULL;
+    EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+    lg = (float*)malloc(sizeof(float) * vocab);
+    EXPECT(diffvk_session_prefill(s, kPrompt, 5, lg, vocab) == DIFFVK_OK);
+    EXPECT(diffvk_session_decode(s, kPrompt[5], lg, vocab) == DIFFVK_OK);
+    EXPECT(lg[0] == lg[0]); /* not NaN */
+    free(lg);
+    EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  }
   EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
   EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
   return 0;

@@ -281,7 +281,7 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeCancel(JNIEnv* env, jclass cls,
 }
 
 JNIEXPORT jlong JNICALL Java_diffvk_Session_nativeCreate(JNIEnv* env, jclass cls, jlong model, jint context_len,
-                                                         jint chunk, jlong cancel_flag) {
+                                                         jint chunk, jint kv_cache, jlong cancel_flag) {
   diffvk_session* s = NULL;
   diffvk_session_options o;
   (void)cls;
@@ -292,6 +292,7 @@ JNIEXPORT jlong JNICALL Java_diffvk_Session_nativeCreate(JNIEnv* env, jclass cls
   diffvk_session_default_options(&o);
   o.context_len = (uint32_t)context_len;
   o.chunk = (uint32_t)chunk;
+  o.kv_cache = (uint32_t)kv_cache; /* the C ABI checks the value */
   if (cancel_flag) {
     o.abort_cb = djni_consume_flag;
     o.abort_user = (void*)(intptr_t)cancel_flag;

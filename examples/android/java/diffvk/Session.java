@@ -20,13 +20,22 @@ public final class Session implements AutoCloseable {
   private long handle;
   private final long cancelFlag;  // freed by close(); read without the lock by cancel()
 
+  /** KV cache formats (the C ABI's DIFFVK_KV_*): the storage type, or GGUF Q8_0 blocks (about half the bytes). */
+  public static final int KV_F16 = 0;
+  public static final int KV_Q8_0 = 1;
+
   /** contextLength 0 = the model's max_position_embeddings; chunk 0 = automatic (from the matmul tile and the memory plan). */
   public Session(Model model, int contextLength, int chunk) {
+    this(model, contextLength, chunk, KV_F16);
+  }
+
+  /** As above, with the KV cache's format: {@link #KV_F16} or {@link #KV_Q8_0} (another value: DiffvkException). */
+  public Session(Model model, int contextLength, int chunk, int kvCache) {
     this.model = model;
     this.vocab = model.vocabSize();
     long flag = nativeNewCancelFlag();
     try {
-      this.handle = nativeCreate(model.handle(), contextLength, chunk, flag);
+      this.handle = nativeCreate(model.handle(), contextLength, chunk, kvCache, flag);
     } catch (RuntimeException e) {
       nativeFreeCancelFlag(flag);
       throw e;
@@ -277,7 +286,7 @@ public final class Session implements AutoCloseable {
   static native long nativeNewCancelFlag();
   static native void nativeFreeCancelFlag(long flag);
   static native void nativeCancel(long flag);
-  static native long nativeCreate(long model, int contextLength, int chunk, long cancelFlag);
+  static native long nativeCreate(long model, int contextLength, int chunk, int kvCache, long cancelFlag);
   static native void nativeDestroy(long session);
   static native float[] nativePrefill(long session, int[] tokens, int vocab);
   static native float[] nativeDecode(long session, int token, int vocab);

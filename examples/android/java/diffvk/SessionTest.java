@@ -64,6 +64,13 @@ public final class SessionTest {
         + ", device '" + model.deviceName() + "', precision " + (model.precision() == Model.PRECISION_FP16 ? "fp16" : "fp32"));
     check(vocab >= 256, "vocab >= 256");
 
+    // A Q8_0 KV cache (Session.KV_Q8_0): the same calls, about half the cache bytes.
+    Session q8 = new Session(model, 32, 0, Session.KV_Q8_0);
+    float[] q8logits = q8.prefill(model.encode("Hi"));
+    check(q8logits.length == vocab && allFinite(q8logits), "prefill over a Q8_0 KV cache");
+    q8.close();
+    expectError(DiffvkException.INVALID_ARGUMENT, "an unknown KV cache format", () -> new Session(model, 32, 0, 5));
+
     Session s = model.newSession(64);
     check(s.capacity() == 64, "capacity 64");
     int[] prompt = model.encode("Hello");
