@@ -81,7 +81,18 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
           }
           kernels.push_back(std::move(v2));
           s.group = "DIFF V2 " + label;
-          report.shapes.push_back(std::move(s));
+          report.shapes.push_back(s);
+          // The Q8_0 KV cache's append, shift and attention (issue 21 item 4) at the same shape.
+          if (kv_format_problem(KvFormat::q8_0, 2 * D).empty()) {
+            ModelKernels q8;
+            {
+              PipelineGroup g3(dev, "Q8_0 KV " + label);
+              build_kv_q8_kernels(dev, c, q8);
+            }
+            kernels.push_back(std::move(q8));
+            s.group = "Q8_0 KV " + label;
+            report.shapes.push_back(std::move(s));
+          }
         }
     }
     if (kernels.empty())
