@@ -40,6 +40,18 @@ TEST_CASE("diff_attn: case table fp32") { test::run_op_table("diff_attn", Precis
 TEST_CASE("diff_attn: case table fp16") { test::run_op_table("diff_attn", Precision::fp16); }
 TEST_CASE("diff_v2_attn: case table fp32") { test::run_op_table("diff_v2_attn", Precision::fp32); }
 TEST_CASE("diff_v2_attn: case table fp16") { test::run_op_table("diff_v2_attn", Precision::fp16); }
+// A few Q8_0 KV-cache cases of both tables (fused prefill, chunk, split-K decode; V1 and V2), for the CI passes
+// that run a subset (aarch64 under qemu, the Mesa 26 pass): the full tables run them all.
+TEST_CASE("diff_attn: Q8_0 KV cache cases of V1 and V2") {
+  auto pick = [](const bench::OpCase& c) {
+    return c.kv_q8 && c.subgroup && (c.name.find("H=4/1 D=48") != std::string::npos || c.name.find("H=4/2 D=16 S=13") != std::string::npos ||
+                                     c.name.find("H=4/1 D=64 S=17") != std::string::npos || c.name.find("decode H=4/1 D=32 S=3") != std::string::npos);
+  };
+  for (Precision p : test::supported_precisions()) {
+    test::run_op_table("diff_attn", p, {}, pick);
+    test::run_op_table("diff_v2_attn", p, {}, pick);
+  }
+}
 
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
   // Identity from docs/maths.md, checked independently of the reference implementation.
