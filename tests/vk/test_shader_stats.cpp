@@ -178,9 +178,15 @@ TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes"
   std::set<std::string> ops;
   for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
   for (const char* op : {"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn_reduce"}) CHECK_MESSAGE(ops.count(op), op);
-  REQUIRE(doc["shapes"].size() == 2);  // the shape's model kernels, and DIFF V2 attention at that shape
+  // The shape's model kernels, DIFF V2 attention at that shape, and the Q8_0 KV cache's kernels (KVQ8 = 1).
+  REQUIRE(doc["shapes"].size() == 3);
   CHECK(doc["shapes"][0]["T"] == json::array({512}));
   CHECK(doc["shapes"][1]["group"] == "DIFF V2 D=64 H=4 Hkv=2");
+  CHECK(doc["shapes"][2]["group"] == "Q8_0 KV D=64 H=4 Hkv=2");
+  bool kvq8 = false;
+  for (const auto& p : doc["pipelines"])
+    if (p["op"] == "diff_attn_split") kvq8 = kvq8 || (p["spec"].contains("KVQ8") && p["spec"]["KVQ8"] == 1);
+  CHECK(kvq8);
   const auto bad = test::run_cli(tmp, "shader-stats --d 62 --heads 3 --kv-heads 2");
   CHECK(bad.exit_code != 0);
   CHECK(contains(bad.out, "H must be a multiple of Hkv"));
