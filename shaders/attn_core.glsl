@@ -147,8 +147,9 @@ void load_chunk(bool k, uint elem, uint valid, out vec4 r[VPC]) {
   if (KVQ8 != 0) {  // one scale, then 4 or 8 int8 quants (the chunk never crosses a block of 32)
     const uint row = elem / DV, col = elem % DV;
     const uint sw = (p.H / p.n_rep) * p.capacity * (DV / 4) + row * (NSR / 2) + col / 64;
-    const vec2 dd = unpackHalf2x16(k ? kc4[sw] : vc4[sw]);
-    const float d = (col & 32u) != 0 ? dd.y : dd.x;
+    // The block's half of the scale word, shifted down before the conversion: selecting between the two
+    // converted halves crashed LLVM 15's AArch64 instruction selection (Mesa 22.3 lavapipe on arm64).
+    const float d = unpackHalf2x16((k ? kc4[sw] : vc4[sw]) >> ((col & 32u) >> 1)).x;
     if (VPC == 2) {
       const uvec2 u = k ? kc8[elem / 8] : vc8[elem / 8];
       r[0] = d * i8x4(u.x);
