@@ -142,14 +142,22 @@ uint split_length(uint splits) { return attn_split_length(call_keys(), splits, p
 
 // The chunk at element `elem` as floats: one 16- or 8-byte load when CHUNK says the layout allows,
 // else element by element with zeros past `valid`.
+// The binary16 value in the low 16 bits of h, converted by hand: unpackHalf2x16 of a per-lane choice of
+// half (a select, or a variable shift, of the scale word) crashes LLVM 15's AArch64 instruction selection
+// ("Cannot select: v4f32 = truncate", Mesa 22.3 lavapipe on arm64; DEVELOPERS.md "Traps").
+float half_bits(uint h) {
+  const uint e = (h >> 10) & 31u, m = h & 1023u;
+  const float mag = e == 0u ? float(m) * 5.9604644775390625e-8  // subnormal: m · 2^-24, exact
+                  : e == 31u ? uintBitsToFloat(m == 0u ? 0x7f800000u : 0x7fc00000u)
+                             : uintBitsToFloat(((e + 112u) << 23) | (m << 13));
+  return (h & 0x8000u) != 0u ? -mag : mag;
+}
 vec4 i8x4(uint u) { return vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24); }
 void load_chunk(bool k, uint elem, uint valid, out vec4 r[VPC]) {
   if (KVQ8 != 0) {  // one scale, then 4 or 8 int8 quants (the chunk never crosses a block of 32)
     const uint row = elem / DV, col = elem % DV;
     const uint sw = (p.H / p.n_rep) * p.capacity * (DV / 4) + row * (NSR / 2) + col / 64;
-    // The block's half of the scale word, shifted down before the conversion: selecting between the two
-    // converted halves crashed LLVM 15's AArch64 instruction selection (Mesa 22.3 lavapipe on arm64).
-    const float d = unpackHalf2x16((k ? kc4[sw] : vc4[sw]) >> ((col & 32u) >> 1)).x;
+    const float d = half_bits((k ? kc4[sw] : vc4[sw]) >> ((col & 32u) >> 1));
     if (VPC == 2) {
       const uvec2 u = k ? kc8[elem / 8] : vc8[elem / 8];
       r[0] = d * i8x4(u.x);
