@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/kv_format.hpp"  // the Q8_0 cache layout (header-only, pure)
+
 namespace diffvk {
 
 constexpr uint32_t kSessionStateVersion = 2;  // version 1 (no `exact`, a 40-byte header) is still read
@@ -37,7 +39,7 @@ struct SessionStateShape {
   uint32_t layers = 0, kv_heads = 0, row_elems = 0;
   uint64_t elem_bytes() const { return kv_type == StateKvType::f16 ? 2 : kv_type == StateKvType::q8_0 ? 1 : 4; }
   // Q8_0: fp16 scale bytes of one cache row (kv_q8_scale_slots of ops/kv_format.hpp); 0 otherwise.
-  uint64_t scale_bytes() const { return kv_type == StateKvType::q8_0 ? (uint64_t(row_elems) + 63) / 64 * 4 : 0; }
+  uint64_t scale_bytes() const { return kv_type == StateKvType::q8_0 ? uint64_t(kv_q8_scale_slots(row_elems)) * 2 : 0; }
   // Bytes of one K (or V) block of one layer and one KV head for n rows.
   uint64_t head_bytes(uint32_t n) const { return uint64_t(n) * (row_elems * elem_bytes() + scale_bytes()); }
   // The whole file for n tokens (header: kSessionStateHeaderSize, or 40 in version 1).

@@ -12,8 +12,10 @@ namespace diffvk {
 // padded to whole 32-bit words so that no two appending invocations write one word).
 enum class KvFormat : uint32_t { storage = 0, q8_0 = 1 };
 
-inline const char* kv_format_name(KvFormat f) { return f == KvFormat::q8_0 ? "q8_0" : "f16"; }
-inline uint32_t kv_q8_scale_slots(uint32_t width) { return (width + 63) / 64 * 2; }
+// 32-bit words of scales per cache row (each holds the fp16 scales of 64 columns; the appending and
+// shifting kernels run one invocation per word), and the fp16 slots they hold.
+inline uint32_t kv_q8_scale_words(uint32_t width) { return (width + 63) / 64; }
+inline uint32_t kv_q8_scale_slots(uint32_t width) { return kv_q8_scale_words(width) * 2; }
 
 // Bytes of one cache (K or V) of `groups` x `capacity` rows of `width` elements.
 inline uint64_t kv_cache_bytes(KvFormat f, bool fp16, uint64_t groups, uint64_t capacity, uint32_t width) {

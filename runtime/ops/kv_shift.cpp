@@ -39,7 +39,7 @@ void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_
   if (ranges_overlap(k_cache, v_cache) || ranges_overlap(k_cache, table) || ranges_overlap(v_cache, table))
     throw Error(Status::invalid_argument, "kv_shift: buffers overlap");
   // K and V pairs of a row (Q8_0: K and V scale words of a row, 64 columns each)
-  const uint64_t pairs = kv_ == KvFormat::q8_0 ? 2ull * p.Hkv * ((2ull * p.D + 63) / 64) : 2ull * p.Hkv * p.D;
+  const uint64_t pairs = kv_ == KvFormat::q8_0 ? 2ull * p.Hkv * kv_q8_scale_words(2 * p.D) : 2ull * p.Hkv * p.D;
   auto groups = [&](uint64_t cols, uint32_t rows) {
     std::array<uint32_t, 3> g = elementwise_grid(device_.caps(), cols, wg_, rows);
     for (int d = 0; d < 2; ++d)

@@ -81,7 +81,7 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
     return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(n, lim)));
   };
   // Q8_0: the q pairs, the λ columns, then one invocation per scale word (64 columns) of each K and V row.
-  const uint64_t items = kv_ == KvFormat::q8_0 ? uint64_t(p.H) * p.D + p.lam + 2ull * p.Hkv * ((kw + 63) / 64) : pairs + p.lam;
+  const uint64_t items = kv_ == KvFormat::q8_0 ? uint64_t(p.H) * p.D + p.lam + 2ull * p.Hkv * kv_q8_scale_words(kw) : pairs + p.lam;
   const std::array<uint32_t, 3> groups{clamp((items + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
   program.dispatch(*pipeline_,
                    {{qkv, Access::read}, {table, Access::read}, {q_out, Access::write}, {k_cache, Access::write},
