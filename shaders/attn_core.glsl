@@ -1,6 +1,7 @@
 // Register-resident attention core shared by every attention shader: the fused differential
-// prefill (diff_attn.comp, NSM = 2, headwise-norm epilogue), its split-K partials (diff_attn_split.comp)
-// and the single-softmax baseline of `diffvk bench` (flash_attn*.comp, NSM = 1).
+// prefill (diff_attn.comp, NSM = 2), its split-K kernel (diff_attn_split.comp, attn_split.glsl), DIFF V2
+// and the single-softmax baselines of `diffvk bench` (flash_attn*.comp, NSM = 1); each ends in its
+// variant's epilogue (attn_out.glsl).
 //
 // One workgroup is ONE subgroup of L invocations (L = the subgroup size, 4..128: the device's
 // default, or a smaller one required through subgroup size control so no lane idles) and owns
@@ -137,8 +138,13 @@ uint block_end() {
   return min(g_pos0 + last / p.n_rep + 1, p.capacity);
 }
 uint call_keys() { return min(g_pos0 + p.S, p.capacity); }
-#include "attn_split_len.glsl"
-uint split_length(uint splits) { return attn_split_length(call_keys(), splits, p.min_split, p.max_split); }
+// Keys per split of the split-K kernels (attn_split.glsl) from the LIVE key count (not the capacity), so a
+// program recorded once does only the current length's work: ceil(keys / splits), at least min_split (fewer,
+// longer splits when the keys are few), at most max_split (the host guarantees splits * max_split >= every
+// key, and max_split fits llvmpipe's per-invocation loop budget).
+uint split_length(uint splits) {
+  return min(p.max_split, max(min(p.min_split, p.max_split), (call_keys() + splits - 1) / splits));
+}
 
 // The chunk at element `elem` as floats: one 16- or 8-byte load when CHUNK says the layout allows,
 // else element by element with zeros past `valid`.

@@ -1,21 +1,47 @@
-// Split-K partial states of the attention core (attn_core.glsl), for decode and for long prefills
-// on loop-limited devices. Workgroup z of gl_NumWorkGroups.z handles keys
-// [z*len, (z+1)*len), len = split_length(splits) computed from the LIVE key count (pos0 + dyn + S),
-// so a program recorded once for the whole cache does only the work of the current length: splits
-// that start past the live keys return at once and the merge never reads them.
-//   part[((z*H + h)*S + i)*NSM*2D + t*2D + col]   (fp32, unnormalised, softmax t)
+// Split-K attention in ONE dispatch, for decode and for long prefills on loop-limited devices. Workgroup z
+// of gl_NumWorkGroups.z handles keys [z*len, (z+1)*len), len = split_length(splits) computed from the LIVE
+// key count (pos0 + dyn + S), so a program recorded once for the whole cache does only the work of the
+// current length: splits that start past the live keys return at once.
+// Each live split writes its partial state (fp32, unnormalised):
+//   part[((z*H + h)*S + i)*NSM*DV + t*DV + col]   (softmax t)
 //   stat[((z*H + h)*S + i)*2*NSM + 2t + {0: m, 1: l}]
 // A live split that sees no key of a slot writes m = NEG_BIG (finite), l = 0, O = 0.
-// DIFF V2 (DVK_V2): the rows are output heads (H/2 of them), query heads 2h, 2h+1 their softmaxes t = 0, 1.
-layout(std430, binding = 3) writeonly buffer Part { float part[]; };
-layout(std430, binding = 4) writeonly buffer Stat { float stat[]; };
+// DIFF V2 (DVK_V2 with pairs): the rows are output heads (H/2 of them), query heads 2h, 2h+1 their
+// softmaxes t = 0, 1.
+// Then it counts itself in arrivals[tile] (one uint per (row block, group) tile of the grid); the LAST
+// live split of the tile to arrive merges every live split into its registers,
+//   M = max_z m_z,  l = sum_z l_z exp(m_z − M),  acc = sum_z O_z exp(m_z − M)     (per slot and softmax)
+// runs the fused kernel's epilogue (attn_out.glsl) and sets the counter back to 0 for the next dispatch
+// (the host zeroes the counters once). Maxima are finite, so exp(m_z − M) is 0 for an empty split and
+// nothing is NaN. Visibility: the partials are `coherent`; every invocation's memoryBarrierBuffer() orders
+// its stores before the barrier and the counting atomic, and the last workgroup's one orders its loads after.
+// Bindings: those of the fused kernel (0 q, 1 k, 2 v, 3/4 epilogue, 5 position), then 6 part, 7 stat,
+// 8 arrivals.
+layout(std430, binding = 6) coherent buffer Part { float part[]; };
+layout(std430, binding = 7) coherent buffer Stat { float stat[]; };
+layout(std430, binding = 8) coherent buffer Arrivals { uint arrivals[]; };
+
+shared uint s_arrived;
+
+// Where softmax t of slot r of split z keeps its state: part[pb .. pb + DV), stat[sb], stat[sb + 1].
+void state_at(uint z, uint r, uint t, out uint pb, out uint sb) {
+#if DVK_V2 && DVK_V2_PAIRS
+  const uint row = (z * (p.H / 2) + slot_head(r) / 2) * p.S + slot_query(r);
+  const uint tt = slot_head(r) % 2, NW = 2;
+#else
+  const uint row = (z * p.H + slot_head(r)) * p.S + slot_query(r);
+  const uint tt = t, NW = NSM;
+#endif
+  pb = (row * NW + tt) * DV;
+  sb = row * 2 * NW + 2 * tt;
+}
 
 void main() {
   g_block = gl_WorkGroupID.x;
   g_group = gl_WorkGroupID.y;
   g_pos0 = p.pos0 + dyn_pos;
-  const uint split = gl_WorkGroupID.z;
-  const uint len = split_length(gl_NumWorkGroups.z);
+  const uint splits = gl_NumWorkGroups.z, split = gl_WorkGroupID.z;
+  const uint len = split_length(splits);
   const uint begin = split * len;
   if (begin >= call_keys()) return;  // uniform: the whole workgroup leaves
   const uint end = min(block_end(), begin + len);
@@ -23,29 +49,62 @@ void main() {
   const uint l0 = lane();
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
-#if DVK_V2 && DVK_V2_PAIRS
-    // DIFF V2: query heads 2h and 2h+1 are softmaxes 0 and 1 of output head h (the merge's NSM = 2 layout).
-    const uint row = (split * (p.H / 2) + slot_head(r) / 2) * p.S + slot_query(r);
-    [[unroll]] for (uint t0 = 0; t0 < 1; ++t0) {
-      const uint k = r, t = slot_head(r) % 2, NW = 2;
-#else
-    const uint row = (split * p.H + slot_head(r)) * p.S + slot_query(r);
     [[unroll]] for (uint t = 0; t < NSM; ++t) {
-      const uint k = t * RB + r, NW = NSM;
-#endif
-      const uint base = (row * NW + t) * DV;
+      const uint k = t * RB + r;
+      uint pb, sb;
+      state_at(split, r, t, pb, sb);
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = l0 + i * L;
         [[unroll]] for (uint c = 0; c < VPC; ++c)
           [[unroll]] for (uint e = 0; e < 4; ++e) {
             const uint x = vi * CW + c * 4 + e;
-            if (vi < NVT && x < DV) part[base + x] = acc[(k * NVV + i) * VPC + c][e];
+            if (vi < NVT && x < DV) part[pb + x] = acc[(k * NVV + i) * VPC + c][e];
           }
       }
       if (l0 == 0) {
-        stat[row * 2 * NW + 2 * t] = m_run[k];
-        stat[row * 2 * NW + 2 * t + 1] = l_run[k];
+        stat[sb] = m_run[k];
+        stat[sb + 1] = l_run[k];
       }
     }
   }
+  memoryBarrierBuffer();
+  barrier();
+  const uint tile = g_group * gl_NumWorkGroups.x + g_block;
+  if (l0 == 0) s_arrived = atomicAdd(arrivals[tile], 1u);
+  barrier();
+  const uint live = min(splits, (call_keys() + len - 1) / len);
+  if (s_arrived + 1u != live) return;  // uniform: not the last live split of this tile
+  if (l0 == 0) arrivals[tile] = 0u;    // every live split has counted: ready for the next dispatch
+  memoryBarrierBuffer();
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
+    if (!slot_valid(r)) continue;
+    [[unroll]] for (uint t = 0; t < NSM; ++t) {
+      const uint k = t * RB + r;
+      float M = NEG_BIG;
+      for (uint z = 0; z < live; ++z) {
+        uint pb, sb;
+        state_at(z, r, t, pb, sb);
+        M = max(M, stat[sb]);
+      }
+      float l = 0.0;
+      [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] = vec4(0.0);
+      for (uint z = 0; z < live; ++z) {
+        uint pb, sb;
+        state_at(z, r, t, pb, sb);
+        const float w = exp(stat[sb] - M);
+        l += stat[sb + 1] * w;
+        [[unroll]] for (uint i = 0; i < NVV; ++i) {
+          const uint vi = l0 + i * L;
+          [[unroll]] for (uint c = 0; c < VPC; ++c)
+            [[unroll]] for (uint e = 0; e < 4; ++e) {
+              const uint x = vi * CW + c * 4 + e;
+              if (vi < NVT && x < DV) acc[(k * NVV + i) * VPC + c][e] += w * part[pb + x];
+            }
+        }
+      }
+      m_run[k] = M;
+      l_run[k] = l;
+    }
+  }
+  write_out();
 }

@@ -26,10 +26,20 @@
 // capabilities; issue 19): the Q8_0 / Q4_0 path quantizes pro(x) per block of 32 to int8 (Q8_0's rule:
 // d = amax / 127, q = round-half-away(a / d)) and multiplies with 4x8-bit integer dot products (OpSDot
 // against Q8_0 quants, OpSUDot against Q4_0 nibbles, minus 8·Σq), acc += d_x · d_w · Σ q_x·q_w.
-// The body of linear_row.comp and linear_row_dot.comp (one copy).
+// DVK_ROPE_EPI = 1 (linear_row_rope.comp, the fused q/k/v projection of a one-row decode; issue 21): the
+// epilogue of rope_kv.comp instead of the plain store. The row is [q: p.qcols | k: p.kcols | v: p.kcols]
+// (DIFF V1: no λ columns), NF is even, so the pair (2j, 2j+1) of a rotation lies in one workgroup and lane f
+// takes its partner's sum from s[f ^ 1]. Both are rounded to the storage type first (the values rope_kv
+// would read back from the stored row), then: q columns roped into y (the q_out row), k columns roped into
+// k_cache[g][pos][.] and v columns copied into v_cache[g][pos][.], with pos = p.pos0 + dyn_pos and cache
+// rows p.kw wide (g = column / kw). (cos, sin) from the float32 table [pos][hd/2].
+// The body of linear_row.comp, linear_row_dot.comp and linear_row_rope.comp (one copy).
 #include "common.glsl"
 #ifndef DVK_INT_DOT
 #define DVK_INT_DOT 0
+#endif
+#ifndef DVK_ROPE_EPI
+#define DVK_ROPE_EPI 0
 #endif
 
 layout(constant_id = 0) const uint WG = 8;
@@ -67,6 +77,12 @@ layout(std430, binding = 0) readonly buffer XF { RTYPE xf[]; };  // X32 / Y32: t
 layout(std430, binding = 0) readonly buffer XF4 { vec4 xf4[]; };
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+#if DVK_ROPE_EPI
+layout(std430, binding = 5) readonly buffer Table { vec2 cs[]; };  // [pos][hd/2] = (cos, sin), always fp32
+layout(std430, binding = 6) writeonly buffer KCache { STYPE k_cache[]; };
+layout(std430, binding = 7) writeonly buffer VCache { STYPE v_cache[]; };
+layout(std430, binding = 8) readonly buffer Dyn { uint dyn_pos; };
+#endif
 
 layout(push_constant) uniform Params {
   uint in_f;
@@ -74,6 +90,14 @@ layout(push_constant) uniform Params {
   uint has_residual;
   float eps;
   uint q_off;  // WQ != 0: uvec4 index of the first quant vector in binding 1
+#if DVK_ROPE_EPI
+  uint qcols;     // q columns (2H·D), then kcols k and kcols v columns
+  uint kcols;
+  uint hd;        // D: the rotated sub-head width
+  uint kw;        // cache row width (2D)
+  uint capacity;  // cache rows per group
+  uint pos0;      // static part of the position
+#endif
 } p;
 
 const uint VL = VEC != 0 ? VW : 1;  // elements per load
@@ -293,6 +317,29 @@ void main() {
     float v = 0.0;
     for (uint f = 0; f < NF; ++f)
       if (lid == f) v = s[f];
+#if DVK_ROPE_EPI
+    float u = 0.0;  // the pair partner's sum
+    for (uint f = 0; f < NF; ++f)
+      if ((lid ^ 1u) == f) u = s[f];
+    const uint pos = p.pos0 + dyn_pos;
+    if (lid < nf && pos < p.capacity) {  // never write past the cache (the host checks before replaying)
+      const uint o = n0 + lid;
+      v = float(STYPE(v * scale));
+      u = float(STYPE(u * scale));
+      if (o >= p.qcols + p.kcols) {
+        const uint c = o - p.qcols - p.kcols;
+        v_cache[((c / p.kw) * p.capacity + pos) * p.kw + c % p.kw] = STYPE(v);
+      } else {
+        const uint e = o < p.qcols ? o : o - p.qcols;  // column in the q or the k part
+        const vec2 t = cs[pos * (p.hd / 2) + (e % p.hd) / 2];
+        const bool odd = (o & 1u) != 0u;
+        const float x0 = odd ? u : v, x1 = odd ? v : u;
+        const STYPE r = STYPE(odd ? x0 * t.y + x1 * t.x : x0 * t.x - x1 * t.y);
+        if (o < p.qcols) y[o] = r;
+        else k_cache[((e / p.kw) * p.capacity + pos) * p.kw + e % p.kw] = r;
+      }
+    }
+#else
     if (lid < nf) {
       const uint o = n0 + lid;
       v *= scale;
@@ -304,5 +351,6 @@ void main() {
         y[o] = STYPE(v);
       }
     }
+#endif
   }
 }

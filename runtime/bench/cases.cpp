@@ -144,6 +144,15 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
     bufs.push_back(buffer(bytes, what));
     return bufs.back().range(0, std::max<uint64_t>(bytes, 16));
   };
+  // Split-K scratch of `sp` splits for call c (the arrival counters zeroed, as the kernel requires); none for sp = 0.
+  auto split_scratch = [&](const AttnCall& c, uint32_t sp, AttnSoftmax sm) -> AttnSplitScratch {
+    if (!sp) return {};
+    AttnSplitScratch s{make(DiffAttnKernel::part_bytes(c, D, sp, sm), "bench part"), make(DiffAttnKernel::stat_bytes(c, sp, sm), "bench stat"),
+                       make(DiffAttnKernel::sync_bytes(c), "bench arrivals")};
+    const std::vector<uint8_t> zero(s.sync.size, 0);
+    bufs.back().upload(0, zero.data(), zero.size());
+    return s;
+  };
   try {
     const BufferRange bq = make(q.bytes.size(), "bench q"), bk = make(kc.bytes.size(), "bench k"),
                       bv = make(vc.bytes.size(), "bench v"), bw = make(subln.bytes.size(), "bench subln");
@@ -167,16 +176,10 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
       uint32_t len = 0, sp = 0;
       if (cs.decode) {
         sp = k.decode_splits(c, &len);
-        k.record_decode(p, bq, bk, bv, bw, o, make(DiffAttnKernel::part_bytes(c, D, sp, sm), "bench part"),
-                        make(DiffAttnKernel::stat_bytes(c, sp, sm), "bench stat"), c, sp, len);
+        k.record_decode(p, bq, bk, bv, bw, o, split_scratch(c, sp, sm), c, sp, len);
       } else {
         sp = k.prefill_splits(c, &len);
-        BufferRange part{}, stat{};
-        if (sp) {
-          part = make(DiffAttnKernel::part_bytes(c, D, sp, sm), "bench part");
-          stat = make(DiffAttnKernel::stat_bytes(c, sp, sm), "bench stat");
-        }
-        k.record_prefill(p, bq, bk, bv, bw, o, c, part, stat);
+        k.record_prefill(p, bq, bk, bv, bw, o, c, split_scratch(c, sp, sm));
       }
       *splits = sp, *split_len = len;
     };
@@ -193,16 +196,11 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         const DiffAttnKernel& pk = ks.two_v2->plain();
         uint32_t len = 0;
         const uint32_t sp = cs.decode ? pk.decode_splits(pc, &len) : pk.prefill_splits(pc, &len);
-        BufferRange p1{}, s1{}, p2{}, s2{};
-        if (sp) {
-          const uint64_t pb = DiffAttnKernel::part_bytes(pc, D, sp, AttnSoftmax::v2_plain),
-                         sb = DiffAttnKernel::stat_bytes(pc, sp, AttnSoftmax::v2_plain);
-          p1 = make(pb, "bench part1"), s1 = make(sb, "bench stat1"), p2 = make(pb, "bench part2"), s2 = make(sb, "bench stat2");
-        }
+        const AttnSplitScratch s1 = split_scratch(pc, sp, AttnSoftmax::v2_plain), s2 = split_scratch(pc, sp, AttnSoftmax::v2_plain);
         if (cs.decode)
-          ks.two_v2->record_decode(*progs[1], bq, bk, bv, out[1], oe, oo, p1, s1, p2, s2, call, sp, len);
+          ks.two_v2->record_decode(*progs[1], bq, bk, bv, out[1], oe, oo, s1, s2, call, sp, len);
         else
-          ks.two_v2->record_prefill(*progs[1], bq, bk, bv, out[1], oe, oo, call, p1, s1, p2, s2);
+          ks.two_v2->record_prefill(*progs[1], bq, bk, bv, out[1], oe, oo, call, s1, s2);
         // Q twice, K + V twice, two intermediates written and read again, the output
         r.impl[1].bytes_touched = r.bytes + uint64_t(T) * Hkv * DV * 2 * es + 4 * ib;
       } else {
@@ -211,21 +209,13 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         if (cs.decode) {
           uint32_t len = 0;
           const uint32_t sp = ks.two->flash().decode_splits(call, &len);
-          const uint64_t pb = TwoPassDiffAttn::part_bytes(call, D, sp), sb = TwoPassDiffAttn::stat_bytes(call, sp);
-          const BufferRange p1 = make(pb, "bench part1"), s1 = make(sb, "bench stat1"), p2 = make(pb, "bench part2"),
-                            s2 = make(sb, "bench stat2");
-          ks.two->record_decode(*progs[1], bq, bk, bv, bw, out[1], o1, o2, p1, s1, p2, s2, call, sp, len);
+          ks.two->record_decode(*progs[1], bq, bk, bv, bw, out[1], o1, o2, split_scratch(call, sp, AttnSoftmax::single),
+                                split_scratch(call, sp, AttnSoftmax::single), call, sp, len);
         } else {
           uint32_t len = 0;
-          BufferRange p1{}, s1{}, p2{}, s2{};
-          if (const uint32_t sp = ks.two->flash().prefill_splits(call, &len)) {  // loop-limited devices
-            const uint64_t pb = TwoPassDiffAttn::part_bytes(call, D, sp), sb = TwoPassDiffAttn::stat_bytes(call, sp);
-            p1 = make(pb, "bench part1");
-            s1 = make(sb, "bench stat1");
-            p2 = make(pb, "bench part2");
-            s2 = make(sb, "bench stat2");
-          }
-          ks.two->record_prefill(*progs[1], bq, bk, bv, bw, out[1], o1, o2, call, p1, s1, p2, s2);
+          const uint32_t sp = ks.two->flash().prefill_splits(call, &len);  // nonzero on loop-limited devices
+          ks.two->record_prefill(*progs[1], bq, bk, bv, bw, out[1], o1, o2, call, split_scratch(call, sp, AttnSoftmax::single),
+                                 split_scratch(call, sp, AttnSoftmax::single));
         }
         // K1 + V + K2 + V + Q + 2 intermediates written and read again + output
         r.impl[1].bytes_touched = r.bytes + uint64_t(T) * Hkv * DV * es + 4 * ib;

@@ -83,21 +83,24 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& 
   const bool split = splits > 0;
   const size_t es = storage_bytes(f16);
   const VkDeviceSize qb = q.size() * es, kb = c.kv_q8 ? kq.size() : kc.size() * es, wb = DV * es, ob = p.expect.size() * es;
-  const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits) : 4, sb = split ? DiffAttnKernel::stat_bytes(call, splits) : 4;
+  const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits) : 4, sb = split ? DiffAttnKernel::stat_bytes(call, splits) : 4,
+                     yb = DiffAttnKernel::sync_bytes(call);
   Arena& a = p.arena;
-  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), wo = a.take(wb), oo = a.take(ob), po = a.take(pb), so = a.take(sb);
+  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), wo = a.take(wb), oo = a.take(ob), po = a.take(pb), so = a.take(sb),
+                     yo = a.take(yb);
   a.create(dev, "op case diff_attn");
+  a.buf->fill(yo, yb, 0);  // the split kernel's arrival counters start at zero (and every replay leaves them so)
   a.buf->upload(qo, pack(q, f16).data(), qb);
   a.buf->upload(ko, c.kv_q8 ? kq.data() : pack(kc, f16).data(), kb);
   a.buf->upload(vo, c.kv_q8 ? vq.data() : pack(vc, f16).data(), kb);
   a.buf->upload(wo, pack(subln, f16).data(), wb);
   p.prog = std::make_unique<Program>(dev, "op case diff_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), rw = a.range(wo, wb), ro = a.range(oo, ob),
-                    rp = a.range(po, pb), rs = a.range(so, sb);
+                    rp = a.range(po, pb), rs = a.range(so, sb), ry = a.range(yo, yb);
   if (c.decode)
-    kernel.record_decode(*p.prog, rq, rk, rv, rw, ro, rp, rs, call, splits, split_len);
+    kernel.record_decode(*p.prog, rq, rk, rv, rw, ro, {rp, rs, ry}, call, splits, split_len);
   else if (split)
-    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call, rp, rs);
+    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call, {rp, rs, ry});
   else
     kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call);
   p.detail = strf("splits=%u split_len=%u", splits, split_len);
@@ -156,20 +159,21 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCas
   const size_t es = storage_bytes(f16);
   const VkDeviceSize qb = qz.size() * es, kb = c.kv_q8 ? kq.size() : kc.size() * es, ob = p.expect.size() * es;
   const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits, AttnSoftmax::v2) : 4,
-                     sb = split ? DiffAttnKernel::stat_bytes(call, splits, AttnSoftmax::v2) : 4;
+                     sb = split ? DiffAttnKernel::stat_bytes(call, splits, AttnSoftmax::v2) : 4, yb = DiffAttnKernel::sync_bytes(call);
   Arena& a = p.arena;
-  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), oo = a.take(ob), po = a.take(pb), so = a.take(sb);
+  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), oo = a.take(ob), po = a.take(pb), so = a.take(sb), yo = a.take(yb);
   a.create(dev, "op case diff_v2_attn");
+  a.buf->fill(yo, yb, 0);  // arrival counters (see prepare_diff_attn)
   a.buf->upload(qo, pack(qz, f16).data(), qb);
   a.buf->upload(ko, c.kv_q8 ? kq.data() : pack(kc, f16).data(), kb);
   a.buf->upload(vo, c.kv_q8 ? vq.data() : pack(vc, f16).data(), kb);
   p.prog = std::make_unique<Program>(dev, "op case diff_v2_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), ro = a.range(oo, ob), rp = a.range(po, pb),
-                    rs = a.range(so, sb);
+                    rs = a.range(so, sb), ry = a.range(yo, yb);
   if (c.decode)
-    kernel.record_decode(*p.prog, rq, rk, rv, {}, ro, rp, rs, call, splits, split_len);
+    kernel.record_decode(*p.prog, rq, rk, rv, {}, ro, {rp, rs, ry}, call, splits, split_len);
   else if (split)
-    kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call, rp, rs);
+    kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call, {rp, rs, ry});
   else
     kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call);
   p.detail = strf("splits=%u split_len=%u", splits, split_len);

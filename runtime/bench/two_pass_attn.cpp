@@ -49,27 +49,26 @@ void TwoPassDiffAttn::combine(Program& program, BufferRange o1, BufferRange o2, 
 }
 
 void TwoPassDiffAttn::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                                     BufferRange o, BufferRange o1, BufferRange o2, const AttnCall& c, BufferRange part1,
-                                     BufferRange stat1, BufferRange part2, BufferRange stat2) const {
+                                     BufferRange o, BufferRange o1, BufferRange o2, const AttnCall& c,
+                                     const AttnSplitScratch& s1, const AttnSplitScratch& s2) const {
   AttnCall inter = c;
   inter.o_stride = c.H * 2 * D_;
   inter.half = 0;
-  flash_.record_prefill(program, q, k, v, {}, o1, inter, part1, stat1);
+  flash_.record_prefill(program, q, k, v, {}, o1, inter, s1);
   inter.half = 1;
-  flash_.record_prefill(program, q, k, v, {}, o2, inter, part2, stat2);
+  flash_.record_prefill(program, q, k, v, {}, o2, inter, s2);
   combine(program, o1, o2, subln, o, c);
 }
 
 void TwoPassDiffAttn::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                                    BufferRange o, BufferRange o1, BufferRange o2, BufferRange part1, BufferRange stat1,
-                                    BufferRange part2, BufferRange stat2, const AttnCall& c, uint32_t splits,
-                                    uint32_t split_len) const {
+                                    BufferRange o, BufferRange o1, BufferRange o2, const AttnSplitScratch& s1,
+                                    const AttnSplitScratch& s2, const AttnCall& c, uint32_t splits, uint32_t split_len) const {
   AttnCall inter = c;
   inter.o_stride = c.H * 2 * D_;
   inter.half = 0;
-  flash_.record_decode(program, q, k, v, {}, o1, part1, stat1, inter, splits, split_len);
+  flash_.record_decode(program, q, k, v, {}, o1, s1, inter, splits, split_len);
   inter.half = 1;
-  flash_.record_decode(program, q, k, v, {}, o2, part2, stat2, inter, splits, split_len);
+  flash_.record_decode(program, q, k, v, {}, o2, s2, inter, splits, split_len);
   combine(program, o1, o2, subln, o, c);
 }
 
@@ -105,18 +104,18 @@ void TwoPassV2Attn::combine(Program& program, BufferRange oe, BufferRange oo, Bu
 }
 
 void TwoPassV2Attn::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe,
-                                   BufferRange oo, const AttnCall& c, BufferRange part1, BufferRange stat1, BufferRange part2,
-                                   BufferRange stat2) const {
-  plain_.record_prefill(program, q, k, v, {}, oe, pass_call(c, D_, 0), part1, stat1);
-  plain_.record_prefill(program, q, k, v, {}, oo, pass_call(c, D_, 1), part2, stat2);
+                                   BufferRange oo, const AttnCall& c, const AttnSplitScratch& s1,
+                                   const AttnSplitScratch& s2) const {
+  plain_.record_prefill(program, q, k, v, {}, oe, pass_call(c, D_, 0), s1);
+  plain_.record_prefill(program, q, k, v, {}, oo, pass_call(c, D_, 1), s2);
   combine(program, oe, oo, q, o, c);
 }
 
 void TwoPassV2Attn::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe,
-                                  BufferRange oo, BufferRange part1, BufferRange stat1, BufferRange part2, BufferRange stat2,
-                                  const AttnCall& c, uint32_t splits, uint32_t split_len) const {
-  plain_.record_decode(program, q, k, v, {}, oe, part1, stat1, pass_call(c, D_, 0), splits, split_len);
-  plain_.record_decode(program, q, k, v, {}, oo, part2, stat2, pass_call(c, D_, 1), splits, split_len);
+                                  BufferRange oo, const AttnSplitScratch& s1, const AttnSplitScratch& s2, const AttnCall& c,
+                                  uint32_t splits, uint32_t split_len) const {
+  plain_.record_decode(program, q, k, v, {}, oe, s1, pass_call(c, D_, 0), splits, split_len);
+  plain_.record_decode(program, q, k, v, {}, oo, s2, pass_call(c, D_, 1), splits, split_len);
   combine(program, oe, oo, q, o, c);
 }
 

@@ -34,7 +34,7 @@ class CombineNormKernel {
 };
 
 // The whole two-pass baseline. Scratch: o1, o2 (storage type, S x H·2D each, see inter_bytes) and,
-// for decode, one part/stat pair per pass (fp32, part_bytes / stat_bytes).
+// for decode, one split scratch per pass (AttnSplitScratch: part_bytes / stat_bytes / sync_bytes).
 class TwoPassDiffAttn {
  public:
   TwoPassDiffAttn(Device& device, KernelOptions options, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows = 8);
@@ -47,11 +47,11 @@ class TwoPassDiffAttn {
     return DiffAttnKernel::stat_bytes(call, splits, AttnSoftmax::single);
   }
   void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
-                      BufferRange o1, BufferRange o2, const AttnCall& call, BufferRange part1 = {},
-                      BufferRange stat1 = {}, BufferRange part2 = {}, BufferRange stat2 = {}) const;
+                      BufferRange o1, BufferRange o2, const AttnCall& call, const AttnSplitScratch& s1 = {},
+                      const AttnSplitScratch& s2 = {}) const;
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
-                     BufferRange o1, BufferRange o2, BufferRange part1, BufferRange stat1, BufferRange part2,
-                     BufferRange stat2, const AttnCall& call, uint32_t splits, uint32_t split_len) const;
+                     BufferRange o1, BufferRange o2, const AttnSplitScratch& s1, const AttnSplitScratch& s2,
+                     const AttnCall& call, uint32_t splits, uint32_t split_len) const;
   // The single-softmax attention op of both passes (AttnCall::half selects the pass).
   const DiffAttnKernel& flash() const { return flash_; }
 
@@ -75,11 +75,10 @@ class TwoPassV2Attn {
   // The plain pass's call (half 0 / 1) and its split scratch.
   static AttnCall pass_call(const AttnCall& call, uint32_t D, uint32_t half);
   void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe, BufferRange oo,
-                      const AttnCall& call, BufferRange part1 = {}, BufferRange stat1 = {}, BufferRange part2 = {},
-                      BufferRange stat2 = {}) const;
+                      const AttnCall& call, const AttnSplitScratch& s1 = {}, const AttnSplitScratch& s2 = {}) const;
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe, BufferRange oo,
-                     BufferRange part1, BufferRange stat1, BufferRange part2, BufferRange stat2, const AttnCall& call,
-                     uint32_t splits, uint32_t split_len) const;
+                     const AttnSplitScratch& s1, const AttnSplitScratch& s2, const AttnCall& call, uint32_t splits,
+                     uint32_t split_len) const;
   const DiffAttnKernel& plain() const { return plain_; }  // plain attention over H of the 2H query heads
 
  private:

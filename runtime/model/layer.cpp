@@ -28,6 +28,7 @@ struct DiffAttnLayer::Impl {
   uint32_t pos = 0;
   ModelKernels k;  // linear, rope_kv and attention only
   Buffer weights, kv, dyn;  // dyn: the 4-byte position the programs read at run time
+  Buffer sync;              // the split-K attention's arrival counters (zeroed once)
   BufferRange wqkv, wo, subln, table, kcache, vcache;
   GraphPlan plan;  // derived from the recipe's attention block
   Arena arena;
@@ -54,6 +55,8 @@ struct DiffAttnLayer::Impl {
     a.v_cache = g.bind("v_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, kvw}, vcache);
     a.rope_table = g.bind("rope table", TensorRole::weight, ElemType::f32, {table.size / 4}, table);
     const AttnShape shape{E, H, Hkv, D, cap, chunk};
+    const uint64_t sync_bytes = attn_sync_bytes(shape, v2);
+    f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
     return {x, add_attention_block(f, x, shape, a, "y", TensorRole::output)};
   }
   std::string variant() const { return "rows=" + std::to_string(chunk); }
@@ -218,6 +221,11 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
 
   im->dyn = Buffer(dev, 16, MemoryDomain::device, "layer position");
   im->chunk = std::min(o.chunk, o.max_positions);
+  {
+    const uint64_t sync_bytes = attn_sync_bytes(AttnShape{E, H, Hkv, D, o.max_positions, im->chunk}, v2);
+    im->sync = Buffer(dev, sync_bytes, MemoryDomain::device, "layer attention arrival counters");
+    im->sync.fill(0, sync_bytes, 0);
+  }
   // The static plan of one chunk's intermediates, derived from the recipe (programs of fewer rows fit it).
   {
     Graph g(im->variant());

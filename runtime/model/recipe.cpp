@@ -58,6 +58,10 @@ AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
   return sc;
 }
 
+uint64_t attn_sync_bytes(const AttnShape& s, bool v2) {
+  return DiffAttnKernel::sync_bytes(AttnCall{std::max(1u, s.chunk), 0, v2 ? 2 * s.H : s.H, s.Hkv, s.capacity});
+}
+
 TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, const std::string& x_name) {
   const uint32_t rows = f.rows, E = table.in, V = table.out;
   const TensorRef x = f.g.tensor(x_name, TensorRole::activation, ElemType::f32, {rows, E});
@@ -137,9 +141,38 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   // Widths: q (V2: 2H query heads, then H λ logits), the fused projection, the heads' output.
   const uint32_t qw = v2 ? 2 * H * D + H : E, qkvw = v2 ? qw + 2 * Hkv * D : E + 4 * Hkv * D, ow = v2 ? H * D : E;
   const bool residual = w.norm.valid();
+  const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, qw});
+  const TensorRef kc = w.k_cache, vc = w.v_cache, table = w.rope_table, pos = f.pos;
+  // One row, DIFF V1 and an fp16/fp32 cache: the q/k/v projection (with the block norm as its prologue) ends
+  // in RoPE and the KV append (linear_row_rope, dense or quantized weights), one dispatch. Otherwise the
+  // projection, then rope_kv (a Q8_0 append needs a whole block's maximum, which spans workgroups of the
+  // one-row kernel; DIFF V2's λ columns break the pairs' alignment).
+  const bool fused_rope = f.row && !v2 && f.kv == KvFormat::storage && w.wqkv.parts.size() == 1;
+  if (fused_rope) {
+    const LinearKernel* k = f.k.linear.get();
+    const QuantRowKernel* qk = f.k.qrow.get();
+    const QuantType wf = w.wqkv.format;
+    if (wf != QuantType::f16 && !qk)
+      throw Error(Status::internal, "qkv: quantized weight '" + w.wqkv.name + "' but the model built no quantized kernel");
+    const TensorRef wt = w.wqkv.parts[0].t, norm = w.norm;
+    std::vector<TensorRef> reads{x, wt, table, pos};
+    if (residual) reads.push_back(norm);
+    const Elem xe = elem_of(f, x);
+    const float eps = s.eps;
+    const uint64_t x_bytes = uint64_t(E) * elem_type_bytes(f.g.at(x).dtype);
+    f.g.add("qkv+rope_kv", reads, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
+      const LinearRowParams lp{E, qkvw, residual ? RowPrologue::rmsnorm : RowPrologue::none, eps, xe, Elem::storage};
+      const RowRope rr{b[table], b[kc], b[vc], b[pos], qw, 2 * Hkv * D, D, 2 * D, cap, 0};
+      if (wf == QuantType::f16)
+        k->record_row_rope(p, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
+      else
+        qk->record_rope(p, wf, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
+    });
+  }
   // QKV projection (after the block norm: fused into the one-row linear, else its own node).
-  const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
-  if (residual && f.row) {
+  const TensorRef qkv = fused_rope ? TensorRef{} : f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
+  if (fused_rope) {
+  } else if (residual && f.row) {
     const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
     add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
   } else if (residual) {
@@ -149,13 +182,13 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
   }
   // RoPE and the KV-cache append.
-  const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, qw});
-  const TensorRef kc = w.k_cache, vc = w.v_cache, table = w.rope_table, pos = f.pos;
-  const RopeKvKernel* rope = &f.k.rope_for(f.kv);
-  const RopeKvParams rp{rows, H, Hkv, D, 0, cap, v2 ? Hkv : 0, v2 ? H : 0};
-  f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
-    rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
-  });
+  if (!fused_rope) {
+    const RopeKvKernel* rope = &f.k.rope_for(f.kv);
+    const RopeKvParams rp{rows, H, Hkv, D, 0, cap, v2 ? Hkv : 0, v2 ? H : 0};
+    f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
+      rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
+    });
+  }
   if (w.tap && v2) throw Error(Status::unsupported, "attention maps: not available for DIFF V2 layers yet");
   if (w.tap && f.kv != KvFormat::storage)
     throw Error(Status::unsupported, "attention maps: not available with a Q8_0 KV cache (use the f16 one)");
@@ -174,18 +207,20 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   const DiffAttnKernel* attn = &f.k.attn_for(f.kv);
   const TensorRef subln = w.subln;
   const float lambda = static_cast<float>(w.lambda), gain = static_cast<float>(1.0 - w.lambda_init), seps = s.subln_eps;
-  std::vector<TensorRef> reads{q, kc, vc, pos};
+  const TensorRef sync = f.attn_sync;
+  if (!sync.valid()) throw Error(Status::internal, "attention block: the forward pass has no attention counters (Forward::attn_sync)");
+  std::vector<TensorRef> reads{q, kc, vc, pos, sync};
   if (!v2) reads.push_back(subln);
-  f.g.add("attention", reads, {o, part, stat}, [=](Program& p, const GraphBinding& b) {
+  f.g.add("attention", reads, {o, part, stat, sync}, [=](Program& p, const GraphBinding& b) {
     const AttnCall call = v2 ? AttnCall{rows, 0, 2 * H, Hkv, cap, qw, ow, 0.0f, 1.0f, 0.0f, b[pos]}
                              : AttnCall{rows, 0, H, Hkv, cap, E, E, lambda, gain, seps, b[pos]};
     const BufferRange sl = v2 ? BufferRange{} : b[subln];
     if (rows <= attn->max_decode_rows()) {
       uint32_t len = 0;
       const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
-      attn->record_decode(p, b[q], b[kc], b[vc], sl, b[o], b[part], b[stat], call, splits, len);
+      attn->record_decode(p, b[q], b[kc], b[vc], sl, b[o], {b[part], b[stat], b[sync]}, call, splits, len);
     } else {
-      attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, b[part], b[stat]);
+      attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, {b[part], b[stat], b[sync]});
     }
   });
   // Output projection: into the residual stream, or a new tensor (bare layer).

@@ -29,6 +29,9 @@ struct Forward {
   uint32_t rows = 0;  // token rows of this program
   bool row = false;   // rows == 1: one-row linears with fused prologues
   TensorRef pos;      // external: 4-byte uint position of the first row (read at run time)
+  // external: the split-K attention's arrival counters (attn_sync_bytes), zeroed once by their owner and
+  // shared by every attention node of the pass (each dispatch leaves them zero; AttnSplitScratch).
+  TensorRef attn_sync;
   KvFormat kv = KvFormat::storage;  // the KV caches' format (q8_0: ModelKernels::rope_q8 / attn_q8)
   ElemType storage() const { return fp16 ? ElemType::f16 : ElemType::f32; }
 };
@@ -93,6 +96,8 @@ struct AttnScratch {
   uint64_t part = 0, stat = 0;
 };
 AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s);
+// Bytes of Forward::attn_sync for every program of a plan (up to s.chunk rows; v2: the calls count 2H query heads).
+uint64_t attn_sync_bytes(const AttnShape& s, bool v2);
 
 // x[r] = embedding[tokens[r]]: returns the f32 residual stream (rows x E), named `x_name`.
 TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, const std::string& x_name);

@@ -22,6 +22,8 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
   const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
   const AttnShape shape{E, c.num_heads, Hkv, D, cap, chunk, eps, static_cast<float>(c.subln_eps)};
+  const uint64_t sync_bytes = attn_sync_bytes(shape, false);
+  f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
   const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed), ws.format(M.embed)), "x (residual stream) [f32]");
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const auto& W = M.layers[l];
@@ -123,7 +125,10 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
 
   // Everything this session allocates, checked against what the heap has left before allocating.
   const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
-  const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32;
+  const AttnShape shape{c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(), s->cap, s->chunk};
+  const uint64_t sync_bytes = attn_sync_bytes(shape, false);
+  const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32 +
+                        align_up(sync_bytes, al);
   const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
   if (need > heap - std::min(heap, used))
     throw Error(Status::out_of_memory, "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
@@ -139,6 +144,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   s->tokens = Buffer(dev, std::max<uint64_t>(s->chunk * 4ull, 16), MemoryDomain::device, "tokens");
   s->dyn = Buffer(dev, 16, MemoryDomain::device, "position and sampling parameters");
   s->picked = Buffer(dev, 16, MemoryDomain::device, "sampled token");
+  s->sync = Buffer(dev, sync_bytes, MemoryDomain::device, "attention arrival counters");
+  s->sync.fill(0, sync_bytes, 0);  // once: every attention dispatch leaves them zero (AttnSplitScratch)
   s->arena = Arena(dev, s->plan.plan, "session");
   return std::unique_ptr<Session>(new Session(std::move(s)));
 }

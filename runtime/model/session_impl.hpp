@@ -31,6 +31,7 @@ struct Session::Impl {
   std::vector<Buffer> kv;  // per layer: K then V
   std::vector<BufferRange> kc, vc;
   Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
+  Buffer sync;                 // the split-K attention's arrival counters (zero between dispatches)
   uint32_t sample_params[3] = {0, 0, 0};  // u, temperature (float bits), top_k: uploaded with the position
   uint64_t fingerprint = 0;  // of the model (session_state.cpp), computed at the first save or restore
   GraphPlan plan;  // every program variant's intermediates, derived from the recipe (plan_variants)

@@ -62,17 +62,12 @@ constexpr uint32_t kAttnMinSplitKeys = 64;
 uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint32_t workgroups_per_split,
                        uint32_t* split_len, uint32_t max_split_len = UINT32_MAX);
 
-// Push constants of shaders/attn_core.glsl (fused, split and single-softmax kernels alike) and of
-// shaders/attn_merge.glsl (both merges): one layout each, shared by both variants of DiffAttnKernel (AttnSoftmax).
+// Push constants of shaders/attn_core.glsl (fused, split and single-softmax kernels alike): one layout,
+// shared by every variant of DiffAttnKernel (AttnSoftmax).
 struct AttnCorePush {
   uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
   float scale, lambda, gain, eps;
   uint32_t q_hstride;  // 0: heads DV apart in a row of q
-};
-struct AttnMergePush {
-  uint32_t S, H, splits, o_stride, pos0, capacity, min_split, max_split;
-  float lambda, gain, eps;
-  uint32_t q_stride, q_off;  // DIFF V2's merge: where it reads each output head's λ logit
 };
 // Workgroups along x: blocks of br row slots over the n_rep x S (query, head) rows of one group.
 inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) { return (n_rep * S + t.br - 1) / t.br; }

@@ -12,29 +12,22 @@ std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D, KvFormat kv) {
   return s;
 }
 
-// The shaders of each variant (the same core, attn_core.glsl, with NSM softmaxes). Bindings of the core
-// kernels: 0 q, 1 k, 2 v, 3 subln (single: o), 4 o (single: unused; split: part and stat at 3, 4),
-// 5 dynamic position. Merge: 0 part, 1 stat, 2 subln, 3 o, 4 dynamic position (single: 2 o, 3 dynamic
-// position).
+// The shaders of each variant (the same core, attn_core.glsl, with NSM softmaxes, and its epilogue,
+// attn_out.glsl). Bindings: 0 q, 1 k, 2 v, 3 subln (others: o), 4 o (others: unused), 5 dynamic position;
+// the split kernels add 6 part, 7 stat, 8 arrival counters.
 struct AttnShaders {
-  const char *prefill, *split, *reduce;
-  uint32_t reduce_bindings;
-  const char *prefill_label, *split_label, *prefill_split_label, *reduce_label;
+  const char *prefill, *split;
+  const char *prefill_label, *split_label, *prefill_split_label;
 };
 const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
-  static const AttnShaders diff{"diff_attn", "diff_attn_split", "diff_attn_reduce", 5,
-                                "diff_attn prefill", "diff_attn split", "diff_attn prefill split", "diff_attn reduce"};
-  static const AttnShaders single[2] = {
-      {"flash_attn", "flash_attn_split", "flash_attn_reduce", 4, "flash Q1K1", "flash split Q1K1", "flash split Q1K1",
-       "flash reduce Q1K1"},
-      {"flash_attn", "flash_attn_split", "flash_attn_reduce", 4, "flash Q2K2", "flash split Q2K2", "flash split Q2K2",
-       "flash reduce Q2K2"}};
-  static const AttnShaders v2{"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn_reduce", 5, "diff_v2_attn prefill",
-                              "diff_v2_attn split", "diff_v2_attn prefill split", "diff_v2_attn reduce"};
-  static const AttnShaders plain[3] = {
-      {"flash_v2", "flash_v2_split", "flash_v2_reduce", 4, "plain even", "plain split even", "plain split even", "plain reduce even"},
-      {"flash_v2", "flash_v2_split", "flash_v2_reduce", 4, "plain odd", "plain split odd", "plain split odd", "plain reduce odd"},
-      {"flash_v2", "flash_v2_split", "flash_v2_reduce", 4, "plain all", "plain split all", "plain split all", "plain reduce all"}};
+  static const AttnShaders diff{"diff_attn", "diff_attn_split", "diff_attn prefill", "diff_attn split", "diff_attn prefill split"};
+  static const AttnShaders single[2] = {{"flash_attn", "flash_attn_split", "flash Q1K1", "flash split Q1K1", "flash split Q1K1"},
+                                        {"flash_attn", "flash_attn_split", "flash Q2K2", "flash split Q2K2", "flash split Q2K2"}};
+  static const AttnShaders v2{"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn prefill", "diff_v2_attn split",
+                              "diff_v2_attn prefill split"};
+  static const AttnShaders plain[3] = {{"flash_v2", "flash_v2_split", "plain even", "plain split even", "plain split even"},
+                                       {"flash_v2", "flash_v2_split", "plain odd", "plain split odd", "plain split odd"},
+                                       {"flash_v2", "flash_v2_split", "plain all", "plain split all", "plain split all"}};
   if (sm == AttnSoftmax::v2_plain) return plain[std::min(half, 2u)];
   return sm == AttnSoftmax::single ? single[half ? 1 : 0] : sm == AttnSoftmax::v2 ? v2 : diff;
 }
@@ -66,13 +59,9 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
   prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D, kv), o.subgroup, fp16_, prefill_tiles_.subgroup});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decode1_tiles_, D, kv), o.subgroup, fp16_, decode1_tiles_.subgroup});
+  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 9, push, spec(decode1_tiles_, D, kv), o.subgroup, fp16_, decode1_tiles_.subgroup});
   if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 6, push, spec(decodeN_tiles_, D, kv), o.subgroup, fp16_, decodeN_tiles_.subgroup});
-  reduce_wg_ = pick_pow2_workgroup(caps, 64);
-  // The single-softmax and DIFF V2 merges have no subgroup variant (no block reduction).
-  reduce_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.reduce, sh.reduce_bindings, sizeof(AttnMergePush), {reduce_wg_, D},
-                                                            o.subgroup && softmax == AttnSoftmax::differential, fp16_});
+    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 9, push, spec(decodeN_tiles_, D, kv), o.subgroup, fp16_, decodeN_tiles_.subgroup});
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -123,14 +112,14 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
 }
 
 void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                                    BufferRange o, const AttnCall& c, BufferRange part, BufferRange stat) const {
+                                    BufferRange o, const AttnCall& c, const AttnSplitScratch& sc) const {
   validate(c, q, k, v, subln, o);
   uint32_t split_len = 0;
   if (const uint32_t splits = prefill_splits(c, &split_len)) {
-    if (!part.buffer || !stat.buffer)
-      throw Error(Status::invalid_argument, "attention prefill: this device needs split-K scratch for " +
+    if (!sc.part.buffer || !sc.stat.buffer || !sc.sync.buffer)
+      throw Error(Status::invalid_argument, "attention prefill: this device needs split-K scratch and counters for " +
                                                 std::to_string(splits) + " splits (prefill_splits)");
-    record_split(program, split_pipeline(decodeN_tiles_), decodeN_tiles_, q, k, v, subln, o, part, stat, c, splits, split_len,
+    record_split(program, split_pipeline(decodeN_tiles_), decodeN_tiles_, q, k, v, subln, o, sc, c, splits, split_len,
                  shaders(softmax_, c.half).prefill_split_label);
     return;
   }
@@ -180,14 +169,14 @@ uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits, AttnSoft
 }
 
 void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                                   BufferRange o, BufferRange part, BufferRange stat, const AttnCall& c, uint32_t splits,
+                                   BufferRange o, const AttnSplitScratch& sc, const AttnCall& c, uint32_t splits,
                                    uint32_t split_len) const {
   validate(c, q, k, v, subln, o);
   if (c.S > max_decode_rows_)
     throw Error(Status::invalid_argument, "attention decode: " + std::to_string(c.S) + " rows > " +
                                               std::to_string(max_decode_rows_) + " (use prefill)");
   const AttnTiles& t = decode_tiles(c.S);
-  record_split(program, split_pipeline(t), t, q, k, v, subln, o, part, stat, c, splits, split_len,
+  record_split(program, split_pipeline(t), t, q, k, v, subln, o, sc, c, splits, split_len,
                shaders(softmax_, c.half).split_label);
 }
 
@@ -196,8 +185,9 @@ const Pipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
 }
 
 void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
-                                  BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,
+                                  BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& sc,
                                   const AttnCall& c, uint32_t splits, uint32_t split_len, const char* label) const {
+  const BufferRange &part = sc.part, &stat = sc.stat, &sync = sc.sync;
   const uint64_t keys = c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S;
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
     throw Error(Status::invalid_argument, "attention: splits do not cover the keys");
@@ -206,27 +196,21 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
                                               " keys exceeds what one invocation may stream on this device");
   if (part.size < part_bytes(c, D_, splits, softmax_) || stat.size < stat_bytes(c, splits, softmax_))
     throw Error(Status::invalid_argument, "attention: split scratch too small");
+  if (sync.size < sync_bytes(c))
+    throw Error(Status::invalid_argument, "attention: split arrival counters too small (sync_bytes)");
+  for (const BufferRange a : {part, stat})
+    for (const BufferRange b : {q, k, v, subln, o, sync})
+      if (ranges_overlap(a, b)) throw Error(Status::invalid_argument, "attention: split scratch overlaps another argument");
+  if (ranges_overlap(sync, o) || ranges_overlap(part, stat))
+    throw Error(Status::invalid_argument, "attention: split scratch overlaps another argument");
   const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
   const AttnCorePush p = core_push(c, min_split, split_len);
-  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read}, {part, Access::write}, {stat, Access::write},
-                    {dyn(c), Access::read}},
+  const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
+  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read},
+                    o3 ? Arg{o, Access::write} : Arg{subln, Access::read},
+                    o3 ? Arg{device_.zero_range(), Access::read} : Arg{o, Access::write}, {dyn(c), Access::read},
+                    {part, Access::read_write}, {stat, Access::read_write}, {sync, Access::read_write}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, splits}, label);
-  const bool sm1 = single();
-  AttnMergePush r{c.S, c.H, splits, c.o_stride, c.pos0, c.capacity, min_split, split_len, sm1 ? 0.0f : c.lambda,
-                  sm1 ? 1.0f : c.gain, sm1 ? 0.0f : c.eps, c.q_stride, c.H * D_};
-  const char* merge_label = shaders(softmax_, c.half).reduce_label;
-  if (v2()) {  // one workgroup per (output head, query); λ logits from q
-    r.H = c.H / 2;
-    program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {q, Access::read}, {o, Access::write},
-                      {dyn(c), Access::read}},
-                     &r, sizeof r, {c.H / 2, c.S, 1}, merge_label);
-  } else if (sm1 || plain())
-    program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {o, Access::write}, {dyn(c), Access::read}},
-                     &r, sizeof r, {c.H, c.S, 1}, merge_label);
-  else
-    program.dispatch(*reduce_, {{part, Access::read}, {stat, Access::read}, {subln, Access::read}, {o, Access::write},
-                      {dyn(c), Access::read}},
-                     &r, sizeof r, {c.H, c.S, 1}, merge_label);
 }
 
 }  // namespace diffvk

@@ -1,6 +1,6 @@
 // Differential attention kernels (docs/maths.md: differential attention + headwise RMSNorm): fused prefill with the headwise norm
-// in the epilogue, and split-K decode (diff_attn_split + diff_attn_reduce). All pipelines are
-// created in the constructor (load time).
+// in the epilogue, and split-K decode in one dispatch (diff_attn_split: the last split of each tile to finish
+// merges the partial states and runs the same epilogue). All pipelines are created in the constructor (load time).
 // The same op with AttnSoftmax::single is the benchmark's two-pass baseline: one softmax of one
 // query/key half, no norm (the core shaders/attn_core.glsl with NSM = 1, shaders/bench/flash_attn*.comp).
 #pragma once
@@ -47,6 +47,15 @@ struct AttnCall {
 //                 shaders/bench/flash_v2*.comp (registered by the caller, like single).
 enum class AttnSoftmax : uint32_t { single = 1, differential = 2, v2 = 3, v2_plain = 4 };
 
+// What the split-K kernel needs besides its operands (sizes: DiffAttnKernel::part_bytes, stat_bytes, sync_bytes).
+//   part, stat: fp32 scratch (any memory: every live split writes its state before the merge reads it);
+//   sync: the arrival counters, memory that is ZERO before the first dispatch and kept for this purpose (not
+//         aliased with anything else); every dispatch leaves it zero again. Dispatches that share a sync range
+//         are ordered by the barrier planner (it is read-write).
+struct AttnSplitScratch {
+  BufferRange part, stat, sync;
+};
+
 class DiffAttnKernel {
  public:
   // D: head half width (DIFF V2: head width); n_rep = H / Hkv (DIFF V2: query heads per KV head, even);
@@ -60,23 +69,24 @@ class DiffAttnKernel {
   // AttnSoftmax::single: subln is unused (may be empty) and o holds the unnormalised heads.
   // On a device whose invocations cannot stream every key (quirk loop_iteration_limit), a prefill
   // that may see more keys than attn_max_keys_per_invocation runs through the split-K kernels; it
-  // then needs fp32 scratch part/stat of prefill_splits() splits (part_bytes/stat_bytes), else none.
+  // then needs split scratch for prefill_splits() splits, else none.
   void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                      BufferRange o, const AttnCall& call, BufferRange part = {}, BufferRange stat = {}) const;
+                      BufferRange o, const AttnCall& call, const AttnSplitScratch& scratch = {}) const;
   // 0 when the fused prefill kernel handles the call alone; else the split count (and split_len).
   uint32_t prefill_splits(const AttnCall& call, uint32_t* split_len) const;
   uint32_t prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const;  // keys a query may see
 
-  // Split-K decode for S <= max_decode_rows: part/stat are fp32 scratch of part_bytes/stat_bytes.
+  // Split-K decode for S <= max_decode_rows, in one dispatch (AttnSplitScratch).
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
   // Splits covering every key of the cache (for programs replayed at any position).
   uint32_t decode_splits_for_capacity(const AttnCall& call, uint32_t* split_len) const;
   static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits,
                              AttnSoftmax softmax = AttnSoftmax::differential);
   static uint64_t stat_bytes(const AttnCall& call, uint32_t splits, AttnSoftmax softmax = AttnSoftmax::differential);
+  // One uint32 per workgroup tile, bounded by one per (query, head) row: S·H·4 bytes.
+  static uint64_t sync_bytes(const AttnCall& call) { return uint64_t(call.S) * call.H * 4; }
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
-                     BufferRange part, BufferRange stat, const AttnCall& call, uint32_t splits,
-                     uint32_t split_len) const;
+                     const AttnSplitScratch& scratch, const AttnCall& call, uint32_t splits, uint32_t split_len) const;
 
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
   const AttnTiles& decode_tiles(uint32_t S) const;
@@ -92,8 +102,8 @@ class DiffAttnKernel {
   BufferRange dyn(const AttnCall& c) const;
   AttnCorePush core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;
   void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
-                    BufferRange v, BufferRange subln, BufferRange o, BufferRange part, BufferRange stat,
-                    const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
+                    BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& scratch, const AttnCall& call,
+                    uint32_t splits, uint32_t split_len, const char* label) const;
   const Pipeline& split_pipeline(const AttnTiles& t) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   bool single() const { return softmax_ == AttnSoftmax::single; }
@@ -106,8 +116,7 @@ class DiffAttnKernel {
   bool fp16_, subgroup_;
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
-  uint32_t reduce_wg_;
-  std::unique_ptr<Pipeline> prefill_, decode1_, decodeN_, reduce_;
+  std::unique_ptr<Pipeline> prefill_, decode1_, decodeN_;
 };
 
 }  // namespace diffvk

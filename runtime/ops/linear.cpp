@@ -309,6 +309,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
           row_pipelines_[vec][pro][x32][y32] = std::make_unique<Pipeline>(
               device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32, 0u, one_sg},
                                    o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+  // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
+  for (uint32_t vec = 0; vec < 2; ++vec)
+    for (uint32_t pro = 0; pro < 2; ++pro)
+      for (uint32_t x32 = 0; x32 < n32; ++x32)
+        rope_pipelines_[vec][pro][x32] = std::make_unique<Pipeline>(
+            device, PipelineDesc{"linear_row_rope", 9, sizeof(LinearRowRopePush), {row_wg_, row_nf_, vec, pro, x32, 0u, 0u, one_sg},
+                                 o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
 }
 
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
@@ -355,6 +362,51 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32, y32 = fp16 && p.y_elem == Elem::f32;
   program.dispatch(*row_pipelines_[vec][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[pro]);
+}
+
+std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,
+                               const LinearRowParams& p, BufferRange norm_w, const RowRope& r, bool fp16, uint32_t nf) {
+  const std::string n(op);
+  const uint64_t es = storage_bytes(fp16);
+  if (p.pro == RowPrologue::silu_mul || p.y_elem == Elem::f32)
+    throw Error(Status::invalid_argument, n + ": prologue none or rmsnorm, output in the storage type");
+  if (r.D == 0 || r.D % 2 || r.qcols % r.D || r.kcols % r.D || r.kw == 0 || r.kcols % r.kw || r.kw % r.D ||
+      p.out != r.qcols + 2 * r.kcols || nf % 2)
+    throw Error(Status::invalid_argument, n + ": the row is not [q | k | v] of D-wide sub-heads (out = " + std::to_string(p.out) +
+                                              ", qcols " + std::to_string(r.qcols) + ", kcols " + std::to_string(r.kcols) + ", D " +
+                                              std::to_string(r.D) + ")");
+  LinearRowParams checked = p;
+  checked.out = r.qcols;  // y holds the q part only
+  check_linear_row_args(op, x, w, w_bytes, q_out, checked, {}, norm_w, fp16);
+  const uint64_t cache = uint64_t(r.kcols / r.kw) * r.capacity * r.kw * es;
+  if (r.k_cache.size < cache || r.v_cache.size < cache || r.table.size < uint64_t(r.capacity) * (r.D / 2) * 8 || r.dyn_pos.size < 4)
+    throw Error(Status::invalid_argument, n + ": buffer too small for the shape");
+  for (const BufferRange out : {q_out, r.k_cache, r.v_cache})
+    for (const BufferRange in : {x, w, norm_w, r.table, r.dyn_pos})
+      if (ranges_overlap(out, in)) throw Error(Status::invalid_argument, n + ": an output overlaps an input");
+  if (ranges_overlap(q_out, r.k_cache) || ranges_overlap(q_out, r.v_cache) || ranges_overlap(r.k_cache, r.v_cache))
+    throw Error(Status::invalid_argument, n + ": the outputs overlap");
+  const bool has_norm = p.pro == RowPrologue::rmsnorm;
+  return {{x, Access::read},          {w, Access::read},       {q_out, Access::write},   {x, Access::read},
+          {has_norm ? norm_w : x, Access::read}, {r.table, Access::read}, {r.k_cache, Access::write}, {r.v_cache, Access::write},
+          {r.dyn_pos, Access::read}};
+}
+
+void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& p,
+                                   BufferRange norm_w, const RowRope& r) const {
+  const bool fp16 = fp16_;
+  std::vector<Arg> args = row_rope_args("linear_row_rope", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), q_out, p, norm_w, r,
+                                        fp16, row_nf_);
+  const bool has_norm = p.pro == RowPrologue::rmsnorm;
+  const uint32_t vw = fp16 ? 8 : 4;
+  const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0);
+  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, 0}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0};
+  uint32_t lim = device_.caps().max_workgroup_count[0];
+  if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
+  const uint32_t x32 = fp16 && p.x_elem == Elem::f32;
+  program.dispatch(*rope_pipelines_[vec][has_norm ? 1 : 0][x32], std::move(args), &push, sizeof push, groups,
+                   has_norm ? "linear_row+rmsnorm+rope_kv" : "linear_row+rope_kv");
 }
 
 void LinearKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& p,

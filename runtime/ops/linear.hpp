@@ -98,6 +98,24 @@ struct LinearRowPush {
   uint32_t q_off;  // quantized weights: uvec4 index of the quants in the weight binding
 };
 constexpr uint32_t kLinearRowPushBytes = sizeof(LinearRowPush);
+// The fused q/k/v projection of a one-row decode with RoPE and the KV-cache append as its epilogue
+// (linear_row_rope.comp / linear_row_dot_rope.comp: LinearKernel::record_row_rope, QuantRowKernel::record_rope;
+// the decode step's qkv + rope_kv in one dispatch): W is [Wq; Wk; Wv] (out = qcols + 2·kcols rows, DIFF V1:
+// no λ rows); q_out gets the qcols roped q values (storage type), the caches ([g][capacity][kw], storage
+// type) the roped k and the v values at position pos0 + *dyn_pos. Prologue none or rmsnorm; no residual;
+// the same rounding as linear_row + rope_kv (the sums are rounded to the storage type before the rotation).
+struct RowRope {
+  BufferRange table, k_cache, v_cache, dyn_pos;  // table: float32 (cos, sin) [capacity][D/2]
+  uint32_t qcols = 0, kcols = 0, D = 0, kw = 0, capacity = 0, pos0 = 0;
+};
+struct LinearRowRopePush {  // LinearRowPush, then the epilogue's shape
+  LinearRowPush row;
+  uint32_t qcols, kcols, hd, kw, capacity, pos0;
+};
+// The checks both fused kernels share (op names the kernel in errors; w_bytes: the weight's bytes in its
+// format; nf: features per workgroup) and their nine bindings.
+std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,
+                               const LinearRowParams& p, BufferRange norm_w, const RowRope& r, bool fp16, uint32_t nf);
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
                            BufferRange residual, BufferRange norm_w, bool fp16);
 
@@ -146,6 +164,9 @@ class LinearKernel {
   // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
   void record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
                   BufferRange residual = {}, BufferRange norm_w = {}) const;
+  // One row of the fused q/k/v projection with RoPE and the KV-cache append as its epilogue (RowRope).
+  void record_row_rope(Program& program, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
+                       BufferRange norm_w, const RowRope& rope) const;
   // Workgroup size and output features per workgroup of record_row.
   uint32_t row_workgroup_size() const { return row_wg_; }
   uint32_t row_features() const { return row_nf_; }
@@ -170,6 +191,7 @@ class LinearKernel {
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
   std::unique_ptr<Pipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
+  std::unique_ptr<Pipeline> rope_pipelines_[2][2][2];    // linear_row_rope: [vector loads][prologue none, rmsnorm][x f32]
   bool row_scalar_ = false;
 };
 

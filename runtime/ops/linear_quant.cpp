@@ -70,6 +70,13 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
             pipelines_[vec][ti][pro][x32][y32] = std::make_unique<Pipeline>(
                 device, PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1), one_sg}, o.subgroup,
                                      o.fp16, o.subgroup ? rg.pin : 0u});
+    const char* rope_shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot_rope" : "linear_row_rope";
+    for (uint32_t vec = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1; vec < 2; ++vec)
+      for (uint32_t pro = 0; pro < 2; ++pro)
+        for (uint32_t x32 = 0; x32 < n32; ++x32)
+          rope_pipelines_[vec][ti][pro][x32] = std::make_unique<Pipeline>(
+              device, PipelineDesc{rope_shader, 9, sizeof(LinearRowRopePush), {wg_, nf_, vec, pro, x32, 0u, uint32_t(ti + 1), one_sg},
+                                   o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
   }
 }
 
@@ -103,6 +110,27 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32, y32 = fp16_ && p.y_elem == Elem::f32;
   const int ti = type_index(type);
   program.dispatch(*pipelines_[vec][ti][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
+}
+
+void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out,
+                                 const LinearRowParams& p, BufferRange norm_w, const RowRope& r) const {
+  if (!has(type)) throw Error(Status::invalid_argument, std::string("linear_row_rope: this kernel has no pipelines for ") + quant_type_name(type));
+  const QuantLayout l = quant_layout(type, p.out, p.in);
+  std::vector<Arg> args = row_rope_args("linear_row_rope (quantized)", x, w, l.bytes(), q_out, p, norm_w, r, fp16_, nf_);
+  const bool has_norm = p.pro == RowPrologue::rmsnorm;
+  if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear_row_rope (quantized): the weight must start 16-byte aligned");
+  const uint32_t vec = x.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0) ? 1 : 0;
+  const int ti = type_index(type);
+  if (!rope_pipelines_[vec][ti][0][0])
+    throw Error(Status::invalid_argument, "linear_row_rope (quantized): x and the norm weight must start 16-byte aligned on this device");
+  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, uint32_t(l.quant_offset() / 16)}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0};
+  uint32_t lim = device_.caps().max_workgroup_count[0];
+  if (test_limit_) lim = std::min(lim, test_limit_);
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};
+  static const char* const labels[2][2] = {{"linear_row q8_0+rope_kv", "linear_row q8_0+rmsnorm+rope_kv"},
+                                           {"linear_row q4_0+rope_kv", "linear_row q4_0+rmsnorm+rope_kv"}};
+  const uint32_t x32 = fp16_ && p.x_elem == Elem::f32;
+  program.dispatch(*rope_pipelines_[vec][ti][has_norm ? 1 : 0][x32], std::move(args), &push, sizeof push, groups, labels[ti][has_norm ? 1 : 0]);
 }
 
 }  // namespace diffvk

@@ -67,6 +67,9 @@ class QuantRowKernel {
   const QuantRowChoice& choice() const { return choice_; }
   void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
               BufferRange residual = {}, BufferRange norm_w = {}) const;
+  // The fused q/k/v projection with RoPE + KV append as its epilogue (RowRope, ops/linear.hpp) over quantized W.
+  void record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
+                   BufferRange norm_w, const RowRope& rope) const;
   uint32_t workgroup_size() const { return wg_; }
   // Test hook: cap the dispatched workgroup count (0 = the device limit) to exercise the grid-stride loop.
   void limit_workgroups_for_testing(uint32_t x) { test_limit_ = x; }
@@ -77,6 +80,7 @@ class QuantRowKernel {
   bool fp16_ = false;
   uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
   std::unique_ptr<Pipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
+  std::unique_ptr<Pipeline> rope_pipelines_[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
 };
 
 }  // namespace diffvk

@@ -50,7 +50,7 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
   std::unique_ptr<NaiveDiffAttn> naive;
   uint32_t splits = 0, split_len = 0;
   const size_t es = storage_bytes(fp16);
-  VkDeviceSize s0 = 4, s1 = 4, s2 = 4, s3 = 4, s4 = 4, s5 = 4;  // scratch sizes
+  VkDeviceSize s0 = 4, s1 = 4, s2 = 4, s3 = 4, s4 = 4, s5 = 4, s6 = 4;  // scratch sizes (s6: each pass's counters)
   if (impl == Impl::naive) {
     naive = std::make_unique<NaiveDiffAttn>(dev, KernelOptions::for_device(dev), D, n_rep);
     s0 = s1 = NaiveDiffAttn::score_bytes(call);
@@ -62,32 +62,35 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
       splits = two->flash().decode_splits(call, &split_len);
       s2 = s4 = TwoPassDiffAttn::part_bytes(call, D, splits);
       s3 = s5 = TwoPassDiffAttn::stat_bytes(call, splits);
+      s6 = DiffAttnKernel::sync_bytes(call);
     }
   }
   const VkDeviceSize align = dev.caps().min_storage_buffer_offset_alignment;
   auto up = [&](VkDeviceSize n) { return (n + align - 1) / align * align; };
-  const VkDeviceSize sizes[11] = {q.size() * es, kc.size() * es, kc.size() * es, DV * es, expect.size() * es, s0, s1, s2, s3, s4, s5};
-  VkDeviceSize off[12] = {0};
-  for (int i = 0; i < 11; ++i) off[i + 1] = off[i] + up(sizes[i]);
-  Buffer buf(dev, off[11], MemoryDomain::device, "baseline test");
+  const VkDeviceSize sizes[13] = {q.size() * es, kc.size() * es, kc.size() * es, DV * es, expect.size() * es, s0, s1, s2, s3, s4, s5, s6, s6};
+  VkDeviceSize off[14] = {0};
+  for (int i = 0; i < 13; ++i) off[i + 1] = off[i] + up(sizes[i]);
+  Buffer buf(dev, off[13], MemoryDomain::device, "baseline test");
   auto R = [&](int i) { return buf.range(off[i], sizes[i]); };
   buf.upload(off[0], test::pack(q, fp16).data(), sizes[0]);
   buf.upload(off[1], test::pack(kc, fp16).data(), sizes[1]);
   buf.upload(off[2], test::pack(vc, fp16).data(), sizes[2]);
   buf.upload(off[3], test::pack(subln, fp16).data(), sizes[3]);
   buf.fill(off[4], off[11] - off[4], test::kPoison);  // output and every scratch buffer
+  buf.fill(off[11], off[13] - off[11], 0);            // but the split kernels' arrival counters start at zero
 
   Program prog(dev, "baseline test");
   if (impl == Impl::naive) {
     naive->record(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), R(7), call);
   } else if (impl == Impl::two_pass) {
     if (c.decode)
-      two->record_decode(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), R(7), R(8), R(9), R(10), call, splits, split_len);
+      two->record_decode(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), {R(7), R(8), R(11)}, {R(9), R(10), R(12)}, call, splits,
+                         split_len);
     else
       two->record_prefill(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), call);
   } else {
     if (c.decode)
-      two->flash().record_decode(prog, R(0), R(1), R(2), {}, R(4), R(7), R(8), call, splits, split_len);  // half 0
+      two->flash().record_decode(prog, R(0), R(1), R(2), {}, R(4), {R(7), R(8), R(11)}, call, splits, split_len);  // half 0
     else
       two->flash().record_prefill(prog, R(0), R(1), R(2), {}, R(4), call);
   }

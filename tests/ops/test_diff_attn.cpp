@@ -1,8 +1,9 @@
-// Conformance of the differential attention kernels (fused prefill; split-K decode + reduce)
+// Conformance of the differential attention kernels (fused prefill; split-K decode merged by its last split)
 // against the float64 reference, through the op's case table (runtime/bench/op_cases.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
 // prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
 // and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
 // n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -131,10 +132,12 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
     uint32_t len = 0;
     const uint32_t splits = kernel.decode_splits_for_capacity(call, &len);
     Buffer part(dev, DiffAttnKernel::part_bytes(call, D, splits), MemoryDomain::device, "part"),
-        stat(dev, DiffAttnKernel::stat_bytes(call, splits), MemoryDomain::device, "stat");
+        stat(dev, DiffAttnKernel::stat_bytes(call, splits), MemoryDomain::device, "stat"),
+        sync(dev, DiffAttnKernel::sync_bytes(call), MemoryDomain::device, "arrivals");
+    sync.fill(0, DiffAttnKernel::sync_bytes(call), 0);
     Program prog(dev, "decode replay");
-    kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(), part.range(), stat.range(), call,
-                         splits, len);
+    kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(), {part.range(), stat.range(), sync.range()},
+                         call, splits, len);
     for (uint32_t p : {0u, 1u, 63u, 64u, 65u, 100u, 149u}) {
       auto q = round(ref::random_normal(size_t(H) * DV, 1000 + p));
       qb.upload(0, test::pack(q, fp16).data(), q.size() * es);
@@ -150,6 +153,10 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
       const auto c = test::compare(test::unpack(got, fp16), expect);
       INFO(precision_name(precision) << " position " << p << " splits " << splits << ": " << c.summary());
       CHECK(test::within_spec(c, fp16));
+      std::vector<uint32_t> counters(DiffAttnKernel::sync_bytes(call) / 4, 1);
+      sync.download(0, counters.data(), counters.size() * 4);
+      CHECK_MESSAGE(std::count(counters.begin(), counters.end(), 0u) == std::ptrdiff_t(counters.size()),
+                    "the split kernel left an arrival counter nonzero");
     }
   }
 }

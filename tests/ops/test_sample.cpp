@@ -210,8 +210,9 @@ TEST_CASE("sample: decode profile groups GPU time by op") {
     return;
   }
   const auto& c = model->config();
-  // Per token: embed, 6 or more per layer (the attention may split), lm_head with the norm, sampling.
-  CHECK(prof.size() >= 3 + 6 * c.num_layers);
+  // Per token: embed, 5 per layer (qkv with RoPE and the KV append, the attention, out_proj, gate_up, down),
+  // lm_head with the norm, sampling.
+  CHECK(prof.size() == 3 + 5 * c.num_layers);
   size_t rows = 0, samples = 0;
   for (const auto& d : prof) {
     CHECK(d.us >= 0);

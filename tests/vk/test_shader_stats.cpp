@@ -146,7 +146,7 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
   CHECK(listed.size() == b.size());  // the command lists each distinct pipeline once
   std::set<std::string> ops;
   for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
-  for (const char* op : {"diff_attn", "diff_attn_split", "diff_attn_reduce", "linear_reg", "rope_kv", "head_rmsnorm", "embed",
+  for (const char* op : {"diff_attn", "diff_attn_split", "linear_reg", "rope_kv", "head_rmsnorm", "embed",
                          "silu_mul"})
     CHECK_MESSAGE(ops.count(op), op);
   // The shared-memory and matrix-vector tiles are built only where the tile choice can pick them: not on
@@ -177,7 +177,7 @@ TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes"
   CHECK(hd64);
   std::set<std::string> ops;
   for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
-  for (const char* op : {"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn_reduce"}) CHECK_MESSAGE(ops.count(op), op);
+  for (const char* op : {"diff_v2_attn", "diff_v2_attn_split"}) CHECK_MESSAGE(ops.count(op), op);
   // The shape's model kernels, DIFF V2 attention at that shape, and the Q8_0 KV cache's kernels (KVQ8 = 1).
   REQUIRE(doc["shapes"].size() == 3);
   CHECK(doc["shapes"][0]["T"] == json::array({512}));

@@ -1,0 +1,89 @@
+// The epilogue of every attention shader: from the core's registers (attn_core.glsl: acc, m_run, l_run
+// of this workgroup's RB row slots) to the output rows, once per (head, query). The fused kernels call it
+// after streaming every key; the split-K kernels after the last split to finish has merged every split's
+// partial state into the same registers (attn_split.glsl). One epilogue per variant:
+//   NSM = 2 (differential, the model's op):  O = O1/l1 − λ·O2/l2, then the headwise RMSNorm
+//     (eps, subln, gain = 1 − λ_init):       o[i*o_stride + h*2D + col]          (subln at 3, o at 4)
+//   DIFF V2 (DVK_V2 with pairs): per pair of slots (query heads 2j, 2j+1 of one query), λ = sigmoid(z),
+//     z = q[i*q_stride + Hq*D + j]:          o[i*o_stride + j*D + col] = O_2j/l_2j − λ·O_2j+1/l_2j+1  (o at 3)
+//   otherwise (the bench's single-softmax baselines): O/l, o[i*o_stride + h*DV + col]                 (o at 3)
+#if NSM == 2
+layout(std430, binding = 3) readonly buffer Wbuf { STYPE subln[]; };
+layout(std430, binding = 4) writeonly buffer Obuf { STYPE o[]; };
+#else
+layout(std430, binding = 3) writeonly buffer Obuf { STYPE o[]; };
+#endif
+#if DVK_V2 && DVK_V2_PAIRS
+#include "diff_v2_lambda.glsl"
+#endif
+
+// Stores chunk i (of NVV) of register row k, scaled: v holds its VPC vec4s. Elements past the row are not written.
+void store_chunk(uint base, uint i, vec4 v[VPC]) {
+  const uint vi = lane() + i * L;
+  [[unroll]] for (uint c = 0; c < VPC; ++c)
+    [[unroll]] for (uint e = 0; e < 4; ++e) {
+      const uint x = vi * CW + c * 4 + e;
+      if (vi < NVT && x < DV) o[base + x] = STYPE(v[c][e]);
+    }
+}
+
+void write_out() {
+#if NSM == 2
+  float ss[NST];
+  [[unroll]] for (uint k = 0; k < NST; ++k) ss[k] = 0.0;
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
+    const float i1 = l_run[r] > 0.0 ? 1.0 / l_run[r] : 0.0;
+    const float i2 = l_run[RB + r] > 0.0 ? 1.0 / l_run[RB + r] : 0.0;
+    [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) {
+      const vec4 v = acc[r * NVV * VPC + i] * i1 - p.lambda * (acc[(RB + r) * NVV * VPC + i] * i2);
+      acc[r * NVV * VPC + i] = v;
+      ss[r] += dot(v, v);  // elements past the row hold zeros
+    }
+  }
+  lane_sums(ss);
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
+    if (!slot_valid(r)) continue;
+    const float f = p.gain * inversesqrt(ss[r] / float(DV) + p.eps);
+    const uint base = slot_query(r) * p.o_stride + slot_head(r) * DV;
+    [[unroll]] for (uint i = 0; i < NVV; ++i) {
+      const uint vi = lane() + i * L;
+      vec4 v[VPC];
+      [[unroll]] for (uint c = 0; c < VPC; ++c) {
+        v[c] = acc[(r * NVV + i) * VPC + c] * f;
+        [[unroll]] for (uint e = 0; e < 4; ++e) {
+          const uint x = vi * CW + c * 4 + e;
+          if (vi < NVT && x < DV) v[c][e] *= float(subln[x]);
+        }
+      }
+      store_chunk(base, i, v);
+    }
+  }
+#elif DVK_V2 && DVK_V2_PAIRS
+  // A canonical constant-trip loop (a stepped `r += 2` loop stayed rolled on llvmpipe, which moved the
+  // register arrays to memory: 1.6x slower prefill).
+  [[unroll]] for (uint pr = 0; pr < RB / 2; ++pr) {
+    const uint r = 2 * pr;
+    if (!slot_valid(r)) continue;  // n_rep * S is even: slot r + 1 is then valid too
+    const uint i = slot_query(r), head = slot_head(r) / 2;
+    const float lam = v2_lambda(float(q[i * p.q_stride + p.H * HD + head]));
+    const float i1 = l_run[r] > 0.0 ? 1.0 / l_run[r] : 0.0;
+    const float i2 = l_run[r + 1] > 0.0 ? lam / l_run[r + 1] : 0.0;
+    [[unroll]] for (uint k = 0; k < NVV; ++k) {
+      vec4 v[VPC];
+      [[unroll]] for (uint c = 0; c < VPC; ++c)
+        v[c] = acc[(r * NVV + k) * VPC + c] * i1 - acc[((r + 1) * NVV + k) * VPC + c] * i2;
+      store_chunk(i * p.o_stride + head * HD, k, v);
+    }
+  }
+#else
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
+    if (!slot_valid(r)) continue;
+    const float inv = l_run[r] > 0.0 ? 1.0 / l_run[r] : 0.0;
+    [[unroll]] for (uint i = 0; i < NVV; ++i) {
+      vec4 v[VPC];
+      [[unroll]] for (uint c = 0; c < VPC; ++c) v[c] = acc[(r * NVV + i) * VPC + c] * inv;
+      store_chunk(slot_query(r) * p.o_stride + slot_head(r) * DV, i, v);
+    }
+  }
+#endif
+}
