@@ -35,10 +35,7 @@ layout(push_constant) uniform Params {
   uint d;     // the shift
 } p;
 
-float round_half_away(float v) {  // C's roundf, exactly
-  const float t = trunc(v);
-  return abs(v - t) >= 0.5 ? t + sign(v) : t;
-}
+#include "q8_0.glsl"
 float q8_at(uint word) { return float(int(k_q8[word / 4] << (24 - 8 * (word % 4))) >> 24); }  // byte `word` of K
 
 // Q8_0: scale word w (K: w < Hkv·nsw, then V) of cache row src moves to src − d.
@@ -69,13 +66,9 @@ void shift_q8(uint w, uint src) {
       x[i + 1] = x1 * t.x - x0 * t.y;
       amax = max(amax, max(abs(x[i]), abs(x[i + 1])));
     }
-    const float db = amax / 127.0, id = db != 0.0 ? 1.0 / db : 0.0;
-    for (uint wd = 0; wd < 8; ++wd) {
-      uint packed = 0;
-      for (uint i = 0; i < 4; ++i)
-        packed |= (uint(int(clamp(round_half_away(x[4 * wd + i] * id), -127.0, 127.0))) & 0xffu) << (8 * i);
-      k_q8[(to * two_d + c0) / 4 + wd] = packed;
-    }
+    const float db = amax / 127.0, id = q8_inverse(db);
+    for (uint wd = 0; wd < 8; ++wd)
+      k_q8[(to * two_d + c0) / 4 + wd] = q8_pack4(vec4(x[4 * wd], x[4 * wd + 1], x[4 * wd + 2], x[4 * wd + 3]), id);
     dnew[b] = db;
   }
   k_q8[sto] = packHalf2x16(dnew);

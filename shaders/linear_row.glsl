@@ -193,6 +193,7 @@ float quant_dot(uint row, uint c, float a[32]) {
 }
 
 #if DVK_INT_DOT
+#include "q8_0.glsl"
 // OpSDot / OpSUDot (SPV_KHR_integer_dot_product) on 4x8-bit packed operands (PackedVectorFormat4x8Bit = 0),
 // declared through GL_EXT_spirv_intrinsics: glslang 11.13 (Debian 12) has no GL_EXT_integer_dot_product.
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -253,14 +254,14 @@ void main() {
         float amax = 0.0;
         for (uint i = 0; i < 32; ++i) amax = max(amax, abs(a[i]));
         const float da = amax / 127.0;
-        const float ida = da != 0.0 ? 1.0 / da : 0.0;
+        const float ida = q8_inverse(da);
         uint qa[8];
         int qsum = 0;
         for (uint i = 0; i < 8; ++i) {
           uint word = 0u;
           for (uint k = 0; k < 4; ++k) {
             const float v = a[4 * i + k] * ida;
-            const int q = int(sign(v) * floor(abs(v) + 0.5));  // round half away from zero, as ggml's roundf
+            const int q = int(round_half_away(v));  // as ggml's roundf (q8_0.glsl)
             qsum += q;
             word |= uint(q & 0xff) << (8u * k);
           }

@@ -49,10 +49,7 @@ float kv_value(bool k, uint src, uint pos, uint c) {
   const float x0 = float(qkv[base]), x1 = float(qkv[base + 1]);
   return (c & 1u) == 0 ? x0 * t.x - x1 * t.y : x0 * t.y + x1 * t.x;
 }
-float round_half_away(float v) {  // C's roundf, exactly (v - trunc(v) is exact in fp32)
-  const float t = trunc(v);
-  return abs(v - t) >= 0.5 ? t + sign(v) : t;
-}
+#include "q8_0.glsl"
 // Q8_0 append of scale word w (of kw/64 rounded up per row) of k (w < Hkv·nsw) or v: two blocks of 32.
 void append_q8(uint w, uint src, uint pos, uint kw) {
   const uint nsw = (kw + 63) / 64;  // scale words per cache row
@@ -65,13 +62,11 @@ void append_q8(uint w, uint src, uint pos, uint kw) {
     if (c0 >= kw) break;
     float amax = 0.0;
     for (uint i = 0; i < 32; ++i) amax = max(amax, abs(kv_value(k, src, pos, g * kw + c0 + i)));
-    const float db = amax / 127.0, id = db != 0.0 ? 1.0 / db : 0.0;
+    const float db = amax / 127.0, id = q8_inverse(db);
     for (uint wd = 0; wd < 8; ++wd) {
-      uint packed = 0;
-      for (uint i = 0; i < 4; ++i) {
-        const float qv = clamp(round_half_away(kv_value(k, src, pos, g * kw + c0 + 4 * wd + i) * id), -127.0, 127.0);
-        packed |= (uint(int(qv)) & 0xffu) << (8 * i);
-      }
+      vec4 x;
+      for (uint i = 0; i < 4; ++i) x[i] = kv_value(k, src, pos, g * kw + c0 + 4 * wd + i);
+      const uint packed = q8_pack4(x, id);
       const uint at = (crow * kw + c0) / 4 + wd;
       if (k) k_q8[at] = packed;
       else v_q8[at] = packed;
