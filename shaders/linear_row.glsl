@@ -314,44 +314,47 @@ void main() {
 
     float scale = 1.0;
     if (PRO == 1) scale = inversesqrt(s[NF] / float(p.in_f) + p.eps);
-    // Invocation f stores feature n0 + f (NF <= WG).
-    float v = 0.0;
-    for (uint f = 0; f < NF; ++f)
-      if (lid == f) v = s[f];
+    // Invocation lid stores features n0 + lid, n0 + lid + WG, ... (NF may exceed WG).
+    for (uint j = 0; j < (NF + WG - 1) / WG; ++j) {
+      const uint fl = j * WG + lid;  // this invocation's feature in the group
+      float v = 0.0;
+      for (uint f = 0; f < NF; ++f)
+        if (fl == f) v = s[f];
 #if DVK_ROPE_EPI
-    float u = 0.0;  // the pair partner's sum
-    for (uint f = 0; f < NF; ++f)
-      if ((lid ^ 1u) == f) u = s[f];
-    const uint pos = p.pos0 + dyn_pos;
-    if (lid < nf && pos < p.capacity) {  // never write past the cache (the host checks before replaying)
-      const uint o = n0 + lid;
-      v = float(STYPE(v * scale));
-      u = float(STYPE(u * scale));
-      if (o >= p.qcols + p.kcols) {
-        const uint c = o - p.qcols - p.kcols;
-        v_cache[((c / p.kw) * p.capacity + pos) * p.kw + c % p.kw] = STYPE(v);
-      } else {
-        const uint e = o < p.qcols ? o : o - p.qcols;  // column in the q or the k part
-        const vec2 t = cs[pos * (p.hd / 2) + (e % p.hd) / 2];
-        const bool odd = (o & 1u) != 0u;
-        const float x0 = odd ? u : v, x1 = odd ? v : u;
-        const STYPE r = STYPE(odd ? x0 * t.y + x1 * t.x : x0 * t.x - x1 * t.y);
-        if (o < p.qcols) y[o] = r;
-        else k_cache[((e / p.kw) * p.capacity + pos) * p.kw + e % p.kw] = r;
+      float u = 0.0;  // the pair partner's sum
+      for (uint f = 0; f < NF; ++f)
+        if ((fl ^ 1u) == f) u = s[f];
+      const uint pos = p.pos0 + dyn_pos;
+      if (fl < nf && pos < p.capacity) {  // never write past the cache (the host checks before replaying)
+        const uint o = n0 + fl;
+        v = float(STYPE(v * scale));
+        u = float(STYPE(u * scale));
+        if (o >= p.qcols + p.kcols) {
+          const uint c = o - p.qcols - p.kcols;
+          v_cache[((c / p.kw) * p.capacity + pos) * p.kw + c % p.kw] = STYPE(v);
+        } else {
+          const uint e = o < p.qcols ? o : o - p.qcols;  // column in the q or the k part
+          const vec2 t = cs[pos * (p.hd / 2) + (e % p.hd) / 2];
+          const bool odd = (o & 1u) != 0u;
+          const float x0 = odd ? u : v, x1 = odd ? v : u;
+          const STYPE r = STYPE(odd ? x0 * t.y + x1 * t.x : x0 * t.x - x1 * t.y);
+          if (o < p.qcols) y[o] = r;
+          else k_cache[((e / p.kw) * p.capacity + pos) * p.kw + e % p.kw] = r;
+        }
       }
-    }
 #else
-    if (lid < nf) {
-      const uint o = n0 + lid;
-      v *= scale;
-      if (Y32 != 0) {
-        if (p.has_residual != 0u) v += rf[o];
-        yf[o] = v;
-      } else {
-        if (p.has_residual != 0u) v += float(r[o]);
-        y[o] = STYPE(v);
+      if (fl < nf) {
+        const uint o = n0 + fl;
+        v *= scale;
+        if (Y32 != 0) {
+          if (p.has_residual != 0u) v += rf[o];
+          yf[o] = v;
+        } else {
+          if (p.has_residual != 0u) v += float(r[o]);
+          y[o] = STYPE(v);
+        }
       }
-    }
 #endif
+    }
   }
 }

@@ -211,7 +211,9 @@ LinearTiles choose_quant_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32
 RowGeometry row_geometry(const DeviceCaps& c) {
   RowGeometry g;
   g.wg = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
-  g.nf = std::min(8u, g.wg);
+  // 8 features per workgroup on GPUs; on CPU drivers each workgroup is one SIMD batch with a fixed cost of
+  // several µs (llvmpipe), so 32 features share it and x's loads (BENCHMARKS.md, issue 21 item 5).
+  g.nf = c.kind == DeviceKind::cpu ? kCpuRowFeatures : std::min(8u, g.wg);
   if (c.subgroup_size_control && c.subgroup_min_size != c.subgroup_max_size && g.wg >= c.subgroup_min_size &&
       g.wg <= c.subgroup_max_size)
     g.pin = g.wg;
@@ -293,7 +295,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       }
   }
   // One-row path: one subgroup per workgroup where the subgroup is at least 8 wide (no barrier in the
-  // reduction), else 8 invocations; 8 features per workgroup. Measured on lavapipe (subgroup 8): 64
+  // reduction), else 8 invocations; row_geometry's features per workgroup. Measured on lavapipe (subgroup 8): 64
   // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
   const RowGeometry rg = row_geometry(device.caps());
   row_wg_ = rg.wg;

@@ -120,10 +120,11 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
                            BufferRange residual, BufferRange norm_w, bool fp16);
 
 // Geometry of the one-row kernels (LinearKernel::record_row, QuantRowKernel): one subgroup per workgroup
-// where the subgroup is at least 8 wide (no barrier in the reduction), else 8 invocations; 8 features per
-// workgroup. pin: the required subgroup size (VK_EXT_subgroup_size_control, where the device's sizes vary
+// where the subgroup is at least 8 wide (no barrier in the reduction), else 8 invocations; nf features per
+// workgroup (8 on GPUs, kCpuRowFeatures on CPU drivers; even, as the RoPE epilogue's pairs need). pin: the required subgroup size (VK_EXT_subgroup_size_control, where the device's sizes vary
 // and wg is one of them), else 0. one_sg: one subgroup per workgroup is guaranteed (pinned, or the device
 // has one subgroup size and it is wg), so the subgroup variant declares no shared memory (ONE_SG).
+constexpr uint32_t kCpuRowFeatures = 32;
 struct RowGeometry {
   uint32_t wg = 0, nf = 0, pin = 0;
   bool one_sg = false;

@@ -201,6 +201,10 @@ TEST_CASE("linear_row: one subgroup per workgroup, pinned where the sizes vary (
   CHECK(g.wg == 64);
   CHECK_FALSE(g.one_sg);
   CHECK(g.nf == 8);
+  DeviceCaps cpu = simulated(32768, 1024, 8);  // llvmpipe: one SIMD batch per workgroup; more features share its cost
+  cpu.kind = DeviceKind::cpu;
+  CHECK(row_geometry(cpu).nf == kCpuRowFeatures);
+  CHECK(row_geometry(cpu).nf % 2 == 0);  // whole RoPE pairs in a workgroup
 }
 
 TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {
