@@ -217,6 +217,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     coopf.pNext = f2.pNext;
     f2.pNext = &coopf;
     vmm.vulkanMemoryModel = VK_TRUE;
+    vmm.vulkanMemoryModelDeviceScope = VK_TRUE;  // probed with it: the split attention's device-scope barriers need it
     vmm.pNext = f2.pNext;
     f2.pNext = &vmm;
     exts.push_back(kCoopmatExtension);

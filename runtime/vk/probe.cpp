@@ -63,7 +63,9 @@ void probe_coopmat(DeviceCaps& c, VkInstance instance, VkPhysicalDevice pd, bool
       best = &s;
   }
   if (!feature) c.coopmat_note = "the cooperativeMatrix feature is off";
-  else if (!memory_model) c.coopmat_note = "no vulkanMemoryModel (the cooperative-matrix shaders need it)";
+  else if (!memory_model)
+    c.coopmat_note = "no vulkanMemoryModel with device scope (the cooperative-matrix shaders declare the memory model; the "
+                     "attention's device-scope barriers then need vulkanMemoryModelDeviceScope)";
   else if (!c.storage_16bit || !c.fp16_arithmetic) c.coopmat_note = "no fp16 storage and arithmetic";
   else if (!best) c.coopmat_note = "no f16*f16+f32->f32 subgroup shape with K a multiple of 8 and sides <= 64";
   else {
@@ -169,7 +171,9 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
                            idotp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   c.storage_16bit = s16.storageBuffer16BitAccess;
   c.fp16_arithmetic = f16.shaderFloat16;
-  if (has_coop) probe_coopmat(c, instance, pd, coopf.cooperative_matrix, vmm.vulkanMemoryModel);
+  // The memory model with its device scope: with vulkanMemoryModel enabled (the coopmat SPIR-V declares it), the
+  // other shaders' device-scope barriers (attn_split.glsl's memoryBarrierBuffer) need vulkanMemoryModelDeviceScope.
+  if (has_coop) probe_coopmat(c, instance, pd, coopf.cooperative_matrix, vmm.vulkanMemoryModel && vmm.vulkanMemoryModelDeviceScope);
 
   c.subgroup_size = sub.subgroupSize;
   c.subgroup_stages = sub.supportedStages;
