@@ -168,21 +168,17 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       else
         qk->record_rope(p, wf, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
     });
-  }
-  // QKV projection (after the block norm: fused into the one-row linear, else its own node).
-  const TensorRef qkv = fused_rope ? TensorRef{} : f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
-  if (fused_rope) {
-  } else if (residual && f.row) {
-    const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
-    add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
-  } else if (residual) {
-    add_linear(f, "qkv", add_rmsnorm(f, P + "attn_norm.out", x, w.norm, E, s.eps), w.wqkv, qkv, false);
-  } else {
-    const RowLinear r{};
-    add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
-  }
-  // RoPE and the KV-cache append.
-  if (!fused_rope) {
+  } else {  // the projection (the block norm fused into the one-row linear, else its own node), then rope_kv
+    const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
+    if (residual && f.row) {
+      const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
+      add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
+    } else if (residual) {
+      add_linear(f, "qkv", add_rmsnorm(f, P + "attn_norm.out", x, w.norm, E, s.eps), w.wqkv, qkv, false);
+    } else {
+      const RowLinear r{};
+      add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
+    }
     const RopeKvKernel* rope = &f.k.rope_for(f.kv);
     const RopeKvParams rp{rows, H, Hkv, D, 0, cap, v2 ? Hkv : 0, v2 ? H : 0};
     f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
