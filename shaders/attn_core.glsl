@@ -9,6 +9,10 @@
 // is head g*n_rep + s % n_rep at query s / n_rep, so the n_rep heads that share K/V sit in the same
 // workgroup and every K/V load serves all of them.
 //
+// Two cores fill the same registers (so the epilogues and the split merge are shared): the key-block core
+// (KB = 1, attend_blocks below: keys in blocks of L, one per lane for Q·K, Q and the probabilities in shared
+// memory, one max and one rescale per block; what GPUs run) and the per-key core described next (KB = 0:
+// CPU drivers, quirk per_key_attention, and the variant without subgroup arithmetic).
 // The L lanes split the head dimensions: lane l reads the chunks l, l+L, l+2L, ... of a K or V row
 // (adjacent lanes read adjacent 8/16 bytes: coalesced, vectorised) and keeps the matching part of
 // every slot's Q (loaded once) and of every slot's output accumulator (fp32) in registers. Keys are
@@ -52,6 +56,7 @@ layout(constant_id = 1) const uint HD = 64;    // D: width of one query/key half
 layout(constant_id = 2) const uint RB = 4;     // row slots per workgroup
 layout(constant_id = 3) const uint CHUNK = 8;  // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (one at a time)
 layout(constant_id = 4) const uint KVQ8 = 0;   // 1: the K/V caches hold Q8_0 blocks (see "Q8_0 KV cache" below)
+layout(constant_id = 5) const uint KB = 0;     // 1: the key-block core (attend_blocks; needs DVK_SUBGROUP), 0: one key at a time
 layout(local_size_x_id = 0) in;
 
 // K/V rows are read in chunks of CW elements (VPC vec4 registers): 16-byte loads of 8 halves where
@@ -67,6 +72,15 @@ const uint NKV = (NQT + L - 1) / L;  // ... per lane
 const uint NVT = (DV + CW - 1) / CW; // chunks of a V row
 const uint NVV = (NVT + L - 1) / L;  // ... per lane
 const uint NST = NSM * RB;           // (softmax, slot) pairs
+// Key-block core: P·V splits the lanes into KG key groups of LG lanes (LG = NVT rounded up to a power of
+// two, at most L), so no lane idles when a V row has fewer chunks than the subgroup has lanes (wave64 at
+// D = 64, any subgroup at D = 32). Ternaries, not min/max: these size shared arrays (OpSpecConstantOp).
+const uint P2NVT = NVT <= 1 ? 1 : NVT <= 2 ? 2 : NVT <= 4 ? 4 : NVT <= 8 ? 8 : NVT <= 16 ? 16 : NVT <= 32 ? 32 : NVT <= 64 ? 64 : 128;
+const uint LG = P2NVT < L ? P2NVT : L;  // lanes per key group (each owns V chunks vi0, vi0 + L, ...)
+const uint KG = L / LG;                 // key groups; each takes NKB consecutive keys of a block of L
+const uint NKB = LG;
+const uint QSZ = RB * NQT * VPC;                   // vec4s of the workgroup's scaled Q
+const uint CSZ = (L - LG) * NST * NVV * VPC;       // vec4s of the key groups' partial P·V (after the loop)
 
 layout(std430, binding = 0) readonly buffer Qbuf { STYPE q[]; };
 layout(std430, binding = 1) readonly buffer Kbuf { STYPE kc[]; };
@@ -114,6 +128,9 @@ uint lane() { return gl_LocalInvocationIndex; }
 
 #if !DVK_SUBGROUP
 shared float sSum[NST * L];
+#else
+shared vec4 sQ[QSZ > CSZ ? QSZ : CSZ];  // key-block core: Q, read by every lane at one address (a broadcast)
+shared vec4 sP[(NST * L + 3) / 4];      // key-block core: the block's probabilities, [softmax, slot][key]
 #endif
 
 // Sums v[0..NST) over the L lanes (every lane gets every total). Uniform control flow only.
@@ -159,38 +176,41 @@ float half_bits(uint h) {
   return (h & 0x8000u) != 0u ? -mag : mag;
 }
 vec4 i8x4(uint u) { return vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24); }
-void load_chunk(bool k, uint elem, uint valid, out vec4 r[VPC]) {
+// The chunk at column `col` (a multiple of CW unless CHUNK = 0) of cache row `row` (group·capacity + key),
+// as floats. Indices are formed as row · (chunks per row) + col / CW, so a uniform row (P·V) or column (Q·K)
+// stays in scalar registers and a lane's loads differ by constant offsets.
+void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC]) {
   if (KVQ8 != 0) {  // one scale, then 4 or 8 int8 quants (the chunk never crosses a block of 32)
-    const uint row = elem / DV, col = elem % DV;
     const uint sw = (p.H / p.n_rep) * p.capacity * (DV / 4) + row * (NSR / 2) + col / 64;
     const float d = half_bits((k ? kc4[sw] : vc4[sw]) >> ((col & 32u) >> 1));
     if (VPC == 2) {
-      const uvec2 u = k ? kc8[elem / 8] : vc8[elem / 8];
+      const uvec2 u = k ? kc8[row * (DV / 8) + col / 8] : vc8[row * (DV / 8) + col / 8];
       r[0] = d * i8x4(u.x);
       r[VPC - 1] = d * i8x4(u.y);
     } else {
-      r[0] = d * i8x4(k ? kc4[elem / 4] : vc4[elem / 4]);
+      r[0] = d * i8x4(k ? kc4[row * (DV / 4) + col / 4] : vc4[row * (DV / 4) + col / 4]);
     }
     return;
   }
 #if DVK_FP16
   if (CHUNK == 8) {
-    const uvec4 u = k ? kc16[elem / 8] : vc16[elem / 8];
+    const uvec4 u = k ? kc16[row * (DV / 8) + col / 8] : vc16[row * (DV / 8) + col / 8];
     r[0] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
     r[VPC - 1] = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
     return;
   }
   if (CHUNK == 4) {
-    const uvec2 u = k ? kc8[elem / 4] : vc8[elem / 4];
+    const uvec2 u = k ? kc8[row * (DV / 4) + col / 4] : vc8[row * (DV / 4) + col / 4];
     r[0] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
     return;
   }
 #else
   if (CHUNK != 0) {
-    r[0] = uintBitsToFloat(k ? kc16[elem / 4] : vc16[elem / 4]);
+    r[0] = uintBitsToFloat(k ? kc16[row * (DV / 4) + col / 4] : vc16[row * (DV / 4) + col / 4]);
     return;
   }
 #endif
+  const uint elem = row * DV + col;
   [[unroll]] for (uint c = 0; c < VPC; ++c)
     [[unroll]] for (uint e = 0; e < 4; ++e) {
       const uint x = c * 4 + e;
@@ -198,9 +218,126 @@ void load_chunk(bool k, uint elem, uint valid, out vec4 r[VPC]) {
     }
 }
 
+// The last key (inclusive) slot r may see; 0xffffffff marks an invalid slot.
+uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0xffffffffu; }
+// vec4 c (of VPC) of Q chunk li (of NQT: softmax li / HQ) of slot r, scaled; zeros past the row or slot.
+vec4 q_part(uint r, uint li, uint c) {
+  const bool ok = slot_valid(r);
+  const uint qbase = ok ? slot_query(r) * p.q_stride + slot_head(r) * (p.q_hstride != 0 ? p.q_hstride : DV) + p.qk_off : 0;
+  const uint s = li / HQ, c0 = (li % HQ) * CW;
+  vec4 v = vec4(0.0);
+  [[unroll]] for (uint e = 0; e < 4; ++e) {
+    const uint x = c0 + c * 4 + e;
+    if (ok && li < NQT && x < HD) v[e] = float(q[qbase + s * HD + x]);
+  }
+  return v * p.scale;
+}
+
+#if DVK_SUBGROUP
+// The key-block core (KB = 1): keys in blocks of L, each lane one key of the block.
+//  1. Q·K: lane b computes every (softmax, slot) score of key jb + b from its own K row (16- or 8-byte
+//     loads) and Q in shared memory, read at one address by every lane (a broadcast): no cross-lane sum.
+//  2. Softmax: per (softmax, slot) ONE subgroupMax per block, one rescale of the accumulators per block
+//     (no branch per key), one exp per lane; each lane keeps its own share of l (summed once at the end).
+//  3. P·V: the probabilities go through shared memory (4 keys per 16-byte read); key group g (of KG) takes
+//     keys g·NKB .. g·NKB + NKB − 1 of the block, its LG lanes the V row's chunks, as in the per-key core.
+// The tail block clamps its loads to the last key (a probability of 0 keeps them out). At the end the key
+// groups' partial P·V are folded into group 0 through shared memory, so the registers hold what the
+// per-key core leaves: the same epilogues and split merge follow.
+void attend_blocks(uint key_begin, uint key_end) {
+  const uint l0 = lane(), grp = KG == 1 ? 0 : l0 / LG, vi0 = KG == 1 ? l0 : l0 % LG;
+  const bool all_v = NVT % LG == 0;  // every lane has a chunk of every V row
+  const uint gq = grp * (NKB / 4);   // this key group's first vec4 of a row of sP (NKB % 4 == 0)
+  float l_lane[NST];
+  [[unroll]] for (uint i = 0; i < NST; ++i) {
+    m_run[i] = NEG_BIG;
+    l_lane[i] = 0.0;
+  }
+  [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
+  uint limit[RB];
+  [[unroll]] for (uint r = 0; r < RB; ++r) {
+    limit[r] = slot_limit(r);
+    [[unroll]] for (uint i = 0; i < NKV; ++i) {
+      const uint li = l0 + i * L;
+      if (li < NQT)
+        [[unroll]] for (uint c = 0; c < VPC; ++c) sQ[(r * NQT + li) * VPC + c] = q_part(r, li, c);
+    }
+  }
+  barrier();
+  const uint kv_base = g_group * p.capacity;
+  [[dont_unroll]] for (uint jb = key_begin; jb < key_end; jb += L) {
+    const uint jk = jb + l0;
+    const uint krow = kv_base + min(jk, key_end - 1);
+    float sc[NST];
+    [[unroll]] for (uint i = 0; i < NST; ++i) sc[i] = 0.0;
+    [[unroll]] for (uint c = 0; c < NQT; ++c) {
+      const uint s = c / HQ, c0 = (c % HQ) * CW;
+      vec4 k[VPC];
+      load_chunk(true, krow, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k);  // V2: qk_off moves Q only
+      [[unroll]] for (uint r = 0; r < RB; ++r)  // one FMA chain per score (no separate dot + add)
+        [[unroll]] for (uint x = 0; x < VPC; ++x) {
+          const vec4 qv = sQ[(r * NQT + c) * VPC + x];
+          [[unroll]] for (uint e = 0; e < 4; ++e) sc[s * RB + r] = fma(qv[e], k[x][e], sc[s * RB + r]);
+        }
+    }
+    [[unroll]] for (uint t = 0; t < NSM; ++t)
+      [[unroll]] for (uint r = 0; r < RB; ++r) {
+        const uint k = t * RB + r;
+        const bool visible = jk < key_end && jk <= limit[r] && limit[r] != 0xffffffffu;
+        const float sv = visible ? sc[k] : NEG_BIG;
+        const float mn = max(m_run[k], subgroupMax(sv));
+        const float alpha = exp(m_run[k] - mn);  // 1 while nothing is visible (NEG_BIG − NEG_BIG)
+        m_run[k] = mn;
+        const float pk = visible ? exp(sv - mn) : 0.0;
+        l_lane[k] = l_lane[k] * alpha + pk;
+        [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] *= alpha;
+        sP[(k * L + l0) / 4][l0 % 4] = pk;
+      }
+    barrier();
+    [[unroll]] for (uint u = 0; u < NKB; ++u) {
+      const uint b = grp * NKB + u;
+      const uint vrow = kv_base + min(jb + b, key_end - 1);
+      vec4 v[NVV * VPC];
+      [[unroll]] for (uint i = 0; i < NVV; ++i) {
+        const uint vi = vi0 + i * L;
+        vec4 c[VPC];
+        if (all_v || vi < NVT) load_chunk(false, vrow, vi * CW, DV - vi * CW, c);
+        else
+          [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
+        [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];
+      }
+      [[unroll]] for (uint k = 0; k < NST; ++k) {
+        // A lane-invariant base plus constants: one 16-byte broadcast read serves 4 keys.
+        const float pb = NKB % 4 == 0 ? sP[k * (L / 4) + gq + u / 4][u % 4] : sP[(k * L + b) / 4][b % 4];
+        [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] += pb * v[i];
+      }
+    }
+    barrier();  // every lane has read sP before the next block writes it
+  }
+  [[unroll]] for (uint k = 0; k < NST; ++k) l_run[k] = subgroupAdd(l_lane[k]);
+  if (KG > 1) {  // fold the key groups into group 0 (lanes 0 .. LG − 1); sQ is free now
+    const uint NA = NST * NVV * VPC;
+    if (grp != 0)
+      [[unroll]] for (uint i = 0; i < NA; ++i) sQ[((grp - 1) * LG + vi0) * NA + i] = acc[i];
+    barrier();
+    [[unroll]] for (uint g = 1; g < KG; ++g)
+      [[unroll]] for (uint i = 0; i < NA; ++i)
+        if (grp == 0) acc[i] += sQ[((g - 1) * LG + vi0) * NA + i];
+    if (grp != 0)
+      [[unroll]] for (uint i = 0; i < NA; ++i) acc[i] = vec4(0.0);  // past the row: the epilogue reads zeros
+  }
+}
+#endif
+
 // Streams keys [key_begin, key_end) into the registers; valid for any begin/end (empty range:
 // m = NEG_BIG, l = 0, acc = 0, which every merge weights by exactly 0).
 void attend(uint key_begin, uint key_end) {
+#if DVK_SUBGROUP
+  if (KB != 0) {
+    attend_blocks(key_begin, key_end);
+    return;
+  }
+#endif
   const uint l0 = lane();
   [[unroll]] for (uint i = 0; i < NST; ++i) {
     m_run[i] = NEG_BIG;
@@ -209,25 +346,13 @@ void attend(uint key_begin, uint key_end) {
   [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
   uint limit[RB];  // last key (inclusive) each slot may see; 0xffffffff marks an invalid slot
   [[unroll]] for (uint r = 0; r < RB; ++r) {
-    const bool ok = slot_valid(r);
-    limit[r] = ok ? g_pos0 + slot_query(r) : 0xffffffffu;
-    const uint qbase = ok ? slot_query(r) * p.q_stride + slot_head(r) * (p.q_hstride != 0 ? p.q_hstride : DV) + p.qk_off : 0;
-    [[unroll]] for (uint i = 0; i < NKV; ++i) {
-      const uint li = l0 + i * L;
-      const uint s = li / HQ, c0 = (li % HQ) * CW;
-      [[unroll]] for (uint c = 0; c < VPC; ++c) {
-        vec4 v = vec4(0.0);
-        [[unroll]] for (uint e = 0; e < 4; ++e) {
-          const uint x = c0 + c * 4 + e;
-          if (ok && li < NQT && x < HD) v[e] = float(q[qbase + s * HD + x]);
-        }
-        qr[(r * NKV + i) * VPC + c] = v * p.scale;
-      }
-    }
+    limit[r] = slot_limit(r);
+    [[unroll]] for (uint i = 0; i < NKV; ++i)
+      [[unroll]] for (uint c = 0; c < VPC; ++c) qr[(r * NKV + i) * VPC + c] = q_part(r, l0 + i * L, c);
   }
   const uint kv_base = g_group * p.capacity;
   [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {
-    const uint row = (kv_base + j) * DV;
+    const uint row = kv_base + j;
     float part[NST];
     [[unroll]] for (uint i = 0; i < NST; ++i) part[i] = 0.0;
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
@@ -235,7 +360,7 @@ void attend(uint key_begin, uint key_end) {
       if (li < NQT) {
         const uint s = li / HQ, c0 = (li % HQ) * CW;
         vec4 k[VPC];
-        load_chunk(true, row + (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k);  // V2: qk_off moves Q only
+        load_chunk(true, row, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k);  // V2: qk_off moves Q only
         [[unroll]] for (uint r = 0; r < RB; ++r) {
           float d = 0.0;
           [[unroll]] for (uint c = 0; c < VPC; ++c) d += dot(qr[(r * NKV + i) * VPC + c], k[c]);
@@ -248,7 +373,7 @@ void attend(uint key_begin, uint key_end) {
     [[unroll]] for (uint i = 0; i < NVV; ++i) {
       const uint vi = l0 + i * L;
       vec4 c[VPC];
-      if (vi < NVT) load_chunk(false, row + vi * CW, DV - vi * CW, c);
+      if (vi < NVT) load_chunk(false, row, vi * CW, DV - vi * CW, c);
       else
         [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
       [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];

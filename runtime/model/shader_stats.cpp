@@ -156,6 +156,7 @@ ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
   // One entry per line: the first token, and a branch target (BBn) where the line branches.
   struct Line {
     std::string op, target;
+    std::string op_y;  // RDNA3 dual issue (VOPD, "v_dual_x ... :: v_dual_y ..."): the second operation
     bool label = false;
   };
   std::vector<Line> lines;
@@ -183,6 +184,10 @@ ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
     }
     const size_t sp = l.find_first_of(" \t");
     x.op = l.substr(0, sp);
+    if (const size_t dd = l.find("::"); dd != std::string::npos) {
+      const size_t b = l.find_first_not_of(" \t", dd + 2);
+      if (b != std::string::npos) x.op_y = l.substr(b, l.find_first_of(" \t", b) - b);
+    }
     if ((starts_with(x.op, 0, "s_cbranch_") || x.op == "s_branch") && sp != std::string::npos) {
       const size_t t = l.find("BB", sp);
       if (t != std::string::npos) x.target = l.substr(t, l.find_first_of(" ,\t", t) - t);
@@ -202,7 +207,10 @@ ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
       const std::string& o = x.op;
       ++L.instructions;
       if (starts_with(o, 0, "v_")) ++L.valu;
-      if (starts_with(o, 0, "v_pk_fma") || starts_with(o, 0, "v_dot2")) L.fma += 2;
+      if (starts_with(o, 0, "v_dual_")) {  // one VALU instruction, two operations: count each FMA
+        for (const std::string* d : {&o, &x.op_y})
+          if (starts_with(*d, 0, "v_dual_fma")) L.fma += 1;
+      } else if (starts_with(o, 0, "v_pk_fma") || starts_with(o, 0, "v_dot2")) L.fma += 2;
       else if (starts_with(o, 0, "v_fma") || starts_with(o, 0, "v_mac_f32") || starts_with(o, 0, "v_mad_f32")) L.fma += 1;
       else if (starts_with(o, 0, "v_wmma_")) {  // v_wmma_<types>_MxNxK: M·N·K multiply-adds over the subgroup
         for (size_t u = o.find('_'); u != std::string::npos; u = o.find('_', u + 1)) {  // the _MxNxK segment

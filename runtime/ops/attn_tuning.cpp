@@ -37,6 +37,24 @@ uint32_t attn_accumulator_budget(const DeviceCaps& caps) { return caps.kind == D
 
 uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br) { return 4 * nsm * br * wg; }
 
+uint32_t attn_block_shared_bytes(const AttnTiles& t, uint32_t D) {
+  const uint32_t dv = t.v2 ? D : 2 * D;
+  const CoreShape c = core_shape(t.chunk, D, t.wg, t.nsm, dv);
+  const uint32_t vpc = c.cw / 4, nqt = t.nsm * cdiv(D, c.cw), nvt = cdiv(dv, c.cw);
+  uint32_t lg = 1;
+  while (lg < nvt) lg *= 2;
+  lg = std::min(lg, t.wg);
+  const uint32_t nst = t.nsm * t.br;
+  const uint32_t q = t.br * nqt * vpc, fold = (t.wg - lg) * nst * c.nvv * vpc;  // vec4s (QSZ, CSZ)
+  return 16 * std::max(q, fold) + 16 * cdiv(nst * t.wg, 4);
+}
+
+namespace {
+uint32_t tile_shared_bytes(const AttnTiles& t, uint32_t D) {
+  return std::max(attn_shared_bytes(t.nsm, t.wg, t.br), t.blocks ? attn_block_shared_bytes(t, D) : 0u);
+}
+}  // namespace
+
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.chunk}; }
 
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t, bool) {
@@ -58,7 +76,8 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
   if (t.chunk != chunk_of(fp16, D, dv, t.wg)) return "chunk does not match the storage type, D and the lanes";
   if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm, dv)) return "accumulators do not match the tiles";
   if (t.br > (t.paired ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
-  if (t.shared_bytes != attn_shared_bytes(t.nsm, t.wg, t.br)) return "shared_bytes does not match the tiles";
+  if (t.blocks > 1 || (t.blocks && !caps.subgroup_arithmetic_compute)) return "the key-block core needs subgroup arithmetic";
+  if (t.shared_bytes != tile_shared_bytes(t, D)) return "shared_bytes does not match the tiles";
   if (t.shared_bytes > caps.max_shared_memory)
     return "shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(caps.max_shared_memory);
   return "";
@@ -110,15 +129,23 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
     return acc + br * core_shape(t.chunk, D, t.wg, nsm, dv).nkv * (t.chunk == 8 ? 8 : 4) > budget * 3 / 2;
   };
   while (t.br > step && over(t.br)) t.br -= step;
-  t.qb = std::max(1u, t.br / n_rep);
-  t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm, dv);
-  t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
-  while (t.shared_bytes > caps.max_shared_memory && t.br > step) {
-    t.br -= step;
-    t.qb = std::max(1u, t.br / n_rep);
-    t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm, dv);
-    t.shared_bytes = attn_shared_bytes(nsm, t.wg, t.br);
-  }
+  // The key-block core wherever the subgroup variant runs, unless the driver is better served one key at a
+  // time (quirk per_key_attention), and while its shared memory fits.
+  // The slots shrink until the shared memory fits; the per-key core is taken when the key-block core does not
+  // fit even with the fewest slots.
+  const uint32_t br_regs = t.br;
+  auto fit = [&](uint32_t blocks) {
+    t.blocks = blocks;
+    t.br = br_regs;
+    for (;;) {
+      t.qb = std::max(1u, t.br / n_rep);
+      t.accumulators = accumulators(t.chunk, D, t.wg, t.br, nsm, dv);
+      t.shared_bytes = tile_shared_bytes(t, D);
+      if (t.shared_bytes <= caps.max_shared_memory || t.br <= step) return t.shared_bytes <= caps.max_shared_memory;
+      t.br -= step;
+    }
+  };
+  if (!(caps.subgroup_arithmetic_compute && !caps.has_quirk("per_key_attention") && fit(1))) fit(0);
   const std::string why = check_attn_tiles(caps, fp16, D, n_rep, t);
   if (!why.empty())
     throw Error(Status::unsupported, "no legal attention tiling for D=" + std::to_string(D) + ", n_rep=" +

@@ -24,7 +24,10 @@ struct AttnTiles {
   uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline and DIFF V2)
   bool v2 = false;    // DIFF V2: V rows D wide (not 2D) ...
   bool paired = false;  // ... and br even (slot pairs are a head's two softmaxes; false: the bench's plain baselines)
-  uint32_t shared_bytes = 0;  // shared memory of the no-subgroup variant (the subgroup one uses none)
+  uint32_t blocks = 0;  // 1: the key-block core (attn_core.glsl attend_blocks: keys in blocks of wg, one per lane,
+                        // for the subgroup variant), 0: one key at a time (quirk per_key_attention, or no subgroups)
+  uint32_t shared_bytes = 0;  // shared memory of the larger variant: the no-subgroup one's lane sums, or the key-block
+                              // core's Q and probabilities (the per-key subgroup variant uses none)
   uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
 };
 
@@ -34,6 +37,8 @@ uint32_t attn_accumulator_budget(const DeviceCaps& caps);
 
 // Shared memory the core declares for these tiles without subgroup arithmetic (lane sums).
 uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br);
+// Shared memory of the key-block core for these tiles (Q, the block's probabilities; see attn_core.glsl).
+uint32_t attn_block_shared_bytes(const AttnTiles& t, uint32_t D);
 
 // decode_rows: queries per decode call the tiles should cover in one workgroup (1..8).
 // Throws Error(unsupported) when no legal tiling exists.
@@ -72,7 +77,8 @@ struct AttnCorePush {
 // Workgroups along x: blocks of br row slots over the n_rep x S (query, head) rows of one group.
 inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) { return (n_rep * S + t.br - 1) / t.br; }
 
-// Specialization constants of attn_core.glsl for these tiles: {WG (= L lanes), HD, RB, CHUNK}.
+// Specialization constants of attn_core.glsl for these tiles: {WG (= L lanes), HD, RB, CHUNK} (ids 0-3; the
+// kernel adds KVQ8 (4) and KB (5) = t.blocks).
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);
 
 }  // namespace diffvk

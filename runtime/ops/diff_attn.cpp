@@ -9,6 +9,7 @@ namespace {
 std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D, KvFormat kv) {
   std::vector<uint32_t> s = attn_spec_constants(t, D);
   s.push_back(kv == KvFormat::q8_0 ? 1 : 0);  // KVQ8
+  s.push_back(t.blocks);                      // KB: the key-block core
   return s;
 }
 

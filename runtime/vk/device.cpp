@@ -38,6 +38,22 @@ void apply_coopmat_env(DeviceCaps& c) {
   c.coopmat_note = "forced on by DIFFVK_COOPMAT=on";
   platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul uses cooperative matrices on '" + c.name + "'");
 }
+// DIFFVK_ATTN_CORE = blocks | keys | auto (unset: auto). blocks drops the quirk per_key_attention (the attention
+// kernels take the key-block core wherever they run the subgroup variant: CI forces it on lavapipe and
+// SwiftShader this way); keys applies it (one key at a time everywhere). Anything else is an error.
+void apply_attn_core_env(DeviceCaps& c) {
+  const char* env = std::getenv("DIFFVK_ATTN_CORE");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return;
+  if (std::strcmp(env, "keys") == 0) {
+    force_quirk(c, "per_key_attention");
+    return;
+  }
+  if (std::strcmp(env, "blocks") != 0)
+    throw Error(Status::invalid_argument, std::string("DIFFVK_ATTN_CORE must be blocks, keys or auto, not '") + env + "'");
+  c.quirks.erase(std::remove_if(c.quirks.begin(), c.quirks.end(),
+                                [](const Quirk& q) { return std::strcmp(q.name, "per_key_attention") == 0; }),
+                 c.quirks.end());
+}
 using platform::LogLevel;
 
 std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
@@ -130,6 +146,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
   for (const std::string& q : options.force_quirks) force_quirk(d->caps_, q);
   apply_coopmat_env(d->caps_);
+  apply_attn_core_env(d->caps_);
   if (options.simulate_max_storage_buffer_range)
     d->caps_.max_storage_buffer_range = std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
   const DeviceCaps& c = d->caps_;

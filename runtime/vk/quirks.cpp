@@ -32,6 +32,10 @@ const QuirkRule kRules[] = {
       "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower than its "
       "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path (DIFFVK_COOPMAT=on forces coopmat, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu && c.coopmat_m != 0; }},
+    {{"per_key_attention",
+      "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
+      "loops; attention streams one key at a time with Q in registers (DIFFVK_ATTN_CORE=blocks forces the block core, for tests)"},
+     [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
      [](const DeviceCaps& c) { return c.compute_units == 0; }},

@@ -25,7 +25,7 @@ DeviceCaps simulated(uint32_t shared, uint32_t subgroup, uint32_t invocations, b
 }  // namespace
 
 TEST_CASE("attn tuning: every choice is legal on simulated devices") {
-  int checked = 0;
+  int checked = 0, blocked = 0;
   for (uint32_t shared : {16384u, 32768u, 49152u})
     for (uint32_t sg : {4u, 8u, 16u, 32u, 64u, 128u})
       for (uint32_t inv : {128u, 256u, 1024u})
@@ -33,7 +33,8 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
           for (uint32_t D : {2u, 6u, 8u, 16u, 24u, 32u, 48u, 64u, 96u, 128u})
             for (uint32_t n_rep : {1u, 2u, 4u, 8u, 32u, 64u})
               for (uint32_t nsm : {1u, 2u}) {
-                const DeviceCaps caps = simulated(shared, sg, inv, true, 0, kind);
+                DeviceCaps caps = simulated(shared, sg, inv, true, 0, kind);
+                caps.subgroup_arithmetic_compute = D % 4 == 0;  // both cores (the key-block one needs subgroups)
                 for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode})
                   for (uint32_t rows : {1u, 3u, 8u}) {
                     INFO("shared=" << shared << " sg=" << sg << " inv=" << inv << " cpu=" << (kind == DeviceKind::cpu)
@@ -47,10 +48,19 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
                     CHECK(t.br >= 1);
                     // The register budget holds whenever more than one slot is kept.
                     if (t.br > 1) CHECK(t.accumulators <= attn_accumulator_budget(caps));
+                    // The key-block core wherever subgroups run and its shared memory fits these slots.
+                    if (!caps.subgroup_arithmetic_compute) CHECK(t.blocks == 0);
+                    else if (!t.blocks) {  // not even with one slot
+                      AttnTiles one = t;
+                      one.br = 1;
+                      CHECK(attn_block_shared_bytes(one, D) > shared);
+                    }
+                    if (t.blocks) ++blocked;
                     ++checked;
                   }
               }
-  MESSAGE("attention tilings checked: " << checked);
+  MESSAGE("attention tilings checked: " << checked << ", " << blocked << " with the key-block core");
+  CHECK(blocked > checked / 4);
 }
 
 TEST_CASE("attn tuning: GPU budget keeps at most 32 accumulators on phone-sized subgroups") {
@@ -154,6 +164,37 @@ TEST_CASE("attn tuning: subgroup size control narrows the lanes to the row's chu
   CHECK(check_attn_tiles(radv, true, 64, 4, t) != "");
 }
 
+TEST_CASE("attn tuning: the key-block core wherever subgroups run, unless quirk per_key_attention") {
+  DeviceCaps gpu = simulated(32768, 32, 1024, true);
+  gpu.subgroup_arithmetic_compute = true;
+  const AttnTiles t = choose_attn_tiles(gpu, true, 64, 4, AttnPhase::prefill);
+  CHECK(t.blocks == 1);
+  CHECK(t.shared_bytes == attn_block_shared_bytes(t, 64));
+  // D = 64, n_rep 4, 32 lanes, 4-element chunks: Q of 4 slots (4 x 32 chunks of 16 bytes) + 8 x 32 probabilities.
+  CHECK(t.shared_bytes == 4 * 32 * 16 + 8 * 32 * 4);
+  CHECK(check_attn_tiles(gpu, true, 64, 4, t) == "");
+  // Key groups: D = 16 on 64 lanes (8 chunks of a V row): 56 lanes fold their partial P.V through shared memory.
+  DeviceCaps wave64 = simulated(65536, 64, 1024, true);
+  wave64.subgroup_arithmetic_compute = true;
+  const AttnTiles g = choose_attn_tiles(wave64, true, 16, 1, AttnPhase::decode);
+  CHECK(g.blocks == 1);
+  CHECK(attn_block_shared_bytes(g, 16) >= (64 - 8) * 2 * g.br * 16);
+  // The quirk and missing subgroup arithmetic both keep the per-key core; the checker refuses a block core
+  // without subgroups.
+  DeviceCaps cpu = gpu;
+  cpu.quirks.push_back({"per_key_attention", "test"});
+  CHECK(choose_attn_tiles(cpu, true, 64, 4, AttnPhase::prefill).blocks == 0);
+  DeviceCaps none = gpu;
+  none.subgroup_arithmetic_compute = false;
+  CHECK(choose_attn_tiles(none, true, 64, 4, AttnPhase::prefill).blocks == 0);
+  CHECK(check_attn_tiles(none, true, 64, 4, t) != "");
+  // Too little shared memory for Q even with one slot: the per-key core, which needs none with subgroups.
+  DeviceCaps tiny = gpu;
+  tiny.max_shared_memory = 1024;
+  const AttnTiles small = choose_attn_tiles(tiny, true, 128, 8, AttnPhase::prefill);
+  CHECK(small.blocks == 0);
+  CHECK(check_attn_tiles(tiny, true, 128, 8, small) == "");
+}
 
 TEST_CASE("attn tuning: DIFF V2 tiles pair their slots, stay legal, and hold V1's registers") {
   int checked = 0;

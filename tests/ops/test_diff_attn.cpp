@@ -54,6 +54,49 @@ TEST_CASE("diff_attn: Q8_0 KV cache cases of V1 and V2") {
   }
 }
 
+// The key-block core (attn_core.glsl attend_blocks) is what GPUs run; CPU drivers keep the per-key core
+// (quirk per_key_attention), so here it is forced with DIFFVK_ATTN_CORE=blocks over a subset of both tables
+// that reaches each of its paths: element-wise, 8- and 16-byte loads (D = 6, 16, 64, 128), key groups (D = 8
+// on 8 lanes), GQA up to n_rep = 64, chunks after cached rows, split-K decode (max splits), saturated λ, the
+// Q8_0 cache. The full tables run it on GPUs.
+TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks)") {
+  struct ForceBlocks {
+    ForceBlocks() { setenv("DIFFVK_ATTN_CORE", "blocks", 1); }
+    ~ForceBlocks() { unsetenv("DIFFVK_ATTN_CORE"); }
+  } force;
+  {
+    auto ctx = Context::create(test::validated_options(Precision::fp32));
+    const KernelOptions o = KernelOptions::for_device(ctx->device());
+    if (!o.subgroup) {
+      test::skip("no subgroup arithmetic: the key-block core does not run on this device");
+      return;
+    }
+    const DiffAttnKernel k(ctx->device(), o, 16, 2, 4);
+    REQUIRE(k.prefill_tiles().blocks == 1);
+    REQUIRE(k.decode_tiles(1).blocks == 1);
+  }
+  // (name fragment, Q8_0 cache): each picks one case per precision.
+  using Pick = std::pair<const char*, bool>;
+  static const std::vector<Pick> v1 = {{"prefill H=3/3 D=6 S=11", false}, {"prefill H=64/1 D=8 S=3", false},
+                                       {"prefill H=2/1 D=64 S=40", false}, {"prefill H=4/2 D=16 S=13 pos0=33", false},
+                                       {"decode H=4/2 D=16 S=6 pos0=77 lambda=0.8 max-splits", false},
+                                       {"decode H=2/2 D=128 S=2 pos0=40", false}, {"decode H=4/1 D=48 S=3 pos0=65", true}};
+  static const std::vector<Pick> v2 = {{"decode H=3/1 D=6 S=5", false}, {"prefill H=32/1 D=8 S=5", false},
+                                       {"prefill H=4/1 D=64 S=17", false}, {"decode H=4/2 D=16 S=6 pos0=77 z-std=1 max-splits", false},
+                                       {"prefill H=4/2 D=32 S=13", true}};
+  auto picker = [](const std::vector<Pick>& names) {
+    return [&names](const bench::OpCase& c) {
+      for (const auto& [n, q8] : names)
+        if (c.subgroup && c.kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
+      return false;
+    };
+  };
+  for (Precision p : test::supported_precisions()) {
+    test::run_op_table("diff_attn", p, {}, picker(v1));
+    test::run_op_table("diff_v2_attn", p, {}, picker(v2));
+  }
+}
+
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
   // Identity from docs/maths.md, checked independently of the reference implementation.
   auto ctx = test::make_context(Precision::fp32);

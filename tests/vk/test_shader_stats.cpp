@@ -283,5 +283,10 @@ TEST_CASE("shader-stats: the main-loop measure of a disassembly (isa_main_loop)"
   // A v_wmma in a loop counts M·N·K / lanes.
   const ShaderLoop w = isa_main_loop("BB0:\n  v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]\n  s_cbranch_scc1 BB0\n", 32);
   CHECK(w.fma == 128);
+  // RDNA3 dual issue: one VALU instruction, each of its FMA operations counted (Mesa 25's ACO emits them).
+  const ShaderLoop d = isa_main_loop("BB0:\n  v_dual_fmac_f32 v1, v2, v3 :: v_dual_fmac_f32 v4, v5, v6 ; c8e20e0a\n"
+                                     "  v_dual_mul_f32 v7, s1, v8 :: v_dual_fmac_f32 v9, v2, v3\n  s_cbranch_scc1 BB0\n", 32);
+  CHECK(d.fma == 3);
+  CHECK(d.valu == 2);
   CHECK_FALSE(isa_main_loop("  s_endpgm\n", 64).found);
 }
