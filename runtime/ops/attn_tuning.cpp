@@ -33,7 +33,14 @@ uint32_t accumulators(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t br, uint
 }
 }  // namespace
 
-uint32_t attn_accumulator_budget(const DeviceCaps& caps) { return caps.kind == DeviceKind::cpu ? 128 : 32; }
+uint32_t attn_accumulator_budget(const DeviceCaps& caps) {
+  if (caps.kind == DeviceKind::cpu) return 128;
+  // Wave64 at the least (GCN: raven, renoir): 16, so that the attention kernels stay within 64 VGPRs, i.e. >= 4
+  // subgroups per SIMD (radv raven, key-block core: 32 accumulators = 4 slots took 84 VGPRs and 3 subgroups,
+  // 24 = 3 slots still 84 at D = 64; 16 = 2 slots take 48 VGPRs and 5 subgroups, at half the K/V reuse).
+  const uint32_t narrowest = caps.subgroup_size_control && caps.subgroup_min_size ? caps.subgroup_min_size : caps.subgroup_size;
+  return narrowest >= 64 ? 16 : 32;
+}
 
 uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br) { return 4 * nsm * br * wg; }
 

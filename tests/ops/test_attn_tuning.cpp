@@ -82,6 +82,16 @@ TEST_CASE("attn tuning: GPU budget keeps at most 32 accumulators on phone-sized 
   // A CPU driver may keep more (cache-resident registers).
   const DeviceCaps cpu = simulated(32768, 8, 1024, true, 0, DeviceKind::cpu);
   CHECK(choose_attn_tiles(cpu, true, 64, 4, AttnPhase::decode, 1).accumulators <= 128);
+  // Wave64 at the least (GCN, no narrower size): 16 accumulators, 2 slots (<= 64 VGPRs on radv raven).
+  const DeviceCaps gcn = simulated(65536, 64, 1024, true);
+  CHECK(attn_accumulator_budget(gcn) == 16);
+  const AttnTiles w = choose_attn_tiles(gcn, true, 64, 4, AttnPhase::decode, 1);
+  CHECK(w.br == 2);
+  CHECK(w.accumulators == 16);
+  DeviceCaps rdna = gcn;  // wave64 by default, 32 on request: the phone-sized budget
+  rdna.subgroup_size_control = true;
+  rdna.subgroup_min_size = 32;
+  CHECK(attn_accumulator_budget(rdna) == 32);
 }
 
 TEST_CASE("attn tuning: the checker rejects illegal tiles (it can fail)") {
@@ -216,10 +226,14 @@ TEST_CASE("attn tuning: DIFF V2 tiles pair their slots, stay legal, and hold V1'
                 ++checked;
               }
   MESSAGE("DIFF V2 tilings checked: " << checked);
-  // At D = 64 on a wave64 GPU the pair count drops to what V1 holds in registers (radv raven: 68 VGPRs, V1 72).
+  // At D = 64 on a wave64-only GPU (16 accumulators) V2 keeps one pair, as V1 keeps 2 slots (radv raven: 48 VGPRs,
+  // 5 subgroups per SIMD each); on a 32-wide one, 3 pairs against V1's 4 slots.
   DeviceCaps gcn = simulated(65536, 64, 1024, true);
-  CHECK(choose_attn_tiles(gcn, true, 64, 8, AttnPhase::decode, 1, 1, true).br == 6);
-  CHECK(choose_attn_tiles(gcn, true, 64, 4, AttnPhase::decode, 1, 2).br == 4);
+  CHECK(choose_attn_tiles(gcn, true, 64, 8, AttnPhase::decode, 1, 1, true).br == 2);
+  CHECK(choose_attn_tiles(gcn, true, 64, 4, AttnPhase::decode, 1, 2).br == 2);
+  const DeviceCaps rdna = simulated(65536, 32, 1024, true);
+  CHECK(choose_attn_tiles(rdna, true, 64, 8, AttnPhase::decode, 1, 1, true).br == 6);
+  CHECK(choose_attn_tiles(rdna, true, 64, 4, AttnPhase::decode, 1, 2).br == 4);
   // Odd n_rep or two softmaxes are refused.
   CHECK_THROWS_AS(choose_attn_tiles(gcn, true, 64, 3, AttnPhase::decode, 1, 1, true), Error);
   CHECK_THROWS_AS(choose_attn_tiles(gcn, true, 64, 4, AttnPhase::decode, 1, 2, true), Error);
