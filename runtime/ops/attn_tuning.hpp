@@ -33,7 +33,7 @@ struct AttnTiles {
 
 // Register budget (fp32 accumulators per invocation): 32 on GPUs (phone register files: Mali has 64
 // registers per thread at full occupancy), 16 where subgroups are at least 64 wide (GCN: >= 4 subgroups
-// per SIMD need <= 64 VGPRs), 128 on CPU drivers (their "registers" are cache-resident).
+// per SIMD need <= 64 VGPRs), 256 on CPU drivers (their "registers" are cache-resident).
 uint32_t attn_accumulator_budget(const DeviceCaps& caps);
 
 // Shared memory the core declares for these tiles without subgroup arithmetic (lane sums).

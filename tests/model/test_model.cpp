@@ -73,6 +73,15 @@ int run_cli(const std::string& args, std::string* output) {
 
 TEST_CASE("model: tiny model matches PyTorch fp32") { tiny_parity(Precision::fp32); }
 TEST_CASE("model: tiny model matches PyTorch fp16") { tiny_parity(Precision::fp16); }
+// The same through the attention core GPUs run (the key-block core, forced here: CPU drivers keep the per-key
+// one), inside the whole recipe: prefill, split-K decode with its arrival counters, chunks, replays.
+TEST_CASE("model: tiny model matches PyTorch with the key-block attention core (DIFFVK_ATTN_CORE=blocks)") {
+  struct ForceBlocks {
+    ForceBlocks() { setenv("DIFFVK_ATTN_CORE", "blocks", 1); }
+    ~ForceBlocks() { unsetenv("DIFFVK_ATTN_CORE"); }
+  } force;
+  for (Precision p : test::supported_precisions()) tiny_parity(p);
+}
 
 // Planted fault at model level (issue 11): a model run in fp16 storage must NOT pass the fp32 bound
 // (the former 1e-3*scale bound accepted it).

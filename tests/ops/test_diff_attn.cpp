@@ -64,6 +64,17 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
     ForceBlocks() { setenv("DIFFVK_ATTN_CORE", "blocks", 1); }
     ~ForceBlocks() { unsetenv("DIFFVK_ATTN_CORE"); }
   } force;
+  {  // a value it does not know is an error naming the variable
+    setenv("DIFFVK_ATTN_CORE", "fast", 1);
+    try {
+      Context::create(test::validated_options(Precision::fp32));
+      FAIL("DIFFVK_ATTN_CORE=fast was accepted");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK(std::string(e.what()).find("DIFFVK_ATTN_CORE") != std::string::npos);
+    }
+    setenv("DIFFVK_ATTN_CORE", "blocks", 1);
+  }
   {
     auto ctx = Context::create(test::validated_options(Precision::fp32));
     const KernelOptions o = KernelOptions::for_device(ctx->device());
