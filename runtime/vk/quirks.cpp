@@ -2,6 +2,7 @@
 // A quirk is matched on vendor id, driver id and driver version; the runtime consults it by name.
 #include <vulkan/vulkan.h>
 
+#include <algorithm>
 #include <string>
 
 #include "diffvk/error.hpp"
@@ -32,6 +33,11 @@ const QuirkRule kRules[] = {
       "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower than its "
       "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path (DIFFVK_COOPMAT=on forces coopmat, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu && c.coopmat_m != 0; }},
+    {{"coopmat_wide_subgroup_crash",
+      "Mesa 26.1 lavapipe with 512-bit vectors (subgroups of 16: AVX-512 hosts, or LP_NATIVE_VECTOR_WIDTH=512) crashes in "
+      "vkCreateComputePipelines on a cooperative-matrix shader (its 8x8x8 shape works at subgroups of 8); cooperative "
+      "matrices are not used there"},
+     [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && c.coopmat_m != 0 && c.subgroup_size > 8; }},
     {{"per_key_attention",
       "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
       "loops; attention streams one key at a time with Q in registers (DIFFVK_ATTN_CORE=blocks forces the block core, for tests)"},
@@ -46,6 +52,14 @@ void apply_quirks(DeviceCaps& caps) {
   caps.quirks.clear();
   for (const auto& r : kRules)
     if (r.applies(caps)) caps.quirks.push_back(r.quirk);
+  if (caps.has_quirk("coopmat_wide_subgroup_crash")) {  // the driver's shapes stay listed, but none is used
+    caps.coopmat_m = caps.coopmat_n = caps.coopmat_k = 0;
+    caps.coopmat_note = "quirk coopmat_wide_subgroup_crash: lavapipe crashes compiling cooperative matrices at subgroups of " +
+                        std::to_string(caps.subgroup_size);
+    caps.quirks.erase(std::remove_if(caps.quirks.begin(), caps.quirks.end(),
+                                     [](const Quirk& q) { return std::string(q.name) == "coopmat_emulated"; }),
+                      caps.quirks.end());
+  }
 }
 
 void force_quirk(DeviceCaps& caps, const std::string& name) {

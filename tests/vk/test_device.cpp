@@ -95,6 +95,22 @@ TEST_CASE("device: quirks table matches by capability") {
   CHECK_FALSE(c.has_quirk("no_compute_unit_count"));
   CHECK(c.fp16_usable());
   for (const auto& q : c.quirks) CHECK(std::string(q.reason).size() > 10);
+
+  // Mesa 26.1 lavapipe lists cooperative matrices at every vector width but crashes compiling them at subgroups of
+  // 16 (512-bit vectors): the shape is dropped with a note, and coopmat_emulated goes with it.
+  c.kind = DeviceKind::cpu;
+  c.coopmat_m = c.coopmat_n = c.coopmat_k = 8;
+  c.subgroup_size = 8;
+  apply_quirks(c);
+  CHECK(c.has_quirk("coopmat_emulated"));
+  CHECK_FALSE(c.has_quirk("coopmat_wide_subgroup_crash"));
+  CHECK(c.coopmat_m == 8);
+  c.subgroup_size = 16;
+  apply_quirks(c);
+  CHECK(c.has_quirk("coopmat_wide_subgroup_crash"));
+  CHECK_FALSE(c.has_quirk("coopmat_emulated"));
+  CHECK(c.coopmat_m == 0);
+  CHECK(c.coopmat_note.find("coopmat_wide_subgroup_crash") != std::string::npos);
 }
 
 TEST_CASE("device: fp32 fallback is chosen and reported when fp16 is unavailable") {

@@ -151,9 +151,9 @@ TEST_CASE("faults: a context longer than the KV cache is an error and the sessio
 // DIFFVK_FAULT_STRIDE=k (default 1: every call) injects at every k-th call only, the device-lost sweep
 // from call s and the out-of-memory sweep from call s + k/2 (DIFFVK_FAULT_SWAP=1: the other way round),
 // s = DIFFVK_FAULT_START (default 1).
-// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 4 from call 1 (device lost at 1, 5, 9, ..., out of memory
-// at 3, 7, 11, ...), pass 2 (SwiftShader) stride 4 from call 2 (2, 6, ... and 4, 8, ...): between them every
-// call fails once. .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios about four times slower): one
+// CI (DEVELOPERS.md "CI time"): pass 1 runs stride 6 from call 1 (device lost at 1, 7, 13, ..., out of memory
+// at 4, 10, 16, ...), pass 2 (SwiftShader) stride 6 from call 2 (2, 8, ... and 5, 11, ...): between them two
+// calls in three fail once (stride 1 in a pass: every call, both kinds). .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios about four times slower): one
 // injection every 7 calls, alternating the kinds. The line the test prints says which calls were injected.
 static int fault_stride() {
   const char* e = std::getenv("DIFFVK_FAULT_STRIDE");
