@@ -72,12 +72,7 @@ void add_kv_flag(CLI::App* cmd, KvCacheType& kv) {
 }
 
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
-  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) {
-    // A GGUF file carries the bytes tokenizer only (docs/gguf.md).
-    if (cfg.tokenizer != "bytes") throw Error(Status::invalid_argument, dir + ": the GGUF file has no tokenizer diffvk can use (only 'bytes' is exported)");
-    return Tokenizer::bytes(cfg.vocab_size, int32_t(cfg.bos_token_id), int32_t(cfg.eos_token_id));
-  }
-  Tokenizer tokenizer = Tokenizer::load(dir);
+  Tokenizer tokenizer = Tokenizer::load(dir);  // a directory or a .gguf file
   if (tokenizer.vocab_size() > cfg.vocab_size)
     throw Error(Status::invalid_argument, dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
                                               ") is larger than the model's vocab_size " + std::to_string(cfg.vocab_size));

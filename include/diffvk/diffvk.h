@@ -297,7 +297,8 @@ DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const fl
  * Pure CPU, no context needed. A tokenizer is immutable: encode/decode may run on many threads at once.
  * dir: a model directory: tokenizer.model (SentencePiece unigram/BPE), else tokenizer.json (byte-level
  * BPE; BOS/EOS from tokenizer_config.json or config.json), else config.json alone (the bytes tokenizer
- * of the bundled tiny models). */
+ * of the bundled tiny models); or a path ending in .gguf: the tokenizer written into it by diffvk quantize
+ * (docs/gguf.md; DIFFVK_FORMAT_ERROR when it has none). */
 typedef struct diffvk_tokenizer diffvk_tokenizer;
 DIFFVK_API diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
 /* Frees the tokenizer; the handle is invalid afterwards. */

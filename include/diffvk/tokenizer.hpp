@@ -18,6 +18,8 @@ class Tokenizer {
  public:
   // A model directory: tokenizer.model (SentencePiece), else tokenizer.json (+ tokenizer_config.json /
   // config.json for BOS/EOS), else config.json alone = the bytes tokenizer (ids 0..255 are the bytes).
+  // A path ending in .gguf: the tokenizer `diffvk quantize` wrote into it (docs/gguf.md "Tokenizer"); a file
+  // without one is a format_error.
   static Tokenizer load(const std::string& dir);
   // One file: *.json = tokenizer.json, anything else = a SentencePiece model. `config_dir` ("" = none)
   // is where tokenizer_config.json / config.json are looked for.

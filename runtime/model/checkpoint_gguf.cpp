@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/checkpoint.hpp"
+#include "model/gguf_tokenizer.hpp"
 
 namespace diffvk {
 
@@ -39,8 +40,9 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
   const GgufValue* tok = f.find_value("tokenizer.ggml.model");
   j["tokenizer"] = tok && tok->type == GgufType::string && tok->str == "bytes" ? "bytes" : "none";
-  for (const char* k : {"bos_token_id", "eos_token_id"})
-    if (const GgufValue* v = f.find_value(std::string("tokenizer.ggml.") + k)) j[k] = v->as_u64(path + ": tokenizer.ggml." + k);
+  const GgufTokenIds ids = gguf_model_token_ids(f);  // diffllama.* where the tokenizer's ids differ, else tokenizer.ggml.*
+  if (ids.bos >= 0) j["bos_token_id"] = ids.bos;
+  if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
   ck.config = parse_model_config(j.dump(), path + " (diffllama.* keys)");
   ModelConfig& c = ck.config;
   c.format = "gguf";

@@ -11,6 +11,7 @@
 #include "io/gguf.hpp"
 #include "io/quant.hpp"
 #include "model/checkpoint.hpp"
+#include "model/gguf_tokenizer.hpp"
 #include "platform.hpp"
 
 namespace diffvk {
@@ -135,16 +136,17 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
     w.add_f32(a + "rope.scaling.low_freq_factor", float(c.rope_low_freq_factor));
     w.add_f32(a + "rope.scaling.high_freq_factor", float(c.rope_high_freq_factor));
   }
-  // Tokenizer: the bytes tokenizer (ids 0..255 = the bytes) is written as model "bytes" with no token
-  // list. tokenizer.json / tokenizer.model (BPE, SentencePiece) are not exported yet (docs/gguf.md).
-  if (c.tokenizer == "bytes") {
-    w.add_string("tokenizer.ggml.model", "bytes");
-  } else {
-    platform::log(platform::LogLevel::warn, "quantize: the tokenizer of " + model_dir +
-                                                " is not exported (only the bytes tokenizer is, docs/gguf.md)");
+  // Tokenizer (model/gguf_tokenizer.hpp, docs/gguf.md): the one Tokenizer::load(model_dir) uses, so that the file
+  // reads back to the same encoding; one that the keys cannot say exactly is left out, with a warning.
+  std::string why;
+  GgufTokenIds tok;
+  if (ck.gguf ? !copy_gguf_tokenizer(w, *ck.gguf, &tok, &why)
+              : !add_gguf_tokenizer(w, model_dir, c.tokenizer, int32_t(c.bos_token_id), int32_t(c.eos_token_id), &tok, &why))
+    platform::log(platform::LogLevel::warn, "quantize: the tokenizer of " + model_dir + " is not exported: " + why);
+  if (tok.bos != c.bos_token_id || tok.eos != c.eos_token_id) {  // config.json's ids, where the tokenizer's differ
+    w.add_i32(a + "bos_token_id", int32_t(c.bos_token_id));
+    w.add_i32(a + "eos_token_id", int32_t(c.eos_token_id));
   }
-  if (c.bos_token_id >= 0) w.add_u32("tokenizer.ggml.bos_token_id", uint32_t(c.bos_token_id));
-  if (c.eos_token_id >= 0) w.add_u32("tokenizer.ggml.eos_token_id", uint32_t(c.eos_token_id));
 
   const GgmlType lin = ggml_of(kind);
   // The output head (and the embedding when it is also the head) keeps Q8_0 in q4_0 mode, as llama.cpp

@@ -1,14 +1,23 @@
-// Tokenizer::load (include/diffvk/tokenizer.hpp): the tokenizer of a model directory. It lives in the
+// Tokenizer::load (include/diffvk/tokenizer.hpp): the tokenizer of a model directory or .gguf file. It lives in the
 // model layer, not in runtime/tokenizer/, because its bytes fallback reads config.json through the
 // model's config parser (vocabulary size, BOS/EOS) and refuses a Hugging Face checkpoint by its model_type.
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "model/checkpoint.hpp"
+#include "model/gguf_tokenizer.hpp"
 #include "tokenizer/tokenizer_files.hpp"
 
 namespace diffvk {
 
 Tokenizer Tokenizer::load(const std::string& dir) {
+  // A .gguf file: its tokenizer.* keys (model/gguf_tokenizer.hpp; written by diffvk quantize).
+  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) {
+    const GgufFile f = GgufFile::open(dir);
+    std::string why;
+    auto impl = gguf_tokenizer(f, &why);
+    if (!impl) throw Error(Status::format_error, dir + ": " + why + "; text needs a tokenizer (token ids work without one: diffvk logits)");
+    return Tokenizer(std::move(impl));
+  }
   // tokenizer.model first: where both exist (Llama 2, Mistral, Gemma) it is the original and their
   // tokenizer.json is a Metaspace/byte-fallback conversion that the JSON reader does not implement.
   if (tok::exists(dir + "/tokenizer.model")) return load_file(dir + "/tokenizer.model", dir);

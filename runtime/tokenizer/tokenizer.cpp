@@ -31,7 +31,9 @@ class BytesTokenizer final : public Tokenizer::Impl {
   }
 };
 
-std::unique_ptr<Tokenizer::Impl> make_bytes(uint32_t vocab_size, int32_t bos, int32_t eos) {
+}  // namespace
+
+std::unique_ptr<Tokenizer::Impl> tok::make_bytes(uint32_t vocab_size, int32_t bos, int32_t eos) {
   if (vocab_size < 256) throw Error(Status::invalid_argument, "bytes tokenizer: vocab_size " + std::to_string(vocab_size) + " < 256");
   for (int32_t id : {bos, eos})
     if (id < -1 || (id >= 0 && uint32_t(id) >= vocab_size))
@@ -44,15 +46,13 @@ std::unique_ptr<Tokenizer::Impl> make_bytes(uint32_t vocab_size, int32_t bos, in
   return t;
 }
 
-}  // namespace
-
 Tokenizer Tokenizer::load_file(const std::string& path, const std::string& config_dir) {
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (json) return Tokenizer(tok::load_hf_json(path, config_dir));
   return Tokenizer(tok::load_sentencepiece(path));
 }
 
-Tokenizer Tokenizer::bytes(uint32_t vocab_size, int32_t bos, int32_t eos) { return Tokenizer(make_bytes(vocab_size, bos, eos)); }
+Tokenizer Tokenizer::bytes(uint32_t vocab_size, int32_t bos, int32_t eos) { return Tokenizer(tok::make_bytes(vocab_size, bos, eos)); }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const { return impl_->encode(text, add_special); }
 std::string Tokenizer::decode(const int32_t* ids, size_t n) const {

@@ -2,6 +2,7 @@
 // declared next to the kind that defines them: tokenizer_bpe.hpp, tokenizer_spm.hpp.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,5 +20,10 @@ class Tokenizer::Impl {
   uint32_t vocab_size = 0;
   std::string kind;
 };
+
+namespace tok {
+// The bytes tokenizer (tokenizer.cpp): ids 0..255 are the bytes; vocab_size >= 256.
+std::unique_ptr<Tokenizer::Impl> make_bytes(uint32_t vocab_size, int32_t bos, int32_t eos);
+}  // namespace tok
 
 }  // namespace diffvk

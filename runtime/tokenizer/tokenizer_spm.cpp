@@ -290,6 +290,10 @@ std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t
   return std::make_unique<SentencePiece>(parse_sentencepiece_model(data, size, name), name);
 }
 
+std::unique_ptr<Tokenizer::Impl> make_sentencepiece(SentencePieceModel model, const std::string& name) {
+  return std::make_unique<SentencePiece>(std::move(model), name);
+}
+
 std::unique_ptr<Tokenizer::Impl> load_sentencepiece(const std::string& path) {
   const auto data = platform::read_file(path, 256u << 20);
   return parse_sentencepiece(data.data(), data.size(), path);

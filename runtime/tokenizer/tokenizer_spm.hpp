@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "io/sentencepiece_model.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace diffvk::tok {
@@ -12,5 +13,7 @@ namespace diffvk::tok {
 std::unique_ptr<Tokenizer::Impl> load_sentencepiece(const std::string& path);
 // The same from memory (`name` labels messages): fuzzing.
 std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t size, const std::string& name);
+// From the pieces and settings themselves (a GGUF file's tokenizer.ggml.* arrays); the same checks.
+std::unique_ptr<Tokenizer::Impl> make_sentencepiece(SentencePieceModel model, const std::string& name);
 
 }  // namespace diffvk::tok

@@ -1,7 +1,8 @@
 // libFuzzer harness for the GGUF reader (runtime/io/gguf.cpp).
 // Any input must either parse or throw diffvk::Error(format_error); a parsed file must be self-consistent:
 // every tensor lies inside the data section at an aligned offset, no two overlap, every value and string
-// view lies inside the input, and lookups by name find the same entries.
+// view lies inside the input, and lookups by name find the same entries. Its tokenizer keys then build a
+// tokenizer or a clear error.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "io/gguf.hpp"
+#include "model/gguf_tokenizer.hpp"
 
 using namespace diffvk;
 
@@ -60,5 +62,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) std::abort();
+
+  // The tokenizer keys (runtime/model/gguf_tokenizer.cpp): a tokenizer, none, or a diffvk::Error that is not an
+  // internal one; a tokenizer encodes and decodes.
+  try {
+    std::string why;
+    if (auto t = gguf_tokenizer(f, &why)) {
+      const std::vector<int32_t> ids = t->encode("Hello w\xc3\xb6rld <s> \xff 123", true);
+      sink = sink + t->decode(ids.data(), ids.size()).size();
+    }
+  } catch (const Error& e) {
+    if (e.status() == Status::internal || e.status() == Status::ok) {
+      std::fprintf(stderr, "fuzz_gguf: tokenizer error with status %d: %s\n", int(e.status()), e.what());
+      std::abort();
+    }
+  }
   return 0;
 }

@@ -7,6 +7,7 @@ Standard library only, deterministic. ok_* files are valid, bad_* files must be 
 format error; tests/io/test_fuzz_corpus.cpp ("io: fuzz seed corpus") checks exactly that.
 Layout: docs/gguf.md (GGUF v3, little endian).
 """
+import json
 import os
 import struct
 
@@ -37,6 +38,19 @@ def tinfo(name, dims, typ, off):
     return s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", typ, off)
 
 
+def byte_chars():
+    """GPT-2's byte-level alphabet: the character standing for each byte 0..255, in byte order."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return [out[b] for b in range(256)]
+
+
 def pad(b, a=32):
     return b + b"\0" * ((-len(b)) % a)
 
@@ -64,6 +78,20 @@ def main():
                            pad(f32) + pad(q8) + pad(q4) + struct.pack("<4e", 1, 2, 3, 4)),
         "ok_align64": gguf([kv_u32("general.alignment", 64)], [tinfo("a", [4], 0, 0), tinfo("b", [4], 30, 64)],
                            pad(f32, 64) + b"\0" * 8, align=64),
+        # Tokenizers (runtime/model/gguf_tokenizer.cpp, which fuzz_gguf runs on every parsed file): SentencePiece
+        # arrays, and a byte-level BPE with its tokenizer.huggingface.json.
+        "ok_tokenizer_spm": gguf([kv_str("general.architecture", "diffllama"), kv_u32("diffllama.vocab_size", 300),
+                                  kv_str("tokenizer.ggml.model", "llama"),
+                                  kv_arr("tokenizer.ggml.tokens", 8, ["<unk>", "<s>", "</s>", "\u2581a", "b"]),
+                                  kv_arr("tokenizer.ggml.scores", 6, [0, 0, 0, -1, -2]),
+                                  kv_arr("tokenizer.ggml.token_type", 5, [2, 3, 3, 1, 1]),
+                                  kv_u32("tokenizer.ggml.unknown_token_id", 0), kv_u32("tokenizer.ggml.bos_token_id", 1)], [], b""),
+        "ok_tokenizer_bpe": gguf([kv_str("general.architecture", "diffllama"), kv_u32("diffllama.vocab_size", 300),
+                                  kv_str("tokenizer.ggml.model", "gpt2"),
+                                  kv_str("tokenizer.huggingface.json", json.dumps(
+                                      {"model": {"type": "BPE", "vocab": dict({c: i for i, c in enumerate(byte_chars())}, ab=256),
+                                                 "merges": ["a b"]},
+                                       "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}}))], [], b""),
         "bad_magic": b"GGUX" + gguf([], [], b"")[4:],
         "bad_version": gguf([], [], b"", version=4),
         "bad_huge_count": b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 0),

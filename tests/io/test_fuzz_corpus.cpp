@@ -8,6 +8,7 @@
 #include "diffvk/npy.hpp"
 #include "file_test_util.hpp"
 #include "io/gguf.hpp"
+#include "model/gguf_tokenizer.hpp"
 #include "io/safetensors.hpp"
 #include "model/shard_index.hpp"
 
@@ -36,14 +37,21 @@ TEST_CASE("io: fuzz seed corpus") {
           const auto bytes = get_file(path);
           (void)diffvk::parse_shard_index(reinterpret_cast<const char*>(bytes.data()), bytes.size(), path);
         } else if (std::string(kind) == "gguf") {
-          (void)diffvk::GgufFile::open(path);
+          const diffvk::GgufFile f = diffvk::GgufFile::open(path);
+          if (name.rfind("ok_tokenizer", 0) == 0) {  // the tokenizer seeds build one (fuzz_gguf starts from them)
+            std::string why;
+            const auto t = diffvk::gguf_tokenizer(f, &why);
+            REQUIRE_MESSAGE(t != nullptr, why);
+            const std::vector<int32_t> ids = t->encode("ab", true);
+            CHECK(!ids.empty());
+          }
         } else {
           read_all(diffvk::read_npy(path));
         }
         CHECK_MESSAGE(expect_ok, "accepted a bad_ file");
         ++ok;
       } catch (const Error& e) {
-        CHECK_MESSAGE(!expect_ok, "rejected: " << e.what());
+        CHECK_MESSAGE(!expect_ok, "rejected: " << std::string(e.what()));
         CHECK(e.status() == Status::format_error);
         CHECK(contains(e.what(), name));  // messages name the file
         ++bad;

@@ -11,7 +11,11 @@
 #include <vector>
 
 #include "diffvk/diffvk.h"
+#include "diffvk/gguf.hpp"
 #include "diffvk/tokenizer.hpp"
+#include "io/gguf.hpp"
+#include "model/checkpoint.hpp"
+#include "model/gguf_tokenizer.hpp"
 #include "tokenizer/tokenizer_pretok.hpp"
 #include "model_fixture.hpp"
 
@@ -35,8 +39,7 @@ std::string show(const std::vector<int32_t>& v) {
 
 // Every case: encode gives the reference's ids exactly, and decoding them gives the reference's bytes.
 // Returns the number of cases compared against reference ids.
-int check_fixture(const std::string& name) {
-  const Tokenizer t = Tokenizer::load(kDir + name);
+int check_fixture(const std::string& name, const Tokenizer& t) {
   std::ifstream f(kDir + name + "/cases.json");
   REQUIRE(f.good());
   const auto j = nlohmann::json::parse(f);
@@ -68,6 +71,7 @@ int check_fixture(const std::string& name) {
   }
   return compared;
 }
+int check_fixture(const std::string& name) { return check_fixture(name, Tokenizer::load(kDir + name)); }
 
 }  // namespace
 
@@ -341,4 +345,168 @@ TEST_CASE("tokenizer: a directory with both files uses tokenizer.model") {
   write_file(tmp / "tokenizer.model", read_file(kDir + "spm-bpe/tokenizer.model"));
   CHECK(Tokenizer::load(tmp.path()).kind() == "sentencepiece BPE");
   CHECK(Tokenizer::load_file(tmp / "tokenizer.json").kind() == "byte-level BPE");
+}
+
+// GGUF files (docs/gguf.md "Tokenizer"): each fixture's tokenizer written as diffvk quantize writes it, read back by
+// Tokenizer::load(FILE.gguf), gives the reference's ids on every case (the same check as the directory load).
+namespace {
+
+GgufWriter gguf_header(uint32_t vocab) {
+  GgufWriter w;
+  w.add_string("general.architecture", "diffllama");
+  w.add_u32("diffllama.vocab_size", vocab);
+  return w;
+}
+
+std::string write_gguf(const test::TempDir& tmp, const GgufWriter& w, const std::string& name = "t.gguf") {
+  const std::string path = tmp / name;
+  w.write(path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: every fixture read back from a GGUF file matches its reference") {
+  test::TempDir tmp("diffvk-tok-gguf");
+  for (const char* name : {"gpt2-bpe", "gpt2-prefix-bpe", "llama3-bpe", "spm-unigram", "spm-unigram-nobytes", "spm-bpe"}) {
+    CAPTURE(name);
+    const Tokenizer dir = Tokenizer::load(kDir + name);
+    GgufWriter w = gguf_header(dir.vocab_size());
+    std::string why;
+    GgufTokenIds ids;
+    REQUIRE_MESSAGE(add_gguf_tokenizer(w, kDir + name, "none", dir.bos_id(), dir.eos_id(), &ids, &why), why);
+    CHECK(ids.bos == dir.bos_id());
+    CHECK(ids.eos == dir.eos_id());
+    const std::string path = write_gguf(tmp, w);
+    const Tokenizer t = Tokenizer::load(path);
+    CHECK(t.kind() == dir.kind());
+    CHECK(t.vocab_size() == dir.vocab_size());
+    CHECK(t.bos_id() == dir.bos_id());
+    CHECK(t.eos_id() == dir.eos_id());
+    CHECK(check_fixture(name, t) >= 40);
+    // The keys other GGUF readers use: llama.cpp's names and array lengths.
+    const GgufFile f = GgufFile::open(path);
+    const bool spm = std::string(name).compare(0, 3, "spm") == 0;
+    CHECK(f.require_value("tokenizer.ggml.model").str == (std::string(name) == "spm-bpe" ? "llama" : spm ? "t5" : "gpt2"));
+    CHECK(f.require_value("tokenizer.ggml.tokens").count == dir.vocab_size());
+    CHECK(f.require_value("tokenizer.ggml.token_type").count == dir.vocab_size());
+    if (spm) {
+      CHECK(f.require_value("tokenizer.ggml.scores").count == dir.vocab_size());
+      CHECK(f.find_value("tokenizer.huggingface.json") == nullptr);
+    } else {
+      CHECK(f.require_value("tokenizer.ggml.merges").count > 100);
+      CHECK(f.require_value("tokenizer.ggml.pre").str == (std::string(name) == "llama3-bpe" ? "llama-bpe" : "gpt-2"));
+      CHECK(f.require_value("tokenizer.huggingface.json").str == read_file(kDir + name + "/tokenizer.json"));
+    }
+  }
+}
+
+TEST_CASE("tokenizer: a GGUF file without a usable tokenizer is a clear error") {
+  test::TempDir tmp("diffvk-tok-gguf");
+  auto expect = [&](const GgufWriter& w, Status status, const std::string& text) {
+    expect_load_error(write_gguf(tmp, w), status, text);
+  };
+  const std::string T = "tokenizer.ggml.";
+  expect(gguf_header(300), Status::format_error, "no tokenizer (no tokenizer.ggml.model)");
+  {
+    GgufWriter w = gguf_header(300);
+    w.add_string(T + "model", "wordpiece");
+    expect(w, Status::unsupported, "tokenizer.ggml.model 'wordpiece'");
+  }
+  {
+    GgufWriter w = gguf_header(300);
+    w.add_string(T + "model", "gpt2");
+    w.add_string_array(T + "tokens", {"a", "b"});
+    expect(w, Status::unsupported, "tokenizer.huggingface.json");
+  }
+  {
+    GgufWriter w = gguf_header(300);
+    w.add_string(T + "model", "gpt2");
+    w.add_string("tokenizer.huggingface.json", "{\"model\": 3}");
+    expect(w, Status::format_error, "tokenizer.huggingface.json");
+  }
+  // SentencePiece arrays: each missing, mistyped or of the wrong length names its key.
+  const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81" "a", "b"};
+  auto spm = [&](int drop, bool bad_len, bool bad_type) {
+    GgufWriter w = gguf_header(300);
+    w.add_string(T + "model", "llama");
+    if (drop != 0) w.add_string_array(T + "tokens", tokens);
+    if (drop != 1) {
+      if (bad_type) w.add_i32_array(T + "scores", {0, 0, 0, 0, 0});
+      else w.add_f32_array(T + "scores", std::vector<float>(bad_len ? 4 : 5, 0.0f));
+    }
+    if (drop != 2) w.add_i32_array(T + "token_type", {2, 3, 3, 1, 1});
+    if (drop != 3) w.add_u32(T + "unknown_token_id", 0);
+    return w;
+  };
+  expect(spm(0, false, false), Status::format_error, "tokenizer.ggml.tokens is missing");
+  expect(spm(1, false, false), Status::format_error, "tokenizer.ggml.scores is missing");
+  expect(spm(2, false, false), Status::format_error, "tokenizer.ggml.token_type is missing");
+  expect(spm(3, false, false), Status::format_error, "tokenizer.ggml.unknown_token_id is missing");
+  expect(spm(-1, true, false), Status::format_error, "tokenizer.ggml.scores has 4 entries");
+  expect(spm(-1, false, true), Status::format_error, "tokenizer.ggml.scores must be an array of float32");
+  {
+    GgufWriter w = spm(2, false, false);
+    w.add_i32_array(T + "token_type", {2, 3, 3, 9, 1});
+    expect(w, Status::format_error, "tokenizer.ggml.token_type[3] is 9");
+  }
+  {
+    GgufWriter w = spm(3, false, false);
+    w.add_u32(T + "unknown_token_id", 7);
+    expect(w, Status::format_error, "tokenizer.ggml.unknown_token_id 7 is outside the vocabulary");
+  }
+  {
+    GgufWriter w = spm(3, false, false);
+    w.add_u32(T + "unknown_token_id", 3);  // a normal piece
+    expect(w, Status::format_error, "unk_id 3 is not the id of an unknown piece");
+  }
+  {  // more pieces than the model has rows
+    GgufWriter small = gguf_header(4);
+    small.add_string(T + "model", "llama");
+    small.add_string_array(T + "tokens", tokens);
+    expect(small, Status::format_error, "diffllama.vocab_size is 4");
+  }
+  {  // the valid one loads and encodes
+    const Tokenizer t = Tokenizer::load(write_gguf(tmp, spm(-1, false, false)));
+    CHECK(t.kind() == "sentencepiece BPE");
+    CHECK(t.encode("ab", false) == std::vector<int32_t>{3, 4});
+  }
+}
+
+TEST_CASE("tokenizer: diffvk quantize carries a byte-level BPE model's tokenizer into the GGUF file") {
+  test::TempDir tmp("diffvk-tok-gguf");
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/hf_tok", out = tmp / "m.gguf";
+  quantize_model(dir, out, QuantKind::f16);
+  const Tokenizer a = Tokenizer::load(dir), b = Tokenizer::load(out);
+  CHECK(b.kind() == a.kind());
+  CHECK(b.bos_id() == a.bos_id());
+  CHECK(b.eos_id() == a.eos_id());
+  // The tokenizer's EOS (<|eot_id|>, 658: tokenizer_config.json) is not config.json's (657): both survive, the model's
+  // as diffllama.eos_token_id.
+  CHECK(a.eos_id() == 658);
+  const Checkpoint ck = open_checkpoint(out);
+  CHECK(ck.config.bos_token_id == 656);
+  CHECK(ck.config.eos_token_id == 657);
+  for (const char* text : {"Hello world! <|eot_id|> 123 456", "  spaces\tand\nlines ", "", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82"})
+    for (bool special : {false, true}) {
+      CAPTURE(text);
+      CHECK(b.encode(text, special) == a.encode(text, special));
+    }
+  {  // the C ABI's loader takes the file too
+    diffvk_tokenizer* c = nullptr;
+    REQUIRE(diffvk_tokenizer_load(out.c_str(), &c) == DIFFVK_OK);
+    const std::string text = "Hello<|eot_id|> w\xc3\xb6rld";
+    const std::vector<int32_t> want = a.encode(text, true);
+    std::vector<int32_t> ids(want.size() + 4);
+    size_t n = 0;
+    REQUIRE(diffvk_tokenizer_encode(c, text.data(), text.size(), 1, ids.data(), ids.size(), &n) == DIFFVK_OK);
+    ids.resize(n);
+    CHECK(ids == want);
+    diffvk_tokenizer_free(c);
+    CHECK(diffvk_tokenizer_load((tmp / "none.gguf").c_str(), &c) == DIFFVK_IO_ERROR);
+  }
+  // Re-quantizing the GGUF file keeps the tokenizer.
+  const std::string again = tmp / "m2.gguf";
+  quantize_model(out, again, QuantKind::q8_0);
+  CHECK(Tokenizer::load(again).encode("Hello world!", true) == a.encode("Hello world!", true));
 }
