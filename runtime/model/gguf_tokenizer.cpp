@@ -20,6 +20,7 @@ namespace {
 
 const std::string kT = "tokenizer.ggml.";
 const std::string kHfJson = "tokenizer.huggingface.json";
+constexpr uint64_t kMaxPieces = uint64_t(1) << 21;  // tokenizer_spm.cpp refuses more
 const std::string kDefaultUnkSurface = " \xE2\x81\x87 ";  // sentencepiece's default (U+2047 between spaces)
 
 // GGUF's token types (llama.cpp's llama_token_type): the SentencePiece piece types, numbered alike.
@@ -140,6 +141,9 @@ bool flag_or(const GgufFile& f, const std::string& key, bool dflt) {
 std::unique_ptr<Tokenizer::Impl> read_sentencepiece(const GgufFile& f, bool bpe, uint64_t vocab) {
   const GgufValue* tokens = array_of(f, kT + "tokens", GgufType::string, 0, true);
   const uint64_t n = tokens->count;
+  if (n > kMaxPieces)  // before anything is sized by it
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries, more than " +
+                                          std::to_string(kMaxPieces) + " (the SentencePiece limit)");
   if (n == 0 || n > vocab)
     throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries; diffllama.vocab_size is " +
                                           std::to_string(vocab));
@@ -242,6 +246,7 @@ std::unique_ptr<Tokenizer::Impl> gguf_tokenizer(const GgufFile& f, std::string* 
   const std::string kind(model->as_string(f.name() + ": tokenizer.ggml.model"));
   const uint64_t vocab = f.require_value("diffllama.vocab_size").as_u64(f.name() + ": diffllama.vocab_size");
   if (kind == "bytes") {
+    if (vocab < 256) throw Error(Status::format_error, f.name() + ": diffllama.vocab_size " + std::to_string(vocab) + " < 256 for the bytes tokenizer");
     const uint64_t n = std::min<uint64_t>(vocab, uint64_t(1) << 31);
     return tok::make_bytes(uint32_t(n), id_or(f, kT + "bos_token_id", n, -1), id_or(f, kT + "eos_token_id", n, -1));
   }

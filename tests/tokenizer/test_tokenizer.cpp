@@ -409,6 +409,11 @@ TEST_CASE("tokenizer: a GGUF file without a usable tokenizer is a clear error") 
   const std::string T = "tokenizer.ggml.";
   expect(gguf_header(300), Status::format_error, "no tokenizer (no tokenizer.ggml.model)");
   {
+    GgufWriter w = gguf_header(100);
+    w.add_string(T + "model", "bytes");
+    expect(w, Status::format_error, "diffllama.vocab_size 100 < 256 for the bytes tokenizer");
+  }
+  {
     GgufWriter w = gguf_header(300);
     w.add_string(T + "model", "wordpiece");
     expect(w, Status::unsupported, "tokenizer.ggml.model 'wordpiece'");
