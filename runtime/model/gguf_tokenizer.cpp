@@ -23,8 +23,11 @@ const std::string kHfJson = "tokenizer.huggingface.json";
 constexpr uint64_t kMaxPieces = uint64_t(1) << 21;  // tokenizer_spm.cpp refuses more
 const std::string kDefaultUnkSurface = " \xE2\x81\x87 ";  // sentencepiece's default (U+2047 between spaces)
 
-// GGUF's token types (llama.cpp's llama_token_type): the SentencePiece piece types, numbered alike.
-enum TokenType : int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
+// GGUF's token types (llama.cpp's llama_token_type) are sentencepiece's piece types, numbered alike.
+using PieceType = SentencePieceModel::PieceType;
+constexpr int32_t type_id(PieceType t) { return int32_t(t); }
+constexpr int32_t normal = type_id(PieceType::normal), control = type_id(PieceType::control),
+                  user_defined = type_id(PieceType::user_defined), unused = type_id(PieceType::unused), byte = type_id(PieceType::byte);
 
 void add_ids(GgufWriter& w, int32_t bos, int32_t eos) {
   if (bos >= 0) w.add_u32(kT + "bos_token_id", uint32_t(bos));
