@@ -99,6 +99,7 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
       throw Error(Status::invalid_argument, "shader-stats: no valid (H, Hkv) pair: H must be a multiple of Hkv");
   }
 
+  dev.build_declared_pipelines();  // the kernels' lazy pipelines: this device records nothing
   const DeviceCaps& caps = dev.caps();
   report.device = caps;
   report.fp16 = dev.fp16();

@@ -59,10 +59,13 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, dw, pairs);
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
-  prefill_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D, kv), o.subgroup, fp16_, prefill_tiles_.subgroup});
-  decode1_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 9, push, spec(decode1_tiles_, D, kv), o.subgroup, fp16_, decode1_tiles_.subgroup});
+  // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never
+  // compiles the split-K ones.
+  const bool now = false;
+  prefill_ = std::make_unique<LazyPipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D, kv), o.subgroup, fp16_, prefill_tiles_.subgroup}, now);
+  decode1_ = std::make_unique<LazyPipeline>(device, PipelineDesc{sh.split, 9, push, spec(decode1_tiles_, D, kv), o.subgroup, fp16_, decode1_tiles_.subgroup}, now);
   if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<Pipeline>(device, PipelineDesc{sh.split, 9, push, spec(decodeN_tiles_, D, kv), o.subgroup, fp16_, decodeN_tiles_.subgroup});
+    decodeN_ = std::make_unique<LazyPipeline>(device, PipelineDesc{sh.split, 9, push, spec(decodeN_tiles_, D, kv), o.subgroup, fp16_, decodeN_tiles_.subgroup}, now);
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -128,7 +131,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   const AttnCorePush p = core_push(c, c.capacity, c.capacity);
   const BufferRange zero = device_.zero_range();
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
-  program.dispatch(*prefill_, {{q, Access::read}, {k, Access::read}, {v, Access::read},
+  program.dispatch(prefill_->get(), {{q, Access::read}, {k, Access::read}, {v, Access::read},
                     o3 ? Arg{o, Access::write} : Arg{subln, Access::read},
                     o3 ? Arg{zero, Access::read} : Arg{o, Access::write}, {dyn(c), Access::read}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, shaders(softmax_, c.half).prefill_label);
@@ -182,7 +185,7 @@ void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange 
 }
 
 const Pipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
-  return (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
+  return ((&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_).get();
 }
 
 void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,

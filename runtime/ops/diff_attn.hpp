@@ -116,7 +116,7 @@ class DiffAttnKernel {
   bool fp16_, subgroup_;
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
-  std::unique_ptr<Pipeline> prefill_, decode1_, decodeN_;
+  std::unique_ptr<LazyPipeline> prefill_, decode1_, decodeN_;
 };
 
 }  // namespace diffvk

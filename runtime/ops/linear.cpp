@@ -233,6 +233,9 @@ std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c, bool fp16) 
 LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant, bool all_variants)
     : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
   std::vector<bool> build(tiles_.size(), all_variants);
+  // Compiled on first record (LazyPipeline) unless every variant is asked for.
+  const bool now = all_variants;
+  auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), now); };
   for (uint32_t v : linear_reachable_variants(device.caps(), o.fp16)) build[v] = true;
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
   // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
@@ -258,23 +261,22 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
         pipelines_[y32].push_back(
-            std::make_unique<Pipeline>(device, PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
+            lazy(PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
       else if (t.reg)
-        pipelines_[y32].push_back(std::make_unique<Pipeline>(device, reg_desc(t, 0, y32)));
+        pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
-        pipelines_[y32].push_back(std::make_unique<Pipeline>(device, coop_desc(t, 0, y32)));
+        pipelines_[y32].push_back(lazy(coop_desc(t, 0, y32)));
       else
-        pipelines_[y32].push_back(std::make_unique<Pipeline>(
-            device, PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
+        pipelines_[y32].push_back(lazy(PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
       vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
-                                    : t.reg ? std::make_unique<Pipeline>(device, reg_desc(t, 1, y32))
-                                    : t.coop ? std::make_unique<Pipeline>(device, coop_desc(t, 1, y32))
+                                    : t.reg ? lazy(reg_desc(t, 1, y32))
+                                    : t.coop ? lazy(coop_desc(t, 1, y32))
                                     : t.vec || t.bk % kv != 0
                                         ? nullptr
-                                        : std::make_unique<Pipeline>(device, PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u},
+                                        : lazy(PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u},
                                                                                           false, o.fp16}));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
@@ -284,13 +286,12 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     const uint32_t qi = q == QuantType::q4_0;
     for (uint32_t vec = 0; vec < 2; ++vec)
       for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
-        quant_pipelines_[qi][vec][y32] = std::make_unique<Pipeline>(device, reg_desc(tiles_[kLinearRegVariant], vec, y32, qi + 1));
+        quant_pipelines_[qi][vec][y32] = lazy(reg_desc(tiles_[kLinearRegVariant], vec, y32, qi + 1));
         // The shared-memory tiles with the quantized W loader (WQ), where this kernel builds the tile.
         for (uint32_t v = 1; v <= 2; ++v) {
           const LinearTiles& t = tiles_[v];
           if (build[v] && (vec == 0 || t.bk % kv == 0))
-            quant_mm_pipelines_[qi][v - 1][vec][y32] = std::make_unique<Pipeline>(
-                device, PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
+            quant_mm_pipelines_[qi][v - 1][vec][y32] = lazy(PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
         }
       }
   }
@@ -308,15 +309,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     for (uint32_t pro = 0; pro < 3; ++pro)
       for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
         for (uint32_t y32 = 0; y32 < n32; ++y32)
-          row_pipelines_[vec][pro][x32][y32] = std::make_unique<Pipeline>(
-              device, PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32, 0u, one_sg},
+          row_pipelines_[vec][pro][x32][y32] = lazy(PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32, 0u, one_sg},
                                    o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
   // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
   for (uint32_t vec = 0; vec < 2; ++vec)
     for (uint32_t pro = 0; pro < 2; ++pro)
       for (uint32_t x32 = 0; x32 < n32; ++x32)
-        rope_pipelines_[vec][pro][x32] = std::make_unique<Pipeline>(
-            device, PipelineDesc{"linear_row_rope", 9, sizeof(LinearRowRopePush), {row_wg_, row_nf_, vec, pro, x32, 0u, 0u, one_sg},
+        rope_pipelines_[vec][pro][x32] = lazy(PipelineDesc{"linear_row_rope", 9, sizeof(LinearRowRopePush), {row_wg_, row_nf_, vec, pro, x32, 0u, 0u, one_sg},
                                  o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
 }
 
@@ -363,7 +362,7 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
   static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32, y32 = fp16 && p.y_elem == Elem::f32;
-  program.dispatch(*row_pipelines_[vec][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[pro]);
+  program.dispatch(row_pipelines_[vec][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[pro]);
 }
 
 std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,
@@ -407,7 +406,7 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32;
-  program.dispatch(*rope_pipelines_[vec][has_norm ? 1 : 0][x32], std::move(args), &push, sizeof push, groups,
+  program.dispatch(rope_pipelines_[vec][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups,
                    has_norm ? "linear_row+rmsnorm+rope_kv" : "linear_row+rope_kv");
 }
 
@@ -506,14 +505,14 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
                                               " has no pipelines here (the device's tile choice never picks it; a kernel built "
                                               "with all_variants has them)");
   const uint32_t qi = wq == QuantType::q4_0;
-  const Pipeline* qpipe = !quant ? nullptr
+  const LazyPipeline* qpipe = !quant ? nullptr
                           : t.reg ? quant_pipelines_[qi][vec4][y32].get()
                           : variant == 1 || variant == 2 ? quant_mm_pipelines_[qi][variant - 1][vec4][y32].get()
                                                          : nullptr;
   if (quant && !qpipe)
     throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) +
                                               " pipelines for tile variant " + std::to_string(variant));
-  const Pipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
+  const Pipeline& pipe = (quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant]).get();
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
                    quant ? (wq == QuantType::q4_0 ? "linear_reg q4_0" : "linear_reg q8_0")
                          : t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");

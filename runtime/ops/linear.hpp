@@ -182,17 +182,17 @@ class LinearKernel {
   Device& device_;
   std::vector<LinearTiles> tiles_;
   bool fp16_ = false;
-  std::vector<std::unique_ptr<Pipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
-  std::vector<std::unique_ptr<Pipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
+  std::vector<std::unique_ptr<LazyPipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
+  std::vector<std::unique_ptr<LazyPipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
   bool reg_subgroup_ = false;  // the register-tiled pipelines share x rows with subgroupShuffle
-  std::unique_ptr<Pipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
-  std::unique_ptr<Pipeline> quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
+  std::unique_ptr<LazyPipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
+  std::unique_ptr<LazyPipeline> quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
   void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
                    const LinearParams& p, BufferRange residual, Elem y_elem) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
-  std::unique_ptr<Pipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
-  std::unique_ptr<Pipeline> rope_pipelines_[2][2][2];    // linear_row_rope: [vector loads][prologue none, rmsnorm][x f32]
+  std::unique_ptr<LazyPipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
+  std::unique_ptr<LazyPipeline> rope_pipelines_[2][2][2];    // linear_row_rope: [vector loads][prologue none, rmsnorm][x f32]
   bool row_scalar_ = false;
 };
 

@@ -60,6 +60,8 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
   nf_ = rg.nf;
   const uint32_t one_sg = o.subgroup && rg.one_sg;
   const uint32_t n32 = o.fp16 ? 2 : 1;
+  // Compiled on first record (LazyPipeline).
+  auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
   for (QuantType t : types) {
     const int ti = type_index(t);
     if (ti < 0) throw Error(Status::invalid_argument, std::string("linear_row: no quantized kernel for ") + quant_type_name(t));
@@ -67,15 +69,13 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
       for (uint32_t pro = 0; pro < 3; ++pro)
         for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
           for (uint32_t y32 = 0; y32 < n32; ++y32)
-            pipelines_[vec][ti][pro][x32][y32] = std::make_unique<Pipeline>(
-                device, PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1), one_sg}, o.subgroup,
+            pipelines_[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1), one_sg}, o.subgroup,
                                      o.fp16, o.subgroup ? rg.pin : 0u});
     const char* rope_shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot_rope" : "linear_row_rope";
     for (uint32_t vec = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1; vec < 2; ++vec)
       for (uint32_t pro = 0; pro < 2; ++pro)
         for (uint32_t x32 = 0; x32 < n32; ++x32)
-          rope_pipelines_[vec][ti][pro][x32] = std::make_unique<Pipeline>(
-              device, PipelineDesc{rope_shader, 9, sizeof(LinearRowRopePush), {wg_, nf_, vec, pro, x32, 0u, uint32_t(ti + 1), one_sg},
+          rope_pipelines_[vec][ti][pro][x32] = lazy(PipelineDesc{rope_shader, 9, sizeof(LinearRowRopePush), {wg_, nf_, vec, pro, x32, 0u, uint32_t(ti + 1), one_sg},
                                    o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
   }
 }
@@ -109,7 +109,7 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
        {"linear_row q4_0 int8", "linear_row q4_0 int8+rmsnorm", "linear_row q4_0 int8+silu_mul"}}};
   const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32, y32 = fp16_ && p.y_elem == Elem::f32;
   const int ti = type_index(type);
-  program.dispatch(*pipelines_[vec][ti][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
+  program.dispatch(pipelines_[vec][ti][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
 }
 
 void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out,
@@ -130,7 +130,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   static const char* const labels[2][2] = {{"linear_row q8_0+rope_kv", "linear_row q8_0+rmsnorm+rope_kv"},
                                            {"linear_row q4_0+rope_kv", "linear_row q4_0+rmsnorm+rope_kv"}};
   const uint32_t x32 = fp16_ && p.x_elem == Elem::f32;
-  program.dispatch(*rope_pipelines_[vec][ti][has_norm ? 1 : 0][x32], std::move(args), &push, sizeof push, groups, labels[ti][has_norm ? 1 : 0]);
+  program.dispatch(rope_pipelines_[vec][ti][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups, labels[ti][has_norm ? 1 : 0]);
 }
 
 }  // namespace diffvk

@@ -79,8 +79,8 @@ class QuantRowKernel {
   QuantRowChoice choice_;
   bool fp16_ = false;
   uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
-  std::unique_ptr<Pipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
-  std::unique_ptr<Pipeline> rope_pipelines_[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
+  std::unique_ptr<LazyPipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
+  std::unique_ptr<LazyPipeline> rope_pipelines_[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
 };
 
 }  // namespace diffvk

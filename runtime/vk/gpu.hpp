@@ -18,6 +18,7 @@ namespace diffvk {
 
 class Instance;
 class Pipeline;
+class LazyPipeline;
 struct ShaderBlob;
 
 enum class DeviceMode {
@@ -71,6 +72,9 @@ class Device {
 
   // Every live Pipeline created on this device, in creation order (shader-stats iterates it).
   std::vector<const Pipeline*> pipelines() const;
+  // Compiles every live LazyPipeline not compiled yet, in declaration order: what the live kernels may record
+  // (shader-stats, whose device records nothing; the test that compares it with a loaded model).
+  void build_declared_pipelines();
   // Label recorded with each Pipeline created from now on (see PipelineGroup); "" = none.
   void set_pipeline_group(std::string group);
   std::string pipeline_group() const;
@@ -117,8 +121,11 @@ class Device {
   void abandon_one_shot(VkCommandBuffer cb);
   void load_pipeline_cache();
   friend class Pipeline;
+  friend class LazyPipeline;
   void register_pipeline(const Pipeline* p);
   void unregister_pipeline(const Pipeline* p) noexcept;
+  std::mutex lazy_mutex_;  // before any LazyPipeline's own lock, never after
+  std::vector<const LazyPipeline*> lazy_;
 
   // Pipelines are shared on a device: a second Pipeline with the same description (shader variant,
   // specialization constants, bindings, push-constant size, required subgroup size) takes the Vulkan
@@ -214,6 +221,8 @@ struct PipelineDesc {
 class Pipeline {
  public:
   Pipeline(Device& device, const PipelineDesc& desc);
+  // Same, labelled `group` instead of the device's current PipelineGroup (LazyPipeline: the label of its declaration).
+  Pipeline(Device& device, const PipelineDesc& desc, const std::string& group);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -244,6 +253,30 @@ class Pipeline {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+// A Pipeline compiled on its first use (get()) instead of at declaration, for kernels that declare many
+// specializations of which a model records few: LinearKernel's one-row, RoPE and tile variants (about 40 per
+// kernel; the bundled model records 8 of them, and compiling the rest cost ~60% of `diffvk run`'s start on
+// lavapipe). Programs are recorded at load, so what a model uses is still compiled at load. `now`: compile
+// at declaration (tests' all-variant kernels); Device::build_declared_pipelines() compiles the rest (shader-stats).
+// get() is safe from several threads (sessions of one model record concurrently); it throws what Pipeline's
+// constructor throws, and a later get() tries again.
+class LazyPipeline {
+ public:
+  LazyPipeline(Device& device, PipelineDesc desc, bool now);
+  ~LazyPipeline();
+  LazyPipeline(const LazyPipeline&) = delete;
+  LazyPipeline& operator=(const LazyPipeline&) = delete;
+  const Pipeline& get() const;
+  const PipelineDesc& desc() const { return desc_; }
+
+ private:
+  Device& device_;
+  PipelineDesc desc_;
+  std::string group_;  // the device's PipelineGroup at declaration
+  mutable std::mutex mutex_;
+  mutable std::unique_ptr<Pipeline> pipeline_;
 };
 
 // Labels the pipelines created in its scope: the device's current label + "/" + label (or label

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -55,7 +56,9 @@ uint64_t embedded_shaders_hash() {
   return h;
 }
 
-Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), desc_(desc) {
+Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : Pipeline(device, desc, device.pipeline_group()) {}
+
+Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& group) : device_(device), desc_(desc), group_(group) {
   name_ = desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
   const ShaderBlob* blob = find_shader(desc.op.c_str(), desc.fp16, desc.subgroup);
   if (!blob) throw Error(Status::internal, "no embedded shader variant " + name_);
@@ -83,10 +86,6 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : device_(device), 
   if (adopted) platform::log(platform::LogLevel::debug, "pipeline " + name_ + ": shared with an identical one on this device");
   else create(*blob, key);
   try {
-    {
-      std::lock_guard<std::mutex> lock(device.pipelines_mutex_);
-      group_ = device.pipeline_group_;
-    }
     device.register_pipeline(this);
   } catch (...) {
     destroy();
@@ -241,6 +240,29 @@ void Pipeline::destroy() noexcept {
   pipeline_ = VK_NULL_HANDLE;
   layout_ = VK_NULL_HANDLE;
   set_layout_ = VK_NULL_HANDLE;
+}
+
+LazyPipeline::LazyPipeline(Device& device, PipelineDesc desc, bool now)
+    : device_(device), desc_(std::move(desc)), group_(device.pipeline_group()) {
+  if (now) pipeline_ = std::make_unique<Pipeline>(device_, desc_, group_);
+  std::lock_guard<std::mutex> lock(device_.lazy_mutex_);
+  device_.lazy_.push_back(this);
+}
+
+LazyPipeline::~LazyPipeline() {
+  std::lock_guard<std::mutex> lock(device_.lazy_mutex_);
+  device_.lazy_.erase(std::remove(device_.lazy_.begin(), device_.lazy_.end(), this), device_.lazy_.end());
+}
+
+void Device::build_declared_pipelines() {
+  std::lock_guard<std::mutex> lock(lazy_mutex_);
+  for (const LazyPipeline* p : lazy_) p->get();
+}
+
+const Pipeline& LazyPipeline::get() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!pipeline_) pipeline_ = std::make_unique<Pipeline>(device_, desc_, group_);
+  return *pipeline_;
 }
 
 }  // namespace diffvk

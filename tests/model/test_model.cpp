@@ -232,3 +232,17 @@ TEST_CASE("model: the automatic prefill chunk is a matmul row tile multiple with
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 2e-3f + 2e-3f * std::fabs(b[i]));
 }
+
+TEST_CASE("model: a loaded model compiles only the pipelines its programs record") {
+  auto ctx = test::make_context();
+  auto model = Model::load(*ctx, kTiny);
+  auto s = Session::create(*model, SessionOptions{0, 64});
+  s->prefill({1, 2, 3});
+  s->decode(4);
+  const size_t compiled = ctx->device().pipelines().size();
+  ctx->device().build_declared_pipelines();
+  const size_t declared = ctx->device().pipelines().size();
+  INFO("compiled " << compiled << " of " << declared << " declared");
+  CHECK(compiled > 0);
+  CHECK(compiled < declared);  // the one-row and tile variants the model never records stay uncompiled
+}

@@ -29,10 +29,8 @@ struct RopeRowCase {
   bool int8 = false;  // quantized: the int8 dot-product path
 };
 
-void run_case(Precision precision, const RopeRowCase& c, uint64_t seed) {
+void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t seed) {
   const bool fp16 = precision == Precision::fp16;
-  auto ctx = test::make_context(precision);
-  Device& dev = ctx->device();
   if (c.int8 && !dev.caps().integer_dot_product) {
     test::skip("device has no integer dot products; the int8 fused q/k/v case is not run");
     return;
@@ -181,7 +179,10 @@ void run_all(Precision precision) {
       {64, 2, 1, 16, 9, true, true, false, 0, QuantType::q8_0, true},
       {96, 4, 2, 12, 7, true, false, false, 0, QuantType::q4_0, true},
   };
-  for (const RopeRowCase& c : cases) run_case(precision, c, seed++);
+  // One context for every case (a device per case cost most of this test under qemu); each case builds its own
+  // kernels, so no test hook (scalar loads, workgroup caps) carries over.
+  auto ctx = test::make_context(precision);
+  for (const RopeRowCase& c : cases) run_case(ctx->device(), precision, c, seed++);
 }
 }  // namespace
 

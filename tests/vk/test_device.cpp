@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 
 #include "gpu_test.hpp"
@@ -291,4 +292,33 @@ TEST_CASE("pipeline: identical pipelines on one device share their Vulkan object
   std::vector<float> y(n);
   c.buf.download(2048, y.data(), n * 4);
   for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
+}
+
+TEST_CASE("pipeline: a LazyPipeline compiles on first use, once across threads, with its declaration's group") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  const PipelineDesc desc{"head_rmsnorm", 3, 24, {32}, false, false};
+  std::unique_ptr<LazyPipeline> lazy;
+  {
+    PipelineGroup g(dev, "declared");
+    lazy = std::make_unique<LazyPipeline>(dev, desc, false);
+  }
+  CHECK(dev.pipelines().empty());  // declared, not compiled
+  const Pipeline* seen[4] = {};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; ++i) ts.emplace_back([&, i] { seen[i] = &lazy->get(); });
+  for (auto& t : ts) t.join();
+  REQUIRE(dev.pipelines().size() == 1);
+  for (const Pipeline* p : seen) CHECK(p == dev.pipelines()[0]);
+  CHECK(seen[0]->group() == "declared");
+  CHECK(seen[0]->workgroup() == std::array<uint32_t, 3>{32, 1, 1});
+  // build_declared_pipelines compiles what is declared and not yet compiled; `now` compiles at declaration.
+  LazyPipeline second(dev, PipelineDesc{"head_rmsnorm", 3, 24, {64}, false, false}, false);
+  CHECK(dev.pipelines().size() == 1);
+  dev.build_declared_pipelines();
+  CHECK(dev.pipelines().size() == 2);
+  LazyPipeline third(dev, PipelineDesc{"head_rmsnorm", 3, 24, {16}, false, false}, true);
+  CHECK(dev.pipelines().size() == 3);
+  lazy.reset();
+  CHECK(dev.pipelines().size() == 2);
 }

@@ -129,6 +129,7 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
     auto ctx = test::make_context();
     cpu = ctx->device().caps().kind == DeviceKind::cpu;
     auto m = Model::load(*ctx, model);
+    ctx->device().build_declared_pipelines();  // what its kernels may record (most are compiled on first record)
     for (const Pipeline* p : ctx->device().pipelines()) runtime.insert({p->name(), sorted_by_name(*p)});
   }
   REQUIRE(!runtime.empty());
