@@ -80,6 +80,13 @@ std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name
 std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length,
                                    const std::string& name = "file descriptor");
 
+// A range as the API's descriptor entry points take it (Model::load_fd, Tokenizer::load_gguf_fd, the C ABI's _fd
+// calls): `size` bytes at `offset`, or with size -1 everything from offset to the end of a regular file; read
+// with read_fd_range. Throws invalid_argument for fd < 0, a negative offset, size < -1, or size -1 on something
+// that is not a regular file; io_error for an offset past the end of the file; format_error when the range is
+// longer than max_bytes (checked before anything is read).
+std::vector<uint8_t> read_fd_span(int fd, int64_t offset, int64_t size, uint64_t max_bytes, const std::string& name);
+
 // write_file_atomic and install_interrupt_cleanup: public API, in include/diffvk/atomic_write.hpp.
 
 // The directory for diffvk's own cache files. Not created.

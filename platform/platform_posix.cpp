@@ -275,6 +275,27 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
   return out;
 }
 
+std::vector<uint8_t> read_fd_span(int fd, int64_t offset, int64_t size, uint64_t max_bytes, const std::string& name) {
+  if (fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(fd));
+  if (offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(offset));
+  if (size < -1) throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
+  uint64_t length = 0;
+  if (size < 0) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+      throw Error(Status::invalid_argument, name + ": size -1 (to the end) needs a regular file; give the size");
+    if (st.st_size < offset)
+      throw Error(Status::io_error, name + ": offset " + std::to_string(offset) + " is past the end of the file (" +
+                                        std::to_string(st.st_size) + " bytes)");
+    length = uint64_t(st.st_size - offset);
+  } else {
+    length = uint64_t(size);
+  }
+  if (length > max_bytes)
+    throw Error(Status::format_error, name + ": " + std::to_string(length) + " bytes, more than the limit of " + std::to_string(max_bytes));
+  return read_fd_range(fd, uint64_t(offset), length, name);
+}
+
 // Moves `tmp` onto `path`, leaving anything but a regular file at `path` as it is, even one that
 // appeared after write_file_atomic's first check. On Linux (renameat2, 3.15+, on file systems that
 // support it: ext4, xfs, btrfs, tmpfs, ...) the two names are exchanged atomically, and the object

@@ -301,6 +301,12 @@ DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const fl
  * (docs/gguf.md; DIFFVK_FORMAT_ERROR when it has none). */
 typedef struct diffvk_tokenizer diffvk_tokenizer;
 DIFFVK_API diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out);
+/* The tokenizer of a .gguf file in memory (read during the call only: the buffer may be freed after it) or as
+ * a byte range of an open descriptor (pread; the descriptor's offset does not move and it is not closed; size -1 =
+ * from offset to the end of the file): what diffvk_model_load_memory / _fd load from the same bytes, e.g. an
+ * uncompressed Android asset (since 1.1). DIFFVK_FORMAT_ERROR when the bytes are not a .gguf or it has no tokenizer. */
+DIFFVK_API diffvk_status diffvk_tokenizer_load_memory(const void* gguf, size_t size, diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out);
 /* Frees the tokenizer; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
 /* text: len bytes (any bytes; NULL allowed when len is 0). add_special != 0: the special tokens the

@@ -24,6 +24,13 @@ class Tokenizer {
   // One file: *.json = tokenizer.json, anything else = a SentencePiece model. `config_dir` ("" = none)
   // is where tokenizer_config.json / config.json are looked for.
   static Tokenizer load_file(const std::string& path, const std::string& config_dir = "");
+  // The tokenizer of a .gguf file given as bytes (read during the call only: the buffer may be freed after
+  // it) or as a range of an open descriptor (read with pread: the descriptor's offset does not move and it is
+  // not closed; size -1 = from offset to the end of the file): the tokenizer of what Model::load_memory /
+  // Model::load_fd load from the same bytes (an Android asset). format_error when the bytes are not a .gguf or
+  // the file has no tokenizer; the descriptor's errors as Model::load_fd's.
+  static Tokenizer load_gguf_memory(const void* data, size_t size, const std::string& name = "gguf (memory)");
+  static Tokenizer load_gguf_fd(int fd, int64_t offset, int64_t size);
   // The bytes tokenizer: ids 0..255 are the bytes, ids from 256 to vocab_size - 1 decode to nothing;
   // vocab_size >= 256, bos/eos -1 when none.
   static Tokenizer bytes(uint32_t vocab_size, int32_t bos, int32_t eos);

@@ -140,6 +140,23 @@ diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out) {
   });
 }
 
+diffvk_status diffvk_tokenizer_load_memory(const void* gguf, size_t size, diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    need(gguf, "gguf");
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_gguf_memory(gguf, size)}), out);
+  });
+}
+
+diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_gguf_fd(fd, offset, size)}), out);
+  });
+}
+
 diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer) {
   return guarded(__func__, [&] { release(tokenizer, "tokenizer"); });
 }

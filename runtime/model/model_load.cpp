@@ -2,8 +2,6 @@
 // weights and the kernels of the config. Sessions are in session.cpp, sampling in sampling.cpp.
 #include "diffvk/model.hpp"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -19,25 +17,9 @@ namespace diffvk {
 namespace {
 constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
-// [offset, offset + size) of a descriptor; size < 0 = to the end of the file.
+// [offset, offset + size) of a descriptor; size -1 = to the end of the file.
 std::vector<uint8_t> read_range(const Model::FdRange& r, uint64_t max_bytes, const std::string& name) {
-  if (r.fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(r.fd));
-  if (r.offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(r.offset));
-  uint64_t size = 0;
-  if (r.size < 0) {
-    struct stat st;
-    if (::fstat(r.fd, &st) != 0 || !S_ISREG(st.st_mode))
-      throw Error(Status::invalid_argument, name + ": size -1 (to the end) needs a regular file; give the size");
-    if (st.st_size < r.offset)
-      throw Error(Status::io_error, name + ": offset " + std::to_string(r.offset) + " is past the end of the file (" +
-                                        std::to_string(st.st_size) + " bytes)");
-    size = uint64_t(st.st_size - r.offset);
-  } else {
-    size = uint64_t(r.size);
-  }
-  if (size > max_bytes)
-    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(max_bytes));
-  return platform::read_fd_range(r.fd, uint64_t(r.offset), size, name);
+  return platform::read_fd_span(r.fd, r.offset, r.size, max_bytes, name);
 }
 }  // namespace
 

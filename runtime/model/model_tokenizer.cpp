@@ -1,23 +1,49 @@
 // Tokenizer::load (include/diffvk/tokenizer.hpp): the tokenizer of a model directory or .gguf file. It lives in the
 // model layer, not in runtime/tokenizer/, because its bytes fallback reads config.json through the
 // model's config parser (vocabulary size, BOS/EOS) and refuses a Hugging Face checkpoint by its model_type.
+#include <limits>
+
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
+#include "platform.hpp"
 #include "tokenizer/tokenizer_files.hpp"
 
 namespace diffvk {
 
+namespace {
+// The tokenizer.* keys of a .gguf (model/gguf_tokenizer.hpp; written by diffvk quantize), or a format_error.
+std::shared_ptr<const Tokenizer::Impl> from_gguf(const GgufFile& f, const std::string& name) {
+  std::string why;
+  auto impl = gguf_tokenizer(f, &why);
+  if (!impl) throw Error(Status::format_error, name + ": " + why + "; text needs a tokenizer (token ids work without one: diffvk logits)");
+  return impl;
+}
+// Bytes that are not a .gguf: refused before parsing, naming what the call takes.
+void need_gguf_magic(const void* data, size_t size, const std::string& name) {
+  if (!GgufFile::has_magic(data, size))
+    throw Error(Status::format_error, name + ": not a .gguf file (a tokenizer from memory or a descriptor comes from a .gguf; "
+                                             "tokenizer.json and tokenizer.model load from their directory)");
+}
+}  // namespace
+
+Tokenizer Tokenizer::load_gguf_memory(const void* data, size_t size, const std::string& name) {
+  if (!data) throw Error(Status::invalid_argument, name + ": the buffer is NULL");
+  need_gguf_magic(data, size, name);
+  return Tokenizer(from_gguf(GgufFile::from_view(data, size, name), name));
+}
+
+Tokenizer Tokenizer::load_gguf_fd(int fd, int64_t offset, int64_t size) {
+  const std::string name = "gguf (fd " + std::to_string(fd) + ")";
+  std::vector<uint8_t> bytes = platform::read_fd_span(fd, offset, size, std::numeric_limits<uint64_t>::max(), name);
+  need_gguf_magic(bytes.data(), bytes.size(), name);
+  return Tokenizer(from_gguf(GgufFile::from_bytes(std::move(bytes), name), name));
+}
+
 Tokenizer Tokenizer::load(const std::string& dir) {
-  // A .gguf file: its tokenizer.* keys (model/gguf_tokenizer.hpp; written by diffvk quantize).
-  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) {
-    const GgufFile f = GgufFile::open(dir);
-    std::string why;
-    auto impl = gguf_tokenizer(f, &why);
-    if (!impl) throw Error(Status::format_error, dir + ": " + why + "; text needs a tokenizer (token ids work without one: diffvk logits)");
-    return Tokenizer(std::move(impl));
-  }
+  // A .gguf file: its tokenizer.* keys.
+  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) return Tokenizer(from_gguf(GgufFile::open(dir), dir));
   // tokenizer.model first: where both exist (Llama 2, Mistral, Gemma) it is the original and their
   // tokenizer.json is a Metaspace/byte-fallback conversion that the JSON reader does not implement.
   if (tok::exists(dir + "/tokenizer.model")) return load_file(dir + "/tokenizer.model", dir);

@@ -3,12 +3,15 @@
 // (tests/python/tokenizer/make_*_fixtures.py). Pure CPU: no Vulkan.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "diffvk/diffvk.h"
 #include "diffvk/gguf.hpp"
@@ -398,6 +401,87 @@ TEST_CASE("tokenizer: every fixture read back from a GGUF file matches its refer
       CHECK(f.require_value("tokenizer.ggml.pre").str == (std::string(name) == "llama3-bpe" ? "llama-bpe" : "gpt-2"));
       CHECK(f.require_value("tokenizer.huggingface.json").str == read_file(kDir + name + "/tokenizer.json"));
     }
+  }
+}
+
+// The tokenizer of a .gguf given as bytes or as a descriptor range (Android assets: what Model::load_memory /
+// load_fd load), in C++ and through the C ABI: the same ids as the path, nothing kept of the caller's buffer, and
+// bad ranges or bytes that are not a .gguf refused with the status that names them.
+TEST_CASE("tokenizer: a GGUF file's tokenizer loads from memory and from a descriptor range") {
+  test::TempDir tmp("diffvk-tok-gguf-mem");
+  for (const char* name : {"spm-unigram", "gpt2-bpe"}) {
+    CAPTURE(name);
+    const Tokenizer dir = Tokenizer::load(kDir + name);
+    GgufWriter w = gguf_header(dir.vocab_size());
+    std::string why;
+    GgufTokenIds written;
+    REQUIRE_MESSAGE(add_gguf_tokenizer(w, kDir + name, "none", dir.bos_id(), dir.eos_id(), &written, &why), why);
+    const std::string path = write_gguf(tmp, w);
+    const std::string file = read_file(path);
+    std::vector<uint8_t> bytes(file.begin(), file.end());
+    const Tokenizer mem = Tokenizer::load_gguf_memory(bytes.data(), bytes.size());
+    std::fill(bytes.begin(), bytes.end(), uint8_t(0xAB));  // the caller's buffer, reused after the call
+    CHECK(mem.kind() == dir.kind());
+    CHECK(check_fixture(name, mem) >= 40);
+    // The file inside a larger one (an asset in an APK): 13 bytes before it, junk after it.
+    const std::string packed = tmp / "packed.bin";
+    {
+      std::ofstream o(packed, std::ios::binary);
+      o << std::string(13, 'x') << file << "trailing junk";
+    }
+    FILE* f = std::fopen(packed.c_str(), "rb");
+    REQUIRE(f);
+    const int fd = fileno(f);
+    const Tokenizer ranged = Tokenizer::load_gguf_fd(fd, 13, int64_t(file.size()));
+    CHECK(check_fixture(name, ranged) >= 40);
+    CHECK(::lseek(fd, 0, SEEK_CUR) == 0);  // pread: the descriptor's offset did not move
+    {  // size -1: from the offset to the end of the file
+      const std::string tail = tmp / "tail.bin";
+      std::ofstream(tail, std::ios::binary) << std::string(5, 'y') << file;
+      FILE* t = std::fopen(tail.c_str(), "rb");
+      REQUIRE(t);
+      CHECK(Tokenizer::load_gguf_fd(fileno(t), 5, -1).encode("Hello world", true) == dir.encode("Hello world", true));
+      std::fclose(t);
+    }
+    auto status_of = [](auto&& fn) {
+      try {
+        fn();
+      } catch (const Error& e) {
+        return e.status();
+      }
+      return Status::ok;
+    };
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 0, int64_t(file.size())); }) == Status::format_error);  // 'xxxx', not GGUF
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 13, -2); }) == Status::invalid_argument);
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, -1, 10); }) == Status::invalid_argument);
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 1 << 30, -1); }) == Status::io_error);
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 13, int64_t(file.size()) + 100); }) == Status::io_error);
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(-1, 0, 10); }) == Status::invalid_argument);
+    CHECK(status_of([&] { Tokenizer::load_gguf_memory(nullptr, 10); }) == Status::invalid_argument);
+    const std::string json = read_file(kDir + name + (std::string(name) == "gpt2-bpe" ? "/tokenizer.json" : "/tokenizer.model"));
+    CHECK(status_of([&] { Tokenizer::load_gguf_memory(json.data(), json.size()); }) == Status::format_error);
+    // The C ABI: the same ids; its statuses.
+    diffvk_tokenizer* c = nullptr;
+    REQUIRE(diffvk_tokenizer_load_fd(fd, 13, int64_t(file.size()), &c) == DIFFVK_OK);
+    const std::string text = "Hello world, 123";
+    const std::vector<int32_t> want = dir.encode(text, true);
+    std::vector<int32_t> ids(want.size() + 4);
+    size_t n = 0;
+    REQUIRE(diffvk_tokenizer_encode(c, text.data(), text.size(), 1, ids.data(), ids.size(), &n) == DIFFVK_OK);
+    ids.resize(n);
+    CHECK(ids == want);
+    diffvk_tokenizer_free(c);
+    c = nullptr;
+    REQUIRE(diffvk_tokenizer_load_memory(file.data(), file.size(), &c) == DIFFVK_OK);
+    diffvk_tokenizer_free(c);
+    c = reinterpret_cast<diffvk_tokenizer*>(&c);  // a failed call leaves NULL
+    CHECK(diffvk_tokenizer_load_memory(json.data(), json.size(), &c) == DIFFVK_FORMAT_ERROR);
+    CHECK(c == nullptr);
+    CHECK(diffvk_tokenizer_load_memory(nullptr, 4, &c) == DIFFVK_INVALID_ARGUMENT);
+    CHECK(diffvk_tokenizer_load_memory(file.data(), file.size(), nullptr) == DIFFVK_INVALID_ARGUMENT);
+    CHECK(diffvk_tokenizer_load_fd(fd, 13, -7, &c) == DIFFVK_INVALID_ARGUMENT);
+    CHECK(diffvk_tokenizer_load_fd(-1, 0, -1, &c) == DIFFVK_INVALID_ARGUMENT);
+    std::fclose(f);
   }
 }
 

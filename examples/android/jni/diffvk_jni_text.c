@@ -25,6 +25,13 @@ JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoad(JNIEnv* env, jclass cls
   return (jlong)(intptr_t)t;
 }
 
+JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadFd(JNIEnv* env, jclass cls, jint fd, jlong offset, jlong length) {
+  diffvk_tokenizer* t = NULL;
+  (void)cls;
+  djni_ok(env, diffvk_tokenizer_load_fd((int)fd, (int64_t)offset, (int64_t)length, &t));
+  return (jlong)(intptr_t)t;
+}
+
 JNIEXPORT void JNICALL Java_diffvk_Tokenizer_nativeFree(JNIEnv* env, jclass cls, jlong t) {
   (void)cls;
   djni_ok(env, diffvk_tokenizer_free((diffvk_tokenizer*)(intptr_t)t));

@@ -4,7 +4,8 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * Text <-> token ids (diffvk_tokenizer): a model directory's tokenizer.model (SentencePiece), else
- * tokenizer.json (byte-level BPE), else config.json alone (the bytes tokenizer of the bundled tiny models).
+ * tokenizer.json (byte-level BPE), else config.json alone (the bytes tokenizer of the bundled tiny models);
+ * a .gguf file's (a path ending in .gguf, or fromGgufFd).
  * Pure CPU, immutable: encode/decode may run on many threads at once.
  */
 public final class Tokenizer implements AutoCloseable {
@@ -13,6 +14,19 @@ public final class Tokenizer implements AutoCloseable {
   public Tokenizer(String modelDir) {
     Native.load();
     handle = nativeLoad(modelDir);
+  }
+
+  private Tokenizer(long handle) {
+    this.handle = handle;
+  }
+
+  /**
+   * The tokenizer of a .gguf file as a byte range of an open descriptor (an uncompressed asset:
+   * AssetManager.openFd); length -1 = to the end. The same range Model.loadGgufFromFd loads.
+   */
+  public static Tokenizer fromGgufFd(int fd, long offset, long length) {
+    Native.load();
+    return new Tokenizer(nativeLoadFd(fd, offset, length));
   }
 
   /** The ids of UTF-8 text; addSpecial: the special tokens the tokenizer adds (e.g. BOS). */
@@ -44,6 +58,7 @@ public final class Tokenizer implements AutoCloseable {
   }
 
   static native long nativeLoad(String dir);
+  static native long nativeLoadFd(int fd, long offset, long length);
   static native void nativeFree(long tokenizer);
   static native int[] nativeEncode(long tokenizer, byte[] text, boolean addSpecial);
   static native byte[] nativeDecode(long tokenizer, int[] ids);

@@ -281,6 +281,12 @@ public final class V1Test {
            Model m = Model.loadGgufFromFd(fdOf(f), 0, -1, opts); Session s = m.newSession(0)) {
         check(Arrays.equals(g, s.prefill(prompt)), "loadGgufFromFd: the logits of the file");
       }
+      // Its tokenizer from the same descriptor range as from the path.
+      try (RandomAccessFile f = new RandomAccessFile(args[1], "r");
+           Tokenizer byPath = new Tokenizer(args[1]); Tokenizer byFd = Tokenizer.fromGgufFd(fdOf(f), 0, -1)) {
+        check(Arrays.equals(byPath.encode("The cat", true), byFd.encode("The cat", true)), "Tokenizer.fromGgufFd: the file's tokenizer");
+        check(byFd.decode(byFd.encode("The cat", false)).equals("The cat"), "Tokenizer.fromGgufFd: round trip");
+      }
       try {
         Model.loadGgufFromMemory(direct(st), opts);
         check(false, "a safetensors file was accepted as a .gguf");
