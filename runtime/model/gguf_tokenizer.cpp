@@ -66,7 +66,9 @@ bool add_sentencepiece(GgufWriter& w, const std::string& path, std::string* why)
   return true;
 }
 
-bool add_byte_level_bpe(GgufWriter& w, const std::string& path, std::string* why) {
+// add_bos / add_eos: whether encoding with special tokens adds them (the post-processor's template), for readers of
+// the arrays (llama.cpp; diffvk without tokenizer.huggingface.json, read_bpe_arrays).
+bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bool add_eos, std::string* why) {
   const std::string text = tok::read_text_file(path, kJsonTokenizerMaxBytes);
   if (text.size() > kGgufMaxStringBytes) {
     *why = "tokenizer.json is larger than a GGUF string may be (" + std::to_string(kGgufMaxStringBytes >> 20) + " MiB)";
@@ -109,6 +111,8 @@ bool add_byte_level_bpe(GgufWriter& w, const std::string& path, std::string* why
   w.add_i32_array(kT + "token_type", types);
   w.add_string_array(kT + "merges", merges);
   w.add_bool(kT + "add_space_prefix", prefix);
+  w.add_bool(kT + "add_bos_token", add_bos);
+  w.add_bool(kT + "add_eos_token", add_eos);
   w.add_string(kHfJson, text);  // what diffvk reads back: the whole file, so encoding is the file's exactly
   return true;
 }
@@ -175,12 +179,73 @@ std::unique_ptr<Tokenizer::Impl> read_sentencepiece(const GgufFile& f, bool bpe,
   return tok::make_sentencepiece(std::move(m), f.name() + " (tokenizer.ggml.*)");
 }
 
+// A byte-level BPE from llama.cpp's arrays alone (a file another writer made, without tokenizer.huggingface.json):
+// the tokenizer.json they stand for, read by the same parser. Normal tokens (type 1) form the vocabulary,
+// control (3) and user-defined (4) ones are added tokens (special: control), unused ones (5) are holes; the split
+// pattern comes from tokenizer.ggml.pre ('gpt-2', 'llama-bpe': the two diffvk implements; llama-bpe also takes
+// whole-word vocabulary hits first, as Llama 3's ignore_merges), BOS/EOS around the text from add_bos_token /
+// add_eos_token.
+std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
+  using nlohmann::json;
+  const GgufValue* tokens = array_of(f, kT + "tokens", GgufType::string, 0, true);
+  const uint64_t n = tokens->count;
+  if (n == 0 || n > vocab)
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries; diffllama.vocab_size is " +
+                                          std::to_string(vocab));
+  const GgufValue* types = array_of(f, kT + "token_type", GgufType::int32, n, true);
+  const GgufValue* merges = array_of(f, kT + "merges", GgufType::string, 0, true);
+  const GgufValue* pv = f.find_value(kT + "pre");
+  const std::string pre = pv ? std::string(pv->as_string(f.name() + ": " + kT + "pre")) : "";
+  if (pre != "gpt-2" && pre != "llama-bpe")
+    throw Error(Status::unsupported, f.name() + ": a byte-level BPE tokenizer without " + kHfJson + " and with tokenizer.ggml.pre '" +
+                                         printable(pre, 40) + "': diffvk implements the split patterns 'gpt-2' and 'llama-bpe' only");
+  const bool llama3 = pre == "llama-bpe";
+  json vocab_map = json::object(), added = json::array(), merge_list = json::array();
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t t = types->integer_at(i);
+    const std::string text(tokens->strings[size_t(i)]);
+    if (t == normal) {
+      if (vocab_map.contains(text))
+        throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] '" + printable(text, 40) + "' appears twice");
+      vocab_map[text] = i;
+    } else if (t == control || t == user_defined) {
+      added.push_back(json{{"id", i}, {"content", text}, {"special", t == control}});
+    } else if (t != unused) {
+      throw Error(Status::format_error, f.name() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] is " + std::to_string(t) +
+                                            " (a byte-level BPE has 1 normal, 3 control, 4 user-defined and 5 unused tokens)");
+    }
+  }
+  for (uint64_t i = 0; i < merges->count; ++i) merge_list.push_back(std::string(merges->strings[size_t(i)]));
+  json j;
+  j["model"] = json{{"type", "BPE"}, {"vocab", std::move(vocab_map)}, {"merges", std::move(merge_list)}, {"ignore_merges", llama3}};
+  json byte_level{{"type", "ByteLevel"}, {"add_prefix_space", flag_or(f, kT + "add_space_prefix", false)}, {"use_regex", !llama3}};
+  if (llama3) {
+    json split{{"type", "Split"}, {"pattern", json{{"Regex", tok::kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+    j["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
+  } else {
+    j["pre_tokenizer"] = byte_level;
+  }
+  j["decoder"] = json{{"type", "ByteLevel"}};
+  j["added_tokens"] = std::move(added);
+  const int32_t bos = id_or(f, kT + "bos_token_id", n, -1), eos = id_or(f, kT + "eos_token_id", n, -1);
+  json single = json::array(), special = json::object();
+  if (flag_or(f, kT + "add_bos_token", false) && bos >= 0) {
+    single.push_back(json{{"SpecialToken", json{{"id", "bos"}, {"type_id", 0}}}});
+    special["bos"] = json{{"ids", json::array({bos})}};
+  }
+  single.push_back(json{{"Sequence", json{{"id", "A"}, {"type_id", 0}}}});
+  if (flag_or(f, kT + "add_eos_token", false) && eos >= 0) {
+    single.push_back(json{{"SpecialToken", json{{"id", "eos"}, {"type_id", 0}}}});
+    special["eos"] = json{{"ids", json::array({eos})}};
+  }
+  j["post_processor"] = json{{"type", "TemplateProcessing"}, {"single", std::move(single)}, {"special_tokens", std::move(special)}};
+  return j.dump();
+}
+
 std::unique_ptr<Tokenizer::Impl> read_byte_level_bpe(const GgufFile& f, uint64_t vocab) {
   const GgufValue* json = f.find_value(kHfJson);
-  if (!json)
-    throw Error(Status::unsupported, f.name() + ": a byte-level BPE tokenizer (tokenizer.ggml.model gpt2) without " + kHfJson +
-                                         ", from which diffvk reads it (docs/gguf.md)");
-  auto t = tok::parse_hf_json(std::string(json->as_string(f.name() + ": " + kHfJson)), f.name() + " (" + kHfJson + ")");
+  auto t = json ? tok::parse_hf_json(std::string(json->as_string(f.name() + ": " + kHfJson)), f.name() + " (" + kHfJson + ")")
+                : tok::parse_hf_json(tokenizer_json_of_arrays(f, vocab), f.name() + " (tokenizer.ggml.* arrays)");
   if (t->vocab_size > vocab)
     throw Error(Status::format_error, f.name() + ": the tokenizer's vocabulary (" + std::to_string(t->vocab_size) +
                                           ") is larger than diffllama.vocab_size " + std::to_string(vocab));
@@ -198,7 +263,10 @@ bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string
   const bool spm = tok::exists(dir + "/tokenizer.model"), json = !spm && tok::exists(dir + "/tokenizer.json");
   if (spm || json) {
     const Tokenizer t = Tokenizer::load(dir);  // the one a directory load uses; throws where it does
-    ok = spm ? add_sentencepiece(w, dir + "/tokenizer.model", why) : add_byte_level_bpe(w, dir + "/tokenizer.json", why);
+    const std::vector<int32_t> empty = t.encode("", true);  // the special tokens encoding adds, and nothing else
+    const bool add_bos = !empty.empty() && empty.front() == t.bos_id(), add_eos = !empty.empty() && empty.back() == t.eos_id();
+    ok = spm ? add_sentencepiece(w, dir + "/tokenizer.model", why)
+             : add_byte_level_bpe(w, dir + "/tokenizer.json", add_bos, add_eos, why);
     if (ok) bos = t.bos_id(), eos = t.eos_id();  // the tokenizer's own (they can differ from config.json's: Llama 3's EOS)
   } else if (config_tokenizer == "bytes") {
     // config.json alone: the bytes tokenizer (ids 0..255 are the bytes; no token list).
