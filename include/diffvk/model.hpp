@@ -78,7 +78,9 @@ struct LoadStats {
   uint64_t largest_tensor_bytes = 0;  // largest device tensor (as stored: storage type or quantized)
   uint64_t weight_bytes = 0;          // bytes uploaded
   uint32_t split_tensors = 0;         // tensors split across bindings (larger than maxStorageBufferRange)
-  double seconds = 0;                 // wall time of Model::load
+  // Wall time of Model::load. Most pipelines are not in it: they compile when a session first runs a row count
+  // (prefill chunk, decode step) that records them, so that first call is slower than the next.
+  double seconds = 0;
   // Quantized decode's path (LoadOptions::quant_decode): "int8_dot" or "dequant"; "" without quantized weights.
   std::string quant_decode;
 };
