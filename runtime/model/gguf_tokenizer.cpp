@@ -67,7 +67,7 @@ bool add_sentencepiece(GgufWriter& w, const std::string& path, std::string* why)
 }
 
 // add_bos / add_eos: whether encoding with special tokens adds them (the post-processor's template), for readers of
-// the arrays (llama.cpp; diffvk without tokenizer.huggingface.json, read_bpe_arrays).
+// the arrays (llama.cpp; diffvk without tokenizer.huggingface.json, tokenizer_json_of_arrays).
 bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bool add_eos, std::string* why) {
   const std::string text = tok::read_text_file(path, kJsonTokenizerMaxBytes);
   if (text.size() > kGgufMaxStringBytes) {
@@ -264,7 +264,8 @@ bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string
   if (spm || json) {
     const Tokenizer t = Tokenizer::load(dir);  // the one a directory load uses; throws where it does
     const std::vector<int32_t> empty = t.encode("", true);  // the special tokens encoding adds, and nothing else
-    const bool add_bos = !empty.empty() && empty.front() == t.bos_id(), add_eos = !empty.empty() && empty.back() == t.eos_id();
+    const bool add_bos = !empty.empty() && empty.front() == t.bos_id();  // BOS == EOS: one token is BOS alone
+    const bool add_eos = empty.size() > (add_bos ? 1u : 0u) && empty.back() == t.eos_id();
     ok = spm ? add_sentencepiece(w, dir + "/tokenizer.model", why)
              : add_byte_level_bpe(w, dir + "/tokenizer.json", add_bos, add_eos, why);
     if (ok) bos = t.bos_id(), eos = t.eos_id();  // the tokenizer's own (they can differ from config.json's: Llama 3's EOS)

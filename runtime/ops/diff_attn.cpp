@@ -61,11 +61,12 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   const uint32_t push = sizeof(AttnCorePush);
   // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never
   // compiles the split-K ones.
-  const bool now = false;
-  prefill_ = std::make_unique<LazyPipeline>(device, PipelineDesc{sh.prefill, 6, push, spec(prefill_tiles_, D, kv), o.subgroup, fp16_, prefill_tiles_.subgroup}, now);
-  decode1_ = std::make_unique<LazyPipeline>(device, PipelineDesc{sh.split, 9, push, spec(decode1_tiles_, D, kv), o.subgroup, fp16_, decode1_tiles_.subgroup}, now);
-  if (decodeN_tiles_.br != decode1_tiles_.br)
-    decodeN_ = std::make_unique<LazyPipeline>(device, PipelineDesc{sh.split, 9, push, spec(decodeN_tiles_, D, kv), o.subgroup, fp16_, decodeN_tiles_.subgroup}, now);
+  auto lazy = [&](const char* shader, uint32_t bindings, const AttnTiles& t) {
+    return std::make_unique<LazyPipeline>(device, PipelineDesc{shader, bindings, push, spec(t, D, kv), o.subgroup, fp16_, t.subgroup}, false);
+  };
+  prefill_ = lazy(sh.prefill, 6, prefill_tiles_);
+  decode1_ = lazy(sh.split, 9, decode1_tiles_);
+  if (decodeN_tiles_.br != decode1_tiles_.br) decodeN_ = lazy(sh.split, 9, decodeN_tiles_);
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;

@@ -258,7 +258,8 @@ class Pipeline {
 // A Pipeline compiled on its first use (get()) instead of at declaration, for kernels that declare many
 // specializations of which a model records few: LinearKernel's one-row, RoPE and tile variants (about 40 per
 // kernel; the bundled model records 8 of them, and compiling the rest cost ~60% of `diffvk run`'s start on
-// lavapipe). Programs are recorded at load, so what a model uses is still compiled at load. `now`: compile
+// lavapipe). A session records a row count's program the first time it runs it, so a pipeline compiles once,
+// before that first run's dispatch; nothing compiles during a recorded program's replay. `now`: compile
 // at declaration (tests' all-variant kernels); Device::build_declared_pipelines() compiles the rest (shader-stats).
 // get() is safe from several threads (sessions of one model record concurrently); it throws what Pipeline's
 // constructor throws, and a later get() tries again.
@@ -269,7 +270,6 @@ class LazyPipeline {
   LazyPipeline(const LazyPipeline&) = delete;
   LazyPipeline& operator=(const LazyPipeline&) = delete;
   const Pipeline& get() const;
-  const PipelineDesc& desc() const { return desc_; }
 
  private:
   Device& device_;
