@@ -37,7 +37,16 @@ struct ModelConfig {
   std::string rope_type = "default";
   double rope_factor = 1.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
   uint32_t rope_original_max_positions = 0;
-  uint32_t head_dim() const { return hidden_size / num_heads / 2; }
+  // The differential attention (docs/maths.md): 1 = DIFF V1 (the paper's layer: E = 2·H·D, λ vectors and
+  // the headwise norm), 2 = DIFF V2 (the authors' MultiheadFlashDiffV2: 2H query heads of head_dim, one λ
+  // per token and head from lambda_proj, no headwise norm; E need not equal H·D). config.json "diff_version".
+  uint32_t diff_version = 1;
+  // config.json "head_dim": required for DIFF V2; for DIFF V1 optional and equal to E / H / 2. 0 = absent.
+  uint32_t head_dim_key = 0;
+  bool v2() const { return diff_version == 2; }
+  uint32_t head_dim() const { return head_dim_key ? head_dim_key : hidden_size / num_heads / 2; }
+  // Width of one KV-cache row of one KV head: 2·head_dim in DIFF V1 (K1|K2, V's two halves), head_dim in V2.
+  uint32_t kv_row() const { return v2() ? head_dim() : 2 * head_dim(); }
 };
 
 // Parses and validates config.json text; errors name the key at fault.

@@ -77,10 +77,22 @@ ModelConfig parse_model_config(const std::string& text, const std::string& name)
   if (c.tokenizer != "bytes" && c.tokenizer != "none")
     throw bad("tokenizer", "= '" + printable(c.tokenizer) + "' is not supported (\"bytes\", or \"none\" for token ids only)");
   if (c.tokenizer == "bytes" && c.vocab_size < 256) throw bad("vocab_size", "must be >= 256 for the bytes tokenizer");
+  c.diff_version = u32("diff_version", 1, 2, false, 1);
+  c.head_dim_key = u32("head_dim", 2, 4096, c.v2(), 0);
+  if (c.num_heads % c.num_kv_heads)
+    throw bad("num_kv_heads", "= " + std::to_string(c.num_kv_heads) + " does not divide num_heads = " + std::to_string(c.num_heads) +
+                                  (c.v2() ? " (the two query heads of an output head must read one KV head)" : ""));
+  if (c.v2()) {  // DIFF V2: head_dim is free, E need not equal H·D
+    if (c.head_dim() % 2) throw bad("head_dim", "= " + std::to_string(c.head_dim()) + " is odd (RoPE rotates pairs)");
+    if (uint64_t(c.num_heads) * 2 * c.head_dim() > (1u << 20))
+      throw bad("head_dim", "x 2 x num_heads = " + std::to_string(uint64_t(c.num_heads) * 2 * c.head_dim()) + " is more than 2^20 query columns");
+    return c;
+  }
   if (c.hidden_size % (2 * c.num_heads))
     throw bad("hidden_size", "= " + std::to_string(c.hidden_size) + " is not divisible by 2 x num_heads = " + std::to_string(2 * c.num_heads));
-  if (c.num_heads % c.num_kv_heads)
-    throw bad("num_kv_heads", "= " + std::to_string(c.num_kv_heads) + " does not divide num_heads = " + std::to_string(c.num_heads));
+  if (c.head_dim_key && c.head_dim_key != c.hidden_size / c.num_heads / 2)
+    throw bad("head_dim", "= " + std::to_string(c.head_dim_key) + " but DIFF V1 has head_dim = hidden_size / num_heads / 2 = " +
+                              std::to_string(c.hidden_size / c.num_heads / 2));
   if (c.head_dim() % 2) throw bad("hidden_size", "gives an odd head_dim " + std::to_string(c.head_dim()) + " (RoPE rotates pairs)");
   return c;
 }
