@@ -20,9 +20,40 @@ std::vector<double> rms_norm(const std::vector<double>& x, int rows, int E, cons
   return y;
 }
 
+std::vector<double> v2_layer_forward(const V2Shape& s, const V2Weights& w, double rope_theta, const std::vector<double>& x,
+                                     int S, int pos0, KVCache* cache) {
+  validate(s, w);
+  if (S <= 0) throw std::invalid_argument("v2_layer_forward: S must be positive");
+  if (cache == nullptr && pos0 != 0) throw std::invalid_argument("v2_layer_forward: pos0 != 0 needs a KV cache");
+  if (cache != nullptr && cache->len != pos0) throw std::invalid_argument("v2_layer_forward: pos0 must equal cache->len");
+  if (x.size() != static_cast<std::size_t>(S) * s.E) throw std::invalid_argument("v2_layer_forward: x size mismatch");
+  const std::size_t kw = static_cast<std::size_t>(s.kv_width());
+  KVCache local;
+  KVCache& kv = cache != nullptr ? *cache : local;
+  if (kv.k.size() != static_cast<std::size_t>(kv.len) * kw || kv.v.size() != kv.k.size())
+    throw std::invalid_argument("v2_layer_forward: the cache's rows are not len x Hkv·D");
+
+  std::vector<double> q = linear(x, S, s.E, w.wq, s.q_width());
+  std::vector<double> k = linear(x, S, s.E, w.wk, s.kv_width());
+  std::vector<double> v = linear(x, S, s.E, w.wv, s.kv_width());
+  rope_rows(q, S, 2 * s.H, s.D, pos0, rope_theta);
+  rope_rows(k, S, s.Hkv, s.D, pos0, rope_theta);
+  if (kv.round_row)  // each KV head's D-wide row of K (roped) and of V, as it enters the cache
+    for (std::vector<double>* t : {&k, &v})
+      for (std::size_t at = 0; at < t->size(); at += static_cast<std::size_t>(s.D)) kv.round_row(t->data() + at, s.D);
+  kv.k.insert(kv.k.end(), k.begin(), k.end());
+  kv.v.insert(kv.v.end(), v.begin(), v.end());
+  kv.len += S;
+
+  const std::vector<double> z = linear(x, S, s.E, w.wl, s.H);  // λ logits; diff_v2_attention takes the sigmoid
+  const std::vector<double> heads = diff_v2_attention(q, kv.k, kv.v, z, S, kv.len, s.H, s.Hkv, s.D, pos0);
+  return linear(heads, S, s.o_width(), w.wo, s.E);
+}
+
 ModelRun model_forward(const ModelWeights& m, const std::vector<int>& tokens) {
-  const int S = static_cast<int>(tokens.size()), E = m.shape.E, I = m.I, V = m.vocab;
+  const int S = static_cast<int>(tokens.size()), E = m.width(), I = m.I, V = m.vocab;
   if (S == 0) throw std::invalid_argument("model_forward: no tokens");
+  if (m.embed.size() != static_cast<std::size_t>(V) * E) throw std::invalid_argument("model_forward: embed is not V x E");
   ModelRun run;
   std::vector<double> x(static_cast<std::size_t>(S) * E);
   for (int r = 0; r < S; ++r) {
@@ -38,8 +69,9 @@ ModelRun model_forward(const ModelWeights& m, const std::vector<int>& tokens) {
     run.hidden.push_back(x);
     KVCache cache;
     cache.round_row = m.kv_round;
-    const auto a = layer_forward(m.shape, L.attn, static_cast<int>(l), m.rope_theta, rms_norm(x, S, E, L.attn_norm, m.eps), S, 0,
-                                 &cache);
+    const auto n_attn = rms_norm(x, S, E, L.attn_norm, m.eps);
+    const auto a = m.v2 ? v2_layer_forward(m.v2_shape, L.attn_v2, m.rope_theta, n_attn, S, 0, &cache)
+                        : layer_forward(m.shape, L.attn, static_cast<int>(l), m.rope_theta, n_attn, S, 0, &cache);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += a[i];
     track();
     const auto n = rms_norm(x, S, E, L.ffn_norm, m.eps);

@@ -1,6 +1,7 @@
 // Test helpers for whole-model tests (vk/test_faults.cpp, io/test_hostile_model.cpp, model/test_soak.cpp):
-// a self-deleting temporary directory, a synthesized tiny checkpoint (random weights, any config),
-// and a tensor-level safetensors rewriter used to make hostile variants of a checkpoint.
+// a self-deleting temporary directory, a synthesized tiny checkpoint (random weights, any config; DIFF V1
+// and DIFF V2 layouts), a tensor-level safetensors rewriter used to make hostile variants of a checkpoint,
+// and the float64 reference's weights of a checkpoint (ref::ModelWeights, model_ref.hpp).
 #pragma once
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -221,6 +222,132 @@ inline void write_tiny_model(const std::string& dir, const TinySpec& s = {}, uin
 // The shared small test model (tests/data/model_tiny), or "" when it is not in the tree.
 inline std::string shared_tiny_model_dir() {
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+  return fs::exists(dir + "/config.json") && fs::exists(dir + "/model.safetensors") ? dir : std::string();
+}
+
+// ---------------------------------------------------------------- DIFF V2 checkpoints
+// The layout (docs/maths.md "DIFF V2"; tests/python/make_v2_model_fixture.py): config.json with the native
+// keys plus "head_dim" (D, required) and "diff_version": 2; Hugging Face Llama tensor names outside attention
+// (model.embed_tokens, model.layers.{i}.input_layernorm / post_attention_layernorm / mlp.{gate,up,down}_proj,
+// model.norm, lm_head), the authors' names inside self_attn (q_proj (2H·D, E), k_proj and v_proj (Hkv·D, E),
+// lambda_proj (H, E), o_proj (E, H·D)); no biases.
+
+// A small DIFF V2 configuration for synthesized checkpoints. The default has E != H·D and D-wide cache rows
+// of one Q8_0 block.
+struct TinyV2Spec {
+  uint32_t vocab = 256, hidden = 48, layers = 2, heads = 2, kv_heads = 1, head_dim = 32, intermediate = 64, max_pos = 64;
+  bool tie = false;
+};
+
+inline nlohmann::json tiny_v2_config_json(const TinyV2Spec& s) {
+  return {{"vocab_size", s.vocab},       {"hidden_size", s.hidden},
+          {"num_layers", s.layers},      {"num_heads", s.heads},
+          {"num_kv_heads", s.kv_heads},  {"head_dim", s.head_dim},
+          {"intermediate_size", s.intermediate},
+          {"rope_theta", 10000.0},       {"rms_norm_eps", 1e-5},
+          {"max_position_embeddings", s.max_pos}, {"tie_word_embeddings", s.tie},
+          {"bos_token_id", 2},           {"eos_token_id", 3},
+          {"tokenizer", "bytes"},        {"diff_version", 2}};
+}
+
+// Random F32 weights with the V2 layout's names and shapes (norm gains 1).
+inline Tensors tiny_v2_tensors(const TinyV2Spec& s, uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t E = s.hidden, H = s.heads, Hkv = s.kv_heads, D = s.head_dim, I = s.intermediate, V = s.vocab;
+  auto rnd = [&](std::vector<int64_t> shape, float scale) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= size_t(d);
+    std::vector<float> v(n);
+    for (auto& x : v) x = scale * nd(rng);
+    return f32_tensor(std::move(shape), v);
+  };
+  auto ones = [&](int64_t n) { return f32_tensor({n}, std::vector<float>(size_t(n), 1.0f)); };
+  Tensors ts;
+  ts["model.embed_tokens.weight"] = rnd({V, E}, 0.5f);
+  ts["model.norm.weight"] = ones(E);
+  if (!s.tie) ts["lm_head.weight"] = rnd({V, E}, 0.1f);
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    ts[p + "input_layernorm.weight"] = ones(E);
+    ts[p + "self_attn.q_proj.weight"] = rnd({2 * H * D, E}, 0.1f);
+    ts[p + "self_attn.k_proj.weight"] = rnd({Hkv * D, E}, 0.1f);
+    ts[p + "self_attn.v_proj.weight"] = rnd({Hkv * D, E}, 0.1f);
+    ts[p + "self_attn.lambda_proj.weight"] = rnd({H, E}, 0.1f);
+    ts[p + "self_attn.o_proj.weight"] = rnd({E, H * D}, 0.1f);
+    ts[p + "post_attention_layernorm.weight"] = ones(E);
+    ts[p + "mlp.gate_proj.weight"] = rnd({I, E}, 0.1f);
+    ts[p + "mlp.up_proj.weight"] = rnd({I, E}, 0.1f);
+    ts[p + "mlp.down_proj.weight"] = rnd({E, I}, 0.1f);
+  }
+  return ts;
+}
+
+inline void write_tiny_v2_model(const std::string& dir, const TinyV2Spec& s = {}, uint64_t seed = 1) {
+  write_checkpoint(dir, tiny_v2_config_json(s).dump(2), tiny_v2_tensors(s, seed));
+}
+
+// The float64 reference's weights (ModelWeights::v2) of a V2 checkpoint: config.json's keys (num_kv_heads,
+// rope_theta, rms_norm_eps and tie_word_embeddings with the native defaults) and the file's F32, F16 or BF16
+// tensors, each required with its exact shape. Every value is rounded to fp16 when fp16 (the storage type
+// the device path sees, as docs/maths.md's tolerances assume). Fails the test (REQUIRE) on a config that is
+// not DIFF V2; a missing or misshapen tensor throws the reader's error.
+inline ref::ModelWeights reference_weights_v2(const nlohmann::json& cfg, const SafetensorsFile& f, bool fp16) {
+  REQUIRE_MESSAGE(cfg.value("diff_version", 1) == 2, "not a DIFF V2 config: " << cfg.dump());
+  auto key = [&](const char* k) {
+    REQUIRE_MESSAGE(cfg.contains(k), "config.json lacks " << k);
+    return cfg.at(k).get<int64_t>();
+  };
+  const int64_t V = key("vocab_size"), E = key("hidden_size"), layers = key("num_layers"), H = key("num_heads"),
+                D = key("head_dim"), I = key("intermediate_size");
+  const int64_t Hkv = cfg.value("num_kv_heads", H);
+  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
+    const std::vector<float> v = f.to_float(f.require(name, shape));
+    std::vector<double> d(v.begin(), v.end());
+    return fp16 ? ref::round_to_f16(d) : d;
+  };
+  ref::ModelWeights m;
+  m.v2 = true;
+  m.v2_shape = ref::make_v2_shape(int(E), int(H), int(Hkv), int(D));
+  m.vocab = int(V);
+  m.I = int(I);
+  m.rope_theta = cfg.value("rope_theta", 10000.0);
+  m.eps = cfg.value("rms_norm_eps", 1e-5);
+  m.embed = get("model.embed_tokens.weight", {V, E});
+  m.norm = get("model.norm.weight", {E});
+  m.lm_head = cfg.value("tie_word_embeddings", false) ? m.embed : get("lm_head.weight", {V, E});
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    ref::ModelLayerWeights L;
+    L.attn_norm = get(p + "input_layernorm.weight", {E});
+    L.attn_v2.wq = get(p + "self_attn.q_proj.weight", {2 * H * D, E});
+    L.attn_v2.wk = get(p + "self_attn.k_proj.weight", {Hkv * D, E});
+    L.attn_v2.wv = get(p + "self_attn.v_proj.weight", {Hkv * D, E});
+    L.attn_v2.wl = get(p + "self_attn.lambda_proj.weight", {H, E});
+    L.attn_v2.wo = get(p + "self_attn.o_proj.weight", {E, H * D});
+    L.ffn_norm = get(p + "post_attention_layernorm.weight", {E});
+    L.gate = get(p + "mlp.gate_proj.weight", {I, E});
+    L.up = get(p + "mlp.up_proj.weight", {I, E});
+    L.down = get(p + "mlp.down_proj.weight", {E, I});
+    m.layers.push_back(std::move(L));
+  }
+  return m;
+}
+// The same from a checkpoint directory (<dir>/config.json, <dir>/model.safetensors).
+inline ref::ModelWeights reference_weights_v2_dir(const std::string& dir, bool fp16) {
+  const std::vector<uint8_t> text = read_bytes(dir + "/config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(text.begin(), text.end());
+  return reference_weights_v2(cfg, SafetensorsFile::open(dir + "/model.safetensors"), fp16);
+}
+// The same from a synthesized checkpoint (tiny_v2_tensors, or a variant of it).
+inline ref::ModelWeights reference_weights_v2(const TinyV2Spec& s, const Tensors& ts, bool fp16) {
+  return reference_weights_v2(tiny_v2_config_json(s), SafetensorsFile::from_bytes(encode_safetensors(ts), "tiny_v2"), fp16);
+}
+
+// The shared small DIFF V2 test model (tests/data/model_tiny_v2, tests/python/make_v2_model_fixture.py),
+// or "" when it is not in the tree.
+inline std::string shared_tiny_v2_model_dir() {
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny_v2";
   return fs::exists(dir + "/config.json") && fs::exists(dir + "/model.safetensors") ? dir : std::string();
 }
 
