@@ -90,8 +90,10 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const double bytes = static_cast<double>(model->weight_bytes());
   // FLOPs per token: 2 x the matrix weights (q, k, v, o, gate_up, down per layer, lm_head); the embedding
   // is a lookup and the attention products (12*D per query-key pair and head) are left out.
-  const double E = c.hidden_size, kv = 2.0 * c.num_kv_heads * c.head_dim();
-  const double mat_weights = c.num_layers * (2.0 * E * E + 2.0 * E * kv + 3.0 * E * c.intermediate_size) + E * c.vocab_size;
+  // DIFF V2: q is 2H·D + H rows (the λ logits), o has H·D inputs.
+  const double E = c.hidden_size, kv = double(c.num_kv_heads) * c.kv_row();
+  const double qo = c.v2() ? (2.0 * c.num_heads * c.head_dim() + c.num_heads + double(c.num_heads) * c.head_dim()) * E : 2.0 * E * E;
+  const double mat_weights = c.num_layers * (qo + 2.0 * E * kv + 3.0 * E * c.intermediate_size) + E * c.vocab_size;
   const double flops_per_token = 2.0 * mat_weights;
   // Prefill reads the weights once for P rows; decode once per token.
   const PeakFraction prefill_pf = peak_fraction(ceil, flops_per_token * P / (ps.median * 1e9), bytes / (ps.median * 1e9));

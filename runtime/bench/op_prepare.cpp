@@ -292,7 +292,8 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepare
 void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16();
   const size_t es = storage_bytes(f16);
-  const uint32_t Hkv = c.Hkv, D = c.out, keep = c.pos0, d = c.rows, held = c.in, two_d = 2 * D;
+  // two_d: the cache row width, 2D (DIFF V1: K1|K2) or D (c.v2: DIFF V2's caches)
+  const uint32_t Hkv = c.Hkv, D = c.out, keep = c.pos0, d = c.rows, held = c.in, two_d = c.v2 ? D : 2 * D;
   const size_t cache_elems = size_t(Hkv) * c.capacity * two_d;
   std::mt19937_64 rng(c.seed);
   auto kpat = rounded(uniform(rng, cache_elems, -5, 5), f16), vpat = rounded(uniform(rng, cache_elems, -5, 5), f16);
@@ -339,7 +340,7 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepa
   a.buf->upload(to, table.data(), tb);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
   p.prog = std::make_unique<Program>(dev, "op case kv_shift", p.timestamps);
-  kernel.record(*p.prog, a.range(ko, cb), a.range(vo, cb), a.range(to, tb), KvShiftParams{Hkv, D, c.capacity, keep, d, held});
+  kernel.record(*p.prog, a.range(ko, cb), a.range(vo, cb), a.range(to, tb), KvShiftParams{Hkv, D, c.capacity, keep, d, held, two_d});
   kernel.limit_workgroups_for_testing(0, 0);
   p.detail = strf("wg=%u", kernel.workgroup_size());
   p.expect = kexp;

@@ -24,15 +24,26 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   if (arch != "diffllama") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama'");
   auto u = [&](const std::string& k) { return f.require_value("diffllama." + k).as_u64(path + ": diffllama." + k); };
   auto r = [&](const std::string& k) { return f.require_value("diffllama." + k).as_f64(path + ": diffllama." + k); };
+  // DIFF V2 (diffllama.diff_version = 2): head_count = the 2H query heads, head_count_kv = Hkv, key_length = D.
+  // DIFF V1 (absent or 1): Hugging Face DiffLlama's counting of half-heads, 2H and 2Hkv.
+  uint64_t version = 1;
+  if (f.find_value("diffllama.diff_version")) version = u("diff_version");
+  if (version != 1 && version != 2) throw fail("diffllama.diff_version = " + std::to_string(version) + " is not 1 or 2");
+  const bool v2 = version == 2;
   const uint64_t heads = u("attention.head_count"), kv_heads = u("attention.head_count_kv");
-  if (heads % 2 || kv_heads % 2) throw fail("diffllama.attention.head_count and head_count_kv must be even (2 half-heads per head)");
+  if (heads % 2) throw fail("diffllama.attention.head_count must be even (" + std::string(v2 ? "2 query heads per output head" : "2 half-heads per head") + ")");
+  if (!v2 && kv_heads % 2) throw fail("diffllama.attention.head_count_kv must be even (2 half-heads per head)");
   // The config.json rules (ranges, divisibility) apply to the GGUF keys too: one checker.
   nlohmann::json j;
   j["vocab_size"] = u("vocab_size");
   j["hidden_size"] = u("embedding_length");
   j["num_layers"] = u("block_count");
   j["num_heads"] = heads / 2;
-  j["num_kv_heads"] = kv_heads / 2;
+  j["num_kv_heads"] = v2 ? kv_heads : kv_heads / 2;
+  if (v2) {
+    j["diff_version"] = 2;
+    j["head_dim"] = u("attention.key_length");
+  }
   j["intermediate_size"] = u("feed_forward_length");
   j["max_position_embeddings"] = u("context_length");
   j["rope_theta"] = r("rope.freq_base");
@@ -66,8 +77,10 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
     }
   }
   if (u("attention.key_length") != c.head_dim()) throw fail("diffllama.attention.key_length is not embedding_length / head_count");
+  if (f.find_value("diffllama.attention.value_length") && u("attention.value_length") != c.head_dim())
+    throw fail("diffllama.attention.value_length differs from key_length");
 
-  const uint64_t E = c.hidden_size, D = c.head_dim(), KV = 2ull * c.num_kv_heads * D, I = c.intermediate_size, V = c.vocab_size;
+  const uint64_t E = c.hidden_size, D = c.head_dim(), KV = uint64_t(c.num_kv_heads) * c.kv_row(), I = c.intermediate_size, V = c.vocab_size;
   // Every tensor must be present with its shape (row-major [rows, cols]), nothing else may be.
   size_t expected = 0;
   auto tensor = [&](const std::string& name, std::vector<int64_t> shape) -> const GgufTensorInfo& {
@@ -89,12 +102,23 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
     const std::string p = "blk." + std::to_string(l) + ".";
     CheckpointLayer L;
     L.attn_norm = weight(p + "attn_norm.weight", {{p + "attn_norm.weight", {e}}}, true);
-    L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {e, e}}, {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
-    L.wo = weight(p + "attn_output.weight", {{p + "attn_output.weight", {e, e}}});
-    L.subln = weight(p + "attn_sub_norm.weight", {{p + "attn_sub_norm.weight", {2 * d}}}, true);
+    if (v2) {  // [Wq; Wλ; Wk; Wv] (AttnBlock::v2), o of H·D inputs; no sub-norm, no λ vectors
+      const int64_t H = c.num_heads;
+      L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {2 * H * d, e}}, {p + "attn_lambda.weight", {H, e}},
+                                       {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
+      L.wo = weight(p + "attn_output.weight", {{p + "attn_output.weight", {e, H * d}}});
+    } else {
+      L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {e, e}}, {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
+      L.wo = weight(p + "attn_output.weight", {{p + "attn_output.weight", {e, e}}});
+    }
     L.ffn_norm = weight(p + "ffn_norm.weight", {{p + "ffn_norm.weight", {e}}}, true);
     L.wgu = weight(p + "ffn_gate_up", {{p + "ffn_gate.weight", {i, e}}, {p + "ffn_up.weight", {i, e}}});
     L.wdown = weight(p + "ffn_down.weight", {{p + "ffn_down.weight", {e, i}}});
+    if (v2) {
+      ck.layers.push_back(std::move(L));
+      continue;
+    }
+    L.subln = weight(p + "attn_sub_norm.weight", {{p + "attn_sub_norm.weight", {2 * d}}}, true);
     int k = 0;
     for (const char* n : {"attn_lambda_q1", "attn_lambda_k1", "attn_lambda_q2", "attn_lambda_k2"}) {
       const GgufTensorInfo& t = tensor(p + n, {d});

@@ -1,5 +1,6 @@
 // Native checkpoints (docs/maths.md names, <dir>/model.safetensors) as row sources, and the format dispatch.
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "model/checkpoint.hpp"
@@ -26,6 +27,85 @@ Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config) {
                                 std::move(config));
 }
 
+namespace {
+// Expected tensors (every name present with its shape, nothing else), and a reader of one weight from them.
+class ExpectedTensors {
+ public:
+  ExpectedTensors(const SafetensorsFile& st, std::string path) : st_(st), path_(std::move(path)) {}
+  std::map<std::string, std::vector<int64_t>> shapes;
+  // Every tensor of the file is expected (the hint explains a known mistake).
+  void check_no_extra(const std::function<std::string(const std::string&)>& hint) const {
+    for (const auto& t : st_.tensors())
+      if (!shapes.count(t.name)) throw Error(Status::format_error, path_ + ": unexpected tensor '" + t.name + "'" + hint(t.name));
+  }
+  const TensorInfo& info(const std::string& name) const {
+    const TensorInfo* t = st_.find(name);
+    if (!t) throw Error(Status::format_error, path_ + ": missing tensor '" + name + "'");
+    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+      throw Error(Status::format_error, path_ + ": tensor '" + name + "' must be F32, F16 or BF16");
+    return st_.require(name, shapes.at(name));
+  }
+  // One weight of the runtime from one or more tensors (row concatenation).
+  WeightSource weight(const std::string& as, std::initializer_list<std::string> names, bool finite = false) const {
+    const auto& first = shapes.at(*names.begin());
+    WeightSource w{as, first.size() > 1 ? uint64_t(first[1]) : 1, {}, finite};
+    for (const auto& n : names) w.add(st_, info(n));
+    return w;
+  }
+
+ private:
+  const SafetensorsFile& st_;
+  std::string path_;
+};
+
+// DIFF V2 (docs/maths.md "DIFF V2 models"): Hugging Face Llama names outside attention, the authors'
+// MultiheadFlashDiffV2 names inside self_attn. The fused projection is [Wq; Wλ; Wk; Wv] (the recipe's AttnBlock::v2).
+Checkpoint open_native_v2(Checkpoint ck, const std::string& path) {
+  const ModelConfig& c = ck.config;
+  const int64_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size,
+                V = c.vocab_size;
+  ExpectedTensors x(*ck.files.back(), path);
+  x.shapes["model.embed_tokens.weight"] = {V, E};
+  x.shapes["model.norm.weight"] = {E};
+  if (!c.tie_word_embeddings) x.shapes["lm_head.weight"] = {V, E};
+  auto P = [](uint32_t l) { return "model.layers." + std::to_string(l) + "."; };
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = P(l);
+    x.shapes[p + "input_layernorm.weight"] = {E};
+    x.shapes[p + "self_attn.q_proj.weight"] = {2 * H * D, E};
+    x.shapes[p + "self_attn.lambda_proj.weight"] = {H, E};
+    x.shapes[p + "self_attn.k_proj.weight"] = {Hkv * D, E};
+    x.shapes[p + "self_attn.v_proj.weight"] = {Hkv * D, E};
+    x.shapes[p + "self_attn.o_proj.weight"] = {E, H * D};
+    x.shapes[p + "post_attention_layernorm.weight"] = {E};
+    x.shapes[p + "mlp.gate_proj.weight"] = {I, E};
+    x.shapes[p + "mlp.up_proj.weight"] = {I, E};
+    x.shapes[p + "mlp.down_proj.weight"] = {E, I};
+  }
+  x.check_no_extra([&](const std::string& n) -> std::string {
+    if (n == "lm_head.weight") return " (config says tie_word_embeddings=true)";
+    if (n.find("lambda_q1") != std::string::npos || n.find("subln") != std::string::npos || n.find(".attn.") != std::string::npos)
+      return " (a DIFF V1 name in a file whose config.json says diff_version 2)";
+    return "";
+  });
+  ck.embed = x.weight("model.embed_tokens.weight", {"model.embed_tokens.weight"});
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = P(l), a = p + "self_attn.";
+    CheckpointLayer L;
+    L.attn_norm = x.weight(p + "input_layernorm.weight", {p + "input_layernorm.weight"}, true);
+    L.wqkv = x.weight(a + "qkv", {a + "q_proj.weight", a + "lambda_proj.weight", a + "k_proj.weight", a + "v_proj.weight"});
+    L.wo = x.weight(a + "o_proj.weight", {a + "o_proj.weight"});
+    L.ffn_norm = x.weight(p + "post_attention_layernorm.weight", {p + "post_attention_layernorm.weight"}, true);
+    L.wgu = x.weight(p + "mlp.gate_up", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    L.wdown = x.weight(p + "mlp.down_proj.weight", {p + "mlp.down_proj.weight"});
+    ck.layers.push_back(std::move(L));  // no subln, no λ vectors
+  }
+  ck.norm = x.weight("model.norm.weight", {"model.norm.weight"}, true);
+  if (!c.tie_word_embeddings) ck.lm_head = x.weight("lm_head.weight", {"lm_head.weight"});
+  return ck;
+}
+}  // namespace
+
 Checkpoint open_native_checkpoint(std::unique_ptr<SafetensorsFile> file, ModelConfig config) {
   Checkpoint ck;
   ck.config = std::move(config);
@@ -35,8 +115,9 @@ Checkpoint open_native_checkpoint(std::unique_ptr<SafetensorsFile> file, ModelCo
   const SafetensorsFile& st = *ck.files.back();
   const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
 
-  // Expected tensors: every name must be present with its shape, nothing else may be.
-  std::map<std::string, std::vector<int64_t>> expect;
+  if (c.v2()) return open_native_v2(std::move(ck), path);
+  ExpectedTensors ex(st, path);
+  auto& expect = ex.shapes;
   expect["embed_tokens.weight"] = {V, E};
   expect["norm.weight"] = {E};
   if (!c.tie_word_embeddings) expect["lm_head.weight"] = {V, E};
@@ -54,23 +135,15 @@ Checkpoint open_native_checkpoint(std::unique_ptr<SafetensorsFile> file, ModelCo
     expect[p + "ffn.up_proj.weight"] = {I, E};
     expect[p + "ffn.down_proj.weight"] = {E, I};
   }
-  for (const auto& t : st.tensors())
-    if (!expect.count(t.name))
-      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name + "'" +
-                                            (t.name == "lm_head.weight" ? " (config says tie_word_embeddings=true)" : ""));
-  auto info = [&](const std::string& name) -> const TensorInfo& {
-    const TensorInfo* t = st.find(name);
-    if (!t) throw Error(Status::format_error, path + ": missing tensor '" + name + "'");
-    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-      throw Error(Status::format_error, path + ": tensor '" + name + "' must be F32, F16 or BF16");
-    return st.require(name, expect.at(name));
-  };
-  // One weight of the runtime from one or more tensors (row concatenation).
+  ex.check_no_extra([](const std::string& n) -> std::string {
+    if (n == "lm_head.weight") return " (config says tie_word_embeddings=true)";
+    if (n.rfind("model.", 0) == 0 || n.find("lambda_proj") != std::string::npos)
+      return " (a DIFF V2 name: a DIFF V2 checkpoint's config.json has \"diff_version\": 2 and \"head_dim\")";
+    return "";
+  });
+  auto info = [&](const std::string& name) -> const TensorInfo& { return ex.info(name); };
   auto weight = [&](const std::string& as, std::initializer_list<std::string> names, bool finite = false) {
-    const auto& first = expect.at(*names.begin());
-    WeightSource w{as, first.size() > 1 ? uint64_t(first[1]) : 1, {}, finite};
-    for (const auto& n : names) w.add(st, info(n));
-    return w;
+    return ex.weight(as, names, finite);
   };
   ck.embed = weight("embed_tokens.weight", {"embed_tokens.weight"});
   for (uint32_t l = 0; l < c.num_layers; ++l) {

@@ -120,13 +120,15 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
   w.add_u32(a + "embedding_length", c.hidden_size);
   w.add_u32(a + "block_count", c.num_layers);
   w.add_u32(a + "feed_forward_length", c.intermediate_size);
-  // Hugging Face DiffLlama's counting: num_attention_heads = 2 H half-heads of head_dim D each.
+  // DIFF V1: Hugging Face DiffLlama's counting, num_attention_heads = 2H half-heads of head_dim D each (2Hkv
+  // for K/V). DIFF V2 (diff_version 2): the 2H query heads and the Hkv KV heads, as a GQA model counts them.
+  if (c.v2()) w.add_u32(a + "diff_version", 2);
   w.add_u32(a + "attention.head_count", 2 * c.num_heads);
-  w.add_u32(a + "attention.head_count_kv", 2 * c.num_kv_heads);
+  w.add_u32(a + "attention.head_count_kv", c.v2() ? c.num_kv_heads : 2 * c.num_kv_heads);
   w.add_u32(a + "attention.key_length", D);
   w.add_u32(a + "attention.value_length", D);
   w.add_f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
-  w.add_f32(a + "attention.sub_norm_rms_epsilon", float(c.subln_eps));
+  if (!c.v2()) w.add_f32(a + "attention.sub_norm_rms_epsilon", float(c.subln_eps));
   w.add_f32(a + "rope.freq_base", float(c.rope_theta));
   w.add_u32(a + "rope.dimension_count", D);
   if (c.rope_type == "llama3") {
@@ -155,18 +157,23 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
   Exporter x{w, report};
   x.tensor("token_embd.weight", ck.embed, c.tie_word_embeddings ? head : lin);
   release_source(ck.embed);
-  const uint64_t E = c.hidden_size, kv = 2ull * c.num_kv_heads * D, I = c.intermediate_size;
+  const uint64_t E = c.hidden_size, kv = uint64_t(c.num_kv_heads) * c.kv_row(), I = c.intermediate_size;
+  // Rows of wqkv: V1 [Wq (E); Wk; Wv], V2 [Wq (2H·D); Wλ (H); Wk; Wv] (attn_lambda: the authors' lambda_proj).
+  const uint64_t qrows = c.v2() ? 2ull * c.num_heads * D : E, lrows = c.v2() ? c.num_heads : 0, k0 = qrows + lrows;
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const CheckpointLayer& L = ck.layers[l];
     x.tensor(p + "attn_norm.weight", L.attn_norm, GgmlType::f32);
-    x.tensor(p + "attn_q.weight", L.wqkv, 0, E, lin);
-    x.tensor(p + "attn_k.weight", L.wqkv, E, kv, lin);
-    x.tensor(p + "attn_v.weight", L.wqkv, E + kv, kv, lin);
+    x.tensor(p + "attn_q.weight", L.wqkv, 0, qrows, lin);
+    if (c.v2()) x.tensor(p + "attn_lambda.weight", L.wqkv, qrows, lrows, lin);
+    x.tensor(p + "attn_k.weight", L.wqkv, k0, kv, lin);
+    x.tensor(p + "attn_v.weight", L.wqkv, k0 + kv, kv, lin);
     x.tensor(p + "attn_output.weight", L.wo, lin);
-    x.tensor(p + "attn_sub_norm.weight", L.subln, GgmlType::f32);
-    const char* lambda[4] = {"attn_lambda_q1", "attn_lambda_k1", "attn_lambda_q2", "attn_lambda_k2"};
-    for (int i = 0; i < 4; ++i) x.vector(p + lambda[i], L.lambda[i]);
+    if (!c.v2()) {
+      x.tensor(p + "attn_sub_norm.weight", L.subln, GgmlType::f32);
+      const char* lambda[4] = {"attn_lambda_q1", "attn_lambda_k1", "attn_lambda_q2", "attn_lambda_k2"};
+      for (int i = 0; i < 4; ++i) x.vector(p + lambda[i], L.lambda[i]);
+    }
     x.tensor(p + "ffn_norm.weight", L.ffn_norm, GgmlType::f32);
     x.tensor(p + "ffn_gate.weight", L.wgu, 0, I, lin);
     x.tensor(p + "ffn_up.weight", L.wgu, I, I, lin);

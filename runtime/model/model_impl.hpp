@@ -1,6 +1,7 @@
 // Model::Impl: what a loaded model holds (model_load.cpp fills it; session.cpp records from it).
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -27,9 +28,11 @@ struct Model::Impl {
   Device* dev = nullptr;
   bool fp16 = false;
   ModelConfig cfg;
+  static constexpr size_t kNone = SIZE_MAX;  // a weight the variant does not have (DIFF V2: subln)
   struct Layer {
-    size_t attn_norm, wqkv, wo, subln, ffn_norm, wgu, wdown;  // WeightStore indices
-    double lambda, lambda_init;
+    // WeightStore indices. DIFF V2: wqkv = [Wq; Wλ; Wk; Wv], wo has H·D inputs, subln = kNone.
+    size_t attn_norm = kNone, wqkv = kNone, wo = kNone, subln = kNone, ffn_norm = kNone, wgu = kNone, wdown = kNone;
+    double lambda = 0, lambda_init = 0;  // DIFF V1 only (V2's λ is per token)
   };
   std::vector<Layer> layers;
   size_t embed = 0, norm = 0, lm_head = 0;

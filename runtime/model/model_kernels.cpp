@@ -2,6 +2,15 @@
 
 namespace diffvk {
 
+namespace {
+// The attention of the config's DIFF variant: V1's differential softmax pair per head (H heads, n_rep =
+// H / Hkv), or V2's one softmax per query head (2H query heads, 2H / Hkv per KV head).
+std::unique_ptr<DiffAttnKernel> model_attention(Device& dev, const KernelOptions& ko, const ModelConfig& c, KvFormat kv) {
+  if (c.v2()) return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), 2 * c.num_heads / c.num_kv_heads, 8, AttnSoftmax::v2, kv);
+  return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8, AttnSoftmax::differential, kv);
+}
+}  // namespace
+
 ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant, const QuantRowPath* quant_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
@@ -19,7 +28,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   }
   {
     PipelineGroup g(dev, "attention");
-    k.attn = std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads);
+    k.attn = model_attention(dev, ko, c, KvFormat::storage);
   }
   {
     PipelineGroup g(dev, "head_rmsnorm");
@@ -50,7 +59,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
 
 void build_kv_q8_kernels(Device& dev, const ModelConfig& c, ModelKernels& k) {
   if (k.attn_q8) return;
-  const std::string problem = kv_format_problem(KvFormat::q8_0, 2 * c.head_dim());
+  const std::string problem = kv_format_problem(KvFormat::q8_0, c.kv_row());
   if (!problem.empty()) throw Error(Status::invalid_argument, "session: " + problem + " (use the f16 KV cache)");
   const KernelOptions ko = KernelOptions::for_device(dev);
   {
@@ -62,8 +71,7 @@ void build_kv_q8_kernels(Device& dev, const ModelConfig& c, ModelKernels& k) {
     k.shift_q8 = std::make_unique<KvShiftKernel>(dev, ko, KvFormat::q8_0);
   }
   PipelineGroup g(dev, "attention q8_0");
-  k.attn_q8 = std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8,
-                                               AttnSoftmax::differential, KvFormat::q8_0);
+  k.attn_q8 = model_attention(dev, ko, c, KvFormat::q8_0);
 }
 
 }  // namespace diffvk

@@ -176,21 +176,23 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
     L.wqkv = ws.add(std::move(S.wqkv), f_wqkv);
     const QuantType f_wo = wf.linear(S.wo);
     L.wo = ws.add(std::move(S.wo), f_wo);
-    L.subln = ws.add(std::move(S.subln));
+    if (!c.v2()) L.subln = ws.add(std::move(S.subln));  // DIFF V2 has no headwise norm (Impl::kNone)
     L.ffn_norm = ws.add(std::move(S.ffn_norm));
     const QuantType f_wgu = wf.linear(S.wgu);
     L.wgu = ws.add(std::move(S.wgu), f_wgu);
     const QuantType f_wdown = wf.linear(S.wdown);
     L.wdown = ws.add(std::move(S.wdown), f_wdown);
+    m->layers.push_back(L);
+    if (c.v2()) continue;  // λ is per token (lambda_proj rows inside wqkv), not a scalar of the layer
     double d1 = 0, d2 = 0;
     for (int64_t k = 0; k < D; ++k) {
       d1 += double(S.lambda[0][k]) * S.lambda[1][k];
       d2 += double(S.lambda[2][k]) * S.lambda[3][k];
     }
-    L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
-    L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
-    if (!std::isfinite(L.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
-    m->layers.push_back(L);
+    Impl::Layer& B = m->layers.back();
+    B.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
+    B.lambda = std::exp(d1) - std::exp(d2) + B.lambda_init;
+    if (!std::isfinite(B.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
   }
   m->norm = ws.add(std::move(ck.norm));
   if (c.tie_word_embeddings) {
@@ -206,7 +208,8 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
                                             "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
   const WeightUploadStats up = ws.upload(options.staging_bytes, options.force_staging);
   for (const auto& L : m->layers)  // only the embedding and lm_head may be split across bindings
-    for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown}) ws.range(w);
+    for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown})
+      if (w != Impl::kNone) ws.range(w);
   ws.range(m->norm);
   // Bytes a decode step reads: every weight once, but one row of an untied embedding table.
   const uint64_t es = m->fp16 ? 2 : 4;
@@ -231,7 +234,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size() + (ck.gguf ? 1 : 0)) + " file(s)): " +
                                               std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
-                                              ", H=" + std::to_string(c.num_heads) + ", Hkv=" + std::to_string(Hkv) + ", I=" +
+                                              ", H=" + std::to_string(c.num_heads) + ", D=" + std::to_string(D) + (c.v2() ? " (DIFF V2)" : "") + ", Hkv=" + std::to_string(Hkv) + ", I=" +
                                               std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
                                               std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") + wf.describe() +
                                               "), host staging peak " + std::to_string(up.staging_peak_bytes) + " bytes");

@@ -33,6 +33,7 @@ uint64_t model_fingerprint(const Model::Impl& m) {
   for (double v : {c.rope_theta, c.rms_norm_eps, c.subln_eps, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor})
     h = mix(h, v);
   h = fnv1a64(c.rope_type.data(), c.rope_type.size(), h);
+  if (c.v2()) h = mix(mix(h, c.diff_version), c.head_dim());  // only for V2: V1 states keep their fingerprints
   const WeightStore& ws = *m.weights;
   auto weight = [&](size_t i, bool bytes) {
     h = mix(h, uint32_t(ws.format(i)));
@@ -45,7 +46,8 @@ uint64_t model_fingerprint(const Model::Impl& m) {
     h = mix(h, L.lambda);
     h = mix(h, L.lambda_init);
     for (size_t i : {L.wqkv, L.wo, L.wgu, L.wdown}) weight(i, false);
-    for (size_t i : {L.attn_norm, L.subln, L.ffn_norm}) weight(i, true);
+    for (size_t i : {L.attn_norm, L.subln, L.ffn_norm})
+      if (i != Model::Impl::kNone) weight(i, true);
   }
   weight(m.embed, false);
   weight(m.lm_head, false);
@@ -75,7 +77,7 @@ SessionStateShape shape_of(Session::Impl& s) {
   sh.fingerprint = s.fingerprint;
   sh.layers = s.m->cfg.num_layers;
   sh.kv_heads = s.m->cfg.num_kv_heads;
-  sh.row_elems = 2 * s.m->cfg.head_dim();
+  sh.row_elems = s.m->cfg.kv_row();
   return sh;
 }
 

@@ -8,13 +8,14 @@
 
 namespace diffvk {
 
-// Drops the cache rows keep … keep + discard − 1 of a [Hkv][capacity][2D] K and V cache (the layout of
+// Drops the cache rows keep … keep + discard − 1 of a [Hkv][capacity][2D] (V2: [D]) K and V cache (the layout of
 // RopeKvKernel) by moving rows keep + discard … end − 1 down by `discard`, re-rotating each moved K row by
 // −discard (RoPE composes: the key roped at p becomes the key roped at p − discard, up to one rounding).
 // V rows move unchanged. Rows below keep are untouched; rows from end − discard on are left stale.
 struct KvShiftParams {
   uint32_t Hkv = 0, D = 0, capacity = 0;
   uint32_t keep = 0, discard = 0, end = 0;  // rows [keep, keep + discard) go; [keep + discard, end) move
+  uint32_t row = 0;  // cache row width: 0 = 2D (DIFF V1: K1|K2); D for DIFF V2's caches
 };
 class KvShiftKernel {
  public:

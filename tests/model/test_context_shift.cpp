@@ -35,16 +35,16 @@ std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 std::vector<double> layer0(const std::vector<uint8_t>& state, const ModelConfig& c, bool fp16) {
   uint32_t n = 0;
   std::memcpy(&n, state.data() + 36, 4);
-  const size_t es = fp16 ? 2 : 4, elems = size_t(2) * c.num_kv_heads * n * 2 * c.head_dim();
+  const size_t es = fp16 ? 2 : 4, elems = size_t(2) * c.num_kv_heads * n * c.kv_row();  // rows of 2D (V1) or D (V2)
   const std::vector<uint8_t> bytes(state.begin() + 44 + 4 * n, state.begin() + 44 + 4 * n + elems * es);
   return test::unpack(bytes, fp16);
 }
 
-void layer0_case(Precision precision) {
+void layer0_case(Precision precision, const std::string& dir = kTiny) {
   auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
-  auto model = Model::load(*ctx, kTiny);
+  auto model = Model::load(*ctx, dir);
   const ModelConfig& c = model->config();
   const auto all = tokens(45, 1);
   auto s = Session::create(*model, SessionOptions{64, 16});
@@ -80,6 +80,13 @@ void layer0_case(Precision precision) {
 
 TEST_CASE("context shift: layer 0 equals a fresh prefill of the kept tokens, fp32") { layer0_case(Precision::fp32); }
 TEST_CASE("context shift: layer 0 equals a fresh prefill of the kept tokens, fp16") { layer0_case(Precision::fp16); }
+// DIFF V2's caches: rows of D, one head each (tests/data/model_tiny_v2).
+TEST_CASE("context shift: layer 0 of a DIFF V2 model equals a fresh prefill of the kept tokens, fp32") {
+  layer0_case(Precision::fp32, std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny_v2");
+}
+TEST_CASE("context shift: layer 0 of a DIFF V2 model equals a fresh prefill of the kept tokens, fp16") {
+  layer0_case(Precision::fp16, std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny_v2");
+}
 
 TEST_CASE("context shift: bad arguments change nothing, the exact prefix survives a saved state, decode goes on") {
   auto ctx = test::make_context(Precision::fp32);

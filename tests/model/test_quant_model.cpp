@@ -101,6 +101,28 @@ ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig&
   return m;
 }
 
+// The same for a DIFF V2 checkpoint (test::reference_weights_v2_dir's names): the fused projection [Wq; Wλ; Wk; Wv]
+// is quantized as one weight of input width E, so each of its parts is quantized by rows like the others.
+ref::ModelWeights quantized_reference_v2(const std::string& dir, const ModelConfig& c, QuantType q, bool fp16) {
+  ref::ModelWeights m = test::reference_weights_v2_dir(dir, false);  // the file's float32 values, unrounded
+  auto as = [&](std::vector<double>& v, size_t cols, QuantType t) { v = device_values(std::vector<float>(v.begin(), v.end()), cols, t, fp16); };
+  const size_t E = c.hidden_size, I = c.intermediate_size, HD = size_t(c.num_heads) * c.head_dim();
+  const QuantType head_q = q == QuantType::q4_0 ? QuantType::q8_0 : q;
+  as(m.embed, E, c.tie_word_embeddings ? head_q : q);
+  m.lm_head = c.tie_word_embeddings ? m.embed : (as(m.lm_head, E, head_q), m.lm_head);
+  as(m.norm, 1, QuantType::f16);
+  for (ref::ModelLayerWeights& L : m.layers) {
+    for (auto* v : {&L.attn_norm, &L.ffn_norm}) as(*v, 1, QuantType::f16);
+    for (auto* v : {&L.attn_v2.wq, &L.attn_v2.wl, &L.attn_v2.wk, &L.attn_v2.wv, &L.gate, &L.up}) as(*v, E, q);
+    as(L.attn_v2.wo, HD, q);
+    as(L.down, I, q);
+  }
+  return m;
+}
+ref::ModelWeights reference_for(const std::string& dir, const ModelConfig& c, QuantType q, bool fp16) {
+  return c.v2() ? quantized_reference_v2(dir, c, q, fp16) : quantized_reference(dir, c, q, fp16);
+}
+
 // Prefill `prompt` tokens, then decode the rest one at a time; every logit against the reference.
 void check_quantized(const std::string& dir, Precision precision, QuantType q, const std::vector<int32_t>& toks, size_t prompt) {
   auto ctx = test::make_context_or_skip(precision);
@@ -114,7 +136,7 @@ void check_quantized(const std::string& dir, Precision precision, QuantType q, c
   o.quant_decode = LoadOptions::QuantDecode::dequant;
   auto model = Model::load(*ctx, dir, o);
   const ModelConfig& c = model->config();
-  const auto ref = ref::model_forward(quantized_reference(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
+  const auto ref = ref::model_forward(reference_for(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
   auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
   const auto got = test::teacher_forced(*s, toks, prompt);
   REQUIRE(got.size() == ref.size());
@@ -146,6 +168,15 @@ TEST_CASE("quant model: bundled model q8_0 fp32") { check_quantized(kBundled, Pr
 TEST_CASE("quant model: bundled model q8_0 fp16") { check_quantized(kBundled, Precision::fp16, QuantType::q8_0, bundled_tokens(28), 23); }
 TEST_CASE("quant model: bundled model q4_0 fp32") { check_quantized(kBundled, Precision::fp32, QuantType::q4_0, bundled_tokens(28), 23); }
 TEST_CASE("quant model: bundled model q4_0 fp16") { check_quantized(kBundled, Precision::fp16, QuantType::q4_0, bundled_tokens(28), 23); }
+
+// The tiny DIFF V2 model (E = 96, D = 32, H·D = 64, I = 128: every linear quantizes, the λ rows with q).
+TEST_CASE("quant model: the tiny DIFF V2 model, q8_0 and q4_0") {
+  const std::string dir = test::shared_tiny_v2_model_dir();
+  REQUIRE(!dir.empty());
+  const auto toks = test::load_tokens(dir + "/tokens.npy");
+  for (Precision p : test::supported_precisions())
+    for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) check_quantized(dir, p, q, toks, 9);
+}
 
 // An untied synthesized model: a quantized lm_head (Q8_0 under q4_0) and a down projection whose input
 // width (I = 48) is not a multiple of 32, which stays in the storage type.
@@ -258,15 +289,17 @@ void q8_round(double* row, int n) {
 const std::vector<int32_t> kTinyTokens{2, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117,
                                        105, 99, 107, 32, 98, 114, 111, 119, 110, 32, 102, 111, 120, 32, 106, 117, 109, 112, 115, 46};
 
+// Both variants: model_tiny (DIFF V1, rows of 2D = 32) and model_tiny_v2 (DIFF V2, rows of D = 32).
 TEST_CASE("kv q8_0: a model against the reference on a Q8_0-rounded cache") {
-  const std::string dir = test::shared_tiny_model_dir();
-  REQUIRE(!dir.empty());
+  REQUIRE(!test::shared_tiny_model_dir().empty());
+  REQUIRE(!test::shared_tiny_v2_model_dir().empty());
   const auto& toks = kTinyTokens;
+  for (const std::string& dir : {test::shared_tiny_model_dir(), test::shared_tiny_v2_model_dir()})
   for (Precision precision : test::supported_precisions()) {
     auto ctx = test::make_context(precision);
     const bool fp16 = ctx->precision() == Precision::fp16;
     auto model = Model::load(*ctx, dir);
-    ref::ModelWeights w = quantized_reference(dir, model->config(), QuantType::f16, fp16);
+    ref::ModelWeights w = reference_for(dir, model->config(), QuantType::f16, fp16);
     w.kv_round = q8_round;
     const auto ref = ref::model_forward(w, std::vector<int>(toks.begin(), toks.end())).logits;
     SessionOptions so{uint32_t(toks.size() + 4), 16};
@@ -275,7 +308,7 @@ TEST_CASE("kv q8_0: a model against the reference on a Q8_0-rounded cache") {
     const auto got = test::teacher_forced(*s, toks, 21);  // chunks of 16 and 5, then 19 decode steps
     REQUIRE(got.size() == ref.size());
     const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
-    MESSAGE("kv q8_0 " << std::string(precision_name(ctx->precision())) << ": " << cmp.summary());
+    MESSAGE("kv q8_0 " << dir << " " << std::string(precision_name(ctx->precision())) << ": " << cmp.summary());
     if (!fp16) {
       CHECK(test::within_spec(cmp, false, test::Scope::layer));  // fp32: the dequantized cache, exactly
     } else {
