@@ -109,8 +109,9 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
       : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
           ? "cooperative matrices " + dc.coopmat_shape()
           : "scalar FMA (no cooperative matrices: " + why_not + ")";
-  sink.reportf("model %s: %u layers, E=%u, H=%u, Hkv=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s", a.model_dir.c_str(),
-              c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
+  sink.reportf("model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s",
+              a.model_dir.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
+              c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
               quant_kind_name(kind), ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str());
   sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
                "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
@@ -184,8 +185,8 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   j["peak_device_bytes"] = dev_peak;
   j["device"] = caps_json(ctx.caps(), ctx.device());
   j["precision"] = precision_name(ctx.precision());
-  j["model"] = {{"dir", a.model_dir}, {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size}, {"num_heads", c.num_heads},
-                {"num_kv_heads", c.num_kv_heads}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
+  j["model"] = {{"dir", a.model_dir}, {"diff_version", c.diff_version}, {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size},
+                {"num_heads", c.num_heads}, {"num_kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim()}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
                 {"weight_bytes_per_token", model->weight_bytes()}};
   j["copy_gbps"] = copy_gbps;
   j["ceilings"] = ceilings_json(ceil);

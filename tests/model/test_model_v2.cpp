@@ -15,6 +15,7 @@
 #include "diffvk/npy.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
+#include "cli_run.hpp"
 #include "model_parity.hpp"
 #include "reference/model_ref.hpp"
 
@@ -249,4 +250,27 @@ TEST_CASE("model v2: mixed, inconsistent and incomplete V2 checkpoints are refus
     CHECK(e.status == Status::format_error);
     CHECK(e.message.find("\"diff_version\": 2") != std::string::npos);
   }
+}
+
+// The commands that take a checkpoint take a V2 one: run, plan, quantize + logits of the .gguf, bench --model (JSON).
+TEST_CASE("model v2: diffvk run, plan, quantize, logits and bench --model on a V2 model") {
+  test::TempDir tmp("diffvk-v2-cli");
+  auto cli = [&](const std::string& args) {
+    const test::CliResult r = test::run_cli(tmp, args);
+    INFO("diffvk " << args << "\n" << r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("validation:") == std::string::npos);
+    return r.out;
+  };
+  CHECK(cli("run --model " + kTinyV2 + " -p Hello -n 4 --precision fp32").find("decode:") != std::string::npos);
+  CHECK(cli("plan --model " + kTinyV2 + " --context 32").find("layers.1.attn.out") != std::string::npos);
+  cli("quantize --type q8_0 " + kTinyV2 + " " + (tmp / "v2.gguf"));
+  cli("logits --model " + (tmp / "v2.gguf") + " --tokens " + kTinyV2 + "/tokens.npy --prompt-len 9 --output " + (tmp / "l.npy"));
+  CHECK(read_npy(tmp / "l.npy").shape == std::vector<int64_t>{20, 256});
+  cli("bench --model " + kTinyV2 + " --prompt-tokens 16 --decode-tokens 4 --runs 1 --json " + (tmp / "b.json"));
+  const std::vector<uint8_t> text = test::read_bytes(tmp / "b.json");
+  const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end());
+  CHECK(j["model"]["diff_version"] == 2);
+  CHECK(j["model"]["head_dim"] == 32);
+  CHECK(j["decode"]["tokens_per_s"].get<double>() > 0);
 }
