@@ -76,6 +76,32 @@ TEST_CASE("model config: bad values are rejected naming the key") {
   }
 }
 
+// DIFF V2 (docs/maths.md "DIFF V2 models"): "diff_version": 2 with an explicit, even head_dim; E need not be
+// 2·H·D; Hkv must divide H. DIFF V1 may state head_dim only as E / H / 2.
+TEST_CASE("model config: diff_version and head_dim") {
+  const ModelConfig v1 = parse_model_config(cfg());
+  CHECK(v1.diff_version == 1);
+  CHECK_FALSE(v1.v2());
+  CHECK(v1.kv_row() == 32);
+  CHECK(parse_model_config(cfg("head_dim", "16")).head_dim() == 16);
+  rejects(cfg("head_dim", "8"), "'head_dim' = 8 but DIFF V1 has head_dim = hidden_size / num_heads / 2 = 16");
+  auto v2 = [&](const std::string& head_dim, const std::string& extra_key = "", const std::string& extra = "") {
+    std::string t = cfg(extra_key, extra);
+    t.pop_back();
+    t += ",\"diff_version\":2";
+    if (!head_dim.empty()) t += ",\"head_dim\":" + head_dim;
+    return t + "}";
+  };
+  const ModelConfig c = parse_model_config(v2("24", "hidden_size", "40"));  // E = 40 != H·D = 48
+  CHECK(c.v2());
+  CHECK(c.head_dim() == 24);
+  CHECK(c.kv_row() == 24);
+  rejects(v2(""), "'head_dim' is missing");
+  rejects(v2("7"), "'head_dim' = 7 is odd");
+  rejects(v2("16", "num_kv_heads", "3"), "num_kv_heads");
+  rejects(cfg("diff_version", "3"), "'diff_version' = 3 is out of range [1, 2]");
+}
+
 TEST_CASE("sampling: greedy, temperature, top-k and top-p") {
   std::vector<float> logits = {0.1f, 3.0f, 2.9f, -1.0f, 0.0f};
   CHECK(Sampler({}).sample(logits.data(), 5) == 1);
