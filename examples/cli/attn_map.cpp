@@ -1,7 +1,9 @@
 // diffvk attn-map: the attention maps of one layer (Session::attention_maps, computed on the device)
 // as a PNG (A1, A2, A1 − λ·A2 with token labels; bench::render_attention_png of diffvk/png.hpp) and/or JSON with the numbers.
+// DIFF V2 models: A1, A2 are query heads 2h, 2h + 1 and λ is per query row (the JSON's lambda_rows).
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdio>
 
 #include "commands.hpp"
@@ -56,7 +58,8 @@ Runner register_attn_map(CLI::App& app) {
   cmd->add_option("--layer", a->layer, "layer index (0-based)")->required();
   cmd->add_option("--head", a->head, "head index (default: every head), in [0, 65535]")->check(CLI::Range(0, 65535));
   cmd->add_option("--output,-o", a->output, "PNG file, written atomically");
-  cmd->add_option("--json", a->json, "JSON file with the numbers (tokens, labels, lambda, A1, A2 and the difference per head)");
+  cmd->add_option("--json", a->json,
+                  "JSON file with the numbers (tokens, labels, lambda, A1, A2 and the difference per head; DIFF V2: lambda per query row)");
   add_weights_flag(cmd, a->load);
   add_device_flags(cmd, a->dev);
   return [a]() {
@@ -82,20 +85,31 @@ Runner register_attn_map(CLI::App& app) {
       platform::write_file_atomic(a->output, png.data(), png.size());
     }
     if (!a->json.empty()) {
-      nlohmann::json j = {{"layer", maps.layer}, {"tokens", tokens}, {"labels", labels}, {"lambda", maps.lambda},
-                          {"lambda_init", maps.lambda_init}, {"heads", nlohmann::json::array()}};
+      // DIFF V1: one λ for the layer. DIFF V2: λ per query row and head ("lambda_rows"), "lambda" and "lambda_init" are 0.
+      nlohmann::json j = {{"layer", maps.layer}, {"diff_version", maps.v2 ? 2 : 1}, {"tokens", tokens}, {"labels", labels},
+                          {"lambda", maps.lambda}, {"lambda_init", maps.lambda_init}, {"heads", nlohmann::json::array()}};
       const size_t plane = size_t(maps.tokens) * maps.tokens;
       for (uint32_t h = 0; h < maps.heads; ++h) {
         std::vector<float> diff(plane);
-        for (size_t i = 0; i < plane; ++i) diff[i] = float(maps.a1[h * plane + i] - maps.lambda * maps.a2[h * plane + i]);
-        j["heads"].push_back({{"head", maps.head0 + h}, {"a1", matrix(&maps.a1[h * plane], maps.tokens)},
-                              {"a2", matrix(&maps.a2[h * plane], maps.tokens)}, {"a1_minus_lambda_a2", matrix(diff.data(), maps.tokens)}});
+        for (size_t i = 0; i < plane; ++i)
+          diff[i] = float(maps.a1[h * plane + i] - maps.lambda_at(h, uint32_t(i / maps.tokens)) * maps.a2[h * plane + i]);
+        nlohmann::json head = {{"head", maps.head0 + h}, {"a1", matrix(&maps.a1[h * plane], maps.tokens)},
+                               {"a2", matrix(&maps.a2[h * plane], maps.tokens)}, {"a1_minus_lambda_a2", matrix(diff.data(), maps.tokens)}};
+        if (maps.v2) {
+          const uint32_t q = 2 * (maps.head0 + h);
+          head["query_heads"] = {q, q + 1};
+          head["lambda_rows"] = std::vector<float>(maps.lambda_rows.begin() + std::ptrdiff_t(h) * maps.tokens,
+                                                   maps.lambda_rows.begin() + std::ptrdiff_t(h + 1) * maps.tokens);
+        }
+        j["heads"].push_back(std::move(head));
       }
       const std::string text = j.dump() + "\n";
       platform::write_file_atomic(a->json, text.data(), text.size());
     }
-    std::fprintf(stderr, "diffvk attn-map: %s, layer %u, %u head(s), %zu tokens, lambda %.4g%s%s%s%s\n", precision_name(ctx->precision()),
-                 maps.layer, maps.heads, tokens.size(), maps.lambda, a->output.empty() ? "" : " -> ", a->output.c_str(),
+    char lambda[48] = "DIFF V2, lambda per query row";
+    if (!maps.v2) std::snprintf(lambda, sizeof lambda, "lambda %.4g", maps.lambda);
+    std::fprintf(stderr, "diffvk attn-map: %s, layer %u, %u head(s), %zu tokens, %s%s%s%s%s\n", precision_name(ctx->precision()),
+                 maps.layer, maps.heads, tokens.size(), lambda, a->output.empty() ? "" : " -> ", a->output.c_str(),
                  a->json.empty() ? "" : " -> ", a->json.c_str());
     return 0;
   };

@@ -167,12 +167,19 @@ struct DispatchTime {
 // Longest prompt whose attention maps Session::attention_maps computes (its output is heads · 2 · T² floats).
 constexpr uint32_t kAttentionMapMaxTokens = 256;
 
-// The two causal softmax matrices of one layer (docs/maths.md, differential attention), as Session::attention_maps returns them.
+// The two causal softmax matrices of each head of one layer (docs/maths.md), as Session::attention_maps returns them.
+// DIFF V1: A1, A2 of the differential pair, one λ for the layer; the map is A1 − λ·A2.
+// DIFF V2 (v2, docs/maths.md "DIFF V2"): A1 = the map of query head 2h, A2 = of query head 2h + 1, and λ per query
+// row (lambda_rows); the map is A1 − λ_i·A2 for row i. lambda and lambda_init are 0.
 struct AttentionMaps {
   uint32_t layer = 0, head0 = 0, heads = 0, tokens = 0;  // heads head0 … head0 + heads − 1; T = tokens
-  double lambda = 0, lambda_init = 0;                     // the layer's λ and λ_init
+  double lambda = 0, lambda_init = 0;                     // DIFF V1: the layer's λ and λ_init
   // heads x T x T each, row-major: a1[((h − head0)·T + i)·T + j] = A1 of query i and key j (0 for j > i).
   std::vector<float> a1, a2;
+  bool v2 = false;                  // a DIFF V2 layer
+  std::vector<float> lambda_rows;   // DIFF V2: heads x T, lambda_rows[(h − head0)·T + i] = λ of query i; empty for V1
+  // The λ that weighs A2 in row i of head head0 + hh: the map is a1 − lambda_at(hh, i)·a2 there.
+  double lambda_at(uint32_t hh, uint32_t i) const { return v2 ? lambda_rows[std::size_t(hh) * tokens + i] : lambda; }
 };
 
 // Not thread-safe by itself: one Session is used by one thread at a time (different Sessions of the

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 
 #include "bench/canvas.hpp"
@@ -47,7 +48,8 @@ std::string num(double v) {
 
 std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vector<std::string>& labels) {
   const int T = int(m.tokens);
-  if (T == 0 || labels.size() != m.tokens || m.a1.size() != size_t(m.heads) * T * T || m.a2.size() != m.a1.size())
+  if (T == 0 || labels.size() != m.tokens || m.a1.size() != size_t(m.heads) * T * T || m.a2.size() != m.a1.size() ||
+      m.lambda_rows.size() != (m.v2 ? size_t(m.heads) * T : 0))
     throw Error(Status::invalid_argument, "attn-map: maps and labels do not match");
   // Geometry: cells of 3 … 24 pixels (panels about 512 pixels wide), labels at 2x where cells allow.
   const int cell = std::clamp(512 / T, 3, 24), panel = cell * T, ls = cell >= 16 ? 2 : 1;
@@ -58,27 +60,49 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
   const int left = 16 + label_w + 6, gap = 40, top = 16 + 9 * ts + 14;
   const int head_title = 9 * ts + 6, panel_title = 9 * ts + 6, xlabels = label_w + 8, bar = 12, legend = 8 + bar + 4 + 9 * ts;
   const int row_h = head_title + panel_title + panel + xlabels + legend + 24;
-  const int W = left + 3 * panel + 2 * gap + 24;
-  const int min_w = Canvas::text_width("layer 00, head 00: A1 - lambda*A2, lambda = -0.000, lambda_init = 0.000", ts) + 32;
-  Canvas cv(std::max(W, min_w), top + int(m.heads) * row_h);
+  // DIFF V2: λ differs per query row, so a strip right of the difference shows λ_t of each row (0 … 1), with
+  // the head's range of λ under it.
+  const int strip_x = left + 3 * panel + 2 * gap + 12, strip_w = std::max(cell, 10);
+  std::vector<std::string> ranges;
+  int strip_text = Canvas::text_width("lambda_t", ts);
+  for (uint32_t hh = 0; m.v2 && hh < m.heads; ++hh) {
+    const auto row = m.lambda_rows.begin() + std::ptrdiff_t(hh) * T;
+    const auto [lo, hi] = std::minmax_element(row, row + T);
+    ranges.push_back(num(*lo) + " - " + num(*hi));
+    strip_text = std::max(strip_text, Canvas::text_width(ranges.back(), ls));
+  }
+  const int W = left + 3 * panel + 2 * gap + 24 + (m.v2 ? 12 + std::max(strip_w, strip_text) : 0);
 
-  char head[160];
-  std::snprintf(head, sizeof head, "diffvk attn-map: layer %u, %d tokens, lambda = %.4g, lambda_init = %.4g", m.layer, T, m.lambda,
-                m.lambda_init);
+  char head[200];
+  if (m.v2) {
+    const std::string which = m.heads == 1 ? "head " + std::to_string(m.head0)
+                                           : "heads " + std::to_string(m.head0) + "-" + std::to_string(m.head0 + m.heads - 1);
+    std::snprintf(head, sizeof head, "diffvk attn-map: DIFF V2, layer %u, %s, %d tokens, A1 - lambda_t*A2 (lambda per query row)",
+                  m.layer, which.c_str(), T);
+  } else {
+    std::snprintf(head, sizeof head, "diffvk attn-map: layer %u, %d tokens, lambda = %.4g, lambda_init = %.4g", m.layer, T, m.lambda,
+                  m.lambda_init);
+  }
+  const int min_w = std::max(Canvas::text_width("layer 00, head 00: A1 - lambda*A2, lambda = -0.000, lambda_init = 0.000", ts),
+                             Canvas::text_width(head, ts)) + 32;
+  Canvas cv(std::max(W, min_w), top + int(m.heads) * row_h);
   cv.text(16, 16, head, ts);
 
   // Scales: A1 and A2 share [0, max]; the difference is symmetric around 0.
   std::vector<float> diff(m.a1.size());
   double amax = 1e-12, dmax = 1e-12;
   for (size_t i = 0; i < diff.size(); ++i) {
-    diff[i] = float(m.a1[i] - m.lambda * m.a2[i]);
+    diff[i] = float(m.a1[i] - m.lambda_at(uint32_t(i / (size_t(T) * T)), uint32_t(i / T % T)) * m.a2[i]);
     amax = std::max({amax, double(m.a1[i]), double(m.a2[i])});
     dmax = std::max(dmax, std::fabs(double(diff[i])));
   }
-  const char* titles[3] = {"A1", "A2", "A1 - lambda*A2"};
   for (uint32_t hh = 0; hh < m.heads; ++hh) {
     const int y0 = top + int(hh) * row_h;
-    cv.text(16, y0, "head " + std::to_string(m.head0 + hh), ts);
+    const uint32_t h = m.head0 + hh;
+    const std::string titles[3] = {m.v2 ? "A1 (query head " + std::to_string(2 * h) + ")" : "A1",
+                                   m.v2 ? "A2 (query head " + std::to_string(2 * h + 1) + ")" : "A2",
+                                   m.v2 ? "A1 - lambda_t*A2" : "A1 - lambda*A2"};
+    cv.text(16, y0, "head " + std::to_string(h), ts);
     const int py = y0 + head_title + panel_title;
     for (int i = 0; i < T; i += step)  // query labels, left of the first panel
       cv.text(left - 6 - Canvas::text_width(labels[i], ls), py + i * cell + (cell - 7 * ls) / 2, labels[i], ls);
@@ -107,6 +131,12 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
       cv.text(px, by + bar + 4, lo, ts, kGrey);
       cv.text(px + panel - Canvas::text_width(hi, ts), by + bar + 4, hi, ts, kGrey);
       if (p == 2) cv.text(px + panel / 2 - Canvas::text_width("0", ts) / 2, by + bar + 4, "0", ts, kGrey);
+    }
+    if (m.v2) {  // λ_t of each query row on the sequential scale of [0, 1], its range under it
+      cv.text(strip_x, y0 + head_title, "lambda_t", ts);
+      fill(cv, strip_x - 1, py - 1, strip_w + 2, panel + 2, kFrame);
+      for (int i = 0; i < T; ++i) fill(cv, strip_x, py + i * cell, strip_w, cell, sequential(m.lambda_rows[size_t(hh) * T + i]));
+      cv.text(strip_x, py + panel + 6, ranges[hh], ls, kGrey);
     }
   }
   return encode_png(cv, "attn-map");

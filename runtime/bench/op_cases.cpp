@@ -40,9 +40,11 @@ std::string describe(const OpCase& c) {
     s += strf("%s H=%u/%u D=%u S=%u pos0=%u z-std=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
     if (c.max_splits) s += " max-splits";
   } else if (c.op == "attn_probs") {
+    if (c.v2) s += "v2 ";
     s += strf("H=%u/%u D=%u T=%u heads=%u+%u", c.in, c.Hkv, c.out, c.rows, c.head0, c.heads);
     for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
     if (c.dynamic_pos) s += " dynamic-pos";
+    if (c.v2) s += strf(" z-std=%g", c.lambda);
   } else if (c.op == "embed") {
     s += strf("rows=%u E=%u vocab=%u", c.rows, c.out, c.in);
     if (c.parts > 1) s += strf(" parts=%u", c.parts);
@@ -603,6 +605,17 @@ std::vector<OpCase> attn_probs_cases(OpMode mode) {
   b.add(probs(2, 1, 16, 37, 0, 2, {{0, 20}, {20, 17}}, true));  // every row, dynamic positions, GQA
   b.add(probs(4, 2, 32, 9, 1, 2, {{3, 4}}, false));             // a head subset; rows 0-2 and 7-8 untouched
   b.add(probs(2, 2, 8, 100, 1, 1, {{0, 100}}, false));          // more keys than invocations per workgroup
+  // DIFF V2 (docs/maths.md "DIFF V2"): the maps of query heads 2h and 2h + 1 and λ per row; H output heads,
+  // 1, 2 and 4 pairs per KV head, odd T, D = 16/32/64, λ logits of standard deviation 1 or 50 (saturated λ).
+  auto v2 = [&](OpCase c, double z_std) {
+    c.v2 = true, c.lambda = z_std;
+    b.add(c);
+  };
+  v2(probs(1, 1, 16, 37, 0, 1, {{0, 20}, {20, 17}}, true), 1.0);    // every row, dynamic positions
+  v2(probs(2, 1, 32, 9, 1, 1, {{3, 4}}, false), 1.0);               // 2 pairs per KV head, a head subset, rows untouched
+  v2(probs(3, 3, 64, 13, 0, 3, {{0, 12}, {12, 1}}, true), 50.0);    // saturated λ; a one-row chunk (decode)
+  v2(probs(4, 1, 16, 101, 0, 4, {{0, 101}}, false), 1.0);           // 4 pairs per KV head, more keys than invocations
+  v2(probs(2, 2, 32, 11, 0, 2, {{0, 5}, {5, 6}}, false), 50.0);     // one pair per KV head, chunks
   return b.cases;
 }
 

@@ -50,12 +50,14 @@ struct OpCase {
   //   diff_v2_attn: DIFF V2: output heads H (in; 2H query heads), Hkv, head width D (out), S = rows, pos0, the
   //                 cache as for diff_attn; lambda = the standard deviation of the λ logits
   //   attn_probs:   H (in), Hkv, D (out), maps of T = rows positions for heads head0 .. head0 + heads - 1;
-  //                 chunks: the (pos0, rows) query chunks recorded in order (rows outside them stay poisoned)
+  //                 chunks: the (pos0, rows) query chunks recorded in order (rows outside them stay poisoned);
+  //                 v2: DIFF V2's layouts and λ rows, lambda = the standard deviation of the λ logits
   uint32_t pos0 = 0;
   double lambda = 0.5;
   bool decode = false;
   uint32_t head0 = 0, heads = 0;
   bool dynamic_pos = false;  // attn_probs: pos0 through the 4-byte dynamic-position buffer
+  bool v2 = false;           // attn_probs: DIFF V2 (the maps of query heads 2h, 2h + 1 and λ per query row); kv_shift: D-wide rows
   OpResidual residual = OpResidual::none;
   RowPrologue pro = RowPrologue::none;
   bool x_f32 = false, y_f32 = false;  // Elem::f32 arguments (the model's residual stream / logits)

@@ -1,7 +1,7 @@
 // diffvk_bench: the preparation of a diff_attn case for OpRunner (op_run.cpp): seeded q, k, v in the
 // cache layout, the float64 reference (differential attention + head norm), the fused prefill, the split
 // prefill on loop-limited devices, or the split-K decode + merge (with forced split shapes); and of an
-// attn_probs case (the attention-map debug kernel against ref::attention_probs).
+// attn_probs case (the attention-map debug kernel against ref::attention_probs, or ref::diff_v2_probs for V2).
 #include "bench/op_run_impl.hpp"
 #include "io/half.hpp"
 #include "io/quant.hpp"
@@ -195,20 +195,36 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCas
 }
 
 void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p) {
-  const bool f16 = dev.fp16();
+  const bool f16 = dev.fp16(), v2 = c.v2;
   const size_t es = storage_bytes(f16);
-  const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, T = c.rows, cap = T + 5, qw = 2 * H * D, kw = 2 * Hkv * D;
+  // V1: q rows of 2H·D, cache rows [K1 | K2] of 2D. V2: q rows of 2H·D query columns then H λ logits, cache rows of D.
+  const uint32_t H = c.in, Hkv = c.Hkv, D = c.out, T = c.rows, cap = T + 5, krow = v2 ? D : 2 * D, qw = 2 * H * D + (v2 ? H : 0),
+                 kw = Hkv * krow;
   std::mt19937_64 rng(c.seed);
-  const auto q = rounded(uniform(rng, size_t(T) * qw, -2, 2), f16);
-  const auto cache = rounded(uniform(rng, size_t(Hkv) * cap * 2 * D, -2, 2), f16);
-  std::vector<double> k(size_t(T) * kw);  // the reference's layout: T x 2Hkv·D
+  auto q = rounded(uniform(rng, size_t(T) * 2 * H * D, -2, 2), f16);
+  const auto cache = rounded(uniform(rng, size_t(Hkv) * cap * krow, -2, 2), f16);
+  std::vector<double> k(size_t(T) * kw);  // the reference's layout: T x Hkv·krow
   for (uint32_t j = 0; j < T; ++j)
     for (uint32_t g = 0; g < Hkv; ++g)
-      for (uint32_t e = 0; e < 2 * D; ++e) k[size_t(j) * kw + g * 2 * D + e] = cache[(size_t(g) * cap + j) * 2 * D + e];
-  const auto want = ref::attention_probs(q, k, int(T), int(T), int(H), int(Hkv), int(D), 0);
+      for (uint32_t e = 0; e < krow; ++e) k[size_t(j) * kw + g * krow + e] = cache[(size_t(g) * cap + j) * krow + e];
+  std::vector<double> want1, want2, want_lambda;  // [H][T][T], [H][T][T], V2: [H][T]
+  if (v2) {
+    const auto z = rounded(ref::random_normal(size_t(T) * H, c.seed + 1, c.lambda), f16);
+    ref::V2Maps m = ref::diff_v2_probs(q, k, z, int(T), int(T), int(H), int(Hkv), int(D), 0);
+    want1 = std::move(m.a1), want2 = std::move(m.a2), want_lambda = std::move(m.lambda);
+    std::vector<double> qz(size_t(T) * qw);  // the device's q rows: the query heads, then the logits
+    for (uint32_t i = 0; i < T; ++i) {
+      std::copy_n(q.begin() + size_t(i) * 2 * H * D, 2 * H * D, qz.begin() + size_t(i) * qw);
+      std::copy_n(z.begin() + size_t(i) * H, H, qz.begin() + size_t(i) * qw + 2 * H * D);
+    }
+    q = std::move(qz);
+  } else {
+    ref::AttnProbs want = ref::attention_probs(q, k, int(T), int(T), int(H), int(Hkv), int(D), 0);
+    want1 = std::move(want.p1), want2 = std::move(want.p2);
+  }
 
   Arena& a = p.arena;
-  const VkDeviceSize cb = cache.size() * es, ob = uint64_t(c.heads) * 2 * T * T * 4;
+  const VkDeviceSize cb = cache.size() * es, ob = AttnProbsKernel::out_bytes(c.heads, T, v2);
   const VkDeviceSize co = a.take(cb), oo = a.take(ob);
   std::vector<VkDeviceSize> qo, dyo;
   for (const auto& [pos0, rows] : c.chunks) {
@@ -226,7 +242,7 @@ void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase
     const uint32_t dyn = c.dynamic_pos ? pos0 : 0u;
     a.buf->upload(dyo[i], &dyn, 4);
     kernel.record(*p.prog, a.range(qo[i], qc.size() * es), a.range(co, cb), a.range(dyo[i], 4), a.range(oo, ob),
-                  {rows, H, Hkv, D, cap, T, c.dynamic_pos ? 0u : pos0, c.head0, c.heads});
+                  {rows, H, Hkv, D, cap, T, c.dynamic_pos ? 0u : pos0, c.head0, c.heads, v2});
     for (uint32_t r = pos0; r < pos0 + rows; ++r) written[r] = true;
   }
   const uint32_t heads = c.heads, head0 = c.head0;
@@ -234,25 +250,30 @@ void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase
     for (uint32_t m = 0; m < 2; ++m)
       for (uint32_t i = 0; i < T; ++i)
         if (written[i])
-          for (uint32_t j = 0; j < T; ++j) p.expect.push_back((m == 0 ? want.p1 : want.p2)[((size_t(head0) + hh) * T + i) * T + j]);
+          for (uint32_t j = 0; j < T; ++j) p.expect.push_back((m == 0 ? want1 : want2)[((size_t(head0) + hh) * T + i) * T + j]);
+  for (uint32_t hh = 0; hh < (v2 ? heads : 0); ++hh)
+    for (uint32_t i = 0; i < T; ++i)
+      if (written[i]) p.expect.push_back(want_lambda[(size_t(head0) + hh) * T + i]);
   Buffer* buf = a.buf.get();
   p.reset = [=] { buf->fill(oo, ob, kPoison); };
   p.out_off = oo, p.out_bytes = ob;
   p.extract = [=](const std::vector<uint8_t>& b, size_t& pad) {
     std::vector<float> got;
+    auto take = [&](size_t e, uint32_t i) {
+      if (written[i])
+        got.push_back(value_at(b, e, 4));
+      else
+        pad += !poisoned(b, e, 4);  // rows outside every chunk: still the poison, bit for bit
+    };
     for (uint32_t hh = 0; hh < heads; ++hh)
       for (uint32_t m = 0; m < 2; ++m)
         for (uint32_t i = 0; i < T; ++i)
-          for (uint32_t j = 0; j < T; ++j) {
-            const size_t e = ((size_t(hh) * 2 + m) * T + i) * T + j;
-            if (written[i])
-              got.push_back(value_at(b, e, 4));
-            else
-              pad += !poisoned(b, e, 4);  // rows outside every chunk: still the poison, bit for bit
-          }
+          for (uint32_t j = 0; j < T; ++j) take(((size_t(hh) * 2 + m) * T + i) * T + j, i);
+    for (uint32_t hh = 0; hh < (v2 ? heads : 0); ++hh)  // λ rows, after the maps
+      for (uint32_t i = 0; i < T; ++i) take(size_t(heads) * 2 * T * T + size_t(hh) * T + i, i);
     return got;
   };
-  p.bytes = uint64_t(T) * qw * es + uint64_t(T) * Hkv * 2 * D * es + ob;
+  p.bytes = uint64_t(T) * qw * es + uint64_t(T) * kw * es + ob;
   p.flops = double(heads) * 2 * (double(T) * (T + 1) / 2) * (2.0 * D + 4);
 }
 

@@ -185,15 +185,14 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
     });
   }
-  if (w.tap && v2) throw Error(Status::unsupported, "attention maps: not available for DIFF V2 layers yet");
   if (w.tap && f.kv != KvFormat::storage)
     throw Error(Status::unsupported, "attention maps: not available with a Q8_0 KV cache (use the f16 one)");
-  if (w.tap) {  // debug: this layer's softmaxes, from the roped queries and the cached keys
+  if (w.tap) {  // debug: this layer's softmaxes (and V2's λ rows), from the roped queries and the cached keys
     const MapTap tap = *w.tap;
     const AttnProbsKernel* probs = f.k.probs.get();
     const TensorRef maps = f.g.bind(P + "attention maps", TensorRole::external, ElemType::f32, {tap.out.size / 4}, tap.out);
     f.g.add("attn_probs", {q, kc, pos}, {maps}, [=](Program& p, const GraphBinding& b) {
-      probs->record(p, b[q], b[kc], b[pos], b[maps], {rows, H, Hkv, D, cap, tap.T, 0, tap.head0, tap.heads});
+      probs->record(p, b[q], b[kc], b[pos], b[maps], {rows, H, Hkv, D, cap, tap.T, 0, tap.head0, tap.heads, v2});
     });
   }
   // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).

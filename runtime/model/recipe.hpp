@@ -54,7 +54,8 @@ LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const
                          QuantType format = QuantType::f16);
 TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRange range);  // a norm weight
 
-// The attention-map tap of a debug run: softmaxes of heads head0 … head0 + heads − 1 of a T-token prompt.
+// The attention-map tap of a debug run: softmaxes of heads head0 … head0 + heads − 1 of a T-token prompt
+// (and DIFF V2's λ rows): `out` holds AttnProbsKernel::out_bytes(heads, T, v2).
 struct MapTap {
   uint32_t layer = 0, head0 = 0, heads = 0, T = 0;
   BufferRange out;

@@ -314,12 +314,13 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
   r.head0 = head < 0 ? 0 : uint32_t(head);
   r.heads = head < 0 ? c.num_heads : 1;
   r.tokens = static_cast<uint32_t>(toks.size());
-  r.lambda = M.layers[layer].lambda;
-  r.lambda_init = M.layers[layer].lambda_init;
-  const uint64_t T = r.tokens, plane = T * T;
-  Buffer maps(*M.dev, r.heads * 2 * plane * 4, MemoryDomain::device, "attention maps");
-  maps.fill(0, r.heads * 2 * plane * 4, 0x7fc07fc0u);  // NaN: an entry the kernel missed cannot pass for a probability
-  const MapTap tap{layer, r.head0, r.heads, r.tokens, maps.range(0, r.heads * 2 * plane * 4)};
+  r.v2 = c.v2();  // V2: λ per query row (lambda_rows), no layer λ
+  r.lambda = r.v2 ? 0.0 : M.layers[layer].lambda;
+  r.lambda_init = r.v2 ? 0.0 : M.layers[layer].lambda_init;
+  const uint64_t T = r.tokens, plane = T * T, bytes = AttnProbsKernel::out_bytes(r.heads, r.tokens, r.v2);
+  Buffer maps(*M.dev, bytes, MemoryDomain::device, "attention maps");
+  maps.fill(0, bytes, 0x7fc07fc0u);  // NaN: an entry the kernel missed cannot pass for a probability
+  const MapTap tap{layer, r.head0, r.heads, r.tokens, maps.range(0, bytes)};
   try {
     for (size_t i = 0; i < toks.size(); i += s.chunk) {  // the prefill's chunks, each with the tap
       const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
@@ -331,12 +332,13 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
       rec.program->run();
       s.advance(toks.data() + i, rows);
     }
-    std::vector<float> all(r.heads * 2 * plane);
-    maps.download(0, all.data(), all.size() * 4);
+    std::vector<float> all(bytes / 4);
+    maps.download(0, all.data(), bytes);
     for (uint32_t h = 0; h < r.heads; ++h) {
       r.a1.insert(r.a1.end(), all.begin() + (2 * h) * plane, all.begin() + (2 * h + 1) * plane);
       r.a2.insert(r.a2.end(), all.begin() + (2 * h + 1) * plane, all.begin() + (2 * h + 2) * plane);
     }
+    if (r.v2) r.lambda_rows.assign(all.begin() + r.heads * 2 * plane, all.end());  // [heads][T] after the maps
   } catch (...) {
     s.truncate(0);
     throw;

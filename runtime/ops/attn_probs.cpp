@@ -6,13 +6,21 @@ namespace diffvk {
 
 namespace {
 struct Push {
-  uint32_t rows, H, Hkv, D, capacity, T, pos0, head0;
+  uint32_t rows, H, Hkv, D, capacity, T, pos0, head0, q_stride, heads;
 };
 }  // namespace
 
 AttnProbsKernel::AttnProbsKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
   pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_}, o.subgroup, o.fp16});
+  // Only a V2 model's maps need it: compiled on first record, like the attention variants.
+  v2_ = std::make_unique<LazyPipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_, 1}, o.subgroup, o.fp16}, false);
+}
+
+AttnProbsKernel::~AttnProbsKernel() = default;
+
+uint64_t AttnProbsKernel::out_bytes(uint32_t heads, uint32_t T, bool v2) {
+  return (uint64_t(heads) * 2 * T * T + (v2 ? uint64_t(heads) * T : 0)) * 4;
 }
 
 void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cache, BufferRange dyn_pos, BufferRange out,
@@ -25,16 +33,17 @@ void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cach
   if (a.T > a.capacity || uint64_t(a.head0) + a.heads > a.H)
     throw Error(Status::invalid_argument, "attn_probs: map size over the cache capacity or heads outside [0, H)");
   const uint64_t es = storage_bytes(pipeline_->desc().fp16);
-  if (q.size < uint64_t(a.rows) * 2 * a.H * a.D * es || k_cache.size < uint64_t(a.Hkv) * a.capacity * 2 * a.D * es ||
-      dyn_pos.size < 4 || out.size < uint64_t(a.heads) * 2 * a.T * a.T * 4)
+  const uint64_t q_stride = 2ull * a.H * a.D + (a.v2 ? a.H : 0), k_row = a.v2 ? a.D : 2ull * a.D;
+  if (q.size < a.rows * q_stride * es || k_cache.size < uint64_t(a.Hkv) * a.capacity * k_row * es || dyn_pos.size < 4 ||
+      out.size < out_bytes(a.heads, a.T, a.v2))
     throw Error(Status::invalid_argument, "attn_probs: buffer too small for the shape");
   if (ranges_overlap(out, q) || ranges_overlap(out, k_cache) || ranges_overlap(out, dyn_pos))
     throw Error(Status::invalid_argument, "attn_probs: the output overlaps an input");
-  const Push push{a.rows, a.H, a.Hkv, a.D, a.capacity, a.T, a.pos0, a.head0};
+  const Push push{a.rows, a.H, a.Hkv, a.D, a.capacity, a.T, a.pos0, a.head0, uint32_t(q_stride), a.heads};
   const auto& maxc = device_.caps().max_workgroup_count;
   if (a.rows > maxc[0] || a.heads > maxc[1]) throw Error(Status::invalid_argument, "attn_probs: too many rows or heads for one dispatch");
-  program.dispatch(*pipeline_, {{q, Access::read}, {k_cache, Access::read}, {dyn_pos, Access::read}, {out, Access::read_write}},
-                   &push, sizeof push, {a.rows, a.heads, 1}, "attn_probs");
+  program.dispatch(a.v2 ? v2_->get() : *pipeline_, {{q, Access::read}, {k_cache, Access::read}, {dyn_pos, Access::read}, {out, Access::read_write}},
+                   &push, sizeof push, {a.rows, a.heads, 1}, a.v2 ? "attn_probs v2" : "attn_probs");
 }
 
 }  // namespace diffvk

@@ -216,4 +216,44 @@ V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape
   return m;
 }
 
+V2Maps diff_v2_probs(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& z, int S, int T,
+                     int H, int Hkv, int D, int pos0) {
+  if (S <= 0 || pos0 < 0 || T < pos0 + S || H <= 0 || Hkv <= 0 || D <= 0 || H % Hkv)
+    fail("diff_v2_probs: need S > 0, pos0 >= 0, T >= pos0 + S, and Hkv dividing H");
+  const std::size_t qw = std::size_t(2) * H * D, kw = std::size_t(Hkv) * D, plane = std::size_t(S) * T;
+  check_size(q, std::size_t(S) * qw, "q");
+  check_size(k, std::size_t(T) * kw, "k");
+  check_size(z, std::size_t(S) * H, "z");
+  const int group = 2 * H / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  V2Maps m;
+  m.a1.assign(std::size_t(H) * plane, 0.0);
+  m.a2.assign(m.a1.size(), 0.0);
+  m.diff.assign(m.a1.size(), 0.0);
+  m.lambda.resize(std::size_t(H) * S);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < S; ++i) {
+      const int keys = pos0 + i + 1;
+      const std::size_t row = std::size_t(h) * plane + std::size_t(i) * T;
+      const double lam = m.lambda[std::size_t(h) * S + i] = sigmoid(z[std::size_t(i) * H + h]);
+      for (int t = 0; t < 2; ++t) {  // query heads 2h, 2h + 1
+        const int j = 2 * h + t, g = j / group;
+        double* p = (t == 0 ? m.a1 : m.a2).data() + row;
+        const double* qi = q.data() + std::size_t(i) * qw + std::size_t(j) * D;
+        double mx = -HUGE_VAL;
+        for (int u = 0; u < keys; ++u) {
+          const double* ku = k.data() + std::size_t(u) * kw + std::size_t(g) * D;
+          double dot = 0.0;
+          for (int c = 0; c < D; ++c) dot += qi[c] * ku[c];
+          mx = std::max(mx, p[u] = dot * scale);
+        }
+        double l = 0.0;
+        for (int u = 0; u < keys; ++u) l += (p[u] = std::exp(p[u] - mx));
+        for (int u = 0; u < keys; ++u) p[u] /= l;
+      }
+      for (int u = 0; u < keys; ++u) m.diff[row + u] = m.a1[row + u] - lam * m.a2[row + u];
+    }
+  return m;
+}
+
 }  // namespace diffvk::ref

@@ -2,7 +2,7 @@
 //
 // The layer of the authors' MultiheadFlashDiffV2 (microsoft/unilm, Diff-Transformer-V2), written
 // from the maths; checked against tests/python/diffv2.py through tests/data/v2_layer/. Plain loops,
-// double precision, no GPU code (diffvk has no GPU path for V2 yet).
+// double precision, no GPU code (the GPU's V2 kernels are checked against it).
 //
 //   q = x·Wqᵀ : 2H query heads of width D          k = x·Wkᵀ, v = x·Wvᵀ : Hkv heads of width D
 //   interleaved (GPT-J) RoPE on q and k (the V1 reference's rope()), row r at position pos0 + r
@@ -77,5 +77,12 @@ struct V2Maps {
 };
 V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w,
                     double theta, int head);
+
+// The maps of every output head on given (already roped) inputs, what diffvk's attention-map kernel computes
+// (attn_probs in its DIFF V2 mode): q S x (2H·D) at positions pos0 .. pos0+S-1, k T x (Hkv·D) (T >= pos0 + S),
+// z S x H λ logits. a1, a2 and diff are H x S x T (row i = the query at position pos0 + i, zeros past it),
+// lambda is H x S.
+V2Maps diff_v2_probs(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& z, int S, int T,
+                     int H, int Hkv, int D, int pos0);
 
 }  // namespace diffvk::ref

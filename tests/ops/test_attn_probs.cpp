@@ -1,8 +1,8 @@
 // Issue 13 item 5: the attention-map debug path. shaders/attn_probs.comp against the float64
-// reference (ref::attention_probs) through the op's case table at docs/maths.md kernel tolerances, outputs poisoned, chunks at static
-// and dynamic positions, a head subset, rows outside the chunk left untouched; then
-// Session::attention_maps on a tiny model against the reference model's layer (docs/maths.md layer scope),
-// and its argument errors.
+// reference (ref::attention_probs; DIFF V2: ref::diff_v2_probs, issue 22 item 5) through the op's case table at
+// docs/maths.md kernel tolerances, outputs poisoned, chunks at static and dynamic positions, a head subset, rows
+// outside the chunk left untouched; then Session::attention_maps on tiny DIFF V1 and V2 models against the
+// reference model's layer (docs/maths.md layer scope), and its argument errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -76,6 +76,80 @@ void session_maps(Precision precision) {
   CHECK(s->position() == toks.size() + 1);  // bad arguments leave the session as it was
 }
 
+// DIFF V2 (issue 22 item 5): Session::attention_maps of a V2 model against ref::diff_v2_maps on the layer's
+// input from the float64 model reference (ref::model_forward with ModelWeights::v2): A1 and A2 (query heads 2h
+// and 2h + 1) and λ of every query row, at the layer tolerance. Two models: the shared fixture
+// tests/data/model_tiny_v2 (H = 2, Hkv = 1: 2 pairs per KV head, D = 32, E = 96) and a synthesized one with
+// 3 heads of 1 pair per KV head (D = 16, E = 40: odd H, E != H·D). Skipped while the fixture is not in the
+// tree or V2 models do not load (Status::unsupported).
+void session_maps_v2(Precision precision) {
+  const std::string fixture = test::shared_tiny_v2_model_dir();
+  if (fixture.empty()) {
+    test::skip("tests/data/model_tiny_v2 is not in the tree");
+    return;
+  }
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  test::TempDir tmp("diffvk-maps-v2");
+  test::TinyV2Spec odd;
+  odd.heads = 3, odd.kv_heads = 3, odd.head_dim = 16, odd.hidden = 40;
+  test::write_tiny_v2_model(tmp.path(), odd, 9);
+  const std::vector<int32_t> toks = {2, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100};
+  const int S = int(toks.size());
+  for (const std::string& dir : {fixture, tmp.path()}) {
+    CAPTURE(dir);
+    std::unique_ptr<Model> model;
+    try {
+      model = Model::load(*ctx, dir);
+    } catch (const Error& e) {
+      if (e.status() != Status::unsupported) throw;
+      test::skip(std::string("DIFF V2 models do not load yet: ") + e.what());
+      return;
+    }
+    REQUIRE(model->config().v2());
+    auto s = Session::create(*model, SessionOptions{0, 5});  // chunks of 5: the tap in every chunk
+    const ref::ModelWeights w = test::reference_weights_v2_dir(dir, fp16);
+    const ref::ModelRun run = ref::model_forward(w, std::vector<int>(toks.begin(), toks.end()));
+    const int H = w.v2_shape.H;
+    for (const uint32_t layer : {0u, 1u})
+      for (int32_t head : {-1, H - 1}) {
+        CAPTURE(layer);
+        CAPTURE(head);
+        const AttentionMaps maps = s->attention_maps(toks, layer, head);
+        REQUIRE(maps.v2);
+        REQUIRE(maps.tokens == toks.size());
+        REQUIRE(maps.heads == (head < 0 ? uint32_t(H) : 1u));
+        REQUIRE(maps.lambda_rows.size() == size_t(maps.heads) * S);
+        CHECK(maps.lambda == 0);
+        CHECK(maps.lambda_init == 0);
+        const auto n = ref::rms_norm(run.hidden[layer], S, w.width(), w.layers[layer].attn_norm, w.eps);
+        std::vector<double> got, want;
+        for (uint32_t hh = 0; hh < maps.heads; ++hh) {
+          const ref::V2Maps m = ref::diff_v2_maps(n, S, 0, w.v2_shape, w.layers[layer].attn_v2, w.rope_theta, int(maps.head0 + hh));
+          const size_t plane = size_t(S) * S;
+          got.insert(got.end(), maps.a1.begin() + hh * plane, maps.a1.begin() + (hh + 1) * plane);
+          got.insert(got.end(), maps.a2.begin() + hh * plane, maps.a2.begin() + (hh + 1) * plane);
+          got.insert(got.end(), maps.lambda_rows.begin() + hh * S, maps.lambda_rows.begin() + (hh + 1) * S);
+          want.insert(want.end(), m.a1.begin(), m.a1.end());
+          want.insert(want.end(), m.a2.begin(), m.a2.end());
+          want.insert(want.end(), m.lambda.begin(), m.lambda.end());
+          // The map the layer applies to V: A1 − λ_i·A2 (lambda_at), against the reference's difference.
+          std::vector<double> d(plane), dref(m.diff.begin(), m.diff.end());
+          for (size_t e = 0; e < plane; ++e) d[e] = maps.a1[hh * plane + e] - maps.lambda_at(hh, uint32_t(e / S)) * maps.a2[hh * plane + e];
+          const auto cd = test::compare(d, dref);
+          INFO("A1 - lambda_i*A2 of head " << maps.head0 + hh << ": " << cd.summary());
+          CHECK(test::within_spec(cd, fp16, test::Scope::layer));
+        }
+        const auto c = test::compare(got, want);
+        INFO("A1, A2, lambda rows: " << c.summary());
+        CHECK(test::within_spec(c, fp16, test::Scope::layer));
+      }
+    CHECK(s->position() == toks.size());
+    CHECK(s->decode(33).size() == size_t(w.vocab));  // the session goes on from the prompt like after a prefill
+  }
+}
+
 }  // namespace
 
 // The kernel's shapes (chunks at static and dynamic positions, a head subset, rows outside the chunks left
@@ -85,3 +159,5 @@ TEST_CASE("attn_probs: case table fp32") { test::run_op_table("attn_probs", Prec
 TEST_CASE("attn_probs: case table fp16") { test::run_op_table("attn_probs", Precision::fp16); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp32") { session_maps(Precision::fp32); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp16") { session_maps(Precision::fp16); }
+TEST_CASE("attn_probs: DIFF V2 Session attention_maps match the reference model fp32") { session_maps_v2(Precision::fp32); }
+TEST_CASE("attn_probs: DIFF V2 Session attention_maps match the reference model fp16") { session_maps_v2(Precision::fp16); }

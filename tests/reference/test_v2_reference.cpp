@@ -169,6 +169,46 @@ TEST_CASE("reference: DIFF V2 layer equals heads rebuilt from the maps") {
   CHECK(max_abs_diff(y, ref::linear(heads, S, s.o_width(), w.wo, s.E)) < 1e-13 * std::max(1.0, max_abs(y)));
 }
 
+TEST_CASE("reference: DIFF V2 maps from roped inputs equal the layer's maps and rebuild the attention") {
+  // diff_v2_probs (what the attention-map kernel computes, on q/k/z as the device holds them) against
+  // diff_v2_maps of the layer (pos0 = 0: the keys are the call's own rows), then with cached keys (pos0 > 0)
+  // against diff_v2_attention: head h = diff_h · v_g.
+  const ref::V2Shape s = ref::make_v2_shape(24, 4, 2, 8);
+  const ref::V2Weights w = ref::random_v2_weights(s, 41, 4.0);
+  const int S = 7, pos0 = 3, T = pos0 + S;
+  const Vec x = random_x(S, s.E, 42);
+  Vec q = ref::linear(x, S, s.E, w.wq, s.q_width()), k = ref::linear(x, S, s.E, w.wk, s.kv_width());
+  ref::rope_rows(q, S, 2 * s.H, s.D, 0, 10000.0);
+  ref::rope_rows(k, S, s.Hkv, s.D, 0, 10000.0);
+  const Vec z = ref::linear(x, S, s.E, w.wl, s.H);
+  const ref::V2Maps all = ref::diff_v2_probs(q, k, z, S, S, s.H, s.Hkv, s.D, 0);
+  const std::size_t plane = static_cast<std::size_t>(S) * S;
+  for (int h = 0; h < s.H; ++h) {
+    CAPTURE(h);
+    const ref::V2Maps m = ref::diff_v2_maps(x, S, 0, s, w, 10000.0, h);
+    auto part = [&](const Vec& v, std::size_t n) { return Vec(v.begin() + h * n, v.begin() + (h + 1) * n); };
+    CHECK(max_abs_diff(part(all.a1, plane), m.a1) < 1e-14);
+    CHECK(max_abs_diff(part(all.a2, plane), m.a2) < 1e-14);
+    CHECK(max_abs_diff(part(all.diff, plane), m.diff) < 1e-14);
+    CHECK(max_abs_diff(part(all.lambda, S), m.lambda) < 1e-15);
+  }
+  const Vec qc = ref::random_normal(static_cast<std::size_t>(S) * s.q_width(), 43), kc = ref::random_normal(T * s.kv_width(), 44),
+            vc = ref::random_normal(T * s.kv_width(), 45), zc = ref::random_normal(S * s.H, 46, 3.0);
+  const ref::V2Maps mc = ref::diff_v2_probs(qc, kc, zc, S, T, s.H, s.Hkv, s.D, pos0);
+  Vec heads(static_cast<std::size_t>(S) * s.o_width(), 0.0);
+  for (int h = 0; h < s.H; ++h)
+    for (int i = 0; i < S; ++i)
+      for (int j = 0; j < T; ++j) {
+        const double d = mc.diff[(static_cast<std::size_t>(h) * S + i) * T + j];
+        if (j > pos0 + i) CHECK(d == 0.0);
+        for (int c = 0; c < s.D; ++c)
+          heads[static_cast<std::size_t>(i) * s.o_width() + h * s.D + c] +=
+              d * vc[static_cast<std::size_t>(j) * s.kv_width() + (2 * h / s.group()) * s.D + c];
+      }
+  const Vec want = ref::diff_v2_attention(qc, kc, vc, zc, S, T, s.H, s.Hkv, s.D, pos0);
+  CHECK(max_abs_diff(heads, want) < 1e-13 * std::max(1.0, max_abs(want)));
+}
+
 TEST_CASE("reference: DIFF V2 GQA equals the layer with K and V heads repeated") {
   // Hkv = 1 with H = 4: every query head reads KV head 0. Repeating k_proj/v_proj's rows H times
   // gives Hkv = H (query head j reads KV head j / 2), which must give the same output.
