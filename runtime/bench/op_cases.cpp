@@ -31,7 +31,7 @@ std::string describe(const OpCase& c) {
     s += strf("H=%u/%u D=%u capacity=%u", c.in, c.Hkv, c.out, c.capacity);
     for (const auto& [pos0, rows] : c.chunks) s += strf(" [%u+%u]", pos0, rows);
   } else if (c.op == "kv_shift") {
-    s += strf("Hkv=%u D=%u capacity=%u held=%u keep=%u discard=%u", c.Hkv, c.out, c.capacity, c.in, c.pos0, c.rows);
+    s += strf("%sHkv=%u D=%u capacity=%u held=%u keep=%u discard=%u", c.v2 ? "v2 " : "", c.Hkv, c.out, c.capacity, c.in, c.pos0, c.rows);
   } else if (c.op == "diff_attn") {
     s += strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", c.decode ? "decode" : "prefill", c.in, c.Hkv, c.out, c.rows, c.pos0, c.lambda);
     if (c.max_splits) s += " max-splits";
@@ -481,6 +481,15 @@ std::vector<OpCase> kv_shift_cases(OpMode mode) {
     s.kv_q8 = true;
     if (s.Hkv == 4) s.wg_limit_x = 1, s.wg_limit_y = 2;
     b.add(s);
+  }
+  // DIFF V2's caches: rows of D (one head per row), f16/f32 and Q8_0 (D = 32, 64, 96).
+  for (OpCase s : {shift(3, 6, 37, 33, 5, 7), shift(2, 16, 64, 64, 0, 1), shift(1, 32, 40, 40, 4, 18), shift(2, 96, 30, 29, 3, 11)}) {
+    s.v2 = true;
+    b.add(s);
+    if (s.out % 32 == 0) {
+      s.kv_q8 = true;
+      b.add(s);
+    }
   }
   return b.cases;
 }

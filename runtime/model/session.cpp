@@ -22,7 +22,7 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
   const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
   const AttnShape shape{E, c.num_heads, Hkv, D, cap, chunk, eps, static_cast<float>(c.subln_eps)};
-  const uint64_t sync_bytes = attn_sync_bytes(shape, false);
+  const uint64_t sync_bytes = attn_sync_bytes(shape, c.v2());
   f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
   const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed), ws.format(M.embed)), "x (residual stream) [f32]");
   for (uint32_t l = 0; l < c.num_layers; ++l) {
@@ -32,13 +32,14 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
     a.prefix = p;
     a.norm = bind_vector(f, p + "attn_norm", E, ws.range(W.attn_norm));
     a.wqkv = bind_linear(f, p + "wqkv", E, ws.parts(W.wqkv), ws.format(W.wqkv));
-    a.wo = bind_linear(f, p + "wo", E, ws.parts(W.wo), ws.format(W.wo));
-    a.subln = bind_vector(f, p + "subln", 2 * D, ws.range(W.subln));
+    a.v2 = c.v2();  // DIFF V2: wqkv = [Wq; Wλ; Wk; Wv], wo of H·D inputs, no subln or λ scalar
+    a.wo = bind_linear(f, p + "wo", a.v2 ? c.num_heads * D : E, ws.parts(W.wo), ws.format(W.wo));
+    if (!a.v2) a.subln = bind_vector(f, p + "subln", 2 * D, ws.range(W.subln));
     a.lambda = W.lambda;
     a.lambda_init = W.lambda_init;
     const bool q8 = kv_format == KvFormat::q8_0;  // Q8_0: quants and scales, bound as bytes
     const std::vector<uint64_t> kv_shape =
-        q8 ? std::vector<uint64_t>{diffvk::kv_cache_bytes(kv_format, M.fp16, Hkv, cap, 2 * D)} : std::vector<uint64_t>{Hkv, cap, 2ull * D};
+        q8 ? std::vector<uint64_t>{diffvk::kv_cache_bytes(kv_format, M.fp16, Hkv, cap, c.kv_row())} : std::vector<uint64_t>{Hkv, cap, c.kv_row()};
     const ElemType kv_type = q8 ? ElemType::bytes : f.storage();
     a.k_cache = g.bind(p + "k_cache", TensorRole::kv_cache, kv_type, kv_shape, kc.empty() ? BufferRange{} : kc[l]);
     a.v_cache = g.bind(p + "v_cache", TensorRole::kv_cache, kv_type, kv_shape, vc.empty() ? BufferRange{} : vc[l]);
@@ -89,7 +90,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   }
   s->should_abort = o.should_abort;
   const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
-  const uint64_t cache = diffvk::kv_cache_bytes(s->kv_format, m.fp16, c.num_kv_heads, s->cap, 2 * c.head_dim());
+  const uint64_t cache = diffvk::kv_cache_bytes(s->kv_format, m.fp16, c.num_kv_heads, s->cap, c.kv_row());
   // The static plan, derived from the recipe: every program variant a session runs (one-row programs,
   // and chunk-row ones when the chunk is longer), with each head output. Variants never run at once, so
   // they share the arena; a program of fewer rows is placed where its variant's tensors are (fit_graph).
@@ -126,7 +127,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   // Everything this session allocates, checked against what the heap has left before allocating.
   const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
   const AttnShape shape{c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(), s->cap, s->chunk};
-  const uint64_t sync_bytes = attn_sync_bytes(shape, false);
+  const uint64_t sync_bytes = attn_sync_bytes(shape, c.v2());
   const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32 +
                         align_up(sync_bytes, al);
   const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
@@ -153,7 +154,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
 KvCacheType Session::kv_cache() const { return impl_->kv_format == KvFormat::q8_0 ? KvCacheType::q8_0 : KvCacheType::f16; }
 uint64_t Session::kv_cache_bytes() const {
   const ModelConfig& c = impl_->m->cfg;
-  return uint64_t(c.num_layers) * 2 * diffvk::kv_cache_bytes(impl_->kv_format, impl_->m->fp16, c.num_kv_heads, impl_->cap, 2 * c.head_dim());
+  return uint64_t(c.num_layers) * 2 * diffvk::kv_cache_bytes(impl_->kv_format, impl_->m->fp16, c.num_kv_heads, impl_->cap, c.kv_row());
 }
 
 const char* kv_cache_type_name(KvCacheType t) { return t == KvCacheType::q8_0 ? "q8_0" : "f16"; }
@@ -396,7 +397,7 @@ void Session::shift(uint32_t keep, uint32_t discard) {
   const uint32_t end = s.pos;
   if (keep + discard < end) {  // rows to move
     Program prog(*M.dev, "context shift");
-    const KvShiftParams p{c.num_kv_heads, c.head_dim(), s.cap, keep, discard, end};
+    const KvShiftParams p{c.num_kv_heads, c.head_dim(), s.cap, keep, discard, end, c.kv_row()};
     for (uint32_t l = 0; l < c.num_layers; ++l) M.k.shift_for(s.kv_format).record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
     // A failure here (device loss) leaves rows [keep, end) part moved: the session keeps only what is intact.
     try {
