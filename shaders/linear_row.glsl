@@ -27,8 +27,8 @@
 // d = amax / 127, q = round-half-away(a / d)) and multiplies with 4x8-bit integer dot products (OpSDot
 // against Q8_0 quants, OpSUDot against Q4_0 nibbles, minus 8·Σq), acc += d_x · d_w · Σ q_x·q_w.
 // DVK_ROPE_EPI = 1 (linear_row_rope.comp, the fused q/k/v projection of a one-row decode; issue 21): the
-// epilogue of rope_kv.comp instead of the plain store. The row is [q: p.qcols | k: p.kcols | v: p.kcols]
-// (DIFF V1: no λ columns), NF is even, so the pair (2j, 2j+1) of a rotation lies in one workgroup and lane f
+// epilogue of rope_kv.comp instead of the plain store. The row is [q: p.qcols | λ: p.lcols | k: p.kcols |
+// v: p.kcols] (DIFF V1: no λ columns; DIFF V2: H logits, copied into y after q, H even), NF is even, so the pair (2j, 2j+1) of a rotation lies in one workgroup and lane f
 // takes its partner's sum from s[f ^ 1]. Both are rounded to the storage type first (the values rope_kv
 // would read back from the stored row), then: q columns roped into y (the q_out row), k columns roped into
 // k_cache[g][pos][.] and v columns copied into v_cache[g][pos][.], with pos = p.pos0 + dyn_pos and cache
@@ -97,6 +97,7 @@ layout(push_constant) uniform Params {
   uint kw;        // cache row width (2D)
   uint capacity;  // cache rows per group
   uint pos0;      // static part of the position
+  uint lcols;     // DIFF V2: λ logit columns between q and k (copied into y after q), even; 0 in V1
 #endif
 } p;
 
@@ -329,11 +330,14 @@ void main() {
         const uint o = n0 + fl;
         v = float(STYPE(v * scale));
         u = float(STYPE(u * scale));
-        if (o >= p.qcols + p.kcols) {
-          const uint c = o - p.qcols - p.kcols;
+        const uint k0 = p.qcols + p.lcols;  // the first k column (even: k pairs stay in one workgroup)
+        if (o >= k0 + p.kcols) {
+          const uint c = o - k0 - p.kcols;
           v_cache[((c / p.kw) * p.capacity + pos) * p.kw + c % p.kw] = STYPE(v);
+        } else if (o >= p.qcols && o < k0) {
+          y[o] = STYPE(v);  // a DIFF V2 λ logit, stored as rope_kv copies it
         } else {
-          const uint e = o < p.qcols ? o : o - p.qcols;  // column in the q or the k part
+          const uint e = o < p.qcols ? o : o - k0;  // column in the q or the k part
           const vec2 t = cs[pos * (p.hd / 2) + (e % p.hd) / 2];
           const bool odd = (o & 1u) != 0u;
           const float x0 = odd ? u : v, x1 = odd ? v : u;

@@ -59,13 +59,15 @@ struct DiffAttnLayer::Impl {
     f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
     return {x, add_attention_block(f, x, shape, a, "y", TensorRole::output)};
   }
-  std::string variant() const { return "rows=" + std::to_string(chunk); }
+  // The planned variants: one-row programs (their own graph: the fused q/k/v + RoPE node has other tensors and
+  // lifetimes) and programs of 2 … chunk rows, which fit the chunk-row plan.
+  std::string variant(uint32_t rows) const { return rows == 1 ? "rows=1" : "rows=" + std::to_string(chunk); }
   Recorded& program(uint32_t rows) {
     auto it = programs.find(rows);
     if (it != programs.end()) return it->second;
-    Graph g(variant());
+    Graph g(variant(rows));
     const auto xy = build(g, rows);
-    const auto placed = fit_graph(g, plan, variant(), arena.handles(), dev->caps().max_storage_buffer_range,
+    const auto placed = fit_graph(g, plan, variant(rows), arena.handles(), dev->caps().max_storage_buffer_range,
                                   dev->caps().min_storage_buffer_offset_alignment);
     Recorded r{std::make_unique<Program>(*dev, "layer rows=" + std::to_string(rows)), placed[xy.first.id], placed[xy.second.id]};
     record_graph(g, placed, *r.program);
@@ -226,11 +228,17 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
     im->sync = Buffer(dev, sync_bytes, MemoryDomain::device, "layer attention arrival counters");
     im->sync.fill(0, sync_bytes, 0);
   }
-  // The static plan of one chunk's intermediates, derived from the recipe (programs of fewer rows fit it).
+  // The static plan of one chunk's intermediates and of a one-row step, derived from the recipe (programs of
+  // 2 … chunk rows fit the chunk's; the variants never run at once, so they share the arena).
   {
-    Graph g(im->variant());
+    Graph g(im->variant(im->chunk)), g1(im->variant(1));
     im->build(g, im->chunk);
-    im->plan = plan_graphs({&g}, dev.caps().max_storage_buffer_range, al);
+    std::vector<const Graph*> variants{&g};
+    if (im->chunk > 1) {
+      im->build(g1, 1);
+      variants.push_back(&g1);
+    }
+    im->plan = plan_graphs(variants, dev.caps().max_storage_buffer_range, al);
   }
   im->arena = Arena(dev, im->plan.plan, "layer");
   platform::log(platform::LogLevel::info, std::string("layer: DIFF ") + (v2 ? "V2" : "V1") + " E=" + std::to_string(E) +

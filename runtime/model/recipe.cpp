@@ -143,11 +143,12 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   const bool residual = w.norm.valid();
   const TensorRef q = f.g.tensor(P + "q.roped", TensorRole::activation, f.storage(), {rows, qw});
   const TensorRef kc = w.k_cache, vc = w.v_cache, table = w.rope_table, pos = f.pos;
-  // One row, DIFF V1 and an fp16/fp32 cache: the q/k/v projection (with the block norm as its prologue) ends
-  // in RoPE and the KV append (linear_row_rope, dense or quantized weights), one dispatch. Otherwise the
-  // projection, then rope_kv (a Q8_0 append needs a whole block's maximum, which spans workgroups of the
-  // one-row kernel; DIFF V2's λ columns break the pairs' alignment).
-  const bool fused_rope = f.row && !v2 && f.kv == KvFormat::storage && w.wqkv.parts.size() == 1;
+  // One row and an fp16/fp32 cache: the q/k/v projection (with the block norm as its prologue) ends in RoPE and
+  // the KV append (linear_row_rope, dense or quantized weights), one dispatch; DIFF V2's λ logits are copied
+  // into q's row on the way. Otherwise the projection, then rope_kv: a Q8_0 append needs a whole block's
+  // maximum, which spans workgroups of the one-row kernel, and an odd number of V2 λ columns (odd H) would
+  // split k's rotation pairs across workgroups.
+  const bool fused_rope = f.row && (!v2 || H % 2 == 0) && f.kv == KvFormat::storage && w.wqkv.parts.size() == 1;
   if (fused_rope) {
     const LinearKernel* k = f.k.linear.get();
     const QuantRowKernel* qk = f.k.qrow.get();
@@ -162,7 +163,8 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     const uint64_t x_bytes = uint64_t(E) * elem_type_bytes(f.g.at(x).dtype);
     f.g.add("qkv+rope_kv", reads, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
       const LinearRowParams lp{E, qkvw, residual ? RowPrologue::rmsnorm : RowPrologue::none, eps, xe, Elem::storage};
-      const RowRope rr{b[table], b[kc], b[vc], b[pos], qw, 2 * Hkv * D, D, 2 * D, cap, 0};
+      const RowRope rr = v2 ? RowRope{b[table], b[kc], b[vc], b[pos], 2 * H * D, Hkv * D, D, D, cap, 0, H}
+                            : RowRope{b[table], b[kc], b[vc], b[pos], qw, 2 * Hkv * D, D, 2 * D, cap, 0};
       if (wf == QuantType::f16)
         k->record_row_rope(p, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
       else

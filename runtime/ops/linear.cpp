@@ -371,13 +371,13 @@ std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uin
   const uint64_t es = storage_bytes(fp16);
   if (p.pro == RowPrologue::silu_mul || p.y_elem == Elem::f32)
     throw Error(Status::invalid_argument, n + ": prologue none or rmsnorm, output in the storage type");
-  if (r.D == 0 || r.D % 2 || r.qcols % r.D || r.kcols % r.D || r.kw == 0 || r.kcols % r.kw || r.kw % r.D ||
-      p.out != r.qcols + 2 * r.kcols || nf % 2)
-    throw Error(Status::invalid_argument, n + ": the row is not [q | k | v] of D-wide sub-heads (out = " + std::to_string(p.out) +
-                                              ", qcols " + std::to_string(r.qcols) + ", kcols " + std::to_string(r.kcols) + ", D " +
-                                              std::to_string(r.D) + ")");
+  if (r.D == 0 || r.D % 2 || r.qcols % r.D || r.kcols % r.D || r.kw == 0 || r.kcols % r.kw || r.kw % r.D || r.lcols % 2 ||
+      p.out != r.qcols + r.lcols + 2 * r.kcols || nf % 2)
+    throw Error(Status::invalid_argument, n + ": the row is not [q | λ | k | v] of D-wide sub-heads and an even λ count (out = " +
+                                              std::to_string(p.out) + ", qcols " + std::to_string(r.qcols) + ", lcols " +
+                                              std::to_string(r.lcols) + ", kcols " + std::to_string(r.kcols) + ", D " + std::to_string(r.D) + ")");
   LinearRowParams checked = p;
-  checked.out = r.qcols;  // y holds the q part only
+  checked.out = r.qcols + r.lcols;  // y holds the q part and the λ logits
   check_linear_row_args(op, x, w, w_bytes, q_out, checked, {}, norm_w, fp16);
   const uint64_t cache = uint64_t(r.kcols / r.kw) * r.capacity * r.kw * es;
   if (r.k_cache.size < cache || r.v_cache.size < cache || r.table.size < uint64_t(r.capacity) * (r.D / 2) * 8 || r.dyn_pos.size < 4)
@@ -401,7 +401,7 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
   const bool has_norm = p.pro == RowPrologue::rmsnorm;
   const uint32_t vw = fp16 ? 8 : 4;
   const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0);
-  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, 0}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0};
+  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, 0}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};

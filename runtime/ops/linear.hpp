@@ -104,13 +104,16 @@ constexpr uint32_t kLinearRowPushBytes = sizeof(LinearRowPush);
 // no λ rows); q_out gets the qcols roped q values (storage type), the caches ([g][capacity][kw], storage
 // type) the roped k and the v values at position pos0 + *dyn_pos. Prologue none or rmsnorm; no residual;
 // the same rounding as linear_row + rope_kv (the sums are rounded to the storage type before the rotation).
+// The row is [q: qcols | λ: lcols | k: kcols | v: kcols]; y (q_out) receives q roped and the λ columns as they
+// are (DIFF V2's H logits; lcols even, so that every k pair lies in one workgroup); 0 for DIFF V1.
 struct RowRope {
   BufferRange table, k_cache, v_cache, dyn_pos;  // table: float32 (cos, sin) [capacity][D/2]
   uint32_t qcols = 0, kcols = 0, D = 0, kw = 0, capacity = 0, pos0 = 0;
+  uint32_t lcols = 0;
 };
 struct LinearRowRopePush {  // LinearRowPush, then the epilogue's shape
   LinearRowPush row;
-  uint32_t qcols, kcols, hd, kw, capacity, pos0;
+  uint32_t qcols, kcols, hd, kw, capacity, pos0, lcols;
 };
 // The checks both fused kernels share (op names the kernel in errors; w_bytes: the weight's bytes in its
 // format; nf: features per workgroup) and their nine bindings.

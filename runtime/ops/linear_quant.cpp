@@ -123,7 +123,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   const int ti = type_index(type);
   if (!rope_pipelines_[vec][ti][0][0])
     throw Error(Status::invalid_argument, "linear_row_rope (quantized): x and the norm weight must start 16-byte aligned on this device");
-  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, uint32_t(l.quant_offset() / 16)}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0};
+  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, uint32_t(l.quant_offset() / 16)}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};

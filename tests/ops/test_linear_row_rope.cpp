@@ -27,6 +27,7 @@ struct RopeRowCase {
   uint32_t wg_limit = 0;
   QuantType wq = QuantType::f16;
   bool int8 = false;  // quantized: the int8 dot-product path
+  bool v2 = false;    // DIFF V2: H output heads = 2H query heads of D, H λ logits between q and k, caches of D
 };
 
 void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t seed) {
@@ -43,7 +44,9 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
   if (quant && c.wg_limit) qk->limit_workgroups_for_testing(c.wg_limit);
   if (c.scalar) kernel.force_row_scalar_for_testing(true);
   if (c.wg_limit) kernel.limit_workgroups_for_testing(c.wg_limit, 0);
-  const uint32_t qcols = 2 * c.H * c.D, kcols = 2 * c.Hkv * c.D, out = qcols + 2 * kcols, kw = 2 * c.D;
+  // V1: [q 2H·D | k 2Hkv·D | v], cache rows 2D. V2: [q 2H·D | λ H | k Hkv·D | v], cache rows D; q_out = q then λ.
+  const uint32_t qcols = 2 * c.H * c.D, lcols = c.v2 ? c.H : 0, kcols = (c.v2 ? 1 : 2) * c.Hkv * c.D, k0 = qcols + lcols;
+  const uint32_t out = k0 + 2 * kcols, kw = (c.v2 ? 1 : 2) * c.D, ycols = qcols + lcols;
   auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
   const bool x32 = fp16 && c.x32;  // float32 x (the residual stream) on an fp16 device
   const auto x = x32 ? ref::round_to_f32(ref::random_normal(c.E, seed)) : round(ref::random_normal(c.E, seed));
@@ -77,7 +80,7 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     xb = test::pack(x, fp16);
   Buffer xbuf(dev, xb.size(), MemoryDomain::device, "x"), wbuf(dev, wdev.size(), MemoryDomain::device, "w"),
       gbuf(dev, c.E * es, MemoryDomain::device, "g"), tbuf(dev, table.size() * 4, MemoryDomain::device, "table"),
-      qbuf(dev, qcols * es, MemoryDomain::device, "q"), kv(dev, 2 * cache + 256, MemoryDomain::device, "kv"),
+      qbuf(dev, ycols * es, MemoryDomain::device, "q"), kv(dev, 2 * cache + 256, MemoryDomain::device, "kv"),
       pos(dev, 16, MemoryDomain::device, "pos");
   xbuf.upload(0, xb.data(), xb.size());
   wbuf.upload(0, wdev.data(), wdev.size());
@@ -85,7 +88,7 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
   tbuf.upload(0, table.data(), table.size() * 4);
   const BufferRange kc = kv.range(0, cache), vc = kv.range(cache + 256 - cache % 256, cache);
   LinearRowParams lp{c.E, out, c.norm ? RowPrologue::rmsnorm : RowPrologue::none, 1e-5f, x32 ? Elem::f32 : Elem::storage};
-  const RowRope rr{tbuf.range(), kc, vc, pos.range(0, 4), qcols, kcols, c.D, kw, c.capacity, 1};
+  const RowRope rr{tbuf.range(), kc, vc, pos.range(0, 4), qcols, kcols, c.D, kw, c.capacity, 1, lcols};
   Program prog(dev, "linear_row_rope test");
   if (quant)
     qk->record_rope(prog, c.wq, xbuf.range(), wbuf.range(), qbuf.range(), lp, c.norm ? gbuf.range() : BufferRange{}, rr);
@@ -118,7 +121,7 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
   for (uint32_t dyn : {0u, 3u, c.capacity - 2}) {  // position = 1 + dyn; the last one fills the final cache row
     const uint32_t p = 1 + dyn;
     pos.upload(0, &dyn, 4);
-    qbuf.fill(0, qcols * es, test::kPoison);
+    qbuf.fill(0, ycols * es, test::kPoison);
     kv.fill(0, kv.size(), 0x5a5a5a5au);  // a pattern every untouched element must keep
     prog.run();
     auto rot = [&](uint32_t e, const std::vector<double>& row, uint32_t base) {  // RoPE of column e of a part at base
@@ -129,7 +132,8 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     };
     std::vector<double> expect;
     for (uint32_t e = 0; e < qcols; ++e) expect.push_back(rot(e, y, 0));
-    std::vector<uint8_t> qgot(qcols * es), kvgot(kv.size());
+    for (uint32_t e = qcols; e < ycols; ++e) expect.push_back(y[e]);  // V2's λ logits, as computed
+    std::vector<uint8_t> qgot(ycols * es), kvgot(kv.size());
     qbuf.download(0, qgot.data(), qgot.size());
     kv.download(0, kvgot.data(), kvgot.size());
     std::vector<double> got = test::unpack(qgot, fp16);
@@ -144,7 +148,7 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
             if (row == p) {
               got.push_back(all[i]);
               const uint32_t e = gi * kw + col;
-              expect.push_back(which ? y[qcols + kcols + e] : rot(e, y, qcols));
+              expect.push_back(which ? y[k0 + kcols + e] : rot(e, y, k0));
             } else {
               touched += std::memcmp(&kvgot[r.offset + i * es], "\x5a\x5a\x5a\x5a", es) != 0;
             }
@@ -153,7 +157,7 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     const auto cmp = test::compare(got, expect);
     INFO(precision_name(precision) << " E=" << c.E << " H=" << c.H << "/" << c.Hkv << " D=" << c.D << " position " << p
                                    << (c.norm ? " rmsnorm" : "") << (x32 ? " x32" : "") << (c.scalar ? " scalar" : "") << " "
-                                   << quant_type_name(c.wq) << (c.int8 ? " int8" : "") << ": "
+                                   << quant_type_name(c.wq) << (c.int8 ? " int8" : "") << (c.v2 ? " v2" : "") << ": "
                                    << cmp.summary());
     CHECK(test::within_spec(cmp, fp16));
     CHECK(touched == 0);
@@ -178,6 +182,11 @@ void run_all(Precision precision) {
       {128, 4, 4, 16, 5, true, false, false, 1, QuantType::q4_0},
       {64, 2, 1, 16, 9, true, true, false, 0, QuantType::q8_0, true},
       {96, 4, 2, 12, 7, true, false, false, 0, QuantType::q4_0, true},
+      // DIFF V2 (even H: the λ columns keep k's pairs in one workgroup): E != H·D, 1 and 2 pairs per KV head.
+      {64, 2, 1, 24, 9, true, true, false, 0, QuantType::f16, false, true},
+      {96, 4, 2, 16, 7, false, false, false, 0, QuantType::f16, false, true},
+      {96, 2, 2, 32, 6, true, false, false, 1, QuantType::q8_0, false, true},
+      {64, 4, 1, 8, 5, true, true, true, 0, QuantType::f16, false, true},
   };
   // One context for every case (a device per case cost most of this test under qemu); each case builds its own
   // kernels, so no test hook (scalar loads, workgroup caps) carries over.
@@ -213,6 +222,9 @@ TEST_CASE("linear_row_rope: shapes that are not [q | k | v] and overlapping outp
   r.capacity = 1000;  // caches too small for the capacity
   CHECK(status(lp, r, a.range(4096, 32)) == Status::invalid_argument);
   CHECK(status(lp, good, b.range(12288, 32)) == Status::invalid_argument);  // q_out over the position
+  r = good;
+  r.lcols = 1;  // an odd count of DIFF V2 λ columns would split k's rotation pairs
+  CHECK(status({16, 25}, r, a.range(4096, 36)) == Status::invalid_argument);
   CHECK(prog.op_count() == 0);
   CHECK(status(lp, good, a.range(4096, 32)) == Status::ok);
   CHECK(prog.op_count() == 1);
