@@ -9,6 +9,11 @@ fixed seed. The model is for speed (and quantization error), not for text.
 
     tests/python/make_bench_model.py OUT_DIR [--hidden 768] [--layers 12] [--heads 12]
         [--kv-heads 12] [--vocab 32000] [--intermediate 2048] [--dtype f16|f32]
+        [--diff-version 2 --head-dim D]
+
+--diff-version 2 writes a DIFF V2 model instead (docs/maths.md "DIFF V2 models": Llama names outside
+attention, q_proj (2H*D, E), k/v_proj (Hkv*D, E), lambda_proj (H, E) ~ N(0, 0.02²), o_proj (E, H*D)); e.g.
+--heads 12 --head-dim 64: 24 query heads over 12 KV heads of 64, the V1 default's q/o sizes and half its KV cache.
 """
 import argparse
 import json
@@ -16,6 +21,34 @@ import os
 import struct
 
 import numpy as np
+
+
+def v1_shapes(layers, E, Hkv, D, I, V):
+    """(name, shape, scale) of a DIFF V1 checkpoint in diffvk's native names; scale None = ones (a norm gain)."""
+    shapes = [("embed_tokens.weight", (V, E), 1.0)]
+    for i in range(layers):
+        p = "layers.%d." % i
+        shapes += [(p + "attn_norm.weight", (E,), None), (p + "attn.q_proj.weight", (E, E), 0.02),
+                   (p + "attn.k_proj.weight", (2 * Hkv * D, E), 0.02), (p + "attn.v_proj.weight", (Hkv * 2 * D, E), 0.02),
+                   (p + "attn.out_proj.weight", (E, E), 0.02)]
+        shapes += [(p + "attn.lambda_%s" % n, (D,), 0.1) for n in ("q1", "k1", "q2", "k2")]
+        shapes += [(p + "attn.subln.weight", (2 * D,), None), (p + "ffn_norm.weight", (E,), None),
+                   (p + "ffn.gate_proj.weight", (I, E), 0.02), (p + "ffn.up_proj.weight", (I, E), 0.02),
+                   (p + "ffn.down_proj.weight", (E, I), 0.02)]
+    return shapes + [("norm.weight", (E,), None), ("lm_head.weight", (V, E), 0.02)]
+
+
+def v2_shapes(layers, E, H, Hkv, D, I, V):
+    """The same for a DIFF V2 checkpoint (Llama names outside attention, the authors' inside self_attn)."""
+    shapes = [("model.embed_tokens.weight", (V, E), 1.0)]
+    for i in range(layers):
+        p = "model.layers.%d." % i
+        shapes += [(p + "input_layernorm.weight", (E,), None), (p + "self_attn.q_proj.weight", (2 * H * D, E), 0.02),
+                   (p + "self_attn.k_proj.weight", (Hkv * D, E), 0.02), (p + "self_attn.v_proj.weight", (Hkv * D, E), 0.02),
+                   (p + "self_attn.lambda_proj.weight", (H, E), 0.02), (p + "self_attn.o_proj.weight", (E, H * D), 0.02),
+                   (p + "post_attention_layernorm.weight", (E,), None), (p + "mlp.gate_proj.weight", (I, E), 0.02),
+                   (p + "mlp.up_proj.weight", (I, E), 0.02), (p + "mlp.down_proj.weight", (E, I), 0.02)]
+    return shapes + [("model.norm.weight", (E,), None), ("lm_head.weight", (V, E), 0.02)]
 
 
 def main():
@@ -29,31 +62,26 @@ def main():
     ap.add_argument("--intermediate", type=int, default=2048)
     ap.add_argument("--max-positions", type=int, default=2048)
     ap.add_argument("--dtype", choices=["f16", "f32"], default="f16")
+    ap.add_argument("--diff-version", type=int, choices=[1, 2], default=1)
+    ap.add_argument("--head-dim", type=int, default=0, help="D (DIFF V2 only; required there)")
     a = ap.parse_args()
     E, H, Hkv, I, V = a.hidden, a.heads, a.kv_heads, a.intermediate, a.vocab
-    if E % (2 * H) or H % Hkv:
-        raise SystemExit("hidden must be a multiple of 2*heads and heads a multiple of kv-heads")
-    D = E // H // 2
+    v2 = a.diff_version == 2
+    if H % Hkv or (not v2 and E % (2 * H)) or (v2 and (a.head_dim <= 0 or a.head_dim % 2)):
+        raise SystemExit("heads must be a multiple of kv-heads; V1: hidden a multiple of 2*heads; V2: an even --head-dim")
+    D = a.head_dim if v2 else E // H // 2
     rng = np.random.default_rng(0)
     dt, st = (np.float16, "F16") if a.dtype == "f16" else (np.float32, "F32")
 
-    shapes = [("embed_tokens.weight", (V, E), 1.0)]
-    for i in range(a.layers):
-        p = "layers.%d." % i
-        shapes += [(p + "attn_norm.weight", (E,), None), (p + "attn.q_proj.weight", (E, E), 0.02),
-                   (p + "attn.k_proj.weight", (2 * Hkv * D, E), 0.02), (p + "attn.v_proj.weight", (Hkv * 2 * D, E), 0.02),
-                   (p + "attn.out_proj.weight", (E, E), 0.02)]
-        shapes += [(p + "attn.lambda_%s" % n, (D,), 0.1) for n in ("q1", "k1", "q2", "k2")]
-        shapes += [(p + "attn.subln.weight", (2 * D,), None), (p + "ffn_norm.weight", (E,), None),
-                   (p + "ffn.gate_proj.weight", (I, E), 0.02), (p + "ffn.up_proj.weight", (I, E), 0.02),
-                   (p + "ffn.down_proj.weight", (E, I), 0.02)]
-    shapes += [("norm.weight", (E,), None), ("lm_head.weight", (V, E), 0.02)]
+    shapes = v2_shapes(a.layers, E, H, Hkv, D, I, V) if v2 else v1_shapes(a.layers, E, Hkv, D, I, V)
 
     os.makedirs(a.out, exist_ok=True)
     cfg = {"vocab_size": V, "hidden_size": E, "num_layers": a.layers, "num_heads": H, "num_kv_heads": Hkv,
            "intermediate_size": I, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
            "max_position_embeddings": a.max_positions, "tie_word_embeddings": False, "bos_token_id": 1,
            "eos_token_id": 2, "tokenizer": "bytes"}
+    if v2:
+        cfg.update({"diff_version": 2, "head_dim": D})
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
