@@ -307,6 +307,23 @@ DIFFVK_API diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer
  * uncompressed Android asset (since 1.1). DIFFVK_FORMAT_ERROR when the bytes are not a .gguf or it has no tokenizer. */
 DIFFVK_API diffvk_status diffvk_tokenizer_load_memory(const void* gguf, size_t size, diffvk_tokenizer** out);
 DIFFVK_API diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out);
+/* A Hugging Face tokenizer.json or a SentencePiece tokenizer.model as bytes (read during the call only) or as
+ * descriptor ranges (the rules of diffvk_tokenizer_load_fd), e.g. an app's uncompressed assets (since 1.1): the
+ * tokenizer diffvk_tokenizer_load gives for a directory holding those files, with the same limits and errors.
+ * tokenizer_config / config_json: the optional tokenizer_config.json and config.json that name BOS and EOS
+ * (NULL with size 0 = absent; a descriptor of -1 = absent). DIFFVK_INVALID_ARGUMENT for a NULL buffer with a size,
+ * a NULL tokenizer.json / tokenizer.model, a negative descriptor or offset, or size < -1; DIFFVK_IO_ERROR for a
+ * range past the end of the file; DIFFVK_FORMAT_ERROR for bytes that do not parse or are over the size limit;
+ * DIFFVK_UNSUPPORTED for a tokenizer kind diffvk does not implement. The message names the file. */
+DIFFVK_API diffvk_status diffvk_tokenizer_load_json_memory(const void* tokenizer_json, size_t size, const void* tokenizer_config,
+                                                           size_t tokenizer_config_size, const void* config_json,
+                                                           size_t config_json_size, diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_json_fd(int fd, int64_t offset, int64_t size, int tokenizer_config_fd,
+                                                       int64_t tokenizer_config_offset, int64_t tokenizer_config_size,
+                                                       int config_json_fd, int64_t config_json_offset, int64_t config_json_size,
+                                                       diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size, diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_sentencepiece_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out);
 /* Frees the tokenizer; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
 /* text: len bytes (any bytes; NULL allowed when len is 0). add_special != 0: the special tokens the

@@ -31,6 +31,26 @@ class Tokenizer {
   // the file has no tokenizer; the descriptor's errors as Model::load_fd's.
   static Tokenizer load_gguf_memory(const void* data, size_t size, const std::string& name = "gguf (memory)");
   static Tokenizer load_gguf_fd(int fd, int64_t offset, int64_t size);
+  // A Hugging Face tokenizer.json and a SentencePiece tokenizer.model as bytes (read during the call only) or as
+  // descriptor ranges (pread, as load_gguf_fd: size -1 = to the end of the file; nothing moved or closed), e.g. an
+  // app's assets: the same parsers, limits and errors as load(dir) with those files in a directory.
+  // load_json_*: BOS/EOS from the optional tokenizer_config.json (bos_token / eos_token) and config.json
+  // (bos_token_id / eos_token_id) as load(dir) reads them; absent = a NULL pointer with size 0, or fd -1.
+  // Messages name "tokenizer.json (memory)", "tokenizer_config.json (fd 7)", ... invalid_argument for a NULL
+  // buffer with a size (or a NULL tokenizer.json / tokenizer.model), fd < 0 (other than -1 for an absent config) or
+  // a bad range; format_error for bytes that do not parse or are over the size limit (docs/limits.md); io_error
+  // for a range past the end of the file.
+  static Tokenizer load_json_memory(const void* tokenizer_json, size_t size, const void* tokenizer_config = nullptr,
+                                    size_t tokenizer_config_size = 0, const void* config_json = nullptr,
+                                    size_t config_json_size = 0);
+  struct FdRange {  // as Model::FdRange: size -1 = from offset to the end of the file; fd -1 = no such file
+    int fd = -1;
+    int64_t offset = 0, size = -1;
+  };
+  static Tokenizer load_json_fd(FdRange tokenizer_json, FdRange tokenizer_config, FdRange config_json);
+  static Tokenizer load_json_fd(FdRange tokenizer_json);  // no config files
+  static Tokenizer load_sentencepiece_memory(const void* data, size_t size, const std::string& name = "tokenizer.model (memory)");
+  static Tokenizer load_sentencepiece_fd(int fd, int64_t offset, int64_t size);
   // The bytes tokenizer: ids 0..255 are the bytes, ids from 256 to vocab_size - 1 decode to nothing;
   // vocab_size >= 256, bos/eos -1 when none.
   static Tokenizer bytes(uint32_t vocab_size, int32_t bos, int32_t eos);

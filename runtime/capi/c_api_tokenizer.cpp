@@ -157,6 +157,50 @@ diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_t size, dif
   });
 }
 
+diffvk_status diffvk_tokenizer_load_json_memory(const void* tokenizer_json, size_t size, const void* tokenizer_config,
+                                                size_t tokenizer_config_size, const void* config_json, size_t config_json_size,
+                                                diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    need(tokenizer_json, "tokenizer_json");
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_json_memory(
+              tokenizer_json, size, tokenizer_config, tokenizer_config_size, config_json, config_json_size)}),
+          out);
+  });
+}
+
+diffvk_status diffvk_tokenizer_load_json_fd(int fd, int64_t offset, int64_t size, int tokenizer_config_fd,
+                                            int64_t tokenizer_config_offset, int64_t tokenizer_config_size, int config_json_fd,
+                                            int64_t config_json_offset, int64_t config_json_size, diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    using R = diffvk::Tokenizer::FdRange;
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_json_fd(
+              R{fd, offset, size}, R{tokenizer_config_fd, tokenizer_config_offset, tokenizer_config_size},
+              R{config_json_fd, config_json_offset, config_json_size})}),
+          out);
+  });
+}
+
+diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size, diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    need(tokenizer_model, "tokenizer_model");
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_sentencepiece_memory(tokenizer_model, size)}), out);
+  });
+}
+
+diffvk_status diffvk_tokenizer_load_sentencepiece_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_sentencepiece_fd(fd, offset, size)}), out);
+  });
+}
+
 diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer) {
   return guarded(__func__, [&] { release(tokenizer, "tokenizer"); });
 }

@@ -23,8 +23,8 @@ std::shared_ptr<const Tokenizer::Impl> from_gguf(const GgufFile& f, const std::s
 // Bytes that are not a .gguf: refused before parsing, naming what the call takes.
 void need_gguf_magic(const void* data, size_t size, const std::string& name) {
   if (!GgufFile::has_magic(data, size))
-    throw Error(Status::format_error, name + ": not a .gguf file (a tokenizer from memory or a descriptor comes from a .gguf; "
-                                             "tokenizer.json and tokenizer.model load from their directory)");
+    throw Error(Status::format_error, name + ": not a .gguf file (tokenizer.json and tokenizer.model bytes load with "
+                                             "load_json_memory/_fd and load_sentencepiece_memory/_fd)");
 }
 }  // namespace
 

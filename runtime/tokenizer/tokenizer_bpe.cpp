@@ -317,8 +317,8 @@ std::string ByteLevelBpe::decode(const int32_t* ids, size_t n) const {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer::Impl> parse_hf_json(const std::string& text, const std::string& name) {
-  const json j = parse_json(text, name, kJsonTokenizerMaxBytes);
+std::unique_ptr<Tokenizer::Impl> parse_hf_json(std::string_view text, const std::string& name) {
+  const json j = parse_json(text.data(), text.size(), name, kJsonTokenizerMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, name + ": top level must be an object");
   try {
     return std::make_unique<ByteLevelBpe>(j, name);
@@ -327,13 +327,19 @@ std::unique_ptr<Tokenizer::Impl> parse_hf_json(const std::string& text, const st
   }
 }
 
-std::unique_ptr<Tokenizer::Impl> load_hf_json(const std::string& path, const std::string& config_dir) {
-  auto t = parse_hf_json(read_text_file(path, kJsonTokenizerMaxBytes), path);
+std::unique_ptr<Tokenizer::Impl> hf_json_with_configs(std::string_view text, const std::string& name, const SpecialConfigs& configs) {
+  auto t = parse_hf_json(text, name);
   const auto* raw = static_cast<const ByteLevelBpe*>(t.get());
-  const SpecialIds s = read_special_ids(config_dir, t->vocab_size, [raw](const std::string& x) { return raw->token_id(x); });
+  const SpecialIds s = special_ids(configs, t->vocab_size, [raw](const std::string& x) { return raw->token_id(x); });
   t->bos = s.bos;
   t->eos = s.eos;
   return t;
+}
+
+std::unique_ptr<Tokenizer::Impl> load_hf_json(const std::string& path, const std::string& config_dir) {
+  const std::string text = read_text_file(path, kJsonTokenizerMaxBytes);
+  const DirConfigs files(config_dir);
+  return hf_json_with_configs(text, path, files.configs);
 }
 
 }  // namespace diffvk::tok

@@ -3,19 +3,44 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "io/printable.hpp"
 
 namespace diffvk::tok {
 
-// Special-token ids named by tokenizer_config.json (bos_token / eos_token) or config.json
-// (bos_token_id / eos_token_id) in `dir`; `lookup` maps a token's text to its id (-1 if absent).
+// The files beside tokenizer.json that name BOS and EOS, as bytes: tokenizer_config.json (bos_token /
+// eos_token) first, then config.json (bos_token_id / eos_token_id). `text` absent = no such file; `name`
+// labels messages (the path, or e.g. "tokenizer_config.json (memory)"). The views must outlive the call.
+struct ConfigText {
+  std::optional<std::string_view> text;
+  std::string name;
+};
+struct SpecialConfigs {
+  ConfigText tokenizer_config, config;
+};
+// The config files of a model directory ("" = none): those that exist, read (bounded: kJsonConfigMaxBytes) into
+// this object, which `configs` views (so it is neither copied nor moved).
+struct DirConfigs {
+  explicit DirConfigs(const std::string& dir);
+  DirConfigs(const DirConfigs&) = delete;
+  DirConfigs& operator=(const DirConfigs&) = delete;
+  SpecialConfigs configs;
+
+ private:
+  std::string bytes_[2];
+};
+
+// Special-token ids named by the config files; `lookup` maps a token's text to its id (-1 if absent).
+// format_error naming the file for a config that is not a JSON object (limit kJsonConfigMaxBytes), a
+// bos_token/eos_token that is not a token, or an id outside the vocabulary.
 struct SpecialIds {
   int32_t bos = -1, eos = -1;
 };
-SpecialIds read_special_ids(const std::string& dir, uint32_t vocab_size,
-                            const std::function<int32_t(const std::string&)>& lookup);
+SpecialIds special_ids(const SpecialConfigs& configs, uint32_t vocab_size,
+                       const std::function<int32_t(const std::string&)>& lookup);
 
 // Text from a file, bounded and with control / non-ASCII bytes escaped, for messages.
 using diffvk::printable;  // io/printable.hpp

@@ -287,6 +287,9 @@ std::string SentencePiece::decode(const int32_t* ids, size_t n) const {
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> parse_sentencepiece(const uint8_t* data, size_t size, const std::string& name) {
+  if (size > kSentencePieceMaxBytes)
+    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " +
+                                          std::to_string(kSentencePieceMaxBytes) + " bytes of a tokenizer.model");
   return std::make_unique<SentencePiece>(parse_sentencepiece_model(data, size, name), name);
 }
 
@@ -295,7 +298,7 @@ std::unique_ptr<Tokenizer::Impl> make_sentencepiece(SentencePieceModel model, co
 }
 
 std::unique_ptr<Tokenizer::Impl> load_sentencepiece(const std::string& path) {
-  const auto data = platform::read_file(path, 256u << 20);
+  const auto data = platform::read_file(path, kSentencePieceMaxBytes);
   return parse_sentencepiece(data.data(), data.size(), path);
 }
 

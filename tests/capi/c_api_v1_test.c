@@ -1,5 +1,6 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind|state|sampler> <model dir> */
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind|state|sampler> <model dir>,
+ * c_api_v1 tokenizer_sources <tests/data/tokenizer> <scratch file> */
 #include <diffvk/diffvk.h>
 
 #include <fcntl.h>
@@ -797,6 +798,143 @@ static int test_generate(const char* dir) {
   return 0;
 }
 
+/* ---- tokenizer.json / tokenizer.model from memory and from descriptor ranges (issue 19) ----------------- */
+/* The same ids and decoded bytes from both tokenizers on a few texts (with and without special tokens). */
+static int same_tokens(const diffvk_tokenizer* a, const diffvk_tokenizer* b) {
+  static const char* const kTexts[4] = {"Hello world! <|eot_id|> 123", "  spaces\tand\nlines ", "",
+                                        "\xc3\xa9t\xc3\xa9 \xe6\x9d\xb1\xe4\xba\xac \xf0\x9f\x99\x82"};
+  int32_t x[256], y[256];
+  char bx[1024], by[1024];
+  size_t i, nx = 0, ny = 0, lx = 0, ly = 0;
+  int special, same = 1;
+  uint32_t va = 0, vb = 0;
+  int32_t ba = 0, bb = 0, ea = 0, eb = 0;
+  EXPECT(diffvk_tokenizer_vocab_size(a, &va) == DIFFVK_OK && diffvk_tokenizer_vocab_size(b, &vb) == DIFFVK_OK);
+  EXPECT(diffvk_tokenizer_bos(a, &ba) == DIFFVK_OK && diffvk_tokenizer_bos(b, &bb) == DIFFVK_OK);
+  EXPECT(diffvk_tokenizer_eos(a, &ea) == DIFFVK_OK && diffvk_tokenizer_eos(b, &eb) == DIFFVK_OK);
+  if (va != vb || ba != bb || ea != eb) return 0;
+  for (i = 0; i < 4; ++i)
+    for (special = 0; special < 2; ++special) {
+      EXPECT(diffvk_tokenizer_encode(a, kTexts[i], strlen(kTexts[i]), special, x, 256, &nx) == DIFFVK_OK);
+      EXPECT(diffvk_tokenizer_encode(b, kTexts[i], strlen(kTexts[i]), special, y, 256, &ny) == DIFFVK_OK);
+      if (nx != ny || memcmp(x, y, nx * sizeof(int32_t)) != 0) same = 0;
+      EXPECT(diffvk_tokenizer_decode(a, x, nx, bx, sizeof bx, &lx) == DIFFVK_OK);
+      EXPECT(diffvk_tokenizer_decode(b, x, nx, by, sizeof by, &ly) == DIFFVK_OK);
+      if (lx != ly || memcmp(bx, by, lx) != 0) same = 0;
+    }
+  return same;
+}
+
+/* tok_dir: tests/data/tokenizer (llama3-bpe: tokenizer.json + tokenizer_config.json; spm-unigram: tokenizer.model). */
+static int test_tokenizer_sources(const char* tok_dir, const char* scratch) {
+  char path[4096];
+  size_t js = 0, ts = 0, ms = 0;
+  char *json, *tc, *model;
+  const char junk[8] = "junk!..";
+  int64_t joff, toff, moff;
+  int fd;
+  FILE* f;
+  diffvk_tokenizer *bpe_dir = NULL, *spm_dir = NULL, *t = NULL, *bad = NULL;
+  snprintf(path, sizeof path, "%s/llama3-bpe/tokenizer.json", tok_dir);
+  json = read_whole(path, &js);
+  snprintf(path, sizeof path, "%s/llama3-bpe/tokenizer_config.json", tok_dir);
+  tc = read_whole(path, &ts);
+  snprintf(path, sizeof path, "%s/spm-unigram/tokenizer.model", tok_dir);
+  model = read_whole(path, &ms);
+  EXPECT(json && tc && model);
+  if (!json || !tc || !model) return 1;
+  snprintf(path, sizeof path, "%s/llama3-bpe", tok_dir);
+  EXPECT(diffvk_tokenizer_load(path, &bpe_dir) == DIFFVK_OK);
+  snprintf(path, sizeof path, "%s/spm-unigram", tok_dir);
+  EXPECT(diffvk_tokenizer_load(path, &spm_dir) == DIFFVK_OK);
+  if (!bpe_dir || !spm_dir) return 1;
+
+  /* memory: the directory's tokenizer */
+  EXPECT(diffvk_tokenizer_load_json_memory(json, js, tc, ts, NULL, 0, &t) == DIFFVK_OK);
+  if (t) {
+    int32_t bos = 0;
+    EXPECT(same_tokens(bpe_dir, t));
+    EXPECT(diffvk_tokenizer_bos(t, &bos) == DIFFVK_OK && bos == 656); /* from tokenizer_config.json */
+    EXPECT(diffvk_tokenizer_free(t) == DIFFVK_OK);
+  }
+  t = NULL;
+  EXPECT(diffvk_tokenizer_load_sentencepiece_memory(model, ms, &t) == DIFFVK_OK);
+  if (t) {
+    EXPECT(same_tokens(spm_dir, t));
+    EXPECT(diffvk_tokenizer_free(t) == DIFFVK_OK);
+  }
+  /* descriptor ranges of one file holding all three between other bytes (an APK's uncompressed assets) */
+  f = fopen(scratch, "wb");
+  EXPECT(f != NULL);
+  if (!f) return 1;
+  fwrite(junk, 1, 7, f);
+  joff = 7;
+  fwrite(json, 1, js, f);
+  fwrite(junk, 1, 3, f);
+  toff = joff + (int64_t)js + 3;
+  fwrite(tc, 1, ts, f);
+  fwrite(junk, 1, 5, f);
+  moff = toff + (int64_t)ts + 5;
+  fwrite(model, 1, ms, f);
+  fwrite(junk, 1, 8, f);
+  fclose(f);
+  fd = open(scratch, O_RDONLY);
+  EXPECT(fd >= 0);
+  t = NULL;
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, (int64_t)js, fd, toff, (int64_t)ts, -1, 0, 0, &t) == DIFFVK_OK);
+  if (t) {
+    EXPECT(same_tokens(bpe_dir, t));
+    EXPECT(diffvk_tokenizer_free(t) == DIFFVK_OK);
+  }
+  t = NULL;
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff, (int64_t)ms, &t) == DIFFVK_OK);
+  if (t) {
+    EXPECT(same_tokens(spm_dir, t));
+    EXPECT(diffvk_tokenizer_free(t) == DIFFVK_OK);
+  }
+  EXPECT(lseek(fd, 0, SEEK_CUR) == 0); /* pread: the descriptor's offset did not move */
+
+  /* misuse and hostile input: a status, the message naming the file, *out left NULL */
+  EXPECT(diffvk_tokenizer_load_json_memory(json, js, NULL, 0, NULL, 0, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_memory(model, ms, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, (int64_t)js, -1, 0, 0, -1, 0, 0, NULL) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff, (int64_t)ms, NULL) == DIFFVK_INVALID_ARGUMENT);
+  bad = (diffvk_tokenizer*)&bad;
+  EXPECT(diffvk_tokenizer_load_json_memory(NULL, 0, NULL, 0, NULL, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "tokenizer_json is NULL") != NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_memory(NULL, 4, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_memory(json, js, NULL, 3, NULL, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "tokenizer_config.json (memory): the buffer is NULL") != NULL);
+  EXPECT(diffvk_tokenizer_load_json_memory(json, js / 2, NULL, 0, NULL, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "tokenizer.json (memory): invalid JSON") != NULL);
+  EXPECT(diffvk_tokenizer_load_json_memory(json, js, tc, ts / 2, NULL, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "tokenizer_config.json (memory)") != NULL);
+  EXPECT(diffvk_tokenizer_load_json_memory(json, 0, NULL, 0, NULL, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_memory(model, ms, NULL, 0, NULL, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_memory(json, js, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "tokenizer.model (memory)") != NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_memory(model, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(-1, 0, 10, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, (int64_t)js, -7, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "tokenizer_config.json (fd -7)") != NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, -2, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, -1, 10, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff + 1, (int64_t)js, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff, (int64_t)ms + 64, &bad) == DIFFVK_IO_ERROR && bad == NULL); /* past the end */
+  EXPECT(strstr(diffvk_last_error(), "tokenizer.model (fd") != NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff + (int64_t)ms + 100, -1, &bad) == DIFFVK_IO_ERROR && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(-1, 0, -1, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, 0, 7, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL); /* "junk!.." */
+  close(fd);
+  unlink(scratch);
+  free(json);
+  free(tc);
+  free(model);
+  EXPECT(diffvk_tokenizer_free(spm_dir) == DIFFVK_OK);
+  EXPECT(diffvk_tokenizer_free(bpe_dir) == DIFFVK_OK);
+  return 0;
+}
+
 /* ---- chat templates (issue 24 item 5) ------------------------------------------------------------------- */
 static int test_chat_template(const char* data_dir) {
   diffvk_chat_template* t = NULL;
@@ -846,6 +984,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "generate")) rc = test_generate(argv[2]);
   else if (!strcmp(argv[1], "chat_template")) rc = test_chat_template(argv[2]);
   else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
+  else if (!strcmp(argv[1], "tokenizer_sources") && argc > 3) rc = test_tokenizer_sources(argv[2], argv[3]);
   else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {
     printf("c_api_v1 %s: all checks passed\n", argv[1]);

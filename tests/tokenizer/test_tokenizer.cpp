@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "diffvk/diffvk.h"
@@ -19,6 +21,7 @@
 #include "io/gguf.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
+#include "platform.hpp"
 #include "tokenizer/tokenizer_pretok.hpp"
 #include "model_fixture.hpp"
 #include "status_of.hpp"
@@ -520,6 +523,225 @@ TEST_CASE("tokenizer: a GGUF file's tokenizer loads from memory and from a descr
     CHECK(diffvk_tokenizer_load_fd(-1, 0, -1, &c) == DIFFVK_INVALID_ARGUMENT);
     std::fclose(f);
   }
+}
+
+// tokenizer.json (+ tokenizer_config.json / config.json) and tokenizer.model given as bytes or as descriptor ranges
+// (Android assets): the directory load's parsers, so every fixture gives the reference's ids, and the same BOS/EOS.
+namespace {
+
+bool is_spm(const std::string& name) { return name.compare(0, 3, "spm") == 0; }
+
+// The files a directory load of `dir` reads: [tokenizer.json or tokenizer.model, tokenizer_config.json, config.json]
+// ("" = absent; SentencePiece reads no config).
+std::vector<std::string> tokenizer_files(const std::string& dir, bool spm) {
+  auto opt = [&](const std::string& f) { return platform::file_exists(dir + "/" + f) ? read_file(dir + "/" + f) : std::string(); };
+  if (spm) return {read_file(dir + "/tokenizer.model"), "", ""};
+  return {read_file(dir + "/tokenizer.json"), opt("tokenizer_config.json"), opt("config.json")};
+}
+
+const void* ptr_or_null(const std::string& s) { return s.empty() ? nullptr : s.data(); }
+
+void same_tokenizer(const Tokenizer& a, const Tokenizer& b) {
+  CHECK(b.kind() == a.kind());
+  CHECK(b.vocab_size() == a.vocab_size());
+  CHECK(b.bos_id() == a.bos_id());
+  CHECK(b.eos_id() == a.eos_id());
+  for (const char* text : {"Hello world! <|eot_id|> 123 456", "  spaces\tand\nlines ", "", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82",
+                           "\xE6\x9D\xB1\xE4\xBA\xAC [MASK] \xff\xfe", "<s>a</s>"})
+    for (bool special : {false, true}) {
+      CAPTURE(text);
+      CAPTURE(special);
+      const auto ids = a.encode(text, special);
+      CHECK(b.encode(text, special) == ids);
+      CHECK(b.decode(ids) == a.decode(ids));
+    }
+}
+
+// Loading fails with `status` and a message holding `text`.
+template <class F>
+void expect_error(F&& load, Status status, const std::string& text) {
+  try {
+    load();
+    FAIL("loaded without an error; expected: " << text);
+  } catch (const Error& e) {
+    CHECK_MESSAGE(e.status() == status, e.what());
+    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, e.what());
+  }
+}
+
+// A file of `size` bytes that occupies no disk (a hole): the size checks must refuse it before reading.
+struct SparseFile {
+  SparseFile(const std::string& path, uint64_t size) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, off_t(size)) == 0);
+  }
+  ~SparseFile() { ::close(fd); }
+  int fd = -1;
+};
+
+}  // namespace
+
+TEST_CASE("tokenizer: tokenizer.json and tokenizer.model load from memory and from descriptor ranges as from their directory") {
+  test::TempDir tmp("diffvk-tok-mem");
+  const std::string hf_tok = std::string(DIFFVK_TEST_DATA_DIR) + "/hf_tok";  // all three JSON files (config.json's EOS differs)
+  for (const std::string dir_path : {kDir + "gpt2-bpe", kDir + "gpt2-prefix-bpe", kDir + "llama3-bpe", kDir + "spm-unigram",
+                                     kDir + "spm-unigram-nobytes", kDir + "spm-bpe", hf_tok}) {
+    const std::string name = dir_path.substr(dir_path.find_last_of('/') + 1);
+    const bool spm = is_spm(name), fixture = dir_path != hf_tok;
+    CAPTURE(name);
+    const Tokenizer dir = Tokenizer::load(dir_path);
+    const std::vector<std::string> files = tokenizer_files(dir_path, spm);
+    // Memory: the caller's buffers are reused after the call.
+    {
+      std::vector<std::string> copy = files;
+      const Tokenizer mem = spm ? Tokenizer::load_sentencepiece_memory(copy[0].data(), copy[0].size())
+                                : Tokenizer::load_json_memory(copy[0].data(), copy[0].size(), ptr_or_null(copy[1]), copy[1].size(),
+                                                              ptr_or_null(copy[2]), copy[2].size());
+      for (auto& f : copy) std::fill(f.begin(), f.end(), '\xAB');
+      same_tokenizer(dir, mem);
+      if (fixture) CHECK(check_fixture(name, mem) >= 160);
+    }
+    // Descriptor ranges inside one larger file (an APK's uncompressed assets): junk before, between and after.
+    const std::string packed = tmp / "packed.bin";
+    int64_t off[3] = {-1, -1, -1};
+    {
+      std::ofstream o(packed, std::ios::binary);
+      int64_t at = 13;
+      o << std::string(13, 'x');
+      for (int i = 0; i < 3; ++i) {
+        if (files[i].empty()) continue;
+        off[i] = at;
+        o << files[i] << "junk!";
+        at += int64_t(files[i].size()) + 5;
+      }
+      o << "trailing junk";
+    }
+    const int fd = ::open(packed.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    auto range = [&](int i) { return files[i].empty() ? Tokenizer::FdRange{} : Tokenizer::FdRange{fd, off[i], int64_t(files[i].size())}; };
+    const Tokenizer ranged = spm ? Tokenizer::load_sentencepiece_fd(fd, off[0], int64_t(files[0].size()))
+                                 : Tokenizer::load_json_fd(range(0), range(1), range(2));
+    CHECK(::lseek(fd, 0, SEEK_CUR) == 0);  // pread: the descriptor's offset did not move
+    same_tokenizer(dir, ranged);
+    if (fixture) CHECK(check_fixture(name, ranged) >= 160);
+    ::close(fd);
+    {  // size -1: from the offset to the end of the file (the file's own descriptor, at an offset)
+      const std::string tail = tmp / "tail.bin";
+      std::ofstream(tail, std::ios::binary) << std::string(5, 'y') << files[0];
+      const int t = ::open(tail.c_str(), O_RDONLY);
+      REQUIRE(t >= 0);
+      const Tokenizer whole = spm ? Tokenizer::load_sentencepiece_fd(t, 5, -1) : Tokenizer::load_json_fd({t, 5, -1});
+      CHECK(whole.encode("Hello world, 123", false) == dir.encode("Hello world, 123", false));
+      ::close(t);
+    }
+  }
+  // Only the configs that are given count: hf_tok's tokenizer.json without tokenizer_config.json takes config.json's
+  // ids (EOS 657), as a directory without that file does; with neither, no BOS/EOS.
+  const std::vector<std::string> files = tokenizer_files(hf_tok, false);
+  const Tokenizer no_tc = Tokenizer::load_json_memory(files[0].data(), files[0].size(), nullptr, 0, files[2].data(), files[2].size());
+  CHECK(no_tc.bos_id() == 656);
+  CHECK(no_tc.eos_id() == 657);
+  {
+    write_file(tmp / "tokenizer.json", files[0]);
+    write_file(tmp / "config.json", files[2]);
+    CHECK(Tokenizer::load(tmp.path()).eos_id() == 657);
+  }
+  const Tokenizer bare = Tokenizer::load_json_memory(files[0].data(), files[0].size());
+  CHECK(bare.bos_id() == -1);
+  CHECK(bare.eos_id() == -1);
+  CHECK(bare.encode("Hello", false) == no_tc.encode("Hello", false));
+}
+
+TEST_CASE("tokenizer: hostile tokenizer bytes and descriptor ranges give clear errors") {
+  test::TempDir tmp("diffvk-tok-mem-bad");
+  const std::string json = read_file(kDir + "llama3-bpe/tokenizer.json"), tc = read_file(kDir + "llama3-bpe/tokenizer_config.json"),
+                    model = read_file(kDir + "spm-unigram/tokenizer.model");
+  const auto J = [](const std::string& j, const std::string& c = "") {
+    return [j, c] { Tokenizer::load_json_memory(j.data(), j.size(), c.empty() ? nullptr : c.data(), c.size()); };
+  };
+  const auto M = [](const std::string& m) { return [m] { Tokenizer::load_sentencepiece_memory(m.data(), m.size()); }; };
+  // NULL and empty buffers.
+  expect_error([] { Tokenizer::load_json_memory(nullptr, 10); }, Status::invalid_argument, "tokenizer.json (memory): the buffer is NULL");
+  expect_error([] { Tokenizer::load_json_memory(nullptr, 0); }, Status::invalid_argument, "tokenizer.json (memory): the buffer is NULL");
+  expect_error([] { Tokenizer::load_sentencepiece_memory(nullptr, 0); }, Status::invalid_argument, "tokenizer.model (memory): the buffer is NULL");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 5); }, Status::invalid_argument,
+               "tokenizer_config.json (memory): the buffer is NULL with a size of 5");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, nullptr, 3); }, Status::invalid_argument,
+               "config.json (memory): the buffer is NULL");
+  expect_error(J(""), Status::format_error, "tokenizer.json (memory): invalid JSON");
+  expect_error(M(""), Status::format_error, "tokenizer.model (memory)");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), tc.data(), 0); }, Status::format_error,
+               "tokenizer_config.json (memory): invalid JSON");  // present but empty
+  // Truncated, garbage, the other kind's bytes, broken configs.
+  expect_error(J(json.substr(0, json.size() / 2)), Status::format_error, "tokenizer.json (memory): invalid JSON");
+  std::string garbage(4096, '\0');
+  std::mt19937 rng(7);
+  for (char& c : garbage) c = char(rng());
+  expect_error(J(garbage), Status::format_error, "tokenizer.json (memory): invalid JSON");
+  expect_error(M(garbage), Status::format_error, "tokenizer.model (memory)");
+  expect_error(J(model), Status::format_error, "tokenizer.json (memory): invalid JSON");
+  expect_error(M(json), Status::format_error, "tokenizer.model (memory)");
+  expect_error(J("[1, 2]"), Status::format_error, "tokenizer.json (memory): top level must be an object");
+  expect_error(J(json, "{"), Status::format_error, "tokenizer_config.json (memory): invalid JSON");
+  expect_error(J(json, "[]"), Status::format_error, "tokenizer_config.json (memory): top level must be an object");
+  expect_error(J(json, R"({"bos_token": "<nope>"})"), Status::format_error, "'bos_token' = '<nope>' is not a token");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, "{\"eos_token_id\": 99999}", 23); },
+               Status::format_error, "config.json (memory): 'eos_token_id' is not a token id");
+  for (size_t n = 0; n < model.size(); n += 211) {  // every truncation loads or names the source; no crash
+    try {
+      Tokenizer::load_sentencepiece_memory(model.data(), n);
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("tokenizer.model (memory)") != std::string::npos);
+    }
+  }
+  // Descriptor ranges.
+  const std::string path = tmp / "t.json";
+  write_file(path, json);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  const int64_t n = int64_t(json.size());
+  using R = Tokenizer::FdRange;
+  expect_error([&] { Tokenizer::load_json_fd({fd, 0, n + 1}); }, Status::io_error, "requested, the file ends after");  // past the end
+  expect_error([&] { Tokenizer::load_json_fd({fd, n + 10, -1}); }, Status::io_error, "past the end of the file");
+  expect_error([&] { Tokenizer::load_sentencepiece_fd(fd, 1, n); }, Status::io_error, "tokenizer.model (fd");
+  expect_error([&] { Tokenizer::load_json_fd({-1, 0, 10}); }, Status::invalid_argument, "tokenizer.json (fd -1): invalid file descriptor");
+  expect_error([&] { Tokenizer::load_sentencepiece_fd(-3, 0, -1); }, Status::invalid_argument, "invalid file descriptor -3");
+  expect_error([&] { Tokenizer::load_json_fd({fd, -1, 10}); }, Status::invalid_argument, "negative offset");
+  expect_error([&] { Tokenizer::load_json_fd({fd, 0, -2}); }, Status::invalid_argument, "size -2");
+  expect_error([&] { Tokenizer::load_json_fd(R{fd, 0, n}, R{-2, 0, 5}, R{}); }, Status::invalid_argument,
+               "tokenizer_config.json (fd -2): invalid file descriptor");
+  expect_error([&] { Tokenizer::load_json_fd(R{fd, 0, n}, R{}, R{fd, 0, n + 1}); }, Status::io_error, "config.json (fd");
+  expect_error([&] { Tokenizer::load_json_fd(R{fd, 0, n}, R{fd, 0, 100}, R{}); }, Status::format_error,
+               "tokenizer_config.json (fd");  // a range inside tokenizer.json: not a JSON text
+  expect_error([&] { Tokenizer::load_json_fd({fd, 1, n - 1}); }, Status::format_error, "tokenizer.json (fd");
+  CHECK(Tokenizer::load_json_fd(R{fd, 0, n}, R{}, R{}).vocab_size() == 660);
+  {  // size -1 needs a regular file; a pipe is refused before anything is read
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    expect_error([&] { Tokenizer::load_sentencepiece_fd(p[0], 0, -1); }, Status::invalid_argument, "needs a regular file");
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+  ::close(fd);
+  // Over the size limits (docs/limits.md), refused before anything is read: a sparse file, by descriptor and mapped.
+  const uint64_t big = (uint64_t(256) << 20) + 1;
+  SparseFile sparse(tmp / "sparse.bin", big);
+  expect_error([&] { Tokenizer::load_json_fd({sparse.fd, 0, -1}); }, Status::format_error, "more than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_sentencepiece_fd(sparse.fd, 0, -1); }, Status::format_error, "more than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_json_fd(R{-1, 0, 0}, R{sparse.fd, 0, -1}, R{}); }, Status::invalid_argument, "tokenizer.json (fd -1)");
+  const int jfd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(jfd >= 0);
+  expect_error([&] { Tokenizer::load_json_fd(R{jfd, 0, -1}, R{sparse.fd, 0, (16 << 20) + 1}, R{}); }, Status::format_error,
+               "tokenizer_config.json (fd");
+  ::close(jfd);
+  void* map = ::mmap(nullptr, big, PROT_READ, MAP_PRIVATE, sparse.fd, 0);
+  REQUIRE(map != MAP_FAILED);
+  expect_error([&] { Tokenizer::load_json_memory(map, big); }, Status::format_error, "larger than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_sentencepiece_memory(map, big); }, Status::format_error, "more than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), map, (16 << 20) + 1); }, Status::format_error,
+               "tokenizer_config.json (memory): JSON text of 16777217 bytes is larger than the limit");
+  ::munmap(map, big);
 }
 
 TEST_CASE("tokenizer: a GGUF file without a usable tokenizer is a clear error") {

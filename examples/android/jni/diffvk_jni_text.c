@@ -32,6 +32,24 @@ JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadFd(JNIEnv* env, jclass c
   return (jlong)(intptr_t)t;
 }
 
+JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadJsonFd(JNIEnv* env, jclass cls, jint fd, jlong offset, jlong length,
+                                                               jint tc_fd, jlong tc_offset, jlong tc_length, jint c_fd,
+                                                               jlong c_offset, jlong c_length) {
+  diffvk_tokenizer* t = NULL;
+  (void)cls;
+  djni_ok(env, diffvk_tokenizer_load_json_fd((int)fd, (int64_t)offset, (int64_t)length, (int)tc_fd, (int64_t)tc_offset,
+                                             (int64_t)tc_length, (int)c_fd, (int64_t)c_offset, (int64_t)c_length, &t));
+  return (jlong)(intptr_t)t;
+}
+
+JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadSentencePieceFd(JNIEnv* env, jclass cls, jint fd, jlong offset,
+                                                                        jlong length) {
+  diffvk_tokenizer* t = NULL;
+  (void)cls;
+  djni_ok(env, diffvk_tokenizer_load_sentencepiece_fd((int)fd, (int64_t)offset, (int64_t)length, &t));
+  return (jlong)(intptr_t)t;
+}
+
 JNIEXPORT void JNICALL Java_diffvk_Tokenizer_nativeFree(JNIEnv* env, jclass cls, jlong t) {
   (void)cls;
   djni_ok(env, diffvk_tokenizer_free((diffvk_tokenizer*)(intptr_t)t));

@@ -5,7 +5,8 @@ import java.nio.charset.StandardCharsets;
 /**
  * Text <-> token ids (diffvk_tokenizer): a model directory's tokenizer.model (SentencePiece), else
  * tokenizer.json (byte-level BPE), else config.json alone (the bytes tokenizer of the bundled tiny models);
- * a .gguf file's (a path ending in .gguf, or fromGgufFd).
+ * a .gguf file's (a path ending in .gguf, or fromGgufFd); tokenizer.json / tokenizer.model from descriptor ranges
+ * (fromJsonFd, fromSentencePieceFd: Android assets).
  * Pure CPU, immutable: encode/decode may run on many threads at once.
  */
 public final class Tokenizer implements AutoCloseable {
@@ -27,6 +28,31 @@ public final class Tokenizer implements AutoCloseable {
   public static Tokenizer fromGgufFd(int fd, long offset, long length) {
     Native.load();
     return new Tokenizer(nativeLoadFd(fd, offset, length));
+  }
+
+  /**
+   * A Hugging Face tokenizer.json as a byte range of an open descriptor (an uncompressed asset: AssetManager.openFd;
+   * length -1 = to the end), without tokenizer_config.json / config.json (no BOS/EOS unless its post-processor adds one).
+   */
+  public static Tokenizer fromJsonFd(int fd, long offset, long length) {
+    return fromJsonFd(fd, offset, length, -1, 0, 0, -1, 0, 0);
+  }
+
+  /**
+   * tokenizer.json with the tokenizer_config.json and config.json that name BOS and EOS, each a descriptor range
+   * (fd -1 = that file is absent): the tokenizer new Tokenizer(dir) gives for a directory holding those files.
+   */
+  public static Tokenizer fromJsonFd(int fd, long offset, long length, int tokenizerConfigFd, long tokenizerConfigOffset,
+                                     long tokenizerConfigLength, int configFd, long configOffset, long configLength) {
+    Native.load();
+    return new Tokenizer(nativeLoadJsonFd(fd, offset, length, tokenizerConfigFd, tokenizerConfigOffset, tokenizerConfigLength,
+                                          configFd, configOffset, configLength));
+  }
+
+  /** A SentencePiece tokenizer.model as a byte range of an open descriptor (length -1 = to the end). */
+  public static Tokenizer fromSentencePieceFd(int fd, long offset, long length) {
+    Native.load();
+    return new Tokenizer(nativeLoadSentencePieceFd(fd, offset, length));
   }
 
   /** The ids of UTF-8 text; addSpecial: the special tokens the tokenizer adds (e.g. BOS). */
@@ -59,6 +85,9 @@ public final class Tokenizer implements AutoCloseable {
 
   static native long nativeLoad(String dir);
   static native long nativeLoadFd(int fd, long offset, long length);
+  static native long nativeLoadJsonFd(int fd, long offset, long length, int tcFd, long tcOffset, long tcLength, int cFd,
+                                      long cOffset, long cLength);
+  static native long nativeLoadSentencePieceFd(int fd, long offset, long length);
   static native void nativeFree(long tokenizer);
   static native int[] nativeEncode(long tokenizer, byte[] text, boolean addSpecial);
   static native byte[] nativeDecode(long tokenizer, int[] ids);

@@ -15,8 +15,10 @@ import static diffvk.Checks.check;
 /**
  * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), rewind,
  * tokens, prefillReusing and saved state, the log
- * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses), Options.weights.
- *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir>
+ * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses), Options.weights,
+ * Tokenizer.fromGgufFd / fromJsonFd / fromSentencePieceFd.
+ *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir> [<.gguf>
+ *   [<tests/data/tokenizer>]]
  * (--add-opens: a desktop JVM has no public way to get a descriptor's number; Android has ParcelFileDescriptor.getFd()).
  */
 public final class V1Test {
@@ -292,6 +294,58 @@ public final class V1Test {
         check(false, "a safetensors file was accepted as a .gguf");
       } catch (DiffvkException e) {
         check(e.status() == DiffvkException.INVALID_ARGUMENT, "safetensors as a .gguf: INVALID_ARGUMENT (" + e.getMessage() + ")");
+      }
+    }
+
+    // tokenizer.json (+ tokenizer_config.json) and tokenizer.model (args[2]: tests/data/tokenizer) as descriptor ranges of one
+    // file, between other bytes (an APK's assets): the tokenizers of their directories.
+    if (args.length > 2) {
+      byte[] json = Files.readAllBytes(Paths.get(args[2], "llama3-bpe", "tokenizer.json"));
+      byte[] tc = Files.readAllBytes(Paths.get(args[2], "llama3-bpe", "tokenizer_config.json"));
+      byte[] spm = Files.readAllBytes(Paths.get(args[2], "spm-unigram", "tokenizer.model"));
+      Path assets = Files.createTempFile("diffvk-v1test-tok", ".bin");
+      try {
+        byte[] gap = "junk".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        long jOff = gap.length, tcOff = jOff + json.length + gap.length, sOff = tcOff + tc.length + gap.length;
+        try (java.io.OutputStream o = Files.newOutputStream(assets)) {
+          for (byte[] b : new byte[][] {gap, json, gap, tc, gap, spm, gap}) o.write(b);
+        }
+        String text = "Hello<|eot_id|> w\u00f6rld, 123";
+        try (RandomAccessFile f = new RandomAccessFile(assets.toFile(), "r");
+             Tokenizer jsonDir = new Tokenizer(Paths.get(args[2], "llama3-bpe").toString());
+             Tokenizer jsonFd = Tokenizer.fromJsonFd(fdOf(f), jOff, json.length, fdOf(f), tcOff, tc.length, -1, 0, 0);
+             Tokenizer bare = Tokenizer.fromJsonFd(fdOf(f), jOff, json.length);
+             Tokenizer spmDir = new Tokenizer(Paths.get(args[2], "spm-unigram").toString());
+             Tokenizer spmFd = Tokenizer.fromSentencePieceFd(fdOf(f), sOff, spm.length)) {
+          for (boolean special : new boolean[] {false, true}) {
+            check(Arrays.equals(jsonDir.encode(text, special), jsonFd.encode(text, special)), "Tokenizer.fromJsonFd: the directory's ids");
+            check(Arrays.equals(spmDir.encode(text, special), spmFd.encode(text, special)), "Tokenizer.fromSentencePieceFd: the directory's ids");
+          }
+          check(jsonFd.decode(jsonFd.encode(text, false)).equals(text), "Tokenizer.fromJsonFd: round trip");
+          check(Arrays.equals(bare.encode(text, false), jsonFd.encode(text, false)), "Tokenizer.fromJsonFd without configs: same ids");
+          check(f.getFilePointer() == 0, "pread: the descriptor's offset did not move");
+          try {
+            Tokenizer.fromJsonFd(fdOf(f), jOff, json.length / 2).close();
+            check(false, "a truncated tokenizer.json was accepted");
+          } catch (DiffvkException e) {
+            check(e.status() == DiffvkException.FORMAT_ERROR && e.getMessage().contains("tokenizer.json (fd"),
+                  "truncated tokenizer.json: FORMAT_ERROR naming it (" + e.getMessage() + ")");
+          }
+          try {
+            Tokenizer.fromSentencePieceFd(fdOf(f), sOff, spm.length + 100).close();
+            check(false, "a range past the end was accepted");
+          } catch (DiffvkException e) {
+            check(e.status() == DiffvkException.IO_ERROR, "range past the end: IO_ERROR (" + e.getMessage() + ")");
+          }
+          try {
+            Tokenizer.fromSentencePieceFd(-1, 0, -1).close();
+            check(false, "descriptor -1 was accepted");
+          } catch (DiffvkException e) {
+            check(e.status() == DiffvkException.INVALID_ARGUMENT, "descriptor -1: INVALID_ARGUMENT (" + e.getMessage() + ")");
+          }
+        }
+      } finally {
+        Files.deleteIfExists(assets);
       }
     }
 
