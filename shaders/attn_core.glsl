@@ -179,10 +179,20 @@ vec4 i8x4(uint u) { return vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), i
 // The chunk at column `col` (a multiple of CW unless CHUNK = 0) of cache row `row` (group·capacity + key),
 // as floats. Indices are formed as row · (chunks per row) + col / CW, so a uniform row (P·V) or column (Q·K)
 // stays in scalar registers and a lane's loads differ by constant offsets.
-void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC]) {
+// fast_scale: the scale's word converted by unpackHalf2x16 and its half chosen by a select (the key-block core:
+// GPUs, and CPU drivers only when forced, never the arm64 lavapipe of the trap above); else half_bits, whose
+// exponent and subnormal branches cost about 20 VALU instructions per chunk on AMD's ISA.
+void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC], bool fast_scale) {
   if (KVQ8 != 0) {  // one scale, then 4 or 8 int8 quants (the chunk never crosses a block of 32)
     const uint sw = (p.H / p.n_rep) * p.capacity * (DV / 4) + row * (NSR / 2) + col / 64;
-    const float d = half_bits((k ? kc4[sw] : vc4[sw]) >> ((col & 32u) >> 1));
+    const uint word = k ? kc4[sw] : vc4[sw];
+    float d;
+    if (fast_scale) {  // a constant at every call: the other branch is never compiled
+      const vec2 both = unpackHalf2x16(word);
+      d = (col & 32u) != 0u ? both.y : both.x;
+    } else {
+      d = half_bits(word >> ((col & 32u) >> 1));
+    }
     if (VPC == 2) {
       const uvec2 u = k ? kc8[row * (DV / 8) + col / 8] : vc8[row * (DV / 8) + col / 8];
       r[0] = d * i8x4(u.x);
@@ -273,7 +283,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     [[unroll]] for (uint c = 0; c < NQT; ++c) {
       const uint s = c / HQ, c0 = (c % HQ) * CW;
       vec4 k[VPC];
-      load_chunk(true, krow, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k);  // V2: qk_off moves Q only
+      load_chunk(true, krow, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k, true);  // V2: qk_off moves Q only
       [[unroll]] for (uint r = 0; r < RB; ++r)  // one FMA chain per score (no separate dot + add)
         [[unroll]] for (uint x = 0; x < VPC; ++x) {
           const vec4 qv = sQ[(r * NQT + c) * VPC + x];
@@ -301,7 +311,7 @@ void attend_blocks(uint key_begin, uint key_end) {
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = vi0 + i * L;
         vec4 c[VPC];
-        if (all_v || vi < NVT) load_chunk(false, vrow, vi * CW, DV - vi * CW, c);
+        if (all_v || vi < NVT) load_chunk(false, vrow, vi * CW, DV - vi * CW, c, true);
         else
           [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
         [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];
@@ -360,7 +370,7 @@ void attend(uint key_begin, uint key_end) {
       if (li < NQT) {
         const uint s = li / HQ, c0 = (li % HQ) * CW;
         vec4 k[VPC];
-        load_chunk(true, row, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k);  // V2: qk_off moves Q only
+        load_chunk(true, row, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k, false);  // V2: qk_off moves Q only
         [[unroll]] for (uint r = 0; r < RB; ++r) {
           float d = 0.0;
           [[unroll]] for (uint c = 0; c < VPC; ++c) d += dot(qr[(r * NKV + i) * VPC + c], k[c]);
@@ -373,7 +383,7 @@ void attend(uint key_begin, uint key_end) {
     [[unroll]] for (uint i = 0; i < NVV; ++i) {
       const uint vi = l0 + i * L;
       vec4 c[VPC];
-      if (vi < NVT) load_chunk(false, row, vi * CW, DV - vi * CW, c);
+      if (vi < NVT) load_chunk(false, row, vi * CW, DV - vi * CW, c, false);
       else
         [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
       [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];
