@@ -6,6 +6,7 @@
 // interpreter is involved (docs/chat-templates.md lists the templates and the rules each family follows).
 // Pure CPU; a ChatTemplate is immutable.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ class ChatTemplate {
   // chat_template (invalid_argument, "has no chat template"), a malformed file (format_error), a template of
   // no supported family (unsupported, naming the template's start and the families).
   static ChatTemplate load(const std::string& model_dir);
+  // The same from tokenizer_config.json's bytes (an Android asset, a buffer; read during the call only); `name` is
+  // used in messages. The same errors, and NULL data with a size is invalid_argument.
+  static ChatTemplate load_memory(const void* tokenizer_config, size_t size, const std::string& name = "tokenizer_config.json (memory)");
   // Jinja source with the tokens it uses; the same recognition and errors.
   static ChatTemplate from_source(const std::string& jinja, const std::string& bos_token, const std::string& eos_token);
   // A family by name ("chatml", "llama2", "llama3"), for checkpoints that ship no template.
@@ -40,6 +44,7 @@ class ChatTemplate {
 
  private:
   ChatTemplate(std::string family, int variant, std::string bos, std::string eos);
+  static ChatTemplate of_config(const std::string& text, const std::string& name);  // load and load_memory
   std::string family_;
   int variant_ = 0;
   std::string bos_, eos_;

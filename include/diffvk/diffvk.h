@@ -352,6 +352,9 @@ typedef struct diffvk_chat_message {
 /* tokenizer_config.json's chat_template, bos_token and eos_token in model_dir. No template ->
  * DIFFVK_INVALID_ARGUMENT ("has no chat template"); one of no supported family -> DIFFVK_UNSUPPORTED. */
 DIFFVK_API diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk_chat_template** out);
+/* The same from tokenizer_config.json's bytes (read during the call only; an Android asset). NULL data with a
+ * size -> DIFFVK_INVALID_ARGUMENT. */
+DIFFVK_API diffvk_status diffvk_chat_template_load_memory(const void* tokenizer_config, size_t size, diffvk_chat_template** out);
 /* A family by name: "chatml", "llama2" or "llama3" (bos_token / eos_token: the tokens' text; NULL = ""). */
 DIFFVK_API diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
                                            diffvk_chat_template** out);

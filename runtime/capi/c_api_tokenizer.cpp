@@ -75,6 +75,13 @@ diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk_chat_templ
     track(diffvk::ChatTemplate::load(model_dir), out);
   });
 }
+diffvk_status diffvk_chat_template_load_memory(const void* tokenizer_config, size_t size, diffvk_chat_template** out) {
+  return guarded(__func__, [&] {
+    need(out, "out");
+    *out = nullptr;
+    track(diffvk::ChatTemplate::load_memory(tokenizer_config, size), out);
+  });
+}
 diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
                                            diffvk_chat_template** out) {
   return guarded(__func__, [&] {

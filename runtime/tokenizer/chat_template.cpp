@@ -161,10 +161,22 @@ ChatTemplate ChatTemplate::from_source(const std::string& jinja, const std::stri
 ChatTemplate ChatTemplate::load(const std::string& model_dir) {
   const std::string path = model_dir + "/tokenizer_config.json";
   if (!tok::exists(path)) throw Error(Status::invalid_argument, model_dir + " has no chat template (no tokenizer_config.json)");
-  const nlohmann::json j = parse_json(tok::read_text_file(path, kJsonConfigMaxBytes), path, kJsonConfigMaxBytes);
+  return of_config(tok::read_text_file(path, kJsonConfigMaxBytes), path);
+}
+
+ChatTemplate ChatTemplate::load_memory(const void* data, size_t size, const std::string& name) {
+  if (!data && size) throw Error(Status::invalid_argument, name + ": NULL data with a size of " + std::to_string(size));
+  if (size > kJsonConfigMaxBytes)
+    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(kJsonConfigMaxBytes));
+  return of_config(std::string(static_cast<const char*>(data), data ? size : 0), name);
+}
+
+// tokenizer_config.json's text (`path` names it in messages) -> the template: one function for every source.
+ChatTemplate ChatTemplate::of_config(const std::string& text, const std::string& path) {
+  const nlohmann::json j = parse_json(text, path, kJsonConfigMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, path + ": top level must be an object");
   if (!j.contains("chat_template") || j["chat_template"].is_null())
-    throw Error(Status::invalid_argument, model_dir + " has no chat template (tokenizer_config.json has no chat_template)");
+    throw Error(Status::invalid_argument, path + " has no chat template (no chat_template key)");
   const auto& t = j["chat_template"];
   std::string source;
   if (t.is_string()) {

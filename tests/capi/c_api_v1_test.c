@@ -961,6 +961,14 @@ static int test_chat_template(const char* data_dir) {
   EXPECT(diffvk_chat_template_builtin("vicuna", NULL, NULL, &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
   EXPECT(diffvk_chat_template_load("/nonexistent-dir", &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
   EXPECT(strstr(diffvk_last_error(), "no chat template") != NULL);
+  {  /* tokenizer_config.json's bytes (an Android asset); the recognised families: the C++ tests */
+    static const char odd[] = "{\"chat_template\": \"{{ messages }}\"}";
+    EXPECT(diffvk_chat_template_load_memory(odd, sizeof odd - 1, &t) == DIFFVK_UNSUPPORTED && t == NULL);
+    EXPECT(diffvk_chat_template_load_memory(NULL, 5, &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
+    EXPECT(diffvk_chat_template_load_memory("{}", 2, &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
+    EXPECT(strstr(diffvk_last_error(), "no chat template") != NULL);
+    EXPECT(diffvk_chat_template_load_memory("{}", 2, NULL) == DIFFVK_INVALID_ARGUMENT);
+  }
   return 0;
 }
 

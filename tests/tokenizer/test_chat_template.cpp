@@ -11,6 +11,7 @@
 
 #include "diffvk/chat_template.hpp"
 #include "diffvk/error.hpp"
+#include "io/bounded_json.hpp"
 #include "file_test_util.hpp"
 #include "status_of.hpp"
 
@@ -99,4 +100,27 @@ TEST_CASE("chat template: from a model directory's tokenizer_config.json, string
   CHECK_ERROR(ChatTemplate::load(empty.path), Status::invalid_argument, "no tokenizer_config.json");
   CHECK(ChatTemplate::builtin("chatml", "", "").end_of_turn() == "<|im_end|>");
   CHECK(ChatTemplate::builtin("llama2", "<s>", "</s>").end_of_turn() == "</s>");
+}
+
+TEST_CASE("chat template: from tokenizer_config.json's bytes, as from its directory") {
+  const auto templates = read_json("templates.json");
+  const std::string llama3 = templates["llama3 (meta-llama/Meta-Llama-3-8B-Instruct)"]["source"];
+  nlohmann::json cfg = {{"chat_template", llama3}, {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};
+  std::string text = cfg.dump();
+  const ChatTemplate t = ChatTemplate::load_memory(text.data(), text.size());
+  text.assign(text.size(), 'x');  // read during the call only
+  io_test::TempDir dir;
+  io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
+  const ChatTemplate d = ChatTemplate::load(dir.path);
+  CHECK(t.family() == d.family());
+  CHECK(t.end_of_turn() == d.end_of_turn());
+  const std::vector<ChatMessage> chat{{"system", "be brief"}, {"user", "hi"}, {"assistant", "hello"}, {"user", "bye"}};
+  CHECK(t.apply(chat, true) == d.apply(chat, true));
+  CHECK_ERROR(ChatTemplate::load_memory(nullptr, 5), Status::invalid_argument, "NULL data");
+  CHECK_ERROR(ChatTemplate::load_memory("", 0), Status::format_error, "tokenizer_config.json (memory)");
+  CHECK_ERROR(ChatTemplate::load_memory("{\"chat_", 8), Status::format_error, "tokenizer_config.json (memory)");
+  CHECK_ERROR(ChatTemplate::load_memory("{}", 2), Status::invalid_argument, "has no chat template");
+  CHECK_ERROR(ChatTemplate::load_memory("[1]", 3), Status::format_error, "top level must be an object");
+  const std::string big(kJsonConfigMaxBytes + 1, ' ');
+  CHECK_ERROR(ChatTemplate::load_memory(big.data(), big.size(), "big"), Status::format_error, "more than the limit");
 }
