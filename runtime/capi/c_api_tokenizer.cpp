@@ -58,6 +58,17 @@ std::shared_ptr<diffvk_chat_template> check(const diffvk_chat_template* t) { ret
 void track(diffvk::ChatTemplate t, diffvk_chat_template** out) {
   track(std::make_shared<diffvk_chat_template>(diffvk_chat_template{std::move(t)}), out);
 }
+void track(diffvk::Tokenizer t, diffvk_tokenizer** out) { track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{std::move(t)}), out); }
+// Every loader of the ABI: `out` checked and cleared first, then the object `make` builds (after checking its own
+// arguments) is tracked; a failure leaves *out NULL.
+template <class T, class F>
+diffvk_status load_into(const char* fn, T** out, F&& make) {
+  return guarded(fn, [&] {
+    need(out, "out");
+    *out = nullptr;
+    track(make(), out);
+  });
+}
 }  // namespace
 
 std::shared_ptr<const diffvk::Tokenizer> diffvk::capi::tokenizer_of(const diffvk_tokenizer* tokenizer) {
@@ -68,27 +79,19 @@ std::shared_ptr<const diffvk::Tokenizer> diffvk::capi::tokenizer_of(const diffvk
 extern "C" {
 
 diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk_chat_template** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     need(model_dir, "model_dir");
-    track(diffvk::ChatTemplate::load(model_dir), out);
+    return diffvk::ChatTemplate::load(model_dir);
   });
 }
 diffvk_status diffvk_chat_template_load_memory(const void* tokenizer_config, size_t size, diffvk_chat_template** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
-    track(diffvk::ChatTemplate::load_memory(tokenizer_config, size), out);
-  });
+  return load_into(__func__, out, [&] { return diffvk::ChatTemplate::load_memory(tokenizer_config, size); });
 }
 diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
                                            diffvk_chat_template** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     need(family, "family");
-    track(diffvk::ChatTemplate::builtin(family, bos_token ? bos_token : "", eos_token ? eos_token : ""), out);
+    return diffvk::ChatTemplate::builtin(family, bos_token ? bos_token : "", eos_token ? eos_token : "");
   });
 }
 diffvk_status diffvk_chat_template_free(diffvk_chat_template* t) {
@@ -139,73 +142,52 @@ diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* t, const di
 }
 
 diffvk_status diffvk_tokenizer_load(const char* dir, diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     need(dir, "dir");
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load(dir)}), out);
+    return diffvk::Tokenizer::load(dir);
   });
 }
 
 diffvk_status diffvk_tokenizer_load_memory(const void* gguf, size_t size, diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     need(gguf, "gguf");
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_gguf_memory(gguf, size)}), out);
+    return diffvk::Tokenizer::load_gguf_memory(gguf, size);
   });
 }
 
 diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_gguf_fd(fd, offset, size)}), out);
-  });
+  return load_into(__func__, out, [&] { return diffvk::Tokenizer::load_gguf_fd(fd, offset, size); });
 }
 
 diffvk_status diffvk_tokenizer_load_json_memory(const void* tokenizer_json, size_t size, const void* tokenizer_config,
                                                 size_t tokenizer_config_size, const void* config_json, size_t config_json_size,
                                                 diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     need(tokenizer_json, "tokenizer_json");
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_json_memory(
-              tokenizer_json, size, tokenizer_config, tokenizer_config_size, config_json, config_json_size)}),
-          out);
+    return diffvk::Tokenizer::load_json_memory(tokenizer_json, size, tokenizer_config, tokenizer_config_size, config_json,
+                                               config_json_size);
   });
 }
 
 diffvk_status diffvk_tokenizer_load_json_fd(int fd, int64_t offset, int64_t size, int tokenizer_config_fd,
                                             int64_t tokenizer_config_offset, int64_t tokenizer_config_size, int config_json_fd,
                                             int64_t config_json_offset, int64_t config_json_size, diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     using R = diffvk::Tokenizer::FdRange;
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_json_fd(
-              R{fd, offset, size}, R{tokenizer_config_fd, tokenizer_config_offset, tokenizer_config_size},
-              R{config_json_fd, config_json_offset, config_json_size})}),
-          out);
+    return diffvk::Tokenizer::load_json_fd(R{fd, offset, size}, R{tokenizer_config_fd, tokenizer_config_offset, tokenizer_config_size},
+                                           R{config_json_fd, config_json_offset, config_json_size});
   });
 }
 
 diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size, diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
+  return load_into(__func__, out, [&] {
     need(tokenizer_model, "tokenizer_model");
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_sentencepiece_memory(tokenizer_model, size)}), out);
+    return diffvk::Tokenizer::load_sentencepiece_memory(tokenizer_model, size);
   });
 }
 
 diffvk_status diffvk_tokenizer_load_sentencepiece_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out) {
-  return guarded(__func__, [&] {
-    need(out, "out");
-    *out = nullptr;
-    track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{diffvk::Tokenizer::load_sentencepiece_fd(fd, offset, size)}), out);
-  });
+  return load_into(__func__, out, [&] { return diffvk::Tokenizer::load_sentencepiece_fd(fd, offset, size); });
 }
 
 diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer) {

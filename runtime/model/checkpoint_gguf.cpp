@@ -114,20 +114,18 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
     L.ffn_norm = weight(p + "ffn_norm.weight", {{p + "ffn_norm.weight", {e}}}, true);
     L.wgu = weight(p + "ffn_gate_up", {{p + "ffn_gate.weight", {i, e}}, {p + "ffn_up.weight", {i, e}}});
     L.wdown = weight(p + "ffn_down.weight", {{p + "ffn_down.weight", {e, i}}});
-    if (v2) {
-      ck.layers.push_back(std::move(L));
-      continue;
-    }
-    L.subln = weight(p + "attn_sub_norm.weight", {{p + "attn_sub_norm.weight", {2 * d}}}, true);
-    int k = 0;
-    for (const char* n : {"attn_lambda_q1", "attn_lambda_k1", "attn_lambda_q2", "attn_lambda_k2"}) {
-      const GgufTensorInfo& t = tensor(p + n, {d});
-      if (t.type != GgmlType::f32) throw fail("tensor '" + p + n + "' must be F32");
-      L.lambda[size_t(k)].resize(size_t(D));
-      std::memcpy(L.lambda[size_t(k)].data(), f.data(t), size_t(D) * 4);
-      for (float x : L.lambda[size_t(k)])
-        if (!std::isfinite(x)) throw fail("non-finite value in '" + p + n + "'");
-      ++k;
+    if (!v2) {  // DIFF V1's headwise norm and λ vectors
+      L.subln = weight(p + "attn_sub_norm.weight", {{p + "attn_sub_norm.weight", {2 * d}}}, true);
+      int k = 0;
+      for (const char* n : {"attn_lambda_q1", "attn_lambda_k1", "attn_lambda_q2", "attn_lambda_k2"}) {
+        const GgufTensorInfo& t = tensor(p + n, {d});
+        if (t.type != GgmlType::f32) throw fail("tensor '" + p + n + "' must be F32");
+        L.lambda[size_t(k)].resize(size_t(D));
+        std::memcpy(L.lambda[size_t(k)].data(), f.data(t), size_t(D) * 4);
+        for (float x : L.lambda[size_t(k)])
+          if (!std::isfinite(x)) throw fail("non-finite value in '" + p + n + "'");
+        ++k;
+      }
     }
     ck.layers.push_back(std::move(L));
   }

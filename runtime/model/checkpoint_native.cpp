@@ -141,32 +141,28 @@ Checkpoint open_native_checkpoint(std::unique_ptr<SafetensorsFile> file, ModelCo
       return " (a DIFF V2 name: a DIFF V2 checkpoint's config.json has \"diff_version\": 2 and \"head_dim\")";
     return "";
   });
-  auto info = [&](const std::string& name) -> const TensorInfo& { return ex.info(name); };
-  auto weight = [&](const std::string& as, std::initializer_list<std::string> names, bool finite = false) {
-    return ex.weight(as, names, finite);
-  };
-  ck.embed = weight("embed_tokens.weight", {"embed_tokens.weight"});
+  ck.embed = ex.weight("embed_tokens.weight", {"embed_tokens.weight"});
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     CheckpointLayer L;
-    L.attn_norm = weight(p + "attn_norm.weight", {p + "attn_norm.weight"}, true);
-    L.wqkv = weight(p + "attn.qkv", {p + "attn.q_proj.weight", p + "attn.k_proj.weight", p + "attn.v_proj.weight"});
-    L.wo = weight(p + "attn.out_proj.weight", {p + "attn.out_proj.weight"});
-    L.subln = weight(p + "attn.subln.weight", {p + "attn.subln.weight"}, true);
-    L.ffn_norm = weight(p + "ffn_norm.weight", {p + "ffn_norm.weight"}, true);
-    L.wgu = weight(p + "ffn.gate_up", {p + "ffn.gate_proj.weight", p + "ffn.up_proj.weight"});
-    L.wdown = weight(p + "ffn.down_proj.weight", {p + "ffn.down_proj.weight"});
+    L.attn_norm = ex.weight(p + "attn_norm.weight", {p + "attn_norm.weight"}, true);
+    L.wqkv = ex.weight(p + "attn.qkv", {p + "attn.q_proj.weight", p + "attn.k_proj.weight", p + "attn.v_proj.weight"});
+    L.wo = ex.weight(p + "attn.out_proj.weight", {p + "attn.out_proj.weight"});
+    L.subln = ex.weight(p + "attn.subln.weight", {p + "attn.subln.weight"}, true);
+    L.ffn_norm = ex.weight(p + "ffn_norm.weight", {p + "ffn_norm.weight"}, true);
+    L.wgu = ex.weight(p + "ffn.gate_up", {p + "ffn.gate_proj.weight", p + "ffn.up_proj.weight"});
+    L.wdown = ex.weight(p + "ffn.down_proj.weight", {p + "ffn.down_proj.weight"});
     int i = 0;
     for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) {
-      L.lambda[i] = st.to_float(info(p + "attn." + n));
+      L.lambda[i] = st.to_float(ex.info(p + "attn." + n));
       for (float x : L.lambda[i])
         if (!std::isfinite(x)) throw Error(Status::format_error, path + ": non-finite value in '" + p + "attn." + n + "'");
       ++i;
     }
     ck.layers.push_back(std::move(L));
   }
-  ck.norm = weight("norm.weight", {"norm.weight"}, true);
-  if (!c.tie_word_embeddings) ck.lm_head = weight("lm_head.weight", {"lm_head.weight"});
+  ck.norm = ex.weight("norm.weight", {"norm.weight"}, true);
+  if (!c.tie_word_embeddings) ck.lm_head = ex.weight("lm_head.weight", {"lm_head.weight"});
   return ck;
 }
 

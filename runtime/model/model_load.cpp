@@ -182,17 +182,17 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
     L.wgu = ws.add(std::move(S.wgu), f_wgu);
     const QuantType f_wdown = wf.linear(S.wdown);
     L.wdown = ws.add(std::move(S.wdown), f_wdown);
-    m->layers.push_back(L);
-    if (c.v2()) continue;  // λ is per token (lambda_proj rows inside wqkv), not a scalar of the layer
-    double d1 = 0, d2 = 0;
-    for (int64_t k = 0; k < D; ++k) {
-      d1 += double(S.lambda[0][k]) * S.lambda[1][k];
-      d2 += double(S.lambda[2][k]) * S.lambda[3][k];
+    if (!c.v2()) {  // DIFF V1's λ scalar (V2's λ is per token: the lambda_proj rows inside wqkv)
+      double d1 = 0, d2 = 0;
+      for (int64_t k = 0; k < D; ++k) {
+        d1 += double(S.lambda[0][k]) * S.lambda[1][k];
+        d2 += double(S.lambda[2][k]) * S.lambda[3][k];
+      }
+      L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
+      L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
+      if (!std::isfinite(L.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
     }
-    Impl::Layer& B = m->layers.back();
-    B.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
-    B.lambda = std::exp(d1) - std::exp(d2) + B.lambda_init;
-    if (!std::isfinite(B.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
+    m->layers.push_back(L);
   }
   m->norm = ws.add(std::move(ck.norm));
   if (c.tie_word_embeddings) {

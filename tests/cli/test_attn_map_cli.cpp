@@ -19,6 +19,19 @@ int attn_map(const test::TempDir& tmp, const std::string& args, std::string* out
   *out = r.out;
   return r.exit_code;
 }
+// Row i of head h of the JSON: A1 and A2 sum to 1, nothing above the diagonal, the difference is A1 − λ·A2.
+void check_map_row(const nlohmann::json& h, size_t i, size_t T, double lambda) {
+  double s1 = 0, s2 = 0;
+  for (size_t k = 0; k < T; ++k) {
+    const double a1 = h["a1"][i][k], a2 = h["a2"][i][k], d = h["a1_minus_lambda_a2"][i][k];
+    s1 += a1;
+    s2 += a2;
+    if (k > i) CHECK((a1 == 0 && a2 == 0));
+    CHECK(std::fabs(d - (a1 - lambda * a2)) <= 1e-6);
+  }
+  CHECK(std::fabs(s1 - 1) <= 1e-3);
+  CHECK(std::fabs(s2 - 1) <= 1e-3);
+}
 }  // namespace
 
 TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
@@ -39,20 +52,8 @@ TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
   CHECK(j["labels"][3] == "_");  // the space
   REQUIRE(j["heads"].size() == 2);
   const double lambda = j["lambda"];
-  for (const auto& h : j["heads"]) {
-    for (size_t i = 0; i < T; ++i) {
-      double s1 = 0, s2 = 0;
-      for (size_t k = 0; k < T; ++k) {
-        const double a1 = h["a1"][i][k], a2 = h["a2"][i][k], d = h["a1_minus_lambda_a2"][i][k];
-        s1 += a1;
-        s2 += a2;
-        if (k > i) CHECK((a1 == 0 && a2 == 0));
-        CHECK(std::fabs(d - (a1 - lambda * a2)) <= 1e-6);
-      }
-      CHECK(std::fabs(s1 - 1) <= 1e-3);
-      CHECK(std::fabs(s2 - 1) <= 1e-3);
-    }
-  }
+  for (const auto& h : j["heads"])
+    for (size_t i = 0; i < T; ++i) check_map_row(h, i, T, lambda);
   // One head only.
   REQUIRE_MESSAGE(attn_map(tmp, base + " --head 1 --json " + (tmp / "h.json"), &out) == 0, out);
   const auto t1 = test::read_bytes(tmp / "h.json");
@@ -73,21 +74,14 @@ TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
 
 // Issue 22 item 5: attn-map on the DIFF V2 fixture (tests/data/model_tiny_v2): the JSON says diff_version 2 and holds,
 // per head, the query heads 2h and 2h + 1 and λ of every query row in (0, 1); rows of A1 and A2 sum to 1 and the
-// difference is A1 − λ_i·A2. Skipped while the fixture is not in the tree or V2 models do not load (unsupported).
+// difference is A1 − λ_i·A2.
 TEST_CASE("cli: attn-map on a DIFF V2 model writes the lambda rows") {
   const std::string model = test::shared_tiny_v2_model_dir();
-  if (model.empty()) {
-    test::skip("tests/data/model_tiny_v2 is not in the tree");
-    return;
-  }
+  REQUIRE(!model.empty());
   test::TempDir tmp("diffvk-attn-map-v2");
   std::string out;
   const int rc = attn_map(tmp, "--model " + model + " --prompt 'Hi there' --layer 1 --output " + (tmp / "m.png") + " --json " +
                                    (tmp / "m.json"), &out);
-  if (rc != 0 && out.find("error (unsupported)") != std::string::npos) {
-    test::skip("DIFF V2 models do not load yet: " + out);
-    return;
-  }
   REQUIRE_MESSAGE(rc == 0, out);
   CHECK_MESSAGE(out.find("DIFF V2") != std::string::npos, out);
   const auto png = test::read_bytes(tmp / "m.png");
@@ -106,16 +100,7 @@ TEST_CASE("cli: attn-map on a DIFF V2 model writes the lambda rows") {
     for (size_t i = 0; i < T; ++i) {
       const double lambda = h["lambda_rows"][i];
       CHECK((lambda > 0 && lambda < 1));
-      double s1 = 0, s2 = 0;
-      for (size_t k = 0; k < T; ++k) {
-        const double a1 = h["a1"][i][k], a2 = h["a2"][i][k], d = h["a1_minus_lambda_a2"][i][k];
-        s1 += a1;
-        s2 += a2;
-        if (k > i) CHECK((a1 == 0 && a2 == 0));
-        CHECK(std::fabs(d - (a1 - lambda * a2)) <= 1e-6);
-      }
-      CHECK(std::fabs(s1 - 1) <= 1e-3);
-      CHECK(std::fabs(s2 - 1) <= 1e-3);
+      check_map_row(h, i, T, lambda);
     }
   }
 }

@@ -127,19 +127,30 @@ inline nlohmann::json tiny_config_json(const TinySpec& s) {
           {"tokenizer", "bytes"}};
 }
 
-// Random weights with the checkpoint format's names and shapes (tests/python/diffmodel.py).
-inline Tensors tiny_tensors(const TinySpec& s, uint64_t seed = 1) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t E = s.hidden, D = s.hidden / s.heads / 2, Hkv = s.kv_heads, I = s.intermediate, V = s.vocab;
-  auto rnd = [&](std::vector<int64_t> shape, float scale) {
+// Random F32 tensors from one seeded stream: rnd(shape, scale) ~ N(0, scale²), ones(n) (a norm gain).
+class RandomTensors {
+ public:
+  explicit RandomTensors(uint64_t seed) : rng_(seed) {}
+  RawTensor rnd(std::vector<int64_t> shape, float scale) {
     size_t n = 1;
     for (int64_t d : shape) n *= size_t(d);
     std::vector<float> v(n);
-    for (auto& x : v) x = scale * nd(rng);
+    for (auto& x : v) x = scale * nd_(rng_);
     return f32_tensor(std::move(shape), v);
-  };
-  auto ones = [&](int64_t n) { return f32_tensor({n}, std::vector<float>(size_t(n), 1.0f)); };
+  }
+  static RawTensor ones(int64_t n) { return f32_tensor({n}, std::vector<float>(size_t(n), 1.0f)); }
+
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<float> nd_{0.0f, 1.0f};
+};
+
+// Random weights with the checkpoint format's names and shapes (tests/python/diffmodel.py).
+inline Tensors tiny_tensors(const TinySpec& s, uint64_t seed = 1) {
+  RandomTensors r(seed);
+  auto rnd = [&](std::vector<int64_t> shape, float scale) { return r.rnd(std::move(shape), scale); };
+  auto ones = &RandomTensors::ones;
+  const int64_t E = s.hidden, D = s.hidden / s.heads / 2, Hkv = s.kv_heads, I = s.intermediate, V = s.vocab;
   Tensors ts;
   ts["embed_tokens.weight"] = rnd({V, E}, 0.5f);
   ts["norm.weight"] = ones(E);
@@ -252,17 +263,10 @@ inline nlohmann::json tiny_v2_config_json(const TinyV2Spec& s) {
 
 // Random F32 weights with the V2 layout's names and shapes (norm gains 1).
 inline Tensors tiny_v2_tensors(const TinyV2Spec& s, uint64_t seed = 1) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
+  RandomTensors r(seed);
+  auto rnd = [&](std::vector<int64_t> shape, float scale) { return r.rnd(std::move(shape), scale); };
+  auto ones = &RandomTensors::ones;
   const int64_t E = s.hidden, H = s.heads, Hkv = s.kv_heads, D = s.head_dim, I = s.intermediate, V = s.vocab;
-  auto rnd = [&](std::vector<int64_t> shape, float scale) {
-    size_t n = 1;
-    for (int64_t d : shape) n *= size_t(d);
-    std::vector<float> v(n);
-    for (auto& x : v) x = scale * nd(rng);
-    return f32_tensor(std::move(shape), v);
-  };
-  auto ones = [&](int64_t n) { return f32_tensor({n}, std::vector<float>(size_t(n), 1.0f)); };
   Tensors ts;
   ts["model.embed_tokens.weight"] = rnd({V, E}, 0.5f);
   ts["model.norm.weight"] = ones(E);

@@ -80,14 +80,10 @@ void session_maps(Precision precision) {
 // input from the float64 model reference (ref::model_forward with ModelWeights::v2): A1 and A2 (query heads 2h
 // and 2h + 1) and λ of every query row, at the layer tolerance. Two models: the shared fixture
 // tests/data/model_tiny_v2 (H = 2, Hkv = 1: 2 pairs per KV head, D = 32, E = 96) and a synthesized one with
-// 3 heads of 1 pair per KV head (D = 16, E = 40: odd H, E != H·D). Skipped while the fixture is not in the
-// tree or V2 models do not load (Status::unsupported).
+// 3 heads of 1 pair per KV head (D = 16, E = 40: odd H, E != H·D).
 void session_maps_v2(Precision precision) {
   const std::string fixture = test::shared_tiny_v2_model_dir();
-  if (fixture.empty()) {
-    test::skip("tests/data/model_tiny_v2 is not in the tree");
-    return;
-  }
+  REQUIRE(!fixture.empty());
   auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
@@ -99,14 +95,7 @@ void session_maps_v2(Precision precision) {
   const int S = int(toks.size());
   for (const std::string& dir : {fixture, tmp.path()}) {
     CAPTURE(dir);
-    std::unique_ptr<Model> model;
-    try {
-      model = Model::load(*ctx, dir);
-    } catch (const Error& e) {
-      if (e.status() != Status::unsupported) throw;
-      test::skip(std::string("DIFF V2 models do not load yet: ") + e.what());
-      return;
-    }
+    const std::unique_ptr<Model> model = Model::load(*ctx, dir);
     REQUIRE(model->config().v2());
     auto s = Session::create(*model, SessionOptions{0, 5});  // chunks of 5: the tap in every chunk
     const ref::ModelWeights w = test::reference_weights_v2_dir(dir, fp16);
