@@ -3,11 +3,15 @@
 // and the single-softmax baselines of `diffvk bench` (flash_attn*.comp, NSM = 1); each ends in its
 // variant's epilogue (attn_out.glsl).
 //
-// One workgroup is ONE subgroup of L invocations (L = the subgroup size, 4..128: the device's
-// default, or a smaller one required through subgroup size control so no lane idles) and owns
-// RB "row slots" of one key/value group g. Slots are query-major: slot s of the group's n_rep*S rows
-// is head g*n_rep + s % n_rep at query s / n_rep, so the n_rep heads that share K/V sit in the same
-// workgroup and every K/V load serves all of them.
+// A subgroup of L invocations (L = the subgroup size, 4..128: the device's default, or a smaller one
+// required through subgroup size control so no lane idles) owns RB "row slots" of one key/value group g.
+// Slots are query-major: slot s of the group's n_rep*S rows is head g*n_rep + s % n_rep at query s / n_rep,
+// so the n_rep heads that share K/V sit in the same subgroup and every K/V load serves all of them.
+// A workgroup is one subgroup, except in the fused kernels' prefill on GPUs (Br x Bc, NSG > 1): NSG
+// subgroups hold NSG*RB consecutive slots (up to 16 queries with all their heads), and each block of L keys
+// is staged once in shared memory by the whole workgroup (coalesced 16/8-byte loads, rows an odd number of
+// units apart so that one row per lane reads conflict-free): its K rows for Q·K, then its V rows in the
+// same place for P·V. Every K/V byte is then read from memory once per NSG*RB slots.
 //
 // Two cores fill the same registers (so the epilogues and the split merge are shared): the key-block core
 // (KB = 1, attend_blocks below: keys in blocks of L, one per lane for Q·K, Q and the probabilities in shared
@@ -51,18 +55,20 @@
 #define DVK_V2_PAIRS DVK_V2  // 0 with DVK_V2: plain attention over D-wide heads (the bench's V2 baselines)
 #endif
 
-layout(constant_id = 0) const uint WG = 8;     // invocations = L, the lanes across the head dimensions
+layout(constant_id = 0) const uint WG = 8;     // invocations = NSG · L (L: the lanes across the head dimensions)
 layout(constant_id = 1) const uint HD = 64;    // D: width of one query/key half
 layout(constant_id = 2) const uint RB = 4;     // row slots per workgroup
 layout(constant_id = 3) const uint CHUNK = 8;  // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (one at a time)
 layout(constant_id = 4) const uint KVQ8 = 0;   // 1: the K/V caches hold Q8_0 blocks (see "Q8_0 KV cache" below)
 layout(constant_id = 5) const uint KB = 0;     // 1: the key-block core (attend_blocks; needs DVK_SUBGROUP), 0: one key at a time
+layout(constant_id = 6) const uint NSG = 1;    // subgroups per workgroup; > 1 (key-block core, fused kernels only): each
+                                               // block of K/V rows is staged once in shared memory for all of them
 layout(local_size_x_id = 0) in;
 
 // K/V rows are read in chunks of CW elements (VPC vec4 registers): 16-byte loads of 8 halves where
 // every lane still gets a chunk, else 4-element loads (8 bytes of halves, 16 of floats); rows whose
 // halves do not split into chunks (D % CW != 0) are read one element at a time (CHUNK = 0).
-const uint L = WG;
+const uint L = WG / NSG;
 const uint CW = CHUNK == 8 ? 8 : 4;
 const uint VPC = CW / 4;
 const uint DV = DVK_V2 != 0 ? HD : 2 * HD;  // V width (and the head stride of q and of the cache rows)
@@ -79,8 +85,25 @@ const uint P2NVT = NVT <= 1 ? 1 : NVT <= 2 ? 2 : NVT <= 4 ? 4 : NVT <= 8 ? 8 : N
 const uint LG = P2NVT < L ? P2NVT : L;  // lanes per key group (each owns V chunks vi0, vi0 + L, ...)
 const uint KG = L / LG;                 // key groups; each takes NKB consecutive keys of a block of L
 const uint NKB = LG;
-const uint QSZ = RB * NQT * VPC;                   // vec4s of the workgroup's scaled Q
+const uint QSZ = RB * NQT * VPC;                   // vec4s of the subgroup's scaled Q
 const uint CSZ = (L - LG) * NST * NVV * VPC;       // vec4s of the key groups' partial P·V (after the loop)
+const uint PA = (NST * L + 3) / 4;                 // vec4s of the subgroup's block probabilities
+// Per subgroup in sQ: its Q (QSZ vec4s); with staging (below) then its block probabilities (PA, else in sP). After the
+// key loop the fold of the key groups reuses that space (CSZ).
+// Staged K/V (NSG > 1): a block of L keys, every row's chunks in 16-byte (uvec4) or 8-byte (uvec2) units. SMODE 0:
+// 8 halves per uvec4 (fp16, CW = 8); 1: 4 halves per uvec2 (fp16, CW = 4); 2: floats, VPC uvec4s per chunk (fp32
+// storage, or a Q8_0 cache dequantized while staged: q·d rounded to fp16 would not be the reference's value).
+// Rows are an odd number of units apart, so lanes reading one row each (Q·K: lane = key) hit distinct banks.
+const uint STG = NSG > 1 ? 1 : 0;
+#if DVK_FP16
+const uint SMODE = KVQ8 != 0 ? 2 : CW == 8 ? 0 : 1;
+#else
+const uint SMODE = 2;
+#endif
+const uint UPC = SMODE == 2 ? VPC : 1;             // units per chunk
+const uint KSTR = (NQT * UPC) | 1, VSTR = (NVT * UPC) | 1;
+const uint SKN = STG != 0 ? L * (KSTR > VSTR ? KSTR : VSTR) : 1;  // units of the staged block: its K rows, later its V rows
+const uint QA = STG != 0 ? (QSZ + PA > CSZ ? QSZ + PA : CSZ) : (QSZ > CSZ ? QSZ : CSZ);
 
 layout(std430, binding = 0) readonly buffer Qbuf { STYPE q[]; };
 layout(std430, binding = 1) readonly buffer Kbuf { STYPE kc[]; };
@@ -120,17 +143,21 @@ uint g_group, g_block, g_pos0;
 const uint NSR = (DV + 63) / 64 * 2;  // Q8_0: fp16 scale slots per cache row
 
 uint n_slots() { return p.n_rep * p.S; }
-uint slot_index(uint r) { return g_block * RB + r; }
+uint sg_index() { return NSG == 1 ? 0 : gl_LocalInvocationIndex / L; }  // the subgroup within the workgroup
+uint slot_index(uint r) { return (g_block * NSG + sg_index()) * RB + r; }
 bool slot_valid(uint r) { return slot_index(r) < n_slots(); }
 uint slot_head(uint r) { return g_group * p.n_rep + slot_index(r) % p.n_rep; }
 uint slot_query(uint r) { return slot_index(r) / p.n_rep; }
-uint lane() { return gl_LocalInvocationIndex; }
+uint lane() { return NSG == 1 ? gl_LocalInvocationIndex : gl_LocalInvocationIndex % L; }
 
 #if !DVK_SUBGROUP
 shared float sSum[NST * L];
 #else
-shared vec4 sQ[QSZ > CSZ ? QSZ : CSZ];  // key-block core: Q, read by every lane at one address (a broadcast)
-shared vec4 sP[(NST * L + 3) / 4];      // key-block core: the block's probabilities, [softmax, slot][key]
+shared vec4 sQ[NSG * QA];  // key-block core, per subgroup: Q, read by every lane at one address (a broadcast), and
+                           // with staging the block's probabilities, [softmax, slot][key]
+shared vec4 sP[STG != 0 ? 1 : PA];  // the probabilities without staging (one subgroup)
+shared uvec4 sKV4[SMODE != 1 ? SKN : 1];  // staged K/V block (NSG > 1), SMODE 0 and 2
+shared uvec2 sKV2[SMODE == 1 ? SKN : 1];  // ... SMODE 1
 #endif
 
 // Sums v[0..NST) over the L lanes (every lane gets every total). Uniform control flow only.
@@ -149,9 +176,9 @@ void lane_sums(inout float v[NST]) {
 #endif
 }
 
-// Keys the last valid slot of this workgroup may see (exclusive), and the keys of the whole call.
+// Keys the last valid slot of this workgroup (every subgroup of it) may see (exclusive), and the keys of the whole call.
 uint block_end() {
-  const uint last = min(slot_index(RB - 1), n_slots() - 1);
+  const uint last = min((g_block + 1) * NSG * RB - 1, n_slots() - 1);
   return min(g_pos0 + last / p.n_rep + 1, p.capacity);
 }
 uint call_keys() { return min(g_pos0 + p.S, p.capacity); }
@@ -254,10 +281,61 @@ vec4 q_part(uint r, uint li, uint c) {
 // The tail block clamps its loads to the last key (a probability of 0 keeps them out). At the end the key
 // groups' partial P·V are folded into group 0 through shared memory, so the registers hold what the
 // per-key core leaves: the same epilogues and split merge follow.
+// Staging (NSG > 1): every invocation of the workgroup copies chunks of the block's K rows (the columns this pass
+// reads) and V rows, consecutive invocations along a row (coalesced 16- or 8-byte loads). Rows past key_end repeat
+// the last key, as the unstaged loads do.
+void stage_chunk(bool k, uint row, uint col, uint dst) {
+  if (SMODE == 0) {
+    sKV4[dst] = k ? kc16[row * (DV / 8) + col / 8] : vc16[row * (DV / 8) + col / 8];
+  } else if (SMODE == 1) {
+    sKV2[dst] = k ? kc8[row * (DV / 4) + col / 4] : vc8[row * (DV / 4) + col / 4];
+  } else if (KVQ8 != 0) {
+    vec4 r[VPC];
+    load_chunk(k, row, col, CW, r, true);
+    [[unroll]] for (uint x = 0; x < VPC; ++x) sKV4[dst + x] = floatBitsToUint(r[x]);
+  } else {  // fp32 storage: CW = 4, one uvec4 of float bits
+    sKV4[dst] = k ? kc16[row * (DV / 4) + col / 4] : vc16[row * (DV / 4) + col / 4];
+  }
+}
+// The K rows of a block first (Q·K), then over them its V rows (P·V): one block of either fits the shared memory.
+void stage_k(uint jb, uint key_end, uint kv_base) {
+  [[dont_unroll]] for (uint i = 0; i < (L * NQT + WG - 1) / WG; ++i) {
+    const uint t = gl_LocalInvocationIndex + i * WG;
+    if (t < L * NQT) {
+      const uint b = t / NQT, c = t % NQT;
+      stage_chunk(true, kv_base + min(jb + b, key_end - 1), (DVK_V2 != 0 ? 0 : p.qk_off) + (c / HQ) * HD + (c % HQ) * CW,
+                  b * KSTR + c * UPC);
+    }
+  }
+}
+void stage_v(uint jb, uint key_end, uint kv_base) {
+  [[dont_unroll]] for (uint i = 0; i < (L * NVT + WG - 1) / WG; ++i) {
+    const uint t = gl_LocalInvocationIndex + i * WG;
+    if (t < L * NVT) {
+      const uint b = t / NVT, c = t % NVT;
+      stage_chunk(false, kv_base + min(jb + b, key_end - 1), c * CW, b * VSTR + c * UPC);
+    }
+  }
+}
+// The staged chunk at unit u, as floats.
+void staged_chunk(uint u, out vec4 r[VPC]) {
+  if (SMODE == 0) {
+    const uvec4 w = sKV4[u];
+    r[0] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    r[VPC - 1] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+  } else if (SMODE == 1) {
+    const uvec2 w = sKV2[u];
+    r[0] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  } else {
+    [[unroll]] for (uint x = 0; x < VPC; ++x) r[x] = uintBitsToFloat(sKV4[u + x]);
+  }
+}
+
 void attend_blocks(uint key_begin, uint key_end) {
   const uint l0 = lane(), grp = KG == 1 ? 0 : l0 / LG, vi0 = KG == 1 ? l0 : l0 % LG;
+  const uint qo = sg_index() * QA, po = qo + QSZ;  // this subgroup's Q, and with staging its probabilities, in sQ
   const bool all_v = NVT % LG == 0;  // every lane has a chunk of every V row
-  const uint gq = grp * (NKB / 4);   // this key group's first vec4 of a row of sP (NKB % 4 == 0)
+  const uint gq = grp * (NKB / 4);   // this key group's first vec4 of a row of probabilities (NKB % 4 == 0)
   float l_lane[NST];
   [[unroll]] for (uint i = 0; i < NST; ++i) {
     m_run[i] = NEG_BIG;
@@ -270,7 +348,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
       if (li < NQT)
-        [[unroll]] for (uint c = 0; c < VPC; ++c) sQ[(r * NQT + li) * VPC + c] = q_part(r, li, c);
+        [[unroll]] for (uint c = 0; c < VPC; ++c) sQ[qo + (r * NQT + li) * VPC + c] = q_part(r, li, c);
     }
   }
   barrier();
@@ -278,15 +356,20 @@ void attend_blocks(uint key_begin, uint key_end) {
   [[dont_unroll]] for (uint jb = key_begin; jb < key_end; jb += L) {
     const uint jk = jb + l0;
     const uint krow = kv_base + min(jk, key_end - 1);
+    if (STG != 0) {  // the previous block's last barrier has ordered every read of the staged V rows
+      stage_k(jb, key_end, kv_base);
+      barrier();
+    }
     float sc[NST];
     [[unroll]] for (uint i = 0; i < NST; ++i) sc[i] = 0.0;
     [[unroll]] for (uint c = 0; c < NQT; ++c) {
       const uint s = c / HQ, c0 = (c % HQ) * CW;
       vec4 k[VPC];
-      load_chunk(true, krow, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k, true);  // V2: qk_off moves Q only
+      if (STG != 0) staged_chunk(l0 * KSTR + c * UPC, k);
+      else load_chunk(true, krow, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k, true);  // V2: qk_off moves Q only
       [[unroll]] for (uint r = 0; r < RB; ++r)  // one FMA chain per score (no separate dot + add)
         [[unroll]] for (uint x = 0; x < VPC; ++x) {
-          const vec4 qv = sQ[(r * NQT + c) * VPC + x];
+          const vec4 qv = sQ[qo + (r * NQT + c) * VPC + x];
           [[unroll]] for (uint e = 0; e < 4; ++e) sc[s * RB + r] = fma(qv[e], k[x][e], sc[s * RB + r]);
         }
     }
@@ -301,9 +384,14 @@ void attend_blocks(uint key_begin, uint key_end) {
         const float pk = visible ? exp(sv - mn) : 0.0;
         l_lane[k] = l_lane[k] * alpha + pk;
         [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] *= alpha;
-        sP[(k * L + l0) / 4][l0 % 4] = pk;
+        if (STG != 0) sQ[po + (k * L + l0) / 4][l0 % 4] = pk;
+        else sP[(k * L + l0) / 4][l0 % 4] = pk;
       }
-    barrier();
+    barrier();  // probabilities written; with staging, every lane has read the block's K rows
+    if (STG != 0) {
+      stage_v(jb, key_end, kv_base);
+      barrier();
+    }
     [[unroll]] for (uint u = 0; u < NKB; ++u) {
       const uint b = grp * NKB + u;
       const uint vrow = kv_base + min(jb + b, key_end - 1);
@@ -311,28 +399,30 @@ void attend_blocks(uint key_begin, uint key_end) {
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = vi0 + i * L;
         vec4 c[VPC];
-        if (all_v || vi < NVT) load_chunk(false, vrow, vi * CW, DV - vi * CW, c, true);
+        if (STG != 0 && (all_v || vi < NVT)) staged_chunk(b * VSTR + vi * UPC, c);
+        else if (all_v || vi < NVT) load_chunk(false, vrow, vi * CW, DV - vi * CW, c, true);
         else
           [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
         [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];
       }
       [[unroll]] for (uint k = 0; k < NST; ++k) {
         // A lane-invariant base plus constants: one 16-byte broadcast read serves 4 keys.
-        const float pb = NKB % 4 == 0 ? sP[k * (L / 4) + gq + u / 4][u % 4] : sP[(k * L + b) / 4][b % 4];
+        const uint pi = NKB % 4 == 0 ? k * (L / 4) + gq + u / 4 : (k * L + b) / 4, pe = NKB % 4 == 0 ? u % 4 : b % 4;
+        const float pb = STG != 0 ? sQ[po + pi][pe] : sP[pi][pe];
         [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] += pb * v[i];
       }
     }
-    barrier();  // every lane has read sP before the next block writes it
+    barrier();  // every lane has read the probabilities (and staged V rows) before the next block writes them
   }
   [[unroll]] for (uint k = 0; k < NST; ++k) l_run[k] = subgroupAdd(l_lane[k]);
   if (KG > 1) {  // fold the key groups into group 0 (lanes 0 .. LG − 1); sQ is free now
     const uint NA = NST * NVV * VPC;
     if (grp != 0)
-      [[unroll]] for (uint i = 0; i < NA; ++i) sQ[((grp - 1) * LG + vi0) * NA + i] = acc[i];
+      [[unroll]] for (uint i = 0; i < NA; ++i) sQ[qo + ((grp - 1) * LG + vi0) * NA + i] = acc[i];
     barrier();
     [[unroll]] for (uint g = 1; g < KG; ++g)
       [[unroll]] for (uint i = 0; i < NA; ++i)
-        if (grp == 0) acc[i] += sQ[((g - 1) * LG + vi0) * NA + i];
+        if (grp == 0) acc[i] += sQ[qo + ((g - 1) * LG + vi0) * NA + i];
     if (grp != 0)
       [[unroll]] for (uint i = 0; i < NA; ++i) acc[i] = vec4(0.0);  // past the row: the epilogue reads zeros
   }

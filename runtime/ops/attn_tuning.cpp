@@ -55,7 +55,17 @@ uint32_t attn_block_shared_bytes(const AttnTiles& t, uint32_t D) {
   lg = std::min(lg, t.wg);
   const uint32_t nst = t.nsm * t.br;
   const uint32_t q = t.br * nqt * vpc, fold = (t.wg - lg) * nst * c.nvv * vpc;  // vec4s (QSZ, CSZ)
-  return 16 * std::max(q, fold) + 16 * cdiv(nst * t.wg, 4);
+  const uint32_t probs = 16 * cdiv(nst * t.wg, 4);
+  // The shader declares every array; those of the other mode take one element (kUnused bytes in all).
+  constexpr uint32_t kUnusedStaging = 16 + 8;  // sKV4[1] and sKV2[1]
+  if (t.nsg <= 1) return 16 * std::max(q, fold) + probs + kUnusedStaging;
+  const uint32_t per_subgroup = std::max(16 * q + probs, 16 * fold);  // Q + probabilities, later the fold
+  // The staged block (SMODE of attn_core.glsl): L rows of K, later L rows of V in the same place, each row an odd
+  // number of units; 8-byte units for 4-element chunks of halves, else 16-byte ones (floats take VPC units per chunk).
+  const bool halves = t.kv_halves;
+  const uint32_t unit = halves && c.cw == 4 ? 8 : 16, upc = halves ? 1 : vpc;
+  const uint32_t staged = t.wg * std::max((nqt * upc) | 1, (nvt * upc) | 1) * unit;
+  return t.nsg * per_subgroup + staged + 16 /* sP[1] */ + (unit == 8 ? 16 : 8) /* the other staging array */;
 }
 
 namespace {
@@ -64,7 +74,14 @@ uint32_t tile_shared_bytes(const AttnTiles& t, uint32_t D) {
 }
 }  // namespace
 
-std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D) { return {t.wg, D, t.br, t.chunk}; }
+AttnTiles attn_unstaged(const AttnTiles& t, uint32_t D) {
+  AttnTiles u = t;
+  u.nsg = 1;
+  u.shared_bytes = tile_shared_bytes(u, D);
+  return u;
+}
+
+std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D) { return {t.wg * t.nsg, D, t.br, t.chunk}; }
 
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t, bool) {
   auto pow2 = [](uint32_t v) { return v && !(v & (v - 1)); };
@@ -86,6 +103,10 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
   if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm, dv)) return "accumulators do not match the tiles";
   if (t.br > (t.paired ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
   if (t.blocks > 1 || (t.blocks && !caps.subgroup_arithmetic_compute)) return "the key-block core needs subgroup arithmetic";
+  if (t.nsg == 0) return "nsg is zero";
+  if (uint64_t(t.nsg) * t.wg > std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]))
+    return std::to_string(t.nsg) + " subgroups of " + std::to_string(t.wg) + " exceed the workgroup limits";
+  if (t.nsg > 1 && (!t.blocks || t.chunk == 0)) return "staged K/V (nsg > 1) needs the key-block core and chunked rows";
   if (t.shared_bytes != tile_shared_bytes(t, D)) return "shared_bytes does not match the tiles";
   if (t.shared_bytes > caps.max_shared_memory)
     return "shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(caps.max_shared_memory);
@@ -93,7 +114,7 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
 }
 
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows, uint32_t nsm, bool v2, bool paired) {
+                            uint32_t decode_rows, uint32_t nsm, bool v2, bool paired, bool kv_q8) {
   paired = paired && v2;
   if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "attention tiles: D and n_rep must be positive");
   if (v2 && (nsm != 1 || (paired && n_rep % 2)))
@@ -120,6 +141,7 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   t.nsm = nsm;
   t.v2 = v2;
   t.paired = paired;
+  t.kv_halves = fp16 && !kv_q8;
   t.chunk = chunk_of(fp16, D, dv, t.wg);
   // Row slots: decode covers every head of the group for all its rows; prefill every head of one or
   // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
@@ -161,6 +183,25 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
     }
   };
   if (!(blocks_wanted && fit(1))) fit(0);
+  // Prefill on GPUs: stage each block of K/V rows once in shared memory for several subgroups (Br x Bc), enough for
+  // kAttnStagedQueries queries where the workgroup limits and shared memory allow (fewer subgroups otherwise; none
+  // below 2). Not on CPU drivers (quirk no_kv_staging), where shared memory is ordinary memory and each barrier a
+  // coroutine switch; not for element-wise rows (chunk 0).
+  if (phase == AttnPhase::prefill && t.blocks && t.chunk != 0 && !caps.has_quirk("no_kv_staging")) {
+    const AttnTiles single = t;
+    // Wave64-only devices (GCN: 4 SIMD16s per compute unit, whose shared memory is the workgroup maximum): the
+    // resident workgroups must keep >= 16 subgroups per compute unit, the >= 4 per SIMD the unstaged kernels have.
+    const uint32_t narrowest = caps.subgroup_size_control && caps.subgroup_min_size ? caps.subgroup_min_size : caps.subgroup_size;
+    auto resident = [&](const AttnTiles& x) {
+      return narrowest < 64 || (caps.max_shared_memory / x.shared_bytes) * x.nsg * (x.wg / 64) >= 16;
+    };
+    t.nsg = std::min(cdiv(kAttnStagedQueries * n_rep, t.br), max_inv / t.wg);
+    for (; t.nsg >= 2; --t.nsg) {
+      t.shared_bytes = tile_shared_bytes(t, D);
+      if (t.shared_bytes <= caps.max_shared_memory && resident(t)) break;
+    }
+    if (t.nsg < 2) t = single;
+  }
   const std::string why = check_attn_tiles(caps, fp16, D, n_rep, t);
   if (!why.empty())
     throw Error(Status::unsupported, "no legal attention tiling for D=" + std::to_string(D) + ", n_rep=" +

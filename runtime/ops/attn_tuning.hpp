@@ -26,6 +26,9 @@ struct AttnTiles {
   bool paired = false;  // ... and br even (slot pairs are a head's two softmaxes; false: the bench's plain baselines)
   uint32_t blocks = 0;  // 1: the key-block core (attn_core.glsl attend_blocks: keys in blocks of wg, one per lane,
                         // for the subgroup variant), 0: one key at a time (quirk per_key_attention, or no subgroups)
+  bool kv_halves = false;  // K/V hold halves (fp16 storage and not a Q8_0 cache): what a staged block holds
+  uint32_t nsg = 1;   // subgroups per workgroup (each with its br slots); > 1 (prefill, key-block core, not on CPU drivers:
+                      // quirk no_kv_staging): each block of K/V rows is staged once in shared memory for all nsg·br slots
   uint32_t shared_bytes = 0;  // shared memory of the larger variant: the no-subgroup one's lane sums, or the key-block
                               // core's Q and probabilities (the per-key subgroup variant uses none)
   uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
@@ -45,8 +48,10 @@ uint32_t attn_block_shared_bytes(const AttnTiles& t, uint32_t D);
 // Throws Error(unsupported) when no legal tiling exists.
 // v2: DIFF V2 tiles (nsm must be 1; n_rep counts query heads per KV head and, when paired, must be even).
 // v2 && !paired: plain attention over D-wide heads (the bench's DIFF V2 baselines).
+// kv_q8: the caches hold Q8_0 blocks (a staged block then holds their dequantized floats).
 AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, AttnPhase phase,
-                            uint32_t decode_rows = 1, uint32_t nsm = 2, bool v2 = false, bool paired = true);
+                            uint32_t decode_rows = 1, uint32_t nsm = 2, bool v2 = false, bool paired = true,
+                            bool kv_q8 = false);
 
 // "" when legal on `caps`, else the reason (invocations, shared memory, consistency).
 std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t n_rep, const AttnTiles& t,
@@ -76,10 +81,21 @@ struct AttnCorePush {
   uint32_t q_hstride;  // 0: heads DV apart in a row of q
 };
 // Workgroups along x: blocks of br row slots over the n_rep x S (query, head) rows of one group.
-inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) { return (n_rep * S + t.br - 1) / t.br; }
+inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) {
+  return (n_rep * S + t.br * t.nsg - 1) / (t.br * t.nsg);
+}
+// Queries whose every head one workgroup holds (nsg·br / n_rep, at least 1): how many queries share each K/V load.
+inline uint32_t attn_queries_per_workgroup(const AttnTiles& t, uint32_t n_rep) {
+  return t.nsg * t.br / n_rep > 0 ? t.nsg * t.br / n_rep : 1;
+}
+// Queries per workgroup the prefill tiles aim for, staging K/V (where shared memory and invocations allow).
+constexpr uint32_t kAttnStagedQueries = 16;
 
-// Specialization constants of attn_core.glsl for these tiles: {WG (= L lanes), HD, RB, CHUNK} (ids 0-3; the
-// kernel adds KVQ8 (4) and KB (5) = t.blocks).
+// The same tiles with one subgroup per workgroup (no staged K/V): what the chooser had before staging.
+AttnTiles attn_unstaged(const AttnTiles& t, uint32_t D);
+
+// Specialization constants of attn_core.glsl for these tiles: {WG (= nsg · L lanes), HD, RB, CHUNK} (ids 0-3; the
+// kernel adds KVQ8 (4), KB (5) = t.blocks and NSG (6) = t.nsg).
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);
 
 }  // namespace diffvk

@@ -10,6 +10,7 @@ std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D, KvFormat kv) {
   std::vector<uint32_t> s = attn_spec_constants(t, D);
   s.push_back(kv == KvFormat::q8_0 ? 1 : 0);  // KVQ8
   s.push_back(t.blocks);                      // KB: the key-block core
+  s.push_back(t.nsg);                         // NSG: subgroups per workgroup (staged K/V when > 1)
   return s;
 }
 
@@ -54,9 +55,13 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   const std::string kv_problem = kv_format_problem(kv, softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain ? D : 2 * D);
   if (!kv_problem.empty()) throw Error(Status::invalid_argument, "attention: " + kv_problem);
   const bool dw = softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain, pairs = softmax == AttnSoftmax::v2;
-  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n, dw, pairs);
-  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n, dw, pairs);
-  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, dw, pairs);
+  const bool q8 = kv == KvFormat::q8_0;
+  prefill_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::prefill, 1, n, dw, pairs, q8);
+  decode1_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, 1, n, dw, pairs, q8);
+  decodeN_tiles_ = choose_attn_tiles(caps, fp16_, D, n_rep, AttnPhase::decode, max_decode_rows, n, dw, pairs, q8);
+  // Staged K/V needs the subgroup variant (the variant without subgroup arithmetic sums across one subgroup's lanes
+  // in shared memory, per workgroup).
+  if (!o.subgroup) prefill_tiles_ = attn_unstaged(prefill_tiles_, D);
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
   // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never

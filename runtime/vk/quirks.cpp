@@ -42,6 +42,10 @@ const QuirkRule kRules[] = {
       "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
       "loops; attention streams one key at a time with Q in registers (DIFFVK_ATTN_CORE=blocks forces the block core, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
+    {{"no_kv_staging",
+      "CPU drivers: shared memory is ordinary memory and a barrier a coroutine switch, so staging K/V blocks in shared "
+      "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (DIFFVK_ATTN_CORE=staged forces it)"},
+     [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
      [](const DeviceCaps& c) { return c.compute_units == 0; }},

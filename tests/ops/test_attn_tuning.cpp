@@ -55,6 +55,14 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
                       one.br = 1;
                       CHECK(attn_block_shared_bytes(one, D) > shared);
                     }
+                    // Staged K/V: prefill only, on the key-block core with chunked rows, within the workgroup limits.
+                    if (t.nsg > 1) {
+                      CHECK(ph == AttnPhase::prefill);
+                      CHECK(t.blocks == 1);
+                      CHECK(t.chunk != 0);
+                      CHECK(t.nsg * t.wg <= inv);
+                      CHECK(attn_queries_per_workgroup(t, n_rep) <= std::max(kAttnStagedQueries, t.br / n_rep) + t.br);
+                    }
                     if (t.blocks) ++blocked;
                     ++checked;
                   }
@@ -182,8 +190,12 @@ TEST_CASE("attn tuning: the key-block core wherever subgroups run, unless quirk 
   const AttnTiles t = choose_attn_tiles(gpu, true, 64, 4, AttnPhase::prefill);
   CHECK(t.blocks == 1);
   CHECK(t.shared_bytes == attn_block_shared_bytes(t, 64));
-  // D = 64, n_rep 4, 32 lanes, 4-element chunks: Q of 4 slots (4 x 32 chunks of 16 bytes) + 8 x 32 probabilities.
-  CHECK(t.shared_bytes == 4 * 32 * 16 + 8 * 32 * 4);
+  // D = 64, n_rep 4, 32 lanes, 4-element chunks: per subgroup Q of 4 slots (4 x 32 chunks of 16 bytes) + 8 x 32
+  // probabilities; the staged block: 32 rows of 33 8-byte units (32 chunks of 4 halves, padded to an odd count).
+  // Every array of the other mode is declared with one element (16 + 8 bytes).
+  CHECK(t.nsg == 7);  // 32 KiB: (32768 - 8448 - 32) / 3072 subgroups
+  CHECK(t.shared_bytes == t.nsg * (4 * 32 * 16 + 8 * 32 * 4) + 32 * 33 * 8 + 16 + 16);
+  CHECK(attn_unstaged(t, 64).shared_bytes == 4 * 32 * 16 + 8 * 32 * 4 + 16 + 8);
   CHECK(check_attn_tiles(gpu, true, 64, 4, t) == "");
   // Key groups: D = 16 on 64 lanes (8 chunks of a V row): 56 lanes fold their partial P.V through shared memory.
   DeviceCaps wave64 = simulated(65536, 64, 1024, true);
@@ -243,4 +255,50 @@ TEST_CASE("attn tuning: DIFF V2 tiles pair their slots, stay legal, and hold V1'
   odd.br = 3;
   odd.accumulators = 12;
   CHECK(check_attn_tiles(gcn, true, 64, 8, odd) != "");
+}
+
+TEST_CASE("attn tuning: prefill stages K/V blocks for 16 queries where the workgroup and shared memory allow") {
+  DeviceCaps gpu = simulated(65536, 32, 1024, true);  // an RDNA-like desktop GPU: 64 KiB, 1024 invocations
+  gpu.subgroup_arithmetic_compute = true;
+  const AttnTiles t = choose_attn_tiles(gpu, true, 64, 4, AttnPhase::prefill);
+  INFO("nsg=" << t.nsg << " br=" << t.br << " shared=" << t.shared_bytes);
+  CHECK(t.blocks == 1);
+  CHECK(t.nsg > 1);
+  CHECK(attn_queries_per_workgroup(t, 4) >= kAttnStagedQueries);
+  CHECK(check_attn_tiles(gpu, true, 64, 4, t) == "");
+  // The staged block is part of the shared memory: the same tiles without it need less.
+  CHECK(attn_unstaged(t, 64).shared_bytes < t.shared_bytes);
+  CHECK(attn_unstaged(t, 64).nsg == 1);
+  CHECK(check_attn_tiles(gpu, true, 64, 4, attn_unstaged(t, 64)) == "");
+  // Decode never stages (one workgroup per group of heads, split over keys).
+  CHECK(choose_attn_tiles(gpu, true, 64, 4, AttnPhase::decode, 1).nsg == 1);
+  // A phone's 32 KiB: fewer subgroups, still more than one, and within the limit.
+  DeviceCaps phone = simulated(32768, 16, 512, true);
+  phone.subgroup_arithmetic_compute = true;
+  const AttnTiles ph = choose_attn_tiles(phone, true, 128, 4, AttnPhase::prefill);
+  CHECK(ph.nsg >= 2);
+  CHECK(ph.shared_bytes <= 32768u);
+  CHECK(check_attn_tiles(phone, true, 128, 4, ph) == "");
+  // A Q8_0 cache is staged as floats: more shared memory per subgroup's share of the block than fp16 rows.
+  const AttnTiles q8 = choose_attn_tiles(gpu, true, 64, 4, AttnPhase::prefill, 1, 2, false, true, true);
+  CHECK(!q8.kv_halves);
+  CHECK(check_attn_tiles(gpu, true, 64, 4, q8) == "");
+  AttnTiles as_halves = q8;
+  as_halves.kv_halves = true;
+  CHECK(attn_block_shared_bytes(as_halves, 64) < attn_block_shared_bytes(q8, 64));
+  // Quirk no_kv_staging (CPU drivers) and element-wise rows keep one subgroup.
+  DeviceCaps cpu = gpu;
+  cpu.quirks.push_back({"no_kv_staging", "test"});
+  CHECK(choose_attn_tiles(cpu, true, 64, 4, AttnPhase::prefill).nsg == 1);
+  CHECK(choose_attn_tiles(gpu, true, 6, 4, AttnPhase::prefill).nsg == 1);
+  // The checker refuses staging without the key-block core, and beyond the workgroup limit.
+  AttnTiles no_blocks = t;
+  no_blocks.blocks = 0;
+  CHECK(check_attn_tiles(gpu, true, 64, 4, no_blocks) != "");
+  AttnTiles too_many = t;
+  too_many.nsg = 1024 / t.wg + 1;
+  too_many.shared_bytes = attn_block_shared_bytes(too_many, 64);
+  CHECK(check_attn_tiles(gpu, true, 64, 4, too_many).find("workgroup") != std::string::npos);
+  // Row blocks count nsg·br slots per workgroup.
+  CHECK(attn_row_blocks(100, 4, t) == (400 + t.nsg * t.br - 1) / (t.nsg * t.br));
 }
