@@ -6,14 +6,15 @@
 // W: out x in (dense), y, r: out values. The norm's 1/rms is applied after the dot products
 // (Σ x·g·w · inv_rms), so its sum of squares comes from the same loads as the dot products.
 // A workgroup computes NF consecutive output features: its WG invocations stride over `in` (consecutive
-// invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist),
+// invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist;
+// with lane groups, LG < WG, each group of LG invocations strides over `in` for its NF·LG/WG features),
 // then one reduction of all NF sums at once (subgroup arithmetic in the _sg variant, a shared-memory tree
 // otherwise). VEC = 1 reads x, g and W as 16-byte vectors (uvec4 = 8 halves in fp16, vec4 in fp32): the
 // host uses it when `in` is a multiple of the vector width and the bindings are 16-byte aligned.
 // Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
 // X32 = 1: x is float32 (RTYPE, the model's residual stream; the vector path reads VW/4 vec4s per load);
 // Y32 = 1: y and r are float32 (the residual stream, the logits). Both in either variant.
-// Loop iterations per invocation: (out / NF / groups) · in / (WG · VW), far below llvmpipe's 65535 for
+// Loop iterations per invocation: (out / NF / groups) · in / (LG · VW), far below llvmpipe's 65535 for
 // the shapes the model dispatches (LinearKernel::record_row checks a budget).
 // WQ (issue 19): the weight format. 0: dense storage-type rows. 1 (Q8_0) / 2 (Q4_0): block-quantized
 // rows in the struct-of-arrays layout of ops/linear_quant.hpp, all in binding 1: the fp16 scales (one per
