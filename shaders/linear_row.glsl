@@ -6,14 +6,15 @@
 // W: out x in (dense), y, r: out values. The norm's 1/rms is applied after the dot products
 // (Σ x·g·w · inv_rms), so its sum of squares comes from the same loads as the dot products.
 // A workgroup computes NF consecutive output features: its WG invocations stride over `in` (consecutive
-// invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist),
+// invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist;
+// with lane groups, LG < WG, each group of LG invocations strides over `in` for its NF·LG/WG features),
 // then one reduction of all NF sums at once (subgroup arithmetic in the _sg variant, a shared-memory tree
 // otherwise). VEC = 1 reads x, g and W as 16-byte vectors (uvec4 = 8 halves in fp16, vec4 in fp32): the
 // host uses it when `in` is a multiple of the vector width and the bindings are 16-byte aligned.
 // Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
 // X32 = 1: x is float32 (RTYPE, the model's residual stream; the vector path reads VW/4 vec4s per load);
 // Y32 = 1: y and r are float32 (the residual stream, the logits). Both in either variant.
-// Loop iterations per invocation: (out / NF / groups) · in / (WG · VW), far below llvmpipe's 65535 for
+// Loop iterations per invocation: (out / NF / groups) · in / (LG · VW), far below llvmpipe's 65535 for
 // the shapes the model dispatches (LinearKernel::record_row checks a budget).
 // WQ (issue 19): the weight format. 0: dense storage-type rows. 1 (Q8_0) / 2 (Q4_0): block-quantized
 // rows in the struct-of-arrays layout of ops/linear_quant.hpp, all in binding 1: the fp16 scales (one per
@@ -53,6 +54,13 @@ layout(constant_id = 6) const uint WQ = 0;
 // device's only one): the subgroup reduction needs no shared memory, so none is declared (occupancy on
 // GPUs whose shared memory limits waves: RDNA's 22 -> 32 waves per SIMD at PRO 1).
 layout(constant_id = 7) const uint ONE_SG = 0;
+// LG (issue 21 item 5): lanes per lane group, a power of two dividing WG (0 = WG: one group). Where a row has
+// fewer load steps than WG lanes (in / VL < WG), the WG / LG groups each stride over the whole row with LG
+// lanes and compute NF / (WG / LG) CONSECUTIVE features (RoPE pairs stay in one group), so no lane idles.
+// Each lane keeps only its group's sums; the reduction is the same NF (+1) workgroup sums as with one group,
+// each lane adding its sum to the feature's slot only if its group owns the feature (zero otherwise); the
+// norm's sum of squares comes from group 0 only (every group reads all of x).
+layout(constant_id = 8) const uint LG = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -103,6 +111,9 @@ layout(push_constant) uniform Params {
 
 const uint VL = VEC != 0 ? VW : 1;  // elements per load
 const uint NS = PRO == 1 ? NF + 1 : NF;  // sums reduced per group (+ the sum of squares)
+const uint LGE = LG == 0 ? WG : LG;        // lanes per lane group
+const uint NG = WG / LGE;                  // lane groups per workgroup (the host keeps NF % NG == 0)
+const uint FG = NF / NG;                   // consecutive features per lane group
 
 #if DVK_SUBGROUP
 shared float red[ONE_SG != 0 ? 1 : NS * WG];  // one slot per (sum, subgroup); WG bounds the subgroup count
@@ -222,30 +233,34 @@ float quant_idot(uint row, uint b, uint qa[8], int qsum) {
 
 void main() {
   const uint lid = gl_LocalInvocationIndex;
+  // The lane group and the lane in it: the constants 0 and lid with one group (no dynamic register indexing).
+  const uint grp = NG == 1 ? 0 : lid / LGE;
+  const uint li = NG == 1 ? lid : lid % LGE;
   const uint groups = (p.out_f + NF - 1) / NF;
   const uint nk = p.in_f / VL;  // loads per row (VEC requires in % VW == 0)
   for (uint gi = gl_WorkGroupID.x; gi < groups; gi += gl_NumWorkGroups.x) {
     const uint n0 = gi * NF;
     const uint nf = min(NF, p.out_f - n0);  // features that exist (uniform)
-    float acc[NS];
-    for (uint f = 0; f < NS; ++f) acc[f] = 0.0;
+    const uint f0 = grp * FG;               // the lane group's first feature (uniform in the group)
+    float acc[FG];
+    for (uint j = 0; j < FG; ++j) acc[j] = 0.0;
 
     float sq = 0.0;  // PRO 1: the sum of squares of x
     if (WQ == 0) {
-      for (uint kv = lid; kv < nk; kv += WG) {
+      for (uint kv = li; kv < nk; kv += LGE) {
         float a[VW];
         act(kv, a, sq);
-        for (uint f = 0; f < NF; ++f) {
-          if (f < nf) {  // uniform: no loads or FMAs for features past the end
+        for (uint j = 0; j < FG; ++j) {
+          if (f0 + j < nf) {  // uniform in the group: no loads or FMAs for features past the end
             float b[VW];
-            load_w(n0 + f, kv, b);
-            for (uint e = 0; e < VL; ++e) acc[f] = fma(a[e], b[e], acc[f]);
+            load_w(n0 + f0 + j, kv, b);
+            for (uint e = 0; e < VL; ++e) acc[j] = fma(a[e], b[e], acc[j]);
           }
         }
       }
     } else if (DVK_INT_DOT != 0) {
 #if DVK_INT_DOT
-      for (uint b = lid; b < p.in_f / 32; b += WG) {
+      for (uint b = li; b < p.in_f / 32; b += LGE) {
         float a[32];
         for (uint j = 0; j < 32 / VL; ++j) {
           float t[VW];
@@ -268,28 +283,32 @@ void main() {
           }
           qa[i] = word;
         }
-        for (uint f = 0; f < NF; ++f)
-          if (f < nf) acc[f] += da * quant_idot(n0 + f, b, qa, qsum);
+        for (uint j = 0; j < FG; ++j)
+          if (f0 + j < nf) acc[j] += da * quant_idot(n0 + f0 + j, b, qa, qsum);
       }
 #endif
     } else {
-      for (uint c = lid; c < p.in_f / QS; c += WG) {
+      for (uint c = li; c < p.in_f / QS; c += LGE) {
         float a[32];
         for (uint j = 0; j < QS / VL; ++j) {
           float t[VW];
           act(c * (QS / VL) + j, t, sq);
           for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
         }
-        for (uint f = 0; f < NF; ++f)
-          if (f < nf) acc[f] += quant_dot(n0 + f, c, a);
+        for (uint j = 0; j < FG; ++j)
+          if (f0 + j < nf) acc[j] += quant_dot(n0 + f0 + j, c, a);
       }
     }
-    if (PRO == 1) acc[NF] = sq;
+    // This lane's share of the NS workgroup sums: its group's features (zero for the others' features), and
+    // the sum of squares from group 0 only (each group covers all of x).
+    float part[NS];
+    for (uint f = 0; f < NF; ++f) part[f] = NG == 1 ? acc[f % FG] : (grp == f / FG ? acc[f % FG] : 0.0);
+    if (PRO == 1) part[NF] = grp == 0 ? sq : 0.0;
 
     // Reduce the NS sums over the workgroup (uniform control flow).
     float s[NS];
 #if DVK_SUBGROUP
-    for (uint f = 0; f < NS; ++f) s[f] = subgroupAdd(acc[f]);
+    for (uint f = 0; f < NS; ++f) s[f] = subgroupAdd(part[f]);
     if (ONE_SG == 0 && gl_NumSubgroups > 1) {
       if (subgroupElect())
         for (uint f = 0; f < NS; ++f) red[f * WG + gl_SubgroupID] = s[f];
@@ -302,7 +321,7 @@ void main() {
       barrier();
     }
 #else
-    for (uint f = 0; f < NS; ++f) red[f * WG + lid] = acc[f];
+    for (uint f = 0; f < NS; ++f) red[f * WG + lid] = part[f];
     barrier();
     for (uint h = WG / 2; h > 0; h >>= 1) {
       if (lid < h)

@@ -59,6 +59,7 @@ std::string describe(const OpCase& c) {
   if (c.scalar_loads) s += " scalar-loads";
   if (c.wg_limit_x || c.wg_limit_y) s += strf(" wg-limit=%ux%u", c.wg_limit_x, c.wg_limit_y);
   if (c.x_misaligned) s += " x-misaligned";
+  if (c.row_lanes) s += strf(" lanes=%u", c.row_lanes);
   if (c.kv_q8) s += " kv=q8_0";
   return s;
 }
@@ -334,6 +335,32 @@ std::vector<OpCase> linear_row_cases(OpMode mode) {
       OpCase l = row(16384, 13, rms, kSep);  // a long reduction
       l.weights = q, l.int8_dot = i8;
       b.add(l);
+    }
+  // Lane groups (issue 21 item 5: a workgroup split into groups of LG lanes, each on consecutive features),
+  // forced on devices whose choice is one group (CPU drivers): odd out, widths with fewer load steps than
+  // lanes, every prologue, float32 x / y, both reductions, scalar loads, a capped grid, quantized rows.
+  const OpCase lshapes[] = {
+      row(16, 13, none, kNone), row(24, 37, rms, kSep), row(40, 9, silu, kInPlace),
+      row(256, 21, rms, kSep, true, true), row(64, 71, none, kInPlace, false, true), row(200, 5, silu, kSep),
+  };
+  for (uint32_t lanes : {1u, 2u, 4u})
+    for (bool subgroup : {true, false}) {
+      for (OpCase s : lshapes) {
+        s.row_lanes = lanes, s.subgroup = subgroup;
+        b.add(s);
+      }
+      OpCase sc = row(24, 19, rms, kSep);
+      sc.row_lanes = lanes, sc.subgroup = subgroup, sc.scalar_loads = true;
+      b.add(sc);
+      OpCase g = row(48, 77, silu, kSep);
+      g.row_lanes = lanes, g.subgroup = subgroup, g.wg_limit_x = 3, g.wg_limit_y = 1;
+      b.add(g);
+      for (QuantType q : {QuantType::q8_0, QuantType::q4_0})
+        for (bool i8 : {false, true})
+          for (OpCase s : {row(96, 13, rms, kSep), row(64, 37, silu, kInPlace, false, true), row(32, 5, none, kNone)}) {
+            s.row_lanes = lanes, s.subgroup = subgroup, s.weights = q, s.int8_dot = i8;
+            b.add(s);
+          }
     }
   // in = 16384: loop iterations per invocation stay within llvmpipe's budget (quirk loop_iteration_limit).
   b.add(row(16384, 24, rms, kSep));

@@ -76,6 +76,7 @@ struct OpCase {
   bool scalar_loads = false;   // linear / linear_row: never the 16-byte vector loads
   uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
   bool x_misaligned = false;   // linear_row: x at the device's offset alignment when that is < 16 bytes
+  uint32_t row_lanes = 0;      // linear_row: forced lanes per lane group (issue 21 item 5; row_lanes clamps it); 0 = the kernel's
   bool max_splits = false;     // diff_attn decode: one tile per split (some splits see only masked keys)
   bool one_split = false;      // diff_attn decode: one split streams every key in one invocation
   uint64_t seed = 1;

@@ -44,6 +44,7 @@ BufferRange residual_of(const OpCase& c, BufferRange y, BufferRange separate) {
 void start_linear_program(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p, const char* name) {
   kernel.force_row_scalar_for_testing(c.scalar_loads);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
+  kernel.force_row_lanes_for_testing(c.row_lanes);
   p.prog = std::make_unique<Program>(dev, name, p.timestamps);
 }
 
@@ -191,12 +192,16 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, QuantRowKernel& qk, c
     kernel.record_row(*p.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw);
   } else {
     qk.limit_workgroups_for_testing(c.wg_limit_x);
+    qk.force_row_lanes_for_testing(c.row_lanes);
     qk.record(*p.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw);
     qk.limit_workgroups_for_testing(0);
   }
+  const uint32_t lanes = c.weights == QuantType::f16 ? kernel.row_lanes_for(c.in) : qk.lanes_for(c.weights, c.in);
+  qk.force_row_lanes_for_testing(0);
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
-  p.detail = strf("wg=%u nf=%u x_offset=%llu %s%s", kernel.row_workgroup_size(), kernel.row_features(), (unsigned long long)xo,
+  kernel.force_row_lanes_for_testing(0);
+  p.detail = strf("wg=%u nf=%u lanes=%u x_offset=%llu %s%s", kernel.row_workgroup_size(), kernel.row_features(), lanes, (unsigned long long)xo,
                   quant_type_name(c.weights), c.weights == QuantType::f16 ? "" : c.int8_dot ? " int8_dot" : " dequant");
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == OpResidual::in_place;

@@ -17,6 +17,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   {
     PipelineGroup g(dev, "linear");
     k.linear = std::make_unique<LinearKernel>(dev, ko, quant);
+    k.linear->declare_row_widths({c.hidden_size, c.intermediate_size});  // the one-row paths' lane groups (E, I)
   }
   {
     PipelineGroup g(dev, "rope_kv");
@@ -53,6 +54,7 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
   if (!quant.empty()) {
     PipelineGroup g(dev, "linear_quant");
     k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant, quant_path);
+    k.qrow->declare_row_widths({c.hidden_size, c.intermediate_size});
   }
   return k;
 }

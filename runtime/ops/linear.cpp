@@ -3,6 +3,7 @@
 #include "ops/linear.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "ops/linear_quant.hpp"
 
@@ -218,7 +219,35 @@ RowGeometry row_geometry(const DeviceCaps& c) {
       g.wg <= c.subgroup_max_size)
     g.pin = g.wg;
   g.one_sg = g.pin != 0 || (c.subgroup_min_size == c.subgroup_max_size && c.subgroup_size == g.wg);
+  g.lane_groups = c.kind != DeviceKind::cpu;
   return g;
+}
+
+uint32_t row_lanes(const RowGeometry& g, uint32_t steps, bool pairs, uint32_t force) {
+  if (g.wg == 0 || g.nf == 0) return g.wg;
+  // At most nf (nf / 2 with pairs) groups: each owns at least one feature (one RoPE pair).
+  const uint32_t per_group = pairs ? 2u : 1u;
+  uint32_t min_lg = 1;
+  while (min_lg < g.wg && (g.wg / min_lg > g.nf / per_group || g.nf % (g.wg / min_lg) != 0)) min_lg *= 2;
+  uint32_t lg = g.wg;
+  if (force != 0) {
+    lg = 1;
+    while (lg * 2 <= force && lg * 2 <= g.wg) lg *= 2;
+  } else if (g.lane_groups && steps < g.wg) {
+    lg = 1;
+    while (lg < steps) lg *= 2;
+  }
+  return std::min(g.wg, std::max(lg, min_lg));
+}
+
+uint32_t row_lanes_from_env() {
+  const char* env = std::getenv("DIFFVK_ROW_LANES");
+  if (!env || !*env) return 0;
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(env, &end, 10);
+  if (*end != '\0' || env[0] == '-' || v > 1024 || (v & (v - 1)) != 0)
+    throw Error(Status::invalid_argument, std::string("DIFFVK_ROW_LANES must be 0 or a power of two up to 1024, not '") + env + "'");
+  return static_cast<uint32_t>(v);
 }
 
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c, bool fp16) {
@@ -301,22 +330,45 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   const RowGeometry rg = row_geometry(device.caps());
   row_wg_ = rg.wg;
   row_nf_ = rg.nf;
+  row_geo_ = rg;
+  env_lanes_ = row_force_lanes_ = row_lanes_from_env();
   const uint32_t one_sg = o.subgroup && rg.one_sg;
   // x32 / y32 (fp16 devices only): float32 x (the residual stream under the norm prologue or the lm_head's
   // last row) / float32 y and residual. The SwiGLU prologue reads the fp16 [gate | up] row only.
-  const uint32_t n32 = o.fp16 ? 2 : 1;
-  for (uint32_t vec = 0; vec < 2; ++vec)
-    for (uint32_t pro = 0; pro < 3; ++pro)
-      for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
-        for (uint32_t y32 = 0; y32 < n32; ++y32)
-          row_pipelines_[vec][pro][x32][y32] = lazy(PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {row_wg_, row_nf_, vec, pro, x32, y32, 0u, one_sg},
-                                   o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
-  // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
-  for (uint32_t vec = 0; vec < 2; ++vec)
-    for (uint32_t pro = 0; pro < 2; ++pro)
-      for (uint32_t x32 = 0; x32 < n32; ++x32)
-        rope_pipelines_[vec][pro][x32] = lazy(PipelineDesc{"linear_row_rope", 9, sizeof(LinearRowRopePush), {row_wg_, row_nf_, vec, pro, x32, 0u, 0u, one_sg},
-                                 o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+  // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), declared on first use; the
+  // one-group set now (compiled now under all_variants).
+  const uint32_t n32 = o.fp16 ? 2 : 1, wg = row_wg_, nf = row_nf_;
+  row_sets_ = std::make_unique<RowLaneSets<RowPipes>>([&device, o, rg, one_sg, n32, wg, nf, now](RowPipes& s, uint32_t lg) {
+    const uint32_t spec_lg = lg >= wg ? 0u : lg;
+    auto make = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), now && spec_lg == 0); };
+    for (uint32_t vec = 0; vec < 2; ++vec)
+      for (uint32_t pro = 0; pro < 3; ++pro)
+        for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+          for (uint32_t y32 = 0; y32 < n32; ++y32)
+            s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg},
+                                                          o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+    // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
+    for (uint32_t vec = 0; vec < 2; ++vec)
+      for (uint32_t pro = 0; pro < 2; ++pro)
+        for (uint32_t x32 = 0; x32 < n32; ++x32)
+          s.rope[vec][pro][x32] = make(PipelineDesc{"linear_row_rope", 9, sizeof(LinearRowRopePush), {wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg},
+                                                    o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+  });
+  row_sets_->get(wg);
+}
+
+uint32_t LinearKernel::row_lanes_for(uint32_t in, bool rope) const {
+  const uint32_t vw = fp16_ ? 8 : 4;
+  const uint32_t steps = !row_scalar_ && in % vw == 0 ? in / vw : in;
+  return row_lanes(row_geo_, steps, rope, row_force_lanes_);
+}
+
+void LinearKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {
+  for (uint32_t in : ins) {
+    if (in == 0) continue;
+    row_sets_->get(row_lanes_for(in, false));
+    row_sets_->get(row_lanes_for(in, true));
+  }
 }
 
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
@@ -362,7 +414,9 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
   static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32, y32 = fp16 && p.y_elem == Elem::f32;
-  program.dispatch(row_pipelines_[vec][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[pro]);
+  const uint32_t steps = vec ? p.in / vw : p.in;
+  const RowPipes& set = row_sets_->get(row_lanes(row_geo_, steps, false, row_force_lanes_));
+  program.dispatch(set.row[vec][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[pro]);
 }
 
 std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,
@@ -406,7 +460,9 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32;
-  program.dispatch(rope_pipelines_[vec][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups,
+  const uint32_t steps = vec ? p.in / vw : p.in;
+  const RowPipes& set = row_sets_->get(row_lanes(row_geo_, steps, true, row_force_lanes_));
+  program.dispatch(set.rope[vec][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups,
                    has_norm ? "linear_row+rmsnorm+rope_kv" : "linear_row+rope_kv");
 }
 

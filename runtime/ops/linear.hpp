@@ -2,7 +2,10 @@
 // paths (shaders/linear.comp, linear_vec.comp, linear_row.comp).
 #pragma once
 #include <array>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -127,12 +130,47 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
 // workgroup (8 on GPUs, kCpuRowFeatures on CPU drivers; even, as the RoPE epilogue's pairs need). pin: the required subgroup size (VK_EXT_subgroup_size_control, where the device's sizes vary
 // and wg is one of them), else 0. one_sg: one subgroup per workgroup is guaranteed (pinned, or the device
 // has one subgroup size and it is wg), so the subgroup variant declares no shared memory (ONE_SG).
+// lane_groups: row_lanes may split a workgroup into lane groups (GPUs; CPU drivers keep one group, where
+// a lane is a SIMD slot of one batch and idle slots cost little).
 constexpr uint32_t kCpuRowFeatures = 32;
 struct RowGeometry {
   uint32_t wg = 0, nf = 0, pin = 0;
   bool one_sg = false;
+  bool lane_groups = false;
 };
 RowGeometry row_geometry(const DeviceCaps& caps);
+// Lanes per lane group (LG, spec constant 8 of linear_row.glsl; issue 21 item 5) of a one-row dispatch whose
+// rows take `steps` load steps (dense: in / 8 in fp16, in / 4 in fp32 with vector loads, else in; Q8_0: in / 16;
+// Q4_0 and the int8 path: in / 32). Pure. One group (g.wg) where steps >= g.wg or !g.lane_groups; otherwise
+// the smallest power of two >= steps, so that every lane has a load. Never fewer lanes than leave each group
+// one feature (two with `pairs`: the RoPE epilogue's pairs stay in one group), i.e. LG >= wg·(pairs ? 2 : 1) / nf.
+// force (DIFFVK_ROW_LANES, test hooks): that size wherever lane groups are not allowed too, rounded down to
+// a power of two and clamped to [that minimum, g.wg].
+uint32_t row_lanes(const RowGeometry& g, uint32_t steps, bool pairs, uint32_t force = 0);
+// DIFFVK_ROW_LANES = N (a power of two): forces LG = N in every one-row kernel built afterwards (clamped as
+// row_lanes says), e.g. lane groups on lavapipe; unset, empty or 0: the device's choice. Anything else is
+// Error(invalid_argument). Read once per kernel, here only.
+uint32_t row_lanes_from_env();
+// Pipeline sets of a one-row kernel, one per LG, declared (as LazyPipelines) on first use; thread-safe.
+template <class Set>
+class RowLaneSets {
+ public:
+  explicit RowLaneSets(std::function<void(Set&, uint32_t lg)> make) : make_(std::move(make)) {}
+  const Set& get(uint32_t lg) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<Set>& s = sets_[lg];
+    if (!s) {
+      s = std::make_unique<Set>();
+      make_(*s, lg);
+    }
+    return *s;
+  }
+
+ private:
+  std::function<void(Set&, uint32_t)> make_;
+  mutable std::mutex mutex_;
+  mutable std::map<uint32_t, std::unique_ptr<Set>> sets_;
+};
 
 class LinearKernel {
  public:
@@ -174,8 +212,16 @@ class LinearKernel {
   // Workgroup size and output features per workgroup of record_row.
   uint32_t row_workgroup_size() const { return row_wg_; }
   uint32_t row_features() const { return row_nf_; }
+  // Lanes per lane group record_row / record_row_rope take for a row of `in` values (row_lanes).
+  uint32_t row_lanes_for(uint32_t in, bool rope = false) const;
+  // Declares the pipelines of the lane-group sizes rows of these widths take (the model's E and I), so that
+  // a kernel's declared pipelines (shader-stats, build_declared_pipelines) include them. Others are declared
+  // on first record.
+  void declare_row_widths(const std::vector<uint32_t>& ins) const;
   // Test hook: never use the vector loads (record_row and the matrix-matrix path).
   void force_row_scalar_for_testing(bool on) { row_scalar_ = on; }
+  // Test hook: lanes per lane group of the one-row paths (as DIFFVK_ROW_LANES; 0 = the kernel's choice).
+  void force_row_lanes_for_testing(uint32_t lg) { row_force_lanes_ = lg == 0 ? env_lanes_ : lg; }
   const std::vector<LinearTiles>& candidates() const { return tiles_; }
   // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
   // the shaders' grid-stride loops are exercised.
@@ -194,8 +240,13 @@ class LinearKernel {
                    const LinearParams& p, BufferRange residual, Elem y_elem) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
-  std::unique_ptr<LazyPipeline> row_pipelines_[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
-  std::unique_ptr<LazyPipeline> rope_pipelines_[2][2][2];    // linear_row_rope: [vector loads][prologue none, rmsnorm][x f32]
+  RowGeometry row_geo_;
+  uint32_t env_lanes_ = 0, row_force_lanes_ = 0;
+  struct RowPipes {
+    std::unique_ptr<LazyPipeline> row[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
+    std::unique_ptr<LazyPipeline> rope[2][2][2];    // linear_row_rope: [vector loads][prologue none, rmsnorm][x f32]
+  };
+  std::unique_ptr<RowLaneSets<RowPipes>> row_sets_;  // per LG
   bool row_scalar_ = false;
 };
 

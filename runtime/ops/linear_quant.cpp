@@ -58,31 +58,60 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
   const RowGeometry rg = row_geometry(c);
   wg_ = rg.wg;
   nf_ = rg.nf;
+  geo_ = rg;
+  env_lanes_ = force_lanes_ = row_lanes_from_env();
   const uint32_t one_sg = o.subgroup && rg.one_sg;
   const uint32_t n32 = o.fp16 ? 2 : 1;
-  // Compiled on first record (LazyPipeline).
-  auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
   for (QuantType t : types) {
     const int ti = type_index(t);
     if (ti < 0) throw Error(Status::invalid_argument, std::string("linear_row: no quantized kernel for ") + quant_type_name(t));
-    for (uint32_t vec = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1; vec < 2; ++vec)
-      for (uint32_t pro = 0; pro < 3; ++pro)
-        for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
-          for (uint32_t y32 = 0; y32 < n32; ++y32)
-            pipelines_[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader, 5, kLinearRowPushBytes, {wg_, nf_, vec, pro, x32, y32, uint32_t(ti + 1), one_sg}, o.subgroup,
-                                     o.fp16, o.subgroup ? rg.pin : 0u});
-    const char* rope_shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot_rope" : "linear_row_rope";
-    for (uint32_t vec = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1; vec < 2; ++vec)
-      for (uint32_t pro = 0; pro < 2; ++pro)
-        for (uint32_t x32 = 0; x32 < n32; ++x32)
-          rope_pipelines_[vec][ti][pro][x32] = lazy(PipelineDesc{rope_shader, 9, sizeof(LinearRowRopePush), {wg_, nf_, vec, pro, x32, 0u, uint32_t(ti + 1), one_sg},
-                                   o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+    types_[ti] = true;
   }
+  const char* rope_shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot_rope" : "linear_row_rope";
+  const uint32_t vec0 = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1, wg = wg_, nf = nf_;
+  const bool built[2] = {types_[0], types_[1]};
+  // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), compiled on first record
+  // (LazyPipeline); the sets are declared on first use.
+  sets_ = std::make_unique<RowLaneSets<Pipes>>([&device, o, rg, one_sg, n32, wg, nf, vec0, shader, rope_shader, built](Pipes& s, uint32_t lg) {
+    const uint32_t spec_lg = lg >= wg ? 0u : lg;
+    auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
+    for (int ti = 0; ti < 2; ++ti) {
+      if (!built[ti]) continue;
+      const uint32_t wq = uint32_t(ti + 1);
+      for (uint32_t vec = vec0; vec < 2; ++vec)
+        for (uint32_t pro = 0; pro < 3; ++pro)
+          for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+            for (uint32_t y32 = 0; y32 < n32; ++y32)
+              s.row[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader, 5, kLinearRowPushBytes, {wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg},
+                                                                o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+      for (uint32_t vec = vec0; vec < 2; ++vec)
+        for (uint32_t pro = 0; pro < 2; ++pro)
+          for (uint32_t x32 = 0; x32 < n32; ++x32)
+            s.rope[vec][ti][pro][x32] = lazy(PipelineDesc{rope_shader, 9, sizeof(LinearRowRopePush), {wg, nf, vec, pro, x32, 0u, wq, one_sg, spec_lg},
+                                                          o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
+    }
+  });
+  sets_->get(wg_);
+}
+
+uint32_t QuantRowKernel::lanes_for(QuantType type, uint32_t in, bool rope) const {
+  const uint32_t per_step = choice_.path == QuantRowPath::int8_dot || type == QuantType::q4_0 ? 32 : 16;
+  return row_lanes(geo_, in / per_step, rope, force_lanes_);
+}
+
+void QuantRowKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {
+  for (QuantType t : {QuantType::q8_0, QuantType::q4_0})
+    if (has(t))
+      for (uint32_t in : ins) {
+        if (in == 0) continue;
+        sets_->get(lanes_for(t, in, false));
+        sets_->get(lanes_for(t, in, true));
+      }
 }
 
 bool QuantRowKernel::has(QuantType t) const {
   const int ti = type_index(t);
-  return ti >= 0 && pipelines_[1][ti][0][0][0] != nullptr;
+  return ti >= 0 && types_[ti];
 }
 
 void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
@@ -93,7 +122,8 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
   if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear_row (quantized): the weight must start 16-byte aligned");
   const uint32_t vec = x.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0) ? 1 : 0;
-  if (!pipelines_[vec][type_index(type)][0][0][0])
+  const Pipes& set = sets_->get(lanes_for(type, p.in, false));
+  if (!set.row[vec][type_index(type)][0][0][0])
     throw Error(Status::invalid_argument, "linear_row (quantized): x and the norm weight must start 16-byte aligned on this device");
   std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
@@ -109,7 +139,7 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
        {"linear_row q4_0 int8", "linear_row q4_0 int8+rmsnorm", "linear_row q4_0 int8+silu_mul"}}};
   const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32, y32 = fp16_ && p.y_elem == Elem::f32;
   const int ti = type_index(type);
-  program.dispatch(pipelines_[vec][ti][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
+  program.dispatch(set.row[vec][ti][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
 }
 
 void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out,
@@ -121,7 +151,8 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear_row_rope (quantized): the weight must start 16-byte aligned");
   const uint32_t vec = x.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0) ? 1 : 0;
   const int ti = type_index(type);
-  if (!rope_pipelines_[vec][ti][0][0])
+  const Pipes& set = sets_->get(lanes_for(type, p.in, true));
+  if (!set.rope[vec][ti][0][0])
     throw Error(Status::invalid_argument, "linear_row_rope (quantized): x and the norm weight must start 16-byte aligned on this device");
   const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, uint32_t(l.quant_offset() / 16)}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
   uint32_t lim = device_.caps().max_workgroup_count[0];
@@ -130,7 +161,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   static const char* const labels[2][2] = {{"linear_row q8_0+rope_kv", "linear_row q8_0+rmsnorm+rope_kv"},
                                            {"linear_row q4_0+rope_kv", "linear_row q4_0+rmsnorm+rope_kv"}};
   const uint32_t x32 = fp16_ && p.x_elem == Elem::f32;
-  program.dispatch(rope_pipelines_[vec][ti][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups, labels[ti][has_norm ? 1 : 0]);
+  program.dispatch(set.rope[vec][ti][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups, labels[ti][has_norm ? 1 : 0]);
 }
 
 }  // namespace diffvk

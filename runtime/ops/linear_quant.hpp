@@ -71,16 +71,29 @@ class QuantRowKernel {
   void record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
                    BufferRange norm_w, const RowRope& rope) const;
   uint32_t workgroup_size() const { return wg_; }
+  // Lanes per lane group (row_lanes, ops/linear.hpp) of a row of `in` weights of this format (steps: one
+  // 16-byte quant vector per lane step, in / 16 for Q8_0 and in / 32 for Q4_0; one block of 32 on the int8 path).
+  uint32_t lanes_for(QuantType type, uint32_t in, bool rope = false) const;
+  // As LinearKernel::declare_row_widths, for every format this kernel has.
+  void declare_row_widths(const std::vector<uint32_t>& ins) const;
   // Test hook: cap the dispatched workgroup count (0 = the device limit) to exercise the grid-stride loop.
   void limit_workgroups_for_testing(uint32_t x) { test_limit_ = x; }
+  // Test hook: lanes per lane group (as DIFFVK_ROW_LANES; 0 = the kernel's choice).
+  void force_row_lanes_for_testing(uint32_t lg) { force_lanes_ = lg == 0 ? env_lanes_ : lg; }
 
  private:
   Device& device_;
   QuantRowChoice choice_;
   bool fp16_ = false;
   uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
-  std::unique_ptr<LazyPipeline> pipelines_[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
-  std::unique_ptr<LazyPipeline> rope_pipelines_[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
+  RowGeometry geo_;
+  uint32_t env_lanes_ = 0, force_lanes_ = 0;
+  bool types_[2] = {false, false};  // [q8_0, q4_0]: built
+  struct Pipes {
+    std::unique_ptr<LazyPipeline> row[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
+    std::unique_ptr<LazyPipeline> rope[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
+  };
+  std::unique_ptr<RowLaneSets<Pipes>> sets_;  // per LG
 };
 
 }  // namespace diffvk

@@ -207,6 +207,66 @@ TEST_CASE("linear_row: one subgroup per workgroup, pinned where the sizes vary (
   CHECK(row_geometry(cpu).nf % 2 == 0);  // whole RoPE pairs in a workgroup
 }
 
+TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (row_lanes, pure)") {
+  auto geo = [](uint32_t sg, uint32_t lo, uint32_t hi, bool control, DeviceKind kind = DeviceKind::discrete) {
+    DeviceCaps c = simulated(32768, 1024, sg);
+    c.subgroup_min_size = lo;
+    c.subgroup_max_size = hi;
+    c.subgroup_size_control = control;
+    c.kind = kind;
+    return row_geometry(c);
+  };
+  const RowGeometry gcn = geo(64, 64, 64, false);  // raven / renoir: wave64 only
+  CHECK(gcn.lane_groups);
+  CHECK(gcn.wg == 64);
+  CHECK(gcn.nf == 8);
+  // fp16 vector loads (8 halves): in = 256 -> 32 steps -> 2 groups of 32 lanes, 4 features each.
+  CHECK(row_lanes(gcn, 256 / 8, false) == 32);
+  CHECK(row_lanes(gcn, 256 / 8, true) == 32);
+  CHECK(row_lanes(gcn, 512 / 8, false) == 64);   // as many steps as lanes: one group
+  CHECK(row_lanes(gcn, 4096 / 8, false) == 64);
+  CHECK(row_lanes(gcn, 384 / 8, false) == 64);   // 48 steps: the next power of two is the workgroup
+  CHECK(row_lanes(gcn, 20, false) == 32);        // 20 steps: 32 lanes (every step one lane)
+  // Few steps: at most nf groups (1 feature each), nf / 2 with RoPE pairs.
+  CHECK(row_lanes(gcn, 8, false) == 8);          // Q4_0 at in = 256: 8 blocks -> 8 groups of 8 lanes
+  CHECK(row_lanes(gcn, 8, true) == 16);          // the RoPE epilogue: 4 groups of a pair each
+  CHECK(row_lanes(gcn, 1, false) == 8);
+  CHECK(row_lanes(gcn, 16, true) == 16);
+  const RowGeometry rdna = geo(64, 32, 64, true);  // pinned wave64
+  CHECK(row_lanes(rdna, 32, false) == 32);
+  CHECK(row_lanes(rdna, 64, false) == 64);
+  const RowGeometry nv = geo(32, 32, 32, false);
+  CHECK(row_lanes(nv, 32, false) == 32);
+  CHECK(row_lanes(nv, 16, false) == 16);
+  CHECK(row_lanes(nv, 2, false) == 4);           // 8 groups of 4 lanes, one feature each
+  CHECK(row_lanes(nv, 2, true) == 8);
+  // Every result: a power of two dividing wg, whose groups divide nf (even features per group with pairs).
+  for (const RowGeometry& g : {gcn, rdna, nv, geo(8, 8, 8, false), geo(4, 4, 4, false)})
+    for (uint32_t steps : {1u, 2u, 3u, 5u, 8u, 13u, 32u, 33u, 64u, 1000u})
+      for (bool pairs : {false, true})
+        for (uint32_t force : {0u, 1u, 2u, 3u, 4u, 16u, 64u, 256u}) {
+          const uint32_t lg = row_lanes(g, steps, pairs, force);
+          CAPTURE(g.wg);
+          CAPTURE(steps);
+          CAPTURE(force);
+          CHECK(lg >= 1);
+          CHECK((lg & (lg - 1)) == 0);
+          CHECK(g.wg % lg == 0);
+          CHECK(g.nf % (g.wg / lg) == 0);
+          if (pairs) CHECK((g.nf / (g.wg / lg)) % 2 == 0);
+        }
+  // CPU drivers keep one group unless forced (DIFFVK_ROW_LANES, the op tables' lanes= cases).
+  const RowGeometry cpu = geo(8, 8, 8, false, DeviceKind::cpu);
+  CHECK_FALSE(cpu.lane_groups);
+  CHECK(cpu.nf == kCpuRowFeatures);
+  CHECK(row_lanes(cpu, 2, false) == 8);
+  CHECK(row_lanes(cpu, 2, false, 4) == 4);
+  CHECK(row_lanes(cpu, 2, true, 1) == 1);        // 8 groups of 4 features: pairs still in one group
+  CHECK(row_lanes(cpu, 2, false, 3) == 2);       // rounded down to a power of two
+  CHECK(row_lanes(cpu, 2, false, 64) == 8);      // at most the workgroup
+  CHECK(row_lanes(gcn, 2, true, 1) == 16);       // clamped to whole pairs per group
+}
+
 TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {
   DeviceCaps c = simulated(49152, 1024, 32);
   for (const LinearTiles& t : linear_tile_candidates(c))

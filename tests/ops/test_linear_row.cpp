@@ -5,6 +5,8 @@
 // for bit; docs/maths.md's one-kernel tolerances.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "gpu_test.hpp"
 #include "op_table.hpp"
 #include "ops/linear.hpp"
@@ -41,4 +43,34 @@ TEST_CASE("linear_row: invalid arguments are rejected") {
   CHECK(prog.op_count() == 0);
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(0, 32)); }) == Status::ok);
   CHECK(prog.op_count() == 1);
+}
+
+TEST_CASE("linear_row: DIFFVK_ROW_LANES forces the lane groups and refuses what is not a power of two") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  struct Env {
+    explicit Env(const char* v) { setenv("DIFFVK_ROW_LANES", v, 1); }
+    ~Env() { unsetenv("DIFFVK_ROW_LANES"); }
+  };
+  const RowGeometry g = row_geometry(dev.caps());
+  {
+    Env e("2");
+    LinearKernel kernel(dev, KernelOptions::for_device(dev));
+    CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false, 2));
+    CHECK(kernel.row_lanes_for(16, true) == row_lanes(g, 16 / 4, true, 2));
+    kernel.force_row_lanes_for_testing(4);  // the test hook overrides it, and 0 goes back to the variable
+    CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false, 4));
+    kernel.force_row_lanes_for_testing(0);
+    CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false, 2));
+  }
+  {
+    Env e("0");
+    LinearKernel kernel(dev, KernelOptions::for_device(dev));
+    CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false));
+  }
+  for (const char* bad : {"3", "-4", "four", "4x", "2048"}) {
+    Env e(bad);
+    CAPTURE(bad);
+    CHECK(test::status_of([&] { LinearKernel k(dev, KernelOptions::for_device(dev)); }) == Status::invalid_argument);
+  }
 }

@@ -28,6 +28,7 @@ struct RopeRowCase {
   QuantType wq = QuantType::f16;
   bool int8 = false;  // quantized: the int8 dot-product path
   bool v2 = false;    // DIFF V2: H output heads = 2H query heads of D, H λ logits between q and k, caches of D
+  uint32_t lanes = 0;  // forced lanes per lane group (issue 21 item 5; row_lanes clamps it to whole RoPE pairs per group)
 };
 
 void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t seed) {
@@ -44,6 +45,10 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
   if (quant && c.wg_limit) qk->limit_workgroups_for_testing(c.wg_limit);
   if (c.scalar) kernel.force_row_scalar_for_testing(true);
   if (c.wg_limit) kernel.limit_workgroups_for_testing(c.wg_limit, 0);
+  if (c.lanes) {
+    kernel.force_row_lanes_for_testing(c.lanes);
+    if (quant) qk->force_row_lanes_for_testing(c.lanes);
+  }
   // V1: [q 2H·D | k 2Hkv·D | v], cache rows 2D. V2: [q 2H·D | λ H | k Hkv·D | v], cache rows D; q_out = q then λ.
   const uint32_t qcols = 2 * c.H * c.D, lcols = c.v2 ? c.H : 0, kcols = (c.v2 ? 1 : 2) * c.Hkv * c.D, k0 = qcols + lcols;
   const uint32_t out = k0 + 2 * kcols, kw = (c.v2 ? 1 : 2) * c.D, ycols = qcols + lcols;
@@ -157,7 +162,7 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     const auto cmp = test::compare(got, expect);
     INFO(precision_name(precision) << " E=" << c.E << " H=" << c.H << "/" << c.Hkv << " D=" << c.D << " position " << p
                                    << (c.norm ? " rmsnorm" : "") << (x32 ? " x32" : "") << (c.scalar ? " scalar" : "") << " "
-                                   << quant_type_name(c.wq) << (c.int8 ? " int8" : "") << (c.v2 ? " v2" : "") << ": "
+                                   << quant_type_name(c.wq) << (c.int8 ? " int8" : "") << (c.v2 ? " v2" : "") << " lanes " << c.lanes << ": "
                                    << cmp.summary());
     CHECK(test::within_spec(cmp, fp16));
     CHECK(touched == 0);
@@ -187,6 +192,15 @@ void run_all(Precision precision) {
       {96, 4, 2, 16, 7, false, false, false, 0, QuantType::f16, false, true},
       {96, 2, 2, 32, 6, true, false, false, 1, QuantType::q8_0, false, true},
       {64, 4, 1, 8, 5, true, true, true, 0, QuantType::f16, false, true},
+      // Forced lane groups (issue 21 item 5): groups of 1, 2 and 4 lanes on consecutive features (pairs kept).
+      {64, 2, 1, 16, 9, true, true, false, 0, QuantType::f16, false, false, 1},
+      {40, 1, 1, 20, 5, false, false, false, 0, QuantType::f16, false, false, 2},
+      {96, 4, 2, 12, 7, true, false, true, 1, QuantType::f16, false, false, 4},
+      {64, 2, 1, 24, 9, true, true, false, 0, QuantType::f16, false, true, 2},
+      {64, 2, 1, 16, 9, true, true, false, 0, QuantType::q8_0, false, false, 1},
+      {96, 4, 2, 12, 7, false, false, false, 1, QuantType::q4_0, false, false, 2},
+      {64, 2, 1, 16, 9, true, true, false, 0, QuantType::q8_0, true, false, 4},
+      {96, 4, 2, 12, 7, true, false, false, 0, QuantType::q4_0, true, false, 1},
   };
   // One context for every case (a device per case cost most of this test under qemu); each case builds its own
   // kernels, so no test hook (scalar loads, workgroup caps) carries over.
