@@ -134,6 +134,7 @@ void check_quantized(const std::string& dir, Precision precision, QuantType q, c
   // default where the device accelerates integer dot products) is checked op by op against a reference on
   // its own int8 activations (the linear_row case table), and as a whole model below.
   o.quant_decode = LoadOptions::QuantDecode::dequant;
+  o.quant_prefill = LoadOptions::QuantDecode::dequant;
   auto model = Model::load(*ctx, dir, o);
   const ModelConfig& c = model->config();
   const auto ref = ref::model_forward(reference_for(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
@@ -206,6 +207,7 @@ TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized refe
     LoadOptions o;
     o.weights = static_cast<QuantKind>(q);
     o.quant_decode = LoadOptions::QuantDecode::int8_dot;
+    o.quant_prefill = LoadOptions::QuantDecode::dequant;  // the prompt's matmuls as the reference's
     auto model = Model::load(*ctx, kBundled, o);
     const auto ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
                                         std::vector<int>(toks.begin(), toks.end())).logits;
