@@ -130,7 +130,8 @@ void run_int8_table(Precision p) {
       test::skip("the device has no shaderIntegerDotProduct: no int8 dot-product matmul");
       return;
     }
-    MESSAGE(std::string("int8 dot products: ") + (ctx->device().caps().int8_dot_accelerated ? "accelerated" : "not accelerated"));
+    const std::string speed = ctx->device().caps().int8_dot_accelerated ? "accelerated" : "not accelerated";
+    MESSAGE("int8 dot products: " << speed);
   }
   test::run_op_table("linear", p, {}, int8_case);
 }
