@@ -7,10 +7,11 @@
 // y, lane l owns columns n0 + l + j·WG of all BM rows), the k step is one 32-weight block:
 //  - each lane loads its RN weight blocks (Q8_0: two 16-byte loads; Q4_0: one, its nibbles turned into
 //    signed bytes (nibble − 8) in registers) and their scales;
-//  - each row's 32 activations are quantized with Q8_0's rule (q8_0.glsl: d = amax / 127,
-//    q = round-half-away(a / d), the decode int8 path's rounding): in the _sg variant lane l quantizes rows
-//    l, l + WG, … once and the 8 packed words + the scale reach every lane by subgroupShuffle with a constant
-//    lane; without subgroup shuffles every lane quantizes every row itself (same result, more work);
+//  - each row's 32 activations are quantized once per workgroup with Q8_0's rule (q8_0.glsl: d = amax / 127,
+//    q = round-half-away(a / d), the decode int8 path's rounding): lane l quantizes rows l, l + WG, … and
+//    writes the 8 packed words and the scale to shared memory; after a barrier every lane reads every row there
+//    at a constant address (a broadcast), and a second barrier ends the block. Not subgroupShuffle: radv
+//    (gfx1100, wave64) lowers a shuffle to a loop, which kept the row loop rolled and its accumulators in scratch;
 //  - per (row, column): s = Σ 8 OpSDot(q_x, q_w) in int32 over the block, then acc += (d_x·d_w)·float(s).
 // The activations are quantized on the way in, so the op needs no scratch buffer and keeps record_quant's
 // bindings (the planner sees the same node). Rows and columns past the edge are clamped at the loads and
@@ -18,14 +19,10 @@
 // VEC = 1: x read as 16-byte vectors (x_stride a multiple of 8 halves / 4 floats, aligned binding), else
 // elementwise. Y32 = 1: y and r are float32 (RTYPE) in either variant. Built only on devices with
 // shaderIntegerDotProduct (the DotProduct capabilities are in this module: int_dot.glsl).
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_spirv_intrinsics : require
 #include "common.glsl"
-#if DVK_SUBGROUP
-#extension GL_KHR_shader_subgroup_shuffle : require
-#endif
 #include "q8_0.glsl"
 #include "int_dot.glsl"
 
@@ -44,7 +41,7 @@ layout(local_size_x_id = 0) in;
 #define VTYPE vec4
 #define KVEC 4u
 #endif
-const uint RA = (BM + WG - 1) / WG;  // rows each lane quantizes per block (_sg variant)
+const uint RA = (BM + WG - 1) / WG;  // rows each lane quantizes per block
 
 layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
 layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
@@ -54,6 +51,9 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+
+shared uvec4 sq[BM * 2];  // the tile's quantized rows of the current block: 32 int8 in two uvec4s per row
+shared float sd[BM];      // and their scales
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -99,10 +99,6 @@ void main() {
   const uint lane = gl_LocalInvocationIndex;
   const uint TN = WG * RN;
   const uint nb = p.in_f / 32;  // blocks per row
-#if DVK_SUBGROUP
-  // Broadcast only when the workgroup is exactly one subgroup (as linear_reg.comp).
-  const bool share = gl_SubgroupSize == WG && gl_NumSubgroups == 1;
-#endif
   for (uint tm = gl_WorkGroupID.y; tm * BM < p.rows; tm += gl_NumWorkGroups.y) {
     for (uint tn = gl_WorkGroupID.x; tn * TN < p.out_f; tn += gl_NumWorkGroups.x) {
       const uint m0 = tm * BM, n0 = tn * TN;
@@ -111,12 +107,8 @@ void main() {
         [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
       uint wn[RN];  // this lane's weight rows (clamped)
       [[unroll]] for (uint j = 0; j < RN; ++j) wn[j] = min(n0 + lane + j * WG, p.out_f - 1);
-#if DVK_SUBGROUP
-      uint xrow[RA];
+      uint xrow[RA];  // the rows this lane quantizes (clamped; lanes past the tile's rows skip the store)
       [[unroll]] for (uint a = 0; a < RA; ++a) xrow[a] = min(m0 + lane + a * WG, p.rows - 1) * p.x_stride;
-#endif
-      uint xall[BM];
-      [[unroll]] for (uint i = 0; i < BM; ++i) xall[i] = min(m0 + i, p.rows - 1) * p.x_stride;
 
       for (uint kb = 0; kb < nb; ++kb) {
         uint bw[RN][8];
@@ -139,30 +131,29 @@ void main() {
             }
           }
         }
-#if DVK_SUBGROUP
-        uint qo[RA][8];
-        float dq[RA];
-        [[unroll]] for (uint a = 0; a < RA; ++a) quant_block(xrow[a] + kb * 32, qo[a], dq[a]);
-#endif
-        [[unroll]] for (uint i = 0; i < BM; ++i) {
-          uint qa[8];
-          float da;
-#if DVK_SUBGROUP
-          if (share) {
-            [[unroll]] for (uint w = 0; w < 8; ++w) qa[w] = subgroupShuffle(qo[i / WG][w], i % WG);  // constant once unrolled
-            da = subgroupShuffle(dq[i / WG], i % WG);
-          } else {
-            quant_block(xall[i] + kb * 32, qa, da);
+        [[unroll]] for (uint a = 0; a < RA; ++a) {
+          const uint rt = lane + a * WG;  // the row in the tile
+          if (rt < BM) {
+            uint q[8];
+            float d;
+            quant_block(xrow[a] + kb * 32, q, d);
+            sq[2 * rt] = uvec4(q[0], q[1], q[2], q[3]);
+            sq[2 * rt + 1] = uvec4(q[4], q[5], q[6], q[7]);
+            sd[rt] = d;
           }
-#else
-          quant_block(xall[i] + kb * 32, qa, da);
-#endif
+        }
+        barrier();
+        [[unroll]] for (uint i = 0; i < BM; ++i) {
+          const uvec4 q0 = sq[2 * i], q1 = sq[2 * i + 1];  // the same address in every lane
+          const uint qa[8] = uint[8](q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w);
+          const float da = sd[i];
           [[unroll]] for (uint j = 0; j < RN; ++j) {
             int s = 0;
             [[unroll]] for (uint w = 0; w < 8; ++w) s += sdot4x8(qa[w], bw[j][w], 0);
             acc[i][j] = fma(da * dw[j], float(s), acc[i][j]);
           }
         }
+        barrier();  // every lane has read the block before the next one is written
       }
 
       [[unroll]] for (uint i = 0; i < BM; ++i) {

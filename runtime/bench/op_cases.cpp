@@ -250,7 +250,7 @@ std::vector<OpCase> linear_cases(OpMode mode) {
     OpCase e = lin(33, 64, 72, 0, 0, kNone);
     e.weights = q, e.int8_dot = true, e.scalar_loads = true;
     b.add(e);
-    OpCase n = lin(40, 96, 72, 0, 0, kSep);  // the variant without subgroup shuffles: every lane quantizes every row
+    OpCase n = lin(40, 96, 72, 0, 0, kSep);  // a kernel built without subgroup operations (the register tile unpinned)
     n.weights = q, n.int8_dot = true, n.subgroup = false;
     b.add(n);
   }

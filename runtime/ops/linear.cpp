@@ -250,11 +250,12 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // it asks for its workgroup size as the subgroup size where the driver can be told.
   const DeviceCaps& dc = device.caps();
   reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
-  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, const char* shader = "linear_reg") {
+  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{shader, 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq}, reg_subgroup_, o.fp16, pin ? t.wg : 0u};
+    return PipelineDesc{shader, 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq}, reg_subgroup_ && sg, o.fp16, pin ? t.wg : 0u};
   };
+  const LinearTiles& rt = tiles_[kLinearRegVariant];
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
   // in fp32 the storage type is already float32.
   const uint32_t kv = o.fp16 ? 8u : 4u;  // elements per 16-byte load
@@ -289,13 +290,14 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   for (const QuantType q : quant) {
     if (q != QuantType::q8_0 && q != QuantType::q4_0) continue;
     any_quant = true;
-    // The int8 dot-product matmul (linear_reg_dot.comp: the register tile's geometry), compiled on first use
-    // even with all_variants (only the int8 tests and benchmark rows record it).
+    // The int8 dot-product matmul (linear_reg_dot.comp: the register tile's geometry; no subgroup variant, the
+    // quantized rows go through shared memory), compiled on first use even with all_variants (only the int8
+    // tests and benchmark rows record it).
     if (int8)
       for (uint32_t vec = 0; vec < 2; ++vec)
         for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32)
           quant_dot_pipelines_[q == QuantType::q4_0][vec][y32] = std::make_unique<LazyPipeline>(
-              device, reg_desc(tiles_[kLinearRegVariant], vec, y32, q == QuantType::q4_0 ? 2u : 1u, "linear_reg_dot"), false);
+              device, reg_desc(rt, vec, y32, q == QuantType::q4_0 ? 2u : 1u, /*sg=*/false, "linear_reg_dot"), false);
   }
   if (any_quant)
     platform::log(platform::LogLevel::info, std::string("linear (quantized, more than one row): ") + quant_row_path_name(quant_choice_.path) +
