@@ -206,12 +206,7 @@ float quant_dot(uint row, uint c, float a[32]) {
 
 #if DVK_INT_DOT
 #include "q8_0.glsl"
-// OpSDot / OpSUDot (SPV_KHR_integer_dot_product) on 4x8-bit packed operands (PackedVectorFormat4x8Bit = 0),
-// declared through GL_EXT_spirv_intrinsics: glslang 11.13 (Debian 12) has no GL_EXT_integer_dot_product.
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4x8(uint a, uint b, spirv_literal int fmt);
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
-int sudot4x8(uint a, uint b, spirv_literal int fmt);
+#include "int_dot.glsl"
 
 // d_w · Σ q_x·q_w over block b of row `row` (qa: the 32 int8 activations packed 4 per uint; qsum: their sum).
 float quant_idot(uint row, uint b, uint qa[8], int qsum) {

@@ -78,6 +78,9 @@ struct LoadOptions {
   // activations, so its logits differ from the dequantizing path's by that rounding.
   enum class QuantDecode { automatic, dequant, int8_dot };
   QuantDecode quant_decode = QuantDecode::automatic;
+  // The same choice for the matmuls of prefill (more than one row, LinearKernel::record_quant): automatic =
+  // int8 activations with integer dot products where the device accelerates them, else dequantized weights.
+  QuantDecode quant_prefill = QuantDecode::automatic;
 };
 // What loading cost on the host (Model::load_stats).
 struct LoadStats {
@@ -92,6 +95,8 @@ struct LoadStats {
   double seconds = 0;
   // Quantized decode's path (LoadOptions::quant_decode): "int8_dot" or "dequant"; "" without quantized weights.
   std::string quant_decode;
+  // Quantized prefill's path (LoadOptions::quant_prefill): "int8_dot" or "dequant"; "" without quantized weights.
+  std::string quant_prefill;
 };
 
 // Thread-safe: any number of Sessions of one Model may run concurrently on different threads

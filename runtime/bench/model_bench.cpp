@@ -105,14 +105,16 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   std::string why_not;
   const DeviceCaps& dc = ctx.device().caps();
   const std::string prefill_matmul =
-      kind != QuantKind::f16 ? std::string("quantized tiles (") + quant_kind_name(kind) + "; cooperative matrices take f16 weights only)"
+      kind != QuantKind::f16 ? std::string("quantized tiles (") + quant_kind_name(kind) + ", path " + ls.quant_prefill +
+                                   "; cooperative matrices take f16 weights only)"
       : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
           ? "cooperative matrices " + dc.coopmat_shape()
           : "scalar FMA (no cooperative matrices: " + why_not + ")";
-  sink.reportf("model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s",
+  sink.reportf("model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s%s%s",
               a.model_dir.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
               c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
-              quant_kind_name(kind), ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str());
+              quant_kind_name(kind), ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str(),
+              ls.quant_prefill.empty() ? "" : ", prefill path ", ls.quant_prefill.c_str());
   sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
                "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
                (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
@@ -182,6 +184,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   j["kv_cache"] = kv_cache_type_name(a.kv_cache);
   j["bits_per_weight"] = row.bits_per_weight;
   j["quant_decode_path"] = ls.quant_decode.empty() ? json(nullptr) : json(ls.quant_decode);
+  j["quant_prefill_path"] = ls.quant_prefill.empty() ? json(nullptr) : json(ls.quant_prefill);
   j["peak_device_bytes"] = dev_peak;
   j["device"] = caps_json(ctx.caps(), ctx.device());
   j["precision"] = precision_name(ctx.precision());

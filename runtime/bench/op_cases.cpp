@@ -19,6 +19,7 @@ std::string describe(const OpCase& c) {
     s += strf("%ux%u->%u", c.rows, c.in, c.out);
     if (c.x_pad || c.y_pad) s += strf(" pad %u/%u", c.x_pad, c.y_pad);
     if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
+    if (c.int8_dot) s += " int8-dot";
   } else if (c.op == "linear_row") {
     s += strf("%u->%u%s", c.in, c.out, pro_name(c.pro));
     if (c.weights != QuantType::f16) s += std::string(" ") + quant_type_name(c.weights);
@@ -111,6 +112,14 @@ std::vector<OpCase> linear_cases(OpMode mode) {
       m.weights = q;
       b.add(m);
     }
+    // Issue 19: the int8 dot-product matmul beside the dequantizing one (skipped without the feature).
+    for (QuantType q : {QuantType::q8_0, QuantType::q4_0})
+      for (const OpCase& s : {lin(64, 2048, 2048, 0, 0, kNone), lin(128, 2048, 2048, 0, 0, kNone), lin(64, 5632, 2048, 0, 0, kNone)})
+        for (bool i8 : {false, true}) {
+          OpCase m = s;
+          m.weights = q, m.int8_dot = i8;
+          b.add(m);
+        }
     return b.cases;
   }
   // Odd shapes, padded strides, every residual form; float32 y / residual (issue 13) on every path
@@ -223,6 +232,29 @@ std::vector<OpCase> linear_cases(OpMode mode) {
       else e.wg_limit_x = 2, e.wg_limit_y = 1;
       b.add(e);
     }
+  // The int8 dot-product matmul (issue 19; record_quant_path int8_dot, linear_reg_dot.comp; skipped without
+  // shaderIntegerDotProduct), against the reference on the dequantized weights and the int8-rounded
+  // activations: 2..70 rows (past one 16-row tile), in = 32·k not a multiple of 256, odd out, padded strides
+  // (elementwise x loads), every residual form, float32 y, a capped grid and a long reduction. Seeds after
+  // every other case's.
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
+    const OpCase qs[] = {lin(2, 32, 8, 0, 0, kNone),       lin(5, 96, 37, 0, 3, kSep),     lin(17, 160, 72, 8, 0, kInPlace),
+                         lin(33, 64, 200, 3, 1, kNone),   lin(70, 224, 41, 0, 0, kSep),   lin(65, 352, 101, 0, 2, kInPlace, true),
+                         lin(3, 480, 23, 0, 0, kSep, true), lin(20, 16384, 24, 0, 0, kNone)};
+    for (OpCase s : qs) {
+      s.weights = q, s.int8_dot = true;
+      b.add(s);
+    }
+    OpCase g = lin(100, 96, 200, 0, 0, kSep);
+    g.weights = q, g.int8_dot = true, g.wg_limit_x = 2, g.wg_limit_y = 1;
+    b.add(g);
+    OpCase e = lin(33, 64, 72, 0, 0, kNone);
+    e.weights = q, e.int8_dot = true, e.scalar_loads = true;
+    b.add(e);
+    OpCase n = lin(40, 96, 72, 0, 0, kSep);  // a kernel built without subgroup operations (the register tile unpinned)
+    n.weights = q, n.int8_dot = true, n.subgroup = false;
+    b.add(n);
+  }
   return b.cases;
 }
 

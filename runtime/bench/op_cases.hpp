@@ -64,8 +64,9 @@ struct OpCase {
   // linear_row: the weight format (issue 19): f16 = the storage type; q8_0 / q4_0 = GGUF blocks in the device
   // layout of ops/linear_quant.hpp (QuantRowKernel), checked against the reference on the dequantized weights.
   QuantType weights = QuantType::f16;
-  // linear_row over q8_0 / q4_0: the int8 dot-product path (QuantRowPath::int8_dot, forced), checked against
-  // the reference on the dequantized weights and the int8-rounded activations; skipped without the feature.
+  // linear_row / linear over q8_0 / q4_0: the int8 dot-product path (QuantRowPath::int8_dot, forced: QuantRowKernel,
+  // LinearKernel::record_quant_path), checked against the reference on the dequantized weights and the
+  // int8-rounded activations; skipped without the feature.
   bool int8_dot = false;
   // diff_attn / diff_v2_attn / rope_kv / kv_shift: a Q8_0 KV cache (issue 21 item 4; ops/kv_format.hpp), checked
   // against the reference on the dequantized cache (attention) or on GGUF's Q8_0 of the exact values (append, shift).

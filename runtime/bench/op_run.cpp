@@ -64,6 +64,19 @@ std::vector<uint8_t> weight_bytes(const OpCase& c, bool f16, std::vector<double>
   return pack_quant_matrix(c.weights, c.out, c.in, blocks.data());
 }
 
+// The int8 paths' activations (c.int8_dot): Q8_0's rule per block of 32 of v[off, off + n) (d = amax / 127,
+// q = round half away; the shaders' q8_0.glsl), the values replaced by q·d. In fp32 as the shaders compute it
+// (d, 1/d and v·(1/d) rounded to float): a rounding in double put values that lie within an ulp of a half-step
+// on the other side, one quantum off (seen in the 20 x 16384 matmul case, 9.5e-5 against the fp32 bound).
+void int8_round_blocks(std::vector<double>& v, size_t off, uint32_t n) {
+  for (size_t b0 = off; b0 < off + n; b0 += 32) {
+    float amax = 0;
+    for (size_t k = b0; k < b0 + 32; ++k) amax = std::max(amax, std::fabs(float(v[k])));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    for (size_t k = b0; k < b0 + 32; ++k) v[k] = double(std::round(float(v[k]) * id)) * double(d);
+  }
+}
+
 void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared& p) {
   const bool f16 = dev.fp16(), y32 = c.y_f32;
   std::mt19937_64 rng(c.seed);
@@ -77,6 +90,8 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   std::vector<double> xd(size_t(c.rows) * c.in);
   for (uint32_t i = 0; i < c.rows; ++i)
     for (uint32_t k = 0; k < c.in; ++k) xd[size_t(i) * c.in + k] = x[size_t(i) * xs + k];
+  if (c.int8_dot)  // the int8 matmul's activations, per row
+    for (uint32_t i = 0; i < c.rows; ++i) int8_round_blocks(xd, size_t(i) * c.in, c.in);
   p.expect = ref::linear(xd, int(c.rows), int(c.in), w, int(c.out));
   if (c.residual != OpResidual::none)
     for (uint32_t i = 0; i < c.rows; ++i)
@@ -97,7 +112,9 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = residual_of(c, ry, a.range(ro, yb));
   const Elem ye = y32 ? Elem::f32 : Elem::storage;
-  if (c.weights != QuantType::f16 && c.variant >= 0)
+  if (c.int8_dot)
+    kernel.record_quant_path(*p.prog, QuantRowPath::int8_dot, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+  else if (c.weights != QuantType::f16 && c.variant >= 0)
     kernel.record_quant_variant(*p.prog, uint32_t(c.variant), c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
   else if (c.weights != QuantType::f16)
     kernel.record_quant(*p.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
@@ -108,12 +125,15 @@ void prepare_linear(Device& dev, LinearKernel& kernel, const OpCase& c, Prepared
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
 
-  const LinearTiles t = c.variant >= 0               ? kernel.candidates()[size_t(c.variant)]
+  const LinearTiles t = c.int8_dot                  ? kernel.candidates()[kLinearRegVariant]
+                        : c.variant >= 0            ? kernel.candidates()[size_t(c.variant)]
                         : c.weights != QuantType::f16 ? choose_quant_linear_tiles(dev.caps(), c.rows, c.in, c.out)
                                                       : choose_linear_tiles(dev.caps(), c.rows, c.in, c.out, f16);
   p.detail = t.coop ? strf("coopmat %ux%ux%u wg=%u nsg=%u bm=%u bn=%u bk=%u variant=%u", t.cm, t.cn, t.ck, t.wg, t.nsg, t.bm, t.bn, t.bk, t.variant)
                     : strf("%s wg=%u bm=%u bn=%u bk=%u ku=%u rm=%u rn=%u variant=%u", t.vec ? "vec" : t.reg ? "reg" : "mm", t.wg, t.bm, t.bn,
                            t.bk, t.ku, t.rm, t.rn, t.variant);
+  if (c.weights != QuantType::f16)
+    p.detail += std::string(" ") + quant_type_name(c.weights) + (c.int8_dot ? " int8_dot" : " dequant");
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == OpResidual::in_place;
   p.reset = [=] {
@@ -158,14 +178,7 @@ void prepare_linear_row(Device& dev, LinearKernel& kernel, QuantRowKernel& qk, c
   const double inv = 1.0 / std::sqrt(ss / c.in + eps);
   for (uint32_t k = 0; k < c.in; ++k)
     act[k] = c.pro == RowPrologue::none ? x[k] : c.pro == RowPrologue::rmsnorm ? x[k] * inv * g[k] : x[k] / (1.0 + std::exp(-x[k])) * x[c.in + k];
-  if (c.int8_dot) {  // the kernel's int8 activations: Q8_0's rule per block of 32 (d = amax / 127, round half away)
-    for (uint32_t b0 = 0; b0 < c.in; b0 += 32) {
-      double amax = 0;
-      for (uint32_t k = b0; k < b0 + 32; ++k) amax = std::max(amax, std::fabs(act[k]));
-      const double d = amax / 127.0, id = d != 0 ? 1.0 / d : 0.0;
-      for (uint32_t k = b0; k < b0 + 32; ++k) act[k] = std::round(act[k] * id) * d;
-    }
-  }
+  if (c.int8_dot) int8_round_blocks(act, 0, c.in);  // the kernel's int8 activations
   p.expect = ref::linear(act, 1, int(c.in), w, int(c.out));
   if (c.residual != OpResidual::none)
     for (uint32_t n = 0; n < c.out; ++n) p.expect[n] += r[n];

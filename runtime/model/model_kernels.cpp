@@ -11,12 +11,13 @@ std::unique_ptr<DiffAttnKernel> model_attention(Device& dev, const KernelOptions
 }
 }  // namespace
 
-ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant, const QuantRowPath* quant_path) {
+ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant, const QuantRowPath* quant_path,
+                                 const QuantRowPath* prefill_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
   {
     PipelineGroup g(dev, "linear");
-    k.linear = std::make_unique<LinearKernel>(dev, ko, quant);
+    k.linear = std::make_unique<LinearKernel>(dev, ko, quant, false, quant.empty() ? nullptr : prefill_path);
     k.linear->declare_row_widths({c.hidden_size, c.intermediate_size});  // the one-row paths' lane groups (E, I)
   }
   {

@@ -45,9 +45,10 @@ struct ModelKernels {
 // by kernel: "linear", "rope_kv", "kv_shift", "attention", "head_rmsnorm", "embed", "silu_mul", "sample", "attn_probs",
 // and, for each block-quantized format in `quant` (q8_0 / q4_0), "linear_quant" (and the quantized
 // pipelines of "linear").
-// quant_path: the quantized one-row kernel's path (nullptr: choose_quant_row_path's choice for the device).
+// quant_path: the quantized one-row kernel's path (nullptr: choose_quant_row_path's choice for the device);
+// prefill_path: the quantized matmul's (LinearKernel::record_quant; nullptr: choose_quant_matmul_path's choice).
 ModelKernels build_model_kernels(Device& device, const ModelConfig& config, const std::vector<QuantType>& quant = {},
-                                 const QuantRowPath* quant_path = nullptr);
+                                 const QuantRowPath* quant_path = nullptr, const QuantRowPath* prefill_path = nullptr);
 // Adds the Q8_0 KV-cache kernels ("rope_kv q8_0", "attention q8_0") to k, once; invalid_argument when the
 // config's cache rows cannot hold Q8_0 blocks (kv_format_problem).
 void build_kv_q8_kernels(Device& device, const ModelConfig& config, ModelKernels& k);

@@ -223,14 +223,19 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
   const QuantRowPath forced_path = options.quant_decode == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
-  m->k = build_model_kernels(dev, c, wf.used(), options.quant_decode == LoadOptions::QuantDecode::automatic ? nullptr : &forced_path);  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  const QuantRowPath prefill_forced = options.quant_prefill == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
+  m->k = build_model_kernels(dev, c, wf.used(), options.quant_decode == LoadOptions::QuantDecode::automatic ? nullptr : &forced_path,
+                             options.quant_prefill == LoadOptions::QuantDecode::automatic ? nullptr : &prefill_forced);  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
   m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;
   m->stats.largest_tensor_bytes = up.largest_tensor_bytes;
   m->stats.weight_bytes = up.bytes;
   m->stats.split_tensors = up.split_tensors;
-  if (m->k.qrow) m->stats.quant_decode = quant_row_path_name(m->k.qrow->choice().path);
+  if (m->k.qrow) {
+    m->stats.quant_decode = quant_row_path_name(m->k.qrow->choice().path);
+    m->stats.quant_prefill = quant_row_path_name(m->k.linear->quant_choice().path);
+  }
   m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size() + (ck.gguf ? 1 : 0)) + " file(s)): " +
                                               std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +

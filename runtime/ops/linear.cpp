@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "ops/linear_quant.hpp"
+#include "platform.hpp"
 
 namespace diffvk {
 
@@ -259,8 +260,10 @@ std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c, bool fp16) 
   return v;
 }
 
-LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant, bool all_variants)
-    : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16) {
+LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant, bool all_variants,
+                           const QuantRowPath* quant_path)
+    : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16),
+      quant_choice_(choose_quant_matmul_path(device.caps(), quant_path)) {
   std::vector<bool> build(tiles_.size(), all_variants);
   // Compiled on first record (LazyPipeline) unless every variant is asked for.
   const bool now = all_variants;
@@ -276,11 +279,12 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // it asks for its workgroup size as the subgroup size where the driver can be told.
   const DeviceCaps& dc = device.caps();
   reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
-  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0) {
+  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{"linear_reg", 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq}, reg_subgroup_, o.fp16, pin ? t.wg : 0u};
+    return PipelineDesc{shader, 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq}, reg_subgroup_ && sg, o.fp16, pin ? t.wg : 0u};
   };
+  const LinearTiles& rt = tiles_[kLinearRegVariant];
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
   // in fp32 the storage type is already float32.
   const uint32_t kv = o.fp16 ? 8u : 4u;  // elements per 16-byte load
@@ -310,6 +314,23 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
   // built only for the formats asked for.
+  const bool int8 = quant_choice_.path == QuantRowPath::int8_dot || (all_variants && dc.integer_dot_product);
+  bool any_quant = false;
+  for (const QuantType q : quant) {
+    if (q != QuantType::q8_0 && q != QuantType::q4_0) continue;
+    any_quant = true;
+    // The int8 dot-product matmul (linear_reg_dot.comp: the register tile's geometry; no subgroup variant, the
+    // quantized rows go through shared memory), compiled on first use even with all_variants (only the int8
+    // tests and benchmark rows record it).
+    if (int8)
+      for (uint32_t vec = 0; vec < 2; ++vec)
+        for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32)
+          quant_dot_pipelines_[q == QuantType::q4_0][vec][y32] = std::make_unique<LazyPipeline>(
+              device, reg_desc(rt, vec, y32, q == QuantType::q4_0 ? 2u : 1u, /*sg=*/false, "linear_reg_dot"), false);
+  }
+  if (any_quant)
+    platform::log(platform::LogLevel::info, std::string("linear (quantized, more than one row): ") + quant_row_path_name(quant_choice_.path) +
+                                                ": " + quant_choice_.reason);
   for (const QuantType q : quant) {
     if (q != QuantType::q8_0 && q != QuantType::q4_0) continue;
     const uint32_t qi = q == QuantType::q4_0;
@@ -481,7 +502,20 @@ void LinearKernel::record_quant(Program& program, QuantType type, BufferRange x,
                                 const LinearParams& p, BufferRange residual, Elem y_elem) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
-  dispatch_mm(program, choose_quant_linear_tiles(device_.caps(), p.rows, p.in, p.out).variant, type, x, w, y, p, residual, y_elem);
+  record_quant_path(program, quant_choice_.path, type, x, w, y, p, residual, y_elem);
+}
+
+void LinearKernel::record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                                     const LinearParams& p, BufferRange residual, Elem y_elem) const {
+  if (type != QuantType::q8_0 && type != QuantType::q4_0)
+    throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
+  if (path == QuantRowPath::int8_dot) {
+    if (!device_.caps().integer_dot_product)
+      throw Error(Status::unsupported, "linear: the int8 dot-product matmul needs shaderIntegerDotProduct, which '" + device_.caps().name + "' lacks");
+    dispatch_mm(program, kLinearRegVariant, type, x, w, y, p, residual, y_elem, /*int8=*/true);
+  } else {
+    dispatch_mm(program, choose_quant_linear_tiles(device_.caps(), p.rows, p.in, p.out).variant, type, x, w, y, p, residual, y_elem);
+  }
 }
 
 void LinearKernel::record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w, BufferRange y,
@@ -494,7 +528,7 @@ void LinearKernel::record_quant_variant(Program& program, uint32_t variant, Quan
 }
 
 void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
-                               const LinearParams& p, BufferRange residual, Elem y_elem) const {
+                               const LinearParams& p, BufferRange residual, Elem y_elem, bool int8) const {
   if (variant >= tiles_.size()) throw Error(Status::invalid_argument, "linear: no such tile variant");
   const LinearTiles& t = tiles_[variant];
   const bool quant = wq != QuantType::f16;
@@ -562,15 +596,18 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
                                               "with all_variants has them)");
   const uint32_t qi = wq == QuantType::q4_0;
   const LazyPipeline* qpipe = !quant ? nullptr
+                          : int8 ? quant_dot_pipelines_[qi][vec4][y32].get()
                           : t.reg ? quant_pipelines_[qi][vec4][y32].get()
                           : variant == 1 || variant == 2 ? quant_mm_pipelines_[qi][variant - 1][vec4][y32].get()
                                                          : nullptr;
   if (quant && !qpipe)
     throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) +
-                                              " pipelines for tile variant " + std::to_string(variant));
+                                              (int8 ? " int8 dot-product pipelines (neither chosen nor all_variants)"
+                                                    : " pipelines for tile variant " + std::to_string(variant)));
   const Pipeline& pipe = (quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant]).get();
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
-                   quant ? (wq == QuantType::q4_0 ? "linear_reg q4_0" : "linear_reg q8_0")
+                   quant ? (int8 ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
+                                 : wq == QuantType::q4_0 ? "linear_reg q4_0" : "linear_reg q8_0")
                          : t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");
 }
 

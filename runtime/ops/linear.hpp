@@ -78,6 +78,23 @@ LinearTiles choose_quant_linear_tiles(const DeviceCaps& caps, uint32_t rows, uin
 // drivers, [0] and [3] on Mali, [0]-[3] elsewhere; plus [4] where linear_uses_coopmat.
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& caps, bool fp16 = true);
 
+// The two ways the quantized kernels multiply Q8_0 / Q4_0 weights (issue 19): dequantize the weights in
+// registers (or on the way into shared memory) and accumulate in fp32, or quantize the activations per block of
+// 32 to int8 (Q8_0's rule, shaders/q8_0.glsl) and use 4x8-bit integer dot products (linear_row_dot.comp for one
+// row, linear_reg_dot.comp for more; their results differ from the dequantizing path's by the activations'
+// rounding: the tests use a reference on the same int8 activations).
+enum class QuantRowPath { dequant, int8_dot };
+const char* quant_row_path_name(QuantRowPath p);  // "dequant" / "int8_dot"
+struct QuantRowChoice {
+  QuantRowPath path = QuantRowPath::dequant;
+  std::string reason;  // one line, for the log and the benchmark
+};
+// The matmul's path (LinearKernel::record_quant, more than one row), pure: int8_dot where the device has
+// shaderIntegerDotProduct and accelerates 4x8-bit packed signed dot products (DeviceCaps::int8_dot_accelerated),
+// else dequant (choose_quant_linear_tiles' tile). `force`: that path; int8_dot needs the feature
+// (Error(unsupported) naming the device otherwise).
+QuantRowChoice choose_quant_matmul_path(const DeviceCaps& caps, const QuantRowPath* force = nullptr);
+
 // One-row (decode) linear with an optional fused prologue (shaders/linear_row.comp):
 //   none:     y = x·Wᵀ (+ r)                              x: in values
 //   rmsnorm:  y = (x / sqrt(mean(x²) + eps) ⊙ g)·Wᵀ (+ r)   x, g: in values (the block RMSNorm)
@@ -178,7 +195,11 @@ class LinearKernel {
   // all_variants: pipelines for every tile candidate (record_variant of any of them: tests, the benchmark's
   // forced variants); otherwise only for those the device's tile choice can pick (linear_reachable_variants:
   // a CPU driver compiles none of the shared-memory tiles it never runs).
-  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {}, bool all_variants = false);
+  // quant_path: forces record_quant's path (choose_quant_matmul_path; null = the device's choice, logged at info
+  // level). The int8 pipelines (linear_reg_dot.comp) exist where that path is int8_dot, or with all_variants on a
+  // device with shaderIntegerDotProduct (record_quant_path); they compile on first use.
+  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {}, bool all_variants = false,
+               const QuantRowPath* quant_path = nullptr);
   // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
   // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
   // output with an input is rejected (invalid_argument).
@@ -197,6 +218,13 @@ class LinearKernel {
   // (dequantizing in registers) or a shared-memory tile of linear.comp (dequantizing into its fp32 tiles).
   void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
                     BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  // Same, on a given path: dequant = choose_quant_linear_tiles' tile; int8_dot = linear_reg_dot.comp (the
+  // register tile, activations quantized per block of 32 on the way in, integer dot products). A path without
+  // pipelines here is invalid_argument; int8_dot on a device without shaderIntegerDotProduct is unsupported.
+  void record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                         const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  // record_quant's path on this device (or the forced one) and why.
+  const QuantRowChoice& quant_choice() const { return quant_choice_; }
   // Same, on a given tile variant (1, 2: shared-memory; 3: register-tiled); one without pipelines here is
   // invalid_argument (tests run every quantized path on every device with an all_variants kernel).
   void record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w, BufferRange y,
@@ -236,8 +264,10 @@ class LinearKernel {
   bool reg_subgroup_ = false;  // the register-tiled pipelines share x rows with subgroupShuffle
   std::unique_ptr<LazyPipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
   std::unique_ptr<LazyPipeline> quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
+  QuantRowChoice quant_choice_;
+  std::unique_ptr<LazyPipeline> quant_dot_pipelines_[2][2][2];  // linear_reg_dot.comp: [q8_0, q4_0][vector x loads][y f32]
   void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
-                   const LinearParams& p, BufferRange residual, Elem y_elem) const;
+                   const LinearParams& p, BufferRange residual, Elem y_elem, bool int8 = false) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
   uint32_t row_wg_ = 0, row_nf_ = 0;
   RowGeometry row_geo_;

@@ -49,6 +49,20 @@ QuantRowChoice choose_quant_row_path(const DeviceCaps& c, const QuantRowPath* fo
                                      : "weights dequantized in registers (the device has no integer dot products)"};
 }
 
+QuantRowChoice choose_quant_matmul_path(const DeviceCaps& c, const QuantRowPath* force) {
+  if (force) {
+    if (*force == QuantRowPath::int8_dot && !c.integer_dot_product)
+      throw Error(Status::unsupported, "linear: the int8 dot-product matmul needs shaderIntegerDotProduct, which '" + c.name + "' lacks");
+    return {*force, std::string("forced by the caller")};
+  }
+  // Not yet measured on a device that accelerates them (none here): the same rule as the one-row path.
+  if (c.int8_dot_accelerated)
+    return {QuantRowPath::int8_dot, "int8 activations per block of 32 and 4x8-bit integer dot products, register tile (the device accelerates them)"};
+  return {QuantRowPath::dequant, c.integer_dot_product
+                                     ? "weights dequantized in the matmul (the device's 4x8-bit dot products are not accelerated)"
+                                     : "weights dequantized in the matmul (the device has no integer dot products)"};
+}
+
 QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vector<QuantType>& types, const QuantRowPath* force)
     : device_(device), choice_(choose_quant_row_path(device.caps(), force)), fp16_(o.fp16) {
   platform::log(platform::LogLevel::info, std::string("linear_row (quantized): ") + quant_row_path_name(choice_.path) + ": " + choice_.reason);

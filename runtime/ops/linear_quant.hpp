@@ -43,16 +43,7 @@ std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t i
 // layout's range (w.offset 16-byte aligned). x and the norm weight are read as 16-byte vectors when they
 // start 16-byte aligned; the elementwise variants exist only on devices whose storage offset alignment
 // is below 16 bytes (elsewhere every binding is aligned): a misaligned x there is invalid_argument.
-// The two ways the one-row kernel multiplies: dequantize the weights in registers and accumulate in fp32
-// (linear_row.comp), or quantize the activations per block of 32 to int8 and use 4x8-bit integer dot
-// products (linear_row_dot.comp; Q8_0's activation rule, so its result differs from the dequantizing
-// path by the activations' rounding: the tests use a reference on the same int8 activations).
-enum class QuantRowPath { dequant, int8_dot };
-const char* quant_row_path_name(QuantRowPath p);  // "dequant" / "int8_dot"
-struct QuantRowChoice {
-  QuantRowPath path = QuantRowPath::dequant;
-  std::string reason;  // one line, for the log and the benchmark
-};
+// The one-row kernel's two paths (QuantRowPath, ops/linear.hpp; the matmul's are the same two).
 // Pure: int8_dot where the device has shaderIntegerDotProduct and accelerates 4x8-bit packed signed and
 // mixed-signedness dot products (DeviceCaps::int8_dot_accelerated), dequant elsewhere. `force` (tests, the
 // benchmark's side-by-side rows): that path; int8_dot needs the feature (Error(unsupported) otherwise).

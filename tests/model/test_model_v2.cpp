@@ -142,8 +142,10 @@ TEST_CASE("model v2: an f16 and a q8_0 GGUF of a V2 model load and equal the che
   LoadOptions q8o;
   q8o.weights = QuantKind::q8_0;
   q8o.quant_decode = LoadOptions::QuantDecode::dequant;
+  q8o.quant_prefill = LoadOptions::QuantDecode::dequant;
   LoadOptions file_o;
   file_o.quant_decode = LoadOptions::QuantDecode::dequant;
+  file_o.quant_prefill = LoadOptions::QuantDecode::dequant;
   // The q8_0 file's blocks are the blocks quantize-at-load makes: the same logits, bit for bit.
   CHECK(logits(q8, file_o) == logits(kTinyV2, q8o));
   // The f16 file holds the weights rounded to fp16 (norms in f32): on an fp16 device that is what a load of the

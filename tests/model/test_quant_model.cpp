@@ -134,6 +134,7 @@ void check_quantized(const std::string& dir, Precision precision, QuantType q, c
   // default where the device accelerates integer dot products) is checked op by op against a reference on
   // its own int8 activations (the linear_row case table), and as a whole model below.
   o.quant_decode = LoadOptions::QuantDecode::dequant;
+  o.quant_prefill = LoadOptions::QuantDecode::dequant;
   auto model = Model::load(*ctx, dir, o);
   const ModelConfig& c = model->config();
   const auto ref = ref::model_forward(reference_for(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
@@ -206,6 +207,7 @@ TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized refe
     LoadOptions o;
     o.weights = static_cast<QuantKind>(q);
     o.quant_decode = LoadOptions::QuantDecode::int8_dot;
+    o.quant_prefill = LoadOptions::QuantDecode::dequant;  // the prompt's matmuls as the reference's
     auto model = Model::load(*ctx, kBundled, o);
     const auto ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
                                         std::vector<int>(toks.begin(), toks.end())).logits;
@@ -224,6 +226,58 @@ TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized refe
       agree += std::max_element(g0, g0 + V) - g0 == std::max_element(r0, r0 + V) - r0;
     }
     CHECK(agree == toks.size());
+  }
+}
+
+// The int8 dot-product prefill matmul (LoadOptions::quant_prefill, linear_reg_dot.comp) on a whole model, as the
+// decode test above: every position but the last through prefill (one chunk of 27 rows: past one 16-row tile),
+// decode dequantizing. Skipped without shaderIntegerDotProduct.
+TEST_CASE("quant model: int8 dot-product prefill agrees with the dequantized reference") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  if (!ctx->device().caps().integer_dot_product) {
+    test::skip("the device has no shaderIntegerDotProduct");
+    return;
+  }
+  const auto toks = bundled_tokens(28);
+  const size_t prompt = toks.size() - 1;  // the path under test: prefill
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
+    LoadOptions o;
+    o.weights = static_cast<QuantKind>(q);
+    o.quant_decode = LoadOptions::QuantDecode::dequant;
+    o.quant_prefill = LoadOptions::QuantDecode::int8_dot;
+    auto model = Model::load(*ctx, kBundled, o);
+    CHECK(model->load_stats().quant_prefill == "int8_dot");
+    const auto ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
+                                        std::vector<int>(toks.begin(), toks.end())).logits;
+    auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 32});
+    const auto got = test::teacher_forced(*s, toks, prompt);
+    REQUIRE(got.size() == ref.size());
+    const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
+    MESSAGE(std::string(quant_type_name(q)) << " int8 prefill vs the dequantized reference: " << cmp.summary());
+    CHECK(cmp.nmse < 1e-4);
+    CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
+    // The next token agrees wherever the reference's best logit leads the second by more than 0.5 (the
+    // rounding moves logits by up to ~0.17 here: a near-tie may flip, and is only counted).
+    const size_t V = model->config().vocab_size;
+    size_t clear = 0, agree = 0, near_ties = 0;
+    for (size_t t = 0; t < toks.size(); ++t) {
+      const auto g0 = got.begin() + t * V;
+      const auto r0 = ref.begin() + t * V;
+      const size_t best = std::max_element(r0, r0 + V) - r0;
+      double second = -1e300;
+      for (size_t v = 0; v < V; ++v)
+        if (v != best) second = std::max(second, double(r0[v]));
+      if (r0[best] - second <= 0.5) {
+        ++near_ties;
+        continue;
+      }
+      ++clear;
+      agree += size_t(std::max_element(g0, g0 + V) - g0) == best;
+    }
+    MESSAGE(clear << " positions with a clear next token, " << near_ties << " near-ties");
+    CHECK(clear >= toks.size() / 2);
+    CHECK(agree == clear);
   }
 }
 

@@ -115,10 +115,31 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
 // shared-memory reduction, every tile variant, the matrix-matrix tiles with elementwise loads, capped
 // workgroup counts (grid-stride loops), a long reduction (in = 16384) on every path, float32 y / residual.
 namespace {
-bool not_coop(const bench::OpCase& c) { return c.variant != int(kLinearCoopVariant); }
+bool not_coop(const bench::OpCase& c) { return c.variant != int(kLinearCoopVariant) && !c.int8_dot; }
+bool int8_case(const bench::OpCase& c) { return c.int8_dot; }
+// The int8 dot-product matmul's cases (issue 19; LinearKernel::record_quant_path int8_dot), skipped, saying why,
+// on a device without shaderIntegerDotProduct.
+void run_int8_table(Precision p) {
+  if (p == Precision::fp16 && !test::device_has_fp16()) {
+    test::skip("device has no fp16 path; fp16 case not run on this device");
+    return;
+  }
+  {
+    auto ctx = Context::create(test::validated_options(p));
+    if (!ctx->device().caps().integer_dot_product) {
+      test::skip("the device has no shaderIntegerDotProduct: no int8 dot-product matmul");
+      return;
+    }
+    const std::string speed = ctx->device().caps().int8_dot_accelerated ? "accelerated" : "not accelerated";
+    MESSAGE("int8 dot products: " << speed);
+  }
+  test::run_op_table("linear", p, {}, int8_case);
+}
 }  // namespace
 TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::fp32, {}, not_coop); }
 TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16, {}, not_coop); }
+TEST_CASE("linear: int8 dot-product matmul fp32") { run_int8_table(Precision::fp32); }
+TEST_CASE("linear: int8 dot-product matmul fp16") { run_int8_table(Precision::fp16); }
 // The cooperative-matrix tiles (issue 20; shaders/coopmat/linear_coopmat.comp) on devices that have a usable
 // shape: Mesa 26 lavapipe in CI's .ci/coopmat pass (there the tuning does not pick them, quirk
 // coopmat_emulated; the case table runs them by variant). Skipped elsewhere, saying why.
@@ -394,4 +415,47 @@ TEST_CASE("linear: quantized weights take a shared-memory tile on GPUs past 16 r
     CHECK(choose_quant_linear_tiles(cpu, rows, 2048, 2048).variant == kLinearRegVariant);
     CHECK(choose_quant_linear_tiles(mali, rows, 2048, 2048).variant == kLinearRegVariant);
   }
+}
+
+TEST_CASE("linear: the quantized matmul's int8 path only where the device accelerates it (choose_quant_matmul_path, pure)") {
+  DeviceCaps c = simulated(32768, 256, 8);
+  c.name = "simulated";
+  CHECK(choose_quant_matmul_path(c).path == QuantRowPath::dequant);
+  c.integer_dot_product = true;  // unaccelerated (lavapipe, SwiftShader)
+  const QuantRowChoice slow = choose_quant_matmul_path(c);
+  CHECK(slow.path == QuantRowPath::dequant);
+  CHECK(slow.reason.find("not accelerated") != std::string::npos);
+  c.int8_dot_accelerated = true;
+  CHECK(choose_quant_matmul_path(c).path == QuantRowPath::int8_dot);
+  const QuantRowPath deq = QuantRowPath::dequant, i8 = QuantRowPath::int8_dot;
+  CHECK(choose_quant_matmul_path(c, &deq).path == QuantRowPath::dequant);
+  c.integer_dot_product = c.int8_dot_accelerated = false;
+  CHECK(test::status_of([&] { choose_quant_matmul_path(c, &i8); }) == Status::unsupported);
+}
+
+TEST_CASE("linear: the int8 matmul without its pipelines or the feature is an error naming why") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  Buffer a(dev, 1 << 16, MemoryDomain::device, "a"), b(dev, 1 << 16, MemoryDomain::device, "b"), c(dev, 1 << 16, MemoryDomain::device, "c");
+  Program prog(dev, "int8 matmul errors");
+  const LinearParams lp{4, 64, 8, 64, 8};
+  const QuantRowPath deq = QuantRowPath::dequant, i8 = QuantRowPath::int8_dot;
+  LinearKernel dequant(dev, KernelOptions::for_device(dev), {QuantType::q8_0}, false, &deq);
+  CHECK(dequant.quant_choice().path == QuantRowPath::dequant);
+  const Status want = dev.caps().integer_dot_product ? Status::invalid_argument : Status::unsupported;
+  CHECK(test::status_of([&] {
+          dequant.record_quant_path(prog, QuantRowPath::int8_dot, QuantType::q8_0, a.range(), b.range(), c.range(), lp);
+        }) == want);
+  if (!dev.caps().integer_dot_product) {
+    CHECK(test::status_of([&] { LinearKernel k(dev, KernelOptions::for_device(dev), {QuantType::q8_0}, false, &i8); }) ==
+          Status::unsupported);
+    return;
+  }
+  LinearKernel forced(dev, KernelOptions::for_device(dev), {QuantType::q8_0}, false, &i8);
+  CHECK(forced.quant_choice().path == QuantRowPath::int8_dot);
+  CHECK(test::status_of([&] { forced.record_quant(prog, QuantType::q4_0, a.range(), b.range(), c.range(), lp); }) ==
+        Status::invalid_argument);  // built for Q8_0 only
+  CHECK(prog.op_count() == 0);
+  CHECK(test::status_of([&] { forced.record_quant(prog, QuantType::q8_0, a.range(), b.range(), c.range(), lp); }) == Status::ok);
+  CHECK(prog.op_count() == 1);
 }
