@@ -63,6 +63,8 @@ layout(constant_id = 4) const uint KVQ8 = 0;   // 1: the K/V caches hold Q8_0 bl
 layout(constant_id = 5) const uint KB = 0;     // 1: the key-block core (attend_blocks; needs DVK_SUBGROUP), 0: one key at a time
 layout(constant_id = 6) const uint NSG = 1;    // subgroups per workgroup; > 1 (key-block core, fused kernels only): each
                                                // block of K/V rows is staged once in shared memory for all of them
+layout(constant_id = 7) const uint QH = 0;     // 1 (staged, fp16 storage): Q in shared memory as halves (exact: q
+                                               // is fp16), unscaled; the scale multiplies each score instead
 layout(local_size_x_id = 0) in;
 
 // K/V rows are read in chunks of CW elements (VPC vec4 registers): 16-byte loads of 8 halves where
@@ -103,7 +105,8 @@ const uint SMODE = 2;
 const uint UPC = SMODE == 2 ? VPC : 1;             // units per chunk
 const uint KSTR = (NQT * UPC) | 1, VSTR = (NVT * UPC) | 1;
 const uint SKN = STG != 0 ? L * (KSTR > VSTR ? KSTR : VSTR) : 1;  // units of the staged block: its K rows, later its V rows
-const uint QA = STG != 0 ? (QSZ + PA > CSZ ? QSZ + PA : CSZ) : (QSZ > CSZ ? QSZ : CSZ);
+const uint QF = QH != 0 ? 0 : QSZ;                 // vec4s of Q in sQ (none when Q is in sQh)
+const uint QA = STG != 0 ? (QF + PA > CSZ ? QF + PA : CSZ) : (QSZ > CSZ ? QSZ : CSZ);
 
 layout(std430, binding = 0) readonly buffer Qbuf { STYPE q[]; };
 layout(std430, binding = 1) readonly buffer Kbuf { STYPE kc[]; };
@@ -156,6 +159,7 @@ shared float sSum[NST * L];
 shared vec4 sQ[NSG * QA];  // key-block core, per subgroup: Q, read by every lane at one address (a broadcast), and
                            // with staging the block's probabilities, [softmax, slot][key]
 shared vec4 sP[STG != 0 ? 1 : PA];  // the probabilities without staging (one subgroup)
+shared uvec2 sQh[QH != 0 ? NSG * QSZ : 1];  // QH: each subgroup's Q, 4 halves per vec4 of sQ's layout
 shared uvec4 sKV4[SMODE != 1 ? SKN : 1];  // staged K/V block (NSG > 1), SMODE 0 and 2
 shared uvec2 sKV2[SMODE == 1 ? SKN : 1];  // ... SMODE 1
 #endif
@@ -257,8 +261,8 @@ void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC], bool fa
 
 // The last key (inclusive) slot r may see; 0xffffffff marks an invalid slot.
 uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0xffffffffu; }
-// vec4 c (of VPC) of Q chunk li (of NQT: softmax li / HQ) of slot r, scaled; zeros past the row or slot.
-vec4 q_part(uint r, uint li, uint c) {
+// vec4 c (of VPC) of Q chunk li (of NQT: softmax li / HQ) of slot r, unscaled; zeros past the row or slot.
+vec4 q_raw(uint r, uint li, uint c) {
   const bool ok = slot_valid(r);
   const uint qbase = ok ? slot_query(r) * p.q_stride + slot_head(r) * (p.q_hstride != 0 ? p.q_hstride : DV) + p.qk_off : 0;
   const uint s = li / HQ, c0 = (li % HQ) * CW;
@@ -267,8 +271,9 @@ vec4 q_part(uint r, uint li, uint c) {
     const uint x = c0 + c * 4 + e;
     if (ok && li < NQT && x < HD) v[e] = float(q[qbase + s * HD + x]);
   }
-  return v * p.scale;
+  return v;
 }
+vec4 q_part(uint r, uint li, uint c) { return q_raw(r, li, c) * p.scale; }  // scaled
 
 #if DVK_SUBGROUP
 // The key-block core (KB = 1): keys in blocks of L, each lane one key of the block.
@@ -333,7 +338,8 @@ void staged_chunk(uint u, out vec4 r[VPC]) {
 
 void attend_blocks(uint key_begin, uint key_end) {
   const uint l0 = lane(), grp = KG == 1 ? 0 : l0 / LG, vi0 = KG == 1 ? l0 : l0 % LG;
-  const uint qo = sg_index() * QA, po = qo + QSZ;  // this subgroup's Q, and with staging its probabilities, in sQ
+  const uint qo = sg_index() * QA, po = qo + QF;  // this subgroup's Q (unless QH), and with staging its probabilities, in sQ
+  const uint qh = sg_index() * QSZ;                // QH: this subgroup's Q in sQh
   const bool all_v = NVT % LG == 0;  // every lane has a chunk of every V row
   const uint gq = grp * (NKB / 4);   // this key group's first vec4 of a row of probabilities (NKB % 4 == 0)
   float l_lane[NST];
@@ -348,7 +354,14 @@ void attend_blocks(uint key_begin, uint key_end) {
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
       if (li < NQT)
-        [[unroll]] for (uint c = 0; c < VPC; ++c) sQ[qo + (r * NQT + li) * VPC + c] = q_part(r, li, c);
+        [[unroll]] for (uint c = 0; c < VPC; ++c) {
+          if (QH != 0) {
+            const vec4 v = q_raw(r, li, c);
+            sQh[qh + (r * NQT + li) * VPC + c] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+          } else {
+            sQ[qo + (r * NQT + li) * VPC + c] = q_part(r, li, c);
+          }
+        }
     }
   }
   barrier();
@@ -369,10 +382,18 @@ void attend_blocks(uint key_begin, uint key_end) {
       else load_chunk(true, krow, (DVK_V2 != 0 ? 0 : p.qk_off) + s * HD + c0, HD - c0, k, true);  // V2: qk_off moves Q only
       [[unroll]] for (uint r = 0; r < RB; ++r)  // one FMA chain per score (no separate dot + add)
         [[unroll]] for (uint x = 0; x < VPC; ++x) {
-          const vec4 qv = sQ[qo + (r * NQT + c) * VPC + x];
+          vec4 qv;
+          if (QH != 0) {
+            const uvec2 h = sQh[qh + (r * NQT + c) * VPC + x];
+            qv = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+          } else {
+            qv = sQ[qo + (r * NQT + c) * VPC + x];
+          }
           [[unroll]] for (uint e = 0; e < 4; ++e) sc[s * RB + r] = fma(qv[e], k[x][e], sc[s * RB + r]);
         }
     }
+    if (QH != 0)
+      [[unroll]] for (uint i = 0; i < NST; ++i) sc[i] *= p.scale;
     [[unroll]] for (uint t = 0; t < NSM; ++t)
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;

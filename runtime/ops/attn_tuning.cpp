@@ -57,15 +57,17 @@ uint32_t attn_block_shared_bytes(const AttnTiles& t, uint32_t D) {
   const uint32_t q = t.br * nqt * vpc, fold = (t.wg - lg) * nst * c.nvv * vpc;  // vec4s (QSZ, CSZ)
   const uint32_t probs = 16 * cdiv(nst * t.wg, 4);
   // The shader declares every array; those of the other mode take one element (kUnused bytes in all).
-  constexpr uint32_t kUnusedStaging = 16 + 8;  // sKV4[1] and sKV2[1]
+  constexpr uint32_t kUnusedStaging = 16 + 8 + 8;  // sKV4[1], sKV2[1] and sQh[1]
   if (t.nsg <= 1) return 16 * std::max(q, fold) + probs + kUnusedStaging;
-  const uint32_t per_subgroup = std::max(16 * q + probs, 16 * fold);  // Q + probabilities, later the fold
+  // Per subgroup: Q (fp32 in sQ, or halves in sQh) and the probabilities, later the fold in their place.
+  const uint32_t per_subgroup = t.qh ? 8 * q + std::max(probs, 16 * fold) : std::max(16 * q + probs, 16 * fold);
   // The staged block (SMODE of attn_core.glsl): L rows of K, later L rows of V in the same place, each row an odd
   // number of units; 8-byte units for 4-element chunks of halves, else 16-byte ones (floats take VPC units per chunk).
   const bool halves = t.kv_halves;
   const uint32_t unit = halves && c.cw == 4 ? 8 : 16, upc = halves ? 1 : vpc;
   const uint32_t staged = t.wg * std::max((nqt * upc) | 1, (nvt * upc) | 1) * unit;
-  return t.nsg * per_subgroup + staged + 16 /* sP[1] */ + (unit == 8 ? 16 : 8) /* the other staging array */;
+  return t.nsg * per_subgroup + staged + 16 /* sP[1] */ + (unit == 8 ? 16 : 8) /* the other staging array */ +
+         (t.qh ? 0 : 8) /* sQh[1] */;
 }
 
 namespace {
@@ -77,6 +79,7 @@ uint32_t tile_shared_bytes(const AttnTiles& t, uint32_t D) {
 AttnTiles attn_unstaged(const AttnTiles& t, uint32_t D) {
   AttnTiles u = t;
   u.nsg = 1;
+  u.qh = 0;
   u.shared_bytes = tile_shared_bytes(u, D);
   return u;
 }
@@ -107,6 +110,7 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
   if (uint64_t(t.nsg) * t.wg > std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]))
     return std::to_string(t.nsg) + " subgroups of " + std::to_string(t.wg) + " exceed the workgroup limits";
   if (t.nsg > 1 && (!t.blocks || t.chunk == 0)) return "staged K/V (nsg > 1) needs the key-block core and chunked rows";
+  if (t.qh > 1 || (t.qh && (t.nsg < 2 || !fp16))) return "Q in halves (qh) needs staged K/V and fp16 storage";
   if (t.shared_bytes != tile_shared_bytes(t, D)) return "shared_bytes does not match the tiles";
   if (t.shared_bytes > caps.max_shared_memory)
     return "shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(caps.max_shared_memory);
@@ -195,10 +199,26 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
     auto resident = [&](const AttnTiles& x) {
       return narrowest < 64 || (caps.max_shared_memory / x.shared_bytes) * x.nsg * (x.wg / 64) >= 16;
     };
-    t.nsg = std::min(cdiv(kAttnStagedQueries * n_rep, t.br), max_inv / t.wg);
-    for (; t.nsg >= 2; --t.nsg) {
-      t.shared_bytes = tile_shared_bytes(t, D);
-      if (t.shared_bytes <= caps.max_shared_memory && resident(t)) break;
+    auto most_subgroups = [&](AttnTiles x) {
+      x.nsg = std::min(cdiv(kAttnStagedQueries * n_rep, x.br), max_inv / x.wg);
+      for (; x.nsg >= 2; --x.nsg) {
+        x.shared_bytes = tile_shared_bytes(x, D);
+        if (x.shared_bytes <= caps.max_shared_memory && resident(x)) break;
+      }
+      return x;
+    };
+    t = most_subgroups(t);
+    // With fp16 storage, Q can sit in shared memory as halves (q is fp16: exact), which leaves room for more
+    // subgroups: always where the compiler fuses the conversion into the FMAs (quirk fused_fp16_conversion: AMD),
+    // elsewhere only where fp32 Q keeps fewer than kAttnStagedQueries queries (a conversion per Q value read).
+    const bool fused = caps.has_quirk("fused_fp16_conversion");
+    if (fp16 && (fused || attn_queries_per_workgroup(t, n_rep) < kAttnStagedQueries)) {
+      AttnTiles h = single;
+      h.qh = 1;
+      h = most_subgroups(h);
+      if (h.nsg >= 2 && (fused ? attn_queries_per_workgroup(h, n_rep) >= attn_queries_per_workgroup(t, n_rep)
+                               : attn_queries_per_workgroup(h, n_rep) > attn_queries_per_workgroup(t, n_rep)))
+        t = h;
     }
     if (t.nsg < 2) t = single;
   }

@@ -29,6 +29,7 @@ struct AttnTiles {
   bool kv_halves = false;  // K/V hold halves (fp16 storage and not a Q8_0 cache): what a staged block holds
   uint32_t nsg = 1;   // subgroups per workgroup (each with its br slots); > 1 (prefill, key-block core, not on CPU drivers:
                       // quirk no_kv_staging): each block of K/V rows is staged once in shared memory for all nsg·br slots
+  uint32_t qh = 0;    // 1 (staged, fp16 storage): Q in shared memory as halves, where fp32 Q would keep fewer queries
   uint32_t shared_bytes = 0;  // shared memory of the larger variant: the no-subgroup one's lane sums, or the key-block
                               // core's Q and probabilities (the per-key subgroup variant uses none)
   uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
@@ -95,7 +96,7 @@ constexpr uint32_t kAttnStagedQueries = 16;
 AttnTiles attn_unstaged(const AttnTiles& t, uint32_t D);
 
 // Specialization constants of attn_core.glsl for these tiles: {WG (= nsg · L lanes), HD, RB, CHUNK} (ids 0-3; the
-// kernel adds KVQ8 (4), KB (5) = t.blocks and NSG (6) = t.nsg).
+// kernel adds KVQ8 (4), KB (5) = t.blocks, NSG (6) = t.nsg and QH (7) = t.qh).
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);
 
 }  // namespace diffvk

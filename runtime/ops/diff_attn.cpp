@@ -11,6 +11,7 @@ std::vector<uint32_t> spec(const AttnTiles& t, uint32_t D, KvFormat kv) {
   s.push_back(kv == KvFormat::q8_0 ? 1 : 0);  // KVQ8
   s.push_back(t.blocks);                      // KB: the key-block core
   s.push_back(t.nsg);                         // NSG: subgroups per workgroup (staged K/V when > 1)
+  s.push_back(t.qh);                          // QH: Q in shared memory as halves
   return s;
 }
 

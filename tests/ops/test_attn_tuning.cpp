@@ -61,6 +61,7 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
                       CHECK(t.blocks == 1);
                       CHECK(t.chunk != 0);
                       CHECK(t.nsg * t.wg <= inv);
+                      if (t.qh) CHECK(attn_queries_per_workgroup(attn_unstaged(t, D), n_rep) <= attn_queries_per_workgroup(t, n_rep));
                       CHECK(attn_queries_per_workgroup(t, n_rep) <= std::max(kAttnStagedQueries, t.br / n_rep) + t.br);
                     }
                     if (t.blocks) ++blocked;
@@ -192,10 +193,14 @@ TEST_CASE("attn tuning: the key-block core wherever subgroups run, unless quirk 
   CHECK(t.shared_bytes == attn_block_shared_bytes(t, 64));
   // D = 64, n_rep 4, 32 lanes, 4-element chunks: per subgroup Q of 4 slots (4 x 32 chunks of 16 bytes) + 8 x 32
   // probabilities; the staged block: 32 rows of 33 8-byte units (32 chunks of 4 halves, padded to an odd count).
-  // Every array of the other mode is declared with one element (16 + 8 bytes).
-  CHECK(t.nsg == 7);  // 32 KiB: (32768 - 8448 - 32) / 3072 subgroups
-  CHECK(t.shared_bytes == t.nsg * (4 * 32 * 16 + 8 * 32 * 4) + 32 * 33 * 8 + 16 + 16);
-  CHECK(attn_unstaged(t, 64).shared_bytes == 4 * 32 * 16 + 8 * 32 * 4 + 16 + 8);
+  // Every array of the other mode is declared with one element. With Q in fp32, 32 KiB holds (32768 - 8448 - 40) /
+  // 3072 = 7 subgroups (7 queries), so Q goes to shared memory as halves: (32768 - 8448 - 32) / 2048 = 11.
+  CHECK(t.qh == 1);
+  CHECK(t.nsg == 11);
+  CHECK(t.shared_bytes == t.nsg * (4 * 32 * 8 + 8 * 32 * 4) + 32 * 33 * 8 + 16 + 16);
+  CHECK(attn_unstaged(t, 64).shared_bytes == 4 * 32 * 16 + 8 * 32 * 4 + 16 + 8 + 8);
+  CHECK(attn_unstaged(t, 64).qh == 0);
+  CHECK(choose_attn_tiles(gpu, false, 64, 4, AttnPhase::prefill).qh == 0);  // fp32 storage: Q stays fp32
   CHECK(check_attn_tiles(gpu, true, 64, 4, t) == "");
   // Key groups: D = 16 on 64 lanes (8 chunks of a V row): 56 lanes fold their partial P.V through shared memory.
   DeviceCaps wave64 = simulated(65536, 64, 1024, true);
@@ -264,6 +269,7 @@ TEST_CASE("attn tuning: prefill stages K/V blocks for 16 queries where the workg
   INFO("nsg=" << t.nsg << " br=" << t.br << " shared=" << t.shared_bytes);
   CHECK(t.blocks == 1);
   CHECK(t.nsg > 1);
+  CHECK(t.qh == 0);  // 16 queries with Q in fp32
   CHECK(attn_queries_per_workgroup(t, 4) >= kAttnStagedQueries);
   CHECK(check_attn_tiles(gpu, true, 64, 4, t) == "");
   // The staged block is part of the shared memory: the same tiles without it need less.
@@ -301,4 +307,27 @@ TEST_CASE("attn tuning: prefill stages K/V blocks for 16 queries where the workg
   CHECK(check_attn_tiles(gpu, true, 64, 4, too_many).find("workgroup") != std::string::npos);
   // Row blocks count nsg·br slots per workgroup.
   CHECK(attn_row_blocks(100, 4, t) == (400 + t.nsg * t.br - 1) / (t.nsg * t.br));
+}
+
+TEST_CASE("attn tuning: Q in halves only where fp32 Q keeps fewer than 16 queries, and never without fp16 storage") {
+  DeviceCaps nv = simulated(49152, 32, 1024, true);  // 48 KiB
+  nv.subgroup_arithmetic_compute = true;
+  const AttnTiles t = choose_attn_tiles(nv, true, 64, 4, AttnPhase::prefill);
+  INFO("nsg=" << t.nsg << " qh=" << t.qh);
+  CHECK(t.qh == 1);  // fp32 Q: 13 queries; halves: 16
+  CHECK(attn_queries_per_workgroup(t, 4) >= kAttnStagedQueries);
+  CHECK(check_attn_tiles(nv, true, 64, 4, t) == "");
+  CHECK(check_attn_tiles(nv, false, 64, 4, t) != "");  // the checker refuses halves without fp16 storage
+  // Where the compiler fuses the conversion (quirk fused_fp16_conversion: AMD), Q is in halves even at 16 queries.
+  DeviceCaps amd = simulated(65536, 32, 1024, true);
+  amd.subgroup_arithmetic_compute = true;
+  CHECK(choose_attn_tiles(amd, true, 64, 4, AttnPhase::prefill).qh == 0);
+  amd.quirks.push_back({"fused_fp16_conversion", "test"});
+  const AttnTiles a = choose_attn_tiles(amd, true, 64, 4, AttnPhase::prefill);
+  CHECK(a.qh == 1);
+  CHECK(attn_queries_per_workgroup(a, 4) >= kAttnStagedQueries);
+  CHECK(choose_attn_tiles(amd, false, 64, 4, AttnPhase::prefill).qh == 0);
+  AttnTiles unstaged_qh = attn_unstaged(t, 64);
+  unstaged_qh.qh = 1;
+  CHECK(check_attn_tiles(nv, true, 64, 4, unstaged_qh) != "");
 }

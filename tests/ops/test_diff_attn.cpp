@@ -4,6 +4,7 @@
 // and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
 // n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
 #include <algorithm>
+#include <functional>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -115,16 +116,39 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
   }
 }
 
-// Prefill with K/V blocks staged in shared memory for several subgroups (Br x Bc; attn_core.glsl stage_block), what
-// GPUs run for prefill; CPU drivers keep one subgroup per workgroup (quirk no_kv_staging), so here it is forced with
-// DIFFVK_ATTN_CORE=staged over the prefill and chunk cases of both tables whose rows split into chunks: 4- and
+namespace {
+struct ForceStaged {
+  ForceStaged() { setenv("DIFFVK_ATTN_CORE", "staged", 1); }
+  ~ForceStaged() { unsetenv("DIFFVK_ATTN_CORE"); }
+};
+// The cases of both tables that the staged prefill runs: (name fragment, Q8_0 cache).
+using Pick = std::pair<const char*, bool>;
+const std::vector<Pick> kStagedV1 = {{"prefill H=4/2 D=16 S=33 ", false}, {"prefill H=8/2 D=16 S=129", false},
+                                     {"prefill H=2/1 D=64 S=40", false},  {"prefill H=2/2 D=128 S=19", false},
+                                     {"prefill H=64/1 D=8 S=3", false},   {"prefill H=4/2 D=16 S=13 pos0=33", false},
+                                     {"prefill H=8/1 D=16 S=5 pos0=60", false},
+                                     {"prefill H=4/1 D=48 S=17", true},   {"prefill H=2/1 D=64 S=40", true},
+                                     {"prefill H=64/1 D=16 S=3", true},   {"prefill H=4/2 D=16 S=13 pos0=33", true}};
+const std::vector<Pick> kStagedV2 = {{"prefill H=4/1 D=64 S=17", false}, {"prefill H=4/2 D=16 S=33", false},
+                                     {"prefill H=32/1 D=8 S=5", false},  {"prefill H=2/2 D=16 S=9", false},
+                                     {"prefill H=4/2 D=16 S=13 pos0=33", false},
+                                     {"prefill H=4/1 D=64 S=17", true},  {"prefill H=2/1 D=128 S=19", true}};
+std::function<bool(const bench::OpCase&)> staged_pick(const std::vector<Pick>& names) {
+  return [&names](const bench::OpCase& c) {
+    for (const auto& [n, q8] : names)
+      if (c.subgroup && c.kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
+    return false;
+  };
+}
+}  // namespace
+
+// Prefill with K/V blocks staged in shared memory for several subgroups (Br x Bc; attn_core.glsl stage_k/stage_v),
+// what GPUs run for prefill; CPU drivers keep one subgroup per workgroup (quirk no_kv_staging), so here it is forced
+// with DIFFVK_ATTN_CORE=staged over the prefill and chunk cases of both tables whose rows split into chunks: 4- and
 // 8-element units (fp16), float units (fp32 and the Q8_0 cache, dequantized while staged), key groups (D = 8, 16),
 // GQA up to 64 (slots past the last query in the last workgroup), chunks after cached rows, DIFF V2 pairs.
 TEST_CASE("diff_attn: prefill with staged K/V blocks on both tables (DIFFVK_ATTN_CORE=staged)") {
-  struct ForceStaged {
-    ForceStaged() { setenv("DIFFVK_ATTN_CORE", "staged", 1); }
-    ~ForceStaged() { unsetenv("DIFFVK_ATTN_CORE"); }
-  } force;
+  ForceStaged force;
   {
     auto ctx = Context::create(test::validated_options(Precision::fp32));
     const KernelOptions o = KernelOptions::for_device(ctx->device());
@@ -142,28 +166,32 @@ TEST_CASE("diff_attn: prefill with staged K/V blocks on both tables (DIFFVK_ATTN
     plain.subgroup = false;
     CHECK(DiffAttnKernel(ctx->device(), plain, 16, 2, 4).prefill_tiles().nsg == 1);
   }
-  using Pick = std::pair<const char*, bool>;
-  static const std::vector<Pick> v1 = {{"prefill H=4/2 D=16 S=33 ", false}, {"prefill H=8/2 D=16 S=129", false},
-                                       {"prefill H=2/1 D=64 S=40", false},  {"prefill H=2/2 D=128 S=19", false},
-                                       {"prefill H=64/1 D=8 S=3", false},   {"prefill H=4/2 D=16 S=13 pos0=33", false},
-                                       {"prefill H=8/1 D=16 S=5 pos0=60", false},
-                                       {"prefill H=4/1 D=48 S=17", true},   {"prefill H=2/1 D=64 S=40", true},
-                                       {"prefill H=64/1 D=16 S=3", true},   {"prefill H=4/2 D=16 S=13 pos0=33", true}};
-  static const std::vector<Pick> v2 = {{"prefill H=4/1 D=64 S=17", false}, {"prefill H=4/2 D=16 S=33", false},
-                                       {"prefill H=32/1 D=8 S=5", false},  {"prefill H=2/2 D=16 S=9", false},
-                                       {"prefill H=4/2 D=16 S=13 pos0=33", false},
-                                       {"prefill H=4/1 D=64 S=17", true},  {"prefill H=2/1 D=128 S=19", true}};
-  auto picker = [](const std::vector<Pick>& names) {
-    return [&names](const bench::OpCase& c) {
-      for (const auto& [n, q8] : names)
-        if (c.subgroup && c.kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
-      return false;
-    };
-  };
   for (Precision p : test::supported_precisions()) {
-    test::run_op_table("diff_attn", p, {}, picker(v1));
-    test::run_op_table("diff_v2_attn", p, {}, picker(v2));
+    test::run_op_table("diff_attn", p, {}, staged_pick(kStagedV1));
+    test::run_op_table("diff_v2_attn", p, {}, staged_pick(kStagedV2));
   }
+}
+
+// The same cases with Q in shared memory as halves (quirk fused_fp16_conversion, AMD's choice): fp16 storage only.
+TEST_CASE("diff_attn: staged prefill with Q in halves (fused_fp16_conversion)") {
+  ForceStaged force;
+  if (!test::device_has_fp16()) {
+    test::skip("no fp16 path: Q in halves needs fp16 storage");
+    return;
+  }
+  ContextOptions co = test::validated_options(Precision::fp16);
+  co.force_quirks = {"fused_fp16_conversion"};
+  auto ctx = Context::create(co);
+  const KernelOptions o = KernelOptions::for_device(ctx->device());
+  if (!o.subgroup) {
+    test::skip("no subgroup arithmetic: staged K/V (key-block core) does not run on this device");
+    return;
+  }
+  const DiffAttnKernel k(ctx->device(), o, 16, 2, 4);
+  REQUIRE(k.prefill_tiles().nsg > 1);
+  REQUIRE(k.prefill_tiles().qh == 1);
+  test::run_op_table("diff_attn", Precision::fp16, {"fused_fp16_conversion"}, staged_pick(kStagedV1));
+  test::run_op_table("diff_v2_attn", Precision::fp16, {"fused_fp16_conversion"}, staged_pick(kStagedV2));
 }
 
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
