@@ -221,14 +221,37 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
       "H=8/1 D=16 S=9 pos0=0 ",   "H=2/1 D=64 S=40 pos0=0 ",  "H=2/2 D=128 S=19 pos0=0 ", "H=8/2 D=16 S=129 pos0=0 ",
       "H=64/1 D=8 S=3 pos0=0 ",   "H=2/2 D=32 S=7 pos0=9 ",   "H=4/2 D=16 S=13 pos0=33 ", "H=8/1 D=16 S=5 pos0=60 ",
       "H=2/1 D=64 S=31 pos0=2 "};
+  auto ctx = Context::create(test::validated_options(Precision::fp16));
+  const KernelOptions o = KernelOptions::for_device(ctx->device());
   int picked = 0;
   test::run_op_table("diff_attn", Precision::fp16, {}, [&](const bench::OpCase& c) {
     if (!c.subgroup || c.kv_q8 || c.decode || c.out % ck != 0 || 2 * c.out % cn != 0) return false;
     for (const char* n : names)
-      if (c.name.find(std::string("prefill ") + n) != std::string::npos) return ++picked, true;
+      if (c.name.find(std::string("prefill ") + n) != std::string::npos) {
+        // The runner's kernel takes the cooperative-matrix dispatch for this call (not the split-K path).
+        const DiffAttnKernel k(ctx->device(), o, c.out, c.in / c.Hkv, 4);
+        AttnCall call;
+        call.S = c.rows, call.pos0 = c.pos0, call.capacity = c.pos0 + c.rows;
+        CHECK_MESSAGE(k.prefill_uses_coopmat(call), c.name);
+        return ++picked, true;
+      }
     return false;
   });
-  CHECK(picked >= 4);
+  CHECK(picked >= 10);
+  // On a loop-limited device (llvmpipe), one workgroup streams exactly the keys attn_coop_max_keys allows: the
+  // estimate of the kernel's loop iterations must not be short (the driver would silently end its loops).
+  if (ctx->device().caps().has_quirk("loop_iteration_limit")) {
+    const uint32_t D = std::max(16u, ck);
+    const DiffAttnKernel k(ctx->device(), o, D, 2, 4);
+    const uint32_t keys = attn_coop_max_keys(ctx->device().caps(), D, k.coop_tiles());
+    MESSAGE("cooperative-matrix attention: " << keys << " keys per invocation at D=" << D);
+    REQUIRE(keys > 8);
+    bench::OpCase c = bench::diff_attn_case(true, 4, 2, D, 3, keys - 3, 0.5, false, 9400);
+    AttnCall call;
+    call.S = c.rows, call.pos0 = c.pos0, call.capacity = c.pos0 + c.rows;
+    REQUIRE(k.prefill_uses_coopmat(call));
+    run_cases(*ctx, {c});
+  }
 }
 
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
