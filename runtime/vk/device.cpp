@@ -15,7 +15,8 @@ namespace diffvk {
 
 namespace {
 // DIFFVK_COOPMAT = on | off | auto (unset: auto, the tuning's choice). on: the quirk coopmat_emulated is
-// dropped, so the matmul takes the cooperative-matrix path wherever the device has a usable shape (CI's
+// dropped, so the matmul (and the differential prefill attention where D fits the shape, attn_uses_coopmat) takes
+// the cooperative-matrix path wherever the device has a usable shape (CI's
 // Mesa 26 pass forces it on lavapipe this way); a device without one is an error. off: no cooperative
 // matrices. Anything else is an error naming the variable.
 void apply_coopmat_env(DeviceCaps& c) {
@@ -36,7 +37,7 @@ void apply_coopmat_env(DeviceCaps& c) {
                                 [](const Quirk& q) { return std::strcmp(q.name, "coopmat_emulated") == 0; }),
                  c.quirks.end());
   c.coopmat_note = "forced on by DIFFVK_COOPMAT=on";
-  platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul uses cooperative matrices on '" + c.name + "'");
+  platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul and the prefill attention use cooperative matrices on '" + c.name + "'");
 }
 // DIFFVK_ATTN_CORE = blocks | staged | keys | coopmat | auto (unset: auto). blocks drops the quirk per_key_attention (the
 // attention kernels take the key-block core wherever they run the subgroup variant: CI forces it on lavapipe and

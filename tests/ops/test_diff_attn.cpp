@@ -180,6 +180,16 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
     if (!ctx->device().coopmat()) {
       std::string why;
       attn_uses_coopmat(ctx->device().caps(), true, 16, 2, false, false, nullptr, &why);
+      // Forcing it here is an error naming the variable, never the scalar kernel.
+      setenv("DIFFVK_ATTN_CORE", "coopmat", 1);
+      try {
+        Context::create(test::validated_options(Precision::fp16));
+        FAIL("DIFFVK_ATTN_CORE=coopmat was accepted on a device without cooperative matrices");
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::unsupported);
+        CHECK(std::string(e.what()).find("DIFFVK_ATTN_CORE=coopmat") != std::string::npos);
+      }
+      unsetenv("DIFFVK_ATTN_CORE");
       test::skip("no cooperative-matrix path on this device: " + why);
       return;
     }
