@@ -168,7 +168,8 @@ TEST_CASE("diff_attn: prefill with staged K/V blocks on both tables (DIFFVK_ATTN
 
 // The cooperative-matrix prefill (issue 20; shaders/coopmat/diff_attn_coopmat.comp), forced with
 // DIFFVK_ATTN_CORE=coopmat over the fp16 prefill and chunk cases whose D fits the device's shape: odd S, chunks
-// after cached rows, GQA up to 64 (slots of several queries in a tile, slots past the last query), D = 8-128.
+// after cached rows (up to 1020 keys), GQA up to 64 (slots of several queries in a tile, slots past the last
+// query), D = 8-128, 900 queries at D = 128.
 // Runs where the device lists a usable shape (CI: Mesa 26 lavapipe in .ci/coopmat); skipped elsewhere, saying why.
 TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
   if (!test::device_has_fp16()) {
@@ -230,7 +231,7 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
       "H=1/1 D=16 S=1 pos0=0 ",   "H=2/2 D=32 S=7 pos0=0 ",   "H=4/2 D=16 S=33 pos0=0 ", "H=4/1 D=32 S=17 pos0=0 ",
       "H=8/1 D=16 S=9 pos0=0 ",   "H=2/1 D=64 S=40 pos0=0 ",  "H=2/2 D=128 S=19 pos0=0 ", "H=8/2 D=16 S=129 pos0=0 ",
       "H=64/1 D=8 S=3 pos0=0 ",   "H=2/2 D=32 S=7 pos0=9 ",   "H=4/2 D=16 S=13 pos0=33 ", "H=8/1 D=16 S=5 pos0=60 ",
-      "H=2/1 D=64 S=31 pos0=2 "};
+      "H=2/1 D=64 S=31 pos0=2 ",  "H=2/1 D=64 S=20 pos0=1000 ", "H=1/1 D=128 S=900 pos0=0 "};
   auto ctx = Context::create(test::validated_options(Precision::fp16));
   const KernelOptions o = KernelOptions::for_device(ctx->device());
   int picked = 0;
