@@ -91,6 +91,9 @@ struct DeviceCaps {
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   std::string coopmat_shapes, coopmat_note;
   std::string coopmat_shape() const;  // "MxNxK" of the usable shape; "" when none
+  // DIFFVK_ATTN_CORE=coopmat (tests): every differential-attention kernel takes the cooperative-matrix prefill,
+  // and one that cannot (fp32, D, shared memory, ...) is an error naming why (runtime/ops/diff_attn.cpp).
+  bool attn_coopmat_forced = false;
 
   // fp16 storage variants need 16-bit storage buffers AND shaderFloat16 (and no quirk against it).
   bool fp16_usable() const;

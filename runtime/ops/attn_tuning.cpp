@@ -260,3 +260,85 @@ uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint3
 }
 
 }  // namespace diffvk
+
+namespace diffvk {
+
+uint32_t attn_coop_shared_bytes(uint32_t D, uint32_t br, uint32_t bc) {
+  const uint32_t dv = 2 * D;
+  // sQ, sKV (fp16 rows of dv + 8 halves), sP (rows of bc + 8 halves, two softmaxes), sS (fp32), sO (fp32 rows of
+  // dv + 4), sM, sL, sA (2·br floats each) and sF (br floats).
+  return 2 * (br + bc) * (dv + 8) + 2 * 2 * br * (bc + 8) + 4 * 2 * br * bc + 4 * 2 * br * (dv + 4) + 4 * 7 * br;
+}
+
+bool fit_attn_coop(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
+                   std::string* why_not) {
+  auto no = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return false;
+  };
+  if (c.coopmat_m == 0) return no(c.coopmat_note.empty() ? "no VK_KHR_cooperative_matrix" : c.coopmat_note);
+  if (!fp16) return no("fp32 precision (the cooperative-matrix shader takes fp16)");
+  if (nsm != 2 || v2) return no("only the differential softmax has a cooperative-matrix kernel (DIFF V2 and the single-softmax "
+                                "baselines keep the scalar one)");
+  if (kv_q8) return no("the Q8_0 KV cache keeps the scalar kernel (the cooperative-matrix one reads fp16 rows)");
+  const uint32_t cm = c.coopmat_m, cn = c.coopmat_n, ck = c.coopmat_k;
+  if (D % ck != 0 || (2 * D) % cn != 0 || cn % 8 != 0)
+    return no("D=" + std::to_string(D) + " is not a multiple of the cooperative-matrix shape " + c.coopmat_shape() +
+              " (D % K and 2D % N must be 0)");
+  if (std::max(cn, ck) % std::min(cn, ck) != 0) return no("the shape's N and K do not divide one another (" + c.coopmat_shape() + ")");
+  if (c.subgroup_size == 0) return no("the subgroup size is unknown");
+  const bool varies = c.subgroup_min_size != c.subgroup_max_size;
+  if (varies && !c.subgroup_size_control) return no("the subgroup size varies and cannot be pinned");
+  const uint32_t limit = std::min(c.max_workgroup_invocations, c.max_workgroup_size[0]);
+  AttnCoopTiles t;
+  t.sg = c.subgroup_size;
+  t.pin = varies ? c.subgroup_size : 0u;
+  t.cm = cm, t.cn = cn, t.ck = ck;
+  t.br = cm;
+  t.bc = std::max(cn, ck);
+  t.shared_bytes = attn_coop_shared_bytes(D, t.br, t.bc);
+  if (t.shared_bytes > c.max_shared_memory)
+    return no("shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(c.max_shared_memory) + " at D=" +
+              std::to_string(D));
+  for (const uint32_t nsg : {4u, 2u, 1u}) {
+    if (nsg * t.sg > limit) continue;
+    t.nsg = nsg;
+    t.wg = nsg * t.sg;
+    if (out) *out = t;
+    return true;
+  }
+  return no("one subgroup of " + std::to_string(t.sg) + " exceeds the workgroup limit");
+}
+
+bool attn_uses_coopmat(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
+                       std::string* why_not) {
+  if (!fit_attn_coop(c, fp16, D, nsm, v2, kv_q8, out, why_not)) return false;
+  if (c.has_quirk("coopmat_emulated")) {
+    if (why_not) *why_not = "quirk coopmat_emulated";
+    return false;
+  }
+  return true;
+}
+
+uint32_t attn_coop_max_keys(const DeviceCaps& caps, uint32_t D, const AttnCoopTiles& t) {
+  if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
+  constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
+  const uint64_t dv = 2ull * D, wg = std::max(1u, t.wg), nsg = std::max(1u, t.nsg), sg = std::max(1u, t.sg);
+  auto per = [](uint64_t n, uint64_t k) { return (n + k - 1) / k; };
+  // Per block, in the loops of one invocation (diff_attn_coopmat.comp): the K and V staging, the Q·Kᵀ tasks with
+  // their steps along D, the softmax rows (two passes over the block), the P·V tasks with their rescale and steps.
+  const uint64_t per_block = 1 + 2 * per(uint64_t(t.bc) * dv / 8, wg) + per(2ull * t.bc / t.cn, nsg) * (1 + D / t.ck) +
+                             per(2ull * t.br, wg) * (1 + 2ull * t.bc) +
+                             per(2ull * dv / t.cn, nsg) * (2 + per(uint64_t(t.cm) * t.cn, sg) + t.bc / t.ck);
+  // Once: Q, O and the statistics, the epilogue (its sums run over a whole row).
+  const uint64_t fixed = 64 + per(t.br * dv / 4, wg) + per(2ull * t.br * (dv + 4), wg) + 2 * per(t.br * dv, wg) + dv + 16;
+  // Twice the count: a margin for loops the driver's lowering of the matrix operations may add.
+  const uint64_t blocks = kBudget > 2 * fixed ? (kBudget - 2 * fixed) / (2 * per_block) : 0;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, blocks) * t.bc);
+}
+
+std::vector<uint32_t> attn_coop_spec_constants(const AttnCoopTiles& t, uint32_t D) {
+  return {t.wg, t.nsg, D, t.cm, t.cn, t.ck, t.bc};
+}
+
+}  // namespace diffvk

@@ -95,6 +95,33 @@ constexpr uint32_t kAttnStagedQueries = 16;
 // The same tiles with one subgroup per workgroup (no staged K/V): what the chooser had before staging.
 AttnTiles attn_unstaged(const AttnTiles& t, uint32_t D);
 
+// The cooperative-matrix prefill (issue 20; shaders/coopmat/diff_attn_coopmat.comp): a workgroup of nsg subgroups
+// of sg invocations (pinned to sg where the device's sizes vary) owns br = cm row slots of one K/V group and takes
+// the keys in blocks of bc (a multiple of cn and ck): S = Q·Kᵀ and O += P·V on cm x cn x ck matrices, the driver's
+// shape (DeviceCaps::coopmat_m/n/k). The differential softmax over fp16 K/V rows only (DIFF V2, the single-softmax
+// baselines and the Q8_0 cache keep the scalar kernels).
+struct AttnCoopTiles {
+  uint32_t sg = 0, pin = 0, nsg = 0, wg = 0;
+  uint32_t cm = 0, cn = 0, ck = 0;
+  uint32_t br = 0, bc = 0;
+  uint32_t shared_bytes = 0;
+};
+// Shared memory diff_attn_coopmat.comp declares for D, br and bc.
+uint32_t attn_coop_shared_bytes(uint32_t D, uint32_t br, uint32_t bc);
+// The cooperative-matrix tiles for this kernel on `caps`, or false and why not (no usable shape, fp32 storage, not
+// the differential softmax, a Q8_0 cache, D not a multiple of the shape, the device's limits). Ignores quirks.
+bool fit_attn_coop(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
+                   std::string* why_not = nullptr);
+// Whether the prefill takes the cooperative-matrix kernel: fit_attn_coop, and no quirk coopmat_emulated (CPU
+// drivers; DIFFVK_COOPMAT=on and DIFFVK_ATTN_CORE=coopmat drop it). The same policy as linear_uses_coopmat.
+bool attn_uses_coopmat(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
+                       std::string* why_not = nullptr);
+// Keys one invocation of the cooperative-matrix kernel may stream (quirk loop_iteration_limit; else unlimited):
+// a conservative count of its loop iterations per block of bc keys, as if nothing were unrolled.
+uint32_t attn_coop_max_keys(const DeviceCaps& caps, uint32_t D, const AttnCoopTiles& t);
+// Its specialization constants: {WG, NSG, D, CM, CN, CK, BC}.
+std::vector<uint32_t> attn_coop_spec_constants(const AttnCoopTiles& t, uint32_t D);
+
 // Specialization constants of attn_core.glsl for these tiles: {WG (= nsg · L lanes), HD, RB, CHUNK} (ids 0-3; the
 // kernel adds KVQ8 (4), KB (5) = t.blocks, NSG (6) = t.nsg and QH (7) = t.qh).
 std::vector<uint32_t> attn_spec_constants(const AttnTiles& t, uint32_t D);

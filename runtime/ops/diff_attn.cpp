@@ -73,6 +73,27 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   prefill_ = lazy(sh.prefill, 6, prefill_tiles_);
   decode1_ = lazy(sh.split, 9, decode1_tiles_);
   if (decodeN_tiles_.br != decode1_tiles_.br) decodeN_ = lazy(sh.split, 9, decodeN_tiles_);
+  // The cooperative-matrix prefill: the tuning's policy (attn_uses_coopmat), not for the variant without subgroup
+  // operations (KernelOptions::subgroup false asks for the plainest kernels); DIFFVK_ATTN_CORE=coopmat makes a
+  // kernel that cannot take it an error.
+  std::string why;
+  bool coop = attn_uses_coopmat(caps, fp16_, D, n, dw, q8, &coop_tiles_, &why) && device.coopmat();
+  if (coop && !o.subgroup) {
+    coop = false;
+    why = "the variant without subgroup operations was asked for (KernelOptions::subgroup)";
+  }
+  if (!coop && caps.attn_coopmat_forced)
+    throw Error(Status::unsupported, "DIFFVK_ATTN_CORE=coopmat: no cooperative-matrix prefill attention for D=" + std::to_string(D) +
+                                         ", n_rep=" + std::to_string(n_rep) + ": " + why);
+  if (coop) {
+    coop_max_keys_ = attn_coop_max_keys(caps, D, coop_tiles_);
+    coop_ = std::make_unique<LazyPipeline>(
+        device, PipelineDesc{"diff_attn_coopmat", 6, push, attn_coop_spec_constants(coop_tiles_, D), false, true, coop_tiles_.pin}, false);
+  }
+}
+
+bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
+  return coop_ && (c.dyn_pos.buffer ? uint64_t(c.capacity) : uint64_t(c.pos0) + c.S) <= coop_max_keys_;
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -125,6 +146,13 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
 void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                                     BufferRange o, const AttnCall& c, const AttnSplitScratch& sc) const {
   validate(c, q, k, v, subln, o);
+  if (prefill_uses_coopmat(c)) {
+    const AttnCorePush p = core_push(c, c.capacity, c.capacity);
+    program.dispatch(coop_->get(), {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read},
+                      {o, Access::write}, {dyn(c), Access::read}},
+                     &p, sizeof p, {(n_rep_ * c.S + coop_tiles_.br - 1) / coop_tiles_.br, c.Hkv, 1}, "diff_attn prefill coopmat");
+    return;
+  }
   uint32_t split_len = 0;
   if (const uint32_t splits = prefill_splits(c, &split_len)) {
     if (!sc.part.buffer || !sc.stat.buffer || !sc.sync.buffer)
@@ -150,6 +178,7 @@ uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) 
 
 uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const {
   *split_len = 0;
+  if (coop_ && keys <= coop_max_keys_) return 0;  // the cooperative-matrix kernel streams them alone
   const DeviceCaps& caps = device_.caps();
   if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_, subgroup_)) return 0;
   *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_, subgroup_);

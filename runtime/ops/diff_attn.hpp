@@ -88,6 +88,11 @@ class DiffAttnKernel {
   void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
                      const AttnSplitScratch& scratch, const AttnCall& call, uint32_t splits, uint32_t split_len) const;
 
+  // The cooperative-matrix prefill (shaders/coopmat/diff_attn_coopmat.comp; attn_uses_coopmat): taken by
+  // record_prefill when the call's keys fit one invocation (attn_coop_max_keys), else the split-K path as before.
+  bool prefill_coopmat() const { return coop_ != nullptr; }
+  const AttnCoopTiles& coop_tiles() const { return coop_tiles_; }
+  bool prefill_uses_coopmat(const AttnCall& call) const;
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
@@ -117,6 +122,9 @@ class DiffAttnKernel {
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
   std::unique_ptr<LazyPipeline> prefill_, decode1_, decodeN_;
+  AttnCoopTiles coop_tiles_;
+  uint32_t coop_max_keys_ = 0;
+  std::unique_ptr<LazyPipeline> coop_;  // null: no cooperative-matrix prefill
 };
 
 }  // namespace diffvk

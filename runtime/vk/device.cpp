@@ -15,7 +15,8 @@ namespace diffvk {
 
 namespace {
 // DIFFVK_COOPMAT = on | off | auto (unset: auto, the tuning's choice). on: the quirk coopmat_emulated is
-// dropped, so the matmul takes the cooperative-matrix path wherever the device has a usable shape (CI's
+// dropped, so the matmul (and the differential prefill attention where D fits the shape, attn_uses_coopmat) takes
+// the cooperative-matrix path wherever the device has a usable shape (CI's
 // Mesa 26 pass forces it on lavapipe this way); a device without one is an error. off: no cooperative
 // matrices. Anything else is an error naming the variable.
 void apply_coopmat_env(DeviceCaps& c) {
@@ -36,13 +37,15 @@ void apply_coopmat_env(DeviceCaps& c) {
                                 [](const Quirk& q) { return std::strcmp(q.name, "coopmat_emulated") == 0; }),
                  c.quirks.end());
   c.coopmat_note = "forced on by DIFFVK_COOPMAT=on";
-  platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul uses cooperative matrices on '" + c.name + "'");
+  platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul and the prefill attention use cooperative matrices on '" + c.name + "'");
 }
-// DIFFVK_ATTN_CORE = blocks | staged | keys | auto (unset: auto). blocks drops the quirk per_key_attention (the
+// DIFFVK_ATTN_CORE = blocks | staged | keys | coopmat | auto (unset: auto). blocks drops the quirk per_key_attention (the
 // attention kernels take the key-block core wherever they run the subgroup variant: CI forces it on lavapipe and
 // SwiftShader this way) and applies no_kv_staging (one subgroup per workgroup); staged drops both (prefill also stages
 // K/V blocks for several subgroups, as on GPUs); keys applies per_key_attention (one key at a time everywhere).
-// Anything else is an error.
+// coopmat: the differential prefill takes the cooperative-matrix kernel (shaders/coopmat/diff_attn_coopmat.comp)
+// in every kernel (quirk coopmat_emulated dropped; DeviceCaps::attn_coopmat_forced: a kernel that cannot is an
+// error); a device without a usable shape is an error here. Anything else is an error.
 void apply_attn_core_env(DeviceCaps& c) {
   const char* env = std::getenv("DIFFVK_ATTN_CORE");
   if (!env || !*env || std::strcmp(env, "auto") == 0) return;
@@ -50,13 +53,22 @@ void apply_attn_core_env(DeviceCaps& c) {
     force_quirk(c, "per_key_attention");
     return;
   }
-  const bool staged = std::strcmp(env, "staged") == 0;
-  if (!staged && std::strcmp(env, "blocks") != 0)
-    throw Error(Status::invalid_argument, std::string("DIFFVK_ATTN_CORE must be blocks, staged, keys or auto, not '") + env + "'");
   auto drop = [&c](const char* name) {
     c.quirks.erase(std::remove_if(c.quirks.begin(), c.quirks.end(), [name](const Quirk& q) { return std::strcmp(q.name, name) == 0; }),
                    c.quirks.end());
   };
+  if (std::strcmp(env, "coopmat") == 0) {
+    if (!c.coopmat_m)
+      throw Error(Status::unsupported, "DIFFVK_ATTN_CORE=coopmat, but device '" + c.name + "' has no usable cooperative-matrix shape (" +
+                                           (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) + ")");
+    drop("coopmat_emulated");
+    c.attn_coopmat_forced = true;
+    platform::log(platform::LogLevel::info, "DIFFVK_ATTN_CORE=coopmat: prefill attention uses cooperative matrices on '" + c.name + "'");
+    return;
+  }
+  const bool staged = std::strcmp(env, "staged") == 0;
+  if (!staged && std::strcmp(env, "blocks") != 0)
+    throw Error(Status::invalid_argument, std::string("DIFFVK_ATTN_CORE must be blocks, staged, keys, coopmat or auto, not '") + env + "'");
   drop("per_key_attention");
   if (staged) drop("no_kv_staging");
   else force_quirk(c, "no_kv_staging");

@@ -31,7 +31,8 @@ const QuirkRule kRules[] = {
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_NVIDIA_PROPRIETARY; }},
     {{"coopmat_emulated",
       "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower than its "
-      "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path (DIFFVK_COOPMAT=on forces coopmat, for tests)"},
+      "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path and prefill attention its scalar kernel "
+      "(DIFFVK_COOPMAT=on or DIFFVK_ATTN_CORE=coopmat forces coopmat, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu && c.coopmat_m != 0; }},
     {{"coopmat_wide_subgroup_crash",
       "Mesa 26.1 lavapipe with 512-bit vectors (subgroups of 16: AVX-512 hosts, or LP_NATIVE_VECTOR_WIDTH=512) crashes in "

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "ops/attn_tuning.hpp"
+#include "vk/instance.hpp"
 
 using namespace diffvk;
 
@@ -330,4 +331,75 @@ TEST_CASE("attn tuning: Q in halves only where fp32 Q keeps fewer than 16 querie
   AttnTiles unstaged_qh = attn_unstaged(t, 64);
   unstaged_qh.qh = 1;
   CHECK(check_attn_tiles(nv, true, 64, 4, unstaged_qh) != "");
+}
+
+TEST_CASE("attn tuning: the cooperative-matrix prefill follows the matmul's policy (fit_attn_coop, attn_uses_coopmat)") {
+  std::string why;
+  // No shape: never, saying why.
+  DeviceCaps none = simulated(49152, 32, 1024, true);
+  CHECK(!attn_uses_coopmat(none, true, 64, 2, false, false, nullptr, &why));
+  CHECK(why == "no VK_KHR_cooperative_matrix");
+  for (uint32_t mnk : {8u, 16u})
+    for (uint32_t sg : {8u, 32u, 64u})
+      for (uint32_t shared : {32768u, 49152u, 65536u})
+        for (uint32_t D : {8u, 16u, 24u, 32u, 64u, 128u}) {
+          DeviceCaps c = simulated(shared, sg, 1024, true);
+          c.coopmat_m = c.coopmat_n = c.coopmat_k = mnk;
+          INFO("shape " << mnk << " sg=" << sg << " shared=" << shared << " D=" << D);
+          AttnCoopTiles t;
+          const bool fits = fit_attn_coop(c, true, D, 2, false, false, &t, &why);
+          CHECK(fits == (D % mnk == 0 && attn_coop_shared_bytes(D, mnk, mnk) <= shared));
+          if (!fits) {
+            CHECK(!why.empty());
+            CHECK(!attn_uses_coopmat(c, true, D, 2, false, false, nullptr, nullptr));
+            continue;
+          }
+          CHECK(t.br == mnk);
+          CHECK(t.bc % t.cn == 0);
+          CHECK(t.bc % t.ck == 0);
+          CHECK(t.wg == t.nsg * t.sg);
+          CHECK(t.wg <= c.max_workgroup_invocations);
+          CHECK(t.shared_bytes == attn_coop_shared_bytes(D, t.br, t.bc));
+          CHECK(t.shared_bytes <= shared);
+          CHECK(t.pin == 0);  // one subgroup size: nothing to pin
+          CHECK(attn_coop_spec_constants(t, D) == std::vector<uint32_t>{t.wg, t.nsg, D, t.cm, t.cn, t.ck, t.bc});
+          CHECK(attn_uses_coopmat(c, true, D, 2, false, false, nullptr, nullptr));
+          // fp32, DIFF V2, the single softmax, a Q8_0 cache: the scalar kernel, saying why.
+          CHECK(!attn_uses_coopmat(c, false, D, 2, false, false, nullptr, &why));
+          CHECK(why.find("fp32") != std::string::npos);
+          CHECK(!attn_uses_coopmat(c, true, D, 1, true, false, nullptr, &why));
+          CHECK(why.find("DIFF V2") != std::string::npos);
+          CHECK(!attn_uses_coopmat(c, true, D, 1, false, false, nullptr, &why));
+          CHECK(!attn_uses_coopmat(c, true, D, 2, false, true, nullptr, &why));
+          CHECK(why.find("Q8_0") != std::string::npos);
+          // CPU drivers (quirk coopmat_emulated): never, unless the quirk is dropped (DIFFVK_COOPMAT=on, DIFFVK_ATTN_CORE=coopmat).
+          DeviceCaps cpu = c;
+          force_quirk(cpu, "coopmat_emulated");
+          CHECK(fit_attn_coop(cpu, true, D, 2, false, false, nullptr, nullptr));
+          CHECK(!attn_uses_coopmat(cpu, true, D, 2, false, false, nullptr, &why));
+          CHECK(why == "quirk coopmat_emulated");
+          // Keys per invocation: unlimited unless loop-limited, then a multiple of the block, at least one block.
+          CHECK(attn_coop_max_keys(c, D, t) == UINT32_MAX);
+          force_quirk(cpu, "loop_iteration_limit");
+          const uint32_t keys = attn_coop_max_keys(cpu, D, t);
+          CHECK(keys % t.bc == 0);
+          CHECK(keys >= t.bc);
+          CHECK(keys < 60000);
+        }
+  // D not a multiple of the shape's K: the scalar kernel, naming D.
+  DeviceCaps c = simulated(65536, 32, 1024, true);
+  c.coopmat_m = c.coopmat_n = c.coopmat_k = 16;
+  CHECK(!fit_attn_coop(c, true, 24, 2, false, false, nullptr, &why));
+  CHECK(why.find("D=24") != std::string::npos);
+  // Sizes that vary: pinned where the device can be told, else none.
+  c.subgroup_min_size = 32, c.subgroup_max_size = 64;
+  AttnCoopTiles t;
+  CHECK(!fit_attn_coop(c, true, 64, 2, false, false, &t, &why));
+  c.subgroup_size_control = true;
+  REQUIRE(fit_attn_coop(c, true, 64, 2, false, false, &t, &why));
+  CHECK(t.pin == 32);
+  // Lavapipe's 8x8x8 at 32 KiB of shared memory: D = 128 fits (the largest the conformance table runs).
+  DeviceCaps lvp = simulated(32768, 8, 1024, true, 0, DeviceKind::cpu);
+  lvp.coopmat_m = lvp.coopmat_n = lvp.coopmat_k = 8;
+  CHECK(fit_attn_coop(lvp, true, 128, 2, false, false, nullptr, nullptr));
 }

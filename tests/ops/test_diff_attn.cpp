@@ -194,6 +194,105 @@ TEST_CASE("diff_attn: staged prefill with Q in halves (fused_fp16_conversion)") 
   test::run_op_table("diff_v2_attn", Precision::fp16, {"fused_fp16_conversion"}, staged_pick(kStagedV2));
 }
 
+// The cooperative-matrix prefill (issue 20; shaders/coopmat/diff_attn_coopmat.comp), forced with
+// DIFFVK_ATTN_CORE=coopmat over the fp16 prefill and chunk cases whose D fits the device's shape: odd S, chunks
+// after cached rows (up to 1020 keys), GQA up to 64 (slots of several queries in a tile, slots past the last
+// query), D = 8-128, 900 queries at D = 128.
+// Runs where the device lists a usable shape (CI: Mesa 26 lavapipe in .ci/coopmat); skipped elsewhere, saying why.
+TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
+  if (!test::device_has_fp16()) {
+    test::skip("device has no fp16 path; the cooperative-matrix shader takes fp16");
+    return;
+  }
+  {
+    auto ctx = Context::create(test::validated_options(Precision::fp16));
+    if (!ctx->device().coopmat()) {
+      std::string why;
+      attn_uses_coopmat(ctx->device().caps(), true, 16, 2, false, false, nullptr, &why);
+      // Forcing it here is an error naming the variable, never the scalar kernel.
+      setenv("DIFFVK_ATTN_CORE", "coopmat", 1);
+      try {
+        Context::create(test::validated_options(Precision::fp16));
+        FAIL("DIFFVK_ATTN_CORE=coopmat was accepted on a device without cooperative matrices");
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::unsupported);
+        CHECK(std::string(e.what()).find("DIFFVK_ATTN_CORE=coopmat") != std::string::npos);
+      }
+      unsetenv("DIFFVK_ATTN_CORE");
+      test::skip("no cooperative-matrix path on this device: " + why);
+      return;
+    }
+  }
+  struct ForceCoop {
+    ForceCoop() { setenv("DIFFVK_ATTN_CORE", "coopmat", 1); }
+    ~ForceCoop() { unsetenv("DIFFVK_ATTN_CORE"); }
+  } force;
+  uint32_t ck = 0, cn = 0;
+  {
+    auto ctx = Context::create(test::validated_options(Precision::fp16));
+    const DeviceCaps& caps = ctx->device().caps();
+    const KernelOptions o = KernelOptions::for_device(ctx->device());
+    const DiffAttnKernel k(ctx->device(), o, 16, 2, 4);
+    REQUIRE(k.prefill_coopmat());
+    const AttnCoopTiles& t = k.coop_tiles();
+    MESSAGE("cooperative-matrix attention " << t.cm << "x" << t.cn << "x" << t.ck << ", " << t.nsg << " subgroups of " << t.sg
+                                            << ", " << t.br << " slots x " << t.bc << " keys, " << t.shared_bytes << " B shared");
+    ck = t.ck, cn = t.cn;
+    // Forced where it cannot run: an error naming why, never the scalar kernel.
+    auto fails = [&](const char* what, auto make) {
+      INFO(what);
+      try {
+        make();
+        FAIL("the kernel was built");
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::unsupported);
+        CHECK(std::string(e.what()).find("DIFFVK_ATTN_CORE=coopmat") != std::string::npos);
+      }
+    };
+    fails("DIFF V2", [&] { DiffAttnKernel(ctx->device(), o, 16, 2, 4, AttnSoftmax::v2); });
+    fails("Q8_0 cache", [&] { DiffAttnKernel(ctx->device(), o, 16, 2, 4, AttnSoftmax::differential, KvFormat::q8_0); });
+    fails("D = 6", [&] { DiffAttnKernel(ctx->device(), o, 6, 2, 4); });
+    if (caps.max_shared_memory < attn_coop_shared_bytes(1024, t.br, t.bc))
+      fails("D = 1024 (shared memory)", [&] { DiffAttnKernel(ctx->device(), o, 1024, 1, 4); });
+  }
+  static const std::vector<const char*> names = {
+      "H=1/1 D=16 S=1 pos0=0 ",   "H=2/2 D=32 S=7 pos0=0 ",   "H=4/2 D=16 S=33 pos0=0 ", "H=4/1 D=32 S=17 pos0=0 ",
+      "H=8/1 D=16 S=9 pos0=0 ",   "H=2/1 D=64 S=40 pos0=0 ",  "H=2/2 D=128 S=19 pos0=0 ", "H=8/2 D=16 S=129 pos0=0 ",
+      "H=64/1 D=8 S=3 pos0=0 ",   "H=2/2 D=32 S=7 pos0=9 ",   "H=4/2 D=16 S=13 pos0=33 ", "H=8/1 D=16 S=5 pos0=60 ",
+      "H=2/1 D=64 S=31 pos0=2 ",  "H=2/1 D=64 S=20 pos0=1000 ", "H=1/1 D=128 S=900 pos0=0 "};
+  auto ctx = Context::create(test::validated_options(Precision::fp16));
+  const KernelOptions o = KernelOptions::for_device(ctx->device());
+  int picked = 0;
+  test::run_op_table("diff_attn", Precision::fp16, {}, [&](const bench::OpCase& c) {
+    if (!c.subgroup || c.kv_q8 || c.decode || c.out % ck != 0 || 2 * c.out % cn != 0) return false;
+    for (const char* n : names)
+      if (c.name.find(std::string("prefill ") + n) != std::string::npos) {
+        // The runner's kernel takes the cooperative-matrix dispatch for this call (not the split-K path).
+        const DiffAttnKernel k(ctx->device(), o, c.out, c.in / c.Hkv, 4);
+        AttnCall call;
+        call.S = c.rows, call.pos0 = c.pos0, call.capacity = c.pos0 + c.rows;
+        CHECK_MESSAGE(k.prefill_uses_coopmat(call), c.name);
+        return ++picked, true;
+      }
+    return false;
+  });
+  CHECK(picked >= 10);
+  // On a loop-limited device (llvmpipe), one workgroup streams exactly the keys attn_coop_max_keys allows: the
+  // estimate of the kernel's loop iterations must not be short (the driver would silently end its loops).
+  if (ctx->device().caps().has_quirk("loop_iteration_limit")) {
+    const uint32_t D = std::max(16u, ck);
+    const DiffAttnKernel k(ctx->device(), o, D, 2, 4);
+    const uint32_t keys = attn_coop_max_keys(ctx->device().caps(), D, k.coop_tiles());
+    MESSAGE("cooperative-matrix attention: " << keys << " keys per invocation at D=" << D);
+    REQUIRE(keys > 8);
+    bench::OpCase c = bench::diff_attn_case(true, 4, 2, D, 3, keys - 3, 0.5, false, 9400);
+    AttnCall call;
+    call.S = c.rows, call.pos0 = c.pos0, call.capacity = c.pos0 + c.rows;
+    REQUIRE(k.prefill_uses_coopmat(call));
+    run_cases(*ctx, {c});
+  }
+}
+
 TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU") {
   // Identity from docs/maths.md, checked independently of the reference implementation.
   auto ctx = test::make_context(Precision::fp32);
