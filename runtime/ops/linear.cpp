@@ -275,10 +275,10 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
     return PipelineDesc{"linear_coopmat", 4, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
   };
-  // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
+  // The register-tiled shader shares x rows across the subgroup with subgroupBroadcast in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
   const DeviceCaps& dc = device.caps();
-  reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+  reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0;
   auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
