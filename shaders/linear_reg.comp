@@ -20,6 +20,7 @@
 #include "common.glsl"
 #if DVK_SUBGROUP
 #extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 
 layout(constant_id = 0) const uint WG = 8;   // == the subgroup size
@@ -31,6 +32,9 @@ layout(constant_id = 4) const uint Y32 = 0;
 // runtime/ops/linear_quant.hpp (fp16 scale bits, then from byte p.qoff the quants), dequantized in
 // registers: q·d (Q8_0) or (nibble − 8)·d (Q4_0), per KV-wide step inside one 32-weight block.
 layout(constant_id = 5) const uint WQ = 0;
+// _sg variant: 1 = share x rows by subgroupShuffle in an [[unroll]] row loop (CPU drivers: measured faster
+// on lavapipe 22.3 than the broadcasts), 0 = subgroupBroadcast with constant lanes (GPUs; see ROW_SG).
+layout(constant_id = 6) const uint XSH = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -141,7 +145,7 @@ void main() {
 #if DVK_SUBGROUP
   // Broadcast only when the workgroup is exactly one subgroup (the host asks for that size; a driver that
   // gave another one still computes the right result, with private loads).
-  const bool share = XB_OK && gl_SubgroupSize == WG && gl_NumSubgroups == 1;
+  const bool share = (XSH != 0 || XB_OK) && gl_SubgroupSize == WG && gl_NumSubgroups == 1;
 #endif
   for (uint tm = gl_WorkGroupID.y; tm * BM < p.rows; tm += gl_NumWorkGroups.y) {
     for (uint tn = gl_WorkGroupID.x; tn * TN < p.out_f; tn += gl_NumWorkGroups.x) {
@@ -166,7 +170,17 @@ void main() {
           [[unroll]] for (uint j = 0; j < RN; ++j) wq_vec(min(n0 + lane + j * WG, p.out_f - 1), k, b[j]);
         }
 #if DVK_SUBGROUP
-        if (share) {
+        if (XSH != 0) {
+          VTYPE xa[RA];
+          [[unroll]] for (uint a = 0; a < RA; ++a) xa[a] = xv[(xrow[a] + k) / KVEC];
+          [[unroll]] for (uint i = 0; i < BM; ++i) {
+            float a[KVEC];
+            if (share) unpack_v(subgroupShuffle(xa[i / WG], i % WG), a);  // i % WG: a constant once unrolled
+            else unpack_v(xv[(xall[i] + k) / KVEC], a);
+            [[unroll]] for (uint kk = 0; kk < KVEC; ++kk)
+              [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[kk], b[j][kk], acc[i][j]);
+          }
+        } else if (share) {
           float xf[RA][KVEC];  // this lane's rows of x (l, l + WG, …), unpacked once
           [[unroll]] for (uint a = 0; a < RA; ++a) unpack_v(xv[(xrow[a] + k) / KVEC], xf[a]);
           ROW_SG(0) ROW_SG(1) ROW_SG(2) ROW_SG(3) ROW_SG(4) ROW_SG(5) ROW_SG(6) ROW_SG(7)
