@@ -280,7 +280,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   const DeviceCaps& dc = device.caps();
   // CPU drivers keep the shuffle form (spec constant XSH = 1: faster on lavapipe 22.3), GPUs broadcast with
   // constant lanes (radv 22.3 on gfx11 wave64 turns the shuffle into a loop that keeps the row loop rolled).
-  const uint32_t xsh = dc.kind == DeviceKind::cpu ? 1u : 0u;
+  // DIFFVK_LINEAR_REG_SHARE=broadcast|shuffle forces one (tests run the broadcasts on CPU drivers).
+  uint32_t xsh = dc.kind == DeviceKind::cpu ? 1u : 0u;
+  if (const char* e = std::getenv("DIFFVK_LINEAR_REG_SHARE"); e && *e) {
+    if (std::string(e) != "broadcast" && std::string(e) != "shuffle")
+      throw Error(Status::invalid_argument, std::string("DIFFVK_LINEAR_REG_SHARE must be broadcast or shuffle, not '") + e + "'");
+    xsh = std::string(e) == "shuffle" ? 1u : 0u;
+  }
   reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0 &&
                   (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
