@@ -5,9 +5,9 @@
 // of y: lane l owns columns n0 + l + j·WG (j < RN) for all BM rows, so it keeps BM·RN fp32 accumulators.
 // Per step of KV consecutive k (KV = 8 halves in a uvec4 in fp16, 4 floats in a vec4 in fp32; 1 when
 // VEC = 0), each lane loads its RN weight vectors (private: one 16-byte load each) and the rows of x are
-// loaded once per subgroup, lane l loading rows l, l + WG, … and subgroupBroadcast giving each row to
-// every lane by a subgroup shuffle with a uniform index (the _sg variant; without subgroup shuffles every
-// lane loads every row itself).
+// loaded once per subgroup, lane l loading rows l, l + WG, … and subgroupBroadcast with a constant lane giving
+// each element to every lane (the _sg variant, rows unrolled by hand: ROW_SG; without subgroup ballot, or
+// with a subgroup size it does not cover, every lane loads every row itself: uniform loads, scalar on AMD).
 // Why no shared memory: on CPU drivers (lavapipe, SwiftShader) every non-uniform load, shared or global,
 // is a per-lane loop and a barrier is a coroutine switch, so the fewest loads per FMA win; on Mali,
 // barriers and shared memory stop workgroup merging. The GPU path with shared memory is linear.comp.
@@ -19,6 +19,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #if DVK_SUBGROUP
+#extension GL_KHR_shader_subgroup_ballot : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 
@@ -31,6 +32,9 @@ layout(constant_id = 4) const uint Y32 = 0;
 // runtime/ops/linear_quant.hpp (fp16 scale bits, then from byte p.qoff the quants), dequantized in
 // registers: q·d (Q8_0) or (nibble − 8)·d (Q4_0), per KV-wide step inside one 32-weight block.
 layout(constant_id = 5) const uint WQ = 0;
+// _sg variant: 1 = share x rows by subgroupShuffle in an [[unroll]] row loop (CPU drivers: measured faster
+// on lavapipe 22.3 than the broadcasts), 0 = subgroupBroadcast with constant lanes (GPUs; see ROW_SG).
+layout(constant_id = 6) const uint XSH = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -114,13 +118,34 @@ void wq_vec(uint n, uint k, out float f[KVEC]) {
   }
 }
 
+#if DVK_SUBGROUP
+// Row I of the tile (I < 16 = the host's BM), element kk, from the lane that loaded it (lane I % WG, its row
+// I / WG). I is a literal (the rows are unrolled by hand): radv (Mesa 22.3, gfx11 wave64) lowers
+// subgroupShuffle to a waterfall loop before it unrolls loops, which kept an [[unroll]] row loop rolled
+// (its accumulators picked by v_cndmask chains, 64 FMAs per k step in place of 256), while subgroupBroadcast
+// with a constant lane is one v_readlane_b32 into a scalar register. Its lane must be a compile-time
+// constant (SPIR-V before 1.5), hence one branch per subgroup size (spec constants; BM <= 16).
+#define XB(I, kk) (WG >= BM ? subgroupBroadcast(xf[0][kk], I) \
+                 : WG == 8 ? subgroupBroadcast(xf[min(I / 8, RA - 1)][kk], I % 8) \
+                           : subgroupBroadcast(xf[min(I / 4, RA - 1)][kk], I % 4))
+#define ROW_SG(I)                                                                      \
+  if (I < BM) {                                                                        \
+    [[unroll]] for (uint kk = 0; kk < KVEC; ++kk) {                                    \
+      const float xb = XB(I, kk);                                                      \
+      [[unroll]] for (uint j = 0; j < RN; ++j) acc[I][j] = fma(xb, b[j][kk], acc[I][j]); \
+    }                                                                                  \
+  }
+// The subgroup sizes XB covers (else every lane loads every row itself).
+const bool XB_OK = WG >= BM || WG == 8 || WG == 4;
+#endif
+
 void main() {
   const uint lane = gl_LocalInvocationIndex;
   const uint TN = WG * RN;
 #if DVK_SUBGROUP
   // Broadcast only when the workgroup is exactly one subgroup (the host asks for that size; a driver that
   // gave another one still computes the right result, with private loads).
-  const bool share = gl_SubgroupSize == WG && gl_NumSubgroups == 1;
+  const bool share = (XSH != 0 || XB_OK) && gl_SubgroupSize == WG && gl_NumSubgroups == 1;
 #endif
   for (uint tm = gl_WorkGroupID.y; tm * BM < p.rows; tm += gl_NumWorkGroups.y) {
     for (uint tn = gl_WorkGroupID.x; tn * TN < p.out_f; tn += gl_NumWorkGroups.x) {
@@ -145,19 +170,30 @@ void main() {
           [[unroll]] for (uint j = 0; j < RN; ++j) wq_vec(min(n0 + lane + j * WG, p.out_f - 1), k, b[j]);
         }
 #if DVK_SUBGROUP
-        VTYPE xa[RA];
-        [[unroll]] for (uint a = 0; a < RA; ++a) xa[a] = xv[(xrow[a] + k) / KVEC];
+        if (XSH != 0) {
+          VTYPE xa[RA];
+          [[unroll]] for (uint a = 0; a < RA; ++a) xa[a] = xv[(xrow[a] + k) / KVEC];
+          [[unroll]] for (uint i = 0; i < BM; ++i) {
+            float a[KVEC];
+            if (share) unpack_v(subgroupShuffle(xa[i / WG], i % WG), a);  // i % WG: a constant once unrolled
+            else unpack_v(xv[(xall[i] + k) / KVEC], a);
+            [[unroll]] for (uint kk = 0; kk < KVEC; ++kk)
+              [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[kk], b[j][kk], acc[i][j]);
+          }
+        } else if (share) {
+          float xf[RA][KVEC];  // this lane's rows of x (l, l + WG, …), unpacked once
+          [[unroll]] for (uint a = 0; a < RA; ++a) unpack_v(xv[(xrow[a] + k) / KVEC], xf[a]);
+          ROW_SG(0) ROW_SG(1) ROW_SG(2) ROW_SG(3) ROW_SG(4) ROW_SG(5) ROW_SG(6) ROW_SG(7)
+          ROW_SG(8) ROW_SG(9) ROW_SG(10) ROW_SG(11) ROW_SG(12) ROW_SG(13) ROW_SG(14) ROW_SG(15)
+        } else
 #endif
-        [[unroll]] for (uint i = 0; i < BM; ++i) {
-          float a[KVEC];
-#if DVK_SUBGROUP
-          if (share) unpack_v(subgroupShuffle(xa[i / WG], i % WG), a);  // i % WG: a constant once unrolled
-          else unpack_v(xv[(xall[i] + k) / KVEC], a);
-#else
-          unpack_v(xv[(xall[i] + k) / KVEC], a);
-#endif
-          [[unroll]] for (uint kk = 0; kk < KVEC; ++kk)
-            [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[kk], b[j][kk], acc[i][j]);
+        {
+          [[unroll]] for (uint i = 0; i < BM; ++i) {
+            float a[KVEC];
+            unpack_v(xv[(xall[i] + k) / KVEC], a);
+            [[unroll]] for (uint kk = 0; kk < KVEC; ++kk)
+              [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a[kk], b[j][kk], acc[i][j]);
+          }
         }
       }
       // Elementwise: the k tail, or everything when VEC == 0.

@@ -275,14 +275,24 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
     return PipelineDesc{"linear_coopmat", 4, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
   };
-  // The register-tiled shader shares x rows across the subgroup with subgroupShuffle in its _sg variant;
+  // The register-tiled shader shares x rows across the subgroup with subgroupBroadcast in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
   const DeviceCaps& dc = device.caps();
-  reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+  // CPU drivers keep the shuffle form (spec constant XSH = 1: faster on lavapipe 22.3), GPUs broadcast with
+  // constant lanes (radv 22.3 on gfx11 wave64 turns the shuffle into a loop that keeps the row loop rolled).
+  // DIFFVK_LINEAR_REG_SHARE=broadcast|shuffle forces one (tests run the broadcasts on CPU drivers).
+  uint32_t xsh = dc.kind == DeviceKind::cpu ? 1u : 0u;
+  if (const char* e = std::getenv("DIFFVK_LINEAR_REG_SHARE"); e && *e) {
+    if (std::string(e) != "broadcast" && std::string(e) != "shuffle")
+      throw Error(Status::invalid_argument, std::string("DIFFVK_LINEAR_REG_SHARE must be broadcast or shuffle, not '") + e + "'");
+    xsh = std::string(e) == "shuffle" ? 1u : 0u;
+  }
+  reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0 &&
+                  (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{shader, 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq}, reg_subgroup_ && sg, o.fp16, pin ? t.wg : 0u};
+    return PipelineDesc{shader, 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq, xsh}, reg_subgroup_ && sg, o.fp16, pin ? t.wg : 0u};
   };
   const LinearTiles& rt = tiles_[kLinearRegVariant];
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,

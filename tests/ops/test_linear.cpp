@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "gpu_test.hpp"
 #include "op_table.hpp"
@@ -167,6 +168,20 @@ TEST_CASE("linear: cooperative-matrix tiles") {
 TEST_CASE("linear: shared-memory tiles under quirk long_unrolled_compile") {
   for (Precision p : test::supported_precisions())
     test::run_op_table("linear", p, {"long_unrolled_compile"}, [](const bench::OpCase& c) { return c.variant == 1 || c.variant == 2; });
+}
+
+// The register tile's _sg variant shares x rows by constant-lane subgroupBroadcast on GPUs and by
+// subgroupShuffle on CPU drivers (faster on lavapipe 22.3); forced here so that the GPU form runs in CI
+// (subgroups of 8 on lavapipe, 4 on SwiftShader: XB's per-size branches).
+TEST_CASE("linear: the register tile's constant-lane broadcasts (DIFFVK_LINEAR_REG_SHARE=broadcast)") {
+  struct ForceBroadcast {
+    ForceBroadcast() { setenv("DIFFVK_LINEAR_REG_SHARE", "broadcast", 1); }
+    ~ForceBroadcast() { unsetenv("DIFFVK_LINEAR_REG_SHARE"); }
+  } force;
+  for (Precision p : test::supported_precisions())
+    test::run_op_table("linear", p, {}, [](const bench::OpCase& c) {
+      return not_coop(c) && (c.variant < 0 || c.variant == int(kLinearRegVariant));
+    });
 }
 
 TEST_CASE("linear: the tile choice picks only reachable candidates (the ones a kernel builds pipelines for)") {
