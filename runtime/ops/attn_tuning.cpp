@@ -209,16 +209,14 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
     };
     t = most_subgroups(t);
     // With fp16 storage, Q can sit in shared memory as halves (q is fp16: exact), which leaves room for more
-    // subgroups: always where the compiler fuses the conversion into the FMAs (quirk fused_fp16_conversion: AMD),
-    // elsewhere only where fp32 Q keeps fewer than kAttnStagedQueries queries (a conversion per Q value read).
-    const bool fused = caps.has_quirk("fused_fp16_conversion");
-    if (fp16 && (fused || attn_queries_per_workgroup(t, n_rep) < kAttnStagedQueries)) {
+    // subgroups; taken only where fp32 Q keeps fewer than kAttnStagedQueries queries and halves keep more: the
+    // conversions cost VALU instructions (radv gfx1100, D = 64: 1.26 -> 1.43 VALU per FMA; navi21 fuses them into
+    // v_fma_mix: 1.17 -> 1.18).
+    if (fp16 && attn_queries_per_workgroup(t, n_rep) < kAttnStagedQueries) {
       AttnTiles h = single;
       h.qh = 1;
       h = most_subgroups(h);
-      if (h.nsg >= 2 && (fused ? attn_queries_per_workgroup(h, n_rep) >= attn_queries_per_workgroup(t, n_rep)
-                               : attn_queries_per_workgroup(h, n_rep) > attn_queries_per_workgroup(t, n_rep)))
-        t = h;
+      if (h.nsg >= 2 && attn_queries_per_workgroup(h, n_rep) > attn_queries_per_workgroup(t, n_rep)) t = h;
     }
     if (t.nsg < 2) t = single;
   }

@@ -43,10 +43,6 @@ const QuirkRule kRules[] = {
       "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
       "loops; attention streams one key at a time with Q in registers (DIFFVK_ATTN_CORE=blocks forces the block core, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
-    {{"fused_fp16_conversion",
-      "AMD's compilers fuse fp16 -> fp32 conversions into FMAs (v_fma_mix_f32, GCN5 and RDNA), so staged prefill "
-      "attention keeps Q in shared memory as halves at no ALU cost, leaving room for more subgroups"},
-     [](const DeviceCaps& c) { return c.vendor_id == 0x1002 && c.kind != DeviceKind::cpu; }},
     {{"no_kv_staging",
       "CPU drivers: shared memory is ordinary memory and a barrier a coroutine switch, so staging K/V blocks in shared "
       "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (DIFFVK_ATTN_CORE=staged forces it)"},

@@ -319,15 +319,11 @@ TEST_CASE("attn tuning: Q in halves only where fp32 Q keeps fewer than 16 querie
   CHECK(attn_queries_per_workgroup(t, 4) >= kAttnStagedQueries);
   CHECK(check_attn_tiles(nv, true, 64, 4, t) == "");
   CHECK(check_attn_tiles(nv, false, 64, 4, t) != "");  // the checker refuses halves without fp16 storage
-  // Where the compiler fuses the conversion (quirk fused_fp16_conversion: AMD), Q is in halves even at 16 queries.
-  DeviceCaps amd = simulated(65536, 32, 1024, true);
-  amd.subgroup_arithmetic_compute = true;
-  CHECK(choose_attn_tiles(amd, true, 64, 4, AttnPhase::prefill).qh == 0);
-  amd.quirks.push_back({"fused_fp16_conversion", "test"});
-  const AttnTiles a = choose_attn_tiles(amd, true, 64, 4, AttnPhase::prefill);
-  CHECK(a.qh == 1);
-  CHECK(attn_queries_per_workgroup(a, 4) >= kAttnStagedQueries);
-  CHECK(choose_attn_tiles(amd, false, 64, 4, AttnPhase::prefill).qh == 0);
+  // Where fp32 Q already holds 16 queries, Q stays fp32 (the conversions cost VALU instructions).
+  DeviceCaps big = simulated(65536, 32, 1024, true);
+  big.subgroup_arithmetic_compute = true;
+  CHECK(choose_attn_tiles(big, true, 64, 4, AttnPhase::prefill).qh == 0);
+  CHECK(choose_attn_tiles(nv, false, 64, 4, AttnPhase::prefill).qh == 0);  // fp32 storage
   AttnTiles unstaged_qh = attn_unstaged(t, 64);
   unstaged_qh.qh = 1;
   CHECK(check_attn_tiles(nv, true, 64, 4, unstaged_qh) != "");
