@@ -222,10 +222,15 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
-  const QuantRowPath forced_path = options.quant_decode == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
-  const QuantRowPath prefill_forced = options.quant_prefill == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
-  m->k = build_model_kernels(dev, c, wf.used(), options.quant_decode == LoadOptions::QuantDecode::automatic ? nullptr : &forced_path,
-                             options.quant_prefill == LoadOptions::QuantDecode::automatic ? nullptr : &prefill_forced);  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  // A forced quantized path (decode, prefill), or nullptr for the device's choice.
+  auto forced = [](LoadOptions::QuantDecode q, QuantRowPath& path) -> const QuantRowPath* {
+    if (q == LoadOptions::QuantDecode::automatic) return nullptr;
+    path = q == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
+    return &path;
+  };
+  QuantRowPath decode_path, prefill_path;
+  m->k = build_model_kernels(dev, c, wf.used(), forced(options.quant_decode, decode_path),
+                             forced(options.quant_prefill, prefill_path));  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
   m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;

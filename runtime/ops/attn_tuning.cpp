@@ -27,6 +27,10 @@ CoreShape core_shape(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t nsm, uint
   const uint32_t cw = chunk == 8 ? 8 : 4;
   return {cdiv(nsm * cdiv(D, cw), wg), cdiv(cdiv(dv, cw), wg), cw};
 }
+// The narrowest subgroup the device may run: its minimum where the size can be chosen, else its only size.
+uint32_t narrowest_subgroup(const DeviceCaps& caps) {
+  return caps.subgroup_size_control && caps.subgroup_min_size ? caps.subgroup_min_size : caps.subgroup_size;
+}
 uint32_t accumulators(uint32_t chunk, uint32_t D, uint32_t wg, uint32_t br, uint32_t nsm, uint32_t dv) {
   const CoreShape c = core_shape(chunk, D, wg, nsm, dv);
   return nsm * br * c.nvv * c.cw;
@@ -40,8 +44,7 @@ uint32_t attn_accumulator_budget(const DeviceCaps& caps) {
   // Wave64 at the least (GCN: raven, renoir): 16, so that the attention kernels stay within 64 VGPRs, i.e. >= 4
   // subgroups per SIMD (radv raven, key-block core: 32 accumulators = 4 slots took 84 VGPRs and 3 subgroups,
   // 24 = 3 slots still 84 at D = 64; 16 = 2 slots take 48 VGPRs and 5 subgroups, at half the K/V reuse).
-  const uint32_t narrowest = caps.subgroup_size_control && caps.subgroup_min_size ? caps.subgroup_min_size : caps.subgroup_size;
-  return narrowest >= 64 ? 16 : 32;
+  return narrowest_subgroup(caps) >= 64 ? 16 : 32;
 }
 
 uint32_t attn_shared_bytes(uint32_t nsm, uint32_t wg, uint32_t br) { return 4 * nsm * br * wg; }
@@ -195,9 +198,8 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
     const AttnTiles single = t;
     // Wave64-only devices (GCN: 4 SIMD16s per compute unit, whose shared memory is the workgroup maximum): the
     // resident workgroups must keep >= 16 subgroups per compute unit, the >= 4 per SIMD the unstaged kernels have.
-    const uint32_t narrowest = caps.subgroup_size_control && caps.subgroup_min_size ? caps.subgroup_min_size : caps.subgroup_size;
     auto resident = [&](const AttnTiles& x) {
-      return narrowest < 64 || (caps.max_shared_memory / x.shared_bytes) * x.nsg * (x.wg / 64) >= 16;
+      return narrowest_subgroup(caps) < 64 || (caps.max_shared_memory / x.shared_bytes) * x.nsg * (x.wg / 64) >= 16;
     };
     auto most_subgroups = [&](AttnTiles x) {
       x.nsg = std::min(cdiv(kAttnStagedQueries * n_rep, x.br), max_inv / x.wg);
@@ -256,10 +258,6 @@ uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint3
   *split_len = blocks_per_split * bc;
   return cdiv(keys, *split_len);
 }
-
-}  // namespace diffvk
-
-namespace diffvk {
 
 uint32_t attn_coop_shared_bytes(uint32_t D, uint32_t br, uint32_t bc) {
   const uint32_t dv = 2 * D;

@@ -35,6 +35,8 @@ const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
   return sm == AttnSoftmax::single ? single[half ? 1 : 0] : sm == AttnSoftmax::v2 ? v2 : diff;
 }
 uint32_t nsm(AttnSoftmax sm) { return sm == AttnSoftmax::differential ? 2 : 1; }
+// Keys a call's queries may see: every row of the cache when the position is read at run time.
+uint64_t call_keys(const AttnCall& c) { return c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S; }
 }  // namespace
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows,
@@ -93,7 +95,7 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
 }
 
 bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
-  return coop_ && (c.dyn_pos.buffer ? uint64_t(c.capacity) : uint64_t(c.pos0) + c.S) <= coop_max_keys_;
+  return coop_ && call_keys(c) <= coop_max_keys_;
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;
@@ -173,7 +175,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
-  return prefill_splits_for_keys(c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S, split_len);
+  return prefill_splits_for_keys(call_keys(c), split_len);
 }
 
 uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const {
@@ -228,7 +230,7 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
                                   BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& sc,
                                   const AttnCall& c, uint32_t splits, uint32_t split_len, const char* label) const {
   const BufferRange &part = sc.part, &stat = sc.stat, &sync = sc.sync;
-  const uint64_t keys = c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S;
+  const uint64_t keys = call_keys(c);
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
     throw Error(Status::invalid_argument, "attention: splits do not cover the keys");
   if (split_len > attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_))

@@ -359,8 +359,6 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // reduction), else 8 invocations; row_geometry's features per workgroup. Measured on lavapipe (subgroup 8): 64
   // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
   const RowGeometry rg = row_geometry(device.caps());
-  row_wg_ = rg.wg;
-  row_nf_ = rg.nf;
   row_geo_ = rg;
   env_lanes_ = row_force_lanes_ = row_lanes_from_env();
   const uint32_t one_sg = o.subgroup && rg.one_sg;
@@ -368,7 +366,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // last row) / float32 y and residual. The SwiGLU prologue reads the fp16 [gate | up] row only.
   // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), declared on first use; the
   // one-group set now (compiled now under all_variants).
-  const uint32_t n32 = o.fp16 ? 2 : 1, wg = row_wg_, nf = row_nf_;
+  const uint32_t n32 = o.fp16 ? 2 : 1, wg = rg.wg, nf = rg.nf;
   row_sets_ = std::make_unique<RowLaneSets<RowPipes>>([&device, o, rg, one_sg, n32, wg, nf, now](RowPipes& s, uint32_t lg) {
     const uint32_t spec_lg = lg >= wg ? 0u : lg;
     auto make = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), now && spec_lg == 0); };
@@ -442,7 +440,7 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   const auto& maxc = device_.caps().max_workgroup_count;
   uint32_t lim = maxc[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
-  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_geo_.nf), lim)), 1, 1};
   static const char* const labels[3] = {"linear_row", "linear_row+rmsnorm", "linear_row+silu_mul"};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32, y32 = fp16 && p.y_elem == Elem::f32;
   const uint32_t steps = vec ? p.in / vw : p.in;
@@ -482,14 +480,14 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
                                    BufferRange norm_w, const RowRope& r) const {
   const bool fp16 = fp16_;
   std::vector<Arg> args = row_rope_args("linear_row_rope", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), q_out, p, norm_w, r,
-                                        fp16, row_nf_);
+                                        fp16, row_geo_.nf);
   const bool has_norm = p.pro == RowPrologue::rmsnorm;
   const uint32_t vw = fp16 ? 8 : 4;
   const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0);
   const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, 0}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
-  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_nf_), lim)), 1, 1};
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_geo_.nf), lim)), 1, 1};
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32;
   const uint32_t steps = vec ? p.in / vw : p.in;
   const RowPipes& set = row_sets_->get(row_lanes(row_geo_, steps, true, row_force_lanes_));
@@ -510,8 +508,6 @@ void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRang
 
 void LinearKernel::record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
                                 const LinearParams& p, BufferRange residual, Elem y_elem) const {
-  if (type != QuantType::q8_0 && type != QuantType::q4_0)
-    throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
   record_quant_path(program, quant_choice_.path, type, x, w, y, p, residual, y_elem);
 }
 

@@ -238,8 +238,8 @@ class LinearKernel {
   void record_row_rope(Program& program, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
                        BufferRange norm_w, const RowRope& rope) const;
   // Workgroup size and output features per workgroup of record_row.
-  uint32_t row_workgroup_size() const { return row_wg_; }
-  uint32_t row_features() const { return row_nf_; }
+  uint32_t row_workgroup_size() const { return row_geo_.wg; }
+  uint32_t row_features() const { return row_geo_.nf; }
   // Lanes per lane group record_row / record_row_rope take for a row of `in` values (row_lanes).
   uint32_t row_lanes_for(uint32_t in, bool rope = false) const;
   // Declares the pipelines of the lane-group sizes rows of these widths take (the model's E and I), so that
@@ -269,7 +269,6 @@ class LinearKernel {
   void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
                    const LinearParams& p, BufferRange residual, Elem y_elem, bool int8 = false) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
-  uint32_t row_wg_ = 0, row_nf_ = 0;
   RowGeometry row_geo_;
   uint32_t env_lanes_ = 0, row_force_lanes_ = 0;
   struct RowPipes {

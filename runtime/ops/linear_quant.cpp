@@ -36,31 +36,33 @@ std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t i
 
 const char* quant_row_path_name(QuantRowPath p) { return p == QuantRowPath::int8_dot ? "int8_dot" : "dequant"; }
 
-QuantRowChoice choose_quant_row_path(const DeviceCaps& c, const QuantRowPath* force) {
+namespace {
+// The rule both quantized kernels share: int8 where the device accelerates 4x8-bit dot products, else dequantized
+// weights; a forced int8 path needs shaderIntegerDotProduct. `what` names the kernel in the error, int8/dequant
+// describe its two paths in the reason.
+QuantRowChoice choose_int8_or_dequant(const DeviceCaps& c, const QuantRowPath* force, const char* what, const char* int8,
+                                      const char* dequant) {
   if (force) {
     if (*force == QuantRowPath::int8_dot && !c.integer_dot_product)
-      throw Error(Status::unsupported, "linear_row: the int8 dot-product path needs shaderIntegerDotProduct, which '" + c.name + "' lacks");
+      throw Error(Status::unsupported, std::string(what) + " needs shaderIntegerDotProduct, which '" + c.name + "' lacks");
     return {*force, std::string("forced by the caller")};
   }
-  if (c.int8_dot_accelerated)
-    return {QuantRowPath::int8_dot, "int8 activations and 4x8-bit integer dot products (the device accelerates them)"};
-  return {QuantRowPath::dequant, c.integer_dot_product
-                                     ? "weights dequantized in registers (the device's 4x8-bit dot products are not accelerated)"
-                                     : "weights dequantized in registers (the device has no integer dot products)"};
+  if (c.int8_dot_accelerated) return {QuantRowPath::int8_dot, std::string(int8) + " (the device accelerates them)"};
+  return {QuantRowPath::dequant, std::string(dequant) + (c.integer_dot_product ? " (the device's 4x8-bit dot products are not accelerated)"
+                                                                               : " (the device has no integer dot products)")};
+}
+}  // namespace
+
+QuantRowChoice choose_quant_row_path(const DeviceCaps& c, const QuantRowPath* force) {
+  return choose_int8_or_dequant(c, force, "linear_row: the int8 dot-product path",
+                                "int8 activations and 4x8-bit integer dot products", "weights dequantized in registers");
 }
 
+// Not yet measured on a device that accelerates them (none here): the same rule as the one-row path.
 QuantRowChoice choose_quant_matmul_path(const DeviceCaps& c, const QuantRowPath* force) {
-  if (force) {
-    if (*force == QuantRowPath::int8_dot && !c.integer_dot_product)
-      throw Error(Status::unsupported, "linear: the int8 dot-product matmul needs shaderIntegerDotProduct, which '" + c.name + "' lacks");
-    return {*force, std::string("forced by the caller")};
-  }
-  // Not yet measured on a device that accelerates them (none here): the same rule as the one-row path.
-  if (c.int8_dot_accelerated)
-    return {QuantRowPath::int8_dot, "int8 activations per block of 32 and 4x8-bit integer dot products, register tile (the device accelerates them)"};
-  return {QuantRowPath::dequant, c.integer_dot_product
-                                     ? "weights dequantized in the matmul (the device's 4x8-bit dot products are not accelerated)"
-                                     : "weights dequantized in the matmul (the device has no integer dot products)"};
+  return choose_int8_or_dequant(c, force, "linear: the int8 dot-product matmul",
+                                "int8 activations per block of 32 and 4x8-bit integer dot products, register tile",
+                                "weights dequantized in the matmul");
 }
 
 QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vector<QuantType>& types, const QuantRowPath* force)
@@ -70,8 +72,6 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
   // The dense one-row kernel's geometry (LinearKernel): one subgroup (at least 8 invocations), 8 features.
   const DeviceCaps& c = device.caps();
   const RowGeometry rg = row_geometry(c);
-  wg_ = rg.wg;
-  nf_ = rg.nf;
   geo_ = rg;
   env_lanes_ = force_lanes_ = row_lanes_from_env();
   const uint32_t one_sg = o.subgroup && rg.one_sg;
@@ -82,7 +82,7 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
     types_[ti] = true;
   }
   const char* rope_shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot_rope" : "linear_row_rope";
-  const uint32_t vec0 = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1, wg = wg_, nf = nf_;
+  const uint32_t vec0 = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1, wg = rg.wg, nf = rg.nf;
   const bool built[2] = {types_[0], types_[1]};
   // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), compiled on first record
   // (LazyPipeline); the sets are declared on first use.
@@ -105,7 +105,7 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
                                                           o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
     }
   });
-  sets_->get(wg_);
+  sets_->get(rg.wg);
 }
 
 uint32_t QuantRowKernel::lanes_for(QuantType type, uint32_t in, bool rope) const {
@@ -145,7 +145,7 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   const LinearRowPush push{p.in, p.out, has_res ? 1u : 0u, p.eps, uint32_t(l.quant_offset() / 16)};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
-  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + geo_.nf - 1) / geo_.nf, lim)), 1, 1};
   static const char* const labels[2][2][3] = {
       {{"linear_row q8_0", "linear_row q8_0+rmsnorm", "linear_row q8_0+silu_mul"},
        {"linear_row q4_0", "linear_row q4_0+rmsnorm", "linear_row q4_0+silu_mul"}},
@@ -160,7 +160,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
                                  const LinearRowParams& p, BufferRange norm_w, const RowRope& r) const {
   if (!has(type)) throw Error(Status::invalid_argument, std::string("linear_row_rope: this kernel has no pipelines for ") + quant_type_name(type));
   const QuantLayout l = quant_layout(type, p.out, p.in);
-  std::vector<Arg> args = row_rope_args("linear_row_rope (quantized)", x, w, l.bytes(), q_out, p, norm_w, r, fp16_, nf_);
+  std::vector<Arg> args = row_rope_args("linear_row_rope (quantized)", x, w, l.bytes(), q_out, p, norm_w, r, fp16_, geo_.nf);
   const bool has_norm = p.pro == RowPrologue::rmsnorm;
   if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear_row_rope (quantized): the weight must start 16-byte aligned");
   const uint32_t vec = x.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0) ? 1 : 0;
@@ -171,7 +171,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, uint32_t(l.quant_offset() / 16)}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
-  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + nf_ - 1) / nf_, lim)), 1, 1};
+  const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + geo_.nf - 1) / geo_.nf, lim)), 1, 1};
   static const char* const labels[2][2] = {{"linear_row q8_0+rope_kv", "linear_row q8_0+rmsnorm+rope_kv"},
                                            {"linear_row q4_0+rope_kv", "linear_row q4_0+rmsnorm+rope_kv"}};
   const uint32_t x32 = fp16_ && p.x_elem == Elem::f32;

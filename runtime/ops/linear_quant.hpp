@@ -61,7 +61,7 @@ class QuantRowKernel {
   // The fused q/k/v projection with RoPE + KV append as its epilogue (RowRope, ops/linear.hpp) over quantized W.
   void record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
                    BufferRange norm_w, const RowRope& rope) const;
-  uint32_t workgroup_size() const { return wg_; }
+  uint32_t workgroup_size() const { return geo_.wg; }
   // Lanes per lane group (row_lanes, ops/linear.hpp) of a row of `in` weights of this format (steps: one
   // 16-byte quant vector per lane step, in / 16 for Q8_0 and in / 32 for Q4_0; one block of 32 on the int8 path).
   uint32_t lanes_for(QuantType type, uint32_t in, bool rope = false) const;
@@ -76,8 +76,8 @@ class QuantRowKernel {
   Device& device_;
   QuantRowChoice choice_;
   bool fp16_ = false;
-  uint32_t wg_ = 0, nf_ = 0, test_limit_ = 0;
-  RowGeometry geo_;
+  uint32_t test_limit_ = 0;
+  RowGeometry geo_;  // the dense one-row kernel's geometry (row_geometry)
   uint32_t env_lanes_ = 0, force_lanes_ = 0;
   bool types_[2] = {false, false};  // [q8_0, q4_0]: built
   struct Pipes {

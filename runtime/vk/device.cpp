@@ -14,6 +14,12 @@
 namespace diffvk {
 
 namespace {
+// A variable that forces cooperative matrices (`setting`) on a device without a usable shape: an error naming why.
+void require_coopmat_shape(const DeviceCaps& c, const char* setting) {
+  if (!c.coopmat_m)
+    throw Error(Status::unsupported, std::string(setting) + ", but device '" + c.name + "' has no usable cooperative-matrix shape (" +
+                                         (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) + ")");
+}
 // DIFFVK_COOPMAT = on | off | auto (unset: auto, the tuning's choice). on: the quirk coopmat_emulated is
 // dropped, so the matmul (and the differential prefill attention where D fits the shape, attn_uses_coopmat) takes
 // the cooperative-matrix path wherever the device has a usable shape (CI's
@@ -30,12 +36,8 @@ void apply_coopmat_env(DeviceCaps& c) {
   }
   if (std::strcmp(env, "on") != 0)
     throw Error(Status::invalid_argument, std::string("DIFFVK_COOPMAT must be on, off or auto, not '") + env + "'");
-  if (!c.coopmat_m)
-    throw Error(Status::unsupported, "DIFFVK_COOPMAT=on, but device '" + c.name + "' has no usable cooperative-matrix shape (" +
-                                         (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) + ")");
-  c.quirks.erase(std::remove_if(c.quirks.begin(), c.quirks.end(),
-                                [](const Quirk& q) { return std::strcmp(q.name, "coopmat_emulated") == 0; }),
-                 c.quirks.end());
+  require_coopmat_shape(c, "DIFFVK_COOPMAT=on");
+  drop_quirk(c, "coopmat_emulated");
   c.coopmat_note = "forced on by DIFFVK_COOPMAT=on";
   platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul and the prefill attention use cooperative matrices on '" + c.name + "'");
 }
@@ -53,15 +55,9 @@ void apply_attn_core_env(DeviceCaps& c) {
     force_quirk(c, "per_key_attention");
     return;
   }
-  auto drop = [&c](const char* name) {
-    c.quirks.erase(std::remove_if(c.quirks.begin(), c.quirks.end(), [name](const Quirk& q) { return std::strcmp(q.name, name) == 0; }),
-                   c.quirks.end());
-  };
   if (std::strcmp(env, "coopmat") == 0) {
-    if (!c.coopmat_m)
-      throw Error(Status::unsupported, "DIFFVK_ATTN_CORE=coopmat, but device '" + c.name + "' has no usable cooperative-matrix shape (" +
-                                           (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) + ")");
-    drop("coopmat_emulated");
+    require_coopmat_shape(c, "DIFFVK_ATTN_CORE=coopmat");
+    drop_quirk(c, "coopmat_emulated");
     c.attn_coopmat_forced = true;
     platform::log(platform::LogLevel::info, "DIFFVK_ATTN_CORE=coopmat: prefill attention uses cooperative matrices on '" + c.name + "'");
     return;
@@ -69,8 +65,8 @@ void apply_attn_core_env(DeviceCaps& c) {
   const bool staged = std::strcmp(env, "staged") == 0;
   if (!staged && std::strcmp(env, "blocks") != 0)
     throw Error(Status::invalid_argument, std::string("DIFFVK_ATTN_CORE must be blocks, staged, keys, coopmat or auto, not '") + env + "'");
-  drop("per_key_attention");
-  if (staged) drop("no_kv_staging");
+  drop_quirk(c, "per_key_attention");
+  if (staged) drop_quirk(c, "no_kv_staging");
   else force_quirk(c, "no_kv_staging");
 }
 using platform::LogLevel;

@@ -50,5 +50,7 @@ void apply_quirks(DeviceCaps& caps);
 // Adds the named quirk of that table as if the driver matched it (ContextOptions::force_quirks, a test
 // hook). Throws Error(invalid_argument) for a name the table does not have.
 void force_quirk(DeviceCaps& caps, const std::string& name);
+// Removes the named quirk, if present (the environment's overrides: DIFFVK_COOPMAT, DIFFVK_ATTN_CORE).
+void drop_quirk(DeviceCaps& caps, const char* name);
 
 }  // namespace diffvk

@@ -3,6 +3,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "diffvk/error.hpp"
@@ -61,10 +62,13 @@ void apply_quirks(DeviceCaps& caps) {
     caps.coopmat_m = caps.coopmat_n = caps.coopmat_k = 0;
     caps.coopmat_note = "quirk coopmat_wide_subgroup_crash: lavapipe crashes compiling cooperative matrices at subgroups of " +
                         std::to_string(caps.subgroup_size);
-    caps.quirks.erase(std::remove_if(caps.quirks.begin(), caps.quirks.end(),
-                                     [](const Quirk& q) { return std::string(q.name) == "coopmat_emulated"; }),
-                      caps.quirks.end());
+    drop_quirk(caps, "coopmat_emulated");
   }
+}
+
+void drop_quirk(DeviceCaps& caps, const char* name) {
+  caps.quirks.erase(std::remove_if(caps.quirks.begin(), caps.quirks.end(), [name](const Quirk& q) { return std::strcmp(q.name, name) == 0; }),
+                    caps.quirks.end());
 }
 
 void force_quirk(DeviceCaps& caps, const std::string& name) {

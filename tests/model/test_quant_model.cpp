@@ -191,6 +191,36 @@ TEST_CASE("quant model: untied lm_head and a width that stays in the storage typ
     for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) check_quantized(tmp.path(), p, q, toks, 9);
 }
 
+namespace {
+// One int8 run of the bundled model against the float64 reference on the dequantized weights: the int8 path on
+// decode (int8_decode) or on prefill, the other path dequantizing; teacher-forced logits of every position.
+struct Int8Run {
+  std::vector<float> got;
+  std::vector<double> ref;
+  size_t V = 0;
+};
+Int8Run int8_run(Context& ctx, QuantType q, bool int8_decode, const std::vector<int32_t>& toks, size_t prompt, uint32_t chunk) {
+  LoadOptions o;
+  o.weights = static_cast<QuantKind>(q);
+  o.quant_decode = int8_decode ? LoadOptions::QuantDecode::int8_dot : LoadOptions::QuantDecode::dequant;
+  o.quant_prefill = int8_decode ? LoadOptions::QuantDecode::dequant : LoadOptions::QuantDecode::int8_dot;
+  auto model = Model::load(ctx, kBundled, o);
+  CHECK(model->load_stats().quant_decode == (int8_decode ? "int8_dot" : "dequant"));
+  CHECK(model->load_stats().quant_prefill == (int8_decode ? "dequant" : "int8_dot"));
+  Int8Run r;
+  r.ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false), std::vector<int>(toks.begin(), toks.end())).logits;
+  auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), chunk});
+  r.got = test::teacher_forced(*s, toks, prompt);
+  r.V = model->config().vocab_size;
+  REQUIRE(r.got.size() == r.ref.size());
+  const test::Compare cmp = test::compare(std::vector<double>(r.got.begin(), r.got.end()), r.ref);
+  MESSAGE(quant_type_name(q) << (int8_decode ? " int8 decode" : " int8 prefill") << " vs the dequantized reference: " << cmp.summary());
+  CHECK(cmp.nmse < 1e-4);  // measured 8.6e-6 (decode) and 1.3e-5 (prefill) on the bundled model (lavapipe, fp32)
+  CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
+  return r;
+}
+}  // namespace
+
 // The int8 dot-product decode path on a whole model: it rounds each linear's input to int8 blocks, so it is
 // not held to the dequantized reference's bound; it must agree with it on the next token, stay close in
 // nmse, and differ from the dequantizing path (it really ran). Skipped without shaderIntegerDotProduct.
@@ -202,28 +232,14 @@ TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized refe
     return;
   }
   const auto toks = bundled_tokens(28);
-  const size_t prompt = 4;  // most positions through decode (the path under test)
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
-    LoadOptions o;
-    o.weights = static_cast<QuantKind>(q);
-    o.quant_decode = LoadOptions::QuantDecode::int8_dot;
-    o.quant_prefill = LoadOptions::QuantDecode::dequant;  // the prompt's matmuls as the reference's
-    auto model = Model::load(*ctx, kBundled, o);
-    const auto ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
-                                        std::vector<int>(toks.begin(), toks.end())).logits;
-    auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
-    const auto got = test::teacher_forced(*s, toks, prompt);
-    REQUIRE(got.size() == ref.size());
-    const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
-    MESSAGE(std::string(quant_type_name(q)) << " int8 decode vs the dequantized reference: " << cmp.summary());
-    CHECK(cmp.nmse < 1e-4);  // measured 8.6e-6 on the bundled model (lavapipe, fp32)
-    CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
-    const size_t V = model->config().vocab_size;
+    // Most positions through decode (the path under test): a 4-token prompt.
+    const Int8Run r = int8_run(*ctx, q, /*int8_decode=*/true, toks, 4, 16);
     size_t agree = 0;
     for (size_t t = 0; t < toks.size(); ++t) {
-      const auto g0 = got.begin() + t * V;
-      const auto r0 = ref.begin() + t * V;
-      agree += std::max_element(g0, g0 + V) - g0 == std::max_element(r0, r0 + V) - r0;
+      const auto g0 = r.got.begin() + t * r.V;
+      const auto r0 = r.ref.begin() + t * r.V;
+      agree += std::max_element(g0, g0 + r.V) - g0 == std::max_element(r0, r0 + r.V) - r0;
     }
     CHECK(agree == toks.size());
   }
@@ -240,40 +256,24 @@ TEST_CASE("quant model: int8 dot-product prefill agrees with the dequantized ref
     return;
   }
   const auto toks = bundled_tokens(28);
-  const size_t prompt = toks.size() - 1;  // the path under test: prefill
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
-    LoadOptions o;
-    o.weights = static_cast<QuantKind>(q);
-    o.quant_decode = LoadOptions::QuantDecode::dequant;
-    o.quant_prefill = LoadOptions::QuantDecode::int8_dot;
-    auto model = Model::load(*ctx, kBundled, o);
-    CHECK(model->load_stats().quant_prefill == "int8_dot");
-    const auto ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
-                                        std::vector<int>(toks.begin(), toks.end())).logits;
-    auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 32});
-    const auto got = test::teacher_forced(*s, toks, prompt);
-    REQUIRE(got.size() == ref.size());
-    const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
-    MESSAGE(std::string(quant_type_name(q)) << " int8 prefill vs the dequantized reference: " << cmp.summary());
-    CHECK(cmp.nmse < 1e-4);
-    CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
+    const Int8Run r = int8_run(*ctx, q, /*int8_decode=*/false, toks, toks.size() - 1, 32);
     // The next token agrees wherever the reference's best logit leads the second by more than 0.5 (the
     // rounding moves logits by up to ~0.17 here: a near-tie may flip, and is only counted).
-    const size_t V = model->config().vocab_size;
     size_t clear = 0, agree = 0, near_ties = 0;
     for (size_t t = 0; t < toks.size(); ++t) {
-      const auto g0 = got.begin() + t * V;
-      const auto r0 = ref.begin() + t * V;
-      const size_t best = std::max_element(r0, r0 + V) - r0;
+      const auto g0 = r.got.begin() + t * r.V;
+      const auto r0 = r.ref.begin() + t * r.V;
+      const size_t best = std::max_element(r0, r0 + r.V) - r0;
       double second = -1e300;
-      for (size_t v = 0; v < V; ++v)
+      for (size_t v = 0; v < r.V; ++v)
         if (v != best) second = std::max(second, double(r0[v]));
       if (r0[best] - second <= 0.5) {
         ++near_ties;
         continue;
       }
       ++clear;
-      agree += size_t(std::max_element(g0, g0 + V) - g0) == best;
+      agree += size_t(std::max_element(g0, g0 + r.V) - g0) == best;
     }
     MESSAGE(clear << " positions with a clear next token, " << near_ties << " near-ties");
     CHECK(clear >= toks.size() / 2);
