@@ -112,6 +112,15 @@ typedef struct diffvk_session_options {
 #define DIFFVK_WEIGHTS_Q8_0 1 /* GGUF Q8_0 blocks: 32 int8 + one fp16 scale */
 #define DIFFVK_WEIGHTS_Q4_0 2 /* GGUF Q4_0 blocks: 32 4-bit + one fp16 scale; lm_head is Q8_0 */
 
+/* How quantized (Q8_0 / Q4_0) weights are multiplied (since 1.1; issue 19): diffvk_model_options.quant_decode and
+ * .quant_prefill choose, diffvk_model_quant_paths reports what a loaded model uses. */
+#define DIFFVK_QUANT_PATH_AUTO 0     /* options: the device's choice (INT8_DOT where it accelerates 4x8-bit integer dot
+                                      * products, else DEQUANT; logged at load). diffvk_model_quant_paths: no quantized weights */
+#define DIFFVK_QUANT_PATH_DEQUANT 1  /* the weights dequantized in registers */
+#define DIFFVK_QUANT_PATH_INT8_DOT 2 /* int8 activations (blocks of 32) and 4x8-bit integer dot products; needs the device's
+                                      * shaderIntegerDotProduct (else the load fails with DIFFVK_UNSUPPORTED). Its logits
+                                      * differ from DEQUANT's by the rounding of the activations */
+
 /* Model options (issue 19; diffvk_model_load*_with_options). Grows at the end like the others. */
 typedef struct diffvk_model_options {
   size_t struct_size; /* sizeof(diffvk_model_options): set by diffvk_model_default_options */
@@ -119,6 +128,18 @@ typedef struct diffvk_model_options {
    * and λ stay in the storage type, as does a matrix whose input width is not a multiple of 32 and a lm_head
    * tied to the embedding (both logged). Another value -> DIFFVK_INVALID_ARGUMENT. */
   uint32_t weights;
+  /* Since 1.1. A struct_size that ends at weights (the struct before these fields: 16 bytes on 64-bit targets,
+   * padding included) gives them their defaults, whatever the padding held. */
+  /* 1: under DIFFVK_WEIGHTS_Q4_0, lm_head (and an embedding tied to it) in Q4_0 too instead of Q8_0: about a tenth
+   * fewer weight bytes with a 32k vocabulary, but the head's error reaches every logit. Ignored under the other
+   * formats. 0 (default) or 1; another value -> DIFFVK_INVALID_ARGUMENT. */
+  uint32_t q4_0_head;
+  /* DIFFVK_QUANT_PATH_*: how decode (one row) multiplies quantized weights; quant_prefill: the same for prefill's
+   * matmuls (more than one row). AUTO (default) = the device's choice. Without quantized weights (DIFFVK_WEIGHTS_F16
+   * and an unquantized checkpoint) there is nothing to choose and both are ignored. Another value ->
+   * DIFFVK_INVALID_ARGUMENT naming the field. */
+  uint32_t quant_decode;
+  uint32_t quant_prefill;
 } diffvk_model_options;
 
 /* "MAJOR.MINOR.PATCH" of the library that is running (compare with DIFFVK_VERSION_* of the header). */
@@ -167,7 +188,8 @@ DIFFVK_API diffvk_status diffvk_model_load_memory(diffvk_context* context, const
 DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int config_fd, int64_t config_offset,
                                               int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
                                               int64_t safetensors_size, diffvk_model** out);
-/* Fills *options with the defaults (weights DIFFVK_WEIGHTS_F16) and sets struct_size. NULL: does nothing. */
+/* Fills *options with the defaults (weights DIFFVK_WEIGHTS_F16, q4_0_head 0, quant_decode and quant_prefill
+ * DIFFVK_QUANT_PATH_AUTO) and sets struct_size. NULL: does nothing. */
 DIFFVK_API void diffvk_model_default_options(diffvk_model_options* options);
 /* diffvk_model_load, _memory and _fd with options (NULL = defaults; struct_size as for diffvk_context_create). */
 DIFFVK_API diffvk_status diffvk_model_load_with_options(diffvk_context* context, const char* dir,
@@ -186,6 +208,10 @@ DIFFVK_API diffvk_status diffvk_model_destroy(diffvk_model* model);
 DIFFVK_API diffvk_status diffvk_model_vocab_size(const diffvk_model* model, uint32_t* out);
 DIFFVK_API diffvk_status diffvk_model_eos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
 DIFFVK_API diffvk_status diffvk_model_bos_token(const diffvk_model* model, int32_t* out); /* -1 when none */
+/* The paths the model's quantized weights take (since 1.1): *decode for decode, *prefill for prefill's matmuls;
+ * DIFFVK_QUANT_PATH_DEQUANT or _INT8_DOT (the option's choice, or the device's under AUTO), or
+ * DIFFVK_QUANT_PATH_AUTO for both when the model has no quantized weights. decode and prefill must not be NULL. */
+DIFFVK_API diffvk_status diffvk_model_quant_paths(const diffvk_model* model, uint32_t* decode, uint32_t* prefill);
 
 /* Fills *options with the defaults (context_len 0 = the model's maximum, the default chunk, no abort
  * callback) and sets struct_size. options NULL: does nothing. */

@@ -3,6 +3,7 @@
 #include "diffvk/diffvk.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -180,12 +181,30 @@ void load_model(diffvk_context* c, diffvk_model** out, Load&& load) {
   track(m, Kind::model);
   *out = m.get();
 }
-// diffvk_model_options -> LoadOptions; an unknown weight format is the caller's error, never a fallback.
+// The struct_size of diffvk_model_options before the fields of 1.1: {struct_size, weights} and the padding to
+// the struct's alignment, which is where q4_0_head lies now. A caller with that size gets the 1.1 defaults.
+constexpr size_t kModelOptionsBefore11 =
+    (offsetof(diffvk_model_options, q4_0_head) + alignof(diffvk_model_options) - 1) / alignof(diffvk_model_options) *
+    alignof(diffvk_model_options);
+// DIFFVK_QUANT_PATH_* of the field `what` -> LoadOptions::QuantDecode.
+diffvk::LoadOptions::QuantDecode quant_path(uint32_t v, const char* what) {
+  using Q = diffvk::LoadOptions::QuantDecode;
+  if (v > DIFFVK_QUANT_PATH_INT8_DOT)
+    fail(DIFFVK_INVALID_ARGUMENT, std::string("model options: unknown ") + what + " value " + std::to_string(v) +
+                                      " (DIFFVK_QUANT_PATH_AUTO = 0, DIFFVK_QUANT_PATH_DEQUANT = 1, DIFFVK_QUANT_PATH_INT8_DOT = 2)");
+  return v == DIFFVK_QUANT_PATH_DEQUANT ? Q::dequant : v == DIFFVK_QUANT_PATH_INT8_DOT ? Q::int8_dot : Q::automatic;
+}
+// diffvk_model_options -> LoadOptions; an unknown value is the caller's error, never a fallback.
 // *out is cleared first, so that a refused option leaves it NULL as every other failure does.
 diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model** out) {
   need(out, "out");
   *out = nullptr;
-  const diffvk_model_options o = read_options(opts, diffvk_model_default_options, "model");
+  diffvk_model_options o = read_options(opts, diffvk_model_default_options, "model");
+  if (opts && opts->struct_size <= kModelOptionsBefore11) {
+    diffvk_model_options d;
+    diffvk_model_default_options(&d);
+    o.q4_0_head = d.q4_0_head;
+  }
   diffvk::LoadOptions lo;
   if (o.weights > DIFFVK_WEIGHTS_Q4_0)
     fail(DIFFVK_INVALID_ARGUMENT, "model options: unknown weights value " + std::to_string(o.weights) +
@@ -193,7 +212,19 @@ diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model*
   lo.weights = o.weights == DIFFVK_WEIGHTS_Q8_0 ? diffvk::QuantKind::q8_0
                : o.weights == DIFFVK_WEIGHTS_Q4_0 ? diffvk::QuantKind::q4_0
                                                   : diffvk::QuantKind::f16;
+  if (o.q4_0_head > 1)
+    fail(DIFFVK_INVALID_ARGUMENT, "model options: unknown q4_0_head value " + std::to_string(o.q4_0_head) + " (0 or 1)");
+  lo.q4_0_head = o.q4_0_head == 1;
+  lo.quant_decode = quant_path(o.quant_decode, "quant_decode");
+  lo.quant_prefill = quant_path(o.quant_prefill, "quant_prefill");
   return lo;
+}
+// LoadStats' path name ("int8_dot", "dequant", "" = no quantized weights) -> DIFFVK_QUANT_PATH_*.
+uint32_t quant_path_code(const std::string& name, const char* what) {
+  if (name.empty()) return DIFFVK_QUANT_PATH_AUTO;
+  if (name == "dequant") return DIFFVK_QUANT_PATH_DEQUANT;
+  if (name == "int8_dot") return DIFFVK_QUANT_PATH_INT8_DOT;
+  fail(DIFFVK_INTERNAL, std::string("the model's ") + what + " path is '" + name + "', which the C ABI does not know");
 }
 }  // namespace
 
@@ -309,6 +340,9 @@ void diffvk_model_default_options(diffvk_model_options* o) {
   *o = diffvk_model_options{};
   o->struct_size = sizeof *o;
   o->weights = DIFFVK_WEIGHTS_F16;
+  o->q4_0_head = 0;
+  o->quant_decode = DIFFVK_QUANT_PATH_AUTO;
+  o->quant_prefill = DIFFVK_QUANT_PATH_AUTO;
 }
 
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
@@ -380,6 +414,18 @@ diffvk_status diffvk_model_eos_token(const diffvk_model* m, int32_t* out) {
 diffvk_status diffvk_model_bos_token(const diffvk_model* m, int32_t* out) {
   return get_value(__func__, m, Kind::model, "model", out,
                    [](const diffvk_model& k) { return static_cast<int32_t>(k.model->config().bos_token_id); });
+}
+
+diffvk_status diffvk_model_quant_paths(const diffvk_model* m, uint32_t* decode, uint32_t* prefill) {
+  return guarded(__func__, [&] {
+    auto k = live(m, Kind::model, "model");
+    need(decode, "decode");
+    need(prefill, "prefill");
+    const diffvk::LoadStats& ls = k->model->load_stats();
+    const uint32_t d = quant_path_code(ls.quant_decode, "decode"), p = quant_path_code(ls.quant_prefill, "prefill");
+    *decode = d;
+    *prefill = p;
+  });
 }
 
 diffvk_status diffvk_session_create(diffvk_model* m, uint32_t context_len, uint32_t chunk, diffvk_session** out) {

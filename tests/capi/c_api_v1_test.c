@@ -1,5 +1,6 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|rewind|state|sampler> <model dir>,
+ * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|quant_paths|
+ * rewind|state|sampler> <model dir>,
  * c_api_v1 tokenizer_sources <tests/data/tokenizer> <scratch file> */
 #include <diffvk/diffvk.h>
 
@@ -511,6 +512,143 @@ static int test_weights_sources(const char* dir) {
   return 0;
 }
 
+/* ---- q4_0_head, quant_decode, quant_prefill and diffvk_model_quant_paths (since 1.1) --------------------- */
+/* diffvk_model_options before the fields of 1.1 (what a program built against that header passes). */
+typedef struct {
+  size_t struct_size;
+  uint32_t weights;
+} model_options_before_1_1;
+
+/* diffvk_model_quant_paths of m as decode * 10 + prefill (-1 on failure). */
+static int paths_of(const diffvk_model* m) {
+  uint32_t d = 99, p = 99;
+  if (diffvk_model_quant_paths(m, &d, &p) != DIFFVK_OK) return -1;
+  return (int)(d * 10 + p);
+}
+
+/* dir: tests/data/model_tiny (every width a multiple of 32, lm_head not tied: every linear is quantized). The
+ * options reach every loader; forced DEQUANT is reported; bad values are refused by name and load nothing; the
+ * struct of before 1.1 gets the defaults whatever its padding holds. The AUTO and INT8_DOT paths against the
+ * device are tests/capi/test_c_api_quant.cpp (C++: they need Model::load_stats and the device's features). */
+static int test_quant_paths(const char* dir) {
+  char path[4096];
+  size_t cs = 0, ws = 0;
+  char *cfg, *w;
+  int cfd, wfd;
+  uint32_t d = 0, p = 0;
+  diffvk_context* ctx = make_context();
+  diffvk_model_options mo;
+  diffvk_model *f16 = NULL, *deq = NULL, *m = NULL, *bad = NULL;
+  if (!ctx) return 1;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  cfg = read_whole(path, &cs);
+  cfd = open(path, O_RDONLY);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  w = read_whole(path, &ws);
+  wfd = open(path, O_RDONLY);
+  if (!cfg || !w || cfd < 0 || wfd < 0) return 1;
+  diffvk_model_default_options(&mo);
+  EXPECT(mo.q4_0_head == 0 && mo.quant_decode == DIFFVK_QUANT_PATH_AUTO && mo.quant_prefill == DIFFVK_QUANT_PATH_AUTO);
+  /* no quantized weights: AUTO for both, whatever was asked */
+  mo.quant_decode = mo.quant_prefill = DIFFVK_QUANT_PATH_DEQUANT;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &f16) == DIFFVK_OK);
+  if (!f16) return 1;
+  EXPECT(paths_of(f16) == DIFFVK_QUANT_PATH_AUTO * 10 + DIFFVK_QUANT_PATH_AUTO);
+  EXPECT(diffvk_model_quant_paths(NULL, &d, &p) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(diffvk_model_quant_paths(f16, NULL, &p) == DIFFVK_INVALID_ARGUMENT && strstr(diffvk_last_error(), "decode"));
+  EXPECT(diffvk_model_quant_paths(f16, &d, NULL) == DIFFVK_INVALID_ARGUMENT && strstr(diffvk_last_error(), "prefill"));
+  /* unknown values: DIFFVK_INVALID_ARGUMENT naming the field and the value, nothing loaded, from every loader */
+  diffvk_model_default_options(&mo);
+  mo.weights = DIFFVK_WEIGHTS_Q8_0;
+  mo.quant_decode = 3;
+  bad = (diffvk_model*)&mo;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "quant_decode value 3") != NULL);
+  mo.quant_decode = DIFFVK_QUANT_PATH_AUTO;
+  mo.quant_prefill = 0xffffffffu;
+  bad = (diffvk_model*)&mo;
+  EXPECT(diffvk_model_load_memory_with_options(ctx, cfg, cs, w, ws, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "quant_prefill value 4294967295") != NULL);
+  mo.quant_prefill = DIFFVK_QUANT_PATH_AUTO;
+  mo.q4_0_head = 2;
+  bad = (diffvk_model*)&mo;
+  EXPECT(diffvk_model_load_fd_with_options(ctx, cfd, 0, -1, wfd, 0, -1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(strstr(diffvk_last_error(), "q4_0_head value 2") != NULL);
+  /* forced DEQUANT for both, from every loader: reported, the same logits */
+  diffvk_model_default_options(&mo);
+  mo.weights = DIFFVK_WEIGHTS_Q8_0;
+  mo.quant_decode = mo.quant_prefill = DIFFVK_QUANT_PATH_DEQUANT;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &deq) == DIFFVK_OK);
+  if (!deq) return 1;
+  EXPECT(paths_of(deq) == DIFFVK_QUANT_PATH_DEQUANT * 10 + DIFFVK_QUANT_PATH_DEQUANT);
+  EXPECT(!same_logits(f16, deq)); /* quantized */
+  EXPECT(diffvk_model_load_memory_with_options(ctx, cfg, cs, w, ws, &mo, &m) == DIFFVK_OK);
+  if (m) {
+    EXPECT(paths_of(m) == DIFFVK_QUANT_PATH_DEQUANT * 10 + DIFFVK_QUANT_PATH_DEQUANT);
+    EXPECT(same_logits(deq, m));
+    EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+    m = NULL;
+  }
+  EXPECT(diffvk_model_load_fd_with_options(ctx, cfd, 0, -1, wfd, 0, -1, &mo, &m) == DIFFVK_OK);
+  if (m) {
+    EXPECT(paths_of(m) == DIFFVK_QUANT_PATH_DEQUANT * 10 + DIFFVK_QUANT_PATH_DEQUANT);
+    EXPECT(same_logits(deq, m));
+    EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+    m = NULL;
+  }
+  /* one forced, the other the device's choice (DEQUANT or INT8_DOT) */
+  mo.quant_prefill = DIFFVK_QUANT_PATH_AUTO;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &m) == DIFFVK_OK);
+  EXPECT(diffvk_model_quant_paths(m, &d, &p) == DIFFVK_OK && d == DIFFVK_QUANT_PATH_DEQUANT &&
+         (p == DIFFVK_QUANT_PATH_DEQUANT || p == DIFFVK_QUANT_PATH_INT8_DOT));
+  EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+  m = NULL;
+  /* the struct of before 1.1 (struct_size = its size: weights and the padding where q4_0_head lies now): the new
+   * fields are the defaults however the padding and the bytes after it are set */
+  memset(&mo, 0x7f, sizeof mo); /* q4_0_head, quant_decode and quant_prefill: 0x7f7f7f7f, refused if read */
+  mo.struct_size = sizeof(model_options_before_1_1);
+  mo.weights = DIFFVK_WEIGHTS_Q4_0;
+  EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &m) == DIFFVK_OK);
+  if (m) {
+    diffvk_model* want = NULL;
+    diffvk_model_default_options(&mo);
+    mo.weights = DIFFVK_WEIGHTS_Q4_0;
+    EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &want) == DIFFVK_OK);
+    if (want) {
+      EXPECT(same_logits(m, want)); /* q4_0_head 0: lm_head Q8_0 */
+      EXPECT(paths_of(m) == paths_of(want));
+      EXPECT(diffvk_model_destroy(want) == DIFFVK_OK);
+    }
+    EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+    m = NULL;
+  }
+  /* q4_0_head: lm_head in Q4_0 instead of Q8_0 changes the logits under Q4_0, and is ignored under Q8_0 */
+  {
+    diffvk_model *head8 = NULL, *head4 = NULL;
+    diffvk_model_default_options(&mo);
+    mo.weights = DIFFVK_WEIGHTS_Q4_0;
+    EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &head8) == DIFFVK_OK);
+    mo.q4_0_head = 1;
+    EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &head4) == DIFFVK_OK);
+    if (head8 && head4) EXPECT(!same_logits(head8, head4));
+    EXPECT(diffvk_model_destroy(head4) == DIFFVK_OK);
+    EXPECT(diffvk_model_destroy(head8) == DIFFVK_OK);
+    mo.weights = DIFFVK_WEIGHTS_Q8_0;
+    mo.quant_decode = mo.quant_prefill = DIFFVK_QUANT_PATH_DEQUANT;
+    EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &m) == DIFFVK_OK);
+    if (m) EXPECT(same_logits(deq, m));
+    EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
+  }
+  close(cfd);
+  close(wfd);
+  free(cfg);
+  free(w);
+  EXPECT(diffvk_model_destroy(deq) == DIFFVK_OK);
+  EXPECT(diffvk_model_destroy(f16) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
 /* ---- rewind, tokens, prefill_reusing (issue 24 items 1 and 3) ---------------------------------------- */
 static int test_rewind(const char* dir) {
   diffvk_context* ctx = make_context();
@@ -975,7 +1113,7 @@ static int test_chat_template(const char* data_dir) {
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
-    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd|gguf|weights|weights_sources> <model dir or .gguf> [scratch file]\n", argv[0]);
+    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd|gguf|weights|weights_sources|quant_paths|...> <model dir or .gguf> [scratch file]\n", argv[0]);
     return 2;
   }
   if (!strcmp(argv[1], "version")) rc = test_version();
@@ -987,6 +1125,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "load_fd") && argc > 3) rc = test_load_fd(argv[2], argv[3]);
   else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
   else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
+  else if (!strcmp(argv[1], "quant_paths")) rc = test_quant_paths(argv[2]);
   else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
   else if (!strcmp(argv[1], "sampler")) rc = test_sampler();
   else if (!strcmp(argv[1], "generate")) rc = test_generate(argv[2]);

@@ -116,11 +116,14 @@ JNIEXPORT jstring JNICALL Java_diffvk_DiffvkException_nativeStatusString(JNIEnv*
 
 /* ---- diffvk.Model: context + model ------------------------------------------------------------------ */
 
-/* Model.Options.weights -> diffvk_model_options (the C ABI checks the value). */
-static diffvk_model_options djni_model_options(jint weights) {
+/* Model.Options.weights, q4_0Head, quantDecode, quantPrefill -> diffvk_model_options (the C ABI checks the values). */
+static diffvk_model_options djni_model_options(jint weights, jboolean q4_0_head, jint quant_decode, jint quant_prefill) {
   diffvk_model_options o;
   diffvk_model_default_options(&o);
   o.weights = (uint32_t)weights;
+  o.q4_0_head = q4_0_head ? 1u : 0u;
+  o.quant_decode = (uint32_t)quant_decode;
+  o.quant_prefill = (uint32_t)quant_prefill;
   return o;
 }
 
@@ -171,8 +174,9 @@ JNIEXPORT jint JNICALL Java_diffvk_Model_nativePrecision(JNIEnv* env, jclass cls
   return (jint)p;
 }
 
-JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cls, jlong ctx, jstring dir, jint weights) {
-  const diffvk_model_options mo = djni_model_options(weights);
+JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cls, jlong ctx, jstring dir, jint weights,
+                                                          jboolean q4_0_head, jint quant_decode, jint quant_prefill) {
+  const diffvk_model_options mo = djni_model_options(weights, q4_0_head, quant_decode, quant_prefill);
   diffvk_model* model = NULL;
   diffvk_status st;
   int failed = 0;
@@ -192,8 +196,9 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoad(JNIEnv* env, jclass cl
 
 /* Model.loadFromMemory: direct ByteBuffers, read during the call only. */
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jclass cls, jlong ctx, jobject config,
-                                                                jobject weights, jint weight_format) {
-  const diffvk_model_options mo = djni_model_options(weight_format);
+                                                                jobject weights, jint weight_format, jboolean q4_0_head,
+                                                                jint quant_decode, jint quant_prefill) {
+  const diffvk_model_options mo = djni_model_options(weight_format, q4_0_head, quant_decode, quant_prefill);
   diffvk_model* model = NULL;
   void *c = NULL, *w;
   jlong cn = 0, wn;
@@ -221,8 +226,9 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jcl
 /* Model.loadFromFds: byte ranges of descriptors (Android: AssetFileDescriptor of uncompressed assets). */
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadFd(JNIEnv* env, jclass cls, jlong ctx, jint config_fd,
                                                             jlong config_offset, jlong config_size, jint weights_fd,
-                                                            jlong weights_offset, jlong weights_size, jint weight_format) {
-  const diffvk_model_options mo = djni_model_options(weight_format);
+                                                            jlong weights_offset, jlong weights_size, jint weight_format,
+                                                            jboolean q4_0_head, jint quant_decode, jint quant_prefill) {
+  const diffvk_model_options mo = djni_model_options(weight_format, q4_0_head, quant_decode, quant_prefill);
   diffvk_model* model = NULL;
   (void)cls;
   if (!djni_ok(env, diffvk_model_load_fd_with_options((diffvk_context*)(intptr_t)ctx, config_fd, config_offset, config_size,
@@ -241,6 +247,14 @@ JNIEXPORT jint JNICALL Java_diffvk_Model_nativeVocabSize(JNIEnv* env, jclass cls
   (void)cls;
   if (!djni_ok(env, diffvk_model_vocab_size((const diffvk_model*)(intptr_t)model, &v))) return 0;
   return (jint)v;
+}
+
+/* Model.quantDecodePath() / quantPrefillPath(): one of diffvk_model_quant_paths' two values. */
+JNIEXPORT jint JNICALL Java_diffvk_Model_nativeQuantPath(JNIEnv* env, jclass cls, jlong model, jboolean prefill) {
+  uint32_t d = 0, p = 0;
+  (void)cls;
+  if (!djni_ok(env, diffvk_model_quant_paths((const diffvk_model*)(intptr_t)model, &d, &p))) return -1;
+  return (jint)(prefill ? p : d);
 }
 
 JNIEXPORT jint JNICALL Java_diffvk_Model_nativeEosToken(JNIEnv* env, jclass cls, jlong model) {

@@ -29,6 +29,18 @@ public final class Model implements AutoCloseable {
   public static final int WEIGHTS_Q8_0 = 1;
   /** Linear weights quantized to GGUF Q4_0 blocks (lm_head Q8_0) while they load (DIFFVK_WEIGHTS_Q4_0). */
   public static final int WEIGHTS_Q4_0 = 2;
+  /**
+   * Options.quantDecode / quantPrefill: the device's choice (int8 dot products where it accelerates them, else
+   * dequantized weights). quantDecodePath() / quantPrefillPath(): the model has no quantized weights.
+   */
+  public static final int QUANT_PATH_AUTO = 0;
+  /** Quantized weights dequantized in registers (DIFFVK_QUANT_PATH_DEQUANT). */
+  public static final int QUANT_PATH_DEQUANT = 1;
+  /**
+   * Int8 activations and 4x8-bit integer dot products (DIFFVK_QUANT_PATH_INT8_DOT); needs the device's
+   * shaderIntegerDotProduct: forced on a device without it, the load throws DiffvkException(UNSUPPORTED).
+   */
+  public static final int QUANT_PATH_INT8_DOT = 2;
 
   /** Context and model options (diffvk_context_options, diffvk_model_options). */
   public static final class Options {
@@ -46,16 +58,31 @@ public final class Model implements AutoCloseable {
      * type. Another value: DiffvkException(INVALID_ARGUMENT) from the load.
      */
     public int weights = WEIGHTS_F16;
+    /**
+     * Under WEIGHTS_Q4_0: lm_head (and an embedding tied to it) in Q4_0 too instead of Q8_0 (about a tenth fewer
+     * weight bytes with a 32k vocabulary; the head's error reaches every logit). Ignored under the other formats.
+     */
+    public boolean q4_0Head;
+    /**
+     * QUANT_PATH_AUTO, QUANT_PATH_DEQUANT or QUANT_PATH_INT8_DOT: how decode (one row) multiplies quantized
+     * weights; ignored without quantized weights. Another value: DiffvkException(INVALID_ARGUMENT) from the load.
+     */
+    public int quantDecode = QUANT_PATH_AUTO;
+    /** The same choice for prefill's matmuls (more than one row). */
+    public int quantPrefill = QUANT_PATH_AUTO;
   }
 
   private long context;
   private long model;
   private final int vocab;
+  private final int quantDecodePath, quantPrefillPath;
 
   private Model(long context, long model) {
     this.context = context;
     this.model = model;
     this.vocab = nativeVocabSize(model);
+    this.quantDecodePath = nativeQuantPath(model, false);
+    this.quantPrefillPath = nativeQuantPath(model, true);
   }
 
   /** Loads a model on the default device with default options. */
@@ -64,7 +91,7 @@ public final class Model implements AutoCloseable {
   }
 
   public static Model load(String dir, Options options) {
-    return load(options, (ctx, w) -> nativeModelLoad(ctx, dir, w));
+    return load(options, (ctx, o) -> nativeModelLoad(ctx, dir, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
 
   /**
@@ -72,7 +99,8 @@ public final class Model implements AutoCloseable {
    * (whole capacity), read during the call only.
    */
   public static Model loadFromMemory(java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors, Options options) {
-    return load(options, (ctx, w) -> nativeModelLoadMemory(ctx, configJson, safetensors, w));
+    return load(options, (ctx, o) -> nativeModelLoadMemory(ctx, configJson, safetensors, o.weights, o.q4_0Head, o.quantDecode,
+                                                           o.quantPrefill));
   }
 
   /**
@@ -83,8 +111,8 @@ public final class Model implements AutoCloseable {
    */
   public static Model loadFromFds(int configFd, long configOffset, long configLength, int weightsFd, long weightsOffset,
                                   long weightsLength, Options options) {
-    return load(options, (ctx, w) -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset,
-                                                       weightsLength, w));
+    return load(options, (ctx, o) -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset,
+                                                       weightsLength, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
 
   /**
@@ -93,16 +121,17 @@ public final class Model implements AutoCloseable {
    */
   public static Model loadGgufFromMemory(java.nio.ByteBuffer gguf, Options options) {
     if (gguf == null) throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Model.loadGgufFromMemory: gguf is null");
-    return load(options, (ctx, w) -> nativeModelLoadMemory(ctx, null, gguf, w));
+    return load(options, (ctx, o) -> nativeModelLoadMemory(ctx, null, gguf, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
 
   /** A .gguf file as a byte range of an open descriptor (an uncompressed asset: AssetManager.openFd); length -1 = to the end. */
   public static Model loadGgufFromFd(int fd, long offset, long length, Options options) {
-    return load(options, (ctx, w) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, w));
+    return load(options, (ctx, o) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, o.weights, o.q4_0Head, o.quantDecode,
+                                                       o.quantPrefill));
   }
 
   private interface Loader {
-    long load(long context, int weights);
+    long load(long context, Options options);
   }
 
   private static Model load(Options options, Loader loader) {
@@ -111,7 +140,7 @@ public final class Model implements AutoCloseable {
     long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath);
     long m;
     try {
-      m = loader.load(ctx, options.weights);
+      m = loader.load(ctx, options);
     } catch (RuntimeException e) {
       nativeContextDestroy(ctx);
       throw e;
@@ -148,6 +177,19 @@ public final class Model implements AutoCloseable {
 
   public synchronized String deviceName() {
     return nativeDeviceName(context);
+  }
+
+  /**
+   * How decode multiplies the model's quantized weights: QUANT_PATH_DEQUANT or QUANT_PATH_INT8_DOT (Options.quantDecode,
+   * or the device's choice under QUANT_PATH_AUTO); QUANT_PATH_AUTO when the model has no quantized weights.
+   */
+  public int quantDecodePath() {
+    return quantDecodePath;
+  }
+
+  /** The same for prefill's matmuls (Options.quantPrefill). */
+  public int quantPrefillPath() {
+    return quantPrefillPath;
   }
 
   /** PRECISION_FP16 or PRECISION_FP32: what the context chose. */
@@ -192,13 +234,15 @@ public final class Model implements AutoCloseable {
   static native void nativeContextDestroy(long context);
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);
-  static native long nativeModelLoad(long context, String dir, int weights);
+  static native long nativeModelLoad(long context, String dir, int weights, boolean q4_0Head, int quantDecode, int quantPrefill);
   static native long nativeModelLoadMemory(long context, java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors,
-                                           int weights);
+                                           int weights, boolean q4_0Head, int quantDecode, int quantPrefill);
   static native long nativeModelLoadFd(long context, int configFd, long configOffset, long configLength, int weightsFd,
-                                       long weightsOffset, long weightsLength, int weights);
+                                       long weightsOffset, long weightsLength, int weights, boolean q4_0Head, int quantDecode,
+                                       int quantPrefill);
   static native void nativeModelDestroy(long model);
   static native int nativeVocabSize(long model);
+  static native int nativeQuantPath(long model, boolean prefill);
   static native int nativeEosToken(long model);
   static native int nativeBosToken(long model);
 }

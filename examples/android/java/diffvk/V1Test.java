@@ -16,6 +16,7 @@ import static diffvk.Checks.check;
  * The v1 additions of the Java binding on a desktop JVM (CTest test 'jni_v1'): Session.cancel(), rewind,
  * tokens, prefillReusing and saved state, the log
  * handler, Model.loadFromMemory and Model.loadFromFds (what Android asset loading uses), Options.weights,
+ * Options.q4_0Head / quantDecode / quantPrefill and Model.quantDecodePath / quantPrefillPath,
  * Tokenizer.fromGgufFd / fromJsonFd / fromSentencePieceFd.
  *   java --add-opens java.base/java.io=ALL-UNNAMED -Djava.library.path=... -cp diffvk.jar diffvk.V1Test <model dir> [<.gguf>
  *   [<tests/data/tokenizer>]]
@@ -382,6 +383,43 @@ public final class V1Test {
     } catch (DiffvkException e) {
       check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("weights value 7"),
             "weights 7: INVALID_ARGUMENT naming the value (" + e.getMessage() + ")");
+    }
+
+    // Options.q4_0Head, quantDecode, quantPrefill (diffvk_model_options, since 1.1): a forced path is what
+    // quantDecodePath() / quantPrefillPath() report, from every source; f16 weights have no quantized path;
+    // q4_0Head reaches the loader (lm_head Q4_0 instead of Q8_0 changes the logits); an unknown path is refused.
+    check(model.quantDecodePath() == Model.QUANT_PATH_AUTO && model.quantPrefillPath() == Model.QUANT_PATH_AUTO,
+          "f16 weights: quant paths AUTO (none)");
+    Model.Options qp = new Model.Options();
+    qp.validation = 1;
+    qp.weights = Model.WEIGHTS_Q4_0;
+    qp.q4_0Head = true;
+    qp.quantDecode = Model.QUANT_PATH_DEQUANT;
+    qp.quantPrefill = Model.QUANT_PATH_DEQUANT;
+    float[] head4;
+    try (Model m = Model.loadFromMemory(direct(cfg), direct(st), qp); Session s = m.newSession(0)) {
+      check(m.quantDecodePath() == Model.QUANT_PATH_DEQUANT && m.quantPrefillPath() == Model.QUANT_PATH_DEQUANT,
+            "forced DEQUANT reported: " + m.quantDecodePath() + ", " + m.quantPrefillPath());
+      head4 = s.prefill(prompt);
+    }
+    try (RandomAccessFile c = new RandomAccessFile(Paths.get(dir, "config.json").toFile(), "r");
+         RandomAccessFile w = new RandomAccessFile(Paths.get(dir, "model.safetensors").toFile(), "r");
+         Model m = Model.loadFromFds(fdOf(c), 0, -1, fdOf(w), 0, -1, qp); Session s = m.newSession(0)) {
+      check(m.quantDecodePath() == Model.QUANT_PATH_DEQUANT, "loadFromFds: forced DEQUANT reported");
+      check(Arrays.equals(head4, s.prefill(prompt)), "loadFromFds: the q4_0Head logits of loadFromMemory");
+    }
+    qp.q4_0Head = false;
+    try (Model m = Model.load(dir, qp); Session s = m.newSession(0)) {
+      check(m.quantPrefillPath() == Model.QUANT_PATH_DEQUANT, "load(dir): forced DEQUANT reported");
+      check(!Arrays.equals(head4, s.prefill(prompt)), "q4_0Head changes the logits (lm_head Q4_0, not Q8_0)");
+    }
+    qp.quantPrefill = 5;
+    try {
+      Model.load(dir, qp).close();
+      check(false, "quantPrefill 5 was accepted");
+    } catch (DiffvkException e) {
+      check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("quant_prefill value 5"),
+            "quantPrefill 5: INVALID_ARGUMENT naming the field (" + e.getMessage() + ")");
     }
     model.close();
 
