@@ -20,7 +20,18 @@
  * the END of the option structs. Every options struct starts with `struct_size`; fill it with the
  * matching *_default_options() function, then change the fields you need. The library reads only the
  * fields that fit in struct_size, so a program built against an older header keeps working. Passing
- * NULL options means all defaults. .ci/abi-check compares each build with abi/libdiffvk.abi. */
+ * NULL options means all defaults. .ci/abi-check compares each build with abi/libdiffvk.abi.
+ *
+ * The *_default_options(options) of this header are function-like macros (since 1.1, at the end of this
+ * file): diffvk_X_default_options(o) is diffvk_X_default_options_sized((o), sizeof *(o)), so the library
+ * learns the size of the caller's struct and writes no byte past it, whichever of the two is newer. It
+ * fills the largest layout of the struct it knows that fits in that size (the fields of that layout,
+ * their padding included) and sets struct_size to that layout's size. The exported functions of the same
+ * names stay (what a program built against 1.0 calls; also what taking the name's address, or writing
+ * (diffvk_X_default_options)(o), calls): they fill only the struct's first layout (1.0's, or the one
+ * it had when the function was added) and set struct_size to its size; the reader gives every later
+ * field its default. A literal NULL does not compile through the macro (sizeof *(NULL)); a NULL pointer
+ * variable is fine (nothing is written). */
 #ifndef DIFFVK_H
 #define DIFFVK_H
 
@@ -160,8 +171,12 @@ DIFFVK_API const char* diffvk_status_string(diffvk_status status);
 DIFFVK_API void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level);
 
 /* Fills *options with the defaults of this library and sets options->struct_size to the size it knows
- * (call it first, then change fields). options NULL: does nothing. */
+ * (call it first, then change fields). options NULL: does nothing. A macro: see VERSIONING above. */
 DIFFVK_API void diffvk_context_default_options(diffvk_context_options* options);
+/* The defaults of the largest layout of diffvk_context_options this library knows that fits in size bytes
+ * (sizeof the caller's struct; layouts: 1.0); struct_size = that layout's size. Nothing past it is written.
+ * options NULL or size below the 1.0 struct: does nothing (since 1.1). */
+DIFFVK_API void diffvk_context_default_options_sized(diffvk_context_options* options, size_t size);
 /* options NULL = defaults; options->struct_size 0 or larger than this library knows -> INVALID_ARGUMENT
  * (fill it with diffvk_context_default_options). */
 DIFFVK_API diffvk_status diffvk_context_create(const diffvk_context_options* options, diffvk_context** out);
@@ -189,8 +204,13 @@ DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int confi
                                               int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
                                               int64_t safetensors_size, diffvk_model** out);
 /* Fills *options with the defaults (weights DIFFVK_WEIGHTS_F16, q4_0_head 0, quant_decode and quant_prefill
- * DIFFVK_QUANT_PATH_AUTO) and sets struct_size. NULL: does nothing. */
+ * DIFFVK_QUANT_PATH_AUTO) and sets struct_size. NULL: does nothing. A macro (see VERSIONING above): the
+ * exported function fills only the struct's first layout ({struct_size, weights}, 16 bytes on 64-bit targets). */
 DIFFVK_API void diffvk_model_default_options(diffvk_model_options* options);
+/* The defaults of the largest layout of diffvk_model_options this library knows that fits in size bytes
+ * (layouts: {struct_size, weights} with its padding; 1.1's up to quant_prefill); struct_size = that layout's
+ * size. Nothing past it is written. options NULL or size below the first layout: does nothing (since 1.1). */
+DIFFVK_API void diffvk_model_default_options_sized(diffvk_model_options* options, size_t size);
 /* diffvk_model_load, _memory and _fd with options (NULL = defaults; struct_size as for diffvk_context_create). */
 DIFFVK_API diffvk_status diffvk_model_load_with_options(diffvk_context* context, const char* dir,
                                                         const diffvk_model_options* options, diffvk_model** out);
@@ -214,8 +234,13 @@ DIFFVK_API diffvk_status diffvk_model_bos_token(const diffvk_model* model, int32
 DIFFVK_API diffvk_status diffvk_model_quant_paths(const diffvk_model* model, uint32_t* decode, uint32_t* prefill);
 
 /* Fills *options with the defaults (context_len 0 = the model's maximum, the default chunk, no abort
- * callback) and sets struct_size. options NULL: does nothing. */
+ * callback, kv_cache DIFFVK_KV_F16) and sets struct_size. options NULL: does nothing. A macro (see
+ * VERSIONING above): the exported function fills only the 1.0 struct (up to abort_user). */
 DIFFVK_API void diffvk_session_default_options(diffvk_session_options* options);
+/* The defaults of the largest layout of diffvk_session_options this library knows that fits in size bytes
+ * (layouts: 1.0's up to abort_user; 1.1's up to kv_cache); struct_size = that layout's size. Nothing past it
+ * is written. options NULL or size below the 1.0 struct: does nothing (since 1.1). */
+DIFFVK_API void diffvk_session_default_options_sized(diffvk_session_options* options, size_t size);
 /* options NULL = defaults; struct_size as for diffvk_context_create. */
 DIFFVK_API diffvk_status diffvk_session_create_with_options(diffvk_model* model, const diffvk_session_options* options,
                                                             diffvk_session** out);
@@ -308,7 +333,11 @@ typedef struct diffvk_sampler_options {
   float presence_penalty;   /* subtracted once per token seen; 0 = off (default); in [-2, 2] */
   uint32_t penalty_last_n;  /* how many accepted tokens the penalties look back over; 64 (default); at most 1048576 */
 } diffvk_sampler_options;
+/* Fills *options with the defaults above and sets struct_size. NULL: does nothing. A macro (see VERSIONING). */
 DIFFVK_API void diffvk_sampler_default_options(diffvk_sampler_options* options);
+/* The defaults of the largest layout of diffvk_sampler_options this library knows that fits in size bytes
+ * (layouts: 1.1's); struct_size = that layout's size. options NULL or a smaller size: does nothing (since 1.1). */
+DIFFVK_API void diffvk_sampler_default_options_sized(diffvk_sampler_options* options, size_t size);
 /* The rules of diffvk_sampler_create plus the ranges above (DIFFVK_INVALID_ARGUMENT naming the field). */
 DIFFVK_API diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* options, diffvk_sampler** out);
 /* Records a token of the sequence (the prompt's, then each one used) for the penalties. */
@@ -431,7 +460,11 @@ typedef struct diffvk_generate_result {
   int32_t stop_index;  /* the stop string that matched (index into options->stop), else -1 */
   uint32_t shifts;     /* context shifts made while sampling (DIFFVK_OVERFLOW_SHIFT) */
 } diffvk_generate_result;
+/* Fills *options with the defaults above and sets struct_size. NULL: does nothing. A macro (see VERSIONING). */
 DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options);
+/* The defaults of the largest layout of diffvk_generate_options this library knows that fits in size bytes
+ * (layouts: 1.1's); struct_size = that layout's size. options NULL or a smaller size: does nothing (since 1.1). */
+DIFFVK_API void diffvk_generate_default_options_sized(diffvk_generate_options* options, size_t size);
 /* Prefills the n_prompt prompt ids with prompt-prefix reuse (what the session already holds of them is not
  * recomputed; diffvk_session_prefill_reusing), then samples up to max_tokens tokens with the sampler (which
  * first accepts the prompt's ids for its penalties), decoding each into the session but the last. Afterwards
@@ -445,6 +478,14 @@ DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options
 DIFFVK_API diffvk_status diffvk_session_generate(diffvk_session* session, diffvk_sampler* sampler, const diffvk_tokenizer* tokenizer,
                                       const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* options,
                                       diffvk_generate_result* result);
+
+/* The defaults functions as macros that pass the size of the caller's struct (since 1.1; VERSIONING above).
+ * After every declaration, so that the declarations above name the exported 1.0 functions. */
+#define diffvk_context_default_options(o) diffvk_context_default_options_sized((o), sizeof *(o))
+#define diffvk_session_default_options(o) diffvk_session_default_options_sized((o), sizeof *(o))
+#define diffvk_model_default_options(o) diffvk_model_default_options_sized((o), sizeof *(o))
+#define diffvk_sampler_default_options(o) diffvk_sampler_default_options_sized((o), sizeof *(o))
+#define diffvk_generate_default_options(o) diffvk_generate_default_options_sized((o), sizeof *(o))
 
 #ifdef __cplusplus
 }

@@ -31,8 +31,14 @@ typedef struct diffvk_bench_options {
   const char* variant;             /* attention cases: "v1", "v2" or "both" (NULL = both; since 1.1) */
 } diffvk_bench_options;
 
-/* Defaults: struct_size set, preset "default", everything else NULL / 0. */
+/* Defaults: struct_size set, preset "default", everything else NULL / 0. A function-like macro like the
+ * *_default_options of diffvk.h (see VERSIONING there): the exported function fills only the 1.0 struct (up
+ * to log_user); the macro passes sizeof *(out) to diffvk_bench_default_options_sized. */
 DIFFVK_API void diffvk_bench_default_options(diffvk_bench_options* out);
+/* The defaults of the largest layout of diffvk_bench_options this library knows that fits in size bytes
+ * (layouts: 1.0's up to log_user; 1.1's up to variant); struct_size = that layout's size. Nothing past it
+ * is written. out NULL or size below the 1.0 struct: does nothing (since 1.1). */
+DIFFVK_API void diffvk_bench_default_options_sized(diffvk_bench_options* out, size_t size);
 
 /* Runs the benchmark on `context`'s device. On DIFFVK_OK *json_out is a NUL-terminated string to free
  * with diffvk_bench_free_string; on any error it is NULL. abort_cb is consulted between cases and
@@ -42,6 +48,9 @@ DIFFVK_API diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_
 
 /* Frees a string diffvk_bench_run returned; NULL is allowed. */
 DIFFVK_API void diffvk_bench_free_string(char* s);
+
+/* After the declarations (since 1.1): the caller's size travels with the call. */
+#define diffvk_bench_default_options(o) diffvk_bench_default_options_sized((o), sizeof *(o))
 
 #ifdef __cplusplus
 }

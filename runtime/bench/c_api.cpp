@@ -13,6 +13,13 @@
 
 namespace {
 constexpr size_t kMinSize = offsetof(diffvk_bench_options, preset);  // struct_size itself
+// The layouts of diffvk_bench_options (diffvk.h VERSIONING): 1.0 up to log_user, 1.1 up to variant.
+using diffvk::capi::layout_size;
+constexpr size_t kBenchLayouts[] = {
+    layout_size(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                       // 1.0
+    layout_size(offsetof(diffvk_bench_options, variant) + sizeof(const char*), alignof(diffvk_bench_options))};  // 1.1
+static_assert(kBenchLayouts[1] == sizeof(diffvk_bench_options), "diffvk_bench_options grew: add its layout to kBenchLayouts");
+static_assert(sizeof(void*) != 8 || kBenchLayouts[0] == 72, "the 1.0 layout of 64-bit targets (abi/libdiffvk_bench.abi)");
 
 // `opts` as this library's struct: the caller's prefix (struct_size bytes), defaults for the rest.
 diffvk_bench_options normalized(const diffvk_bench_options* opts) {
@@ -35,12 +42,14 @@ diffvk_bench_options normalized(const diffvk_bench_options* opts) {
 
 extern "C" {
 
-void diffvk_bench_default_options(diffvk_bench_options* out) {
-  if (!out) return;
-  std::memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
-  out->preset = "default";
+void diffvk_bench_default_options_sized(diffvk_bench_options* out, size_t size) {
+  auto d = diffvk::capi::zeroed<diffvk_bench_options>();
+  d.struct_size = sizeof d;
+  d.preset = "default";
+  diffvk::capi::write_defaults(out, size, d, kBenchLayouts);
 }
+// The 1.0 ABI (parenthesized: diffvk_bench.h makes the name a function-like macro): the 1.0 struct only.
+void(diffvk_bench_default_options)(diffvk_bench_options* out) { diffvk_bench_default_options_sized(out, kBenchLayouts[0]); }
 
 diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_options* opts, char** json_out) {
   if (!json_out) return diffvk::capi::report_error(__func__, DIFFVK_INVALID_ARGUMENT, "json_out is NULL");

@@ -123,11 +123,12 @@ diffvk_status get_value(const char* fn, const T* p, Kind k, const char* what, Ou
   });
 }
 
-// Reads a caller's options struct: the fields its struct_size covers, defaults for the rest.
+// Reads a caller's options struct: the fields its struct_size covers, defaults for the rest (all of this
+// library's: `defaults` is a diffvk_X_default_options_sized, called with sizeof(T)).
 template <class T>
-T read_options(const T* o, void (*defaults)(T*), const char* what) {
+T read_options(const T* o, void (*defaults)(T*, size_t), const char* what) {
   T v;
-  defaults(&v);
+  defaults(&v, sizeof v);
   if (!o) return v;
   if (o->struct_size < sizeof(size_t) || o->struct_size > sizeof(T))
     fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(o->struct_size) + "; this library (" +
@@ -137,6 +138,36 @@ T read_options(const T* o, void (*defaults)(T*), const char* what) {
   v.struct_size = sizeof(T);
   return v;
 }
+
+// The layouts of each options struct (diffvk.h VERSIONING): its size at each version, ascending, the last
+// sizeof(T). *_default_options_sized writes the largest that fits the caller's struct; the exported
+// *_default_options (the 1.0 ABI) the first. A field added at the end needs its layout here: the static_asserts
+// fail until the last entry ends at the new last field.
+using diffvk::capi::layout_size;
+constexpr size_t kContextLayouts[] = {
+    layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*), alignof(diffvk_context_options))};  // 1.0
+constexpr size_t kSessionLayouts[] = {
+    layout_size(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
+    layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t), alignof(diffvk_session_options))};  // 1.1
+constexpr size_t kModelLayouts[] = {
+    layout_size(offsetof(diffvk_model_options, q4_0_head), alignof(diffvk_model_options)),  // {struct_size, weights}
+    layout_size(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t), alignof(diffvk_model_options))};  // 1.1
+constexpr size_t kSamplerLayouts[] = {
+    layout_size(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t), alignof(diffvk_sampler_options))};  // 1.1
+constexpr size_t kGenerateLayouts[] = {
+    layout_size(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options))};  // 1.1
+template <class T, size_t N>
+constexpr bool last_is_sizeof(const size_t (&layouts)[N]) {
+  return layouts[N - 1] == sizeof(T);
+}
+static_assert(last_is_sizeof<diffvk_context_options>(kContextLayouts), "diffvk_context_options grew: add its layout to kContextLayouts");
+static_assert(last_is_sizeof<diffvk_session_options>(kSessionLayouts), "diffvk_session_options grew: add its layout to kSessionLayouts");
+static_assert(last_is_sizeof<diffvk_model_options>(kModelLayouts), "diffvk_model_options grew: add its layout to kModelLayouts");
+static_assert(last_is_sizeof<diffvk_sampler_options>(kSamplerLayouts), "diffvk_sampler_options grew: add its layout to kSamplerLayouts");
+static_assert(last_is_sizeof<diffvk_generate_options>(kGenerateLayouts),
+              "diffvk_generate_options grew: add its layout to kGenerateLayouts");
+static_assert(sizeof(void*) != 8 || (kSessionLayouts[0] == 32 && kModelLayouts[0] == 16 && kContextLayouts[0] == 32),
+              "the 1.0 layouts of 64-bit targets (abi/libdiffvk.abi)");
 
 void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
   if (lg.size() > cap) fail(DIFFVK_INTERNAL, "logits larger than the checked capacity");
@@ -183,9 +214,7 @@ void load_model(diffvk_context* c, diffvk_model** out, Load&& load) {
 }
 // The struct_size of diffvk_model_options before the fields of 1.1: {struct_size, weights} and the padding to
 // the struct's alignment, which is where q4_0_head lies now. A caller with that size gets the 1.1 defaults.
-constexpr size_t kModelOptionsBefore11 =
-    (offsetof(diffvk_model_options, q4_0_head) + alignof(diffvk_model_options) - 1) / alignof(diffvk_model_options) *
-    alignof(diffvk_model_options);
+constexpr size_t kModelOptionsBefore11 = kModelLayouts[0];
 // DIFFVK_QUANT_PATH_* of the field `what` -> LoadOptions::QuantDecode.
 diffvk::LoadOptions::QuantDecode quant_path(uint32_t v, const char* what) {
   using Q = diffvk::LoadOptions::QuantDecode;
@@ -199,7 +228,7 @@ diffvk::LoadOptions::QuantDecode quant_path(uint32_t v, const char* what) {
 diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model** out) {
   need(out, "out");
   *out = nullptr;
-  diffvk_model_options o = read_options(opts, diffvk_model_default_options, "model");
+  diffvk_model_options o = read_options(opts, diffvk_model_default_options_sized, "model");
   if (opts && opts->struct_size <= kModelOptionsBefore11) {
     diffvk_model_options d;
     diffvk_model_default_options(&d);
@@ -265,19 +294,30 @@ void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level) {
   });
 }
 
-void diffvk_context_default_options(diffvk_context_options* o) {
-  if (!o) return;
-  *o = diffvk_context_options{};
-  o->struct_size = sizeof *o;
-  o->precision = DIFFVK_PRECISION_AUTO;
-  o->validation = -1;
+// *_default_options_sized: the largest known layout that fits `size` (diffvk.h VERSIONING). The exported
+// *_default_options (1.0 ABI; parenthesized: diffvk.h makes the names function-like macros) write the first.
+void diffvk_context_default_options_sized(diffvk_context_options* o, size_t size) {
+  auto d = diffvk::capi::zeroed<diffvk_context_options>();
+  d.struct_size = sizeof d;
+  d.device = nullptr;
+  d.precision = DIFFVK_PRECISION_AUTO;
+  d.validation = -1;
+  d.pipeline_cache_path = nullptr;
+  diffvk::capi::write_defaults(o, size, d, kContextLayouts);
 }
+void(diffvk_context_default_options)(diffvk_context_options* o) { diffvk_context_default_options_sized(o, kContextLayouts[0]); }
 
-void diffvk_session_default_options(diffvk_session_options* o) {
-  if (!o) return;
-  *o = diffvk_session_options{};
-  o->struct_size = sizeof *o;
+void diffvk_session_default_options_sized(diffvk_session_options* o, size_t size) {
+  auto d = diffvk::capi::zeroed<diffvk_session_options>();
+  d.struct_size = sizeof d;
+  d.context_len = 0;
+  d.chunk = 0;
+  d.abort_cb = nullptr;
+  d.abort_user = nullptr;
+  d.kv_cache = DIFFVK_KV_F16;
+  diffvk::capi::write_defaults(o, size, d, kSessionLayouts);
 }
+void(diffvk_session_default_options)(diffvk_session_options* o) { diffvk_session_default_options_sized(o, kSessionLayouts[0]); }
 
 const char* diffvk_status_string(diffvk_status s) {
   const int v = enum_value(s);
@@ -290,7 +330,7 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_context_options o = read_options(opts, diffvk_context_default_options, "context");
+    const diffvk_context_options o = read_options(opts, diffvk_context_default_options_sized, "context");
     diffvk::ContextOptions co;
     if (o.device) co.device = o.device;
     const int precision = enum_value(o.precision);
@@ -335,15 +375,16 @@ diffvk_status diffvk_context_precision(const diffvk_context* c, diffvk_precision
   });
 }
 
-void diffvk_model_default_options(diffvk_model_options* o) {
-  if (!o) return;
-  *o = diffvk_model_options{};
-  o->struct_size = sizeof *o;
-  o->weights = DIFFVK_WEIGHTS_F16;
-  o->q4_0_head = 0;
-  o->quant_decode = DIFFVK_QUANT_PATH_AUTO;
-  o->quant_prefill = DIFFVK_QUANT_PATH_AUTO;
+void diffvk_model_default_options_sized(diffvk_model_options* o, size_t size) {
+  auto d = diffvk::capi::zeroed<diffvk_model_options>();
+  d.struct_size = sizeof d;
+  d.weights = DIFFVK_WEIGHTS_F16;
+  d.q4_0_head = 0;
+  d.quant_decode = DIFFVK_QUANT_PATH_AUTO;
+  d.quant_prefill = DIFFVK_QUANT_PATH_AUTO;
+  diffvk::capi::write_defaults(o, size, d, kModelLayouts);
 }
+void(diffvk_model_default_options)(diffvk_model_options* o) { diffvk_model_default_options_sized(o, kModelLayouts[0]); }
 
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
   return diffvk_model_load_with_options(c, dir, nullptr, out);
@@ -440,7 +481,7 @@ diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_s
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_session_options o = read_options(opts, diffvk_session_default_options, "session");
+    const diffvk_session_options o = read_options(opts, diffvk_session_default_options_sized, "session");
     if (o.kv_cache != DIFFVK_KV_F16 && o.kv_cache != DIFFVK_KV_Q8_0)
       fail(DIFFVK_INVALID_ARGUMENT, "options->kv_cache is " + std::to_string(o.kv_cache) + "; use DIFFVK_KV_F16 or DIFFVK_KV_Q8_0");
     std::shared_ptr<diffvk_model> k;
@@ -614,18 +655,27 @@ diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top
     *out = p.get();
   });
 }
-void diffvk_sampler_default_options(diffvk_sampler_options* o) {
-  if (!o) return;
-  const diffvk::SamplingOptions d;
-  *o = diffvk_sampler_options{sizeof *o,       d.temperature,      d.top_k,           d.top_p,
-                              d.seed,          d.min_p,            d.repeat_penalty,  d.frequency_penalty,
-                              d.presence_penalty, d.penalty_last_n};
+void diffvk_sampler_default_options_sized(diffvk_sampler_options* o, size_t size) {
+  const diffvk::SamplingOptions s;
+  auto d = diffvk::capi::zeroed<diffvk_sampler_options>();
+  d.struct_size = sizeof d;
+  d.temperature = s.temperature;
+  d.top_k = s.top_k;
+  d.top_p = s.top_p;
+  d.seed = s.seed;
+  d.min_p = s.min_p;
+  d.repeat_penalty = s.repeat_penalty;
+  d.frequency_penalty = s.frequency_penalty;
+  d.presence_penalty = s.presence_penalty;
+  d.penalty_last_n = s.penalty_last_n;
+  diffvk::capi::write_defaults(o, size, d, kSamplerLayouts);
 }
+void(diffvk_sampler_default_options)(diffvk_sampler_options* o) { diffvk_sampler_default_options_sized(o, kSamplerLayouts[0]); }
 diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* opts, diffvk_sampler** out) {
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options, "sampler");
+    const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options_sized, "sampler");
     diffvk::SamplingOptions so;
     so.temperature = o.temperature;
     so.top_k = o.top_k;
@@ -671,10 +721,20 @@ static_assert(DIFFVK_STOP_EOS == int(diffvk::StopReason::eos) && DIFFVK_STOP_STR
               "DIFFVK_STOP_* follow diffvk::StopReason");
 static_assert(DIFFVK_MAX_STOP_STRINGS == diffvk::kMaxStopStrings && DIFFVK_MAX_STOP_STRING_BYTES == diffvk::kMaxStopStringBytes,
               "the C limits are the C++ ones");
-void diffvk_generate_default_options(diffvk_generate_options* o) {
-  if (!o) return;
-  *o = diffvk_generate_options{sizeof *o, diffvk::GenerateOptions{}.max_tokens, 0, nullptr, -2, nullptr, nullptr, DIFFVK_OVERFLOW_REFUSE, 0};
+void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t size) {
+  auto d = diffvk::capi::zeroed<diffvk_generate_options>();
+  d.struct_size = sizeof d;
+  d.max_tokens = diffvk::GenerateOptions{}.max_tokens;
+  d.stop_count = 0;
+  d.stop = nullptr;
+  d.eos_token = -2;
+  d.on_text = nullptr;
+  d.user = nullptr;
+  d.overflow = DIFFVK_OVERFLOW_REFUSE;
+  d.keep = 0;
+  diffvk::capi::write_defaults(o, size, d, kGenerateLayouts);
 }
+void(diffvk_generate_default_options)(diffvk_generate_options* o) { diffvk_generate_default_options_sized(o, kGenerateLayouts[0]); }
 diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t, const int32_t* prompt,
                                       size_t n_prompt, const diffvk_generate_options* opts, diffvk_generate_result* result) {
   return guarded(__func__, [&] {
@@ -687,7 +747,7 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     auto k = live(s, Kind::session, "session");
     auto sampler = check(p, Kind::sampler, "sampler");
     const auto tokenizer = diffvk::capi::tokenizer_of(t);
-    const diffvk_generate_options o = read_options(opts, diffvk_generate_default_options, "generate");
+    const diffvk_generate_options o = read_options(opts, diffvk_generate_default_options_sized, "generate");
     if (n_prompt == 0) fail(DIFFVK_INVALID_ARGUMENT, "n_prompt is 0: the prompt has no tokens");
     need(prompt, "prompt");
     diffvk::GenerateOptions go;

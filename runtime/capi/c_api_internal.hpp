@@ -1,9 +1,12 @@
 // Hooks for C entry points defined outside the core library (diffvk_bench's diffvk_bench_run): the
 // same handle checks, error mapping and thread-local diffvk_last_error() as the core's own functions.
 #pragma once
+#include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "diffvk/device.hpp"
 #include "diffvk/diffvk.h"
@@ -22,5 +25,36 @@ std::shared_ptr<const Tokenizer> tokenizer_of(const diffvk_tokenizer* tokenizer)
 
 // Sets diffvk_last_error() to "fn: message" and returns `status`.
 diffvk_status report_error(const char* fn, diffvk_status status, const std::string& message);
+
+// The size of an options struct that ended at byte `end` (the end of its last field): rounded up to the
+// struct's alignment, as the compiler pads it. A layout of before a field was added is
+// layout_size(offsetof(T, first_new_field), alignof(T)) (the new fields are no more aligned than the old).
+constexpr size_t layout_size(size_t end, size_t align) { return (end + align - 1) / align * align; }
+
+// The body of every diffvk_X_default_options_sized (diffvk.h VERSIONING): of `layouts` (the struct's sizes
+// at each version, ascending, the last sizeof(T)) the largest that is <= size; that many bytes of `defaults`
+// (padding included) into *o and struct_size = that size. Never a byte past it. o NULL or size below
+// layouts[0]: nothing.
+template <class T, size_t N>
+void write_defaults(T* o, size_t size, const T& defaults, const size_t (&layouts)[N]) {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_same_v<decltype(T::struct_size), size_t> &&
+                offsetof(T, struct_size) == 0);
+  if (!o) return;
+  size_t k = 0;
+  for (const size_t l : layouts)
+    if (l <= size) k = l;
+  if (k == 0) return;
+  // Byte copies: *o may be an older, shorter struct than T.
+  std::memcpy(static_cast<void*>(o), &defaults, k);
+  std::memcpy(static_cast<void*>(o), &k, sizeof k);
+}
+// A T whose every byte, padding included, is 0 (the defaults start from it).
+template <class T>
+T zeroed() {
+  static_assert(std::is_trivially_copyable_v<T>);
+  T t;
+  std::memset(static_cast<void*>(&t), 0, sizeof t);
+  return t;
+}
 
 }  // namespace diffvk::capi

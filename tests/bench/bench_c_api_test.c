@@ -12,6 +12,34 @@
 #include "diffvk/diffvk_bench.h"
 
 #include "../common/c_expect.h"
+#include "../common/c_canary.h"
+
+/* diffvk_bench_options of the 1.0 header, as a program built against it declares it. */
+typedef struct {
+  size_t struct_size;
+  const char* preset;
+  const char* model_dir;
+  double budget_seconds;
+  const char* plot_path;
+  diffvk_abort_fn abort_cb;
+  void* abort_user;
+  diffvk_log_fn log_cb;
+  void* log_user;
+} bench_options_1_0;
+static void sized_bench(void* o, size_t n) { diffvk_bench_default_options_sized((diffvk_bench_options*)o, n); }
+
+/* The defaults functions and the caller's size (since 1.1; diffvk.h VERSIONING): the exported 1.0 function
+ * (through a pointer: no macro) writes the 1.0 struct only, the sized one each known layout. */
+static void check_default_options(void) {
+  void (*bench_1_0)(diffvk_bench_options*) = diffvk_bench_default_options;
+  const size_t layouts[2] = {sizeof(bench_options_1_0), sizeof(diffvk_bench_options)};
+  bench_options_1_0* o = (bench_options_1_0*)canary_fill();
+  EXPECT(sizeof(bench_options_1_0) < sizeof(diffvk_bench_options));
+  bench_1_0((diffvk_bench_options*)o);
+  EXPECT(o->struct_size == sizeof(bench_options_1_0) && canary_intact_from(sizeof(bench_options_1_0)));
+  EXPECT(o->preset != NULL && strcmp(o->preset, "default") == 0 && !o->model_dir && !o->log_cb && o->budget_seconds == 0);
+  check_sized_defaults("bench", sized_bench, layouts, 2);
+}
 
 typedef struct {
   int cases_started; /* "[k/n] ... preparing inputs" stage lines seen */
@@ -65,6 +93,8 @@ int main(void) {
   EXPECT(o.struct_size == sizeof(diffvk_bench_options));
   EXPECT(o.preset != NULL && strcmp(o.preset, "default") == 0);
   EXPECT(o.model_dir == NULL && o.plot_path == NULL && o.abort_cb == NULL && o.log_cb == NULL && o.budget_seconds == 0);
+  EXPECT(o.variant == NULL);
+  check_default_options();
 
   /* misuse */
   EXPECT(diffvk_bench_run(NULL, &o, &json) == DIFFVK_INVALID_ARGUMENT);

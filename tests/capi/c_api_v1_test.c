@@ -1,6 +1,6 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
  * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|quant_paths|
- * rewind|state|sampler> <model dir>,
+ * rewind|state|sampler|default_options> <model dir>,
  * c_api_v1 tokenizer_sources <tests/data/tokenizer> <scratch file> */
 #include <diffvk/diffvk.h>
 
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/c_expect.h"
+#include "../common/c_canary.h"
 
 static const int32_t kPrompt[40] = {72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 1, 2, 3, 4, 5, 6, 7, 8,
                                     9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
@@ -132,6 +133,163 @@ static int test_options(const char* dir) {
     free(lg);
     EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   }
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+/* ---- the defaults functions and the caller's size (since 1.1; diffvk.h VERSIONING) ----------------------- */
+/* The layouts of the 1.0 header (and the first of diffvk_model_options), as a program built against it
+ * declares them. */
+typedef struct {
+  size_t struct_size;
+  const char* device;
+  diffvk_precision precision;
+  int validation;
+  const char* pipeline_cache_path;
+} context_options_1_0;
+typedef struct {
+  size_t struct_size;
+  uint32_t context_len;
+  uint32_t chunk;
+  diffvk_abort_fn abort_cb;
+  void* abort_user;
+} session_options_1_0;
+typedef struct {
+  size_t struct_size;
+  uint32_t weights;
+} model_options_first;
+
+static void sized_context(void* o, size_t n) { diffvk_context_default_options_sized((diffvk_context_options*)o, n); }
+static void sized_session(void* o, size_t n) { diffvk_session_default_options_sized((diffvk_session_options*)o, n); }
+static void sized_model(void* o, size_t n) { diffvk_model_default_options_sized((diffvk_model_options*)o, n); }
+static void sized_sampler(void* o, size_t n) { diffvk_sampler_default_options_sized((diffvk_sampler_options*)o, n); }
+static void sized_generate(void* o, size_t n) { diffvk_generate_default_options_sized((diffvk_generate_options*)o, n); }
+
+static int test_default_options(const char* dir) {
+  /* The exported functions, as a binary built against 1.0 calls them: through pointers, so the macros of
+   * diffvk.h do not apply. */
+  void (*context_1_0)(diffvk_context_options*) = diffvk_context_default_options;
+  void (*session_1_0)(diffvk_session_options*) = diffvk_session_default_options;
+  void (*model_first)(diffvk_model_options*) = diffvk_model_default_options;
+  void (*sampler_1_1)(diffvk_sampler_options*) = diffvk_sampler_default_options;
+  void (*generate_1_1)(diffvk_generate_options*) = diffvk_generate_default_options;
+  const size_t context_layouts[1] = {sizeof(context_options_1_0)};
+  const size_t session_layouts[2] = {sizeof(session_options_1_0), sizeof(diffvk_session_options)};
+  const size_t model_layouts[2] = {sizeof(model_options_first), sizeof(diffvk_model_options)};
+  const size_t sampler_layouts[1] = {sizeof(diffvk_sampler_options)};
+  const size_t generate_layouts[1] = {sizeof(diffvk_generate_options)};
+  diffvk_context_options co;
+  diffvk_session_options so;
+  diffvk_model_options mo;
+  diffvk_sampler_options po;
+  diffvk_generate_options go;
+  diffvk_session_options* no_options = NULL;
+  diffvk_context* ctx = NULL;
+  diffvk_model* model = NULL;
+  diffvk_session* s = NULL;
+  diffvk_sampler* sampler = NULL;
+  uint32_t cap = 0, vocab = 0, decode = 9, prefill = 9;
+  float* lg = NULL;
+
+  /* the layouts this test knows are the ones of this header (a new field needs a new layout here) */
+  EXPECT(sizeof(context_options_1_0) == sizeof(diffvk_context_options));
+  EXPECT(sizeof(session_options_1_0) < sizeof(diffvk_session_options));
+  EXPECT(sizeof(model_options_first) < sizeof(diffvk_model_options));
+  EXPECT(sizeof(session_options_1_0) == offsetof(diffvk_session_options, kv_cache));
+  check_sized_defaults("context", sized_context, context_layouts, 1);
+  check_sized_defaults("session", sized_session, session_layouts, 2);
+  check_sized_defaults("model", sized_model, model_layouts, 2);
+  check_sized_defaults("sampler", sized_sampler, sampler_layouts, 1);
+  check_sized_defaults("generate", sized_generate, generate_layouts, 1);
+
+  /* the macros: the whole struct of this header */
+  memset(&co, 0x5a, sizeof co);
+  diffvk_context_default_options(&co);
+  EXPECT(co.struct_size == sizeof co && co.validation == -1 && co.precision == DIFFVK_PRECISION_AUTO && !co.device &&
+         !co.pipeline_cache_path);
+  memset(&so, 0x5a, sizeof so);
+  diffvk_session_default_options(&so);
+  EXPECT(so.struct_size == sizeof so && so.context_len == 0 && so.chunk == 0 && !so.abort_cb && !so.abort_user &&
+         so.kv_cache == DIFFVK_KV_F16);
+  memset(&mo, 0x5a, sizeof mo);
+  diffvk_model_default_options(&mo);
+  EXPECT(mo.struct_size == sizeof mo && mo.weights == DIFFVK_WEIGHTS_F16 && mo.q4_0_head == 0 &&
+         mo.quant_decode == DIFFVK_QUANT_PATH_AUTO && mo.quant_prefill == DIFFVK_QUANT_PATH_AUTO);
+  memset(&po, 0x5a, sizeof po);
+  diffvk_sampler_default_options(&po);
+  EXPECT(po.struct_size == sizeof po && po.temperature == 0.0f && po.top_p == 1.0f && po.penalty_last_n == 64);
+  memset(&go, 0x5a, sizeof go);
+  diffvk_generate_default_options(&go);
+  EXPECT(go.struct_size == sizeof go && go.eos_token == -2 && go.stop_count == 0 && !go.stop && !go.on_text &&
+         go.overflow == DIFFVK_OVERFLOW_REFUSE && go.keep == 0);
+  diffvk_session_default_options(no_options); /* a NULL pointer through the macro: nothing */
+  /* the same through the function-like macro's parenthesized name: the exported 1.0 function */
+  memset(&so, 0x5a, sizeof so);
+  (diffvk_session_default_options)(&so);
+  EXPECT(so.struct_size == sizeof(session_options_1_0) && so.context_len == 0);
+
+  /* A 1.0 context struct through the 1.0 function: 1.0's layout only (= this header's), then used. */
+  {
+    context_options_1_0* c = (context_options_1_0*)canary_fill();
+    context_1_0((diffvk_context_options*)c);
+    EXPECT(c->struct_size == sizeof(context_options_1_0) && canary_intact_from(sizeof(context_options_1_0)));
+    EXPECT(c->validation == -1 && c->precision == DIFFVK_PRECISION_AUTO && !c->device && !c->pipeline_cache_path);
+    c->validation = 1;
+    EXPECT(diffvk_context_create((const diffvk_context_options*)c, &ctx) == DIFFVK_OK);
+  }
+  if (!ctx) return 1;
+  /* The first model struct ({struct_size, weights}) through the exported function: 16 bytes on 64-bit targets,
+   * the canary after it untouched; loading with it gives the 1.1 fields their defaults (the canary bytes where
+   * quant_decode / quant_prefill would be, 0xA5A5A5A5, would be refused if they were read). */
+  {
+    model_options_first* m = (model_options_first*)canary_fill();
+    model_first((diffvk_model_options*)m);
+    EXPECT(m->struct_size == sizeof(model_options_first) && canary_intact_from(sizeof(model_options_first)));
+    EXPECT(m->weights == DIFFVK_WEIGHTS_F16);
+    EXPECT(diffvk_model_load_with_options(ctx, dir, (const diffvk_model_options*)m, &model) == DIFFVK_OK);
+  }
+  if (!model) return 1;
+  EXPECT(diffvk_model_quant_paths(model, &decode, &prefill) == DIFFVK_OK && decode == DIFFVK_QUANT_PATH_AUTO &&
+         prefill == DIFFVK_QUANT_PATH_AUTO);
+  /* A 1.0 session struct through the 1.0 function: 32 bytes on 64-bit targets; kv_cache (the canary's
+   * 0xA5A5A5A5 where it would be, refused if read) takes its default. */
+  {
+    session_options_1_0* o = (session_options_1_0*)canary_fill();
+    session_1_0((diffvk_session_options*)o);
+    EXPECT(o->struct_size == sizeof(session_options_1_0) && canary_intact_from(sizeof(session_options_1_0)));
+    EXPECT(o->context_len == 0 && o->chunk == 0 && !o->abort_cb && !o->abort_user);
+    o->context_len = 16;
+    EXPECT(diffvk_session_create_with_options(model, (const diffvk_session_options*)o, &s) == DIFFVK_OK);
+  }
+  if (!s) return 1;
+  EXPECT(diffvk_session_capacity(s, &cap) == DIFFVK_OK && cap == 16);
+  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  lg = (float*)malloc(sizeof(float) * vocab);
+  EXPECT(diffvk_session_prefill(s, kPrompt, 5, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_decode(s, kPrompt[5], lg, vocab) == DIFFVK_OK);
+  EXPECT(lg[0] == lg[0]);
+  free(lg);
+  EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  /* The structs new in 1.1 (sampler, generate): the exported function fills 1.1's layout, the whole struct. */
+  {
+    diffvk_sampler_options* o = (diffvk_sampler_options*)canary_fill();
+    sampler_1_1(o);
+    EXPECT(o->struct_size == sizeof(diffvk_sampler_options) && canary_intact_from(sizeof(diffvk_sampler_options)));
+    EXPECT(diffvk_sampler_create_with_options(o, &sampler) == DIFFVK_OK);
+    EXPECT(diffvk_sampler_destroy(sampler) == DIFFVK_OK);
+  }
+  {
+    diffvk_generate_options* o = (diffvk_generate_options*)canary_fill();
+    generate_1_1(o);
+    EXPECT(o->struct_size == sizeof(diffvk_generate_options) && canary_intact_from(sizeof(diffvk_generate_options)));
+    EXPECT(o->eos_token == -2 && o->overflow == DIFFVK_OVERFLOW_REFUSE);
+  }
+  /* a struct_size between the layouts (a caller that set it by hand) is still read up to that size */
+  diffvk_session_default_options(&so);
+  so.struct_size = sizeof(session_options_1_0) + 4;
+  so.kv_cache = 9;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_INVALID_ARGUMENT && s == NULL);
   EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
   EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
   return 0;
@@ -1128,6 +1286,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "quant_paths")) rc = test_quant_paths(argv[2]);
   else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
   else if (!strcmp(argv[1], "sampler")) rc = test_sampler();
+  else if (!strcmp(argv[1], "default_options")) rc = test_default_options(argv[2]);
   else if (!strcmp(argv[1], "generate")) rc = test_generate(argv[2]);
   else if (!strcmp(argv[1], "chat_template")) rc = test_chat_template(argv[2]);
   else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
