@@ -105,16 +105,16 @@ TEST_CASE("C ABI: DIFFVK_QUANT_PATH_INT8_DOT loads where the device has shaderIn
   }
   REQUIRE(st == DIFFVK_OK);
   CHECK(both.paths() == std::make_pair(uint32_t(DIFFVK_QUANT_PATH_INT8_DOT), uint32_t(DIFFVK_QUANT_PATH_INT8_DOT)));
-  CModel decode_only, prefill_only, dequant;
+  // One-sided forcing: decode_only's reported paths show the two fields are not swapped (CI time: no fourth load
+  // for the prefill-only case; `both` runs the int8 prefill).
+  CModel decode_only, dequant;
   REQUIRE(decode_only.load(DIFFVK_WEIGHTS_Q8_0, DIFFVK_QUANT_PATH_INT8_DOT, DIFFVK_QUANT_PATH_DEQUANT) == DIFFVK_OK);
   CHECK(decode_only.paths() == std::make_pair(uint32_t(DIFFVK_QUANT_PATH_INT8_DOT), uint32_t(DIFFVK_QUANT_PATH_DEQUANT)));
-  REQUIRE(prefill_only.load(DIFFVK_WEIGHTS_Q8_0, DIFFVK_QUANT_PATH_DEQUANT, DIFFVK_QUANT_PATH_INT8_DOT) == DIFFVK_OK);
-  CHECK(prefill_only.paths() == std::make_pair(uint32_t(DIFFVK_QUANT_PATH_DEQUANT), uint32_t(DIFFVK_QUANT_PATH_INT8_DOT)));
   REQUIRE(dequant.load(DIFFVK_WEIGHTS_Q8_0, DIFFVK_QUANT_PATH_DEQUANT, DIFFVK_QUANT_PATH_DEQUANT) == DIFFVK_OK);
   // The int8 paths ran: they round the activations, so the logits differ from the dequantizing path's: after the
-  // prefill where its matmuls are int8, after the decode step where the one-row kernel is (it also computes the
-  // prefill's last-row lm_head, so that row is not compared for decode_only); each stays finite.
-  const auto ref = dequant.logits(), lb = both.logits(), ld = decode_only.logits(), lp = prefill_only.logits();
+  // prefill where its matmuls are int8 (both), after the decode step where the one-row kernel is (it also computes
+  // the prefill's last-row lm_head, so that row is not compared for decode_only); each stays finite.
+  const auto ref = dequant.logits(), lb = both.logits(), ld = decode_only.logits();
   const size_t V = ref.size() / 2;
   auto differs = [&](const std::vector<float>& x, size_t row) {
     bool any = false;
@@ -127,5 +127,4 @@ TEST_CASE("C ABI: DIFFVK_QUANT_PATH_INT8_DOT loads where the device has shaderIn
   CHECK(differs(lb, 0));
   CHECK(differs(lb, 1));
   CHECK(differs(ld, 1));
-  CHECK(differs(lp, 0));
 }
