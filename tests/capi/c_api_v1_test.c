@@ -412,6 +412,19 @@ static int test_log(const char* dir) {
   return 0;
 }
 
+/* dir's config.json and model.safetensors, each read whole (*cfg, *w, freed by the caller) and opened (*cfd, *wfd,
+ * closed by the caller). 0 on success. */
+static int open_sources(const char* dir, char** cfg, size_t* cs, int* cfd, char** w, size_t* ws, int* wfd) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  *cfg = read_whole(path, cs);
+  *cfd = open(path, O_RDONLY);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  *w = read_whole(path, ws);
+  *wfd = open(path, O_RDONLY);
+  return *cfg && *w && *cfd >= 0 && *wfd >= 0 ? 0 : 1;
+}
+
 /* ---- loading from memory and from descriptors ------------------------------------------------------- */
 static int test_load_memory(const char* dir) {
   char path[4096];
@@ -636,7 +649,6 @@ static int test_weights(const char* dir) {
 
 /* The memory and descriptor loaders honour the option too: bit-identical to the directory load. */
 static int test_weights_sources(const char* dir) {
-  char path[4096];
   size_t cs = 0, ws = 0;
   char *cfg, *w;
   int cfd, wfd;
@@ -644,13 +656,7 @@ static int test_weights_sources(const char* dir) {
   diffvk_model_options mo;
   diffvk_model *from_dir, *from_mem = NULL, *from_fd = NULL;
   if (!ctx) return 1;
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  cfg = read_whole(path, &cs);
-  cfd = open(path, O_RDONLY);
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  w = read_whole(path, &ws);
-  wfd = open(path, O_RDONLY);
-  if (!cfg || !w || cfd < 0 || wfd < 0) return 1;
+  if (open_sources(dir, &cfg, &cs, &cfd, &w, &ws, &wfd) != 0) return 1;
   diffvk_model_default_options(&mo);
   mo.weights = DIFFVK_WEIGHTS_Q8_0;
   from_dir = load_weights(ctx, dir, DIFFVK_WEIGHTS_Q8_0);
@@ -689,7 +695,6 @@ static int paths_of(const diffvk_model* m) {
  * struct of before 1.1 gets the defaults whatever its padding holds. The AUTO and INT8_DOT paths against the
  * device are tests/capi/test_c_api_quant.cpp (C++: they need Model::load_stats and the device's features). */
 static int test_quant_paths(const char* dir) {
-  char path[4096];
   size_t cs = 0, ws = 0;
   char *cfg, *w;
   int cfd, wfd;
@@ -698,13 +703,7 @@ static int test_quant_paths(const char* dir) {
   diffvk_model_options mo;
   diffvk_model *f16 = NULL, *deq = NULL, *m = NULL, *bad = NULL;
   if (!ctx) return 1;
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  cfg = read_whole(path, &cs);
-  cfd = open(path, O_RDONLY);
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  w = read_whole(path, &ws);
-  wfd = open(path, O_RDONLY);
-  if (!cfg || !w || cfd < 0 || wfd < 0) return 1;
+  if (open_sources(dir, &cfg, &cs, &cfd, &w, &ws, &wfd) != 0) return 1;
   diffvk_model_default_options(&mo);
   EXPECT(mo.q4_0_head == 0 && mo.quant_decode == DIFFVK_QUANT_PATH_AUTO && mo.quant_prefill == DIFFVK_QUANT_PATH_AUTO);
   /* no quantized weights: AUTO for both, whatever was asked */
