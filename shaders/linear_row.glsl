@@ -39,7 +39,6 @@
 // rows p.kw wide (g = column / kw). (cos, sin) from the float32 table [pos][hd/2].
 // The body of linear_row.comp, linear_row_dot.comp and linear_row_rope.comp (one copy).
 #include "common.glsl"
-#extension GL_EXT_control_flow_attributes : require
 #ifndef DVK_INT_DOT
 #define DVK_INT_DOT 0
 #endif
@@ -195,15 +194,15 @@ float quant_dot(uint bi, float a[32], float asum) {
   float s = 0.0;
   if (WQ == 1) {
     const uvec4 q0 = wq[p.q_off + 2 * bi], q1 = wq[p.q_off + 2 * bi + 1];
-    [[unroll]] for (uint i = 0; i < 4; ++i)
-      [[unroll]] for (uint k = 0; k < 4; ++k) {
+    for (uint i = 0; i < 4; ++i)
+      for (uint k = 0; k < 4; ++k) {
         s = fma(a[4 * i + k], float(bitfieldExtract(int(q0[i]), int(8 * k), 8)), s);
         s = fma(a[16 + 4 * i + k], float(bitfieldExtract(int(q1[i]), int(8 * k), 8)), s);
       }
   } else {
     const uvec4 q = wq[p.q_off + bi];
-    [[unroll]] for (uint i = 0; i < 4; ++i)
-      [[unroll]] for (uint k = 0; k < 4; ++k) {
+    for (uint i = 0; i < 4; ++i)
+      for (uint k = 0; k < 4; ++k) {
         s = fma(a[4 * i + k], float(int(bitfieldExtract(q[i], int(8 * k), 4))), s);
         s = fma(a[16 + 4 * i + k], float(int(bitfieldExtract(q[i], int(8 * k + 4), 4))), s);
       }
@@ -293,15 +292,15 @@ void main() {
     } else {
       for (uint b = li; b < p.in_f / 32; b += LGE) {
         float a[32];
-        [[unroll]] for (uint j = 0; j < 32 / VL; ++j) {
+        for (uint j = 0; j < 32 / VL; ++j) {
           float t[VW];
           act(b * (32 / VL) + j, t, sq);
-          [[unroll]] for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
+          for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
         }
         float asum = 0.0;  // Q4_0's offset term (quant_dot)
         if (WQ == 2)
-          [[unroll]] for (uint e = 0; e < 32; ++e) asum += a[e];
-        [[unroll]] for (uint j = 0; j < FG; ++j)
+          for (uint e = 0; e < 32; ++e) asum += a[e];
+        for (uint j = 0; j < FG; ++j)
           if (f0 + j < nf) acc[j] += quant_dot((n0 + f0 + j) * (p.in_f / 32) + b, a, asum);
       }
     }
