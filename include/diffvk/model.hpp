@@ -197,7 +197,11 @@ class Session {
   // (n x vocab) when all_logits. All or nothing: any error (context overflow, bad token id, a Vulkan
   // failure in any chunk) leaves the position and the visible KV cache exactly as before.
   std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits = false);
+  // Appends one token (the one-row decode program) and returns its logits (vocab). decode(token, logits, n) writes
+  // them into the caller's buffer of n >= vocab floats instead and allocates nothing once the decode program is
+  // recorded (the first decode records it). Errors as prefill's; all or nothing.
   std::vector<float> decode(int32_t token);
+  void decode(int32_t token, float* logits, size_t n);
   // Decodes `token`, then picks the next token on the device from its logits and reads back only that
   // id: greedy (the first maximum) when temperature <= 0, else top-k with 1 <= top_k <= kDeviceTopKMax
   // and the uniform draw u in [0, 1), the choice of sample_top_k() on the same logits and draw.

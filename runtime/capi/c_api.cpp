@@ -544,7 +544,7 @@ diffvk_status diffvk_session_decode(diffvk_session* s, int32_t token, float* log
     need(logits, "logits");
     const uint32_t V = k->parent->model->config().vocab_size;
     if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
-    copy_logits(k->session->decode(token), logits, cap);
+    k->session->decode(token, logits, cap);
   });
 }
 

@@ -148,6 +148,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   s->sync = Buffer(dev, sync_bytes, MemoryDomain::device, "attention arrival counters");
   s->sync.fill(0, sync_bytes, 0);  // once: every attention dispatch leaves them zero (AttnSplitScratch)
   s->arena = Arena(dev, s->plan.plan, "session");
+  s->held.reserve(s->cap);  // decode appends to these without allocating
+  s->history.reserve(s->cap);
   return std::unique_ptr<Session>(new Session(std::move(s)));
 }
 
@@ -184,21 +186,29 @@ Program& Session::Impl::program(uint32_t rows, HeadOut out) {
 }
 
 std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut out) {
-  const ModelConfig& c = m->cfg;
-  std::vector<uint32_t> ids(tok, tok + rows);
+  if (out == HeadOut::none || out == HeadOut::sample) {
+    run_into(tok, rows, out, nullptr);
+    return {};
+  }
+  std::vector<float> logits(uint64_t(out == HeadOut::all ? rows : 1) * m->cfg.vocab_size);  // float32 in every precision
+  run_into(tok, rows, out, logits.data());
+  return logits;
+}
+
+void Session::Impl::run_into(const int32_t* tok, uint32_t rows, HeadOut out, float* logits) {
   Program& prog = program(rows, out);
-  tokens.upload(0, ids.data(), rows * 4ull);
+  // Token ids are checked to lie in [0, vocab): their int32 bits are the shader's uint32 ids.
+  static_assert(sizeof(int32_t) == sizeof(uint32_t), "token ids are 4 bytes");
+  tokens.upload(0, tok, rows * 4ull);
   const uint32_t d[4] = {pos, sample_params[0], sample_params[1], sample_params[2]};
   dyn.upload(0, d, sizeof d);
   last = &prog;
   prog.run(should_abort);
   advance(tok, rows);
-  if (out == HeadOut::none || out == HeadOut::sample) return {};
-  const uint64_t n = uint64_t(out == HeadOut::all ? rows : 1) * c.vocab_size;
-  std::vector<float> logits(n);  // float32 in every precision
-  const BufferRange where = programs.at({rows, out}).logits;
-  arena.owner(where).download(where.offset, logits.data(), n * 4);
-  return logits;
+  if (out == HeadOut::none || out == HeadOut::sample) return;
+  const uint64_t n = uint64_t(out == HeadOut::all ? rows : 1) * m->cfg.vocab_size;
+  const BufferRange where = programs.find({rows, out})->second.logits;
+  arena.owner(where).download(where.offset, logits, n * 4);
 }
 
 void Session::Impl::advance(const int32_t* tok, uint32_t rows) {
@@ -264,7 +274,34 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
   return out;
 }
 
-std::vector<float> Session::decode(int32_t token) { return prefill({token}); }
+std::vector<float> Session::decode(int32_t token) {
+  std::vector<float> logits(impl_->m->cfg.vocab_size);
+  decode(token, logits.data(), logits.size());
+  return logits;
+}
+
+void Session::decode(int32_t token, float* logits, size_t capacity) {
+  Impl& s = *impl_;
+  const uint32_t V = s.m->cfg.vocab_size;
+  s.m->dev->check_not_lost();
+  if (!logits) throw Error(Status::invalid_argument, "decode: logits is null");
+  if (capacity < V)
+    throw Error(Status::invalid_argument, "decode: the logits buffer holds " + std::to_string(capacity) + " floats, need " +
+                                              std::to_string(V));
+  if (uint64_t(s.pos) + 1 > s.cap)
+    throw Error(Status::context_overflow, "decode: 1 tokens after " + std::to_string(s.pos) + " exceed the context of " +
+                                              std::to_string(s.cap));
+  if (token < 0 || uint32_t(token) >= V)
+    throw Error(Status::invalid_argument, "token " + std::to_string(token) + " at index 0 is outside the vocabulary [0, " +
+                                              std::to_string(V) + ")");
+  const uint32_t start = s.pos;
+  try {  // all or nothing, like prefill
+    s.run_into(&token, 1, HeadOut::last, logits);
+  } catch (...) {
+    s.truncate(start, true);
+    throw;
+  }
+}
 
 int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
   Impl& s = *impl_;

@@ -62,6 +62,9 @@ struct Session::Impl {
   void advance(const int32_t* tok, uint32_t rows);
   // Runs `rows` tokens; returns the logits `out` asks for (rows x vocab, or the last row's, or none).
   std::vector<float> run(const int32_t* tok, uint32_t rows, HeadOut out);
+  // Runs `rows` tokens and writes the logits `out` asks for into `logits` (when not none/sample), which holds
+  // (out == all ? rows : 1) x vocab floats. Allocates nothing once the program for (rows, out) is recorded.
+  void run_into(const int32_t* tok, uint32_t rows, HeadOut out, float* logits);
 };
 
 }  // namespace diffvk

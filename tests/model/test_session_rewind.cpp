@@ -58,6 +58,15 @@ void rewind_case(Precision precision) {
   s->rewind(s->position());
   s->rewind(s->position() - 1);
   CHECK(s->decode(65) == want_next);
+  // The buffer form writes the same logits into the caller's buffer; a short buffer is refused, nothing changes.
+  s->rewind(s->position() - 1);
+  std::vector<float> into(V + 1, -7.0f);
+  const uint32_t at = s->position();
+  CHECK_THROWS_WITH_AS(s->decode(65, into.data(), V - 1), doctest::Contains(("need " + std::to_string(V)).c_str()), Error);
+  CHECK(s->position() == at);
+  s->decode(65, into.data(), into.size());
+  CHECK(std::vector<float>(into.begin(), into.begin() + V) == want_next);
+  CHECK(into[V] == -7.0f);
   // decode_sample's input token is held too.
   const int32_t picked = s->decode_sample(66);
   CHECK(s->tokens().back() == 66);
