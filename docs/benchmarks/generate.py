@@ -173,8 +173,8 @@ def render_result(doc):
             lines += [t['caption'] + ':', '']
         lines += md_table(t['columns'], t['rows'])
         lines.append('')
-    if 'output' in doc and 'bench' not in doc and not doc.get('tables'):
-        for block in doc['output']:
+    if 'bench' not in doc:
+        for block in doc.get('output', []):
             lines += ['```', block, '```', '']
     says = doc.get('what_it_says') or []
     if says:
