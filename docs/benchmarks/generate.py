@@ -206,7 +206,8 @@ def generate(docs):
            '[docs/benchmarks/README.md](docs/benchmarks/README.md). Why the design follows from these figures: '
            '[docs/decisions/](docs/decisions/README.md).', '',
            'CPU Vulkan drivers (lavapipe) are used for correctness; their speed says nothing about a GPU\'s, '
-           'and on the shared 2-core machine their figures swing by up to ±50% between runs: compare ratios within one run.', '']
+           'and on the shared 2-core machine their figures swing by up to ±50% between runs: '
+           'compare ratios within one run.', '']
     for key in sorted(groups, key=lambda k: (k[0].lower(), k[1].lower())):
         cur = sorted((d for d in groups[key] if d['_file'] in current), key=lambda d: (d['benchmark'], d['_file']))
         if not cur:
