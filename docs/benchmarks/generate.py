@@ -102,12 +102,15 @@ def attention_tables(bench):
         parts.append(f'matmul {mm["GFLOPs"]:.2f} GFLOP/s')
     if parts:
         lines += ['Ceilings: ' + ', '.join(parts) + '.', '']
+    cases = bench.get('cases', [])
+    plain = any('plain 2H' in c.get('implementations', {}) for c in cases)  # DIFF V2: plain attention, 2H heads
     cols = ['phase', 'variant', 'D', 'T', 'H/Hkv', 'fused µs', 'two-pass µs', 'naive µs', 'fused × two-pass',
-            'fused × naive', 'fused %copy', 'checked']
+            'fused × naive', 'fused %copy', 'checked'] + (['plain 2H µs'] if plain else [])
     rows = []
-    for c in bench.get('cases', []):
+    for c in cases:
         im = c.get('implementations', {})
         f, t, n = (median_us(im.get(k)) for k in ('fused', 'two-pass', 'naive'))
+        p2 = median_us(im.get('plain 2H'))
         fused = im.get('fused') or {}
         pct = fused.get('pct_copy_bandwidth', fused.get('fraction_of_copy_ceiling'))
         if pct is not None and 'fraction_of_copy_ceiling' in fused and 'pct_copy_bandwidth' not in fused:
@@ -115,7 +118,7 @@ def attention_tables(bench):
         rows.append([c.get('phase'), c.get('variant', 'v1'), c.get('D'), c.get('T'), f'{c.get("H")}/{c.get("Hkv")}',
                      f'{f:.1f}' if f else '—', f'{t:.1f}' if t else '—', f'{n:.1f}' if n else '—',
                      ratio(t, f), ratio(n, f), f'{pct:.1f}%' if pct is not None else '—',
-                     'ok' if c.get('outputs_checked') else 'FAILED'])
+                     'ok' if c.get('outputs_checked') else 'FAILED'] + ([f'{p2:.1f}' if p2 else '—'] if plain else []))
     lines += md_table(cols, rows)
     return lines
 
