@@ -118,7 +118,8 @@ def attention_tables(bench):
         rows.append([c.get('phase'), c.get('variant', 'v1'), c.get('D'), c.get('T'), f'{c.get("H")}/{c.get("Hkv")}',
                      f'{f:.1f}' if f else '—', f'{t:.1f}' if t else '—', f'{n:.1f}' if n else '—',
                      ratio(t, f), ratio(n, f), f'{pct:.1f}%' if pct is not None else '—',
-                     'ok' if c.get('outputs_checked') else 'FAILED'] + ([f'{p2:.1f}' if p2 else '—'] if plain else []))
+                     'ok' if c.get('outputs_checked') else 'FAILED']
+                    + ([f'{p2:.1f}' if p2 else '—'] if plain else []))
     lines += md_table(cols, rows)
     return lines
 
