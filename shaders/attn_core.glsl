@@ -1,6 +1,6 @@
-// Register-resident attention core shared by every attention shader: the fused differential
-// prefill (diff_attn.comp, NSM = 2), its split-K kernel (diff_attn_split.comp, attn_split.glsl), DIFF V2
-// and the single-softmax baselines of `diffvk bench` (flash_attn*.comp, NSM = 1); each ends in its
+// Register-resident attention core shared by every variant of attn.comp (shaders/variants.cmake): the fused
+// differential prefill (diff_attn, NSM = 2), its split-K kernel (diff_attn_split, attn_split.glsl), DIFF V2
+// and the single-softmax baselines of `diffvk bench` (flash_attn*, NSM = 1); each ends in its
 // variant's epilogue (attn_out.glsl).
 //
 // A subgroup of L invocations (L = the subgroup size, 4..128: the device's default, or a smaller one

@@ -14,7 +14,6 @@
 // p of heads head0 … head0 + nheads − 1 (every column of them, zeros past p; λ[hh][p]); rows with p >= T are skipped.
 // One workgroup per (query row, head); invocations stride over the keys. Loop iterations per
 // invocation: 2 · 3 · ceil(T / WG) · D at most (T <= kAttentionMapMaxTokens), within llvmpipe's budget.
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "diff_v2_lambda.glsl"

@@ -3,7 +3,6 @@
 //   v = O1 - lambda*O2;  y = gain * v / sqrt(mean_k v_k^2 + eps) * subln   (docs/maths.md: differential attention + headwise RMSNorm)
 // O1, O2: rows x in_stride, y: rows x out_stride; head h at columns [h*width, (h+1)*width);
 // fp32 statistic.
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 

@@ -3,7 +3,6 @@
 //   y[r, h, :] = gain * x[r, h, :] / sqrt(mean_k x[r, h, k]^2 + eps) * w[:]
 // gain = (1 - lambda_init), eps = 1e-5, width = 2D; the statistic is accumulated in fp32.
 // X32 = 1: x is float32 (RTYPE, the model's residual stream under the block norms) in either variant.
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 

@@ -14,7 +14,6 @@
 // Loads never leave the tensors: rows and columns past the edge are clamped (their results are dropped
 // at the store); the k tail (in % KV) runs elementwise. Workgroups grid-stride over the tiles.
 // Y32 = 1: y and r are float32 (RTYPE) in either variant.
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"

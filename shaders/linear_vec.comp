@@ -7,7 +7,6 @@
 // reduction per (row, feature) (subgroup arithmetic in the _sg variant, a shared-memory tree otherwise;
 // shaders/reduce.glsl). Workgroups grid-stride over the feature groups (maxComputeWorkGroupCount).
 // Y32 = 1: y and r are float32 (RTYPE: the model's residual stream, its logits) in either variant.
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 

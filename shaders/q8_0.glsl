@@ -1,7 +1,7 @@
 // GGUF Q8_0's quantization on the device (docs/maths.md "Q8_0 KV cache"): per block of 32 values,
 // d = amax / 127 and q = round-half-away(x / d), the same rule as ggml's quantize_row_q8_0_ref (x · (1/d) in fp32:
 // GPU division is not correctly rounded, so the tests accept the other side of a boundary within 1e-3 of it).
-// Shared by rope_kv.comp (the append), kv_shift.comp (re-rotation) and linear_row.glsl (int8 activations).
+// Shared by rope_kv.comp (the append), kv_shift.comp (re-rotation) and linear_row.comp (int8 activations).
 
 float round_half_away(float v) {  // C's roundf, exactly (v - trunc(v) is exact in fp32)
   const float t = trunc(v);

@@ -4,6 +4,7 @@
 // device, and the driver's pipeline-executable statistics (VK_KHR_pipeline_executable_properties: registers,
 // spills, shared memory, occupancy, ...). The device is opened in statistics-only mode: nothing is allocated,
 // mapped, recorded or submitted, so this runs on null devices (radv with RADV_FORCE_FAMILY, see README.md).
+// --list prints the variant table compiled into the library (shaders/variants.cmake) without opening a device.
 #include <nlohmann/json.hpp>
 
 #include <cctype>
@@ -26,6 +27,7 @@ struct StatsArgs {
   std::vector<uint32_t> d, heads, kv_heads, t;
   std::vector<std::string> weights;
   std::string json_path, isa_dir;
+  bool list = false;
 };
 
 std::string spec_key(const ShaderPipeline::Spec& s, size_t i) { return s.name.empty() ? std::to_string(i) : s.name; }
@@ -67,6 +69,32 @@ std::string stat_text(const ShaderStatistic& s) {
   }
 }
 
+// --list: every variant of the table compiled into the library (shaders/variants.cmake), no device.
+int list_variants(const std::string& json_path) {
+  const std::vector<ShaderVariant> vs = shader_variants();
+  std::printf("%zu shader variants (shaders/variants.cmake): every pipeline that can exist, before specialization\n",
+              vs.size());
+  std::printf("%-28s %-4s %-3s %-5s %-8s %-40s %-42s %s\n", "name", "prec", "sg", "reg", "build", "source", "defines",
+              "spec constants");
+  json arr = json::array();
+  for (const ShaderVariant& v : vs) {
+    std::string spec;
+    for (size_t i = 0; i < v.spec.size(); ++i) spec += (i ? "," : "") + std::to_string(i) + "=" + v.spec[i];
+    std::printf("%-28s %-4s %-3s %-5s %-8s %-40s %-42s %s\n", v.name.c_str(), v.fp16 ? "fp16" : "fp32",
+                v.subgroup ? "sg" : "-", v.registry.c_str(), v.prebuilt ? "prebuilt" : "glslc", v.source.c_str(),
+                v.defines.empty() ? "-" : v.defines.c_str(), spec.empty() ? "(none)" : spec.c_str());
+    arr.push_back({{"name", v.name}, {"op", v.op}, {"source", v.source}, {"defines", v.defines},
+                   {"precision", v.fp16 ? "fp16" : "fp32"}, {"subgroup", v.subgroup}, {"registry", v.registry},
+                   {"prebuilt", v.prebuilt}, {"spec", v.spec}, {"description", v.description}, {"words", v.words}});
+  }
+  if (!json_path.empty()) {
+    const std::string text = json({{"variants", std::move(arr)}}).dump(2) + "\n";
+    platform::write_file_atomic(json_path, text.data(), text.size());
+    std::printf("\nwrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 Runner register_shader_stats(CLI::App& app) {
@@ -90,11 +118,17 @@ Runner register_shader_stats(CLI::App& app) {
   cmd->add_option("--weights", a->weights, "the model's weight formats (list of f16, q8_0, q4_0): also the quantized pipelines "
                                           "of each block format, as a model loaded with those weights builds them")
       ->delimiter(',')->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
-  cmd->add_option("--json", a->json_path, "write {device, pipelines: [{name, spec, workgroup, stats}]} to FILE (atomic)");
+  cmd->add_option("--json", a->json_path,
+                  "write {device, pipelines: [{name, spec, workgroup, stats}]} to FILE (atomic); "
+                  "with --list, {variants: [...]}");
+  cmd->add_flag("--list", a->list, "print every shader variant the library embeds (the table shaders/variants.cmake: "
+                                   "name, precision, subgroup, registry, source, defines, spec constants) and exit; "
+                                   "opens no device");
   cmd->add_option("--isa", a->isa_dir, "write each pipeline's internal representations (the driver's IR and disassembly, where it "
                                       "gives them: radv does) to DIR/<index>_<name>_<representation>.txt, and report its main "
                                       "loop (instructions, VALU, FMAs, loads per iteration; \"loop\" in the JSON)");
   return [a]() {
+    if (a->list) return list_variants(a->json_path);
     ShaderStatsOptions o;
     o.context = a->dev.options();
     o.model_dir = a->model;

@@ -94,4 +94,24 @@ struct ShaderStatsReport {
 // creation and config reading throw.
 ShaderStatsReport shader_stats(const ShaderStatsOptions& options);
 
+// One SPIR-V variant that the library can build a pipeline from: a row of the variant table
+// (shaders/variants.cmake) at one precision and subgroup setting. Read from the table compiled into the
+// library: no device.
+struct ShaderVariant {
+  std::string name;         // the pipeline name: op + "_fp16" / "_fp32" + "_sg" for the subgroup variant
+  std::string op;           // the table row (what kernels ask for)
+  std::string source;       // "shaders/linear_row.comp"
+  std::string defines;      // the row's glslc defines besides DVK_FP16 / DVK_SUBGROUP, "A=1 B=2"; "" for none
+  bool fp16 = false;        // DVK_FP16
+  bool subgroup = false;    // DVK_SUBGROUP: uses subgroup arithmetic
+  std::string registry;     // "core" (libdiffvk) or "bench" (libdiffvk_bench: the benchmark's shaders)
+  bool prebuilt = false;    // committed SPIR-V words (shaders/coopmat/spv) rather than glslc at build time
+  std::vector<std::string> spec;  // specialization constant names by constant_id ("" where unnamed)
+  std::string description;
+  size_t words = 0;         // SPIR-V words (core variants; 0 for the bench's)
+};
+
+// Every variant of both registries, in the table's registry order.
+std::vector<ShaderVariant> shader_variants();
+
 }  // namespace diffvk

@@ -13,6 +13,7 @@
 #include "diffvk/model.hpp"
 #include "model/model_kernels.hpp"
 #include "vk/gpu.hpp"
+#include "vk/shader_blob.hpp"
 
 namespace diffvk {
 
@@ -235,6 +236,30 @@ ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
   for (const auto& L : loops)
     if (L.fma >= 0.9 * top && (!best || L.instructions < best->instructions)) best = &L;
   return best ? *best : ShaderLoop{};
+}
+
+std::vector<ShaderVariant> shader_variants() {
+  size_t n = 0;
+  const ShaderVariantRow* rows = shader_variant_rows(&n);
+  std::vector<ShaderVariant> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const ShaderVariantRow& r = rows[i];
+    ShaderVariant v;
+    v.op = r.op;
+    v.name = v.op + (r.fp16 ? "_fp16" : "_fp32") + (r.subgroup ? "_sg" : "");
+    v.source = r.source;
+    v.defines = r.defines;
+    v.fp16 = r.fp16 != 0;
+    v.subgroup = r.subgroup != 0;
+    v.registry = r.registry;
+    v.prebuilt = r.prebuilt != 0;
+    v.description = r.description;
+    v.words = r.word_count;
+    v.spec = spec_name_list(r.spec_names);
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 }  // namespace diffvk

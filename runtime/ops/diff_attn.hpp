@@ -2,7 +2,7 @@
 // in the epilogue, and split-K decode in one dispatch (diff_attn_split: the last split of each tile to finish
 // merges the partial states and runs the same epilogue). All pipelines are created in the constructor (load time).
 // The same op with AttnSoftmax::single is the benchmark's two-pass baseline: one softmax of one
-// query/key half, no norm (the core shaders/attn_core.glsl with NSM = 1, shaders/bench/flash_attn*.comp).
+// query/key half, no norm (the core shaders/attn_core.glsl with NSM = 1; bench variants flash_attn*).
 #pragma once
 #include <memory>
 
@@ -35,7 +35,7 @@ struct AttnCall {
 //   differential: per head O = (A1 − λ·A2)·V, then the headwise RMSNorm ⊙ subln · gain (the model's op).
 //   single:       per head O = softmax(Q_half·K_halfᵀ/√D)·V (AttnCall::half), no norm, subln unused:
 //                 what a runtime with only standard attention runs twice (the benchmark's two-pass
-//                 baseline). Its pipelines come from shaders/bench/flash_attn*.comp, which are not in
+//                 baseline). Its pipelines are the bench variants flash_attn* of attn.comp, which are not in
 //                 the core library: the caller registers them first (bench/shaders.hpp).
 //   v2:           DIFF V2 (docs/maths.md "DIFF V2"): one softmax per query head over AttnCall::H query
 //                 heads (2 per output head) of width D, K/V rows D wide ([Hkv][capacity][D]); output head
@@ -44,7 +44,7 @@ struct AttnCall {
 //   v2_plain:     the bench's DIFF V2 baselines: plain attention over D-wide query heads (one softmax each,
 //                 normalised, o head h at h·D), of AttnCall::H heads; AttnCall::half 0 = the even query heads of
 //                 a V2 q row (heads 2h), 1 = the odd ones, 2 = every query head. Pipelines from
-//                 shaders/bench/flash_v2*.comp (registered by the caller, like single).
+//                 the bench variants flash_v2* of shaders/attn.comp (registered by the caller, like single).
 enum class AttnSoftmax : uint32_t { single = 1, differential = 2, v2 = 3, v2_plain = 4 };
 
 // What the split-K kernel needs besides its operands (sizes: DiffAttnKernel::part_bytes, stat_bytes, sync_bytes).

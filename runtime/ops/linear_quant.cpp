@@ -109,7 +109,7 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
 }
 
 uint32_t QuantRowKernel::lanes_for(QuantType type, uint32_t in, bool rope) const {
-  const uint32_t per_step = 32;  // weights per lane step: one block in every path (linear_row.glsl)
+  const uint32_t per_step = 32;  // weights per lane step: one block in every path (linear_row.comp)
   return row_lanes(geo_, in / per_step, rope, force_lanes_);
 }
 

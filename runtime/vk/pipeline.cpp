@@ -190,10 +190,9 @@ Pipeline::~Pipeline() {
   destroy();
 }
 
-std::vector<std::string> Pipeline::spec_names() const {
-  // spec_names_: "i=NAME,..." for every `layout(constant_id = i) const ... NAME` in the shader source.
-  std::vector<std::string> names(desc_.spec.size());
-  std::string all = spec_names_;
+std::vector<std::string> spec_name_list(const char* spec_names) {
+  std::vector<std::string> names;
+  const std::string all = spec_names ? spec_names : "";
   size_t pos = 0;
   while (pos < all.size()) {
     size_t end = all.find(',', pos);
@@ -202,10 +201,17 @@ std::vector<std::string> Pipeline::spec_names() const {
     const size_t eq = item.find('=');
     if (eq != std::string::npos && eq > 0) {
       const unsigned long id = std::stoul(item.substr(0, eq));
-      if (id < names.size()) names[id] = item.substr(eq + 1);
+      if (id >= names.size()) names.resize(id + 1);
+      names[id] = item.substr(eq + 1);
     }
     pos = end + 1;
   }
+  return names;
+}
+
+std::vector<std::string> Pipeline::spec_names() const {
+  std::vector<std::string> names = spec_name_list(spec_names_);
+  names.resize(desc_.spec.size());
   return names;
 }
 

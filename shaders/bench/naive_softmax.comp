@@ -1,7 +1,6 @@
 #version 450
 // Naive baseline, step 2: row softmax of a materialised fp32 score matrix, in place, one
 // workgroup per row (x: query i, y: head h). Masked entries (NEG_BIG) become exactly 0.
-// DVK_HAS_SUBGROUP_VARIANT
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 

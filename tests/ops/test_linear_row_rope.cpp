@@ -1,5 +1,5 @@
 // Conformance of the decode step's fused q/k/v projection with RoPE and the KV-cache append as its
-// epilogue (shaders/linear_row_rope.comp, LinearKernel::record_row_rope), against the float64 reference on
+// epilogue (linear_row.comp: linear_row_rope, LinearKernel::record_row_rope), against the float64 reference on
 // fresh random inputs: pro(x)·Wᵀ rounded to the storage type (what rope_kv would read back), rotated in
 // float64. Odd and GQA shapes, both prologues, float32 x, vector and scalar loads, capped workgroup counts,
 // the position from the dynamic buffer; Q8_0 and Q4_0 weights (QuantRowKernel::record_rope, against the

@@ -19,6 +19,7 @@
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 #include "vk/program.hpp"
+#include "vk/shader_blob.hpp"
 
 using namespace diffvk;
 using json = nlohmann::json;
@@ -160,6 +161,61 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
       CHECK(p["spec"].contains("CHUNK"));
     }
   if (!doc["statistics_available"].get<bool>()) CHECK(contains(r.out, "statistics: unavailable on this driver"));
+}
+
+TEST_CASE("shader-stats: the variant table names exactly the registries' entries, and --list prints it") {
+  // shaders/variants.cmake, compiled in: every core variant is in embedded_shaders, every bench variant in
+  // diffvk_bench's table, with the table's spec names and word count, and neither registry holds more.
+  const std::vector<ShaderVariant> vs = shader_variants();
+  size_t n_core = 0, n_bench = 0;
+  const ShaderBlob* core = embedded_shaders(&n_core);
+  const ShaderBlob* bench = bench_embedded_shaders(&n_bench);
+  CHECK(vs.size() == n_core + n_bench);
+  std::set<std::string> names, ops;
+  size_t core_seen = 0;
+  for (const ShaderVariant& v : vs) {
+    INFO(v.name);
+    CHECK(names.insert(v.name).second);
+    ops.insert(v.op);
+    CHECK(v.name == v.op + (v.fp16 ? "_fp16" : "_fp32") + (v.subgroup ? "_sg" : ""));
+    CHECK(v.source.rfind("shaders/", 0) == 0);
+    CHECK(!v.spec.empty());
+    const bool is_core = v.registry == "core";
+    REQUIRE((is_core || v.registry == "bench"));
+    const ShaderBlob* all = is_core ? core : bench;
+    const size_t n = is_core ? n_core : n_bench;
+    const ShaderBlob* b = nullptr;
+    for (size_t i = 0; i < n && !b; ++i)
+      if (v.op == all[i].op && all[i].fp16 == int(v.fp16) && all[i].subgroup == int(v.subgroup)) b = &all[i];
+    REQUIRE(b != nullptr);
+    CHECK(spec_name_list(b->spec_names) == v.spec);
+    if (is_core) {
+      CHECK(b == &core[core_seen++]);  // the core's table order is its registry order (the pipeline-cache key)
+      CHECK(v.words == b->word_count);
+    }
+  }
+  CHECK(core_seen == n_core);
+  // The one-row linear's variants are rows of one source, not files.
+  for (const char* op : {"linear_row", "linear_row_dot", "linear_row_rope", "linear_row_dot_rope"})
+    CHECK_MESSAGE(ops.count(op), op);
+  for (const ShaderVariant& v : vs)
+    if (v.op == "linear_row_dot_rope") {
+      CHECK(v.source == "shaders/linear_row.comp");
+      CHECK(v.defines == "DVK_INT_DOT=1 DVK_ROPE_EPI=1");
+    }
+
+  // --list opens no device (a device index that does not exist would fail) and prints every variant.
+  test::TempDir tmp("diffvk-stats-list");
+  const std::string out = tmp / "list.json";
+  const auto r = test::run_cli(tmp, "shader-stats --list --device 999 --json " + out);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const json doc = read_json(out);
+  REQUIRE(doc["variants"].size() == vs.size());
+  for (size_t i = 0; i < vs.size(); ++i) {
+    CHECK(doc["variants"][i]["name"] == vs[i].name);
+    CHECK(contains(r.out, "\n" + vs[i].name + " "));
+  }
 }
 
 TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes") {
