@@ -1,4 +1,4 @@
-// Temporary names of write_file_atomic (platform_posix.cpp), issue 23: they fit NAME_MAX whatever the
+// Temporary names of write_file_atomic (platform_posix.cpp): they fit NAME_MAX whatever the
 // target's length, and the temporaries a killed run left behind are removed on the next write.
 #pragma once
 #include <string>

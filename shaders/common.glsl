@@ -18,7 +18,7 @@
 #define STYPE4 vec4
 #endif
 
-// The model's residual stream and logits are float32 in both variants (issue 13: real activations exceed
+// The model's residual stream and logits are float32 in both variants (real activations exceed
 // fp16's 65504). Shaders whose binding may hold either type declare a float alias of it and pick it with
 // a specialization constant (X32 / Y32); shaders that only ever touch the residual or logits use RTYPE.
 #define RTYPE float

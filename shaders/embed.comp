@@ -4,7 +4,7 @@
 // dispatch each). Token ids are uint32, validated by the host; an id >= total (the whole vocabulary)
 // writes zeros instead of reading out of bounds (the part with first == 0 does that). x is the model's residual stream:
 // float32 (RTYPE) in either variant.
-// WQ (issue 19): the table's format. 0: storage-type rows. 1 (Q8_0) / 2 (Q4_0): the block-quantized device
+// WQ: the table's format. 0: storage-type rows. 1 (Q8_0) / 2 (Q4_0): the block-quantized device
 // layout of ops/linear_quant.hpp (fp16 scale bits from byte 0, one per 32 weights of a row; the quants
 // from uint index p.q_off: Q8_0 one int8 per weight, Q4_0 16 bytes per block with element j in the low
 // nibble of byte j and element j + 16 in its high nibble, weight = (nibble − 8)·d), read as uints.

@@ -1,6 +1,6 @@
 #version 450
 // Register-tiled matrix-matrix linear layer over Q8_0 / Q4_0 weights with int8 activations and 4x8-bit
-// integer dot products (issue 19, the prefill twin of linear_row_dot): y = q8(x)·Wᵀ (+ r).
+// integer dot products (the prefill twin of linear_row_dot): y = q8(x)·Wᵀ (+ r).
 //   x: rows x in (row stride x_stride, storage type), W: out x in in the struct-of-arrays layout of
 //   runtime/ops/linear_quant.hpp (fp16 scale bits, then from byte p.qoff the quants), y, r: rows x out.
 // The geometry and spec constants are linear_reg.comp's (one subgroup per workgroup, a BM x (WG·RN) tile of

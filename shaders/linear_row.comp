@@ -17,7 +17,7 @@
 // Y32 = 1: y and r are float32 (the residual stream, the logits). Both in either variant.
 // Loop iterations per invocation: (out / NF / groups) · in / (LG · VW), far below llvmpipe's 65535 for
 // the shapes the model dispatches (LinearKernel::record_row checks a budget).
-// WQ (issue 19): the weight format. 0: dense storage-type rows. 1 (Q8_0) / 2 (Q4_0): block-quantized
+// WQ: the weight format. 0: dense storage-type rows. 1 (Q8_0) / 2 (Q4_0): block-quantized
 // rows in the struct-of-arrays layout of ops/linear_quant.hpp, all in binding 1: the fp16 scales (one per
 // 32 weights along `in`, read as uint bits, so no 16-bit storage is needed) from byte 0, the quants from
 // uvec4 index p.q_off (Q8_0: int8 per weight; Q4_0: byte j of a block = element j (low nibble) and
@@ -28,10 +28,10 @@
 // runs half the steps; lavapipe 22.3 -14% time on the op table's Q8_0 rows, raven -17% instructions per
 // block in Q4_0, 64 VGPRs / 4 waves in Q8_0.)
 // DVK_INT_DOT = 1 (the variant linear_row_dot, a SPIR-V module of its own because it declares the DotProduct
-// capabilities; issue 19): the Q8_0 / Q4_0 path quantizes pro(x) per block of 32 to int8 (Q8_0's rule:
+// capabilities): the Q8_0 / Q4_0 path quantizes pro(x) per block of 32 to int8 (Q8_0's rule:
 // d = amax / 127, q = round-half-away(a / d)) and multiplies with 4x8-bit integer dot products (OpSDot
 // against Q8_0 quants, OpSUDot against Q4_0 nibbles, minus 8·Σq), acc += d_x · d_w · Σ q_x·q_w.
-// DVK_ROPE_EPI = 1 (the variant linear_row_rope, the fused q/k/v projection of a one-row decode; issue 21): the
+// DVK_ROPE_EPI = 1 (the variant linear_row_rope, the fused q/k/v projection of a one-row decode): the
 // epilogue of rope_kv.comp instead of the plain store. The row is [q: p.qcols | λ: p.lcols | k: p.kcols |
 // v: p.kcols] (DIFF V1: no λ columns; DIFF V2: H logits, copied into y after q, H even), NF is even, so the pair (2j, 2j+1) of a rotation lies in one workgroup and lane f
 // takes its partner's sum from s[f ^ 1]. Both are rounded to the storage type first (the values rope_kv
@@ -64,7 +64,7 @@ layout(constant_id = 6) const uint WQ = 0;
 // device's only one): the subgroup reduction needs no shared memory, so none is declared (occupancy on
 // GPUs whose shared memory limits waves: RDNA's 22 -> 32 waves per SIMD at PRO 1).
 layout(constant_id = 7) const uint ONE_SG = 0;
-// LG (issue 21 item 5): lanes per lane group, a power of two dividing WG (0 = WG: one group). Where a row has
+// LG: lanes per lane group, a power of two dividing WG (0 = WG: one group). Where a row has
 // fewer load steps than WG lanes (in / VL < WG), the WG / LG groups each stride over the whole row with LG
 // lanes and compute NF / (WG / LG) CONSECUTIVE features (RoPE pairs stay in one group), so no lane idles.
 // Each lane keeps only its group's sums; the reduction is the same NF (+1) workgroup sums as with one group,

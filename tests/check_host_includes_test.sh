@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12: .ci/check-host-includes passes a build whose include directories all lie in the source tree,
+# .ci/check-host-includes passes a build whose include directories all lie in the source tree,
 # the build tree or the sysroot, and fails one that names a host directory, whether in a compile command
 # or only in a target's include directories (which CMake may drop from the command line).
 set -u

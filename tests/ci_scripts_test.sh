@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11, item 6: .ci/aarch64 exits 3 ("skipped": mirror unreachable) only when nothing failed before
+# Item 6: .ci/aarch64 exits 3 ("skipped": mirror unreachable) only when nothing failed before
 # the network step; after an earlier failure it must exit 1. Runs the script's own unreachable_exit()
 # (extracted from the script text) in a subshell with and without a recorded failure.
 set -u

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issues 14 and 18: the repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
+# The repository's runtime/ respects the layer arrows (.ci/check-layers exits 0), and the
 # check is not blind: a scratch tree with one include against the arrows per rule makes it exit 1. The same for
-# examples/, which may include only public headers and their own files (issue 18).
+# examples/, which may include only public headers and their own files.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/.ci/check-layers" "$ROOT" || { echo "FAIL: the repository has layer violations"; exit 1; }
@@ -25,7 +25,7 @@ expect 1 ops/a.cpp diffvk/unknown.hpp        # a public header the check does no
 expect 0 bench/a.cpp reference/diff_attn_ref.hpp  # the benchmark's check uses the float64 reference
 expect 1 model/a.cpp reference/diff_attn_ref.hpp  # the core never includes it
 expect 1 reference/a.cpp ops/linear.hpp      # the reference has no GPU code
-expect 1 tokenizer/a.cpp model/checkpoint.hpp # issue 18: a tokenizer file including a model header
+expect 1 tokenizer/a.cpp model/checkpoint.hpp # A tokenizer file including a model header
 expect 1 tokenizer/a.cpp ops/linear.hpp      # siblings of rank 2 (ops, graph, tokenizer)
 expect 1 ops/a.cpp graph/graph.hpp           # siblings: ops and graph do not include each other
 expect 0 model/a.cpp graph/graph.hpp         # the recipes (model) build graphs
@@ -33,7 +33,7 @@ expect 1 model/a.cpp capi/c_api_guard.hpp    # upward into the C ABI
 expect 1 model/a.cpp diffvk/diffvk.h         # the C ABI's public header from the model
 expect 0 capi/a.cpp tokenizer/tokenizer_impl.hpp # the C ABI uses the tokenizers
 expect 1 tokenizer/a.cpp diffvk/model.hpp    # a public header of a higher layer
-# examples/ (issue 18): public headers and the example's own files only
+# examples/: public headers and the example's own files only
 plant_example() {  # file include [file of the same tree] -> exit status of the check
   rm -rf "$tmp/t"; mkdir -p "$tmp/t/platform" "$tmp/t/runtime/vk" "$tmp/t/include/diffvk" "$tmp/t/examples/$(dirname "$1")" \
                             "$tmp/t/examples/other"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12: the package list in README.md ("### Packages" code block) is exactly what .ci/install-deps installs.
+# The package list in README.md ("### Packages" code block) is exactly what .ci/install-deps installs.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 script=$(awk '/^PACKAGES=\(/{on=1; next} on && /^\)/{on=0} on' "$ROOT/.ci/install-deps" | sed 's/#.*//' | tr -s ' \t' '\n' | grep . | sort -u)

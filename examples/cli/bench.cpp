@@ -1,4 +1,4 @@
-// diffvk bench: the on-device benchmark (issue 4), a front end over diffvk_bench (include/diffvk/bench.hpp):
+// diffvk bench: the on-device benchmark, a front end over diffvk_bench (include/diffvk/bench.hpp):
 // parses the flags, opens the device, prints the report on stdout and the progress on stderr, writes --json.
 #include <unistd.h>
 

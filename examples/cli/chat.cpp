@@ -1,4 +1,4 @@
-// `diffvk chat` (issue 24 item 7): an interactive terminal chat over a checkpoint, built from the session
+// `diffvk chat`: an interactive terminal chat over a checkpoint, built from the session
 // features: the chat template, generate() with the end of turn as a stop string and prefix reuse (each turn
 // prefills only the new text), rewind for /regenerate, saved state for /save and /load.
 #include <chrono>

@@ -46,7 +46,7 @@ Runner register_quantize(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
 Runner register_chat(CLI::App& app);
 
-// --weights f16|q8_0|q4_0 (LoadOptions::weights, issue 19) and --q4-head (LoadOptions::q4_0_head) into `load`; a bad
+// --weights f16|q8_0|q4_0 (LoadOptions::weights) and --q4-head (LoadOptions::q4_0_head) into `load`; a bad
 // value is an error naming the choices.
 void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-head
 void add_kv_flag(CLI::App* cmd, KvCacheType& kv);         // --kv f16|q8_0 (SessionOptions::kv_cache)

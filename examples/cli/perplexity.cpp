@@ -1,4 +1,4 @@
-// diffvk perplexity (issue 19 item 5): perplexity of a model on a text file, llama-perplexity's windows
+// diffvk perplexity: perplexity of a model on a text file, llama-perplexity's windows
 // (bench::perplexity, include/diffvk/perplexity.hpp: the rule), and with --kl-base f16 the divergence of
 // the --weights model from the same model in f16 (mean and p99 KL, top-1 agreement).
 #include <fcntl.h>

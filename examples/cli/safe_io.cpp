@@ -1,4 +1,4 @@
-// Checks every output path of a CLI command before any work (issue 11, item 4): an output never
+// Checks every output path of a CLI command before any work: an output never
 // replaces an input, and an unwritable output fails at once instead of after the compute.
 #include <dirent.h>
 #include <sys/stat.h>

@@ -46,7 +46,7 @@ struct Options {
   // mode, the same table the conformance tests run; each row checked against the float64 reference, then timed.
   bool ops = false;
   std::string op;                 // non-empty: only this op's rows (implies ops)
-  // The matmul table (issue 20): the linear op at M in {1, 8, 64, 512} x (K, N) in {(768, 768), (768, 2304),
+  // The matmul table: the linear op at M in {1, 8, 64, 512} x (K, N) in {(768, 768), (768, 2304),
   // (2048, 768), (2048, 2048), (4096, 4096)} x weights f16 / q8_0 / q4_0, each row checked, then timed, as
   // GFLOP/s and a fraction of the FMA ceiling. Without it, the attention run still times the f16
   // M = 512, K = N = 2048 row after the ceilings.

@@ -1,4 +1,4 @@
-// diffvk — chat templates (issue 24 item 5): a conversation to the prompt text a chat model was trained on.
+// diffvk — chat templates: a conversation to the prompt text a chat model was trained on.
 // A checkpoint's template (tokenizer_config.json's `chat_template`, Jinja source) is recognised as one of the
 // families diffvk renders, comparing its source with the published templates of that family (string literals
 // decoded, whitespace between tags ignored): ChatML, Llama-2 chat and Llama-3 instruct. Any other template is

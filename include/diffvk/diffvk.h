@@ -110,7 +110,7 @@ typedef struct diffvk_session_options {
   uint32_t chunk;         /* prefill rows per GPU program; 0 = automatic (from the matmul tile and the memory plan) */
   diffvk_abort_fn abort_cb; /* NULL = never cancelled */
   void* abort_user;
-  /* DIFFVK_KV_*: the KV cache's format (since 1.1; issue 21 item 4). Another value -> DIFFVK_INVALID_ARGUMENT.
+  /* DIFFVK_KV_*: the KV cache's format (since 1.1). Another value -> DIFFVK_INVALID_ARGUMENT.
    * DIFFVK_KV_Q8_0 on a model whose cache rows (2·head_dim) are not a multiple of 32 -> DIFFVK_INVALID_ARGUMENT. */
   uint32_t kv_cache;
 } diffvk_session_options;
@@ -118,12 +118,12 @@ typedef struct diffvk_session_options {
 #define DIFFVK_KV_F16 0  /* the storage type (fp16, or fp32 on the fp32 fallback) */
 #define DIFFVK_KV_Q8_0 1 /* GGUF Q8_0 blocks of 32 (int8 + one fp16 scale): about half the bytes; no attention maps */
 
-/* The format of a model's linear weights on the device (issue 19; diffvk_model_options.weights). */
+/* The format of a model's linear weights on the device (diffvk_model_options.weights). */
 #define DIFFVK_WEIGHTS_F16 0  /* the storage type (fp16, or fp32 on the fp32 fallback); a quantized GGUF keeps its format */
 #define DIFFVK_WEIGHTS_Q8_0 1 /* GGUF Q8_0 blocks: 32 int8 + one fp16 scale */
 #define DIFFVK_WEIGHTS_Q4_0 2 /* GGUF Q4_0 blocks: 32 4-bit + one fp16 scale; lm_head is Q8_0 */
 
-/* How quantized (Q8_0 / Q4_0) weights are multiplied (since 1.1; issue 19): diffvk_model_options.quant_decode and
+/* How quantized (Q8_0 / Q4_0) weights are multiplied (since 1.1): diffvk_model_options.quant_decode and
  * .quant_prefill choose, diffvk_model_quant_paths reports what a loaded model uses. */
 #define DIFFVK_QUANT_PATH_AUTO 0     /* options: the device's choice (INT8_DOT where it accelerates 4x8-bit integer dot
                                       * products, else DEQUANT; logged at load). diffvk_model_quant_paths: no quantized weights */
@@ -132,7 +132,7 @@ typedef struct diffvk_session_options {
                                       * shaderIntegerDotProduct (else the load fails with DIFFVK_UNSUPPORTED). Its logits
                                       * differ from DEQUANT's by the rounding of the activations */
 
-/* Model options (issue 19; diffvk_model_load*_with_options). Grows at the end like the others. */
+/* Model options (diffvk_model_load*_with_options). Grows at the end like the others. */
 typedef struct diffvk_model_options {
   size_t struct_size; /* sizeof(diffvk_model_options): set by diffvk_model_default_options */
   /* DIFFVK_WEIGHTS_*: q/k/v/o, gate/up/down and lm_head quantized while they stream in. The embedding, norms
@@ -280,7 +280,7 @@ DIFFVK_API diffvk_status diffvk_session_tokens(const diffvk_session* session, in
  * cancel) leaves the session holding the kept prefix. */
 DIFFVK_API diffvk_status diffvk_session_prefill_reusing(diffvk_session* session, const int32_t* tokens, size_t n,
                                                         float* logits, size_t logits_capacity, uint32_t* reused);
-/* Context shift (since 1.1; issue 24 item 4; docs/context-overflow.md): drops the tokens at positions keep ..
+/* Context shift (since 1.1; docs/context-overflow.md): drops the tokens at positions keep ..
  * keep + discard - 1 and moves the later ones down, their cached keys re-rotated by -discard on the device
  * (nothing is recomputed); the position drops by discard. The moved rows are approximate (they attended to the
  * dropped tokens), so diffvk_session_prefill_reusing keeps no more than keep of them afterwards.
@@ -348,7 +348,7 @@ DIFFVK_API diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
  * owns its random state (seeded at creation): one sampler is used by one thread at a time. */
 DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);
 
-/* ---- Tokenizers (issue 13; include/diffvk/tokenizer.hpp) -------------------------------------------
+/* ---- Tokenizers (include/diffvk/tokenizer.hpp) -------------------------------------------
  * Pure CPU, no context needed. A tokenizer is immutable: encode/decode may run on many threads at once.
  * dir: a model directory: tokenizer.model (SentencePiece unigram/BPE), else tokenizer.json (byte-level
  * BPE; BOS/EOS from tokenizer_config.json or config.json), else config.json alone (the bytes tokenizer
@@ -395,7 +395,7 @@ DIFFVK_API diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer,
 /* The number of ids the tokenizer knows (added tokens included); decode accepts ids below it. */
 DIFFVK_API diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tokenizer, uint32_t* out);
 
-/* ---- Chat templates (since 1.1; issue 24 item 5; include/diffvk/chat_template.hpp; docs/chat-templates.md) ---
+/* ---- Chat templates (since 1.1; include/diffvk/chat_template.hpp; docs/chat-templates.md) ---
  * A conversation to the prompt text of a chat model: the checkpoint's template is recognised as one of the
  * families diffvk renders (ChatML, Llama-2 chat, Llama-3 instruct), else refused (DIFFVK_UNSUPPORTED naming
  * it). Pure CPU, immutable. Encode the text without special tokens (add_special 0): BOS is in the text. */
@@ -426,7 +426,7 @@ DIFFVK_API diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_temp
 DIFFVK_API diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* chat_template, const diffvk_chat_message* messages,
                                          size_t n, int add_generation_prompt, char* text, size_t cap, size_t* len);
 
-/* ---- Generation (since 1.1; issue 24 item 6; include/diffvk/generate.hpp) -------------------------------
+/* ---- Generation (since 1.1; include/diffvk/generate.hpp) -------------------------------
  * The text callback gets each piece of generated text once it is final (not NUL-terminated; size bytes, valid
  * during the call): a trailing incomplete UTF-8 sequence, and a tail that could still start a stop string,
  * are held back. Return nonzero to go on, 0 to stop (DIFFVK_STOP_CANCELLED): nothing more is emitted, sampled

@@ -1,5 +1,5 @@
 // diffvk — text generation on a session: sampling, streaming text, stop strings and cancellation from the
-// text callback (issue 24 item 6). The CLI's `run`, the C ABI's diffvk_session_generate and apps use it.
+// text callback. The CLI's `run`, the C ABI's diffvk_session_generate and apps use it.
 #pragma once
 #include <cstdint>
 #include <functional>

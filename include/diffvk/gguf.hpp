@@ -1,4 +1,4 @@
-// diffvk — GGUF files of a model (issue 19 item 3; the format and every key and tensor name: docs/gguf.md).
+// diffvk — GGUF files of a model (the format and every key and tensor name: docs/gguf.md).
 #pragma once
 #include <cstdint>
 #include <string>

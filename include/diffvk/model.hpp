@@ -61,7 +61,7 @@ struct LoadOptions {
   // Convert through the host slice and a staging buffer even where device memory is host-mapped (where the
   // loader otherwise converts in place): the discrete-GPU path, testable on CPU drivers.
   bool force_staging = false;
-  // Linear weights (q/k/v/o, gate/up/down, lm_head) and the embedding table on the device (issue 19): f16 =
+  // Linear weights (q/k/v/o, gate/up/down, lm_head) and the embedding table on the device: f16 =
   // the storage type (fp16, or fp32 on the fp32 fallback), as before; q8_0 / q4_0 = quantized row by row
   // while they stream in (GGUF's blocks). Norm gains and λ stay in the storage type; a matrix whose input
   // width is not a multiple of 32 stays too (logged); in q4_0 mode lm_head is Q8_0 (as llama.cpp does), and
@@ -71,7 +71,7 @@ struct LoadOptions {
   // the default because the head's error reaches every logit; Q4_0 saves about a tenth of the weight bytes
   // of a model with a 32k vocabulary. Ignored in other modes.
   bool q4_0_head = false;
-  // How decode multiplies Q8_0 / Q4_0 weights (issue 19): automatic = int8 activations (per block of 32,
+  // How decode multiplies Q8_0 / Q4_0 weights: automatic = int8 activations (per block of 32,
   // Q8_0's rule) with 4x8-bit integer dot products where the device accelerates them, else the weights
   // dequantized in registers (the choice is logged at load); dequant / int8_dot force one (int8_dot needs
   // the shaderIntegerDotProduct feature: Error(unsupported) otherwise). The int8 path rounds the
@@ -139,7 +139,7 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
-// The KV cache's element format (issue 21 item 4; docs/maths.md "Q8_0 KV cache").
+// The KV cache's element format (docs/maths.md "Q8_0 KV cache").
 //   f16:  the storage type (fp16, or fp32 on the fp32 fallback).
 //   q8_0: GGUF Q8_0 blocks of 32 along each cache row (int8 + one fp16 scale per block: 1.0625 bytes per
 //         element against 2), quantized at append and dequantized inside attention. Needs cache rows whose

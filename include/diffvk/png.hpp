@@ -1,6 +1,6 @@
 // diffvk_bench — PNG pictures drawn on the benchmark module's one canvas and font (link
 // diffvk::diffvk_bench). Public because `diffvk attn-map` (examples/cli) draws its maps with the same
-// canvas as the benchmark's plot and the CLI uses only public headers (issue 18).
+// canvas as the benchmark's plot and the CLI uses only public headers.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// The forward graph (issue 18): ops declared on symbolic tensors, and everything else derived from it.
+// The forward graph: ops declared on symbolic tensors, and everything else derived from it.
 //
 // A recipe (runtime/model/recipe.hpp) adds tensors and nodes; nothing else numbers steps, sizes scratch
 // or places intermediates:

@@ -1,4 +1,4 @@
-// The one JSON entry point of the runtime (issue 23): every JSON reader (config.json, the shard index,
+// The one JSON entry point of the runtime: every JSON reader (config.json, the shard index,
 // tokenizer files, memory loads, the safetensors header) parses through parse_json, which bounds the
 // nesting depth (kJsonMaxDepth) and the text's size (the caller's limit), so that no input can exhaust
 // the stack (a value nested 10^5 levels deep) or memory. The limits are listed in docs/limits.md.

@@ -1,12 +1,12 @@
 // diffvk — GGUF v3 files (ggml's model container, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md):
-// a memory-mapped reader and a writer. Issue 19 item 3; the format and diffvk's keys are in docs/gguf.md.
+// a memory-mapped reader and a writer. The format and diffvk's keys are in docs/gguf.md.
 //
 // Layout (little endian): "GGUF", uint32 version (3; 2 is the same layout and is read too), uint64
 // tensor count, uint64 key/value count, the key/value pairs, the tensor infos (name, uint32 n_dims,
 // n_dims uint64 dims with dims[0] the fastest-varying one, uint32 ggml type, uint64 offset), padding to
 // general.alignment (uint32, default 32), the data section. Strings are a uint64 length then bytes.
 //
-// The reader treats the file as hostile (the rules of issue 23): every count, length, offset and size is
+// The reader treats the file as hostile: every count, length, offset and size is
 // checked against the bytes left before anything is allocated or read, products are overflow-checked,
 // parsing is linear in the file (one pass, plus a sort of the tensors by offset and a hash set of names),
 // and a problem is Error(format_error, "<file>: <what>") naming the field. Limits (docs/gguf.md, docs/limits.md):

@@ -1,4 +1,4 @@
-// diffvk — block-quantized weight rows, bit-identical to GGUF's Q8_0 and Q4_0 (issue 19).
+// diffvk — block-quantized weight rows, bit-identical to GGUF's Q8_0 and Q4_0.
 //
 // A row of n weights (n = the input width of a linear layer, a multiple of 32) is cut into n / 32
 // blocks along the input dimension. Every block starts with its scale d as IEEE binary16, little

@@ -28,9 +28,9 @@ struct ModelKernels {
   std::unique_ptr<SiluMulKernel> silu;
   std::unique_ptr<SampleKernel> sample;  // greedy / top-k on the device
   std::unique_ptr<AttnProbsKernel> probs;  // debug: attention maps (Session::attention_maps)
-  // Quantized weights (issue 19), built only for the formats the model's weights use (null otherwise).
+  // Quantized weights, built only for the formats the model's weights use (null otherwise).
   std::unique_ptr<QuantRowKernel> qrow;  // decode: the one-row linear over Q8_0 / Q4_0 blocks
-  // The Q8_0 KV cache (issue 21 item 4): the append and the attention over Q8_0 blocks, built by
+  // The Q8_0 KV cache: the append and the attention over Q8_0 blocks, built by
   // build_kv_q8_kernels when the first session asks for one (null until then).
   std::unique_ptr<RopeKvKernel> rope_q8;
   std::unique_ptr<DiffAttnKernel> attn_q8;

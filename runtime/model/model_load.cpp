@@ -104,7 +104,7 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
 }
 
 namespace {
-// The format of each linear weight under LoadOptions::weights (issue 19); every weight left in the
+// The format of each linear weight under LoadOptions::weights; every weight left in the
 // storage type while quantization was asked for is logged.
 class WeightFormats {
  public:

@@ -1,4 +1,4 @@
-// The one recipe of a forward pass (issue 18): the embedding, the attention block, the MLP block and the
+// The one recipe of a forward pass: the embedding, the attention block, the MLP block and the
 // head, each written once as a function that adds nodes to a Graph (graph/graph.hpp). The session's
 // prefill chunks and decode steps, the attention-map debug run, DiffAttnLayer (`diffvk layer`) and
 // `diffvk bench --model` all build their programs from these functions; nothing else records a layer.
@@ -38,7 +38,7 @@ struct Forward {
 
 // A linear's weight (out x in, torch layout), bound as one graph tensor per row part (one part unless the
 // tensor exceeds a storage binding; only the embedding and lm_head may, see Model::load). format f16: rows
-// in the storage type (fp16 or fp32); q8_0 / q4_0 (issue 19): each part is one range in the device layout
+// in the storage type (fp16 or fp32); q8_0 / q4_0: each part is one range in the device layout
 // of ops/linear_quant.hpp (its fp16 scale array, then its quant array), bound as bytes.
 struct LinearWeight {
   std::string name;  // the bound tensor's name (scratch tensors derived from it keep names stable)

@@ -83,7 +83,7 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
           kernels.push_back(std::move(v2));
           s.group = "DIFF V2 " + label;
           report.shapes.push_back(s);
-          // The Q8_0 KV cache's append, shift and attention (issue 21 item 4) at the same shape.
+          // The Q8_0 KV cache's append, shift and attention at the same shape.
           if (kv_format_problem(KvFormat::q8_0, 2 * D).empty()) {
             ModelKernels q8;
             {

@@ -8,7 +8,7 @@
 namespace diffvk {
 
 // x[r] = table[tokens[r]]: tokens are uint32 (rows), table vocab x E, x rows x E (float32: the residual stream).
-// The table is in the storage type, or (issue 19) Q8_0 / Q4_0 blocks in the device layout of
+// The table is in the storage type, or Q8_0 / Q4_0 blocks in the device layout of
 // ops/linear_quant.hpp (each part its own range), dequantized as the rows are copied.
 class EmbedKernel {
  public:

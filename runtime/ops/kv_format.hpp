@@ -1,4 +1,4 @@
-// The element format of a KV cache (issue 21 item 4; docs/maths.md "Q8_0 KV cache"), shared by the
+// The element format of a KV cache (docs/maths.md "Q8_0 KV cache"), shared by the
 // ops that write it (rope_kv), read it (the attention core) and size it (the session's plan).
 #pragma once
 #include <cstdint>

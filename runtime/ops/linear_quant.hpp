@@ -1,4 +1,4 @@
-// Block-quantized linear weights on the device (issue 19): the struct-of-arrays layout and the one-row
+// Block-quantized linear weights on the device: the struct-of-arrays layout and the one-row
 // (decode) linear over it (shaders/linear_row.comp with WQ = 1 / 2; the prologues and the residual
 // epilogue are the dense kernel's own code).
 //

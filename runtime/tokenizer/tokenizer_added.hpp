@@ -21,7 +21,7 @@ struct Segment {
 };
 
 // Loading is linear in the number of tokens and split() costs, per text position, one hash lookup per
-// distinct token length (issue 23: sorted insertion and a scan of every token at every position were
+// distinct token length (sorted insertion and a scan of every token at every position were
 // quadratic). A content added twice keeps its first entry, as the first match did before.
 class AddedTokens {
  public:

@@ -1,5 +1,5 @@
 #version 450
-// Cooperative-matrix prefill of the differential attention (VK_KHR_cooperative_matrix; issue 20): the op of
+// Cooperative-matrix prefill of the differential attention (VK_KHR_cooperative_matrix): the op of
 // diff_attn (docs/maths.md: O = softmax(Q1·K1ᵀ/√D)·V − λ·softmax(Q2·K2ᵀ/√D)·V, then the headwise RMSNorm
 // × subln × gain), with Q·Kᵀ and P·V on cooperative matrices (fp16 A/B, fp32 accumulators). fp16 storage only.
 // Layouts as attn_core.glsl: q[i*q_stride + h*2D + c] (Q1|Q2), K cache [g][capacity][2D] (K1|K2), V cache

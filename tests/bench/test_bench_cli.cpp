@@ -195,7 +195,7 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
           std::max(ph.at("fraction_of_fma_ceiling").get<double>(), ph.at("fraction_of_copy_ceiling").get<double>()));
   }
   CHECK(j.at("ceilings").at("fma_f32_gflops").get<double>() > 0);
-  // The saved-state row (issue 24): the prompt's state, checked, then timed (no speed asserted here).
+  // The saved-state row: the prompt's state, checked, then timed (no speed asserted here).
   const auto& st = j.at("session_state");
   CHECK(st.at("tokens").get<uint32_t>() == 12);
   CHECK(st.at("bytes").get<uint64_t>() > 12 * 4);

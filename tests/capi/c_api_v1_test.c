@@ -457,7 +457,7 @@ static int test_load_memory(const char* dir) {
   return 0;
 }
 
-/* ---- a .gguf from a path, from memory and from a descriptor range, without config.json (issue 19 item 3) ---- */
+/* ---- a .gguf from a path, from memory and from a descriptor range, without config.json ---- */
 static int test_gguf(const char* gguf) {
   size_t n = 0;
   char* bytes = read_whole(gguf, &n);
@@ -550,7 +550,7 @@ static int test_load_fd(const char* dir, const char* scratch) {
   return 0;
 }
 
-/* ---- the weight format (issue 19): diffvk_model_options.weights ----------------------------------- */
+/* ---- the weight format: diffvk_model_options.weights ----------------------------------- */
 /* Logits after prefilling the first n bytes of a sentence (caller frees). */
 static float* text_logits(diffvk_model* model, size_t n) {
   static const char kText[] = "Debian is a free operating system";
@@ -806,7 +806,7 @@ static int test_quant_paths(const char* dir) {
   return 0;
 }
 
-/* ---- rewind, tokens, prefill_reusing (issue 24 items 1 and 3) ---------------------------------------- */
+/* ---- rewind, tokens, prefill_reusing ---------------------------------------- */
 static int test_rewind(const char* dir) {
   diffvk_context* ctx = make_context();
   diffvk_model* model = NULL;
@@ -872,7 +872,7 @@ static int test_rewind(const char* dir) {
   return 0;
 }
 
-/* ---- saved state (issue 24 item 2) ------------------------------------------------------------------- */
+/* ---- saved state ------------------------------------------------------------------- */
 static int test_state(const char* dir, const char* scratch) {
   diffvk_context* ctx = make_context();
   diffvk_model* model = NULL;
@@ -926,7 +926,7 @@ static int test_state(const char* dir, const char* scratch) {
   return 0;
 }
 
-/* ---- sampler options (issue 24 item 6) ---------------------------------------------------------------- */
+/* ---- sampler options ---------------------------------------------------------------- */
 static int test_sampler(void) {
   diffvk_sampler_options o;
   diffvk_sampler* s = NULL;
@@ -952,7 +952,7 @@ static int test_sampler(void) {
   return 0;
 }
 
-/* ---- generation: streaming, stop strings, cancel (issue 24 item 6) ------------------------------------ */
+/* ---- generation: streaming, stop strings, cancel ------------------------------------ */
 struct collected {
   char text[512];
   size_t size;
@@ -1052,7 +1052,7 @@ static int test_generate(const char* dir) {
     uint32_t pos2 = 0;
     EXPECT(diffvk_session_position(s, &pos2) == DIFFVK_OK && pos2 == pos);
   }
-  /* Context shift (issue 24 item 4): the same 60 new tokens run past the context of 64 under the shift
+  /* Context shift: the same 60 new tokens run past the context of 64 under the shift
    * policy; the history keeps the whole conversation; shift and prefill_shifting directly. */
   o.overflow = 2;
   EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
@@ -1093,7 +1093,7 @@ static int test_generate(const char* dir) {
   return 0;
 }
 
-/* ---- tokenizer.json / tokenizer.model from memory and from descriptor ranges (issue 19) ----------------- */
+/* ---- tokenizer.json / tokenizer.model from memory and from descriptor ranges ----------------- */
 /* The same ids and decoded bytes from both tokenizers on a few texts (with and without special tokens). */
 static int same_tokens(const diffvk_tokenizer* a, const diffvk_tokenizer* b) {
   static const char* const kTexts[4] = {"Hello world! <|eot_id|> 123", "  spaces\tand\nlines ", "",
@@ -1230,7 +1230,7 @@ static int test_tokenizer_sources(const char* tok_dir, const char* scratch) {
   return 0;
 }
 
-/* ---- chat templates (issue 24 item 5) ------------------------------------------------------------------- */
+/* ---- chat templates ------------------------------------------------------------------- */
 static int test_chat_template(const char* data_dir) {
   diffvk_chat_template* t = NULL;
   const diffvk_chat_message m[2] = {{"system", "Be brief."}, {"user", "Hi"}};

@@ -1,4 +1,4 @@
-// diffvk attn-map (issue 13 item 5) on a synthesized tiny model: the PNG is a PNG, the JSON holds one
+// diffvk attn-map on a synthesized tiny model: the PNG is a PNG, the JSON holds one
 // T x T matrix per head and map (rows of A1 and A2 sum to 1, nothing above the diagonal, the
 // difference is A1 − λ·A2), bad arguments give a message and a non-zero exit. The numbers themselves
 // are checked against the float64 reference in test_attn_probs.cpp.
@@ -72,7 +72,7 @@ TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
   CHECK(out.find("at most 256") != std::string::npos);
 }
 
-// Issue 22 item 5: attn-map on the DIFF V2 fixture (tests/data/model_tiny_v2): the JSON says diff_version 2 and holds,
+// Attn-map on the DIFF V2 fixture (tests/data/model_tiny_v2): the JSON says diff_version 2 and holds,
 // per head, the query heads 2h and 2h + 1 and λ of every query row in (0, 1); rows of A1 and A2 sum to 1 and the
 // difference is A1 − λ_i·A2.
 TEST_CASE("cli: attn-map on a DIFF V2 model writes the lambda rows") {
@@ -105,7 +105,7 @@ TEST_CASE("cli: attn-map on a DIFF V2 model writes the lambda rows") {
   }
 }
 
-// Issue 19 item 3: every command that takes a checkpoint takes a .gguf (attn-map, chat and bench --model here;
+// Every command that takes a checkpoint takes a .gguf (attn-map, chat and bench --model here;
 // run, logits and perplexity have their own tests). An output path that is the .gguf itself is refused.
 TEST_CASE("cli: attn-map, chat and bench --model take a .gguf file") {
   test::TempDir tmp("diffvk-gguf-cli");

@@ -1,4 +1,4 @@
-// `diffvk chat` (issue 24 item 7) through a pseudo-terminal (util-linux `script`): replies stream, /regenerate
+// `diffvk chat` through a pseudo-terminal (util-linux `script`): replies stream, /regenerate
 // reuses the prompt's prefix, /save and /load keep a conversation, a conversation longer than the context is
 // refused with a message and the chat goes on.
 #include <doctest/doctest.h>
@@ -93,7 +93,7 @@ TEST_CASE("cli: chat --overflow shift goes on past the context, keeping the syst
 }
 
 #if DIFFVK_LARGE_TESTS
-// Issue 24's target: a 10,000-token conversation through `diffvk chat` at capacity 512 runs to its end under
+// The target: a 10,000-token conversation through `diffvk chat` at capacity 512 runs to its end under
 // the shift policy (and, in the ASan build, with no leak). Label "large"; minutes under ASan.
 TEST_SUITE("large") {
   TEST_CASE("cli: chat, a 10,000-token conversation at capacity 512 under --overflow shift") {

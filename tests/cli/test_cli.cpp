@@ -1,4 +1,4 @@
-// The diffvk CLI against bad flags and paths (issue 6): a usage message or an error and a non-zero
+// The diffvk CLI against bad flags and paths: a usage message or an error and a non-zero
 // exit; output files are written atomically (a failed run leaves no partial file and an existing
 // file untouched). Runs DIFFVK_CLI_PATH on a synthesized tiny model.
 #include <doctest/doctest.h>

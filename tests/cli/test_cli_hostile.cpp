@@ -1,4 +1,4 @@
-// Hostile inputs, second round (issue 23), through the diffvk command: standard output on a full device
+// Hostile inputs, second round, through the diffvk command: standard output on a full device
 // (a non-zero exit and a message, not a silent loss), numeric options with a sign or past their type's
 // range (refused before any work), signed and floating-point options that are NaN, infinite, negative
 // or absurd (refused at parse time, naming the option and its range), a 250-byte output file name (works), a FIFO as the model's

@@ -1,4 +1,4 @@
-// diffvk perplexity (issue 19 item 5) on the bundled model (examples/models/tiny-diff) with the first
+// diffvk perplexity on the bundled model (examples/models/tiny-diff) with the first
 // kilobyte of README.md: text report, JSON with the same numbers, --kl-base f16, and the errors (missing
 // file, a text shorter than one window, an unknown --kl-base) named with a non-zero exit.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// `diffvk run --prompt-cache FILE` (issue 24 items 2 and 3): the saved state of the prompt is restored,
+// `diffvk run --prompt-cache FILE`: the saved state of the prompt is restored,
 // only what differs from it is prefilled, and the generated text is the same as without the cache. Also
 // `--pipeline-cache FILE` (the driver's compiled pipelines between runs).
 #include <doctest/doctest.h>

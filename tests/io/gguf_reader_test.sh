@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 item 3: `diffvk quantize` output checked by a reader nobody here wrote (npm's @huggingface/gguf).
+# `diffvk quantize` output checked by a reader nobody here wrote (npm's @huggingface/gguf).
 # Usage: gguf_reader_test.sh DIFFVK_CLI MODEL_DIR WORK_DIR
 # Uses $DIFFVK_GGUF_NODE_MODULES (a node_modules folder holding @huggingface/gguf) when set, else
 # WORK_DIR/npm/node_modules, installing the package there with npm on first use. Exit 77 (CTest: skipped,

@@ -1,5 +1,5 @@
 // write_file_atomic (platform) against a FIFO or a directory that appears at the target between its
-// first check and the rename (issue 23): on Linux the rename is an exchange, checked afterwards and undone,
+// first check and the rename: on Linux the rename is an exchange, checked afterwards and undone,
 // so the FIFO stays where it was and the write fails naming it. The window is the test hook
 // DIFFVK_TEST_WRITE_PAUSE_MS (the write pauses with its temporary written).
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// diffvk — the GGUF reader and writer (runtime/io/gguf.hpp): round trip, the table of hostile files (issue 23's
+// diffvk — the GGUF reader and writer (runtime/io/gguf.hpp): round trip, the table of hostile files (the
 // rules: every count, length, offset and size checked, a clear format_error naming the problem), every
 // truncation and byte mutation of a good file, and diffvk::quantize_model's output read back.
 #include <doctest/doctest.h>
@@ -286,7 +286,7 @@ TEST_CASE("io: gguf from diffvk quantize_model reads back") {
 }
 
 TEST_CASE("io: gguf parses many entries in linear time") {
-  // Issue 23's "many entries" shape at the limits' scale: 2^18 tensors, 2^16 keys, 2^20 strings.
+  // The "many entries" shape at the limits' scale: 2^18 tensors, 2^16 keys, 2^20 strings.
   const uint64_t nt = 1u << 18;
   Bytes b;
   b.header(nt, 1u << 16);

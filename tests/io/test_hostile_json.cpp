@@ -1,4 +1,4 @@
-// Hostile inputs, second round (issue 23): one generator per attack shape, applied to every input kind
+// Hostile inputs, second round: one generator per attack shape, applied to every input kind
 // that reads it. Deep nesting (a JSON value 10^5 levels deep crashed with a stack overflow) in
 // config.json, the shard index, memory loads and the tokenizer files; non-regular tokenizer files
 // (a FIFO hung the load). Every case must end in a diffvk::Error naming the problem.
@@ -149,7 +149,7 @@ TEST_CASE("hostile json: a deep config given to Model::load_memory gives an erro
   expect_error([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), st, sizeof st, "mem"); }, Status::format_error, kDeepError);
 }
 
-// A size lie (issue 23): diffvk_model_load_fd given 2.25 GiB for a 6 MB file returned the right error
+// A size lie: diffvk_model_load_fd given 2.25 GiB for a 6 MB file returned the right error
 // only after the process had grown by the lie's size.
 TEST_CASE("hostile inputs: Model::load_fd checks a size lie against the file before allocating") {
   const std::string dir = test::shared_tiny_model_dir();
@@ -168,7 +168,7 @@ TEST_CASE("hostile inputs: Model::load_fd checks a size lie against the file bef
   ::close(st);
 }
 
-// Non-regular files (issue 23): a FIFO where a tokenizer file is expected. Before the fix the existence
+// Non-regular files: a FIFO where a tokenizer file is expected. Before the fix the existence
 // check opened it and blocked until a writer came; the watchdog here opens it for writing to unblock
 // the load and fails the test.
 TEST_CASE("hostile inputs: a FIFO named like a tokenizer file does not hang the load") {
@@ -199,7 +199,7 @@ TEST_CASE("hostile inputs: a FIFO named like a tokenizer file does not hang the 
   }
 }
 
-// Many entries (issue 23): each container parser runs in time linear in its input. Before, a safetensors
+// Many entries: each container parser runs in time linear in its input. Before, a safetensors
 // header of 3·10^4 tensors took 26 s, a shard index with many distinct shards and 10^5 added tokens were
 // quadratic (10^5 tensors: 297 s). Each test times n entries against n/10 on the same machine and build:
 // linear costs about 10x, quadratic about 100x; the bound (30x plus a second of slack) holds on a loaded

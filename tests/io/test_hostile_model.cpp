@@ -1,4 +1,4 @@
-// Hostile model files (issue 6): Model::load must refuse every malformed checkpoint with an error
+// Hostile model files: Model::load must refuse every malformed checkpoint with an error
 // naming the problem, never crash, and leave nothing behind (no device memory; host leaks are
 // caught by the sanitize build). The variants are made in a temporary directory from
 // tests/data/model_tiny when it exists, else from a synthesized tiny checkpoint.

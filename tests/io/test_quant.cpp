@@ -1,4 +1,4 @@
-// diffvk — GGUF Q8_0 / Q4_0 blocks (runtime/io/quant.hpp, issue 19) against a small independent reference
+// diffvk — GGUF Q8_0 / Q4_0 blocks (runtime/io/quant.hpp) against a small independent reference
 // written here: every float32 operation is done in double and rounded to float once (exact products and
 // quotients of floats fit in double, and a double result rounded to float is the correctly rounded float
 // result), rounding half away from zero and the fp16 scale are computed from doubles, not by the library's

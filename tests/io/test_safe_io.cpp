@@ -1,4 +1,4 @@
-// Issue 11, items 3-5: inputs that cannot hang or eat memory, outputs that never destroy inputs,
+// Items 3-5: inputs that cannot hang or eat memory, outputs that never destroy inputs,
 // and checks that come before any compute (CLI and C ABI).
 #include <doctest/doctest.h>
 #include <fcntl.h>

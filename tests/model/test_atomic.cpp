@@ -1,4 +1,4 @@
-// Issue 11, item 2: operations are all or nothing, and a lost device stays lost.
+// Operations are all or nothing, and a lost device stays lost.
 //  - A chunked prefill that fails at any checked Vulkan call (every submit, fence reset and wait of
 //    every chunk) leaves the position and the visible KV cache exactly as before: a retry computes
 //    the same logits as a session that never failed, and so does the next decode.

@@ -1,4 +1,4 @@
-// Issue 24 item 4: context overflow under the shift policy (Session::shift, prefill_shifting, generate with
+// Context overflow under the shift policy (Session::shift, prefill_shifting, generate with
 // ContextOverflow::shift; docs/context-overflow.md). The kernel against float64 is in tests/ops/test_kv_shift.cpp.
 // Here, on the tiny model: layer 0's keys depend only on the token and its position, so after a shift its
 // cache rows must equal (within one rounding) those of a fresh prefill of the tokens the session now holds;

@@ -1,4 +1,4 @@
-// Issue 24 item 6: generation with streaming text, stop strings (across tokens) and cancellation
+// Generation with streaming text, stop strings (across tokens) and cancellation
 // (include/diffvk/generate.hpp). StopStream is pure; generate() is checked against the loop it replaces
 // (prefill, sample, decode) on the tiny model, token for token.
 #include <doctest/doctest.h>

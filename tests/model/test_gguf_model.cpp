@@ -54,7 +54,7 @@ TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpo
   }
 
   // The same file from memory and from a descriptor range (with no config.json: a .gguf carries its own), as
-  // an app embeds it (issue 19 item 3): the same logits, bit for bit. A .gguf with a config, or no config
+  // an app embeds it: the same logits, bit for bit. A .gguf with a config, or no config
   // and no .gguf, is refused naming the problem.
   std::ifstream in(base + "-f16.gguf", std::ios::binary);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});

@@ -1,4 +1,4 @@
-// Hugging Face DiffLlama checkpoints (issue 13): logits of tiny random DiffLlama models (MHA untied F32
+// Hugging Face DiffLlama checkpoints: logits of tiny random DiffLlama models (MHA untied F32
 // in one file; GQA tied BF16 with llama3 RoPE scaling in two shards; an odd kv head count in F16 with
 // rope_parameters) against a float64 PyTorch reference written from transformers' modeling_diffllama.py
 // semantics (tests/python/make_hf_fixture.py), through the library and through `diffvk logits`, at

@@ -1,4 +1,4 @@
-// Issue 13 item 4: loading streams. Peak host memory over Model::load (VmHWM growth) stays within what
+// Loading streams. Peak host memory over Model::load (VmHWM growth) stays within what
 // the device copy itself takes (host memory on CPU drivers such as lavapipe), plus the loader's bounded
 // slice, plus the fixed cost of a load (pipelines, the driver's JIT), measured on a 1-layer model with the
 // same shapes (the difference between the two loads is what is bounded). A loader that converted or held the whole checkpoint on the host (the old one kept every

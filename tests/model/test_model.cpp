@@ -83,7 +83,7 @@ TEST_CASE("model: tiny model matches PyTorch with the key-block attention core (
   for (Precision p : test::supported_precisions()) tiny_parity(p);
 }
 
-// Planted fault at model level (issue 11): a model run in fp16 storage must NOT pass the fp32 bound
+// Planted fault at model level: a model run in fp16 storage must NOT pass the fp32 bound
 // (the former 1e-3*scale bound accepted it).
 TEST_CASE("model: the fp32 tolerance rejects a model run in fp16") {
   if (!test::device_has_fp16()) {
@@ -135,12 +135,12 @@ TEST_CASE("model: one static plan places every intermediate") {
   for (const char* name : {"x (residual stream)", "layers.0.qkv", "layers.1.ffn.gate_up", "layers.1.attn.split_part", "logits"})
     CHECK(r.find(name) != std::string::npos);
   CHECK(r.find("lower bound") != std::string::npos);
-  // The residual stream and the logits are float32 in every precision (issue 13).
+  // The residual stream and the logits are float32 in every precision.
   CHECK(r.find("x (residual stream) [f32]") != std::string::npos);
   CHECK(r.find("logits [f32]") != std::string::npos);
 }
 
-// Issue 18: the plan derived from the recipe places the bundled model's intermediates at the planner's lower
+// The plan derived from the recipe places the bundled model's intermediates at the planner's lower
 // bound (every variant's live bytes at its busiest step), as the hand-written plan did before it.
 TEST_CASE("model: the bundled model's derived plan is at the lower bound") {
   auto ctx = test::make_context();

@@ -1,4 +1,4 @@
-// Issue 13 item 3: the residual stream and the logits are float32 in every precision (fp16 storage is
+// The residual stream and the logits are float32 in every precision (fp16 storage is
 // for the weights, the KV cache and the activations between kernels). A tiny model whose residual
 // stream and logits grow past fp16's largest value (65504) must still match the float64 reference at
 // docs/maths.md's whole-model tolerances, through every path: the tiled prefill (> 8 rows), the

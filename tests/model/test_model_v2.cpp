@@ -1,4 +1,4 @@
-// DIFF V2 models (issue 22 item 3; docs/maths.md "DIFF V2 models"): the tiny V2 model against its PyTorch
+// DIFF V2 models (docs/maths.md "DIFF V2 models"): the tiny V2 model against its PyTorch
 // fixture (tests/python/make_v2_model_fixture.py), synthesized V2 models of other shapes against the float64
 // reference (runtime/reference/model_ref: model_forward with ModelWeights::v2), prefill-then-decode equal to one
 // prefill, a GGUF of a V2 model equal to its checkpoint, saved state, the C ABI, and the errors of mixed or

@@ -1,4 +1,4 @@
-// Quantized weights (issue 19, LoadOptions::weights = q8_0 / q4_0) against the float64 reference
+// Quantized weights (LoadOptions::weights = q8_0 / q4_0) against the float64 reference
 // (runtime/reference/model_ref) run on the *dequantized* weights: every linear weight the loader
 // quantizes is quantized and dequantized on the host with io/quant.hpp (GGUF's blocks, bit for bit what
 // the loader uploads), the rest (norms, λ, the embedding, a tied lm_head, a matrix whose input width is not
@@ -325,7 +325,7 @@ TEST_CASE("quant model: an unknown weight format is rejected") {
   }
 }
 
-// ---- The Q8_0 KV cache (issue 21 item 4; SessionOptions::kv_cache): against the float64 reference whose cache
+// ---- The Q8_0 KV cache (SessionOptions::kv_cache): against the float64 reference whose cache
 // rows are rounded through GGUF's Q8_0 as they are appended (KVCache::round_row), i.e. the reference run on
 // the dequantized cache. Weights unquantized. Prefill then decode steps, fp32 and fp16, within docs/maths.md's
 // whole-model bounds; the f16-KV session's logits differ from the Q8_0 one's (the cache really was quantized).

@@ -1,4 +1,4 @@
-// Issue 24 item 6: min-p and the repetition, frequency and presence penalties of the host Sampler
+// Min-p and the repetition, frequency and presence penalties of the host Sampler
 // (runtime/model/sampling.cpp), checked by hand on small logit vectors.
 #include <doctest/doctest.h>
 

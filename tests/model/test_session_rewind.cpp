@@ -1,4 +1,4 @@
-// Issue 24 items 1 and 3: rewind, the tokens a session holds, and prompt-prefix reuse.
+// Rewind, the tokens a session holds, and prompt-prefix reuse.
 // Rewinding and continuing runs the same programs at the same positions as a session that never held the
 // dropped tokens, so its logits are bit-identical to that session's (both precisions: nothing of the dropped
 // tokens may leak into them). Against one whole prefill of the same tokens (other chunk programs), the model

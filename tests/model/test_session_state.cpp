@@ -1,4 +1,4 @@
-// Issue 24 item 2: a session's saved state (runtime/model/session_state.*, docs/session-state.md).
+// A session's saved state (runtime/model/session_state.*, docs/session-state.md).
 // A restored session continues bit for bit as the saved one would; every mismatch is refused naming what
 // differs, and a refused restore changes nothing.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Soak (issue 6): thousands of decode steps and hundreds of session create/destroy cycles on a tiny
+// Soak: thousands of decode steps and hundreds of session create/destroy cycles on a tiny
 // model, with host RSS (/proc/self/statm) and live device memory (device_bytes_allocated) measured
 // before and after. Device memory must return to the baseline exactly; host RSS may grow by a few MB
 // at most (allocator noise), except under AddressSanitizer, whose quarantine keeps freed memory

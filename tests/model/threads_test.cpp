@@ -1,4 +1,4 @@
-// Issue 11, item 1: the threading model. Several sessions of ONE model, driven by 4 threads at once
+// The threading model. Several sessions of ONE model, driven by 4 threads at once
 // through the C ABI (what the Java binding's "one Session per conversation" invites), must compute
 // logits bit-identical to a serial run of the same sessions, with the Khronos validation layer on
 // (its thread-safety checks report e.g. "VkFence simultaneously used by thread A and B"): any

@@ -1,4 +1,4 @@
-// Issue 24 item 5: chat templates against the strings Hugging Face's own Jinja renders from the published
+// Chat templates against the strings Hugging Face's own Jinja renders from the published
 // templates (tests/data/chat_templates/: templates.json, fixtures.json from make_fixtures.mjs with
 // @huggingface/jinja). Host only.
 #include <doctest/doctest.h>

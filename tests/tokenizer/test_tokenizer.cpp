@@ -1,4 +1,4 @@
-// Tokenizers against their references (issue 13): tests/data/tokenizer/<kind>/cases.json holds the ids
+// Tokenizers against their references: tests/data/tokenizer/<kind>/cases.json holds the ids
 // and decoded bytes that Hugging Face tokenizers (npm) / python3-sentencepiece produced for each text
 // (tests/python/tokenizer/make_*_fixtures.py). Pure CPU: no Vulkan.
 #include <doctest/doctest.h>

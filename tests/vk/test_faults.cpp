@@ -1,4 +1,4 @@
-// Device faults (issue 6): plans that do not fit the device, context overflow, every Vulkan call
+// Device faults: plans that do not fit the device, context overflow, every Vulkan call
 // failing with VK_ERROR_DEVICE_LOST / VK_ERROR_OUT_OF_DEVICE_MEMORY, and proof that a validation
 // message is seen by the harness.
 //

@@ -234,7 +234,7 @@ TEST_CASE("io: pipeline cache file through write_file_atomic/read_file") {
   CHECK(*got == blob);
 }
 
-// Issue 23: the cache is written only over a regular file or where nothing exists. A FIFO or a link to
+// The cache is written only over a regular file or where nothing exists. A FIFO or a link to
 // a device node at the path stays as it is (the save error is logged); before, both were replaced by a
 // regular file when the context was destroyed.
 TEST_CASE("pipeline cache: a FIFO or a device node at the path is left untouched") {

@@ -1,4 +1,4 @@
-// `diffvk shader-stats` (issue 10): the statistics-only device mode refuses memory and submissions, the
+// `diffvk shader-stats`: the statistics-only device mode refuses memory and submissions, the
 // command lists exactly the pipelines a loaded Model builds (same names and constants), its JSON has
 // the documented shape, and on a radv null device (when the driver is installed) every pipeline carries
 // the driver's statistics under the driver's names.

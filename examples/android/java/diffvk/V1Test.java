@@ -78,7 +78,7 @@ public final class V1Test {
       check(Arrays.equals(ref, again), "the same logits after a cancelled prefill");
     }
 
-    // rewind, tokens, prefillReusing (issue 24): rewinding to the prefix and prefilling another turn gives
+    // rewind, tokens, prefillReusing: rewinding to the prefix and prefilling another turn gives
     // the logits of a session that never held the dropped turn, bit for bit.
     int[] head = Arrays.copyOf(prompt, 6);
     int[] turn1 = Arrays.copyOfRange(prompt, 6, prompt.length);
@@ -127,7 +127,7 @@ public final class V1Test {
       }
     }
 
-    // Tokenizer and Session.generateText (issue 24 item 6): streamed text, a stop string across tokens, cancel.
+    // Tokenizer and Session.generateText: streamed text, a stop string across tokens, cancel.
     try (Tokenizer tok = new Tokenizer(dir); Sampler greedy = Sampler.greedy(); Session s = model.newSession(0)) {
       int[] ids = tok.encode("Hello", false);
       check(tok.decode(ids).equals("Hello"), "Tokenizer: decode(encode(text)) == text");
@@ -170,7 +170,7 @@ public final class V1Test {
       }
     }
 
-    // Context shift (issue 24 item 4): generation runs past a context of 48 under OVERFLOW_SHIFT; the history
+    // Context shift: generation runs past a context of 48 under OVERFLOW_SHIFT; the history
     // keeps the whole conversation; shift and prefillShifting directly.
     try (Tokenizer tok = new Tokenizer(dir); Sampler greedy = Sampler.greedy(); Session s = model.newSession(48)) {
       Session.GenerateOptions go = new Session.GenerateOptions();
@@ -197,7 +197,7 @@ public final class V1Test {
       }
     }
 
-    // ChatTemplate (issue 24 item 5): a family by name renders the ChatML text; the bundled model has no template.
+    // ChatTemplate: a family by name renders the ChatML text; the bundled model has no template.
     try (ChatTemplate ct = ChatTemplate.builtin("chatml", null, null)) {
       check(ct.family().equals("chatml"), "ChatTemplate.family");
       check(ct.endOfTurn().equals("<|im_end|>"), "ChatTemplate.endOfTurn");

@@ -29,7 +29,7 @@ import diffvk.Session;
 import diffvk.Tokenizer;
 
 /**
- * A multi-turn chat over a model directory (issue 24): the checkpoint's chat template (ChatML for a model
+ * A multi-turn chat over a model directory: the checkpoint's chat template (ChatML for a model
  * without one, such as the bundled tiny-diff), replies streamed as they are generated, and what an app
  * needs around them:
  * - Send: the whole conversation goes to Session.generateText, which reuses the prefix the session
