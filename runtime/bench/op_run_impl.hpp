@@ -1,22 +1,19 @@
-// diffvk_bench: what the preparations of OpRunner (op_run.cpp, op_prepare.cpp) share: seeded inputs in the
-// storage type, one arena buffer per case, and the Prepared case the common run checks, replays and times.
+// diffvk_bench: what the op case classes (cases/<op>.cpp) and the generic runner (op_run.cpp) share: seeded
+// inputs in the storage type, one arena buffer per case, the Prepared case the runner checks, replays and
+// times, the kernels kept across cases, the table builder, and the helpers more than one op uses.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 
 #include "bench/op_cases.hpp"
 #include "io/half.hpp"
-#include "ops/attn_probs.hpp"
-#include "ops/diff_attn.hpp"
-#include "ops/embed.hpp"
-#include "ops/head_rmsnorm.hpp"
-#include "ops/rope_kv.hpp"
-#include "ops/kv_shift.hpp"
-#include "ops/silu_mul.hpp"
+#include "io/quant.hpp"
+#include "ops/kernel_options.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "vk/gpu.hpp"
 
@@ -30,7 +27,9 @@ inline std::vector<double> uniform(std::mt19937_64& rng, size_t n, double lo, do
   for (auto& x : v) x = d(rng);
   return v;
 }
-inline std::vector<double> rounded(std::vector<double> v, bool f16) { return f16 ? ref::round_to_f16(v) : ref::round_to_f32(v); }
+inline std::vector<double> rounded(std::vector<double> v, bool f16) {
+  return f16 ? ref::round_to_f16(v) : ref::round_to_f32(v);
+}
 
 inline std::vector<uint8_t> pack(const std::vector<double>& v, bool f16) {
   std::vector<uint8_t> out(v.size() * (f16 ? 2 : 4));
@@ -50,17 +49,20 @@ inline std::vector<uint8_t> pack(const std::vector<double>& v, bool f16) {
 struct Arena {
   VkDeviceSize align, size = 0;
   std::unique_ptr<Buffer> buf;
-  explicit Arena(const Device& dev) : align(std::max<VkDeviceSize>(dev.caps().min_storage_buffer_offset_alignment, 16)) {}
+  explicit Arena(const Device& dev)
+      : align(std::max<VkDeviceSize>(dev.caps().min_storage_buffer_offset_alignment, 16)) {}
   VkDeviceSize take(VkDeviceSize bytes, VkDeviceSize extra_offset = 0) {
     const VkDeviceSize off = size + extra_offset;
     size = (off + bytes + align - 1) / align * align;
     return off;
   }
-  void create(Device& dev, const char* what) { buf = std::make_unique<Buffer>(dev, std::max<VkDeviceSize>(size, 16), MemoryDomain::device, what); }
+  void create(Device& dev, const char* what) {
+    buf = std::make_unique<Buffer>(dev, std::max<VkDeviceSize>(size, 16), MemoryDomain::device, what);
+  }
   BufferRange range(VkDeviceSize off, VkDeviceSize bytes) const { return buf->range(off, bytes); }
 };
 
-// What an op's preparation hands to the common run: the program, how to reset its outputs before a run
+// What a case's prepare() hands to the generic run: the program, how to reset its outputs before a run
 // (poison, in-place residual), how to read the outputs, and the values to check.
 struct Prepared {
   Arena arena;
@@ -77,6 +79,69 @@ struct Prepared {
   std::string detail;
   explicit Prepared(const Device& dev) : arena(dev) {}
 };
+
+// The kernels an OpRunner keeps across cases, by a key the ops choose (linear and linear_row share theirs).
+class KernelCache {
+ public:
+  // The kernel under `key`, made by `make()` (a std::unique_ptr<K>) the first time.
+  template <class K, class Make>
+  K& get(const std::string& key, Make&& make) {
+    std::shared_ptr<void>& slot = kernels_[key];
+    if (!slot) slot = std::shared_ptr<K>(make());
+    return *static_cast<K*>(slot.get());
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<void>> kernels_;
+};
+
+inline KernelOptions options_for(const Device& dev, bool subgroup) {
+  return {dev.fp16(), subgroup && dev.subgroup_arithmetic()};
+}
+
+// An op's table under construction: seeds in order from the op's first seed, names from describe().
+template <class Case>
+class CaseTable {
+ public:
+  using Params = typename Case::Params;
+  explicit CaseTable(uint64_t first_seed) : seed_(first_seed) {}
+  // Adds `p` once per precision.
+  void add(const Params& p) {
+    for (bool fp16 : {false, true}) push(p, fp16);
+  }
+  // Adds `p` in fp16 only (paths that exist only with fp16 storage).
+  void add_fp16(const Params& p) { push(p, true); }
+  OpCases take() { return std::move(cases_); }
+
+ private:
+  void push(const Params& p, bool fp16) {
+    auto c = std::make_unique<Case>();
+    c->p = p, c->fp16 = fp16, c->seed = seed_++;
+    c->name = c->describe();
+    cases_.push_back(std::move(c));
+  }
+  uint64_t seed_;
+  OpCases cases_;
+};
+
+// The common parts of a case class: op() and clone() from the op's name and type.
+template <class Derived, class P>
+class CaseOf : public OpCase {
+ public:
+  using Params = P;
+  Params p;
+  std::unique_ptr<OpCase> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
+// The names' shared suffixes (every op names its forced paths the same way).
+enum class Residual : uint32_t { none = 0, separate = 1, in_place = 2 };
+inline const char* residual_name(Residual r) {
+  return r == Residual::none ? "" : r == Residual::separate ? " +r" : " +=r";
+}
+inline std::string wg_limit_name(uint32_t x, uint32_t y) { return x || y ? strf(" wg-limit=%ux%u", x, y) : ""; }
+inline const char* precision_prefix(bool fp16) { return fp16 ? "fp16 " : "fp32 "; }
 
 // Values of `count` elements of `elem_bytes` each (2: fp16 bits, 4: float32).
 inline float value_at(const std::vector<uint8_t>& b, size_t i, size_t es) {
@@ -106,19 +171,41 @@ inline void dense_output(Prepared& p, VkDeviceSize off, VkDeviceSize bytes, size
   };
 }
 
-void prepare_head_rmsnorm(Device& dev, const HeadRmsNormKernel& kernel, const OpCase& c, Prepared& p);
-void prepare_silu_mul(Device& dev, const SiluMulKernel& kernel, const OpCase& c, Prepared& p);
-void prepare_embed(Device& dev, const EmbedKernel& kernel, const OpCase& c, Prepared& p);
+// ---- linear and linear_row (op_case_util.cpp)
+// Quantized weights (q8_0 / q4_0) of `out` rows of `in`: w becomes its GGUF blocks' dequantized values (what
+// the reference sees) and the result is the device layout (ops/linear_quant.hpp); f16: w packed.
+std::vector<uint8_t> weight_bytes(QuantType weights, uint32_t in, uint32_t out, bool f16, std::vector<double>& w);
+// The int8 paths' activations: Q8_0's rule per block of 32 of v[off, off + n), the values replaced by q·d.
+void int8_round_blocks(std::vector<double>& v, size_t off, uint32_t n);
+
+// ---- the KV-cache ops (op_case_util.cpp)
 // A Q8_0 KV cache image (ops/kv_format.hpp: quants, then the padded fp16 scales) of `groups` x `cap` rows of
 // `width`: row (g, j < T) is x[j·stride + g·width …], which is rounded in place through GGUF's Q8_0 (the
 // reference then sees the dequantized values); rows T … cap − 1 are poisoned (quants 127, scale 1024).
-std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T, uint32_t width);
+std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T,
+                              uint32_t width);
 // The values of a Q8_0 cache image, [groups][cap][width].
 std::vector<double> q8_cache_values(const uint8_t* img, uint32_t groups, uint32_t cap, uint32_t width);
-void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const OpCase& c, Prepared& p);
-void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const OpCase& c, Prepared& p);
-void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
-void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const OpCase& c, Prepared& p);
-void prepare_attn_probs(Device& dev, const AttnProbsKernel& kernel, const OpCase& c, Prepared& p);
+// A KV cache of rope_kv / kv_shift at byte `off` of the downloaded arena: the elements the op writes
+// (`written`) are appended to `got` in index order; every other one must still hold the pre-filled `pattern`
+// bit for bit (each that does not counts in `pad`).
+void check_cache(const std::vector<uint8_t>& b, VkDeviceSize off, const std::vector<uint8_t>& pattern,
+                 const std::vector<bool>& written, size_t es, std::vector<float>& got, size_t& pad);
+// A Q8_0 cache (ops/kv_format.hpp) of `rows` rows of `width`: the values of the elements marked in `written`
+// are appended to got; every other quant byte, and the scales of every row with no element written, must
+// equal the pattern's (pad counts those that differ).
+void check_q8_cache(const std::vector<uint8_t>& b, VkDeviceSize off, const std::vector<uint8_t>& pattern,
+                    const std::vector<bool>& written, uint32_t rows, uint32_t width, std::vector<float>& got,
+                    size_t& pad);
+// Q8_0 quantization on the device divides in fp32 without correct rounding (docs/maths.md "Q8_0 KV cache"),
+// so a value whose x·(1/d) lies within 1e-3 of a rounding boundary may land on either side. For each
+// element of `exact` (rows of `width` values, in order) marked in `written`: the block's binary16 step d
+// when the element is that close to a boundary, else 0 (its quant must be the host's).
+std::vector<float> q8_boundary_steps(const std::vector<double>& exact, const std::vector<bool>& written,
+                                     uint32_t width);
+// Replaces got[first + j] by expect[first + j] where steps[j] > 0 and they differ by at most that step (the
+// other side of a rounding boundary).
+void accept_boundary_flips(std::vector<float>& got, const std::vector<double>& expect, size_t first,
+                           const std::vector<float>& steps);
 
 }  // namespace diffvk::bench::op_detail

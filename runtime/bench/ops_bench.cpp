@@ -12,23 +12,20 @@ namespace diffvk::bench {
 namespace {
 
 // Runs `cases` (the device's precision only) into a JSON array: each row checked against the float64
-// reference, then timed; linear rows also carry M, K, N, weights and path (issue 20's matmul fields).
-json run_rows(OpRunner& runner, const std::string& op, const std::vector<OpCase>& cases, bool fp16, const OpTiming& timing,
+// reference, then timed; linear rows also carry M, K, N, weights and path (the matmul fields).
+json run_rows(OpRunner& runner, const std::string& op, const OpCases& cases, bool fp16, const OpTiming& timing,
               const Ceilings& ceil, const Sink& sink, bool& all_ok, size_t& ran) {
   json rows = json::array();
-  for (const OpCase& c : cases) {
+  for (const auto& cp : cases) {
+    const OpCase& c = *cp;
     if (c.fp16 != fp16) continue;
     sink.check_cancel("between op cases");
     sink.step("ops: " + op + " " + c.name);
     const OpCaseRun r = runner.run(c, &timing);
-    json row{{"case", c.name}, {"precision", c.fp16 ? "fp16" : "fp32"}, {"rows", c.rows}, {"in", c.in}, {"out", c.out},
+    const OpCase::RowShape shape = c.row_shape();
+    json row{{"case", c.name}, {"precision", c.fp16 ? "fp16" : "fp32"}, {"rows", shape.rows}, {"in", shape.in}, {"out", shape.out},
              {"detail", r.detail}};
-    if (c.op == "linear") {
-      row["M"] = c.rows, row["K"] = c.in, row["N"] = c.out;
-      row["weights"] = quant_type_name(c.weights);
-      // coopmat: the cooperative-matrix kernel (forced by variant, or the tuning's choice); else a scalar-FMA kernel.
-      row["path"] = c.variant == int(kLinearCoopVariant) || r.detail.rfind("coopmat", 0) == 0 ? "coopmat" : "scalar";
-    }
+    c.add_row_fields(row, r.detail);  // linear: M, K, N, weights, path
     if (!r.skipped.empty()) {
       row["skipped"] = r.skipped;
       sink.reportf("%-13s %-52s skipped: %s", op.c_str(), c.name.c_str(), r.skipped.c_str());

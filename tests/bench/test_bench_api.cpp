@@ -17,6 +17,7 @@
 
 #include "bench/ceilings.hpp"
 #include "bench/host_memory.hpp"
+#include "bench/cases/linear.hpp"
 #include "bench/op_cases.hpp"
 #include "bench/presets.hpp"
 #include "bench/thermal.hpp"
@@ -251,7 +252,7 @@ TEST_CASE("bench api: op rows come from the op case table and are checked before
   const auto& rows = ops.at("silu_mul");
   const std::string precision = precision_name(ctx->precision());
   size_t expected = 0;
-  for (const auto& c : bench::op_cases("silu_mul", bench::OpMode::bench)) expected += (c.fp16 ? "fp16" : "fp32") == precision;
+  for (const auto& c : bench::op_cases("silu_mul", bench::OpMode::bench)) expected += (c->fp16 ? "fp16" : "fp32") == precision;
   REQUIRE(rows.size() == expected);
   for (const auto& row : rows) {
     CHECK(row.at("output_checked").get<bool>());
@@ -271,13 +272,15 @@ TEST_CASE("bench api: the matmul table has issue 20's shapes and weight types in
   CHECK(full.size() == 2 * 4 * 5 * 3);  // precisions x M x (K, N) x weights
   std::set<std::string> names;
   for (const auto& c : full) {
-    CHECK(c.op == "linear");
-    CHECK((c.rows == 1 || c.rows == 8 || c.rows == 64 || c.rows == 512));
-    CHECK(c.in % 32 == 0);  // quantized blocks along K
-    names.insert(c.name);
+    CHECK(std::string(c->op()) == "linear");
+    const bench::LinearCaseParams& p = bench::case_as<bench::LinearCase>(*c).p;
+    CHECK((p.rows == 1 || p.rows == 8 || p.rows == 64 || p.rows == 512));
+    CHECK(p.in % 32 == 0);  // quantized blocks along K
+    names.insert(c->name);
   }
   CHECK(names.size() == full.size());  // every row is named apart
   const auto one = bench::matmul_table_cases(false);
   REQUIRE(one.size() == 2);
-  CHECK((one[0].rows == 512 && one[0].in == 2048 && one[0].out == 2048 && one[0].weights == QuantType::f16));
+  const bench::LinearCaseParams& p0 = bench::case_as<bench::LinearCase>(*one[0]).p;
+  CHECK((p0.rows == 512 && p0.in == 2048 && p0.out == 2048 && p0.weights == QuantType::f16));
 }

@@ -1,4 +1,4 @@
-// The conformance half of the one-case-table-per-op design (runtime/bench/op_cases.hpp): runs every case of
+// The conformance half of the one-case-class-per-op design (runtime/bench/op_cases.hpp): runs every case of
 // an op's table (OpMode::conformance) whose precision is `precision`, on a validated context, and checks
 // each against the float64 reference (docs/maths.md one-kernel tolerances), the replay and the padding.
 // Never times anything (the benchmark's `ops` rows run the same table in OpMode::bench).
@@ -29,13 +29,14 @@ inline void run_op_table(const std::string& op, Precision precision, const std::
   bench::OpRunner runner(ctx->device());
   const bool fp16 = precision == Precision::fp16;
   size_t ran = 0, lanes_left = 0;
-  // DIFFVK_TEST_FORCED_LANES=0 (.ci/sanitize): the forced lane-group cases (OpCase::row_lanes) are not run; they
+  // DIFFVK_TEST_FORCED_LANES=0 (.ci/sanitize): the forced lane-group cases (OpCase::forced_lanes) are not run; they
   // repeat shader variants the other passes run on the same device, with no host path of their own.
   const char* lanes_env = std::getenv("DIFFVK_TEST_FORCED_LANES");
   const bool forced_lanes = !lanes_env || std::string(lanes_env) != "0";
-  for (const bench::OpCase& c : bench::op_cases(op, bench::OpMode::conformance)) {
+  for (const auto& cp : bench::op_cases(op, bench::OpMode::conformance)) {
+    const bench::OpCase& c = *cp;
     if (c.fp16 != fp16 || (only && !only(c))) continue;
-    if (c.row_lanes != 0 && !forced_lanes) {
+    if (c.forced_lanes() && !forced_lanes) {
       ++lanes_left;
       continue;
     }

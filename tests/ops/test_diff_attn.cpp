@@ -1,5 +1,5 @@
 // Conformance of the differential attention kernels (fused prefill; split-K decode merged by its last split)
-// against the float64 reference, through the op's case table (runtime/bench/op_cases.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
+// against the float64 reference, through the op's case table (runtime/bench/cases/diff_attn.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
 // prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
 // and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
 // n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
@@ -14,6 +14,8 @@
 #include "attn_inputs.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "gpu_test.hpp"
+#include "bench/cases/diff_attn.hpp"
+#include "bench/cases/diff_v2_attn.hpp"
 #include "op_table.hpp"
 #include "ops/diff_attn.hpp"
 
@@ -23,7 +25,7 @@ namespace {
 
 // Runs diff_attn cases built outside the table (device-dependent or on-request shapes) through the
 // same runner as the table.
-void run_cases(Context& ctx, const std::vector<bench::OpCase>& cases) {
+void run_cases(Context& ctx, const std::vector<bench::DiffAttnCase>& cases) {
   bench::OpRunner runner(ctx.device());
   for (const bench::OpCase& c : cases) {
     INFO("diff_attn case " << c.name);
@@ -35,10 +37,24 @@ void run_cases(Context& ctx, const std::vector<bench::OpCase>& cases) {
   }
 }
 
+// The parameters the tests pick cases by, of a diff_attn or a diff_v2_attn case (H: output heads).
+struct AttnShape {
+  uint32_t H, Hkv, D, S, pos0;
+  bool decode, kv_q8;
+};
+AttnShape attn_shape(const bench::OpCase& c) {
+  if (const auto* d = dynamic_cast<const bench::DiffAttnCase*>(&c)) {
+    const bench::DiffAttnCaseParams& v = d->p;
+    return {v.H, v.Hkv, v.D, v.S, v.pos0, v.decode, v.kv_q8};
+  }
+  const bench::DiffV2AttnCaseParams& v = bench::case_as<bench::DiffV2AttnCase>(c).p;
+  return {v.H, v.Hkv, v.D, v.S, v.pos0, v.decode, v.kv_q8};
+}
+
 }  // namespace
 
 // Every prefill, chunked-prefill and split-K decode shape, both precisions, and the shared-memory
-// reduction path (forced) come from the op's one case table (runtime/bench/op_cases.cpp, op "diff_attn").
+// reduction path (forced) come from the op's one case table (runtime/bench/cases/diff_attn.cpp).
 TEST_CASE("diff_attn: case table fp32") { test::run_op_table("diff_attn", Precision::fp32); }
 TEST_CASE("diff_attn: case table fp16") { test::run_op_table("diff_attn", Precision::fp16); }
 TEST_CASE("diff_v2_attn: case table fp32") { test::run_op_table("diff_v2_attn", Precision::fp32); }
@@ -53,7 +69,7 @@ void q8_cache_cases(Precision p) {
     return;
   }
   auto pick = [](const bench::OpCase& c) {
-    return c.kv_q8 && c.subgroup && (c.name.find("H=4/1 D=48") != std::string::npos || c.name.find("H=4/2 D=16 S=13") != std::string::npos ||
+    return attn_shape(c).kv_q8 && c.subgroup() && (c.name.find("H=4/1 D=48") != std::string::npos || c.name.find("H=4/2 D=16 S=13") != std::string::npos ||
                                      c.name.find("H=4/1 D=64 S=17") != std::string::npos || c.name.find("decode H=4/1 D=32 S=3") != std::string::npos);
   };
   test::run_op_table("diff_attn", p, {}, pick);
@@ -107,7 +123,7 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
   auto picker = [](const std::vector<Pick>& names) {
     return [&names](const bench::OpCase& c) {
       for (const auto& [n, q8] : names)
-        if (c.subgroup && c.kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
+        if (c.subgroup() && attn_shape(c).kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
       return false;
     };
   };
@@ -137,7 +153,7 @@ const std::vector<Pick> kStagedV2 = {{"prefill H=4/1 D=64 S=17", false}, {"prefi
 std::function<bool(const bench::OpCase&)> staged_pick(const std::vector<Pick>& names) {
   return [&names](const bench::OpCase& c) {
     for (const auto& [n, q8] : names)
-      if (c.subgroup && c.kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
+      if (c.subgroup() && attn_shape(c).kv_q8 == q8 && c.name.find(n) != std::string::npos) return true;
     return false;
   };
 }
@@ -190,12 +206,14 @@ TEST_CASE("diff_attn: staged prefill with Q in halves") {
   // The staged cases of both tables whose kernel keeps Q in halves on this device: run them, and there must be some.
   std::vector<std::string> names;
   for (const char* op : {"diff_attn", "diff_v2_attn"})
-    for (const bench::OpCase& c : bench::op_cases(op, bench::OpMode::conformance)) {
-      if (!c.fp16 || !c.subgroup || c.decode || !staged_pick(std::string(op) == "diff_attn" ? kStagedV1 : kStagedV2)(c)) continue;
+    for (const auto& cp : bench::op_cases(op, bench::OpMode::conformance)) {
+      const bench::OpCase& c = *cp;
+      const AttnShape a = attn_shape(c);
+      if (!c.fp16 || !c.subgroup() || a.decode || !staged_pick(std::string(op) == "diff_attn" ? kStagedV1 : kStagedV2)(c)) continue;
       const bool v2 = std::string(op) == "diff_v2_attn";
-      const uint32_t n_rep = (v2 ? 2 : 1) * c.in / c.Hkv;
-      const DiffAttnKernel k(ctx->device(), o, c.out, n_rep, 4, v2 ? AttnSoftmax::v2 : AttnSoftmax::differential,
-                             c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
+      const uint32_t n_rep = (v2 ? 2 : 1) * a.H / a.Hkv;
+      const DiffAttnKernel k(ctx->device(), o, a.D, n_rep, 4, v2 ? AttnSoftmax::v2 : AttnSoftmax::differential,
+                             a.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
       if (k.prefill_tiles().qh) names.push_back(c.name);
     }
   INFO("cases with Q in halves: " << names.size());
@@ -276,13 +294,14 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
   const KernelOptions o = KernelOptions::for_device(ctx->device());
   int picked = 0;
   test::run_op_table("diff_attn", Precision::fp16, {}, [&](const bench::OpCase& c) {
-    if (!c.subgroup || c.kv_q8 || c.decode || c.out % ck != 0 || 2 * c.out % cn != 0) return false;
+    const AttnShape a = attn_shape(c);
+    if (!c.subgroup() || a.kv_q8 || a.decode || a.D % ck != 0 || 2 * a.D % cn != 0) return false;
     for (const char* n : names)
       if (c.name.find(std::string("prefill ") + n) != std::string::npos) {
         // The runner's kernel takes the cooperative-matrix dispatch for this call (not the split-K path).
-        const DiffAttnKernel k(ctx->device(), o, c.out, c.in / c.Hkv, 4);
+        const DiffAttnKernel k(ctx->device(), o, a.D, a.H / a.Hkv, 4);
         AttnCall call;
-        call.S = c.rows, call.pos0 = c.pos0, call.capacity = c.pos0 + c.rows;
+        call.S = a.S, call.pos0 = a.pos0, call.capacity = a.pos0 + a.S;
         CHECK_MESSAGE(k.prefill_uses_coopmat(call), c.name);
         return ++picked, true;
       }
@@ -297,9 +316,9 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
     const uint32_t keys = attn_coop_max_keys(ctx->device().caps(), D, k.coop_tiles());
     MESSAGE("cooperative-matrix attention: " << keys << " keys per invocation at D=" << D);
     REQUIRE(keys > 8);
-    bench::OpCase c = bench::diff_attn_case(true, 4, 2, D, 3, keys - 3, 0.5, false, 9400);
+    bench::DiffAttnCase c = bench::diff_attn_case(true, 4, 2, D, 3, keys - 3, 0.5, false, 9400);
     AttnCall call;
-    call.S = c.rows, call.pos0 = c.pos0, call.capacity = c.pos0 + c.rows;
+    call.S = c.p.S, call.pos0 = c.p.pos0, call.capacity = c.p.pos0 + c.p.S;
     REQUIRE(k.prefill_uses_coopmat(call));
     run_cases(*ctx, {c});
   }
@@ -450,8 +469,8 @@ TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation k
       const AttnTiles& t = kernel.decode_tiles(1);
       const uint32_t keys = std::min<uint32_t>(kernel.max_keys_per_invocation(t), 24000) / t.bc * t.bc;
       MESSAGE("keys in one invocation: " << keys << std::string(subgroup ? " (subgroup)" : " (shared memory)"));
-      bench::OpCase c = bench::diff_attn_case(precision == Precision::fp16, 2, 1, 8, 1, keys - 1, 0.5, true, seed += 11);
-      c.one_split = true, c.subgroup = subgroup, c.name += " one-split";
+      bench::DiffAttnCase c = bench::diff_attn_case(precision == Precision::fp16, 2, 1, 8, 1, keys - 1, 0.5, true, seed += 11);
+      c.p.one_split = true, c.p.subgroup = subgroup, c.name += " one-split";
       run_cases(*ctx, {c});
     }
   }

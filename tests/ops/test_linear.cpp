@@ -1,5 +1,5 @@
 // Conformance of the linear layer (shaders/linear.comp, shaders/linear_vec.comp) against the float64
-// reference through the op's case table (runtime/bench/op_cases.cpp: both precisions, both reduction
+// reference through the op's case table (runtime/bench/cases/linear.cpp: both precisions, both reduction
 // paths of the matrix-vector path, every tile variant, odd shapes, padded row strides, with / without /
 // in-place residual, outputs poisoned before each run); the pure tile choice on simulated devices; and
 // argument errors.
@@ -10,6 +10,7 @@
 
 #include "gpu_test.hpp"
 #include "op_table.hpp"
+#include "bench/cases/linear.hpp"
 #include "ops/linear.hpp"
 #include "status_of.hpp"
 #include "vk/instance.hpp"
@@ -112,12 +113,13 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
 }
 
 // Every shape, precision and quirk of the linear op comes from its one case table
-// (runtime/bench/op_cases.cpp, op "linear"): the kernel's own path choice, the matrix-vector path with the
+// (runtime/bench/cases/linear.cpp): the kernel's own path choice, the matrix-vector path with the
 // shared-memory reduction, every tile variant, the matrix-matrix tiles with elementwise loads, capped
 // workgroup counts (grid-stride loops), a long reduction (in = 16384) on every path, float32 y / residual.
 namespace {
-bool not_coop(const bench::OpCase& c) { return c.variant != int(kLinearCoopVariant) && !c.int8_dot; }
-bool int8_case(const bench::OpCase& c) { return c.int8_dot; }
+const bench::LinearCaseParams& params(const bench::OpCase& c) { return bench::case_as<bench::LinearCase>(c).p; }
+bool not_coop(const bench::OpCase& c) { return params(c).variant != int(kLinearCoopVariant) && !params(c).int8_dot; }
+bool int8_case(const bench::OpCase& c) { return params(c).int8_dot; }
 // The int8 dot-product matmul's cases (issue 19; LinearKernel::record_quant_path int8_dot), skipped, saying why,
 // on a device without shaderIntegerDotProduct.
 void run_int8_table(Precision p) {
@@ -167,7 +169,7 @@ TEST_CASE("linear: cooperative-matrix tiles") {
 // compiler), forced here so that the loop runs on every CI device.
 TEST_CASE("linear: shared-memory tiles under quirk long_unrolled_compile") {
   for (Precision p : test::supported_precisions())
-    test::run_op_table("linear", p, {"long_unrolled_compile"}, [](const bench::OpCase& c) { return c.variant == 1 || c.variant == 2; });
+    test::run_op_table("linear", p, {"long_unrolled_compile"}, [](const bench::OpCase& c) { return params(c).variant == 1 || params(c).variant == 2; });
 }
 
 // The register tile's _sg variant shares x rows by constant-lane subgroupBroadcast on GPUs and by
@@ -180,7 +182,7 @@ TEST_CASE("linear: the register tile's constant-lane broadcasts (DIFFVK_LINEAR_R
   } force;
   for (Precision p : test::supported_precisions())
     test::run_op_table("linear", p, {}, [](const bench::OpCase& c) {
-      return not_coop(c) && (c.variant < 0 || c.variant == int(kLinearRegVariant));
+      return not_coop(c) && (params(c).variant < 0 || params(c).variant == int(kLinearRegVariant));
     });
 }
 

@@ -151,7 +151,7 @@ TEST_CASE("tolerances: a planted fault fails the check of every op case table") 
   bench::OpRunner runner(ctx->device());
   for (const std::string& op : bench::table_ops()) {
     const auto cases = bench::op_cases(op, bench::OpMode::conformance);
-    const bench::OpCase& c = cases.front();  // fp32 (every table starts with it)
+    const bench::OpCase& c = *cases.front();  // fp32 (every table starts with it)
     REQUIRE_FALSE(c.fp16);
     INFO(op << " case " << c.name);
     runner.plant_for_testing(bench::OpRunner::Plant::none);

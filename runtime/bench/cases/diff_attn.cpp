@@ -1,0 +1,206 @@
+// diffvk_bench: the diff_attn op's cases (seeded q, k, v in the cache layout; the float64 reference:
+// differential attention + head norm; the fused prefill, the split prefill on loop-limited devices, or the
+// split-K decode + merge with forced split shapes), its table and its record call.
+#include "bench/cases/diff_attn.hpp"
+
+#include "diffvk/error.hpp"
+#include "ops/diff_attn.hpp"
+#include "reference/model_ref.hpp"
+
+namespace diffvk::bench {
+
+using namespace op_detail;
+
+namespace {
+void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttnCaseParams& c, uint64_t seed,
+                       Prepared& p) {
+  const bool f16 = dev.fp16();
+  const uint32_t H = c.H, Hkv = c.Hkv, D = c.D, S = c.S, DV = 2 * D, T = c.pos0 + S, cap = T + 3;
+  // Inputs rounded to the storage type (the reference sees what the GPU reads).
+  const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, seed), f16);
+  auto k = rounded(ref::random_normal(size_t(T) * 2 * Hkv * D, seed + 1), f16);
+  auto v = rounded(ref::random_normal(size_t(T) * Hkv * DV, seed + 2), f16);
+  // Q8_0 KV cache: K and V rounded through Q8_0 (the reference sees the dequantized cache).
+  const std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(k, 2 * Hkv * D, Hkv, cap, T, DV) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(v, Hkv * DV, Hkv, cap, T, DV) : std::vector<uint8_t>{};
+  std::mt19937_64 rng(seed + 3);
+  const auto subln = rounded(uniform(rng, DV, 0.7, 1.3), f16);
+  const int depth = int(seed % 12);
+  const double gain = 1.0 - ref::lambda_init(depth);
+  // The cache layout [g][cap][2D]; rows T .. cap - 1 hold 1000 (reading one wrecks the result).
+  std::vector<double> kc(size_t(Hkv) * cap * DV, 1000.0), vc(kc.size(), 1000.0);
+  for (uint32_t g = 0; g < Hkv; ++g)
+    for (uint32_t j = 0; j < T; ++j)
+      for (uint32_t d = 0; d < DV; ++d) {
+        kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * Hkv * D + g * DV + d];
+        vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * Hkv * DV + g * DV + d];
+      }
+  p.expect =
+      ref::head_rmsnorm(ref::diff_attention(q, k, v, int(S), int(T), int(H), int(Hkv), int(D), c.lambda, int(c.pos0)),
+                        int(S), int(H), int(D), subln, ref::lambda_init(depth));
+
+  AttnCall call{S, c.pos0, H, Hkv, cap, 2 * H * D, H * DV, float(c.lambda), float(gain)};
+  uint32_t split_len = 0, splits = 0;
+  if (c.decode) {
+    splits = kernel.decode_splits(call, &split_len);
+    const uint32_t bc = kernel.decode_tiles(S).bc;
+    if (c.max_splits) split_len = bc, splits = (T + bc - 1) / bc;
+    if (c.one_split) split_len = (T + bc - 1) / bc * bc, splits = 1;
+  } else {
+    splits = kernel.prefill_splits(call, &split_len);  // nonzero on loop-limited devices for long prefills
+  }
+  const bool split = splits > 0;
+  const size_t es = storage_bytes(f16);
+  const VkDeviceSize qb = q.size() * es, kb = c.kv_q8 ? kq.size() : kc.size() * es, wb = DV * es,
+                     ob = p.expect.size() * es;
+  const VkDeviceSize pb = split ? DiffAttnKernel::part_bytes(call, D, splits) : 4,
+                     sb = split ? DiffAttnKernel::stat_bytes(call, splits) : 4, yb = DiffAttnKernel::sync_bytes(call);
+  Arena& a = p.arena;
+  const VkDeviceSize qo = a.take(qb), ko = a.take(kb), vo = a.take(kb), wo = a.take(wb), oo = a.take(ob),
+                     po = a.take(pb), so = a.take(sb), yo = a.take(yb);
+  a.create(dev, "op case diff_attn");
+  a.buf->fill(yo, yb, 0);  // the split kernel's arrival counters start at zero (and every replay leaves them so)
+  a.buf->upload(qo, pack(q, f16).data(), qb);
+  a.buf->upload(ko, c.kv_q8 ? kq.data() : pack(kc, f16).data(), kb);
+  a.buf->upload(vo, c.kv_q8 ? vq.data() : pack(vc, f16).data(), kb);
+  a.buf->upload(wo, pack(subln, f16).data(), wb);
+  p.prog = std::make_unique<Program>(dev, "op case diff_attn", p.timestamps);
+  const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), rw = a.range(wo, wb),
+                    ro = a.range(oo, ob), rp = a.range(po, pb), rs = a.range(so, sb), ry = a.range(yo, yb);
+  if (c.decode)
+    kernel.record_decode(*p.prog, rq, rk, rv, rw, ro, {rp, rs, ry}, call, splits, split_len);
+  else if (split)
+    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call, {rp, rs, ry});
+  else
+    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call);
+  p.detail = strf("splits=%u split_len=%u", splits, split_len);
+  dense_output(p, oo, ob, p.expect.size(), es);
+  if (split) {  // the fp32 scratch is poisoned too: a split the merge reads but nothing wrote shows
+    Buffer* buf = a.buf.get();
+    p.reset = [=] {
+      buf->fill(oo, ob, kPoison);
+      buf->fill(po, pb, kPoison);
+      buf->fill(so, sb, kPoison);
+    };
+  }
+  // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):
+  // 12·D per visible (query, key) pair and head, as the attention cases count them (cases.hpp).
+  p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, T, DV) + ob;
+  double pairs = 0;
+  for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
+  p.flops = pairs * H * 12.0 * D;
+}
+}  // namespace
+
+std::string DiffAttnCase::describe() const {
+  std::string s =
+      precision_prefix(fp16) + strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", p.decode ? "decode" : "prefill", p.H,
+                                    p.Hkv, p.D, p.S, p.pos0, p.lambda);
+  if (p.max_splits) s += " max-splits";
+  if (p.one_split) s += " one-split";
+  if (!p.subgroup) s += " shared-reduction";
+  if (p.kv_q8) s += " kv=q8_0";
+  return s;
+}
+
+void DiffAttnCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
+  if (p.Hkv == 0 || p.H % p.Hkv != 0)
+    throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
+  const uint32_t n_rep = p.H / p.Hkv;
+  const DiffAttnKernel& kernel = kernels.get<DiffAttnKernel>(
+      strf("diff_attn D=%u n_rep=%u sg=%d kv_q8=%d", p.D, n_rep, int(sg), int(p.kv_q8)), [&] {
+        return std::make_unique<DiffAttnKernel>(dev, options_for(dev, sg), p.D, n_rep, 8, AttnSoftmax::differential,
+                                                p.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
+      });
+  prepare_diff_attn(dev, kernel, p, seed, pr);
+}
+
+namespace {
+DiffAttnCaseParams attn(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode,
+                        bool max_splits = false) {
+  DiffAttnCaseParams c;
+  c.H = H, c.Hkv = Hkv, c.D = D, c.S = S, c.pos0 = pos0, c.lambda = lambda, c.decode = decode,
+  c.max_splits = max_splits;
+  return c;
+}
+}  // namespace
+
+DiffAttnCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda,
+                            bool decode, uint64_t seed) {
+  DiffAttnCase c;
+  c.p = attn(H, Hkv, D, S, pos0, lambda, decode);
+  c.fp16 = fp16;
+  c.seed = seed;
+  c.name = c.describe();
+  return c;
+}
+
+OpCases diff_attn_cases(OpMode mode) {
+  CaseTable<DiffAttnCase> b(100);
+  using P = DiffAttnCaseParams;
+  if (mode == OpMode::bench) {
+    b.add(attn(16, 4, 64, 1, 2047, 0.5, true));  // a decode step at T = 2048
+    b.add(attn(16, 4, 64, 512, 0, 0.5, false));  // a 512-row prefill
+    // The Q8_0 KV cache beside the storage type: a decode step at T = 4096, and the prefill.
+    P d4k = attn(16, 4, 64, 1, 4095, 0.5, true), p512 = attn(16, 4, 64, 512, 0, 0.5, false);
+    b.add(d4k);
+    d4k.kv_q8 = p512.kv_q8 = true;
+    b.add(d4k);
+    b.add(p512);
+    return b.take();
+  }
+  // Odd S and T, GQA n_rep 1..64, lambda < 0 and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and
+  // element-wise loads).
+  const P prefill[] = {
+      attn(1, 1, 16, 1, 0, 0.3, false), attn(2, 2, 32, 7, 0, -0.4, false), attn(4, 2, 16, 33, 0, 1.3, false),
+      attn(4, 1, 32, 17, 0, 0.8, false), attn(8, 1, 16, 9, 0, 0.5, false), attn(2, 1, 64, 40, 0, 0.6, false),
+      attn(2, 2, 128, 19, 0, 0.2, false), attn(8, 2, 16, 129, 0, 0.7, false),
+      attn(1, 1, 128, 900, 0, 0.4,
+           false),  // long: beyond llvmpipe's per-invocation loop budget (quirk loop_iteration_limit)
+      // D not a multiple of 8 (fp16) or 4 (fp32): element-wise loads instead of 16-byte chunks
+      attn(3, 3, 6, 11, 0, 0.5, false), attn(4, 1, 12, 13, 0, -0.7, false), attn(2, 1, 20, 9, 0, 0.9, false),
+      attn(2, 2, 2, 5, 0, 0.3, false),
+      attn(64, 1, 8, 3, 0, 0.6, false),  // GQA n_rep = 64: slots split across workgroups
+  };
+  const P chunked[] = {  // prefill of S rows after pos0 cached rows
+      attn(2, 2, 32, 7, 9, 0.5, false), attn(4, 2, 16, 13, 33, -0.9, false), attn(8, 1, 16, 5, 60, 1.6, false),
+      attn(2, 1, 64, 31, 2, 0.4, false),
+      attn(2, 1, 64, 20, 1000, 0.5, false),  // a chunk whose queries see > 1000 keys
+  };
+  const P decode[] = {
+      attn(3, 3, 6, 1, 40, 0.5, true),   attn(4, 1, 12, 3, 65, -0.7, true), attn(2, 1, 20, 1, 129, 0.9, true),
+      attn(64, 1, 8, 2, 70, 0.6, true),  attn(32, 8, 16, 1, 100, 0.4, true),
+      attn(1, 1, 32, 1, 0, 0.3, true),   attn(2, 2, 32, 1, 70, -0.5, true), attn(4, 2, 16, 3, 130, 1.2, true),
+      attn(8, 1, 16, 8, 51, 0.6, true),  attn(4, 1, 64, 5, 90, 0.9, true),  attn(2, 2, 128, 2, 40, 0.1, true),
+      attn(8, 8, 16, 4, 200, 0.7, true), attn(4, 4, 16, 7, 0, 0.5, true),
+      attn(4, 2, 16, 6, 77, 0.8, true, true), attn(1, 1, 64, 8, 33, -0.2, true, true),
+      attn(8, 1, 64, 8, 3000, 0.6, true),  // long cache: splits capped per invocation on loop-limited devices
+  };
+  for (const P& s : prefill) b.add(s);
+  for (const P& s : chunked) b.add(s);
+  for (const P& s : decode) b.add(s);
+  // The shared-memory reduction instead of the subgroup one (where the device has subgroups).
+  for (P s :
+       {attn(4, 2, 32, 3, 45, 0.6, true), attn(2, 2, 64, 1, 100, -0.3, true, true), attn(4, 2, 16, 33, 0, 1.3, false),
+        attn(8, 1, 16, 5, 60, 1.6, false), attn(2, 1, 64, 40, 0, 0.6, false)}) {
+    s.subgroup = false;
+    b.add(s);
+  }
+  // Q8_0 KV cache (2D a multiple of 32): prefill, chunks after cached rows, decode, GQA up to
+  // 64, D = 16 (one block per row, a padded scale word), 48 (an odd block count), 64, 128. (The loads are the
+  // only change: the long, loop-limited cases of the storage type cover the split paths.)
+  for (P s :
+       {attn(2, 2, 16, 7, 0, -0.4, false), attn(4, 1, 48, 17, 0, 0.8, false), attn(2, 1, 64, 40, 0, 0.6, false),
+        attn(2, 2, 128, 19, 0, 0.2, false), attn(4, 2, 16, 13, 33, -0.9, false), attn(64, 1, 16, 3, 0, 0.6, false),
+        attn(1, 1, 16, 1, 0, 0.3, true), attn(4, 1, 48, 3, 65, -0.7, true), attn(8, 1, 64, 8, 51, 0.6, true),
+        attn(2, 2, 128, 2, 40, 0.1, true), attn(4, 2, 16, 6, 77, 0.8, true, true)}) {
+    s.kv_q8 = true;
+    b.add(s);
+  }
+  P shared = attn(4, 2, 32, 3, 45, 0.6, true);
+  shared.kv_q8 = true, shared.subgroup = false;
+  b.add(shared);
+  return b.take();
+}
+
+}  // namespace diffvk::bench
