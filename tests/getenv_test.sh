@@ -5,10 +5,11 @@
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 fail=0
-got="$(grep -rln --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.c' 'getenv *(' "$ROOT/runtime" "$ROOT/include" |
-       sed "s|^$ROOT/||" | sort)"
+got="$(grep -rln --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.c' 'getenv *(' \
+         "$ROOT/runtime" "$ROOT/include" | sed "s|^$ROOT/||" | sort)"
 [[ "$got" == "runtime/vk/tuning.cpp" ]] || { echo "FAIL: getenv outside runtime/vk/tuning.cpp:"; echo "$got"; fail=1; }
-[[ "$(grep -c 'getenv *(' "$ROOT/runtime/vk/tuning.cpp")" == 1 ]] || { echo "FAIL: tuning.cpp must call getenv once"; fail=1; }
+[[ "$(grep -c 'getenv *(' "$ROOT/runtime/vk/tuning.cpp")" == 1 ]] ||
+  { echo "FAIL: tuning.cpp must call getenv once"; fail=1; }
 vars="$(grep -rhoE 'getenv\("[A-Z_]+"\)' "$ROOT/platform" | sort -u | tr '\n' ' ')"
 [[ "$vars" == 'getenv("DIFFVK_LOG") getenv("HOME") getenv("XDG_CACHE_HOME") ' ]] ||
   { echo "FAIL: platform/ reads other variables: $vars"; fail=1; }

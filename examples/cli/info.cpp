@@ -10,8 +10,8 @@ Runner register_info(CLI::App& app) {
   auto selector = std::make_shared<std::string>();
   cmd->add_option("--device", *selector, "show only this device (index or name substring)");
   auto tuning = std::make_shared<std::string>();
-  cmd->add_option("--tuning", *tuning, "tuning overrides key=value,... to resolve with (as a context's; env DIFFVK_TUNING "
-                                       "wins per key)");
+  cmd->add_option("--tuning", *tuning,
+                  "tuning overrides key=value,... to resolve with (as a context's; env DIFFVK_TUNING wins per key)");
   return [selector, tuning]() {
     auto devices = list_devices();
     const uint32_t chosen = select_device(devices, "");

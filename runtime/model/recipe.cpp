@@ -105,7 +105,9 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
           qk->record(p, q, xr, b[part.t], yr, lp, res, nw);
       });
       // The recipe's fusion: the prologue the one-row kernel runs before its dot products.
-      const char* fused = r.pro == Prologue::rmsnorm ? ", rmsnorm fused" : r.pro == Prologue::silu_mul ? ", silu_mul fused" : "";
+      const char* fused = r.pro == Prologue::rmsnorm    ? ", rmsnorm fused"
+                          : r.pro == Prologue::silu_mul ? ", silu_mul fused"
+                                                        : "";
       f.g.kernel((q == QuantType::f16 ? k->row_choice(in) : qk->row_choice(q, in)) + fused);
     } else {
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {

@@ -85,7 +85,8 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
     why = "the variant without subgroup operations was asked for (KernelOptions::subgroup)";
   }
   if (!coop && device.tuning().attn_core == "coopmat")
-    throw Error(Status::unsupported, device.tuning().why("attn_core") + ": no cooperative-matrix prefill attention for D=" + std::to_string(D) +
+    throw Error(Status::unsupported, device.tuning().why("attn_core") +
+                                         ": no cooperative-matrix prefill attention for D=" + std::to_string(D) +
                                          ", n_rep=" + std::to_string(n_rep) + ": " + why);
   if (coop) {
     coop_max_keys_ = attn_coop_max_keys(caps, D, coop_tiles_);
@@ -100,8 +101,10 @@ bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
 
 std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys) const {
   auto core = [](const AttnTiles& t) {
-    return std::string(!t.blocks ? "per-key core" : t.nsg > 1 ? "staged key blocks x" + std::to_string(t.nsg) : "key-block core") +
-           ", " + std::to_string(t.br) + " slots";
+    const std::string c = !t.blocks   ? "per-key core"
+                          : t.nsg > 1 ? "staged key blocks x" + std::to_string(t.nsg)
+                                      : "key-block core";
+    return c + ", " + std::to_string(t.br) + " slots";
   };
   if (rows <= max_decode_rows_) return "split-K decode (" + core(decode_tiles(rows)) + ")";
   if (coop_ && keys <= coop_max_keys_)

@@ -382,8 +382,9 @@ std::string tile_text(const LinearTiles& t) {
   const std::string n = std::to_string(t.variant);
   if (t.vec) return "linear_vec #" + n + " (" + std::to_string(t.nf) + " features per workgroup)";
   const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn);
-  if (t.coop) return "linear_coopmat #" + n + " (" + tile + " tile, " + std::to_string(t.cm) + "x" + std::to_string(t.cn) + "x" +
-                     std::to_string(t.ck) + " matrices)";
+  if (t.coop)
+    return "linear_coopmat #" + n + " (" + tile + " tile, " + std::to_string(t.cm) + "x" + std::to_string(t.cn) + "x" +
+           std::to_string(t.ck) + " matrices)";
   if (t.reg) return "linear_reg #" + n + " (" + tile + " tile)";
   return "linear #" + n + " (" + tile + "x" + std::to_string(t.bk) + " shared-memory tile)";
 }

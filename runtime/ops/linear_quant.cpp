@@ -115,8 +115,8 @@ uint32_t QuantRowKernel::lanes_for(QuantType type, uint32_t in, bool rope) const
 
 std::string QuantRowKernel::row_choice(QuantType type, uint32_t in, bool rope) const {
   const char* shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot" : "linear_row";
-  return std::string(shader) + (rope ? " rope " : " ") + quant_type_name(type) + " (" + std::to_string(lanes_for(type, in, rope)) +
-         " lanes per group)";
+  return std::string(shader) + (rope ? " rope " : " ") + quant_type_name(type) + " (" +
+         std::to_string(lanes_for(type, in, rope)) + " lanes per group)";
 }
 
 void QuantRowKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {

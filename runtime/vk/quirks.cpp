@@ -43,11 +43,13 @@ const QuirkRule kRules[] = {
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && c.coopmat_m != 0 && c.subgroup_size > 8; }},
     {{"per_key_attention",
       "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
-      "loops; attention streams one key at a time with Q in registers (tuning attn_core=blocks forces the block core, for tests)"},
+      "loops; attention streams one key at a time with Q in registers (tuning attn_core=blocks forces the block core, "
+      "for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
     {{"no_kv_staging",
       "CPU drivers: shared memory is ordinary memory and a barrier a coroutine switch, so staging K/V blocks in shared "
-      "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (tuning attn_core=staged forces it)"},
+      "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (tuning attn_core=staged "
+      "forces it)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},

@@ -71,11 +71,16 @@ void check_value(const std::string& source, const std::string& key, const std::s
   bad(source, key, "names an unknown device quirk '" + value + "' (known: " + known + ")");
 }
 
-[[noreturn]] void no_coopmat_shape(const DeviceCaps& c, const std::string& setting) {
-  throw Error(Status::unsupported, setting + ", but device '" + c.name + "' has no usable cooperative-matrix shape (" +
-                                       (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) +
-                                       ")");
+std::string no_coopmat_why(const DeviceCaps& c) {
+  return c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note;
 }
+
+[[noreturn]] void no_coopmat_shape(const DeviceCaps& c, const std::string& setting) {
+  throw Error(Status::unsupported,
+              setting + ", but device '" + c.name + "' has no usable cooperative-matrix shape (" + no_coopmat_why(c) + ")");
+}
+
+void info(const std::string& what) { platform::log(platform::LogLevel::info, what); }
 
 void set_choice(Tuning& t, const std::string& key, const std::string& value, const std::string& why) {
   for (TuningChoice& c : t.choices)
@@ -151,8 +156,7 @@ std::vector<TuningOverride> tuning_overrides(const ContextOptions& options, cons
     const std::string key = it->second;
     const std::string src = a.first + " (alias of DIFFVK_TUNING key " + key + ")";
     check_value(src, key, a.second);
-    platform::log(platform::LogLevel::info,
-                  a.first + "=" + a.second + ": an alias of DIFFVK_TUNING=" + key + "=" + a.second + " (prefer DIFFVK_TUNING)");
+    info(a.first + "=" + a.second + ": an alias of DIFFVK_TUNING=" + key + "=" + a.second + " (prefer DIFFVK_TUNING)");
     out.push_back({key, a.second, a.first});
   }
   for (TuningOverride& o : parse_tuning(env.tuning, "DIFFVK_TUNING")) out.push_back(std::move(o));
@@ -193,15 +197,14 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   // coopmat: the device's usable shape (cap), unless quirk coopmat_emulated; on drops the quirk, off the shape.
   if (const TuningOverride* o = over("coopmat")) {
     if (o->value == "off") {
-      if (c.coopmat_m) platform::log(platform::LogLevel::info, o->setting() + ": no cooperative matrices on '" + c.name + "'");
+      if (c.coopmat_m) info(o->setting() + ": no cooperative matrices on '" + c.name + "'");
       c.coopmat_m = c.coopmat_n = c.coopmat_k = 0;
       c.coopmat_note = "off by " + o->setting();
     } else {
       if (!c.coopmat_m) no_coopmat_shape(c, o->setting());
       drop("coopmat_emulated", *o);
       c.coopmat_note = "forced on by " + o->setting();
-      platform::log(platform::LogLevel::info, o->setting() + ": the matmul and the prefill attention use cooperative matrices on '" +
-                                                  c.name + "'");
+      info(o->setting() + ": the matmul and the prefill attention use cooperative matrices on '" + c.name + "'");
     }
   }
   // attn_core: keys (quirk per_key_attention), blocks (quirk no_kv_staging), else staged; coopmat forced.
@@ -211,7 +214,7 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     } else if (o->value == "coopmat") {
       if (!c.coopmat_m) no_coopmat_shape(c, o->setting());
       drop("coopmat_emulated", *o);
-      platform::log(platform::LogLevel::info, o->setting() + ": prefill attention uses cooperative matrices on '" + c.name + "'");
+      info(o->setting() + ": prefill attention uses cooperative matrices on '" + c.name + "'");
     } else {
       drop("per_key_attention", *o);
       if (o->value == "staged") drop("no_kv_staging", *o);
@@ -227,7 +230,7 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     if (o && o->value == "off") why = "override " + o->setting();
     else if (o) why = "override " + o->setting() + " (drops quirk coopmat_emulated)";
     else if (a && a->value == "coopmat") why = "override " + a->setting() + " (drops quirk coopmat_emulated)";
-    else if (!c.coopmat_m) why = "cap: " + (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note);
+    else if (!c.coopmat_m) why = "cap: " + no_coopmat_why(c);
     else if (!t.coopmat) why = "quirk coopmat_emulated";
     else why = "cap: usable shape " + c.coopmat_shape();
     set_choice(t, "coopmat", t.coopmat ? "on" : "off", why);
@@ -249,7 +252,8 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     t.row_lanes = static_cast<uint32_t>(std::strtoul(o->value.c_str(), nullptr, 10));
     set_choice(t, "row_lanes", std::to_string(t.row_lanes), "override " + o->setting());
   } else {
-    set_choice(t, "row_lanes", "auto", "cap: each kernel's row geometry (lane groups on GPUs, one group on CPU drivers)");
+    set_choice(t, "row_lanes", "auto",
+               "cap: each kernel's row geometry (lane groups on GPUs, one group on CPU drivers)");
   }
   if (const TuningOverride* o = over("linear_reg_share")) {
     t.linear_reg_shuffle = o->value == "shuffle";
@@ -302,7 +306,8 @@ Tuning resolve_tuning(const DeviceCaps& caps, const ContextOptions& options) {
   DeviceCaps c = caps;
   Tuning t = apply_tuning(c, tuning_overrides(options, read_device_environment()));
   const bool fp16 = options.precision != Precision::fp32 && c.fp16_usable() && !options.force_no_fp16;
-  if (c.coopmat_m != 0 && !fp16) tuning_without_coopmat(t, c, "fp32 precision (the cooperative-matrix shaders take fp16)");
+  if (c.coopmat_m != 0 && !fp16)
+    tuning_without_coopmat(t, c, "fp32 precision (the cooperative-matrix shaders take fp16)");
   return t;
 }
 

@@ -118,8 +118,8 @@ TEST_CASE("device: quirks table matches by capability") {
 // The one tuning path (runtime/vk/tuning.cpp), pure: DIFFVK_TUNING's parser, then caps, quirks and overrides
 // resolved with why, on simulated devices (no device opened).
 TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys and bad values, and records why") {
-  const auto ov = parse_tuning(" coopmat=off, attn_core = blocks,,row_lanes=4,linear_reg_share=broadcast,quirk=no_kv_staging",
-                               "DIFFVK_TUNING");
+  const auto ov = parse_tuning(
+      " coopmat=off, attn_core = blocks,,row_lanes=4,linear_reg_share=broadcast,quirk=no_kv_staging", "DIFFVK_TUNING");
   REQUIRE(ov.size() == 5);
   CHECK(ov[1].key == "attn_core");
   CHECK(ov[1].value == "blocks");
@@ -158,7 +158,8 @@ TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys an
   CHECK(t.row_lanes == 0);
   CHECK(t.describe().find("attn_core") != std::string::npos);
   DeviceCaps forced = c;
-  const Tuning f = apply_tuning(forced, parse_tuning("attn_core=blocks,linear_reg_share=broadcast,row_lanes=2", "DIFFVK_TUNING"));
+  const Tuning f =
+      apply_tuning(forced, parse_tuning("attn_core=blocks,linear_reg_share=broadcast,row_lanes=2", "DIFFVK_TUNING"));
   CHECK(f.attn_core == "blocks");
   CHECK(f.why("attn_core") == "override attn_core=blocks (DIFFVK_TUNING)");
   CHECK_FALSE(forced.has_quirk("per_key_attention"));
