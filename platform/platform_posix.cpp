@@ -6,6 +6,7 @@
 // platform/android.cpp provides them. The log dispatch is in platform/log.cpp; cache_dir() and
 // set_cache_dir() are in platform/cache_dir.cpp.
 #include "platform.hpp"
+#include "platform_test_hooks.hpp"
 #include "tmp_names.hpp"
 
 #include <fcntl.h>
@@ -342,6 +343,12 @@ static void replace_regular(const std::string& tmp, const std::string& path, boo
   }
 }
 
+namespace {
+std::atomic<testing::AfterTempWrite> g_after_temp_write{nullptr};
+}  // namespace
+
+void testing::set_after_temp_write(AfterTempWrite hook) { g_after_temp_write.store(hook, std::memory_order_release); }
+
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (path.empty()) throw Error(Status::io_error, "cannot write file: empty path");
   if (data == nullptr && size != 0) {
@@ -373,8 +380,8 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   bool tmp_is_theirs = false;
   try {
     write_all(fd.fd, static_cast<const uint8_t*>(data), size, tmp);
-    // Test hook (tests/io/test_safe_io.cpp): a window in which the temporary exists, to interrupt it.
-    if (const char* ms = std::getenv("DIFFVK_TEST_WRITE_PAUSE_MS")) ::usleep(useconds_t(std::strtoul(ms, nullptr, 10)) * 1000);
+    // Test-only seam (platform_test_hooks.hpp; null in shipped programs): a window in which the temporary exists.
+    if (const testing::AfterTempWrite hook = g_after_temp_write.load(std::memory_order_acquire)) hook(tmp);
     if (::fsync(fd.fd) != 0) throw_io("cannot fsync", tmp, errno);
     if (::close(fd.release()) != 0) throw_io("cannot close", tmp, errno);
     replace_regular(tmp, path, tmp_is_theirs);

@@ -18,6 +18,7 @@ namespace diffvk::cli {
 ContextOptions DeviceFlags::options() const {
   ContextOptions o;
   o.device = device;
+  o.tuning = tuning;
   if (validation) o.validation = 1;
   if (precision == "fp16") o.precision = Precision::fp16;
   else if (precision == "fp32") o.precision = Precision::fp32;
@@ -42,6 +43,9 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
                   "keep the driver's compiled pipelines in FILE between runs (created if absent, rewritten on exit; a file "
                   "that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers that fill "
                   "their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
+  cmd->add_option("--tuning", f.tuning,
+                  "tuning overrides key=value,... (keys coopmat, attn_core, row_lanes, linear_reg_share, quirk; "
+                  "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
 }
 
 namespace {

@@ -87,17 +87,46 @@ struct DeviceCaps {
   // that the cooperative-matrix matmul uses, as the driver lists it (0 x 0 x 0: none usable; the shaders also
   // need shaderFloat16, 16-bit storage and vulkanMemoryModel). coopmat_shapes: every shape the driver lists,
   // "16x16x16 f16*f16+f32->f32 subgroup, ..." (empty without the extension). coopmat_note: why none is
-  // usable, or that DIFFVK_COOPMAT changed the choice.
+  // usable, or that the tuning (Tuning, key coopmat) changed the choice.
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   std::string coopmat_shapes, coopmat_note;
   std::string coopmat_shape() const;  // "MxNxK" of the usable shape; "" when none
-  // DIFFVK_ATTN_CORE=coopmat (tests): every differential-attention kernel takes the cooperative-matrix prefill,
-  // and one that cannot (fp32, D, shared memory, ...) is an error naming why (runtime/ops/diff_attn.cpp).
-  bool attn_coopmat_forced = false;
 
   // fp16 storage variants need 16-bit storage buffers AND shaderFloat16 (and no quirk against it).
   bool fp16_usable() const;
   // Human-readable multi-line description (diffvk info).
+  std::string describe() const;
+};
+
+// One resolved tuning value: its key (as in DIFFVK_TUNING), its value, and why it has that value:
+// "cap: ..." (the device's capabilities), "quirk NAME" (runtime/vk/quirks.cpp) or "override SOURCE"
+// (DIFFVK_TUNING, ContextOptions::tuning, ContextOptions::force_quirks or an alias variable such as DIFFVK_COOPMAT).
+struct TuningChoice {
+  std::string key, value, why;
+};
+
+// The device's kernel choices, resolved once when the device opens (runtime/vk/tuning.cpp): from its capabilities,
+// then its quirks, then one override, `key=value,...` in ContextOptions::tuning and the environment variable
+// DIFFVK_TUNING (the environment wins per key). The keys, their values and their aliases: runtime/vk/README.md.
+// The ops read these fields from the device (Device::tuning()); the quirks the tuning adds or drops are those of
+// the device's caps(), which the pure tile-choice functions read.
+struct Tuning {
+  // coopmat: cooperative matrices for the matmul and the differential prefill attention where the shape fits.
+  bool coopmat = false;
+  // attn_core: the attention core. keys (one key at a time), blocks (key blocks, one subgroup per workgroup),
+  // staged (key blocks staged in shared memory for several subgroups), coopmat (every differential prefill takes
+  // the cooperative-matrix kernel; a kernel that cannot is an error naming why).
+  std::string attn_core = "staged";
+  // row_lanes: lanes per lane group of the one-row linear kernels; 0: each kernel's choice (its row geometry).
+  uint32_t row_lanes = 0;
+  // linear_reg_share: how the register-tiled matmul shares x rows in a subgroup: true: subgroupShuffle (shuffle),
+  // false: constant-lane subgroupBroadcast (broadcast).
+  bool linear_reg_shuffle = false;
+  // Every key in table order, plus "quirks" (the device's quirks after the overrides), each with why.
+  std::vector<TuningChoice> choices;
+  const TuningChoice* find(const std::string& key) const;  // nullptr when the key is not there
+  std::string why(const std::string& key) const;            // the choice's why; "" when absent
+  // One line per choice: "  key = value  (why)".
   std::string describe() const;
 };
 
@@ -126,8 +155,12 @@ struct ContextOptions {
   // bindings, e.g. an embedding larger than a binding, without a device that has a small range).
   uint64_t simulate_max_storage_buffer_range = 0;
   // Device quirks (runtime/vk/quirks.cpp) applied as if the driver matched them, so that a quirk's path
-  // is tested on any device. An unknown name is an invalid_argument error.
+  // is tested on any device: each name is the tuning override quirk=NAME. An unknown name is an
+  // invalid_argument error.
   std::vector<std::string> force_quirks;
+  // Tuning overrides, "key=value,..." (as the environment variable DIFFVK_TUNING, which wins per key; keys:
+  // runtime/vk/README.md). An unknown key or a bad value is an invalid_argument error naming the key.
+  std::string tuning;
 };
 
 class Device;  // runtime internal (runtime/vk/gpu.hpp)
@@ -137,6 +170,12 @@ std::vector<DeviceCaps> list_devices();
 
 // Picks a device per ContextOptions::device (pure; unit-testable).
 uint32_t select_device(const std::vector<DeviceCaps>& devices, const std::string& selector);
+
+// The tuning a context with these options would resolve on this device (list_devices()' caps), with the
+// environment's overrides; `diffvk info` prints it. Throws what Context::create would for the overrides
+// (invalid_argument naming a key; unsupported for cooperative matrices forced on a device without them).
+// The precision is taken as automatic (fp16 where usable); an fp32 context turns coopmat off.
+Tuning resolve_tuning(const DeviceCaps& caps, const ContextOptions& options = {});
 
 // One Vulkan instance + logical device + queue + pipeline cache.
 //
@@ -161,6 +200,7 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const DeviceCaps& caps() const;
+  const Tuning& tuning() const;      // resolved when the device opened, with why each value was chosen
   Precision precision() const;       // resolved: fp16 or fp32
   bool validation_enabled() const;
   void save_pipeline_cache();        // no-op without a path

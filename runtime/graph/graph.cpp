@@ -107,6 +107,10 @@ void Graph::end_group() {
   if (!nodes_.empty()) nodes_.back().group_end = true;
 }
 
+void Graph::kernel(std::string what) {
+  if (!nodes_.empty()) nodes_.back().kernel = std::move(what);
+}
+
 std::vector<TensorLifetime> derive_lifetimes(const Graph& g, uint64_t alignment, int step_offset, std::vector<uint32_t>* ids) {
   const auto& ts = g.tensors();
   const int n = static_cast<int>(g.nodes().size());

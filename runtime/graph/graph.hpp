@@ -71,6 +71,7 @@ struct GraphNode {
   std::vector<TensorRef> reads, writes;  // a read_write argument appears in both
   RecordFn record;                       // may be empty in pure tests
   bool group_end = false;                // Program::checkpoint() after this node
+  std::string kernel;                    // the kernel and variant the node records (Graph::kernel; `diffvk plan`)
 };
 
 class Graph {
@@ -85,6 +86,9 @@ class Graph {
   // tensor that no earlier node wrote (inputs excepted): the recipe would read undefined memory.
   void add(std::string label, std::vector<TensorRef> reads, std::vector<TensorRef> writes, RecordFn record = {});
   void end_group();  // the abort callback of Program::run is asked after the last node added so far
+  // Names the kernel (and its variant) the last node added records: the ops' own choice functions say it (e.g.
+  // LinearKernel::matmul_choice), so that the plan shows the kernel choice of every node (`diffvk plan`).
+  void kernel(std::string what);
 
   const std::string& name() const { return name_; }
   const std::vector<GraphTensor>& tensors() const { return tensors_; }

@@ -71,6 +71,7 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
     f.g.add("embed", {tokens, part.t}, {x}, [=](Program& p, const GraphBinding& b) {
       k->record_part(p, b[tokens].sub(0, rows * 4ull), b[part.t], b[x], rows, E, part.rows, part.row0, V, format);
     });
+  f.g.kernel(std::string("embed ") + quant_type_name(format));
   return x;
 }
 
@@ -103,6 +104,11 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
         else
           qk->record(p, q, xr, b[part.t], yr, lp, res, nw);
       });
+      // The recipe's fusion: the prologue the one-row kernel runs before its dot products.
+      const char* fused = r.pro == Prologue::rmsnorm    ? ", rmsnorm fused"
+                          : r.pro == Prologue::silu_mul ? ", silu_mul fused"
+                                                        : "";
+      f.g.kernel((q == QuantType::f16 ? k->row_choice(in) : qk->row_choice(q, in)) + fused);
     } else {
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
         const BufferRange all = b[y];
@@ -113,6 +119,7 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
         else  // the blocks are dequantized in registers by the matmul itself (no dequantized copy)
           k->record_quant(p, q, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
       });
+      f.g.kernel(k->matmul_choice(rows, in, part.rows, q));
     }
   }
 }
@@ -127,6 +134,7 @@ TensorRef add_rmsnorm(Forward& f, const std::string& name, TensorRef x, TensorRe
   f.g.add("rmsnorm", {x, w}, {y}, [=](Program& p, const GraphBinding& b) {
     k->record(p, b[x], b[w], b[y], {rows, 1, E, E, 1.0f, eps}, xe);
   });
+  f.g.kernel("head_rmsnorm");
   return y;
 }
 }  // namespace
@@ -170,6 +178,8 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       else
         qk->record_rope(p, wf, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
     });
+    f.g.kernel((wf == QuantType::f16 ? k->row_choice(E, true) : qk->row_choice(wf, E, true)) +
+               (residual ? ", rmsnorm fused" : ""));
   } else {  // the projection (the block norm fused into the one-row linear, else its own node), then rope_kv
     const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
     if (residual && f.row) {
@@ -186,6 +196,7 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
       rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
     });
+    f.g.kernel(f.kv == KvFormat::storage ? "rope_kv" : "rope_kv Q8_0 cache");
   }
   if (w.tap && f.kv != KvFormat::storage)
     throw Error(Status::unsupported, "attention maps: not available with a Q8_0 KV cache (use the f16 one)");
@@ -220,6 +231,7 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, {b[part], b[stat], b[sync]});
     }
   });
+  f.g.kernel(attn->choice(rows, cap));
   // Output projection: into the residual stream, or a new tensor (bare layer).
   const RowLinear r{};
   if (residual) {
@@ -245,6 +257,7 @@ void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
   const SiluMulKernel* silu = f.k.silu.get();
   const uint32_t rows = f.rows, I = w.I;
   f.g.add("silu_mul", {gu}, {a}, [=](Program& p, const GraphBinding& b) { silu->record(p, b[gu], b[a], rows, I); });
+  f.g.kernel("silu_mul");
   add_linear(f, "down", a, w.wdown, x, true);
 }
 
@@ -278,6 +291,7 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
     f.g.add("last row", {x}, {staged}, [=](Program& p, const GraphBinding& b) {
       p.copy(b[x].sub(uint64_t(rows - 1) * E * 4, uint64_t(E) * 4), b[staged], "last row");
     });
+    f.g.kernel("copy");
   }
   const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {V});
   const RowLinear r{Prologue::rmsnorm, h.norm, h.eps};
@@ -288,6 +302,7 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
     f.g.add("sample", {logits, params}, {picked}, [=](Program& p, const GraphBinding& b) {
       k->record(p, b[logits], b[params], b[picked], V);
     });
+    f.g.kernel("sample");
   }
   return logits;
 }

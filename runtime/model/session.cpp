@@ -3,6 +3,7 @@
 // and replayed; the position travels in a small buffer, not in the recording.
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 
 #include "model/session_impl.hpp"
 #include "ops/kv_shift.hpp"
@@ -502,6 +503,27 @@ std::vector<float> Session::prefill_shifting(const std::vector<int32_t>& toks, u
 uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }
 uint32_t Session::chunk() const { return impl_->chunk; }
-std::string Session::plan_report() const { return format_plan(impl_->plan.lifetimes, impl_->plan.plan); }
+std::string Session::plan_report() const {
+  std::string out = format_plan(impl_->plan.lifetimes, impl_->plan.plan);
+  // The kernel of every node: the ops' choice functions under the device's tuning (Device::tuning()), for a
+  // prefill chunk and a decode step.
+  std::vector<uint32_t> rows_list;
+  if (impl_->chunk > 1) rows_list.push_back(impl_->chunk);
+  rows_list.push_back(1);
+  for (const uint32_t rows : rows_list) {
+    Graph g(impl_->variant(rows, HeadOut::last));
+    impl_->build(g, rows, HeadOut::last, nullptr);
+    out += "kernels, " + g.name() + ":\n";
+    size_t w = 4;
+    for (const GraphNode& n : g.nodes()) w = std::max(w, n.label.size());
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const GraphNode& n = g.nodes()[i];
+      char step[32];
+      std::snprintf(step, sizeof step, "%5zu  ", i);
+      out += step + n.label + std::string(w - n.label.size(), ' ') + "  " + (n.kernel.empty() ? "-" : n.kernel) + "\n";
+    }
+  }
+  return out;
+}
 
 }  // namespace diffvk

@@ -155,7 +155,7 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   // the register budget, down to one slot (which is always legal, whatever its accumulators; DIFF V2:
   // down to the two slots of one pair, and always an even count).
   const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
-  // The key-block core runs on a CPU driver only when forced (tests: DIFFVK_ATTN_CORE=blocks); it keeps 128
+  // The key-block core runs on a CPU driver only when forced (tests: tuning attn_core=blocks); it keeps 128
   // accumulators there: its unrolled loops at 256 took LLVM 10x as long to compile (88 s against 8 s for the test).
   const bool blocks_wanted = caps.subgroup_arithmetic_compute && !caps.has_quirk("per_key_attention");
   const uint32_t budget = blocks_wanted && caps.kind == DeviceKind::cpu ? 128u : attn_accumulator_budget(caps);

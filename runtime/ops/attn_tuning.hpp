@@ -113,7 +113,7 @@ uint32_t attn_coop_shared_bytes(uint32_t D, uint32_t br, uint32_t bc);
 bool fit_attn_coop(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
                    std::string* why_not = nullptr);
 // Whether the prefill takes the cooperative-matrix kernel: fit_attn_coop, and no quirk coopmat_emulated (CPU
-// drivers; DIFFVK_COOPMAT=on and DIFFVK_ATTN_CORE=coopmat drop it). The same policy as linear_uses_coopmat.
+// drivers; the tuning overrides coopmat=on and attn_core=coopmat drop it). The same policy as linear_uses_coopmat.
 bool attn_uses_coopmat(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
                        std::string* why_not = nullptr);
 // Keys one invocation of the cooperative-matrix kernel may stream (quirk loop_iteration_limit; else unlimited):

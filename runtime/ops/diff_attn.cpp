@@ -76,7 +76,7 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   decode1_ = lazy(sh.split, 9, decode1_tiles_);
   if (decodeN_tiles_.br != decode1_tiles_.br) decodeN_ = lazy(sh.split, 9, decodeN_tiles_);
   // The cooperative-matrix prefill: the tuning's policy (attn_uses_coopmat), not for the variant without subgroup
-  // operations (KernelOptions::subgroup false asks for the plainest kernels); DIFFVK_ATTN_CORE=coopmat makes a
+  // operations (KernelOptions::subgroup false asks for the plainest kernels); the tuning's attn_core=coopmat makes a
   // kernel that cannot take it an error.
   std::string why;
   bool coop = attn_uses_coopmat(caps, fp16_, D, n, dw, q8, &coop_tiles_, &why) && device.coopmat();
@@ -84,8 +84,9 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
     coop = false;
     why = "the variant without subgroup operations was asked for (KernelOptions::subgroup)";
   }
-  if (!coop && caps.attn_coopmat_forced)
-    throw Error(Status::unsupported, "DIFFVK_ATTN_CORE=coopmat: no cooperative-matrix prefill attention for D=" + std::to_string(D) +
+  if (!coop && device.tuning().attn_core == "coopmat")
+    throw Error(Status::unsupported, device.tuning().why("attn_core") +
+                                         ": no cooperative-matrix prefill attention for D=" + std::to_string(D) +
                                          ", n_rep=" + std::to_string(n_rep) + ": " + why);
   if (coop) {
     coop_max_keys_ = attn_coop_max_keys(caps, D, coop_tiles_);
@@ -96,6 +97,22 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
 
 bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
   return coop_ && call_keys(c) <= coop_max_keys_;
+}
+
+std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys) const {
+  auto core = [](const AttnTiles& t) {
+    const std::string c = !t.blocks   ? "per-key core"
+                          : t.nsg > 1 ? "staged key blocks x" + std::to_string(t.nsg)
+                                      : "key-block core";
+    return c + ", " + std::to_string(t.br) + " slots";
+  };
+  if (rows <= max_decode_rows_) return "split-K decode (" + core(decode_tiles(rows)) + ")";
+  if (coop_ && keys <= coop_max_keys_)
+    return "diff_attn_coopmat (" + std::to_string(coop_tiles_.cm) + "x" + std::to_string(coop_tiles_.cn) + "x" +
+           std::to_string(coop_tiles_.ck) + ", " + std::to_string(coop_tiles_.br) + " slots)";
+  uint32_t len = 0;
+  if (prefill_splits_for_keys(keys, &len)) return "split-K prefill (" + core(decodeN_tiles_) + ")";
+  return "prefill (" + core(prefill_tiles_) + ")";
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;

@@ -94,6 +94,9 @@ class DiffAttnKernel {
   const AttnCoopTiles& coop_tiles() const { return coop_tiles_; }
   bool prefill_uses_coopmat(const AttnCall& call) const;
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
+  // The kernel a call of `rows` queries over at most `keys` keys takes (decode up to max_decode_rows, else
+  // prefill; the recipe's choice), as `diffvk plan` shows it: the shader and its attention core.
+  std::string choice(uint32_t rows, uint64_t keys) const;
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
   AttnSoftmax softmax() const { return softmax_; }

@@ -241,16 +241,6 @@ uint32_t row_lanes(const RowGeometry& g, uint32_t steps, bool pairs, uint32_t fo
   return std::min(g.wg, std::max(lg, min_lg));
 }
 
-uint32_t row_lanes_from_env() {
-  const char* env = std::getenv("DIFFVK_ROW_LANES");
-  if (!env || !*env) return 0;
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(env, &end, 10);
-  if (*end != '\0' || env[0] == '-' || v > 1024 || (v & (v - 1)) != 0)
-    throw Error(Status::invalid_argument, std::string("DIFFVK_ROW_LANES must be 0 or a power of two up to 1024, not '") + env + "'");
-  return static_cast<uint32_t>(v);
-}
-
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c, bool fp16) {
   std::vector<uint32_t> v;
   if (c.kind == DeviceKind::cpu) v = {kLinearRegVariant};
@@ -280,13 +270,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   const DeviceCaps& dc = device.caps();
   // CPU drivers keep the shuffle form (spec constant XSH = 1: faster on lavapipe 22.3), GPUs broadcast with
   // constant lanes (radv 22.3 on gfx11 wave64 turns the shuffle into a loop that keeps the row loop rolled).
-  // DIFFVK_LINEAR_REG_SHARE=broadcast|shuffle forces one (tests run the broadcasts on CPU drivers).
-  uint32_t xsh = dc.kind == DeviceKind::cpu ? 1u : 0u;
-  if (const char* e = std::getenv("DIFFVK_LINEAR_REG_SHARE"); e && *e) {
-    if (std::string(e) != "broadcast" && std::string(e) != "shuffle")
-      throw Error(Status::invalid_argument, std::string("DIFFVK_LINEAR_REG_SHARE must be broadcast or shuffle, not '") + e + "'");
-    xsh = std::string(e) == "shuffle" ? 1u : 0u;
-  }
+  // The tuning's linear_reg_share (runtime/vk/tuning.cpp) makes the choice; tests force broadcast on CPU drivers.
+  const uint32_t xsh = device.tuning().linear_reg_shuffle ? 1u : 0u;
   reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0 &&
                   (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
@@ -360,7 +345,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // invocations (8 subgroups, barriers = coroutine switches there) were several times slower per token.
   const RowGeometry rg = row_geometry(device.caps());
   row_geo_ = rg;
-  env_lanes_ = row_force_lanes_ = row_lanes_from_env();
+  tuned_lanes_ = row_force_lanes_ = device.tuning().row_lanes;  // the tuning's row_lanes (0: the kernel's choice)
   const uint32_t one_sg = o.subgroup && rg.one_sg;
   // x32 / y32 (fp16 devices only): float32 x (the residual stream under the norm prologue or the lm_head's
   // last row) / float32 y and residual. The SwiGLU prologue reads the fp16 [gate | up] row only.
@@ -390,6 +375,31 @@ uint32_t LinearKernel::row_lanes_for(uint32_t in, bool rope) const {
   const uint32_t vw = fp16_ ? 8 : 4;
   const uint32_t steps = !row_scalar_ && in % vw == 0 ? in / vw : in;
   return row_lanes(row_geo_, steps, rope, row_force_lanes_);
+}
+
+namespace {
+std::string tile_text(const LinearTiles& t) {
+  const std::string n = std::to_string(t.variant);
+  if (t.vec) return "linear_vec #" + n + " (" + std::to_string(t.nf) + " features per workgroup)";
+  const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn);
+  if (t.coop)
+    return "linear_coopmat #" + n + " (" + tile + " tile, " + std::to_string(t.cm) + "x" + std::to_string(t.cn) + "x" +
+           std::to_string(t.ck) + " matrices)";
+  if (t.reg) return "linear_reg #" + n + " (" + tile + " tile)";
+  return "linear #" + n + " (" + tile + "x" + std::to_string(t.bk) + " shared-memory tile)";
+}
+}  // namespace
+
+std::string LinearKernel::matmul_choice(uint32_t rows, uint32_t in, uint32_t out, QuantType format) const {
+  if (format == QuantType::f16) return tile_text(choose_linear_tiles(device_.caps(), rows, in, out, fp16_));
+  const std::string q = std::string(" ") + quant_type_name(format);
+  if (quant_choice_.path == QuantRowPath::int8_dot) return "linear_reg_dot #" + std::to_string(kLinearRegVariant) + q;
+  return tile_text(choose_quant_linear_tiles(device_.caps(), rows, in, out)) + q;
+}
+
+std::string LinearKernel::row_choice(uint32_t in, bool rope) const {
+  return std::string(rope ? "linear_row_rope" : "linear_row") + " (" + std::to_string(row_features()) + " features, " +
+         std::to_string(row_lanes_for(in, rope)) + " lanes per group)";
 }
 
 void LinearKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {

@@ -161,13 +161,9 @@ RowGeometry row_geometry(const DeviceCaps& caps);
 // Q4_0 and the int8 path: in / 32). Pure. One group (g.wg) where steps >= g.wg or !g.lane_groups; otherwise
 // the smallest power of two >= steps, so that every lane has a load. Never fewer lanes than leave each group
 // one feature (two with `pairs`: the RoPE epilogue's pairs stay in one group), i.e. LG >= wg·(pairs ? 2 : 1) / nf.
-// force (DIFFVK_ROW_LANES, test hooks): that size wherever lane groups are not allowed too, rounded down to
-// a power of two and clamped to [that minimum, g.wg].
+// force (the tuning's row_lanes, Device::tuning(); test hooks): that size wherever lane groups are not allowed
+// too, rounded down to a power of two and clamped to [that minimum, g.wg].
 uint32_t row_lanes(const RowGeometry& g, uint32_t steps, bool pairs, uint32_t force = 0);
-// DIFFVK_ROW_LANES = N (a power of two): forces LG = N in every one-row kernel built afterwards (clamped as
-// row_lanes says), e.g. lane groups on lavapipe; unset, empty or 0: the device's choice. Anything else is
-// Error(invalid_argument). Read once per kernel, here only.
-uint32_t row_lanes_from_env();
 // Pipeline sets of a one-row kernel, one per LG, declared (as LazyPipelines) on first use; thread-safe.
 template <class Set>
 class RowLaneSets {
@@ -242,14 +238,19 @@ class LinearKernel {
   uint32_t row_features() const { return row_geo_.nf; }
   // Lanes per lane group record_row / record_row_rope take for a row of `in` values (row_lanes).
   uint32_t row_lanes_for(uint32_t in, bool rope = false) const;
+  // The kernel record() (record_quant() for a quantized `format`) takes for this shape, as `diffvk plan` shows
+  // it: shader, candidate and tile, from the same choice functions the record calls use (choose_linear_tiles).
+  std::string matmul_choice(uint32_t rows, uint32_t in, uint32_t out, QuantType format = QuantType::f16) const;
+  // The same for record_row / record_row_rope over dense weights: the one-row shader and its lanes per group.
+  std::string row_choice(uint32_t in, bool rope = false) const;
   // Declares the pipelines of the lane-group sizes rows of these widths take (the model's E and I), so that
   // a kernel's declared pipelines (shader-stats, build_declared_pipelines) include them. Others are declared
   // on first record.
   void declare_row_widths(const std::vector<uint32_t>& ins) const;
   // Test hook: never use the vector loads (record_row and the matrix-matrix path).
   void force_row_scalar_for_testing(bool on) { row_scalar_ = on; }
-  // Test hook: lanes per lane group of the one-row paths (as DIFFVK_ROW_LANES; 0 = the kernel's choice).
-  void force_row_lanes_for_testing(uint32_t lg) { row_force_lanes_ = lg == 0 ? env_lanes_ : lg; }
+  // Test hook: lanes per lane group of the one-row paths (as the tuning's row_lanes; 0 = back to the tuning's).
+  void force_row_lanes_for_testing(uint32_t lg) { row_force_lanes_ = lg == 0 ? tuned_lanes_ : lg; }
   const std::vector<LinearTiles>& candidates() const { return tiles_; }
   // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
   // the shaders' grid-stride loops are exercised.
@@ -270,7 +271,7 @@ class LinearKernel {
                    const LinearParams& p, BufferRange residual, Elem y_elem, bool int8 = false) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
   RowGeometry row_geo_;
-  uint32_t env_lanes_ = 0, row_force_lanes_ = 0;
+  uint32_t tuned_lanes_ = 0, row_force_lanes_ = 0;
   struct RowPipes {
     std::unique_ptr<LazyPipeline> row[2][3][2][2];  // [vector loads][prologue][x f32][y f32] (f32 ones: fp16 only)
     std::unique_ptr<LazyPipeline> rope[2][2][2];    // linear_row_rope: [vector loads][prologue none, rmsnorm][x f32]

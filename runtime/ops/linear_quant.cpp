@@ -73,7 +73,7 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
   const DeviceCaps& c = device.caps();
   const RowGeometry rg = row_geometry(c);
   geo_ = rg;
-  env_lanes_ = force_lanes_ = row_lanes_from_env();
+  tuned_lanes_ = force_lanes_ = device.tuning().row_lanes;  // the tuning's row_lanes (0: the kernel's choice)
   const uint32_t one_sg = o.subgroup && rg.one_sg;
   const uint32_t n32 = o.fp16 ? 2 : 1;
   for (QuantType t : types) {
@@ -111,6 +111,12 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
 uint32_t QuantRowKernel::lanes_for(QuantType type, uint32_t in, bool rope) const {
   const uint32_t per_step = 32;  // weights per lane step: one block in every path (linear_row.comp)
   return row_lanes(geo_, in / per_step, rope, force_lanes_);
+}
+
+std::string QuantRowKernel::row_choice(QuantType type, uint32_t in, bool rope) const {
+  const char* shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot" : "linear_row";
+  return std::string(shader) + (rope ? " rope " : " ") + quant_type_name(type) + " (" +
+         std::to_string(lanes_for(type, in, rope)) + " lanes per group)";
 }
 
 void QuantRowKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {

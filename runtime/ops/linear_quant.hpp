@@ -65,12 +65,14 @@ class QuantRowKernel {
   // Lanes per lane group (row_lanes, ops/linear.hpp) of a row of `in` weights of this format (steps: one
   // 16-byte quant vector per lane step, in / 16 for Q8_0 and in / 32 for Q4_0; one block of 32 on the int8 path).
   uint32_t lanes_for(QuantType type, uint32_t in, bool rope = false) const;
+  // The kernel record / record_rope take for a row of `in` weights of this format, as `diffvk plan` shows it.
+  std::string row_choice(QuantType type, uint32_t in, bool rope = false) const;
   // As LinearKernel::declare_row_widths, for every format this kernel has.
   void declare_row_widths(const std::vector<uint32_t>& ins) const;
   // Test hook: cap the dispatched workgroup count (0 = the device limit) to exercise the grid-stride loop.
   void limit_workgroups_for_testing(uint32_t x) { test_limit_ = x; }
-  // Test hook: lanes per lane group (as DIFFVK_ROW_LANES; 0 = the kernel's choice).
-  void force_row_lanes_for_testing(uint32_t lg) { force_lanes_ = lg == 0 ? env_lanes_ : lg; }
+  // Test hook: lanes per lane group (as the tuning's row_lanes; 0 = back to the tuning's).
+  void force_row_lanes_for_testing(uint32_t lg) { force_lanes_ = lg == 0 ? tuned_lanes_ : lg; }
 
  private:
   Device& device_;
@@ -78,7 +80,7 @@ class QuantRowKernel {
   bool fp16_ = false;
   uint32_t test_limit_ = 0;
   RowGeometry geo_;  // the dense one-row kernel's geometry (row_geometry)
-  uint32_t env_lanes_ = 0, force_lanes_ = 0;
+  uint32_t tuned_lanes_ = 0, force_lanes_ = 0;
   bool types_[2] = {false, false};  // [q8_0, q4_0]: built
   struct Pipes {
     std::unique_ptr<LazyPipeline> row[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]

@@ -10,65 +10,11 @@
 #include "vk/pipeline_cache_file.hpp"
 #include "platform.hpp"
 #include "vk/shader_blob.hpp"
+#include "vk/tuning.hpp"
 
 namespace diffvk {
 
 namespace {
-// A variable that forces cooperative matrices (`setting`) on a device without a usable shape: an error naming why.
-void require_coopmat_shape(const DeviceCaps& c, const char* setting) {
-  if (!c.coopmat_m)
-    throw Error(Status::unsupported, std::string(setting) + ", but device '" + c.name + "' has no usable cooperative-matrix shape (" +
-                                         (c.coopmat_note.empty() ? std::string("no VK_KHR_cooperative_matrix") : c.coopmat_note) + ")");
-}
-// DIFFVK_COOPMAT = on | off | auto (unset: auto, the tuning's choice). on: the quirk coopmat_emulated is
-// dropped, so the matmul (and the differential prefill attention where D fits the shape, attn_uses_coopmat) takes
-// the cooperative-matrix path wherever the device has a usable shape (CI's
-// Mesa 26 pass forces it on lavapipe this way); a device without one is an error. off: no cooperative
-// matrices. Anything else is an error naming the variable.
-void apply_coopmat_env(DeviceCaps& c) {
-  const char* env = std::getenv("DIFFVK_COOPMAT");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return;
-  if (std::strcmp(env, "off") == 0) {
-    if (c.coopmat_m) platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=off: no cooperative matrices on '" + c.name + "'");
-    c.coopmat_m = c.coopmat_n = c.coopmat_k = 0;
-    c.coopmat_note = "off by DIFFVK_COOPMAT=off";
-    return;
-  }
-  if (std::strcmp(env, "on") != 0)
-    throw Error(Status::invalid_argument, std::string("DIFFVK_COOPMAT must be on, off or auto, not '") + env + "'");
-  require_coopmat_shape(c, "DIFFVK_COOPMAT=on");
-  drop_quirk(c, "coopmat_emulated");
-  c.coopmat_note = "forced on by DIFFVK_COOPMAT=on";
-  platform::log(platform::LogLevel::info, "DIFFVK_COOPMAT=on: the matmul and the prefill attention use cooperative matrices on '" + c.name + "'");
-}
-// DIFFVK_ATTN_CORE = blocks | staged | keys | coopmat | auto (unset: auto). blocks drops the quirk per_key_attention (the
-// attention kernels take the key-block core wherever they run the subgroup variant: CI forces it on lavapipe and
-// SwiftShader this way) and applies no_kv_staging (one subgroup per workgroup); staged drops both (prefill also stages
-// K/V blocks for several subgroups, as on GPUs); keys applies per_key_attention (one key at a time everywhere).
-// coopmat: the differential prefill takes the cooperative-matrix kernel (shaders/coopmat/diff_attn_coopmat.comp)
-// in every kernel (quirk coopmat_emulated dropped; DeviceCaps::attn_coopmat_forced: a kernel that cannot is an
-// error); a device without a usable shape is an error here. Anything else is an error.
-void apply_attn_core_env(DeviceCaps& c) {
-  const char* env = std::getenv("DIFFVK_ATTN_CORE");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return;
-  if (std::strcmp(env, "keys") == 0) {
-    force_quirk(c, "per_key_attention");
-    return;
-  }
-  if (std::strcmp(env, "coopmat") == 0) {
-    require_coopmat_shape(c, "DIFFVK_ATTN_CORE=coopmat");
-    drop_quirk(c, "coopmat_emulated");
-    c.attn_coopmat_forced = true;
-    platform::log(platform::LogLevel::info, "DIFFVK_ATTN_CORE=coopmat: prefill attention uses cooperative matrices on '" + c.name + "'");
-    return;
-  }
-  const bool staged = std::strcmp(env, "staged") == 0;
-  if (!staged && std::strcmp(env, "blocks") != 0)
-    throw Error(Status::invalid_argument, std::string("DIFFVK_ATTN_CORE must be blocks, staged, keys, coopmat or auto, not '") + env + "'");
-  drop_quirk(c, "per_key_attention");
-  if (staged) drop_quirk(c, "no_kv_staging");
-  else force_quirk(c, "no_kv_staging");
-}
 using platform::LogLevel;
 
 std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
@@ -151,17 +97,15 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   auto pds = physical_devices(inst);
   std::vector<DeviceCaps> all;
   for (uint32_t i = 0; i < pds.size(); ++i) all.push_back(probe_device(inst, pds[i], i, d->instance_->api_version()));
-  std::string selector = options.device;
-  if (selector.empty())
-    if (const char* env = std::getenv("DIFFVK_DEVICE")) selector = env;
+  const DeviceEnvironment env = read_device_environment();
+  const std::string selector = options.device.empty() ? env.device : options.device;
   const uint32_t idx = select_device(all, selector);
   d->physical_ = pds[idx];
   d->caps_ = all[idx];
   if (options.simulate_heap_bytes)
     for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
-  for (const std::string& q : options.force_quirks) force_quirk(d->caps_, q);
-  apply_coopmat_env(d->caps_);
-  apply_attn_core_env(d->caps_);
+  // The tuning: caps, then quirks (probe_device applied the table), then the overrides (runtime/vk/tuning.cpp).
+  d->tuning_ = apply_tuning(d->caps_, tuning_overrides(options, env));
   if (options.simulate_max_storage_buffer_range)
     d->caps_.max_storage_buffer_range = std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
   const DeviceCaps& c = d->caps_;
@@ -241,8 +185,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
   if (c.coopmat_m != 0 && !d->fp16_) {
     platform::log(LogLevel::info, "device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
-    d->caps_.coopmat_m = d->caps_.coopmat_n = d->caps_.coopmat_k = 0;
-    d->caps_.coopmat_note = "fp32 precision (the cooperative-matrix shaders take fp16)";
+    tuning_without_coopmat(d->tuning_, d->caps_, "fp32 precision (the cooperative-matrix shaders take fp16)");
   }
   if (d->coopmat()) {
     coopf.cooperative_matrix = VK_TRUE;
@@ -519,6 +462,7 @@ std::unique_ptr<Context> Context::create(const ContextOptions& options) {
   return std::unique_ptr<Context>(new Context(Device::create(options)));
 }
 const DeviceCaps& Context::caps() const { return device_->caps(); }
+const Tuning& Context::tuning() const { return device_->tuning(); }
 Precision Context::precision() const { return device_->fp16() ? Precision::fp16 : Precision::fp32; }
 bool Context::validation_enabled() const { return device_->validation(); }
 void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }

@@ -54,6 +54,8 @@ class Device {
   uint32_t queue_family() const { return queue_family_; }
   VkPipelineCache pipeline_cache() const { return cache_; }
   const DeviceCaps& caps() const { return caps_; }
+  // The kernel choices resolved when the device opened (runtime/vk/tuning.cpp); caps() has its quirks applied.
+  const Tuning& tuning() const { return tuning_; }
   bool fp16() const { return fp16_; }                      // fp16-storage shader variants in use
   bool subgroup_arithmetic() const { return subgroup_; }   // subgroup shader variants in use
   // VK_KHR_cooperative_matrix enabled (caps().coopmat_shape()): the caps keep a shape only where it is enabled
@@ -156,6 +158,7 @@ class Device {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string cache_path_;
   DeviceCaps caps_;
+  Tuning tuning_;
   bool fp16_ = false;
   bool subgroup_ = false;
   std::unique_ptr<class Buffer> zero_;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "platform.hpp"
+#include "vk/tuning.hpp"
 #include "vk/vk_check.hpp"
 
 #ifndef DIFFVK_VALIDATION_DEFAULT
@@ -100,13 +101,7 @@ std::vector<std::string> known_loader_messages() {
       ::closedir(d);
     }
   }
-  for (const char* var : {"VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"})
-    if (const char* v = std::getenv(var)) {
-      std::stringstream ss(v);
-      std::string item;
-      while (std::getline(ss, item, ':'))
-        if (!item.empty()) jsons.push_back(item);
-    }
+  for (const std::string& f : read_device_environment().icd_files) jsons.push_back(f);
   std::set<std::string> seen;
   for (const auto& j : jsons) {
     const std::string lib = icd_library_path(j);
@@ -124,15 +119,15 @@ std::vector<std::string> known_loader_messages() {
   return out;
 }
 
-bool validation_requested(int option) {
+bool validation_requested(int option, const std::string& env) {
   if (option == 0 || option == 1) return option == 1;
-  if (const char* env = std::getenv("DIFFVK_VALIDATION"); env && *env) return std::strcmp(env, "0") != 0;
+  if (!env.empty()) return env != "0";
   return DIFFVK_VALIDATION_DEFAULT != 0;
 }
 
 Instance::Instance(int validation, std::function<void(MessageSeverity, const std::string&)> on_message)
     : on_message_(std::move(on_message)) {
-  validation_ = validation_requested(validation);
+  validation_ = validation_requested(validation, read_device_environment().validation);
   if (validation_) allowed_messages_ = known_loader_messages();
   uint32_t loader_version = VK_API_VERSION_1_0;
   auto enum_version = reinterpret_cast<PFN_vkEnumerateInstanceVersion>(

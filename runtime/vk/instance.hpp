@@ -39,18 +39,21 @@ class Instance {
 // loader_icd_scan's "Failed loading library associated with ICD JSON <lib>. Ignoring this JSON".
 std::vector<std::string> known_loader_messages();
 
-// Resolves the validation request: explicit 0/1 wins, else DIFFVK_VALIDATION=0/1, else the build default.
-bool validation_requested(int option);
+// Resolves the validation request: explicit 0/1 wins, else DIFFVK_VALIDATION=0/1 (`env`: its value, "" when
+// unset; runtime/vk/tuning.hpp's read_device_environment), else the build default.
+bool validation_requested(int option, const std::string& env);
 
 // Probes one physical device (pure query, no logical device).
 DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index, uint32_t instance_api);
 
 // Fills caps.quirks from the named table (runtime/vk/quirks.cpp).
 void apply_quirks(DeviceCaps& caps);
-// Adds the named quirk of that table as if the driver matched it (ContextOptions::force_quirks, a test
-// hook). Throws Error(invalid_argument) for a name the table does not have.
+// Adds the named quirk of that table as if the driver matched it (the tuning override quirk=NAME, e.g.
+// ContextOptions::force_quirks, a test hook). Throws Error(invalid_argument) for a name the table does not have.
 void force_quirk(DeviceCaps& caps, const std::string& name);
-// Removes the named quirk, if present (the environment's overrides: DIFFVK_COOPMAT, DIFFVK_ATTN_CORE).
+// Removes the named quirk, if present (the tuning's overrides, runtime/vk/tuning.cpp).
 void drop_quirk(DeviceCaps& caps, const char* name);
+// The names of the quirk table, in its order.
+std::vector<const char*> quirk_names();
 
 }  // namespace diffvk

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "diffvk/error.hpp"
 #include "vk/instance.hpp"
@@ -33,7 +34,7 @@ const QuirkRule kRules[] = {
     {{"coopmat_emulated",
       "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower than its "
       "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path and prefill attention its scalar kernel "
-      "(DIFFVK_COOPMAT=on or DIFFVK_ATTN_CORE=coopmat forces coopmat, for tests)"},
+      "(tuning coopmat=on or attn_core=coopmat forces coopmat, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu && c.coopmat_m != 0; }},
     {{"coopmat_wide_subgroup_crash",
       "Mesa 26.1 lavapipe with 512-bit vectors (subgroups of 16: AVX-512 hosts, or LP_NATIVE_VECTOR_WIDTH=512) crashes in "
@@ -42,11 +43,13 @@ const QuirkRule kRules[] = {
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && c.coopmat_m != 0 && c.subgroup_size > 8; }},
     {{"per_key_attention",
       "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
-      "loops; attention streams one key at a time with Q in registers (DIFFVK_ATTN_CORE=blocks forces the block core, for tests)"},
+      "loops; attention streams one key at a time with Q in registers (tuning attn_core=blocks forces the block core, "
+      "for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
     {{"no_kv_staging",
       "CPU drivers: shared memory is ordinary memory and a barrier a coroutine switch, so staging K/V blocks in shared "
-      "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (DIFFVK_ATTN_CORE=staged forces it)"},
+      "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (tuning attn_core=staged "
+      "forces it)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
@@ -64,6 +67,12 @@ void apply_quirks(DeviceCaps& caps) {
                         std::to_string(caps.subgroup_size);
     drop_quirk(caps, "coopmat_emulated");
   }
+}
+
+std::vector<const char*> quirk_names() {
+  std::vector<const char*> out;
+  for (const auto& r : kRules) out.push_back(r.quirk.name);
+  return out;
 }
 
 void drop_quirk(DeviceCaps& caps, const char* name) {

@@ -1,7 +1,7 @@
 // write_file_atomic (platform) against a FIFO or a directory that appears at the target between its
 // first check and the rename: on Linux the rename is an exchange, checked afterwards and undone,
-// so the FIFO stays where it was and the write fails naming it. The window is the test hook
-// DIFFVK_TEST_WRITE_PAUSE_MS (the write pauses with its temporary written).
+// so the FIFO stays where it was and the write fails naming it. The window is the test-only seam
+// platform::testing::set_after_temp_write (the write pauses with its temporary written).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -16,6 +16,7 @@
 #include "diffvk/error.hpp"
 #include "file_test_util.hpp"
 #include "platform.hpp"
+#include "platform_test_hooks.hpp"
 
 using namespace io_test;
 
@@ -27,7 +28,8 @@ TEST_CASE("io: a FIFO or directory that appears during an atomic write is left a
     const std::string path = tmp.path + "/out.bin";
     put_file(path, "old");
     std::string error;
-    ::setenv("DIFFVK_TEST_WRITE_PAUSE_MS", "1000", 1);
+    diffvk::platform::testing::set_after_temp_write(
+        [](const std::string&) { std::this_thread::sleep_for(std::chrono::milliseconds(1000)); });
     std::thread writer([&] {
       try {
         diffvk::platform::write_file_atomic(path, "new", 3);
@@ -39,7 +41,7 @@ TEST_CASE("io: a FIFO or directory that appears during an atomic write is left a
     REQUIRE(::unlink(path.c_str()) == 0);
     REQUIRE((fifo ? ::mkfifo(path.c_str(), 0600) : ::mkdir(path.c_str(), 0700)) == 0);
     writer.join();
-    ::unsetenv("DIFFVK_TEST_WRITE_PAUSE_MS");
+    diffvk::platform::testing::set_after_temp_write(nullptr);
     struct stat st;
     REQUIRE(::lstat(path.c_str(), &st) == 0);
     CHECK((fifo ? S_ISFIFO(st.st_mode) : S_ISDIR(st.st_mode)));

@@ -257,9 +257,16 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The write pauses with its temporary written: the test-only shim preloaded (after any preload already set).
     std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) env_s.push_back(*e);
-    env_s.push_back("DIFFVK_TEST_WRITE_PAUSE_MS=20000");
+    std::string preload = DIFFVK_FSYNC_PAUSE_SHIM;
+    for (char** e = environ; *e; ++e) {
+      const std::string v = *e;
+      if (v.rfind("LD_PRELOAD=", 0) == 0) preload = v.substr(11) + ":" + preload;
+      else env_s.push_back(v);
+    }
+    env_s.push_back("LD_PRELOAD=" + preload);
+    env_s.push_back("DIFFVK_TEST_FSYNC_PAUSE_MS=20000");
     std::vector<char*> envp;
     for (auto& e : env_s) envp.push_back(e.data());
     envp.push_back(nullptr);

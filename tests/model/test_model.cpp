@@ -138,6 +138,13 @@ TEST_CASE("model: one static plan places every intermediate") {
   // The residual stream and the logits are float32 in every precision.
   CHECK(r.find("x (residual stream) [f32]") != std::string::npos);
   CHECK(r.find("logits [f32]") != std::string::npos);
+  // Every node names its kernel, chosen by the ops under the device's tuning: a prefill chunk and a decode step.
+  CHECK(r.find("kernels, rows=16 last:") != std::string::npos);
+  CHECK(r.find("kernels, rows=1 last:") != std::string::npos);
+  CHECK(r.find("split-K decode (") != std::string::npos);
+  CHECK(r.find("prefill (") != std::string::npos);
+  CHECK(r.find("linear_row") != std::string::npos);
+  CHECK(r.find("  -\n") == std::string::npos);  // no node without its kernel
 }
 
 // The plan derived from the recipe places the bundled model's intermediates at the planner's lower

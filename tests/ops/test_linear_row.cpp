@@ -45,32 +45,45 @@ TEST_CASE("linear_row: invalid arguments are rejected") {
   CHECK(prog.op_count() == 1);
 }
 
-TEST_CASE("linear_row: DIFFVK_ROW_LANES forces the lane groups and refuses what is not a power of two") {
-  auto ctx = test::make_context(Precision::fp32);
+TEST_CASE("linear_row: the tuning's row_lanes forces the lane groups and refuses what is not a power of two") {
+  ContextOptions o = test::validated_options(Precision::fp32);
+  o.tuning = "row_lanes=2";
+  auto ctx = Context::create(o);
   Device& dev = ctx->device();
-  struct Env {
-    explicit Env(const char* v) { setenv("DIFFVK_ROW_LANES", v, 1); }
-    ~Env() { unsetenv("DIFFVK_ROW_LANES"); }
-  };
+  REQUIRE(dev.tuning().row_lanes == 2);
+  CHECK(dev.tuning().why("row_lanes") == "override row_lanes=2 (ContextOptions::tuning)");
   const RowGeometry g = row_geometry(dev.caps());
   {
-    Env e("2");
     LinearKernel kernel(dev, KernelOptions::for_device(dev));
     CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false, 2));
     CHECK(kernel.row_lanes_for(16, true) == row_lanes(g, 16 / 4, true, 2));
-    kernel.force_row_lanes_for_testing(4);  // the test hook overrides it, and 0 goes back to the variable
+    kernel.force_row_lanes_for_testing(4);  // the test hook overrides it, and 0 goes back to the tuning's
     CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false, 4));
     kernel.force_row_lanes_for_testing(0);
     CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false, 2));
   }
+  struct Env {  // the older variable, an alias of the key, wins over ContextOptions::tuning
+    explicit Env(const char* v) { setenv("DIFFVK_ROW_LANES", v, 1); }
+    ~Env() { unsetenv("DIFFVK_ROW_LANES"); }
+  };
   {
     Env e("0");
-    LinearKernel kernel(dev, KernelOptions::for_device(dev));
+    auto c0 = Context::create(o);
+    CHECK(c0->device().tuning().row_lanes == 0);
+    LinearKernel kernel(c0->device(), KernelOptions::for_device(c0->device()));
     CHECK(kernel.row_lanes_for(16) == row_lanes(g, 16 / 4, false));
   }
   for (const char* bad : {"3", "-4", "four", "4x", "2048"}) {
     Env e(bad);
     CAPTURE(bad);
-    CHECK(test::status_of([&] { LinearKernel k(dev, KernelOptions::for_device(dev)); }) == Status::invalid_argument);
+    try {
+      (void)Context::create(o);
+      FAIL("accepted");
+    } catch (const Error& err) {
+      CHECK(err.status() == Status::invalid_argument);
+      CHECK(std::string(err.what()).find("DIFFVK_ROW_LANES") != std::string::npos);
+    }
   }
+  o.tuning = "row_lanes=3";
+  CHECK(test::status_of([&] { (void)Context::create(o); }) == Status::invalid_argument);
 }

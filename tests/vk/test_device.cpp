@@ -12,6 +12,7 @@
 #include "platform.hpp"
 #include "vk/instance.hpp"
 #include "vk/program.hpp"
+#include "vk/tuning.hpp"
 
 using namespace diffvk;
 
@@ -112,6 +113,71 @@ TEST_CASE("device: quirks table matches by capability") {
   CHECK_FALSE(c.has_quirk("coopmat_emulated"));
   CHECK(c.coopmat_m == 0);
   CHECK(c.coopmat_note.find("coopmat_wide_subgroup_crash") != std::string::npos);
+}
+
+// The one tuning path (runtime/vk/tuning.cpp), pure: DIFFVK_TUNING's parser, then caps, quirks and overrides
+// resolved with why, on simulated devices (no device opened).
+TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys and bad values, and records why") {
+  const auto ov = parse_tuning(
+      " coopmat=off, attn_core = blocks,,row_lanes=4,linear_reg_share=broadcast,quirk=no_kv_staging", "DIFFVK_TUNING");
+  REQUIRE(ov.size() == 5);
+  CHECK(ov[1].key == "attn_core");
+  CHECK(ov[1].value == "blocks");
+  CHECK(ov[1].setting() == "attn_core=blocks (DIFFVK_TUNING)");
+  CHECK(parse_tuning("", "DIFFVK_TUNING").empty());
+  auto error = [](const std::string& text) {
+    try {
+      parse_tuning(text, "DIFFVK_TUNING");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(error("tile_size=4").find("'tile_size' is unknown") != std::string::npos);
+  CHECK(error("attn_core=fast").find("'attn_core' must be") != std::string::npos);
+  CHECK(error("coopmat").find("'coopmat' has no value") != std::string::npos);
+  CHECK(error("quirk=no_such_quirk").find("no_such_quirk") != std::string::npos);
+  for (const char* bad : {"row_lanes=3", "row_lanes=-4", "row_lanes=four", "row_lanes=2048", "row_lanes="})
+    CHECK(error(bad).find("'row_lanes'") != std::string::npos);
+  CHECK(error("row_lanes=1024") == "accepted");
+  CHECK(error("DIFFVK_TUNING=coopmat=on").find("DIFFVK_TUNING") != std::string::npos);
+
+  // A CPU driver: its quirks choose the per-key core and the shuffles; the overrides change both, saying so.
+  DeviceCaps c;
+  c.kind = DeviceKind::cpu;
+  c.name = "sim";
+  apply_quirks(c);
+  DeviceCaps auto_caps = c;
+  const Tuning t = apply_tuning(auto_caps, {});
+  CHECK(t.attn_core == "keys");
+  CHECK(t.why("attn_core") == "quirk per_key_attention");
+  CHECK(t.linear_reg_shuffle);
+  CHECK(t.why("linear_reg_share").rfind("cap: ", 0) == 0);
+  CHECK_FALSE(t.coopmat);
+  CHECK(t.row_lanes == 0);
+  CHECK(t.describe().find("attn_core") != std::string::npos);
+  DeviceCaps forced = c;
+  const Tuning f =
+      apply_tuning(forced, parse_tuning("attn_core=blocks,linear_reg_share=broadcast,row_lanes=2", "DIFFVK_TUNING"));
+  CHECK(f.attn_core == "blocks");
+  CHECK(f.why("attn_core") == "override attn_core=blocks (DIFFVK_TUNING)");
+  CHECK_FALSE(forced.has_quirk("per_key_attention"));
+  CHECK(forced.has_quirk("no_kv_staging"));
+  CHECK_FALSE(f.linear_reg_shuffle);
+  CHECK(f.row_lanes == 2);
+  // A later override of a key wins; auto goes back to the device's choice.
+  DeviceCaps again = c;
+  CHECK(apply_tuning(again, parse_tuning("attn_core=staged,attn_core=auto", "x")).attn_core == "keys");
+  // Cooperative matrices forced on a device without a usable shape: unsupported, naming the setting.
+  DeviceCaps none = c;
+  try {
+    apply_tuning(none, parse_tuning("coopmat=on", "DIFFVK_TUNING"));
+    FAIL("coopmat=on was accepted without a shape");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(std::string(e.what()).find("coopmat=on (DIFFVK_TUNING)") != std::string::npos);
+  }
 }
 
 TEST_CASE("device: fp32 fallback is chosen and reported when fp16 is unavailable") {
