@@ -243,7 +243,7 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
     throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): range of " + std::to_string(length) +
                                               " bytes at offset " + std::to_string(offset) + " is too large");
   }
-  // The caller's size is checked against the file before anything is allocated (issue 23: a size lie
+  // The caller's size is checked against the file before anything is allocated (a size lie
   // grew the process to the lie's size first). Where fstat gives no size (a device), the buffer grows
   // with what is read.
   struct stat st;

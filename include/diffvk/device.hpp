@@ -53,7 +53,7 @@ struct DeviceCaps {
   uint32_t subgroup_min_size = 0, subgroup_max_size = 0;  // VK_EXT_subgroup_size_control (== default when absent)
   bool subgroup_size_control = false;
   // shaderIntegerDotProduct (Vulkan 1.3 core, else VK_KHR_shader_integer_dot_product), and whether the
-  // driver says it runs 4x8-bit packed signed and mixed-signedness dot products in hardware (issue 19's
+  // driver says it runs 4x8-bit packed signed and mixed-signedness dot products in hardware (the
   // int8 decode path: QuantRowKernel picks it only where they are accelerated).
   bool integer_dot_product = false;
   bool int8_dot_accelerated = false;
@@ -83,7 +83,7 @@ struct DeviceCaps {
   std::vector<Quirk> quirks;  // quirks that apply to this device
   bool has_quirk(const char* name) const;
 
-  // VK_KHR_cooperative_matrix (issue 20): the float16 x float16 -> float32, subgroup-scope shape M x N x K
+  // VK_KHR_cooperative_matrix: the float16 x float16 -> float32, subgroup-scope shape M x N x K
   // that the cooperative-matrix matmul uses, as the driver lists it (0 x 0 x 0: none usable; the shaders also
   // need shaderFloat16, 16-bit storage and vulkanMemoryModel). coopmat_shapes: every shape the driver lists,
   // "16x16x16 f16*f16+f32->f32 subgroup, ..." (empty without the extension). coopmat_note: why none is

@@ -1,4 +1,4 @@
-// The one PNG canvas of diffvk (issue 18): an RGB image with filled rectangles, frames, thick (dashed)
+// The one PNG canvas of diffvk: an RGB image with filled rectangles, frames, thick (dashed)
 // lines and text in the 5x7 font of font5x7.hpp, encoded by stb_image_write. Used by the benchmark's
 // figure (plot.cpp) and by the attention maps of `diffvk attn-map` (attn_map_png.cpp).
 #pragma once

@@ -61,7 +61,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     }
   }
   const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
-  // Saved state (issue 24 item 2): the P-token prompt's state saved and restored into another session,
+  // Saved state: the P-token prompt's state saved and restored into another session,
   // checked first (the restored session's next logits equal the saved one's, bit for bit), then timed.
   // The peak device memory figure is that of the model and its timed session (the second session below is not counted).
   const uint64_t dev_peak_runs = device_bytes_peak() - dev0;
@@ -100,7 +100,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const PeakFraction decode_pf = peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
   const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
   const double fraction = bound_s / (ds.median / N);
-  // Which matmul the prefill's linears take (issue 20: cooperative matrices shown where they are used, and
+  // Which matmul the prefill's linears take (cooperative matrices shown where they are used, and
   // why not where the device has them).
   std::string why_not;
   const DeviceCaps& dc = ctx.device().caps();

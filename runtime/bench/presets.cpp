@@ -129,7 +129,7 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
   std::vector<bool> phases;
   if (a.phase != "prefill") phases.push_back(true);  // decode first: cheap, and fills the budget estimate
   if (a.phase != "decode") phases.push_back(false);
-  std::vector<bool> variants;  // DIFF V2 (issue 22) after V1
+  std::vector<bool> variants;  // DIFF V2 after V1
   if (a.variant != "v2") variants.push_back(false);
   if (a.variant != "v1") variants.push_back(true);
   for (bool v2 : variants)

@@ -106,7 +106,7 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
     }
     if (!any) out.push_back(unmeasured_target(names[k]));
   }
-  // DIFF V2 (issue 22), on the cases that have a V2 run: ratios of medians from the same run.
+  // DIFF V2, on the cases that have a V2 run: ratios of medians from the same run.
   const char* v2names[3] = {"v2 decode T>=2048: fused >= 1.35x two-pass", "v2 decode T>=2048: plain 2H / fused >= 0.91 (fused <= 1.1x)",
                             "v2 prefill T>=512: fused >= 1.2x two-pass"};
   bool any_v2 = false;
@@ -210,7 +210,7 @@ bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, con
       else if (r.impl[i].ran) line += strf(" | %s vs cpu max abs %.2e", kImplNames[i], r.impl[i].vs_cpu.max_abs);
     sink.report(line);
   }
-  if (!targets.empty()) sink.report("\ntargets (issue 4; ratios from this one run):");
+  if (!targets.empty()) sink.report("\ntargets (ratios from this one run):");
   for (const auto& t : targets) {
     if (t.unit.empty()) {
       sink.reportf("  %-62s %s", t.target.c_str(), t.note.c_str());

@@ -151,7 +151,7 @@ Result run(Context& ctx, const Options& o) {
     return Result{j.dump(2) + "\n", ok};
   }
 
-  // ---- the matmul row (issue 20: f16 weights, M = 512, K = N = 2048), before the attention cases; not in --quick,
+  // ---- the matmul row (f16 weights, M = 512, K = N = 2048), before the attention cases; not in --quick,
   // nor under --preset phone (a 20 s budget: 4.3 GFLOP per run is most of it on a phone, minutes on a CPU driver)
   bool mm_ok = true;
   json mm = json(nullptr);

@@ -95,7 +95,7 @@ constexpr uint32_t kAttnStagedQueries = 16;
 // The same tiles with one subgroup per workgroup (no staged K/V): what the chooser had before staging.
 AttnTiles attn_unstaged(const AttnTiles& t, uint32_t D);
 
-// The cooperative-matrix prefill (issue 20; shaders/coopmat/diff_attn_coopmat.comp): a workgroup of nsg subgroups
+// The cooperative-matrix prefill (shaders/coopmat/diff_attn_coopmat.comp): a workgroup of nsg subgroups
 // of sg invocations (pinned to sg where the device's sizes vary) owns br = cm row slots of one K/V group and takes
 // the keys in blocks of bc (a multiple of cn and ck): S = Q·Kᵀ and O += P·V on cm x cn x ck matrices, the driver's
 // shape (DeviceCaps::coopmat_m/n/k). The differential softmax over fp16 K/V rows only (DIFF V2, the single-softmax

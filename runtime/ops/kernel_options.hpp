@@ -21,7 +21,7 @@ struct KernelOptions {
 inline size_t storage_bytes(bool fp16) { return fp16 ? 2 : 4; }
 
 // Element type of a tensor argument that may differ from the storage type. The model keeps its residual
-// stream and its logits in float32 in every precision (issue 13: real activations exceed fp16's 65504);
+// stream and its logits in float32 in every precision (real activations exceed fp16's 65504);
 // fp16 storage is for the weights, the KV cache and the activations between kernels.
 enum class Elem : uint32_t { storage = 0, f32 = 1 };
 inline size_t elem_bytes(Elem e, bool fp16) { return e == Elem::f32 ? 4 : storage_bytes(fp16); }

@@ -214,7 +214,7 @@ RowGeometry row_geometry(const DeviceCaps& c) {
   RowGeometry g;
   g.wg = pick_pow2_workgroup(c, std::max(8u, c.subgroup_size));
   // 8 features per workgroup on GPUs; on CPU drivers each workgroup is one SIMD batch with a fixed cost of
-  // several µs (llvmpipe), so 32 features share it and x's loads (BENCHMARKS.md, issue 21 item 5).
+  // several µs (llvmpipe), so 32 features share it and x's loads (BENCHMARKS.md).
   g.nf = c.kind == DeviceKind::cpu ? kCpuRowFeatures : std::min(8u, g.wg);
   if (c.subgroup_size_control && c.subgroup_min_size != c.subgroup_max_size && g.wg >= c.subgroup_min_size &&
       g.wg <= c.subgroup_max_size)

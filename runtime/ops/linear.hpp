@@ -78,7 +78,7 @@ LinearTiles choose_quant_linear_tiles(const DeviceCaps& caps, uint32_t rows, uin
 // drivers, [0] and [3] on Mali, [0]-[3] elsewhere; plus [4] where linear_uses_coopmat.
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& caps, bool fp16 = true);
 
-// The two ways the quantized kernels multiply Q8_0 / Q4_0 weights (issue 19): dequantize the weights in
+// The two ways the quantized kernels multiply Q8_0 / Q4_0 weights: dequantize the weights in
 // registers (or on the way into shared memory) and accumulate in fp32, or quantize the activations per block of
 // 32 to int8 (Q8_0's rule, shaders/q8_0.glsl) and use 4x8-bit integer dot products (linear_row_dot.comp for one
 // row, linear_reg_dot.comp for more; their results differ from the dequantizing path's by the activations'
@@ -156,7 +156,7 @@ struct RowGeometry {
   bool lane_groups = false;
 };
 RowGeometry row_geometry(const DeviceCaps& caps);
-// Lanes per lane group (LG, spec constant 8 of linear_row.glsl; issue 21 item 5) of a one-row dispatch whose
+// Lanes per lane group (LG, spec constant 8 of linear_row.glsl) of a one-row dispatch whose
 // rows take `steps` load steps (dense: in / 8 in fp16, in / 4 in fp32 with vector loads, else in; Q8_0: in / 16;
 // Q4_0 and the int8 path: in / 32). Pure. One group (g.wg) where steps >= g.wg or !g.lane_groups; otherwise
 // the smallest power of two >= steps, so that every lane has a load. Never fewer lanes than leave each group

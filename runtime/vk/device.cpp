@@ -171,7 +171,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     f2.pNext = &sscf;
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
-  // Integer dot products (issue 19's int8 decode path, linear_row_dot.comp).
+  // Integer dot products (the int8 decode path: linear_row.comp's variant linear_row_dot).
   VkPhysicalDeviceShaderIntegerDotProductFeatures idot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   if (c.integer_dot_product) {
     idot.shaderIntegerDotProduct = VK_TRUE;
@@ -179,7 +179,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     f2.pNext = &idot;
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   }
-  // Cooperative matrices (issue 20, linear_coopmat.comp): the extension, its feature and the Vulkan memory
+  // Cooperative matrices (linear_coopmat.comp): the extension, its feature and the Vulkan memory
   // model its SPIR-V declares; only with fp16 storage (the shader's inputs are float16).
   CoopmatFeaturesKHR coopf;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};

@@ -152,7 +152,7 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
     idotf.pNext = s16.pNext;
     s16.pNext = &idotf;
   }
-  // Cooperative matrices (issue 20): the extension's feature, and the Vulkan memory model its shaders need.
+  // Cooperative matrices: the extension's feature, and the Vulkan memory model its shaders need.
   const bool has_coop = has_extension(pd, kCoopmatExtension);
   CoopmatFeaturesKHR coopf;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};

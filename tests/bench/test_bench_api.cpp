@@ -267,7 +267,7 @@ TEST_CASE("bench api: op rows come from the op case table and are checked before
   CHECK(table_line);
 }
 
-TEST_CASE("bench api: the matmul table has issue 20's shapes and weight types in each precision") {
+TEST_CASE("bench api: the matmul table has the sweep's shapes and weight types in each precision") {
   const auto full = bench::matmul_table_cases(true);
   CHECK(full.size() == 2 * 4 * 5 * 3);  // precisions x M x (K, N) x weights
   std::set<std::string> names;

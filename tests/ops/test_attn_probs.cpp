@@ -1,5 +1,5 @@
-// Issue 13 item 5: the attention-map debug path. shaders/attn_probs.comp against the float64
-// reference (ref::attention_probs; DIFF V2: ref::diff_v2_probs, issue 22 item 5) through the op's case table at
+// The attention-map debug path. shaders/attn_probs.comp against the float64
+// reference (ref::attention_probs; DIFF V2: ref::diff_v2_probs) through the op's case table at
 // docs/maths.md kernel tolerances, outputs poisoned, chunks at static and dynamic positions, a head subset, rows
 // outside the chunk left untouched; then Session::attention_maps on tiny DIFF V1 and V2 models against the
 // reference model's layer (docs/maths.md layer scope), and its argument errors.
@@ -76,7 +76,7 @@ void session_maps(Precision precision) {
   CHECK(s->position() == toks.size() + 1);  // bad arguments leave the session as it was
 }
 
-// DIFF V2 (issue 22 item 5): Session::attention_maps of a V2 model against ref::diff_v2_maps on the layer's
+// DIFF V2: Session::attention_maps of a V2 model against ref::diff_v2_maps on the layer's
 // input from the float64 model reference (ref::model_forward with ModelWeights::v2): A1 and A2 (query heads 2h
 // and 2h + 1) and λ of every query row, at the layer tolerance. Two models: the shared fixture
 // tests/data/model_tiny_v2 (H = 2, Hkv = 1: 2 pairs per KV head, D = 32, E = 96) and a synthesized one with

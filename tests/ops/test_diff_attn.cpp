@@ -224,7 +224,7 @@ TEST_CASE("diff_attn: staged prefill with Q in halves") {
   test::run_op_table("diff_v2_attn", Precision::fp16, {}, named);
 }
 
-// The cooperative-matrix prefill (issue 20; shaders/coopmat/diff_attn_coopmat.comp), forced with
+// The cooperative-matrix prefill (shaders/coopmat/diff_attn_coopmat.comp), forced with
 // DIFFVK_ATTN_CORE=coopmat over the fp16 prefill and chunk cases whose D fits the device's shape: odd S, chunks
 // after cached rows (up to 1020 keys), GQA up to 64 (slots of several queries in a tile, slots past the last
 // query), D = 8-128, 900 queries at D = 128.

@@ -120,7 +120,7 @@ namespace {
 const bench::LinearCaseParams& params(const bench::OpCase& c) { return bench::case_as<bench::LinearCase>(c).p; }
 bool not_coop(const bench::OpCase& c) { return params(c).variant != int(kLinearCoopVariant) && !params(c).int8_dot; }
 bool int8_case(const bench::OpCase& c) { return params(c).int8_dot; }
-// The int8 dot-product matmul's cases (issue 19; LinearKernel::record_quant_path int8_dot), skipped, saying why,
+// The int8 dot-product matmul's cases (LinearKernel::record_quant_path int8_dot), skipped, saying why,
 // on a device without shaderIntegerDotProduct.
 void run_int8_table(Precision p) {
   if (p == Precision::fp16 && !test::device_has_fp16()) {
@@ -143,7 +143,7 @@ TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::f
 TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16, {}, not_coop); }
 TEST_CASE("linear: int8 dot-product matmul fp32") { run_int8_table(Precision::fp32); }
 TEST_CASE("linear: int8 dot-product matmul fp16") { run_int8_table(Precision::fp16); }
-// The cooperative-matrix tiles (issue 20; shaders/coopmat/linear_coopmat.comp) on devices that have a usable
+// The cooperative-matrix tiles (shaders/coopmat/linear_coopmat.comp) on devices that have a usable
 // shape: Mesa 26 lavapipe in CI's .ci/coopmat pass (there the tuning does not pick them, quirk
 // coopmat_emulated; the case table runs them by variant). Skipped elsewhere, saying why.
 TEST_CASE("linear: cooperative-matrix tiles") {

@@ -28,7 +28,7 @@ struct RopeRowCase {
   QuantType wq = QuantType::f16;
   bool int8 = false;  // quantized: the int8 dot-product path
   bool v2 = false;    // DIFF V2: H output heads = 2H query heads of D, H λ logits between q and k, caches of D
-  uint32_t lanes = 0;  // forced lanes per lane group (issue 21 item 5; row_lanes clamps it to whole RoPE pairs per group)
+  uint32_t lanes = 0;  // forced lanes per lane group (row_lanes clamps it to whole RoPE pairs per group)
 };
 
 void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t seed) {
@@ -192,7 +192,7 @@ void run_all(Precision precision) {
       {96, 4, 2, 16, 7, false, false, false, 0, QuantType::f16, false, true},
       {96, 2, 2, 32, 6, true, false, false, 1, QuantType::q8_0, false, true},
       {64, 4, 1, 8, 5, true, true, true, 0, QuantType::f16, false, true},
-      // Forced lane groups (issue 21 item 5): groups of 1, 2 and 4 lanes on consecutive features (pairs kept).
+      // Forced lane groups: groups of 1, 2 and 4 lanes on consecutive features (pairs kept).
       {64, 2, 1, 16, 9, true, true, false, 0, QuantType::f16, false, false, 1},
       {40, 1, 1, 20, 5, false, false, false, 0, QuantType::f16, false, false, 2},
       {96, 4, 2, 12, 7, true, false, true, 1, QuantType::f16, false, false, 4},

@@ -53,7 +53,7 @@ void sweep_sample(Precision precision) {
       auto raw = test::random_vector(rng, V, -8.0, 8.0);
       if (variant == 1)
         for (auto& v : raw) v = std::round(v);
-      const auto lgd = ref::round_to_f32(raw);  // logits are float32 in every precision (issue 13)
+      const auto lgd = ref::round_to_f32(raw);  // logits are float32 in every precision
       const std::vector<float> lg(lgd.begin(), lgd.end());
       const size_t es = 4;
       Buffer buf(dev, 256 + 256 + V * es, MemoryDomain::device, "sample test");

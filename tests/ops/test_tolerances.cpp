@@ -1,4 +1,4 @@
-// Issue 11, item 6: the docs/maths.md tolerances (test::within_spec) catch the subtle faults they exist for.
+// The docs/maths.md tolerances (test::within_spec) catch the subtle faults they exist for.
 // Each fault is simulated on the CPU next to a correct computation of the same arithmetic, both
 // compared with the float64 reference from the same storage-rounded inputs: the correct result must
 // pass the bound and the planted fault must fail it.

@@ -1,4 +1,4 @@
-// Platform additions for edge platforms (issue 7) on Linux: set_cache_dir overrides the XDG default,
+// Platform additions for edge platforms on Linux: set_cache_dir overrides the XDG default,
 // read_fd / read_fd_range (used by Android apps for content:// URIs and uncompressed APK assets).
 // platform/android.cpp itself is checked by tests/platform/platform_android_log_test.cpp.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Hostile inputs, second round (issue 23), at the platform file layer: size lies (read_fd_range checks
+// Hostile inputs, second round, at the platform file layer: size lies (read_fd_range checks
 // the caller's size against fstat before allocating), non-regular targets of write_file_atomic (left as
 // they are), long target names (the temporary's name fits NAME_MAX) and temporaries left by a killed run
 // (removed on the next write to the same target).

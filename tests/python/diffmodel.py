@@ -1,5 +1,5 @@
 """A whole Differential Transformer decoder in plain PyTorch: the reference model
-of diffvk's checkpoint format (issue 5). Float64-capable; no flash-attn, no apex.
+of diffvk's checkpoint format. Float64-capable; no flash-attn, no apex.
 
 Checkpoint = a directory with
 
