@@ -54,7 +54,7 @@ struct DiffAttnLayer::Impl {
     a.k_cache = g.bind("k_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, kvw}, kcache);
     a.v_cache = g.bind("v_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, kvw}, vcache);
     a.rope_table = g.bind("rope table", TensorRole::weight, ElemType::f32, {table.size / 4}, table);
-    const AttnShape shape{E, H, Hkv, D, cap, chunk};
+    const AttnShape shape = AttnShape::heads(E, H, Hkv, D).cache(cap, chunk);
     const uint64_t sync_bytes = attn_sync_bytes(shape, v2);
     f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
     return {x, add_attention_block(f, x, shape, a, "y", TensorRole::output)};
@@ -224,7 +224,7 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
   im->dyn = Buffer(dev, 16, MemoryDomain::device, "layer position");
   im->chunk = std::min(o.chunk, o.max_positions);
   {
-    const uint64_t sync_bytes = attn_sync_bytes(AttnShape{E, H, Hkv, D, o.max_positions, im->chunk}, v2);
+    const uint64_t sync_bytes = attn_sync_bytes(AttnShape::heads(E, H, Hkv, D).cache(o.max_positions, im->chunk), v2);
     im->sync = Buffer(dev, sync_bytes, MemoryDomain::device, "layer attention arrival counters");
     im->sync.fill(0, sync_bytes, 0);
   }

@@ -38,15 +38,24 @@ AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
   const AttnSoftmax sm = attn.softmax();
   const uint32_t H = sm == AttnSoftmax::v2 ? 2 * s.H : s.H;  // DIFF V2 calls count query heads
   const uint32_t decode_rows = std::min<uint32_t>(attn.max_decode_rows(), s.chunk);
-  const AttnCall worst{std::max(1u, decode_rows), 0, H, s.Hkv, s.capacity, s.E, s.E};
+  const auto call_of = [&](uint32_t rows) {
+    AttnCall c;
+    c.S = rows;
+    c.H = H;
+    c.Hkv = s.Hkv;
+    c.capacity = s.capacity;
+    c.q_stride = c.o_stride = s.E;
+    return c;
+  };
+  const AttnCall worst = call_of(std::max(1u, decode_rows));
   uint32_t splits = 1;
   for (uint32_t r = 1; r <= decode_rows; ++r) {  // programs replayed at any position: splits over the capacity
     uint32_t len = 0;
-    splits = std::max(splits, attn.decode_splits_for_capacity(AttnCall{r, 0, H, s.Hkv, s.capacity, s.E, s.E}, &len));
+    splits = std::max(splits, attn.decode_splits_for_capacity(call_of(r), &len));
   }
   AttnScratch sc{DiffAttnKernel::part_bytes(worst, s.D, splits, sm), DiffAttnKernel::stat_bytes(worst, splits, sm)};
   if (s.chunk > attn.max_decode_rows()) {  // prefill chunks through split-K on loop-limited devices
-    const AttnCall pc{s.chunk, 0, H, s.Hkv, s.capacity, s.E, s.E};
+    const AttnCall pc = call_of(s.chunk);
     uint32_t len = 0;
     if (const uint32_t ps = attn.prefill_splits_for_keys(s.capacity, &len)) {  // any position up to the capacity
       sc.part = std::max(sc.part, DiffAttnKernel::part_bytes(pc, s.D, ps, sm));
@@ -97,7 +106,13 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
         const BufferRange xr = b[x].sub(0, x_elems * xs);
         const BufferRange yr = b[y].sub(uint64_t(part.row0) * ys, uint64_t(part.rows) * ys);
-        const LinearRowParams lp{in, part.rows, static_cast<RowPrologue>(r.pro), r.eps, xe, ye};
+        LinearRowParams lp;
+        lp.in = in;
+        lp.out = part.rows;
+        lp.pro = static_cast<RowPrologue>(r.pro);
+        lp.eps = r.eps;
+        lp.x_elem = xe;
+        lp.y_elem = ye;
         const BufferRange res = residual ? yr : BufferRange{}, nw = r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{};
         if (q == QuantType::f16)
           k->record_row(p, xr, b[part.t], yr, lp, res, nw);
@@ -170,9 +185,25 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     const float eps = s.eps;
     const uint64_t x_bytes = uint64_t(E) * elem_type_bytes(f.g.at(x).dtype);
     f.g.add("qkv+rope_kv", reads, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
-      const LinearRowParams lp{E, qkvw, residual ? RowPrologue::rmsnorm : RowPrologue::none, eps, xe, Elem::storage};
-      const RowRope rr = v2 ? RowRope{b[table], b[kc], b[vc], b[pos], 2 * H * D, Hkv * D, D, D, cap, 0, H}
-                            : RowRope{b[table], b[kc], b[vc], b[pos], qw, 2 * Hkv * D, D, 2 * D, cap, 0};
+      LinearRowParams lp;
+      lp.in = E;
+      lp.out = qkvw;
+      lp.pro = residual ? RowPrologue::rmsnorm : RowPrologue::none;
+      lp.eps = eps;
+      lp.x_elem = xe;
+      lp.y_elem = Elem::storage;
+      RowRope rr;  // V1: q = 2H sub-heads of D, k = 2Hkv; V2: 2H q heads, then H λ columns, Hkv k heads of D
+      rr.table = b[table];
+      rr.k_cache = b[kc];
+      rr.v_cache = b[vc];
+      rr.dyn_pos = b[pos];
+      rr.qcols = v2 ? 2 * H * D : qw;
+      rr.kcols = v2 ? Hkv * D : 2 * Hkv * D;
+      rr.D = D;
+      rr.kw = v2 ? D : 2 * D;
+      rr.capacity = cap;
+      rr.pos0 = 0;
+      rr.lcols = v2 ? H : 0;
       if (wf == QuantType::f16)
         k->record_row_rope(p, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
       else
@@ -192,7 +223,15 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
     }
     const RopeKvKernel* rope = &f.k.rope_for(f.kv);
-    const RopeKvParams rp{rows, H, Hkv, D, 0, cap, v2 ? Hkv : 0, v2 ? H : 0};
+    RopeKvParams rp;
+    rp.rows = rows;
+    rp.H = H;
+    rp.Hkv = Hkv;
+    rp.D = D;
+    rp.pos0 = 0;
+    rp.capacity = cap;
+    rp.kheads = v2 ? Hkv : 0;
+    rp.lam = v2 ? H : 0;
     f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
       rope->record(p, b[qkv], b[table], b[q], b[kc], b[vc], rp, b[pos]);
     });
@@ -204,8 +243,19 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     const MapTap tap = *w.tap;
     const AttnProbsKernel* probs = f.k.probs.get();
     const TensorRef maps = f.g.bind(P + "attention maps", TensorRole::external, ElemType::f32, {tap.out.size / 4}, tap.out);
+    AttnProbsParams pp;
+    pp.rows = rows;
+    pp.H = H;
+    pp.Hkv = Hkv;
+    pp.D = D;
+    pp.capacity = cap;
+    pp.T = tap.T;
+    pp.pos0 = 0;
+    pp.head0 = tap.head0;
+    pp.heads = tap.heads;
+    pp.v2 = v2;
     f.g.add("attn_probs", {q, kc, pos}, {maps}, [=](Program& p, const GraphBinding& b) {
-      probs->record(p, b[q], b[kc], b[pos], b[maps], {rows, H, Hkv, D, cap, tap.T, 0, tap.head0, tap.heads, v2});
+      probs->record(p, b[q], b[kc], b[pos], b[maps], pp);
     });
   }
   // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
@@ -220,8 +270,18 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   std::vector<TensorRef> reads{q, kc, vc, pos, sync};
   if (!v2) reads.push_back(subln);
   f.g.add("attention", reads, {o, part, stat, sync}, [=](Program& p, const GraphBinding& b) {
-    const AttnCall call = v2 ? AttnCall{rows, 0, 2 * H, Hkv, cap, qw, ow, 0.0f, 1.0f, 0.0f, b[pos]}
-                             : AttnCall{rows, 0, H, Hkv, cap, E, E, lambda, gain, seps, b[pos]};
+    AttnCall call;  // V2: 2H query heads, no λ scalar, no headwise norm
+    call.S = rows;
+    call.pos0 = 0;
+    call.H = v2 ? 2 * H : H;
+    call.Hkv = Hkv;
+    call.capacity = cap;
+    call.q_stride = v2 ? qw : E;
+    call.o_stride = v2 ? ow : E;
+    call.lambda = v2 ? 0.0f : lambda;
+    call.gain = v2 ? 1.0f : gain;
+    call.eps = v2 ? 0.0f : seps;
+    call.dyn_pos = b[pos];
     const BufferRange sl = v2 ? BufferRange{} : b[subln];
     if (rows <= attn->max_decode_rows()) {
       uint32_t len = 0;

@@ -67,6 +67,27 @@ struct AttnShape {
   uint32_t chunk = 0;       // the most rows a program of this plan runs (sizes the split-K scratch)
   float eps = 1e-5f;        // block RMSNorm (pre-attention norm)
   float subln_eps = 1e-5f;  // headwise norm
+  // Named construction: AttnShape::heads(E, H, Hkv, D).cache(capacity, chunk).norms(eps, subln_eps).
+  static AttnShape heads(uint32_t hidden, uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim) {
+    AttnShape s;
+    s.E = hidden;
+    s.H = q_heads;
+    s.Hkv = kv_heads;
+    s.D = head_dim;
+    return s;
+  }
+  AttnShape cache(uint32_t rows, uint32_t max_chunk) const {
+    AttnShape s = *this;
+    s.capacity = rows;
+    s.chunk = max_chunk;
+    return s;
+  }
+  AttnShape norms(float block_eps, float headwise_eps) const {
+    AttnShape s = *this;
+    s.eps = block_eps;
+    s.subln_eps = headwise_eps;
+    return s;
+  }
 };
 
 // DIFF V1 (v2 = false): wqkv = [Wq; Wk; Wv] (E + 4·Hkv·D rows, E = 2·H·D), the K/V caches [Hkv][capacity][2D],

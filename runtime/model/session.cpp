@@ -22,7 +22,8 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
   const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
   const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
-  const AttnShape shape{E, c.num_heads, Hkv, D, cap, chunk, eps, static_cast<float>(c.subln_eps)};
+  const AttnShape shape =
+      AttnShape::heads(E, c.num_heads, Hkv, D).cache(cap, chunk).norms(eps, static_cast<float>(c.subln_eps));
   const uint64_t sync_bytes = attn_sync_bytes(shape, c.v2());
   f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
   const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed), ws.format(M.embed)), "x (residual stream) [f32]");
@@ -127,7 +128,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
 
   // Everything this session allocates, checked against what the heap has left before allocating.
   const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
-  const AttnShape shape{c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(), s->cap, s->chunk};
+  const AttnShape shape = AttnShape::heads(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim()).cache(s->cap, s->chunk);
   const uint64_t sync_bytes = attn_sync_bytes(shape, c.v2());
   const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32 +
                         align_up(sync_bytes, al);
@@ -435,7 +436,14 @@ void Session::shift(uint32_t keep, uint32_t discard) {
   const uint32_t end = s.pos;
   if (keep + discard < end) {  // rows to move
     Program prog(*M.dev, "context shift");
-    const KvShiftParams p{c.num_kv_heads, c.head_dim(), s.cap, keep, discard, end, c.kv_row()};
+    KvShiftParams p;
+    p.Hkv = c.num_kv_heads;
+    p.D = c.head_dim();
+    p.capacity = s.cap;
+    p.keep = keep;
+    p.discard = discard;
+    p.end = end;
+    p.row = c.kv_row();
     for (uint32_t l = 0; l < c.num_layers; ++l) M.k.shift_for(s.kv_format).record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
     // A failure here (device loss) leaves rows [keep, end) part moved: the session keeps only what is intact.
     try {
