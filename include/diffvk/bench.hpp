@@ -42,7 +42,7 @@ struct Options {
   bool quick = false;             // tiny configuration (CI smoke test)
   bool no_naive = false;          // skip the naive implementation
   bool profile = false;           // model benchmark: per-op GPU time of a decode step
-  // The op rows (instead of the attention cases): every op's case table (runtime/bench/op_cases.hpp) in bench
+  // The op rows (instead of the attention cases): every op's case table (bench/op_cases.hpp) in bench
   // mode, the same table the conformance tests run; each row checked against the float64 reference, then timed.
   bool ops = false;
   std::string op;                 // non-empty: only this op's rows (implies ops)

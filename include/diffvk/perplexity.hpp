@@ -1,5 +1,5 @@
 // diffvk — perplexity of a model on a token stream, and the divergence of a quantized model from its f16
-// base (`diffvk perplexity`). Part of diffvk_bench (runtime/bench/perplexity*.cpp).
+// base (`diffvk perplexity`). Part of diffvk_bench (bench/perplexity*.cpp).
 //
 // The rule (llama-perplexity's): the tokens are cut into floor(N / context) non-overlapping windows of
 // `context` tokens (a tail shorter than a window is not used); the first token of each window is replaced

@@ -1,7 +1,7 @@
 // diffvk — float64 CPU reference of one MultiheadDiffAttn layer.
 //
 // Used by every GPU conformance test (tests/) and by the benchmark's check before timing
-// (runtime/bench/check.cpp): the one float64 reference. Standard library only.
+// (bench/check.cpp): the one float64 reference. Standard library only.
 // Written from docs/maths.md (docs: "Differential attention: the exact
 // computation"). Plain loops, double precision, no GPU code. Every GPU
 // conformance test compares against these functions, so they favour clarity
@@ -117,7 +117,7 @@ std::vector<double> diff_attention(const std::vector<double>& q, const std::vect
 // One (query row, head) of diff_attention on raw rows: o (2D values, overwritten) =
 // Σ_{j < n_keys} (A1[j] − λ·A2[j])·V[j], before the norm. q: the head's Q1 | Q2 (2D values); key j:
 // K1 | K2 at k + j·k_stride, V at v + j·v_stride (2D values each). diff_attention runs it for every
-// row and head; the benchmark's output check (runtime/bench/check.cpp) for sampled rows of a KV cache
+// row and head; the benchmark's output check (bench/check.cpp) for sampled rows of a KV cache
 // (the float overload: the exactly stored values of its inputs, widened without rounding).
 void diff_attention_row(const double* q, const double* k, std::size_t k_stride, const double* v,
                         std::size_t v_stride, int n_keys, int D, double lambda, double* o);

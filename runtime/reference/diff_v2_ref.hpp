@@ -65,7 +65,7 @@ std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0,
 // The attention part alone, on given (already roped) inputs: q S x (2H·D), k and v T x (Hkv·D), z S x H λ
 // logits; query row i is at position pos0 + i and sees keys 0 .. pos0 + i (T >= pos0 + S). Returns the heads,
 // S x (H·D): head h = softmax(q_2h·kᵀ/√D)·v − sigmoid(z_h)·softmax(q_2h+1·kᵀ/√D)·v, KV head g = j / (2H/Hkv).
-// What diffvk's DIFF V2 attention kernels compute (the op case table, runtime/bench/op_cases.hpp).
+// What diffvk's DIFF V2 attention kernels compute (the op case table, bench/op_cases.hpp).
 std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
                                       const std::vector<double>& z, int S, int T, int H, int Hkv, int D, int pos0);
 

@@ -1,4 +1,4 @@
-// The conformance half of the one-case-class-per-op design (runtime/bench/op_cases.hpp): runs every case of
+// The conformance half of the one-case-class-per-op design (bench/op_cases.hpp): runs every case of
 // an op's table (OpMode::conformance) whose precision is `precision`, on a validated context, and checks
 // each against the float64 reference (docs/maths.md one-kernel tolerances), the replay and the padding.
 // Never times anything (the benchmark's `ops` rows run the same table in OpMode::bench).

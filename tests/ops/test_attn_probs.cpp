@@ -143,7 +143,7 @@ void session_maps_v2(Precision precision) {
 
 // The kernel's shapes (chunks at static and dynamic positions, a head subset, rows outside the chunks left
 // poisoned, more keys than invocations per workgroup) come from the op's one case table
-// (runtime/bench/cases/attn_probs.cpp).
+// (bench/cases/attn_probs.cpp).
 TEST_CASE("attn_probs: case table fp32") { test::run_op_table("attn_probs", Precision::fp32); }
 TEST_CASE("attn_probs: case table fp16") { test::run_op_table("attn_probs", Precision::fp16); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp32") { session_maps(Precision::fp32); }

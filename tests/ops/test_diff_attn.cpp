@@ -1,5 +1,5 @@
 // Conformance of the differential attention kernels (fused prefill; split-K decode merged by its last split)
-// against the float64 reference, through the op's case table (runtime/bench/cases/diff_attn.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
+// against the float64 reference, through the op's case table (bench/cases/diff_attn.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
 // prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
 // and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
 // n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
@@ -54,7 +54,7 @@ AttnShape attn_shape(const bench::OpCase& c) {
 }  // namespace
 
 // Every prefill, chunked-prefill and split-K decode shape, both precisions, and the shared-memory
-// reduction path (forced) come from the op's one case table (runtime/bench/cases/diff_attn.cpp).
+// reduction path (forced) come from the op's one case table (bench/cases/diff_attn.cpp).
 TEST_CASE("diff_attn: case table fp32") { test::run_op_table("diff_attn", Precision::fp32); }
 TEST_CASE("diff_attn: case table fp16") { test::run_op_table("diff_attn", Precision::fp16); }
 TEST_CASE("diff_v2_attn: case table fp32") { test::run_op_table("diff_v2_attn", Precision::fp32); }

@@ -1,7 +1,7 @@
 // Conformance of the elementwise ops that have no test file of their own: the SwiGLU activation
 // (shaders/silu_mul.comp) and the token embedding (shaders/embed.comp: the whole table, tables split by
 // rows into parts, ids past the vocabulary embed to zeros), through their case tables
-// (runtime/bench/cases/silu_mul.cpp, embed.cpp) against the float64 reference.
+// (bench/cases/silu_mul.cpp, embed.cpp) against the float64 reference.
 #include <doctest/doctest.h>
 
 #include <set>

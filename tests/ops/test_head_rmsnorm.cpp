@@ -12,7 +12,7 @@
 using namespace diffvk;
 
 // Every shape, precision and reduction path (subgroup, shared memory) comes from the op's one case
-// table (runtime/bench/cases/head_rmsnorm.cpp), float32 input (the block norms) included.
+// table (bench/cases/head_rmsnorm.cpp), float32 input (the block norms) included.
 TEST_CASE("head_rmsnorm: case table fp32") { test::run_op_table("head_rmsnorm", Precision::fp32); }
 TEST_CASE("head_rmsnorm: case table fp16") { test::run_op_table("head_rmsnorm", Precision::fp16); }
 

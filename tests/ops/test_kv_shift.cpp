@@ -10,7 +10,7 @@
 
 using namespace diffvk;
 
-// Every shape, precision and quirk comes from the op's one case table (runtime/bench/cases/kv_shift.cpp):
+// Every shape, precision and quirk comes from the op's one case table (bench/cases/kv_shift.cpp):
 // odd shapes, d = 1 (one pass per moved row), nothing moved, capped workgroup counts; the K rows
 // against R(-d) in float64, the V rows, and every row outside the moved ones bit for bit against its pattern.
 TEST_CASE("kv_shift: case table fp32") { test::run_op_table("kv_shift", Precision::fp32); }

@@ -1,5 +1,5 @@
 // Conformance of the linear layer (shaders/linear.comp, shaders/linear_vec.comp) against the float64
-// reference through the op's case table (runtime/bench/cases/linear.cpp: both precisions, both reduction
+// reference through the op's case table (bench/cases/linear.cpp: both precisions, both reduction
 // paths of the matrix-vector path, every tile variant, odd shapes, padded row strides, with / without /
 // in-place residual, outputs poisoned before each run); the pure tile choice on simulated devices; and
 // argument errors.
@@ -113,7 +113,7 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
 }
 
 // Every shape, precision and quirk of the linear op comes from its one case table
-// (runtime/bench/cases/linear.cpp): the kernel's own path choice, the matrix-vector path with the
+// (bench/cases/linear.cpp): the kernel's own path choice, the matrix-vector path with the
 // shared-memory reduction, every tile variant, the matrix-matrix tiles with elementwise loads, capped
 // workgroup counts (grid-stride loops), a long reduction (in = 16384) on every path, float32 y / residual.
 namespace {

@@ -15,7 +15,7 @@
 using namespace diffvk;
 
 // Every shape, prologue, residual form, precision and quirk comes from the op's one case table
-// (runtime/bench/cases/linear_row.cpp): vector and elementwise loads, subgroup and shared-memory
+// (bench/cases/linear_row.cpp): vector and elementwise loads, subgroup and shared-memory
 // reductions, capped workgroup counts, x at a binding offset that is not 16-byte aligned, float32 x / y,
 // a long reduction (in = 16384).
 TEST_CASE("linear_row: case table fp32") { test::run_op_table("linear_row", Precision::fp32); }

@@ -22,7 +22,7 @@ constexpr double kTheta = 10000.0;
 
 }  // namespace
 
-// Every shape, precision and quirk comes from the op's one case table (runtime/bench/cases/rope_kv.cpp):
+// Every shape, precision and quirk comes from the op's one case table (bench/cases/rope_kv.cpp):
 // GQA shapes, D in {16, 32, 64}, pos0 > 0 (chunked prefill / decode), several calls in one
 // program, capped workgroup counts; cache rows outside [pos0, pos0 + rows) checked bit for bit against a
 // pre-filled pattern, q_out poisoned.

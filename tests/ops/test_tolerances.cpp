@@ -5,7 +5,7 @@
 //  - a linear kernel that accumulates in fp16 instead of fp32 (fp16-storage bound);
 //  - online softmax that skips rescaling the accumulator when the running maximum grows (fp32 bound);
 //  - a split-K attention merge that drops one split (fp32 bound);
-//  - the op case tables (runtime/bench/op_cases.hpp): a wrong value and an op that writes nothing fail
+//  - the op case tables (bench/op_cases.hpp): a wrong value and an op that writes nothing fail
 //    the table's check on the GPU, for the first case of every op with a table.
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // diffvk_bench: one case class per op, like llama.cpp's test-backend-ops. Each op with a table has one file,
-// runtime/bench/cases/<op>.cpp, holding its parameter struct, its case class (the name, the seeded inputs
+// bench/cases/<op>.cpp, holding its parameter struct, its case class (the name, the seeded inputs
 // rounded to the storage type, the float64 reference, the recorded program, the outputs and what they must
 // hold, bytes and flops) and its ONE list of cases (odd shapes, both precisions, each device quirk the op has:
 // forced elementwise loads, capped workgroup counts, the shared-memory reduction instead of the subgroup one,

@@ -1,5 +1,5 @@
 // diffvk_bench: the ops that have a case table, one line each, in report order. A new op: its case file
-// runtime/bench/cases/<op>.cpp (parameters, case class, table: `OpCases <op>_cases(OpMode)`) and one line here.
+// bench/cases/<op>.cpp (parameters, case class, table: `OpCases <op>_cases(OpMode)`) and one line here.
 #include "diffvk/error.hpp"
 #include "bench/op_run_impl.hpp"
 
