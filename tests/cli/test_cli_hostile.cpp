@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "cli_run.hpp"
 #include "diffvk/npy.hpp"
@@ -27,6 +28,31 @@ std::pair<int, std::string> run_to(const test::TempDir& tmp, const std::string& 
   const int rc = std::system(("timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + out + " 2> " + log).c_str());
   std::ifstream f(log);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, std::string(std::istreambuf_iterator<char>(f), {})};
+}
+
+// A command line the CLI must refuse, naming `option` and, when given, its `range`.
+struct Refusal {
+  std::string args, option, range;
+};
+
+// Each case exits non-zero with its option (and range) in the output; with `at_parse`, within 10 s.
+void check_refused(const test::TempDir& tmp, const std::vector<Refusal>& cases, bool at_parse) {
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const auto r = test::run_cli(tmp, c.args);
+    INFO(r.out);
+    CHECK(r.exit_code != 0);
+    CHECK(has(r.out, c.option));
+    if (!c.range.empty()) CHECK(has(r.out, c.range));
+    if (at_parse) CHECK(r.seconds < 10);  // refused at parse time: no device, no model load
+  }
+}
+
+void check_accepted(const test::TempDir& tmp, const std::string& args) {
+  CAPTURE(args);
+  const auto ok = test::run_cli(tmp, args);
+  INFO(ok.out);
+  CHECK(ok.exit_code == 0);
 }
 }  // namespace
 
@@ -51,10 +77,7 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string run = "run --model " + model + " --prompt hi -n 1";
-  struct Case {
-    std::string args, option;
-  };
-  const Case cases[] = {
+  check_refused(tmp, {
       {run + " --seed -1", "--seed"},
       {run + " --seed 99999999999999999999999", "--seed"},
       {run + " --seed +5", "--seed"},
@@ -65,17 +88,8 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
       {"plan --model " + model + " --context -1", "--context"},
       {"bench --runs -1", "--runs"},
       {"shader-stats --heads -4", "--heads"},
-  };
-  for (const auto& c : cases) {
-    CAPTURE(c.args);
-    const auto r = test::run_cli(tmp, c.args);
-    INFO(r.out);
-    CHECK(r.exit_code != 0);
-    CHECK(has(r.out, c.option));
-  }
-  const auto ok = test::run_cli(tmp, run + " --seed 18446744073709551615");
-  INFO(ok.out);
-  CHECK(ok.exit_code == 0);
+  }, false);
+  check_accepted(tmp, run + " --seed 18446744073709551615");
 }
 
 TEST_CASE("cli: signed and floating-point options out of range are refused before any work") {
@@ -85,10 +99,7 @@ TEST_CASE("cli: signed and floating-point options out of range are refused befor
   const std::string run = "run --model " + model + " --prompt hi -n 1";
   const std::string logits = "logits --model " + model + " --tokens " + (tmp / "t.npy") + " --output " + (tmp / "o.npy");
   test::write_tokens(tmp / "t.npy", {1, 2, 3});
-  struct Case {
-    std::string args, option, range;
-  };
-  const Case cases[] = {
+  check_refused(tmp, {
       {run + " --temperature nan", "--temperature", "[0, 100]"},
       {run + " --temperature -0.5", "--temperature", "[0, 100]"},
       {run + " --temperature inf", "--temperature", "[0, 100]"},
@@ -118,22 +129,9 @@ TEST_CASE("cli: signed and floating-point options out of range are refused befor
       {"layer --weights " + model + "/model.safetensors --num-heads 2 --depth -1 --input " + model + "/config.json --output " + (tmp / "y.npy"), "--depth", "0"},
       {"layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --rope-theta nan --input " + model + "/config.json --output " + (tmp / "y.npy"),
        "--rope-theta", "(0, 1e+09]"},
-  };
-  for (const auto& c : cases) {
-    CAPTURE(c.args);
-    const auto r = test::run_cli(tmp, c.args);
-    INFO(r.out);
-    CHECK(r.exit_code != 0);
-    CHECK(has(r.out, c.option));
-    CHECK(has(r.out, c.range));
-    CHECK(r.seconds < 10);  // refused at parse time: no device, no model load
-  }
-  for (const std::string& args : {run + " --temperature 0.7 --top-p 0.9", run + " --temperature 0 --top-p 1"}) {
-    CAPTURE(args);
-    const auto ok = test::run_cli(tmp, args);
-    INFO(ok.out);
-    CHECK(ok.exit_code == 0);
-  }
+  }, true);
+  check_accepted(tmp, run + " --temperature 0.7 --top-p 0.9");
+  check_accepted(tmp, run + " --temperature 0 --top-p 1");
 }
 
 TEST_CASE("cli: a 250-byte output file name works") {
