@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "diffvk/model.hpp"
 #include "diffvk/npy.hpp"
@@ -219,18 +220,24 @@ Int8Run int8_run(Context& ctx, QuantType q, bool int8_decode, const std::vector<
   CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
   return r;
 }
+
+// An fp32 context with shaderIntegerDotProduct, or null (the test is skipped).
+std::unique_ptr<Context> int8_context_or_skip() {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (ctx && !ctx->device().caps().integer_dot_product) {
+    test::skip("the device has no shaderIntegerDotProduct");
+    ctx.reset();
+  }
+  return ctx;
+}
 }  // namespace
 
 // The int8 dot-product decode path on a whole model: it rounds each linear's input to int8 blocks, so it is
 // not held to the dequantized reference's bound; it must agree with it on the next token, stay close in
 // nmse, and differ from the dequantizing path (it really ran). Skipped without shaderIntegerDotProduct.
 TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized reference") {
-  auto ctx = test::make_context_or_skip(Precision::fp32);
+  auto ctx = int8_context_or_skip();
   if (!ctx) return;
-  if (!ctx->device().caps().integer_dot_product) {
-    test::skip("the device has no shaderIntegerDotProduct");
-    return;
-  }
   const auto toks = bundled_tokens(28);
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
     // Most positions through decode (the path under test): a 4-token prompt.
@@ -249,12 +256,8 @@ TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized refe
 // decode test above: every position but the last through prefill (one chunk of 27 rows: past one 16-row tile),
 // decode dequantizing. Skipped without shaderIntegerDotProduct.
 TEST_CASE("quant model: int8 dot-product prefill agrees with the dequantized reference") {
-  auto ctx = test::make_context_or_skip(Precision::fp32);
+  auto ctx = int8_context_or_skip();
   if (!ctx) return;
-  if (!ctx->device().caps().integer_dot_product) {
-    test::skip("the device has no shaderIntegerDotProduct");
-    return;
-  }
   const auto toks = bundled_tokens(28);
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
     const Int8Run r = int8_run(*ctx, q, /*int8_decode=*/false, toks, toks.size() - 1, 32);
