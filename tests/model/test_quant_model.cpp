@@ -78,26 +78,12 @@ ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig&
   m.lm_head = c.tie_word_embeddings ? m.embed : lin("lm_head.weight", E, head_q);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    ref::ModelLayerWeights L;
-    L.attn_norm = plain(p + "attn_norm.weight");
-    L.attn.wq = lin(p + "attn.q_proj.weight", E, q);
-    L.attn.wk = lin(p + "attn.k_proj.weight", E, q);
-    L.attn.wv = lin(p + "attn.v_proj.weight", E, q);
-    L.attn.wo = lin(p + "attn.out_proj.weight", E, q);
-    auto lam = [&](const char* n) {  // λ from the file's values (model_load.cpp), whatever the storage type
-      const auto f = tensor_f32(ts, p + "attn." + n);
+    auto lam = [&](const std::string& n) {  // λ from the file's values (model_load.cpp), whatever the storage type
+      const auto f = tensor_f32(ts, n);
       return std::vector<double>(f.begin(), f.end());
     };
-    L.attn.lq1 = lam("lambda_q1");
-    L.attn.lk1 = lam("lambda_k1");
-    L.attn.lq2 = lam("lambda_q2");
-    L.attn.lk2 = lam("lambda_k2");
-    L.attn.subln = plain(p + "attn.subln.weight");
-    L.ffn_norm = plain(p + "ffn_norm.weight");
-    L.gate = lin(p + "ffn.gate_proj.weight", E, q);
-    L.up = lin(p + "ffn.up_proj.weight", E, q);
-    L.down = lin(p + "ffn.down_proj.weight", I, q);
-    m.layers.push_back(std::move(L));
+    m.layers.push_back(test::reference_layer(
+        p, E, I, plain, [&](const std::string& n, size_t cols) { return lin(n, cols, q); }, lam));
   }
   return m;
 }
