@@ -186,6 +186,33 @@ std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t gr
                               uint32_t width);
 // The values of a Q8_0 cache image, [groups][cap][width].
 std::vector<double> q8_cache_values(const uint8_t* img, uint32_t groups, uint32_t cap, uint32_t width);
+// The attention cache layout [groups][cap][width]: row (g, j < T) is x[j·stride + g·width …]; rows T … cap − 1
+// hold 1000 (reading one wrecks the result).
+inline std::vector<double> attn_cache(const std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap,
+                                      uint32_t T, uint32_t width) {
+  std::vector<double> c(size_t(groups) * cap * width, 1000.0);
+  for (uint32_t g = 0; g < groups; ++g)
+    for (uint32_t j = 0; j < T; ++j)
+      for (uint32_t d = 0; d < width; ++d) c[(size_t(g) * cap + j) * width + d] = x[size_t(j) * stride + g * width + d];
+  return c;
+}
+// The causal (query, key) pairs of S queries after pos0 cached positions.
+inline double causal_pairs(uint32_t S, uint32_t pos0) {
+  double pairs = 0;
+  for (uint32_t i = 0; i < S; ++i) pairs += double(pos0) + i + 1;
+  return pairs;
+}
+// A split attention's fp32 scratch (partials at po, stats at so) is poisoned with its output (at oo): a split
+// the merge reads but nothing wrote shows.
+inline void poison_split_scratch(Prepared& p, VkDeviceSize oo, VkDeviceSize ob, VkDeviceSize po, VkDeviceSize pb,
+                                 VkDeviceSize so, VkDeviceSize sb) {
+  Buffer* buf = p.arena.buf.get();
+  p.reset = [=] {
+    buf->fill(oo, ob, kPoison);
+    buf->fill(po, pb, kPoison);
+    buf->fill(so, sb, kPoison);
+  };
+}
 // A KV cache of rope_kv / kv_shift at byte `off` of the downloaded arena: the elements the op writes
 // (`written`) are appended to `got` in index order; every other one must still hold the pre-filled `pattern`
 // bit for bit (each that does not counts in `pad`).

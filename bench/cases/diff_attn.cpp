@@ -11,6 +11,27 @@ namespace diffvk::bench {
 
 using namespace op_detail;
 
+namespace op_detail {
+const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels, const char* op, uint32_t D,
+                                              uint32_t n_rep, bool sg, bool kv_q8, AttnSoftmax softmax) {
+  return kernels.get<DiffAttnKernel>(strf("%s D=%u n_rep=%u sg=%d kv_q8=%d", op, D, n_rep, int(sg), int(kv_q8)), [&] {
+    return std::make_unique<DiffAttnKernel>(dev, options_for(dev, sg), D, n_rep, 8, softmax,
+                                            kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
+  });
+}
+
+void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, const AttnCall& call, uint32_t splits,
+                      uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                      BufferRange o, const AttnSplitScratch& scratch) {
+  if (decode)
+    kernel.record_decode(prog, q, k, v, subln, o, scratch, call, splits, split_len);
+  else if (splits > 0)
+    kernel.record_prefill(prog, q, k, v, subln, o, call, scratch);
+  else
+    kernel.record_prefill(prog, q, k, v, subln, o, call);
+}
+}  // namespace op_detail
+
 namespace {
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttnCaseParams& c, uint64_t seed,
                        Prepared& p) {
@@ -27,14 +48,8 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
   const auto subln = rounded(uniform(rng, DV, 0.7, 1.3), f16);
   const int depth = int(seed % 12);
   const double gain = 1.0 - ref::lambda_init(depth);
-  // The cache layout [g][cap][2D]; rows T .. cap - 1 hold 1000 (reading one wrecks the result).
-  std::vector<double> kc(size_t(Hkv) * cap * DV, 1000.0), vc(kc.size(), 1000.0);
-  for (uint32_t g = 0; g < Hkv; ++g)
-    for (uint32_t j = 0; j < T; ++j)
-      for (uint32_t d = 0; d < DV; ++d) {
-        kc[(size_t(g) * cap + j) * DV + d] = k[size_t(j) * 2 * Hkv * D + g * DV + d];
-        vc[(size_t(g) * cap + j) * DV + d] = v[size_t(j) * Hkv * DV + g * DV + d];
-      }
+  // The cache layout [g][cap][2D].
+  const auto kc = attn_cache(k, 2 * Hkv * D, Hkv, cap, T, DV), vc = attn_cache(v, Hkv * DV, Hkv, cap, T, DV);
   p.expect =
       ref::head_rmsnorm(ref::diff_attention(q, k, v, int(S), int(T), int(H), int(Hkv), int(D), c.lambda, int(c.pos0)),
                         int(S), int(H), int(D), subln, ref::lambda_init(depth));
@@ -67,28 +82,14 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
   p.prog = std::make_unique<Program>(dev, "op case diff_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), rw = a.range(wo, wb),
                     ro = a.range(oo, ob), rp = a.range(po, pb), rs = a.range(so, sb), ry = a.range(yo, yb);
-  if (c.decode)
-    kernel.record_decode(*p.prog, rq, rk, rv, rw, ro, {rp, rs, ry}, call, splits, split_len);
-  else if (split)
-    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call, {rp, rs, ry});
-  else
-    kernel.record_prefill(*p.prog, rq, rk, rv, rw, ro, call);
+  record_diff_attn(kernel, *p.prog, c.decode, call, splits, split_len, rq, rk, rv, rw, ro, {rp, rs, ry});
   p.detail = strf("splits=%u split_len=%u", splits, split_len);
   dense_output(p, oo, ob, p.expect.size(), es);
-  if (split) {  // the fp32 scratch is poisoned too: a split the merge reads but nothing wrote shows
-    Buffer* buf = a.buf.get();
-    p.reset = [=] {
-      buf->fill(oo, ob, kPoison);
-      buf->fill(po, pb, kPoison);
-      buf->fill(so, sb, kPoison);
-    };
-  }
+  if (split) poison_split_scratch(p, oo, ob, po, pb, so, sb);
   // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):
   // 12·D per visible (query, key) pair and head, as the attention cases count them (cases.hpp).
   p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, T, DV) + ob;
-  double pairs = 0;
-  for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
-  p.flops = pairs * H * 12.0 * D;
+  p.flops = causal_pairs(S, c.pos0) * H * 12.0 * D;
 }
 }  // namespace
 
@@ -107,11 +108,8 @@ void DiffAttnCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared&
   if (p.Hkv == 0 || p.H % p.Hkv != 0)
     throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
   const uint32_t n_rep = p.H / p.Hkv;
-  const DiffAttnKernel& kernel = kernels.get<DiffAttnKernel>(
-      strf("diff_attn D=%u n_rep=%u sg=%d kv_q8=%d", p.D, n_rep, int(sg), int(p.kv_q8)), [&] {
-        return std::make_unique<DiffAttnKernel>(dev, options_for(dev, sg), p.D, n_rep, 8, AttnSoftmax::differential,
-                                                p.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
-      });
+  const DiffAttnKernel& kernel =
+      cached_diff_attn_kernel(dev, kernels, "diff_attn", p.D, n_rep, sg, p.kv_q8, AttnSoftmax::differential);
   prepare_diff_attn(dev, kernel, p, seed, pr);
 }
 

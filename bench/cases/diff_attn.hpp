@@ -3,6 +3,7 @@
 // their parameters or build cases outside the table (tests/ops/test_diff_attn.cpp).
 #pragma once
 #include "bench/op_run_impl.hpp"
+#include "ops/diff_attn.hpp"
 
 namespace diffvk::bench {
 
@@ -31,5 +32,16 @@ class DiffAttnCase final : public op_detail::CaseOf<DiffAttnCase, DiffAttnCasePa
 // per-invocation key budget) or that only run on request (the large shapes).
 DiffAttnCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda,
                             bool decode, uint64_t seed);
+
+namespace op_detail {
+// Shared by cases/diff_attn.cpp and cases/diff_v2_attn.cpp: the DiffAttnKernel of head width D, n_rep query
+// heads per KV head and `softmax` from the cache (`op` starts its key).
+const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels, const char* op, uint32_t D,
+                                              uint32_t n_rep, bool sg, bool kv_q8, AttnSoftmax softmax);
+// Records `kernel`: the split-K decode + merge (decode), else the prefill (split when splits > 0).
+void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, const AttnCall& call, uint32_t splits,
+                      uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                      BufferRange o, const AttnSplitScratch& scratch);
+}  // namespace op_detail
 
 }  // namespace diffvk::bench

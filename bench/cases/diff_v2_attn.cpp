@@ -3,6 +3,8 @@
 // float64 reference and its record call.
 #include "bench/cases/diff_v2_attn.hpp"
 
+#include "bench/cases/diff_attn.hpp"
+
 #include "diffvk/error.hpp"
 #include "ops/diff_attn.hpp"
 #include "reference/diff_v2_ref.hpp"
@@ -28,14 +30,8 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const DiffV
     std::copy_n(q.begin() + size_t(i) * 2 * H * D, 2 * H * D, qz.begin() + size_t(i) * qw);
     std::copy_n(z.begin() + size_t(i) * H, H, qz.begin() + size_t(i) * qw + 2 * H * D);
   }
-  // The cache layout [g][cap][D]; rows T .. cap - 1 hold 1000 (reading one wrecks the result).
-  std::vector<double> kc(size_t(Hkv) * cap * D, 1000.0), vc(kc.size(), 1000.0);
-  for (uint32_t g = 0; g < Hkv; ++g)
-    for (uint32_t j = 0; j < T; ++j)
-      for (uint32_t d = 0; d < D; ++d) {
-        kc[(size_t(g) * cap + j) * D + d] = k[size_t(j) * kw + g * D + d];
-        vc[(size_t(g) * cap + j) * D + d] = v[size_t(j) * kw + g * D + d];
-      }
+  // The cache layout [g][cap][D].
+  const auto kc = attn_cache(k, kw, Hkv, cap, T, D), vc = attn_cache(v, kw, Hkv, cap, T, D);
   p.expect = ref::diff_v2_attention(q, k, v, z, int(S), int(T), int(H), int(Hkv), int(D), int(c.pos0));
 
   AttnCall call{S, c.pos0, 2 * H, Hkv, cap, qw, H * D};
@@ -64,28 +60,14 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const DiffV
   p.prog = std::make_unique<Program>(dev, "op case diff_v2_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), ro = a.range(oo, ob),
                     rp = a.range(po, pb), rs = a.range(so, sb), ry = a.range(yo, yb);
-  if (c.decode)
-    kernel.record_decode(*p.prog, rq, rk, rv, {}, ro, {rp, rs, ry}, call, splits, split_len);
-  else if (split)
-    kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call, {rp, rs, ry});
-  else
-    kernel.record_prefill(*p.prog, rq, rk, rv, {}, ro, call);
+  record_diff_attn(kernel, *p.prog, c.decode, call, splits, split_len, rq, rk, rv, {}, ro, {rp, rs, ry});
   p.detail = strf("splits=%u split_len=%u", splits, split_len);
   dense_output(p, oo, ob, p.expect.size(), es);
-  if (split) {
-    Buffer* buf = a.buf.get();
-    p.reset = [=] {
-      buf->fill(oo, ob, kPoison);
-      buf->fill(po, pb, kPoison);
-      buf->fill(so, sb, kPoison);
-    };
-  }
+  if (split) poison_split_scratch(p, oo, ob, po, pb, so, sb);
   // Bytes: Q (+ logits), K and V of the live keys, the output. Flops: 4·D per visible (query, key) pair and
   // query head (Q·K and P·V), as the attention cases count them.
   p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, T, D) + ob;
-  double pairs = 0;
-  for (uint32_t i = 0; i < S; ++i) pairs += double(c.pos0) + i + 1;
-  p.flops = pairs * 2 * H * 4.0 * D;
+  p.flops = causal_pairs(S, c.pos0) * 2 * H * 4.0 * D;
 }
 }  // namespace
 
@@ -101,11 +83,8 @@ std::string DiffV2AttnCase::describe() const {
 void DiffV2AttnCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
   if (p.Hkv == 0 || p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "diff_v2_attn case: Hkv must divide H");
   const uint32_t n_rep = 2 * p.H / p.Hkv;  // query heads per KV head
-  const DiffAttnKernel& kernel = kernels.get<DiffAttnKernel>(
-      strf("diff_v2_attn D=%u n_rep=%u sg=%d kv_q8=%d", p.D, n_rep, int(sg), int(p.kv_q8)), [&] {
-        return std::make_unique<DiffAttnKernel>(dev, options_for(dev, sg), p.D, n_rep, 8, AttnSoftmax::v2,
-                                                p.kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
-      });
+  const DiffAttnKernel& kernel = cached_diff_attn_kernel(dev, kernels, "diff_v2_attn", p.D, n_rep, sg, p.kv_q8,
+                                                         AttnSoftmax::v2);
   prepare_diff_v2_attn(dev, kernel, p, seed, pr);
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "cli_run.hpp"
 #include "diffvk/npy.hpp"
@@ -27,6 +28,31 @@ std::pair<int, std::string> run_to(const test::TempDir& tmp, const std::string& 
   const int rc = std::system(("timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + out + " 2> " + log).c_str());
   std::ifstream f(log);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, std::string(std::istreambuf_iterator<char>(f), {})};
+}
+
+// A command line the CLI must refuse, naming `option` and, when given, its `range`.
+struct Refusal {
+  std::string args, option, range;
+};
+
+// Each case exits non-zero with its option (and range) in the output; with `at_parse`, within 10 s.
+void check_refused(const test::TempDir& tmp, const std::vector<Refusal>& cases, bool at_parse) {
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const auto r = test::run_cli(tmp, c.args);
+    INFO(r.out);
+    CHECK(r.exit_code != 0);
+    CHECK(has(r.out, c.option));
+    if (!c.range.empty()) CHECK(has(r.out, c.range));
+    if (at_parse) CHECK(r.seconds < 10);  // refused at parse time: no device, no model load
+  }
+}
+
+void check_accepted(const test::TempDir& tmp, const std::string& args) {
+  CAPTURE(args);
+  const auto ok = test::run_cli(tmp, args);
+  INFO(ok.out);
+  CHECK(ok.exit_code == 0);
 }
 }  // namespace
 
@@ -51,10 +77,7 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string run = "run --model " + model + " --prompt hi -n 1";
-  struct Case {
-    std::string args, option;
-  };
-  const Case cases[] = {
+  check_refused(tmp, {
       {run + " --seed -1", "--seed"},
       {run + " --seed 99999999999999999999999", "--seed"},
       {run + " --seed +5", "--seed"},
@@ -65,17 +88,8 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
       {"plan --model " + model + " --context -1", "--context"},
       {"bench --runs -1", "--runs"},
       {"shader-stats --heads -4", "--heads"},
-  };
-  for (const auto& c : cases) {
-    CAPTURE(c.args);
-    const auto r = test::run_cli(tmp, c.args);
-    INFO(r.out);
-    CHECK(r.exit_code != 0);
-    CHECK(has(r.out, c.option));
-  }
-  const auto ok = test::run_cli(tmp, run + " --seed 18446744073709551615");
-  INFO(ok.out);
-  CHECK(ok.exit_code == 0);
+  }, false);
+  check_accepted(tmp, run + " --seed 18446744073709551615");
 }
 
 TEST_CASE("cli: signed and floating-point options out of range are refused before any work") {
@@ -85,55 +99,32 @@ TEST_CASE("cli: signed and floating-point options out of range are refused befor
   const std::string run = "run --model " + model + " --prompt hi -n 1";
   const std::string logits = "logits --model " + model + " --tokens " + (tmp / "t.npy") + " --output " + (tmp / "o.npy");
   test::write_tokens(tmp / "t.npy", {1, 2, 3});
-  struct Case {
-    std::string args, option, range;
+  // Each command prefix and option with the values it refuses, naming the option and its range.
+  struct Bad {
+    std::string command, option, range;
+    std::vector<std::string> values;
   };
-  const Case cases[] = {
-      {run + " --temperature nan", "--temperature", "[0, 100]"},
-      {run + " --temperature -0.5", "--temperature", "[0, 100]"},
-      {run + " --temperature inf", "--temperature", "[0, 100]"},
-      {run + " --temperature 1e30", "--temperature", "[0, 100]"},
-      {run + " --temperature 1x", "--temperature", "[0, 100]"},
-      {run + " --top-p nan", "--top-p", "(0, 1]"},
-      {run + " --top-p 0", "--top-p", "(0, 1]"},
-      {run + " --top-p 1.5", "--top-p", "(0, 1]"},
-      {run + " --top-p -inf", "--top-p", "(0, 1]"},
-      {logits + " --prompt-len -1", "--prompt-len", "1"},
-      {logits + " --prompt-len 0", "--prompt-len", "1"},
-      {logits + " --prompt-len 99999999999", "--prompt-len", "1"},
-      {"bench --budget nan", "--budget", "(0, 86400]"},
-      {"bench --budget -1", "--budget", "(0, 86400]"},
-      {"bench --budget inf", "--budget", "(0, 86400]"},
-      {"bench --cooldown nan", "--cooldown", "[0, 600]"},
-      {"bench --cooldown -1", "--cooldown", "[0, 600]"},
-      {"bench --cooldown 1e9", "--cooldown", "[0, 600]"},
-      {"bench --copy-mib nan", "--copy-mib", "[1, 65536]"},
-      {"bench --copy-mib 0", "--copy-mib", "[1, 65536]"},
-      {"bench --copy-mib inf", "--copy-mib", "[1, 65536]"},
-      {"bench --runs -3", "--runs", "1"},
-      {"bench --runs 0", "--runs", "1"},
-      {"bench --warmup -1", "--warmup", "0"},
-      {"bench --warmup 1000000000", "--warmup", "0"},
-      {"attn-map --model " + model + " --prompt hi --layer 0 --head -2", "--head", "0"},
-      {"layer --weights " + model + "/model.safetensors --num-heads 2 --depth -1 --input " + model + "/config.json --output " + (tmp / "y.npy"), "--depth", "0"},
-      {"layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --rope-theta nan --input " + model + "/config.json --output " + (tmp / "y.npy"),
-       "--rope-theta", "(0, 1e+09]"},
+  const Bad bad[] = {
+      {run, "--temperature", "[0, 100]", {"nan", "-0.5", "inf", "1e30", "1x"}},
+      {run, "--top-p", "(0, 1]", {"nan", "0", "1.5", "-inf"}},
+      {logits, "--prompt-len", "1", {"-1", "0", "99999999999"}},
+      {"bench", "--budget", "(0, 86400]", {"nan", "-1", "inf"}},
+      {"bench", "--cooldown", "[0, 600]", {"nan", "-1", "1e9"}},
+      {"bench", "--copy-mib", "[1, 65536]", {"nan", "0", "inf"}},
+      {"bench", "--runs", "1", {"-3", "0"}},
+      {"bench", "--warmup", "0", {"-1", "1000000000"}},
   };
-  for (const auto& c : cases) {
-    CAPTURE(c.args);
-    const auto r = test::run_cli(tmp, c.args);
-    INFO(r.out);
-    CHECK(r.exit_code != 0);
-    CHECK(has(r.out, c.option));
-    CHECK(has(r.out, c.range));
-    CHECK(r.seconds < 10);  // refused at parse time: no device, no model load
-  }
-  for (const std::string& args : {run + " --temperature 0.7 --top-p 0.9", run + " --temperature 0 --top-p 1"}) {
-    CAPTURE(args);
-    const auto ok = test::run_cli(tmp, args);
-    INFO(ok.out);
-    CHECK(ok.exit_code == 0);
-  }
+  std::vector<Refusal> cases;
+  for (const Bad& b : bad)
+    for (const std::string& v : b.values) cases.push_back({b.command + " " + b.option + " " + v, b.option, b.range});
+  const std::string layer = "layer --weights " + model + "/model.safetensors --num-heads 2 --depth ";
+  const std::string layer_io = " --input " + model + "/config.json --output " + (tmp / "y.npy");
+  cases.push_back({"attn-map --model " + model + " --prompt hi --layer 0 --head -2", "--head", "0"});
+  cases.push_back({layer + "-1" + layer_io, "--depth", "0"});
+  cases.push_back({layer + "0 --rope-theta nan" + layer_io, "--rope-theta", "(0, 1e+09]"});
+  check_refused(tmp, cases, true);
+  check_accepted(tmp, run + " --temperature 0.7 --top-p 0.9");
+  check_accepted(tmp, run + " --temperature 0 --top-p 1");
 }
 
 TEST_CASE("cli: a 250-byte output file name works") {

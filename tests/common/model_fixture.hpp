@@ -172,6 +172,37 @@ inline Tensors tiny_tensors(const TinySpec& s, uint64_t seed = 1) {
   return ts;
 }
 
+// n token ids in [1, 250] from a fixed pattern: (i·mul + salt·salt_mul + add) mod 250 + 1 at position i.
+inline std::vector<int32_t> pattern_tokens(size_t n, int32_t salt, size_t mul, int32_t salt_mul, size_t add) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = int32_t((i * mul + salt * salt_mul + add) % 250 + 1);
+  return t;
+}
+
+// The float64 reference's layer of prefix p ("layers.<l>.") of a checkpoint of width E and intermediate size I,
+// its tensors read in file order: norm(name) for the norms, linear(name, inputs) for the projections,
+// lambda(name) for the four λ vectors.
+template <class Norm, class Linear, class Lambda>
+ref::ModelLayerWeights reference_layer(const std::string& p, size_t E, size_t I, Norm&& norm, Linear&& linear,
+                                       Lambda&& lambda) {
+  ref::ModelLayerWeights L;
+  L.attn_norm = norm(p + "attn_norm.weight");
+  L.attn.wq = linear(p + "attn.q_proj.weight", E);
+  L.attn.wk = linear(p + "attn.k_proj.weight", E);
+  L.attn.wv = linear(p + "attn.v_proj.weight", E);
+  L.attn.wo = linear(p + "attn.out_proj.weight", E);
+  L.attn.lq1 = lambda(p + "attn.lambda_q1");
+  L.attn.lk1 = lambda(p + "attn.lambda_k1");
+  L.attn.lq2 = lambda(p + "attn.lambda_q2");
+  L.attn.lk2 = lambda(p + "attn.lambda_k2");
+  L.attn.subln = norm(p + "attn.subln.weight");
+  L.ffn_norm = norm(p + "ffn_norm.weight");
+  L.gate = linear(p + "ffn.gate_proj.weight", E);
+  L.up = linear(p + "ffn.up_proj.weight", E);
+  L.down = linear(p + "ffn.down_proj.weight", I);
+  return L;
+}
+
 // The float64 reference's weights of a synthesized checkpoint (F32 tensors), every value rounded to the
 // storage type the device path sees (fp16 or fp32), as docs/maths.md's tolerances assume.
 inline ref::ModelWeights reference_weights(const TinySpec& s, const Tensors& ts, bool fp16) {
@@ -192,29 +223,15 @@ inline ref::ModelWeights reference_weights(const TinySpec& s, const Tensors& ts,
   m.lm_head = get(s.tie ? "embed_tokens.weight" : "lm_head.weight");
   for (uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    ref::ModelLayerWeights L;
-    L.attn_norm = get(p + "attn_norm.weight");
-    L.attn.wq = get(p + "attn.q_proj.weight");
-    L.attn.wk = get(p + "attn.k_proj.weight");
-    L.attn.wv = get(p + "attn.v_proj.weight");
-    L.attn.wo = get(p + "attn.out_proj.weight");
     // The runtime computes λ from the fp32 vectors (model_load.cpp), whatever the storage type.
-    auto lam = [&](const char* n) {
-      const RawTensor& t = ts.at(p + "attn." + n);
+    auto lam = [&](const std::string& name) {
+      const RawTensor& t = ts.at(name);
       std::vector<float> f(t.bytes.size() / 4);
       std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
       return std::vector<double>(f.begin(), f.end());
     };
-    L.attn.lq1 = lam("lambda_q1");
-    L.attn.lk1 = lam("lambda_k1");
-    L.attn.lq2 = lam("lambda_q2");
-    L.attn.lk2 = lam("lambda_k2");
-    L.attn.subln = get(p + "attn.subln.weight");
-    L.ffn_norm = get(p + "ffn_norm.weight");
-    L.gate = get(p + "ffn.gate_proj.weight");
-    L.up = get(p + "ffn.up_proj.weight");
-    L.down = get(p + "ffn.down_proj.weight");
-    m.layers.push_back(std::move(L));
+    m.layers.push_back(reference_layer(
+        p, s.hidden, s.intermediate, get, [&](const std::string& name, size_t) { return get(name); }, lam));
   }
   return m;
 }

@@ -11,6 +11,8 @@ Only *.json files written by this script are replaced; other files (fuzzer finds
 import json
 import os
 
+from corpus_io import write_corpus
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "config")
 
@@ -80,14 +82,7 @@ FILES = {
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    for name in os.listdir(OUT):
-        if name in FILES:
-            os.remove(os.path.join(OUT, name))
-    for name, data in sorted(FILES.items()):
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-    print("wrote %d files to %s" % (len(FILES), OUT))
+    write_corpus(OUT, FILES)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ by this script are replaced; other files (fuzzer finds, regressions) are kept.
 import json
 import os
 
+from corpus_io import write_corpus
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "shard_index")
 
@@ -47,11 +49,7 @@ FILES = {
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    for name, data in sorted(FILES.items()):
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-    print("wrote %d files to %s" % (len(FILES), OUT))
+    write_corpus(OUT, FILES)
 
 
 if __name__ == "__main__":

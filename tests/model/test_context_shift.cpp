@@ -14,6 +14,7 @@
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "gpu_test.hpp"
+#include "model_fixture.hpp"
 #include "status_of.hpp"
 
 using namespace diffvk;
@@ -21,11 +22,7 @@ using namespace diffvk;
 namespace {
 const std::string kTiny = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
 
-std::vector<int32_t> tokens(size_t n, int32_t salt) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = int32_t((i * 37 + salt * 11 + 3) % 250 + 1);
-  return t;
-}
+std::vector<int32_t> tokens(size_t n, int32_t salt) { return test::pattern_tokens(n, salt, 37, 11, 3); }
 std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

@@ -279,14 +279,8 @@ TEST_CASE("model: an embedding larger than a simulated 16 MiB binding is split b
   // Tied, vocab 70000 x 64 in fp32: 17.9 MB, above 16 MiB, so two parts (rows [0, 65536) and [65536, 70000));
   // the same table serves the embedding (embed parts) and lm_head (one linear per part into its slice of the logits).
   test::TempDir tmp("diffvk-split");
-  test::TinySpec spec;
-  spec.vocab = 70000;
-  spec.hidden = 64;
-  spec.heads = 2;
-  spec.layers = 1;
-  spec.intermediate = 64;
-  spec.max_pos = 16;
-  spec.tie = true;
+  // vocab, hidden, layers, heads, kv_heads, intermediate, max_pos, tie
+  const test::TinySpec spec{70000, 64, 1, 2, 1, 64, 16, true};
   test::write_tiny_model(tmp.path(), spec, 7);
   // 10 rows: lm_head takes the tiled path (rows <= 8 take the vector path: ~2 s per row at vocab 70000 on lavapipe).
   const std::vector<int32_t> toks = {2, 69999, 65535, 65536, 300, 40000, 1, 65537, 12, 32768};

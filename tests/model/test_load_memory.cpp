@@ -69,14 +69,7 @@ TEST_CASE("load: peak host memory is the device copy plus a bounded slice, not t
   }
   // 55 MB of float32 weights in 20 layers (2.7 MB each, no tensor above 1.5 MB), and the same shapes in 1 layer.
   test::TempDir tmp("diffvk-load-memory");
-  test::TinySpec spec;
-  spec.vocab = 512;
-  spec.hidden = 256;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.intermediate = 640;
-  spec.max_pos = 32;
-  spec.layers = 1;
+  test::TinySpec spec{512, 256, 1, 4, 2, 640, 32};  // vocab, hidden, layers, heads, kv_heads, intermediate, max_pos
   const std::string small = tmp / "small", big = tmp / "big";
   test::write_tiny_model(small, spec, 3);
   spec.layers = 20;

@@ -24,11 +24,7 @@ using namespace diffvk;
 namespace {
 const std::string kTinyV2 = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny_v2";
 
-std::vector<int32_t> some_tokens(size_t n, int32_t salt) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = int32_t((i * 41 + salt * 13 + 7) % 250 + 1);
-  return t;
-}
+std::vector<int32_t> some_tokens(size_t n, int32_t salt) { return test::pattern_tokens(n, salt, 41, 13, 7); }
 
 struct Failure {
   Status status = Status::ok;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "diffvk/model.hpp"
 #include "diffvk/npy.hpp"
@@ -77,26 +78,12 @@ ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig&
   m.lm_head = c.tie_word_embeddings ? m.embed : lin("lm_head.weight", E, head_q);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    ref::ModelLayerWeights L;
-    L.attn_norm = plain(p + "attn_norm.weight");
-    L.attn.wq = lin(p + "attn.q_proj.weight", E, q);
-    L.attn.wk = lin(p + "attn.k_proj.weight", E, q);
-    L.attn.wv = lin(p + "attn.v_proj.weight", E, q);
-    L.attn.wo = lin(p + "attn.out_proj.weight", E, q);
-    auto lam = [&](const char* n) {  // λ from the file's values (model_load.cpp), whatever the storage type
-      const auto f = tensor_f32(ts, p + "attn." + n);
+    auto lam = [&](const std::string& n) {  // λ from the file's values (model_load.cpp), whatever the storage type
+      const auto f = tensor_f32(ts, n);
       return std::vector<double>(f.begin(), f.end());
     };
-    L.attn.lq1 = lam("lambda_q1");
-    L.attn.lk1 = lam("lambda_k1");
-    L.attn.lq2 = lam("lambda_q2");
-    L.attn.lk2 = lam("lambda_k2");
-    L.attn.subln = plain(p + "attn.subln.weight");
-    L.ffn_norm = plain(p + "ffn_norm.weight");
-    L.gate = lin(p + "ffn.gate_proj.weight", E, q);
-    L.up = lin(p + "ffn.up_proj.weight", E, q);
-    L.down = lin(p + "ffn.down_proj.weight", I, q);
-    m.layers.push_back(std::move(L));
+    m.layers.push_back(test::reference_layer(
+        p, E, I, plain, [&](const std::string& n, size_t cols) { return lin(n, cols, q); }, lam));
   }
   return m;
 }
@@ -219,18 +206,24 @@ Int8Run int8_run(Context& ctx, QuantType q, bool int8_decode, const std::vector<
   CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
   return r;
 }
+
+// An fp32 context with shaderIntegerDotProduct, or null (the test is skipped).
+std::unique_ptr<Context> int8_context_or_skip() {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (ctx && !ctx->device().caps().integer_dot_product) {
+    test::skip("the device has no shaderIntegerDotProduct");
+    ctx.reset();
+  }
+  return ctx;
+}
 }  // namespace
 
 // The int8 dot-product decode path on a whole model: it rounds each linear's input to int8 blocks, so it is
 // not held to the dequantized reference's bound; it must agree with it on the next token, stay close in
 // nmse, and differ from the dequantizing path (it really ran). Skipped without shaderIntegerDotProduct.
 TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized reference") {
-  auto ctx = test::make_context_or_skip(Precision::fp32);
+  auto ctx = int8_context_or_skip();
   if (!ctx) return;
-  if (!ctx->device().caps().integer_dot_product) {
-    test::skip("the device has no shaderIntegerDotProduct");
-    return;
-  }
   const auto toks = bundled_tokens(28);
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
     // Most positions through decode (the path under test): a 4-token prompt.
@@ -249,12 +242,8 @@ TEST_CASE("quant model: int8 dot-product decode agrees with the dequantized refe
 // decode test above: every position but the last through prefill (one chunk of 27 rows: past one 16-row tile),
 // decode dequantizing. Skipped without shaderIntegerDotProduct.
 TEST_CASE("quant model: int8 dot-product prefill agrees with the dequantized reference") {
-  auto ctx = test::make_context_or_skip(Precision::fp32);
+  auto ctx = int8_context_or_skip();
   if (!ctx) return;
-  if (!ctx->device().caps().integer_dot_product) {
-    test::skip("the device has no shaderIntegerDotProduct");
-    return;
-  }
   const auto toks = bundled_tokens(28);
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
     const Int8Run r = int8_run(*ctx, q, /*int8_decode=*/false, toks, toks.size() - 1, 32);

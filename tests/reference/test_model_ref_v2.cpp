@@ -17,6 +17,7 @@
 #include "diffvk/npy.hpp"
 #include "io/half.hpp"
 #include "model_fixture.hpp"
+#include "ref_compare.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "reference/diff_v2_ref.hpp"
 #include "reference/model_ref.hpp"
@@ -27,17 +28,8 @@ using Vec = std::vector<double>;
 
 namespace {
 
-double max_abs(const Vec& a) {
-  double m = 0.0;
-  for (double v : a) m = std::max(m, std::fabs(v));
-  return m;
-}
-double max_abs_diff(const Vec& a, const Vec& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using test::max_abs;
+using test::max_abs_diff;
 
 std::string fixture_dir() {
   const std::string dir = test::shared_tiny_v2_model_dir();

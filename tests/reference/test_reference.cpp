@@ -22,10 +22,6 @@
 #include "ref_compare.hpp"
 #include "reference/diff_attn_ref.hpp"
 
-#ifndef DIFFVK_TEST_DATA_DIR
-#define DIFFVK_TEST_DATA_DIR "tests/data"
-#endif
-
 namespace ref = diffvk::ref;
 using Vec = std::vector<double>;
 

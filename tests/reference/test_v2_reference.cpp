@@ -19,21 +19,12 @@
 #include "reference/diff_attn_ref.hpp"
 #include "reference/diff_v2_ref.hpp"
 
-#ifndef DIFFVK_TEST_DATA_DIR
-#define DIFFVK_TEST_DATA_DIR "tests/data"
-#endif
-
 namespace ref = diffvk::ref;
 using Vec = std::vector<double>;
 
 namespace {
 
-double max_abs(const Vec& a) {
-  double m = 0.0;
-  for (double v : a) m = std::max(m, std::fabs(v));
-  return m;
-}
-
+using diffvk::test::max_abs;
 using diffvk::test::max_abs_diff;
 
 // The invalid_argument message `fn` throws, or "" if it throws nothing.

@@ -53,10 +53,7 @@ public class BenchmarkActivity extends Activity {
     @Override
     protected void onCreate(Bundle state) {
         super.onCreate(state);
-        LinearLayout col = new LinearLayout(this);
-        col.setOrientation(LinearLayout.VERTICAL);
-        int pad = (int) (12 * getResources().getDisplayMetrics().density);
-        col.setPadding(pad, pad, pad, pad);
+        LinearLayout col = Views.column(this);
         preset = new EditText(this);
         preset.setHint("preset: default | phone");
         preset.setText("phone");
@@ -66,13 +63,9 @@ public class BenchmarkActivity extends Activity {
         modelDir.setText(getIntent().getStringExtra("modelDir"));
         col.addView(modelDir);
         LinearLayout buttons = new LinearLayout(this);
-        run = new Button(this);
-        run.setText("Run benchmark");
-        cancel = new Button(this);
-        cancel.setText("Cancel");
+        run = Views.button(this, buttons, "Run benchmark");
+        cancel = Views.button(this, buttons, "Cancel");
         cancel.setEnabled(false);
-        buttons.addView(run);
-        buttons.addView(cancel);
         col.addView(buttons);
         status = new TextView(this);
         col.addView(status);

@@ -71,10 +71,7 @@ public class ChatActivity extends Activity {
     protected void onCreate(Bundle state) {
         super.onCreate(state);
         final String dir = getIntent().getStringExtra("modelDir");
-        LinearLayout col = new LinearLayout(this);
-        col.setOrientation(LinearLayout.VERTICAL);
-        int pad = (int) (12 * getResources().getDisplayMetrics().density);
-        col.setPadding(pad, pad, pad, pad);
+        LinearLayout col = Views.column(this);
         transcript = new TextView(this);
         transcript.setTextIsSelectable(true);
         scroll = new ScrollView(this);
@@ -84,10 +81,10 @@ public class ChatActivity extends Activity {
         input.setHint("message");
         col.addView(input);
         LinearLayout buttons = new LinearLayout(this);
-        send = button(buttons, "Send");
-        regenerate = button(buttons, "Regenerate");
-        cancel = button(buttons, "Cancel");
-        reset = button(buttons, "Reset");
+        send = Views.button(this, buttons, "Send");
+        regenerate = Views.button(this, buttons, "Regenerate");
+        cancel = Views.button(this, buttons, "Cancel");
+        reset = Views.button(this, buttons, "Reset");
         col.addView(buttons);
         setContentView(col);
         busy(true);
@@ -163,13 +160,6 @@ public class ChatActivity extends Activity {
             }
         });
         worker.shutdown();
-    }
-
-    private Button button(LinearLayout row, String label) {
-        Button b = new Button(this);
-        b.setText(label);
-        row.addView(b);
-        return b;
     }
 
     // ---- worker thread -------------------------------------------------------------------------------

@@ -51,10 +51,7 @@ public class MainActivity extends Activity {
     @Override
     protected void onCreate(Bundle state) {
         super.onCreate(state);
-        LinearLayout col = new LinearLayout(this);
-        col.setOrientation(LinearLayout.VERTICAL);
-        int pad = (int) (12 * getResources().getDisplayMetrics().density);
-        col.setPadding(pad, pad, pad, pad);
+        LinearLayout col = Views.column(this);
 
         modelPath = field(col, "model directory (config.json + model.safetensors)");
         prompt = field(col, "prompt");
@@ -63,19 +60,11 @@ public class MainActivity extends Activity {
         maxTokens.setInputType(InputType.TYPE_CLASS_NUMBER);
         maxTokens.setText("64");
         LinearLayout buttons = new LinearLayout(this);
-        run = new Button(this);
-        run.setText("Run");
-        cancel = new Button(this);
-        cancel.setText("Cancel");
+        run = Views.button(this, buttons, "Run");
+        cancel = Views.button(this, buttons, "Cancel");
         cancel.setEnabled(false);
-        Button benchmark = new Button(this);
-        benchmark.setText("Benchmark");
-        Button chat = new Button(this);
-        chat.setText("Chat");
-        buttons.addView(run);
-        buttons.addView(cancel);
-        buttons.addView(benchmark);
-        buttons.addView(chat);
+        Button benchmark = Views.button(this, buttons, "Benchmark");
+        Button chat = Views.button(this, buttons, "Chat");
         col.addView(buttons);
         cancel.setOnClickListener(v -> {
             Session s = running;
