@@ -58,7 +58,8 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
   for (const auto& l : labels) longest = std::max(longest, l.size());
   const int label_w = Canvas::text_width(std::string(longest, 'M'), ls), ts = 2;  // ts: title scale
   const int left = 16 + label_w + 6, gap = 40, top = 16 + 9 * ts + 14;
-  const int head_title = 9 * ts + 6, panel_title = 9 * ts + 6, xlabels = label_w + 8, bar = 12, legend = 8 + bar + 4 + 9 * ts;
+  const int head_title = 9 * ts + 6, panel_title = 9 * ts + 6, xlabels = label_w + 8, bar = 12,
+            legend = 8 + bar + 4 + 9 * ts;
   const int row_h = head_title + panel_title + panel + xlabels + legend + 24;
   // DIFF V2: λ differs per query row, so a strip right of the difference shows λ_t of each row (0 … 1), with
   // the head's range of λ under it.
@@ -75,16 +76,20 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
 
   char head[200];
   if (m.v2) {
-    const std::string which = m.heads == 1 ? "head " + std::to_string(m.head0)
-                                           : "heads " + std::to_string(m.head0) + "-" + std::to_string(m.head0 + m.heads - 1);
-    std::snprintf(head, sizeof head, "diffvk attn-map: DIFF V2, layer %u, %s, %d tokens, A1 - lambda_t*A2 (lambda per query row)",
-                  m.layer, which.c_str(), T);
+    const std::string which = m.heads == 1
+                                  ? "head " + std::to_string(m.head0)
+                                  : "heads " + std::to_string(m.head0) + "-" + std::to_string(m.head0 + m.heads - 1);
+    std::snprintf(head, sizeof head,
+                  "diffvk attn-map: DIFF V2, layer %u, %s, %d tokens, A1 - lambda_t*A2 (lambda per query row)", m.layer,
+                  which.c_str(), T);
   } else {
-    std::snprintf(head, sizeof head, "diffvk attn-map: layer %u, %d tokens, lambda = %.4g, lambda_init = %.4g", m.layer, T, m.lambda,
-                  m.lambda_init);
+    std::snprintf(head, sizeof head, "diffvk attn-map: layer %u, %d tokens, lambda = %.4g, lambda_init = %.4g", m.layer,
+                  T, m.lambda, m.lambda_init);
   }
-  const int min_w = std::max(Canvas::text_width("layer 00, head 00: A1 - lambda*A2, lambda = -0.000, lambda_init = 0.000", ts),
-                             Canvas::text_width(head, ts)) + 32;
+  const int min_w =
+      std::max(Canvas::text_width("layer 00, head 00: A1 - lambda*A2, lambda = -0.000, lambda_init = 0.000", ts),
+               Canvas::text_width(head, ts)) +
+      32;
   Canvas cv(std::max(W, min_w), top + int(m.heads) * row_h);
   cv.text(16, 16, head, ts);
 
@@ -108,7 +113,9 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
       cv.text(left - 6 - Canvas::text_width(labels[i], ls), py + i * cell + (cell - 7 * ls) / 2, labels[i], ls);
     for (int p = 0; p < 3; ++p) {
       const int px = left + p * (panel + gap);
-      const float* src = p == 0 ? &m.a1[size_t(hh) * T * T] : p == 1 ? &m.a2[size_t(hh) * T * T] : &diff[size_t(hh) * T * T];
+      const float* src = p == 0   ? &m.a1[size_t(hh) * T * T]
+                         : p == 1 ? &m.a2[size_t(hh) * T * T]
+                                  : &diff[size_t(hh) * T * T];
       cv.text(px, y0 + head_title, titles[p], ts);
       fill(cv, px - 1, py - 1, panel + 2, panel + 2, kFrame);
       for (int i = 0; i < T; ++i)
@@ -118,7 +125,8 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
           fill(cv, px + j * cell, py + i * cell, cell, cell, c);
         }
       for (int j = 0; j < T; j += step)  // key labels, under the panel, reading upwards
-        cv.text(px + j * cell + (cell - 7 * ls) / 2, py + panel + 6 + Canvas::text_width(labels[j], ls), labels[j], ls, 0x000000, true);
+        cv.text(px + j * cell + (cell - 7 * ls) / 2, py + panel + 6 + Canvas::text_width(labels[j], ls), labels[j], ls,
+                0x000000, true);
       // Legend: the colour bar and its end (and middle) values.
       const int by = py + panel + xlabels + 8;
       for (int x = 0; x < panel; ++x) {
@@ -135,7 +143,8 @@ std::vector<uint8_t> render_attention_png(const AttentionMaps& m, const std::vec
     if (m.v2) {  // λ_t of each query row on the sequential scale of [0, 1], its range under it
       cv.text(strip_x, y0 + head_title, "lambda_t", ts);
       fill(cv, strip_x - 1, py - 1, strip_w + 2, panel + 2, kFrame);
-      for (int i = 0; i < T; ++i) fill(cv, strip_x, py + i * cell, strip_w, cell, sequential(m.lambda_rows[size_t(hh) * T + i]));
+      for (int i = 0; i < T; ++i)
+        fill(cv, strip_x, py + i * cell, strip_w, cell, sequential(m.lambda_rows[size_t(hh) * T + i]));
       cv.text(strip_x, py + panel + 6, ranges[hh], ls, kGrey);
     }
   }

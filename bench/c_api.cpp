@@ -16,10 +16,12 @@ constexpr size_t kMinSize = offsetof(diffvk_bench_options, preset);  // struct_s
 // The layouts of diffvk_bench_options (diffvk.h VERSIONING): 1.0 up to log_user, 1.1 up to variant.
 using diffvk::capi::layout_size;
 constexpr size_t kBenchLayouts[] = {
-    layout_size(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                       // 1.0
+    layout_size(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                         // 1.0
     layout_size(offsetof(diffvk_bench_options, variant) + sizeof(const char*), alignof(diffvk_bench_options))};  // 1.1
-static_assert(kBenchLayouts[1] == sizeof(diffvk_bench_options), "diffvk_bench_options grew: add its layout to kBenchLayouts");
-static_assert(sizeof(void*) != 8 || kBenchLayouts[0] == 72, "the 1.0 layout of 64-bit targets (abi/libdiffvk_bench.abi)");
+static_assert(kBenchLayouts[1] == sizeof(diffvk_bench_options),
+              "diffvk_bench_options grew: add its layout to kBenchLayouts");
+static_assert(sizeof(void*) != 8 || kBenchLayouts[0] == 72,
+              "the 1.0 layout of 64-bit targets (abi/libdiffvk_bench.abi)");
 
 // `opts` as this library's struct: the caller's prefix (struct_size bytes), defaults for the rest.
 diffvk_bench_options normalized(const diffvk_bench_options* opts) {
@@ -29,11 +31,13 @@ diffvk_bench_options normalized(const diffvk_bench_options* opts) {
   uint32_t size = 0;
   std::memcpy(&size, opts, sizeof size);
   if (size < kMinSize + sizeof(const char*))
-    throw diffvk::Error(diffvk::Status::invalid_argument,
-                        "opts->struct_size " + std::to_string(size) + " is too small (set it with diffvk_bench_default_options)");
+    throw diffvk::Error(
+        diffvk::Status::invalid_argument,
+        "opts->struct_size " + std::to_string(size) + " is too small (set it with diffvk_bench_default_options)");
   if (size > sizeof(diffvk_bench_options))
-    throw diffvk::Error(diffvk::Status::invalid_argument, "opts->struct_size " + std::to_string(size) + " is larger than this library's " +
-                                                              std::to_string(sizeof(diffvk_bench_options)) + " (a newer header?)");
+    throw diffvk::Error(diffvk::Status::invalid_argument,
+                        "opts->struct_size " + std::to_string(size) + " is larger than this library's " +
+                            std::to_string(sizeof(diffvk_bench_options)) + " (a newer header?)");
   std::memcpy(&o, opts, size);
   o.struct_size = sizeof(diffvk_bench_options);
   return o;
@@ -49,7 +53,9 @@ void diffvk_bench_default_options_sized(diffvk_bench_options* out, size_t size) 
   diffvk::capi::write_defaults(out, size, d, kBenchLayouts);
 }
 // The 1.0 ABI (parenthesized: diffvk_bench.h makes the name a function-like macro): the 1.0 struct only.
-void(diffvk_bench_default_options)(diffvk_bench_options* out) { diffvk_bench_default_options_sized(out, kBenchLayouts[0]); }
+void(diffvk_bench_default_options)(diffvk_bench_options* out) {
+  diffvk_bench_default_options_sized(out, kBenchLayouts[0]);
+}
 
 diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_options* opts, char** json_out) {
   if (!json_out) return diffvk::capi::report_error(__func__, DIFFVK_INVALID_ARGUMENT, "json_out is NULL");
@@ -64,8 +70,12 @@ diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_optio
     if (c.variant) o.variant = c.variant;
     if (c.abort_cb) o.cancel = [&c] { return c.abort_cb(c.abort_user) != 0; };
     if (c.log_cb) {
-      o.log = [&c](diffvk::bench::LogLevel level, const std::string& m) { c.log_cb(c.log_user, static_cast<int>(level), m.c_str()); };
-      o.report = [&c](const std::string& line) { c.log_cb(c.log_user, static_cast<int>(diffvk::bench::LogLevel::info), line.c_str()); };
+      o.log = [&c](diffvk::bench::LogLevel level, const std::string& m) {
+        c.log_cb(c.log_user, static_cast<int>(level), m.c_str());
+      };
+      o.report = [&c](const std::string& line) {
+        c.log_cb(c.log_user, static_cast<int>(diffvk::bench::LogLevel::info), line.c_str());
+      };
     }
     const diffvk::bench::Result r = diffvk::bench::run(ctx, o);
     char* s = static_cast<char*>(std::malloc(r.json.size() + 1));

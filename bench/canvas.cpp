@@ -9,19 +9,19 @@
 #include "diffvk/error.hpp"
 
 #if DIFFVK_HAVE_STB
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STBI_WRITE_NO_STDIO
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#endif
-#include <stb/stb_image_write.h>
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+#  define STB_IMAGE_WRITE_IMPLEMENTATION
+#  define STBI_WRITE_NO_STDIO
+#  if defined(__GNUC__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#    pragma GCC diagnostic ignored "-Wunused-function"
+#    pragma GCC diagnostic ignored "-Wsign-compare"
+#    pragma GCC diagnostic ignored "-Wunused-parameter"
+#  endif
+#  include <stb/stb_image_write.h>
+#  if defined(__GNUC__)
+#    pragma GCC diagnostic pop
+#  endif
 #endif
 
 namespace diffvk::bench {
@@ -65,8 +65,10 @@ void Canvas::text(int x, int y, const std::string& t, int s, uint32_t c, bool ve
     for (int r = 0; r < kGlyphH; ++r)
       for (int col = 0; col < kGlyphW; ++col)
         if (g[r] & (0x10 >> col)) {
-          if (vertical) rect(x + r * s, y - adv - (col + 1) * s, x + r * s + s, y - adv - col * s, c);
-          else rect(x + adv + col * s, y + r * s, x + adv + col * s + s, y + r * s + s, c);
+          if (vertical)
+            rect(x + r * s, y - adv - (col + 1) * s, x + r * s + s, y - adv - col * s, c);
+          else
+            rect(x + adv + col * s, y + r * s, x + adv + col * s + s, y + r * s + s, c);
         }
   }
 }
@@ -98,7 +100,8 @@ std::vector<uint8_t> encode_png(const Canvas& cv, const std::string& what) {
 bool plot_available() { return false; }
 
 std::vector<uint8_t> encode_png(const Canvas&, const std::string& what) {
-  throw Error(Status::unsupported, what + ": this build has no PNG output: stb (stb_image_write.h) was not found at configure time");
+  throw Error(Status::unsupported,
+              what + ": this build has no PNG output: stb (stb_image_write.h) was not found at configure time");
 }
 
 #endif

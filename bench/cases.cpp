@@ -15,10 +15,16 @@ namespace diffvk::bench {
 
 const char* const kImplNames[kImpls] = {"fused", "two-pass", "naive", "plain H", "plain 2H"};
 
-double gbps(const CaseResult& r, int i) { return r.impl[i].us.median > 0 ? double(r.bytes) / (r.impl[i].us.median * 1e3) : 0; }
-double gflops(const CaseResult& r, int i) { return r.impl[i].us.median > 0 ? r.flops / (r.impl[i].us.median * 1e3) : 0; }
+double gbps(const CaseResult& r, int i) {
+  return r.impl[i].us.median > 0 ? double(r.bytes) / (r.impl[i].us.median * 1e3) : 0;
+}
+double gflops(const CaseResult& r, int i) {
+  return r.impl[i].us.median > 0 ? r.flops / (r.impl[i].us.median * 1e3) : 0;
+}
 bool timed(const CaseResult& r, int i) { return r.impl[i].ran && r.impl[i].checked && r.impl[i].us.median > 0; }
-double speedup(const CaseResult& r, int i) { return timed(r, 0) && timed(r, i) ? r.impl[i].us.median / r.impl[0].us.median : 0; }
+double speedup(const CaseResult& r, int i) {
+  return timed(r, 0) && timed(r, i) ? r.impl[i].us.median / r.impl[0].us.median : 0;
+}
 
 struct AttnBench::KernelSet {
   std::unique_ptr<DiffAttnKernel> fused;
@@ -49,7 +55,7 @@ AttnBench::KernelSet& AttnBench::kernels(uint32_t D, uint32_t n_rep, bool v2) {
   sink_.step(strf("building %spipelines for D=%u n_rep=%u", v2 ? "DIFF V2 " : "", D, n_rep));
   const KernelOptions o = KernelOptions::for_device(dev_);
   auto k = std::make_unique<KernelSet>();  // all or nothing: a constructor that throws leaves no half-built set behind
-  if (v2) {  // n_rep: output heads per KV head (2·n_rep query heads)
+  if (v2) {                                // n_rep: output heads per KV head (2·n_rep query heads)
     k->fused = std::make_unique<DiffAttnKernel>(dev_, o, D, 2 * n_rep, 8, AttnSoftmax::v2);
     k->two_v2 = std::make_unique<TwoPassV2Attn>(dev_, o, D, n_rep);
     k->plain_all = std::make_unique<DiffAttnKernel>(dev_, o, D, 2 * n_rep, 8, AttnSoftmax::v2_plain);
@@ -66,8 +72,8 @@ namespace {
 // The float64 DIFF V2 reference of query row i (reference/diff_v2_ref.hpp) on the bench's inputs: q rows of
 // 2H·D query columns then H λ logits (q_stride), caches [Hkv][capacity][D]. Returns the fused output row
 // (H·D), and through `plain` the plain attention of all 2H query heads (2H·D: head j at j·D).
-std::vector<double> v2_cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const AttnCall& c, uint32_t D,
-                               uint32_t i, std::vector<double>& plain) {
+std::vector<double> v2_cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const AttnCall& c,
+                               uint32_t D, uint32_t i, std::vector<double>& plain) {
   const uint32_t H = c.H / 2, Hkv = c.Hkv, keys = c.pos0 + i + 1, qw = 2 * H * D;
   std::vector<double> k(size_t(keys) * Hkv * D), v(k.size());
   for (uint32_t t = 0; t < keys; ++t)
@@ -137,7 +143,9 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
   // Output width of each implementation (plain 2H: every query head).
   uint64_t out_bytes[kImpls];
   for (int i = 0; i < kImpls; ++i) out_bytes[i] = uint64_t(r.S) * (i == 4 ? 2 * o_width : o_width) * es;
-  auto buffer = [&](uint64_t bytes, const char* what) { return Buffer(dev_, std::max<uint64_t>(bytes, 16), MemoryDomain::device, what); };
+  auto buffer = [&](uint64_t bytes, const char* what) {
+    return Buffer(dev_, std::max<uint64_t>(bytes, 16), MemoryDomain::device, what);
+  };
   std::vector<Buffer> bufs;
   bufs.reserve(24);
   auto make = [&](uint64_t bytes, const char* what) -> BufferRange {
@@ -147,7 +155,8 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
   // Split-K scratch of `sp` splits for call c (the arrival counters zeroed, as the kernel requires); none for sp = 0.
   auto split_scratch = [&](const AttnCall& c, uint32_t sp, AttnSoftmax sm) -> AttnSplitScratch {
     if (!sp) return {};
-    AttnSplitScratch s{make(DiffAttnKernel::part_bytes(c, D, sp, sm), "bench part"), make(DiffAttnKernel::stat_bytes(c, sp, sm), "bench stat"),
+    AttnSplitScratch s{make(DiffAttnKernel::part_bytes(c, D, sp, sm), "bench part"),
+                       make(DiffAttnKernel::stat_bytes(c, sp, sm), "bench stat"),
                        make(DiffAttnKernel::sync_bytes(c), "bench arrivals")};
     const std::vector<uint8_t> zero(s.sync.size, 0);
     bufs.back().upload(0, zero.data(), zero.size());
@@ -168,11 +177,13 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
     }
 
     std::unique_ptr<Program> progs[kImpls];
-    for (int i = 0; i < kImpls; ++i) progs[i] = std::make_unique<Program>(dev_, std::string("bench ") + kImplNames[i], cfg_.timestamps);
+    for (int i = 0; i < kImpls; ++i)
+      progs[i] = std::make_unique<Program>(dev_, std::string("bench ") + kImplNames[i], cfg_.timestamps);
     const AttnSoftmax fsm = v2 ? AttnSoftmax::v2 : AttnSoftmax::differential;
-    // One attention op (fused, or a plain pass) into program p: split-K decode, or prefill (split on loop-limited devices).
-    auto record_attn = [&](const DiffAttnKernel& k, Program& p, const AttnCall& c, BufferRange o, AttnSoftmax sm, uint32_t* splits,
-                           uint32_t* split_len) {
+    // One attention op (fused, or a plain pass) into program p: split-K decode, or prefill (split on loop-limited
+    // devices).
+    auto record_attn = [&](const DiffAttnKernel& k, Program& p, const AttnCall& c, BufferRange o, AttnSoftmax sm,
+                           uint32_t* splits, uint32_t* split_len) {
       uint32_t len = 0, sp = 0;
       if (cs.decode) {
         sp = k.decode_splits(c, &len);
@@ -196,7 +207,8 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         const DiffAttnKernel& pk = ks.two_v2->plain();
         uint32_t len = 0;
         const uint32_t sp = cs.decode ? pk.decode_splits(pc, &len) : pk.prefill_splits(pc, &len);
-        const AttnSplitScratch s1 = split_scratch(pc, sp, AttnSoftmax::v2_plain), s2 = split_scratch(pc, sp, AttnSoftmax::v2_plain);
+        const AttnSplitScratch s1 = split_scratch(pc, sp, AttnSoftmax::v2_plain),
+                               s2 = split_scratch(pc, sp, AttnSoftmax::v2_plain);
         if (cs.decode)
           ks.two_v2->record_decode(*progs[1], bq, bk, bv, out[1], oe, oo, s1, s2, call, sp, len);
         else
@@ -214,7 +226,8 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         } else {
           uint32_t len = 0;
           const uint32_t sp = ks.two->flash().prefill_splits(call, &len);  // nonzero on loop-limited devices
-          ks.two->record_prefill(*progs[1], bq, bk, bv, bw, out[1], o1, o2, call, split_scratch(call, sp, AttnSoftmax::single),
+          ks.two->record_prefill(*progs[1], bq, bk, bv, bw, out[1], o1, o2, call,
+                                 split_scratch(call, sp, AttnSoftmax::single),
                                  split_scratch(call, sp, AttnSoftmax::single));
         }
         // K1 + V + K2 + V + Q + 2 intermediates written and read again + output
@@ -314,7 +327,8 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         const auto o = v2_cpu_row(q, kc, vc, call, D, i, plain);
         ref.insert(ref.end(), o.begin(), o.end());
         ref_all.insert(ref_all.end(), plain.begin(), plain.end());
-        for (uint32_t h = 0; h < H; ++h) ref_even.insert(ref_even.end(), plain.begin() + 2 * h * D, plain.begin() + (2 * h + 1) * D);
+        for (uint32_t h = 0; h < H; ++h)
+          ref_even.insert(ref_even.end(), plain.begin() + 2 * h * D, plain.begin() + (2 * h + 1) * D);
         continue;
       }
       for (uint32_t h = 0; h < H; ++h) {
@@ -328,8 +342,9 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
     for (int i = 1; i < kImpls; ++i) {
       if (!r.impl[i].ran) continue;
       if (i >= 3) {  // plain rows: their own reference (no fused output computes the same thing)
-        r.impl[i].vs_cpu = compare("cpu double reference (sampled rows)", sample(got[i], i == 4 ? 2 * o_width : o_width),
-                                   i == 4 ? ref_all : ref_even, fp16_, 1);
+        r.impl[i].vs_cpu =
+            compare("cpu double reference (sampled rows)", sample(got[i], i == 4 ? 2 * o_width : o_width),
+                    i == 4 ? ref_all : ref_even, fp16_, 1);
         r.impl[i].checked = r.impl[i].vs_cpu.ok;
         continue;
       }
@@ -344,11 +359,12 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
         for (size_t e = 0; e < got[i].size(); ++e)
           if (!std::isfinite(got[i][e]) && bad++ == 0) first = e;
         r.impl[i].unwritten = bad;
-        std::string msg = strf("%s: %s output check FAILED (vs cpu rows: max abs %.3g, nmse %.3g", cs.name().c_str(), kImplNames[i],
-                               r.impl[i].vs_cpu.max_abs, r.impl[i].vs_cpu.nmse);
+        std::string msg = strf("%s: %s output check FAILED (vs cpu rows: max abs %.3g, nmse %.3g", cs.name().c_str(),
+                               kImplNames[i], r.impl[i].vs_cpu.max_abs, r.impl[i].vs_cpu.nmse);
         if (i > 0 && i < 3 && r.impl[0].checked) msg += strf("; vs fused: max abs %.3g", r.impl[i].vs_fused.max_abs);
-        if (bad) msg += strf("; %zu of %zu outputs still hold the NaN poison (never written), the first in row %zu", bad, got[i].size(),
-                             first / (got[i].size() / r.S));
+        if (bad)
+          msg += strf("; %zu of %zu outputs still hold the NaN poison (never written), the first in row %zu", bad,
+                      got[i].size(), first / (got[i].size() / r.S));
         msg += ") - not timed";
         sink_.warn("diffvk bench: " + msg);
         r.failures.push_back(msg);
@@ -364,7 +380,7 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
       for (int i = 0; i < kImpls; ++i) {
         if (!r.impl[i].ran || !r.impl[i].checked) continue;
         sink_.step(strf("%s %s: %s %s %d/%d", tag.c_str(), cs.name().c_str(), it < extra ? "warm-up" : "run",
-                            kImplNames[i], it < extra ? it + 2 : it - extra + 1, it < extra ? cfg_.warmup : cfg_.runs));
+                        kImplNames[i], it < extra ? it + 2 : it - extra + 1, it < extra ? cfg_.warmup : cfg_.runs));
         const double t = run_timed(*progs[i], cfg_.timestamps);
         if (it < extra) continue;
         us[i].push_back(t);
@@ -377,11 +393,12 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
       if (!r.impl[i].ran || !r.impl[i].checked) continue;
       r.impl[i].us = stats_of(us[i]);
       const auto tm = progs[i]->timings();
-      for (size_t k = 0; k < ops[i].size() && k < tm.size(); ++k) r.impl[i].op_median_us.push_back({tm[k].label, stats_of(ops[i][k]).median});
+      for (size_t k = 0; k < ops[i].size() && k < tm.size(); ++k)
+        r.impl[i].op_median_us.push_back({tm[k].label, stats_of(ops[i][k]).median});
     }
   } catch (const Error& e) {
-    if (e.status() != Status::unsupported && e.status() != Status::out_of_memory && e.status() != Status::invalid_argument &&
-        e.status() != Status::context_overflow)
+    if (e.status() != Status::unsupported && e.status() != Status::out_of_memory &&
+        e.status() != Status::invalid_argument && e.status() != Status::context_overflow)
       throw;
     r.skipped = e.what();
     for (auto& im : r.impl) im.ran = false;

@@ -26,8 +26,12 @@ struct CaseSpec {
   bool decode = false;
   uint32_t D = 64, T = 512, H = 8, Hkv = 2;
   bool v2 = false;  // DIFF V2 (H output heads)
-  std::string series() const { return strf("%s%s D=%u H=%u/%u", v2 ? "v2 " : "", decode ? "decode" : "prefill", D, H, Hkv); }
-  std::string name() const { return strf("%s%s D=%u T=%u H=%u/%u", v2 ? "v2 " : "", decode ? "decode" : "prefill", D, T, H, Hkv); }
+  std::string series() const {
+    return strf("%s%s D=%u H=%u/%u", v2 ? "v2 " : "", decode ? "decode" : "prefill", D, H, Hkv);
+  }
+  std::string name() const {
+    return strf("%s%s D=%u T=%u H=%u/%u", v2 ? "v2 " : "", decode ? "decode" : "prefill", D, T, H, Hkv);
+  }
 };
 
 constexpr int kImpls = 5;
@@ -45,7 +49,7 @@ struct ImplResult {
   Check vs_fused;              // two-pass / naive only
   Check vs_cpu;                // every implementation, on the sampled rows
   bool checked = false;
-  size_t unwritten = 0;        // outputs still holding the NaN poison after the check run
+  size_t unwritten = 0;  // outputs still holding the NaN poison after the check run
 };
 
 struct CaseResult {
@@ -69,8 +73,8 @@ struct CaseResult {
   }
 };
 
-bool timed(const CaseResult& r, int impl);      // ran, passed its check, has a median
-double gbps(const CaseResult& r, int impl);     // bytes that must move / median time
+bool timed(const CaseResult& r, int impl);   // ran, passed its check, has a median
+double gbps(const CaseResult& r, int impl);  // bytes that must move / median time
 double gflops(const CaseResult& r, int impl);
 double speedup(const CaseResult& r, int impl);  // impl's median / fused's median (0 when either is missing)
 

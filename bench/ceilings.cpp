@@ -16,7 +16,8 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
   register_bench_shaders();
   const DeviceCaps& caps = dev.caps();
   CopyCeiling best;
-  Buffer src(dev, bytes, MemoryDomain::device, "bench copy src"), dst(dev, bytes, MemoryDomain::device, "bench copy dst");
+  Buffer src(dev, bytes, MemoryDomain::device, "bench copy src"),
+      dst(dev, bytes, MemoryDomain::device, "bench copy dst");
   src.fill(0, bytes, 0x3c003c01u);
   const uint32_t n = static_cast<uint32_t>(bytes / 16);
   const uint32_t wg = pick_pow2_workgroup(caps, 256);
@@ -28,12 +29,14 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
     const uint32_t gx = std::min(groups, max_x), gy = (groups + gx - 1) / gx;
     const uint32_t push[2] = {n, gx};
     Program prog(dev, "bench copy", ts);
-    prog.dispatch(pipe, {{src.range(), Access::read}, {dst.range(), Access::write}}, push, sizeof push, {gx, gy, 1}, "copy");
+    prog.dispatch(pipe, {{src.range(), Access::read}, {dst.range(), Access::write}}, push, sizeof push, {gx, gy, 1},
+                  "copy");
     dst.fill(0, bytes, 0);
     prog.run();
     uint32_t probe[4] = {0, 0, 0, 0};
     dst.download(bytes - 16, probe, 16);
-    if (probe[0] != 0x3c003c01u || probe[3] != 0x3c003c01u) throw Error(Status::internal, "bench: the copy shader produced wrong data");
+    if (probe[0] != 0x3c003c01u || probe[3] != 0x3c003c01u)
+      throw Error(Status::internal, "bench: the copy shader produced wrong data");
     for (int i = 0; i < warmup; ++i) prog.run();
     std::vector<double> us;
     for (int i = 0; i < runs; ++i) {
@@ -42,7 +45,8 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
     }
     const Stats s = stats_of(us);
     const double gbps = 2.0 * double(bytes) / (s.median * 1e3);
-    best.tried.push_back(json{{"workgroup", wg}, {"items_per_invocation", items}, {"median_us", s.median}, {"GBps", gbps}});
+    best.tried.push_back(
+        json{{"workgroup", wg}, {"items_per_invocation", items}, {"median_us", s.median}, {"GBps", gbps}});
     if (gbps > best.gbps) {
       best.gbps = gbps;
       best.us = s;
@@ -55,7 +59,7 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
 }
 
 namespace {
-constexpr uint32_t kFmaIters = 1024;  // per chain; fp16 stays exact while 63 + ITERS <= 2048
+constexpr uint32_t kFmaIters = 1024;              // per chain; fp16 stays exact while 63 + ITERS <= 2048
 constexpr uint32_t kFmaChains[] = {2, 4, 8, 16};  // vec4 accumulators per invocation, each tried
 
 // One grid of shaders/bench/bench_fma.comp, recorded once; check() runs it on a poisoned output and
@@ -90,13 +94,15 @@ struct FmaGrid {
     for (uint64_t i = 0; i < invocations; ++i)
       if (v[i] != want)
         throw Error(Status::internal, strf("bench: the %s FMA probe (%u chains) produced %g at invocation %llu of %llu "
-                                           "(expected %g); not timed", prec, chains, double(v[i]), (unsigned long long)i,
+                                           "(expected %g); not timed",
+                                           prec, chains, double(v[i]), (unsigned long long)i,
                                            (unsigned long long)invocations, double(want)));
   }
 };
 }  // namespace
 
-FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int warmup, int runs, bool ts, const Sink& sink) {
+FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int warmup, int runs, bool ts,
+                       const Sink& sink) {
   FmaCeiling f;
   const char* prec = fp16 ? "fp16" : "fp32";
   if (fp16 && !dev.fp16()) {
@@ -110,7 +116,8 @@ FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int
   const uint32_t wg = pick_pow2_workgroup(caps, 256);
   const uint32_t max_x = std::max(1u, std::min(caps.max_workgroup_count[0], 65535u));
   // At most 2^24 invocations (a 64 MiB result buffer), within the device's grid.
-  const uint64_t max_groups = std::min<uint64_t>((1ull << 24) / wg, uint64_t(max_x) * std::min(caps.max_workgroup_count[1], 65535u));
+  const uint64_t max_groups =
+      std::min<uint64_t>((1ull << 24) / wg, uint64_t(max_x) * std::min(caps.max_workgroup_count[1], 65535u));
   double best_rate = 0;
   uint32_t best_groups = 8, best_chains = kFmaChains[0];
   for (uint32_t chains : kFmaChains) {
@@ -199,15 +206,21 @@ static json fma_json(const FmaCeiling& f, const char* type, const char* vec) {
 }
 
 json ceilings_json(const Ceilings& c) {
-  return json{{"fma_f32_gflops", c.fma32.measured ? json(c.fma32.gflops) : json(nullptr)},
-              {"fma_f16_gflops", c.fma16.measured ? json(c.fma16.gflops) : json(nullptr)},
-              {"copy_gbps", c.copy.gbps},
-              {"flops_ceiling_for_kernels", "fma_f32_gflops: diffvk's kernels accumulate in fp32 with either storage type"},
-              {"copy", json{{"bytes_each_buffer", c.copy.bytes}, {"bytes_rule", c.copy.rule}, {"bytes_moved", 2 * c.copy.bytes},
-                            {"workgroup", c.copy.wg}, {"items_per_invocation", c.copy.items}, {"time", stats_json(c.copy.us)},
-                            {"GBps", c.copy.gbps}, {"configurations", c.copy.tried}}},
-              {"fma_f32", fma_json(c.fma32, "float", "vec4")},
-              {"fma_f16", fma_json(c.fma16, "float16_t", "f16vec4")}};
+  return json{
+      {"fma_f32_gflops", c.fma32.measured ? json(c.fma32.gflops) : json(nullptr)},
+      {"fma_f16_gflops", c.fma16.measured ? json(c.fma16.gflops) : json(nullptr)},
+      {"copy_gbps", c.copy.gbps},
+      {"flops_ceiling_for_kernels", "fma_f32_gflops: diffvk's kernels accumulate in fp32 with either storage type"},
+      {"copy", json{{"bytes_each_buffer", c.copy.bytes},
+                    {"bytes_rule", c.copy.rule},
+                    {"bytes_moved", 2 * c.copy.bytes},
+                    {"workgroup", c.copy.wg},
+                    {"items_per_invocation", c.copy.items},
+                    {"time", stats_json(c.copy.us)},
+                    {"GBps", c.copy.gbps},
+                    {"configurations", c.copy.tried}}},
+      {"fma_f32", fma_json(c.fma32, "float", "vec4")},
+      {"fma_f16", fma_json(c.fma16, "float16_t", "f16vec4")}};
 }
 
 }  // namespace diffvk::bench

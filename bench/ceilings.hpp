@@ -26,7 +26,7 @@ struct FmaCeiling {
   bool measured = false;
   std::string absent;  // why not measured (fp16 without shaderFloat16 on this context)
   uint32_t wg = 0, iters = 0, chains = 0, groups = 0;
-  uint64_t fmas = 0;   // scalar FMAs per dispatch
+  uint64_t fmas = 0;  // scalar FMAs per dispatch
   Stats us;
   double gflops = 0;
   json tried = json::array();
@@ -49,7 +49,8 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
 // grid grows by 2x from 8 workgroups while the dispatch is shorter than min_us or still gaining more than
 // 10% in rate (and the next, ~2x the time, stays under max_us); then the configuration with the best rate
 // among the dispatches of at least min_us (the best of all when none was that long) is timed: median of runs.
-FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int warmup, int runs, bool ts, const Sink& sink);
+FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int warmup, int runs, bool ts,
+                       const Sink& sink);
 
 // A kernel's place under the ceilings (a roofline): its GFLOP/s over the fp32 FMA ceiling, its GB/s over
 // the copy ceiling, and fraction_of_peak = the larger of the two (the ceiling it is closer to; `bound`

@@ -7,8 +7,8 @@
 
 namespace diffvk::bench {
 
-void write_plot(const std::string& path, const std::vector<CaseResult>& results, const Ceilings& c, const std::string& device,
-                const std::string& subtitle, bool cpu_device) {
+void write_plot(const std::string& path, const std::vector<CaseResult>& results, const Ceilings& c,
+                const std::string& device, const std::string& subtitle, bool cpu_device) {
   static const uint32_t palette[] = {0x1f77b4, 0xd62728, 0x2ca02c, 0x9467bd, 0xff7f0e, 0x8c564b, 0x17becf, 0xe377c2};
   PlotFigure f;
   f.title = "diffvk bench: fused differential attention vs baselines - " + device;

@@ -9,7 +9,7 @@
 namespace diffvk::bench {
 
 // Writes the PNG atomically. Error(unsupported) when the build has no plot (plot_available()).
-void write_plot(const std::string& path, const std::vector<CaseResult>& results, const Ceilings& c, const std::string& device,
-                const std::string& subtitle, bool cpu_device);
+void write_plot(const std::string& path, const std::vector<CaseResult>& results, const Ceilings& c,
+                const std::string& device, const std::string& subtitle, bool cpu_device);
 
 }  // namespace diffvk::bench

@@ -22,9 +22,10 @@ struct TypeRow {
   double bits_per_weight = 0, prefill_tps = 0, decode_tps = 0, fraction = 0;
 };
 
-json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline,
-               const Sink& sink, TypeRow& row) {
-  sink.stage(std::string("model: loading ") + a.model_dir + " (" + quant_kind_name(kind) + ", KV cache " + kv_cache_type_name(a.kv_cache) + ")");
+json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& ceil, int runs,
+               const std::string& cmdline, const Sink& sink, TypeRow& row) {
+  sink.stage(std::string("model: loading ") + a.model_dir + " (" + quant_kind_name(kind) + ", KV cache " +
+             kv_cache_type_name(a.kv_cache) + ")");
   const uint64_t rss0 = rss_bytes();
   const bool hwm = reset_peak_rss();
   const uint64_t dev0 = device_bytes_allocated();
@@ -92,47 +93,62 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   // is a lookup and the attention products (12*D per query-key pair and head) are left out.
   // DIFF V2: q is 2H·D + H rows (the λ logits), o has H·D inputs.
   const double E = c.hidden_size, kv = double(c.num_kv_heads) * c.kv_row();
-  const double qo = c.v2() ? (2.0 * c.num_heads * c.head_dim() + c.num_heads + double(c.num_heads) * c.head_dim()) * E : 2.0 * E * E;
+  const double qo =
+      c.v2() ? (2.0 * c.num_heads * c.head_dim() + c.num_heads + double(c.num_heads) * c.head_dim()) * E : 2.0 * E * E;
   const double mat_weights = c.num_layers * (qo + 2.0 * E * kv + 3.0 * E * c.intermediate_size) + E * c.vocab_size;
   const double flops_per_token = 2.0 * mat_weights;
   // Prefill reads the weights once for P rows; decode once per token.
-  const PeakFraction prefill_pf = peak_fraction(ceil, flops_per_token * P / (ps.median * 1e9), bytes / (ps.median * 1e9));
-  const PeakFraction decode_pf = peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
+  const PeakFraction prefill_pf =
+      peak_fraction(ceil, flops_per_token * P / (ps.median * 1e9), bytes / (ps.median * 1e9));
+  const PeakFraction decode_pf =
+      peak_fraction(ceil, flops_per_token * N / (ds.median * 1e9), bytes * N / (ds.median * 1e9));
   const double bound_s = bytes / (copy_gbps * 1e9);  // seconds per token at the copy rate
   const double fraction = bound_s / (ds.median / N);
   // Which matmul the prefill's linears take (cooperative matrices shown where they are used, and
   // why not where the device has them).
   std::string why_not;
   const DeviceCaps& dc = ctx.device().caps();
-  const std::string prefill_matmul =
-      kind != QuantKind::f16 ? std::string("quantized tiles (") + quant_kind_name(kind) + ", path " + ls.quant_prefill +
-                                   "; cooperative matrices take f16 weights only)"
-      : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
-          ? "cooperative matrices " + dc.coopmat_shape()
-          : "scalar FMA (no cooperative matrices: " + why_not + ")";
-  sink.reportf("model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s%s%s",
-              a.model_dir.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
-              c.intermediate_size, c.vocab_size, precision_name(ctx.precision()),
-              quant_kind_name(kind), ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str(),
-              ls.quant_prefill.empty() ? "" : ", prefill path ", ls.quant_prefill.c_str());
-  sink.reportf("  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
-               "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)", ls.format.c_str(), ls.files, ls.seconds,
-               (unsigned long long)ls.staging_peak_bytes, (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
-               hwm ? ": includes device memory on CPU drivers" : " not resettable: not measured");
-  sink.reportf("  prefill: %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s", P, ps.median, ps.min, ps.max, prefill_tps);
+  const std::string prefill_matmul = kind != QuantKind::f16
+                                         ? std::string("quantized tiles (") + quant_kind_name(kind) + ", path " +
+                                               ls.quant_prefill + "; cooperative matrices take f16 weights only)"
+                                     : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
+                                         ? "cooperative matrices " + dc.coopmat_shape()
+                                         : "scalar FMA (no cooperative matrices: " + why_not + ")";
+  sink.reportf(
+      "model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s%s%s",
+      a.model_dir.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
+      c.intermediate_size, c.vocab_size, precision_name(ctx.precision()), quant_kind_name(kind),
+      ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str(),
+      ls.quant_prefill.empty() ? "" : ", prefill path ", ls.quant_prefill.c_str());
+  sink.reportf(
+      "  load: %s, %u file(s), %.3f s; host staging peak %llu bytes (loader's counter; largest tensor %llu bytes); "
+      "process peak RSS +%.1f MB over the pre-load RSS (VmHWM%s)",
+      ls.format.c_str(), ls.files, ls.seconds, (unsigned long long)ls.staging_peak_bytes,
+      (unsigned long long)ls.largest_tensor_bytes, load_peak / 1e6,
+      hwm ? ": includes device memory on CPU drivers" : " not resettable: not measured");
+  sink.reportf("  prefill: %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s", P, ps.median, ps.min, ps.max,
+               prefill_tps);
   sink.reportf("  prefill matmul: %s", prefill_matmul.c_str());
-  sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median, ds.min,
-              ds.max, decode_tps, 1e3 * ds.median / N);
-  sink.reportf("  session state: %u tokens, %.2f MB; save median %.4f s, restore median %.4f s: restore %.1fx faster than "
-               "prefilling them (checked: a restored session's next logits equal the saved one's)",
-               P, state.size() / 1e6, ss.median, rs.median, ps.median / rs.median);
-  sink.reportf("  weight-streaming bound: %.2f MB of weights per token / %.2f GB/s copy = %.3f ms/token -> decode at %.1f%% of it",
-              bytes / 1e6, copy_gbps, bound_s * 1e3, 100.0 * fraction);
-  sink.reportf("  under the ceilings (%%fma of %.2f GFLOP/s fp32, %%copy of %.2f GB/s; flops = 2 x %.0f matrix weights per token):\n"
-               "    prefill %.1f%% fma, %.1f%% copy; decode %.1f%% fma, %.1f%% copy", ceil.flops_ceiling(), copy_gbps, mat_weights,
-               100 * prefill_pf.flops, 100 * prefill_pf.bytes, 100 * decode_pf.flops, 100 * decode_pf.bytes);
-  sink.reportf("  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and the read-back of\n"
-              "   the last row's logits (prefill) or of the greedy token id sampled on the device (decode))", runs);
+  sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median,
+               ds.min, ds.max, decode_tps, 1e3 * ds.median / N);
+  sink.reportf(
+      "  session state: %u tokens, %.2f MB; save median %.4f s, restore median %.4f s: restore %.1fx faster than "
+      "prefilling them (checked: a restored session's next logits equal the saved one's)",
+      P, state.size() / 1e6, ss.median, rs.median, ps.median / rs.median);
+  sink.reportf(
+      "  weight-streaming bound: %.2f MB of weights per token / %.2f GB/s copy = %.3f ms/token -> decode at %.1f%% of "
+      "it",
+      bytes / 1e6, copy_gbps, bound_s * 1e3, 100.0 * fraction);
+  sink.reportf(
+      "  under the ceilings (%%fma of %.2f GFLOP/s fp32, %%copy of %.2f GB/s; flops = 2 x %.0f matrix weights per "
+      "token):\n"
+      "    prefill %.1f%% fma, %.1f%% copy; decode %.1f%% fma, %.1f%% copy",
+      ceil.flops_ceiling(), copy_gbps, mat_weights, 100 * prefill_pf.flops, 100 * prefill_pf.bytes,
+      100 * decode_pf.flops, 100 * decode_pf.bytes);
+  sink.reportf(
+      "  (wall clock per call, median of %d runs after one warm-up; includes submit, wait and the read-back of\n"
+      "   the last row's logits (prefill) or of the greedy token id sampled on the device (decode))",
+      runs);
   json profile_json;
   if (a.profile) {
     // A separate session with timestamps between dispatches: GPU time per dispatch grouped by op over N decode steps.
@@ -163,12 +179,17 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     } else {
       std::vector<std::pair<std::string, Agg>> rows(by_op.begin(), by_op.end());
       std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
-      sink.reportf("  decode profile (GPU timestamps between dispatches, %u steps, %zu dispatches per token, %.3f ms GPU time per token):",
-                  N, per_token, total / N / 1e3);
+      sink.reportf(
+          "  decode profile (GPU timestamps between dispatches, %u steps, %zu dispatches per token, %.3f ms GPU time "
+          "per token):",
+          N, per_token, total / N / 1e3);
       sink.reportf("    %-26s %10s %12s %12s %7s", "op", "per token", "us/token", "us/dispatch", "share");
       for (const auto& [op, g] : rows) {
-        sink.reportf("    %-26s %10.1f %12.1f %12.1f %6.1f%%", op.c_str(), double(g.n) / N, g.us / N, g.us / g.n, 100.0 * g.us / total);
-        profile_json.push_back({{"op", op}, {"dispatches_per_token", double(g.n) / N}, {"us_per_token", g.us / N},
+        sink.reportf("    %-26s %10.1f %12.1f %12.1f %6.1f%%", op.c_str(), double(g.n) / N, g.us / N, g.us / g.n,
+                     100.0 * g.us / total);
+        profile_json.push_back({{"op", op},
+                                {"dispatches_per_token", double(g.n) / N},
+                                {"us_per_token", g.us / N},
                                 {"us_per_dispatch", g.us / g.n}});
       }
     }
@@ -176,8 +197,10 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   // Every Buffer of the model and its sessions (weights, staging, KV cache, arena) is allocated up front.
   const uint64_t dev_peak = a.profile ? device_bytes_peak() - dev0 : dev_peak_runs;
   row = TypeRow{kind, model->weight_bytes(), dev_peak, 8.0 * bytes / mat_weights, prefill_tps, decode_tps, fraction};
-  sink.reportf("  peak device memory: %.2f MB (Buffers: weights, load staging, KV cache, activations; the driver's own not counted)",
-               dev_peak / 1e6);
+  sink.reportf(
+      "  peak device memory: %.2f MB (Buffers: weights, load staging, KV cache, activations; the driver's own not "
+      "counted)",
+      dev_peak / 1e6);
   json j;
   j["command_line"] = cmdline;
   j["weights"] = quant_kind_name(kind);
@@ -188,26 +211,44 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   j["peak_device_bytes"] = dev_peak;
   j["device"] = caps_json(ctx.caps(), ctx.device());
   j["precision"] = precision_name(ctx.precision());
-  j["model"] = {{"dir", a.model_dir}, {"diff_version", c.diff_version}, {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size},
-                {"num_heads", c.num_heads}, {"num_kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim()}, {"intermediate_size", c.intermediate_size}, {"vocab_size", c.vocab_size},
-                {"weight_bytes_per_token", model->weight_bytes()}};
+  j["model"] = {{"dir", a.model_dir},         {"diff_version", c.diff_version},
+                {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size},
+                {"num_heads", c.num_heads},   {"num_kv_heads", c.num_kv_heads},
+                {"head_dim", c.head_dim()},   {"intermediate_size", c.intermediate_size},
+                {"vocab_size", c.vocab_size}, {"weight_bytes_per_token", model->weight_bytes()}};
   j["copy_gbps"] = copy_gbps;
   j["ceilings"] = ceilings_json(ceil);
   j["flops_per_token"] = flops_per_token;
-  j["flops_model"] = "2 x matrix weights per token (q, k, v, o, gate_up, down, lm_head); attention products and the embedding left out";
-  j["load"] = {{"format", ls.format}, {"files", ls.files}, {"seconds", ls.seconds}, {"staging_peak_bytes", ls.staging_peak_bytes},
-               {"largest_tensor_bytes", ls.largest_tensor_bytes}, {"split_tensors", ls.split_tensors},
+  j["flops_model"] =
+      "2 x matrix weights per token (q, k, v, o, gate_up, down, lm_head); attention products and the embedding left "
+      "out";
+  j["load"] = {{"format", ls.format},
+               {"files", ls.files},
+               {"seconds", ls.seconds},
+               {"staging_peak_bytes", ls.staging_peak_bytes},
+               {"largest_tensor_bytes", ls.largest_tensor_bytes},
+               {"split_tensors", ls.split_tensors},
                {"peak_rss_delta_bytes", hwm ? json(load_peak) : json(nullptr)}};
-  j["prefill"] = {{"tokens", P}, {"seconds", stats_json(ps, "s")}, {"tokens_per_s", prefill_tps},
-                  {"GFLOPs", flops_per_token * P / (ps.median * 1e9)}, {"GBps", bytes / (ps.median * 1e9)}};
+  j["prefill"] = {{"tokens", P},
+                  {"seconds", stats_json(ps, "s")},
+                  {"tokens_per_s", prefill_tps},
+                  {"GFLOPs", flops_per_token * P / (ps.median * 1e9)},
+                  {"GBps", bytes / (ps.median * 1e9)}};
   add_peak_fields(j["prefill"], prefill_pf);
   j["prefill"]["matmul"] = prefill_matmul;
-  j["decode"] = {{"tokens", N}, {"seconds", stats_json(ds, "s")}, {"tokens_per_s", decode_tps},
-                 {"GFLOPs", flops_per_token * N / (ds.median * 1e9)}, {"GBps", bytes * N / (ds.median * 1e9)},
-                 {"weight_streaming_bound_ms_per_token", bound_s * 1e3}, {"fraction_of_bound", fraction}};
+  j["decode"] = {{"tokens", N},
+                 {"seconds", stats_json(ds, "s")},
+                 {"tokens_per_s", decode_tps},
+                 {"GFLOPs", flops_per_token * N / (ds.median * 1e9)},
+                 {"GBps", bytes * N / (ds.median * 1e9)},
+                 {"weight_streaming_bound_ms_per_token", bound_s * 1e3},
+                 {"fraction_of_bound", fraction}};
   add_peak_fields(j["decode"], decode_pf);
-  j["session_state"] = {{"tokens", P}, {"bytes", state.size()}, {"save_seconds", stats_json(ss, "s")},
-                        {"restore_seconds", stats_json(rs, "s")}, {"restore_vs_prefill", ps.median / rs.median},
+  j["session_state"] = {{"tokens", P},
+                        {"bytes", state.size()},
+                        {"save_seconds", stats_json(ss, "s")},
+                        {"restore_seconds", stats_json(rs, "s")},
+                        {"restore_vs_prefill", ps.median / rs.median},
                         {"checked", true}};
   if (a.profile) j["decode_profile"] = profile_json;
   return j;
@@ -215,7 +256,8 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
 
 }  // namespace
 
-json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline, const Sink& sink) {
+json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline,
+                     const Sink& sink) {
   const std::vector<QuantKind> kinds = a.weight_list.empty() ? std::vector<QuantKind>{a.weights} : a.weight_list;
   std::vector<TypeRow> rows(kinds.size());
   std::vector<json> docs;
@@ -224,21 +266,27 @@ json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int r
     docs.push_back(bench_one(a, kinds[i], ctx, ceil, runs, cmdline, sink, rows[i]));
   }
   if (docs.size() == 1) return docs[0];  // one type: the document of one model run
-  sink.reportf("weight types side by side (bits per weight = 8 x weight bytes per token / matrix weights; peak device memory = "
-               "Buffers allocated by the model and its sessions):");
-  sink.reportf("  %-6s %14s %8s %16s %14s %14s %12s", "type", "weight bytes", "bits/w", "peak device MB", "prefill tok/s",
-               "decode tok/s", "% of bound");
+  sink.reportf(
+      "weight types side by side (bits per weight = 8 x weight bytes per token / matrix weights; peak device memory = "
+      "Buffers allocated by the model and its sessions):");
+  sink.reportf("  %-6s %14s %8s %16s %14s %14s %12s", "type", "weight bytes", "bits/w", "peak device MB",
+               "prefill tok/s", "decode tok/s", "% of bound");
   for (const TypeRow& r : rows)
-    sink.reportf("  %-6s %14llu %8.2f %16.2f %14.1f %14.1f %11.1f%%", quant_kind_name(r.kind), (unsigned long long)r.weight_bytes,
-                 r.bits_per_weight, r.device_peak / 1e6, r.prefill_tps, r.decode_tps, 100.0 * r.fraction);
+    sink.reportf("  %-6s %14llu %8.2f %16.2f %14.1f %14.1f %11.1f%%", quant_kind_name(r.kind),
+                 (unsigned long long)r.weight_bytes, r.bits_per_weight, r.device_peak / 1e6, r.prefill_tps,
+                 r.decode_tps, 100.0 * r.fraction);
   // One entry per type (each the document of a one-type run); the shared fields once, at the top.
   json j;
-  for (const char* k : {"command_line", "device", "precision", "copy_gbps", "ceilings", "flops_per_token", "flops_model"}) j[k] = docs[0][k];
+  for (const char* k :
+       {"command_line", "device", "precision", "copy_gbps", "ceilings", "flops_per_token", "flops_model"})
+    j[k] = docs[0][k];
   j["model"] = docs[0]["model"];
   j["model"].erase("weight_bytes_per_token");
   j["weight_types"] = json::array();
   for (json& d : docs) {
-    for (const char* k : {"command_line", "device", "precision", "copy_gbps", "ceilings", "flops_per_token", "flops_model"}) d.erase(k);
+    for (const char* k :
+         {"command_line", "device", "precision", "copy_gbps", "ceilings", "flops_per_token", "flops_model"})
+      d.erase(k);
     j["weight_types"].push_back(std::move(d));
   }
   return j;

@@ -13,6 +13,7 @@
 
 namespace diffvk::bench {
 
-json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline, const Sink& sink);
+json run_model_bench(const Options& a, Context& ctx, const Ceilings& ceil, int runs, const std::string& cmdline,
+                     const Sink& sink);
 
 }  // namespace diffvk::bench

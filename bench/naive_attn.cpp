@@ -25,8 +25,10 @@ NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32
   if (D == 0 || D % 2 || n_rep == 0) throw Error(Status::invalid_argument, "naive attention: bad D or n_rep");
   bench::register_bench_shaders();
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  scores_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
-  softmax_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
+  scores_ =
+      std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
+  softmax_ = std::make_unique<Pipeline>(
+      device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
   pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_pv", 4, sizeof(PvPush), {wg_, D}, false, fp16_});
 }
 
@@ -42,7 +44,8 @@ std::string NaiveDiffAttn::unsupported_reason(const DeviceCaps& caps, const Attn
   const uint64_t sb = score_bytes(c);
   auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   if (sb > caps.max_storage_buffer_range)
-    return "a score matrix (" + mib(sb) + ") exceeds maxStorageBufferRange (" + mib(caps.max_storage_buffer_range) + ")";
+    return "a score matrix (" + mib(sb) + ") exceeds maxStorageBufferRange (" + mib(caps.max_storage_buffer_range) +
+           ")";
   if (caps.max_memory_allocation_size && sb > caps.max_memory_allocation_size)
     return "a score matrix (" + mib(sb) + ") exceeds maxMemoryAllocationSize";
   if (sb > 0xffffffffull) return "a score matrix exceeds 2^32 bytes (32-bit indexing)";
@@ -51,13 +54,15 @@ std::string NaiveDiffAttn::unsupported_reason(const DeviceCaps& caps, const Attn
   return "";
 }
 
-void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
-                           BufferRange s1, BufferRange s2, BufferRange otmp, const AttnCall& c) const {
+void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
+                           BufferRange o, BufferRange s1, BufferRange s2, BufferRange otmp, const AttnCall& c) const {
   const uint64_t es = storage_bytes(fp16_), dv = 2ull * D_;
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "naive attention: H/Hkv do not match this kernel's n_rep");
-  if (uint64_t(c.pos0) + c.S > c.capacity) throw Error(Status::context_overflow, "naive attention: positions exceed the KV cache");
-  if (c.q_stride < c.H * dv || c.o_stride < c.H * dv) throw Error(Status::invalid_argument, "naive attention: row strides too small");
+  if (uint64_t(c.pos0) + c.S > c.capacity)
+    throw Error(Status::context_overflow, "naive attention: positions exceed the KV cache");
+  if (c.q_stride < c.H * dv || c.o_stride < c.H * dv)
+    throw Error(Status::invalid_argument, "naive attention: row strides too small");
   const uint64_t qn = (uint64_t(c.S) - 1) * c.q_stride + c.H * dv, on = (uint64_t(c.S) - 1) * c.o_stride + c.H * dv;
   const uint64_t kv = uint64_t(c.Hkv) * c.capacity * dv;
   if (q.size < qn * es || o.size < on * es || k.size < kv * es || v.size < kv * es || subln.size < dv * es ||
@@ -69,7 +74,8 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
   const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   for (uint32_t half = 0; half < 2; ++half) {
-    ScoresPush p{c.S, keys, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, uint32_t(dv), half * D_, uint32_t(dv), half * D_, scale};
+    ScoresPush p{c.S,        keys,         c.pos0,    c.H,          n_rep_,    c.capacity,
+                 c.q_stride, uint32_t(dv), half * D_, uint32_t(dv), half * D_, scale};
     program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {half ? s2 : s1, Access::write}}, &p, sizeof p,
                      {(keys + wg_ - 1) / wg_, c.S, c.H}, half ? "naive scores 2" : "naive scores 1");
   }
@@ -79,8 +85,8 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
                      half ? "naive softmax 2" : "naive softmax 1");
   }
   PvPush pv{c.S, keys, c.pos0, c.H, n_rep_, c.capacity, c.o_stride, c.lambda};
-  program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {otmp, Access::write}}, &pv, sizeof pv,
-                   {uint32_t((dv + wg_ - 1) / wg_), c.S, c.H}, "naive pv");
+  program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {otmp, Access::write}}, &pv,
+                   sizeof pv, {uint32_t((dv + wg_ - 1) / wg_), c.S, c.H}, "naive pv");
   norm_.record(program, otmp, subln, o, HeadRmsNormParams{c.S, c.H, uint32_t(dv), c.o_stride, c.gain, c.eps});
 }
 
@@ -93,11 +99,14 @@ struct PvV2Push {
 
 NaiveV2Attn::NaiveV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep_pairs)
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep_pairs) {
-  if (D == 0 || D % 2 || n_rep_pairs == 0) throw Error(Status::invalid_argument, "naive DIFF V2 attention: bad D or n_rep");
+  if (D == 0 || D % 2 || n_rep_pairs == 0)
+    throw Error(Status::invalid_argument, "naive DIFF V2 attention: bad D or n_rep");
   bench::register_bench_shaders();
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  scores_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
-  softmax_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
+  scores_ =
+      std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
+  softmax_ = std::make_unique<Pipeline>(
+      device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
   pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_v2_pv", 5, sizeof(PvV2Push), {wg_, D}, false, fp16_});
 }
 
@@ -108,18 +117,21 @@ uint64_t NaiveV2Attn::score_bytes(const AttnCall& c) { return uint64_t(c.H / 2) 
 std::string NaiveV2Attn::unsupported_reason(const DeviceCaps& caps, const AttnCall& c, uint64_t budget) {
   AttnCall half = c;
   half.H = c.H / 2;
-  return NaiveDiffAttn::unsupported_reason(caps, half, 0, false, budget);  // the same two score matrices (no intermediate)
+  return NaiveDiffAttn::unsupported_reason(caps, half, 0, false,
+                                           budget);  // the same two score matrices (no intermediate)
 }
 
-void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange s1, BufferRange s2,
-                         const AttnCall& c) const {
+void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange s1,
+                         BufferRange s2, const AttnCall& c) const {
   const uint64_t es = storage_bytes(fp16_);
   const uint32_t H = c.H / 2;  // output heads
   if (c.S == 0 || c.H % 2 || c.Hkv == 0 || H % c.Hkv || H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "naive DIFF V2 attention: H/Hkv do not match this kernel's n_rep");
-  if (uint64_t(c.pos0) + c.S > c.capacity) throw Error(Status::context_overflow, "naive DIFF V2 attention: positions exceed the KV cache");
+  if (uint64_t(c.pos0) + c.S > c.capacity)
+    throw Error(Status::context_overflow, "naive DIFF V2 attention: positions exceed the KV cache");
   const uint64_t qw = uint64_t(c.H) * D_ + H, ow = uint64_t(H) * D_;
-  if (c.q_stride < qw || c.o_stride < ow) throw Error(Status::invalid_argument, "naive DIFF V2 attention: row strides too small");
+  if (c.q_stride < qw || c.o_stride < ow)
+    throw Error(Status::invalid_argument, "naive DIFF V2 attention: row strides too small");
   const uint64_t kv = uint64_t(c.Hkv) * c.capacity * D_;
   if (q.size < ((uint64_t(c.S) - 1) * c.q_stride + qw) * es || o.size < ((uint64_t(c.S) - 1) * c.o_stride + ow) * es ||
       k.size < kv * es || v.size < kv * es || s1.size < score_bytes(c) || s2.size < score_bytes(c))
@@ -136,11 +148,13 @@ void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferR
   }
   for (uint32_t t = 0; t < 2; ++t) {
     SoftmaxPush p{c.S, keys};
-    program.dispatch(*softmax_, {{t ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, H, 1}, t ? "naive softmax odd" : "naive softmax even");
+    program.dispatch(*softmax_, {{t ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, H, 1},
+                     t ? "naive softmax odd" : "naive softmax even");
   }
   PvV2Push pv{c.S, keys, c.pos0, H, n_rep_, c.capacity, c.o_stride, c.q_stride, c.H * D_};
-  program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {q, Access::read}, {o, Access::write}}, &pv,
-                   sizeof pv, {(D_ + wg_ - 1) / wg_, c.S, H}, "naive v2 pv");
+  program.dispatch(*pv_,
+                   {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {q, Access::read}, {o, Access::write}},
+                   &pv, sizeof pv, {(D_ + wg_ - 1) / wg_, c.S, H}, "naive v2 pv");
 }
 
 }  // namespace diffvk

@@ -46,8 +46,8 @@ class NaiveV2Attn {
   ~NaiveV2Attn();
   static uint64_t score_bytes(const AttnCall& call);
   static std::string unsupported_reason(const DeviceCaps& caps, const AttnCall& call, uint64_t budget);
-  void record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange s1, BufferRange s2,
-              const AttnCall& call) const;
+  void record(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange s1,
+              BufferRange s2, const AttnCall& call) const;
 
  private:
   Device& device_;

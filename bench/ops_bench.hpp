@@ -11,8 +11,9 @@ namespace diffvk::bench {
 // "ops" object of the JSON document: {op: [row, ...]}. all_ok: every row that ran passed its check.
 // The matmul rows (Options::matmul_table; full = false: the one row of the default run), each checked
 // then timed; a JSON array of rows with M, K, N, weights, path and fraction_of_peak.
-json run_matmul_rows(Device& dev, bool full, const Plan& plan, const Ceilings& ceil, bool timestamps, const Sink& sink, bool& all_ok);
-json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings& ceil, bool timestamps, const Sink& sink,
-                 bool& all_ok);
+json run_matmul_rows(Device& dev, bool full, const Plan& plan, const Ceilings& ceil, bool timestamps, const Sink& sink,
+                     bool& all_ok);
+json run_op_rows(Device& dev, const Options& o, const Plan& plan, const Ceilings& ceil, bool timestamps,
+                 const Sink& sink, bool& all_ok);
 
 }  // namespace diffvk::bench

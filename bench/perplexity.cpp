@@ -24,7 +24,8 @@ double log_sum_exp(const float* l, uint32_t vocab) {
 
 double nll_of(const float* logits, uint32_t vocab, int32_t target) {
   if (vocab == 0 || target < 0 || uint32_t(target) >= vocab)
-    throw Error(Status::invalid_argument, "nll_of: target " + std::to_string(target) + " outside the vocabulary of " + std::to_string(vocab));
+    throw Error(Status::invalid_argument,
+                "nll_of: target " + std::to_string(target) + " outside the vocabulary of " + std::to_string(vocab));
   return log_sum_exp(logits, vocab) - double(logits[target]);
 }
 
@@ -70,25 +71,30 @@ double MeanAccumulator::standard_error() const {
 
 uint32_t scored_per_window(uint32_t context) { return context < 2 ? 0 : context - 1 - context / 2; }
 
-PerplexityResult perplexity(Model& model, const std::vector<int32_t>& tokens, const PerplexityOptions& options, Model* base) {
+PerplexityResult perplexity(Model& model, const std::vector<int32_t>& tokens, const PerplexityOptions& options,
+                            Model* base) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& cfg = model.config();
   const uint32_t V = cfg.vocab_size;
   if (base && base->config().vocab_size != V)
-    throw Error(Status::invalid_argument, "perplexity: the base model's vocabulary (" + std::to_string(base->config().vocab_size) +
+    throw Error(Status::invalid_argument, "perplexity: the base model's vocabulary (" +
+                                              std::to_string(base->config().vocab_size) +
                                               ") differs from the model's (" + std::to_string(V) + ")");
   const uint32_t C = options.context ? options.context : std::min<uint32_t>(512, cfg.max_position_embeddings);
   if (C < 8 || C > cfg.max_position_embeddings)
     throw Error(Status::invalid_argument, "perplexity: context " + std::to_string(C) + " must be in [8, " +
-                                              std::to_string(cfg.max_position_embeddings) + "] (max_position_embeddings)");
+                                              std::to_string(cfg.max_position_embeddings) +
+                                              "] (max_position_embeddings)");
   const uint64_t windows = tokens.size() / C;
   if (windows == 0)
-    throw Error(Status::invalid_argument, "perplexity: the text is " + std::to_string(tokens.size()) + " tokens, shorter than one window of " +
-                                              std::to_string(C) + " (--context); give a longer text or a smaller context");
+    throw Error(Status::invalid_argument, "perplexity: the text is " + std::to_string(tokens.size()) +
+                                              " tokens, shorter than one window of " + std::to_string(C) +
+                                              " (--context); give a longer text or a smaller context");
   for (size_t i = 0; i < windows * C; ++i)
     if (tokens[i] < 0 || uint32_t(tokens[i]) >= V)
-      throw Error(Status::invalid_argument, "perplexity: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      throw Error(Status::invalid_argument, "perplexity: token id " + std::to_string(tokens[i]) + " at index " +
+                                                std::to_string(i) + " is outside the vocabulary [0, " +
+                                                std::to_string(V) + ")");
 
   const SessionOptions so{C, options.chunk, false, {}};
   auto session = Session::create(model, so);

@@ -23,8 +23,10 @@ double nice_step(double range, int target_ticks) {
 
 std::string fmt_num(double v) {
   char b[32];
-  if (std::fabs(v) >= 1000 || v == std::floor(v)) std::snprintf(b, sizeof b, "%.0f", v);
-  else std::snprintf(b, sizeof b, "%g", std::round(v * 1000) / 1000);
+  if (std::fabs(v) >= 1000 || v == std::floor(v))
+    std::snprintf(b, sizeof b, "%.0f", v);
+  else
+    std::snprintf(b, sizeof b, "%g", std::round(v * 1000) / 1000);
   return b;
 }
 
@@ -97,8 +99,8 @@ void draw_panel(Canvas& cv, const PlotPanel& p, int px, int py, int pw, int ph, 
   }
   for (const auto& s : p.series) {
     for (size_t i = 1; i < s.points.size(); ++i)
-      cv.line(X(s.points[i - 1].first), Y(s.points[i - 1].second), X(s.points[i].first), Y(s.points[i].second), s.color, 3,
-              s.dashed);
+      cv.line(X(s.points[i - 1].first), Y(s.points[i - 1].second), X(s.points[i].first), Y(s.points[i].second), s.color,
+              3, s.dashed);
     for (auto [x, y] : s.points) {
       const int cx = int(std::lround(X(x))), cy = int(std::lround(Y(y)));
       cv.rect(cx - 5, cy - 5, cx + 6, cy + 6, s.color);
@@ -143,7 +145,8 @@ std::vector<uint8_t> render_png(const PlotFigure& f) {
   size_t start = 0;
   for (int l = 0; l < sub_lines; ++l) {  // one line at a time: the font has no newline
     const size_t end = f.subtitle.find('\n', start);
-    cv.text(24, 56 + 24 * l, f.subtitle.substr(start, end == std::string::npos ? std::string::npos : end - start), kText, 0x505050);
+    cv.text(24, 56 + 24 * l, f.subtitle.substr(start, end == std::string::npos ? std::string::npos : end - start),
+            kText, 0x505050);
     start = end == std::string::npos ? f.subtitle.size() : end + 1;
   }
   for (size_t i = 0; i < f.panels.size(); ++i)

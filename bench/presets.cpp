@@ -19,10 +19,13 @@ const std::vector<uint32_t> kPhoneTs = {128, 256, 512, 1024, 2048};
 void validate(const Options& o) {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, "bench: " + m); };
   if (o.preset != "default" && o.preset != "phone") bad("unknown preset '" + o.preset + "' (default or phone)");
-  if (o.phase != "both" && o.phase != "prefill" && o.phase != "decode") bad("unknown phase '" + o.phase + "' (prefill, decode or both)");
-  if (o.variant != "both" && o.variant != "v1" && o.variant != "v2") bad("unknown variant '" + o.variant + "' (v1, v2 or both)");
+  if (o.phase != "both" && o.phase != "prefill" && o.phase != "decode")
+    bad("unknown phase '" + o.phase + "' (prefill, decode or both)");
+  if (o.variant != "both" && o.variant != "v1" && o.variant != "v2")
+    bad("unknown variant '" + o.variant + "' (v1, v2 or both)");
   if (!std::isfinite(o.budget_seconds) || o.budget_seconds < 0) bad("budget_seconds must be finite and >= 0");
-  if (!std::isfinite(o.cooldown_seconds) || o.cooldown_seconds > 600) bad("cooldown_seconds must be finite and <= 600 (< 0 = the preset's)");
+  if (!std::isfinite(o.cooldown_seconds) || o.cooldown_seconds > 600)
+    bad("cooldown_seconds must be finite and <= 600 (< 0 = the preset's)");
   if (o.copy_bytes && (o.copy_bytes < (1ull << 20) || o.copy_bytes > (64ull << 30)))
     bad("copy_bytes must be 0 (the preset's) or between 1 MiB and 64 GiB");
   if ((o.ops || !o.op.empty()) && !o.model_dir.empty()) bad("ops and model_dir are two different benchmarks: give one");
@@ -85,7 +88,8 @@ uint64_t copy_buffer_bytes(const Options& a, const DeviceCaps& caps, uint64_t ho
   }
   if (!capped.empty()) rule += "; capped by " + capped;
   copy &= ~uint64_t(0xffff);
-  if (copy == 0) throw Error(Status::unsupported, "bench: the device's limits leave no room for the copy ceiling's buffers");
+  if (copy == 0)
+    throw Error(Status::unsupported, "bench: the device's limits leave no room for the copy ceiling's buffers");
   return copy;
 }
 
@@ -106,14 +110,17 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
   if (plan.Hkvs.empty()) plan.Hkvs = {a.quick || cpu ? 1u : phone ? 2u : 8u};
   const bool default_t = Ts.empty() && a.t_prefill.empty() && a.t_decode.empty();
   if (Ts.empty()) {
-    Ts = a.quick ? std::vector<uint32_t>{64, 128} : phone ? kPhoneTs : std::vector<uint32_t>{512, 1024, 2048, 4096, 8192};
+    Ts = a.quick ? std::vector<uint32_t>{64, 128}
+         : phone ? kPhoneTs
+                 : std::vector<uint32_t>{512, 1024, 2048, 4096, 8192};
     if (phone) plan.t_cap = kPhoneMaxT;
   }
   plan.Ts_prefill = a.t_prefill.empty() ? Ts : a.t_prefill;
   plan.Ts_decode = a.t_decode.empty() ? Ts : a.t_decode;
   sort_unique(plan.Ts_decode);
   sort_unique(plan.Ts_prefill);
-  if (default_t && cpu && !a.quick && !phone) plan.Ts_prefill.insert(plan.Ts_prefill.begin(), 256);  // prefill is T^2: start lower
+  if (default_t && cpu && !a.quick && !phone)
+    plan.Ts_prefill.insert(plan.Ts_prefill.begin(), 256);  // prefill is T^2: start lower
   plan.budgeted = default_t && !a.quick;
   plan.budget_s = a.budget_seconds > 0 ? a.budget_seconds : phone ? kPhoneBudgetS : cpu ? 40.0 : 300.0;
   plan.cooldown_s = a.cooldown_seconds >= 0 ? a.cooldown_seconds : phone ? kPhoneCooldownS : 0.0;
@@ -141,33 +148,40 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
               if (!v2) plan.notes.push_back(strf("H=%u, Hkv=%u skipped: H must be a multiple of Hkv", H, Hkv));
               continue;
             }
-            for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill) plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv, v2});
+            for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill)
+              plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv, v2});
           }
   if (plan.cases.empty() && a.model_dir.empty()) throw Error(Status::invalid_argument, "bench: the grid is empty");
 
   if (phone)
-    plan.notes.push_back(strf("preset phone: %.3g s budget, %s copy buffer, T <= %u for the default sweep, %.3g s cool-down before "
-                              "each case, thermal zones read before and after each case%s",
-                              plan.budget_s, mib(plan.copy_bytes).c_str(), kPhoneMaxT, plan.cooldown_s,
-                              cpu ? "; CPU device: H/Hkv 2/1, 2 runs for the values not given" : ""));
+    plan.notes.push_back(
+        strf("preset phone: %.3g s budget, %s copy buffer, T <= %u for the default sweep, %.3g s cool-down before "
+             "each case, thermal zones read before and after each case%s",
+             plan.budget_s, mib(plan.copy_bytes).c_str(), kPhoneMaxT, plan.cooldown_s,
+             cpu ? "; CPU device: H/Hkv 2/1, 2 runs for the values not given" : ""));
   if (plan.reduced && !phone) {
     std::vector<std::string> d;
     if (a.d.empty()) d.push_back("D=64");
     if (a.heads.empty() && a.kv_heads.empty()) d.push_back(strf("H/Hkv=%u/%u", plan.Hs[0], plan.Hkvs[0]));
     if (a.runs == 0) d.push_back(strf("%d runs", plan.runs));
     if (a.warmup < 0) d.push_back(strf("%d warm-up", plan.warmup));
-    if (default_t && !phone) d.push_back(strf("prefill from T=256, T list trimmed to a %.0f s time budget by calibration", plan.budget_s));
+    if (default_t && !phone)
+      d.push_back(strf("prefill from T=256, T list trimmed to a %.0f s time budget by calibration", plan.budget_s));
     std::string list;
     for (const auto& x : d) list += (list.empty() ? "" : ", ") + x;
     if (!list.empty())
-      plan.notes.push_back(strf("CPU device (%s): reduced defaults for the flags not given: %s", caps.name.c_str(), list.c_str()));
+      plan.notes.push_back(
+          strf("CPU device (%s): reduced defaults for the flags not given: %s", caps.name.c_str(), list.c_str()));
   }
   if (caps.has_quirk("loop_iteration_limit"))
-    plan.notes.push_back("quirk loop_iteration_limit: this driver ends every loop of an invocation after 65535 iterations in total, "
-                         "so both attention implementations cap the keys one invocation streams: long prefills run through their "
-                         "split-K kernels here (as decode always does)");
-  if (fp32_fallback) plan.notes.push_back("fp32 FALLBACK active: the device has no usable fp16 storage path; every tensor is float32");
-  if (!caps.timestamps) plan.notes.push_back("the device has no compute timestamps: host wall time around submit+wait is reported instead");
+    plan.notes.push_back(
+        "quirk loop_iteration_limit: this driver ends every loop of an invocation after 65535 iterations in total, "
+        "so both attention implementations cap the keys one invocation streams: long prefills run through their "
+        "split-K kernels here (as decode always does)");
+  if (fp32_fallback)
+    plan.notes.push_back("fp32 FALLBACK active: the device has no usable fp16 storage path; every tensor is float32");
+  if (!caps.timestamps)
+    plan.notes.push_back("the device has no compute timestamps: host wall time around submit+wait is reported instead");
   return plan;
 }
 

@@ -19,13 +19,13 @@ struct Plan {
   std::vector<std::string> notes;
   int runs = 0, warmup = 0;
   std::vector<uint32_t> Ds, Ts_decode, Ts_prefill, Hs, Hkvs;
-  uint32_t t_cap = 0;     // phone: the default sweep's largest T (0 = none)
+  uint32_t t_cap = 0;  // phone: the default sweep's largest T (0 = none)
   uint64_t copy_bytes = 0;
   std::string copy_rule;  // which rule picked copy_bytes (and what capped it), for the report
   int copy_runs = 0, copy_warmup = 0;
   double fma_min_us = 0, fma_max_us = 0;  // the FMA probe's dispatch: grown until at least min_us (and gaining)
-  double cooldown_s = 0;  // pause before each case
-  bool thermal = false;   // read /sys/class/thermal before and after each case
+  double cooldown_s = 0;                  // pause before each case
+  bool thermal = false;                   // read /sys/class/thermal before and after each case
 };
 
 // Validates `o` (Error(invalid_argument) naming the option) and resolves every default for the device.

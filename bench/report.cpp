@@ -5,61 +5,83 @@
 namespace diffvk::bench {
 
 json stats_json(const Stats& s, const std::string& unit) {
-  return json{{"median_" + unit, s.median}, {"min_" + unit, s.min}, {"max_" + unit, s.max}, {"samples_" + unit, s.samples}};
+  return json{
+      {"median_" + unit, s.median}, {"min_" + unit, s.min}, {"max_" + unit, s.max}, {"samples_" + unit, s.samples}};
 }
 
 static json check_json(const Check& c) {
-  return json{{"against", c.against}, {"values", c.values},     {"max_abs_err", c.max_abs}, {"max_abs_ref", c.max_ref},
-              {"nmse", c.nmse},       {"nonfinite", c.nonfinite}, {"tolerance_factor", c.tolerance_factor}, {"ok", c.ok}};
+  return json{{"against", c.against},
+              {"values", c.values},
+              {"max_abs_err", c.max_abs},
+              {"max_abs_ref", c.max_ref},
+              {"nmse", c.nmse},
+              {"nonfinite", c.nonfinite},
+              {"tolerance_factor", c.tolerance_factor},
+              {"ok", c.ok}};
 }
 
-static std::string us_str(double us) { return us >= 1e5 ? strf("%.0f", us) : us >= 100 ? strf("%.1f", us) : strf("%.2f", us); }
+static std::string us_str(double us) {
+  return us >= 1e5 ? strf("%.0f", us) : us >= 100 ? strf("%.1f", us) : strf("%.2f", us);
+}
 
 void report_ceilings(const Sink& sink, const Ceilings& c, const Plan& plan) {
-  sink.reportf("ceilings:  copy %.2f GB/s (compute-shader copy of %s, read + write, %ux%u per workgroup, median of %d; buffer: %s)",
-               c.copy.gbps, mib(c.copy.bytes).c_str(), c.copy.wg, c.copy.items, plan.copy_runs, c.copy.rule.c_str());
+  sink.reportf(
+      "ceilings:  copy %.2f GB/s (compute-shader copy of %s, read + write, %ux%u per workgroup, median of %d; buffer: "
+      "%s)",
+      c.copy.gbps, mib(c.copy.bytes).c_str(), c.copy.wg, c.copy.items, plan.copy_runs, c.copy.rule.c_str());
   for (const FmaCeiling* f : {&c.fma32, &c.fma16}) {
     const char* prec = f == &c.fma32 ? "fp32" : "fp16";
     if (!f->measured) {
       sink.reportf("           %s FMA: not measured (%s)", prec, f->absent.c_str());
       continue;
     }
-    sink.reportf("           %s FMA %.2f GFLOP/s (%u x %u invocations, %u %s chains x %u iterations, result checked, median of %d)", prec,
-                 f->gflops, f->groups, f->wg, f->chains, f == &c.fma32 ? "vec4" : "f16vec4", f->iters, plan.copy_runs);
+    sink.reportf(
+        "           %s FMA %.2f GFLOP/s (%u x %u invocations, %u %s chains x %u iterations, result checked, median of "
+        "%d)",
+        prec, f->gflops, f->groups, f->wg, f->chains, f == &c.fma32 ? "vec4" : "f16vec4", f->iters, plan.copy_runs);
   }
-  sink.report("           %fma = GFLOP/s / the fp32 FMA ceiling (diffvk's kernels accumulate in fp32 with either storage type); "
-              "%copy = GB/s / the copy ceiling\n");
+  sink.report(
+      "           %fma = GFLOP/s / the fp32 FMA ceiling (diffvk's kernels accumulate in fp32 with either storage "
+      "type); "
+      "%copy = GB/s / the copy ceiling\n");
 }
 
 void report_table(const Sink& sink, const std::vector<CaseResult>& results, const Ceilings& c) {
-  sink.reportf("(v2 rows: DIFF V2 with H output heads = 2H query heads; \"plain H\"/\"plain 2H\": one softmax over H or 2H query heads, "
-               "same KV cache)");
+  sink.reportf(
+      "(v2 rows: DIFF V2 with H output heads = 2H query heads; \"plain H\"/\"plain 2H\": one softmax over H or 2H "
+      "query heads, "
+      "same KV cache)");
   sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8s %6s %8s %6s %8s", "phase", "D", "T", "H/Hkv", "impl",
-              "median us", "min us", "max us", "GB/s", "%copy", "GFLOP/s", "%fma", "fused x");
+               "median us", "min us", "max us", "GB/s", "%copy", "GFLOP/s", "%fma", "fused x");
   for (const auto& r : results) {
     const std::string hh = strf("%u/%u", r.spec.H, r.spec.Hkv);
     if (!r.skipped.empty()) {
-      sink.reportf("%-7s %4u %6u %6s  skipped: %s", r.spec.v2 ? (r.spec.decode ? "v2 dec" : "v2 pre") : r.spec.decode ? "decode" : "prefill",
+      sink.reportf("%-7s %4u %6u %6s  skipped: %s",
+                   r.spec.v2       ? (r.spec.decode ? "v2 dec" : "v2 pre")
+                   : r.spec.decode ? "decode"
+                                   : "prefill",
                    r.spec.D, r.spec.T, hh.c_str(), r.skipped.c_str());
       continue;
     }
     for (int i = 0; i < kImpls; ++i) {
       if (!impl_applies(r.spec, i)) continue;
-      const char* ph = i == 0 ? (r.spec.v2 ? (r.spec.decode ? "v2 dec" : "v2 pre") : (r.spec.decode ? "decode" : "prefill")) : "";
+      const char* ph =
+          i == 0 ? (r.spec.v2 ? (r.spec.decode ? "v2 dec" : "v2 pre") : (r.spec.decode ? "decode" : "prefill")) : "";
       const std::string d = i == 0 ? strf("%u", r.spec.D) : "", t = i == 0 ? strf("%u", r.spec.T) : "";
       const std::string h = i == 0 ? hh : "";
       if (!timed(r, i)) {
         std::string why = r.impl[i].skipped;
         if (r.impl[i].ran && !r.impl[i].checked) why = "OUTPUT CHECK FAILED, not timed";
-        sink.reportf("%-7s %4s %6s %6s  %-8s skipped: %s", ph, d.c_str(), t.c_str(), h.c_str(), kImplNames[i], why.c_str());
+        sink.reportf("%-7s %4s %6s %6s  %-8s skipped: %s", ph, d.c_str(), t.c_str(), h.c_str(), kImplNames[i],
+                     why.c_str());
         continue;
       }
       const double g = gbps(r, i), f = gflops(r, i);
       const PeakFraction pf = peak_fraction(c, f, g);
       const std::string sp = i == 0 || !timed(r, 0) ? "-" : strf("%.2fx", speedup(r, i));
       sink.reportf("%-7s %4s %6s %6s  %-8s %11s %11s %11s %8.2f %5.1f%% %8.2f %5.1f%% %8s", ph, d.c_str(), t.c_str(),
-                  h.c_str(), kImplNames[i], us_str(r.impl[i].us.median).c_str(), us_str(r.impl[i].us.min).c_str(),
-                  us_str(r.impl[i].us.max).c_str(), g, 100 * pf.bytes, f, 100 * pf.flops, sp.c_str());
+                   h.c_str(), kImplNames[i], us_str(r.impl[i].us.median).c_str(), us_str(r.impl[i].us.min).c_str(),
+                   us_str(r.impl[i].us.max).c_str(), g, 100 * pf.bytes, f, 100 * pf.flops, sp.c_str());
     }
   }
 }
@@ -92,22 +114,26 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
         t.threshold = k == 0 ? 1.35 : 1.1;
         t.unit = "x";
         t.measurable = timed(r, 0) && timed(r, 1);
-        if (t.measurable) t.value = speedup(r, 1);
-        else t.note = "not measured: an implementation failed its output check or was skipped";
+        if (t.measurable)
+          t.value = speedup(r, 1);
+        else
+          t.note = "not measured: an implementation failed its output check or was skipped";
       } else {
         t.threshold = 60;
         t.unit = "%";
         t.measurable = timed(r, 0) && !cpu_device;
         if (timed(r, 0)) t.value = 100 * gbps(r, 0) / c.copy.gbps;
-        t.note = cpu_device ? "not measurable here: CPU device (lavapipe), not a real GPU"
-                 : !timed(r, 0) ? "not measured: the fused output check failed" : "";
+        t.note = cpu_device     ? "not measurable here: CPU device (lavapipe), not a real GPU"
+                 : !timed(r, 0) ? "not measured: the fused output check failed"
+                                : "";
       }
       out.push_back(t);
     }
     if (!any) out.push_back(unmeasured_target(names[k]));
   }
   // DIFF V2, on the cases that have a V2 run: ratios of medians from the same run.
-  const char* v2names[3] = {"v2 decode T>=2048: fused >= 1.35x two-pass", "v2 decode T>=2048: plain 2H / fused >= 0.91 (fused <= 1.1x)",
+  const char* v2names[3] = {"v2 decode T>=2048: fused >= 1.35x two-pass",
+                            "v2 decode T>=2048: plain 2H / fused >= 0.91 (fused <= 1.1x)",
                             "v2 prefill T>=512: fused >= 1.2x two-pass"};
   bool any_v2 = false;
   for (const auto& r : results) any_v2 = any_v2 || r.spec.v2;
@@ -124,8 +150,10 @@ std::vector<TargetEval> evaluate_targets(const std::vector<CaseResult>& results,
       const int other = k == 1 ? 4 : 1;
       t.threshold = k == 0 ? 1.35 : k == 1 ? 1 / 1.1 : 1.2;
       t.measurable = timed(r, 0) && timed(r, other);
-      if (t.measurable) t.value = speedup(r, other);
-      else t.note = "not measured: an implementation failed its output check or was skipped";
+      if (t.measurable)
+        t.value = speedup(r, other);
+      else
+        t.note = "not measured: an implementation failed its output check or was skipped";
       out.push_back(t);
     }
     if (!any) out.push_back(unmeasured_target(v2names[k]));
@@ -195,19 +223,24 @@ bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, con
   size_t checked_cases = 0;
   for (const auto& r : results) {
     if (!r.skipped.empty()) continue;
-    if (r.outputs_ok()) ++checked_cases;
-    else all_ok = false;
+    if (r.outputs_ok())
+      ++checked_cases;
+    else
+      all_ok = false;
   }
   if (checked_cases == 0) all_ok = false;
-  sink.reportf("\noutputs checked: %s (%zu case(s): fused vs a double-precision CPU loop on sampled rows; two-pass and "
-               "naive vs fused on every output and vs the CPU rows; docs/maths.md tolerances, x2 between two GPU results)",
-               all_ok ? "yes, all agree" : "NO - see the errors above", checked_cases);
+  sink.reportf(
+      "\noutputs checked: %s (%zu case(s): fused vs a double-precision CPU loop on sampled rows; two-pass and "
+      "naive vs fused on every output and vs the CPU rows; docs/maths.md tolerances, x2 between two GPU results)",
+      all_ok ? "yes, all agree" : "NO - see the errors above", checked_cases);
   for (const auto& r : results) {
     if (!r.skipped.empty()) continue;
     std::string line = strf("  %-32s vs cpu max abs %.2e", r.spec.name().c_str(), r.impl[0].vs_cpu.max_abs);
     for (int i = 1; i < kImpls; ++i)
-      if (r.impl[i].ran && i < 3) line += strf(" | %s vs fused max abs %.2e", kImplNames[i], r.impl[i].vs_fused.max_abs);
-      else if (r.impl[i].ran) line += strf(" | %s vs cpu max abs %.2e", kImplNames[i], r.impl[i].vs_cpu.max_abs);
+      if (r.impl[i].ran && i < 3)
+        line += strf(" | %s vs fused max abs %.2e", kImplNames[i], r.impl[i].vs_fused.max_abs);
+      else if (r.impl[i].ran)
+        line += strf(" | %s vs cpu max abs %.2e", kImplNames[i], r.impl[i].vs_cpu.max_abs);
     sink.report(line);
   }
   if (!targets.empty()) sink.report("\ntargets (ratios from this one run):");
@@ -226,9 +259,9 @@ bool report_checks(const Sink& sink, const std::vector<CaseResult>& results, con
   return all_ok;
 }
 
-json attention_document(const RunInfo& info, const DeviceCaps& caps, const Device& dev, const Plan& plan, const Options& o,
-                        const Ceilings& ceil, const std::vector<CaseResult>& results, const std::vector<TargetEval>& targets,
-                        bool all_ok, double total_s) {
+json attention_document(const RunInfo& info, const DeviceCaps& caps, const Device& dev, const Plan& plan,
+                        const Options& o, const Ceilings& ceil, const std::vector<CaseResult>& results,
+                        const std::vector<TargetEval>& targets, bool all_ok, double total_s) {
   json j;
   j["tool"] = "diffvk bench";
   j["command_line"] = info.command_line;
@@ -260,8 +293,14 @@ json attention_document(const RunInfo& info, const DeviceCaps& caps, const Devic
   j["ceilings"] = ceilings_json(ceil);
   json cases = json::array();
   for (const auto& r : results) {
-    json c{{"phase", r.spec.decode ? "decode" : "prefill"}, {"variant", r.spec.v2 ? "v2" : "v1"}, {"D", r.spec.D}, {"T", r.spec.T},
-           {"S", r.S}, {"pos0", r.pos0}, {"H", r.spec.H}, {"Hkv", r.spec.Hkv}};
+    json c{{"phase", r.spec.decode ? "decode" : "prefill"},
+           {"variant", r.spec.v2 ? "v2" : "v1"},
+           {"D", r.spec.D},
+           {"T", r.spec.T},
+           {"S", r.S},
+           {"pos0", r.pos0},
+           {"H", r.spec.H},
+           {"Hkv", r.spec.Hkv}};
     if (plan.thermal || plan.cooldown_s > 0) c["cooldown_s"] = r.cooldown_s;
     if (!r.thermal.is_null()) c["thermal"] = r.thermal;
     if (!r.skipped.empty()) {
@@ -270,10 +309,13 @@ json attention_document(const RunInfo& info, const DeviceCaps& caps, const Devic
       continue;
     }
     c["bytes_must_move"] = r.bytes;
-    c["bytes_model"] = r.spec.v2 ? "Q (+ the lambda logits) + K + V + output, storage type" : "Q + K1 + K2 + V + output, storage type";
+    c["bytes_model"] =
+        r.spec.v2 ? "Q (+ the lambda logits) + K + V + output, storage type" : "Q + K1 + K2 + V + output, storage type";
     c["flops"] = r.flops;
-    c["flops_model"] = r.spec.v2 ? "8*D per visible (query, key) pair and output head: two query heads, each a QK dot (2*D) and a PV product (2*D)"
-                                 : "12*D per visible (query, key) pair and head: two QK dots (2*2D) + two PV products (2*4D)";
+    c["flops_model"] = r.spec.v2
+                           ? "8*D per visible (query, key) pair and output head: two query heads, each a QK dot (2*D) "
+                             "and a PV product (2*D)"
+                           : "12*D per visible (query, key) pair and head: two QK dots (2*2D) + two PV products (2*4D)";
     if (r.spec.decode) c["fused_splits"] = json{{"splits", r.splits}, {"split_len", r.split_len}};
     c["cpu_reference_rows"] = r.cpu_rows;
     c["outputs_checked"] = r.outputs_ok();
@@ -295,10 +337,14 @@ json attention_document(const RunInfo& info, const DeviceCaps& caps, const Devic
   j["outputs_checked"] = all_ok;
   json tj = json::array();
   for (const auto& t : targets)
-    tj.push_back(json{{"target", t.target}, {"case", t.unit.empty() ? json(nullptr) : json(t.spec.name())},
-                      {"value", t.value > 0 ? json(t.value) : json(nullptr)}, {"threshold", t.threshold},
-                      {"unit", t.unit}, {"measurable", t.measurable},
-                      {"met", t.measurable ? json(t.value >= t.threshold) : json(nullptr)}, {"note", t.note}});
+    tj.push_back(json{{"target", t.target},
+                      {"case", t.unit.empty() ? json(nullptr) : json(t.spec.name())},
+                      {"value", t.value > 0 ? json(t.value) : json(nullptr)},
+                      {"threshold", t.threshold},
+                      {"unit", t.unit},
+                      {"measurable", t.measurable},
+                      {"met", t.measurable ? json(t.value >= t.threshold) : json(nullptr)},
+                      {"note", t.note}});
   j["targets"] = tj;
   j["total_s"] = total_s;
   return j;

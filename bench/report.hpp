@@ -39,8 +39,8 @@ struct RunInfo {
   uint64_t naive_budget = 0;
 };
 // The whole document of an attention-case run.
-json attention_document(const RunInfo& info, const DeviceCaps& caps, const Device& dev, const Plan& plan, const Options& o,
-                        const Ceilings& ceil, const std::vector<CaseResult>& results, const std::vector<TargetEval>& targets,
-                        bool all_ok, double total_s);
+json attention_document(const RunInfo& info, const DeviceCaps& caps, const Device& dev, const Plan& plan,
+                        const Options& o, const Ceilings& ceil, const std::vector<CaseResult>& results,
+                        const std::vector<TargetEval>& targets, bool all_ok, double total_s);
 
 }  // namespace diffvk::bench

@@ -67,11 +67,13 @@ std::vector<CaseResult> run_cases(AttnBench& bench, Plan& plan, const Sink& sink
         const uint32_t S = c.decode ? 1 : c.T;
         double pairs = 0;
         for (uint32_t i = 0; i < S; ++i) pairs += double(c.decode ? c.T - 1 : 0) + i + 1;
-        const double est = last_wall * (pairs * c.H * 12.0 * c.D) / last_flops + plan.cooldown_s;  // the pause counts too
+        const double est =
+            last_wall * (pairs * c.H * 12.0 * c.D) / last_flops + plan.cooldown_s;  // the pause counts too
         if (stop || seconds_since(t_series) + est > share) {
           stop = true;
-          plan.notes.push_back(strf("%s skipped by the time budget (estimated %.0f s, %.0f s left for this series; pass --t to force)",
-                                    c.name().c_str(), est, std::max(0.0, share - seconds_since(t_series))));
+          plan.notes.push_back(
+              strf("%s skipped by the time budget (estimated %.0f s, %.0f s left for this series; pass --t to force)",
+                   c.name().c_str(), est, std::max(0.0, share - seconds_since(t_series))));
           continue;
         }
       }
@@ -103,12 +105,12 @@ Result run(Context& ctx, const Options& o) {
   const std::string cmdline = o.command_line.empty() ? process_command_line() : o.command_line;
   sink.check_cancel("before the first measurement");
 
-  sink.reportf("diffvk bench\ndevice:    [%u] %s (%s), %s %s, Vulkan %u.%u", caps.index, caps.name.c_str(), device_kind_name(caps.kind),
-               caps.driver_name.c_str(), caps.driver_info.c_str(), VK_API_VERSION_MAJOR(caps.api_version),
-               VK_API_VERSION_MINOR(caps.api_version));
-  sink.reportf("precision: %s storage, fp32 accumulation%s; subgroup arithmetic %s; timing by %s", precision_name(ctx.precision()),
-               fp32_fallback ? " (fp32 FALLBACK: no usable fp16 on this device)" : "", dev.subgroup_arithmetic() ? "on" : "off",
-               ts ? "GPU timestamps" : "host wall clock");
+  sink.reportf("diffvk bench\ndevice:    [%u] %s (%s), %s %s, Vulkan %u.%u", caps.index, caps.name.c_str(),
+               device_kind_name(caps.kind), caps.driver_name.c_str(), caps.driver_info.c_str(),
+               VK_API_VERSION_MAJOR(caps.api_version), VK_API_VERSION_MINOR(caps.api_version));
+  sink.reportf("precision: %s storage, fp32 accumulation%s; subgroup arithmetic %s; timing by %s",
+               precision_name(ctx.precision()), fp32_fallback ? " (fp32 FALLBACK: no usable fp16 on this device)" : "",
+               dev.subgroup_arithmetic() ? "on" : "off", ts ? "GPU timestamps" : "host wall clock");
   for (const auto& n : plan.notes) sink.reportf("note:      %s", n.c_str());
 
   // ---- ceilings
@@ -156,8 +158,10 @@ Result run(Context& ctx, const Options& o) {
   bool mm_ok = true;
   json mm = json(nullptr);
   const char* mm_skipped = o.quick ? "--quick" : o.preset == "phone" ? "--preset phone (time budget)" : nullptr;
-  if (!mm_skipped) mm = run_matmul_rows(dev, false, plan, ceil, ts, sink, mm_ok);
-  else sink.reportf("matmul row skipped: %s (`diffvk bench --matmul-table` runs it)", mm_skipped);
+  if (!mm_skipped)
+    mm = run_matmul_rows(dev, false, plan, ceil, ts, sink, mm_ok);
+  else
+    sink.reportf("matmul row skipped: %s (`diffvk bench --matmul-table` runs it)", mm_skipped);
 
   // ---- cases
   AttnBench bench(dev, CaseConfig{plan.warmup, plan.runs, ts, o.no_naive}, sink);
@@ -175,15 +179,17 @@ Result run(Context& ctx, const Options& o) {
   j["matmul"] = mm_skipped ? json{{"skipped", mm_skipped}} : json{{"rows", std::move(mm)}, {"outputs_checked", mm_ok}};
   if (!o.plot_path.empty()) {
     if (plot_available()) {
-      const std::string sub = strf("%s storage%s, %s device, %s preset, median of %d runs; ceilings: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s%s",
-                                   precision_name(ctx.precision()), fp32_fallback ? " (fp32 FALLBACK)" : "", device_kind_name(caps.kind),
-                                   plan.preset.c_str(), plan.runs, ceil.copy.gbps, ceil.fma32.gflops,
-                                   cpu ? "\nCPU device: a correctness target, not a GPU performance proxy" : "");
+      const std::string sub = strf(
+          "%s storage%s, %s device, %s preset, median of %d runs; ceilings: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s%s",
+          precision_name(ctx.precision()), fp32_fallback ? " (fp32 FALLBACK)" : "", device_kind_name(caps.kind),
+          plan.preset.c_str(), plan.runs, ceil.copy.gbps, ceil.fma32.gflops,
+          cpu ? "\nCPU device: a correctness target, not a GPU performance proxy" : "");
       write_plot(o.plot_path, results, ceil, caps.name, sub, cpu);
       sink.reportf("plot: %s", o.plot_path.c_str());
       j["plot"] = json{{"path", o.plot_path}, {"written", true}};
     } else {
-      sink.warn("diffvk bench: no PNG plot in this build (stb was not found at configure time); " + o.plot_path + " not written");
+      sink.warn("diffvk bench: no PNG plot in this build (stb was not found at configure time); " + o.plot_path +
+                " not written");
       j["plot"] = json{{"path", o.plot_path}, {"written", false}, {"reason", "this build has no stb (PNG encoder)"}};
     }
   }

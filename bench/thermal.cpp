@@ -64,7 +64,8 @@ json read_thermal(const std::string& root) {
   }
   json j;
   j["state"] = readable ? "ok" : "not readable";
-  if (!readable) j["reason"] = zones.empty() ? "no " + root + "/thermal_zone* on this system" : "no zone's temp could be read";
+  if (!readable)
+    j["reason"] = zones.empty() ? "no " + root + "/thermal_zone* on this system" : "no zone's temp could be read";
   j["zones"] = zones;
   return j;
 }

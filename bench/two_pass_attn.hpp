@@ -56,7 +56,8 @@ class TwoPassDiffAttn {
   const DiffAttnKernel& flash() const { return flash_; }
 
  private:
-  void combine(Program& program, BufferRange o1, BufferRange o2, BufferRange subln, BufferRange o, const AttnCall& c) const;
+  void combine(Program& program, BufferRange o1, BufferRange o2, BufferRange subln, BufferRange o,
+               const AttnCall& c) const;
   uint32_t D_;
   DiffAttnKernel flash_;
   CombineNormKernel combine_;
@@ -74,11 +75,12 @@ class TwoPassV2Attn {
   static uint64_t inter_bytes(const AttnCall& call, uint32_t D, bool fp16);  // oe and oo, each
   // The plain pass's call (half 0 / 1) and its split scratch.
   static AttnCall pass_call(const AttnCall& call, uint32_t D, uint32_t half);
-  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe, BufferRange oo,
-                      const AttnCall& call, const AttnSplitScratch& s1 = {}, const AttnSplitScratch& s2 = {}) const;
-  void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe, BufferRange oo,
-                     const AttnSplitScratch& s1, const AttnSplitScratch& s2, const AttnCall& call, uint32_t splits,
-                     uint32_t split_len) const;
+  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe,
+                      BufferRange oo, const AttnCall& call, const AttnSplitScratch& s1 = {},
+                      const AttnSplitScratch& s2 = {}) const;
+  void record_decode(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange o, BufferRange oe,
+                     BufferRange oo, const AttnSplitScratch& s1, const AttnSplitScratch& s2, const AttnCall& call,
+                     uint32_t splits, uint32_t split_len) const;
   const DiffAttnKernel& plain() const { return plain_; }  // plain attention over H of the 2H query heads
 
  private:

@@ -15,15 +15,15 @@
 
 #if DIFFVK_PLATFORM_ANDROID
 
-#include <android/log.h>
+#  include <android/log.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <mutex>
-#include <string>
-#include <utility>
+#  include <atomic>
+#  include <cstdlib>
+#  include <cstring>
+#  include <functional>
+#  include <mutex>
+#  include <string>
+#  include <utility>
 
 namespace diffvk::platform {
 namespace {
@@ -35,10 +35,14 @@ constexpr size_t kMaxEntryBytes = 4000;
 
 int android_priority(LogLevel level) {
   switch (level) {
-    case LogLevel::debug: return ANDROID_LOG_DEBUG;
-    case LogLevel::info: return ANDROID_LOG_INFO;
-    case LogLevel::warn: return ANDROID_LOG_WARN;
-    case LogLevel::error: return ANDROID_LOG_ERROR;
+    case LogLevel::debug:
+      return ANDROID_LOG_DEBUG;
+    case LogLevel::info:
+      return ANDROID_LOG_INFO;
+    case LogLevel::warn:
+      return ANDROID_LOG_WARN;
+    case LogLevel::error:
+      return ANDROID_LOG_ERROR;
   }
   return ANDROID_LOG_INFO;
 }
@@ -76,8 +80,7 @@ void logcat_write(LogLevel level, const std::string& msg) {
 void default_log_sink(LogLevel level, const std::string& msg) noexcept {
   try {
     logcat_write(level, msg);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // ---- cache dir: no default on Android (platform/cache_dir.cpp holds the app's setting) -------

@@ -15,7 +15,7 @@ namespace {
 
 std::mutex g_log_mutex;
 std::function<void(LogLevel, const std::string&)> g_log_sink;  // guarded by g_log_mutex
-std::atomic<int> g_log_level{-1};                                // -1: not yet read from env
+std::atomic<int> g_log_level{-1};                              // -1: not yet read from env
 
 bool ascii_iequals(const char* a, const char* b) {
   for (; *a && *b; ++a, ++b) {
@@ -42,10 +42,14 @@ LogLevel level_from_env() {
 
 const char* log_level_name(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
   }
   return "?";
 }

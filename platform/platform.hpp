@@ -26,9 +26,9 @@
 // platform_posix.cpp): on Android, and in the host build of tests/platform/platform_android_log_test.cpp,
 // which compiles android.cpp against Debian's liblog (android-liblog-dev).
 #if defined(__ANDROID__) || defined(DIFFVK_PLATFORM_ANDROID_ON_HOST)
-#define DIFFVK_PLATFORM_ANDROID 1
+#  define DIFFVK_PLATFORM_ANDROID 1
 #else
-#define DIFFVK_PLATFORM_ANDROID 0
+#  define DIFFVK_PLATFORM_ANDROID 0
 #endif
 
 namespace diffvk::platform {
@@ -126,7 +126,7 @@ class MappedFile {
   bool is_open() const noexcept;
   const uint8_t* data() const noexcept;  // non-null when is_open(), even for empty files
   size_t size() const noexcept;
-  bool is_mapped() const noexcept;       // true: mmap; false: read into memory (or empty)
+  bool is_mapped() const noexcept;  // true: mmap; false: read into memory (or empty)
   const std::string& path() const noexcept;
   // Drops the pages wholly inside [offset, offset + bytes) from this process's resident set when the
   // file is mapped (they are read again from the file on the next access); a no-op otherwise.

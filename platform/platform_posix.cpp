@@ -17,7 +17,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 #if defined(__linux__)
-#include <sys/syscall.h>
+#  include <sys/syscall.h>
 #endif
 
 #include <algorithm>
@@ -90,8 +90,8 @@ int open_for_read(const std::string& path, struct stat* st) {
   }
   if (!S_ISREG(st->st_mode)) {
     ::close(fd);
-    throw Error(Status::io_error, "cannot read '" + path + "': it is " + file_kind(st->st_mode) +
-                                      ", not a regular file");
+    throw Error(Status::io_error,
+                "cannot read '" + path + "': it is " + file_kind(st->st_mode) + ", not a regular file");
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
@@ -207,14 +207,15 @@ std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes) {
   }
   std::vector<uint8_t> out = read_all(fd.fd, path, max_bytes, hint);
   if (uint64_t(out.size()) > max_bytes) {
-    throw Error(Status::format_error, "file '" + path + "' holds more than the limit of " +
-                                          std::to_string(max_bytes) + " bytes");
+    throw Error(Status::format_error,
+                "file '" + path + "' holds more than the limit of " + std::to_string(max_bytes) + " bytes");
   }
   return out;
 }
 
 std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name) {
-  if (fd < 0) throw Error(Status::invalid_argument, "read_fd('" + name + "'): invalid descriptor " + std::to_string(fd));
+  if (fd < 0)
+    throw Error(Status::invalid_argument, "read_fd('" + name + "'): invalid descriptor " + std::to_string(fd));
   struct stat st;
   uint64_t hint = 0;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
@@ -227,8 +228,8 @@ std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name
   }
   std::vector<uint8_t> out = read_all(fd, name, max_bytes, hint);
   if (uint64_t(out.size()) > max_bytes) {
-    throw Error(Status::format_error, "'" + name + "' holds more than the limit of " +
-                                          std::to_string(max_bytes) + " bytes");
+    throw Error(Status::format_error,
+                "'" + name + "' holds more than the limit of " + std::to_string(max_bytes) + " bytes");
   }
   return out;
 }
@@ -237,8 +238,7 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
   if (fd < 0) {
     throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): invalid descriptor " + std::to_string(fd));
   }
-  if (length > uint64_t(std::numeric_limits<size_t>::max()) ||
-      offset > uint64_t(std::numeric_limits<off_t>::max()) ||
+  if (length > uint64_t(std::numeric_limits<size_t>::max()) || offset > uint64_t(std::numeric_limits<off_t>::max()) ||
       length > uint64_t(std::numeric_limits<off_t>::max()) - offset) {
     throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): range of " + std::to_string(length) +
                                               " bytes at offset " + std::to_string(offset) + " is too large");
@@ -250,9 +250,10 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
   if (::fstat(fd, &st) != 0) throw_io("cannot stat", name, errno);
   const bool sized = S_ISREG(st.st_mode);
   if (sized && offset + length > uint64_t(st.st_size)) {
-    throw Error(Status::io_error, "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " +
-                                      std::to_string(offset) + " requested, the file ends after " +
-                                      std::to_string(uint64_t(st.st_size) > offset ? uint64_t(st.st_size) - offset : 0));
+    throw Error(Status::io_error,
+                "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                    " requested, the file ends after " +
+                    std::to_string(uint64_t(st.st_size) > offset ? uint64_t(st.st_size) - offset : 0));
   }
   constexpr size_t kGrow = size_t(64) << 20;
   std::vector<uint8_t> out(sized ? static_cast<size_t>(length) : std::min(static_cast<size_t>(length), kGrow));
@@ -279,7 +280,8 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
 std::vector<uint8_t> read_fd_span(int fd, int64_t offset, int64_t size, uint64_t max_bytes, const std::string& name) {
   if (fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(fd));
   if (offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(offset));
-  if (size < -1) throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
+  if (size < -1)
+    throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
   uint64_t length = 0;
   if (size < 0) {
     struct stat st;
@@ -293,7 +295,8 @@ std::vector<uint8_t> read_fd_span(int fd, int64_t offset, int64_t size, uint64_t
     length = uint64_t(size);
   }
   if (length > max_bytes)
-    throw Error(Status::format_error, name + ": " + std::to_string(length) + " bytes, more than the limit of " + std::to_string(max_bytes));
+    throw Error(Status::format_error,
+                name + ": " + std::to_string(length) + " bytes, more than the limit of " + std::to_string(max_bytes));
   return read_fd_range(fd, uint64_t(offset), length, name);
 }
 
@@ -321,7 +324,8 @@ static void replace_regular(const std::string& tmp, const std::string& path, boo
         tmp_is_theirs = back != 0;  // then `tmp` names their object: not removed on the way out
         if (back != 0)
           throw Error(Status::io_error, "cannot write '" + path + "': it became " + file_kind(old.st_mode) +
-                                            " during the write, and moving it back from '" + tmp + "' failed: " + errno_text(back));
+                                            " during the write, and moving it back from '" + tmp +
+                                            "' failed: " + errno_text(back));
         throw Error(Status::io_error, "cannot write '" + path + "': it is " + file_kind(old.st_mode) +
                                           ", not a regular file (left as it is)");
       }
@@ -352,8 +356,8 @@ void testing::set_after_temp_write(AfterTempWrite hook) { g_after_temp_write.sto
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (path.empty()) throw Error(Status::io_error, "cannot write file: empty path");
   if (data == nullptr && size != 0) {
-    throw Error(Status::invalid_argument, "write_file_atomic('" + path + "'): null data with size " +
-                                              std::to_string(size));
+    throw Error(Status::invalid_argument,
+                "write_file_atomic('" + path + "'): null data with size " + std::to_string(size));
   }
   // Nothing but a regular file is replaced: a FIFO, a device node or a directory at `path` (or behind
   // a link there) is left as it is.
@@ -416,7 +420,7 @@ struct MappedFile::Impl {
   std::string path;
   const uint8_t* data = nullptr;
   size_t size = 0;
-  void* map = nullptr;  // mmap base when mapped
+  void* map = nullptr;          // mmap base when mapped
   std::vector<uint8_t> buffer;  // fallback storage
   ~Impl() {
     if (map) ::munmap(map, size);
@@ -450,8 +454,8 @@ MappedFile::MappedFile(const std::string& path) {
   }
   if (!impl->data) {  // mmap failed or not a regular file: read it
     impl->size = 0;
-    impl->buffer = read_all(fd.fd, path, std::numeric_limits<uint64_t>::max(),
-                            S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0);
+    impl->buffer =
+        read_all(fd.fd, path, std::numeric_limits<uint64_t>::max(), S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0);
     impl->size = impl->buffer.size();
     impl->data = impl->buffer.empty() ? kEmpty : impl->buffer.data();
   }
@@ -474,7 +478,8 @@ void MappedFile::release(size_t offset, size_t bytes) const noexcept {
   const uintptr_t base = reinterpret_cast<uintptr_t>(impl_->data);
   const uintptr_t lo = (base + offset + page - 1) / page * page;
   const uintptr_t hi = (base + offset + std::min(bytes, impl_->size - offset)) / page * page;
-  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // read-only private map: contents unchanged
+  if (hi > lo)
+    ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // read-only private map: contents unchanged
 }
 const std::string& MappedFile::path() const noexcept {
   static const std::string kNone;
@@ -492,8 +497,7 @@ void default_log_sink(LogLevel level, const std::string& msg) noexcept {
     line += '\n';
     std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines do not interleave
     std::fflush(stderr);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // ---- cache dir -------------------------------------------------------------------

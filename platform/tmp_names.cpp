@@ -63,8 +63,7 @@ void remove_stale_temporaries(const std::string& dir, const std::string& stem) n
                                 std::to_string(pid) + ")");
     }
     ::closedir(d);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 }  // namespace diffvk::platform

@@ -156,11 +156,11 @@ OpCases attn_probs_cases(OpMode mode) {
     c.v2 = true, c.z_std = z_std;
     b.add(c);
   };
-  v2(probs(1, 1, 16, 37, 0, 1, {{0, 20}, {20, 17}}, true), 1.0);    // every row, dynamic positions
-  v2(probs(2, 1, 32, 9, 1, 1, {{3, 4}}, false), 1.0);  // 2 pairs per KV head, a head subset, rows untouched
-  v2(probs(3, 3, 64, 13, 0, 3, {{0, 12}, {12, 1}}, true), 50.0);    // saturated λ; a one-row chunk (decode)
-  v2(probs(4, 1, 16, 101, 0, 4, {{0, 101}}, false), 1.0);           // 4 pairs per KV head, more keys than invocations
-  v2(probs(2, 2, 32, 11, 0, 2, {{0, 5}, {5, 6}}, false), 50.0);     // one pair per KV head, chunks
+  v2(probs(1, 1, 16, 37, 0, 1, {{0, 20}, {20, 17}}, true), 1.0);  // every row, dynamic positions
+  v2(probs(2, 1, 32, 9, 1, 1, {{3, 4}}, false), 1.0);             // 2 pairs per KV head, a head subset, rows untouched
+  v2(probs(3, 3, 64, 13, 0, 3, {{0, 12}, {12, 1}}, true), 50.0);  // saturated λ; a one-row chunk (decode)
+  v2(probs(4, 1, 16, 101, 0, 4, {{0, 101}}, false), 1.0);         // 4 pairs per KV head, more keys than invocations
+  v2(probs(2, 2, 32, 11, 0, 2, {{0, 5}, {5, 6}}, false), 50.0);   // one pair per KV head, chunks
   return b.take();
 }
 

@@ -21,8 +21,8 @@ const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels,
 }
 
 void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, const AttnCall& call, uint32_t splits,
-                      uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                      BufferRange o, const AttnSplitScratch& scratch) {
+                      uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                      const AttnSplitScratch& scratch) {
   if (decode)
     kernel.record_decode(prog, q, k, v, subln, o, scratch, call, splits, split_len);
   else if (splits > 0)
@@ -160,18 +160,27 @@ OpCases diff_attn_cases(OpMode mode) {
       attn(2, 2, 2, 5, 0, 0.3, false),
       attn(64, 1, 8, 3, 0, 0.6, false),  // GQA n_rep = 64: slots split across workgroups
   };
-  const P chunked[] = {  // prefill of S rows after pos0 cached rows
-      attn(2, 2, 32, 7, 9, 0.5, false), attn(4, 2, 16, 13, 33, -0.9, false), attn(8, 1, 16, 5, 60, 1.6, false),
-      attn(2, 1, 64, 31, 2, 0.4, false),
-      attn(2, 1, 64, 20, 1000, 0.5, false),  // a chunk whose queries see > 1000 keys
+  const P chunked[] = {
+      // prefill of S rows after pos0 cached rows
+      attn(2, 2, 32, 7, 9, 0.5, false),  attn(4, 2, 16, 13, 33, -0.9, false),  attn(8, 1, 16, 5, 60, 1.6, false),
+      attn(2, 1, 64, 31, 2, 0.4, false), attn(2, 1, 64, 20, 1000, 0.5, false),  // a chunk whose queries see > 1000 keys
   };
   const P decode[] = {
-      attn(3, 3, 6, 1, 40, 0.5, true),   attn(4, 1, 12, 3, 65, -0.7, true), attn(2, 1, 20, 1, 129, 0.9, true),
-      attn(64, 1, 8, 2, 70, 0.6, true),  attn(32, 8, 16, 1, 100, 0.4, true),
-      attn(1, 1, 32, 1, 0, 0.3, true),   attn(2, 2, 32, 1, 70, -0.5, true), attn(4, 2, 16, 3, 130, 1.2, true),
-      attn(8, 1, 16, 8, 51, 0.6, true),  attn(4, 1, 64, 5, 90, 0.9, true),  attn(2, 2, 128, 2, 40, 0.1, true),
-      attn(8, 8, 16, 4, 200, 0.7, true), attn(4, 4, 16, 7, 0, 0.5, true),
-      attn(4, 2, 16, 6, 77, 0.8, true, true), attn(1, 1, 64, 8, 33, -0.2, true, true),
+      attn(3, 3, 6, 1, 40, 0.5, true),
+      attn(4, 1, 12, 3, 65, -0.7, true),
+      attn(2, 1, 20, 1, 129, 0.9, true),
+      attn(64, 1, 8, 2, 70, 0.6, true),
+      attn(32, 8, 16, 1, 100, 0.4, true),
+      attn(1, 1, 32, 1, 0, 0.3, true),
+      attn(2, 2, 32, 1, 70, -0.5, true),
+      attn(4, 2, 16, 3, 130, 1.2, true),
+      attn(8, 1, 16, 8, 51, 0.6, true),
+      attn(4, 1, 64, 5, 90, 0.9, true),
+      attn(2, 2, 128, 2, 40, 0.1, true),
+      attn(8, 8, 16, 4, 200, 0.7, true),
+      attn(4, 4, 16, 7, 0, 0.5, true),
+      attn(4, 2, 16, 6, 77, 0.8, true, true),
+      attn(1, 1, 64, 8, 33, -0.2, true, true),
       attn(8, 1, 64, 8, 3000, 0.6, true),  // long cache: splits capped per invocation on loop-limited devices
   };
   for (const P& s : prefill) b.add(s);

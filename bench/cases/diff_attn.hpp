@@ -40,8 +40,8 @@ const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels,
                                               uint32_t n_rep, bool sg, bool kv_q8, AttnSoftmax softmax);
 // Records `kernel`: the split-K decode + merge (decode), else the prefill (split when splits > 0).
 void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, const AttnCall& call, uint32_t splits,
-                      uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                      BufferRange o, const AttnSplitScratch& scratch);
+                      uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                      const AttnSplitScratch& scratch);
 }  // namespace op_detail
 
 }  // namespace diffvk::bench

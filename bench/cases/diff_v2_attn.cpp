@@ -83,8 +83,8 @@ std::string DiffV2AttnCase::describe() const {
 void DiffV2AttnCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
   if (p.Hkv == 0 || p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "diff_v2_attn case: Hkv must divide H");
   const uint32_t n_rep = 2 * p.H / p.Hkv;  // query heads per KV head
-  const DiffAttnKernel& kernel = cached_diff_attn_kernel(dev, kernels, "diff_v2_attn", p.D, n_rep, sg, p.kv_q8,
-                                                         AttnSoftmax::v2);
+  const DiffAttnKernel& kernel =
+      cached_diff_attn_kernel(dev, kernels, "diff_v2_attn", p.D, n_rep, sg, p.kv_q8, AttnSoftmax::v2);
   prepare_diff_v2_attn(dev, kernel, p, seed, pr);
 }
 
@@ -103,19 +103,19 @@ OpCases diff_v2_attn_cases(OpMode mode) {
   CaseTable<DiffV2AttnCase> b(300);
   using P = DiffV2AttnCaseParams;
   if (mode == OpMode::bench) {
-    b.add(attn(4, 1, 64, 1, 2047, 1.0, true));   // a decode step at T = 2048 (8 query heads, 1 KV head)
+    b.add(attn(4, 1, 64, 1, 2047, 1.0, true));  // a decode step at T = 2048 (8 query heads, 1 KV head)
     b.add(attn(4, 1, 64, 512, 0, 1.0, false));  // a 512-row prefill
     return b.take();
   }
   // Odd S and T; 1, 2, 4 and 32 pairs per KV head; D = 6/8/16/32/64/128 (element-wise, 4- and 8-element loads).
   const P cases[] = {
-      attn(1, 1, 16, 1, 0, 1.0, false),   attn(2, 2, 32, 7, 0, 1.0, false),  attn(4, 2, 16, 33, 0, 1.0, false),
-      attn(4, 1, 64, 17, 0, 1.0, false),  attn(2, 1, 128, 19, 0, 1.0, false), attn(3, 3, 6, 11, 0, 1.0, false),
-      attn(32, 1, 8, 5, 0, 1.0, false),   attn(2, 2, 16, 9, 0, 50.0, false),   // saturated λ
+      attn(1, 1, 16, 1, 0, 1.0, false),       attn(2, 2, 32, 7, 0, 1.0, false),     attn(4, 2, 16, 33, 0, 1.0, false),
+      attn(4, 1, 64, 17, 0, 1.0, false),      attn(2, 1, 128, 19, 0, 1.0, false),   attn(3, 3, 6, 11, 0, 1.0, false),
+      attn(32, 1, 8, 5, 0, 1.0, false),       attn(2, 2, 16, 9, 0, 50.0, false),  // saturated λ
       attn(1, 1, 64, 900, 0, 1.0, false),  // beyond llvmpipe's per-invocation loop budget: split prefill there
-      attn(4, 2, 16, 13, 33, 1.0, false), attn(2, 1, 64, 20, 1000, 1.0, false),  // chunks after cached rows
-      attn(2, 1, 16, 1, 40, 1.0, true),   attn(4, 1, 32, 3, 65, 1.0, true),  attn(4, 2, 16, 8, 51, 1.0, true),
-      attn(2, 2, 128, 2, 40, 1.0, true),  attn(3, 1, 6, 5, 90, 50.0, true),  attn(32, 1, 8, 2, 70, 1.0, true),
+      attn(4, 2, 16, 13, 33, 1.0, false),     attn(2, 1, 64, 20, 1000, 1.0, false),  // chunks after cached rows
+      attn(2, 1, 16, 1, 40, 1.0, true),       attn(4, 1, 32, 3, 65, 1.0, true),     attn(4, 2, 16, 8, 51, 1.0, true),
+      attn(2, 2, 128, 2, 40, 1.0, true),      attn(3, 1, 6, 5, 90, 50.0, true),     attn(32, 1, 8, 2, 70, 1.0, true),
       attn(4, 2, 16, 6, 77, 1.0, true, true), attn(2, 1, 64, 1, 3000, 1.0, true),
   };
   for (const P& c : cases) b.add(c);

@@ -11,7 +11,7 @@ using namespace op_detail;
 
 struct EmbedCaseParams {
   uint32_t rows = 1, E = 0, vocab = 0;
-  uint32_t parts = 1;  // > 1: the table split by rows (one record_part dispatch per part)
+  uint32_t parts = 1;                  // > 1: the table split by rows (one record_part dispatch per part)
   QuantType weights = QuantType::f16;  // q8_0 / q4_0: a quantized table, against its dequantized values
 };
 

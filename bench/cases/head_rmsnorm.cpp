@@ -77,8 +77,8 @@ OpCases head_rmsnorm_cases(OpMode mode) {
     b.add(norm(1, 1024, 512, true));  // a block norm over a 2048-wide residual stream
     return b.take();
   }
-  const P shapes[] = {norm(1, 16, 1),   norm(3, 32, 7),  norm(8, 64, 300), norm(5, 128, 33), norm(2, 16, 129),
-                      norm(7, 32, 2),   norm(4, 64, 65), norm(1, 128, 300), norm(6, 16, 257),
+  const P shapes[] = {norm(1, 16, 1), norm(3, 32, 7), norm(8, 64, 300), norm(5, 128, 33), norm(2, 16, 129),
+                      norm(7, 32, 2), norm(4, 64, 65), norm(1, 128, 300), norm(6, 16, 257),
                       // float32 input (the model's block norms over the residual stream)
                       norm(1, 128, 9, true), norm(3, 32, 7, true), norm(1, 16, 1, true)};
   for (bool subgroup : {true, false})

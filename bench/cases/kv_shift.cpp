@@ -12,11 +12,11 @@ namespace diffvk::bench {
 using namespace op_detail;
 
 struct KvShiftCaseParams {
-  uint32_t Hkv = 0, D = 0, capacity = 0;  // key/value groups, half width (v2: head width), cache capacity
+  uint32_t Hkv = 0, D = 0, capacity = 0;     // key/value groups, half width (v2: head width), cache capacity
   uint32_t held = 0, keep = 0, discard = 0;  // of the held rows, [keep, keep + discard) dropped
-  bool v2 = false;     // DIFF V2's caches: rows of D (one head per row) instead of 2D
-  bool kv_q8 = false;  // a Q8_0 KV cache: K blocks re-rotated and quantized again, V copied
-  uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
+  bool v2 = false;                           // DIFF V2's caches: rows of D (one head per row) instead of 2D
+  bool kv_q8 = false;                        // a Q8_0 KV cache: K blocks re-rotated and quantized again, V copied
+  uint32_t wg_limit_x = 0, wg_limit_y = 0;   // capped workgroup counts (grid-stride loops); 0 = the device's
 };
 
 namespace {
@@ -147,11 +147,10 @@ OpCases kv_shift_cases(OpMode mode) {
   }
   // Rows below keep and from held - discard on must keep their pre-filled pattern bit for bit.
   const P shapes[] = {
-      shift(1, 8, 40, 40, 4, 18),    // one pass (the 18 moved rows fit in d)
-      shift(3, 6, 37, 33, 5, 7),     // odd shapes; 21 moved rows in three ordered passes of <= 7
-      shift(2, 16, 64, 64, 0, 1),    // d = 1: 63 passes, keep = 0
-      shift(2, 32, 130, 129, 17, 50),
-      shift(1, 64, 20, 12, 2, 10),   // nothing moves: the last 10 rows go
+      shift(1, 8, 40, 40, 4, 18),  // one pass (the 18 moved rows fit in d)
+      shift(3, 6, 37, 33, 5, 7),   // odd shapes; 21 moved rows in three ordered passes of <= 7
+      shift(2, 16, 64, 64, 0, 1),  // d = 1: 63 passes, keep = 0
+      shift(2, 32, 130, 129, 17, 50), shift(1, 64, 20, 12, 2, 10),  // nothing moves: the last 10 rows go
   };
   for (const P& s : shapes) b.add(s);
   P capped = shift(4, 16, 50, 45, 3, 20);  // grid-stride loops

@@ -15,8 +15,10 @@ std::string LinearCase::describe() const {
   if (p.int8_dot) s += " int8-dot";
   s += residual_name(p.residual);
   if (p.y_f32) s += " y32";
-  if (p.variant == int(kLinearCoopVariant)) s += " coopmat";
-  else if (p.variant >= 0) s += strf(" variant=%d", p.variant);
+  if (p.variant == int(kLinearCoopVariant))
+    s += " coopmat";
+  else if (p.variant >= 0)
+    s += strf(" variant=%d", p.variant);
   if (!p.subgroup) s += " shared-reduction";
   if (p.scalar_loads) s += " scalar-loads";
   return s + wg_limit_name(p.wg_limit_x, p.wg_limit_y);
@@ -187,15 +189,31 @@ OpCases linear_cases(OpMode mode) {
   // Odd shapes, padded strides, every residual form; float32 y / residual on every path
   // (<= 8 rows: matrix-vector; more: both tiles).
   const P shapes[] = {
-      lin(1, 16, 8, 0, 0, kNone),          lin(1, 136, 200, 3, 1, kSep),      lin(2, 40, 24, 0, 0, kInPlace),
-      lin(2, 64, 8, 5, 0, kNone),          lin(5, 64, 72, 0, 3, kSep),        lin(5, 40, 200, 0, 0, kNone),
-      lin(8, 136, 200, 0, 0, kInPlace),    lin(8, 16, 72, 2, 2, kSep),        lin(9, 16, 8, 0, 0, kSep),
-      lin(9, 136, 72, 3, 0, kNone),        lin(33, 40, 24, 0, 5, kInPlace),   lin(33, 64, 200, 0, 0, kNone),
-      lin(33, 136, 24, 1, 1, kSep),        lin(130, 136, 200, 0, 0, kSep),    lin(130, 16, 8, 0, 0, kNone),
-      lin(130, 64, 72, 7, 0, kInPlace),    lin(130, 40, 24, 0, 0, kNone),     lin(17, 48, 37, 0, 0, kSep),
-      lin(65, 24, 101, 0, 2, kNone),       lin(70, 37, 40, 1, 0, kSep),
-      lin(1, 64, 72, 0, 0, kInPlace, true), lin(5, 40, 24, 0, 3, kSep, true), lin(33, 136, 72, 1, 0, kInPlace, true),
-      lin(130, 64, 200, 0, 2, kSep, true), lin(17, 48, 37, 0, 0, kNone, true),
+      lin(1, 16, 8, 0, 0, kNone),
+      lin(1, 136, 200, 3, 1, kSep),
+      lin(2, 40, 24, 0, 0, kInPlace),
+      lin(2, 64, 8, 5, 0, kNone),
+      lin(5, 64, 72, 0, 3, kSep),
+      lin(5, 40, 200, 0, 0, kNone),
+      lin(8, 136, 200, 0, 0, kInPlace),
+      lin(8, 16, 72, 2, 2, kSep),
+      lin(9, 16, 8, 0, 0, kSep),
+      lin(9, 136, 72, 3, 0, kNone),
+      lin(33, 40, 24, 0, 5, kInPlace),
+      lin(33, 64, 200, 0, 0, kNone),
+      lin(33, 136, 24, 1, 1, kSep),
+      lin(130, 136, 200, 0, 0, kSep),
+      lin(130, 16, 8, 0, 0, kNone),
+      lin(130, 64, 72, 7, 0, kInPlace),
+      lin(130, 40, 24, 0, 0, kNone),
+      lin(17, 48, 37, 0, 0, kSep),
+      lin(65, 24, 101, 0, 2, kNone),
+      lin(70, 37, 40, 1, 0, kSep),
+      lin(1, 64, 72, 0, 0, kInPlace, true),
+      lin(5, 40, 24, 0, 3, kSep, true),
+      lin(33, 136, 72, 1, 0, kInPlace, true),
+      lin(130, 64, 200, 0, 2, kSep, true),
+      lin(17, 48, 37, 0, 0, kNone, true),
   };
   // The kernel's own path choice.
   for (const P& s : shapes) b.add(s);
@@ -291,8 +309,10 @@ OpCases linear_cases(OpMode mode) {
       }
       P e = lin(33, 96, 72, 0, 0, kSep);
       e.weights = q, e.variant = v;
-      if (v == 1) e.scalar_loads = true;
-      else e.wg_limit_x = 2, e.wg_limit_y = 1;
+      if (v == 1)
+        e.scalar_loads = true;
+      else
+        e.wg_limit_x = 2, e.wg_limit_y = 1;
       b.add(e);
     }
   // The int8 dot-product matmul (record_quant_path int8_dot, linear_reg_dot.comp; skipped without

@@ -19,9 +19,9 @@ struct LinearCaseParams {
   // the dequantized weights and the int8-rounded activations; skipped without the feature.
   bool int8_dot = false;
   // ---- device quirks
-  int variant = -1;  // a forced tile candidate (record_variant; kLinearCoopVariant: coopmat); -1: the kernel's
-  bool subgroup = true;        // false: the shared-memory reduction even where subgroup arithmetic exists
-  bool scalar_loads = false;   // never the 16-byte vector loads
+  int variant = -1;           // a forced tile candidate (record_variant; kLinearCoopVariant: coopmat); -1: the kernel's
+  bool subgroup = true;       // false: the shared-memory reduction even where subgroup arithmetic exists
+  bool scalar_loads = false;  // never the 16-byte vector loads
   uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
 };
 

@@ -12,15 +12,15 @@ struct LinearRowCaseParams {
   uint32_t in = 0, out = 0;  // x holds 2·in values for the silu_mul prologue
   RowPrologue pro = RowPrologue::none;
   Residual residual = Residual::none;
-  bool x_f32 = false, y_f32 = false;  // Elem::f32 x / y (the model's residual stream / logits)
+  bool x_f32 = false, y_f32 = false;   // Elem::f32 x / y (the model's residual stream / logits)
   QuantType weights = QuantType::f16;  // q8_0 / q4_0: QuantRowKernel, against the dequantized weights
   bool int8_dot = false;  // the int8 dot-product path (QuantRowPath::int8_dot); skipped without the feature
   // ---- device quirks
-  bool subgroup = true;       // false: the shared-memory reduction even where subgroup arithmetic exists
-  bool scalar_loads = false;  // never the 16-byte vector loads
+  bool subgroup = true;                     // false: the shared-memory reduction even where subgroup arithmetic exists
+  bool scalar_loads = false;                // never the 16-byte vector loads
   uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
-  bool x_misaligned = false;  // x at the device's offset alignment when that is < 16 bytes
-  uint32_t row_lanes = 0;     // forced lanes per lane group (row_lanes clamps it); 0 = the kernel's
+  bool x_misaligned = false;                // x at the device's offset alignment when that is < 16 bytes
+  uint32_t row_lanes = 0;                   // forced lanes per lane group (row_lanes clamps it); 0 = the kernel's
 };
 
 class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
@@ -259,8 +259,12 @@ OpCases linear_row_cases(OpMode mode) {
   // forced on devices whose choice is one group (CPU drivers): odd out, widths with fewer load steps than
   // lanes, every prologue, float32 x / y, both reductions, scalar loads, a capped grid, quantized rows.
   const P lshapes[] = {
-      row(16, 13, none, kNone), row(24, 37, rms, kSep), row(40, 9, silu, kInPlace),
-      row(256, 21, rms, kSep, true, true), row(64, 71, none, kInPlace, false, true), row(200, 5, silu, kSep),
+      row(16, 13, none, kNone),
+      row(24, 37, rms, kSep),
+      row(40, 9, silu, kInPlace),
+      row(256, 21, rms, kSep, true, true),
+      row(64, 71, none, kInPlace, false, true),
+      row(200, 5, silu, kSep),
   };
   for (uint32_t lanes : {1u, 2u, 4u})
     for (bool subgroup : {true, false}) {

@@ -9,11 +9,11 @@ namespace diffvk::bench {
 using namespace op_detail;
 
 struct RopeKvCaseParams {
-  uint32_t H = 0, Hkv = 0, D = 0, capacity = 0;  // heads, key/value groups, half width, cache capacity
+  uint32_t H = 0, Hkv = 0, D = 0, capacity = 0;       // heads, key/value groups, half width, cache capacity
   std::vector<std::pair<uint32_t, uint32_t>> chunks;  // (pos0, rows), recorded in order
-  uint32_t rows = 0;  // the chunks' rows in all
-  bool kv_q8 = false;  // a Q8_0 KV cache, against GGUF's Q8_0 of the exact values
-  uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
+  uint32_t rows = 0;                                  // the chunks' rows in all
+  bool kv_q8 = false;                                 // a Q8_0 KV cache, against GGUF's Q8_0 of the exact values
+  uint32_t wg_limit_x = 0, wg_limit_y = 0;            // capped workgroup counts (grid-stride loops); 0 = the device's
 };
 
 namespace {
@@ -85,7 +85,7 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const RopeKvCaseParams& 
 
   // Checked: every q_out value, then the appended K rows, then the appended V rows (a copy: exact).
   std::vector<float> steps;  // Q8_0: elements that may round either way (K's, then V's)
-  if (c.kv_q8) {  // rows rounded through Q8_0 as the kernel quantizes them (the rest keeps the pattern)
+  if (c.kv_q8) {             // rows rounded through Q8_0 as the kernel quantizes them (the rest keeps the pattern)
     steps = q8_boundary_steps(kexp, written, cw);
     const std::vector<float> vs = q8_boundary_steps(vexp, written, cw);
     steps.insert(steps.end(), vs.begin(), vs.end());
@@ -162,19 +162,19 @@ OpCases rope_kv_cases(OpMode mode) {
   CaseTable<RopeKvCase> b(9100);
   using P = RopeKvCaseParams;
   if (mode == OpMode::bench) {
-    b.add(rope(16, 4, 64, 4096, {{2047, 1}}));   // a decode step
-    b.add(rope(16, 4, 64, 4096, {{0, 512}}));    // a prefill chunk
+    b.add(rope(16, 4, 64, 4096, {{2047, 1}}));  // a decode step
+    b.add(rope(16, 4, 64, 4096, {{0, 512}}));   // a prefill chunk
     return b.take();
   }
   // Cache rows outside [pos0, pos0 + rows) must keep their pre-filled pattern bit for bit.
   const P shapes[] = {
-      rope(4, 2, 16, 8, {{0, 5}}),        // prefill from 0, rows after it untouched
-      rope(4, 2, 32, 16, {{3, 7}}),       // chunk after a prefix
-      rope(8, 1, 16, 50, {{10, 33}}),     // GQA 8:1
-      rope(2, 2, 64, 20, {{17, 1}}),      // decode step
-      rope(2, 2, 32, 9, {{0, 9}}),        // fills the cache exactly
+      rope(4, 2, 16, 8, {{0, 5}}),     // prefill from 0, rows after it untouched
+      rope(4, 2, 32, 16, {{3, 7}}),    // chunk after a prefix
+      rope(8, 1, 16, 50, {{10, 33}}),  // GQA 8:1
+      rope(2, 2, 64, 20, {{17, 1}}),   // decode step
+      rope(2, 2, 32, 9, {{0, 9}}),     // fills the cache exactly
       rope(8, 1, 64, 12, {{5, 3}}),
-      rope(4, 2, 64, 140, {{2, 130}}),    // many rows
+      rope(4, 2, 64, 140, {{2, 130}}),                         // many rows
       rope(2, 2, 16, 24, {{0, 6}, {6, 4}, {10, 1}, {11, 1}}),  // prefill, chunked prefill, two decode steps
   };
   for (const P& s : shapes) b.add(s);
@@ -185,7 +185,7 @@ OpCases rope_kv_cases(OpMode mode) {
   // Q8_0 KV cache: rows of 2D = 32 (one block, a padded scale word), 64, 96 (an odd
   // block count), 128; chunked prefill and decode; grid-stride loops.
   for (P s : {rope(4, 2, 16, 8, {{0, 5}}), rope(8, 1, 32, 50, {{10, 33}}), rope(2, 2, 48, 20, {{17, 1}}),
-                   rope(4, 2, 64, 24, {{0, 6}, {6, 4}, {10, 1}}), rope(8, 1, 32, 40, {{4, 9}})}) {
+              rope(4, 2, 64, 24, {{0, 6}, {6, 4}, {10, 1}}), rope(8, 1, 32, 40, {{4, 9}})}) {
     s.kv_q8 = true;
     if (s.chunks.size() == 1 && s.chunks[0].first == 4) s.wg_limit_x = 1, s.wg_limit_y = 2;
     b.add(s);

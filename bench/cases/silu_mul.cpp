@@ -55,8 +55,8 @@ OpCases silu_mul_cases(OpMode mode) {
     b.add(rows_i(256, 5632));
     return b.take();
   }
-  for (const SiluMulCaseParams& s : {rows_i(1, 1), rows_i(1, 200), rows_i(3, 7), rows_i(17, 64), rows_i(130, 37),
-                                     rows_i(2, 1000), rows_i(65, 129)})
+  for (const SiluMulCaseParams& s :
+       {rows_i(1, 1), rows_i(1, 200), rows_i(3, 7), rows_i(17, 64), rows_i(130, 37), rows_i(2, 1000), rows_i(65, 129)})
     b.add(s);
   return b.take();
 }

@@ -66,17 +66,21 @@ class Progress {
 Runner register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   bench::Options& o = a->o;
-  auto* cmd = app.add_subcommand("bench", "on-device benchmark: ceilings, then fused vs two-pass vs naive differential attention");
-  cmd->add_option("--preset", o.preset, "default (full grid, time-budgeted) or phone (20 s, 64 MiB copy, T <= 2048, cool-down "
-                                        "between cases, thermal zones recorded)")
+  auto* cmd = app.add_subcommand(
+      "bench", "on-device benchmark: ceilings, then fused vs two-pass vs naive differential attention");
+  cmd->add_option("--preset", o.preset,
+                  "default (full grid, time-budgeted) or phone (20 s, 64 MiB copy, T <= 2048, cool-down "
+                  "between cases, thermal zones recorded)")
       ->check(CLI::IsMember({"default", "phone"}));
   cmd->add_option("--phase", o.phase, "prefill (S = T), decode (S = 1 against T cached keys) or both")
       ->check(CLI::IsMember({"prefill", "decode", "both"}));
   cmd->add_option("--variant", o.variant,
-                  "attention cases: v1 (differential attention), v2 (DIFF V2: fused, two-pass, plain H and 2H query heads) or both")
+                  "attention cases: v1 (differential attention), v2 (DIFF V2: fused, two-pass, plain H and 2H query "
+                  "heads) or both")
       ->check(CLI::IsMember({"v1", "v2", "both"}));
   cmd->add_option("--d", o.d, "head half widths D (list, e.g. 64,128)")->delimiter(',')->check(CLI::Range(2u, 256u));
-  cmd->add_option("--t", o.t, "context lengths T (list, e.g. 512,1024,2048,4096,8192); given explicitly, no budget trimming")
+  cmd->add_option("--t", o.t,
+                  "context lengths T (list, e.g. 512,1024,2048,4096,8192); given explicitly, no budget trimming")
       ->delimiter(',')
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--t-prefill", o.t_prefill, "prefill context lengths (list; overrides --t for prefill)")
@@ -89,32 +93,47 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--kv-heads", o.kv_heads, "key/value groups Hkv (list; pairs with H where H % Hkv == 0)")
       ->delimiter(',')
       ->check(CLI::Range(1u, 1024u));
-  cmd->add_option("--runs", o.runs, "timed runs per implementation (default 20; 10 for phone; 3 on a CPU device)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--warmup", o.warmup, "untimed runs per implementation before timing; the output-check run counts as the first (default 3; 1 on a CPU device)")->check(CLI::Range(0, 100000));
-  cmd->add_option("--budget", o.budget_seconds, "seconds for the default T grid (trimmed by calibration; default 40 on a CPU device, "
-                                                "300 otherwise, 20 for phone; in (0, 86400])")
+  cmd->add_option("--runs", o.runs, "timed runs per implementation (default 20; 10 for phone; 3 on a CPU device)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--warmup", o.warmup,
+                  "untimed runs per implementation before timing; the output-check run counts as the first (default 3; "
+                  "1 on a CPU device)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--budget", o.budget_seconds,
+                  "seconds for the default T grid (trimmed by calibration; default 40 on a CPU device, "
+                  "300 otherwise, 20 for phone; in (0, 86400])")
       ->check(finite_range(0, 86400, true));
-  cmd->add_option("--cooldown", o.cooldown_seconds, "seconds of pause before each case (default 2 for phone, 0 otherwise)")
+  cmd->add_option("--cooldown", o.cooldown_seconds,
+                  "seconds of pause before each case (default 2 for phone, 0 otherwise)")
       ->check(finite_range(0, 600));
-  cmd->add_option("--copy-mib", a->copy_mib, "copy-ceiling buffer size in MiB (default: 4x the largest CPU cache on a CPU device, "
-                                              "else 256; 64 for phone; capped by the device)")
+  cmd->add_option("--copy-mib", a->copy_mib,
+                  "copy-ceiling buffer size in MiB (default: 4x the largest CPU cache on a CPU device, "
+                  "else 256; 64 for phone; capped by the device)")
       ->check(finite_range(1, 65536));
   cmd->add_flag("--no-naive", o.no_naive, "skip the naive implementation");
   cmd->add_option("--json", a->json_path, "write every figure, the device caps and the command line to FILE (atomic)");
   cmd->add_option("--plot", o.plot_path, "write a PNG of fused speedup and % of copy bandwidth against T (atomic)");
   cmd->add_flag("--quick", o.quick, "tiny configuration (CI smoke test)");
-  cmd->add_flag("--ops", o.ops, "benchmark the ops instead of the attention cases: each op's case table (the one the "
-                                "conformance tests run) in bench mode, checked against the float64 reference, then timed");
-  cmd->add_flag("--matmul-table", o.matmul_table,
-                "benchmark the matmul table instead of the attention cases: the linear op at M 1, 8, 64, 512 x (K, N) (768, 768), "
-                "(768, 2304), (2048, 768), (2048, 2048), (4096, 4096) x weights f16, q8_0, q4_0; each row checked, then timed "
-                "(GFLOP/s, fraction of the FMA ceiling)");
-  cmd->add_option("--op", o.op, "with --ops (implied): only this op's rows (linear, linear_row, head_rmsnorm, silu_mul, embed, rope_kv, kv_shift, diff_attn, diff_v2_attn, attn_probs)");
-  cmd->add_option("--model", o.model_dir, "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
-                                          "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")
+  cmd->add_flag("--ops", o.ops,
+                "benchmark the ops instead of the attention cases: each op's case table (the one the "
+                "conformance tests run) in bench mode, checked against the float64 reference, then timed");
+  cmd->add_flag(
+      "--matmul-table", o.matmul_table,
+      "benchmark the matmul table instead of the attention cases: the linear op at M 1, 8, 64, 512 x (K, N) (768, "
+      "768), "
+      "(768, 2304), (2048, 768), (2048, 2048), (4096, 4096) x weights f16, q8_0, q4_0; each row checked, then timed "
+      "(GFLOP/s, fraction of the FMA ceiling)");
+  cmd->add_option("--op", o.op,
+                  "with --ops (implied): only this op's rows (linear, linear_row, head_rmsnorm, silu_mul, embed, "
+                  "rope_kv, kv_shift, diff_attn, diff_v2_attn, attn_probs)");
+  cmd->add_option("--model", o.model_dir,
+                  "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
+                  "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")
       ->check(CLI::ExistingDirectory | gguf_file_validator());
-  cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")
+      ->check(CLI::Range(1u, 1u << 20));
   add_kv_flag(cmd, o.kv_cache);  // model benchmark
   cmd->add_option_function<std::string>(
          "--weights",
@@ -135,8 +154,9 @@ Runner register_bench(CLI::App& app) {
             }
           },
           "f16|q8_0|q4_0[,...]|all"));
-  cmd->add_flag("--profile", o.profile, "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
-                                        "(timestamps between dispatches)");
+  cmd->add_flag("--profile", o.profile,
+                "model benchmark: also print the GPU time per dispatch of a decode step, grouped by op "
+                "(timestamps between dispatches)");
   add_device_flags(cmd, a->dev);
   return [a]() {
     if (!a->json_path.empty()) check_output(a->json_path, "--json", {}, a->o.model_dir);

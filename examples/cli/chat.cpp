@@ -45,7 +45,8 @@ std::vector<ChatMessage> load_conversation(const std::string& path, Session& ses
   std::vector<ChatMessage> messages;
   if (!j.is_array()) throw Error(Status::format_error, path + ": not a saved diffvk chat (a list of messages)");
   for (const auto& m : j) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") || !m["content"].is_string())
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
       throw Error(Status::format_error, path + ": each message needs a string role and content");
     messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   }
@@ -66,13 +67,15 @@ Runner register_chat(CLI::App& app) {
     bool keep_set = false;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal (one message per line; /help lists the commands)");
+  auto* cmd =
+      app.add_subcommand("chat", "interactive chat in the terminal (one message per line; /help lists the commands)");
   cmd->add_option("--model", a->model, "checkpoint directory or .gguf file (default: the bundled model)")
       ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--context", a->context, "KV-cache capacity in tokens (default: max_position_embeddings)");
-  cmd->add_option("--chat-template", a->chat_template,
-                  "auto (the model's tokenizer_config.json), chatml, llama2 or llama3 (docs/chat-templates.md); the bundled "
-                  "model has none: pass a family");
+  cmd->add_option(
+      "--chat-template", a->chat_template,
+      "auto (the model's tokenizer_config.json), chatml, llama2 or llama3 (docs/chat-templates.md); the bundled "
+      "model has none: pass a family");
   cmd->add_option("--system", a->system, "system message");
   cmd->add_option("-n", a->n, "tokens per reply at most");
   add_sampling_flags(cmd, a->sampling);
@@ -96,10 +99,13 @@ Runner register_chat(CLI::App& app) {
     if (!a->system.empty()) messages.push_back({"system", a->system});
     GenerateOptions base = a->go;
     if (base.overflow == ContextOverflow::shift && !a->keep_set && !messages.empty())
-      base.keep = static_cast<uint32_t>(tokenizer.encode(tpl.apply(messages, false), false).size());  // the system message
+      base.keep =
+          static_cast<uint32_t>(tokenizer.encode(tpl.apply(messages, false), false).size());  // the system message
     std::fprintf(stderr, "diffvk chat: %s, %s, chat template %s, context %u tokens%s. /help lists the commands.\n",
                  ctx->caps().name.c_str(), precision_name(ctx->precision()), tpl.family().c_str(), session->capacity(),
-                 base.overflow == ContextOverflow::shift ? (", context shift keeping " + std::to_string(base.keep) + " tokens").c_str() : "");
+                 base.overflow == ContextOverflow::shift
+                     ? (", context shift keeping " + std::to_string(base.keep) + " tokens").c_str()
+                     : "");
 
     // Answers the conversation as it stands: appends the assistant's message.
     auto reply = [&]() {
@@ -119,8 +125,8 @@ Runner register_chat(CLI::App& app) {
         return false;
       }
       const size_t n = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
-      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s%s]\n", n, n ? n / r.sample_seconds : 0.0,
-                  tokens.size(), r.reused, stop_reason_name(r.reason),
+      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s%s]\n", n,
+                  n ? n / r.sample_seconds : 0.0, tokens.size(), r.reused, stop_reason_name(r.reason),
                   r.shifts ? ("; " + std::to_string(r.shifts) + " context shifts").c_str() : "");
       std::fflush(stdout);
       messages.push_back({"assistant", r.text});

@@ -17,11 +17,11 @@ namespace diffvk::cli {
 
 // Options every GPU subcommand shares.
 struct DeviceFlags {
-  std::string device;          // --device SEL
+  std::string device;              // --device SEL
   std::string precision = "auto";  // --precision auto|fp16|fp32
-  bool validation = false;     // --validation
-  std::string pipeline_cache;  // --pipeline-cache FILE
-  std::string tuning;          // --tuning key=value,... (ContextOptions::tuning; DIFFVK_TUNING wins per key)
+  bool validation = false;         // --validation
+  std::string pipeline_cache;      // --pipeline-cache FILE
+  std::string tuning;              // --tuning key=value,... (ContextOptions::tuning; DIFFVK_TUNING wins per key)
   // Throws invalid_argument when --pipeline-cache names something that is not a diffvk pipeline cache
   // (it is rewritten when the context closes: a model or any other file must never be replaced).
   ContextOptions options() const;

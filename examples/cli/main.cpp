@@ -20,9 +20,12 @@ ContextOptions DeviceFlags::options() const {
   o.device = device;
   o.tuning = tuning;
   if (validation) o.validation = 1;
-  if (precision == "fp16") o.precision = Precision::fp16;
-  else if (precision == "fp32") o.precision = Precision::fp32;
-  else o.precision = Precision::automatic;
+  if (precision == "fp16")
+    o.precision = Precision::fp16;
+  else if (precision == "fp32")
+    o.precision = Precision::fp32;
+  else
+    o.precision = Precision::automatic;
   if (!pipeline_cache.empty()) {
     // The library rewrites the file when the context closes: only an absent file, an empty one or one of its
     // own caches may be replaced.
@@ -36,13 +39,15 @@ ContextOptions DeviceFlags::options() const {
 }
 
 void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
-  cmd->add_option("--device", f.device, "Vulkan device: index or name substring (default: best by kind; env DIFFVK_DEVICE)");
+  cmd->add_option("--device", f.device,
+                  "Vulkan device: index or name substring (default: best by kind; env DIFFVK_DEVICE)");
   cmd->add_option("--precision", f.precision, "storage precision")->check(CLI::IsMember({"auto", "fp16", "fp32"}));
   cmd->add_flag("--validation", f.validation, "enable the Khronos validation layer");
-  cmd->add_option("--pipeline-cache", f.pipeline_cache,
-                  "keep the driver's compiled pipelines in FILE between runs (created if absent, rewritten on exit; a file "
-                  "that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers that fill "
-                  "their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
+  cmd->add_option(
+      "--pipeline-cache", f.pipeline_cache,
+      "keep the driver's compiled pipelines in FILE between runs (created if absent, rewritten on exit; a file "
+      "that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers that fill "
+      "their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
   cmd->add_option("--tuning", f.tuning,
                   "tuning overrides key=value,... (keys coopmat, attn_core, row_lanes, linear_reg_share, quirk; "
                   "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
@@ -70,16 +75,17 @@ CLI::Validator finite_range(double lo, double hi, bool lo_open) {
   return CLI::Validator(
       [lo, hi, lo_open, range](std::string& value) -> std::string {
         const double v = finite_value(value);
-        if (std::isnan(v) || v < lo || (lo_open && v == lo) || v > hi) return "must be a finite number in " + range + ": " + value;
+        if (std::isnan(v) || v < lo || (lo_open && v == lo) || v > hi)
+          return "must be a finite number in " + range + ": " + value;
         return {};
       },
       "FLOAT in " + range, "finite_range");
 }
 
-// Every unsigned option of every subcommand (CLI11 types them "UINT", then the descriptions of their validators): CLI11 2.1 reads "-1" into a
-// 64-bit option as 2^64 - 1 and saturates values past the type's range, so a sign or an overflow is
-// refused here, once, whatever the option. Each option's own range is checked by its subcommand or
-// by the library (docs/limits.md).
+// Every unsigned option of every subcommand (CLI11 types them "UINT", then the descriptions of their validators):
+// CLI11 2.1 reads "-1" into a 64-bit option as 2^64 - 1 and saturates values past the type's range, so a sign or an
+// overflow is refused here, once, whatever the option. Each option's own range is checked by its subcommand or by the
+// library (docs/limits.md).
 void check_unsigned_options(CLI::App& app) {
   const CLI::Validator non_negative(
       [](std::string& value) -> std::string {
@@ -152,7 +158,8 @@ int main(int argc, char** argv) {
         }
         return rc;
       } catch (const diffvk::Error& e) {
-        std::fprintf(stderr, "diffvk %s: error (%s): %s\n", cmd->get_name().c_str(), diffvk::status_name(e.status()), e.what());
+        std::fprintf(stderr, "diffvk %s: error (%s): %s\n", cmd->get_name().c_str(), diffvk::status_name(e.status()),
+                     e.what());
         return 1;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "diffvk %s: error: %s\n", cmd->get_name().c_str(), e.what());

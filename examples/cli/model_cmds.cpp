@@ -14,10 +14,10 @@
 #include "diffvk/npy.hpp"
 
 #ifndef DIFFVK_SOURCE_MODEL_DIR
-#define DIFFVK_SOURCE_MODEL_DIR ""
+#  define DIFFVK_SOURCE_MODEL_DIR ""
 #endif
 #ifndef DIFFVK_INSTALL_MODEL_DIR
-#define DIFFVK_INSTALL_MODEL_DIR ""
+#  define DIFFVK_INSTALL_MODEL_DIR ""
 #endif
 
 namespace diffvk::cli {
@@ -36,7 +36,8 @@ std::string default_model_dir() {
 CLI::Validator gguf_file_validator() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
-        if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0) return "not a directory nor a .gguf file: " + path;
+        if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0)
+          return "not a directory nor a .gguf file: " + path;
         return CLI::ExistingFile(path);
       },
       "DIR|FILE.gguf");
@@ -60,7 +61,8 @@ void add_weights_flag(CLI::App* cmd, LoadOptions& load) {
           },
           "f16|q8_0|q4_0"));
   cmd->add_flag("--q4-head", load.q4_0_head,
-                "with --weights q4_0: lm_head (and an embedding tied to it) in q4_0 too instead of q8_0 (fewer bytes, more logit error)");
+                "with --weights q4_0: lm_head (and an embedding tied to it) in q4_0 too instead of q8_0 (fewer bytes, "
+                "more logit error)");
 }
 
 void add_kv_flag(CLI::App* cmd, KvCacheType& kv) {
@@ -74,8 +76,9 @@ void add_kv_flag(CLI::App* cmd, KvCacheType& kv) {
 Tokenizer model_tokenizer(const std::string& dir, const ModelConfig& cfg) {
   Tokenizer tokenizer = Tokenizer::load(dir);  // a directory or a .gguf file
   if (tokenizer.vocab_size() > cfg.vocab_size)
-    throw Error(Status::invalid_argument, dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
-                                              ") is larger than the model's vocab_size " + std::to_string(cfg.vocab_size));
+    throw Error(Status::invalid_argument,
+                dir + ": the tokenizer's vocabulary (" + std::to_string(tokenizer.vocab_size()) +
+                    ") is larger than the model's vocab_size " + std::to_string(cfg.vocab_size));
   return tokenizer;
 }
 
@@ -93,11 +96,14 @@ struct ModelArgs {
     return so;
   }
   void add(CLI::App* cmd, bool model_required) {
-    auto* o = cmd->add_option("--model", model, "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
-                  ->check(CLI::ExistingDirectory | gguf_file_validator());
+    auto* o =
+        cmd->add_option("--model", model,
+                        "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
+            ->check(CLI::ExistingDirectory | gguf_file_validator());
     if (model_required) o->required();
     cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
-    cmd->add_option("--chunk", chunk, "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
+    cmd->add_option("--chunk", chunk,
+                    "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
     add_weights_flag(cmd, load);
     add_kv_flag(cmd, kv);
     add_device_flags(cmd, dev);
@@ -110,7 +116,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 ChatTemplate chat_template_for(const std::string& choice, const std::string& dir, const Tokenizer& tokenizer) {
   if (choice == "auto") return ChatTemplate::load(dir);
-  const auto token_text = [&](int32_t id) { return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string(); };
+  const auto token_text = [&](int32_t id) {
+    return id >= 0 ? tokenizer.decode(std::vector<int32_t>{id}) : std::string();
+  };
   return ChatTemplate::builtin(choice, token_text(tokenizer.bos_id()), token_text(tokenizer.eos_id()));
 }
 
@@ -125,22 +133,29 @@ void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling) {
   cmd->add_option("--top-k", sampling.top_k, "0 = off");
   cmd->add_option("--top-p", sampling.top_p, "1 = off; in (0, 1]")->check(finite_range(0, 1, true));
   cmd->add_option("--seed", sampling.seed, "sampling seed");
-  cmd->add_option("--min-p", sampling.min_p, "drop tokens below min-p x the top token's probability; 0 = off; in [0, 1]")
+  cmd->add_option("--min-p", sampling.min_p,
+                  "drop tokens below min-p x the top token's probability; 0 = off; in [0, 1]")
       ->check(finite_range(0, 1));
-  cmd->add_option("--repeat-penalty", sampling.repeat_penalty, "CTRL repetition penalty over the last --repeat-last-n tokens; 1 = off; in (0, 100]")
+  cmd->add_option("--repeat-penalty", sampling.repeat_penalty,
+                  "CTRL repetition penalty over the last --repeat-last-n tokens; 1 = off; in (0, 100]")
       ->check(finite_range(0, 100, true));
-  cmd->add_option("--frequency-penalty", sampling.frequency_penalty, "subtracted once per occurrence; 0 = off; in [-2, 2]")
+  cmd->add_option("--frequency-penalty", sampling.frequency_penalty,
+                  "subtracted once per occurrence; 0 = off; in [-2, 2]")
       ->check(finite_range(-2, 2));
-  cmd->add_option("--presence-penalty", sampling.presence_penalty, "subtracted once per token seen; 0 = off; in [-2, 2]")
+  cmd->add_option("--presence-penalty", sampling.presence_penalty,
+                  "subtracted once per token seen; 0 = off; in [-2, 2]")
       ->check(finite_range(-2, 2));
-  cmd->add_option("--repeat-last-n", sampling.penalty_last_n, "tokens the penalties look back over (prompt included); 0 = none")
+  cmd->add_option("--repeat-last-n", sampling.penalty_last_n,
+                  "tokens the penalties look back over (prompt included); 0 = none")
       ->check(CLI::Range(0u, 1u << 20));
 }
 
 void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set) {
   cmd->add_option_function<std::string>(
-         "--overflow", [&go](const std::string& v) { go.overflow = v == "shift" ? ContextOverflow::shift : ContextOverflow::refuse; },
-         "when the conversation reaches the context: refuse (an error, the default) or shift (keep the first --keep tokens, drop "
+         "--overflow",
+         [&go](const std::string& v) { go.overflow = v == "shift" ? ContextOverflow::shift : ContextOverflow::refuse; },
+         "when the conversation reaches the context: refuse (an error, the default) or shift (keep the first --keep "
+         "tokens, drop "
          "the oldest half of the rest; docs/context-overflow.md)")
       ->check(CLI::IsMember({"refuse", "shift"}));
   cmd->add_option_function<uint32_t>(
@@ -165,18 +180,23 @@ Runner register_run(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (bundled model by default)");
   a->add(cmd, false);
-  cmd->add_option("--prompt,-p", a->prompt, "prompt text (the model directory's tokenizer: tokenizer.json, tokenizer.model, else bytes)")->required();
+  cmd->add_option("--prompt,-p", a->prompt,
+                  "prompt text (the model directory's tokenizer: tokenizer.json, tokenizer.model, else bytes)")
+      ->required();
   cmd->add_option("-n", a->n, "tokens to generate");
   add_sampling_flags(cmd, a->sampling);
-  cmd->add_option("--stop", a->stop, "stop string (repeatable; may span tokens): generation ends there, and neither it nor what "
-                                     "follows is printed");
-  cmd->add_option("--chat-template", a->chat_template,
-                  "the prompt is a user message in this chat format: auto (the model's tokenizer_config.json), chatml, llama2 "
-                  "or llama3 (docs/chat-templates.md); the end of the assistant's turn is a stop string");
+  cmd->add_option("--stop", a->stop,
+                  "stop string (repeatable; may span tokens): generation ends there, and neither it nor what "
+                  "follows is printed");
+  cmd->add_option(
+      "--chat-template", a->chat_template,
+      "the prompt is a user message in this chat format: auto (the model's tokenizer_config.json), chatml, llama2 "
+      "or llama3 (docs/chat-templates.md); the end of the assistant's turn is a stop string");
   cmd->add_option("--system", a->system, "system message before the prompt (with --chat-template)");
-  cmd->add_option("--prompt-cache", a->prompt_cache,
-                  "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
-                  "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
+  cmd->add_option(
+      "--prompt-cache", a->prompt_cache,
+      "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
+      "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
   add_overflow_flags(cmd, a->go, a->keep_set);
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
@@ -205,8 +225,9 @@ Runner register_run(CLI::App& app) {
     std::vector<int32_t> tokens = tokenizer.encode(text, a->chat_template.empty());
     if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
     if (a->go.overflow == ContextOverflow::refuse && tokens.size() + a->n > session->capacity())
-      throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " + std::to_string(a->n) +
-                                                " new tokens exceed the context of " + std::to_string(session->capacity()));
+      throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " +
+                                                std::to_string(a->n) + " new tokens exceed the context of " +
+                                                std::to_string(session->capacity()));
     Sampler sampler(a->sampling);
     double restore_s = 0;
     struct stat st;
@@ -215,7 +236,8 @@ Runner register_run(CLI::App& app) {
       try {
         session->restore_state_file(a->prompt_cache);
       } catch (const Error& e) {
-        if (e.status() != Status::invalid_argument) throw;  // unreadable: an error; another model's or corrupt: rewritten
+        if (e.status() != Status::invalid_argument)
+          throw;  // unreadable: an error; another model's or corrupt: rewritten
         std::fprintf(stderr, "diffvk run: --prompt-cache not used (%s); it is rewritten after the prompt\n", e.what());
       }
       restore_s = seconds_since(tr);
@@ -231,16 +253,19 @@ Runner register_run(CLI::App& app) {
     if (!a->prompt_cache.empty()) go.on_prefilled = [&] { session->save_state_file(a->prompt_cache); };
     const GenerateResult r = generate(*session, sampler, tokenizer, tokens, go);
     const size_t generated = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
-    std::fprintf(stderr, "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %zu tokens in %.3f s (%.1f tokens/s)\n"
+    std::fprintf(stderr,
+                 "\n\ndiffvk run: %s, %s\n  prefill: %zu tokens in %.3f s (%.1f tokens/s)\n  decode:  %zu tokens in "
+                 "%.3f s (%.1f tokens/s)\n"
                  "  stopped: %s%s%s%s\n",
                  ctx->caps().name.c_str(), precision_name(ctx->precision()), tokens.size(), r.prefill_seconds,
-                 tokens.size() / r.prefill_seconds, generated, r.sample_seconds, generated ? generated / r.sample_seconds : 0.0,
-                 stop_reason_name(r.reason), r.reason == StopReason::stop_string ? " " : "",
+                 tokens.size() / r.prefill_seconds, generated, r.sample_seconds,
+                 generated ? generated / r.sample_seconds : 0.0, stop_reason_name(r.reason),
+                 r.reason == StopReason::stop_string ? " " : "",
                  r.reason == StopReason::stop_string ? ("\"" + r.stop + "\"").c_str() : "",
                  r.shifts ? (" (" + std::to_string(r.shifts) + " context shifts)").c_str() : "");
     if (!a->prompt_cache.empty())
-      std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", r.reused, tokens.size(),
-                   a->prompt_cache.c_str(), restore_s);
+      std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", r.reused,
+                   tokens.size(), a->prompt_cache.c_str(), restore_s);
     return 0;
   };
 }
@@ -267,8 +292,9 @@ Runner register_logits(CLI::App& app) {
     const int64_t N = static_cast<int64_t>(ids64.size());
     if (N == 0) throw Error(Status::invalid_argument, a->tokens + ": holds no tokens");
     if (a->prompt_len < 1 || a->prompt_len > N)
-      throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " + std::to_string(N) +
-                                                "] (" + a->tokens + " holds " + std::to_string(N) + " tokens)");
+      throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " +
+                                                std::to_string(N) + "] (" + a->tokens + " holds " + std::to_string(N) +
+                                                " tokens)");
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, a->model, a->load);
     const uint32_t V = model->config().vocab_size;
@@ -276,23 +302,25 @@ Runner register_logits(CLI::App& app) {
     for (int64_t i = 0; i < N; ++i) {
       const int64_t v = ids64[size_t(i)];
       if (v < 0 || v >= int64_t(V))
-        throw Error(Status::invalid_argument, a->tokens + ": token id " + std::to_string(v) + " at index " + std::to_string(i) +
-                                                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+        throw Error(Status::invalid_argument, a->tokens + ": token id " + std::to_string(v) + " at index " +
+                                                  std::to_string(i) + " is outside the vocabulary [0, " +
+                                                  std::to_string(V) + ")");
       ids.push_back(static_cast<int32_t>(v));
     }
     auto session = Session::create(*model, a->session_options());
     if (uint64_t(N) > session->capacity())
       throw Error(Status::context_overflow, a->tokens + ": " + std::to_string(N) + " tokens exceed the context of " +
-                                                std::to_string(session->capacity()) + " (--context); nothing was computed");
+                                                std::to_string(session->capacity()) +
+                                                " (--context); nothing was computed");
     std::vector<float> out = session->prefill(std::vector<int32_t>(ids.begin(), ids.begin() + a->prompt_len), true);
     for (int64_t i = a->prompt_len; i < N; ++i) {
       auto lg = session->decode(ids[i]);
       out.insert(out.end(), lg.begin(), lg.end());
     }
     write_npy_f32(a->output, {N, int64_t(V)}, out.data());
-    std::fprintf(stderr, "diffvk logits: %s, %lld positions (%lld prefill + %lld decode) -> %s\n", precision_name(ctx->precision()),
-                 static_cast<long long>(N), static_cast<long long>(a->prompt_len), static_cast<long long>(N - a->prompt_len),
-                 a->output.c_str());
+    std::fprintf(stderr, "diffvk logits: %s, %lld positions (%lld prefill + %lld decode) -> %s\n",
+                 precision_name(ctx->precision()), static_cast<long long>(N), static_cast<long long>(a->prompt_len),
+                 static_cast<long long>(N - a->prompt_len), a->output.c_str());
     return 0;
   };
 }
@@ -306,9 +334,10 @@ Runner register_plan(CLI::App& app) {
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
     auto session = Session::create(*model, a->session_options());
-    std::printf("model %s: session context %u, chunk %u, %s\nKV cache: %s, %llu bytes (every layer's K and V)\n%s", dir.c_str(),
-                session->capacity(), session->chunk(), precision_name(ctx->precision()), kv_cache_type_name(session->kv_cache()),
-                static_cast<unsigned long long>(session->kv_cache_bytes()), session->plan_report().c_str());
+    std::printf("model %s: session context %u, chunk %u, %s\nKV cache: %s, %llu bytes (every layer's K and V)\n%s",
+                dir.c_str(), session->capacity(), session->chunk(), precision_name(ctx->precision()),
+                kv_cache_type_name(session->kv_cache()), static_cast<unsigned long long>(session->kv_cache_bytes()),
+                session->plan_report().c_str());
     return 0;
   };
 }

@@ -12,7 +12,8 @@ Runner register_quantize(CLI::App& app) {
     std::vector<std::string> paths;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("quantize", "write a model as a GGUF file (docs/gguf.md): quantize --type T MODEL_DIR OUT.gguf");
+  auto* cmd = app.add_subcommand("quantize",
+                                 "write a model as a GGUF file (docs/gguf.md): quantize --type T MODEL_DIR OUT.gguf");
   cmd->add_option("--type", a->type, "linear weight type")->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
   cmd->add_option("--list", a->list, "print the header of a GGUF file as JSON instead (metadata, tensors)");
   cmd->add_option("paths", a->paths, "MODEL_DIR OUT.gguf");
@@ -26,7 +27,8 @@ Runner register_quantize(CLI::App& app) {
       }
       return 0;
     }
-    if (a->paths.size() != 2) throw Error(Status::invalid_argument, "quantize needs MODEL_DIR and OUT.gguf (or --list FILE)");
+    if (a->paths.size() != 2)
+      throw Error(Status::invalid_argument, "quantize needs MODEL_DIR and OUT.gguf (or --list FILE)");
     const std::string& dir = a->paths[0];
     const std::string& out = a->paths[1];
     check_output(out, "OUT.gguf", {}, dir);

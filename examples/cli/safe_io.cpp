@@ -53,10 +53,11 @@ void check_output(const std::string& output, const std::string& option, const st
   struct stat dir_st;
   if (::stat(dir.c_str(), &dir_st) != 0)
     throw Error(Status::io_error, option + " '" + output + "': directory '" + dir + "': " + std::strerror(errno));
-  if (!S_ISDIR(dir_st.st_mode)) throw Error(Status::io_error, option + " '" + output + "': '" + dir + "' is not a directory");
+  if (!S_ISDIR(dir_st.st_mode))
+    throw Error(Status::io_error, option + " '" + output + "': '" + dir + "' is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw Error(Status::io_error, option + " '" + output + "': directory '" + dir + "' is not writable (" + std::strerror(errno) +
-                                      "); nothing was computed");
+    throw Error(Status::io_error, option + " '" + output + "': directory '" + dir + "' is not writable (" +
+                                      std::strerror(errno) + "); nothing was computed");
 }
 
 }  // namespace diffvk::cli

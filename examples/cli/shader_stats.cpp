@@ -49,23 +49,30 @@ json spec_json(const ShaderPipeline& p) {
 
 json stat_value(const ShaderStatistic& s) {
   switch (s.format) {
-    case ShaderStatistic::Format::boolean: return s.b;
-    case ShaderStatistic::Format::int64: return s.i64;
-    case ShaderStatistic::Format::float64: return s.f64;
-    default: return s.u64;
+    case ShaderStatistic::Format::boolean:
+      return s.b;
+    case ShaderStatistic::Format::int64:
+      return s.i64;
+    case ShaderStatistic::Format::float64:
+      return s.f64;
+    default:
+      return s.u64;
   }
 }
 
 std::string stat_text(const ShaderStatistic& s) {
   switch (s.format) {
-    case ShaderStatistic::Format::boolean: return s.b ? "true" : "false";
-    case ShaderStatistic::Format::int64: return std::to_string(s.i64);
+    case ShaderStatistic::Format::boolean:
+      return s.b ? "true" : "false";
+    case ShaderStatistic::Format::int64:
+      return std::to_string(s.i64);
     case ShaderStatistic::Format::float64: {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", s.f64);
       return buf;
     }
-    default: return std::to_string(s.u64);
+    default:
+      return std::to_string(s.u64);
   }
 }
 
@@ -83,9 +90,17 @@ int list_variants(const std::string& json_path) {
     std::printf("%-28s %-4s %-3s %-5s %-8s %-40s %-42s %s\n", v.name.c_str(), v.fp16 ? "fp16" : "fp32",
                 v.subgroup ? "sg" : "-", v.registry.c_str(), v.prebuilt ? "prebuilt" : "glslc", v.source.c_str(),
                 v.defines.empty() ? "-" : v.defines.c_str(), spec.empty() ? "(none)" : spec.c_str());
-    arr.push_back({{"name", v.name}, {"op", v.op}, {"source", v.source}, {"defines", v.defines},
-                   {"precision", v.fp16 ? "fp16" : "fp32"}, {"subgroup", v.subgroup}, {"registry", v.registry},
-                   {"prebuilt", v.prebuilt}, {"spec", v.spec}, {"description", v.description}, {"words", v.words}});
+    arr.push_back({{"name", v.name},
+                   {"op", v.op},
+                   {"source", v.source},
+                   {"defines", v.defines},
+                   {"precision", v.fp16 ? "fp16" : "fp32"},
+                   {"subgroup", v.subgroup},
+                   {"registry", v.registry},
+                   {"prebuilt", v.prebuilt},
+                   {"spec", v.spec},
+                   {"description", v.description},
+                   {"words", v.words}});
   }
   if (!json_path.empty()) {
     const std::string text = json({{"variants", std::move(arr)}}).dump(2) + "\n";
@@ -101,32 +116,46 @@ Runner register_shader_stats(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "shader-stats",
       "create every pipeline the runtime builds for a model and/or attention shapes, and print the driver's statistics "
-      "(registers, spills, shared memory, occupancy; VK_KHR_pipeline_executable_properties). Allocates and runs nothing, "
+      "(registers, spills, shared memory, occupancy; VK_KHR_pipeline_executable_properties). Allocates and runs "
+      "nothing, "
       "so it works on null devices (radv with RADV_FORCE_FAMILY)");
   auto a = std::make_shared<StatsArgs>();
   add_device_flags(cmd, a->dev);
-  cmd->add_option("--model", a->model, "the pipelines of this model (its config.json only; no weights are read). Default, "
-                                        "when no shape flag is given either: the bundled model");
-  cmd->add_option("--d", a->d, "attention shapes: head half widths D (list; default 64,128 when another shape flag is given)")
-      ->delimiter(',')->check(CLI::Range(2u, 256u));
-  cmd->add_option("--heads", a->heads, "attention shapes: differential heads H (list; default 32)")->delimiter(',')->check(CLI::Range(1u, 1024u));
-  cmd->add_option("--kv-heads", a->kv_heads, "attention shapes: key/value groups Hkv (list; default 8; pairs with H where H % Hkv == 0)")
-      ->delimiter(',')->check(CLI::Range(1u, 1024u));
-  cmd->add_option("--t", a->t, "context lengths T (list): recorded in the JSON; no pipeline depends on T (every pipeline is "
-                               "built at load time, for D and H/Hkv)")
-      ->delimiter(',')->check(CLI::Range(1u, 1u << 24));
-  cmd->add_option("--weights", a->weights, "the model's weight formats (list of f16, q8_0, q4_0): also the quantized pipelines "
-                                          "of each block format, as a model loaded with those weights builds them")
-      ->delimiter(',')->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
+  cmd->add_option("--model", a->model,
+                  "the pipelines of this model (its config.json only; no weights are read). Default, "
+                  "when no shape flag is given either: the bundled model");
+  cmd->add_option("--d", a->d,
+                  "attention shapes: head half widths D (list; default 64,128 when another shape flag is given)")
+      ->delimiter(',')
+      ->check(CLI::Range(2u, 256u));
+  cmd->add_option("--heads", a->heads, "attention shapes: differential heads H (list; default 32)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1024u));
+  cmd->add_option("--kv-heads", a->kv_heads,
+                  "attention shapes: key/value groups Hkv (list; default 8; pairs with H where H % Hkv == 0)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1024u));
+  cmd->add_option("--t", a->t,
+                  "context lengths T (list): recorded in the JSON; no pipeline depends on T (every pipeline is "
+                  "built at load time, for D and H/Hkv)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--weights", a->weights,
+                  "the model's weight formats (list of f16, q8_0, q4_0): also the quantized pipelines "
+                  "of each block format, as a model loaded with those weights builds them")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
   cmd->add_option("--json", a->json_path,
                   "write {device, pipelines: [{name, spec, workgroup, stats}]} to FILE (atomic); "
                   "with --list, {variants: [...]}");
-  cmd->add_flag("--list", a->list, "print every shader variant the library embeds (the table shaders/variants.cmake: "
-                                   "name, precision, subgroup, registry, source, defines, spec constants) and exit; "
-                                   "opens no device");
-  cmd->add_option("--isa", a->isa_dir, "write each pipeline's internal representations (the driver's IR and disassembly, where it "
-                                      "gives them: radv does) to DIR/<index>_<name>_<representation>.txt, and report its main "
-                                      "loop (instructions, VALU, FMAs, loads per iteration; \"loop\" in the JSON)");
+  cmd->add_flag("--list", a->list,
+                "print every shader variant the library embeds (the table shaders/variants.cmake: "
+                "name, precision, subgroup, registry, source, defines, spec constants) and exit; "
+                "opens no device");
+  cmd->add_option("--isa", a->isa_dir,
+                  "write each pipeline's internal representations (the driver's IR and disassembly, where it "
+                  "gives them: radv does) to DIR/<index>_<name>_<representation>.txt, and report its main "
+                  "loop (instructions, VALU, FMAs, loads per iteration; \"loop\" in the JSON)");
   return [a]() {
     if (a->list) return list_variants(a->json_path);
     ShaderStatsOptions o;
@@ -162,11 +191,12 @@ Runner register_shader_stats(CLI::App& app) {
     }
 
     const std::string driver = caps.driver_name + (caps.driver_info.empty() ? "" : ", " + caps.driver_info);
-    std::printf("device [%u] %s (%s), %s, subgroup %u, %zu distinct pipelines\n", caps.index, caps.name.c_str(), driver.c_str(),
-                r.fp16 ? "fp16 storage" : "fp32", caps.subgroup_size, r.pipelines.size());
+    std::printf("device [%u] %s (%s), %s, subgroup %u, %zu distinct pipelines\n", caps.index, caps.name.c_str(),
+                driver.c_str(), r.fp16 ? "fp16 storage" : "fp32", caps.subgroup_size, r.pipelines.size());
     if (!stats)
-      std::printf("statistics: unavailable on this driver (no VK_KHR_pipeline_executable_properties / pipelineExecutableInfo); "
-                  "listing pipelines with their constants and workgroup sizes only\n");
+      std::printf(
+          "statistics: unavailable on this driver (no VK_KHR_pipeline_executable_properties / pipelineExecutableInfo); "
+          "listing pipelines with their constants and workgroup sizes only\n");
     for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
 
     json out;
@@ -180,13 +210,15 @@ Runner register_shader_stats(CLI::App& app) {
                      {"subgroup_size", caps.subgroup_size},
                      {"subgroup_arithmetic", r.subgroup_arithmetic}};
     out["statistics_available"] = stats;
-    if (!stats) out["statistics_note"] = "statistics are unavailable on this driver (no VK_KHR_pipeline_executable_properties)";
+    if (!stats)
+      out["statistics_note"] = "statistics are unavailable on this driver (no VK_KHR_pipeline_executable_properties)";
     out["shapes"] = shapes_json;
     json pipes = json::array();
     for (size_t i = 0; i < r.pipelines.size(); ++i) {
       const ShaderPipeline& p = r.pipelines[i];
       const auto& wg = p.workgroup;
-      std::printf("\n[%zu] %s  workgroup %ux%ux%u  spec %s\n", i, p.name.c_str(), wg[0], wg[1], wg[2], spec_text(p).c_str());
+      std::printf("\n[%zu] %s  workgroup %ux%ux%u  spec %s\n", i, p.name.c_str(), wg[0], wg[1], wg[2],
+                  spec_text(p).c_str());
       std::string groups;
       for (const auto& g : p.groups) groups += (groups.empty() ? "" : ", ") + g;
       std::printf("    built by: %s\n", groups.c_str());
@@ -225,15 +257,18 @@ Runner register_shader_stats(CLI::App& app) {
             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
           char idx[16];
           std::snprintf(idx, sizeof idx, "%03zu", i);
-          const std::string file = a->isa_dir + "/" + idx + "_" + p.name + (rep.executable ? "_e" + std::to_string(rep.executable) : "") +
-                                   "_" + tag + ".txt";
+          const std::string file = a->isa_dir + "/" + idx + "_" + p.name +
+                                   (rep.executable ? "_e" + std::to_string(rep.executable) : "") + "_" + tag + ".txt";
           platform::write_file_atomic(file, rep.text.data(), rep.text.size());
           files.push_back({{"representation", rep.name}, {"executable", rep.executable}, {"file", file}});
         }
         j["isa_files"] = files;
         if (p.loop.found) {
-          j["loop"] = {{"instructions", p.loop.instructions}, {"valu", p.loop.valu}, {"fma", p.loop.fma},
-                       {"lds_loads", p.loop.lds_loads}, {"memory_loads", p.loop.memory_loads},
+          j["loop"] = {{"instructions", p.loop.instructions},
+                       {"valu", p.loop.valu},
+                       {"fma", p.loop.fma},
+                       {"lds_loads", p.loop.lds_loads},
+                       {"memory_loads", p.loop.memory_loads},
                        {"valu_per_fma", p.loop.fma > 0 ? json(p.loop.valu / p.loop.fma) : json(nullptr)}};
           std::printf("    main loop: %u instructions, %u VALU, %g FMA, %u LDS loads, %u memory loads per iteration\n",
                       p.loop.instructions, p.loop.valu, p.loop.fma, p.loop.lds_loads, p.loop.memory_loads);

@@ -26,40 +26,40 @@ struct Options {
   // thermal zones (/sys/class/thermal) recorded before and after each case (and around the whole-model
   // benchmark). A zone that cannot be read is reported "not readable", never estimated.
   std::string preset = "default";
-  std::string model_dir;          // non-empty: whole-model benchmark after the ceilings, instead of the attention cases
-  double budget_seconds = 0;      // 0 = the preset's
-  uint64_t copy_bytes = 0;        // copy-ceiling buffer size (each of src, dst); 0 = the preset's
-  double cooldown_seconds = -1;   // pause before each case; < 0 = the preset's (phone: 2 s, default: none)
-  std::vector<uint32_t> t;        // context lengths T (prefill and decode); empty = the preset's budgeted sweep
+  std::string model_dir;         // non-empty: whole-model benchmark after the ceilings, instead of the attention cases
+  double budget_seconds = 0;     // 0 = the preset's
+  uint64_t copy_bytes = 0;       // copy-ceiling buffer size (each of src, dst); 0 = the preset's
+  double cooldown_seconds = -1;  // pause before each case; < 0 = the preset's (phone: 2 s, default: none)
+  std::vector<uint32_t> t;       // context lengths T (prefill and decode); empty = the preset's budgeted sweep
   std::vector<uint32_t> t_prefill, t_decode;  // override `t` per phase
   std::vector<uint32_t> d, heads, kv_heads;   // head half widths D, heads H, key/value groups Hkv (empty = preset's)
-  std::string phase = "both";     // "prefill", "decode" or "both"
+  std::string phase = "both";                 // "prefill", "decode" or "both"
   // Attention cases: "v1" (differential attention), "v2" (DIFF V2: fused against a two-pass baseline and plain
   // attention over H and 2H query heads on the same KV cache) or "both".
   std::string variant = "both";
-  int runs = 0;                   // timed runs per implementation; 0 = the preset's
-  int warmup = -1;                // untimed runs (the output-check run counts as the first); < 0 = the preset's
-  bool quick = false;             // tiny configuration (CI smoke test)
-  bool no_naive = false;          // skip the naive implementation
-  bool profile = false;           // model benchmark: per-op GPU time of a decode step
+  int runs = 0;           // timed runs per implementation; 0 = the preset's
+  int warmup = -1;        // untimed runs (the output-check run counts as the first); < 0 = the preset's
+  bool quick = false;     // tiny configuration (CI smoke test)
+  bool no_naive = false;  // skip the naive implementation
+  bool profile = false;   // model benchmark: per-op GPU time of a decode step
   // The op rows (instead of the attention cases): every op's case table (bench/op_cases.hpp) in bench
   // mode, the same table the conformance tests run; each row checked against the float64 reference, then timed.
   bool ops = false;
-  std::string op;                 // non-empty: only this op's rows (implies ops)
+  std::string op;  // non-empty: only this op's rows (implies ops)
   // The matmul table: the linear op at M in {1, 8, 64, 512} x (K, N) in {(768, 768), (768, 2304),
   // (2048, 768), (2048, 2048), (4096, 4096)} x weights f16 / q8_0 / q4_0, each row checked, then timed, as
   // GFLOP/s and a fraction of the FMA ceiling. Without it, the attention run still times the f16
   // M = 512, K = N = 2048 row after the ceilings.
   bool matmul_table = false;
   uint32_t prompt_tokens = 128, decode_tokens = 64;  // model benchmark
-  QuantKind weights = QuantKind::f16;  // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
+  QuantKind weights = QuantKind::f16;       // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
   KvCacheType kv_cache = KvCacheType::f16;  // model benchmark: SessionOptions::kv_cache
   // Model benchmark: several weight types in one run, one after the other, then side by side (weight bytes,
   // bits per weight, peak device memory, prefill / decode tokens/s, decode's fraction of the weight-streaming
   // bound); the JSON then has one entry per type under "weight_types". Empty = {weights}.
   std::vector<QuantKind> weight_list;
-  std::string plot_path;          // non-empty: write a PNG there (atomically); see plot_available()
-  std::string command_line;       // recorded in the JSON; empty = this process's command line
+  std::string plot_path;     // non-empty: write a PNG there (atomically); see plot_available()
+  std::string command_line;  // recorded in the JSON; empty = this process's command line
   // The precision the context was created with: fp32 storage without asking for it is reported as a fallback.
   Precision requested_precision = Precision::automatic;
 

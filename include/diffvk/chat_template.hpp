@@ -13,7 +13,7 @@
 namespace diffvk {
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant" (ChatML and Llama-3 take any role name)
+  std::string role;  // "system", "user", "assistant" (ChatML and Llama-3 take any role name)
   std::string content;
 };
 
@@ -26,7 +26,8 @@ class ChatTemplate {
   static ChatTemplate load(const std::string& model_dir);
   // The same from tokenizer_config.json's bytes (an Android asset, a buffer; read during the call only); `name` is
   // used in messages. The same errors, and NULL data with a size is invalid_argument.
-  static ChatTemplate load_memory(const void* tokenizer_config, size_t size, const std::string& name = "tokenizer_config.json (memory)");
+  static ChatTemplate load_memory(const void* tokenizer_config, size_t size,
+                                  const std::string& name = "tokenizer_config.json (memory)");
   // Jinja source with the tokens it uses; the same recognition and errors.
   static ChatTemplate from_source(const std::string& jinja, const std::string& bos_token, const std::string& eos_token);
   // A family by name ("chatml", "llama2", "llama3"), for checkpoints that ship no template.

@@ -49,7 +49,7 @@ struct DeviceCaps {
   bool fp16_arithmetic = false;  // shaderFloat16
 
   // subgroups
-  uint32_t subgroup_size = 0;                 // default size
+  uint32_t subgroup_size = 0;                             // default size
   uint32_t subgroup_min_size = 0, subgroup_max_size = 0;  // VK_EXT_subgroup_size_control (== default when absent)
   bool subgroup_size_control = false;
   // shaderIntegerDotProduct (Vulkan 1.3 core, else VK_KHR_shader_integer_dot_product), and whether the
@@ -57,8 +57,8 @@ struct DeviceCaps {
   // int8 decode path: QuantRowKernel picks it only where they are accelerated).
   bool integer_dot_product = false;
   bool int8_dot_accelerated = false;
-  uint32_t subgroup_stages = 0;      // VkShaderStageFlags
-  uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags
+  uint32_t subgroup_stages = 0;              // VkShaderStageFlags
+  uint32_t subgroup_operations = 0;          // VkSubgroupFeatureFlags
   bool subgroup_arithmetic_compute = false;  // arithmetic ops usable in compute shaders
 
   // compute limits
@@ -70,7 +70,7 @@ struct DeviceCaps {
   uint64_t min_storage_buffer_offset_alignment = 0;
   uint32_t max_push_constants = 0;
   uint64_t max_memory_allocation_size = 0;  // 0 = unknown
-  uint32_t compute_units = 0;  // SMs / CUs / shader cores when the driver tells, else 0
+  uint32_t compute_units = 0;               // SMs / CUs / shader cores when the driver tells, else 0
 
   std::vector<MemoryHeapInfo> heaps;
   std::vector<MemoryTypeInfo> memory_types;
@@ -125,7 +125,7 @@ struct Tuning {
   // Every key in table order, plus "quirks" (the device's quirks after the overrides), each with why.
   std::vector<TuningChoice> choices;
   const TuningChoice* find(const std::string& key) const;  // nullptr when the key is not there
-  std::string why(const std::string& key) const;            // the choice's why; "" when absent
+  std::string why(const std::string& key) const;           // the choice's why; "" when absent
   // One line per choice: "  key = value  (why)".
   std::string describe() const;
 };
@@ -200,12 +200,12 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const DeviceCaps& caps() const;
-  const Tuning& tuning() const;      // resolved when the device opened, with why each value was chosen
-  Precision precision() const;       // resolved: fp16 or fp32
+  const Tuning& tuning() const;  // resolved when the device opened, with why each value was chosen
+  Precision precision() const;   // resolved: fp16 or fp32
   bool validation_enabled() const;
-  void save_pipeline_cache();        // no-op without a path
-  bool lost() const;                 // the device was lost: everything created from this context is unusable
-  Device& device();                  // internal handle for runtime code
+  void save_pipeline_cache();  // no-op without a path
+  bool lost() const;           // the device was lost: everything created from this context is unusable
+  Device& device();            // internal handle for runtime code
 
  private:
   explicit Context(std::unique_ptr<Device> d);

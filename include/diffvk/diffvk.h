@@ -42,7 +42,7 @@
 #define DIFFVK_VERSION_MAJOR 1
 #define DIFFVK_VERSION_MINOR 0
 #define DIFFVK_VERSION_PATCH 0
-#define DIFFVK_VERSION_ENCODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define DIFFVK_VERSION_ENCODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define DIFFVK_VERSION DIFFVK_VERSION_ENCODE(DIFFVK_VERSION_MAJOR, DIFFVK_VERSION_MINOR, DIFFVK_VERSION_PATCH)
 
 /* DIFFVK_API marks the exported functions; everything else in libdiffvk.so is hidden. */
@@ -88,7 +88,11 @@ typedef void (*diffvk_log_fn)(void* user, int level, const char* message);
 #define DIFFVK_LOG_INFO 2
 #define DIFFVK_LOG_DEBUG 3
 
-typedef enum diffvk_precision { DIFFVK_PRECISION_AUTO = 0, DIFFVK_PRECISION_FP16 = 1, DIFFVK_PRECISION_FP32 = 2 } diffvk_precision;
+typedef enum diffvk_precision {
+  DIFFVK_PRECISION_AUTO = 0,
+  DIFFVK_PRECISION_FP16 = 1,
+  DIFFVK_PRECISION_FP32 = 2
+} diffvk_precision;
 
 typedef struct diffvk_context diffvk_context;
 typedef struct diffvk_model diffvk_model;
@@ -96,8 +100,8 @@ typedef struct diffvk_session diffvk_session;
 typedef struct diffvk_sampler diffvk_sampler;
 
 typedef struct diffvk_context_options {
-  size_t struct_size;              /* sizeof(diffvk_context_options): set by diffvk_context_default_options */
-  const char* device;              /* NULL/"" = default; index or name substring */
+  size_t struct_size; /* sizeof(diffvk_context_options): set by diffvk_context_default_options */
+  const char* device; /* NULL/"" = default; index or name substring */
   diffvk_precision precision;
   int validation;                  /* -1 = environment/build default, 0 off, 1 on */
   const char* pipeline_cache_path; /* NULL = none */
@@ -105,9 +109,9 @@ typedef struct diffvk_context_options {
 
 /* Session options. The abort callback is consulted by every prefill/decode of the session. */
 typedef struct diffvk_session_options {
-  size_t struct_size;     /* sizeof(diffvk_session_options): set by diffvk_session_default_options */
-  uint32_t context_len;   /* KV-cache capacity in tokens; 0 = the model's max_position_embeddings */
-  uint32_t chunk;         /* prefill rows per GPU program; 0 = automatic (from the matmul tile and the memory plan) */
+  size_t struct_size;       /* sizeof(diffvk_session_options): set by diffvk_session_default_options */
+  uint32_t context_len;     /* KV-cache capacity in tokens; 0 = the model's max_position_embeddings */
+  uint32_t chunk;           /* prefill rows per GPU program; 0 = automatic (from the matmul tile and the memory plan) */
   diffvk_abort_fn abort_cb; /* NULL = never cancelled */
   void* abort_user;
   /* DIFFVK_KV_*: the KV cache's format (since 1.1). Another value -> DIFFVK_INVALID_ARGUMENT.
@@ -119,18 +123,21 @@ typedef struct diffvk_session_options {
 #define DIFFVK_KV_Q8_0 1 /* GGUF Q8_0 blocks of 32 (int8 + one fp16 scale): about half the bytes; no attention maps */
 
 /* The format of a model's linear weights on the device (diffvk_model_options.weights). */
-#define DIFFVK_WEIGHTS_F16 0  /* the storage type (fp16, or fp32 on the fp32 fallback); a quantized GGUF keeps its format */
+#define DIFFVK_WEIGHTS_F16 \
+  0 /* the storage type (fp16, or fp32 on the fp32 fallback); a quantized GGUF keeps its format */
 #define DIFFVK_WEIGHTS_Q8_0 1 /* GGUF Q8_0 blocks: 32 int8 + one fp16 scale */
 #define DIFFVK_WEIGHTS_Q4_0 2 /* GGUF Q4_0 blocks: 32 4-bit + one fp16 scale; lm_head is Q8_0 */
 
 /* How quantized (Q8_0 / Q4_0) weights are multiplied (since 1.1): diffvk_model_options.quant_decode and
  * .quant_prefill choose, diffvk_model_quant_paths reports what a loaded model uses. */
-#define DIFFVK_QUANT_PATH_AUTO 0     /* options: the device's choice (INT8_DOT where it accelerates 4x8-bit integer dot
-                                      * products, else DEQUANT; logged at load). diffvk_model_quant_paths: no quantized weights */
-#define DIFFVK_QUANT_PATH_DEQUANT 1  /* the weights dequantized in registers */
-#define DIFFVK_QUANT_PATH_INT8_DOT 2 /* int8 activations (blocks of 32) and 4x8-bit integer dot products; needs the device's
-                                      * shaderIntegerDotProduct (else the load fails with DIFFVK_UNSUPPORTED). Its logits
-                                      * differ from DEQUANT's by the rounding of the activations */
+#define DIFFVK_QUANT_PATH_AUTO                                                                                         \
+  0                                 /* options: the device's choice (INT8_DOT where it accelerates 4x8-bit integer dot \
+                                     * products, else DEQUANT; logged at load). diffvk_model_quant_paths: no quantized weights */
+#define DIFFVK_QUANT_PATH_DEQUANT 1 /* the weights dequantized in registers */
+#define DIFFVK_QUANT_PATH_INT8_DOT                                                          \
+  2 /* int8 activations (blocks of 32) and 4x8-bit integer dot products; needs the device's \
+     * shaderIntegerDotProduct (else the load fails with DIFFVK_UNSUPPORTED). Its logits    \
+     * differ from DEQUANT's by the rounding of the activations */
 
 /* Model options (diffvk_model_load*_with_options). Grows at the end like the others. */
 typedef struct diffvk_model_options {
@@ -216,12 +223,13 @@ DIFFVK_API diffvk_status diffvk_model_load_with_options(diffvk_context* context,
                                                         const diffvk_model_options* options, diffvk_model** out);
 DIFFVK_API diffvk_status diffvk_model_load_memory_with_options(diffvk_context* context, const char* config_json,
                                                                size_t config_size, const void* safetensors,
-                                                               size_t safetensors_size, const diffvk_model_options* options,
-                                                               diffvk_model** out);
-DIFFVK_API diffvk_status diffvk_model_load_fd_with_options(diffvk_context* context, int config_fd, int64_t config_offset,
-                                                           int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
-                                                           int64_t safetensors_size, const diffvk_model_options* options,
-                                                           diffvk_model** out);
+                                                               size_t safetensors_size,
+                                                               const diffvk_model_options* options, diffvk_model** out);
+DIFFVK_API diffvk_status diffvk_model_load_fd_with_options(diffvk_context* context, int config_fd,
+                                                           int64_t config_offset, int64_t config_size,
+                                                           int safetensors_fd, int64_t safetensors_offset,
+                                                           int64_t safetensors_size,
+                                                           const diffvk_model_options* options, diffvk_model** out);
 /* Fails while sessions created from it are alive. */
 DIFFVK_API diffvk_status diffvk_model_destroy(diffvk_model* model);
 /* The number of logits every prefill/decode writes (the model's vocabulary). */
@@ -245,7 +253,8 @@ DIFFVK_API void diffvk_session_default_options_sized(diffvk_session_options* opt
 DIFFVK_API diffvk_status diffvk_session_create_with_options(diffvk_model* model, const diffvk_session_options* options,
                                                             diffvk_session** out);
 /* Kept from v0: diffvk_session_create_with_options with context_len and chunk, no abort callback. */
-DIFFVK_API diffvk_status diffvk_session_create(diffvk_model* model, uint32_t context_len, uint32_t chunk, diffvk_session** out);
+DIFFVK_API diffvk_status diffvk_session_create(diffvk_model* model, uint32_t context_len, uint32_t chunk,
+                                               diffvk_session** out);
 /* Frees the session's KV cache, arena and command buffers. The handle is invalid afterwards (using it gives
  * DIFFVK_INVALID_ARGUMENT). Must not race a call on the same session. */
 DIFFVK_API diffvk_status diffvk_session_destroy(diffvk_session* session);
@@ -257,10 +266,11 @@ DIFFVK_API diffvk_status diffvk_session_destroy(diffvk_session* session);
  * are exactly as before and the session stays usable (except after DIFFVK_DEVICE_LOST, see above).
  * DIFFVK_CANCELLED when the session's abort callback returned nonzero: likewise nothing changed. */
 DIFFVK_API diffvk_status diffvk_session_prefill(diffvk_session* session, const int32_t* tokens, size_t n, float* logits,
-                                     size_t logits_capacity);
+                                                size_t logits_capacity);
 /* Appends one token (the one-row decode path: split-K attention over the cache) and writes its logits;
  * the same capacity, overflow, vocabulary and all-or-nothing rules as diffvk_session_prefill. */
-DIFFVK_API diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits, size_t logits_capacity);
+DIFFVK_API diffvk_status diffvk_session_decode(diffvk_session* session, int32_t token, float* logits,
+                                               size_t logits_capacity);
 /* Forgets every token: position 0, an empty KV cache; the session's buffers and programs are kept. */
 DIFFVK_API diffvk_status diffvk_session_reset(diffvk_session* session);
 /* Rewind (regenerate, edit a turn; since 1.1): keeps the first n tokens (n <= position) and forgets the
@@ -295,8 +305,9 @@ DIFFVK_API diffvk_status diffvk_session_history(const diffvk_session* session, i
  * prefix; prefills the rest, shifting out half of what follows keep (at least what the next chunk needs)
  * whenever it does not fit. n may exceed the context. keep >= capacity or a bad token: DIFFVK_INVALID_ARGUMENT
  * before any work. *reused (may be NULL) = the tokens kept. */
-DIFFVK_API diffvk_status diffvk_session_prefill_shifting(diffvk_session* session, const int32_t* tokens, size_t n, uint32_t keep,
-                                                         float* logits, size_t logits_capacity, uint32_t* reused);
+DIFFVK_API diffvk_status diffvk_session_prefill_shifting(diffvk_session* session, const int32_t* tokens, size_t n,
+                                                         uint32_t keep, float* logits, size_t logits_capacity,
+                                                         uint32_t* reused);
 /* Saved state (since 1.1; app suspend/resume, a saved system prompt): the tokens the session holds and
  * their KV cache rows, in a versioned, checksummed format (docs/session-state.md).
  * diffvk_session_save_state writes it to path atomically (an existing regular file is replaced only when
@@ -319,19 +330,20 @@ DIFFVK_API diffvk_status diffvk_session_capacity(const diffvk_session* session, 
 
 /* temperature 0 = greedy; top_k 0 = off; top_p 1 = off. temperature must be finite and >= 0, top_p
  * finite and in (0, 1] (else DIFFVK_INVALID_ARGUMENT); the CLI applies the same rules. */
-DIFFVK_API diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out);
+DIFFVK_API diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed,
+                                               diffvk_sampler** out);
 /* Every sampling control (since 1.1). Fill with diffvk_sampler_default_options, then set fields. */
 typedef struct diffvk_sampler_options {
-  size_t struct_size;       /* sizeof(diffvk_sampler_options): set by diffvk_sampler_default_options */
-  float temperature;        /* 0 = greedy (default); finite, >= 0 */
-  uint32_t top_k;           /* 0 = off (default) */
-  float top_p;              /* 1 = off (default); in (0, 1] */
-  uint64_t seed;            /* 0 (default) */
-  float min_p;              /* drop tokens below min_p x the top token's probability; 0 = off (default); in [0, 1] */
-  float repeat_penalty;     /* CTRL penalty over the last penalty_last_n accepted tokens; 1 = off (default); in (0, 100] */
-  float frequency_penalty;  /* subtracted per occurrence; 0 = off (default); in [-2, 2] */
-  float presence_penalty;   /* subtracted once per token seen; 0 = off (default); in [-2, 2] */
-  uint32_t penalty_last_n;  /* how many accepted tokens the penalties look back over; 64 (default); at most 1048576 */
+  size_t struct_size;   /* sizeof(diffvk_sampler_options): set by diffvk_sampler_default_options */
+  float temperature;    /* 0 = greedy (default); finite, >= 0 */
+  uint32_t top_k;       /* 0 = off (default) */
+  float top_p;          /* 1 = off (default); in (0, 1] */
+  uint64_t seed;        /* 0 (default) */
+  float min_p;          /* drop tokens below min_p x the top token's probability; 0 = off (default); in [0, 1] */
+  float repeat_penalty; /* CTRL penalty over the last penalty_last_n accepted tokens; 1 = off (default); in (0, 100] */
+  float frequency_penalty; /* subtracted per occurrence; 0 = off (default); in [-2, 2] */
+  float presence_penalty;  /* subtracted once per token seen; 0 = off (default); in [-2, 2] */
+  uint32_t penalty_last_n; /* how many accepted tokens the penalties look back over; 64 (default); at most 1048576 */
 } diffvk_sampler_options;
 /* Fills *options with the defaults above and sets struct_size. NULL: does nothing. A macro (see VERSIONING). */
 DIFFVK_API void diffvk_sampler_default_options(diffvk_sampler_options* options);
@@ -339,14 +351,16 @@ DIFFVK_API void diffvk_sampler_default_options(diffvk_sampler_options* options);
  * (layouts: 1.1's); struct_size = that layout's size. options NULL or a smaller size: does nothing (since 1.1). */
 DIFFVK_API void diffvk_sampler_default_options_sized(diffvk_sampler_options* options, size_t size);
 /* The rules of diffvk_sampler_create plus the ranges above (DIFFVK_INVALID_ARGUMENT naming the field). */
-DIFFVK_API diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* options, diffvk_sampler** out);
+DIFFVK_API diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* options,
+                                                            diffvk_sampler** out);
 /* Records a token of the sequence (the prompt's, then each one used) for the penalties. */
 DIFFVK_API diffvk_status diffvk_sampler_accept(diffvk_sampler* sampler, int32_t token);
 /* Frees the sampler; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_sampler_destroy(diffvk_sampler* sampler);
 /* Picks a token id in [0, vocab) from vocab logits (host memory, e.g. what prefill/decode wrote). The sampler
  * owns its random state (seeded at creation): one sampler is used by one thread at a time. */
-DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab, int32_t* out);
+DIFFVK_API diffvk_status diffvk_sampler_sample(diffvk_sampler* sampler, const float* logits, uint32_t vocab,
+                                               int32_t* out);
 
 /* ---- Tokenizers (include/diffvk/tokenizer.hpp) -------------------------------------------
  * Pure CPU, no context needed. A tokenizer is immutable: encode/decode may run on many threads at once.
@@ -370,26 +384,29 @@ DIFFVK_API diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_
  * a NULL tokenizer.json / tokenizer.model, a negative descriptor or offset, or size < -1; DIFFVK_IO_ERROR for a
  * range past the end of the file; DIFFVK_FORMAT_ERROR for bytes that do not parse or are over the size limit;
  * DIFFVK_UNSUPPORTED for a tokenizer kind diffvk does not implement. The message names the file. */
-DIFFVK_API diffvk_status diffvk_tokenizer_load_json_memory(const void* tokenizer_json, size_t size, const void* tokenizer_config,
-                                                           size_t tokenizer_config_size, const void* config_json,
-                                                           size_t config_json_size, diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_json_memory(const void* tokenizer_json, size_t size,
+                                                           const void* tokenizer_config, size_t tokenizer_config_size,
+                                                           const void* config_json, size_t config_json_size,
+                                                           diffvk_tokenizer** out);
 DIFFVK_API diffvk_status diffvk_tokenizer_load_json_fd(int fd, int64_t offset, int64_t size, int tokenizer_config_fd,
                                                        int64_t tokenizer_config_offset, int64_t tokenizer_config_size,
-                                                       int config_json_fd, int64_t config_json_offset, int64_t config_json_size,
-                                                       diffvk_tokenizer** out);
-DIFFVK_API diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size, diffvk_tokenizer** out);
-DIFFVK_API diffvk_status diffvk_tokenizer_load_sentencepiece_fd(int fd, int64_t offset, int64_t size, diffvk_tokenizer** out);
+                                                       int config_json_fd, int64_t config_json_offset,
+                                                       int64_t config_json_size, diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size,
+                                                                    diffvk_tokenizer** out);
+DIFFVK_API diffvk_status diffvk_tokenizer_load_sentencepiece_fd(int fd, int64_t offset, int64_t size,
+                                                                diffvk_tokenizer** out);
 /* Frees the tokenizer; the handle is invalid afterwards. */
 DIFFVK_API diffvk_status diffvk_tokenizer_free(diffvk_tokenizer* tokenizer);
 /* text: len bytes (any bytes; NULL allowed when len is 0). add_special != 0: the special tokens the
  * tokenizer adds (e.g. BOS). *n = the number of ids the text encodes to; when cap < *n the call
  * returns DIFFVK_BUFFER_TOO_SMALL and writes nothing: call again with cap >= *n. */
-DIFFVK_API diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len, int add_special,
-                                      int32_t* ids, size_t cap, size_t* n);
+DIFFVK_API diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const char* text, size_t len,
+                                                 int add_special, int32_t* ids, size_t cap, size_t* n);
 /* The bytes of n ids (not NUL-terminated; *len of them), with the same capacity rule as encode.
  * An id outside the vocabulary -> DIFFVK_INVALID_ARGUMENT naming its index. */
-DIFFVK_API diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const int32_t* ids, size_t n, char* bytes,
-                                      size_t cap, size_t* len);
+DIFFVK_API diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const int32_t* ids, size_t n,
+                                                 char* bytes, size_t cap, size_t* len);
 DIFFVK_API diffvk_status diffvk_tokenizer_bos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
 DIFFVK_API diffvk_status diffvk_tokenizer_eos(const diffvk_tokenizer* tokenizer, int32_t* out); /* -1 when none */
 /* The number of ids the tokenizer knows (added tokens included); decode accepts ids below it. */
@@ -409,22 +426,24 @@ typedef struct diffvk_chat_message {
 DIFFVK_API diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk_chat_template** out);
 /* The same from tokenizer_config.json's bytes (read during the call only; an Android asset). NULL data with a
  * size -> DIFFVK_INVALID_ARGUMENT. */
-DIFFVK_API diffvk_status diffvk_chat_template_load_memory(const void* tokenizer_config, size_t size, diffvk_chat_template** out);
+DIFFVK_API diffvk_status diffvk_chat_template_load_memory(const void* tokenizer_config, size_t size,
+                                                          diffvk_chat_template** out);
 /* A family by name: "chatml", "llama2" or "llama3" (bos_token / eos_token: the tokens' text; NULL = ""). */
 DIFFVK_API diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
-                                           diffvk_chat_template** out);
+                                                      diffvk_chat_template** out);
 DIFFVK_API diffvk_status diffvk_chat_template_free(diffvk_chat_template* chat_template);
 /* The family's name (static storage: valid for the life of the process). */
 DIFFVK_API diffvk_status diffvk_chat_template_family(const diffvk_chat_template* chat_template, const char** out);
 /* The end of an assistant turn ("<|im_end|>", the EOS token, "<|eot_id|>"): a stop string for generation.
  * Copied into text (NUL-terminated) when cap > its length; *len = its length; DIFFVK_BUFFER_TOO_SMALL otherwise. */
-DIFFVK_API diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_template* chat_template, char* text, size_t cap,
-                                               size_t* len);
+DIFFVK_API diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_template* chat_template, char* text,
+                                                          size_t cap, size_t* len);
 /* The prompt text of n messages, with the opening of the assistant's turn when add_generation_prompt != 0.
  * *len = its size in bytes (not NUL-terminated); when cap < *len -> DIFFVK_BUFFER_TOO_SMALL and nothing written.
  * Llama-2 with roles that do not alternate user/assistant -> DIFFVK_INVALID_ARGUMENT. */
-DIFFVK_API diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* chat_template, const diffvk_chat_message* messages,
-                                         size_t n, int add_generation_prompt, char* text, size_t cap, size_t* len);
+DIFFVK_API diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* chat_template,
+                                                    const diffvk_chat_message* messages, size_t n,
+                                                    int add_generation_prompt, char* text, size_t cap, size_t* len);
 
 /* ---- Generation (since 1.1; include/diffvk/generate.hpp) -------------------------------
  * The text callback gets each piece of generated text once it is final (not NUL-terminated; size bytes, valid
@@ -433,24 +452,24 @@ DIFFVK_API diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* 
  * or decoded. It runs on the calling thread and must not call diffvk functions on the same session or
  * sampler. */
 typedef int (*diffvk_text_fn)(const char* piece, size_t size, void* user);
-#define DIFFVK_STOP_EOS 0         /* the end-of-sequence token (not emitted) */
-#define DIFFVK_STOP_STRING 1      /* a stop string appeared (neither it nor anything after it emitted) */
-#define DIFFVK_STOP_MAX_TOKENS 2  /* max_tokens tokens were sampled */
-#define DIFFVK_STOP_CANCELLED 3   /* the text callback returned 0 */
-#define DIFFVK_OVERFLOW_REFUSE 0   /* a conversation beyond the context is DIFFVK_CONTEXT_OVERFLOW */
-#define DIFFVK_OVERFLOW_SHIFT 1    /* context shift: keep the first `keep` tokens, drop the oldest half of the rest */
+#define DIFFVK_STOP_EOS 0        /* the end-of-sequence token (not emitted) */
+#define DIFFVK_STOP_STRING 1     /* a stop string appeared (neither it nor anything after it emitted) */
+#define DIFFVK_STOP_MAX_TOKENS 2 /* max_tokens tokens were sampled */
+#define DIFFVK_STOP_CANCELLED 3  /* the text callback returned 0 */
+#define DIFFVK_OVERFLOW_REFUSE 0 /* a conversation beyond the context is DIFFVK_CONTEXT_OVERFLOW */
+#define DIFFVK_OVERFLOW_SHIFT 1  /* context shift: keep the first `keep` tokens, drop the oldest half of the rest */
 #define DIFFVK_MAX_STOP_STRINGS 16
 #define DIFFVK_MAX_STOP_STRING_BYTES 256
 typedef struct diffvk_generate_options {
-  size_t struct_size;       /* sizeof(diffvk_generate_options): set by diffvk_generate_default_options */
-  uint32_t max_tokens;      /* tokens to sample at most; 64 (default) */
-  uint32_t stop_count;      /* stop strings in stop; at most DIFFVK_MAX_STOP_STRINGS */
-  const char* const* stop;  /* NUL-terminated, non-empty, at most DIFFVK_MAX_STOP_STRING_BYTES each; may span tokens */
-  int32_t eos_token;        /* the token that ends generation: -2 = the model's (default), -1 = none */
-  diffvk_text_fn on_text;   /* NULL = no streaming */
-  void* user;               /* passed to on_text */
-  int32_t overflow;         /* DIFFVK_OVERFLOW_REFUSE (default) or DIFFVK_OVERFLOW_SHIFT (docs/context-overflow.md) */
-  uint32_t keep;            /* shift: tokens at the start never dropped (a system prompt); < the capacity. 0 (default) */
+  size_t struct_size;      /* sizeof(diffvk_generate_options): set by diffvk_generate_default_options */
+  uint32_t max_tokens;     /* tokens to sample at most; 64 (default) */
+  uint32_t stop_count;     /* stop strings in stop; at most DIFFVK_MAX_STOP_STRINGS */
+  const char* const* stop; /* NUL-terminated, non-empty, at most DIFFVK_MAX_STOP_STRING_BYTES each; may span tokens */
+  int32_t eos_token;       /* the token that ends generation: -2 = the model's (default), -1 = none */
+  diffvk_text_fn on_text;  /* NULL = no streaming */
+  void* user;              /* passed to on_text */
+  int32_t overflow;        /* DIFFVK_OVERFLOW_REFUSE (default) or DIFFVK_OVERFLOW_SHIFT (docs/context-overflow.md) */
+  uint32_t keep;           /* shift: tokens at the start never dropped (a system prompt); < the capacity. 0 (default) */
 } diffvk_generate_options;
 typedef struct diffvk_generate_result {
   size_t struct_size;  /* set by the caller: sizeof(diffvk_generate_result); the call fills the fields it covers */
@@ -470,14 +489,15 @@ DIFFVK_API void diffvk_generate_default_options_sized(diffvk_generate_options* o
  * first accepts the prompt's ids for its penalties), decoding each into the session but the last. Afterwards
  * the session holds the prompt and every sampled token but the last: a chat's next turn passes the whole
  * conversation again. Text is the tokenizer's decoding of prompt + generated minus that of the prompt.
- * options NULL = defaults; result may be NULL (else its struct_size set, as for the option structs). Bad options are refused before any work (DIFFVK_INVALID_ARGUMENT
- * naming the field); prompt + max_tokens - 1 beyond the capacity -> DIFFVK_CONTEXT_OVERFLOW before any work,
- * unless overflow is DIFFVK_OVERFLOW_SHIFT: then the prompt goes through diffvk_session_prefill_shifting and a
- * decode at the capacity first shifts out half of what follows keep; the history keeps the whole
- * conversation, so the next turn again passes all of it. */
-DIFFVK_API diffvk_status diffvk_session_generate(diffvk_session* session, diffvk_sampler* sampler, const diffvk_tokenizer* tokenizer,
-                                      const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* options,
-                                      diffvk_generate_result* result);
+ * options NULL = defaults; result may be NULL (else its struct_size set, as for the option structs). Bad options are
+ * refused before any work (DIFFVK_INVALID_ARGUMENT naming the field); prompt + max_tokens - 1 beyond the capacity ->
+ * DIFFVK_CONTEXT_OVERFLOW before any work, unless overflow is DIFFVK_OVERFLOW_SHIFT: then the prompt goes through
+ * diffvk_session_prefill_shifting and a decode at the capacity first shifts out half of what follows keep; the history
+ * keeps the whole conversation, so the next turn again passes all of it. */
+DIFFVK_API diffvk_status diffvk_session_generate(diffvk_session* session, diffvk_sampler* sampler,
+                                                 const diffvk_tokenizer* tokenizer, const int32_t* prompt,
+                                                 size_t n_prompt, const diffvk_generate_options* options,
+                                                 diffvk_generate_result* result);
 
 /* The defaults functions as macros that pass the size of the caller's struct (since 1.1; VERSIONING above).
  * After every declaration, so that the declarations above name the exported 1.0 functions. */

@@ -21,14 +21,16 @@ extern "C" {
 #endif
 
 typedef struct diffvk_bench_options {
-  size_t struct_size;              /* sizeof(diffvk_bench_options); set by diffvk_bench_default_options */
-  const char* preset;              /* "default" or "phone" */
-  const char* model_dir;           /* NULL: attention/copy cases only */
-  double budget_seconds;           /* 0 = the preset's */
-  const char* plot_path;           /* NULL = no PNG */
-  diffvk_abort_fn abort_cb; void* abort_user;   /* nonzero return = cancel */
-  diffvk_log_fn log_cb; void* log_user;
-  const char* variant;             /* attention cases: "v1", "v2" or "both" (NULL = both; since 1.1) */
+  size_t struct_size;    /* sizeof(diffvk_bench_options); set by diffvk_bench_default_options */
+  const char* preset;    /* "default" or "phone" */
+  const char* model_dir; /* NULL: attention/copy cases only */
+  double budget_seconds; /* 0 = the preset's */
+  const char* plot_path; /* NULL = no PNG */
+  diffvk_abort_fn abort_cb;
+  void* abort_user; /* nonzero return = cancel */
+  diffvk_log_fn log_cb;
+  void* log_user;
+  const char* variant; /* attention cases: "v1", "v2" or "both" (NULL = both; since 1.1) */
 } diffvk_bench_options;
 
 /* Defaults: struct_size set, preset "default", everything else NULL / 0. A function-like macro like the

@@ -18,15 +18,14 @@ enum class Status : int {
   context_overflow = 8,  // more tokens than the KV cache holds
   internal = 9,          // a broken invariant inside diffvk
   // 10 is the C ABI's DIFFVK_BUFFER_TOO_SMALL
-  cancelled = 11,        // an abort callback asked to stop; nothing changed
+  cancelled = 11,  // an abort callback asked to stop; nothing changed
 };
 
 const char* status_name(Status s) noexcept;
 
 class Error : public std::runtime_error {
  public:
-  Error(Status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
+  Error(Status status, const std::string& message) : std::runtime_error(message), status_(status) {}
   Status status() const noexcept { return status_; }
 
  private:

@@ -54,12 +54,12 @@ struct GenerateResult {
   std::string text;             // the text emitted (the prompt not included)
   std::vector<int32_t> tokens;  // every token sampled, in order (an EOS included)
   StopReason reason = StopReason::max_tokens;
-  std::string stop;             // the stop string that matched (reason == stop_string)
-  int stop_index = -1;          // its index in GenerateOptions::stop, else -1
-  uint32_t reused = 0;          // prompt tokens kept from the session (Session::prefill_reusing)
-  uint32_t shifts = 0;          // context shifts made while sampling (ContextOverflow::shift)
-  double prefill_seconds = 0;   // the prompt's prefill (wall clock)
-  double sample_seconds = 0;    // from the first sample to the end (wall clock)
+  std::string stop;            // the stop string that matched (reason == stop_string)
+  int stop_index = -1;         // its index in GenerateOptions::stop, else -1
+  uint32_t reused = 0;         // prompt tokens kept from the session (Session::prefill_reusing)
+  uint32_t shifts = 0;         // context shifts made while sampling (ContextOverflow::shift)
+  double prefill_seconds = 0;  // the prompt's prefill (wall clock)
+  double sample_seconds = 0;   // from the first sample to the end (wall clock)
 };
 
 // Prefills `prompt` on `session` with prompt-prefix reuse (Session::prefill_reusing: what the session
@@ -70,11 +70,12 @@ struct GenerateResult {
 // the whole conversation. With ContextOverflow::shift the prompt goes through Session::prefill_shifting
 // (the common prefix taken with Session::history(), room made by shifts) and a decode at the capacity first
 // shifts out half of what follows `keep`: the session then holds the conversation's latest part, and
-// history() the whole of it, so the next turn is again the whole conversation. Text is decode(prompt + generated) minus decode(prompt) (SentencePiece's leading
-// space sees the whole text). Bad options are refused before any work; errors of the session (context
-// overflow when prompt + max_tokens exceed the capacity, a lost device, cancelled) are thrown as Error.
-GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
-                        const GenerateOptions& options);
+// history() the whole of it, so the next turn is again the whole conversation. Text is decode(prompt + generated) minus
+// decode(prompt) (SentencePiece's leading space sees the whole text). Bad options are refused before any work; errors
+// of the session (context overflow when prompt + max_tokens exceed the capacity, a lost device, cancelled) are thrown
+// as Error.
+GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
+                        const std::vector<int32_t>& prompt, const GenerateOptions& options);
 
 // Checks GenerateOptions::stop against the limits above; throws Error(invalid_argument) naming the string.
 void validate_stop_strings(const std::vector<std::string>& stop);
@@ -90,7 +91,7 @@ class StopStream {
   // piece to emit now ("" when nothing). `final` (no more tokens): emits everything held back, U+FFFD included.
   std::string update(const std::string& text, bool final = false);
   bool stopped() const { return matched_ >= 0; }
-  const std::string& matched() const;  // the stop string found ("" when none)
+  const std::string& matched() const;             // the stop string found ("" when none)
   int matched_index() const { return matched_; }  // its index, else -1
   size_t emitted() const { return emitted_; }
 

@@ -10,8 +10,8 @@ namespace diffvk {
 // The type of a model's linear weights in a GGUF file. Norm gains and λ stay F32 in every kind.
 enum class QuantKind { f16, q8_0, q4_0 };
 
-const char* quant_kind_name(QuantKind k) noexcept;   // "f16", "q8_0", "q4_0"
-QuantKind parse_quant_kind(std::string_view name);   // the inverse; Error(invalid_argument) otherwise
+const char* quant_kind_name(QuantKind k) noexcept;  // "f16", "q8_0", "q4_0"
+QuantKind parse_quant_kind(std::string_view name);  // the inverse; Error(invalid_argument) otherwise
 
 struct QuantizeReport {
   uint64_t tensors = 0;

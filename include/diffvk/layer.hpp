@@ -41,10 +41,10 @@ class DiffAttnLayer {
 
   uint32_t hidden() const;
   uint32_t position() const;
-  double lambda() const;       // lambda computed at load time (DIFF V1; 0 for DIFF V2, where λ is per token)
-  double lambda_init() const;  // DIFF V1; 0 for DIFF V2
-  bool is_v2() const;          // a DIFF V2 layer
-  uint32_t head_dim() const;   // D
+  double lambda() const;              // lambda computed at load time (DIFF V1; 0 for DIFF V2, where λ is per token)
+  double lambda_init() const;         // DIFF V1; 0 for DIFF V2
+  bool is_v2() const;                 // a DIFF V2 layer
+  uint32_t head_dim() const;          // D
   std::string describe_plan() const;  // the static memory plan of the intermediates
 
   struct Impl;

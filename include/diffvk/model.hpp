@@ -123,7 +123,8 @@ class Model {
   static std::unique_ptr<Model> load_memory(Context& context, const void* config_json, size_t config_size,
                                             const void* safetensors, size_t safetensors_size, const std::string& name,
                                             const LoadOptions& options);
-  static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors, const LoadOptions& options);
+  static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors,
+                                        const LoadOptions& options);
   ~Model();
   const ModelConfig& config() const;
   const LoadStats& load_stats() const;
@@ -178,11 +179,11 @@ constexpr uint32_t kAttentionMapMaxTokens = 256;
 // row (lambda_rows); the map is A1 − λ_i·A2 for row i. lambda and lambda_init are 0.
 struct AttentionMaps {
   uint32_t layer = 0, head0 = 0, heads = 0, tokens = 0;  // heads head0 … head0 + heads − 1; T = tokens
-  double lambda = 0, lambda_init = 0;                     // DIFF V1: the layer's λ and λ_init
+  double lambda = 0, lambda_init = 0;                    // DIFF V1: the layer's λ and λ_init
   // heads x T x T each, row-major: a1[((h − head0)·T + i)·T + j] = A1 of query i and key j (0 for j > i).
   std::vector<float> a1, a2;
-  bool v2 = false;                  // a DIFF V2 layer
-  std::vector<float> lambda_rows;   // DIFF V2: heads x T, lambda_rows[(h − head0)·T + i] = λ of query i; empty for V1
+  bool v2 = false;                 // a DIFF V2 layer
+  std::vector<float> lambda_rows;  // DIFF V2: heads x T, lambda_rows[(h − head0)·T + i] = λ of query i; empty for V1
   // The λ that weighs A2 in row i of head head0 + hh: the map is a1 − lambda_at(hh, i)·a2 there.
   double lambda_at(uint32_t hh, uint32_t i) const { return v2 ? lambda_rows[std::size_t(hh) * tokens + i] : lambda; }
 };
@@ -258,9 +259,10 @@ class Session {
   void restore_state_file(const std::string& path);
   uint32_t position() const;
   uint32_t capacity() const;
-  uint32_t chunk() const;  // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)
-  KvCacheType kv_cache() const;     // SessionOptions::kv_cache
-  uint64_t kv_cache_bytes() const;  // the KV cache's bytes on the device: every layer's K and V (alignment padding excluded)
+  uint32_t chunk() const;        // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)
+  KvCacheType kv_cache() const;  // SessionOptions::kv_cache
+  uint64_t kv_cache_bytes()
+      const;  // the KV cache's bytes on the device: every layer's K and V (alignment padding excluded)
   std::string plan_report() const;  // every intermediate: lifetime, offset, size; arena vs bounds
   // Debug path: resets the session, prefills `tokens` (1 … kAttentionMapMaxTokens of them, within the
   // context) and returns A1 and A2 of layer `layer` for head `head` (−1: every head), computed on the

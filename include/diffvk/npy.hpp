@@ -19,10 +19,10 @@
 namespace diffvk {
 
 struct NpyArray {
-  std::string dtype;            // as in the header, e.g. "<f4"
-  std::vector<int64_t> shape;   // empty: scalar (one element)
-  std::vector<uint8_t> data;    // raw little-endian elements, C order
-  uint64_t numel() const;       // product(shape); invalid_argument on overflow/negative dims
+  std::string dtype;           // as in the header, e.g. "<f4"
+  std::vector<int64_t> shape;  // empty: scalar (one element)
+  std::vector<uint8_t> data;   // raw little-endian elements, C order
+  uint64_t numel() const;      // product(shape); invalid_argument on overflow/negative dims
 };
 
 // Bytes per element of a supported dtype; invalid_argument otherwise.

@@ -19,8 +19,8 @@
 namespace diffvk {
 
 struct ShaderStatsOptions {
-  ContextOptions context;   // device selection, precision, validation
-  std::string model_dir;    // the pipelines of this model (config.json only; no weights are read); "" = none
+  ContextOptions context;  // device selection, precision, validation
+  std::string model_dir;   // the pipelines of this model (config.json only; no weights are read); "" = none
   // Attention shapes: any non-empty list asks for them. Defaults when another list is given:
   // D 64,128; H 32; Hkv 8. Pairs with H % Hkv != 0 are skipped (a note says so); D must be even.
   std::vector<uint32_t> d, heads, kv_heads;
@@ -55,10 +55,10 @@ struct ShaderPipeline {
   std::string op;                   // shaders/<op>.comp
   std::vector<std::string> groups;  // "model DIR" / "D=.. H=.. Hkv=.." labels, in creation order
   struct Spec {
-    std::string name;               // from the shader's `layout(constant_id = i)` declaration; "" when unknown
+    std::string name;  // from the shader's `layout(constant_id = i)` declaration; "" when unknown
     uint32_t value = 0;
   };
-  std::vector<Spec> spec;           // constant_id 0..n-1
+  std::vector<Spec> spec;  // constant_id 0..n-1
   std::array<uint32_t, 3> workgroup{1, 1, 1};
   std::vector<ShaderExecutable> executables;  // empty when statistics are unavailable
   // ShaderStatsOptions::isa: the driver's text representations (name, e.g. "Assembly", and text) per executable,
@@ -76,17 +76,17 @@ struct ShaderStatsShape {
   std::string group;
   bool model = false;
   uint32_t D = 0, H = 0, Hkv = 0;
-  uint32_t E = 0, I = 0;   // model groups only
-  std::vector<uint32_t> T; // shape groups only
+  uint32_t E = 0, I = 0;    // model groups only
+  std::vector<uint32_t> T;  // shape groups only
 };
 
 struct ShaderStatsReport {
   DeviceCaps device;
-  bool fp16 = false;                 // fp16 storage variants
+  bool fp16 = false;  // fp16 storage variants
   bool subgroup_arithmetic = false;
-  bool statistics_available = false; // VK_KHR_pipeline_executable_properties with pipelineExecutableInfo
+  bool statistics_available = false;  // VK_KHR_pipeline_executable_properties with pipelineExecutableInfo
   std::vector<ShaderStatsShape> shapes;
-  std::vector<std::string> notes;    // skipped (H, Hkv) pairs
+  std::vector<std::string> notes;         // skipped (H, Hkv) pairs
   std::vector<ShaderPipeline> pipelines;  // distinct, in creation order
 };
 
@@ -98,17 +98,17 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options);
 // (shaders/variants.cmake) at one precision and subgroup setting. Read from the table compiled into the
 // library: no device.
 struct ShaderVariant {
-  std::string name;         // the pipeline name: op + "_fp16" / "_fp32" + "_sg" for the subgroup variant
-  std::string op;           // the table row (what kernels ask for)
-  std::string source;       // "shaders/linear_row.comp"
-  std::string defines;      // the row's glslc defines besides DVK_FP16 / DVK_SUBGROUP, "A=1 B=2"; "" for none
-  bool fp16 = false;        // DVK_FP16
-  bool subgroup = false;    // DVK_SUBGROUP: uses subgroup arithmetic
-  std::string registry;     // "core" (libdiffvk) or "bench" (libdiffvk_bench: the benchmark's shaders)
-  bool prebuilt = false;    // committed SPIR-V words (shaders/coopmat/spv) rather than glslc at build time
+  std::string name;               // the pipeline name: op + "_fp16" / "_fp32" + "_sg" for the subgroup variant
+  std::string op;                 // the table row (what kernels ask for)
+  std::string source;             // "shaders/linear_row.comp"
+  std::string defines;            // the row's glslc defines besides DVK_FP16 / DVK_SUBGROUP, "A=1 B=2"; "" for none
+  bool fp16 = false;              // DVK_FP16
+  bool subgroup = false;          // DVK_SUBGROUP: uses subgroup arithmetic
+  std::string registry;           // "core" (libdiffvk) or "bench" (libdiffvk_bench: the benchmark's shaders)
+  bool prebuilt = false;          // committed SPIR-V words (shaders/coopmat/spv) rather than glslc at build time
   std::vector<std::string> spec;  // specialization constant names by constant_id ("" where unnamed)
   std::string description;
-  size_t words = 0;         // SPIR-V words (core variants; 0 for the bench's)
+  size_t words = 0;  // SPIR-V words (core variants; 0 for the bench's)
 };
 
 // Every variant of both registries, in the table's registry order.

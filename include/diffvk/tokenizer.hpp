@@ -49,7 +49,8 @@ class Tokenizer {
   };
   static Tokenizer load_json_fd(FdRange tokenizer_json, FdRange tokenizer_config, FdRange config_json);
   static Tokenizer load_json_fd(FdRange tokenizer_json);  // no config files
-  static Tokenizer load_sentencepiece_memory(const void* data, size_t size, const std::string& name = "tokenizer.model (memory)");
+  static Tokenizer load_sentencepiece_memory(const void* data, size_t size,
+                                             const std::string& name = "tokenizer.model (memory)");
   static Tokenizer load_sentencepiece_fd(int fd, int64_t offset, int64_t size);
   // The bytes tokenizer: ids 0..255 are the bytes, ids from 256 to vocab_size - 1 decode to nothing;
   // vocab_size >= 256, bos/eos -1 when none.

@@ -74,7 +74,7 @@ struct Entry {
 std::mutex g_mutex;  // the registry and every children counter; never held during GPU work
 std::unordered_map<const void*, Entry>& registry() {
   static auto* r = new std::unordered_map<const void*, Entry>;  // never destroyed: handles leaked by
-  return *r;                                                     // the caller are not torn down at exit
+  return *r;                                                    // the caller are not torn down at exit
 }
 template <class T>
 void track(const std::shared_ptr<T>& p, Kind k) {  // g_mutex held by the caller
@@ -99,8 +99,9 @@ std::shared_ptr<T> check(const T* p, Kind k, const char* what) {
 // A lost device makes every later call on the context, its models and sessions fail at once.
 void alive(const diffvk_context& c) {
   if (c.ctx->lost())
-    fail(DIFFVK_DEVICE_LOST, "the Vulkan device was lost earlier; destroy the sessions, models and this context "
-                             "and create a new context");
+    fail(DIFFVK_DEVICE_LOST,
+         "the Vulkan device was lost earlier; destroy the sessions, models and this context "
+         "and create a new context");
 }
 const diffvk_context& ctx_of(const diffvk_context& c) { return c; }
 const diffvk_context& ctx_of(const diffvk_model& m) { return *m.parent; }
@@ -131,9 +132,10 @@ T read_options(const T* o, void (*defaults)(T*, size_t), const char* what) {
   defaults(&v, sizeof v);
   if (!o) return v;
   if (o->struct_size < sizeof(size_t) || o->struct_size > sizeof(T))
-    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(o->struct_size) + "; this library (" +
-                                      DIFFVK_VERSION_STRING_ + ") knows up to " + std::to_string(sizeof(T)) +
-                                      " bytes: fill the struct with diffvk_" + what + "_default_options() first");
+    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(o->struct_size) +
+                                      "; this library (" + DIFFVK_VERSION_STRING_ + ") knows up to " +
+                                      std::to_string(sizeof(T)) + " bytes: fill the struct with diffvk_" + what +
+                                      "_default_options() first");
   std::memcpy(&v, o, o->struct_size);
   v.struct_size = sizeof(T);
   return v;
@@ -145,25 +147,32 @@ T read_options(const T* o, void (*defaults)(T*, size_t), const char* what) {
 // fail until the last entry ends at the new last field.
 using diffvk::capi::layout_size;
 constexpr size_t kContextLayouts[] = {
-    layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*), alignof(diffvk_context_options))};  // 1.0
+    layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
+                alignof(diffvk_context_options))};  // 1.0
 constexpr size_t kSessionLayouts[] = {
     layout_size(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
-    layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t), alignof(diffvk_session_options))};  // 1.1
+    layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
+                alignof(diffvk_session_options))};  // 1.1
 constexpr size_t kModelLayouts[] = {
     layout_size(offsetof(diffvk_model_options, q4_0_head), alignof(diffvk_model_options)),  // {struct_size, weights}
-    layout_size(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t), alignof(diffvk_model_options))};  // 1.1
-constexpr size_t kSamplerLayouts[] = {
-    layout_size(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t), alignof(diffvk_sampler_options))};  // 1.1
+    layout_size(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t),
+                alignof(diffvk_model_options))};  // 1.1
+constexpr size_t kSamplerLayouts[] = {layout_size(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t),
+                                                  alignof(diffvk_sampler_options))};  // 1.1
 constexpr size_t kGenerateLayouts[] = {
     layout_size(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options))};  // 1.1
 template <class T, size_t N>
 constexpr bool last_is_sizeof(const size_t (&layouts)[N]) {
   return layouts[N - 1] == sizeof(T);
 }
-static_assert(last_is_sizeof<diffvk_context_options>(kContextLayouts), "diffvk_context_options grew: add its layout to kContextLayouts");
-static_assert(last_is_sizeof<diffvk_session_options>(kSessionLayouts), "diffvk_session_options grew: add its layout to kSessionLayouts");
-static_assert(last_is_sizeof<diffvk_model_options>(kModelLayouts), "diffvk_model_options grew: add its layout to kModelLayouts");
-static_assert(last_is_sizeof<diffvk_sampler_options>(kSamplerLayouts), "diffvk_sampler_options grew: add its layout to kSamplerLayouts");
+static_assert(last_is_sizeof<diffvk_context_options>(kContextLayouts),
+              "diffvk_context_options grew: add its layout to kContextLayouts");
+static_assert(last_is_sizeof<diffvk_session_options>(kSessionLayouts),
+              "diffvk_session_options grew: add its layout to kSessionLayouts");
+static_assert(last_is_sizeof<diffvk_model_options>(kModelLayouts),
+              "diffvk_model_options grew: add its layout to kModelLayouts");
+static_assert(last_is_sizeof<diffvk_sampler_options>(kSamplerLayouts),
+              "diffvk_sampler_options grew: add its layout to kSamplerLayouts");
 static_assert(last_is_sizeof<diffvk_generate_options>(kGenerateLayouts),
               "diffvk_generate_options grew: add its layout to kGenerateLayouts");
 static_assert(sizeof(void*) != 8 || (kSessionLayouts[0] == 32 && kModelLayouts[0] == 16 && kContextLayouts[0] == 32),
@@ -219,8 +228,9 @@ constexpr size_t kModelOptionsBefore11 = kModelLayouts[0];
 diffvk::LoadOptions::QuantDecode quant_path(uint32_t v, const char* what) {
   using Q = diffvk::LoadOptions::QuantDecode;
   if (v > DIFFVK_QUANT_PATH_INT8_DOT)
-    fail(DIFFVK_INVALID_ARGUMENT, std::string("model options: unknown ") + what + " value " + std::to_string(v) +
-                                      " (DIFFVK_QUANT_PATH_AUTO = 0, DIFFVK_QUANT_PATH_DEQUANT = 1, DIFFVK_QUANT_PATH_INT8_DOT = 2)");
+    fail(DIFFVK_INVALID_ARGUMENT,
+         std::string("model options: unknown ") + what + " value " + std::to_string(v) +
+             " (DIFFVK_QUANT_PATH_AUTO = 0, DIFFVK_QUANT_PATH_DEQUANT = 1, DIFFVK_QUANT_PATH_INT8_DOT = 2)");
   return v == DIFFVK_QUANT_PATH_DEQUANT ? Q::dequant : v == DIFFVK_QUANT_PATH_INT8_DOT ? Q::int8_dot : Q::automatic;
 }
 // diffvk_model_options -> LoadOptions; an unknown value is the caller's error, never a fallback.
@@ -238,11 +248,12 @@ diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model*
   if (o.weights > DIFFVK_WEIGHTS_Q4_0)
     fail(DIFFVK_INVALID_ARGUMENT, "model options: unknown weights value " + std::to_string(o.weights) +
                                       " (DIFFVK_WEIGHTS_F16 = 0, DIFFVK_WEIGHTS_Q8_0 = 1, DIFFVK_WEIGHTS_Q4_0 = 2)");
-  lo.weights = o.weights == DIFFVK_WEIGHTS_Q8_0 ? diffvk::QuantKind::q8_0
+  lo.weights = o.weights == DIFFVK_WEIGHTS_Q8_0   ? diffvk::QuantKind::q8_0
                : o.weights == DIFFVK_WEIGHTS_Q4_0 ? diffvk::QuantKind::q4_0
                                                   : diffvk::QuantKind::f16;
   if (o.q4_0_head > 1)
-    fail(DIFFVK_INVALID_ARGUMENT, "model options: unknown q4_0_head value " + std::to_string(o.q4_0_head) + " (0 or 1)");
+    fail(DIFFVK_INVALID_ARGUMENT,
+         "model options: unknown q4_0_head value " + std::to_string(o.q4_0_head) + " (0 or 1)");
   lo.q4_0_head = o.q4_0_head == 1;
   lo.quant_decode = quant_path(o.quant_decode, "quant_decode");
   lo.quant_prefill = quant_path(o.quant_prefill, "quant_prefill");
@@ -258,12 +269,14 @@ uint32_t quant_path_code(const std::string& name, const char* what) {
 }  // namespace
 
 // The checks prefill and prefill_reusing share: pointers, no tokens, the logits capacity. Returns the vocabulary.
-static uint32_t check_prefill_args(const diffvk_session& k, const int32_t* tokens, size_t n, const float* logits, size_t cap) {
+static uint32_t check_prefill_args(const diffvk_session& k, const int32_t* tokens, size_t n, const float* logits,
+                                   size_t cap) {
   need(tokens, "tokens");
   need(logits, "logits");
   if (n == 0) fail(DIFFVK_INVALID_ARGUMENT, "no tokens");
   const uint32_t V = k.parent->model->config().vocab_size;
-  if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
+  if (cap < V)
+    fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
   return V;
 }
 
@@ -286,7 +299,7 @@ void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level) {
     return;
   }
   diffvk::platform::set_log_sink([fn, user](LogLevel level, const std::string& msg) {
-    const int c = level == LogLevel::error ? DIFFVK_LOG_ERROR
+    const int c = level == LogLevel::error  ? DIFFVK_LOG_ERROR
                   : level == LogLevel::warn ? DIFFVK_LOG_WARN
                   : level == LogLevel::info ? DIFFVK_LOG_INFO
                                             : DIFFVK_LOG_DEBUG;
@@ -305,7 +318,9 @@ void diffvk_context_default_options_sized(diffvk_context_options* o, size_t size
   d.pipeline_cache_path = nullptr;
   diffvk::capi::write_defaults(o, size, d, kContextLayouts);
 }
-void(diffvk_context_default_options)(diffvk_context_options* o) { diffvk_context_default_options_sized(o, kContextLayouts[0]); }
+void(diffvk_context_default_options)(diffvk_context_options* o) {
+  diffvk_context_default_options_sized(o, kContextLayouts[0]);
+}
 
 void diffvk_session_default_options_sized(diffvk_session_options* o, size_t size) {
   auto d = diffvk::capi::zeroed<diffvk_session_options>();
@@ -317,7 +332,9 @@ void diffvk_session_default_options_sized(diffvk_session_options* o, size_t size
   d.kv_cache = DIFFVK_KV_F16;
   diffvk::capi::write_defaults(o, size, d, kSessionLayouts);
 }
-void(diffvk_session_default_options)(diffvk_session_options* o) { diffvk_session_default_options_sized(o, kSessionLayouts[0]); }
+void(diffvk_session_default_options)(diffvk_session_options* o) {
+  diffvk_session_default_options_sized(o, kSessionLayouts[0]);
+}
 
 const char* diffvk_status_string(diffvk_status s) {
   const int v = enum_value(s);
@@ -336,7 +353,7 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
     const int precision = enum_value(o.precision);
     if (precision < DIFFVK_PRECISION_AUTO || precision > DIFFVK_PRECISION_FP32)
       fail(DIFFVK_INVALID_ARGUMENT, "unknown precision " + std::to_string(precision));
-    co.precision = precision == DIFFVK_PRECISION_FP16 ? diffvk::Precision::fp16
+    co.precision = precision == DIFFVK_PRECISION_FP16   ? diffvk::Precision::fp16
                    : precision == DIFFVK_PRECISION_FP32 ? diffvk::Precision::fp32
                                                         : diffvk::Precision::automatic;
     co.validation = o.validation < 0 ? -1 : (o.validation ? 1 : 0);
@@ -354,7 +371,9 @@ diffvk_status diffvk_context_destroy(diffvk_context* c) {
     std::shared_ptr<diffvk_context> keep;  // released (and the context destroyed) after the lock
     std::lock_guard<std::mutex> l(g_mutex);
     keep = check_locked(c, Kind::context, "context");
-    if (c->children) fail(DIFFVK_INVALID_ARGUMENT, std::to_string(c->children) + " model(s) created from this context are still alive");
+    if (c->children)
+      fail(DIFFVK_INVALID_ARGUMENT,
+           std::to_string(c->children) + " model(s) created from this context are still alive");
     registry().erase(c);
   });
 }
@@ -389,7 +408,8 @@ void(diffvk_model_default_options)(diffvk_model_options* o) { diffvk_model_defau
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
   return diffvk_model_load_with_options(c, dir, nullptr, out);
 }
-diffvk_status diffvk_model_load_with_options(diffvk_context* c, const char* dir, const diffvk_model_options* opts, diffvk_model** out) {
+diffvk_status diffvk_model_load_with_options(diffvk_context* c, const char* dir, const diffvk_model_options* opts,
+                                             diffvk_model** out) {
   return guarded(__func__, [&] {
     const diffvk::LoadOptions lo = load_options(opts, out);
     need(dir, "dir");
@@ -397,16 +417,18 @@ diffvk_status diffvk_model_load_with_options(diffvk_context* c, const char* dir,
   });
 }
 
-diffvk_status diffvk_model_load_memory(diffvk_context* c, const char* config_json, size_t config_size, const void* safetensors,
-                                       size_t safetensors_size, diffvk_model** out) {
-  return diffvk_model_load_memory_with_options(c, config_json, config_size, safetensors, safetensors_size, nullptr, out);
+diffvk_status diffvk_model_load_memory(diffvk_context* c, const char* config_json, size_t config_size,
+                                       const void* safetensors, size_t safetensors_size, diffvk_model** out) {
+  return diffvk_model_load_memory_with_options(c, config_json, config_size, safetensors, safetensors_size, nullptr,
+                                               out);
 }
 diffvk_status diffvk_model_load_memory_with_options(diffvk_context* c, const char* config_json, size_t config_size,
                                                     const void* safetensors, size_t safetensors_size,
                                                     const diffvk_model_options* opts, diffvk_model** out) {
   return guarded(__func__, [&] {
     const diffvk::LoadOptions lo = load_options(opts, out);
-    if (!config_json && config_size) fail(DIFFVK_INVALID_ARGUMENT, "config_json is NULL with config_size " + std::to_string(config_size));
+    if (!config_json && config_size)
+      fail(DIFFVK_INVALID_ARGUMENT, "config_json is NULL with config_size " + std::to_string(config_size));
     need(safetensors, "safetensors");  // a .gguf here with config_json NULL, 0: Model::load_memory checks the rest
     load_model(c, out, [&](diffvk::Context& ctx) {
       return diffvk::Model::load_memory(ctx, config_json, config_size, safetensors, safetensors_size, "memory", lo);
@@ -415,21 +437,24 @@ diffvk_status diffvk_model_load_memory_with_options(diffvk_context* c, const cha
 }
 
 diffvk_status diffvk_model_load_fd(diffvk_context* c, int config_fd, int64_t config_offset, int64_t config_size,
-                                   int safetensors_fd, int64_t safetensors_offset, int64_t safetensors_size, diffvk_model** out) {
+                                   int safetensors_fd, int64_t safetensors_offset, int64_t safetensors_size,
+                                   diffvk_model** out) {
   return diffvk_model_load_fd_with_options(c, config_fd, config_offset, config_size, safetensors_fd, safetensors_offset,
                                            safetensors_size, nullptr, out);
 }
-diffvk_status diffvk_model_load_fd_with_options(diffvk_context* c, int config_fd, int64_t config_offset, int64_t config_size,
-                                                int safetensors_fd, int64_t safetensors_offset, int64_t safetensors_size,
-                                                const diffvk_model_options* opts, diffvk_model** out) {
+diffvk_status diffvk_model_load_fd_with_options(diffvk_context* c, int config_fd, int64_t config_offset,
+                                                int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
+                                                int64_t safetensors_size, const diffvk_model_options* opts,
+                                                diffvk_model** out) {
   return guarded(__func__, [&] {
     const diffvk::LoadOptions lo = load_options(opts, out);
-    if (config_size < -1) fail(DIFFVK_INVALID_ARGUMENT, "config_size " + std::to_string(config_size) + " (-1 = to the end)");
+    if (config_size < -1)
+      fail(DIFFVK_INVALID_ARGUMENT, "config_size " + std::to_string(config_size) + " (-1 = to the end)");
     if (safetensors_size < -1)
       fail(DIFFVK_INVALID_ARGUMENT, "safetensors_size " + std::to_string(safetensors_size) + " (-1 = to the end)");
     load_model(c, out, [&](diffvk::Context& ctx) {
-      return diffvk::Model::load_fd(ctx, {config_fd, config_offset, config_size}, {safetensors_fd, safetensors_offset, safetensors_size},
-                                    lo);
+      return diffvk::Model::load_fd(ctx, {config_fd, config_offset, config_size},
+                                    {safetensors_fd, safetensors_offset, safetensors_size}, lo);
     });
   });
 }
@@ -439,14 +464,17 @@ diffvk_status diffvk_model_destroy(diffvk_model* m) {
     std::shared_ptr<diffvk_model> keep;  // released (and the model destroyed) after the lock
     std::lock_guard<std::mutex> l(g_mutex);
     keep = check_locked(m, Kind::model, "model");
-    if (m->children) fail(DIFFVK_INVALID_ARGUMENT, std::to_string(m->children) + " session(s) created from this model are still alive");
+    if (m->children)
+      fail(DIFFVK_INVALID_ARGUMENT,
+           std::to_string(m->children) + " session(s) created from this model are still alive");
     registry().erase(m);
     --m->parent->children;
   });
 }
 
 diffvk_status diffvk_model_vocab_size(const diffvk_model* m, uint32_t* out) {
-  return get_value(__func__, m, Kind::model, "model", out, [](const diffvk_model& k) { return k.model->config().vocab_size; });
+  return get_value(__func__, m, Kind::model, "model", out,
+                   [](const diffvk_model& k) { return k.model->config().vocab_size; });
 }
 diffvk_status diffvk_model_eos_token(const diffvk_model* m, int32_t* out) {
   return get_value(__func__, m, Kind::model, "model", out,
@@ -477,13 +505,15 @@ diffvk_status diffvk_session_create(diffvk_model* m, uint32_t context_len, uint3
   return diffvk_session_create_with_options(m, &o, out);
 }
 
-diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_session_options* opts, diffvk_session** out) {
+diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_session_options* opts,
+                                                 diffvk_session** out) {
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
     const diffvk_session_options o = read_options(opts, diffvk_session_default_options_sized, "session");
     if (o.kv_cache != DIFFVK_KV_F16 && o.kv_cache != DIFFVK_KV_Q8_0)
-      fail(DIFFVK_INVALID_ARGUMENT, "options->kv_cache is " + std::to_string(o.kv_cache) + "; use DIFFVK_KV_F16 or DIFFVK_KV_Q8_0");
+      fail(DIFFVK_INVALID_ARGUMENT,
+           "options->kv_cache is " + std::to_string(o.kv_cache) + "; use DIFFVK_KV_F16 or DIFFVK_KV_Q8_0");
     std::shared_ptr<diffvk_model> k;
     {
       std::lock_guard<std::mutex> l(g_mutex);
@@ -528,8 +558,8 @@ diffvk_status diffvk_session_prefill(diffvk_session* s, const int32_t* tokens, s
     // Sizes before anything is copied: n is bounded by the context from here on.
     const uint32_t pos = k->session->position(), capacity = k->session->capacity();
     if (n > capacity - std::min(pos, capacity))
-      fail(DIFFVK_CONTEXT_OVERFLOW, std::to_string(n) + " tokens after " + std::to_string(pos) + " exceed the context of " +
-                                        std::to_string(capacity));
+      fail(DIFFVK_CONTEXT_OVERFLOW, std::to_string(n) + " tokens after " + std::to_string(pos) +
+                                        " exceed the context of " + std::to_string(capacity));
     for (size_t i = 0; i < n; ++i)
       if (tokens[i] < 0 || uint32_t(tokens[i]) >= V)
         fail(DIFFVK_INVALID_ARGUMENT, "token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
@@ -543,7 +573,9 @@ diffvk_status diffvk_session_decode(diffvk_session* s, int32_t token, float* log
     auto k = live(s, Kind::session, "session");
     need(logits, "logits");
     const uint32_t V = k->parent->model->config().vocab_size;
-    if (cap < V) fail(DIFFVK_BUFFER_TOO_SMALL, "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
+    if (cap < V)
+      fail(DIFFVK_BUFFER_TOO_SMALL,
+           "logits buffer holds " + std::to_string(cap) + " floats, need " + std::to_string(V));
     k->session->decode(token, logits, cap);
   });
 }
@@ -566,7 +598,8 @@ static void copy_ids(const std::vector<int32_t>& ids, int32_t* tokens, size_t ca
   if (!tokens && cap == 0) return;
   need(tokens, "tokens");
   if (cap < ids.size())
-    fail(DIFFVK_BUFFER_TOO_SMALL, "tokens buffer holds " + std::to_string(cap) + " ids, the session holds " + std::to_string(ids.size()));
+    fail(DIFFVK_BUFFER_TOO_SMALL,
+         "tokens buffer holds " + std::to_string(cap) + " ids, the session holds " + std::to_string(ids.size()));
   std::copy(ids.begin(), ids.end(), tokens);
 }
 diffvk_status diffvk_session_tokens(const diffvk_session* s, int32_t* tokens, size_t cap, size_t* n) {
@@ -578,8 +611,8 @@ diffvk_status diffvk_session_history(const diffvk_session* s, int32_t* tokens, s
 diffvk_status diffvk_session_shift(diffvk_session* s, uint32_t keep, uint32_t discard) {
   return guarded(__func__, [&] { live(s, Kind::session, "session")->session->shift(keep, discard); });
 }
-diffvk_status diffvk_session_prefill_shifting(diffvk_session* s, const int32_t* tokens, size_t n, uint32_t keep, float* logits,
-                                              size_t cap, uint32_t* reused) {
+diffvk_status diffvk_session_prefill_shifting(diffvk_session* s, const int32_t* tokens, size_t n, uint32_t keep,
+                                              float* logits, size_t cap, uint32_t* reused) {
   return guarded(__func__, [&] {
     auto k = live(s, Kind::session, "session");
     check_prefill_args(*k, tokens, n, logits, cap);
@@ -588,8 +621,8 @@ diffvk_status diffvk_session_prefill_shifting(diffvk_session* s, const int32_t* 
     if (reused) *reused = kept;
   });
 }
-diffvk_status diffvk_session_prefill_reusing(diffvk_session* s, const int32_t* tokens, size_t n, float* logits, size_t cap,
-                                             uint32_t* reused) {
+diffvk_status diffvk_session_prefill_reusing(diffvk_session* s, const int32_t* tokens, size_t n, float* logits,
+                                             size_t cap, uint32_t* reused) {
   return guarded(__func__, [&] {
     auto k = live(s, Kind::session, "session");
     check_prefill_args(*k, tokens, n, logits, cap);
@@ -625,7 +658,8 @@ diffvk_status diffvk_session_save_state_buffer(const diffvk_session* s, void* bu
     if (!buffer && cap == 0) return;
     need(buffer, "buffer");
     if (cap < bytes)
-      fail(DIFFVK_BUFFER_TOO_SMALL, "buffer holds " + std::to_string(cap) + " bytes, the state is " + std::to_string(bytes));
+      fail(DIFFVK_BUFFER_TOO_SMALL,
+           "buffer holds " + std::to_string(cap) + " bytes, the state is " + std::to_string(bytes));
     const std::vector<uint8_t> state = k->session->save_state();
     std::memcpy(buffer, state.data(), state.size());
   });
@@ -638,18 +672,22 @@ diffvk_status diffvk_session_restore_state_buffer(diffvk_session* s, const void*
   });
 }
 diffvk_status diffvk_session_position(const diffvk_session* s, uint32_t* out) {
-  return get_value(__func__, s, Kind::session, "session", out, [](const diffvk_session& k) { return k.session->position(); });
+  return get_value(__func__, s, Kind::session, "session", out,
+                   [](const diffvk_session& k) { return k.session->position(); });
 }
 diffvk_status diffvk_session_capacity(const diffvk_session* s, uint32_t* out) {
-  return get_value(__func__, s, Kind::session, "session", out, [](const diffvk_session& k) { return k.session->capacity(); });
+  return get_value(__func__, s, Kind::session, "session", out,
+                   [](const diffvk_session& k) { return k.session->capacity(); });
 }
 
-diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed, diffvk_sampler** out) {
+diffvk_status diffvk_sampler_create(float temperature, uint32_t top_k, float top_p, uint64_t seed,
+                                    diffvk_sampler** out) {
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
     // The same rules as the CLI: diffvk::validate_sampling (non-finite values rejected).
-    auto p = std::make_shared<diffvk_sampler>(diffvk_sampler{diffvk::Sampler(diffvk::SamplingOptions{temperature, top_k, top_p, seed})});
+    auto p = std::make_shared<diffvk_sampler>(
+        diffvk_sampler{diffvk::Sampler(diffvk::SamplingOptions{temperature, top_k, top_p, seed})});
     std::lock_guard<std::mutex> l(g_mutex);
     track(p, Kind::sampler);
     *out = p.get();
@@ -670,7 +708,9 @@ void diffvk_sampler_default_options_sized(diffvk_sampler_options* o, size_t size
   d.penalty_last_n = s.penalty_last_n;
   diffvk::capi::write_defaults(o, size, d, kSamplerLayouts);
 }
-void(diffvk_sampler_default_options)(diffvk_sampler_options* o) { diffvk_sampler_default_options_sized(o, kSamplerLayouts[0]); }
+void(diffvk_sampler_default_options)(diffvk_sampler_options* o) {
+  diffvk_sampler_default_options_sized(o, kSamplerLayouts[0]);
+}
 diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* opts, diffvk_sampler** out) {
   return guarded(__func__, [&] {
     need(out, "out");
@@ -715,11 +755,13 @@ diffvk_status diffvk_sampler_sample(diffvk_sampler* p, const float* logits, uint
   });
 }
 
-static_assert(DIFFVK_STOP_EOS == int(diffvk::StopReason::eos) && DIFFVK_STOP_STRING == int(diffvk::StopReason::stop_string) &&
+static_assert(DIFFVK_STOP_EOS == int(diffvk::StopReason::eos) &&
+                  DIFFVK_STOP_STRING == int(diffvk::StopReason::stop_string) &&
                   DIFFVK_STOP_MAX_TOKENS == int(diffvk::StopReason::max_tokens) &&
                   DIFFVK_STOP_CANCELLED == int(diffvk::StopReason::cancelled),
               "DIFFVK_STOP_* follow diffvk::StopReason");
-static_assert(DIFFVK_MAX_STOP_STRINGS == diffvk::kMaxStopStrings && DIFFVK_MAX_STOP_STRING_BYTES == diffvk::kMaxStopStringBytes,
+static_assert(DIFFVK_MAX_STOP_STRINGS == diffvk::kMaxStopStrings &&
+                  DIFFVK_MAX_STOP_STRING_BYTES == diffvk::kMaxStopStringBytes,
               "the C limits are the C++ ones");
 void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t size) {
   auto d = diffvk::capi::zeroed<diffvk_generate_options>();
@@ -734,15 +776,19 @@ void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t si
   d.keep = 0;
   diffvk::capi::write_defaults(o, size, d, kGenerateLayouts);
 }
-void(diffvk_generate_default_options)(diffvk_generate_options* o) { diffvk_generate_default_options_sized(o, kGenerateLayouts[0]); }
-diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t, const int32_t* prompt,
-                                      size_t n_prompt, const diffvk_generate_options* opts, diffvk_generate_result* result) {
+void(diffvk_generate_default_options)(diffvk_generate_options* o) {
+  diffvk_generate_default_options_sized(o, kGenerateLayouts[0]);
+}
+diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t,
+                                      const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* opts,
+                                      diffvk_generate_result* result) {
   return guarded(__func__, [&] {
     size_t result_size = 0;  // the fields the caller's struct has (it may be older than this library's)
     if (result) {
       result_size = result->struct_size;
       if (result_size < sizeof(size_t) || result_size > sizeof(diffvk_generate_result))
-        fail(DIFFVK_INVALID_ARGUMENT, "result->struct_size is " + std::to_string(result_size) + "; set it to sizeof(diffvk_generate_result)");
+        fail(DIFFVK_INVALID_ARGUMENT,
+             "result->struct_size is " + std::to_string(result_size) + "; set it to sizeof(diffvk_generate_result)");
     }
     auto k = live(s, Kind::session, "session");
     auto sampler = check(p, Kind::sampler, "sampler");
@@ -765,23 +811,27 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
       go.stop.emplace_back(o.stop[i], len);
     }
     const int32_t model_eos = k->parent->model->config().eos_token_id;
-    if (o.eos_token < -2) fail(DIFFVK_INVALID_ARGUMENT, "options->eos_token is " + std::to_string(o.eos_token) + "; -2 (the model's), -1 (none) or a token id");
+    if (o.eos_token < -2)
+      fail(DIFFVK_INVALID_ARGUMENT,
+           "options->eos_token is " + std::to_string(o.eos_token) + "; -2 (the model's), -1 (none) or a token id");
     go.eos_token = o.eos_token == -2 ? model_eos : o.eos_token;
     if (o.overflow != DIFFVK_OVERFLOW_REFUSE && o.overflow != DIFFVK_OVERFLOW_SHIFT)
       fail(DIFFVK_INVALID_ARGUMENT, "options->overflow is " + std::to_string(o.overflow) +
                                         "; DIFFVK_OVERFLOW_REFUSE (0) or DIFFVK_OVERFLOW_SHIFT (1)");
-    go.overflow = o.overflow == DIFFVK_OVERFLOW_SHIFT ? diffvk::ContextOverflow::shift : diffvk::ContextOverflow::refuse;
+    go.overflow =
+        o.overflow == DIFFVK_OVERFLOW_SHIFT ? diffvk::ContextOverflow::shift : diffvk::ContextOverflow::refuse;
     go.keep = o.keep;
     if (o.on_text) {
       const diffvk_text_fn fn = o.on_text;
       void* user = o.user;
       go.on_text = [fn, user](std::string_view piece) { return fn(piece.data(), piece.size(), user) != 0; };
     }
-    const diffvk::GenerateResult r =
-        diffvk::generate(*k->session, sampler->sampler, *tokenizer, std::vector<int32_t>(prompt, prompt + n_prompt), go);
+    const diffvk::GenerateResult r = diffvk::generate(*k->session, sampler->sampler, *tokenizer,
+                                                      std::vector<int32_t>(prompt, prompt + n_prompt), go);
     if (result) {
-      const diffvk_generate_result out{result_size, static_cast<uint32_t>(r.tokens.size()), r.reused,
-                                       static_cast<int32_t>(r.reason), r.stop_index, r.shifts};
+      const diffvk_generate_result out{result_size,  static_cast<uint32_t>(r.tokens.size()),
+                                       r.reused,     static_cast<int32_t>(r.reason),
+                                       r.stop_index, r.shifts};
       std::memcpy(result, &out, result_size);
     }
   });

@@ -38,7 +38,8 @@ std::shared_ptr<T> check_handle(const T* p, const char* what) {
   need(p, what);
   std::lock_guard<std::mutex> l(g_mutex);
   auto it = live<T>().find(p);
-  if (it == live<T>().end()) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live " + what + " handle (freed, or of another kind)");
+  if (it == live<T>().end())
+    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live " + what + " handle (freed, or of another kind)");
   return it->second;
 }
 template <class T>
@@ -51,14 +52,17 @@ template <class T>
 void release(T* p, const char* what) {
   need(p, what);
   std::lock_guard<std::mutex> l(g_mutex);
-  if (!live<T>().erase(p)) fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live " + what + " handle (freed twice?)");
+  if (!live<T>().erase(p))
+    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + " is not a live " + what + " handle (freed twice?)");
 }
 std::shared_ptr<diffvk_tokenizer> check(const diffvk_tokenizer* t) { return check_handle(t, "tokenizer"); }
 std::shared_ptr<diffvk_chat_template> check(const diffvk_chat_template* t) { return check_handle(t, "chat_template"); }
 void track(diffvk::ChatTemplate t, diffvk_chat_template** out) {
   track(std::make_shared<diffvk_chat_template>(diffvk_chat_template{std::move(t)}), out);
 }
-void track(diffvk::Tokenizer t, diffvk_tokenizer** out) { track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{std::move(t)}), out); }
+void track(diffvk::Tokenizer t, diffvk_tokenizer** out) {
+  track(std::make_shared<diffvk_tokenizer>(diffvk_tokenizer{std::move(t)}), out);
+}
 // Every loader of the ABI: `out` checked and cleared first, then the object `make` builds (after checking its own
 // arguments) is tracked; a failure leaves *out NULL.
 template <class T, class F>
@@ -115,7 +119,8 @@ diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_template* t, ch
     *len = s.size();
     if (cap) need(text, "text");
     if (cap <= s.size())
-      fail(DIFFVK_BUFFER_TOO_SMALL, "the end of turn is " + std::to_string(s.size()) + " bytes and a NUL; cap is " + std::to_string(cap));
+      fail(DIFFVK_BUFFER_TOO_SMALL,
+           "the end of turn is " + std::to_string(s.size()) + " bytes and a NUL; cap is " + std::to_string(cap));
     std::memcpy(text, s.c_str(), s.size() + 1);
   });
 }
@@ -130,13 +135,15 @@ diffvk_status diffvk_chat_template_apply(const diffvk_chat_template* t, const di
     std::vector<diffvk::ChatMessage> m(n);
     for (size_t i = 0; i < n; ++i) {
       if (!messages[i].role || !messages[i].content)
-        fail(DIFFVK_INVALID_ARGUMENT, "messages[" + std::to_string(i) + "]." + (messages[i].role ? "content" : "role") + " is NULL");
+        fail(DIFFVK_INVALID_ARGUMENT,
+             "messages[" + std::to_string(i) + "]." + (messages[i].role ? "content" : "role") + " is NULL");
       m[i] = diffvk::ChatMessage{messages[i].role, messages[i].content};
     }
     const std::string s = k->chat_template.apply(m, add_generation_prompt != 0);
     *len = s.size();
     if (s.size() > cap)
-      fail(DIFFVK_BUFFER_TOO_SMALL, "the prompt is " + std::to_string(s.size()) + " bytes; cap is " + std::to_string(cap));
+      fail(DIFFVK_BUFFER_TOO_SMALL,
+           "the prompt is " + std::to_string(s.size()) + " bytes; cap is " + std::to_string(cap));
     if (!s.empty()) std::memcpy(text, s.data(), s.size());
   });
 }
@@ -160,26 +167,29 @@ diffvk_status diffvk_tokenizer_load_fd(int fd, int64_t offset, int64_t size, dif
 }
 
 diffvk_status diffvk_tokenizer_load_json_memory(const void* tokenizer_json, size_t size, const void* tokenizer_config,
-                                                size_t tokenizer_config_size, const void* config_json, size_t config_json_size,
-                                                diffvk_tokenizer** out) {
+                                                size_t tokenizer_config_size, const void* config_json,
+                                                size_t config_json_size, diffvk_tokenizer** out) {
   return load_into(__func__, out, [&] {
     need(tokenizer_json, "tokenizer_json");
-    return diffvk::Tokenizer::load_json_memory(tokenizer_json, size, tokenizer_config, tokenizer_config_size, config_json,
-                                               config_json_size);
+    return diffvk::Tokenizer::load_json_memory(tokenizer_json, size, tokenizer_config, tokenizer_config_size,
+                                               config_json, config_json_size);
   });
 }
 
 diffvk_status diffvk_tokenizer_load_json_fd(int fd, int64_t offset, int64_t size, int tokenizer_config_fd,
-                                            int64_t tokenizer_config_offset, int64_t tokenizer_config_size, int config_json_fd,
-                                            int64_t config_json_offset, int64_t config_json_size, diffvk_tokenizer** out) {
+                                            int64_t tokenizer_config_offset, int64_t tokenizer_config_size,
+                                            int config_json_fd, int64_t config_json_offset, int64_t config_json_size,
+                                            diffvk_tokenizer** out) {
   return load_into(__func__, out, [&] {
     using R = diffvk::Tokenizer::FdRange;
-    return diffvk::Tokenizer::load_json_fd(R{fd, offset, size}, R{tokenizer_config_fd, tokenizer_config_offset, tokenizer_config_size},
+    return diffvk::Tokenizer::load_json_fd(R{fd, offset, size},
+                                           R{tokenizer_config_fd, tokenizer_config_offset, tokenizer_config_size},
                                            R{config_json_fd, config_json_offset, config_json_size});
   });
 }
 
-diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size, diffvk_tokenizer** out) {
+diffvk_status diffvk_tokenizer_load_sentencepiece_memory(const void* tokenizer_model, size_t size,
+                                                         diffvk_tokenizer** out) {
   return load_into(__func__, out, [&] {
     need(tokenizer_model, "tokenizer_model");
     return diffvk::Tokenizer::load_sentencepiece_memory(tokenizer_model, size);
@@ -205,7 +215,8 @@ diffvk_status diffvk_tokenizer_encode(const diffvk_tokenizer* tokenizer, const c
     const auto v = t->tokenizer.encode(std::string_view(len ? text : "", len), add_special != 0);
     *n = v.size();
     if (v.size() > cap)
-      fail(DIFFVK_BUFFER_TOO_SMALL, "the text encodes to " + std::to_string(v.size()) + " ids; cap is " + std::to_string(cap));
+      fail(DIFFVK_BUFFER_TOO_SMALL,
+           "the text encodes to " + std::to_string(v.size()) + " ids; cap is " + std::to_string(cap));
     if (!v.empty()) std::memcpy(ids, v.data(), v.size() * sizeof(int32_t));
   });
 }
@@ -221,7 +232,8 @@ diffvk_status diffvk_tokenizer_decode(const diffvk_tokenizer* tokenizer, const i
     const std::string s = t->tokenizer.decode(ids, n);
     *len = s.size();
     if (s.size() > cap)
-      fail(DIFFVK_BUFFER_TOO_SMALL, "the ids decode to " + std::to_string(s.size()) + " bytes; cap is " + std::to_string(cap));
+      fail(DIFFVK_BUFFER_TOO_SMALL,
+           "the ids decode to " + std::to_string(s.size()) + " bytes; cap is " + std::to_string(cap));
     if (!s.empty()) std::memcpy(bytes, s.data(), s.size());
   });
 }

@@ -10,24 +10,37 @@ namespace diffvk {
 
 const char* role_name(TensorRole r) {
   switch (r) {
-    case TensorRole::weight: return "weight";
-    case TensorRole::kv_cache: return "kv_cache";
-    case TensorRole::external: return "external";
-    case TensorRole::activation: return "activation";
-    case TensorRole::input: return "input";
-    case TensorRole::output: return "output";
-    case TensorRole::scratch: return "scratch";
+    case TensorRole::weight:
+      return "weight";
+    case TensorRole::kv_cache:
+      return "kv_cache";
+    case TensorRole::external:
+      return "external";
+    case TensorRole::activation:
+      return "activation";
+    case TensorRole::input:
+      return "input";
+    case TensorRole::output:
+      return "output";
+    case TensorRole::scratch:
+      return "scratch";
   }
   return "?";
 }
-bool is_planned(TensorRole r) { return r != TensorRole::weight && r != TensorRole::kv_cache && r != TensorRole::external; }
+bool is_planned(TensorRole r) {
+  return r != TensorRole::weight && r != TensorRole::kv_cache && r != TensorRole::external;
+}
 
 const char* elem_type_name(ElemType t) {
   switch (t) {
-    case ElemType::f16: return "f16";
-    case ElemType::f32: return "f32";
-    case ElemType::u32: return "u32";
-    case ElemType::bytes: return "bytes";
+    case ElemType::f16:
+      return "f16";
+    case ElemType::f32:
+      return "f32";
+    case ElemType::u32:
+      return "u32";
+    case ElemType::bytes:
+      return "bytes";
   }
   return "?";
 }
@@ -51,17 +64,20 @@ uint64_t bytes_of(const std::string& name, ElemType dtype, const std::vector<uin
 BufferRange GraphBinding::operator[](TensorRef t) const {
   const GraphTensor& gt = g_.at(t);
   if (!is_planned(gt.role)) return gt.bound;
-  if (t.id >= planned_.size() || planned_[t.id].buffer == VK_NULL_HANDLE) fail("tensor '" + gt.name + "' is not placed");
+  if (t.id >= planned_.size() || planned_[t.id].buffer == VK_NULL_HANDLE)
+    fail("tensor '" + gt.name + "' is not placed");
   return planned_[t.id];
 }
 
-TensorRef Graph::bind(std::string name, TensorRole role, ElemType dtype, std::vector<uint64_t> shape, BufferRange range) {
+TensorRef Graph::bind(std::string name, TensorRole role, ElemType dtype, std::vector<uint64_t> shape,
+                      BufferRange range) {
   if (is_planned(role)) fail("bind() takes bound roles only ('" + name + "' is " + role_name(role) + ")");
   if (find(name).valid()) fail("two tensors named '" + name + "'");
   GraphTensor t{std::move(name), role, dtype, std::move(shape), 0, range};
   t.bytes = bytes_of(t.name, dtype, t.shape);
   if (range.buffer != VK_NULL_HANDLE && range.size < t.bytes)
-    fail("bound tensor '" + t.name + "' needs " + std::to_string(t.bytes) + " bytes; its range has " + std::to_string(range.size));
+    fail("bound tensor '" + t.name + "' needs " + std::to_string(t.bytes) + " bytes; its range has " +
+         std::to_string(range.size));
   tensors_.push_back(std::move(t));
   written_.push_back(true);  // caller-owned memory holds data
   return TensorRef{uint32_t(tensors_.size() - 1)};
@@ -111,7 +127,8 @@ void Graph::kernel(std::string what) {
   if (!nodes_.empty()) nodes_.back().kernel = std::move(what);
 }
 
-std::vector<TensorLifetime> derive_lifetimes(const Graph& g, uint64_t alignment, int step_offset, std::vector<uint32_t>* ids) {
+std::vector<TensorLifetime> derive_lifetimes(const Graph& g, uint64_t alignment, int step_offset,
+                                             std::vector<uint32_t>* ids) {
   const auto& ts = g.tensors();
   const int n = static_cast<int>(g.nodes().size());
   std::vector<int> first(ts.size(), -1), last(ts.size(), -1);
@@ -160,13 +177,15 @@ GraphPlan plan_graphs(const std::vector<const Graph*>& variants, uint64_t max_bu
     p.variants.push_back(std::move(v));
     offset += std::max<int>(1, int(g->nodes().size()));
   }
-  if (p.lifetimes.empty()) p.lifetimes.push_back({"(none)", base_alignment, base_alignment, 0, 0});  // an arena of one slot
+  if (p.lifetimes.empty())
+    p.lifetimes.push_back({"(none)", base_alignment, base_alignment, 0, 0});  // an arena of one slot
   p.plan = plan_memory(p.lifetimes, max_buffer_bytes, base_alignment);
   return p;
 }
 
 std::vector<BufferRange> fit_graph(const Graph& g, const GraphPlan& p, const std::string& variant,
-                                   const std::vector<VkBuffer>& arena, uint64_t max_buffer_bytes, uint64_t base_alignment) {
+                                   const std::vector<VkBuffer>& arena, uint64_t max_buffer_bytes,
+                                   uint64_t base_alignment) {
   const GraphPlan::Variant* v = p.variant(variant);
   if (!v) fail("no planned variant '" + variant + "' for graph '" + g.name() + "'");
   std::map<std::string, size_t> where(v->tensors.begin(), v->tensors.end());
@@ -177,11 +196,12 @@ std::vector<BufferRange> fit_graph(const Graph& g, const GraphPlan& p, const std
   std::vector<BufferRange> placed(g.tensors().size());
   for (size_t i = 0; i < lts.size(); ++i) {
     auto it = where.find(lts[i].name);
-    if (it == where.end()) fail("graph '" + g.name() + "': tensor '" + lts[i].name + "' is not in the plan of '" + variant + "'");
+    if (it == where.end())
+      fail("graph '" + g.name() + "': tensor '" + lts[i].name + "' is not in the plan of '" + variant + "'");
     const TensorLifetime& planned = p.lifetimes[it->second];
     if (lts[i].bytes > planned.bytes)
-      fail("graph '" + g.name() + "': tensor '" + lts[i].name + "' needs " + std::to_string(lts[i].bytes) + " bytes; the plan of '" +
-           variant + "' holds " + std::to_string(planned.bytes));
+      fail("graph '" + g.name() + "': tensor '" + lts[i].name + "' needs " + std::to_string(lts[i].bytes) +
+           " bytes; the plan of '" + variant + "' holds " + std::to_string(planned.bytes));
     const TensorPlacement& pl = p.plan.placements[it->second];
     mine.placements.push_back(pl);
     if (pl.buffer < arena.size()) placed[ids[i]] = BufferRange{arena[pl.buffer], pl.offset, lts[i].bytes};
@@ -190,7 +210,8 @@ std::vector<BufferRange> fit_graph(const Graph& g, const GraphPlan& p, const std
   if (!bad.empty()) fail("graph '" + g.name() + "' does not fit the plan of '" + variant + "': " + bad);
   if (!arena.empty())
     for (size_t i = 0; i < lts.size(); ++i)
-      if (placed[ids[i]].buffer == VK_NULL_HANDLE) fail("tensor '" + lts[i].name + "' is placed in a chunk that was not allocated");
+      if (placed[ids[i]].buffer == VK_NULL_HANDLE)
+        fail("tensor '" + lts[i].name + "' is placed in a chunk that was not allocated");
   return placed;
 }
 
@@ -198,12 +219,15 @@ void record_graph(const Graph& g, const std::vector<BufferRange>& placed, Progra
   const GraphBinding b(g, placed);
   std::vector<VkBuffer> arena;
   for (const BufferRange& r : placed)
-    if (r.buffer != VK_NULL_HANDLE && std::find(arena.begin(), arena.end(), r.buffer) == arena.end()) arena.push_back(r.buffer);
+    if (r.buffer != VK_NULL_HANDLE && std::find(arena.begin(), arena.end(), r.buffer) == arena.end())
+      arena.push_back(r.buffer);
   auto inside = [&](const Arg& a, const std::vector<TensorRef>& ts) {
     for (TensorRef t : ts) {
       if (!is_planned(g.at(t).role)) continue;
       const BufferRange& r = placed[t.id];
-      if (r.buffer == a.range.buffer && a.range.offset >= r.offset && a.range.offset + a.range.size <= r.offset + r.size) return true;
+      if (r.buffer == a.range.buffer && a.range.offset >= r.offset &&
+          a.range.offset + a.range.size <= r.offset + r.size)
+        return true;
     }
     return false;
   };
@@ -218,8 +242,9 @@ void record_graph(const Graph& g, const std::vector<BufferRange>& placed, Progra
         if (std::find(arena.begin(), arena.end(), a.range.buffer) == arena.end()) continue;
         const bool writes = a.access != Access::read;
         if (!inside(a, writes ? n.writes : n.reads) && !(writes ? false : inside(a, n.writes)))
-          fail("node '" + n.label + "' of graph '" + g.name() + "' binds arena bytes [" + std::to_string(a.range.offset) + ", +" +
-               std::to_string(a.range.size) + ") outside the tensors it declared " + (writes ? "written" : "read"));
+          fail("node '" + n.label + "' of graph '" + g.name() + "' binds arena bytes [" +
+               std::to_string(a.range.offset) + ", +" + std::to_string(a.range.size) +
+               ") outside the tensors it declared " + (writes ? "written" : "read"));
       }
     if (n.group_end) program.checkpoint();
   }

@@ -81,7 +81,9 @@ class Graph {
   TensorRef bind(std::string name, TensorRole role, ElemType dtype, std::vector<uint64_t> shape, BufferRange range);
   // Planned tensors (activation, input, output, scratch). Names must be unique in a graph.
   TensorRef tensor(std::string name, TensorRole role, ElemType dtype, std::vector<uint64_t> shape);
-  TensorRef scratch(std::string name, uint64_t bytes) { return tensor(std::move(name), TensorRole::scratch, ElemType::bytes, {bytes}); }
+  TensorRef scratch(std::string name, uint64_t bytes) {
+    return tensor(std::move(name), TensorRole::scratch, ElemType::bytes, {bytes});
+  }
   // Adds a node. Throws Error(internal) for an unknown tensor, a write to a weight, or a read of a planned
   // tensor that no earlier node wrote (inputs excepted): the recipe would read undefined memory.
   void add(std::string label, std::vector<TensorRef> reads, std::vector<TensorRef> writes, RecordFn record = {});
@@ -131,7 +133,8 @@ GraphPlan plan_graphs(const std::vector<const Graph*>& variants, uint64_t max_bu
 // (check_plan); throws Error(internal) otherwise. Returns the arena placement of each of g's tensors
 // (by id; bound tensors get an empty range). `arena`: the chunks' buffer handles.
 std::vector<BufferRange> fit_graph(const Graph& g, const GraphPlan& p, const std::string& variant,
-                                   const std::vector<VkBuffer>& arena, uint64_t max_buffer_bytes, uint64_t base_alignment);
+                                   const std::vector<VkBuffer>& arena, uint64_t max_buffer_bytes,
+                                   uint64_t base_alignment);
 
 // Records g's nodes in order (a checkpoint after each group end).
 void record_graph(const Graph& g, const std::vector<BufferRange>& placed, Program& program);

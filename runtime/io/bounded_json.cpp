@@ -46,7 +46,8 @@ class BoundedSax : public nlohmann::detail::json_sax_dom_parser<json> {
  private:
   void open(json::parse_event_t ev) {
     if (depth_ >= kJsonMaxDepth)
-      throw Error(Status::format_error, name_ + ": JSON nests deeper than " + std::to_string(kJsonMaxDepth) + " levels");
+      throw Error(Status::format_error,
+                  name_ + ": JSON nests deeper than " + std::to_string(kJsonMaxDepth) + " levels");
     if (extra_) {
       json none;
       extra_(depth_, ev, none);
@@ -62,8 +63,8 @@ class BoundedSax : public nlohmann::detail::json_sax_dom_parser<json> {
 nlohmann::json parse_json(const char* data, size_t size, const std::string& name, size_t max_bytes,
                           const nlohmann::json::parser_callback_t& extra) {
   if (size > max_bytes)
-    throw Error(Status::format_error, name + ": JSON text of " + std::to_string(size) + " bytes is larger than the limit of " +
-                                          std::to_string(max_bytes) + " bytes");
+    throw Error(Status::format_error, name + ": JSON text of " + std::to_string(size) +
+                                          " bytes is larger than the limit of " + std::to_string(max_bytes) + " bytes");
   json result;
   try {
     BoundedSax sax(result, name, extra);

@@ -15,8 +15,8 @@ struct FileBytes {
   const uint8_t* bytes = nullptr;     // never null: an empty file points at a static byte
   uint64_t size = 0;
 
-  static FileBytes map(const std::string& path);                             // platform::MappedFile
-  static FileBytes own(std::vector<uint8_t> data, std::string display_name);  // tests, fuzzing, descriptors
+  static FileBytes map(const std::string& path);                                   // platform::MappedFile
+  static FileBytes own(std::vector<uint8_t> data, std::string display_name);       // tests, fuzzing, descriptors
   static FileBytes view(const void* data, size_t size, std::string display_name);  // caller-owned memory
 };
 

@@ -81,8 +81,8 @@ void reserve_section(V& entries, I& index, uint64_t n) {
 // Entry `i` of a section (a metadata key or a tensor name): read within its length limit, non-empty and
 // not seen before. Returns "<label> <quoted name>", the prefix of every later message about the entry.
 template <class Index>
-std::string read_entry_name(Cursor& c, const std::string& file, uint64_t limit, const std::string& where, const char* empty,
-                            const char* label, const Index& index, std::string_view* name) {
+std::string read_entry_name(Cursor& c, const std::string& file, uint64_t limit, const std::string& where,
+                            const char* empty, const char* label, const Index& index, std::string_view* name) {
   *name = c.str(limit, where + (std::string(empty) == "key" ? ": key" : ": name"));
   if (name->empty()) fail(file, where + ": empty " + empty);
   const std::string w = std::string(label) + " " + q(*name);
@@ -94,48 +94,83 @@ std::string read_entry_name(Cursor& c, const std::string& file, uint64_t limit, 
 
 const char* gguf_type_name(GgufType t) noexcept {
   switch (t) {
-    case GgufType::uint8: return "uint8";
-    case GgufType::int8: return "int8";
-    case GgufType::uint16: return "uint16";
-    case GgufType::int16: return "int16";
-    case GgufType::uint32: return "uint32";
-    case GgufType::int32: return "int32";
-    case GgufType::float32: return "float32";
-    case GgufType::boolean: return "bool";
-    case GgufType::string: return "string";
-    case GgufType::array: return "array";
-    case GgufType::uint64: return "uint64";
-    case GgufType::int64: return "int64";
-    case GgufType::float64: return "float64";
+    case GgufType::uint8:
+      return "uint8";
+    case GgufType::int8:
+      return "int8";
+    case GgufType::uint16:
+      return "uint16";
+    case GgufType::int16:
+      return "int16";
+    case GgufType::uint32:
+      return "uint32";
+    case GgufType::int32:
+      return "int32";
+    case GgufType::float32:
+      return "float32";
+    case GgufType::boolean:
+      return "bool";
+    case GgufType::string:
+      return "string";
+    case GgufType::array:
+      return "array";
+    case GgufType::uint64:
+      return "uint64";
+    case GgufType::int64:
+      return "int64";
+    case GgufType::float64:
+      return "float64";
   }
   return "?";
 }
 
 size_t gguf_type_size(GgufType t) noexcept {
   switch (t) {
-    case GgufType::uint8: case GgufType::int8: case GgufType::boolean: return 1;
-    case GgufType::uint16: case GgufType::int16: return 2;
-    case GgufType::uint32: case GgufType::int32: case GgufType::float32: return 4;
-    case GgufType::uint64: case GgufType::int64: case GgufType::float64: return 8;
-    case GgufType::string: case GgufType::array: return 0;
+    case GgufType::uint8:
+    case GgufType::int8:
+    case GgufType::boolean:
+      return 1;
+    case GgufType::uint16:
+    case GgufType::int16:
+      return 2;
+    case GgufType::uint32:
+    case GgufType::int32:
+    case GgufType::float32:
+      return 4;
+    case GgufType::uint64:
+    case GgufType::int64:
+    case GgufType::float64:
+      return 8;
+    case GgufType::string:
+    case GgufType::array:
+      return 0;
   }
   return 0;
 }
 
 const char* ggml_type_name(GgmlType t) noexcept {
   switch (t) {
-    case GgmlType::f32: return "F32";
-    case GgmlType::f16: return "F16";
-    case GgmlType::q4_0: return "Q4_0";
-    case GgmlType::q8_0: return "Q8_0";
-    case GgmlType::bf16: return "BF16";
+    case GgmlType::f32:
+      return "F32";
+    case GgmlType::f16:
+      return "F16";
+    case GgmlType::q4_0:
+      return "Q4_0";
+    case GgmlType::q8_0:
+      return "Q8_0";
+    case GgmlType::bf16:
+      return "BF16";
   }
   return "?";
 }
 
 bool ggml_type_from_id(uint32_t id, GgmlType* out) noexcept {
   switch (id) {
-    case 0: case 1: case 2: case 8: case 30:
+    case 0:
+    case 1:
+    case 2:
+    case 8:
+    case 30:
       *out = GgmlType(id);
       return true;
     default:
@@ -147,10 +182,15 @@ size_t ggml_block_weights(GgmlType t) noexcept { return t == GgmlType::q4_0 || t
 
 size_t ggml_block_bytes(GgmlType t) noexcept {
   switch (t) {
-    case GgmlType::f32: return 4;
-    case GgmlType::f16: case GgmlType::bf16: return 2;
-    case GgmlType::q4_0: return 18;
-    case GgmlType::q8_0: return 34;
+    case GgmlType::f32:
+      return 4;
+    case GgmlType::f16:
+    case GgmlType::bf16:
+      return 2;
+    case GgmlType::q4_0:
+      return 18;
+    case GgmlType::q8_0:
+      return 34;
   }
   return 0;
 }
@@ -159,9 +199,17 @@ size_t ggml_block_bytes(GgmlType t) noexcept {
 
 bool GgufValue::is_integer() const noexcept {
   switch (type) {
-    case GgufType::uint8: case GgufType::int8: case GgufType::uint16: case GgufType::int16:
-    case GgufType::uint32: case GgufType::int32: case GgufType::uint64: case GgufType::int64: return true;
-    default: return false;
+    case GgufType::uint8:
+    case GgufType::int8:
+    case GgufType::uint16:
+    case GgufType::int16:
+    case GgufType::uint32:
+    case GgufType::int32:
+    case GgufType::uint64:
+    case GgufType::int64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -177,28 +225,73 @@ int64_t saturate(double v) {
 int64_t read_int(GgufType t, const uint8_t* p, bool* big) {
   *big = false;
   switch (t) {
-    case GgufType::uint8: return *p;
-    case GgufType::int8: return int8_t(*p);
-    case GgufType::boolean: return *p != 0;
-    case GgufType::uint16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case GgufType::int16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-    case GgufType::uint32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-    case GgufType::int32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case GgufType::uint8:
+      return *p;
+    case GgufType::int8:
+      return int8_t(*p);
+    case GgufType::boolean:
+      return *p != 0;
+    case GgufType::uint16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case GgufType::int16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case GgufType::uint32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case GgufType::int32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
     case GgufType::uint64: {
-      uint64_t v; std::memcpy(&v, p, 8);
+      uint64_t v;
+      std::memcpy(&v, p, 8);
       if (v > uint64_t(std::numeric_limits<int64_t>::max())) *big = true;
       return int64_t(v & uint64_t(std::numeric_limits<int64_t>::max()));
     }
-    case GgufType::int64: { int64_t v; std::memcpy(&v, p, 8); return v; }
-    case GgufType::float32: { float v; std::memcpy(&v, p, 4); return saturate(double(v)); }
-    case GgufType::float64: { double v; std::memcpy(&v, p, 8); return saturate(v); }
-    default: return 0;
+    case GgufType::int64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case GgufType::float32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return saturate(double(v));
+    }
+    case GgufType::float64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return saturate(v);
+    }
+    default:
+      return 0;
   }
 }
 double read_num(GgufType t, const uint8_t* p) {
-  if (t == GgufType::float32) { float v; std::memcpy(&v, p, 4); return v; }
-  if (t == GgufType::float64) { double v; std::memcpy(&v, p, 8); return v; }
-  if (t == GgufType::uint64) { uint64_t v; std::memcpy(&v, p, 8); return double(v); }
+  if (t == GgufType::float32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (t == GgufType::float64) {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  if (t == GgufType::uint64) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return double(v);
+  }
   bool big;
   return double(read_int(t, p, &big));
 }
@@ -209,7 +302,11 @@ double read_num(GgufType t, const uint8_t* p) {
 
 uint64_t GgufValue::as_u64(const std::string& what) const {
   if (!is_integer()) wrong_type(what, "an integer", type);
-  if (type == GgufType::uint64) { uint64_t v; std::memcpy(&v, raw, 8); return v; }
+  if (type == GgufType::uint64) {
+    uint64_t v;
+    std::memcpy(&v, raw, 8);
+    return v;
+  }
   bool big;
   const int64_t v = read_int(type, raw, &big);
   if (v < 0) throw Error(Status::format_error, what + " is negative (" + std::to_string(v) + ")");
@@ -263,7 +360,9 @@ GgufFile GgufFile::from_view(const void* data, size_t size, std::string display_
   return GgufFile(FileBytes::view(data, size, std::move(display_name)));
 }
 
-bool GgufFile::has_magic(const void* data, size_t size) { return data && size >= 4 && std::memcmp(data, "GGUF", 4) == 0; }
+bool GgufFile::has_magic(const void* data, size_t size) {
+  return data && size >= 4 && std::memcmp(data, "GGUF", 4) == 0;
+}
 
 GgufFile::GgufFile(FileBytes b)
     : name_(std::move(b.name)), owner_(std::move(b.owner)), mapped_(b.mapped), bytes_(b.bytes), size_(b.size) {
@@ -287,7 +386,8 @@ const GgufValue& GgufFile::require_value(std::string_view key) const {
 }
 
 void GgufFile::release(const GgufTensorInfo& t) const {
-  if (mapped_) static_cast<const platform::MappedFile*>(mapped_)->release(size_t(data_offset_ + t.offset), size_t(t.nbytes));
+  if (mapped_)
+    static_cast<const platform::MappedFile*>(mapped_)->release(size_t(data_offset_ + t.offset), size_t(t.nbytes));
 }
 
 void GgufFile::parse() {
@@ -298,7 +398,8 @@ void GgufFile::parse() {
   }
   const uint8_t* magic = c.take(4, "magic");
   if (std::memcmp(magic, "GGUF", 4) != 0) {
-    fail(file, "not a GGUF file (magic " + q(std::string_view(reinterpret_cast<const char*>(magic), 4)) + ", expected 'GGUF')");
+    fail(file, "not a GGUF file (magic " + q(std::string_view(reinterpret_cast<const char*>(magic), 4)) +
+                   ", expected 'GGUF')");
   }
   version_ = c.get<uint32_t>("version");
   if (version_ != 3 && version_ != 2) {
@@ -310,10 +411,12 @@ void GgufFile::parse() {
   // Counts are checked against their limits and against the bytes left (a tensor info takes at least
   // 8 + 4 + 8 + 4 + 8 bytes, a key/value at least 8 + 4 + 1) before anything is reserved.
   if (n_tensors > kGgufMaxTensors) {
-    fail(file, "tensor count " + std::to_string(n_tensors) + " exceeds the limit of " + std::to_string(kGgufMaxTensors));
+    fail(file,
+         "tensor count " + std::to_string(n_tensors) + " exceeds the limit of " + std::to_string(kGgufMaxTensors));
   }
   if (n_kv > kGgufMaxKeys) {
-    fail(file, "metadata key/value count " + std::to_string(n_kv) + " exceeds the limit of " + std::to_string(kGgufMaxKeys));
+    fail(file,
+         "metadata key/value count " + std::to_string(n_kv) + " exceeds the limit of " + std::to_string(kGgufMaxKeys));
   }
   if (n_tensors * 32 + n_kv * 13 > c.left()) {
     fail(file, "tensor count " + std::to_string(n_tensors) + " and key/value count " + std::to_string(n_kv) +
@@ -338,7 +441,8 @@ void GgufFile::parse() {
       if (v.elem == GgufType::array) fail(file, wk + ": arrays of arrays are not supported (ggml refuses them too)");
       v.count = c.get<uint64_t>(wk + ": array length");
       if (v.count > kGgufMaxArrayCount) {
-        fail(file, wk + ": array length " + std::to_string(v.count) + " exceeds the limit of " + std::to_string(kGgufMaxArrayCount));
+        fail(file, wk + ": array length " + std::to_string(v.count) + " exceeds the limit of " +
+                       std::to_string(kGgufMaxArrayCount));
       }
       if (v.elem == GgufType::string) {
         if (v.count > c.left() / 8) {  // each string needs at least its 8-byte length
@@ -351,14 +455,15 @@ void GgufFile::parse() {
       } else {
         const uint64_t es = gguf_type_size(v.elem);
         if (v.count > c.left() / es) {
-          fail(file, wk + ": array of " + std::to_string(v.count) + " " + gguf_type_name(v.elem) + " needs more than the " +
-                         std::to_string(c.left()) + " bytes left (truncated file?)");
+          fail(file, wk + ": array of " + std::to_string(v.count) + " " + gguf_type_name(v.elem) +
+                         " needs more than the " + std::to_string(c.left()) + " bytes left (truncated file?)");
         }
         v.raw = c.take(v.count * es, wk + ": array data");
       }
     } else {
       v.raw = c.take(gguf_type_size(v.type), wk + ": " + gguf_type_name(v.type) + " value");
-      if (v.type == GgufType::boolean && *v.raw > 1) fail(file, wk + ": bool value " + std::to_string(*v.raw) + " is not 0 or 1");
+      if (v.type == GgufType::boolean && *v.raw > 1)
+        fail(file, wk + ": bool value " + std::to_string(*v.raw) + " is not 0 or 1");
     }
     kv_index_.emplace(kv.key, kv_.size());
     kv_.push_back(std::move(kv));
@@ -377,8 +482,8 @@ void GgufFile::parse() {
   reserve_section(tensors_, tensor_index_, n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t;
-    const std::string wt = read_entry_name(c, file, kGgufMaxNameBytes, "tensor info " + std::to_string(i), "tensor name",
-                                           "tensor", tensor_index_, &t.name);
+    const std::string wt = read_entry_name(c, file, kGgufMaxNameBytes, "tensor info " + std::to_string(i),
+                                           "tensor name", "tensor", tensor_index_, &t.name);
     t.n_dims = c.get<uint32_t>(wt + ": n_dims");
     if (t.n_dims < 1 || t.n_dims > kGgufMaxDims) {
       fail(file, wt + ": n_dims " + std::to_string(t.n_dims) + " is outside 1.." + std::to_string(kGgufMaxDims));
@@ -396,7 +501,8 @@ void GgufFile::parse() {
     t.numel = numel;
     const uint32_t type = c.get<uint32_t>(wt + ": type");
     if (!ggml_type_from_id(type, &t.type)) {
-      fail(file, wt + ": ggml type " + std::to_string(type) + " is not supported (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30)");
+      fail(file,
+           wt + ": ggml type " + std::to_string(type) + " is not supported (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30)");
     }
     const uint64_t bw = ggml_block_weights(t.type);
     if (t.dims[0] % bw != 0) {
@@ -408,7 +514,8 @@ void GgufFile::parse() {
     t.nbytes = blocks * bb;
     t.offset = c.get<uint64_t>(wt + ": data offset");
     if (t.offset % alignment_ != 0) {
-      fail(file, wt + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(alignment_));
+      fail(file, wt + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+                     std::to_string(alignment_));
     }
     tensor_index_.emplace(t.name, tensors_.size());
     tensors_.push_back(t);
@@ -418,7 +525,8 @@ void GgufFile::parse() {
   // only when there is no tensor data).
   const uint64_t pad = (alignment_ - c.pos % alignment_) % alignment_;
   if (pad > c.left()) {
-    if (!tensors_.empty()) fail(file, "the data section's alignment padding runs past the end of the file (truncated file?)");
+    if (!tensors_.empty())
+      fail(file, "the data section's alignment padding runs past the end of the file (truncated file?)");
     data_offset_ = size_;
   } else {
     data_offset_ = c.pos + pad;
@@ -442,9 +550,9 @@ void GgufFile::parse() {
     const GgufTensorInfo* a = by_offset[i - 1];
     const GgufTensorInfo* b = by_offset[i];
     if (b->offset < a->offset + a->nbytes) {
-      fail(file, "tensors " + q(a->name) + " [" + std::to_string(a->offset) + ", " + std::to_string(a->offset + a->nbytes) +
-                     ") and " + q(b->name) + " [" + std::to_string(b->offset) + ", " +
-                     std::to_string(b->offset + b->nbytes) + ") overlap in the data section");
+      fail(file, "tensors " + q(a->name) + " [" + std::to_string(a->offset) + ", " +
+                     std::to_string(a->offset + a->nbytes) + ") and " + q(b->name) + " [" + std::to_string(b->offset) +
+                     ", " + std::to_string(b->offset + b->nbytes) + ") overlap in the data section");
     }
   }
 }

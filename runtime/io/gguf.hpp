@@ -11,8 +11,8 @@
 // parsing is linear in the file (one pass, plus a sort of the tensors by offset and a hash set of names),
 // and a problem is Error(format_error, "<file>: <what>") naming the field. Limits (docs/gguf.md, docs/limits.md):
 //   kGgufMaxTensors      1,048,576 tensor infos      kGgufMaxKeys        65,536 key/value pairs
-//   kGgufMaxKeyBytes     65,535 bytes per key        kGgufMaxNameBytes   64 bytes per tensor name (ggml's GGML_MAX_NAME)
-//   kGgufMaxStringBytes  64 MiB per string value     kGgufMaxArrayCount  2^28 elements per array
+//   kGgufMaxKeyBytes     65,535 bytes per key        kGgufMaxNameBytes   64 bytes per tensor name (ggml's
+//   GGML_MAX_NAME) kGgufMaxStringBytes  64 MiB per string value     kGgufMaxArrayCount  2^28 elements per array
 //   n_dims 1..4, every dim >= 1, element count < 2^63; arrays of arrays are refused (ggml's reader
 //   refuses them too), so value nesting is at most one level.
 // Values point into the file: a GgufFile must outlive the views (strings, arrays, tensor data) it returns.
@@ -41,8 +41,19 @@ constexpr uint32_t kGgufMaxDims = 4;
 
 // GGUF metadata value types (gguf.md, gguf_metadata_value_type).
 enum class GgufType : uint32_t {
-  uint8 = 0, int8 = 1, uint16 = 2, int16 = 3, uint32 = 4, int32 = 5, float32 = 6, boolean = 7,
-  string = 8, array = 9, uint64 = 10, int64 = 11, float64 = 12,
+  uint8 = 0,
+  int8 = 1,
+  uint16 = 2,
+  int16 = 3,
+  uint32 = 4,
+  int32 = 5,
+  float32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  uint64 = 10,
+  int64 = 11,
+  float64 = 12,
 };
 const char* gguf_type_name(GgufType t) noexcept;  // "uint8", ..., "float64"; "?" for others
 size_t gguf_type_size(GgufType t) noexcept;       // bytes of a scalar of a fixed-size type; 0 for string/array
@@ -59,10 +70,10 @@ size_t ggml_block_bytes(GgmlType t) noexcept;    // 4, 2, 18, 34, 2
 // string arrays are `strings`.
 struct GgufValue {
   GgufType type = GgufType::uint8;
-  GgufType elem = GgufType::uint8;   // arrays only
-  uint64_t count = 1;                // arrays: element count
-  const uint8_t* raw = nullptr;      // numeric scalar or numeric array: the bytes in the file
-  std::string_view str;              // string
+  GgufType elem = GgufType::uint8;        // arrays only
+  uint64_t count = 1;                     // arrays: element count
+  const uint8_t* raw = nullptr;           // numeric scalar or numeric array: the bytes in the file
+  std::string_view str;                   // string
   std::vector<std::string_view> strings;  // array of strings
 
   bool is_integer() const noexcept;  // uint8..int64 (not bool)
@@ -109,10 +120,10 @@ class GgufFile {
   const std::string& name() const { return name_; }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
-  const std::vector<GgufKV>& metadata() const { return kv_; }      // file order
+  const std::vector<GgufKV>& metadata() const { return kv_; }              // file order
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }  // file order
-  const GgufValue* find_value(std::string_view key) const;          // nullptr when absent
-  const GgufTensorInfo* find_tensor(std::string_view name) const;   // nullptr when absent
+  const GgufValue* find_value(std::string_view key) const;                 // nullptr when absent
+  const GgufTensorInfo* find_tensor(std::string_view name) const;          // nullptr when absent
   // The value, which must exist; format_error naming the file and the key otherwise.
   const GgufValue& require_value(std::string_view key) const;
   const uint8_t* data(const GgufTensorInfo& t) const { return data_ + t.offset; }
@@ -154,7 +165,7 @@ class GgufWriter {
   void add_i32_array(const std::string& key, const std::vector<int32_t>& v);
   // dims in ggml order (dims[0] fastest: {cols, rows} for a row-major matrix).
   void add_tensor(const std::string& name, const std::vector<uint64_t>& dims, GgmlType type, std::vector<uint8_t> data);
-  std::vector<uint8_t> bytes() const;  // the whole file
+  std::vector<uint8_t> bytes() const;         // the whole file
   void write(const std::string& path) const;  // atomically
 
  private:

@@ -35,7 +35,6 @@ std::string shape_repr(const std::vector<int64_t>& shape) {  // Python tuple rep
   return s + ")";
 }
 
-
 // Parser for the header: a Python dict literal whose values are strings,
 // True/False, or tuples of non-negative integers.
 class HeaderParser {
@@ -101,7 +100,8 @@ class HeaderParser {
   }
 
   [[noreturn]] void error_here(const std::string& what) const {
-    std::string near = at_end() ? std::string("end of header") : "'" + printable(std::string_view(p_ + i_, std::min<size_t>(n_ - i_, 20)), 81) + "'";
+    std::string near = at_end() ? std::string("end of header")
+                                : "'" + printable(std::string_view(p_ + i_, std::min<size_t>(n_ - i_, 20)), 81) + "'";
     fail(file_, what + " (at header offset " + std::to_string(i_) + ", near " + near + ")");
   }
 
@@ -157,7 +157,8 @@ class HeaderParser {
         ++i_;
       }
       if (peek() == 'L' || peek() == 'l') ++i_;  // Python 2 long literal
-      if (dims.size() == kNpyMaxDims) error_here("'shape' has more than " + std::to_string(kNpyMaxDims) + " dimensions");
+      if (dims.size() == kNpyMaxDims)
+        error_here("'shape' has more than " + std::to_string(kNpyMaxDims) + " dimensions");
       dims.push_back(int64_t(v));
       ws();
       if (peek() == ',' && !at_end()) {
@@ -239,11 +240,11 @@ NpyArray parse_npy(std::vector<uint8_t> bytes, const std::string& name) {
     prefix = 10;
     hlen = uint64_t(bytes[8]) | (uint64_t(bytes[9]) << 8);
   } else if (major == 2 || major == 3) {
-    if (size < 12) fail(name, "file is " + std::to_string(size) + " bytes, too short for a version " +
-                                  std::to_string(major) + ".0 header");
+    if (size < 12)
+      fail(name, "file is " + std::to_string(size) + " bytes, too short for a version " + std::to_string(major) +
+                     ".0 header");
     prefix = 12;
-    hlen = uint64_t(bytes[8]) | (uint64_t(bytes[9]) << 8) | (uint64_t(bytes[10]) << 16) |
-           (uint64_t(bytes[11]) << 24);
+    hlen = uint64_t(bytes[8]) | (uint64_t(bytes[9]) << 8) | (uint64_t(bytes[10]) << 16) | (uint64_t(bytes[11]) << 24);
   } else {
     fail(name, "unsupported format version " + std::to_string(major) + "." + std::to_string(minor));
   }
@@ -255,7 +256,8 @@ NpyArray parse_npy(std::vector<uint8_t> bytes, const std::string& name) {
                    " bytes after the prefix (truncated file?)");
   }
   if (hlen > kNpyMaxHeaderBytes)
-    fail(name, "header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kNpyMaxHeaderBytes) + " bytes");
+    fail(name, "header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kNpyMaxHeaderBytes) +
+                   " bytes");
   const size_t header_end = prefix + size_t(hlen);
 
   std::string descr;
@@ -277,7 +279,8 @@ NpyArray parse_npy(std::vector<uint8_t> bytes, const std::string& name) {
   const uint64_t have = size - header_end;
   if (have != need) {
     fail(name, "shape " + shape_repr(a.shape) + " of " + descr + " needs " + std::to_string(need) +
-                   " data bytes, file has " + std::to_string(have) + (have < need ? " (truncated)" : " (trailing bytes)"));
+                   " data bytes, file has " + std::to_string(have) +
+                   (have < need ? " (truncated)" : " (trailing bytes)"));
   }
   a.dtype = std::move(descr);
   bytes.erase(bytes.begin(), bytes.begin() + std::ptrdiff_t(header_end));
@@ -303,8 +306,7 @@ std::vector<float> npy_as_float(const NpyArray& a) {
     out.resize(a.data.size() / 2);
     for (size_t i = 0; i < out.size(); ++i) out[i] = half_to_float(uint16_t(p[2 * i] | (p[2 * i + 1] << 8)));
   } else {
-    throw Error(Status::invalid_argument,
-                "npy_as_float: dtype " + a.dtype + " is an integer type; use npy_as_int64");
+    throw Error(Status::invalid_argument, "npy_as_float: dtype " + a.dtype + " is an integer type; use npy_as_int64");
   }
   return out;
 }

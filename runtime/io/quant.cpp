@@ -96,9 +96,12 @@ void q4_0_block(const float* x, uint8_t* out) {
 
 const char* quant_type_name(QuantType t) noexcept {
   switch (t) {
-    case QuantType::f16: return "f16";
-    case QuantType::q8_0: return "q8_0";
-    case QuantType::q4_0: return "q4_0";
+    case QuantType::f16:
+      return "f16";
+    case QuantType::q8_0:
+      return "q8_0";
+    case QuantType::q4_0:
+      return "q4_0";
   }
   return "?";
 }
@@ -106,16 +109,20 @@ const char* quant_type_name(QuantType t) noexcept {
 QuantType parse_quant_type(std::string_view name) {
   for (QuantType t : {QuantType::f16, QuantType::q8_0, QuantType::q4_0})
     if (name == quant_type_name(t)) return t;
-  throw Error(Status::invalid_argument, "unknown weight type '" + std::string(name.substr(0, 32)) + "' (expected f16, q8_0 or q4_0)");
+  throw Error(Status::invalid_argument,
+              "unknown weight type '" + std::string(name.substr(0, 32)) + "' (expected f16, q8_0 or q4_0)");
 }
 
 size_t quant_block_weights(QuantType t) noexcept { return t == QuantType::f16 ? 1 : kQuantBlockWeights; }
 
 size_t quant_block_bytes(QuantType t) noexcept {
   switch (t) {
-    case QuantType::f16: return 2;
-    case QuantType::q8_0: return kQ8_0BlockBytes;
-    case QuantType::q4_0: return kQ4_0BlockBytes;
+    case QuantType::f16:
+      return 2;
+    case QuantType::q8_0:
+      return kQ8_0BlockBytes;
+    case QuantType::q4_0:
+      return kQ4_0BlockBytes;
   }
   return 0;
 }
@@ -127,14 +134,12 @@ size_t quant_row_bytes(QuantType t, size_t n) {
 
 void quantize_row_q8_0(const float* x, size_t n, uint8_t* out) {
   check_width("quantize_row_q8_0", n, kQuantBlockWeights);
-  for (size_t b = 0; b < n / kQuantBlockWeights; ++b)
-    q8_0_block(x + b * kQuantBlockWeights, out + b * kQ8_0BlockBytes);
+  for (size_t b = 0; b < n / kQuantBlockWeights; ++b) q8_0_block(x + b * kQuantBlockWeights, out + b * kQ8_0BlockBytes);
 }
 
 void quantize_row_q4_0(const float* x, size_t n, uint8_t* out) {
   check_width("quantize_row_q4_0", n, kQuantBlockWeights);
-  for (size_t b = 0; b < n / kQuantBlockWeights; ++b)
-    q4_0_block(x + b * kQuantBlockWeights, out + b * kQ4_0BlockBytes);
+  for (size_t b = 0; b < n / kQuantBlockWeights; ++b) q4_0_block(x + b * kQuantBlockWeights, out + b * kQ4_0BlockBytes);
 }
 
 void dequantize_row_q8_0(const uint8_t* in, size_t n, float* y) {
@@ -165,8 +170,12 @@ void quantize_row(QuantType t, const float* x, size_t n, uint8_t* out) {
     case QuantType::f16:
       for (size_t i = 0; i < n; ++i) put_half(out + 2 * i, float_to_half(x[i]));
       return;
-    case QuantType::q8_0: quantize_row_q8_0(x, n, out); return;
-    case QuantType::q4_0: quantize_row_q4_0(x, n, out); return;
+    case QuantType::q8_0:
+      quantize_row_q8_0(x, n, out);
+      return;
+    case QuantType::q4_0:
+      quantize_row_q4_0(x, n, out);
+      return;
   }
   throw Error(Status::internal, "quantize_row: bad QuantType");
 }
@@ -176,8 +185,12 @@ void dequantize_row(QuantType t, const uint8_t* in, size_t n, float* y) {
     case QuantType::f16:
       for (size_t i = 0; i < n; ++i) y[i] = half_to_float(get_half(in + 2 * i));
       return;
-    case QuantType::q8_0: dequantize_row_q8_0(in, n, y); return;
-    case QuantType::q4_0: dequantize_row_q4_0(in, n, y); return;
+    case QuantType::q8_0:
+      dequantize_row_q8_0(in, n, y);
+      return;
+    case QuantType::q4_0:
+      dequantize_row_q4_0(in, n, y);
+      return;
   }
   throw Error(Status::internal, "dequantize_row: bad QuantType");
 }

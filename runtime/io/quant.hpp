@@ -24,9 +24,9 @@ namespace diffvk {
 
 enum class QuantType { f16, q8_0, q4_0 };
 
-constexpr size_t kQuantBlockWeights = 32;     // weights per Q8_0 / Q4_0 block (GGUF's QK8_0 = QK4_0)
-constexpr size_t kQ8_0BlockBytes = 2 + 32;    // fp16 d + 32 int8
-constexpr size_t kQ4_0BlockBytes = 2 + 16;    // fp16 d + 16 bytes of nibbles
+constexpr size_t kQuantBlockWeights = 32;   // weights per Q8_0 / Q4_0 block (GGUF's QK8_0 = QK4_0)
+constexpr size_t kQ8_0BlockBytes = 2 + 32;  // fp16 d + 32 int8
+constexpr size_t kQ4_0BlockBytes = 2 + 16;  // fp16 d + 16 bytes of nibbles
 
 // "f16", "q8_0", "q4_0" (the spelling of --weights and of GGUF's type names in lower case).
 const char* quant_type_name(QuantType t) noexcept;

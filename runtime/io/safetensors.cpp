@@ -87,16 +87,25 @@ size_t find_invalid_utf8(const uint8_t* p, size_t n) {
 
 const char* json_type(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "object";
-    case json::value_t::array: return "array";
-    case json::value_t::string: return "string";
-    case json::value_t::boolean: return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "object";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::boolean:
+      return "boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    case json::value_t::binary: return "binary";
-    case json::value_t::discarded: return "discarded";
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::binary:
+      return "binary";
+    case json::value_t::discarded:
+      return "discarded";
   }
   return "?";
 }
@@ -133,22 +142,32 @@ uint64_t read_u64_le(const uint8_t* p) {
 
 const char* dtype_name(DType d) noexcept {
   switch (d) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I64: return "I64";
-    case DType::I32: return "I32";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::I64:
+      return "I64";
+    case DType::I32:
+      return "I32";
   }
   return "?";
 }
 
 size_t dtype_size(DType d) noexcept {
   switch (d) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I64: return 8;
-    case DType::I32: return 4;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I64:
+      return 8;
+    case DType::I32:
+      return 4;
   }
   return 0;
 }
@@ -194,8 +213,7 @@ void SafetensorsFile::parse() {
   const uint64_t n = read_u64_le(bytes_);
   if (n == 0) fail(file, "header length is 0");
   if (n > kMaxHeader) {
-    fail(file, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeader) +
-                   " bytes");
+    fail(file, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeader) + " bytes");
   }
   if (n > size_ - 8) {
     fail(file, "header length " + std::to_string(n) + " exceeds the " + std::to_string(size_ - 8) +
@@ -218,8 +236,7 @@ void SafetensorsFile::parse() {
   // nlohmann's lexer treats a NUL byte as the end of input, which would let junk
   // after it through: refuse NULs outright (JSON never needs a raw NUL).
   if (const void* nul = std::memchr(hdr, 0, hdr_len)) {
-    fail(file, "header contains a NUL byte at header offset " +
-                   std::to_string(static_cast<const uint8_t*>(nul) - hdr));
+    fail(file, "header contains a NUL byte at header offset " + std::to_string(static_cast<const uint8_t*>(nul) - hdr));
   }
 
   // nlohmann keeps the last of duplicate keys, so duplicates are caught in the
@@ -308,8 +325,8 @@ void SafetensorsFile::parse() {
         }
         t.shape.push_back(int64_t(u));
       } else if (e.is_number_integer()) {
-        fail(file, tn + " has negative dim " + std::to_string(e.get<int64_t>()) + " at shape index " +
-                       std::to_string(i));
+        fail(file,
+             tn + " has negative dim " + std::to_string(e.get<int64_t>()) + " at shape index " + std::to_string(i));
       } else {
         fail(file, tn + ": shape dim " + std::to_string(i) + " is not an integer (it is a " + json_type(e) + ")");
       }
@@ -333,18 +350,17 @@ void SafetensorsFile::parse() {
     t.begin = jo[0].get<uint64_t>();
     t.end = jo[1].get<uint64_t>();
     if (t.begin > t.end) {
-      fail(file, tn + ": data_offsets begin " + std::to_string(t.begin) + " is greater than end " +
-                     std::to_string(t.end));
+      fail(file,
+           tn + ": data_offsets begin " + std::to_string(t.begin) + " is greater than end " + std::to_string(t.end));
     }
     if (t.end > data_size_) {
       fail(file, tn + ": data_offsets end " + std::to_string(t.end) + " is beyond the data section (" +
                      std::to_string(data_size_) + " bytes)");
     }
     if (t.end - t.begin != need) {
-      fail(file, tn + " has " + std::to_string(t.end - t.begin) + " bytes at data_offsets [" +
-                     std::to_string(t.begin) + ", " + std::to_string(t.end) + ") but shape " +
-                     shape_to_string(t.shape) + " of " + dtype_name(t.dtype) + " needs " + std::to_string(need) +
-                     " bytes");
+      fail(file, tn + " has " + std::to_string(t.end - t.begin) + " bytes at data_offsets [" + std::to_string(t.begin) +
+                     ", " + std::to_string(t.end) + ") but shape " + shape_to_string(t.shape) + " of " +
+                     dtype_name(t.dtype) + " needs " + std::to_string(need) + " bytes");
     }
     infos.push_back(std::move(t));
   }
@@ -363,8 +379,8 @@ void SafetensorsFile::parse() {
   for (const TensorInfo* t : by_offset) {
     if (t->begin < cursor) {
       fail(file, "tensors " + qname(prev->name) + " [" + std::to_string(prev->begin) + ", " +
-                     std::to_string(prev->end) + ") and " + qname(t->name) + " [" + std::to_string(t->begin) +
-                     ", " + std::to_string(t->end) + ") overlap in the data section");
+                     std::to_string(prev->end) + ") and " + qname(t->name) + " [" + std::to_string(t->begin) + ", " +
+                     std::to_string(t->end) + ") overlap in the data section");
     }
     if (t->begin > cursor) {
       fail(file, "hole in the data section: bytes [" + std::to_string(cursor) + ", " + std::to_string(t->begin) +
@@ -400,8 +416,8 @@ const TensorInfo& SafetensorsFile::require(const std::string& name, const std::v
                                           shape_to_string(shape) + ")");
   }
   if (t->shape != shape) {
-    throw Error(Status::format_error, name_ + ": tensor " + qname(name) + " has shape " +
-                                          shape_to_string(t->shape) + ", expected " + shape_to_string(shape));
+    throw Error(Status::format_error, name_ + ": tensor " + qname(name) + " has shape " + shape_to_string(t->shape) +
+                                          ", expected " + shape_to_string(shape));
   }
   return *t;
 }
@@ -410,8 +426,8 @@ void SafetensorsFile::check_info(const TensorInfo& t, const char* what) const {
   uint64_t need = 0;
   if (t.begin > t.end || t.end > data_size_ || !checked_bytes(t.shape, dtype_size(t.dtype), nullptr, &need) ||
       need != t.end - t.begin) {
-    throw Error(Status::invalid_argument, std::string(what) + ": tensor " + qname(t.name) +
-                                              " does not describe data in " + name_);
+    throw Error(Status::invalid_argument,
+                std::string(what) + ": tensor " + qname(t.name) + " does not describe data in " + name_);
   }
 }
 
@@ -440,8 +456,8 @@ std::vector<float> SafetensorsFile::to_float(const TensorInfo& t) const {
       break;
     case DType::I64:
     case DType::I32:
-      throw Error(Status::invalid_argument, name_ + ": tensor " + qname(t.name) + " has dtype " +
-                                                dtype_name(t.dtype) + "; to_float supports F32, F16 and BF16");
+      throw Error(Status::invalid_argument, name_ + ": tensor " + qname(t.name) + " has dtype " + dtype_name(t.dtype) +
+                                                "; to_float supports F32, F16 and BF16");
   }
   return out;
 }

@@ -33,7 +33,7 @@ size_t dtype_size(DType d) noexcept;       // bytes per element
 struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;  // empty: scalar
+  std::vector<int64_t> shape;   // empty: scalar
   uint64_t begin = 0, end = 0;  // byte offsets relative to the data section
   uint64_t numel() const;       // product(shape); validated not to overflow
   uint64_t nbytes() const { return end - begin; }
@@ -54,7 +54,7 @@ class SafetensorsFile {
 
   const std::string& name() const { return name_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
-  const TensorInfo* find(const std::string& name) const;              // nullptr when absent
+  const TensorInfo* find(const std::string& name) const;               // nullptr when absent
 
   // The tensor, which must exist and have exactly `shape`; otherwise
   // format_error naming the file, the tensor and expected vs actual shape.
@@ -84,7 +84,7 @@ class SafetensorsFile {
   const void* mapped_ = nullptr;       // the platform::MappedFile when opened from a path
   const uint8_t* bytes_ = nullptr;     // whole file
   uint64_t size_ = 0;
-  const uint8_t* data_ = nullptr;      // data section
+  const uint8_t* data_ = nullptr;  // data section
   uint64_t data_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;

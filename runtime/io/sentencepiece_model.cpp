@@ -48,17 +48,30 @@ class Reader {
   int32_t i32() { return int32_t(uint32_t(varint())); }  // int32 fields: negatives are 10-byte varints
   void skip(uint32_t wire) {
     switch (wire) {
-      case 0: varint(); return;
-      case 1: advance(8); return;
-      case 2: sub(); return;
-      case 5: advance(4); return;
-      default: fail("unsupported wire type " + std::to_string(wire));
+      case 0:
+        varint();
+        return;
+      case 1:
+        advance(8);
+        return;
+      case 2:
+        sub();
+        return;
+      case 5:
+        advance(4);
+        return;
+      default:
+        fail("unsupported wire type " + std::to_string(wire));
     }
   }
   void expect(uint32_t wire, uint32_t want, const char* field) {
-    if (wire != want) fail(std::string("field '") + field + "' has wire type " + std::to_string(wire) + ", expected " + std::to_string(want));
+    if (wire != want)
+      fail(std::string("field '") + field + "' has wire type " + std::to_string(wire) + ", expected " +
+           std::to_string(want));
   }
-  [[noreturn]] void fail(const std::string& why) const { throw Error(Status::format_error, where_ + ": not a SentencePiece model (" + why + ")"); }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error(Status::format_error, where_ + ": not a SentencePiece model (" + why + ")");
+  }
 
  private:
   void advance(size_t n) {
@@ -74,14 +87,17 @@ SentencePieceModel::Piece read_piece(Reader r) {
   SentencePieceModel::Piece p;
   while (!r.done()) {
     auto [f, w] = r.key();
-    if (f == 1) r.expect(w, 2, "piece"), p.text = r.bytes();
-    else if (f == 2) r.expect(w, 5, "score"), p.score = r.f32();
+    if (f == 1)
+      r.expect(w, 2, "piece"), p.text = r.bytes();
+    else if (f == 2)
+      r.expect(w, 5, "score"), p.score = r.f32();
     else if (f == 3) {
       r.expect(w, 0, "type");
       const uint64_t t = r.varint();
       if (t < 1 || t > 6) r.fail("piece type " + std::to_string(t));
       p.type = SentencePieceModel::PieceType(t);
-    } else r.skip(w);
+    } else
+      r.skip(w);
   }
   return p;
 }
@@ -97,14 +113,29 @@ void read_trainer(Reader r, SentencePieceModel& m) {
         m.model_type = SentencePieceModel::ModelType(t);
         break;
       }
-      case 24: r.expect(w, 0, "treat_whitespace_as_suffix"), m.treat_whitespace_as_suffix = r.varint() != 0; break;
-      case 35: r.expect(w, 0, "byte_fallback"), m.byte_fallback = r.varint() != 0; break;
-      case 40: r.expect(w, 0, "unk_id"), m.unk_id = r.i32(); break;
-      case 41: r.expect(w, 0, "bos_id"), m.bos_id = r.i32(); break;
-      case 42: r.expect(w, 0, "eos_id"), m.eos_id = r.i32(); break;
-      case 43: r.expect(w, 0, "pad_id"), m.pad_id = r.i32(); break;
-      case 44: r.expect(w, 2, "unk_surface"), m.unk_surface = r.bytes(); break;
-      default: r.skip(w);
+      case 24:
+        r.expect(w, 0, "treat_whitespace_as_suffix"), m.treat_whitespace_as_suffix = r.varint() != 0;
+        break;
+      case 35:
+        r.expect(w, 0, "byte_fallback"), m.byte_fallback = r.varint() != 0;
+        break;
+      case 40:
+        r.expect(w, 0, "unk_id"), m.unk_id = r.i32();
+        break;
+      case 41:
+        r.expect(w, 0, "bos_id"), m.bos_id = r.i32();
+        break;
+      case 42:
+        r.expect(w, 0, "eos_id"), m.eos_id = r.i32();
+        break;
+      case 43:
+        r.expect(w, 0, "pad_id"), m.pad_id = r.i32();
+        break;
+      case 44:
+        r.expect(w, 2, "unk_surface"), m.unk_surface = r.bytes();
+        break;
+      default:
+        r.skip(w);
     }
   }
 }
@@ -113,12 +144,23 @@ void read_normalizer(Reader r, SentencePieceModel& m) {
   while (!r.done()) {
     auto [f, w] = r.key();
     switch (f) {
-      case 1: r.expect(w, 2, "name"), m.normalizer_name = r.bytes(); break;
-      case 2: r.expect(w, 2, "precompiled_charsmap"), m.precompiled_charsmap = r.bytes(); break;
-      case 3: r.expect(w, 0, "add_dummy_prefix"), m.add_dummy_prefix = r.varint() != 0; break;
-      case 4: r.expect(w, 0, "remove_extra_whitespaces"), m.remove_extra_whitespaces = r.varint() != 0; break;
-      case 5: r.expect(w, 0, "escape_whitespaces"), m.escape_whitespaces = r.varint() != 0; break;
-      default: r.skip(w);
+      case 1:
+        r.expect(w, 2, "name"), m.normalizer_name = r.bytes();
+        break;
+      case 2:
+        r.expect(w, 2, "precompiled_charsmap"), m.precompiled_charsmap = r.bytes();
+        break;
+      case 3:
+        r.expect(w, 0, "add_dummy_prefix"), m.add_dummy_prefix = r.varint() != 0;
+        break;
+      case 4:
+        r.expect(w, 0, "remove_extra_whitespaces"), m.remove_extra_whitespaces = r.varint() != 0;
+        break;
+      case 5:
+        r.expect(w, 0, "escape_whitespaces"), m.escape_whitespaces = r.varint() != 0;
+        break;
+      default:
+        r.skip(w);
     }
   }
 }
@@ -131,10 +173,14 @@ SentencePieceModel parse_sentencepiece_model(const uint8_t* data, size_t size, c
   bool trainer = false;
   while (!r.done()) {
     auto [f, w] = r.key();
-    if (f == 1) r.expect(w, 2, "pieces"), m.pieces.push_back(read_piece(r.sub()));
-    else if (f == 2) r.expect(w, 2, "trainer_spec"), read_trainer(r.sub(), m), trainer = true;
-    else if (f == 3) r.expect(w, 2, "normalizer_spec"), read_normalizer(r.sub(), m);
-    else r.skip(w);
+    if (f == 1)
+      r.expect(w, 2, "pieces"), m.pieces.push_back(read_piece(r.sub()));
+    else if (f == 2)
+      r.expect(w, 2, "trainer_spec"), read_trainer(r.sub(), m), trainer = true;
+    else if (f == 3)
+      r.expect(w, 2, "normalizer_spec"), read_normalizer(r.sub(), m);
+    else
+      r.skip(w);
   }
   if (m.pieces.empty()) r.fail("no pieces");
   if (!trainer) r.fail("no trainer_spec");

@@ -20,7 +20,9 @@ inline std::vector<uint8_t> to_storage(const float* v, size_t n, bool fp16) {
   }
   return out;
 }
-inline std::vector<uint8_t> to_storage(const std::vector<float>& v, bool fp16) { return to_storage(v.data(), v.size(), fp16); }
+inline std::vector<uint8_t> to_storage(const std::vector<float>& v, bool fp16) {
+  return to_storage(v.data(), v.size(), fp16);
+}
 
 inline std::vector<float> from_storage(const std::vector<uint8_t>& b, bool fp16) {
   std::vector<float> out(b.size() / (fp16 ? 2 : 4));

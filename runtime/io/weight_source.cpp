@@ -20,13 +20,16 @@ WeightSource& WeightSource::add(const SafetensorsFile& f, const TensorInfo& t, u
   const uint64_t trows = t.shape.empty() ? 1 : uint64_t(t.shape[0]);
   const uint64_t tcols = trows ? t.numel() / trows : 0;
   if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-    throw Error(Status::format_error, f.name() + ": tensor '" + t.name + "' must be F32, F16 or BF16, not " + dtype_name(t.dtype));
+    throw Error(Status::format_error,
+                f.name() + ": tensor '" + t.name + "' must be F32, F16 or BF16, not " + dtype_name(t.dtype));
   if (tcols != cols)
-    throw Error(Status::format_error, f.name() + ": tensor '" + t.name + "' has rows of " + std::to_string(tcols) + " elements, " + name +
-                                          " needs " + std::to_string(cols));
+    throw Error(Status::format_error, f.name() + ": tensor '" + t.name + "' has rows of " + std::to_string(tcols) +
+                                          " elements, " + name + " needs " + std::to_string(cols));
   if (row > trows || rows > trows - row)
-    throw Error(Status::internal, name + ": rows " + std::to_string(row) + "+" + std::to_string(rows) + " outside '" + t.name + "'");
-  if (!spans.empty() && spans.back().file == &f && spans.back().tensor == &t && spans.back().row + spans.back().rows == row)
+    throw Error(Status::internal,
+                name + ": rows " + std::to_string(row) + "+" + std::to_string(rows) + " outside '" + t.name + "'");
+  if (!spans.empty() && spans.back().file == &f && spans.back().tensor == &t &&
+      spans.back().row + spans.back().rows == row)
     spans.back().rows += rows;  // contiguous with the previous span
   else
     spans.push_back({&f, &t, row, rows});
@@ -38,22 +41,27 @@ WeightSource& WeightSource::add(const SafetensorsFile& f, const TensorInfo& t) {
 }
 
 WeightSource& WeightSource::add(const GgufFile& f, const GgufTensorInfo& t) {
-  const QuantType q = t.type == GgmlType::q8_0 ? QuantType::q8_0 : t.type == GgmlType::q4_0 ? QuantType::q4_0 : QuantType::f16;
+  const QuantType q = t.type == GgmlType::q8_0   ? QuantType::q8_0
+                      : t.type == GgmlType::q4_0 ? QuantType::q4_0
+                                                 : QuantType::f16;
   if (q == QuantType::f16 && t.type != GgmlType::f32 && t.type != GgmlType::f16 && t.type != GgmlType::bf16)
-    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' must be F32, F16, BF16, Q8_0 or Q4_0, not " +
-                                          ggml_type_name(t.type));
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) +
+                                          "' must be F32, F16, BF16, Q8_0 or Q4_0, not " + ggml_type_name(t.type));
   if (!spans.empty() && q != stored)
-    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' is " + ggml_type_name(t.type) + " but the other " +
-                                          "parts of " + name + " are " + quant_type_name(stored) + " (one type per fused weight)");
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' is " + ggml_type_name(t.type) +
+                                          " but the other " + "parts of " + name + " are " + quant_type_name(stored) +
+                                          " (one type per fused weight)");
   const uint64_t trows = t.n_dims == 1 ? t.dims[0] : t.numel / t.dims[0];
   const uint64_t tcols = t.numel / trows;
   if (tcols != cols)
-    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' has rows of " + std::to_string(tcols) +
-                                          " elements, " + name + " needs " + std::to_string(cols));
+    throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "' has rows of " +
+                                          std::to_string(tcols) + " elements, " + name + " needs " +
+                                          std::to_string(cols));
   // The reader checked that nbytes (whole blocks along dim 0) lies in the data section; the rows must fill it exactly.
   if (q != QuantType::f16 && (tcols % kQuantBlockWeights != 0 || t.nbytes != trows * quant_row_bytes(q, tcols)))
     throw Error(Status::format_error, f.name() + ": tensor '" + std::string(t.name) + "': " + std::to_string(t.nbytes) +
-                                          " bytes are not " + std::to_string(trows) + " rows of " + quant_type_name(q) + " blocks");
+                                          " bytes are not " + std::to_string(trows) + " rows of " + quant_type_name(q) +
+                                          " blocks");
   stored = q;
   RowSpan s;
   s.rows = trows;
@@ -77,9 +85,12 @@ void convert(const uint8_t* src, DType dt, uint64_t n, bool fp16, uint8_t* out) 
   if (dt == DType::F32 && !fp16) return void(std::memcpy(out, src, n * 4));
   for (uint64_t i = 0; i < n; ++i) {
     float v;
-    if (dt == DType::F32) std::memcpy(&v, src + 4 * i, 4);
-    else if (dt == DType::F16) v = half_to_float(load16(src + 2 * i));
-    else v = bf16_to_float(load16(src + 2 * i));
+    if (dt == DType::F32)
+      std::memcpy(&v, src + 4 * i, 4);
+    else if (dt == DType::F16)
+      v = half_to_float(load16(src + 2 * i));
+    else
+      v = bf16_to_float(load16(src + 2 * i));
     if (fp16) {
       const uint16_t h = float_to_half(v);
       std::memcpy(out + 2 * i, &h, 2);
@@ -92,8 +103,10 @@ void convert(const uint8_t* src, DType dt, uint64_t n, bool fp16, uint8_t* out) 
 bool all_finite(const uint8_t* p, uint64_t n, bool fp16) {
   for (uint64_t i = 0; i < n; ++i) {
     float v;
-    if (fp16) v = half_to_float(load16(p + 2 * i));
-    else std::memcpy(&v, p + 4 * i, 4);
+    if (fp16)
+      v = half_to_float(load16(p + 2 * i));
+    else
+      std::memcpy(&v, p + 4 * i, 4);
     if (!std::isfinite(v)) return false;
   }
   return true;
@@ -117,12 +130,16 @@ void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16
           convert(reinterpret_cast<const uint8_t*>(f.data()), DType::F32, w.cols, fp16, out + k * w.cols * es);
         }
         if (w.check_finite && !all_finite(out, count, fp16))
-          throw Error(Status::format_error, s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
+          throw Error(Status::format_error,
+                      s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
       } else if (s.gguf) {
-        const DType dt = s.gtensor->type == GgmlType::f32 ? DType::F32 : s.gtensor->type == GgmlType::f16 ? DType::F16 : DType::BF16;
+        const DType dt = s.gtensor->type == GgmlType::f32   ? DType::F32
+                         : s.gtensor->type == GgmlType::f16 ? DType::F16
+                                                            : DType::BF16;
         convert(s.gguf->data(*s.gtensor) + (s.row + r) * w.cols * dtype_size(dt), dt, count, fp16, out);
         if (w.check_finite && !all_finite(out, count, fp16))
-          throw Error(Status::format_error, s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
+          throw Error(Status::format_error,
+                      s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
       } else if (!s.file) {
         const float one = 1.0f;
         const uint16_t h = float_to_half(one);
@@ -151,7 +168,8 @@ void copy_block_rows(const WeightSource& w, uint64_t row0, uint64_t rows, uint8_
     const uint64_t end = at + s.rows;
     if (row0 < end) {
       const uint64_t r = row0 - at, n = std::min(rows, s.rows - r);
-      if (!s.gguf || (s.row + r + n) * rb > s.gtensor->nbytes) throw Error(Status::internal, w.name + ": block rows outside the tensor");
+      if (!s.gguf || (s.row + r + n) * rb > s.gtensor->nbytes)
+        throw Error(Status::internal, w.name + ": block rows outside the tensor");
       std::memcpy(out, s.gguf->data(*s.gtensor) + (s.row + r) * rb, n * rb);
       out += n * rb;
       row0 += n;
@@ -164,8 +182,10 @@ void copy_block_rows(const WeightSource& w, uint64_t row0, uint64_t rows, uint8_
 
 void release_source(const WeightSource& w) {
   for (const auto& s : w.spans)
-    if (s.file) s.file->release(*s.tensor);
-    else if (s.gguf) s.gguf->release(*s.gtensor);
+    if (s.file)
+      s.file->release(*s.tensor);
+    else if (s.gguf)
+      s.gguf->release(*s.gtensor);
 }
 
 }  // namespace diffvk

@@ -19,8 +19,8 @@ namespace diffvk {
 struct RowSpan {
   const SafetensorsFile* file = nullptr;  // nullptr: rows of 1.0
   const TensorInfo* tensor = nullptr;
-  uint64_t row = 0, rows = 0;  // first row in the tensor, row count
-  const GgufFile* gguf = nullptr;         // instead of file/tensor: an F32/F16/BF16 tensor of a GGUF file
+  uint64_t row = 0, rows = 0;      // first row in the tensor, row count
+  const GgufFile* gguf = nullptr;  // instead of file/tensor: an F32/F16/BF16 tensor of a GGUF file
   const GgufTensorInfo* gtensor = nullptr;
 };
 

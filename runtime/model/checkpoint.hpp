@@ -22,7 +22,7 @@ struct CheckpointLayer {
 struct Checkpoint {
   ModelConfig config;
   std::vector<std::unique_ptr<SafetensorsFile>> files;  // mapped; the sources point into them
-  std::unique_ptr<GgufFile> gguf;                        // a .gguf checkpoint (mapped); the sources point into it
+  std::unique_ptr<GgufFile> gguf;                       // a .gguf checkpoint (mapped); the sources point into it
   WeightSource embed, norm, lm_head;                    // lm_head has no rows when tied
   std::vector<CheckpointLayer> layers;
 };

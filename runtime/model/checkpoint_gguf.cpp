@@ -12,7 +12,9 @@
 
 namespace diffvk {
 
-Checkpoint open_gguf_checkpoint(const std::string& path) { return open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::open(path))); }
+Checkpoint open_gguf_checkpoint(const std::string& path) {
+  return open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::open(path)));
+}
 
 Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   Checkpoint ck;
@@ -28,10 +30,13 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   // DIFF V1 (absent or 1): Hugging Face DiffLlama's counting of half-heads, 2H and 2Hkv.
   uint64_t version = 1;
   if (f.find_value("diffllama.diff_version")) version = u("diff_version");
-  if (version != 1 && version != 2) throw fail("diffllama.diff_version = " + std::to_string(version) + " is not 1 or 2");
+  if (version != 1 && version != 2)
+    throw fail("diffllama.diff_version = " + std::to_string(version) + " is not 1 or 2");
   const bool v2 = version == 2;
   const uint64_t heads = u("attention.head_count"), kv_heads = u("attention.head_count_kv");
-  if (heads % 2) throw fail("diffllama.attention.head_count must be even (" + std::string(v2 ? "2 query heads per output head" : "2 half-heads per head") + ")");
+  if (heads % 2)
+    throw fail("diffllama.attention.head_count must be even (" +
+               std::string(v2 ? "2 query heads per output head" : "2 half-heads per head") + ")");
   if (!v2 && kv_heads % 2) throw fail("diffllama.attention.head_count_kv must be even (2 half-heads per head)");
   // The config.json rules (ranges, divisibility) apply to the GGUF keys too: one checker.
   nlohmann::json j;
@@ -51,7 +56,8 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
   const GgufValue* tok = f.find_value("tokenizer.ggml.model");
   j["tokenizer"] = tok && tok->type == GgufType::string && tok->str == "bytes" ? "bytes" : "none";
-  const GgufTokenIds ids = gguf_model_token_ids(f);  // diffllama.* where the tokenizer's ids differ, else tokenizer.ggml.*
+  const GgufTokenIds ids =
+      gguf_model_token_ids(f);  // diffllama.* where the tokenizer's ids differ, else tokenizer.ggml.*
   if (ids.bos >= 0) j["bos_token_id"] = ids.bos;
   if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
   ck.config = parse_model_config(j.dump(), path + " (diffllama.* keys)");
@@ -59,7 +65,8 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   c.format = "gguf";
   if (f.find_value("diffllama.attention.sub_norm_rms_epsilon")) {
     c.subln_eps = r("attention.sub_norm_rms_epsilon");
-    if (!(c.subln_eps > 0 && c.subln_eps < 1)) throw fail("diffllama.attention.sub_norm_rms_epsilon is out of range (0, 1)");
+    if (!(c.subln_eps > 0 && c.subln_eps < 1))
+      throw fail("diffllama.attention.sub_norm_rms_epsilon is out of range (0, 1)");
   }
   if (const GgufValue* st = f.find_value("diffllama.rope.scaling.type")) {
     const std::string_view s = st->as_string(path + ": diffllama.rope.scaling.type");
@@ -69,28 +76,33 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
       c.rope_low_freq_factor = r("rope.scaling.low_freq_factor");
       c.rope_high_freq_factor = r("rope.scaling.high_freq_factor");
       c.rope_original_max_positions = uint32_t(std::min<uint64_t>(u("rope.scaling.original_context_length"), 1u << 20));
-      if (!(c.rope_factor >= 1 && c.rope_factor < 1e6 && c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
-            c.rope_original_max_positions >= 1))
+      if (!(c.rope_factor >= 1 && c.rope_factor < 1e6 && c.rope_low_freq_factor > 0 &&
+            c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_original_max_positions >= 1))
         throw fail("diffllama.rope.scaling.* values are out of range");
     } else if (s != "none") {
       throw fail("diffllama.rope.scaling.type '" + std::string(s.substr(0, 40)) + "' is not supported (none, llama3)");
     }
   }
-  if (u("attention.key_length") != c.head_dim()) throw fail("diffllama.attention.key_length is not embedding_length / head_count");
+  if (u("attention.key_length") != c.head_dim())
+    throw fail("diffllama.attention.key_length is not embedding_length / head_count");
   if (f.find_value("diffllama.attention.value_length") && u("attention.value_length") != c.head_dim())
     throw fail("diffllama.attention.value_length differs from key_length");
 
-  const uint64_t E = c.hidden_size, D = c.head_dim(), KV = uint64_t(c.num_kv_heads) * c.kv_row(), I = c.intermediate_size, V = c.vocab_size;
+  const uint64_t E = c.hidden_size, D = c.head_dim(), KV = uint64_t(c.num_kv_heads) * c.kv_row(),
+                 I = c.intermediate_size, V = c.vocab_size;
   // Every tensor must be present with its shape (row-major [rows, cols]), nothing else may be.
   size_t expected = 0;
   auto tensor = [&](const std::string& name, std::vector<int64_t> shape) -> const GgufTensorInfo& {
     const GgufTensorInfo* t = f.find_tensor(name);
     if (!t) throw fail("missing tensor '" + name + "'");
-    if (t->shape() != shape) throw fail("tensor '" + name + "' has shape " + shape_to_string(t->shape()) + ", expected " + shape_to_string(shape));
+    if (t->shape() != shape)
+      throw fail("tensor '" + name + "' has shape " + shape_to_string(t->shape()) + ", expected " +
+                 shape_to_string(shape));
     ++expected;
     return *t;
   };
-  auto weight = [&](const std::string& as, std::initializer_list<std::pair<std::string, std::vector<int64_t>>> parts, bool finite = false) {
+  auto weight = [&](const std::string& as, std::initializer_list<std::pair<std::string, std::vector<int64_t>>> parts,
+                    bool finite = false) {
     const auto& first = parts.begin()->second;
     WeightSource w{as, first.size() > 1 ? uint64_t(first[1]) : 1, {}, finite};
     for (const auto& [n, s] : parts) w.add(f, tensor(n, s));
@@ -104,11 +116,14 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
     L.attn_norm = weight(p + "attn_norm.weight", {{p + "attn_norm.weight", {e}}}, true);
     if (v2) {  // [Wq; Wλ; Wk; Wv] (AttnBlock::v2), o of H·D inputs; no sub-norm, no λ vectors
       const int64_t H = c.num_heads;
-      L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {2 * H * d, e}}, {p + "attn_lambda.weight", {H, e}},
-                                       {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
+      L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {2 * H * d, e}},
+                                       {p + "attn_lambda.weight", {H, e}},
+                                       {p + "attn_k.weight", {kv, e}},
+                                       {p + "attn_v.weight", {kv, e}}});
       L.wo = weight(p + "attn_output.weight", {{p + "attn_output.weight", {e, H * d}}});
     } else {
-      L.wqkv = weight(p + "attn_qkv", {{p + "attn_q.weight", {e, e}}, {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
+      L.wqkv = weight(p + "attn_qkv",
+                      {{p + "attn_q.weight", {e, e}}, {p + "attn_k.weight", {kv, e}}, {p + "attn_v.weight", {kv, e}}});
       L.wo = weight(p + "attn_output.weight", {{p + "attn_output.weight", {e, e}}});
     }
     L.ffn_norm = weight(p + "ffn_norm.weight", {{p + "ffn_norm.weight", {e}}}, true);
@@ -131,7 +146,9 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   }
   ck.norm = weight("output_norm.weight", {{"output_norm.weight", {e}}}, true);
   if (!c.tie_word_embeddings) ck.lm_head = weight("output.weight", {{"output.weight", {v, e}}});
-  if (expected != f.tensors().size()) throw fail(std::to_string(f.tensors().size() - expected) + " unexpected tensor(s) besides diffllama's (docs/gguf.md)");
+  if (expected != f.tensors().size())
+    throw fail(std::to_string(f.tensors().size() - expected) +
+               " unexpected tensor(s) besides diffllama's (docs/gguf.md)");
   return ck;
 }
 

@@ -36,7 +36,8 @@ class ExpectedTensors {
   // Every tensor of the file is expected (the hint explains a known mistake).
   void check_no_extra(const std::function<std::string(const std::string&)>& hint) const {
     for (const auto& t : st_.tensors())
-      if (!shapes.count(t.name)) throw Error(Status::format_error, path_ + ": unexpected tensor '" + t.name + "'" + hint(t.name));
+      if (!shapes.count(t.name))
+        throw Error(Status::format_error, path_ + ": unexpected tensor '" + t.name + "'" + hint(t.name));
   }
   const TensorInfo& info(const std::string& name) const {
     const TensorInfo* t = st_.find(name);
@@ -84,7 +85,8 @@ Checkpoint open_native_v2(Checkpoint ck, const std::string& path) {
   }
   x.check_no_extra([&](const std::string& n) -> std::string {
     if (n == "lm_head.weight") return " (config says tie_word_embeddings=true)";
-    if (n.find("lambda_q1") != std::string::npos || n.find("subln") != std::string::npos || n.find(".attn.") != std::string::npos)
+    if (n.find("lambda_q1") != std::string::npos || n.find("subln") != std::string::npos ||
+        n.find(".attn.") != std::string::npos)
       return " (a DIFF V1 name in a file whose config.json says diff_version 2)";
     return "";
   });
@@ -93,7 +95,8 @@ Checkpoint open_native_v2(Checkpoint ck, const std::string& path) {
     const std::string p = P(l), a = p + "self_attn.";
     CheckpointLayer L;
     L.attn_norm = x.weight(p + "input_layernorm.weight", {p + "input_layernorm.weight"}, true);
-    L.wqkv = x.weight(a + "qkv", {a + "q_proj.weight", a + "lambda_proj.weight", a + "k_proj.weight", a + "v_proj.weight"});
+    L.wqkv =
+        x.weight(a + "qkv", {a + "q_proj.weight", a + "lambda_proj.weight", a + "k_proj.weight", a + "v_proj.weight"});
     L.wo = x.weight(a + "o_proj.weight", {a + "o_proj.weight"});
     L.ffn_norm = x.weight(p + "post_attention_layernorm.weight", {p + "post_attention_layernorm.weight"}, true);
     L.wgu = x.weight(p + "mlp.gate_up", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
@@ -156,7 +159,8 @@ Checkpoint open_native_checkpoint(std::unique_ptr<SafetensorsFile> file, ModelCo
     for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) {
       L.lambda[i] = st.to_float(ex.info(p + "attn." + n));
       for (float x : L.lambda[i])
-        if (!std::isfinite(x)) throw Error(Status::format_error, path + ": non-finite value in '" + p + "attn." + n + "'");
+        if (!std::isfinite(x))
+          throw Error(Status::format_error, path + ": non-finite value in '" + p + "attn." + n + "'");
       ++i;
     }
     ck.layers.push_back(std::move(L));

@@ -17,22 +17,28 @@ constexpr const char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD: the tokenizer'
 
 const char* stop_reason_name(StopReason reason) {
   switch (reason) {
-    case StopReason::eos: return "eos";
-    case StopReason::stop_string: return "stop string";
-    case StopReason::max_tokens: return "max tokens";
-    case StopReason::cancelled: return "cancelled";
+    case StopReason::eos:
+      return "eos";
+    case StopReason::stop_string:
+      return "stop string";
+    case StopReason::max_tokens:
+      return "max tokens";
+    case StopReason::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 void validate_stop_strings(const std::vector<std::string>& stop) {
   if (stop.size() > kMaxStopStrings)
-    throw Error(Status::invalid_argument, std::to_string(stop.size()) + " stop strings; at most " + std::to_string(kMaxStopStrings));
+    throw Error(Status::invalid_argument,
+                std::to_string(stop.size()) + " stop strings; at most " + std::to_string(kMaxStopStrings));
   for (size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty()) throw Error(Status::invalid_argument, "stop string " + std::to_string(i) + " is empty");
     if (stop[i].size() > kMaxStopStringBytes)
-      throw Error(Status::invalid_argument, "stop string " + std::to_string(i) + " is " + std::to_string(stop[i].size()) +
-                                                " bytes; at most " + std::to_string(kMaxStopStringBytes));
+      throw Error(Status::invalid_argument, "stop string " + std::to_string(i) + " is " +
+                                                std::to_string(stop[i].size()) + " bytes; at most " +
+                                                std::to_string(kMaxStopStringBytes));
   }
 }
 
@@ -84,20 +90,22 @@ namespace {
 constexpr size_t kDecodeContext = 64;
 }  // namespace
 
-GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
-                        const GenerateOptions& options) {
+GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
+                        const std::vector<int32_t>& prompt, const GenerateOptions& options) {
   StopStream stream(options.stop);  // validates the stop strings
   if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
   const bool shifting = options.overflow == ContextOverflow::shift;
   if (shifting && options.keep + 1ull >= session.capacity())
-    throw Error(Status::invalid_argument, "generate: keep " + std::to_string(options.keep) + " leaves no room to shift in a context of " +
+    throw Error(Status::invalid_argument, "generate: keep " + std::to_string(options.keep) +
+                                              " leaves no room to shift in a context of " +
                                               std::to_string(session.capacity()));
   // Decoded into the session: the prompt and every sampled token but the last.
   const uint64_t needed = prompt.size() + (options.max_tokens ? options.max_tokens - 1ull : 0ull);
   if (!shifting && needed > session.capacity())
     throw Error(Status::context_overflow, "generate: the prompt (" + std::to_string(prompt.size()) + " tokens) and " +
-                                              std::to_string(options.max_tokens) + " new tokens need " + std::to_string(needed) +
-                                              " positions; the session holds " + std::to_string(session.capacity()));
+                                              std::to_string(options.max_tokens) + " new tokens need " +
+                                              std::to_string(needed) + " positions; the session holds " +
+                                              std::to_string(session.capacity()));
   GenerateResult r;
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();

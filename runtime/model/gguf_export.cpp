@@ -27,18 +27,24 @@ namespace {
 
 GgmlType ggml_of(QuantKind k) {
   switch (k) {
-    case QuantKind::q8_0: return GgmlType::q8_0;
-    case QuantKind::q4_0: return GgmlType::q4_0;
-    default: return GgmlType::f16;
+    case QuantKind::q8_0:
+      return GgmlType::q8_0;
+    case QuantKind::q4_0:
+      return GgmlType::q4_0;
+    default:
+      return GgmlType::f16;
   }
 }
 
 // llama.cpp's general.file_type (enum llama_ftype): MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7.
 uint32_t file_type(QuantKind k) {
   switch (k) {
-    case QuantKind::q8_0: return 7;
-    case QuantKind::q4_0: return 2;
-    default: return 1;
+    case QuantKind::q8_0:
+      return 7;
+    case QuantKind::q4_0:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -55,8 +61,8 @@ struct Exporter {
     const uint64_t cols = src.cols;
     const bool vec = cols == 1;
     if ((type == GgmlType::q8_0 || type == GgmlType::q4_0) && cols % 32 != 0) {
-      platform::log(platform::LogLevel::warn, "quantize: " + name + " stays F16: its input width " + std::to_string(cols) +
-                                                  " is not a multiple of 32");
+      platform::log(platform::LogLevel::warn, "quantize: " + name + " stays F16: its input width " +
+                                                  std::to_string(cols) + " is not a multiple of 32");
       report.f16_fallbacks.push_back(name);
       type = GgmlType::f16;
     }
@@ -86,7 +92,9 @@ struct Exporter {
     }
     ++report.tensors;
   }
-  void tensor(const std::string& name, const WeightSource& src, GgmlType type) { tensor(name, src, 0, src.rows(), type); }
+  void tensor(const std::string& name, const WeightSource& src, GgmlType type) {
+    tensor(name, src, 0, src.rows(), type);
+  }
   void vector(const std::string& name, const std::vector<float>& v) {
     std::vector<uint8_t> data(v.size() * 4);
     std::memcpy(data.data(), v.data(), data.size());
@@ -143,7 +151,8 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
   std::string why;
   GgufTokenIds tok;
   if (ck.gguf ? !copy_gguf_tokenizer(w, *ck.gguf, &tok, &why)
-              : !add_gguf_tokenizer(w, model_dir, c.tokenizer, int32_t(c.bos_token_id), int32_t(c.eos_token_id), &tok, &why))
+              : !add_gguf_tokenizer(w, model_dir, c.tokenizer, int32_t(c.bos_token_id), int32_t(c.eos_token_id), &tok,
+                                    &why))
     platform::log(platform::LogLevel::warn, "quantize: the tokenizer of " + model_dir + " is not exported: " + why);
   if (tok.bos != c.bos_token_id || tok.eos != c.eos_token_id) {  // config.json's ids, where the tokenizer's differ
     w.add_i32(a + "bos_token_id", int32_t(c.bos_token_id));
@@ -178,7 +187,8 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
     x.tensor(p + "ffn_gate.weight", L.wgu, 0, I, lin);
     x.tensor(p + "ffn_up.weight", L.wgu, I, I, lin);
     x.tensor(p + "ffn_down.weight", L.wdown, lin);
-    for (const WeightSource* s : {&L.attn_norm, &L.wqkv, &L.wo, &L.subln, &L.ffn_norm, &L.wgu, &L.wdown}) release_source(*s);
+    for (const WeightSource* s : {&L.attn_norm, &L.wqkv, &L.wo, &L.subln, &L.ffn_norm, &L.wgu, &L.wdown})
+      release_source(*s);
   }
   x.tensor("output_norm.weight", ck.norm, GgmlType::f32);
   if (!c.tie_word_embeddings) x.tensor("output.weight", ck.lm_head, head);
@@ -197,11 +207,17 @@ std::string gguf_listing_json(const std::string& path) {
   json meta = json::object();
   auto scalar = [](const GgufValue& v) -> json {
     switch (v.type) {
-      case GgufType::string: return std::string(v.str);
-      case GgufType::boolean: return *v.raw != 0;
-      case GgufType::float32: case GgufType::float64: return v.as_f64("");
-      case GgufType::uint64: return v.as_u64("");
-      default: return v.as_i64("");
+      case GgufType::string:
+        return std::string(v.str);
+      case GgufType::boolean:
+        return *v.raw != 0;
+      case GgufType::float32:
+      case GgufType::float64:
+        return v.as_f64("");
+      case GgufType::uint64:
+        return v.as_u64("");
+      default:
+        return v.as_i64("");
     }
   };
   for (const GgufKV& kv : f.metadata()) {
@@ -240,7 +256,8 @@ std::string gguf_listing_json(const std::string& path) {
   for (const GgufTensorInfo& t : f.tensors()) {
     json dims = json::array();
     for (uint32_t d = 0; d < t.n_dims; ++d) dims.push_back(t.dims[d]);
-    ts.push_back({{"name", std::string(t.name)}, {"type", ggml_type_name(t.type)}, {"dims", dims}, {"offset", t.offset}});
+    ts.push_back(
+        {{"name", std::string(t.name)}, {"type", ggml_type_name(t.type)}, {"dims", dims}, {"offset", t.offset}});
   }
   j["tensors"] = std::move(ts);
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";

@@ -20,14 +20,15 @@ namespace {
 
 const std::string kT = "tokenizer.ggml.";
 const std::string kHfJson = "tokenizer.huggingface.json";
-constexpr uint64_t kMaxPieces = uint64_t(1) << 21;  // tokenizer_spm.cpp refuses more
+constexpr uint64_t kMaxPieces = uint64_t(1) << 21;        // tokenizer_spm.cpp refuses more
 const std::string kDefaultUnkSurface = " \xE2\x81\x87 ";  // sentencepiece's default (U+2047 between spaces)
 
 // GGUF's token types (llama.cpp's llama_token_type) are sentencepiece's piece types, numbered alike.
 using PieceType = SentencePieceModel::PieceType;
 constexpr int32_t type_id(PieceType t) { return int32_t(t); }
 constexpr int32_t normal = type_id(PieceType::normal), control = type_id(PieceType::control),
-                  user_defined = type_id(PieceType::user_defined), unused = type_id(PieceType::unused), byte = type_id(PieceType::byte);
+                  user_defined = type_id(PieceType::user_defined), unused = type_id(PieceType::unused),
+                  byte = type_id(PieceType::byte);
 
 void add_ids(GgufWriter& w, int32_t bos, int32_t eos) {
   if (bos >= 0) w.add_u32(kT + "bos_token_id", uint32_t(bos));
@@ -37,13 +38,18 @@ void add_ids(GgufWriter& w, int32_t bos, int32_t eos) {
 bool add_sentencepiece(GgufWriter& w, const std::string& path, std::string* why) {
   const std::vector<uint8_t> data = platform::read_file(path, 256u << 20);
   const SentencePieceModel m = parse_sentencepiece_model(data.data(), data.size(), path);
-  const bool has_bytes = std::any_of(m.pieces.begin(), m.pieces.end(),
-                                     [](const SentencePieceModel::Piece& p) { return p.type == SentencePieceModel::PieceType::byte; });
+  const bool has_bytes = std::any_of(m.pieces.begin(), m.pieces.end(), [](const SentencePieceModel::Piece& p) {
+    return p.type == SentencePieceModel::PieceType::byte;
+  });
   // What the GGUF keys cannot say (the reader takes sentencepiece's defaults for these).
-  if (m.treat_whitespace_as_suffix) *why = "treat_whitespace_as_suffix is on";
-  else if (!m.escape_whitespaces) *why = "escape_whitespaces is off";
-  else if (m.unk_surface != kDefaultUnkSurface) *why = "its unk_surface is not sentencepiece's default";
-  else if (m.byte_fallback != has_bytes) *why = "byte_fallback is " + std::string(m.byte_fallback ? "on without" : "off with") + " byte pieces";
+  if (m.treat_whitespace_as_suffix)
+    *why = "treat_whitespace_as_suffix is on";
+  else if (!m.escape_whitespaces)
+    *why = "escape_whitespaces is off";
+  else if (m.unk_surface != kDefaultUnkSurface)
+    *why = "its unk_surface is not sentencepiece's default";
+  else if (m.byte_fallback != has_bytes)
+    *why = "byte_fallback is " + std::string(m.byte_fallback ? "on without" : "off with") + " byte pieces";
   if (!why->empty()) return false;
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -75,11 +81,12 @@ bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bo
     return false;
   }
   const nlohmann::json j = parse_json(text, path, kJsonTokenizerMaxBytes);  // Tokenizer::load checked its shape
-  std::map<int64_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, type)
+  std::map<int64_t, std::pair<std::string, int32_t>> by_id;                 // id -> (text, type)
   for (const auto& [tok, id] : j["model"]["vocab"].items()) by_id[id.get<int64_t>()] = {tok, normal};
   if (j.contains("added_tokens"))
     for (const auto& t : j["added_tokens"])
-      by_id[t["id"].get<int64_t>()] = {t["content"].get<std::string>(), t.value("special", false) ? control : user_defined};
+      by_id[t["id"].get<int64_t>()] = {t["content"].get<std::string>(),
+                                       t.value("special", false) ? control : user_defined};
   const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
   std::vector<std::string> tokens(static_cast<size_t>(n));
   std::vector<int32_t> types(static_cast<size_t>(n), unused);
@@ -87,8 +94,10 @@ bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bo
   for (const auto& [id, t] : by_id) tokens[size_t(id)] = t.first, types[size_t(id)] = t.second;
   std::vector<std::string> merges;
   for (const auto& e : j["model"]["merges"]) {
-    const std::string a = e.is_string() ? e.get<std::string>() : e[0].get<std::string>() + " " + e[1].get<std::string>();
-    if (!e.is_string() && (e[0].get<std::string>().find(' ') != std::string::npos || e[1].get<std::string>().find(' ') != std::string::npos)) {
+    const std::string a =
+        e.is_string() ? e.get<std::string>() : e[0].get<std::string>() + " " + e[1].get<std::string>();
+    if (!e.is_string() && (e[0].get<std::string>().find(' ') != std::string::npos ||
+                           e[1].get<std::string>().find(' ') != std::string::npos)) {
       *why = "a merge holds a space, which GGUF's 'A B' merges cannot say";
       return false;
     }
@@ -103,7 +112,8 @@ bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bo
   } else {
     const auto& split = p["pretokenizers"][0];
     prefix = p["pretokenizers"][1].value("add_prefix_space", false);
-    if (tok::split_pattern_from_regex(split["pattern"]["Regex"].get<std::string>()) == tok::SplitPattern::llama3) pre = "llama-bpe";
+    if (tok::split_pattern_from_regex(split["pattern"]["Regex"].get<std::string>()) == tok::SplitPattern::llama3)
+      pre = "llama-bpe";
   }
   w.add_string(kT + "model", "gpt2");
   w.add_string(kT + "pre", pre);
@@ -124,11 +134,13 @@ const GgufValue* array_of(const GgufFile& f, const std::string& key, GgufType el
     return nullptr;
   }
   if (v->type != GgufType::array || v->elem != elem)
-    throw Error(Status::format_error, f.name() + ": " + key + " must be an array of " + (elem == GgufType::string ? "strings" :
-                                                                                        elem == GgufType::float32 ? "float32" : "int32"));
+    throw Error(Status::format_error, f.name() + ": " + key + " must be an array of " +
+                                          (elem == GgufType::string    ? "strings"
+                                           : elem == GgufType::float32 ? "float32"
+                                                                       : "int32"));
   if (count && v->count != count)
-    throw Error(Status::format_error, f.name() + ": " + key + " has " + std::to_string(v->count) + " entries, tokenizer.ggml.tokens " +
-                                          std::to_string(count));
+    throw Error(Status::format_error, f.name() + ": " + key + " has " + std::to_string(v->count) +
+                                          " entries, tokenizer.ggml.tokens " + std::to_string(count));
   return v;
 }
 
@@ -136,7 +148,9 @@ int32_t id_or(const GgufFile& f, const std::string& key, uint64_t n, int32_t non
   const GgufValue* v = f.find_value(key);
   if (!v) return none;
   const uint64_t id = v->as_u64(f.name() + ": " + key);
-  if (id >= n) throw Error(Status::format_error, f.name() + ": " + key + " " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(n) + ")");
+  if (id >= n)
+    throw Error(Status::format_error, f.name() + ": " + key + " " + std::to_string(id) +
+                                          " is outside the vocabulary (" + std::to_string(n) + ")");
   return int32_t(id);
 }
 
@@ -149,11 +163,12 @@ std::unique_ptr<Tokenizer::Impl> read_sentencepiece(const GgufFile& f, bool bpe,
   const GgufValue* tokens = array_of(f, kT + "tokens", GgufType::string, 0, true);
   const uint64_t n = tokens->count;
   if (n > kMaxPieces)  // before anything is sized by it
-    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries, more than " +
-                                          std::to_string(kMaxPieces) + " (the SentencePiece limit)");
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) +
+                                          " entries, more than " + std::to_string(kMaxPieces) +
+                                          " (the SentencePiece limit)");
   if (n == 0 || n > vocab)
-    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries; diffllama.vocab_size is " +
-                                          std::to_string(vocab));
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) +
+                                          " entries; diffllama.vocab_size is " + std::to_string(vocab));
   const GgufValue* scores = array_of(f, kT + "scores", GgufType::float32, n, true);
   const GgufValue* types = array_of(f, kT + "token_type", GgufType::int32, n, true);
   SentencePieceModel m;
@@ -165,7 +180,8 @@ std::unique_ptr<Tokenizer::Impl> read_sentencepiece(const GgufFile& f, bool bpe,
     p.score = float(scores->number_at(i));
     const int64_t t = types->integer_at(i);
     if (t < normal || t > byte)
-      throw Error(Status::format_error, f.name() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] is " + std::to_string(t) +
+      throw Error(Status::format_error, f.name() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] is " +
+                                            std::to_string(t) +
                                             " (1-6: normal, unknown, control, user-defined, unused, byte)");
     p.type = SentencePieceModel::PieceType(t);
     m.byte_fallback |= p.type == SentencePieceModel::PieceType::byte;
@@ -190,15 +206,16 @@ std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
   const GgufValue* tokens = array_of(f, kT + "tokens", GgufType::string, 0, true);
   const uint64_t n = tokens->count;
   if (n == 0 || n > vocab)
-    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries; diffllama.vocab_size is " +
-                                          std::to_string(vocab));
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) +
+                                          " entries; diffllama.vocab_size is " + std::to_string(vocab));
   const GgufValue* types = array_of(f, kT + "token_type", GgufType::int32, n, true);
   const GgufValue* merges = array_of(f, kT + "merges", GgufType::string, 0, true);
   const GgufValue* pv = f.find_value(kT + "pre");
   const std::string pre = pv ? std::string(pv->as_string(f.name() + ": " + kT + "pre")) : "";
   if (pre != "gpt-2" && pre != "llama-bpe")
-    throw Error(Status::unsupported, f.name() + ": a byte-level BPE tokenizer without " + kHfJson + " and with tokenizer.ggml.pre '" +
-                                         printable(pre, 40) + "': diffvk implements the split patterns 'gpt-2' and 'llama-bpe' only");
+    throw Error(Status::unsupported, f.name() + ": a byte-level BPE tokenizer without " + kHfJson +
+                                         " and with tokenizer.ggml.pre '" + printable(pre, 40) +
+                                         "': diffvk implements the split patterns 'gpt-2' and 'llama-bpe' only");
   const bool llama3 = pre == "llama-bpe";
   json vocab_map = json::object(), added = json::array(), merge_list = json::array();
   for (uint64_t i = 0; i < n; ++i) {
@@ -206,21 +223,28 @@ std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
     const std::string text(tokens->strings[size_t(i)]);
     if (t == normal) {
       if (vocab_map.contains(text))
-        throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] '" + printable(text, 40) + "' appears twice");
+        throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] '" +
+                                              printable(text, 40) + "' appears twice");
       vocab_map[text] = i;
     } else if (t == control || t == user_defined) {
       added.push_back(json{{"id", i}, {"content", text}, {"special", t == control}});
     } else if (t != unused) {
-      throw Error(Status::format_error, f.name() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] is " + std::to_string(t) +
-                                            " (a byte-level BPE has 1 normal, 3 control, 4 user-defined and 5 unused tokens)");
+      throw Error(Status::format_error,
+                  f.name() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] is " + std::to_string(t) +
+                      " (a byte-level BPE has 1 normal, 3 control, 4 user-defined and 5 unused tokens)");
     }
   }
   for (uint64_t i = 0; i < merges->count; ++i) merge_list.push_back(std::string(merges->strings[size_t(i)]));
   json j;
-  j["model"] = json{{"type", "BPE"}, {"vocab", std::move(vocab_map)}, {"merges", std::move(merge_list)}, {"ignore_merges", llama3}};
-  json byte_level{{"type", "ByteLevel"}, {"add_prefix_space", flag_or(f, kT + "add_space_prefix", false)}, {"use_regex", !llama3}};
+  j["model"] = json{
+      {"type", "BPE"}, {"vocab", std::move(vocab_map)}, {"merges", std::move(merge_list)}, {"ignore_merges", llama3}};
+  json byte_level{
+      {"type", "ByteLevel"}, {"add_prefix_space", flag_or(f, kT + "add_space_prefix", false)}, {"use_regex", !llama3}};
   if (llama3) {
-    json split{{"type", "Split"}, {"pattern", json{{"Regex", tok::kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+    json split{{"type", "Split"},
+               {"pattern", json{{"Regex", tok::kLlama3Pattern}}},
+               {"behavior", "Isolated"},
+               {"invert", false}};
     j["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
   } else {
     j["pre_tokenizer"] = byte_level;
@@ -238,13 +262,15 @@ std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
     single.push_back(json{{"SpecialToken", json{{"id", "eos"}, {"type_id", 0}}}});
     special["eos"] = json{{"ids", json::array({eos})}};
   }
-  j["post_processor"] = json{{"type", "TemplateProcessing"}, {"single", std::move(single)}, {"special_tokens", std::move(special)}};
+  j["post_processor"] =
+      json{{"type", "TemplateProcessing"}, {"single", std::move(single)}, {"special_tokens", std::move(special)}};
   return j.dump();
 }
 
 std::unique_ptr<Tokenizer::Impl> read_byte_level_bpe(const GgufFile& f, uint64_t vocab) {
   const GgufValue* json = f.find_value(kHfJson);
-  auto t = json ? tok::parse_hf_json(std::string(json->as_string(f.name() + ": " + kHfJson)), f.name() + " (" + kHfJson + ")")
+  auto t = json ? tok::parse_hf_json(std::string(json->as_string(f.name() + ": " + kHfJson)),
+                                     f.name() + " (" + kHfJson + ")")
                 : tok::parse_hf_json(tokenizer_json_of_arrays(f, vocab), f.name() + " (tokenizer.ggml.* arrays)");
   if (t->vocab_size > vocab)
     throw Error(Status::format_error, f.name() + ": the tokenizer's vocabulary (" + std::to_string(t->vocab_size) +
@@ -256,19 +282,20 @@ std::unique_ptr<Tokenizer::Impl> read_byte_level_bpe(const GgufFile& f, uint64_t
 
 }  // namespace
 
-bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string& config_tokenizer, int32_t bos, int32_t eos,
-                        GgufTokenIds* written, std::string* why) {
+bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string& config_tokenizer, int32_t bos,
+                        int32_t eos, GgufTokenIds* written, std::string* why) {
   why->clear();
   bool ok = false;
   const bool spm = tok::exists(dir + "/tokenizer.model"), json = !spm && tok::exists(dir + "/tokenizer.json");
   if (spm || json) {
-    const Tokenizer t = Tokenizer::load(dir);  // the one a directory load uses; throws where it does
+    const Tokenizer t = Tokenizer::load(dir);               // the one a directory load uses; throws where it does
     const std::vector<int32_t> empty = t.encode("", true);  // the special tokens encoding adds, and nothing else
     const bool add_bos = !empty.empty() && empty.front() == t.bos_id();  // BOS == EOS: one token is BOS alone
     const bool add_eos = empty.size() > (add_bos ? 1u : 0u) && empty.back() == t.eos_id();
     ok = spm ? add_sentencepiece(w, dir + "/tokenizer.model", why)
              : add_byte_level_bpe(w, dir + "/tokenizer.json", add_bos, add_eos, why);
-    if (ok) bos = t.bos_id(), eos = t.eos_id();  // the tokenizer's own (they can differ from config.json's: Llama 3's EOS)
+    if (ok)
+      bos = t.bos_id(), eos = t.eos_id();  // the tokenizer's own (they can differ from config.json's: Llama 3's EOS)
   } else if (config_tokenizer == "bytes") {
     // config.json alone: the bytes tokenizer (ids 0..255 are the bytes; no token list).
     w.add_string(kT + "model", "bytes");
@@ -284,16 +311,22 @@ bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string
 bool copy_gguf_tokenizer(GgufWriter& w, const GgufFile& f, GgufTokenIds* written, std::string* why) {
   why->clear();
   *written = {-1, -1};
-  if (const GgufValue* v = f.find_value(kT + "bos_token_id")) written->bos = int64_t(v->as_u64(f.name() + ": " + kT + "bos_token_id"));
-  if (const GgufValue* v = f.find_value(kT + "eos_token_id")) written->eos = int64_t(v->as_u64(f.name() + ": " + kT + "eos_token_id"));
+  if (const GgufValue* v = f.find_value(kT + "bos_token_id"))
+    written->bos = int64_t(v->as_u64(f.name() + ": " + kT + "bos_token_id"));
+  if (const GgufValue* v = f.find_value(kT + "eos_token_id"))
+    written->eos = int64_t(v->as_u64(f.name() + ": " + kT + "eos_token_id"));
   for (const GgufKV& kv : f.metadata()) {
     const std::string key(kv.key);
     if (key.compare(0, 10, "tokenizer.") != 0) continue;
     const GgufValue& v = kv.value;
-    if (v.type == GgufType::string) w.add_string(key, std::string(v.str));
-    else if (v.type == GgufType::uint32) w.add_u32(key, uint32_t(v.as_u64(key)));
-    else if (v.type == GgufType::boolean) w.add_bool(key, v.as_bool(key));
-    else if (v.type == GgufType::array && v.elem == GgufType::string) w.add_string_array(key, std::vector<std::string>(v.strings.begin(), v.strings.end()));
+    if (v.type == GgufType::string)
+      w.add_string(key, std::string(v.str));
+    else if (v.type == GgufType::uint32)
+      w.add_u32(key, uint32_t(v.as_u64(key)));
+    else if (v.type == GgufType::boolean)
+      w.add_bool(key, v.as_bool(key));
+    else if (v.type == GgufType::array && v.elem == GgufType::string)
+      w.add_string_array(key, std::vector<std::string>(v.strings.begin(), v.strings.end()));
     else if (v.type == GgufType::array && v.elem == GgufType::float32) {
       std::vector<float> a(size_t(v.count));
       for (uint64_t i = 0; i < v.count; ++i) a[size_t(i)] = float(v.number_at(i));
@@ -318,7 +351,9 @@ std::unique_ptr<Tokenizer::Impl> gguf_tokenizer(const GgufFile& f, std::string* 
   const std::string kind(model->as_string(f.name() + ": tokenizer.ggml.model"));
   const uint64_t vocab = f.require_value("diffllama.vocab_size").as_u64(f.name() + ": diffllama.vocab_size");
   if (kind == "bytes") {
-    if (vocab < 256) throw Error(Status::format_error, f.name() + ": diffllama.vocab_size " + std::to_string(vocab) + " < 256 for the bytes tokenizer");
+    if (vocab < 256)
+      throw Error(Status::format_error,
+                  f.name() + ": diffllama.vocab_size " + std::to_string(vocab) + " < 256 for the bytes tokenizer");
     const uint64_t n = std::min<uint64_t>(vocab, uint64_t(1) << 31);
     return tok::make_bytes(uint32_t(n), id_or(f, kT + "bos_token_id", n, -1), id_or(f, kT + "eos_token_id", n, -1));
   }
@@ -333,7 +368,9 @@ GgufTokenIds gguf_model_token_ids(const GgufFile& f) {
   for (auto [name, id] : {std::pair<const char*, int64_t*>{"bos_token_id", &ids.bos}, {"eos_token_id", &ids.eos}}) {
     if (const GgufValue* v = f.find_value(std::string("diffllama.") + name)) {
       *id = v->as_i64(f.name() + ": diffllama." + name);
-      if (*id < -1) throw Error(Status::format_error, f.name() + ": diffllama." + name + " is " + std::to_string(*id) + " (-1 = none)");
+      if (*id < -1)
+        throw Error(Status::format_error,
+                    f.name() + ": diffllama." + name + " is " + std::to_string(*id) + " (-1 = none)");
     } else if (const GgufValue* t = f.find_value(kT + name)) {
       *id = int64_t(t->as_u64(f.name() + ": " + kT + name));
     }

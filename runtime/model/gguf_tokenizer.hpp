@@ -24,8 +24,8 @@ namespace diffvk {
 // `config_tokenizer`: ModelConfig::tokenizer ("bytes": config.json alone means the bytes tokenizer).
 struct GgufTokenIds;
 // `written`: the tokenizer.ggml.bos_token_id / eos_token_id written (-1: none).
-bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string& config_tokenizer, int32_t bos, int32_t eos,
-                        GgufTokenIds* written, std::string* why);
+bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string& config_tokenizer, int32_t bos,
+                        int32_t eos, GgufTokenIds* written, std::string* why);
 // A GGUF source's tokenizer.* keys, copied as they are (a re-quantized .gguf). False, with `why`, when a key of a
 // type diffvk does not write was left out.
 bool copy_gguf_tokenizer(GgufWriter& w, const GgufFile& f, GgufTokenIds* written, std::string* why);

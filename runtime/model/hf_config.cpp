@@ -31,7 +31,9 @@ bool is_hf_diffllama(const std::string& text) {
 ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
   const auto j = parse_json(text, name, kJsonConfigMaxBytes);
   if (!j.is_object()) throw Error(Status::format_error, name + ": invalid JSON or not an object");
-  auto bad = [&](const std::string& key, const std::string& why) { return Error(Status::format_error, name + ": '" + key + "' " + why); };
+  auto bad = [&](const std::string& key, const std::string& why) {
+    return Error(Status::format_error, name + ": '" + key + "' " + why);
+  };
   auto uint_of = [&](const nlohmann::json& o, const char* key) -> uint64_t {
     if (!o.contains(key)) throw bad(key, "is missing");
     if (!o[key].is_number_unsigned()) throw bad(key, "must be a non-negative integer");
@@ -43,17 +45,25 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
     return o[key].get<double>();
   };
   nlohmann::json n = nlohmann::json::object();  // the native config
-  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings"}) n[k] = uint_of(j, k);
+  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings"})
+    n[k] = uint_of(j, k);
   n["num_layers"] = uint_of(j, "num_hidden_layers");
   const uint64_t sub = uint_of(j, "num_attention_heads");
-  const uint64_t kv = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null() ? uint_of(j, "num_key_value_heads") : sub;
-  if (sub == 0 || sub % 2) throw bad("num_attention_heads", "= " + std::to_string(sub) + " must be even (it counts sub-heads: two per differential head)");
-  if (kv == 0 || sub % kv) throw bad("num_key_value_heads", "= " + std::to_string(kv) + " must divide num_attention_heads = " + std::to_string(sub));
+  const uint64_t kv = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
+                          ? uint_of(j, "num_key_value_heads")
+                          : sub;
+  if (sub == 0 || sub % 2)
+    throw bad("num_attention_heads",
+              "= " + std::to_string(sub) + " must be even (it counts sub-heads: two per differential head)");
+  if (kv == 0 || sub % kv)
+    throw bad("num_key_value_heads",
+              "= " + std::to_string(kv) + " must divide num_attention_heads = " + std::to_string(sub));
   const uint64_t E = n["hidden_size"];
   if (E % sub) throw bad("hidden_size", "is not divisible by num_attention_heads");
   if (j.contains("head_dim") && !j["head_dim"].is_null() && uint_of(j, "head_dim") != E / sub)
-    throw bad("head_dim", "= " + std::to_string(uint_of(j, "head_dim")) + " is not hidden_size / num_attention_heads = " +
-                              std::to_string(E / sub) + " (the runtime needs num_attention_heads x head_dim = hidden_size)");
+    throw bad("head_dim", "= " + std::to_string(uint_of(j, "head_dim")) +
+                              " is not hidden_size / num_attention_heads = " + std::to_string(E / sub) +
+                              " (the runtime needs num_attention_heads x head_dim = hidden_size)");
   n["num_heads"] = sub / 2;
   // K1/K2 and V halves of a head come from kv sub-heads h / n_rep and (h + H) / n_rep: with an even count
   // they pair up into kv / 2 groups; otherwise every head gets its own pair (hf_loader.cpp).
@@ -87,7 +97,9 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
   ModelConfig c = parse_model_config(n.dump(), name + " (Hugging Face keys mapped to the native ones)");
   c.format = "diffllama";
   c.subln_eps = c.rms_norm_eps;
-  const auto type_v = rs.contains("rope_type") ? rs["rope_type"] : rs.contains("type") ? rs["type"] : nlohmann::json("default");
+  const auto type_v = rs.contains("rope_type") ? rs["rope_type"]
+                      : rs.contains("type")    ? rs["type"]
+                                               : nlohmann::json("default");
   if (!type_v.is_string()) throw bad(rs_key + ".rope_type", "must be a string");
   c.rope_type = type_v.get<std::string>();
   if (c.rope_type == "llama3") {
@@ -101,7 +113,8 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
     if (orig == 0 || orig > (1u << 24)) throw bad(rs_key + ".original_max_position_embeddings", "must be in [1, 2^24]");
     c.rope_original_max_positions = static_cast<uint32_t>(orig);
   } else if (c.rope_type != "default") {
-    throw Error(Status::unsupported, name + ": RoPE type '" + c.rope_type + "' (" + rs_key + ") is not supported (default, llama3)");
+    throw Error(Status::unsupported,
+                name + ": RoPE type '" + c.rope_type + "' (" + rs_key + ") is not supported (default, llama3)");
   }
   return c;
 }

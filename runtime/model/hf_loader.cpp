@@ -33,7 +33,8 @@ struct Located {
 };
 
 // model.safetensors, or the shards that model.safetensors.index.json names (each opened once).
-std::vector<std::unique_ptr<SafetensorsFile>> open_files(const std::string& dir, std::map<std::string, Located>& where) {
+std::vector<std::unique_ptr<SafetensorsFile>> open_files(const std::string& dir,
+                                                         std::map<std::string, Located>& where) {
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   const std::string index = dir + "/model.safetensors.index.json";
   std::map<std::string, std::string> weight_map;  // tensor -> shard file name
@@ -50,9 +51,11 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_files(const std::string& dir,
     files.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(dir + "/" + n)));
     for (const auto& t : files.back()->tensors()) {
       if (where.count(t.name))
-        throw Error(Status::format_error, files.back()->name() + ": tensor '" + t.name + "' is also in " + where[t.name].file->name());
+        throw Error(Status::format_error,
+                    files.back()->name() + ": tensor '" + t.name + "' is also in " + where[t.name].file->name());
       if (!weight_map.empty() && weight_map.count(t.name) && weight_map[t.name] != n)
-        throw Error(Status::format_error, files.back()->name() + ": tensor '" + t.name + "' is listed in " + index + " under " + weight_map[t.name]);
+        throw Error(Status::format_error, files.back()->name() + ": tensor '" + t.name + "' is listed in " + index +
+                                              " under " + weight_map[t.name]);
       where[t.name] = {files.back().get(), &t};
     }
   }
@@ -68,14 +71,17 @@ Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config) {
   const ModelConfig& c = ck.config;
   std::map<std::string, Located> where;
   ck.files = open_files(dir, where);
-  const int64_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size,
+                V = c.vocab_size;
   // The checkpoint's kv sub-heads, from k_proj (the config may give them as either count).
   const auto k0 = where.find("model.layers.0.self_attn.k_proj.weight");
-  if (k0 == where.end()) throw Error(Status::format_error, dir + ": missing tensor 'model.layers.0.self_attn.k_proj.weight'");
+  if (k0 == where.end())
+    throw Error(Status::format_error, dir + ": missing tensor 'model.layers.0.self_attn.k_proj.weight'");
   const int64_t kv = k0->second.info->shape.empty() ? 0 : k0->second.info->shape[0] / D;
   if (kv <= 0 || (2 * H) % kv || (kv % 2 == 0 ? kv / 2 : H) != Hkv)
-    throw Error(Status::format_error, k0->second.file->name() + ": k_proj has " + std::to_string(kv) +
-                                          " heads of head_dim rows, which does not match num_key_value_heads in config.json");
+    throw Error(Status::format_error,
+                k0->second.file->name() + ": k_proj has " + std::to_string(kv) +
+                    " heads of head_dim rows, which does not match num_key_value_heads in config.json");
   const int64_t n_rep = 2 * H / kv;
 
   std::set<std::string> used;
@@ -86,7 +92,8 @@ Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config) {
     used.insert(name);
     return it->second;
   };
-  auto whole = [&](const std::string& as, const std::string& name, const std::vector<int64_t>& shape, bool finite = false) {
+  auto whole = [&](const std::string& as, const std::string& name, const std::vector<int64_t>& shape,
+                   bool finite = false) {
     const Located t = get(name, shape);
     WeightSource w{as, shape.size() > 1 ? uint64_t(shape[1]) : 1, {}, finite};
     w.add(*t.file, *t.info);
@@ -102,10 +109,13 @@ Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config) {
 
   ck.embed = whole("embed_tokens", "model.embed_tokens.weight", {V, E});
   ck.norm = whole("norm", "model.norm.weight", {E}, true);
-  if (!c.tie_word_embeddings) ck.lm_head = whole("lm_head", "lm_head.weight", {V, E});
-  else if (where.count("lm_head.weight")) used.insert("lm_head.weight");  // a tied copy some exporters keep: unused
+  if (!c.tie_word_embeddings)
+    ck.lm_head = whole("lm_head", "lm_head.weight", {V, E});
+  else if (where.count("lm_head.weight"))
+    used.insert("lm_head.weight");  // a tied copy some exporters keep: unused
   for (int64_t l = 0; l < int64_t(c.num_layers); ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.", our = "layers." + std::to_string(l) + ".";
+    const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.",
+                      our = "layers." + std::to_string(l) + ".";
     CheckpointLayer L;
     L.attn_norm = whole(our + "attn_norm", p + "input_layernorm.weight", {E}, true);
     L.ffn_norm = whole(our + "ffn_norm", p + "post_attention_layernorm.weight", {E}, true);
@@ -134,7 +144,8 @@ Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config) {
       const Located t = get(a + n, {D});
       L.lambda[i] = t.file->to_float(*t.info);
       for (float x : L.lambda[i])
-        if (!std::isfinite(x)) throw Error(Status::format_error, t.file->name() + ": non-finite value in '" + a + n + "'");
+        if (!std::isfinite(x))
+          throw Error(Status::format_error, t.file->name() + ": non-finite value in '" + a + n + "'");
       ++i;
     }
     ck.layers.push_back(std::move(L));
@@ -142,7 +153,9 @@ Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config) {
   for (const auto& [name, t] : where) {
     // Old exports carry RoPE buffers; the runtime computes its own table.
     const std::string rope_buffer = ".self_attn.rotary_emb.inv_freq";
-    if (name.size() > rope_buffer.size() && name.compare(name.size() - rope_buffer.size(), rope_buffer.size(), rope_buffer) == 0) continue;
+    if (name.size() > rope_buffer.size() &&
+        name.compare(name.size() - rope_buffer.size(), rope_buffer.size(), rope_buffer) == 0)
+      continue;
     if (!used.count(name)) throw Error(Status::format_error, t.file->name() + ": unexpected tensor '" + name + "'");
   }
   return ck;

@@ -26,7 +26,7 @@ struct DiffAttnLayer::Impl {
   uint32_t E = 0, H = 0, Hkv = 0, D = 0, cap = 0, chunk = 0, qkv_width = 0;
   double lambda = 0, lambda_init = 0;
   uint32_t pos = 0;
-  ModelKernels k;  // linear, rope_kv and attention only
+  ModelKernels k;           // linear, rope_kv and attention only
   Buffer weights, kv, dyn;  // dyn: the 4-byte position the programs read at run time
   Buffer sync;              // the split-K attention's arrival counters (zeroed once)
   BufferRange wqkv, wo, subln, table, kcache, vcache;
@@ -56,7 +56,8 @@ struct DiffAttnLayer::Impl {
     a.rope_table = g.bind("rope table", TensorRole::weight, ElemType::f32, {table.size / 4}, table);
     const AttnShape shape = AttnShape::heads(E, H, Hkv, D).cache(cap, chunk);
     const uint64_t sync_bytes = attn_sync_bytes(shape, v2);
-    f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
+    f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4},
+                         sync.range(0, sync_bytes));
     return {x, add_attention_block(f, x, shape, a, "y", TensorRole::output)};
   }
   // The planned variants: one-row programs (their own graph: the fused q/k/v + RoPE node has other tensors and
@@ -69,7 +70,8 @@ struct DiffAttnLayer::Impl {
     const auto xy = build(g, rows);
     const auto placed = fit_graph(g, plan, variant(rows), arena.handles(), dev->caps().max_storage_buffer_range,
                                   dev->caps().min_storage_buffer_offset_alignment);
-    Recorded r{std::make_unique<Program>(*dev, "layer rows=" + std::to_string(rows)), placed[xy.first.id], placed[xy.second.id]};
+    Recorded r{std::make_unique<Program>(*dev, "layer rows=" + std::to_string(rows)), placed[xy.first.id],
+               placed[xy.second.id]};
     record_graph(g, placed, *r.program);
     r.program->finalize();
     return programs.emplace(rows, std::move(r)).first->second;
@@ -88,9 +90,11 @@ HostLayer parse_v1(DiffAttnLayer::Impl& im, const SafetensorsFile& st, const std
   static const char* kNames[] = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight", "lambda_q1",
                                  "lambda_k1",     "lambda_q2",     "lambda_k2",     "subln.weight"};
   for (const auto& t : st.tensors())
-    if (std::find_if(std::begin(kNames), std::end(kNames), [&](const char* n) { return t.name == n; }) == std::end(kNames))
-      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name + "' (a layer file holds exactly the 9 "
-                                               "MultiheadDiffAttn state_dict entries)");
+    if (std::find_if(std::begin(kNames), std::end(kNames), [&](const char* n) { return t.name == n; }) ==
+        std::end(kNames))
+      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name +
+                                            "' (a layer file holds exactly the 9 "
+                                            "MultiheadDiffAttn state_dict entries)");
   const TensorInfo* q = st.find("q_proj.weight");
   if (!q) throw Error(Status::format_error, path + ": missing tensor 'q_proj.weight'");
   if (q->shape.size() != 2 || q->shape[0] != q->shape[1] || q->shape[0] <= 0 || q->shape[0] > 65536)
@@ -98,11 +102,14 @@ HostLayer parse_v1(DiffAttnLayer::Impl& im, const SafetensorsFile& st, const std
   const uint32_t E = static_cast<uint32_t>(q->shape[0]);
   const uint32_t H = o.num_heads, Hkv = o.num_kv_heads ? o.num_kv_heads : o.num_heads;
   if (H == 0 || E % (2 * H))
-    throw Error(Status::invalid_argument, "num_heads=" + std::to_string(H) + " does not divide E/2 (E=" + std::to_string(E) + ")");
+    throw Error(Status::invalid_argument,
+                "num_heads=" + std::to_string(H) + " does not divide E/2 (E=" + std::to_string(E) + ")");
   if (Hkv == 0 || H % Hkv)
-    throw Error(Status::invalid_argument, "num_kv_heads=" + std::to_string(Hkv) + " must divide num_heads=" + std::to_string(H));
+    throw Error(Status::invalid_argument,
+                "num_kv_heads=" + std::to_string(Hkv) + " must divide num_heads=" + std::to_string(H));
   const uint32_t D = E / H / 2;
-  if (D % 2) throw Error(Status::invalid_argument, "head_dim D=" + std::to_string(D) + " must be even (RoPE rotates pairs)");
+  if (D % 2)
+    throw Error(Status::invalid_argument, "head_dim D=" + std::to_string(D) + " must be even (RoPE rotates pairs)");
   const int64_t e = E, d = D, kvw = 2 * int64_t(Hkv) * D;
   HostLayer h;
   h.wqkv = st.to_float(st.require("q_proj.weight", {e, e}));
@@ -140,26 +147,33 @@ HostLayer parse_v1(DiffAttnLayer::Impl& im, const SafetensorsFile& st, const std
 // DIFF V2: the authors' MultiheadFlashDiffV2 names (q_proj, k_proj, v_proj, o_proj, lambda_proj; no biases).
 // D comes from q_proj's shape; every other tensor is checked against (E, H, Hkv, D) by name.
 HostLayer parse_v2(DiffAttnLayer::Impl& im, const SafetensorsFile& st, const std::string& path, const LayerOptions& o) {
-  static const char* kNames[] = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "lambda_proj.weight"};
+  static const char* kNames[] = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+                                 "lambda_proj.weight"};
   for (const auto& t : st.tensors())
-    if (std::find_if(std::begin(kNames), std::end(kNames), [&](const char* n) { return t.name == n; }) == std::end(kNames))
-      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name + "' in a DIFF V2 layer (it holds exactly "
-                                               "q_proj, k_proj, v_proj, o_proj and lambda_proj .weight; a DIFF V1 name "
-                                               "means a mixed file)");
+    if (std::find_if(std::begin(kNames), std::end(kNames), [&](const char* n) { return t.name == n; }) ==
+        std::end(kNames))
+      throw Error(Status::format_error, path + ": unexpected tensor '" + t.name +
+                                            "' in a DIFF V2 layer (it holds exactly "
+                                            "q_proj, k_proj, v_proj, o_proj and lambda_proj .weight; a DIFF V1 name "
+                                            "means a mixed file)");
   const TensorInfo* q = st.find("q_proj.weight");
   if (!q) throw Error(Status::format_error, path + ": missing tensor 'q_proj.weight'");
-  if (q->shape.size() != 2 || q->shape[0] <= 0 || q->shape[1] <= 0 || q->shape[1] > 65536 || q->shape[0] > (int64_t(1) << 20))
+  if (q->shape.size() != 2 || q->shape[0] <= 0 || q->shape[1] <= 0 || q->shape[1] > 65536 ||
+      q->shape[0] > (int64_t(1) << 20))
     throw Error(Status::format_error, path + ": q_proj.weight must be 2-D (2·H·D, E) with 0 < E <= 65536");
   const uint32_t E = static_cast<uint32_t>(q->shape[1]), rows = static_cast<uint32_t>(q->shape[0]);
   const uint32_t H = o.num_heads, Hkv = o.num_kv_heads ? o.num_kv_heads : o.num_heads;
   if (H == 0 || rows % (2 * H))
-    throw Error(Status::invalid_argument, "num_heads=" + std::to_string(H) + ": q_proj.weight has " + std::to_string(rows) +
+    throw Error(Status::invalid_argument, "num_heads=" + std::to_string(H) + ": q_proj.weight has " +
+                                              std::to_string(rows) +
                                               " rows, not a multiple of 2·H (2H query heads of width D)");
   if (Hkv == 0 || H % Hkv)
-    throw Error(Status::invalid_argument, "num_kv_heads=" + std::to_string(Hkv) + " must divide num_heads=" + std::to_string(H) +
-                                              " (otherwise the two query heads of an output head read different KV heads)");
+    throw Error(Status::invalid_argument,
+                "num_kv_heads=" + std::to_string(Hkv) + " must divide num_heads=" + std::to_string(H) +
+                    " (otherwise the two query heads of an output head read different KV heads)");
   const uint32_t D = rows / (2 * H);
-  if (D % 2) throw Error(Status::invalid_argument, "head_dim D=" + std::to_string(D) + " must be even (RoPE rotates pairs)");
+  if (D % 2)
+    throw Error(Status::invalid_argument, "head_dim D=" + std::to_string(D) + " must be even (RoPE rotates pairs)");
   const int64_t e = E, kvw = int64_t(Hkv) * D;
   HostLayer h;
   h.wqkv = st.to_float(st.require("q_proj.weight", {int64_t(rows), e}));
@@ -184,7 +198,8 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
   im->dev = &dev;
   im->fp16 = dev.fp16();
   SafetensorsFile st = SafetensorsFile::open(path);
-  if (o.max_positions == 0 || o.chunk == 0) throw Error(Status::invalid_argument, "max_positions and chunk must be positive");
+  if (o.max_positions == 0 || o.chunk == 0)
+    throw Error(Status::invalid_argument, "max_positions and chunk must be positive");
   // DIFF V2 is recognised by its own names (lambda_proj, o_proj); anything else is read as DIFF V1.
   const bool v2 = st.find("lambda_proj.weight") || st.find("o_proj.weight");
   HostLayer h = v2 ? parse_v2(*im, st, path, o) : parse_v1(*im, st, path, o);
@@ -241,12 +256,13 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
     im->plan = plan_graphs(variants, dev.caps().max_storage_buffer_range, al);
   }
   im->arena = Arena(dev, im->plan.plan, "layer");
-  platform::log(platform::LogLevel::info, std::string("layer: DIFF ") + (v2 ? "V2" : "V1") + " E=" + std::to_string(E) +
-                                              " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D) +
-                                              (v2 ? std::string(" (lambda per token)") : " lambda=" + std::to_string(im->lambda)) +
-                                              ", arena " + std::to_string(im->plan.plan.arena_bytes) + " bytes (lower bound " +
-                                              std::to_string(im->plan.plan.lower_bound) + ", naive " +
-                                              std::to_string(im->plan.plan.naive_bytes) + ")");
+  platform::log(platform::LogLevel::info,
+                std::string("layer: DIFF ") + (v2 ? "V2" : "V1") + " E=" + std::to_string(E) +
+                    " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D) +
+                    (v2 ? std::string(" (lambda per token)") : " lambda=" + std::to_string(im->lambda)) + ", arena " +
+                    std::to_string(im->plan.plan.arena_bytes) + " bytes (lower bound " +
+                    std::to_string(im->plan.plan.lower_bound) + ", naive " + std::to_string(im->plan.plan.naive_bytes) +
+                    ")");
   return std::unique_ptr<DiffAttnLayer>(new DiffAttnLayer(std::move(im)));
 }
 

@@ -39,7 +39,7 @@ struct Model::Impl {
   std::unique_ptr<WeightStore> weights;
   Buffer rope_table;
   uint64_t per_token_bytes = 0;
-  ModelKernels k;  // every pipeline of the config (build_model_kernels)
+  ModelKernels k;          // every pipeline of the config (build_model_kernels)
   std::mutex kv_q8_mutex;  // guards the first build of k's Q8_0 KV-cache kernels (sessions on several threads)
   LoadStats stats;
 };

@@ -5,14 +5,18 @@ namespace diffvk {
 namespace {
 // The attention of the config's DIFF variant: V1's differential softmax pair per head (H heads, n_rep =
 // H / Hkv), or V2's one softmax per query head (2H query heads, 2H / Hkv per KV head).
-std::unique_ptr<DiffAttnKernel> model_attention(Device& dev, const KernelOptions& ko, const ModelConfig& c, KvFormat kv) {
-  if (c.v2()) return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), 2 * c.num_heads / c.num_kv_heads, 8, AttnSoftmax::v2, kv);
-  return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8, AttnSoftmax::differential, kv);
+std::unique_ptr<DiffAttnKernel> model_attention(Device& dev, const KernelOptions& ko, const ModelConfig& c,
+                                                KvFormat kv) {
+  if (c.v2())
+    return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), 2 * c.num_heads / c.num_kv_heads, 8, AttnSoftmax::v2,
+                                            kv);
+  return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8,
+                                          AttnSoftmax::differential, kv);
 }
 }  // namespace
 
-ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant, const QuantRowPath* quant_path,
-                                 const QuantRowPath* prefill_path) {
+ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant,
+                                 const QuantRowPath* quant_path, const QuantRowPath* prefill_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
   {

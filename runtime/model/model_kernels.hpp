@@ -26,7 +26,7 @@ struct ModelKernels {
   std::unique_ptr<HeadRmsNormKernel> norm;
   std::unique_ptr<EmbedKernel> embed;
   std::unique_ptr<SiluMulKernel> silu;
-  std::unique_ptr<SampleKernel> sample;  // greedy / top-k on the device
+  std::unique_ptr<SampleKernel> sample;    // greedy / top-k on the device
   std::unique_ptr<AttnProbsKernel> probs;  // debug: attention maps (Session::attention_maps)
   // Quantized weights, built only for the formats the model's weights use (null otherwise).
   std::unique_ptr<QuantRowKernel> qrow;  // decode: the one-row linear over Q8_0 / Q4_0 blocks

@@ -39,39 +39,45 @@ namespace {
 ModelConfig parse_native_config_bytes(const void* data, size_t size, const std::string& name) {
   const std::string text(static_cast<const char*>(data), size);
   if (is_hf_diffllama(text))
-    throw Error(Status::invalid_argument, name + ": a Hugging Face DiffLlama checkpoint loads from its directory "
-                                                 "(Model::load / diffvk_model_load), not from memory or descriptors");
+    throw Error(Status::invalid_argument, name +
+                                              ": a Hugging Face DiffLlama checkpoint loads from its directory "
+                                              "(Model::load / diffvk_model_load), not from memory or descriptors");
   return parse_model_config(text, name);
 }
 }  // namespace
 
-std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
-                                          size_t safetensors_size, const std::string& name) {
+std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size,
+                                          const void* safetensors, size_t safetensors_size, const std::string& name) {
   return load_memory(ctx, config_json, config_size, safetensors, safetensors_size, name, LoadOptions{});
 }
 
-std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size, const void* safetensors,
-                                          size_t safetensors_size, const std::string& name, const LoadOptions& options) {
+std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json, size_t config_size,
+                                          const void* safetensors, size_t safetensors_size, const std::string& name,
+                                          const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!safetensors) throw Error(Status::invalid_argument, name + ": the weights buffer is NULL");
   if (GgufFile::has_magic(safetensors, safetensors_size)) {  // a .gguf carries its own configuration
     if (config_json || config_size)
-      throw Error(Status::invalid_argument, name + ": the weights are a .gguf, which carries its own configuration: pass no "
-                                                   "config.json (NULL, 0)");
+      throw Error(Status::invalid_argument,
+                  name +
+                      ": the weights are a .gguf, which carries its own configuration: pass no "
+                      "config.json (NULL, 0)");
     ctx.device().check_not_lost();
-    Checkpoint ck = open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::from_view(safetensors, safetensors_size, name + " (gguf)")));
+    Checkpoint ck = open_gguf_checkpoint(
+        std::make_unique<GgufFile>(GgufFile::from_view(safetensors, safetensors_size, name + " (gguf)")));
     return load_checkpoint(ctx, ck, options, name, t0);
   }
   if (!config_json)
-    throw Error(Status::invalid_argument, name + ": the config.json buffer is NULL (only a .gguf carries its own configuration)");
+    throw Error(Status::invalid_argument,
+                name + ": the config.json buffer is NULL (only a .gguf carries its own configuration)");
   if (config_size > kMaxConfigBytes)
-    throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) + " bytes, more than the limit of " +
-                                          std::to_string(kMaxConfigBytes));
+    throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) +
+                                          " bytes, more than the limit of " + std::to_string(kMaxConfigBytes));
   ctx.device().check_not_lost();
   ModelConfig cfg = parse_native_config_bytes(config_json, config_size, name + " config.json");
-  Checkpoint ck = open_native_checkpoint(
-      std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(safetensors, safetensors_size, name + " model.safetensors")),
-      std::move(cfg));
+  Checkpoint ck = open_native_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(
+                                             safetensors, safetensors_size, name + " model.safetensors")),
+                                         std::move(cfg));
   return load_checkpoint(ctx, ck, options, name, t0);
 }
 
@@ -79,7 +85,8 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   return load_fd(ctx, config_json, safetensors, LoadOptions{});
 }
 
-std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors, const LoadOptions& options) {
+std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange safetensors,
+                                      const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.device().check_not_lost();
   const std::string cname = "config.json (fd " + std::to_string(config_json.fd) + ")",
@@ -88,8 +95,10 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
     const std::string gname = "gguf (fd " + std::to_string(safetensors.fd) + ")";
     std::vector<uint8_t> bytes = read_range(safetensors, std::numeric_limits<uint64_t>::max(), gname);
     if (!GgufFile::has_magic(bytes.data(), bytes.size()))
-      throw Error(Status::invalid_argument, gname + ": no config.json descriptor (-1), and the weights are not a .gguf (only a "
-                                                    ".gguf carries its own configuration)");
+      throw Error(Status::invalid_argument,
+                  gname +
+                      ": no config.json descriptor (-1), and the weights are not a .gguf (only a "
+                      ".gguf carries its own configuration)");
     Checkpoint ck = open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::from_bytes(std::move(bytes), gname)));
     return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
   }
@@ -97,7 +106,8 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   ModelConfig cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
   std::vector<uint8_t> weights = read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname);
   if (GgufFile::has_magic(weights.data(), weights.size()))
-    throw Error(Status::invalid_argument, wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
+    throw Error(Status::invalid_argument,
+                wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
   auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
   return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
@@ -108,24 +118,28 @@ namespace {
 // storage type while quantization was asked for is logged.
 class WeightFormats {
  public:
-  WeightFormats(QuantKind k, bool q4_0_head, bool fp16, const std::string& dir) : dir_(dir), storage_(fp16 ? "fp16" : "fp32"), q4_head_(q4_0_head) {
+  WeightFormats(QuantKind k, bool q4_0_head, bool fp16, const std::string& dir)
+      : dir_(dir), storage_(fp16 ? "fp16" : "fp32"), q4_head_(q4_0_head) {
     if (int(k) < 0 || int(k) > int(QuantKind::q4_0))
-      throw Error(Status::invalid_argument, "LoadOptions::weights: unknown weight format " + std::to_string(int(k)) + " (f16, q8_0, q4_0)");
+      throw Error(Status::invalid_argument,
+                  "LoadOptions::weights: unknown weight format " + std::to_string(int(k)) + " (f16, q8_0, q4_0)");
     q_ = static_cast<QuantType>(k);
   }
   QuantType linear(const WeightSource& w, QuantType want) {
     if (w.stored != QuantType::f16) {  // a quantized GGUF: its blocks as they are (f16 = the file's formats)
       if (q_ != QuantType::f16 && want != w.stored)
-        throw Error(Status::invalid_argument, dir_ + ": " + w.name + " is " + quant_type_name(w.stored) + " in the file but weights " +
-                                                  quant_type_name(q_) + " needs it " + quant_type_name(want) +
-                                                  ": load the file with the default weights (f16: the file's own formats) or "
-                                                  "the kind it was written with (diffvk quantize --type)");
+        throw Error(Status::invalid_argument,
+                    dir_ + ": " + w.name + " is " + quant_type_name(w.stored) + " in the file but weights " +
+                        quant_type_name(q_) + " needs it " + quant_type_name(want) +
+                        ": load the file with the default weights (f16: the file's own formats) or "
+                        "the kind it was written with (diffvk quantize --type)");
       want = w.stored;
     }
     if (want == QuantType::f16) return want;
     if (w.cols % kQuantBlockWeights != 0) {
-      platform::log(platform::LogLevel::warn, dir_ + ": " + w.name + " stays " + storage_ + ": its input width " + std::to_string(w.cols) +
-                                                  " is not a multiple of 32 (" + quant_type_name(want) + " blocks)");
+      platform::log(platform::LogLevel::warn, dir_ + ": " + w.name + " stays " + storage_ + ": its input width " +
+                                                  std::to_string(w.cols) + " is not a multiple of 32 (" +
+                                                  quant_type_name(want) + " blocks)");
       return QuantType::f16;
     }
     if (std::find(used_.begin(), used_.end(), want) == used_.end()) used_.push_back(want);
@@ -153,8 +167,8 @@ class WeightFormats {
 };
 }  // namespace
 
-std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, const LoadOptions& options, const std::string& dir,
-                                              std::chrono::steady_clock::time_point t0) {
+std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, const LoadOptions& options,
+                                              const std::string& dir, std::chrono::steady_clock::time_point t0) {
   auto m = std::make_unique<Impl>();
   Device& dev = ctx.device();
   dev.check_not_lost();
@@ -190,7 +204,8 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
       }
       L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * l);
       L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
-      if (!std::isfinite(L.lambda)) throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
+      if (!std::isfinite(L.lambda))
+        throw Error(Status::format_error, dir + ": lambda of layer " + std::to_string(l) + " is not finite");
     }
     m->layers.push_back(L);
   }
@@ -204,8 +219,10 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   const uint64_t table_bytes = uint64_t(c.max_position_embeddings) * (D / 2) * 2 * 4;
   const uint64_t need = ws.planned_bytes() + table_bytes, heap = device_heap_bytes(dev.caps());
   if (need > heap)
-    throw Error(Status::out_of_memory, dir + ": the model needs " + std::to_string(need) + " bytes of device memory (weights + RoPE table) "
-                                            "but the device heap has " + std::to_string(heap) + " bytes; nothing was allocated");
+    throw Error(Status::out_of_memory, dir + ": the model needs " + std::to_string(need) +
+                                           " bytes of device memory (weights + RoPE table) "
+                                           "but the device heap has " +
+                                           std::to_string(heap) + " bytes; nothing was allocated");
   const WeightUploadStats up = ws.upload(options.staging_bytes, options.force_staging);
   for (const auto& L : m->layers)  // only the embedding and lm_head may be split across bindings
     for (size_t w : {L.attn_norm, L.wqkv, L.wo, L.subln, L.ffn_norm, L.wgu, L.wdown})
@@ -229,8 +246,9 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
     return &path;
   };
   QuantRowPath decode_path, prefill_path;
-  m->k = build_model_kernels(dev, c, wf.used(), forced(options.quant_decode, decode_path),
-                             forced(options.quant_prefill, prefill_path));  // runtime/model/model_kernels.cpp (shared with shader-stats)
+  m->k = build_model_kernels(
+      dev, c, wf.used(), forced(options.quant_decode, decode_path),
+      forced(options.quant_prefill, prefill_path));  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
   m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;
@@ -242,12 +260,13 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
     m->stats.quant_prefill = quant_row_path_name(m->k.linear->quant_choice().path);
   }
   m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  platform::log(platform::LogLevel::info, "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size() + (ck.gguf ? 1 : 0)) + " file(s)): " +
-                                              std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
-                                              ", H=" + std::to_string(c.num_heads) + ", D=" + std::to_string(D) + (c.v2() ? " (DIFF V2)" : "") + ", Hkv=" + std::to_string(Hkv) + ", I=" +
-                                              std::to_string(I) + ", vocab " + std::to_string(V) + ", " +
-                                              std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") + wf.describe() +
-                                              "), host staging peak " + std::to_string(up.staging_peak_bytes) + " bytes");
+  platform::log(platform::LogLevel::info,
+                "model " + dir + " (" + c.format + ", " + std::to_string(ck.files.size() + (ck.gguf ? 1 : 0)) +
+                    " file(s)): " + std::to_string(c.num_layers) + " layers, E=" + std::to_string(E) +
+                    ", H=" + std::to_string(c.num_heads) + ", D=" + std::to_string(D) + (c.v2() ? " (DIFF V2)" : "") +
+                    ", Hkv=" + std::to_string(Hkv) + ", I=" + std::to_string(I) + ", vocab " + std::to_string(V) +
+                    ", " + std::to_string(ws.total()) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") +
+                    wf.describe() + "), host staging peak " + std::to_string(up.staging_peak_bytes) + " bytes");
   return std::unique_ptr<Model>(new Model(std::move(m)));
 }
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

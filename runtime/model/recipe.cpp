@@ -10,10 +10,13 @@ namespace diffvk {
 namespace {
 // A float32 tensor on an fp16 device (the residual stream, the logits) is Elem::f32; everything else is the
 // storage type (on an fp32 device, float32 is the storage type).
-Elem elem_of(const Forward& f, TensorRef t) { return f.fp16 && f.g.at(t).dtype == ElemType::f32 ? Elem::f32 : Elem::storage; }
+Elem elem_of(const Forward& f, TensorRef t) {
+  return f.fp16 && f.g.at(t).dtype == ElemType::f32 ? Elem::f32 : Elem::storage;
+}
 }  // namespace
 
-LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts, QuantType format) {
+LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts,
+                         QuantType format) {
   LinearWeight w;
   w.name = name;
   w.in = in;
@@ -21,9 +24,10 @@ LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const
   for (size_t i = 0; i < parts.size(); ++i) {
     const WeightPart& p = parts[i];
     const std::string n = parts.size() == 1 ? name : name + ".part" + std::to_string(i);
-    const TensorRef t = format == QuantType::f16
-                            ? f.g.bind(n, TensorRole::weight, f.storage(), {p.rows, uint64_t(in)}, p.range)
-                            : f.g.bind(n, TensorRole::weight, ElemType::bytes, {quant_layout(format, p.rows, in).bytes()}, p.range);
+    const TensorRef t =
+        format == QuantType::f16
+            ? f.g.bind(n, TensorRole::weight, f.storage(), {p.rows, uint64_t(in)}, p.range)
+            : f.g.bind(n, TensorRole::weight, ElemType::bytes, {quant_layout(format, p.rows, in).bytes()}, p.range);
     w.parts.push_back({uint32_t(p.row0), uint32_t(p.rows), t});
     w.out = std::max<uint32_t>(w.out, uint32_t(p.row0 + p.rows));
   }
@@ -84,7 +88,6 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
   return x;
 }
 
-
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row) {
   const bool quant = w.format != QuantType::f16;
@@ -93,7 +96,9 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
   const uint64_t ys = elem_type_bytes(yt.dtype), xs = elem_type_bytes(xt.dtype);
   const LinearKernel* k = f.k.linear.get();
   const QuantRowKernel* qk = f.k.qrow.get();
-  if (quant && !qk) throw Error(Status::internal, label + ": quantized weight '" + w.name + "' but the model built no quantized kernel");
+  if (quant && !qk)
+    throw Error(Status::internal,
+                label + ": quantized weight '" + w.name + "' but the model built no quantized kernel");
   const uint32_t rows = f.rows, in = w.in, out = w.out;
   const QuantType q = w.format;
   for (const auto& part : w.parts) {
@@ -113,7 +118,8 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
         lp.eps = r.eps;
         lp.x_elem = xe;
         lp.y_elem = ye;
-        const BufferRange res = residual ? yr : BufferRange{}, nw = r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{};
+        const BufferRange res = residual ? yr : BufferRange{},
+                          nw = r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{};
         if (q == QuantType::f16)
           k->record_row(p, xr, b[part.t], yr, lp, res, nw);
         else
@@ -127,7 +133,8 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
     } else {
       f.g.add(label, reads, {y}, [=](Program& p, const GraphBinding& b) {
         const BufferRange all = b[y];
-        const BufferRange yr = all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
+        const BufferRange yr =
+            all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
         const LinearParams lp{rows, in, part.rows, in, out};
         if (q == QuantType::f16)
           k->record(p, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
@@ -154,8 +161,8 @@ TensorRef add_rmsnorm(Forward& f, const std::string& name, TensorRef x, TensorRe
 }
 }  // namespace
 
-TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w, const std::string& y_name,
-                              TensorRole y_role) {
+TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w,
+                              const std::string& y_name, TensorRole y_role) {
   const std::string& P = w.prefix;
   const uint32_t rows = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, cap = s.capacity;
   const bool v2 = w.v2;
@@ -177,7 +184,8 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     const QuantRowKernel* qk = f.k.qrow.get();
     const QuantType wf = w.wqkv.format;
     if (wf != QuantType::f16 && !qk)
-      throw Error(Status::internal, "qkv: quantized weight '" + w.wqkv.name + "' but the model built no quantized kernel");
+      throw Error(Status::internal,
+                  "qkv: quantized weight '" + w.wqkv.name + "' but the model built no quantized kernel");
     const TensorRef wt = w.wqkv.parts[0].t, norm = w.norm;
     std::vector<TensorRef> reads{x, wt, table, pos};
     if (residual) reads.push_back(norm);
@@ -242,7 +250,8 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   if (w.tap) {  // debug: this layer's softmaxes (and V2's λ rows), from the roped queries and the cached keys
     const MapTap tap = *w.tap;
     const AttnProbsKernel* probs = f.k.probs.get();
-    const TensorRef maps = f.g.bind(P + "attention maps", TensorRole::external, ElemType::f32, {tap.out.size / 4}, tap.out);
+    const TensorRef maps =
+        f.g.bind(P + "attention maps", TensorRole::external, ElemType::f32, {tap.out.size / 4}, tap.out);
     AttnProbsParams pp;
     pp.rows = rows;
     pp.H = H;
@@ -254,19 +263,20 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     pp.head0 = tap.head0;
     pp.heads = tap.heads;
     pp.v2 = v2;
-    f.g.add("attn_probs", {q, kc, pos}, {maps}, [=](Program& p, const GraphBinding& b) {
-      probs->record(p, b[q], b[kc], b[pos], b[maps], pp);
-    });
+    f.g.add("attn_probs", {q, kc, pos}, {maps},
+            [=](Program& p, const GraphBinding& b) { probs->record(p, b[q], b[kc], b[pos], b[maps], pp); });
   }
   // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
   const AttnScratch sc = attn_scratch(f.k.attn_for(f.kv), s);
-  const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part), stat = f.g.scratch(P + "attn.split_stat", sc.stat);
+  const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part),
+                  stat = f.g.scratch(P + "attn.split_stat", sc.stat);
   const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, ow});
   const DiffAttnKernel* attn = &f.k.attn_for(f.kv);
   const TensorRef subln = w.subln;
   const float lambda = static_cast<float>(w.lambda), gain = static_cast<float>(1.0 - w.lambda_init), seps = s.subln_eps;
   const TensorRef sync = f.attn_sync;
-  if (!sync.valid()) throw Error(Status::internal, "attention block: the forward pass has no attention counters (Forward::attn_sync)");
+  if (!sync.valid())
+    throw Error(Status::internal, "attention block: the forward pass has no attention counters (Forward::attn_sync)");
   std::vector<TensorRef> reads{q, kc, vc, pos, sync};
   if (!v2) reads.push_back(subln);
   f.g.add("attention", reads, {o, part, stat, sync}, [=](Program& p, const GraphBinding& b) {
@@ -323,10 +333,14 @@ void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
 
 const char* head_out_name(HeadOut o) {
   switch (o) {
-    case HeadOut::all: return "all";
-    case HeadOut::last: return "last";
-    case HeadOut::none: return "none";
-    case HeadOut::sample: return "sample";
+    case HeadOut::all:
+      return "all";
+    case HeadOut::last:
+      return "last";
+    case HeadOut::none:
+      return "none";
+    case HeadOut::sample:
+      return "sample";
   }
   return "?";
 }
@@ -359,9 +373,8 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
   if (out == HeadOut::sample) {
     const SampleKernel* k = f.k.sample.get();
     const TensorRef params = h.params, picked = h.picked;
-    f.g.add("sample", {logits, params}, {picked}, [=](Program& p, const GraphBinding& b) {
-      k->record(p, b[logits], b[params], b[picked], V);
-    });
+    f.g.add("sample", {logits, params}, {picked},
+            [=](Program& p, const GraphBinding& b) { k->record(p, b[logits], b[params], b[picked], V); });
     f.g.kernel("sample");
   }
   return logits;

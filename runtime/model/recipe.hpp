@@ -98,7 +98,7 @@ struct AttnBlock {
   TensorRef norm;      // pre-attention RMSNorm weight (E); invalid: none (a bare layer)
   bool v2 = false;
   LinearWeight wqkv, wo;
-  TensorRef subln;     // headwise norm weight (2D); DIFF V1 only
+  TensorRef subln;  // headwise norm weight (2D); DIFF V1 only
   double lambda = 0, lambda_init = 0;
   TensorRef k_cache, v_cache, rope_table;
   const MapTap* tap = nullptr;  // this layer's tap, if any
@@ -137,8 +137,8 @@ struct RowLinear {
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row = nullptr);
 
-// The differential attention block (DIFF V1 or V2: AttnBlock::v2). With a norm weight: x is the f32 residual stream and the block adds
-// its output into x (returns x). Without one (DiffAttnLayer): x is a storage-type activation and the
+// The differential attention block (DIFF V1 or V2: AttnBlock::v2). With a norm weight: x is the f32 residual stream and
+// the block adds its output into x (returns x). Without one (DiffAttnLayer): x is a storage-type activation and the
 // output is a new storage-type tensor `y_name` (role `y_role`), which is returned.
 TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w,
                               const std::string& y_name = "y", TensorRole y_role = TensorRole::output);

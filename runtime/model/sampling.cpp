@@ -29,24 +29,31 @@ int32_t sample_top_k(const float* logits, uint32_t vocab, float temperature, uin
 
 void validate_sampling(const SamplingOptions& o) {
   if (!std::isfinite(o.temperature) || o.temperature < 0.0f)
-    throw Error(Status::invalid_argument, "temperature " + std::to_string(o.temperature) + " must be a finite number >= 0 (0 = greedy)");
+    throw Error(Status::invalid_argument,
+                "temperature " + std::to_string(o.temperature) + " must be a finite number >= 0 (0 = greedy)");
   if (!std::isfinite(o.top_p) || !(o.top_p > 0.0f && o.top_p <= 1.0f))
-    throw Error(Status::invalid_argument, "top_p " + std::to_string(o.top_p) + " must be a finite number in (0, 1] (1 = off)");
+    throw Error(Status::invalid_argument,
+                "top_p " + std::to_string(o.top_p) + " must be a finite number in (0, 1] (1 = off)");
   if (!std::isfinite(o.min_p) || !(o.min_p >= 0.0f && o.min_p <= 1.0f))
-    throw Error(Status::invalid_argument, "min_p " + std::to_string(o.min_p) + " must be a finite number in [0, 1] (0 = off)");
+    throw Error(Status::invalid_argument,
+                "min_p " + std::to_string(o.min_p) + " must be a finite number in [0, 1] (0 = off)");
   if (!std::isfinite(o.repeat_penalty) || !(o.repeat_penalty > 0.0f && o.repeat_penalty <= 100.0f))
-    throw Error(Status::invalid_argument, "repeat_penalty " + std::to_string(o.repeat_penalty) + " must be a finite number in (0, 100] (1 = off)");
+    throw Error(Status::invalid_argument, "repeat_penalty " + std::to_string(o.repeat_penalty) +
+                                              " must be a finite number in (0, 100] (1 = off)");
   for (auto [name, v] : {std::pair{"frequency_penalty", o.frequency_penalty}, {"presence_penalty", o.presence_penalty}})
     if (!std::isfinite(v) || !(v >= -2.0f && v <= 2.0f))
-      throw Error(Status::invalid_argument, std::string(name) + " " + std::to_string(v) + " must be a finite number in [-2, 2] (0 = off)");
+      throw Error(Status::invalid_argument,
+                  std::string(name) + " " + std::to_string(v) + " must be a finite number in [-2, 2] (0 = off)");
   if (o.penalty_last_n > (1u << 20))
-    throw Error(Status::invalid_argument, "penalty_last_n " + std::to_string(o.penalty_last_n) + " must be at most 1048576");
+    throw Error(Status::invalid_argument,
+                "penalty_last_n " + std::to_string(o.penalty_last_n) + " must be at most 1048576");
 }
 
 Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) { validate_sampling(o); }
 
 bool Sampler::penalties_active() const {
-  return o_.penalty_last_n > 0 && (o_.repeat_penalty != 1.0f || o_.frequency_penalty != 0.0f || o_.presence_penalty != 0.0f);
+  return o_.penalty_last_n > 0 &&
+         (o_.repeat_penalty != 1.0f || o_.frequency_penalty != 0.0f || o_.presence_penalty != 0.0f);
 }
 
 bool Sampler::device_capable() const {

@@ -21,12 +21,15 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   f.kv = kv_format;
   f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
   const TensorRef tok = g.bind("tokens", TensorRole::external, ElemType::u32, {rows}, tokens.range(0, rows * 4ull));
-  const TensorRef table = g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
+  const TensorRef table =
+      g.bind("rope table", TensorRole::weight, ElemType::f32, {M.rope_table.size() / 4}, M.rope_table.range());
   const AttnShape shape =
       AttnShape::heads(E, c.num_heads, Hkv, D).cache(cap, chunk).norms(eps, static_cast<float>(c.subln_eps));
   const uint64_t sync_bytes = attn_sync_bytes(shape, c.v2());
-  f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4}, sync.range(0, sync_bytes));
-  const TensorRef x = add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed), ws.format(M.embed)), "x (residual stream) [f32]");
+  f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4},
+                       sync.range(0, sync_bytes));
+  const TensorRef x =
+      add_embed(f, tok, bind_linear(f, "embed", E, ws.parts(M.embed), ws.format(M.embed)), "x (residual stream) [f32]");
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     const auto& W = M.layers[l];
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -41,7 +44,8 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
     a.lambda_init = W.lambda_init;
     const bool q8 = kv_format == KvFormat::q8_0;  // Q8_0: quants and scales, bound as bytes
     const std::vector<uint64_t> kv_shape =
-        q8 ? std::vector<uint64_t>{diffvk::kv_cache_bytes(kv_format, M.fp16, Hkv, cap, c.kv_row())} : std::vector<uint64_t>{Hkv, cap, c.kv_row()};
+        q8 ? std::vector<uint64_t>{diffvk::kv_cache_bytes(kv_format, M.fp16, Hkv, cap, c.kv_row())}
+           : std::vector<uint64_t>{Hkv, cap, c.kv_row()};
     const ElemType kv_type = q8 ? ElemType::bytes : f.storage();
     a.k_cache = g.bind(p + "k_cache", TensorRole::kv_cache, kv_type, kv_shape, kc.empty() ? BufferRange{} : kc[l]);
     a.v_cache = g.bind(p + "v_cache", TensorRole::kv_cache, kv_type, kv_shape, vc.empty() ? BufferRange{} : vc[l]);
@@ -128,17 +132,19 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
 
   // Everything this session allocates, checked against what the heap has left before allocating.
   const uint64_t kv_bytes = uint64_t(c.num_layers) * 2 * align_up(cache, al);
-  const AttnShape shape = AttnShape::heads(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim()).cache(s->cap, s->chunk);
+  const AttnShape shape =
+      AttnShape::heads(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim()).cache(s->cap, s->chunk);
   const uint64_t sync_bytes = attn_sync_bytes(shape, c.v2());
-  const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) + 32 +
-                        align_up(sync_bytes, al);
+  const uint64_t need = kv_bytes + s->plan.plan.arena_bytes + align_up(std::max<uint64_t>(s->chunk * 4ull, 16), al) +
+                        32 + align_up(sync_bytes, al);
   const uint64_t heap = device_heap_bytes(dev.caps()), used = device_bytes_allocated();
   if (need > heap - std::min(heap, used))
-    throw Error(Status::out_of_memory, "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
-                                           std::to_string(s->cap) + ") plus activations (" + std::to_string(s->plan.plan.arena_bytes) +
-                                           " bytes) need " + std::to_string(need) + " bytes but only " +
-                                           std::to_string(heap - std::min(heap, used)) + " of the device heap's " +
-                                           std::to_string(heap) + " remain; nothing was allocated (use a shorter context)");
+    throw Error(Status::out_of_memory,
+                "session: the KV cache (" + std::to_string(kv_bytes) + " bytes for a context of " +
+                    std::to_string(s->cap) + ") plus activations (" + std::to_string(s->plan.plan.arena_bytes) +
+                    " bytes) need " + std::to_string(need) + " bytes but only " +
+                    std::to_string(heap - std::min(heap, used)) + " of the device heap's " + std::to_string(heap) +
+                    " remain; nothing was allocated (use a shorter context)");
   for (uint32_t l = 0; l < c.num_layers; ++l) {
     s->kv.emplace_back(dev, 2 * align_up(cache, al), MemoryDomain::device, "KV cache layer " + std::to_string(l));
     s->kc.push_back(s->kv.back().range(0, cache));
@@ -155,10 +161,13 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   return std::unique_ptr<Session>(new Session(std::move(s)));
 }
 
-KvCacheType Session::kv_cache() const { return impl_->kv_format == KvFormat::q8_0 ? KvCacheType::q8_0 : KvCacheType::f16; }
+KvCacheType Session::kv_cache() const {
+  return impl_->kv_format == KvFormat::q8_0 ? KvCacheType::q8_0 : KvCacheType::f16;
+}
 uint64_t Session::kv_cache_bytes() const {
   const ModelConfig& c = impl_->m->cfg;
-  return uint64_t(c.num_layers) * 2 * diffvk::kv_cache_bytes(impl_->kv_format, impl_->m->fp16, c.num_kv_heads, impl_->cap, c.kv_row());
+  return uint64_t(c.num_layers) * 2 *
+         diffvk::kv_cache_bytes(impl_->kv_format, impl_->m->fp16, c.num_kv_heads, impl_->cap, c.kv_row());
 }
 
 const char* kv_cache_type_name(KvCacheType t) { return t == KvCacheType::q8_0 ? "q8_0" : "f16"; }
@@ -173,7 +182,8 @@ Session::Impl::Recorded Session::Impl::record(uint32_t rows, HeadOut out, const 
   const auto placed = fit_graph(g, plan, variant(rows, out), arena.handles(), dev.caps().max_storage_buffer_range,
                                 dev.caps().min_storage_buffer_offset_alignment);
   Recorded r;
-  r.program = std::make_unique<Program>(dev, (tap ? "attention maps rows=" : "model rows=") + std::to_string(rows), profile && !tap);
+  r.program = std::make_unique<Program>(dev, (tap ? "attention maps rows=" : "model rows=") + std::to_string(rows),
+                                        profile && !tap);
   record_graph(g, placed, *r.program);
   if (logits.valid()) r.logits = placed[logits.id];
   return r;
@@ -192,7 +202,8 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut
     run_into(tok, rows, out, nullptr);
     return {};
   }
-  std::vector<float> logits(uint64_t(out == HeadOut::all ? rows : 1) * m->cfg.vocab_size);  // float32 in every precision
+  std::vector<float> logits(uint64_t(out == HeadOut::all ? rows : 1) *
+                            m->cfg.vocab_size);  // float32 in every precision
   run_into(tok, rows, out, logits.data());
   return logits;
 }
@@ -244,8 +255,8 @@ void Session::Impl::check_vocab(const std::vector<int32_t>& toks, const char* wh
 
 void Session::Impl::check_tokens(const std::vector<int32_t>& toks, const char* what, uint32_t at) const {
   if (!toks.empty() && uint64_t(at) + toks.size() > cap)
-    throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " + std::to_string(at) +
-                                              " exceed the context of " + std::to_string(cap));
+    throw Error(Status::context_overflow, std::string(what) + ": " + std::to_string(toks.size()) + " tokens after " +
+                                              std::to_string(at) + " exceed the context of " + std::to_string(cap));
   check_vocab(toks, what);
 }
 
@@ -269,8 +280,10 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& toks, bool all_l
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(s.chunk, toks.size() - i));
     const bool final = i + rows == toks.size();
     auto lg = s.run(toks.data() + i, rows, all_logits ? HeadOut::all : final ? HeadOut::last : HeadOut::none);
-    if (all_logits) out.insert(out.end(), lg.begin(), lg.end());
-    else if (final) out = std::move(lg);
+    if (all_logits)
+      out.insert(out.end(), lg.begin(), lg.end());
+    else if (final)
+      out = std::move(lg);
   }
   restore.done = true;
   return out;
@@ -288,14 +301,14 @@ void Session::decode(int32_t token, float* logits, size_t capacity) {
   s.m->dev->check_not_lost();
   if (!logits) throw Error(Status::invalid_argument, "decode: logits is null");
   if (capacity < V)
-    throw Error(Status::invalid_argument, "decode: the logits buffer holds " + std::to_string(capacity) + " floats, need " +
-                                              std::to_string(V));
+    throw Error(Status::invalid_argument,
+                "decode: the logits buffer holds " + std::to_string(capacity) + " floats, need " + std::to_string(V));
   if (uint64_t(s.pos) + 1 > s.cap)
-    throw Error(Status::context_overflow, "decode: 1 tokens after " + std::to_string(s.pos) + " exceed the context of " +
-                                              std::to_string(s.cap));
+    throw Error(Status::context_overflow,
+                "decode: 1 tokens after " + std::to_string(s.pos) + " exceed the context of " + std::to_string(s.cap));
   if (token < 0 || uint32_t(token) >= V)
-    throw Error(Status::invalid_argument, "token " + std::to_string(token) + " at index 0 is outside the vocabulary [0, " +
-                                              std::to_string(V) + ")");
+    throw Error(Status::invalid_argument, "token " + std::to_string(token) +
+                                              " at index 0 is outside the vocabulary [0, " + std::to_string(V) + ")");
   const uint32_t start = s.pos;
   try {  // all or nothing, like prefill
     s.run_into(&token, 1, HeadOut::last, logits);
@@ -313,11 +326,14 @@ int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k,
   if (!greedy && (top_k == 0 || !s.m->k.sample->supports(V, top_k)))
     throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
                                               std::to_string(std::min(kDeviceTopKMax, V)) + "] for device sampling");
-  if (!greedy && !(u >= 0.0f && u < 1.0f)) throw Error(Status::invalid_argument, "decode_sample: the draw u must be in [0, 1)");
+  if (!greedy && !(u >= 0.0f && u < 1.0f))
+    throw Error(Status::invalid_argument, "decode_sample: the draw u must be in [0, 1)");
   if (uint64_t(s.pos) + 1 > s.cap)
-    throw Error(Status::context_overflow, "decode: position " + std::to_string(s.pos) + " is at the context of " + std::to_string(s.cap));
+    throw Error(Status::context_overflow,
+                "decode: position " + std::to_string(s.pos) + " is at the context of " + std::to_string(s.cap));
   if (token < 0 || uint32_t(token) >= V)
-    throw Error(Status::invalid_argument, "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    throw Error(Status::invalid_argument,
+                "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
   std::memcpy(&s.sample_params[0], &u, 4);
   std::memcpy(&s.sample_params[1], &temperature, 4);
   s.sample_params[2] = greedy ? 1u : top_k;
@@ -340,13 +356,14 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
   const ModelConfig& c = M.cfg;
   M.dev->check_not_lost();
   if (layer >= c.num_layers)
-    throw Error(Status::invalid_argument, "attention_maps: layer " + std::to_string(layer) + " is outside [0, " + std::to_string(c.num_layers) + ")");
+    throw Error(Status::invalid_argument, "attention_maps: layer " + std::to_string(layer) + " is outside [0, " +
+                                              std::to_string(c.num_layers) + ")");
   if (head < -1 || head >= int32_t(c.num_heads))
-    throw Error(Status::invalid_argument, "attention_maps: head " + std::to_string(head) + " is outside [0, " + std::to_string(c.num_heads) +
-                                              ") (-1 = every head)");
+    throw Error(Status::invalid_argument, "attention_maps: head " + std::to_string(head) + " is outside [0, " +
+                                              std::to_string(c.num_heads) + ") (-1 = every head)");
   if (toks.size() > kAttentionMapMaxTokens)
-    throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) + " tokens exceed the limit of " +
-                                              std::to_string(kAttentionMapMaxTokens));
+    throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) +
+                                              " tokens exceed the limit of " + std::to_string(kAttentionMapMaxTokens));
   s.check_tokens(toks, "attention_maps", 0);  // the maps are of a fresh prefill; bad arguments change nothing
   s.truncate(0);
   AttentionMaps r;
@@ -400,7 +417,8 @@ void Session::rewind(uint32_t n) {
   Impl& s = *impl_;
   s.m->dev->check_not_lost();
   if (n > s.pos)
-    throw Error(Status::invalid_argument, "rewind: " + std::to_string(n) + " tokens to keep, but the session holds " + std::to_string(s.pos));
+    throw Error(Status::invalid_argument,
+                "rewind: " + std::to_string(n) + " tokens to keep, but the session holds " + std::to_string(s.pos));
   // The KV rows at n and beyond are not read again before a prefill writes them (attention reads rows < position).
   s.truncate(n);
 }
@@ -430,8 +448,9 @@ void Session::shift(uint32_t keep, uint32_t discard) {
   M.dev->check_not_lost();
   if (discard == 0 || uint64_t(keep) + discard > s.pos)
     throw Error(Status::invalid_argument, "shift: dropping positions " + std::to_string(keep) + " ... " +
-                                              std::to_string(uint64_t(keep) + discard) + " - 1 needs " + std::to_string(discard) +
-                                              " > 0 tokens after the " + std::to_string(keep) + " kept, but the session holds " +
+                                              std::to_string(uint64_t(keep) + discard) + " - 1 needs " +
+                                              std::to_string(discard) + " > 0 tokens after the " +
+                                              std::to_string(keep) + " kept, but the session holds " +
                                               std::to_string(s.pos));
   const uint32_t end = s.pos;
   if (keep + discard < end) {  // rows to move
@@ -444,7 +463,8 @@ void Session::shift(uint32_t keep, uint32_t discard) {
     p.discard = discard;
     p.end = end;
     p.row = c.kv_row();
-    for (uint32_t l = 0; l < c.num_layers; ++l) M.k.shift_for(s.kv_format).record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
+    for (uint32_t l = 0; l < c.num_layers; ++l)
+      M.k.shift_for(s.kv_format).record(prog, s.kc[l], s.vc[l], M.rope_table.range(), p);
     // A failure here (device loss) leaves rows [keep, end) part moved: the session keeps only what is intact.
     try {
       prog.run();
@@ -466,8 +486,8 @@ bool Session::make_room(uint32_t keep, uint32_t rows) {
   if (uint64_t(s.pos) + rows <= s.cap) return false;
   const uint32_t k = std::min(keep, s.pos);
   if (rows > s.cap - k)
-    throw Error(Status::invalid_argument, "make_room: " + std::to_string(rows) + " tokens do not fit next to the " + std::to_string(k) +
-                                              " kept in a context of " + std::to_string(s.cap));
+    throw Error(Status::invalid_argument, "make_room: " + std::to_string(rows) + " tokens do not fit next to the " +
+                                              std::to_string(k) + " kept in a context of " + std::to_string(s.cap));
   // Half of what follows keep, and at least what the rows need.
   shift(k, std::max((s.pos - k) / 2, s.pos + rows - s.cap));
   return true;
@@ -477,8 +497,8 @@ std::vector<float> Session::prefill_shifting(const std::vector<int32_t>& toks, u
   Impl& s = *impl_;
   s.m->dev->check_not_lost();
   if (keep >= s.cap)
-    throw Error(Status::invalid_argument, "prefill_shifting: keep " + std::to_string(keep) + " leaves no room in a context of " +
-                                              std::to_string(s.cap));
+    throw Error(Status::invalid_argument, "prefill_shifting: keep " + std::to_string(keep) +
+                                              " leaves no room in a context of " + std::to_string(s.cap));
   s.check_vocab(toks, "prefill_shifting");  // no context check: a prompt longer than the context is shifted through
   // The longest common prefix with the history, the last token always computed.
   size_t common = 0;

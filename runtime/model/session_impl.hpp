@@ -18,7 +18,7 @@ struct Session::Impl {
   Model::Impl* m = nullptr;
   uint32_t cap = 0, chunk = 0, pos = 0;
   KvFormat kv_format = KvFormat::storage;  // SessionOptions::kv_cache
-  std::vector<int32_t> held;  // token ids at positions 0 ... pos-1 (entries past pos are stale)
+  std::vector<int32_t> held;               // token ids at positions 0 ... pos-1 (entries past pos are stale)
   // Rows 0 ... exact-1 are those a fresh prefill of held[0 ... exact-1] gives (a context shift makes the
   // rows after its keep approximate: they attended to dropped tokens). prefill_reusing keeps no more.
   uint32_t exact = 0;
@@ -30,10 +30,10 @@ struct Session::Impl {
   std::function<bool()> should_abort;
   std::vector<Buffer> kv;  // per layer: K then V
   std::vector<BufferRange> kc, vc;
-  Buffer tokens, dyn, picked;  // dyn: {position, u, temperature, top_k}; picked: the sampled token id
-  Buffer sync;                 // the split-K attention's arrival counters (zero between dispatches)
+  Buffer tokens, dyn, picked;             // dyn: {position, u, temperature, top_k}; picked: the sampled token id
+  Buffer sync;                            // the split-K attention's arrival counters (zero between dispatches)
   uint32_t sample_params[3] = {0, 0, 0};  // u, temperature (float bits), top_k: uploaded with the position
-  uint64_t fingerprint = 0;  // of the model (session_state.cpp), computed at the first save or restore
+  uint64_t fingerprint = 0;               // of the model (session_state.cpp), computed at the first save or restore
   GraphPlan plan;  // every program variant's intermediates, derived from the recipe (plan_variants)
   Arena arena;
   struct Recorded {
@@ -41,7 +41,7 @@ struct Session::Impl {
     BufferRange logits;  // where this program leaves its logits (empty for HeadOut::none)
   };
   std::map<std::pair<uint32_t, HeadOut>, Recorded> programs;  // recorded once per (rows, out)
-  Program* last = nullptr;  // the program of the last run (profile)
+  Program* last = nullptr;                                    // the program of the last run (profile)
 
   // The model's forward pass of `rows` tokens, from the recipe, into g (tap: attention maps of one layer).
   TensorRef build(Graph& g, uint32_t rows, HeadOut out, const MapTap* tap) const;

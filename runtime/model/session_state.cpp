@@ -27,10 +27,12 @@ uint64_t mix(uint64_t h, const T& v) {
 uint64_t model_fingerprint(const Model::Impl& m) {
   const ModelConfig& c = m.cfg;
   uint64_t h = fnv1a64("diffvk model", 12);
-  for (uint32_t v : {c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.num_kv_heads, c.intermediate_size,
-                     c.max_position_embeddings, c.rope_original_max_positions, uint32_t(c.tie_word_embeddings), uint32_t(m.fp16)})
+  for (uint32_t v :
+       {c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.num_kv_heads, c.intermediate_size,
+        c.max_position_embeddings, c.rope_original_max_positions, uint32_t(c.tie_word_embeddings), uint32_t(m.fp16)})
     h = mix(h, v);
-  for (double v : {c.rope_theta, c.rms_norm_eps, c.subln_eps, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor})
+  for (double v :
+       {c.rope_theta, c.rms_norm_eps, c.subln_eps, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor})
     h = mix(h, v);
   h = fnv1a64(c.rope_type.data(), c.rope_type.size(), h);
   if (c.v2()) h = mix(mix(h, c.diff_version), c.head_dim());  // only for V2: V1 states keep their fingerprints
@@ -85,14 +87,18 @@ SessionStateShape shape_of(Session::Impl& s) {
 
 const char* state_kv_type_name(StateKvType t) {
   switch (t) {
-    case StateKvType::f32: return "f32";
-    case StateKvType::f16: return "f16";
-    case StateKvType::q8_0: return "q8_0";
+    case StateKvType::f32:
+      return "f32";
+    case StateKvType::f16:
+      return "f16";
+    case StateKvType::q8_0:
+      return "q8_0";
   }
   return "unknown";
 }
 
-std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, const std::vector<int32_t>& tokens, uint32_t exact) {
+std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, const std::vector<int32_t>& tokens,
+                                                 uint32_t exact) {
   std::vector<uint8_t> out(kSessionStateHeaderSize + 4 * tokens.size());
   std::memcpy(out.data(), kMagic, 8);
   put_u32(&out[8], kSessionStateVersion);
@@ -108,7 +114,7 @@ std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, co
 }
 
 CheckedState check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
-                             uint32_t vocab) {
+                                 uint32_t vocab) {
   if (!data && size) refuse("no data");
   if (size < kSessionStateV1HeaderSize + kSessionStateTrailerSize)
     refuse(std::to_string(size) + " bytes is shorter than the " +
@@ -118,7 +124,8 @@ CheckedState check_session_state(const uint8_t* data, size_t size, const Session
     refuse("checksum mismatch: the state is corrupt or truncated");
   const uint32_t version = get_u32(data + 8);
   if (version != 1 && version != kSessionStateVersion)
-    refuse("format version " + std::to_string(version) + ", this build reads versions 1 to " + std::to_string(kSessionStateVersion));
+    refuse("format version " + std::to_string(version) + ", this build reads versions 1 to " +
+           std::to_string(kSessionStateVersion));
   CheckedState r;
   r.header = version == 1 ? kSessionStateV1HeaderSize : kSessionStateHeaderSize;
   if (size < r.header + kSessionStateTrailerSize)
@@ -126,14 +133,18 @@ CheckedState check_session_state(const uint8_t* data, size_t size, const Session
            "-byte header and checksum of version " + std::to_string(version));
   const uint32_t kv = get_u32(data + 12);
   if (kv != uint32_t(want.kv_type))
-    refuse(std::string("KV type ") + (kv == 1 ? "f32" : kv == 2 ? "f16" : kv == 3 ? "q8_0" : ("#" + std::to_string(kv)).c_str()) +
+    refuse(std::string("KV type ") +
+           (kv == 1   ? "f32"
+            : kv == 2 ? "f16"
+            : kv == 3 ? "q8_0"
+                      : ("#" + std::to_string(kv)).c_str()) +
            ", this session's is " + state_kv_type_name(want.kv_type) + " (another precision or KV cache type)");
   if (get_u64(data + 16) != want.fingerprint) refuse("saved from another model (fingerprint mismatch)");
   const uint32_t layers = get_u32(data + 24), heads = get_u32(data + 28), row = get_u32(data + 32);
   if (layers != want.layers || heads != want.kv_heads || row != want.row_elems)
-    refuse("shape " + std::to_string(layers) + " layers x " + std::to_string(heads) + " KV heads x " + std::to_string(row) +
-           ", this model's is " + std::to_string(want.layers) + " x " + std::to_string(want.kv_heads) + " x " +
-           std::to_string(want.row_elems));
+    refuse("shape " + std::to_string(layers) + " layers x " + std::to_string(heads) + " KV heads x " +
+           std::to_string(row) + ", this model's is " + std::to_string(want.layers) + " x " +
+           std::to_string(want.kv_heads) + " x " + std::to_string(want.row_elems));
   const uint32_t n = get_u32(data + 36);
   if (n > capacity)
     refuse("position " + std::to_string(n) + " exceeds this session's context of " + std::to_string(capacity));
@@ -141,11 +152,12 @@ CheckedState check_session_state(const uint8_t* data, size_t size, const Session
   r.exact = version == 1 ? n : get_u32(data + 40);
   if (r.exact > n) refuse("exact rows " + std::to_string(r.exact) + " exceed the position " + std::to_string(n));
   if (size != want.file_bytes(n, r.header))
-    refuse(std::to_string(size) + " bytes, " + std::to_string(want.file_bytes(n, r.header)) + " expected for " + std::to_string(n) +
-           " tokens");
+    refuse(std::to_string(size) + " bytes, " + std::to_string(want.file_bytes(n, r.header)) + " expected for " +
+           std::to_string(n) + " tokens");
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t t = get_u32(data + r.header + 4ull * i);
-    if (t >= vocab) refuse("token " + std::to_string(int32_t(t)) + " at index " + std::to_string(i) + " is outside the vocabulary");
+    if (t >= vocab)
+      refuse("token " + std::to_string(int32_t(t)) + " at index " + std::to_string(i) + " is outside the vocabulary");
   }
   return r;
 }
@@ -156,7 +168,8 @@ std::vector<uint8_t> Session::save_state() const {
   s.m->dev->check_not_lost();
   const SessionStateShape sh = shape_of(s);
   const uint32_t n = s.pos;
-  std::vector<uint8_t> out = encode_session_state_header(sh, std::vector<int32_t>(s.held.begin(), s.held.begin() + n), s.exact);
+  std::vector<uint8_t> out =
+      encode_session_state_header(sh, std::vector<int32_t>(s.held.begin(), s.held.begin() + n), s.exact);
   const uint64_t body = sh.file_bytes(n) - kSessionStateTrailerSize;
   out.resize(body + kSessionStateTrailerSize);
   uint64_t at = kSessionStateHeaderSize + 4ull * n;

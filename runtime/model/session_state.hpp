@@ -63,6 +63,6 @@ struct CheckedState {
 // KV type, model (fingerprint or shape), position beyond `capacity`, exact beyond n, a token outside
 // [0, vocab), the size. The tokens start at `header`, the KV rows at header + 4n.
 CheckedState check_session_state(const uint8_t* data, size_t size, const SessionStateShape& want, uint32_t capacity,
-                             uint32_t vocab);
+                                 uint32_t vocab);
 
 }  // namespace diffvk

@@ -62,7 +62,8 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
           c.num_heads = H;
           c.num_kv_heads = Hkv;
           c.hidden_size = 2 * D * H;
-          const std::string label = "D=" + std::to_string(D) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
+          const std::string label =
+              "D=" + std::to_string(D) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
           {
             PipelineGroup g(dev, label);
             kernels.push_back(build_model_kernels(dev, c));
@@ -78,7 +79,8 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
           ModelKernels v2;
           {
             PipelineGroup g2(dev, "DIFF V2 " + label);
-            v2.attn = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_device(dev), D, 2 * H / Hkv, 8, AttnSoftmax::v2);
+            v2.attn = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_device(dev), D, 2 * H / Hkv, 8,
+                                                       AttnSoftmax::v2);
           }
           kernels.push_back(std::move(v2));
           s.group = "DIFF V2 " + label;
@@ -130,7 +132,8 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
     }
   }
   if (report.statistics_available) {
-    for (size_t i = 0; i < distinct.size(); ++i) report.pipelines[i].executables = pipeline_executable_statistics(dev, *distinct[i]);
+    for (size_t i = 0; i < distinct.size(); ++i)
+      report.pipelines[i].executables = pipeline_executable_statistics(dev, *distinct[i]);
   }
   if (options.isa && report.statistics_available) {
     for (size_t i = 0; i < distinct.size(); ++i) {
@@ -141,7 +144,8 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
         std::string lower = r.name;
         for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
         if (r.executable != 0 || lower.find("assembl") == std::string::npos) continue;
-        const uint32_t lanes = p.executables.empty() || !p.executables[0].subgroup_size ? 64 : p.executables[0].subgroup_size;
+        const uint32_t lanes =
+            p.executables.empty() || !p.executables[0].subgroup_size ? 64 : p.executables[0].subgroup_size;
         p.loop = isa_main_loop(r.text, lanes);
         break;
       }
@@ -151,7 +155,9 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
 }
 
 namespace {
-bool starts_with(const std::string& s, size_t at, const char* prefix) { return s.compare(at, std::strlen(prefix), prefix) == 0; }
+bool starts_with(const std::string& s, size_t at, const char* prefix) {
+  return s.compare(at, std::strlen(prefix), prefix) == 0;
+}
 }  // namespace
 
 ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
@@ -212,8 +218,10 @@ ShaderLoop isa_main_loop(const std::string& text, uint32_t lanes) {
       if (starts_with(o, 0, "v_dual_")) {  // one VALU instruction, two operations: count each FMA
         for (const std::string* d : {&o, &x.op_y})
           if (starts_with(*d, 0, "v_dual_fma")) L.fma += 1;
-      } else if (starts_with(o, 0, "v_pk_fma") || starts_with(o, 0, "v_dot2")) L.fma += 2;
-      else if (starts_with(o, 0, "v_fma") || starts_with(o, 0, "v_mac_f32") || starts_with(o, 0, "v_mad_f32")) L.fma += 1;
+      } else if (starts_with(o, 0, "v_pk_fma") || starts_with(o, 0, "v_dot2"))
+        L.fma += 2;
+      else if (starts_with(o, 0, "v_fma") || starts_with(o, 0, "v_mac_f32") || starts_with(o, 0, "v_mad_f32"))
+        L.fma += 1;
       else if (starts_with(o, 0, "v_wmma_")) {  // v_wmma_<types>_MxNxK: M·N·K multiply-adds over the subgroup
         for (size_t u = o.find('_'); u != std::string::npos; u = o.find('_', u + 1)) {  // the _MxNxK segment
           unsigned m = 0, n = 0, kk = 0;

@@ -19,10 +19,12 @@ ShardIndex parse_shard_index(const char* data, size_t size, const std::string& i
   ShardIndex out;
   std::set<std::string> shard_set;
   for (const auto& [tensor, file] : j["weight_map"].items()) {
-    if (!file.is_string()) throw Error(Status::format_error, index + ": weight_map['" + tensor + "'] must be a file name");
+    if (!file.is_string())
+      throw Error(Status::format_error, index + ": weight_map['" + tensor + "'] must be a file name");
     const std::string f = file.get<std::string>();
     if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
-      throw Error(Status::format_error, index + ": shard '" + f + "' must be a plain file name in the checkpoint directory");
+      throw Error(Status::format_error,
+                  index + ": shard '" + f + "' must be a plain file name in the checkpoint directory");
     out.weight_map[tensor] = f;
     if (shard_set.insert(f).second) out.shards.push_back(f);  // first-seen order, in linear time
   }

@@ -14,15 +14,17 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 constexpr uint64_t kSplitRowMultiple = 256;
 }  // namespace
 
-WeightStore::WeightStore(Device& dev, bool fp16, uint64_t max_binding) : dev_(dev), fp16_(fp16), max_binding_(max_binding) {}
+WeightStore::WeightStore(Device& dev, bool fp16, uint64_t max_binding)
+    : dev_(dev), fp16_(fp16), max_binding_(max_binding) {}
 
 size_t WeightStore::add(WeightSource source, QuantType format) {
   if (format != QuantType::f16) quant_layout(format, source.rows(), source.cols);  // throws naming the width
   // Blocks go to the device as they are (a quantized GGUF), or are dequantized into the storage type (its
   // embedding); never requantized into another block type.
   if (source.stored != QuantType::f16 && format != QuantType::f16 && format != source.stored)
-    throw Error(Status::invalid_argument, "tensor '" + source.name + "' is stored as " + quant_type_name(source.stored) +
-                                              " and cannot be requantized to " + quant_type_name(format));
+    throw Error(Status::invalid_argument, "tensor '" + source.name + "' is stored as " +
+                                              quant_type_name(source.stored) + " and cannot be requantized to " +
+                                              quant_type_name(format));
   sources_.push_back(std::move(source));
   formats_.push_back(format);
   return sources_.size() - 1;
@@ -45,7 +47,8 @@ std::vector<uint64_t> WeightStore::part_rows(size_t i) const {
   if (per >= kSplitRowMultiple) per = per / kSplitRowMultiple * kSplitRowMultiple;
   if (per == 0)
     throw Error(Status::unsupported, "tensor '" + w.name + "': one row (" + std::to_string(row_bytes) +
-                                         " bytes) exceeds the device's maxStorageBufferRange " + std::to_string(max_binding_));
+                                         " bytes) exceeds the device's maxStorageBufferRange " +
+                                         std::to_string(max_binding_));
   std::vector<uint64_t> out;
   for (uint64_t r = 0; r < rows; r += per) out.push_back(std::min(per, rows - r));
   return out;
@@ -62,7 +65,8 @@ uint64_t WeightStore::planned_bytes() const {
 WeightUploadStats WeightStore::upload(uint64_t staging_bytes, bool force_staging) {
   const DeviceCaps& c = dev_.caps();
   const uint64_t al = std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16);  // quantized parts: 16-byte loads
-  const uint64_t limit = std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
+  const uint64_t limit =
+      std::min<uint64_t>(c.max_memory_allocation_size ? c.max_memory_allocation_size : (1ull << 30), 1ull << 30);
   struct Place {
     size_t tensor;
     uint64_t row0, rows;
@@ -103,8 +107,9 @@ WeightUploadStats WeightStore::upload(uint64_t staging_bytes, bool force_staging
   return st;
 }
 
-void WeightStore::upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& buf, uint64_t offset, uint64_t staging_bytes,
-                              bool force_staging, std::vector<uint8_t>& slice, WeightUploadStats& st) const {
+void WeightStore::upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& buf, uint64_t offset,
+                              uint64_t staging_bytes, bool force_staging, std::vector<uint8_t>& slice,
+                              WeightUploadStats& st) const {
   const WeightSource& w = sources_[i];
   const bool direct = buf.mapped() && !force_staging;  // UMA: write straight into the device memory
   const QuantType q = formats_[i];
@@ -169,8 +174,9 @@ std::vector<uint8_t> WeightStore::download(size_t i) const {
 BufferRange WeightStore::range(size_t i) const {
   const auto& p = parts_.at(i);
   if (p.size() != 1)
-    throw Error(Status::unsupported, "tensor '" + sources_.at(i).name + "' is split across " + std::to_string(p.size()) +
-                                         " bindings (larger than the device's maxStorageBufferRange) where the model needs it whole");
+    throw Error(Status::unsupported,
+                "tensor '" + sources_.at(i).name + "' is split across " + std::to_string(p.size()) +
+                    " bindings (larger than the device's maxStorageBufferRange) where the model needs it whole");
   return p[0].range;
 }
 

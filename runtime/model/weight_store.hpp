@@ -50,8 +50,8 @@ class WeightStore {
  private:
   std::vector<uint64_t> part_rows(size_t i) const;
   uint64_t part_bytes(size_t i, uint64_t rows) const;  // device bytes of `rows` rows of tensor i in its format
-  void upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& buf, uint64_t offset, uint64_t staging_bytes, bool force_staging,
-                   std::vector<uint8_t>& slice, WeightUploadStats& st) const;
+  void upload_part(size_t i, uint64_t row0, uint64_t rows, Buffer& buf, uint64_t offset, uint64_t staging_bytes,
+                   bool force_staging, std::vector<uint8_t>& slice, WeightUploadStats& st) const;
   Device& dev_;
   bool fp16_;
   uint64_t max_binding_;

@@ -12,9 +12,11 @@ struct Push {
 
 AttnProbsKernel::AttnProbsKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_}, o.subgroup, o.fp16});
+  pipeline_ =
+      std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_}, o.subgroup, o.fp16});
   // Only a V2 model's maps need it: compiled on first record, like the attention variants.
-  v2_ = std::make_unique<LazyPipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_, 1}, o.subgroup, o.fp16}, false);
+  v2_ = std::make_unique<LazyPipeline>(
+      device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_, 1}, o.subgroup, o.fp16}, false);
 }
 
 AttnProbsKernel::~AttnProbsKernel() = default;
@@ -28,7 +30,8 @@ void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cach
   if (a.rows == 0 || a.H == 0 || a.Hkv == 0 || a.D == 0 || a.T == 0 || a.heads == 0 || a.H % a.Hkv != 0)
     throw Error(Status::invalid_argument, "attn_probs: bad shape (zero size or H not a multiple of Hkv)");
   if (a.T > kAttnProbsMaxTokens)
-    throw Error(Status::invalid_argument, "attn_probs: " + std::to_string(a.T) + " tokens exceed the attention-map limit of " +
+    throw Error(Status::invalid_argument, "attn_probs: " + std::to_string(a.T) +
+                                              " tokens exceed the attention-map limit of " +
                                               std::to_string(kAttnProbsMaxTokens));
   if (a.T > a.capacity || uint64_t(a.head0) + a.heads > a.H)
     throw Error(Status::invalid_argument, "attn_probs: map size over the cache capacity or heads outside [0, H)");
@@ -41,8 +44,10 @@ void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cach
     throw Error(Status::invalid_argument, "attn_probs: the output overlaps an input");
   const Push push{a.rows, a.H, a.Hkv, a.D, a.capacity, a.T, a.pos0, a.head0, uint32_t(q_stride), a.heads};
   const auto& maxc = device_.caps().max_workgroup_count;
-  if (a.rows > maxc[0] || a.heads > maxc[1]) throw Error(Status::invalid_argument, "attn_probs: too many rows or heads for one dispatch");
-  program.dispatch(a.v2 ? v2_->get() : *pipeline_, {{q, Access::read}, {k_cache, Access::read}, {dyn_pos, Access::read}, {out, Access::read_write}},
+  if (a.rows > maxc[0] || a.heads > maxc[1])
+    throw Error(Status::invalid_argument, "attn_probs: too many rows or heads for one dispatch");
+  program.dispatch(a.v2 ? v2_->get() : *pipeline_,
+                   {{q, Access::read}, {k_cache, Access::read}, {dyn_pos, Access::read}, {out, Access::read_write}},
                    &push, sizeof push, {a.rows, a.heads, 1}, a.v2 ? "attn_probs v2" : "attn_probs");
 }
 

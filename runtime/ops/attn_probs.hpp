@@ -13,10 +13,10 @@ constexpr uint32_t kAttnProbsMaxTokens = 256;
 
 struct AttnProbsParams {
   uint32_t rows = 0, H = 0, Hkv = 0, D = 0, capacity = 0;  // H: output heads (V2: 2H query heads), D: head width
-  uint32_t T = 0;     // map size: positions 0 … T − 1 (T <= kAttnProbsMaxTokens)
-  uint32_t pos0 = 0;  // position of q's first row (plus the dynamic position, when given)
+  uint32_t T = 0;                 // map size: positions 0 … T − 1 (T <= kAttnProbsMaxTokens)
+  uint32_t pos0 = 0;              // position of q's first row (plus the dynamic position, when given)
   uint32_t head0 = 0, heads = 0;  // heads head0 … head0 + heads − 1
-  bool v2 = false;    // DIFF V2's layouts (docs/maths.md "DIFF V2"; see record())
+  bool v2 = false;                // DIFF V2's layouts (docs/maths.md "DIFF V2"; see record())
 };
 
 class AttnProbsKernel {

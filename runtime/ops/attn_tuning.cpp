@@ -107,8 +107,10 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
   if (t.qb != std::max(1u, t.br / n_rep)) return "qb must be br / n_rep (at least 1)";
   if (t.chunk != chunk_of(fp16, D, dv, t.wg)) return "chunk does not match the storage type, D and the lanes";
   if (t.accumulators != accumulators(t.chunk, D, t.wg, t.br, t.nsm, dv)) return "accumulators do not match the tiles";
-  if (t.br > (t.paired ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps)) return "too many accumulators per invocation";
-  if (t.blocks > 1 || (t.blocks && !caps.subgroup_arithmetic_compute)) return "the key-block core needs subgroup arithmetic";
+  if (t.br > (t.paired ? 2u : 1u) && t.accumulators > attn_accumulator_budget(caps))
+    return "too many accumulators per invocation";
+  if (t.blocks > 1 || (t.blocks && !caps.subgroup_arithmetic_compute))
+    return "the key-block core needs subgroup arithmetic";
   if (t.nsg == 0) return "nsg is zero";
   if (uint64_t(t.nsg) * t.wg > std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]))
     return std::to_string(t.nsg) + " subgroups of " + std::to_string(t.wg) + " exceed the workgroup limits";
@@ -125,7 +127,8 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   paired = paired && v2;
   if (D == 0 || n_rep == 0) throw Error(Status::invalid_argument, "attention tiles: D and n_rep must be positive");
   if (v2 && (nsm != 1 || (paired && n_rep % 2)))
-    throw Error(Status::invalid_argument, "attention tiles: DIFF V2 needs one softmax and an even n_rep (query heads per KV head)");
+    throw Error(Status::invalid_argument,
+                "attention tiles: DIFF V2 needs one softmax and an even n_rep (query heads per KV head)");
   const uint32_t dv = v2 ? D : 2 * D;
   const uint32_t max_inv = std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]);
   // One subgroup per workgroup: the lanes that split the head dimensions sum with subgroupAdd.
@@ -154,7 +157,8 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   // two queries (query-major slots: the heads of one query share their causal limit). Both shrink to
   // the register budget, down to one slot (which is always legal, whatever its accumulators; DIFF V2:
   // down to the two slots of one pair, and always an even count).
-  const uint32_t want = phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
+  const uint32_t want =
+      phase == AttnPhase::decode ? n_rep * std::clamp(decode_rows, 1u, 8u) : n_rep * (n_rep == 1 ? 2 : 1);
   // The key-block core runs on a CPU driver only when forced (tests: tuning attn_core=blocks); it keeps 128
   // accumulators there: its unrolled loops at 256 took LLVM 10x as long to compile (88 s against 8 s for the test).
   const bool blocks_wanted = caps.subgroup_arithmetic_compute && !caps.has_quirk("per_key_attention");
@@ -224,14 +228,14 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   }
   const std::string why = check_attn_tiles(caps, fp16, D, n_rep, t);
   if (!why.empty())
-    throw Error(Status::unsupported, "no legal attention tiling for D=" + std::to_string(D) + ", n_rep=" +
-                                         std::to_string(n_rep) + ": " + why);
+    throw Error(Status::unsupported, "no legal attention tiling for D=" + std::to_string(D) +
+                                         ", n_rep=" + std::to_string(n_rep) + ": " + why);
   return t;
 }
 
 uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup) {
   if (!caps.has_quirk("loop_iteration_limit")) return UINT32_MAX;
-  constexpr uint64_t kBudget = 60000;  // llvmpipe stops at 65535; keep a margin
+  constexpr uint64_t kBudget = 60000;                                   // llvmpipe stops at 65535; keep a margin
   const CoreShape c = core_shape(4, D, t.wg, t.nsm, t.v2 ? D : 2 * D);  // 4-element chunks: the larger counts
   const uint64_t nst = uint64_t(t.nsm) * t.br;
   // Back-edges per key in shaders/attn_core.glsl: every constant-trip loop there carries [[unroll]]
@@ -240,7 +244,8 @@ uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const 
   // variant, whose loop over the L lanes is not unrolled.
   const uint64_t per_key = 2 + (subgroup ? 0 : nst * (t.wg + 1));
   // Once per invocation (initialisation, Q load, epilogue or partial writes), counted as loops.
-  const uint64_t fixed = 256 + nst * (2 + 2 * c.nvv) + t.br * (1 + c.nkv * 10) + t.br * (1 + c.nvv * 10) + nst * (1 + t.wg);
+  const uint64_t fixed =
+      256 + nst * (2 + 2 * c.nvv) + t.br * (1 + c.nkv * 10) + t.br * (1 + c.nvv * 10) + nst * (1 + t.wg);
   const uint64_t keys = kBudget > fixed ? (kBudget - fixed) / per_key : 0;
   return static_cast<uint32_t>(std::max<uint64_t>(1, keys / t.bc) * t.bc);
 }
@@ -274,14 +279,17 @@ bool fit_attn_coop(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, boo
   };
   if (c.coopmat_m == 0) return no(c.coopmat_note.empty() ? "no VK_KHR_cooperative_matrix" : c.coopmat_note);
   if (!fp16) return no("fp32 precision (the cooperative-matrix shader takes fp16)");
-  if (nsm != 2 || v2) return no("only the differential softmax has a cooperative-matrix kernel (DIFF V2 and the single-softmax "
-                                "baselines keep the scalar one)");
+  if (nsm != 2 || v2)
+    return no(
+        "only the differential softmax has a cooperative-matrix kernel (DIFF V2 and the single-softmax "
+        "baselines keep the scalar one)");
   if (kv_q8) return no("the Q8_0 KV cache keeps the scalar kernel (the cooperative-matrix one reads fp16 rows)");
   const uint32_t cm = c.coopmat_m, cn = c.coopmat_n, ck = c.coopmat_k;
   if (D % ck != 0 || (2 * D) % cn != 0 || cn % 8 != 0)
     return no("D=" + std::to_string(D) + " is not a multiple of the cooperative-matrix shape " + c.coopmat_shape() +
               " (D % K and 2D % N must be 0)");
-  if (std::max(cn, ck) % std::min(cn, ck) != 0) return no("the shape's N and K do not divide one another (" + c.coopmat_shape() + ")");
+  if (std::max(cn, ck) % std::min(cn, ck) != 0)
+    return no("the shape's N and K do not divide one another (" + c.coopmat_shape() + ")");
   if (c.subgroup_size == 0) return no("the subgroup size is unknown");
   const bool varies = c.subgroup_min_size != c.subgroup_max_size;
   if (varies && !c.subgroup_size_control) return no("the subgroup size varies and cannot be pinned");
@@ -294,8 +302,8 @@ bool fit_attn_coop(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, boo
   t.bc = std::max(cn, ck);
   t.shared_bytes = attn_coop_shared_bytes(D, t.br, t.bc);
   if (t.shared_bytes > c.max_shared_memory)
-    return no("shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(c.max_shared_memory) + " at D=" +
-              std::to_string(D));
+    return no("shared memory " + std::to_string(t.shared_bytes) + " > " + std::to_string(c.max_shared_memory) +
+              " at D=" + std::to_string(D));
   for (const uint32_t nsg : {4u, 2u, 1u}) {
     if (nsg * t.sg > limit) continue;
     t.nsg = nsg;
@@ -306,8 +314,8 @@ bool fit_attn_coop(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, boo
   return no("one subgroup of " + std::to_string(t.sg) + " exceeds the workgroup limit");
 }
 
-bool attn_uses_coopmat(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
-                       std::string* why_not) {
+bool attn_uses_coopmat(const DeviceCaps& c, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8,
+                       AttnCoopTiles* out, std::string* why_not) {
   if (!fit_attn_coop(c, fp16, D, nsm, v2, kv_q8, out, why_not)) return false;
   if (c.has_quirk("coopmat_emulated")) {
     if (why_not) *why_not = "quirk coopmat_emulated";
@@ -327,7 +335,8 @@ uint32_t attn_coop_max_keys(const DeviceCaps& caps, uint32_t D, const AttnCoopTi
                              per(2ull * t.br, wg) * (1 + 2ull * t.bc) +
                              per(2ull * dv / t.cn, nsg) * (2 + per(uint64_t(t.cm) * t.cn, sg) + t.bc / t.ck);
   // Once: Q, O and the statistics, the epilogue (its sums run over a whole row).
-  const uint64_t fixed = 64 + per(t.br * dv / 4, wg) + per(2ull * t.br * (dv + 4), wg) + 2 * per(t.br * dv, wg) + dv + 16;
+  const uint64_t fixed =
+      64 + per(t.br * dv / 4, wg) + per(2ull * t.br * (dv + 4), wg) + 2 * per(t.br * dv, wg) + dv + 16;
   // Twice the count: a margin for loops the driver's lowering of the matrix operations may add.
   const uint64_t blocks = kBudget > 2 * fixed ? (kBudget - 2 * fixed) / (2 * per_block) : 0;
   return static_cast<uint32_t>(std::max<uint64_t>(1, blocks) * t.bc);

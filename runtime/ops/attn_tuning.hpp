@@ -14,22 +14,23 @@ namespace diffvk {
 enum class AttnPhase { prefill, decode };
 
 struct AttnTiles {
-  uint32_t wg = 0;    // invocations per workgroup = lanes across the head dimensions (one subgroup)
+  uint32_t wg = 0;        // invocations per workgroup = lanes across the head dimensions (one subgroup)
   uint32_t subgroup = 0;  // nonzero: the pipeline requires this subgroup size (= wg; size control)
-  uint32_t br = 0;    // row slots per workgroup (query-major (query, head) pairs of one K/V group)
-  uint32_t bc = 0;    // split-K granularity: a split holds a multiple of bc keys
-  uint32_t tc = 0;    // lanes across the output columns (= wg: every lane owns a slice of every row)
-  uint32_t qb = 0;    // whole queries per workgroup (br / n_rep, at least 1)
-  uint32_t chunk = 0; // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (element-wise: D % 4 != 0)
-  uint32_t nsm = 2;   // softmaxes (2: differential, 1: the single-softmax baseline and DIFF V2)
-  bool v2 = false;    // DIFF V2: V rows D wide (not 2D) ...
-  bool paired = false;  // ... and br even (slot pairs are a head's two softmaxes; false: the bench's plain baselines)
-  uint32_t blocks = 0;  // 1: the key-block core (attn_core.glsl attend_blocks: keys in blocks of wg, one per lane,
-                        // for the subgroup variant), 0: one key at a time (quirk per_key_attention, or no subgroups)
+  uint32_t br = 0;        // row slots per workgroup (query-major (query, head) pairs of one K/V group)
+  uint32_t bc = 0;        // split-K granularity: a split holds a multiple of bc keys
+  uint32_t tc = 0;        // lanes across the output columns (= wg: every lane owns a slice of every row)
+  uint32_t qb = 0;        // whole queries per workgroup (br / n_rep, at least 1)
+  uint32_t chunk = 0;     // elements per K/V load: 8 (16 bytes of halves), 4 (vec4), 0 (element-wise: D % 4 != 0)
+  uint32_t nsm = 2;       // softmaxes (2: differential, 1: the single-softmax baseline and DIFF V2)
+  bool v2 = false;        // DIFF V2: V rows D wide (not 2D) ...
+  bool paired = false;    // ... and br even (slot pairs are a head's two softmaxes; false: the bench's plain baselines)
+  uint32_t blocks = 0;    // 1: the key-block core (attn_core.glsl attend_blocks: keys in blocks of wg, one per lane,
+                          // for the subgroup variant), 0: one key at a time (quirk per_key_attention, or no subgroups)
   bool kv_halves = false;  // K/V hold halves (fp16 storage and not a Q8_0 cache): what a staged block holds
-  uint32_t nsg = 1;   // subgroups per workgroup (each with its br slots); > 1 (prefill, key-block core, not on CPU drivers:
-                      // quirk no_kv_staging): each block of K/V rows is staged once in shared memory for all nsg·br slots
-  uint32_t qh = 0;    // 1 (staged, fp16 storage): Q in shared memory as halves, where fp32 Q would keep fewer queries
+  uint32_t nsg =
+      1;  // subgroups per workgroup (each with its br slots); > 1 (prefill, key-block core, not on CPU drivers:
+          // quirk no_kv_staging): each block of K/V rows is staged once in shared memory for all nsg·br slots
+  uint32_t qh = 0;  // 1 (staged, fp16 storage): Q in shared memory as halves, where fp32 Q would keep fewer queries
   uint32_t shared_bytes = 0;  // shared memory of the larger variant: the no-subgroup one's lane sums, or the key-block
                               // core's Q and probabilities (the per-key subgroup variant uses none)
   uint32_t accumulators = 0;  // fp32 accumulator registers per invocation (nsm x br x 2D / wg, rounded to chunks)
@@ -114,8 +115,8 @@ bool fit_attn_coop(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, 
                    std::string* why_not = nullptr);
 // Whether the prefill takes the cooperative-matrix kernel: fit_attn_coop, and no quirk coopmat_emulated (CPU
 // drivers; the tuning overrides coopmat=on and attn_core=coopmat drop it). The same policy as linear_uses_coopmat.
-bool attn_uses_coopmat(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8, AttnCoopTiles* out,
-                       std::string* why_not = nullptr);
+bool attn_uses_coopmat(const DeviceCaps& caps, bool fp16, uint32_t D, uint32_t nsm, bool v2, bool kv_q8,
+                       AttnCoopTiles* out, std::string* why_not = nullptr);
 // Keys one invocation of the cooperative-matrix kernel may stream (quirk loop_iteration_limit; else unlimited):
 // a conservative count of its loop iterations per block of bc keys, as if nothing were unrolled.
 uint32_t attn_coop_max_keys(const DeviceCaps& caps, uint32_t D, const AttnCoopTiles& t);

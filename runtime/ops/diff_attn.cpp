@@ -23,14 +23,17 @@ struct AttnShaders {
   const char *prefill_label, *split_label, *prefill_split_label;
 };
 const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
-  static const AttnShaders diff{"diff_attn", "diff_attn_split", "diff_attn prefill", "diff_attn split", "diff_attn prefill split"};
-  static const AttnShaders single[2] = {{"flash_attn", "flash_attn_split", "flash Q1K1", "flash split Q1K1", "flash split Q1K1"},
-                                        {"flash_attn", "flash_attn_split", "flash Q2K2", "flash split Q2K2", "flash split Q2K2"}};
+  static const AttnShaders diff{"diff_attn", "diff_attn_split", "diff_attn prefill", "diff_attn split",
+                                "diff_attn prefill split"};
+  static const AttnShaders single[2] = {
+      {"flash_attn", "flash_attn_split", "flash Q1K1", "flash split Q1K1", "flash split Q1K1"},
+      {"flash_attn", "flash_attn_split", "flash Q2K2", "flash split Q2K2", "flash split Q2K2"}};
   static const AttnShaders v2{"diff_v2_attn", "diff_v2_attn_split", "diff_v2_attn prefill", "diff_v2_attn split",
                               "diff_v2_attn prefill split"};
-  static const AttnShaders plain[3] = {{"flash_v2", "flash_v2_split", "plain even", "plain split even", "plain split even"},
-                                       {"flash_v2", "flash_v2_split", "plain odd", "plain split odd", "plain split odd"},
-                                       {"flash_v2", "flash_v2_split", "plain all", "plain split all", "plain split all"}};
+  static const AttnShaders plain[3] = {
+      {"flash_v2", "flash_v2_split", "plain even", "plain split even", "plain split even"},
+      {"flash_v2", "flash_v2_split", "plain odd", "plain split odd", "plain split odd"},
+      {"flash_v2", "flash_v2_split", "plain all", "plain split all", "plain split all"}};
   if (sm == AttnSoftmax::v2_plain) return plain[std::min(half, 2u)];
   return sm == AttnSoftmax::single ? single[half ? 1 : 0] : sm == AttnSoftmax::v2 ? v2 : diff;
 }
@@ -41,7 +44,13 @@ uint64_t call_keys(const AttnCall& c) { return c.dyn_pos.buffer ? c.capacity : u
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows,
                                AttnSoftmax softmax, KvFormat kv)
-    : device_(device), softmax_(softmax), kv_(kv), fp16_(o.fp16), subgroup_(o.subgroup), D_(D), n_rep_(n_rep),
+    : device_(device),
+      softmax_(softmax),
+      kv_(kv),
+      fp16_(o.fp16),
+      subgroup_(o.subgroup),
+      D_(D),
+      n_rep_(n_rep),
       max_decode_rows_(max_decode_rows) {
   if (softmax != AttnSoftmax::single && softmax != AttnSoftmax::differential && softmax != AttnSoftmax::v2 &&
       softmax != AttnSoftmax::v2_plain)
@@ -55,7 +64,8 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
   const DeviceCaps& caps = device.caps();
   const uint32_t n = nsm(softmax);
-  const std::string kv_problem = kv_format_problem(kv, softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain ? D : 2 * D);
+  const std::string kv_problem =
+      kv_format_problem(kv, softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain ? D : 2 * D);
   if (!kv_problem.empty()) throw Error(Status::invalid_argument, "attention: " + kv_problem);
   const bool dw = softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain, pairs = softmax == AttnSoftmax::v2;
   const bool q8 = kv == KvFormat::q8_0;
@@ -70,7 +80,8 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never
   // compiles the split-K ones.
   auto lazy = [&](const char* shader, uint32_t bindings, const AttnTiles& t) {
-    return std::make_unique<LazyPipeline>(device, PipelineDesc{shader, bindings, push, spec(t, D, kv), o.subgroup, fp16_, t.subgroup}, false);
+    return std::make_unique<LazyPipeline>(
+        device, PipelineDesc{shader, bindings, push, spec(t, D, kv), o.subgroup, fp16_, t.subgroup}, false);
   };
   prefill_ = lazy(sh.prefill, 6, prefill_tiles_);
   decode1_ = lazy(sh.split, 9, decode1_tiles_);
@@ -91,13 +102,14 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   if (coop) {
     coop_max_keys_ = attn_coop_max_keys(caps, D, coop_tiles_);
     coop_ = std::make_unique<LazyPipeline>(
-        device, PipelineDesc{"diff_attn_coopmat", 6, push, attn_coop_spec_constants(coop_tiles_, D), false, true, coop_tiles_.pin}, false);
+        device,
+        PipelineDesc{"diff_attn_coopmat", 6, push, attn_coop_spec_constants(coop_tiles_, D), false, true,
+                     coop_tiles_.pin},
+        false);
   }
 }
 
-bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
-  return coop_ && call_keys(c) <= coop_max_keys_;
-}
+bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const { return coop_ && call_keys(c) <= coop_max_keys_; }
 
 std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys) const {
   auto core = [](const AttnTiles& t) {
@@ -117,22 +129,34 @@ std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys) const {
 
 DiffAttnKernel::~DiffAttnKernel() = default;
 
-const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const {
-  return S <= 1 ? decode1_tiles_ : decodeN_tiles_;
-}
+const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const { return S <= 1 ? decode1_tiles_ : decodeN_tiles_; }
 
 AttnCorePush DiffAttnKernel::core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   if (v2())  // every query head's softmax; λ is read from q by the epilogue or the merge
-    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, max_split, scale, 0.0f, 1.0f, 0.0f, 0};
+    return {c.S,       c.pos0,    c.H,   n_rep_, c.capacity, c.q_stride, c.o_stride, 0,
+            min_split, max_split, scale, 0.0f,   1.0f,       0.0f,       0};
   if (plain())  // even / odd query heads: every other head of the row (2D apart), from column 0 or D
-    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, c.half == 1 ? D_ : 0, min_split, max_split, scale,
-            0.0f, 1.0f, 0.0f, c.half == 2 ? 0 : 2 * D_};
+    return {c.S,
+            c.pos0,
+            c.H,
+            n_rep_,
+            c.capacity,
+            c.q_stride,
+            c.o_stride,
+            c.half == 1 ? D_ : 0,
+            min_split,
+            max_split,
+            scale,
+            0.0f,
+            1.0f,
+            0.0f,
+            c.half == 2 ? 0 : 2 * D_};
   if (single())  // one half's softmax: Q and K columns from half·D, no λ, no norm
-    return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, c.half * D_, min_split, max_split, scale,
-            0.0f, 1.0f, 0.0f};
-  return {c.S, c.pos0, c.H, n_rep_, c.capacity, c.q_stride, c.o_stride, 0, min_split, max_split, scale,
-          c.lambda, c.gain, c.eps};
+    return {c.S,         c.pos0,    c.H,       n_rep_, c.capacity, c.q_stride, c.o_stride,
+            c.half * D_, min_split, max_split, scale,  0.0f,       1.0f,       0.0f};
+  return {c.S, c.pos0,    c.H,       n_rep_, c.capacity, c.q_stride, c.o_stride,
+          0,   min_split, max_split, scale,  c.lambda,   c.gain,     c.eps};
 }
 
 BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buffer ? c.dyn_pos : device_.zero_range(); }
@@ -140,9 +164,9 @@ BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buff
 void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
                               BufferRange o) const {
   const uint64_t es = storage_bytes(fp16_), dv = d_wide() ? D_ : 2ull * D_;
-  if (single() && c.half > 1)
-    throw Error(Status::invalid_argument, "attention: half must be 0 (Q1/K1) or 1 (Q2/K2)");
-  if (plain() && c.half > 2) throw Error(Status::invalid_argument, "attention: half must be 0 (even), 1 (odd) or 2 (every head)");
+  if (single() && c.half > 1) throw Error(Status::invalid_argument, "attention: half must be 0 (Q1/K1) or 1 (Q2/K2)");
+  if (plain() && c.half > 2)
+    throw Error(Status::invalid_argument, "attention: half must be 0 (even), 1 (odd) or 2 (every head)");
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
                                               " does not match this kernel's n_rep=" + std::to_string(n_rep_));
@@ -167,9 +191,15 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   validate(c, q, k, v, subln, o);
   if (prefill_uses_coopmat(c)) {
     const AttnCorePush p = core_push(c, c.capacity, c.capacity);
-    program.dispatch(coop_->get(), {{q, Access::read}, {k, Access::read}, {v, Access::read}, {subln, Access::read},
-                      {o, Access::write}, {dyn(c), Access::read}},
-                     &p, sizeof p, {(n_rep_ * c.S + coop_tiles_.br - 1) / coop_tiles_.br, c.Hkv, 1}, "diff_attn prefill coopmat");
+    program.dispatch(coop_->get(),
+                     {{q, Access::read},
+                      {k, Access::read},
+                      {v, Access::read},
+                      {subln, Access::read},
+                      {o, Access::write},
+                      {dyn(c), Access::read}},
+                     &p, sizeof p, {(n_rep_ * c.S + coop_tiles_.br - 1) / coop_tiles_.br, c.Hkv, 1},
+                     "diff_attn prefill coopmat");
     return;
   }
   uint32_t split_len = 0;
@@ -185,9 +215,13 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   const AttnCorePush p = core_push(c, c.capacity, c.capacity);
   const BufferRange zero = device_.zero_range();
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
-  program.dispatch(prefill_->get(), {{q, Access::read}, {k, Access::read}, {v, Access::read},
+  program.dispatch(prefill_->get(),
+                   {{q, Access::read},
+                    {k, Access::read},
+                    {v, Access::read},
                     o3 ? Arg{o, Access::write} : Arg{subln, Access::read},
-                    o3 ? Arg{zero, Access::read} : Arg{o, Access::write}, {dyn(c), Access::read}},
+                    o3 ? Arg{zero, Access::read} : Arg{o, Access::write},
+                    {dyn(c), Access::read}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, shaders(softmax_, c.half).prefill_label);
 }
 
@@ -221,7 +255,8 @@ uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t*
 // Per split, (query, head) row and softmax: the 2D partial output (DIFF V2: D per query head) and the
 // (max, sum) pair, in fp32.
 uint64_t DiffAttnKernel::part_bytes(const AttnCall& c, uint32_t D, uint32_t splits, AttnSoftmax sm) {
-  return uint64_t(splits) * c.H * c.S * nsm(sm) * (sm == AttnSoftmax::v2 || sm == AttnSoftmax::v2_plain ? 1 : 2) * D * 4;
+  return uint64_t(splits) * c.H * c.S * nsm(sm) * (sm == AttnSoftmax::v2 || sm == AttnSoftmax::v2_plain ? 1 : 2) * D *
+         4;
 }
 uint64_t DiffAttnKernel::stat_bytes(const AttnCall& c, uint32_t splits, AttnSoftmax sm) {
   return uint64_t(splits) * c.H * c.S * nsm(sm) * 2 * 4;
@@ -243,9 +278,10 @@ const Pipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
   return ((&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_).get();
 }
 
-void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
-                                  BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& sc,
-                                  const AttnCall& c, uint32_t splits, uint32_t split_len, const char* label) const {
+void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q,
+                                  BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                                  const AttnSplitScratch& sc, const AttnCall& c, uint32_t splits, uint32_t split_len,
+                                  const char* label) const {
   const BufferRange &part = sc.part, &stat = sc.stat, &sync = sc.sync;
   const uint64_t keys = call_keys(c);
   if (splits == 0 || split_len == 0 || split_len % t.bc || uint64_t(splits) * split_len < keys)
@@ -259,16 +295,23 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
     throw Error(Status::invalid_argument, "attention: split arrival counters too small (sync_bytes)");
   for (const BufferRange a : {part, stat})
     for (const BufferRange b : {q, k, v, subln, o, sync})
-      if (ranges_overlap(a, b)) throw Error(Status::invalid_argument, "attention: split scratch overlaps another argument");
+      if (ranges_overlap(a, b))
+        throw Error(Status::invalid_argument, "attention: split scratch overlaps another argument");
   if (ranges_overlap(sync, o) || ranges_overlap(part, stat))
     throw Error(Status::invalid_argument, "attention: split scratch overlaps another argument");
   const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
   const AttnCorePush p = core_push(c, min_split, split_len);
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
-  program.dispatch(pipe, {{q, Access::read}, {k, Access::read}, {v, Access::read},
+  program.dispatch(pipe,
+                   {{q, Access::read},
+                    {k, Access::read},
+                    {v, Access::read},
                     o3 ? Arg{o, Access::write} : Arg{subln, Access::read},
-                    o3 ? Arg{device_.zero_range(), Access::read} : Arg{o, Access::write}, {dyn(c), Access::read},
-                    {part, Access::read_write}, {stat, Access::read_write}, {sync, Access::read_write}},
+                    o3 ? Arg{device_.zero_range(), Access::read} : Arg{o, Access::write},
+                    {dyn(c), Access::read},
+                    {part, Access::read_write},
+                    {stat, Access::read_write},
+                    {sync, Access::read_write}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, splits}, label);
 }
 

@@ -1,8 +1,8 @@
-// Differential attention kernels (docs/maths.md: differential attention + headwise RMSNorm): fused prefill with the headwise norm
-// in the epilogue, and split-K decode in one dispatch (diff_attn_split: the last split of each tile to finish
-// merges the partial states and runs the same epilogue). All pipelines are created in the constructor (load time).
-// The same op with AttnSoftmax::single is the benchmark's two-pass baseline: one softmax of one
-// query/key half, no norm (the core shaders/attn_core.glsl with NSM = 1; bench variants flash_attn*).
+// Differential attention kernels (docs/maths.md: differential attention + headwise RMSNorm): fused prefill with the
+// headwise norm in the epilogue, and split-K decode in one dispatch (diff_attn_split: the last split of each tile to
+// finish merges the partial states and runs the same epilogue). All pipelines are created in the constructor (load
+// time). The same op with AttnSoftmax::single is the benchmark's two-pass baseline: one softmax of one query/key half,
+// no norm (the core shaders/attn_core.glsl with NSM = 1; bench variants flash_attn*).
 #pragma once
 #include <memory>
 
@@ -13,14 +13,14 @@
 namespace diffvk {
 
 struct AttnCall {
-  uint32_t S = 0;         // query rows (positions pos0 .. pos0+S-1); keys 0 .. pos0+S-1
+  uint32_t S = 0;  // query rows (positions pos0 .. pos0+S-1); keys 0 .. pos0+S-1
   uint32_t pos0 = 0;
   uint32_t H = 0, Hkv = 0;
   uint32_t capacity = 0;  // KV-cache rows per group
   uint32_t q_stride = 0;  // elements between query rows (>= 2HD)
   uint32_t o_stride = 0;  // elements between output rows (>= 2HD)
   float lambda = 0.0f;
-  float gain = 1.0f;      // 1 - lambda_init
+  float gain = 1.0f;  // 1 - lambda_init
   float eps = 1e-5f;
   // Optional 4-byte uint added to pos0 at run time, so a program recorded once can be replayed at
   // every decode position. With it, the caller keeps pos0 + dyn + S <= capacity, and decode splits
@@ -70,8 +70,8 @@ class DiffAttnKernel {
   // On a device whose invocations cannot stream every key (quirk loop_iteration_limit), a prefill
   // that may see more keys than attn_max_keys_per_invocation runs through the split-K kernels; it
   // then needs split scratch for prefill_splits() splits, else none.
-  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
-                      BufferRange o, const AttnCall& call, const AttnSplitScratch& scratch = {}) const;
+  void record_prefill(Program& program, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
+                      const AttnCall& call, const AttnSplitScratch& scratch = {}) const;
   // 0 when the fused prefill kernel handles the call alone; else the split count (and split_len).
   uint32_t prefill_splits(const AttnCall& call, uint32_t* split_len) const;
   uint32_t prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const;  // keys a query may see
@@ -110,8 +110,8 @@ class DiffAttnKernel {
   BufferRange dyn(const AttnCall& c) const;
   AttnCorePush core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;
   void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
-                    BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& scratch, const AttnCall& call,
-                    uint32_t splits, uint32_t split_len, const char* label) const;
+                    BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& scratch,
+                    const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
   const Pipeline& split_pipeline(const AttnTiles& t) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   bool single() const { return softmax_ == AttnSoftmax::single; }

@@ -8,17 +8,22 @@ namespace {
 struct EmbedPush {
   uint32_t rows, E, vocab, first, total, q_off;
 };
-int format_index(QuantType t) { return t == QuantType::f16 ? 0 : t == QuantType::q8_0 ? 1 : t == QuantType::q4_0 ? 2 : -1; }
+int format_index(QuantType t) {
+  return t == QuantType::f16 ? 0 : t == QuantType::q8_0 ? 1 : t == QuantType::q4_0 ? 2 : -1;
+}
 }  // namespace
 
 EmbedKernel::EmbedKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipelines_[0] = std::make_unique<Pipeline>(device, PipelineDesc{"embed", 3, sizeof(EmbedPush), {wg_, 0u}, false, o.fp16});
+  pipelines_[0] =
+      std::make_unique<Pipeline>(device, PipelineDesc{"embed", 3, sizeof(EmbedPush), {wg_, 0u}, false, o.fp16});
   for (QuantType t : quant) {
     const int i = format_index(t);
-    if (i <= 0) throw Error(Status::invalid_argument, std::string("embed: no kernel for a ") + quant_type_name(t) + " table");
+    if (i <= 0)
+      throw Error(Status::invalid_argument, std::string("embed: no kernel for a ") + quant_type_name(t) + " table");
     if (!pipelines_[i])
-      pipelines_[i] = std::make_unique<Pipeline>(device, PipelineDesc{"embed", 3, sizeof(EmbedPush), {wg_, uint32_t(i)}, false, o.fp16});
+      pipelines_[i] = std::make_unique<Pipeline>(
+          device, PipelineDesc{"embed", 3, sizeof(EmbedPush), {wg_, uint32_t(i)}, false, o.fp16});
   }
 }
 
@@ -27,14 +32,16 @@ void EmbedKernel::record(Program& program, BufferRange tokens, BufferRange table
   record_part(program, tokens, table, x, rows, E, vocab, 0, vocab);
 }
 
-void EmbedKernel::record_part(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows, uint32_t E,
-                              uint32_t part_rows, uint32_t first, uint32_t total, QuantType format) const {
+void EmbedKernel::record_part(Program& program, BufferRange tokens, BufferRange table, BufferRange x, uint32_t rows,
+                              uint32_t E, uint32_t part_rows, uint32_t first, uint32_t total, QuantType format) const {
   const int fi = format_index(format);
   if (fi < 0 || !pipelines_[fi])
-    throw Error(Status::invalid_argument, std::string("embed: this kernel has no pipeline for a ") + quant_type_name(format) + " table");
+    throw Error(Status::invalid_argument,
+                std::string("embed: this kernel has no pipeline for a ") + quant_type_name(format) + " table");
   const uint64_t es = storage_bytes(pipelines_[0]->desc().fp16);
   if (rows == 0 || E == 0 || part_rows == 0 || total == 0) throw Error(Status::invalid_argument, "embed: zero size");
-  if (uint64_t(first) + part_rows > total) throw Error(Status::invalid_argument, "embed: table part beyond the vocabulary");
+  if (uint64_t(first) + part_rows > total)
+    throw Error(Status::invalid_argument, "embed: table part beyond the vocabulary");
   uint64_t table_bytes = uint64_t(part_rows) * E * es, q_off = 0;
   if (fi > 0) {
     const QuantLayout l = quant_layout(format, part_rows, E);  // E a multiple of 32

@@ -8,11 +8,12 @@ HeadRmsNormKernel::HeadRmsNormKernel(Device& device, KernelOptions o) {
   // 64 lanes cover 2D <= 128 in two passes; shared memory use is WG floats.
   wg_ = pick_pow2_workgroup(device.caps(), 64);
   for (uint32_t x32 = 0; x32 < (o.fp16 ? 2u : 1u); ++x32)
-    pipeline_[x32] = std::make_unique<Pipeline>(device, PipelineDesc{"head_rmsnorm", 3, sizeof(HeadRmsNormParams), {wg_, x32}, o.subgroup, o.fp16});
+    pipeline_[x32] = std::make_unique<Pipeline>(
+        device, PipelineDesc{"head_rmsnorm", 3, sizeof(HeadRmsNormParams), {wg_, x32}, o.subgroup, o.fp16});
 }
 
-void HeadRmsNormKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const HeadRmsNormParams& p,
-                               Elem x_elem) const {
+void HeadRmsNormKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y,
+                               const HeadRmsNormParams& p, Elem x_elem) const {
   if (p.rows == 0 || p.heads == 0 || p.width == 0 || p.row_stride < p.heads * p.width)
     throw Error(Status::invalid_argument, "head_rmsnorm: bad shape");
   const bool fp16 = pipeline_[0]->desc().fp16;
@@ -21,8 +22,8 @@ void HeadRmsNormKernel::record(Program& program, BufferRange x, BufferRange w, B
   if (x.size < elems * xs || y.size < elems * es || w.size < p.width * es)
     throw Error(Status::invalid_argument, "head_rmsnorm: buffer too small for the shape");
   const Pipeline& pl = *pipeline_[fp16 && x_elem == Elem::f32 ? 1 : 0];
-  program.dispatch(pl, {{x, Access::read}, {w, Access::read}, {y, Access::write}}, &p, sizeof p,
-                   {p.heads, p.rows, 1}, "head_rmsnorm");
+  program.dispatch(pl, {{x, Access::read}, {w, Access::read}, {y, Access::write}}, &p, sizeof p, {p.heads, p.rows, 1},
+                   "head_rmsnorm");
 }
 
 }  // namespace diffvk

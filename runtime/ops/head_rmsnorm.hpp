@@ -6,7 +6,8 @@
 
 namespace diffvk {
 
-// Headwise RMSNorm (docs/maths.md, headwise RMSNorm): x, y: rows x row_stride, head h at columns [h*width, (h+1)*width); w: width.
+// Headwise RMSNorm (docs/maths.md, headwise RMSNorm): x, y: rows x row_stride, head h at columns [h*width,
+// (h+1)*width); w: width.
 struct HeadRmsNormParams {
   uint32_t rows = 0, heads = 0, width = 0, row_stride = 0;
   float gain = 1.0f;  // 1 - lambda_init

@@ -15,7 +15,7 @@ namespace diffvk {
 struct KvShiftParams {
   uint32_t Hkv = 0, D = 0, capacity = 0;
   uint32_t keep = 0, discard = 0, end = 0;  // rows [keep, keep + discard) go; [keep + discard, end) move
-  uint32_t row = 0;  // cache row width: 0 = 2D (DIFF V1: K1|K2); D for DIFF V2's caches
+  uint32_t row = 0;                         // cache row width: 0 = 2D (DIFF V1: K1|K2); D for DIFF V2's caches
 };
 class KvShiftKernel {
  public:
@@ -25,7 +25,8 @@ class KvShiftKernel {
   // reads what it writes; Program orders them). table: rope_table() rows, covering row `discard`.
   // Throws invalid_argument (zero sizes, odd D, discard == 0, keep + discard > end, end > capacity, buffers
   // too small, overlapping or a table too short). Nothing is recorded when no row moves.
-  void record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table, const KvShiftParams& params) const;
+  void record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table,
+              const KvShiftParams& params) const;
   uint32_t workgroup_size() const { return wg_; }
   void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
 

@@ -29,8 +29,10 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
   const uint32_t limit = invocation_limit(c);
   auto wg = [&] { return (bm / rm) * (bn / rn); };
   while (wg() > limit) {
-    if (rm <= rn && rm < 8 && rm * 2 <= bm) rm *= 2;
-    else if (rn < 8 && rn * 2 <= bn) rn *= 2;
+    if (rm <= rn && rm < 8 && rm * 2 <= bm)
+      rm *= 2;
+    else if (rn < 8 && rn * 2 <= bn)
+      rn *= 2;
     else if (bm >= bn && bm > 1) {
       bm /= 2;
       rm = std::min(rm, bm);
@@ -41,23 +43,30 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
   }
   const uint32_t want = std::min(std::max(c.subgroup_size, 1u), limit);
   while (wg() < want && (rm > 1 || rn > 1)) {
-    if (rm >= rn) rm /= 2;
-    else rn /= 2;
+    if (rm >= rn)
+      rm /= 2;
+    else
+      rn /= 2;
   }
   while (wg() > limit) {  // undo an overshoot of the previous loop (non-power-of-two limits)
-    if (rm <= rn) rm *= 2;
-    else rn *= 2;
+    if (rm <= rn)
+      rm *= 2;
+    else
+      rn *= 2;
   }
   while (mm_shared_bytes(bm, bn, bk) > c.max_shared_memory) {
-    if (bk > 8) bk /= 2;
+    if (bk > 8)
+      bk /= 2;
     else if (bm >= bn && bm > 1) {
       bm /= 2;
       rm = std::min(rm, bm);
     } else if (bn > 1) {
       bn /= 2;
       rn = std::min(rn, bn);
-    } else if (bk > 1) bk /= 2;
-    else break;
+    } else if (bk > 1)
+      bk /= 2;
+    else
+      break;
   }
   LinearTiles t;
   t.vec = false;
@@ -162,9 +171,9 @@ std::vector<LinearTiles> linear_tile_candidates(const DeviceCaps& c) {
   // [2] small: 64 x 64 tile, 4 x 4 per invocation (16 per 2), 256 invocations, 32 KiB.
   out.push_back(fit_mm(c, 1, 128, 64, 32, 8, 4));
   out.push_back(fit_mm(c, 2, 64, 64, 32, 4, 4));
-  out.push_back(fit_reg(c, 3));                   // [3] register-tiled, one subgroup per workgroup
+  out.push_back(fit_reg(c, 3));  // [3] register-tiled, one subgroup per workgroup
   LinearTiles coop;
-  if (fit_coop(c, &coop)) out.push_back(coop);   // [4] cooperative matrices
+  if (fit_coop(c, &coop)) out.push_back(coop);  // [4] cooperative matrices
   return out;
 }
 
@@ -173,8 +182,7 @@ bool linear_uses_coopmat(const DeviceCaps& c, bool fp16, std::string* why_not) {
     if (why_not) *why_not = why;
     return false;
   };
-  if (c.coopmat_m == 0)
-    return no(c.coopmat_note.empty() ? "no VK_KHR_cooperative_matrix" : c.coopmat_note);
+  if (c.coopmat_m == 0) return no(c.coopmat_note.empty() ? "no VK_KHR_cooperative_matrix" : c.coopmat_note);
   if (!fp16) return no("fp32 precision (the cooperative-matrix shader takes fp16)");
   LinearTiles t;
   if (!fit_coop(c, &t)) return no("no cooperative-matrix tile fits the device's subgroup and shared-memory limits");
@@ -243,16 +251,21 @@ uint32_t row_lanes(const RowGeometry& g, uint32_t steps, bool pairs, uint32_t fo
 
 std::vector<uint32_t> linear_reachable_variants(const DeviceCaps& c, bool fp16) {
   std::vector<uint32_t> v;
-  if (c.kind == DeviceKind::cpu) v = {kLinearRegVariant};
-  else if (c.vendor_id == kVendorArm) v = {0, kLinearRegVariant};
-  else v = {0, 1, 2, kLinearRegVariant};
+  if (c.kind == DeviceKind::cpu)
+    v = {kLinearRegVariant};
+  else if (c.vendor_id == kVendorArm)
+    v = {0, kLinearRegVariant};
+  else
+    v = {0, 1, 2, kLinearRegVariant};
   if (linear_uses_coopmat(c, fp16)) v.push_back(kLinearCoopVariant);
   return v;
 }
 
 LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant, bool all_variants,
                            const QuantRowPath* quant_path)
-    : device_(device), tiles_(linear_tile_candidates(device.caps())), fp16_(o.fp16),
+    : device_(device),
+      tiles_(linear_tile_candidates(device.caps())),
+      fp16_(o.fp16),
       quant_choice_(choose_quant_matmul_path(device.caps(), quant_path)) {
   std::vector<bool> build(tiles_.size(), all_variants);
   // Compiled on first record (LazyPipeline) unless every variant is asked for.
@@ -263,7 +276,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
   if (tiles_.size() > kLinearCoopVariant && (!o.fp16 || !device.coopmat())) build[kLinearCoopVariant] = false;
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
-    return PipelineDesc{"linear_coopmat", 4, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
+    return PipelineDesc{
+        "linear_coopmat", 4, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
   };
   // The register-tiled shader shares x rows across the subgroup with subgroupBroadcast in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
@@ -274,10 +288,12 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   const uint32_t xsh = device.tuning().linear_reg_shuffle ? 1u : 0u;
   reg_subgroup_ = o.subgroup && (dc.subgroup_operations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0 &&
                   (dc.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
-  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true, const char* shader = "linear_reg") {
+  auto reg_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq = 0, bool sg = true,
+                      const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{shader, 4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq, xsh}, reg_subgroup_ && sg, o.fp16, pin ? t.wg : 0u};
+    return PipelineDesc{shader,         4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq, xsh}, reg_subgroup_ && sg, o.fp16,
+                        pin ? t.wg : 0u};
   };
   const LinearTiles& rt = tiles_[kLinearRegVariant];
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
@@ -288,24 +304,25 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       if (!build[t.variant])
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
-        pipelines_[y32].push_back(
-            lazy(PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
+        pipelines_[y32].push_back(lazy(PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
         pipelines_[y32].push_back(lazy(coop_desc(t, 0, y32)));
       else
-        pipelines_[y32].push_back(lazy(PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
+        pipelines_[y32].push_back(lazy(PipelineDesc{
+            "linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
-      vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
-                                    : t.reg ? lazy(reg_desc(t, 1, y32))
-                                    : t.coop ? lazy(coop_desc(t, 1, y32))
-                                    : t.vec || t.bk % kv != 0
-                                        ? nullptr
-                                        : lazy(PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u},
-                                                                                          false, o.fp16}));
+      vec_pipelines_[y32].push_back(
+          !build[t.variant] ? nullptr
+          : t.reg           ? lazy(reg_desc(t, 1, y32))
+          : t.coop          ? lazy(coop_desc(t, 1, y32))
+          : t.vec || t.bk % kv != 0
+              ? nullptr
+              : lazy(PipelineDesc{
+                    "linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u}, false, o.fp16}));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
   // built only for the formats asked for.
@@ -324,8 +341,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
               device, reg_desc(rt, vec, y32, q == QuantType::q4_0 ? 2u : 1u, /*sg=*/false, "linear_reg_dot"), false);
   }
   if (any_quant)
-    platform::log(platform::LogLevel::info, std::string("linear (quantized, more than one row): ") + quant_row_path_name(quant_choice_.path) +
-                                                ": " + quant_choice_.reason);
+    platform::log(platform::LogLevel::info, std::string("linear (quantized, more than one row): ") +
+                                                quant_row_path_name(quant_choice_.path) + ": " + quant_choice_.reason);
   for (const QuantType q : quant) {
     if (q != QuantType::q8_0 && q != QuantType::q4_0) continue;
     const uint32_t qi = q == QuantType::q4_0;
@@ -336,7 +353,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         for (uint32_t v = 1; v <= 2; ++v) {
           const LinearTiles& t = tiles_[v];
           if (build[v] && (vec == 0 || t.bk % kv == 0))
-            quant_mm_pipelines_[qi][v - 1][vec][y32] = lazy(PipelineDesc{"linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
+            quant_mm_pipelines_[qi][v - 1][vec][y32] = lazy(PipelineDesc{
+                "linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
         }
       }
   }
@@ -352,22 +370,35 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), declared on first use; the
   // one-group set now (compiled now under all_variants).
   const uint32_t n32 = o.fp16 ? 2 : 1, wg = rg.wg, nf = rg.nf;
-  row_sets_ = std::make_unique<RowLaneSets<RowPipes>>([&device, o, rg, one_sg, n32, wg, nf, now](RowPipes& s, uint32_t lg) {
-    const uint32_t spec_lg = lg >= wg ? 0u : lg;
-    auto make = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), now && spec_lg == 0); };
-    for (uint32_t vec = 0; vec < 2; ++vec)
-      for (uint32_t pro = 0; pro < 3; ++pro)
-        for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
-          for (uint32_t y32 = 0; y32 < n32; ++y32)
-            s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row", 5, kLinearRowPushBytes, {wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg},
-                                                          o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
-    // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
-    for (uint32_t vec = 0; vec < 2; ++vec)
-      for (uint32_t pro = 0; pro < 2; ++pro)
-        for (uint32_t x32 = 0; x32 < n32; ++x32)
-          s.rope[vec][pro][x32] = make(PipelineDesc{"linear_row_rope", 9, sizeof(LinearRowRopePush), {wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg},
-                                                    o.subgroup, o.fp16, o.subgroup ? rg.pin : 0u});
-  });
+  row_sets_ =
+      std::make_unique<RowLaneSets<RowPipes>>([&device, o, rg, one_sg, n32, wg, nf, now](RowPipes& s, uint32_t lg) {
+        const uint32_t spec_lg = lg >= wg ? 0u : lg;
+        auto make = [&](PipelineDesc d) {
+          return std::make_unique<LazyPipeline>(device, std::move(d), now && spec_lg == 0);
+        };
+        for (uint32_t vec = 0; vec < 2; ++vec)
+          for (uint32_t pro = 0; pro < 3; ++pro)
+            for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+              for (uint32_t y32 = 0; y32 < n32; ++y32)
+                s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row",
+                                                              5,
+                                                              kLinearRowPushBytes,
+                                                              {wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg},
+                                                              o.subgroup,
+                                                              o.fp16,
+                                                              o.subgroup ? rg.pin : 0u});
+        // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
+        for (uint32_t vec = 0; vec < 2; ++vec)
+          for (uint32_t pro = 0; pro < 2; ++pro)
+            for (uint32_t x32 = 0; x32 < n32; ++x32)
+              s.rope[vec][pro][x32] = make(PipelineDesc{"linear_row_rope",
+                                                        9,
+                                                        sizeof(LinearRowRopePush),
+                                                        {wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg},
+                                                        o.subgroup,
+                                                        o.fp16,
+                                                        o.subgroup ? rg.pin : 0u});
+      });
   row_sets_->get(wg);
 }
 
@@ -410,8 +441,8 @@ void LinearKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {
   }
 }
 
-bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
-                           BufferRange residual, BufferRange norm_w, bool fp16) {
+bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y,
+                           const LinearRowParams& p, BufferRange residual, BufferRange norm_w, bool fp16) {
   const std::string n(op);
   const uint64_t es = storage_bytes(fp16), xs = elem_bytes(p.x_elem, fp16), ys = elem_bytes(p.y_elem, fp16);
   if (p.in == 0 || p.out == 0) throw Error(Status::invalid_argument, n + ": zero size");
@@ -419,9 +450,11 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
   if (p.pro == RowPrologue::silu_mul && p.x_elem == Elem::f32)
     throw Error(Status::invalid_argument, n + ": the SwiGLU prologue reads a storage-type row, not float32");
   const uint64_t x_elems = uint64_t(p.in) * (p.pro == RowPrologue::silu_mul ? 2 : 1);
-  if (uint64_t(p.out) * p.in > UINT32_MAX) throw Error(Status::invalid_argument, n + ": weight too large for 32-bit element indices");
+  if (uint64_t(p.out) * p.in > UINT32_MAX)
+    throw Error(Status::invalid_argument, n + ": weight too large for 32-bit element indices");
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
-  if (has_norm && norm_w.buffer == VK_NULL_HANDLE) throw Error(Status::invalid_argument, n + ": rmsnorm needs the norm weight");
+  if (has_norm && norm_w.buffer == VK_NULL_HANDLE)
+    throw Error(Status::invalid_argument, n + ": rmsnorm needs the norm weight");
   if (x.size < x_elems * xs || w.size < w_bytes || y.size < uint64_t(p.out) * ys ||
       (has_res && residual.size < uint64_t(p.out) * ys) || (has_norm && norm_w.size < uint64_t(p.in) * es))
     throw Error(Status::invalid_argument, n + ": buffer too small for the shape");
@@ -436,7 +469,8 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
 void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& p,
                               BufferRange residual, BufferRange norm_w) const {
   const bool fp16 = fp16_;
-  const bool in_place = check_linear_row_args("linear_row", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), y, p, residual, norm_w, fp16);
+  const bool in_place = check_linear_row_args("linear_row", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), y, p,
+                                              residual, norm_w, fp16);
   const uint32_t pro = static_cast<uint32_t>(p.pro);
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
   const uint32_t vw = fp16 ? 8 : 4;
@@ -464,16 +498,19 @@ std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uin
   const uint64_t es = storage_bytes(fp16);
   if (p.pro == RowPrologue::silu_mul || p.y_elem == Elem::f32)
     throw Error(Status::invalid_argument, n + ": prologue none or rmsnorm, output in the storage type");
-  if (r.D == 0 || r.D % 2 || r.qcols % r.D || r.kcols % r.D || r.kw == 0 || r.kcols % r.kw || r.kw % r.D || r.lcols % 2 ||
-      p.out != r.qcols + r.lcols + 2 * r.kcols || nf % 2)
-    throw Error(Status::invalid_argument, n + ": the row is not [q | λ | k | v] of D-wide sub-heads and an even λ count (out = " +
-                                              std::to_string(p.out) + ", qcols " + std::to_string(r.qcols) + ", lcols " +
-                                              std::to_string(r.lcols) + ", kcols " + std::to_string(r.kcols) + ", D " + std::to_string(r.D) + ")");
+  if (r.D == 0 || r.D % 2 || r.qcols % r.D || r.kcols % r.D || r.kw == 0 || r.kcols % r.kw || r.kw % r.D ||
+      r.lcols % 2 || p.out != r.qcols + r.lcols + 2 * r.kcols || nf % 2)
+    throw Error(
+        Status::invalid_argument,
+        n + ": the row is not [q | λ | k | v] of D-wide sub-heads and an even λ count (out = " + std::to_string(p.out) +
+            ", qcols " + std::to_string(r.qcols) + ", lcols " + std::to_string(r.lcols) + ", kcols " +
+            std::to_string(r.kcols) + ", D " + std::to_string(r.D) + ")");
   LinearRowParams checked = p;
   checked.out = r.qcols + r.lcols;  // y holds the q part and the λ logits
   check_linear_row_args(op, x, w, w_bytes, q_out, checked, {}, norm_w, fp16);
   const uint64_t cache = uint64_t(r.kcols / r.kw) * r.capacity * r.kw * es;
-  if (r.k_cache.size < cache || r.v_cache.size < cache || r.table.size < uint64_t(r.capacity) * (r.D / 2) * 8 || r.dyn_pos.size < 4)
+  if (r.k_cache.size < cache || r.v_cache.size < cache || r.table.size < uint64_t(r.capacity) * (r.D / 2) * 8 ||
+      r.dyn_pos.size < 4)
     throw Error(Status::invalid_argument, n + ": buffer too small for the shape");
   for (const BufferRange out : {q_out, r.k_cache, r.v_cache})
     for (const BufferRange in : {x, w, norm_w, r.table, r.dyn_pos})
@@ -481,19 +518,26 @@ std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uin
   if (ranges_overlap(q_out, r.k_cache) || ranges_overlap(q_out, r.v_cache) || ranges_overlap(r.k_cache, r.v_cache))
     throw Error(Status::invalid_argument, n + ": the outputs overlap");
   const bool has_norm = p.pro == RowPrologue::rmsnorm;
-  return {{x, Access::read},          {w, Access::read},       {q_out, Access::write},   {x, Access::read},
-          {has_norm ? norm_w : x, Access::read}, {r.table, Access::read}, {r.k_cache, Access::write}, {r.v_cache, Access::write},
+  return {{x, Access::read},
+          {w, Access::read},
+          {q_out, Access::write},
+          {x, Access::read},
+          {has_norm ? norm_w : x, Access::read},
+          {r.table, Access::read},
+          {r.k_cache, Access::write},
+          {r.v_cache, Access::write},
           {r.dyn_pos, Access::read}};
 }
 
-void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& p,
-                                   BufferRange norm_w, const RowRope& r) const {
+void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange w, BufferRange q_out,
+                                   const LinearRowParams& p, BufferRange norm_w, const RowRope& r) const {
   const bool fp16 = fp16_;
-  std::vector<Arg> args = row_rope_args("linear_row_rope", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), q_out, p, norm_w, r,
-                                        fp16, row_geo_.nf);
+  std::vector<Arg> args = row_rope_args("linear_row_rope", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), q_out, p,
+                                        norm_w, r, fp16, row_geo_.nf);
   const bool has_norm = p.pro == RowPrologue::rmsnorm;
   const uint32_t vw = fp16 ? 8 : 4;
-  const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && (!has_norm || norm_w.offset % 16 == 0);
+  const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 &&
+                   (!has_norm || norm_w.offset % 16 == 0);
   const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, 0}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
@@ -521,21 +565,24 @@ void LinearKernel::record_quant(Program& program, QuantType type, BufferRange x,
   record_quant_path(program, quant_choice_.path, type, x, w, y, p, residual, y_elem);
 }
 
-void LinearKernel::record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                                     const LinearParams& p, BufferRange residual, Elem y_elem) const {
+void LinearKernel::record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w,
+                                     BufferRange y, const LinearParams& p, BufferRange residual, Elem y_elem) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
   if (path == QuantRowPath::int8_dot) {
     if (!device_.caps().integer_dot_product)
-      throw Error(Status::unsupported, "linear: the int8 dot-product matmul needs shaderIntegerDotProduct, which '" + device_.caps().name + "' lacks");
+      throw Error(Status::unsupported, "linear: the int8 dot-product matmul needs shaderIntegerDotProduct, which '" +
+                                           device_.caps().name + "' lacks");
     dispatch_mm(program, kLinearRegVariant, type, x, w, y, p, residual, y_elem, /*int8=*/true);
   } else {
-    dispatch_mm(program, choose_quant_linear_tiles(device_.caps(), p.rows, p.in, p.out).variant, type, x, w, y, p, residual, y_elem);
+    dispatch_mm(program, choose_quant_linear_tiles(device_.caps(), p.rows, p.in, p.out).variant, type, x, w, y, p,
+                residual, y_elem);
   }
 }
 
-void LinearKernel::record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                                        const LinearParams& p, BufferRange residual, Elem y_elem) const {
+void LinearKernel::record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x,
+                                        BufferRange w, BufferRange y, const LinearParams& p, BufferRange residual,
+                                        Elem y_elem) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
   if (variant != 1 && variant != 2 && variant != kLinearRegVariant)
@@ -543,8 +590,9 @@ void LinearKernel::record_quant_variant(Program& program, uint32_t variant, Quan
   dispatch_mm(program, variant, type, x, w, y, p, residual, y_elem);
 }
 
-void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
-                               const LinearParams& p, BufferRange residual, Elem y_elem, bool int8) const {
+void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w,
+                               BufferRange y, const LinearParams& p, BufferRange residual, Elem y_elem,
+                               bool int8) const {
   if (variant >= tiles_.size()) throw Error(Status::invalid_argument, "linear: no such tile variant");
   const LinearTiles& t = tiles_[variant];
   const bool quant = wq != QuantType::f16;
@@ -563,7 +611,8 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
     const QuantLayout ql = quant_layout(wq, p.out, p.in);  // throws unless in % 32 == 0
     w_bytes = ql.bytes();
     qoff = ql.quant_offset();
-    if (w.offset % 16 != 0) throw Error(Status::invalid_argument, "linear: a quantized weight must start 16-byte aligned");
+    if (w.offset % 16 != 0)
+      throw Error(Status::invalid_argument, "linear: a quantized weight must start 16-byte aligned");
     if (qoff + uint64_t(p.out) * ql.quant_row_bytes() > UINT32_MAX)
       throw Error(Status::invalid_argument, "linear: quantized weight too large for 32-bit byte offsets");
   }
@@ -607,24 +656,28 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;
   if (!quant && !pipelines_[y32][variant])
-    throw Error(Status::invalid_argument, "linear: tile variant " + std::to_string(variant) +
-                                              " has no pipelines here (the device's tile choice never picks it; a kernel built "
-                                              "with all_variants has them)");
+    throw Error(Status::invalid_argument,
+                "linear: tile variant " + std::to_string(variant) +
+                    " has no pipelines here (the device's tile choice never picks it; a kernel built "
+                    "with all_variants has them)");
   const uint32_t qi = wq == QuantType::q4_0;
-  const LazyPipeline* qpipe = !quant ? nullptr
-                          : int8 ? quant_dot_pipelines_[qi][vec4][y32].get()
-                          : t.reg ? quant_pipelines_[qi][vec4][y32].get()
-                          : variant == 1 || variant == 2 ? quant_mm_pipelines_[qi][variant - 1][vec4][y32].get()
-                                                         : nullptr;
+  const LazyPipeline* qpipe = !quant                         ? nullptr
+                              : int8                         ? quant_dot_pipelines_[qi][vec4][y32].get()
+                              : t.reg                        ? quant_pipelines_[qi][vec4][y32].get()
+                              : variant == 1 || variant == 2 ? quant_mm_pipelines_[qi][variant - 1][vec4][y32].get()
+                                                             : nullptr;
   if (quant && !qpipe)
     throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) +
                                               (int8 ? " int8 dot-product pipelines (neither chosen nor all_variants)"
                                                     : " pipelines for tile variant " + std::to_string(variant)));
   const Pipeline& pipe = (quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant]).get();
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
-                   quant ? (int8 ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
-                                 : wq == QuantType::q4_0 ? "linear_reg q4_0" : "linear_reg q8_0")
-                         : t.vec ? "linear_vec" : t.reg ? "linear_reg" : "linear");
+                   quant   ? (int8 ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
+                              : wq == QuantType::q4_0 ? "linear_reg q4_0"
+                                                      : "linear_reg q8_0")
+                   : t.vec ? "linear_vec"
+                   : t.reg ? "linear_reg"
+                           : "linear");
 }
 
 }  // namespace diffvk

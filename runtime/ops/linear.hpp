@@ -38,12 +38,12 @@ constexpr uint32_t kVendorArm = 0x13B5;  // VkPhysicalDeviceProperties::vendorID
 // (row, feature).
 struct LinearTiles {
   bool vec = false;
-  bool reg = false;       // register-tiled path without shared memory (shaders/linear_reg.comp)
-  uint32_t variant = 0;   // index into linear_tile_candidates(); one pipeline per candidate
-  uint32_t wg = 0;        // invocations per workgroup (1-D local size)
+  bool reg = false;      // register-tiled path without shared memory (shaders/linear_reg.comp)
+  uint32_t variant = 0;  // index into linear_tile_candidates(); one pipeline per candidate
+  uint32_t wg = 0;       // invocations per workgroup (1-D local size)
   uint32_t bm = 0, bn = 0, bk = 0, rm = 0, rn = 0;  // matrix-matrix tile (0 for vec)
-  uint32_t ku = 0;        // matrix-matrix: k steps per unrolled body (bk, or 8 under quirk long_unrolled_compile)
-  uint32_t nf = 0;        // matrix-vector: output features per workgroup (0 for matrix-matrix)
+  uint32_t ku = 0;  // matrix-matrix: k steps per unrolled body (bk, or 8 under quirk long_unrolled_compile)
+  uint32_t nf = 0;  // matrix-vector: output features per workgroup (0 for matrix-matrix)
   // reg: one subgroup (wg lanes) per bm x bn tile, bn = wg·rn, each lane rn columns of all bm rows
   // (bk and rm unused).
   uint32_t shared_bytes = 0;  // shared memory the shader declares for these sizes
@@ -139,16 +139,16 @@ struct LinearRowRopePush {  // LinearRowPush, then the epilogue's shape
 // format; nf: features per workgroup) and their nine bindings.
 std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,
                                const LinearRowParams& p, BufferRange norm_w, const RowRope& r, bool fp16, uint32_t nf);
-bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y, const LinearRowParams& p,
-                           BufferRange residual, BufferRange norm_w, bool fp16);
+bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y,
+                           const LinearRowParams& p, BufferRange residual, BufferRange norm_w, bool fp16);
 
 // Geometry of the one-row kernels (LinearKernel::record_row, QuantRowKernel): one subgroup per workgroup
 // where the subgroup is at least 8 wide (no barrier in the reduction), else 8 invocations; nf features per
-// workgroup (8 on GPUs, kCpuRowFeatures on CPU drivers; even, as the RoPE epilogue's pairs need). pin: the required subgroup size (VK_EXT_subgroup_size_control, where the device's sizes vary
-// and wg is one of them), else 0. one_sg: one subgroup per workgroup is guaranteed (pinned, or the device
-// has one subgroup size and it is wg), so the subgroup variant declares no shared memory (ONE_SG).
-// lane_groups: row_lanes may split a workgroup into lane groups (GPUs; CPU drivers keep one group, where
-// a lane is a SIMD slot of one batch and idle slots cost little).
+// workgroup (8 on GPUs, kCpuRowFeatures on CPU drivers; even, as the RoPE epilogue's pairs need). pin: the required
+// subgroup size (VK_EXT_subgroup_size_control, where the device's sizes vary and wg is one of them), else 0. one_sg:
+// one subgroup per workgroup is guaranteed (pinned, or the device has one subgroup size and it is wg), so the subgroup
+// variant declares no shared memory (ONE_SG). lane_groups: row_lanes may split a workgroup into lane groups (GPUs; CPU
+// drivers keep one group, where a lane is a SIMD slot of one batch and idle slots cost little).
 constexpr uint32_t kCpuRowFeatures = 32;
 struct RowGeometry {
   uint32_t wg = 0, nf = 0, pin = 0;
@@ -194,8 +194,8 @@ class LinearKernel {
   // quant_path: forces record_quant's path (choose_quant_matmul_path; null = the device's choice, logged at info
   // level). The int8 pipelines (linear_reg_dot.comp) exist where that path is int8_dot, or with all_variants on a
   // device with shaderIntegerDotProduct (record_quant_path); they compile on first use.
-  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {}, bool all_variants = false,
-               const QuantRowPath* quant_path = nullptr);
+  LinearKernel(Device& device, KernelOptions options, const std::vector<QuantType>& quant = {},
+               bool all_variants = false, const QuantRowPath* quant_path = nullptr);
   // residual.buffer == VK_NULL_HANDLE: no residual. The residual may be exactly y's range (in-place
   // y += x·Wᵀ: each element is read and written by the same invocation); any other overlap of an
   // output with an input is rejected (invalid_argument).
@@ -212,19 +212,21 @@ class LinearKernel {
   // ops/linear_quant.hpp (w: the whole layout, 16-byte aligned; `in` a multiple of 32), never through a
   // dequantized copy of the weight: the tile of choose_quant_linear_tiles, i.e. the register-tiled shader
   // (dequantizing in registers) or a shared-memory tile of linear.comp (dequantizing into its fp32 tiles).
-  void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
-                    BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+                    const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
   // Same, on a given path: dequant = choose_quant_linear_tiles' tile; int8_dot = linear_reg_dot.comp (the
   // register tile, activations quantized per block of 32 on the way in, integer dot products). A path without
   // pipelines here is invalid_argument; int8_dot on a device without shaderIntegerDotProduct is unsupported.
-  void record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                         const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  void record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w,
+                         BufferRange y, const LinearParams& params, BufferRange residual = {},
+                         Elem y_elem = Elem::storage) const;
   // record_quant's path on this device (or the forced one) and why.
   const QuantRowChoice& quant_choice() const { return quant_choice_; }
   // Same, on a given tile variant (1, 2: shared-memory; 3: register-tiled); one without pipelines here is
   // invalid_argument (tests run every quantized path on every device with an all_variants kernel).
-  void record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                            const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+  void record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w,
+                            BufferRange y, const LinearParams& params, BufferRange residual = {},
+                            Elem y_elem = Elem::storage) const;
   // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
   // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
   // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
@@ -261,12 +263,15 @@ class LinearKernel {
   std::vector<LinearTiles> tiles_;
   bool fp16_ = false;
   std::vector<std::unique_ptr<LazyPipeline>> pipelines_[2];  // [y float32 (fp16 only)]: one per candidate
-  std::vector<std::unique_ptr<LazyPipeline>> vec_pipelines_[2];  // matrix-matrix candidates with 4-wide loads (null: n/a)
+  std::vector<std::unique_ptr<LazyPipeline>>
+      vec_pipelines_[2];       // matrix-matrix candidates with 4-wide loads (null: n/a)
   bool reg_subgroup_ = false;  // the register-tiled pipelines share x rows with subgroupShuffle
   std::unique_ptr<LazyPipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
-  std::unique_ptr<LazyPipeline> quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
+  std::unique_ptr<LazyPipeline>
+      quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
   QuantRowChoice quant_choice_;
-  std::unique_ptr<LazyPipeline> quant_dot_pipelines_[2][2][2];  // linear_reg_dot.comp: [q8_0, q4_0][vector x loads][y f32]
+  std::unique_ptr<LazyPipeline> quant_dot_pipelines_[2][2]
+                                                    [2];  // linear_reg_dot.comp: [q8_0, q4_0][vector x loads][y f32]
   void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
                    const LinearParams& p, BufferRange residual, Elem y_elem, bool int8 = false) const;
   std::array<uint32_t, 2> test_limit_{0, 0};

@@ -35,7 +35,8 @@ QuantLayout quant_layout(QuantType type, uint64_t rows, uint64_t in);
 // GGUF blocks of `rows` rows (quant_row_bytes(type, in) bytes each, io/quant.hpp) -> their scales
 // (rows·in/32 fp16 values at `scales`) and quants (rows·quant_row_bytes at `quants`), i.e. the rows'
 // slices of the two arrays of the device layout.
-void split_quant_rows(QuantType type, uint64_t in, uint64_t rows, const uint8_t* blocks, uint8_t* scales, uint8_t* quants);
+void split_quant_rows(QuantType type, uint64_t in, uint64_t rows, const uint8_t* blocks, uint8_t* scales,
+                      uint8_t* quants);
 // The whole device layout of a matrix from its GGUF rows (tests and the op table).
 std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t in, const uint8_t* blocks);
 
@@ -53,14 +54,15 @@ class QuantRowKernel {
  public:
   // Builds the pipelines of the given formats (q8_0 / q4_0) only, for the path choose_quant_row_path()
   // takes (logged once at info level).
-  QuantRowKernel(Device& device, KernelOptions options, const std::vector<QuantType>& types, const QuantRowPath* force = nullptr);
+  QuantRowKernel(Device& device, KernelOptions options, const std::vector<QuantType>& types,
+                 const QuantRowPath* force = nullptr);
   bool has(QuantType t) const;
   const QuantRowChoice& choice() const { return choice_; }
-  void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
-              BufferRange residual = {}, BufferRange norm_w = {}) const;
+  void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
+              const LinearRowParams& params, BufferRange residual = {}, BufferRange norm_w = {}) const;
   // The fused q/k/v projection with RoPE + KV append as its epilogue (RowRope, ops/linear.hpp) over quantized W.
-  void record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
-                   BufferRange norm_w, const RowRope& rope) const;
+  void record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out,
+                   const LinearRowParams& params, BufferRange norm_w, const RowRope& rope) const;
   uint32_t workgroup_size() const { return geo_.wg; }
   // Lanes per lane group (row_lanes, ops/linear.hpp) of a row of `in` weights of this format (steps: one
   // 16-byte quant vector per lane step, in / 16 for Q8_0 and in / 32 for Q4_0; one block of 32 on the int8 path).
@@ -84,7 +86,8 @@ class QuantRowKernel {
   bool types_[2] = {false, false};  // [q8_0, q4_0]: built
   struct Pipes {
     std::unique_ptr<LazyPipeline> row[2][2][3][2][2];  // [vector loads][q8_0, q4_0][prologue][x f32][y f32]
-    std::unique_ptr<LazyPipeline> rope[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
+    std::unique_ptr<LazyPipeline>
+        rope[2][2][2][2];  // the RoPE epilogue: [vector loads][q8_0, q4_0][prologue none, rmsnorm][x f32]
   };
   std::unique_ptr<RowLaneSets<Pipes>> sets_;  // per LG
 };

@@ -32,11 +32,12 @@ std::vector<float> rope_table(uint32_t max_positions, const std::vector<double>&
 RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o, KvFormat kv) : device_(device), kv_(kv) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
   const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_, q8}, false, o.fp16});
+  pipeline_ =
+      std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_, q8}, false, o.fp16});
 }
 
-void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out,
-                          BufferRange k_cache, BufferRange v_cache, const RopeKvParams& params, BufferRange dyn_pos) const {
+void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out, BufferRange k_cache,
+                          BufferRange v_cache, const RopeKvParams& params, BufferRange dyn_pos) const {
   RopeKvParams p = params;
   if (p.kheads == 0) p.kheads = 2 * p.Hkv;
   const bool dynamic = dyn_pos.buffer != VK_NULL_HANDLE;
@@ -81,11 +82,16 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
     return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(n, lim)));
   };
   // Q8_0: the q pairs, the λ columns, then one invocation per scale word (64 columns) of each K and V row.
-  const uint64_t items = kv_ == KvFormat::q8_0 ? uint64_t(p.H) * p.D + p.lam + 2ull * p.Hkv * kv_q8_scale_words(kw) : pairs + p.lam;
+  const uint64_t items =
+      kv_ == KvFormat::q8_0 ? uint64_t(p.H) * p.D + p.lam + 2ull * p.Hkv * kv_q8_scale_words(kw) : pairs + p.lam;
   const std::array<uint32_t, 3> groups{clamp((items + wg_ - 1) / wg_, 0), clamp(p.rows, 1), 1};
   program.dispatch(*pipeline_,
-                   {{qkv, Access::read}, {table, Access::read}, {q_out, Access::write}, {k_cache, Access::write},
-                    {v_cache, Access::write}, {dyn_pos, Access::read}},
+                   {{qkv, Access::read},
+                    {table, Access::read},
+                    {q_out, Access::write},
+                    {k_cache, Access::write},
+                    {v_cache, Access::write},
+                    {dyn_pos, Access::read}},
                    &p, sizeof p, groups, "rope_kv");
 }
 

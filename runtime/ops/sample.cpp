@@ -15,7 +15,8 @@ bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const {
   return vocab > 0 && k <= kmax && k * ((uint64_t(vocab) + wg_ - 1) / wg_ + 32) <= 60000;
 }
 
-void SampleKernel::record(Program& program, BufferRange logits, BufferRange params, BufferRange token, uint32_t vocab) const {
+void SampleKernel::record(Program& program, BufferRange logits, BufferRange params, BufferRange token,
+                          uint32_t vocab) const {
   if (vocab == 0) throw Error(Status::invalid_argument, "sample_topk: empty vocabulary");
   if (logits.size < uint64_t(vocab) * 4 || params.size < 16 || token.size < 4)
     throw Error(Status::invalid_argument, "sample_topk: buffer too small");

@@ -7,8 +7,8 @@
 namespace diffvk {
 
 // Device sampling (shaders/sample_topk.comp): token[0] = greedy or top-k choice from one logits row.
-//   logits: vocab float32 values (in every precision); params: 4 uint32 = {position (unused), u (float bits), temperature (float bits),
-//   top_k}; token: 4 bytes (uint32). Greedy when temperature <= 0 or top_k == 0.
+//   logits: vocab float32 values (in every precision); params: 4 uint32 = {position (unused), u (float bits),
+//   temperature (float bits), top_k}; token: 4 bytes (uint32). Greedy when temperature <= 0 or top_k == 0.
 class SampleKernel {
  public:
   SampleKernel(Device& device, KernelOptions options);

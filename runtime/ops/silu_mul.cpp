@@ -19,8 +19,8 @@ void SiluMulKernel::record(Program& program, BufferRange gu, BufferRange a, uint
   if (gu.size < uint64_t(rows) * 2 * I * es || a.size < uint64_t(rows) * I * es)
     throw Error(Status::invalid_argument, "silu_mul: buffer too small for the shape");
   SiluPush p{rows, I};
-  program.dispatch(*pipeline_, {{gu, Access::read}, {a, Access::write}}, &p, sizeof p, elementwise_grid(device_.caps(), I, wg_, rows),
-                   "silu_mul");
+  program.dispatch(*pipeline_, {{gu, Access::read}, {a, Access::write}}, &p, sizeof p,
+                   elementwise_grid(device_.caps(), I, wg_, rows), "silu_mul");
 }
 
 }  // namespace diffvk

@@ -47,9 +47,8 @@ uint64_t peak_live_bytes(const std::vector<TensorLifetime>& tensors) {
   }
   // At equal steps, ends (starts == false) come first: a tensor that dies at step s-1 is not
   // alive together with one born at step s.
-  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    return a.step != b.step ? a.step < b.step : a.starts < b.starts;
-  });
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return a.step != b.step ? a.step < b.step : a.starts < b.starts; });
   uint64_t live = 0, peak = 0;
   for (const Event& e : events) {
     if (e.starts) {
@@ -64,8 +63,7 @@ uint64_t peak_live_bytes(const std::vector<TensorLifetime>& tensors) {
 
 class GreedyPlacer {
  public:
-  GreedyPlacer(const std::vector<TensorLifetime>& tensors, const std::vector<uint64_t>& align,
-               uint64_t stride)
+  GreedyPlacer(const std::vector<TensorLifetime>& tensors, const std::vector<uint64_t>& align, uint64_t stride)
       : tensors_(tensors), align_(align), stride_(stride) {}
 
   // Virtual-arena offsets of every tensor, placed in the given order.
@@ -119,8 +117,8 @@ class GreedyPlacer {
 };
 
 // Turns virtual offsets into a plan (chunks, local offsets, sizes); statistics are left at 0.
-MemoryPlan make_plan(const std::vector<TensorLifetime>& tensors,
-                     const std::vector<uint64_t>& offsets, uint64_t stride) {
+MemoryPlan make_plan(const std::vector<TensorLifetime>& tensors, const std::vector<uint64_t>& offsets,
+                     uint64_t stride) {
   MemoryPlan plan;
   plan.placements.resize(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -141,38 +139,30 @@ MemoryPlan make_plan(const std::vector<TensorLifetime>& tensors,
 
 }  // namespace
 
-MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_buffer_bytes,
-                       uint64_t base_alignment) {
+MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_buffer_bytes, uint64_t base_alignment) {
   if (!is_pow2(base_alignment))
-    throw Error(
-        Status::invalid_argument,
-        "memory plan: base alignment " + std::to_string(base_alignment) + " is not a power of two");
+    throw Error(Status::invalid_argument,
+                "memory plan: base alignment " + std::to_string(base_alignment) + " is not a power of two");
   const uint64_t stride = max_buffer_bytes & ~(base_alignment - 1);
   if (stride == 0)
-    throw Error(Status::invalid_argument,
-                "memory plan: max buffer size " + std::to_string(max_buffer_bytes) +
-                    " is below the base alignment " + std::to_string(base_alignment));
+    throw Error(Status::invalid_argument, "memory plan: max buffer size " + std::to_string(max_buffer_bytes) +
+                                              " is below the base alignment " + std::to_string(base_alignment));
 
   std::vector<uint64_t> align(tensors.size());
   uint64_t naive = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorLifetime& t = tensors[i];
-    if (t.bytes == 0)
-      throw Error(Status::invalid_argument,
-                  "memory plan: " + describe(tensors, i) + " has 0 bytes");
+    if (t.bytes == 0) throw Error(Status::invalid_argument, "memory plan: " + describe(tensors, i) + " has 0 bytes");
     if (!is_pow2(t.alignment))
-      throw Error(Status::invalid_argument, "memory plan: " + describe(tensors, i) +
-                                                " has alignment " + std::to_string(t.alignment) +
-                                                ", not a power of two");
+      throw Error(Status::invalid_argument, "memory plan: " + describe(tensors, i) + " has alignment " +
+                                                std::to_string(t.alignment) + ", not a power of two");
     if (t.last_step < t.first_step)
-      throw Error(Status::invalid_argument, "memory plan: " + describe(tensors, i) +
-                                                " has last step " + std::to_string(t.last_step) +
-                                                " before its first step " +
+      throw Error(Status::invalid_argument, "memory plan: " + describe(tensors, i) + " has last step " +
+                                                std::to_string(t.last_step) + " before its first step " +
                                                 std::to_string(t.first_step));
     if (t.bytes > stride) {
-      std::string msg = "memory plan: " + describe(tensors, i) + " needs " +
-                        std::to_string(t.bytes) + " bytes but one buffer may hold at most " +
-                        std::to_string(max_buffer_bytes) + " bytes";
+      std::string msg = "memory plan: " + describe(tensors, i) + " needs " + std::to_string(t.bytes) +
+                        " bytes but one buffer may hold at most " + std::to_string(max_buffer_bytes) + " bytes";
       if (stride != max_buffer_bytes)
         msg += " (" + std::to_string(stride) + " usable at the " + std::to_string(base_alignment) +
                "-byte base alignment)";
@@ -189,9 +179,7 @@ MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_
   //    of the arena for the whole graph;
   //  - span: longest-lived first (largest first among equals).
   // Each helps on graphs where the others leave holes; the smallest arena wins.
-  auto span = [&](size_t i) {
-    return uint64_t(int64_t{tensors[i].last_step} - tensors[i].first_step + 1);
-  };
+  auto span = [&](size_t i) { return uint64_t(int64_t{tensors[i].last_step} - tensors[i].first_step + 1); };
   std::vector<size_t> by_size(tensors.size());
   for (size_t i = 0; i < by_size.size(); ++i) by_size[i] = i;
   std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
@@ -201,12 +189,10 @@ MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_
   std::vector<size_t> by_area = by_size;
   std::stable_sort(by_area.begin(), by_area.end(), [&](size_t a, size_t b) {
     // long double: bytes * span can exceed 64 bits; only the order matters here.
-    return static_cast<long double>(tensors[a].bytes) * span(a) >
-           static_cast<long double>(tensors[b].bytes) * span(b);
+    return static_cast<long double>(tensors[a].bytes) * span(a) > static_cast<long double>(tensors[b].bytes) * span(b);
   });
   std::vector<size_t> by_span = by_size;
-  std::stable_sort(by_span.begin(), by_span.end(),
-                   [&](size_t a, size_t b) { return span(a) > span(b); });
+  std::stable_sort(by_span.begin(), by_span.end(), [&](size_t a, size_t b) { return span(a) > span(b); });
 
   const GreedyPlacer placer(tensors, align, stride);
   MemoryPlan best = make_plan(tensors, placer.place(by_size), stride);
@@ -220,29 +206,28 @@ MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_
   return best;
 }
 
-std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryPlan& plan,
-                       uint64_t max_buffer_bytes, uint64_t base_alignment) {
+std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryPlan& plan, uint64_t max_buffer_bytes,
+                       uint64_t base_alignment) {
   if (plan.placements.size() != tensors.size())
-    return "plan has " + std::to_string(plan.placements.size()) + " placements for " +
-           std::to_string(tensors.size()) + " tensors";
-  if (!is_pow2(base_alignment))
-    return "base alignment " + std::to_string(base_alignment) + " is not a power of two";
+    return "plan has " + std::to_string(plan.placements.size()) + " placements for " + std::to_string(tensors.size()) +
+           " tensors";
+  if (!is_pow2(base_alignment)) return "base alignment " + std::to_string(base_alignment) + " is not a power of two";
 
   uint64_t total = 0;
   for (size_t b = 0; b < plan.buffer_sizes.size(); ++b) {
     const uint64_t size = plan.buffer_sizes[b];
     if (size == 0) return "chunk " + std::to_string(b) + " is empty";
     if (size > max_buffer_bytes)
-      return "chunk " + std::to_string(b) + " has " + std::to_string(size) +
-             " bytes, more than the maximum " + std::to_string(max_buffer_bytes);
+      return "chunk " + std::to_string(b) + " has " + std::to_string(size) + " bytes, more than the maximum " +
+             std::to_string(max_buffer_bytes);
     if (plan.buffer_sizes.size() > 1 && size > plan.chunk_stride)
-      return "chunk " + std::to_string(b) + " has " + std::to_string(size) +
-             " bytes, more than the chunk stride " + std::to_string(plan.chunk_stride);
+      return "chunk " + std::to_string(b) + " has " + std::to_string(size) + " bytes, more than the chunk stride " +
+             std::to_string(plan.chunk_stride);
     total += size;
   }
   if (total != plan.arena_bytes)
-    return "arena_bytes " + std::to_string(plan.arena_bytes) +
-           " differs from the sum of chunk sizes " + std::to_string(total);
+    return "arena_bytes " + std::to_string(plan.arena_bytes) + " differs from the sum of chunk sizes " +
+           std::to_string(total);
 
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorLifetime& t = tensors[i];
@@ -253,13 +238,12 @@ std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryP
       return describe(tensors, i) + " is in chunk " + std::to_string(p.buffer) + " of " +
              std::to_string(plan.buffer_sizes.size());
     if (p.offset % align != 0)
-      return describe(tensors, i) + " at offset " + std::to_string(p.offset) +
-             " is misaligned (alignment " + std::to_string(align) + ")";
+      return describe(tensors, i) + " at offset " + std::to_string(p.offset) + " is misaligned (alignment " +
+             std::to_string(align) + ")";
     const uint64_t size = plan.buffer_sizes[p.buffer];
     if (t.bytes > size || p.offset > size - t.bytes)
-      return describe(tensors, i) + " [" + std::to_string(p.offset) + ", +" +
-             std::to_string(t.bytes) + ") runs past the end of chunk " + std::to_string(p.buffer) +
-             " (" + std::to_string(size) + " bytes)";
+      return describe(tensors, i) + " [" + std::to_string(p.offset) + ", +" + std::to_string(t.bytes) +
+             ") runs past the end of chunk " + std::to_string(p.buffer) + " (" + std::to_string(size) + " bytes)";
     if (p.arena_offset != uint64_t{p.buffer} * plan.chunk_stride + p.offset)
       return describe(tensors, i) + " has arena offset " + std::to_string(p.arena_offset) +
              ", expected chunk * stride + offset = " +
@@ -273,11 +257,10 @@ std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryP
       const TensorPlacement& q = plan.placements[j];
       if (p.buffer != q.buffer || !lifetimes_intersect(tensors[i], tensors[j])) continue;
       if (p.offset < q.offset + tensors[j].bytes && q.offset < p.offset + tensors[i].bytes)
-        return describe(tensors, i) + " [" + std::to_string(p.offset) + ", +" +
-               std::to_string(tensors[i].bytes) + ") and " + describe(tensors, j) + " [" +
-               std::to_string(q.offset) + ", +" + std::to_string(tensors[j].bytes) +
-               ") overlap in chunk " + std::to_string(p.buffer) + " while both alive at step " +
-               std::to_string(std::max(tensors[i].first_step, tensors[j].first_step));
+        return describe(tensors, i) + " [" + std::to_string(p.offset) + ", +" + std::to_string(tensors[i].bytes) +
+               ") and " + describe(tensors, j) + " [" + std::to_string(q.offset) + ", +" +
+               std::to_string(tensors[j].bytes) + ") overlap in chunk " + std::to_string(p.buffer) +
+               " while both alive at step " + std::to_string(std::max(tensors[i].first_step, tensors[j].first_step));
     }
   }
   return "";
@@ -285,13 +268,12 @@ std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryP
 
 std::string format_plan(const std::vector<TensorLifetime>& tensors, const MemoryPlan& plan) {
   int name_width = 6;  // strlen("tensor")
-  for (const TensorLifetime& t : tensors)
-    name_width = std::max(name_width, static_cast<int>(t.name.size()));
+  for (const TensorLifetime& t : tensors) name_width = std::max(name_width, static_cast<int>(t.name.size()));
 
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-*s  %13s  %5s  %12s  %12s\n", name_width, "tensor", "steps",
-                "chunk", "offset", "bytes");
+  std::snprintf(line, sizeof line, "%-*s  %13s  %5s  %12s  %12s\n", name_width, "tensor", "steps", "chunk", "offset",
+                "bytes");
   out += line;
   const size_t rows = std::min(tensors.size(), plan.placements.size());
   for (size_t i = 0; i < rows; ++i) {
@@ -300,19 +282,15 @@ std::string format_plan(const std::vector<TensorLifetime>& tensors, const Memory
     const std::string steps = std::to_string(t.first_step) + ".." + std::to_string(t.last_step);
     out += t.name;  // appended separately: names may be longer than `line`
     std::snprintf(line, sizeof line, "%*s  %13s  %5" PRIu32 "  %12" PRIu64 "  %12" PRIu64 "\n",
-                  name_width - static_cast<int>(t.name.size()), "", steps.c_str(), p.buffer,
-                  p.offset, t.bytes);
+                  name_width - static_cast<int>(t.name.size()), "", steps.c_str(), p.buffer, p.offset, t.bytes);
     out += line;
   }
-  auto ratio = [](uint64_t a, uint64_t b) {
-    return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
-  };
+  auto ratio = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
   std::snprintf(line, sizeof line,
-                "arena %" PRIu64 " bytes in %zu buffer(s); lower bound %" PRIu64
-                " (x%.3f); naive sum %" PRIu64 " (x%.3f)\n",
-                plan.arena_bytes, plan.buffer_sizes.size(), plan.lower_bound,
-                ratio(plan.arena_bytes, plan.lower_bound), plan.naive_bytes,
-                ratio(plan.arena_bytes, plan.naive_bytes));
+                "arena %" PRIu64 " bytes in %zu buffer(s); lower bound %" PRIu64 " (x%.3f); naive sum %" PRIu64
+                " (x%.3f)\n",
+                plan.arena_bytes, plan.buffer_sizes.size(), plan.lower_bound, ratio(plan.arena_bytes, plan.lower_bound),
+                plan.naive_bytes, ratio(plan.arena_bytes, plan.naive_bytes));
   out += line;
   return out;
 }

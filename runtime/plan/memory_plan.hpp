@@ -29,11 +29,11 @@ struct TensorPlacement {
 struct MemoryPlan {
   std::vector<TensorPlacement> placements;  // same order as the input tensors
   std::vector<uint64_t> buffer_sizes;       // size of each chunk, each <= max_buffer_bytes
-  uint64_t chunk_stride = 0;  // virtual distance between chunks: max_buffer_bytes rounded down to
-                              // base_alignment, or arena_bytes when there is a single chunk
-  uint64_t arena_bytes = 0;   // sum of buffer_sizes (what is actually allocated)
-  uint64_t lower_bound = 0;   // max over steps of the sum of bytes alive at that step
-  uint64_t naive_bytes = 0;   // sum of all tensor sizes, each rounded up to its alignment
+  uint64_t chunk_stride = 0;                // virtual distance between chunks: max_buffer_bytes rounded down to
+                                            // base_alignment, or arena_bytes when there is a single chunk
+  uint64_t arena_bytes = 0;                 // sum of buffer_sizes (what is actually allocated)
+  uint64_t lower_bound = 0;                 // max over steps of the sum of bytes alive at that step
+  uint64_t naive_bytes = 0;                 // sum of all tensor sizes, each rounded up to its alignment
 };
 
 // Plans offsets (greedy by size, best fit; several orderings tried, smallest arena kept).
@@ -44,15 +44,14 @@ struct MemoryPlan {
 //     first_step, a non-power-of-two base_alignment or a max_buffer_bytes below base_alignment;
 //   Status::out_of_memory when one tensor is larger than a chunk can hold (max_buffer_bytes
 //     rounded down to base_alignment); the message names the tensor and both sizes.
-MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_buffer_bytes,
-                       uint64_t base_alignment);
+MemoryPlan plan_memory(const std::vector<TensorLifetime>& tensors, uint64_t max_buffer_bytes, uint64_t base_alignment);
 
 // Independent checker (tests, debug builds): "" when `plan` is valid for `tensors`, else a
 // description of the first violation found: two tensors alive at a common step overlapping in
 // the same chunk, a misaligned offset, a tensor past its chunk's end, an empty chunk or one
 // larger than max_buffer_bytes, or inconsistent bookkeeping (arena_offset, arena_bytes).
-std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryPlan& plan,
-                       uint64_t max_buffer_bytes, uint64_t base_alignment);
+std::string check_plan(const std::vector<TensorLifetime>& tensors, const MemoryPlan& plan, uint64_t max_buffer_bytes,
+                       uint64_t base_alignment);
 
 // Human-readable table: one line per tensor (name, first..last step, chunk, offset, bytes),
 // then the arena size against the lower bound and the naive sum.

@@ -13,14 +13,11 @@ namespace diffvk::ref {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  throw std::invalid_argument("diffvk::ref: " + what);
-}
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("diffvk::ref: " + what); }
 
 void check_size(const std::vector<double>& v, std::size_t expected, const char* name) {
   if (v.size() != expected) {
-    fail(std::string(name) + " has " + std::to_string(v.size()) + " values, expected " +
-         std::to_string(expected));
+    fail(std::string(name) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(expected));
   }
 }
 
@@ -230,8 +227,8 @@ double lambda_value(const AttnWeights& w, int D, int depth) {
   check_size(w.lk1, n, "lambda_k1");
   check_size(w.lq2, n, "lambda_q2");
   check_size(w.lk2, n, "lambda_k2");
-  return std::exp(dot(w.lq1.data(), w.lk1.data(), D)) -
-         std::exp(dot(w.lq2.data(), w.lk2.data(), D)) + lambda_init(depth);
+  return std::exp(dot(w.lq1.data(), w.lk1.data(), D)) - std::exp(dot(w.lq2.data(), w.lk2.data(), D)) +
+         lambda_init(depth);
 }
 
 // ---------------------------------------------------------------- RoPE
@@ -261,23 +258,21 @@ void rope_rows(std::vector<double>& t, int rows, int n_sub, int D, int pos0, dou
 
 // ---------------------------------------------------------------- linear
 
-std::vector<double> linear(const std::vector<double>& x, int rows, int in,
-                           const std::vector<double>& w, int out) {
+std::vector<double> linear(const std::vector<double>& x, int rows, int in, const std::vector<double>& w, int out) {
   check_size(x, static_cast<std::size_t>(rows) * in, "linear input");
   check_size(w, static_cast<std::size_t>(out) * in, "linear weight");
   std::vector<double> y(static_cast<std::size_t>(rows) * out);
   for (int r = 0; r < rows; ++r) {
     const double* xr = x.data() + static_cast<std::size_t>(r) * in;
     for (int o = 0; o < out; ++o) {
-      y[static_cast<std::size_t>(r) * out + o] =
-          dot(xr, w.data() + static_cast<std::size_t>(o) * in, in);
+      y[static_cast<std::size_t>(r) * out + o] = dot(xr, w.data() + static_cast<std::size_t>(o) * in, in);
     }
   }
   return y;
 }
 
-QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta,
-                const std::vector<double>& x, int S, int pos0) {
+QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta, const std::vector<double>& x, int S,
+                int pos0) {
   validate(s, w);
   QKV r;
   r.q = linear(x, S, s.E, w.wq, s.q_width());
@@ -291,8 +286,8 @@ QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta,
 // ---------------------------------------------------------------- attention
 
 std::vector<double> diff_attention(const std::vector<double>& q, const std::vector<double>& k,
-                                   const std::vector<double>& v, int S, int T, int H, int Hkv,
-                                   int D, double lambda, int q_pos0) {
+                                   const std::vector<double>& v, int S, int T, int H, int Hkv, int D, double lambda,
+                                   int q_pos0) {
   if (S < 0 || T <= 0 || H <= 0 || Hkv <= 0 || D <= 0) fail("diff_attention: bad sizes");
   if (H % Hkv != 0) fail("diff_attention: H must be a multiple of Hkv");
   if (q_pos0 < 0 || q_pos0 + S > T) fail("diff_attention: need 0 <= q_pos0 and q_pos0 + S <= T");
@@ -320,20 +315,19 @@ std::vector<double> diff_attention(const std::vector<double>& q, const std::vect
   return out;
 }
 
-void diff_attention_row(const double* q, const double* k, std::size_t k_stride, const double* v,
-                        std::size_t v_stride, int n_keys, int D, double lambda, double* o) {
+void diff_attention_row(const double* q, const double* k, std::size_t k_stride, const double* v, std::size_t v_stride,
+                        int n_keys, int D, double lambda, double* o) {
   attention_row(q, k, k_stride, v, v_stride, n_keys, D, lambda, o);
 }
-void diff_attention_row(const float* q, const float* k, std::size_t k_stride, const float* v,
-                        std::size_t v_stride, int n_keys, int D, double lambda, double* o) {
+void diff_attention_row(const float* q, const float* k, std::size_t k_stride, const float* v, std::size_t v_stride,
+                        int n_keys, int D, double lambda, double* o) {
   attention_row(q, k, k_stride, v, v_stride, n_keys, D, lambda, o);
 }
 
 // ---------------------------------------------------------------- head norm
 
-std::vector<double> head_rmsnorm(const std::vector<double>& o, int rows, int H, int D,
-                                 const std::vector<double>& subln, double lambda_init,
-                                 double eps) {
+std::vector<double> head_rmsnorm(const std::vector<double>& o, int rows, int H, int D, const std::vector<double>& subln,
+                                 double lambda_init, double eps) {
   const std::size_t hw = static_cast<std::size_t>(2 * D);  // one head's width
   const std::size_t ow = static_cast<std::size_t>(H) * hw;
   check_size(o, static_cast<std::size_t>(rows) * ow, "head_rmsnorm input");
@@ -354,9 +348,8 @@ void head_rmsnorm_row(double* o, int D, const double* subln, double gain, double
 
 // ---------------------------------------------------------------- layer
 
-std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int depth,
-                                  double rope_theta, const std::vector<double>& x, int S,
-                                  int pos0, KVCache* cache) {
+std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int depth, double rope_theta,
+                                  const std::vector<double>& x, int S, int pos0, KVCache* cache) {
   validate(s, w);
   if (S <= 0) fail("layer_forward: S must be positive");
   if (cache == nullptr && pos0 != 0) fail("layer_forward: pos0 != 0 needs a KV cache");
@@ -369,7 +362,8 @@ std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int 
   KVCache& kv = cache != nullptr ? *cache : local;
   if (kv.round_row)  // each KV head's 2D-wide row of K and of V
     for (std::vector<double>* t : {&p.k, &p.v})
-      for (std::size_t at = 0; at < t->size(); at += static_cast<std::size_t>(2) * s.D) kv.round_row(t->data() + at, 2 * s.D);
+      for (std::size_t at = 0; at < t->size(); at += static_cast<std::size_t>(2) * s.D)
+        kv.round_row(t->data() + at, 2 * s.D);
   check_size(kv.k, static_cast<std::size_t>(kv.len) * s.k_width(), "cache k");
   check_size(kv.v, static_cast<std::size_t>(kv.len) * s.v_width(), "cache v");
   kv.k.insert(kv.k.end(), p.k.begin(), p.k.end());
@@ -377,8 +371,7 @@ std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int 
   kv.len += S;
 
   const double lambda = lambda_value(w, s.D, depth);
-  const std::vector<double> o =
-      diff_attention(p.q, kv.k, kv.v, S, kv.len, s.H, s.Hkv, s.D, lambda, pos0);
+  const std::vector<double> o = diff_attention(p.q, kv.k, kv.v, S, kv.len, s.H, s.Hkv, s.D, lambda, pos0);
   const std::vector<double> n = head_rmsnorm(o, S, s.H, s.D, w.subln, lambda_init(depth));
   return linear(n, S, s.o_width(), w.wo, s.E);
 }
@@ -389,8 +382,7 @@ namespace {
 template <typename T>
 ErrorStats compare_impl(const std::vector<T>& got, const std::vector<double>& ref) {
   if (got.size() != ref.size()) {
-    fail("compare: sizes differ (" + std::to_string(got.size()) + " vs " +
-         std::to_string(ref.size()) + ")");
+    fail("compare: sizes differ (" + std::to_string(got.size()) + " vs " + std::to_string(ref.size()) + ")");
   }
   ErrorStats st;
   double err_sq = 0.0, ref_sq = 0.0;
@@ -417,13 +409,9 @@ ErrorStats compare_impl(const std::vector<T>& got, const std::vector<double>& re
 }
 }  // namespace
 
-ErrorStats compare(const std::vector<double>& got, const std::vector<double>& ref) {
-  return compare_impl(got, ref);
-}
+ErrorStats compare(const std::vector<double>& got, const std::vector<double>& ref) { return compare_impl(got, ref); }
 
-ErrorStats compare(const std::vector<float>& got, const std::vector<double>& ref) {
-  return compare_impl(got, ref);
-}
+ErrorStats compare(const std::vector<float>& got, const std::vector<double>& ref) { return compare_impl(got, ref); }
 
 std::vector<float> to_float(const std::vector<double>& v) {
   std::vector<float> out(v.size());
@@ -431,8 +419,6 @@ std::vector<float> to_float(const std::vector<double>& v) {
   return out;
 }
 
-std::vector<double> to_double(const std::vector<float>& v) {
-  return std::vector<double>(v.begin(), v.end());
-}
+std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 }  // namespace diffvk::ref

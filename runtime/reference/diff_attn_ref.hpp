@@ -34,10 +34,10 @@ struct AttnShape {
   int D = 0;    // width of one Q/K sub-head = E / H / 2
 
   int n_rep() const { return H / Hkv; }
-  int q_width() const { return 2 * H * D; }    // = E
+  int q_width() const { return 2 * H * D; }  // = E
   int k_width() const { return 2 * Hkv * D; }
   int v_width() const { return Hkv * 2 * D; }
-  int o_width() const { return H * 2 * D; }    // = E
+  int o_width() const { return H * 2 * D; }  // = E
 };
 
 // Builds the shape with D = E / H / 2, validating E % (2H) == 0, H % Hkv == 0,
@@ -49,12 +49,12 @@ void validate(const AttnShape& s);
 // ---------------------------------------------------------------- weights
 
 struct AttnWeights {
-  std::vector<double> wq;     // (E, E)
-  std::vector<double> wk;     // (2·Hkv·D, E)
-  std::vector<double> wv;     // (Hkv·2D, E)
-  std::vector<double> wo;     // (E, H·2D)
+  std::vector<double> wq;                  // (E, E)
+  std::vector<double> wk;                  // (2·Hkv·D, E)
+  std::vector<double> wv;                  // (Hkv·2D, E)
+  std::vector<double> wo;                  // (E, H·2D)
   std::vector<double> lq1, lk1, lq2, lk2;  // (D,) each
-  std::vector<double> subln;  // (2D,)
+  std::vector<double> subln;               // (2D,)
 };
 
 // Throws std::invalid_argument if any tensor has the wrong number of elements.
@@ -91,8 +91,7 @@ void rope(double* x, int D, int pos, double theta);
 void rope_rows(std::vector<double>& t, int rows, int n_sub, int D, int pos0, double theta);
 
 // y = x·Wᵀ; x is rows x in, w is (out, in), y is rows x out.
-std::vector<double> linear(const std::vector<double>& x, int rows, int in,
-                           const std::vector<double>& w, int out);
+std::vector<double> linear(const std::vector<double>& x, int rows, int in, const std::vector<double>& w, int out);
 
 // The three projections followed by RoPE on q and k (v is not rotated).
 // x holds S rows at positions pos0 .. pos0+S-1.
@@ -101,8 +100,8 @@ struct QKV {
   std::vector<double> k;  // S x (2Hkv·D), roped
   std::vector<double> v;  // S x (Hkv·2D)
 };
-QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta,
-                const std::vector<double>& x, int S, int pos0 = 0);
+QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta, const std::vector<double>& x, int S,
+                int pos0 = 0);
 
 // Core attention on already projected & roped tensors.
 //   q: S x (2H·D), k: T x (2Hkv·D), v: T x (Hkv·2D).
@@ -111,18 +110,18 @@ QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta,
 // (keys after the last query's position are allowed and are simply masked).
 // Returns S x (H·2D): per head O = A1·V − λ·A2·V (BEFORE the headwise norm).
 std::vector<double> diff_attention(const std::vector<double>& q, const std::vector<double>& k,
-                                   const std::vector<double>& v, int S, int T, int H, int Hkv,
-                                   int D, double lambda, int q_pos0);
+                                   const std::vector<double>& v, int S, int T, int H, int Hkv, int D, double lambda,
+                                   int q_pos0);
 
 // One (query row, head) of diff_attention on raw rows: o (2D values, overwritten) =
 // Σ_{j < n_keys} (A1[j] − λ·A2[j])·V[j], before the norm. q: the head's Q1 | Q2 (2D values); key j:
 // K1 | K2 at k + j·k_stride, V at v + j·v_stride (2D values each). diff_attention runs it for every
 // row and head; the benchmark's output check (bench/check.cpp) for sampled rows of a KV cache
 // (the float overload: the exactly stored values of its inputs, widened without rounding).
-void diff_attention_row(const double* q, const double* k, std::size_t k_stride, const double* v,
-                        std::size_t v_stride, int n_keys, int D, double lambda, double* o);
-void diff_attention_row(const float* q, const float* k, std::size_t k_stride, const float* v,
-                        std::size_t v_stride, int n_keys, int D, double lambda, double* o);
+void diff_attention_row(const double* q, const double* k, std::size_t k_stride, const double* v, std::size_t v_stride,
+                        int n_keys, int D, double lambda, double* o);
+void diff_attention_row(const float* q, const float* k, std::size_t k_stride, const float* v, std::size_t v_stride,
+                        int n_keys, int D, double lambda, double* o);
 
 // Headwise RMSNorm of one head in place: o (2D values) ← o / sqrt(mean(o²) + eps) ⊙ subln · gain,
 // gain = 1 − λ_init (head_rmsnorm runs it for every row and head).
@@ -130,9 +129,8 @@ void head_rmsnorm_row(double* o, int D, const double* subln, double gain, double
 
 // Headwise RMSNorm: per row and head, o / sqrt(mean over the 2D values of o² + eps)
 // ⊙ subln ⊙ (1 − λ_init). In/out: rows x (H·2D).
-std::vector<double> head_rmsnorm(const std::vector<double>& o, int rows, int H, int D,
-                                 const std::vector<double>& subln, double lambda_init,
-                                 double eps = 1e-5);
+std::vector<double> head_rmsnorm(const std::vector<double>& o, int rows, int H, int D, const std::vector<double>& subln,
+                                 double lambda_init, double eps = 1e-5);
 
 // ---------------------------------------------------------------- whole layer
 
@@ -151,9 +149,8 @@ struct KVCache {
 // keys are this call's own rows). With a cache, cache->len must equal pos0; the
 // cache holds the keys/values of positions 0 .. pos0-1 and is extended by this
 // call, so prefill-then-decode equals one long prefill. Returns S x E.
-std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int depth,
-                                  double rope_theta, const std::vector<double>& x, int S,
-                                  int pos0 = 0, KVCache* cache = nullptr);
+std::vector<double> layer_forward(const AttnShape& s, const AttnWeights& w, int depth, double rope_theta,
+                                  const std::vector<double>& x, int S, int pos0 = 0, KVCache* cache = nullptr);
 
 // ---------------------------------------------------------------- comparison
 

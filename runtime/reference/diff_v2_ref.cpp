@@ -31,8 +31,7 @@ struct Projected {
   std::vector<double> q, k, v;
 };
 
-Projected project(const V2Shape& s, const V2Weights& w, const std::vector<double>& x, int S, int pos0,
-                  double theta) {
+Projected project(const V2Shape& s, const V2Weights& w, const std::vector<double>& x, int S, int pos0, double theta) {
   validate(s, w);
   if (S <= 0 || pos0 < 0) fail("need S > 0 and pos0 >= 0");
   check_size(x, static_cast<std::size_t>(S) * s.E, "x");
@@ -84,7 +83,8 @@ V2Shape make_v2_shape(int E, int H, int Hkv, int D) {
   if (H % Hkv != 0) {
     fail("H=" + std::to_string(H) + ", Hkv=" + std::to_string(Hkv) + ": 2H/Hkv = " + std::to_string(2 * H / Hkv) +
          " query heads per KV head is odd, so some output head's pair (2i, 2i+1) would straddle two KV heads; "
-         "Hkv must divide H " + at);
+         "Hkv must divide H " +
+         at);
   }
   return V2Shape{E, H, Hkv, D};
 }
@@ -126,8 +126,8 @@ std::vector<double> diff_v2_lambda(const V2Shape& s, const V2Weights& w, const s
   return lam;
 }
 
-std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0, const V2Shape& s,
-                                  const V2Weights& w, double theta) {
+std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w,
+                                  double theta) {
   const Projected t = project(s, w, x, S, pos0, theta);
   const std::vector<double> lam = diff_v2_lambda(s, w, x, S);
   const int D = s.D;
@@ -152,8 +152,9 @@ std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0,
   return linear(heads, S, s.o_width(), w.wo, s.E);
 }
 
-std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                                      const std::vector<double>& z, int S, int T, int H, int Hkv, int D, int pos0) {
+std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::vector<double>& k,
+                                      const std::vector<double>& v, const std::vector<double>& z, int S, int T, int H,
+                                      int Hkv, int D, int pos0) {
   if (S <= 0 || pos0 < 0 || T < pos0 + S || H <= 0 || Hkv <= 0 || D <= 0 || H % Hkv)
     fail("diff_v2_attention: need S > 0, pos0 >= 0, T >= pos0 + S, and Hkv dividing H");
   const std::size_t qw = std::size_t(2) * H * D, kw = std::size_t(Hkv) * D;
@@ -193,8 +194,8 @@ std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::v
   return out;
 }
 
-V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w,
-                    double theta, int head) {
+V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w, double theta,
+                    int head) {
   const Projected t = project(s, w, x, S, pos0, theta);
   if (head < 0 || head >= s.H) fail("head " + std::to_string(head) + " out of range, H=" + std::to_string(s.H));
   const std::vector<double> lam = diff_v2_lambda(s, w, x, S);
@@ -216,8 +217,8 @@ V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape
   return m;
 }
 
-V2Maps diff_v2_probs(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& z, int S, int T,
-                     int H, int Hkv, int D, int pos0) {
+V2Maps diff_v2_probs(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& z, int S,
+                     int T, int H, int Hkv, int D, int pos0) {
   if (S <= 0 || pos0 < 0 || T < pos0 + S || H <= 0 || Hkv <= 0 || D <= 0 || H % Hkv)
     fail("diff_v2_probs: need S > 0, pos0 >= 0, T >= pos0 + S, and Hkv dividing H");
   const std::size_t qw = std::size_t(2) * H * D, kw = std::size_t(Hkv) * D, plane = std::size_t(S) * T;

@@ -59,15 +59,16 @@ std::vector<double> diff_v2_lambda(const V2Shape& s, const V2Weights& w, const s
 
 // The whole layer. x is S x E at positions pos0 .. pos0+S-1; the keys are this call's own rows
 // (key j is visible to query i iff j <= i). Returns S x E.
-std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0, const V2Shape& s,
-                                  const V2Weights& w, double theta);
+std::vector<double> diff_v2_layer(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w,
+                                  double theta);
 
 // The attention part alone, on given (already roped) inputs: q S x (2H·D), k and v T x (Hkv·D), z S x H λ
 // logits; query row i is at position pos0 + i and sees keys 0 .. pos0 + i (T >= pos0 + S). Returns the heads,
 // S x (H·D): head h = softmax(q_2h·kᵀ/√D)·v − sigmoid(z_h)·softmax(q_2h+1·kᵀ/√D)·v, KV head g = j / (2H/Hkv).
 // What diffvk's DIFF V2 attention kernels compute (the op case table, bench/op_cases.hpp).
-std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                                      const std::vector<double>& z, int S, int T, int H, int Hkv, int D, int pos0);
+std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::vector<double>& k,
+                                      const std::vector<double>& v, const std::vector<double>& z, int S, int T, int H,
+                                      int Hkv, int D, int pos0);
 
 // The attention maps of one output head h, each S x S row-major (zeros above the diagonal):
 // a1 = softmax map of query head 2h, a2 = of query head 2h+1, lambda = λ_h per token (S values),
@@ -75,14 +76,14 @@ std::vector<double> diff_v2_attention(const std::vector<double>& q, const std::v
 struct V2Maps {
   std::vector<double> a1, a2, lambda, diff;
 };
-V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w,
-                    double theta, int head);
+V2Maps diff_v2_maps(const std::vector<double>& x, int S, int pos0, const V2Shape& s, const V2Weights& w, double theta,
+                    int head);
 
 // The maps of every output head on given (already roped) inputs, what diffvk's attention-map kernel computes
 // (attn_probs in its DIFF V2 mode): q S x (2H·D) at positions pos0 .. pos0+S-1, k T x (Hkv·D) (T >= pos0 + S),
 // z S x H λ logits. a1, a2 and diff are H x S x T (row i = the query at position pos0 + i, zeros past it),
 // lambda is H x S.
-V2Maps diff_v2_probs(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& z, int S, int T,
-                     int H, int Hkv, int D, int pos0);
+V2Maps diff_v2_probs(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& z, int S,
+                     int T, int H, int Hkv, int D, int pos0);
 
 }  // namespace diffvk::ref

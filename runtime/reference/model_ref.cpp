@@ -20,12 +20,13 @@ std::vector<double> rms_norm(const std::vector<double>& x, int rows, int E, cons
   return y;
 }
 
-std::vector<double> v2_layer_forward(const V2Shape& s, const V2Weights& w, double rope_theta, const std::vector<double>& x,
-                                     int S, int pos0, KVCache* cache) {
+std::vector<double> v2_layer_forward(const V2Shape& s, const V2Weights& w, double rope_theta,
+                                     const std::vector<double>& x, int S, int pos0, KVCache* cache) {
   validate(s, w);
   if (S <= 0) throw std::invalid_argument("v2_layer_forward: S must be positive");
   if (cache == nullptr && pos0 != 0) throw std::invalid_argument("v2_layer_forward: pos0 != 0 needs a KV cache");
-  if (cache != nullptr && cache->len != pos0) throw std::invalid_argument("v2_layer_forward: pos0 must equal cache->len");
+  if (cache != nullptr && cache->len != pos0)
+    throw std::invalid_argument("v2_layer_forward: pos0 must equal cache->len");
   if (x.size() != static_cast<std::size_t>(S) * s.E) throw std::invalid_argument("v2_layer_forward: x size mismatch");
   const std::size_t kw = static_cast<std::size_t>(s.kv_width());
   KVCache local;
@@ -53,7 +54,8 @@ std::vector<double> v2_layer_forward(const V2Shape& s, const V2Weights& w, doubl
 ModelRun model_forward(const ModelWeights& m, const std::vector<int>& tokens) {
   const int S = static_cast<int>(tokens.size()), E = m.width(), I = m.I, V = m.vocab;
   if (S == 0) throw std::invalid_argument("model_forward: no tokens");
-  if (m.embed.size() != static_cast<std::size_t>(V) * E) throw std::invalid_argument("model_forward: embed is not V x E");
+  if (m.embed.size() != static_cast<std::size_t>(V) * E)
+    throw std::invalid_argument("model_forward: embed is not V x E");
   ModelRun run;
   std::vector<double> x(static_cast<std::size_t>(S) * E);
   for (int r = 0; r < S; ++r) {

@@ -21,12 +21,12 @@ struct ModelLayerWeights {
   std::vector<double> down;       // (E, I)
 };
 struct ModelWeights {
-  AttnShape shape;                // DIFF V1's shape (unused when v2)
-  bool v2 = false;                // DIFF V2 layers: v2_shape and ModelLayerWeights::attn_v2
-  V2Shape v2_shape;               // DIFF V2's shape (E, H, Hkv, D; E need not equal H·D)
+  AttnShape shape;   // DIFF V1's shape (unused when v2)
+  bool v2 = false;   // DIFF V2 layers: v2_shape and ModelLayerWeights::attn_v2
+  V2Shape v2_shape;  // DIFF V2's shape (E, H, Hkv, D; E need not equal H·D)
   int vocab = 0, I = 0;
   double rope_theta = 10000.0, eps = 1e-5;  // eps: the block norms'
-  std::vector<double> embed;    // (V, E)
+  std::vector<double> embed;                // (V, E)
   std::vector<ModelLayerWeights> layers;
   std::vector<double> norm;     // (E,)
   std::vector<double> lm_head;  // (V, E)
@@ -56,8 +56,8 @@ ModelRun model_forward(const ModelWeights& m, const std::vector<int>& tokens);
 // RoPE), and this call appends its S rows, each KV head's D-wide K and V row passed through
 // cache->round_row first when set. Query i sees keys 0 .. pos0 + i. Equal to diff_v2_layer (diff_v2_ref.hpp)
 // up to rounding when nothing is rounded; prefill-then-decode equals one long prefill. Returns S x E.
-std::vector<double> v2_layer_forward(const V2Shape& s, const V2Weights& w, double rope_theta, const std::vector<double>& x,
-                                     int S, int pos0 = 0, KVCache* cache = nullptr);
+std::vector<double> v2_layer_forward(const V2Shape& s, const V2Weights& w, double rope_theta,
+                                     const std::vector<double>& x, int S, int pos0 = 0, KVCache* cache = nullptr);
 
 // Attention probabilities of one layer (docs/maths.md, differential attention, causal, before the mix with V) from
 // projected and roped q (S x 2H·D) and k (T x 2Hkv·D): p1, p2 are H x S x T (row i of head h at

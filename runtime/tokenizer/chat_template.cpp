@@ -22,15 +22,21 @@ struct Known {
 const Known kKnown[] = {
     // teknium/OpenHermes-2.5-Mistral-7B (ChatML, as most ChatML checkpoints ship it)
     {"chatml", 0,
-     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+     "'\\n'}}"
      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
     // meta-llama/Llama-2-7b-chat-hf (and the 13b/70b chat models)
     {"llama2", 0,
-     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
-     "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
-     "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
-     "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = "
-     "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}"
+     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+     "messages[0]['content'] %}"
+     "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in "
+     "loop_messages %}"
+     "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must "
+     "alternate "
+     "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set "
+     "content = "
+     "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = "
+     "message['content'] %}"
      "{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif "
      "message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"},
     // meta-llama/Meta-Llama-3-8B-Instruct (and 70B), current revision
@@ -137,37 +143,46 @@ ChatTemplate::ChatTemplate(std::string family, int variant, std::string bos, std
 
 std::vector<std::string> ChatTemplate::families() { return {"chatml", "llama2", "llama3"}; }
 
-ChatTemplate ChatTemplate::builtin(const std::string& family, const std::string& bos_token, const std::string& eos_token) {
+ChatTemplate ChatTemplate::builtin(const std::string& family, const std::string& bos_token,
+                                   const std::string& eos_token) {
   for (const auto& f : families())
     if (f == family) return ChatTemplate(family, 0, bos_token, eos_token);
   throw Error(Status::invalid_argument, "no chat template family '" + printable(family) + "' (chatml, llama2, llama3)");
 }
 
-ChatTemplate ChatTemplate::from_source(const std::string& jinja, const std::string& bos_token, const std::string& eos_token) {
+ChatTemplate ChatTemplate::from_source(const std::string& jinja, const std::string& bos_token,
+                                       const std::string& eos_token) {
   const std::string c = canonical(jinja);
   for (const auto& k : kKnown)
     if (canonical(k.source) == c) return ChatTemplate(k.family, k.variant, bos_token, eos_token);
   std::string looks;
-  if (jinja.find("<|im_start|>") != std::string::npos) looks = " It uses ChatML's markers but differs from the published ChatML template.";
-  else if (jinja.find("[INST]") != std::string::npos) looks = " It uses [INST] like Llama-2 chat but differs from its published template.";
+  if (jinja.find("<|im_start|>") != std::string::npos)
+    looks = " It uses ChatML's markers but differs from the published ChatML template.";
+  else if (jinja.find("[INST]") != std::string::npos)
+    looks = " It uses [INST] like Llama-2 chat but differs from its published template.";
   else if (jinja.find("<|start_header_id|>") != std::string::npos)
-    looks = " It uses Llama-3's headers but differs from its published templates (Llama-3.1 and later add tools and dates).";
+    looks =
+        " It uses Llama-3's headers but differs from its published templates (Llama-3.1 and later add tools and "
+        "dates).";
   std::string head = jinja.substr(0, 80);
-  throw Error(Status::unsupported, "chat template not supported: '" + printable(head) + (jinja.size() > 80 ? "...'" : "'") +
-                                       " is none of the templates diffvk renders (chatml, llama2, llama3; docs/chat-templates.md)." +
-                                       looks + " Choose a family by name to use it anyway (--chat-template NAME).");
+  throw Error(Status::unsupported,
+              "chat template not supported: '" + printable(head) + (jinja.size() > 80 ? "...'" : "'") +
+                  " is none of the templates diffvk renders (chatml, llama2, llama3; docs/chat-templates.md)." + looks +
+                  " Choose a family by name to use it anyway (--chat-template NAME).");
 }
 
 ChatTemplate ChatTemplate::load(const std::string& model_dir) {
   const std::string path = model_dir + "/tokenizer_config.json";
-  if (!tok::exists(path)) throw Error(Status::invalid_argument, model_dir + " has no chat template (no tokenizer_config.json)");
+  if (!tok::exists(path))
+    throw Error(Status::invalid_argument, model_dir + " has no chat template (no tokenizer_config.json)");
   return of_config(tok::read_text_file(path, kJsonConfigMaxBytes), path);
 }
 
 ChatTemplate ChatTemplate::load_memory(const void* data, size_t size, const std::string& name) {
   if (!data && size) throw Error(Status::invalid_argument, name + ": NULL data with a size of " + std::to_string(size));
   if (size > kJsonConfigMaxBytes)
-    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(kJsonConfigMaxBytes));
+    throw Error(Status::format_error, name + ": " + std::to_string(size) + " bytes, more than the limit of " +
+                                          std::to_string(kJsonConfigMaxBytes));
   return of_config(std::string(static_cast<const char*>(data), data ? size : 0), name);
 }
 
@@ -184,12 +199,14 @@ ChatTemplate ChatTemplate::of_config(const std::string& text, const std::string&
   } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, {"name": "tool_use", ...}]
     std::string names;
     for (const auto& e : t) {
-      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("template") || !e["template"].is_string())
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("template") ||
+          !e["template"].is_string())
         throw Error(Status::format_error, path + ": each chat_template entry must have a string 'name' and 'template'");
       if (e["name"] == "default") source = e["template"].get<std::string>();
       names += (names.empty() ? "" : ", ") + printable(e["name"].get<std::string>());
     }
-    if (source.empty()) throw Error(Status::unsupported, path + ": no chat_template named 'default' (it has " + names + ")");
+    if (source.empty())
+      throw Error(Status::unsupported, path + ": no chat_template named 'default' (it has " + names + ")");
   } else {
     throw Error(Status::format_error, path + ": chat_template must be a string or a list of {name, template}");
   }
@@ -219,12 +236,16 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
     for (size_t i = system ? 1 : 0, k = 0; i < messages.size(); ++i, ++k) {
       const ChatMessage& m = messages[i];
       if ((m.role == "user") != (k % 2 == 0))
-        throw Error(Status::invalid_argument, "chat template llama2: conversation roles must alternate user/assistant/user/"
-                                              "assistant/... (message " + std::to_string(i) + " is '" + printable(m.role) + "')");
+        throw Error(Status::invalid_argument,
+                    "chat template llama2: conversation roles must alternate user/assistant/user/"
+                    "assistant/... (message " +
+                        std::to_string(i) + " is '" + printable(m.role) + "')");
       const std::string content =
           k == 0 && system ? "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + m.content : m.content;
-      if (m.role == "user") out += bos_ + "[INST] " + strip(content) + " [/INST]";
-      else if (m.role == "assistant") out += " " + strip(content) + " " + eos_;
+      if (m.role == "user")
+        out += bos_ + "[INST] " + strip(content) + " [/INST]";
+      else if (m.role == "assistant")
+        out += " " + strip(content) + " " + eos_;
     }
   }
   return out;

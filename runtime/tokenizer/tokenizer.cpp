@@ -30,8 +30,9 @@ class BytesTokenizer final : public Tokenizer::Impl {
     std::string out;
     for (size_t i = 0; i < n; ++i) {
       if (ids[i] < 0 || uint32_t(ids[i]) >= vocab_size)
-        throw Error(Status::invalid_argument, "decode: id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
-                                                  " is outside the vocabulary (size " + std::to_string(vocab_size) + ")");
+        throw Error(Status::invalid_argument, "decode: id " + std::to_string(ids[i]) + " at index " +
+                                                  std::to_string(i) + " is outside the vocabulary (size " +
+                                                  std::to_string(vocab_size) + ")");
       if (ids[i] < 256) out += char(ids[i]);  // ids above the bytes have no text
     }
     return out;
@@ -41,10 +42,12 @@ class BytesTokenizer final : public Tokenizer::Impl {
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> tok::make_bytes(uint32_t vocab_size, int32_t bos, int32_t eos) {
-  if (vocab_size < 256) throw Error(Status::invalid_argument, "bytes tokenizer: vocab_size " + std::to_string(vocab_size) + " < 256");
+  if (vocab_size < 256)
+    throw Error(Status::invalid_argument, "bytes tokenizer: vocab_size " + std::to_string(vocab_size) + " < 256");
   for (int32_t id : {bos, eos})
     if (id < -1 || (id >= 0 && uint32_t(id) >= vocab_size))
-      throw Error(Status::invalid_argument, "bytes tokenizer: special id " + std::to_string(id) + " is outside the vocabulary");
+      throw Error(Status::invalid_argument,
+                  "bytes tokenizer: special id " + std::to_string(id) + " is outside the vocabulary");
   auto t = std::make_unique<BytesTokenizer>();
   t->vocab_size = vocab_size;
   t->bos = bos;
@@ -65,8 +68,9 @@ namespace {
 std::optional<std::string_view> caller_bytes(const void* data, size_t size, const std::string& name, bool optional) {
   if (data) return std::string_view(static_cast<const char*>(data), size);
   if (optional && size == 0) return std::nullopt;
-  throw Error(Status::invalid_argument, name + ": the buffer is NULL" +
-                                            (optional ? " with a size of " + std::to_string(size) + " (NULL with size 0 = no such file)" : ""));
+  throw Error(Status::invalid_argument,
+              name + ": the buffer is NULL" +
+                  (optional ? " with a size of " + std::to_string(size) + " (NULL with size 0 = no such file)" : ""));
 }
 
 }  // namespace
@@ -77,7 +81,8 @@ Tokenizer Tokenizer::load_json_memory(const void* tokenizer_json, size_t size, c
   const std::string_view text = *caller_bytes(tokenizer_json, size, name, false);
   tok::SpecialConfigs configs;
   configs.tokenizer_config.name = "tokenizer_config.json (memory)";
-  configs.tokenizer_config.text = caller_bytes(tokenizer_config, tokenizer_config_size, configs.tokenizer_config.name, true);
+  configs.tokenizer_config.text =
+      caller_bytes(tokenizer_config, tokenizer_config_size, configs.tokenizer_config.name, true);
   configs.config.name = "config.json (memory)";
   configs.config.text = caller_bytes(config_json, config_json_size, configs.config.name, true);
   return Tokenizer(tok::hf_json_with_configs(text, name, configs));
@@ -85,8 +90,8 @@ Tokenizer Tokenizer::load_json_memory(const void* tokenizer_json, size_t size, c
 
 Tokenizer Tokenizer::load_json_fd(FdRange tokenizer_json, FdRange tokenizer_config, FdRange config_json) {
   const std::string name = "tokenizer.json (fd " + std::to_string(tokenizer_json.fd) + ")";
-  const std::vector<uint8_t> text =
-      platform::read_fd_span(tokenizer_json.fd, tokenizer_json.offset, tokenizer_json.size, kJsonTokenizerMaxBytes, name);
+  const std::vector<uint8_t> text = platform::read_fd_span(tokenizer_json.fd, tokenizer_json.offset,
+                                                           tokenizer_json.size, kJsonTokenizerMaxBytes, name);
   tok::SpecialConfigs configs;
   std::vector<uint8_t> bytes[2];
   const FdRange ranges[2] = {tokenizer_config, config_json};
@@ -95,10 +100,12 @@ Tokenizer Tokenizer::load_json_fd(FdRange tokenizer_json, FdRange tokenizer_conf
   for (int i = 0; i < 2; ++i) {
     which[i]->name = std::string(file[i]) + " (fd " + std::to_string(ranges[i].fd) + ")";
     if (ranges[i].fd == -1) continue;  // no such file (another negative descriptor: read_fd_span refuses it)
-    bytes[i] = platform::read_fd_span(ranges[i].fd, ranges[i].offset, ranges[i].size, kJsonConfigMaxBytes, which[i]->name);
+    bytes[i] =
+        platform::read_fd_span(ranges[i].fd, ranges[i].offset, ranges[i].size, kJsonConfigMaxBytes, which[i]->name);
     which[i]->text = std::string_view(reinterpret_cast<const char*>(bytes[i].data()), bytes[i].size());
   }
-  return Tokenizer(tok::hf_json_with_configs(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), name, configs));
+  return Tokenizer(tok::hf_json_with_configs(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+                                             name, configs));
 }
 
 Tokenizer Tokenizer::load_json_fd(FdRange tokenizer_json) { return load_json_fd(tokenizer_json, FdRange{}, FdRange{}); }
@@ -114,9 +121,13 @@ Tokenizer Tokenizer::load_sentencepiece_fd(int fd, int64_t offset, int64_t size)
   return Tokenizer(tok::parse_sentencepiece(b.data(), b.size(), name));
 }
 
-Tokenizer Tokenizer::bytes(uint32_t vocab_size, int32_t bos, int32_t eos) { return Tokenizer(tok::make_bytes(vocab_size, bos, eos)); }
+Tokenizer Tokenizer::bytes(uint32_t vocab_size, int32_t bos, int32_t eos) {
+  return Tokenizer(tok::make_bytes(vocab_size, bos, eos));
+}
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const { return impl_->encode(text, add_special); }
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  return impl_->encode(text, add_special);
+}
 std::string Tokenizer::decode(const int32_t* ids, size_t n) const {
   if (n && !ids) throw Error(Status::invalid_argument, "decode: ids is NULL");
   return impl_->decode(ids, n);

@@ -57,7 +57,9 @@ class ByteLevelBpe final : public Tokenizer::Impl {
   void read_post_processor(const json& p);
   int32_t check_id(const json& v, const std::string& what) const;
   [[noreturn]] void bad(const std::string& what) const { throw Error(Status::format_error, path_ + ": " + what); }
-  [[noreturn]] void unsupported(const std::string& what) const { throw Error(Status::unsupported, path_ + ": " + what); }
+  [[noreturn]] void unsupported(const std::string& what) const {
+    throw Error(Status::unsupported, path_ + ": " + what);
+  }
 
   std::string path_;
   std::unordered_map<std::string, int32_t> vocab_, added_ids_;
@@ -80,14 +82,17 @@ int32_t ByteLevelBpe::check_id(const json& v, const std::string& what) const {
 
 void ByteLevelBpe::read_model(const json& m) {
   if (!m.is_object()) bad("'model' must be an object");
-  if (m.value("type", std::string("BPE")) != "BPE") unsupported("model type '" + printable(m.value("type", "")) + "' is not supported (only BPE)");
+  if (m.value("type", std::string("BPE")) != "BPE")
+    unsupported("model type '" + printable(m.value("type", "")) + "' is not supported (only BPE)");
   if (!m.contains("vocab") || !m["vocab"].is_object()) bad("'model.vocab' must be an object");
   if (!m.contains("merges") || !m["merges"].is_array()) bad("'model.merges' must be an array");
-  if (m.value("byte_fallback", false)) unsupported("model.byte_fallback = true is not supported for tokenizer.json (byte-level BPE only)");
+  if (m.value("byte_fallback", false))
+    unsupported("model.byte_fallback = true is not supported for tokenizer.json (byte-level BPE only)");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (m.contains(k) && !m[k].is_null() && !(m[k].is_string() && m[k].get<std::string>().empty()))
       unsupported(std::string("model.") + k + " is not supported (byte-level BPE only)");
-  if (m.contains("dropout") && !m["dropout"].is_null() && !(m["dropout"].is_number() && m["dropout"].get<double>() == 0.0))
+  if (m.contains("dropout") && !m["dropout"].is_null() &&
+      !(m["dropout"].is_number() && m["dropout"].get<double>() == 0.0))
     unsupported("model.dropout is not supported (inference only)");
   ignore_merges_ = m.value("ignore_merges", false);
   for (const auto& [text, id] : m["vocab"].items()) {
@@ -100,7 +105,8 @@ void ByteLevelBpe::read_model(const json& m) {
     if (e.is_string()) {
       const std::string s = e.get<std::string>();
       const size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) bad("merge " + std::to_string(rank) + " '" + printable(s) + "' is not 'A B'");
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        bad("merge " + std::to_string(rank) + " '" + printable(s) + "' is not 'A B'");
       a = s.substr(0, sp), b = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
       a = e[0].get<std::string>(), b = e[1].get<std::string>();
@@ -109,7 +115,8 @@ void ByteLevelBpe::read_model(const json& m) {
     }
     const auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(a + b);
     if (ia == vocab_.end() || ib == vocab_.end() || ic == vocab_.end())
-      bad("merge " + std::to_string(rank) + " ('" + printable(a) + "' '" + printable(b) + "') names a token that is not in the vocab");
+      bad("merge " + std::to_string(rank) + " ('" + printable(a) + "' '" + printable(b) +
+          "') names a token that is not in the vocab");
     merges_.emplace(key(ia->second, ib->second), Merge{rank, ic->second});  // a repeated pair keeps its first rank
     ++rank;
   }
@@ -130,10 +137,11 @@ void ByteLevelBpe::read_pre_tokenizer(const json& p) {
   const json* list = type == "Sequence" && p.contains("pretokenizers") ? &p["pretokenizers"] : nullptr;
   if (!list || !list->is_array() || list->size() != 2 || !(*list)[0].is_object() || !(*list)[1].is_object() ||
       (*list)[0].value("type", "") != "Split" || (*list)[1].value("type", "") != "ByteLevel")
-    unsupported("pre_tokenizer '" + printable(p.dump(), 120) + "' is not supported (ByteLevel, or Sequence[Split, ByteLevel])");
+    unsupported("pre_tokenizer '" + printable(p.dump(), 120) +
+                "' is not supported (ByteLevel, or Sequence[Split, ByteLevel])");
   const json& s = (*list)[0];
-  if (s.value("behavior", "") != "Isolated" || s.value("invert", false) || !s.contains("pattern") || !s["pattern"].is_object() ||
-      !s["pattern"].contains("Regex") || !s["pattern"]["Regex"].is_string())
+  if (s.value("behavior", "") != "Isolated" || s.value("invert", false) || !s.contains("pattern") ||
+      !s["pattern"].is_object() || !s["pattern"].contains("Regex") || !s["pattern"]["Regex"].is_string())
     unsupported("Split pre-tokenizer must have a Regex pattern, behavior Isolated and invert false");
   pattern_ = split_pattern_from_regex(s["pattern"]["Regex"].get<std::string>());
   if (byte_level((*list)[1])) unsupported("Sequence[Split, ByteLevel(use_regex = true)] is not supported");
@@ -150,7 +158,8 @@ void ByteLevelBpe::read_post_processor(const json& p) {
     for (const auto& q : p["processors"]) read_post_processor(q);
     return;
   }
-  if (type != "TemplateProcessing") unsupported("post_processor '" + printable(type) + "' is not supported (ByteLevel, TemplateProcessing)");
+  if (type != "TemplateProcessing")
+    unsupported("post_processor '" + printable(type) + "' is not supported (ByteLevel, TemplateProcessing)");
   if (!p.contains("single") || !p["single"].is_array()) bad("TemplateProcessing without a 'single' list");
   bool seen_a = false;
   for (const auto& item : p["single"]) {
@@ -160,11 +169,14 @@ void ByteLevelBpe::read_post_processor(const json& p) {
     } else if (item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object() &&
                item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string()) {
       const std::string name = item["SpecialToken"]["id"].get<std::string>();
-      const json* st = p.contains("special_tokens") && p["special_tokens"].is_object() && p["special_tokens"].contains(name)
-                           ? &p["special_tokens"][name] : nullptr;
+      const json* st =
+          p.contains("special_tokens") && p["special_tokens"].is_object() && p["special_tokens"].contains(name)
+              ? &p["special_tokens"][name]
+              : nullptr;
       if (!st || !st->is_object() || !st->contains("ids") || !(*st)["ids"].is_array())
         bad("TemplateProcessing names special token '" + printable(name) + "' without its ids in 'special_tokens'");
-      for (const auto& id : (*st)["ids"]) (seen_a ? suffix_ : prefix_).push_back(check_id(id, "special token '" + printable(name) + "'"));
+      for (const auto& id : (*st)["ids"])
+        (seen_a ? suffix_ : prefix_).push_back(check_id(id, "special token '" + printable(name) + "'"));
     } else {
       bad("TemplateProcessing 'single' item '" + printable(item.dump(), 80) + "' is neither SpecialToken nor Sequence");
     }
@@ -177,7 +189,8 @@ ByteLevelBpe::ByteLevelBpe(const json& j, const std::string& path) : path_(path)
   if (!j.contains("model")) bad("'model' is missing");
   read_model(j["model"]);
   if (j.contains("normalizer") && !j["normalizer"].is_null())
-    unsupported("normalizer '" + printable(j["normalizer"].dump(), 80) + "' is not supported (byte-level BPE without a normalizer only)");
+    unsupported("normalizer '" + printable(j["normalizer"].dump(), 80) +
+                "' is not supported (byte-level BPE without a normalizer only)");
   if (!j.contains("pre_tokenizer")) bad("'pre_tokenizer' is missing");
   read_pre_tokenizer(j["pre_tokenizer"]);
   if (!j.contains("decoder") || !j["decoder"].is_object() || j["decoder"].value("type", "") != "ByteLevel")
@@ -188,14 +201,16 @@ ByteLevelBpe::ByteLevelBpe(const json& j, const std::string& path) : path_(path)
   if (j.contains("added_tokens")) {
     if (!j["added_tokens"].is_array()) bad("'added_tokens' must be an array");
     if (j["added_tokens"].size() > size_t(kMaxVocab))
-      bad("'added_tokens' has " + std::to_string(j["added_tokens"].size()) + " entries, more than the limit of " + std::to_string(kMaxVocab));
+      bad("'added_tokens' has " + std::to_string(j["added_tokens"].size()) + " entries, more than the limit of " +
+          std::to_string(kMaxVocab));
     for (const auto& t : j["added_tokens"]) {
       if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
         bad("an added token lacks 'content' or 'id'");
       const std::string content = t["content"].get<std::string>();
       const int32_t id = check_id(t["id"], "added token '" + printable(content) + "'");
       if (content.empty()) bad("an added token (id " + std::to_string(id) + ") is empty");
-      if (t.value("single_word", false)) unsupported("added token '" + printable(content) + "': single_word is not supported");
+      if (t.value("single_word", false))
+        unsupported("added token '" + printable(content) + "': single_word is not supported");
       added_.add({content, id, t.value("lstrip", false), t.value("rstrip", false)});
       added_ids_[content] = id;
       added.emplace_back(id, content);
@@ -208,7 +223,8 @@ ByteLevelBpe::ByteLevelBpe(const json& j, const std::string& path) : path_(path)
     append_utf8(byte_str_[b], b2u[b]);
     u2b[b2u[b]] = uint8_t(b);
     auto it = vocab_.find(byte_str_[b]);
-    if (it == vocab_.end()) bad("the vocab lacks the byte-level character of byte " + std::to_string(b) + " (not a byte-level BPE?)");
+    if (it == vocab_.end())
+      bad("the vocab lacks the byte-level character of byte " + std::to_string(b) + " (not a byte-level BPE?)");
     byte_id_[b] = it->second;
   }
   int64_t size = 0;
@@ -234,8 +250,10 @@ ByteLevelBpe::ByteLevelBpe(const json& j, const std::string& path) : path_(path)
   };
   for (const auto& [t, id] : vocab_) set_surface(id, t);
   for (const auto& [id, t] : added) set_surface(id, t);
-  for (int32_t id : prefix_) if (uint32_t(id) >= vocab_size) bad("post_processor names id " + std::to_string(id) + " outside the vocabulary");
-  for (int32_t id : suffix_) if (uint32_t(id) >= vocab_size) bad("post_processor names id " + std::to_string(id) + " outside the vocabulary");
+  for (int32_t id : prefix_)
+    if (uint32_t(id) >= vocab_size) bad("post_processor names id " + std::to_string(id) + " outside the vocabulary");
+  for (int32_t id : suffix_)
+    if (uint32_t(id) >= vocab_size) bad("post_processor names id " + std::to_string(id) + " outside the vocabulary");
 }
 
 void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
@@ -251,7 +269,8 @@ void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>& ou
     int prev, next;
   };
   std::vector<Sym> s(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) s[i] = {byte_id_[static_cast<unsigned char>(piece[i])], int(i) - 1, int(i) + 1};
+  for (size_t i = 0; i < piece.size(); ++i)
+    s[i] = {byte_id_[static_cast<unsigned char>(piece[i])], int(i) - 1, int(i) + 1};
   s.back().next = -1;
   struct Cand {
     uint32_t rank;
@@ -327,7 +346,8 @@ std::unique_ptr<Tokenizer::Impl> parse_hf_json(std::string_view text, const std:
   }
 }
 
-std::unique_ptr<Tokenizer::Impl> hf_json_with_configs(std::string_view text, const std::string& name, const SpecialConfigs& configs) {
+std::unique_ptr<Tokenizer::Impl> hf_json_with_configs(std::string_view text, const std::string& name,
+                                                      const SpecialConfigs& configs) {
   auto t = parse_hf_json(text, name);
   const auto* raw = static_cast<const ByteLevelBpe*>(t.get());
   const SpecialIds s = special_ids(configs, t->vocab_size, [raw](const std::string& x) { return raw->token_id(x); });

@@ -41,18 +41,24 @@ DirConfigs::DirConfigs(const std::string& dir) {
   }
 }
 
-SpecialIds special_ids(const SpecialConfigs& configs, uint32_t vocab_size, const std::function<int32_t(const std::string&)>& lookup) {
+SpecialIds special_ids(const SpecialConfigs& configs, uint32_t vocab_size,
+                       const std::function<int32_t(const std::string&)>& lookup) {
   SpecialIds ids;
   if (const ConfigText& tc = configs.tokenizer_config; tc.text) {
     const auto j = json_object(tc);
     for (auto [key, field] : {std::pair<const char*, int32_t*>{"bos_token", &ids.bos}, {"eos_token", &ids.eos}}) {
       if (!j.contains(key) || j[key].is_null()) continue;
       const auto& v = j[key];
-      const auto* text = v.is_string() ? &v : (v.is_object() && v.contains("content") && v["content"].is_string()) ? &v["content"] : nullptr;
-      if (!text) throw Error(Status::format_error, tc.name + ": '" + key + "' must be a string or an object with a string 'content'");
+      const auto* text = v.is_string()                                                          ? &v
+                         : (v.is_object() && v.contains("content") && v["content"].is_string()) ? &v["content"]
+                                                                                                : nullptr;
+      if (!text)
+        throw Error(Status::format_error,
+                    tc.name + ": '" + key + "' must be a string or an object with a string 'content'");
       *field = lookup(text->get<std::string>());
       if (*field < 0)
-        throw Error(Status::format_error, tc.name + ": '" + key + "' = '" + printable(text->get<std::string>()) + "' is not a token of the vocabulary");
+        throw Error(Status::format_error, tc.name + ": '" + key + "' = '" + printable(text->get<std::string>()) +
+                                              "' is not a token of the vocabulary");
     }
   }
   if (const ConfigText& cc = configs.config; cc.text) {
@@ -62,7 +68,8 @@ SpecialIds special_ids(const SpecialConfigs& configs, uint32_t vocab_size, const
       auto v = j[key];
       if (v.is_array() && !v.empty()) v = v[0];  // Llama-3.1 lists several EOS ids: the first is the main one
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= int64_t(vocab_size))
-        throw Error(Status::format_error, cc.name + ": '" + key + "' is not a token id below the tokenizer's vocabulary size " +
+        throw Error(Status::format_error, cc.name + ": '" + key +
+                                              "' is not a token id below the tokenizer's vocabulary size " +
                                               std::to_string(vocab_size));
       *field = int32_t(v.get<int64_t>());
     }

@@ -42,7 +42,8 @@ class Matcher {
     if (!is(i, '\'')) return 0;
     // (?i) as Oniguruma folds case: also U+017F (long s) for 's'.
     const auto eq = [&](size_t k, char ch) {
-      return is(k, ch) || (any_case && (is(k, char(ch - 'a' + 'A')) || (ch == 's' && k < c_.size() && c_[k].cp == 0x17F)));
+      return is(k, ch) ||
+             (any_case && (is(k, char(ch - 'a' + 'A')) || (ch == 's' && k < c_.size() && c_[k].cp == 0x17F)));
     };
     for (char ch : {'s', 't', 'm', 'd'})
       if (eq(i + 1, ch)) return i + 2;

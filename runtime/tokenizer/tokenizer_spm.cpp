@@ -21,7 +21,12 @@ constexpr uint32_t kReplacement = 0xFFFD;
 
 // "<0xAB>" -> 0xAB; -1 when the text is not of that form.
 int byte_piece_value(const std::string& t) {
-  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
   if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' || hex(t[3]) < 0 || hex(t[4]) < 0) return -1;
   return hex(t[3]) * 16 + hex(t[4]);
 }
@@ -61,8 +66,9 @@ SentencePiece::SentencePiece(SentencePieceModel m, const std::string& path) : m_
     throw Error(Status::unsupported, path_ + ": SentencePiece model type " + std::to_string(int(m_.model_type)) +
                                          " is not supported (unigram and BPE only)");
   if (!m_.precompiled_charsmap.empty())
-    throw Error(Status::unsupported, path_ + ": normalizer '" + printable(m_.normalizer_name) +
-                                         "' (a precompiled character map, e.g. nmt_nfkc) is not supported; only 'identity'");
+    throw Error(Status::unsupported,
+                path_ + ": normalizer '" + printable(m_.normalizer_name) +
+                    "' (a precompiled character map, e.g. nmt_nfkc) is not supported; only 'identity'");
   if (m_.pieces.size() > (1u << 21)) throw bad(std::to_string(m_.pieces.size()) + " pieces is more than supported");
   kind = m_.model_type == SentencePieceModel::ModelType::bpe ? "sentencepiece BPE" : "sentencepiece unigram";
   vocab_size = uint32_t(m_.pieces.size());
@@ -71,9 +77,11 @@ SentencePiece::SentencePiece(SentencePieceModel m, const std::string& path) : m_
     const auto& p = m_.pieces[i];
     const bool normal = p.type == PieceType::normal || p.type == PieceType::user_defined || p.type == PieceType::unused;
     if (p.text.empty()) throw bad("piece " + std::to_string(i) + " is empty");
-    if (!(normal ? pieces_ : reserved_).emplace(p.text, int32_t(i)).second) throw bad("piece '" + printable(p.text) + "' appears twice");
+    if (!(normal ? pieces_ : reserved_).emplace(p.text, int32_t(i)).second)
+      throw bad("piece '" + printable(p.text) + "' appears twice");
     if (normal) max_piece_bytes_ = std::max(max_piece_bytes_, p.text.size());
-    if (p.type == PieceType::normal) min_score_ = std::min(min_score_, p.score), max_score_ = std::max(max_score_, p.score);
+    if (p.type == PieceType::normal)
+      min_score_ = std::min(min_score_, p.score), max_score_ = std::max(max_score_, p.score);
     if (p.type == PieceType::user_defined) user_defined_.push_back(&p.text);
     if (p.type == PieceType::byte) {
       const int v = byte_piece_value(p.text);
@@ -85,7 +93,8 @@ SentencePiece::SentencePiece(SentencePieceModel m, const std::string& path) : m_
   if (m_.unk_id < 0 || size_t(m_.unk_id) >= m_.pieces.size() || !is(m_.unk_id, PieceType::unknown))
     throw bad("unk_id " + std::to_string(m_.unk_id) + " is not the id of an unknown piece");
   for (int32_t* id : {&m_.bos_id, &m_.eos_id})
-    if (*id < -1 || (*id >= 0 && size_t(*id) >= m_.pieces.size())) throw bad("bos/eos id " + std::to_string(*id) + " is outside the pieces");
+    if (*id < -1 || (*id >= 0 && size_t(*id) >= m_.pieces.size()))
+      throw bad("bos/eos id " + std::to_string(*id) + " is outside the pieces");
   if (m_.byte_fallback)
     for (int b = 0; b < 256; ++b)
       if (byte_ids_[b] < 0) throw bad("byte_fallback is on but the byte piece of " + std::to_string(b) + " is missing");
@@ -117,7 +126,8 @@ std::string SentencePiece::normalize(std::string_view text) const {
     append_utf8(out, u.cp == Utf8Char::invalid ? kReplacement : u.cp);
   }
   if (squeeze)
-    while (out.size() >= space.size() && out.compare(out.size() - space.size(), space.size(), space) == 0) out.resize(out.size() - space.size());
+    while (out.size() >= space.size() && out.compare(out.size() - space.size(), space.size(), space) == 0)
+      out.resize(out.size() - space.size());
   if (m_.add_dummy_prefix && m_.treat_whitespace_as_suffix) out += space;
   return out;
 }
@@ -156,7 +166,8 @@ std::vector<std::pair<SentencePiece::Sym, int32_t>> SentencePiece::encode_unigra
       if (id >= 0 && !is(id, PieceType::unused)) {
         // As sentencepiece computes it: the user-defined bonus makes the score a double, so the candidate
         // is a double compared with the stored float path score (ties and rounding follow from that).
-        const double score = is(id, PieceType::user_defined) ? double(float(e - b) * max_score_) - 0.1 : double(m_.pieces[id].score);
+        const double score =
+            is(id, PieceType::user_defined) ? double(float(e - b) * max_score_) - 0.1 : double(m_.pieces[id].score);
         const double cand = score + double(here);
         if (best[e].from < 0 || cand > double(best[e].score)) best[e] = {id, float(cand), long(b)};
         if (e - b == char_len) single = true;
@@ -203,7 +214,8 @@ std::vector<std::pair<SentencePiece::Sym, int32_t>> SentencePiece::encode_bpe(co
     const Cand c = q.top();
     q.pop();
     Node &l = n[c.left], &r = n[c.right];
-    if (l.sym.end == l.sym.begin || r.sym.end == r.sym.begin || l.next != c.right || r.sym.end - l.sym.begin != c.size) continue;
+    if (l.sym.end == l.sym.begin || r.sym.end == r.sym.begin || l.next != c.right || r.sym.end - l.sym.begin != c.size)
+      continue;
     l.sym.end = r.sym.end;
     r.sym.end = r.sym.begin;  // emptied
     l.next = r.next;
@@ -269,12 +281,15 @@ std::string SentencePiece::decode(const int32_t* ids, size_t n) const {
     if (p.type == PieceType::control) continue;
     std::string piece = p.type == PieceType::unknown ? m_.unk_surface : p.text;
     if (p.type == PieceType::normal || p.type == PieceType::unused) {
-      if (at_start && m_.add_dummy_prefix && !m_.treat_whitespace_as_suffix && piece.compare(0, kSpace.size(), kSpace) == 0)
+      if (at_start && m_.add_dummy_prefix && !m_.treat_whitespace_as_suffix &&
+          piece.compare(0, kSpace.size(), kSpace) == 0)
         piece.erase(0, kSpace.size());
       std::string plain;
       for (size_t k = 0; k < piece.size();)
-        if (piece.compare(k, kSpace.size(), kSpace) == 0) plain += ' ', k += kSpace.size();
-        else plain += piece[k++];
+        if (piece.compare(k, kSpace.size(), kSpace) == 0)
+          plain += ' ', k += kSpace.size();
+        else
+          plain += piece[k++];
       piece = plain;
     }
     out += piece;

@@ -16,8 +16,8 @@ constexpr Range kRanges[] = {
 };
 
 bool white_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 }  // namespace
@@ -28,10 +28,14 @@ Utf8Char next_utf8(std::string_view s, size_t i) {
   if (c0 < 0x80) return {c0, 1};
   size_t len;
   uint32_t cp, min;
-  if ((c0 & 0xE0) == 0xC0) len = 2, cp = c0 & 0x1F, min = 0x80;
-  else if ((c0 & 0xF0) == 0xE0) len = 3, cp = c0 & 0x0F, min = 0x800;
-  else if ((c0 & 0xF8) == 0xF0) len = 4, cp = c0 & 0x07, min = 0x10000;
-  else return {Utf8Char::invalid, 1};
+  if ((c0 & 0xE0) == 0xC0)
+    len = 2, cp = c0 & 0x1F, min = 0x80;
+  else if ((c0 & 0xF0) == 0xE0)
+    len = 3, cp = c0 & 0x0F, min = 0x800;
+  else if ((c0 & 0xF8) == 0xF0)
+    len = 4, cp = c0 & 0x07, min = 0x10000;
+  else
+    return {Utf8Char::invalid, 1};
   if (i + len > s.size()) return {Utf8Char::invalid, 1};
   for (size_t k = 1; k < len; ++k) {
     if ((b(k) & 0xC0) != 0x80) return {Utf8Char::invalid, 1};
@@ -62,7 +66,8 @@ void append_utf8(std::string& out, uint32_t cp) {
 CharClass char_class(uint32_t cp) {
   if (cp == Utf8Char::invalid) return CharClass::other;
   if (white_space(cp)) return CharClass::space;
-  auto it = std::upper_bound(std::begin(kRanges), std::end(kRanges), cp, [](uint32_t c, const Range& r) { return c < r.lo; });
+  auto it =
+      std::upper_bound(std::begin(kRanges), std::end(kRanges), cp, [](uint32_t c, const Range& r) { return c < r.lo; });
   if (it == std::begin(kRanges)) return CharClass::other;
   --it;
   return cp <= it->hi ? it->cls : CharClass::other;

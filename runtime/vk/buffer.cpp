@@ -11,8 +11,7 @@ std::atomic<uint64_t> g_device_bytes{0};  // live VkDeviceMemory of all Buffers 
 std::atomic<uint64_t> g_device_peak{0};   // its maximum since the last reset_device_bytes_peak()
 void note_peak(uint64_t now) {
   uint64_t p = g_device_peak.load();
-  while (now > p && !g_device_peak.compare_exchange_weak(p, now)) {
-  }
+  while (now > p && !g_device_peak.compare_exchange_weak(p, now)) {}
 }
 }  // namespace
 
@@ -20,7 +19,8 @@ uint64_t device_bytes_allocated() { return g_device_bytes.load(); }
 uint64_t device_bytes_peak() { return g_device_peak.load(); }
 void reset_device_bytes_peak() { g_device_peak.store(g_device_bytes.load()); }
 
-Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std::string& what) : device_(&device), size_(size) {
+Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std::string& what)
+    : device_(&device), size_(size) {
   if (size == 0) throw Error(Status::invalid_argument, "buffer '" + what + "': zero size");
   device.require_execution("buffer '" + what + "'");
   VkDevice dev = device.handle();
@@ -43,12 +43,12 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryDomain domain, const std
     } else {
       type = device.find_memory_type(req.memoryTypeBits, coherent, coherent | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     }
-    if (type == UINT32_MAX)
-      throw Error(Status::unsupported, "buffer '" + what + "': no suitable memory type");
+    if (type == UINT32_MAX) throw Error(Status::unsupported, "buffer '" + what + "': no suitable memory type");
     const uint64_t max_alloc = device.caps().max_memory_allocation_size;
     if (max_alloc && req.size > max_alloc)
       throw Error(Status::out_of_memory, "buffer '" + what + "': " + std::to_string(req.size) +
-                                             " bytes exceed the device's maxMemoryAllocationSize " + std::to_string(max_alloc));
+                                             " bytes exceed the device's maxMemoryAllocationSize " +
+                                             std::to_string(max_alloc));
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type;
@@ -116,14 +116,16 @@ void transfer_to_host_barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
 }
 void before_transfer_barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                       VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(
+      cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+      VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 }  // namespace
 
@@ -177,7 +179,8 @@ void Buffer::fill(VkDeviceSize offset, VkDeviceSize bytes, uint32_t pattern) {
     for (VkDeviceSize i = 0; i < bytes; i += 4) std::memcpy(p + i, &pattern, std::min<VkDeviceSize>(4, bytes - i));
     return;
   }
-  if (offset % 4 || bytes % 4) throw Error(Status::invalid_argument, "Buffer::fill: offset and size must be multiples of 4");
+  if (offset % 4 || bytes % 4)
+    throw Error(Status::invalid_argument, "Buffer::fill: offset and size must be multiples of 4");
   device_->one_shot([&](VkCommandBuffer cb) {
     before_transfer_barrier(cb);
     vkCmdFillBuffer(cb, buffer_, offset, bytes, pattern);

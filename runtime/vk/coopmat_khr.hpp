@@ -10,8 +10,8 @@ namespace diffvk {
 constexpr const char* kCoopmatExtension = "VK_KHR_cooperative_matrix";
 constexpr VkStructureType kCoopmatFeaturesSType = static_cast<VkStructureType>(1000506000);
 constexpr VkStructureType kCoopmatPropertiesSType = static_cast<VkStructureType>(1000506001);
-constexpr int32_t kCoopmatFloat16 = 0;  // VK_COMPONENT_TYPE_FLOAT16_KHR
-constexpr int32_t kCoopmatFloat32 = 1;  // VK_COMPONENT_TYPE_FLOAT32_KHR
+constexpr int32_t kCoopmatFloat16 = 0;        // VK_COMPONENT_TYPE_FLOAT16_KHR
+constexpr int32_t kCoopmatFloat32 = 1;        // VK_COMPONENT_TYPE_FLOAT32_KHR
 constexpr int32_t kCoopmatScopeSubgroup = 3;  // VK_SCOPE_SUBGROUP_KHR
 
 struct CoopmatPropertiesKHR {

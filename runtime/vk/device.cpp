@@ -31,11 +31,16 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
 
 int kind_rank(DeviceKind k) {
   switch (k) {
-    case DeviceKind::discrete: return 0;
-    case DeviceKind::integrated: return 1;
-    case DeviceKind::virtual_gpu: return 2;
-    case DeviceKind::cpu: return 3;
-    default: return 4;
+    case DeviceKind::discrete:
+      return 0;
+    case DeviceKind::integrated:
+      return 1;
+    case DeviceKind::virtual_gpu:
+      return 2;
+    case DeviceKind::cpu:
+      return 3;
+    default:
+      return 4;
   }
 }
 
@@ -50,7 +55,8 @@ std::string coopmat_summary(const Device& d) {
   if (d.coopmat())
     return ", cooperative matrices " + c.coopmat_shape() +
            (c.has_quirk("coopmat_emulated") ? " (enabled; the matmul keeps its scalar path: quirk coopmat_emulated)"
-                                            : c.coopmat_note.empty() ? "" : " (" + c.coopmat_note + ")");
+            : c.coopmat_note.empty()        ? ""
+                                            : " (" + c.coopmat_note + ")");
   if (!c.coopmat_shapes.empty()) return ", no cooperative matrices (" + c.coopmat_note + ")";
   return "";
 }
@@ -72,11 +78,13 @@ uint32_t select_device(const std::vector<DeviceCaps>& devices, const std::string
     });
     return best->index;
   }
-  const bool numeric = std::all_of(selector.begin(), selector.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+  const bool numeric = std::all_of(selector.begin(), selector.end(),
+                                   [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
   if (numeric) {
     if (selector.size() > 6 || std::stoul(selector) >= devices.size())
-      throw Error(Status::invalid_argument, "device index " + selector + " out of range: " +
-                                                std::to_string(devices.size()) + " device(s) found (see `diffvk info`)");
+      throw Error(Status::invalid_argument, "device index " + selector +
+                                                " out of range: " + std::to_string(devices.size()) +
+                                                " device(s) found (see `diffvk info`)");
     return devices[std::stoul(selector)].index;
   }
   for (const auto& d : devices)
@@ -107,7 +115,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   // The tuning: caps, then quirks (probe_device applied the table), then the overrides (runtime/vk/tuning.cpp).
   d->tuning_ = apply_tuning(d->caps_, tuning_overrides(options, env));
   if (options.simulate_max_storage_buffer_range)
-    d->caps_.max_storage_buffer_range = std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
+    d->caps_.max_storage_buffer_range =
+        std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
   const DeviceCaps& c = d->caps_;
   const uint32_t api = std::min(c.api_version, d->instance_->api_version());
   if (api < VK_API_VERSION_1_1)
@@ -116,22 +125,24 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   // Precision.
   const bool fp16_ok = c.fp16_usable() && !options.force_no_fp16;
   if (options.precision == Precision::fp16 && !fp16_ok)
-    throw Error(Status::unsupported, "fp16 precision requested but device '" + c.name + "' lacks " +
-                                         (options.force_no_fp16 ? std::string("it (forced off)")
-                                          : !c.storage_16bit ? std::string("16-bit storage buffers")
-                                          : !c.fp16_arithmetic ? std::string("shaderFloat16")
-                                                               : std::string("a working fp16 path (quirk broken_fp16_storage)")));
+    throw Error(Status::unsupported,
+                "fp16 precision requested but device '" + c.name + "' lacks " +
+                    (options.force_no_fp16 ? std::string("it (forced off)")
+                     : !c.storage_16bit    ? std::string("16-bit storage buffers")
+                     : !c.fp16_arithmetic  ? std::string("shaderFloat16")
+                                           : std::string("a working fp16 path (quirk broken_fp16_storage)")));
   d->fp16_ = options.precision == Precision::fp16 || (options.precision == Precision::automatic && fp16_ok);
   if (options.precision == Precision::automatic && !fp16_ok)
-    platform::log(LogLevel::warn, "device '" + c.name + "' has no usable fp16 storage path (storage16=" +
-                                      std::to_string(c.storage_16bit) + ", shaderFloat16=" +
-                                      std::to_string(c.fp16_arithmetic) + (options.force_no_fp16 ? ", forced off" : "") +
-                                      "): falling back to fp32 shader variants");
+    platform::log(LogLevel::warn,
+                  "device '" + c.name + "' has no usable fp16 storage path (storage16=" +
+                      std::to_string(c.storage_16bit) + ", shaderFloat16=" + std::to_string(c.fp16_arithmetic) +
+                      (options.force_no_fp16 ? ", forced off" : "") + "): falling back to fp32 shader variants");
   d->subgroup_ = c.subgroup_arithmetic_compute && !options.force_no_subgroup_arithmetic;
   if (!d->subgroup_)
-    platform::log(LogLevel::info, std::string("subgroup arithmetic ") +
-                                      (options.force_no_subgroup_arithmetic ? "forced off" : "not supported in compute") +
-                                      ": using shared-memory reductions");
+    platform::log(LogLevel::info,
+                  std::string("subgroup arithmetic ") +
+                      (options.force_no_subgroup_arithmetic ? "forced off" : "not supported in compute") +
+                      ": using shared-memory reductions");
 
   // Queue family: prefer a compute-only family, else any with compute.
   uint32_t nq = 0;
@@ -163,7 +174,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   }
   // Subgroup size control (Vulkan 1.3 core, else VK_EXT_subgroup_size_control): lets the attention
   // pipelines ask for the subgroup size their lanes need (PipelineDesc::subgroup_size).
-  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
   if (c.subgroup_size_control) {
     sscf.subgroupSizeControl = VK_TRUE;
     sscf.computeFullSubgroups = VK_TRUE;
@@ -172,7 +184,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
   // Integer dot products (the int8 decode path: linear_row.comp's variant linear_row_dot).
-  VkPhysicalDeviceShaderIntegerDotProductFeatures idot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   if (c.integer_dot_product) {
     idot.shaderIntegerDotProduct = VK_TRUE;
     idot.pNext = f2.pNext;
@@ -184,7 +197,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   CoopmatFeaturesKHR coopf;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
   if (c.coopmat_m != 0 && !d->fp16_) {
-    platform::log(LogLevel::info, "device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
+    platform::log(LogLevel::info,
+                  "device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
     tuning_without_coopmat(d->tuning_, d->caps_, "fp32 precision (the cooperative-matrix shaders take fp16)");
   }
   if (d->coopmat()) {
@@ -237,8 +251,9 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   DVK_CHECK(vkCreateDevice(d->physical_, &dci, nullptr, &d->device_));
   vkGetDeviceQueue(d->device_, family, 0, &d->queue_);
   if (mode == DeviceMode::statistics_only) {
-    platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name + ": opened for pipeline statistics only (" +
-                                      (d->fp16_ ? "fp16 storage" : "fp32") + ", subgroup " + std::to_string(c.subgroup_size) +
+    platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name +
+                                      ": opened for pipeline statistics only (" + (d->fp16_ ? "fp16 storage" : "fp32") +
+                                      ", subgroup " + std::to_string(c.subgroup_size) +
                                       (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") + ")");
     return d;  // no command pool, fence or pipeline cache: nothing may execute on this device
   }
@@ -252,10 +267,10 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
 
   d->cache_path_ = options.pipeline_cache_path;
   d->load_pipeline_cache();
-  platform::log(LogLevel::info, "device [" + std::to_string(c.index) + "] " + c.name + ": " +
-                                    (d->fp16_ ? "fp16 storage" : "fp32") + ", subgroup " +
-                                    std::to_string(c.subgroup_size) + (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") +
-                                    coopmat_summary(*d));
+  platform::log(LogLevel::info,
+                "device [" + std::to_string(c.index) + "] " + c.name + ": " + (d->fp16_ ? "fp16 storage" : "fp32") +
+                    ", subgroup " + std::to_string(c.subgroup_size) +
+                    (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") + coopmat_summary(*d));
   return d;
 }
 
@@ -284,9 +299,10 @@ bool Device::validation() const { return instance_->validation(); }
 
 void Device::require_execution(const std::string& what) const {
   if (mode_ == DeviceMode::statistics_only)
-    throw Error(Status::unsupported, what + ": the device '" + caps_.name +
-                                         "' was opened for pipeline statistics only (diffvk shader-stats), which allocates, "
-                                         "records and submits nothing");
+    throw Error(Status::unsupported,
+                what + ": the device '" + caps_.name +
+                    "' was opened for pipeline statistics only (diffvk shader-stats), which allocates, "
+                    "records and submits nothing");
 }
 
 VkCommandPool Device::command_pool() const {
@@ -319,7 +335,8 @@ void Device::unregister_pipeline(const Pipeline* p) noexcept {
   pipelines_.erase(std::remove(pipelines_.begin(), pipelines_.end(), p), pipelines_.end());
 }
 
-uint32_t Device::find_memory_type(uint32_t bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) const {
+uint32_t Device::find_memory_type(uint32_t bits, VkMemoryPropertyFlags required,
+                                  VkMemoryPropertyFlags preferred) const {
   uint32_t fallback = UINT32_MAX;
   for (uint32_t i = 0; i < caps_.memory_types.size(); ++i) {
     if (!(bits & (1u << i))) continue;
@@ -426,7 +443,8 @@ void Device::load_pipeline_cache() {
     }
     if (auto data = decode_pipeline_cache(file, cache_key(caps_), &why)) {
       blob = std::move(*data);
-      platform::log(LogLevel::info, "pipeline cache hit: " + cache_path_ + " (" + std::to_string(blob.size()) + " bytes)");
+      platform::log(LogLevel::info,
+                    "pipeline cache hit: " + cache_path_ + " (" + std::to_string(blob.size()) + " bytes)");
     } else {
       platform::log(LogLevel::info, "pipeline cache miss (" + why + "): " + cache_path_);
     }

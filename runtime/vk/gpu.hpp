@@ -56,8 +56,8 @@ class Device {
   const DeviceCaps& caps() const { return caps_; }
   // The kernel choices resolved when the device opened (runtime/vk/tuning.cpp); caps() has its quirks applied.
   const Tuning& tuning() const { return tuning_; }
-  bool fp16() const { return fp16_; }                      // fp16-storage shader variants in use
-  bool subgroup_arithmetic() const { return subgroup_; }   // subgroup shader variants in use
+  bool fp16() const { return fp16_; }                     // fp16-storage shader variants in use
+  bool subgroup_arithmetic() const { return subgroup_; }  // subgroup shader variants in use
   // VK_KHR_cooperative_matrix enabled (caps().coopmat_shape()): the caps keep a shape only where it is enabled
   // (an fp32 device zeroes it at creation).
   bool coopmat() const { return caps_.coopmat_m != 0; }
@@ -162,9 +162,9 @@ class Device {
   bool fp16_ = false;
   bool subgroup_ = false;
   std::unique_ptr<class Buffer> zero_;
-  std::mutex zero_mutex_;      // zero_ is created on first use, possibly by two sessions at once
-  std::mutex oneshot_mutex_;   // pool_ + fence_ (one-shot command buffers)
-  std::mutex queue_mutex_;     // queue_: vkQueueSubmit / vkQueueWaitIdle / vkDeviceWaitIdle
+  std::mutex zero_mutex_;     // zero_ is created on first use, possibly by two sessions at once
+  std::mutex oneshot_mutex_;  // pool_ + fence_ (one-shot command buffers)
+  std::mutex queue_mutex_;    // queue_: vkQueueSubmit / vkQueueWaitIdle / vkDeviceWaitIdle
   std::atomic<bool> lost_{false};
 };
 
@@ -212,13 +212,13 @@ class Buffer {
 };
 
 struct PipelineDesc {
-  std::string op;                 // shaders/<op>.comp
-  uint32_t bindings = 0;          // storage buffers at binding 0..n-1 (set 0)
-  uint32_t push_bytes = 0;        // push-constant block size
-  std::vector<uint32_t> spec;     // specialization constants, constant_id 0..n-1 (floats bit-cast)
-  bool subgroup = false;          // use the DVK_SUBGROUP=1 variant (device must support it)
-  bool fp16 = false;              // use the DVK_FP16=1 variant
-  uint32_t subgroup_size = 0;     // nonzero: required subgroup size, full subgroups (DeviceCaps::subgroup_size_control)
+  std::string op;              // shaders/<op>.comp
+  uint32_t bindings = 0;       // storage buffers at binding 0..n-1 (set 0)
+  uint32_t push_bytes = 0;     // push-constant block size
+  std::vector<uint32_t> spec;  // specialization constants, constant_id 0..n-1 (floats bit-cast)
+  bool subgroup = false;       // use the DVK_SUBGROUP=1 variant (device must support it)
+  bool fp16 = false;           // use the DVK_FP16=1 variant
+  uint32_t subgroup_size = 0;  // nonzero: required subgroup size, full subgroups (DeviceCaps::subgroup_size_control)
 };
 
 class Pipeline {
@@ -244,7 +244,7 @@ class Pipeline {
 
  private:
   void destroy() noexcept;
-  bool adopt_shared(const std::string& key);  // shared_mutex_ held; true when the key was there
+  bool adopt_shared(const std::string& key);                    // shared_mutex_ held; true when the key was there
   void create(const ShaderBlob& blob, const std::string& key);  // compiles, then enters Device::shared_
   Device& device_;
   PipelineDesc desc_;

@@ -18,7 +18,7 @@
 #include "vk/vk_check.hpp"
 
 #ifndef DIFFVK_VALIDATION_DEFAULT
-#define DIFFVK_VALIDATION_DEFAULT 0
+#  define DIFFVK_VALIDATION_DEFAULT 0
 #endif
 
 namespace diffvk {
@@ -143,8 +143,8 @@ Instance::Instance(int validation, std::function<void(MessageSeverity, const std
   features.enabledValidationFeatureCount = 1;
   features.pEnabledValidationFeatures = enables;
   VkDebugUtilsMessengerCreateInfoEXT messenger_ci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-  messenger_ci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                                 VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger_ci.messageSeverity =
+      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
   messenger_ci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
                              VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                              VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;

@@ -58,7 +58,8 @@ uint64_t embedded_shaders_hash() {
 
 Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : Pipeline(device, desc, device.pipeline_group()) {}
 
-Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& group) : device_(device), desc_(desc), group_(group) {
+Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& group)
+    : device_(device), desc_(desc), group_(group) {
   name_ = desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
   const ShaderBlob* blob = find_shader(desc.op.c_str(), desc.fp16, desc.subgroup);
   if (!blob) throw Error(Status::internal, "no embedded shader variant " + name_);
@@ -83,8 +84,10 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& 
     std::lock_guard<std::mutex> lock(device.shared_mutex_);
     adopted = adopt_shared(key);
   }
-  if (adopted) platform::log(platform::LogLevel::debug, "pipeline " + name_ + ": shared with an identical one on this device");
-  else create(*blob, key);
+  if (adopted)
+    platform::log(platform::LogLevel::debug, "pipeline " + name_ + ": shared with an identical one on this device");
+  else
+    create(*blob, key);
   try {
     device.register_pipeline(this);
   } catch (...) {
@@ -125,7 +128,8 @@ void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
     DVK_CHECK(vkCreateShaderModule(dev, &sm, nullptr, &module));
     std::vector<VkSpecializationMapEntry> entries(desc.spec.size());
     for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4};
-    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), desc.spec.size() * 4, desc.spec.data()};
+    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), desc.spec.size() * 4,
+                            desc.spec.data()};
     VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;

@@ -67,7 +67,8 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t seed) {
 
 std::vector<uint8_t> encode_pipeline_cache(const PipelineCacheKey& key, const void* blob, size_t size) {
   if (size > std::numeric_limits<size_t>::max() - kPipelineCacheHeaderSize - kPipelineCacheTrailerSize) {
-    throw Error(Status::invalid_argument, "encode_pipeline_cache: blob of " + std::to_string(size) + " bytes is too large");
+    throw Error(Status::invalid_argument,
+                "encode_pipeline_cache: blob of " + std::to_string(size) + " bytes is too large");
   }
   if (blob == nullptr && size != 0) throw Error(Status::invalid_argument, "encode_pipeline_cache: null blob");
   // Written at fixed offsets into a pre-sized buffer (see the layout in the header).
@@ -87,8 +88,8 @@ std::vector<uint8_t> encode_pipeline_cache(const PipelineCacheKey& key, const vo
   return out;
 }
 
-std::optional<std::vector<uint8_t>> decode_pipeline_cache(const std::vector<uint8_t>& file,
-                                                          const PipelineCacheKey& key, std::string* why) {
+std::optional<std::vector<uint8_t>> decode_pipeline_cache(const std::vector<uint8_t>& file, const PipelineCacheKey& key,
+                                                          std::string* why) {
   const size_t size = file.size();
   const uint8_t* p = file.data();
   if (size == 0) return reject(why, "missing (empty file)");
@@ -131,7 +132,8 @@ std::optional<std::vector<uint8_t>> decode_pipeline_cache(const std::vector<uint
   }
   if (get_u64(p + 40) != key.spirv_hash) return reject(why, "shaders changed");
   if (why) *why = "ok";
-  return std::vector<uint8_t>(file.begin() + std::ptrdiff_t(kPipelineCacheHeaderSize), file.begin() + std::ptrdiff_t(body));
+  return std::vector<uint8_t>(file.begin() + std::ptrdiff_t(kPipelineCacheHeaderSize),
+                              file.begin() + std::ptrdiff_t(body));
 }
 
 }  // namespace diffvk

@@ -25,8 +25,8 @@
 namespace diffvk {
 
 constexpr uint32_t kPipelineCacheFormatVersion = 1;
-constexpr size_t kPipelineCacheHeaderSize = 56;   // bytes before the blob
-constexpr size_t kPipelineCacheTrailerSize = 8;   // checksum after the blob
+constexpr size_t kPipelineCacheHeaderSize = 56;  // bytes before the blob
+constexpr size_t kPipelineCacheTrailerSize = 8;  // checksum after the blob
 
 struct PipelineCacheKey {
   uint8_t device_uuid[16] = {};  // VkPhysicalDeviceProperties::pipelineCacheUUID or deviceUUID
@@ -52,7 +52,7 @@ std::vector<uint8_t> encode_pipeline_cache(const PipelineCacheKey& key, const vo
 // "other device", "driver version changed", "shaders changed" (followed by
 // details, e.g. "other device (uuid 00112233... != 44556677...)").
 // On success *why is set to "ok".
-std::optional<std::vector<uint8_t>> decode_pipeline_cache(const std::vector<uint8_t>& file,
-                                                          const PipelineCacheKey& key, std::string* why);
+std::optional<std::vector<uint8_t>> decode_pipeline_cache(const std::vector<uint8_t>& file, const PipelineCacheKey& key,
+                                                          std::string* why);
 
 }  // namespace diffvk

@@ -19,18 +19,22 @@ constexpr uint32_t kSpirvMagic = 0x07230203;
 
 std::array<uint32_t, 3> spirv_workgroup_size(const uint32_t* words, size_t count, const std::vector<uint32_t>& spec) {
   if (count < 5 || words[0] != kSpirvMagic) throw Error(Status::internal, "not a SPIR-V module (bad magic number)");
-  std::map<uint32_t, uint32_t> spec_id, value;            // result id -> SpecId, scalar default value
-  std::map<uint32_t, std::vector<uint32_t>> composites;    // result id -> constituent ids
+  std::map<uint32_t, uint32_t> spec_id, value;           // result id -> SpecId, scalar default value
+  std::map<uint32_t, std::vector<uint32_t>> composites;  // result id -> constituent ids
   uint32_t builtin_wg = 0;
   bool have_literal = false, have_ids = false;
   std::array<uint32_t, 3> literal{1, 1, 1}, ids{0, 0, 0};
   for (size_t i = 5; i < count;) {
     const uint32_t n = words[i] >> 16, op = words[i] & 0xffff;
-    if (n == 0 || i + n > count) throw Error(Status::internal, "truncated SPIR-V instruction at word " + std::to_string(i));
+    if (n == 0 || i + n > count)
+      throw Error(Status::internal, "truncated SPIR-V instruction at word " + std::to_string(i));
     const uint32_t* w = words + i;
-    if (op == kOpDecorate && n >= 4 && w[2] == kDecorationSpecId) spec_id[w[1]] = w[3];
-    else if (op == kOpDecorate && n >= 4 && w[2] == kDecorationBuiltIn && w[3] == kBuiltInWorkgroupSize) builtin_wg = w[1];
-    else if ((op == kOpConstant || op == kOpSpecConstant) && n >= 4) value[w[2]] = w[3];
+    if (op == kOpDecorate && n >= 4 && w[2] == kDecorationSpecId)
+      spec_id[w[1]] = w[3];
+    else if (op == kOpDecorate && n >= 4 && w[2] == kDecorationBuiltIn && w[3] == kBuiltInWorkgroupSize)
+      builtin_wg = w[1];
+    else if ((op == kOpConstant || op == kOpSpecConstant) && n >= 4)
+      value[w[2]] = w[3];
     else if ((op == kOpConstantComposite || op == kOpSpecConstantComposite) && n >= 3)
       composites[w[2]] = std::vector<uint32_t>(w + 3, w + n);
     else if (op == kOpExecutionMode && n >= 6 && w[2] == kModeLocalSize) {
@@ -68,17 +72,22 @@ namespace {
 template <class F>
 F exec_props_proc(const Device& device, const char* name) {
   if (!device.pipeline_statistics())
-    throw Error(Status::unsupported, "pipeline statistics and representations need VK_KHR_pipeline_executable_properties, "
-                                     "enabled only on a device opened for statistics on a driver that has it");
+    throw Error(Status::unsupported,
+                "pipeline statistics and representations need VK_KHR_pipeline_executable_properties, "
+                "enabled only on a device opened for statistics on a driver that has it");
   F f = reinterpret_cast<F>(vkGetDeviceProcAddr(device.handle(), name));
-  if (!f) throw Error(Status::unsupported, std::string("the driver enabled VK_KHR_pipeline_executable_properties but returns no ") + name);
+  if (!f)
+    throw Error(Status::unsupported,
+                std::string("the driver enabled VK_KHR_pipeline_executable_properties but returns no ") + name);
   return f;
 }
 }  // namespace
 
 std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& device, const Pipeline& pipeline) {
-  auto get_props = exec_props_proc<PFN_vkGetPipelineExecutablePropertiesKHR>(device, "vkGetPipelineExecutablePropertiesKHR");
-  auto get_stats = exec_props_proc<PFN_vkGetPipelineExecutableStatisticsKHR>(device, "vkGetPipelineExecutableStatisticsKHR");
+  auto get_props =
+      exec_props_proc<PFN_vkGetPipelineExecutablePropertiesKHR>(device, "vkGetPipelineExecutablePropertiesKHR");
+  auto get_stats =
+      exec_props_proc<PFN_vkGetPipelineExecutableStatisticsKHR>(device, "vkGetPipelineExecutableStatisticsKHR");
   VkDevice dev = device.handle();
   VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   info.pipeline = pipeline.handle();
@@ -107,10 +116,18 @@ std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& devic
       p.description = s.description;
       using F = ShaderStatistic::Format;
       switch (s.format) {
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: p.format = F::boolean, p.b = s.value.b32 != VK_FALSE; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: p.format = F::int64, p.i64 = s.value.i64; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: p.format = F::uint64, p.u64 = s.value.u64; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: p.format = F::float64, p.f64 = s.value.f64; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+          p.format = F::boolean, p.b = s.value.b32 != VK_FALSE;
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          p.format = F::int64, p.i64 = s.value.i64;
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          p.format = F::uint64, p.u64 = s.value.u64;
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
+          p.format = F::float64, p.f64 = s.value.f64;
+          break;
         default:
           throw Error(Status::internal, pipeline.name() + ": statistic '" + p.name + "' has an unknown format " +
                                             std::to_string(int(s.format)));
@@ -124,7 +141,8 @@ std::vector<ShaderExecutable> pipeline_executable_statistics(const Device& devic
 
 std::vector<ShaderRepresentation> pipeline_internal_representations(const Device& device, const Pipeline& pipeline) {
   if (!device.capture_representations()) return {};  // the pipeline kept none
-  auto get_props = exec_props_proc<PFN_vkGetPipelineExecutablePropertiesKHR>(device, "vkGetPipelineExecutablePropertiesKHR");
+  auto get_props =
+      exec_props_proc<PFN_vkGetPipelineExecutablePropertiesKHR>(device, "vkGetPipelineExecutablePropertiesKHR");
   auto get_reps = exec_props_proc<PFN_vkGetPipelineExecutableInternalRepresentationsKHR>(
       device, "vkGetPipelineExecutableInternalRepresentationsKHR");
   VkDevice dev = device.handle();
@@ -139,7 +157,8 @@ std::vector<ShaderRepresentation> pipeline_internal_representations(const Device
     ei.executableIndex = e;
     uint32_t nr = 0;
     DVK_CHECK(get_reps(dev, &ei, &nr, nullptr));
-    std::vector<VkPipelineExecutableInternalRepresentationKHR> reps(nr, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+    std::vector<VkPipelineExecutableInternalRepresentationKHR> reps(
+        nr, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
     DVK_CHECK(get_reps(dev, &ei, &nr, reps.data()));  // sizes (pData null)
     reps.resize(nr);
     std::vector<std::vector<char>> data(nr);

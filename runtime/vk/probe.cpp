@@ -50,24 +50,29 @@ void probe_coopmat(DeviceCaps& c, VkInstance instance, VkPhysicalDevice pd, bool
   };
   const CoopmatPropertiesKHR* best = nullptr;
   for (const auto& s : shapes) {
-    c.coopmat_shapes += std::string(c.coopmat_shapes.empty() ? "" : ", ") + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                        std::to_string(s.k) + " " + type(s.a_type) + "*" + type(s.b_type) + "+" + type(s.c_type) + "->" +
-                        type(s.result_type) + (s.scope == kCoopmatScopeSubgroup ? " subgroup" : " other scope") +
+    c.coopmat_shapes += std::string(c.coopmat_shapes.empty() ? "" : ", ") + std::to_string(s.m) + "x" +
+                        std::to_string(s.n) + "x" + std::to_string(s.k) + " " + type(s.a_type) + "*" + type(s.b_type) +
+                        "+" + type(s.c_type) + "->" + type(s.result_type) +
+                        (s.scope == kCoopmatScopeSubgroup ? " subgroup" : " other scope") +
                         (s.saturating ? " saturating" : "");
     const bool fits = s.a_type == kCoopmatFloat16 && s.b_type == kCoopmatFloat16 && s.c_type == kCoopmatFloat32 &&
-                      s.result_type == kCoopmatFloat32 && s.scope == kCoopmatScopeSubgroup && !s.saturating && s.m && s.n && s.k &&
-                      s.m <= 64 && s.n <= 64 && s.k <= 64 && s.k % 8 == 0;
+                      s.result_type == kCoopmatFloat32 && s.scope == kCoopmatScopeSubgroup && !s.saturating && s.m &&
+                      s.n && s.k && s.m <= 64 && s.n <= 64 && s.k <= 64 && s.k % 8 == 0;
     const auto vol = [](const CoopmatPropertiesKHR& x) { return uint64_t(x.m) * x.n * x.k; };
     if (fits && (!best || (s.m == 16 && s.n == 16 && s.k == 16) ||
                  (!(best->m == 16 && best->n == 16 && best->k == 16) && vol(s) < vol(*best))))
       best = &s;
   }
-  if (!feature) c.coopmat_note = "the cooperativeMatrix feature is off";
+  if (!feature)
+    c.coopmat_note = "the cooperativeMatrix feature is off";
   else if (!memory_model)
-    c.coopmat_note = "no vulkanMemoryModel with device scope (the cooperative-matrix shaders declare the memory model; the "
-                     "attention's device-scope barriers then need vulkanMemoryModelDeviceScope)";
-  else if (!c.storage_16bit || !c.fp16_arithmetic) c.coopmat_note = "no fp16 storage and arithmetic";
-  else if (!best) c.coopmat_note = "no f16*f16+f32->f32 subgroup shape with K a multiple of 8 and sides <= 64";
+    c.coopmat_note =
+        "no vulkanMemoryModel with device scope (the cooperative-matrix shaders declare the memory model; the "
+        "attention's device-scope barriers then need vulkanMemoryModelDeviceScope)";
+  else if (!c.storage_16bit || !c.fp16_arithmetic)
+    c.coopmat_note = "no fp16 storage and arithmetic";
+  else if (!best)
+    c.coopmat_note = "no f16*f16+f32->f32 subgroup shape with K a multiple of 8 and sides <= 64";
   else {
     c.coopmat_m = best->m;
     c.coopmat_n = best->n;
@@ -94,7 +99,8 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
 #ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME  // Mali: shader-core count (headers >= 1.3.237)
-  VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM arm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM};
+  VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM arm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM};
   const bool has_arm = has_extension(pd, VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME);
 #endif
   p2.pNext = &sub;
@@ -104,25 +110,55 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   const bool has_ssc = api >= VK_API_VERSION_1_3 || has_extension(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   const bool has_sm = has_extension(pd, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   const bool has_amd = has_extension(pd, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
-  if (has_driver) { *tail = &drv; tail = &drv.pNext; }
-  if (has_ssc) { *tail = &ssc; tail = &ssc.pNext; }
-  if (has_sm) { *tail = &sm; tail = &sm.pNext; }
-  if (has_amd) { *tail = &amd; tail = &amd.pNext; }
-  const bool has_idot = api >= VK_API_VERSION_1_3 || has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-  VkPhysicalDeviceShaderIntegerDotProductProperties idotp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
-  if (has_idot) { *tail = &idotp; tail = &idotp.pNext; }
+  if (has_driver) {
+    *tail = &drv;
+    tail = &drv.pNext;
+  }
+  if (has_ssc) {
+    *tail = &ssc;
+    tail = &ssc.pNext;
+  }
+  if (has_sm) {
+    *tail = &sm;
+    tail = &sm.pNext;
+  }
+  if (has_amd) {
+    *tail = &amd;
+    tail = &amd.pNext;
+  }
+  const bool has_idot =
+      api >= VK_API_VERSION_1_3 || has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  VkPhysicalDeviceShaderIntegerDotProductProperties idotp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  if (has_idot) {
+    *tail = &idotp;
+    tail = &idotp.pNext;
+  }
 #ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
-  if (has_arm) { *tail = &arm; tail = &arm.pNext; }
+  if (has_arm) {
+    *tail = &arm;
+    tail = &arm.pNext;
+  }
 #endif
   vkGetPhysicalDeviceProperties2(pd, &p2);
 
   c.name = props.deviceName;
   switch (props.deviceType) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: c.kind = DeviceKind::discrete; break;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: c.kind = DeviceKind::integrated; break;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: c.kind = DeviceKind::virtual_gpu; break;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: c.kind = DeviceKind::cpu; break;
-    default: c.kind = DeviceKind::other; break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      c.kind = DeviceKind::discrete;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      c.kind = DeviceKind::integrated;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      c.kind = DeviceKind::virtual_gpu;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      c.kind = DeviceKind::cpu;
+      break;
+    default:
+      c.kind = DeviceKind::other;
+      break;
   }
   c.vendor_id = props.vendorID;
   c.device_id = props.deviceID;
@@ -140,14 +176,16 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
-  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sscf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
   f2.pNext = &s16;
   if (v12 || has_extension(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) s16.pNext = &f16;
   if (has_ssc) {  // appended after f16 (or s16)
     sscf.pNext = s16.pNext;
     s16.pNext = &sscf;
   }
-  VkPhysicalDeviceShaderIntegerDotProductFeatures idotf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idotf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   if (has_idot) {
     idotf.pNext = s16.pNext;
     s16.pNext = &idotf;
@@ -173,7 +211,8 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
   c.fp16_arithmetic = f16.shaderFloat16;
   // The memory model with its device scope: with vulkanMemoryModel enabled (the coopmat SPIR-V declares it), the
   // other shaders' device-scope barriers (attn_split.glsl's memoryBarrierBuffer) need vulkanMemoryModelDeviceScope.
-  if (has_coop) probe_coopmat(c, instance, pd, coopf.cooperative_matrix, vmm.vulkanMemoryModel && vmm.vulkanMemoryModelDeviceScope);
+  if (has_coop)
+    probe_coopmat(c, instance, pd, coopf.cooperative_matrix, vmm.vulkanMemoryModel && vmm.vulkanMemoryModelDeviceScope);
 
   c.subgroup_size = sub.subgroupSize;
   c.subgroup_stages = sub.supportedStages;
@@ -208,7 +247,8 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
     vkGetPhysicalDeviceProperties2(pd, &q);
     c.max_memory_allocation_size = m3.maxMemoryAllocationSize;
   }
-  if (has_sm) c.compute_units = sm.shaderSMCount;
+  if (has_sm)
+    c.compute_units = sm.shaderSMCount;
   else if (has_amd)
     c.compute_units = amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
 #ifdef VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME
@@ -247,35 +287,48 @@ bool DeviceCaps::has_quirk(const char* q) const {
 }
 
 std::string DeviceCaps::coopmat_shape() const {
-  return coopmat_m ? std::to_string(coopmat_m) + "x" + std::to_string(coopmat_n) + "x" + std::to_string(coopmat_k) : std::string();
+  return coopmat_m ? std::to_string(coopmat_m) + "x" + std::to_string(coopmat_n) + "x" + std::to_string(coopmat_k)
+                   : std::string();
 }
 
-bool DeviceCaps::fp16_usable() const {
-  return storage_16bit && fp16_arithmetic && !has_quirk("broken_fp16_storage");
-}
+bool DeviceCaps::fp16_usable() const { return storage_16bit && fp16_arithmetic && !has_quirk("broken_fp16_storage"); }
 
 const char* device_kind_name(DeviceKind k) noexcept {
   switch (k) {
-    case DeviceKind::discrete: return "discrete GPU";
-    case DeviceKind::integrated: return "integrated GPU";
-    case DeviceKind::virtual_gpu: return "virtual GPU";
-    case DeviceKind::cpu: return "CPU";
-    default: return "other";
+    case DeviceKind::discrete:
+      return "discrete GPU";
+    case DeviceKind::integrated:
+      return "integrated GPU";
+    case DeviceKind::virtual_gpu:
+      return "virtual GPU";
+    case DeviceKind::cpu:
+      return "CPU";
+    default:
+      return "other";
   }
 }
 
 const char* precision_name(Precision p) noexcept {
   switch (p) {
-    case Precision::fp16: return "fp16";
-    case Precision::fp32: return "fp32";
-    default: return "auto";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::fp32:
+      return "fp32";
+    default:
+      return "auto";
   }
 }
 
 std::string DeviceCaps::describe() const {
   std::ostringstream s;
-  auto row = [&](const char* k, const std::string& v) { s << "  " << k << std::string(26 - std::strlen(k), ' ') << v << "\n"; };
-  auto hex = [](uint32_t v) { std::ostringstream h; h << "0x" << std::hex << v; return h.str(); };
+  auto row = [&](const char* k, const std::string& v) {
+    s << "  " << k << std::string(26 - std::strlen(k), ' ') << v << "\n";
+  };
+  auto hex = [](uint32_t v) {
+    std::ostringstream h;
+    h << "0x" << std::hex << v;
+    return h.str();
+  };
   s << "[" << index << "] " << name << "\n";
   row("kind", device_kind_name(kind));
   row("vendor / device id", hex(vendor_id) + " / " + hex(device_id));
@@ -284,26 +337,33 @@ std::string DeviceCaps::describe() const {
   row("Vulkan API", version_string(api_version));
   row("fp16 arithmetic", fp16_arithmetic ? "yes" : "no");
   row("16-bit storage", storage_16bit ? "yes" : "no");
-  row("int8 dot product", !integer_dot_product ? "no" : int8_dot_accelerated ? "yes (4x8-bit, accelerated)" : "yes (not accelerated)");
+  row("int8 dot product", !integer_dot_product   ? "no"
+                          : int8_dot_accelerated ? "yes (4x8-bit, accelerated)"
+                                                 : "yes (not accelerated)");
   row("cooperative matrix", coopmat_shapes.empty() ? std::string("no")
-                            : coopmat_m ? coopmat_shape() + " f16->f32 usable" + (coopmat_note.empty() ? "" : " (" + coopmat_note + ")") + "; listed: " + coopmat_shapes
+                            : coopmat_m            ? coopmat_shape() + " f16->f32 usable" +
+                                              (coopmat_note.empty() ? "" : " (" + coopmat_note + ")") +
+                                              "; listed: " + coopmat_shapes
                                         : "not used (" + coopmat_note + "); listed: " + coopmat_shapes);
   row("precision (auto)", fp16_usable() ? "fp16 storage, fp32 accumulation" : "fp32 (no fp16 path on this device)");
   row("subgroup size", std::to_string(subgroup_size) + " (min " + std::to_string(subgroup_min_size) + ", max " +
                            std::to_string(subgroup_max_size) + (subgroup_size_control ? ", size control" : "") + ")");
   std::string ops;
-  const std::pair<uint32_t, const char*> names[] = {
-      {VK_SUBGROUP_FEATURE_BASIC_BIT, "basic"}, {VK_SUBGROUP_FEATURE_VOTE_BIT, "vote"},
-      {VK_SUBGROUP_FEATURE_ARITHMETIC_BIT, "arithmetic"}, {VK_SUBGROUP_FEATURE_BALLOT_BIT, "ballot"},
-      {VK_SUBGROUP_FEATURE_SHUFFLE_BIT, "shuffle"}, {VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT, "shuffle-relative"},
-      {VK_SUBGROUP_FEATURE_CLUSTERED_BIT, "clustered"}, {VK_SUBGROUP_FEATURE_QUAD_BIT, "quad"}};
+  const std::pair<uint32_t, const char*> names[] = {{VK_SUBGROUP_FEATURE_BASIC_BIT, "basic"},
+                                                    {VK_SUBGROUP_FEATURE_VOTE_BIT, "vote"},
+                                                    {VK_SUBGROUP_FEATURE_ARITHMETIC_BIT, "arithmetic"},
+                                                    {VK_SUBGROUP_FEATURE_BALLOT_BIT, "ballot"},
+                                                    {VK_SUBGROUP_FEATURE_SHUFFLE_BIT, "shuffle"},
+                                                    {VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT, "shuffle-relative"},
+                                                    {VK_SUBGROUP_FEATURE_CLUSTERED_BIT, "clustered"},
+                                                    {VK_SUBGROUP_FEATURE_QUAD_BIT, "quad"}};
   for (auto& [bit, n] : names)
     if (subgroup_operations & bit) ops += std::string(ops.empty() ? "" : " ") + n;
   row("subgroup ops", ops + ((subgroup_stages & VK_SHADER_STAGE_COMPUTE_BIT) ? " (compute)" : " (not in compute)"));
   row("shared memory", mib(max_shared_memory));
-  row("workgroup size", std::to_string(max_workgroup_size[0]) + " x " + std::to_string(max_workgroup_size[1]) +
-                            " x " + std::to_string(max_workgroup_size[2]) + ", " +
-                            std::to_string(max_workgroup_invocations) + " invocations");
+  row("workgroup size", std::to_string(max_workgroup_size[0]) + " x " + std::to_string(max_workgroup_size[1]) + " x " +
+                            std::to_string(max_workgroup_size[2]) + ", " + std::to_string(max_workgroup_invocations) +
+                            " invocations");
   row("workgroup count", std::to_string(max_workgroup_count[0]) + " x " + std::to_string(max_workgroup_count[1]) +
                              " x " + std::to_string(max_workgroup_count[2]));
   row("storage buffer range", mib(max_storage_buffer_range));
@@ -320,10 +380,12 @@ std::string DeviceCaps::describe() const {
     if (fl & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) f += " host-visible";
     if (fl & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) f += " coherent";
     if (fl & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) f += " cached";
-    row(("memory type " + std::to_string(i)).c_str(), "heap " + std::to_string(memory_types[i].heap) + ":" + (f.empty() ? " (none)" : f));
+    row(("memory type " + std::to_string(i)).c_str(),
+        "heap " + std::to_string(memory_types[i].heap) + ":" + (f.empty() ? " (none)" : f));
   }
   std::ostringstream ts;
-  ts << (timestamps ? "yes" : "no") << ", " << timestamp_valid_bits << " valid bits, period " << timestamp_period_ns << " ns";
+  ts << (timestamps ? "yes" : "no") << ", " << timestamp_valid_bits << " valid bits, period " << timestamp_period_ns
+     << " ns";
   row("timestamps", ts.str());
   std::string q;
   for (auto& k : quirks) q += std::string(q.empty() ? "" : "; ") + k.name + " (" + k.reason + ")";

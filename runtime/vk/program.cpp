@@ -43,8 +43,9 @@ std::vector<BarrierSpec> plan_barriers(const std::vector<OpAccesses>& ops) {
       for (size_t w = 0; w < writes.size(); ++w)
         if (!flush_w[w]) keep.push_back(writes[w]);
       writes.swap(keep);
-      reads.erase(std::remove_if(reads.begin(), reads.end(), [&](const Pending& r) { return b.src_stages & bit(r.stage); }),
-                  reads.end());
+      reads.erase(
+          std::remove_if(reads.begin(), reads.end(), [&](const Pending& r) { return b.src_stages & bit(r.stage); }),
+          reads.end());
     }
     for (const Arg& a : ops[i].args) {
       if (a.access != Access::write) reads.push_back({a.range, ops[i].stage});
@@ -87,7 +88,8 @@ void Program::check_range(const BufferRange& r, const std::string& what, bool st
                                       " not aligned to minStorageBufferOffsetAlignment");
   if (storage && r.size > c.max_storage_buffer_range)
     throw Error(Status::unsupported, name_ + "/" + what + ": binding of " + std::to_string(r.size) +
-                                         " bytes exceeds maxStorageBufferRange " + std::to_string(c.max_storage_buffer_range));
+                                         " bytes exceeds maxStorageBufferRange " +
+                                         std::to_string(c.max_storage_buffer_range));
 }
 
 void Program::dispatch(const Pipeline& pipeline, std::vector<Arg> args, const void* push, uint32_t push_bytes,
@@ -114,7 +116,8 @@ void Program::copy(BufferRange src, BufferRange dst, std::string label) {
   check_range(src, "copy source", false);
   check_range(dst, "copy destination", false);
   if (src.size != dst.size) throw Error(Status::internal, name_ + ": copy size mismatch");
-  ops_.push_back(Op{OpStage::transfer, nullptr, {{src, Access::read}, {dst, Access::write}}, {}, {}, label.empty() ? "copy" : label});
+  ops_.push_back(Op{
+      OpStage::transfer, nullptr, {{src, Access::read}, {dst, Access::write}}, {}, {}, label.empty() ? "copy" : label});
 }
 
 void Program::checkpoint() {
@@ -196,7 +199,8 @@ void Program::finalize() {
   auto order_after_earlier = [](VkCommandBuffer cb) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT;
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
   };
@@ -230,20 +234,24 @@ void Program::finalize() {
           m.size = b.flush[k].size;
           bmb.push_back(m);
         }
-        vkCmdPipelineBarrier(cb, src, vk_stage(op.stage), 0, 0, nullptr, static_cast<uint32_t>(bmb.size()), bmb.data(), 0, nullptr);
+        vkCmdPipelineBarrier(cb, src, vk_stage(op.stage), 0, 0, nullptr, static_cast<uint32_t>(bmb.size()), bmb.data(),
+                             0, nullptr);
         ++barriers_;
       }
       if (op.pipeline) {
         vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->handle());
-        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->layout(), 0, 1, &sets[s++], 0, nullptr);
+        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op.pipeline->layout(), 0, 1, &sets[s++], 0,
+                                nullptr);
         if (!op.push.empty())
-          vkCmdPushConstants(cb, op.pipeline->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(op.push.size()), op.push.data());
+          vkCmdPushConstants(cb, op.pipeline->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                             static_cast<uint32_t>(op.push.size()), op.push.data());
         vkCmdDispatch(cb, op.groups[0], op.groups[1], op.groups[2]);
       } else {
         VkBufferCopy region{op.args[0].range.offset, op.args[1].range.offset, op.args[0].range.size};
         vkCmdCopyBuffer(cb, op.args[0].range.buffer, op.args[1].range.buffer, 1, &region);
       }
-      if (queries_) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, static_cast<uint32_t>(i + 1));
+      if (queries_)
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, static_cast<uint32_t>(i + 1));
     }
     // Make every result visible to the host after the fence wait.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};

@@ -27,9 +27,9 @@ struct OpAccesses {
 };
 struct BarrierSpec {
   bool needed = false;
-  uint32_t src_stages = 0;               // OpStage bit set: 1 << compute, 1 << transfer
-  std::vector<BufferRange> flush;        // written ranges that must be made visible (RAW / WAW)
-  std::vector<OpStage> flush_stage;      // stage that wrote each flushed range
+  uint32_t src_stages = 0;           // OpStage bit set: 1 << compute, 1 << transfer
+  std::vector<BufferRange> flush;    // written ranges that must be made visible (RAW / WAW)
+  std::vector<OpStage> flush_stage;  // stage that wrote each flushed range
 };
 // One BarrierSpec per op: the barrier to record before that op.
 std::vector<BarrierSpec> plan_barriers(const std::vector<OpAccesses>& ops);
@@ -94,7 +94,7 @@ class Program {
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   std::vector<size_t> group_starts_{0};  // first op of each group
-  std::vector<VkCommandBuffer> cbs_;    // one per group
+  std::vector<VkCommandBuffer> cbs_;     // one per group
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<uint64_t> stamps_;

@@ -25,24 +25,32 @@ const QuirkRule kRules[] = {
        return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && !c.fp16_arithmetic && c.storage_16bit;
      }},
     {{"loop_iteration_limit",
-      "llvmpipe silently ends every loop of an invocation after 65535 iterations in total; attention caps keys per invocation"},
+      "llvmpipe silently ends every loop of an invocation after 65535 iterations in total; attention caps keys per "
+      "invocation"},
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE; }},
     {{"long_unrolled_compile",
-      "NVIDIA's compiler (driver 580) took 25-32 s per linear.comp pipeline whose k step unrolls to 1024 FMAs (3-5 s at 512); "
+      "NVIDIA's compiler (driver 580) took 25-32 s per linear.comp pipeline whose k step unrolls to 1024 FMAs (3-5 s "
+      "at 512); "
       "the matmul loops over k in bodies of 8 steps"},
      [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_NVIDIA_PROPRIETARY; }},
     {{"coopmat_emulated",
-      "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower than its "
-      "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path and prefill attention its scalar kernel "
+      "CPU drivers (lavapipe) run cooperative matrices element by element: llama.cpp's coopmat matmul runs 5x slower "
+      "than its "
+      "scalar one on Mesa 26 lavapipe; the matmul keeps the register-tiled path and prefill attention its scalar "
+      "kernel "
       "(tuning coopmat=on or attn_core=coopmat forces coopmat, for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu && c.coopmat_m != 0; }},
     {{"coopmat_wide_subgroup_crash",
-      "Mesa 26.1 lavapipe with 512-bit vectors (subgroups of 16: AVX-512 hosts, or LP_NATIVE_VECTOR_WIDTH=512) crashes in "
+      "Mesa 26.1 lavapipe with 512-bit vectors (subgroups of 16: AVX-512 hosts, or LP_NATIVE_VECTOR_WIDTH=512) crashes "
+      "in "
       "vkCreateComputePipelines on a cooperative-matrix shader (its 8x8x8 shape works at subgroups of 8); cooperative "
       "matrices are not used there"},
-     [](const DeviceCaps& c) { return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && c.coopmat_m != 0 && c.subgroup_size > 8; }},
+     [](const DeviceCaps& c) {
+       return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && c.coopmat_m != 0 && c.subgroup_size > 8;
+     }},
     {{"per_key_attention",
-      "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into per-lane "
+      "CPU drivers (Mesa 22.3 gallivm) turn the key-block attention core's broadcast reads of shared memory into "
+      "per-lane "
       "loops; attention streams one key at a time with Q in registers (tuning attn_core=blocks forces the block core, "
       "for tests)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
@@ -63,8 +71,9 @@ void apply_quirks(DeviceCaps& caps) {
     if (r.applies(caps)) caps.quirks.push_back(r.quirk);
   if (caps.has_quirk("coopmat_wide_subgroup_crash")) {  // the driver's shapes stay listed, but none is used
     caps.coopmat_m = caps.coopmat_n = caps.coopmat_k = 0;
-    caps.coopmat_note = "quirk coopmat_wide_subgroup_crash: lavapipe crashes compiling cooperative matrices at subgroups of " +
-                        std::to_string(caps.subgroup_size);
+    caps.coopmat_note =
+        "quirk coopmat_wide_subgroup_crash: lavapipe crashes compiling cooperative matrices at subgroups of " +
+        std::to_string(caps.subgroup_size);
     drop_quirk(caps, "coopmat_emulated");
   }
 }
@@ -76,7 +85,8 @@ std::vector<const char*> quirk_names() {
 }
 
 void drop_quirk(DeviceCaps& caps, const char* name) {
-  caps.quirks.erase(std::remove_if(caps.quirks.begin(), caps.quirks.end(), [name](const Quirk& q) { return std::strcmp(q.name, name) == 0; }),
+  caps.quirks.erase(std::remove_if(caps.quirks.begin(), caps.quirks.end(),
+                                   [name](const Quirk& q) { return std::strcmp(q.name, name) == 0; }),
                     caps.quirks.end());
 }
 

@@ -9,9 +9,9 @@
 namespace diffvk {
 
 struct ShaderBlob {
-  const char* op;         // the table row's name (shaders/variants.cmake)
-  int fp16;               // 1: fp16-storage variant (DVK_FP16=1), 0: fp32 variant
-  int subgroup;           // 1: uses subgroup arithmetic (DVK_SUBGROUP=1)
+  const char* op;  // the table row's name (shaders/variants.cmake)
+  int fp16;        // 1: fp16-storage variant (DVK_FP16=1), 0: fp32 variant
+  int subgroup;    // 1: uses subgroup arithmetic (DVK_SUBGROUP=1)
   const uint32_t* words;
   size_t word_count;
   const char* spec_names;  // "0=WG,1=HD,...": the source's `layout(constant_id = i) const ... NAME` declarations

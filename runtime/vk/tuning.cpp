@@ -76,8 +76,8 @@ std::string no_coopmat_why(const DeviceCaps& c) {
 }
 
 [[noreturn]] void no_coopmat_shape(const DeviceCaps& c, const std::string& setting) {
-  throw Error(Status::unsupported,
-              setting + ", but device '" + c.name + "' has no usable cooperative-matrix shape (" + no_coopmat_why(c) + ")");
+  throw Error(Status::unsupported, setting + ", but device '" + c.name + "' has no usable cooperative-matrix shape (" +
+                                       no_coopmat_why(c) + ")");
 }
 
 void info(const std::string& what) { platform::log(platform::LogLevel::info, what); }
@@ -217,8 +217,10 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
       info(o->setting() + ": prefill attention uses cooperative matrices on '" + c.name + "'");
     } else {
       drop("per_key_attention", *o);
-      if (o->value == "staged") drop("no_kv_staging", *o);
-      else add("no_kv_staging", *o);
+      if (o->value == "staged")
+        drop("no_kv_staging", *o);
+      else
+        add("no_kv_staging", *o);
     }
   }
 
@@ -227,12 +229,18 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     const TuningOverride* o = over("coopmat");
     const TuningOverride* a = over("attn_core");
     std::string why;
-    if (o && o->value == "off") why = "override " + o->setting();
-    else if (o) why = "override " + o->setting() + " (drops quirk coopmat_emulated)";
-    else if (a && a->value == "coopmat") why = "override " + a->setting() + " (drops quirk coopmat_emulated)";
-    else if (!c.coopmat_m) why = "cap: " + no_coopmat_why(c);
-    else if (!t.coopmat) why = "quirk coopmat_emulated";
-    else why = "cap: usable shape " + c.coopmat_shape();
+    if (o && o->value == "off")
+      why = "override " + o->setting();
+    else if (o)
+      why = "override " + o->setting() + " (drops quirk coopmat_emulated)";
+    else if (a && a->value == "coopmat")
+      why = "override " + a->setting() + " (drops quirk coopmat_emulated)";
+    else if (!c.coopmat_m)
+      why = "cap: " + no_coopmat_why(c);
+    else if (!t.coopmat)
+      why = "quirk coopmat_emulated";
+    else
+      why = "cap: usable shape " + c.coopmat_shape();
     set_choice(t, "coopmat", t.coopmat ? "on" : "off", why);
   }
   if (const TuningOverride* o = over("attn_core")) {

@@ -8,34 +8,64 @@ namespace diffvk {
 
 const char* status_name(Status s) noexcept {
   switch (s) {
-    case Status::ok: return "ok";
-    case Status::invalid_argument: return "invalid argument";
-    case Status::io_error: return "I/O error";
-    case Status::format_error: return "format error";
-    case Status::unsupported: return "unsupported";
-    case Status::out_of_memory: return "out of memory";
-    case Status::device_lost: return "device lost";
-    case Status::vulkan_error: return "Vulkan error";
-    case Status::context_overflow: return "context overflow";
-    case Status::internal: return "internal error";
-    case Status::cancelled: return "cancelled";
+    case Status::ok:
+      return "ok";
+    case Status::invalid_argument:
+      return "invalid argument";
+    case Status::io_error:
+      return "I/O error";
+    case Status::format_error:
+      return "format error";
+    case Status::unsupported:
+      return "unsupported";
+    case Status::out_of_memory:
+      return "out of memory";
+    case Status::device_lost:
+      return "device lost";
+    case Status::vulkan_error:
+      return "Vulkan error";
+    case Status::context_overflow:
+      return "context overflow";
+    case Status::internal:
+      return "internal error";
+    case Status::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 const char* vk_result_name(VkResult r) noexcept {
   switch (r) {
-#define DVK_R(x) case x: return #x;
-    DVK_R(VK_SUCCESS) DVK_R(VK_NOT_READY) DVK_R(VK_TIMEOUT) DVK_R(VK_EVENT_SET) DVK_R(VK_EVENT_RESET)
-    DVK_R(VK_INCOMPLETE) DVK_R(VK_ERROR_OUT_OF_HOST_MEMORY) DVK_R(VK_ERROR_OUT_OF_DEVICE_MEMORY)
-    DVK_R(VK_ERROR_INITIALIZATION_FAILED) DVK_R(VK_ERROR_DEVICE_LOST) DVK_R(VK_ERROR_MEMORY_MAP_FAILED)
-    DVK_R(VK_ERROR_LAYER_NOT_PRESENT) DVK_R(VK_ERROR_EXTENSION_NOT_PRESENT) DVK_R(VK_ERROR_FEATURE_NOT_PRESENT)
-    DVK_R(VK_ERROR_INCOMPATIBLE_DRIVER) DVK_R(VK_ERROR_TOO_MANY_OBJECTS) DVK_R(VK_ERROR_FORMAT_NOT_SUPPORTED)
-    DVK_R(VK_ERROR_FRAGMENTED_POOL) DVK_R(VK_ERROR_UNKNOWN) DVK_R(VK_ERROR_OUT_OF_POOL_MEMORY)
-    DVK_R(VK_ERROR_INVALID_EXTERNAL_HANDLE) DVK_R(VK_ERROR_FRAGMENTATION)
-    DVK_R(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS) DVK_R(VK_PIPELINE_COMPILE_REQUIRED)
+#define DVK_R(x) \
+  case x:        \
+    return #x;
+    DVK_R(VK_SUCCESS);
+    DVK_R(VK_NOT_READY);
+    DVK_R(VK_TIMEOUT);
+    DVK_R(VK_EVENT_SET);
+    DVK_R(VK_EVENT_RESET);
+    DVK_R(VK_INCOMPLETE);
+    DVK_R(VK_ERROR_OUT_OF_HOST_MEMORY);
+    DVK_R(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    DVK_R(VK_ERROR_INITIALIZATION_FAILED);
+    DVK_R(VK_ERROR_DEVICE_LOST);
+    DVK_R(VK_ERROR_MEMORY_MAP_FAILED);
+    DVK_R(VK_ERROR_LAYER_NOT_PRESENT);
+    DVK_R(VK_ERROR_EXTENSION_NOT_PRESENT);
+    DVK_R(VK_ERROR_FEATURE_NOT_PRESENT);
+    DVK_R(VK_ERROR_INCOMPATIBLE_DRIVER);
+    DVK_R(VK_ERROR_TOO_MANY_OBJECTS);
+    DVK_R(VK_ERROR_FORMAT_NOT_SUPPORTED);
+    DVK_R(VK_ERROR_FRAGMENTED_POOL);
+    DVK_R(VK_ERROR_UNKNOWN);
+    DVK_R(VK_ERROR_OUT_OF_POOL_MEMORY);
+    DVK_R(VK_ERROR_INVALID_EXTERNAL_HANDLE);
+    DVK_R(VK_ERROR_FRAGMENTATION);
+    DVK_R(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS);
+    DVK_R(VK_PIPELINE_COMPILE_REQUIRED);
 #undef DVK_R
-    default: return "VkResult(unknown)";
+    default:
+      return "VkResult(unknown)";
   }
 }
 

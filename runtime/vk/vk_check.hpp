@@ -23,9 +23,9 @@ VkResult vk_fault_for(const char* call);  // VK_SUCCESS when no hook
 }  // namespace diffvk
 
 // DVK_CHECK(vkCreateBuffer(dev, &ci, nullptr, &buf));
-#define DVK_CHECK(expr)                                              \
-  do {                                                               \
-    VkResult dvk_r_ = ::diffvk::vk_fault_for(#expr);                 \
-    if (dvk_r_ == VK_SUCCESS) dvk_r_ = (expr);                       \
-    ::diffvk::vk_check(dvk_r_, #expr);                               \
+#define DVK_CHECK(expr)                              \
+  do {                                               \
+    VkResult dvk_r_ = ::diffvk::vk_fault_for(#expr); \
+    if (dvk_r_ == VK_SUCCESS) dvk_r_ = (expr);       \
+    ::diffvk::vk_check(dvk_r_, #expr);               \
   } while (0)

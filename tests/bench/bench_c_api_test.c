@@ -37,7 +37,8 @@ static void check_default_options(void) {
   EXPECT(sizeof(bench_options_1_0) < sizeof(diffvk_bench_options));
   bench_1_0((diffvk_bench_options*)o);
   EXPECT(o->struct_size == sizeof(bench_options_1_0) && canary_intact_from(sizeof(bench_options_1_0)));
-  EXPECT(o->preset != NULL && strcmp(o->preset, "default") == 0 && !o->model_dir && !o->log_cb && o->budget_seconds == 0);
+  EXPECT(o->preset != NULL && strcmp(o->preset, "default") == 0 && !o->model_dir && !o->log_cb &&
+         o->budget_seconds == 0);
   check_sized_defaults("bench", sized_bench, layouts, 2);
 }
 

@@ -28,9 +28,11 @@ struct Case {
 void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
   Device& dev = ctx.device();
   const bool fp16 = dev.fp16();
-  INFO((fp16 ? "fp16" : "fp32") << (impl == Impl::naive ? " naive" : impl == Impl::two_pass ? " two-pass" : " flash Q1K1")
-                                << (c.decode ? " decode" : " prefill") << " H=" << c.H << " Hkv=" << c.Hkv << " D=" << c.D
-                                << " S=" << c.S << " pos0=" << c.pos0 << " lambda=" << c.lambda);
+  INFO((fp16 ? "fp16" : "fp32") << (impl == Impl::naive      ? " naive"
+                                    : impl == Impl::two_pass ? " two-pass"
+                                                             : " flash Q1K1")
+                                << (c.decode ? " decode" : " prefill") << " H=" << c.H << " Hkv=" << c.Hkv
+                                << " D=" << c.D << " S=" << c.S << " pos0=" << c.pos0 << " lambda=" << c.lambda);
   const uint32_t D = c.D, DV = 2 * D, T = c.pos0 + c.S, cap = T + 2;
   const auto in = test::make_attn_inputs(fp16, c.H, c.Hkv, D, c.S, T, cap, seed);  // spare cache rows: must not be read
   const auto &q = in.q, &k = in.k, &v = in.v, &subln = in.subln, &kc = in.cache.k, &vc = in.cache.v;
@@ -40,12 +42,12 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
   if (impl == Impl::flash_q1k1)  // lambda = 0: O = A1·V, no norm
     expect = ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, 0.0, c.pos0);
   else
-    expect = ref::head_rmsnorm(ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, c.lambda, c.pos0), c.S, c.H, D, subln,
-                               ref::lambda_init(depth));
-
+    expect = ref::head_rmsnorm(ref::diff_attention(q, k, v, c.S, T, c.H, c.Hkv, D, c.lambda, c.pos0), c.S, c.H, D,
+                               subln, ref::lambda_init(depth));
 
   const uint32_t n_rep = c.H / c.Hkv;
-  AttnCall call{c.S, c.pos0, c.H, c.Hkv, cap, 2 * c.H * D, c.H * DV, static_cast<float>(c.lambda), static_cast<float>(gain)};
+  AttnCall call{
+      c.S, c.pos0, c.H, c.Hkv, cap, 2 * c.H * D, c.H * DV, static_cast<float>(c.lambda), static_cast<float>(gain)};
   std::unique_ptr<TwoPassDiffAttn> two;
   std::unique_ptr<NaiveDiffAttn> naive;
   uint32_t splits = 0, split_len = 0;
@@ -67,7 +69,8 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
   }
   const VkDeviceSize align = dev.caps().min_storage_buffer_offset_alignment;
   auto up = [&](VkDeviceSize n) { return (n + align - 1) / align * align; };
-  const VkDeviceSize sizes[13] = {q.size() * es, kc.size() * es, kc.size() * es, DV * es, expect.size() * es, s0, s1, s2, s3, s4, s5, s6, s6};
+  const VkDeviceSize sizes[13] = {
+      q.size() * es, kc.size() * es, kc.size() * es, DV * es, expect.size() * es, s0, s1, s2, s3, s4, s5, s6, s6};
   VkDeviceSize off[14] = {0};
   for (int i = 0; i < 13; ++i) off[i + 1] = off[i] + up(sizes[i]);
   Buffer buf(dev, off[13], MemoryDomain::device, "baseline test");
@@ -84,13 +87,14 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
     naive->record(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), R(7), call);
   } else if (impl == Impl::two_pass) {
     if (c.decode)
-      two->record_decode(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), {R(7), R(8), R(11)}, {R(9), R(10), R(12)}, call, splits,
-                         split_len);
+      two->record_decode(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), {R(7), R(8), R(11)}, {R(9), R(10), R(12)},
+                         call, splits, split_len);
     else
       two->record_prefill(prog, R(0), R(1), R(2), R(3), R(4), R(5), R(6), call);
   } else {
     if (c.decode)
-      two->flash().record_decode(prog, R(0), R(1), R(2), {}, R(4), {R(7), R(8), R(11)}, call, splits, split_len);  // half 0
+      two->flash().record_decode(prog, R(0), R(1), R(2), {}, R(4), {R(7), R(8), R(11)}, call, splits,
+                                 split_len);  // half 0
     else
       two->flash().record_prefill(prog, R(0), R(1), R(2), {}, R(4), call);
   }
@@ -103,9 +107,9 @@ void run_case(Context& ctx, Impl impl, const Case& c, uint64_t seed) {
 }
 
 const std::vector<Case> kCases = {
-    {2, 2, 32, 7, 0, -0.4, false}, {4, 2, 16, 33, 0, 1.3, false}, {4, 1, 64, 19, 0, 0.6, false},
+    {2, 2, 32, 7, 0, -0.4, false},  {4, 2, 16, 33, 0, 1.3, false},   {4, 1, 64, 19, 0, 0.6, false},
     {2, 1, 128, 11, 0, 0.2, false}, {4, 2, 16, 13, 21, -0.9, false},  // chunked prefill after a prefix
-    {1, 1, 32, 1, 0, 0.3, true},   {4, 2, 16, 1, 130, 1.2, true},   {8, 2, 64, 1, 77, 0.7, true},
+    {1, 1, 32, 1, 0, 0.3, true},    {4, 2, 16, 1, 130, 1.2, true},   {8, 2, 64, 1, 77, 0.7, true},
     {2, 2, 128, 3, 40, 0.1, true},
 };
 
@@ -138,7 +142,8 @@ TEST_CASE("baselines: one flash pass alone equals standard attention") {
   for (Precision precision : test::supported_precisions()) {
     auto ctx = test::make_context(precision);
     uint64_t seed = 5000;
-    for (const Case& c : {Case{4, 2, 32, 9, 0, 0, false}, Case{2, 1, 64, 1, 50, 0, true}}) run_case(*ctx, Impl::flash_q1k1, c, seed += 7);
+    for (const Case& c : {Case{4, 2, 32, 9, 0, 0, false}, Case{2, 1, 64, 1, 50, 0, true}})
+      run_case(*ctx, Impl::flash_q1k1, c, seed += 7);
   }
 }
 
@@ -148,7 +153,8 @@ TEST_CASE("baselines: two-pass and naive with the shared-memory reduction path (
     REQUIRE_FALSE(ctx->device().subgroup_arithmetic());
     uint64_t seed = 6000;
     for (Impl impl : {Impl::two_pass, Impl::naive})
-      for (const Case& c : {Case{4, 2, 32, 21, 0, 0.6, false}, Case{2, 1, 64, 1, 90, -0.3, true}}) run_case(*ctx, impl, c, seed += 7);
+      for (const Case& c : {Case{4, 2, 32, 21, 0, 0.6, false}, Case{2, 1, 64, 1, 90, -0.3, true}})
+        run_case(*ctx, impl, c, seed += 7);
   }
 }
 

@@ -66,7 +66,8 @@ TEST_CASE("bench api: phone preset records the preset and the cool-down and ther
   CHECK(cfg.at("copy_bytes_rule").get<std::string>().find("phone") != std::string::npos);
   CHECK(j.at("ceilings").at("copy").at("bytes_each_buffer").get<uint64_t>() == copy);
   bool budget_note = false;
-  for (const auto& n : j.at("notes")) budget_note |= n.get<std::string>().find("skipped by the time budget") != std::string::npos;
+  for (const auto& n : j.at("notes"))
+    budget_note |= n.get<std::string>().find("skipped by the time budget") != std::string::npos;
   CHECK(budget_note);
   const auto& cases = j.at("cases");
   REQUIRE(cases.size() >= 2);  // one decode and one prefill case at least
@@ -172,7 +173,8 @@ TEST_CASE("bench api: thermal zones are read from sysfs or reported not readable
   ::mkdir(root.c_str(), 0700);
   CHECK(bench::read_thermal(root).at("state") == "not readable");  // no zones
   CHECK(bench::read_thermal(root + "/missing").at("state") == "not readable");
-  for (const char* z : {"/thermal_zone0", "/thermal_zone1", "/thermal_zone10", "/thermal_zone2"}) ::mkdir((root + z).c_str(), 0700);
+  for (const char* z : {"/thermal_zone0", "/thermal_zone1", "/thermal_zone10", "/thermal_zone2"})
+    ::mkdir((root + z).c_str(), 0700);
   write(root + "/thermal_zone0/type", "cpu-thermal\n");
   write(root + "/thermal_zone0/temp", "45500\n");
   write(root + "/thermal_zone1/type", "gpu-thermal\n");  // no temp
@@ -193,9 +195,11 @@ TEST_CASE("bench api: thermal zones are read from sysfs or reported not readable
   CHECK(z[2].at("type").is_null());
   CHECK(z[3].at("zone") == "thermal_zone10");
   CHECK(z[3].at("temp_c").get<double>() == doctest::Approx(-1.25));
-  for (const char* f : {"/thermal_zone0/type", "/thermal_zone0/temp", "/thermal_zone1/type", "/thermal_zone2/temp", "/thermal_zone10/temp"})
+  for (const char* f : {"/thermal_zone0/type", "/thermal_zone0/temp", "/thermal_zone1/type", "/thermal_zone2/temp",
+                        "/thermal_zone10/temp"})
     std::remove((root + f).c_str());
-  for (const char* d : {"/thermal_zone0", "/thermal_zone1", "/thermal_zone2", "/thermal_zone10", ""}) ::rmdir((root + d).c_str());
+  for (const char* d : {"/thermal_zone0", "/thermal_zone1", "/thermal_zone2", "/thermal_zone10", ""})
+    ::rmdir((root + d).c_str());
 }
 
 TEST_CASE("bench api: bad options are refused before any work and cancel stops the run") {
@@ -209,12 +213,13 @@ TEST_CASE("bench api: bad options are refused before any work and cancel stops t
   };
   CHECK(with([](bench::Options& o) { o.preset = "tablet"; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.phase = "both-ways"; }) == Status::invalid_argument);
-  CHECK(with([](bench::Options& o) { o.budget_seconds = std::numeric_limits<double>::quiet_NaN(); }) == Status::invalid_argument);
+  CHECK(with([](bench::Options& o) { o.budget_seconds = std::numeric_limits<double>::quiet_NaN(); }) ==
+        Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.cooldown_seconds = 1e9; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.d = {63}; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.copy_bytes = 1000; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.heads = {3}, o.kv_heads = {2}; }) == Status::invalid_argument);  // empty grid
-  CHECK(with([](bench::Options& o) { o.op = "conv2d"; }) == Status::invalid_argument);  // no case table
+  CHECK(with([](bench::Options& o) { o.op = "conv2d"; }) == Status::invalid_argument);                  // no case table
   CHECK(with([](bench::Options& o) { o.ops = true, o.model_dir = "/nonexistent"; }) == Status::invalid_argument);
   CHECK(reports == 0);
   // Cancelled at the first check: nothing measured, nothing reported.
@@ -252,7 +257,8 @@ TEST_CASE("bench api: op rows come from the op case table and are checked before
   const auto& rows = ops.at("silu_mul");
   const std::string precision = precision_name(ctx->precision());
   size_t expected = 0;
-  for (const auto& c : bench::op_cases("silu_mul", bench::OpMode::bench)) expected += (c->fp16 ? "fp16" : "fp32") == precision;
+  for (const auto& c : bench::op_cases("silu_mul", bench::OpMode::bench))
+    expected += (c->fp16 ? "fp16" : "fp32") == precision;
   REQUIRE(rows.size() == expected);
   for (const auto& row : rows) {
     CHECK(row.at("output_checked").get<bool>());
@@ -263,7 +269,8 @@ TEST_CASE("bench api: op rows come from the op case table and are checked before
     CHECK(row.at("precision") == precision);
   }
   bool table_line = false;
-  for (const auto& line : report) table_line |= line.rfind("silu_mul ", 0) == 0 && line.find("ok (max_abs") != std::string::npos;
+  for (const auto& line : report)
+    table_line |= line.rfind("silu_mul ", 0) == 0 && line.find("ok (max_abs") != std::string::npos;
   CHECK(table_line);
 }
 

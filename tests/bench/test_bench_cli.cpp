@@ -28,8 +28,8 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
   const std::string json_path = base + ".json", png_path = base + ".png", log_path = base + ".log";
   std::remove(json_path.c_str());
   std::remove(png_path.c_str());
-  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --quick --json " + json_path + " --plot " + png_path + " > " +
-                          log_path + " 2>&1";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --quick --json " + json_path + " --plot " + png_path +
+                          " > " + log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -81,7 +81,8 @@ TEST_CASE("bench cli: quick run writes a checked JSON report and a PNG plot") {
       CHECK(im.at("time").at("median_us").get<double>() > 0);
       CHECK(im.at("time").at("min_us").get<double>() <= im.at("time").at("max_us").get<double>());
       CHECK(im.at("GBps").get<double>() > 0);
-      const double fc = im.at("fraction_of_copy_ceiling").get<double>(), ff = im.at("fraction_of_fma_ceiling").get<double>();
+      const double fc = im.at("fraction_of_copy_ceiling").get<double>(),
+                   ff = im.at("fraction_of_fma_ceiling").get<double>();
       CHECK(fc > 0);
       CHECK(ff > 0);
       CHECK(im.at("fraction_of_peak").get<double>() == std::max(fc, ff));
@@ -129,8 +130,9 @@ TEST_CASE("bench cli: --preset phone runs end to end and records the cool-down a
   const std::string json_path = base + ".json", png_path = base + ".png", log_path = base + ".log";
   // A tiny budget: the first case of each series runs (it calibrates), the rest are skipped by the budget.
   // --variant v1: the preset's mechanics do not depend on the variant (the quick test runs the V2 cases).
-  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --preset phone --variant v1 --budget 0.01 --cooldown 0.01 --json " +
-                          json_path + " --plot " + png_path + " > " + log_path + " 2>&1";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) +
+                          " bench --preset phone --variant v1 --budget 0.01 --cooldown 0.01 --json " + json_path +
+                          " --plot " + png_path + " > " + log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -163,7 +165,8 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   const std::string json_path = base + ".json", log_path = base + ".log";
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/hf_gqa_llama3";
   const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
-                          " --prompt-tokens 12 --decode-tokens 4 --runs 1 --json " + json_path + " > " + log_path + " 2>&1";
+                          " --prompt-tokens 12 --decode-tokens 4 --runs 1 --json " + json_path + " > " + log_path +
+                          " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -202,7 +205,8 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   CHECK(st.at("checked").get<bool>());
   CHECK(st.at("restore_seconds").at("median_s").get<double>() > 0);
   CHECK(log.find("session state: 12 tokens") != std::string::npos);
-  CHECK(j.at("decode").at("fraction_of_copy_ceiling").get<double>() == doctest::Approx(j.at("decode").at("fraction_of_bound").get<double>()));
+  CHECK(j.at("decode").at("fraction_of_copy_ceiling").get<double>() ==
+        doctest::Approx(j.at("decode").at("fraction_of_bound").get<double>()));
   for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
 }
 
@@ -210,8 +214,9 @@ TEST_CASE("bench cli: --ops --op writes the op rows of the case table and refuse
   const std::string base = "/tmp/diffvk_bench_cli_ops_test_" + std::to_string(::getpid());
   const std::string json_path = base + ".json", log_path = base + ".log";
   std::remove(json_path.c_str());
-  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --ops --op head_rmsnorm --quick --runs 2 --copy-mib 1 --json " + json_path +
-                          " > " + log_path + " 2>&1";
+  const std::string cmd = std::string(DIFFVK_CLI_PATH) +
+                          " bench --ops --op head_rmsnorm --quick --runs 2 --copy-mib 1 --json " + json_path + " > " +
+                          log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -246,8 +251,8 @@ TEST_CASE("bench cli: --model --weights all puts every weight type side by side"
   const std::string json_path = base + ".json", log_path = base + ".log";
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
   const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
-                          " --weights all --prompt-tokens 16 --decode-tokens 4 --runs 1 --copy-mib 8 --json " + json_path + " > " +
-                          log_path + " 2>&1";
+                          " --weights all --prompt-tokens 16 --decode-tokens 4 --runs 1 --copy-mib 8 --json " +
+                          json_path + " > " + log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -279,7 +284,8 @@ TEST_CASE("bench cli: --model --weights all puts every weight type side by side"
   CHECK(types[0].at("bits_per_weight").get<double>() == doctest::Approx(storage_bits).epsilon(0.01));
   CHECK(j.at("ceilings").at("fma_f32_gflops").get<double>() > 0);
   // A bad name in the list is refused before any work.
-  const std::string bad = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir + " --weights f16,q5_1 > " + log_path + " 2>&1";
+  const std::string bad =
+      std::string(DIFFVK_CLI_PATH) + " bench --model " + dir + " --weights f16,q5_1 > " + log_path + " 2>&1";
   CHECK(std::system(bad.c_str()) != 0);
   CHECK(slurp(log_path).find("q5_1") != std::string::npos);
   for (const auto& p : {json_path, log_path}) std::remove(p.c_str());

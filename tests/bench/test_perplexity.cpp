@@ -126,9 +126,11 @@ TEST_CASE("perplexity: windows of a tiny model match whole-window prefills") {
   CHECK(rq.base_ppl == Approx(r.ppl).epsilon(1e-6));
 
   // Errors name the problem.
-  CHECK_THROWS_WITH_AS(bench::perplexity(*model, std::vector<int32_t>(C - 1, 65), po), doctest::Contains("shorter than one window"), Error);
+  CHECK_THROWS_WITH_AS(bench::perplexity(*model, std::vector<int32_t>(C - 1, 65), po),
+                       doctest::Contains("shorter than one window"), Error);
   CHECK_THROWS_WITH_AS(bench::perplexity(*model, tokens, {4, 0, {}}), doctest::Contains("context 4"), Error);
-  CHECK_THROWS_WITH_AS(bench::perplexity(*model, tokens, {128, 0, {}}), doctest::Contains("max_position_embeddings"), Error);
+  CHECK_THROWS_WITH_AS(bench::perplexity(*model, tokens, {128, 0, {}}), doctest::Contains("max_position_embeddings"),
+                       Error);
   std::vector<int32_t> bad = tokens;
   bad[3] = int32_t(V);
   CHECK_THROWS_WITH_AS(bench::perplexity(*model, bad, po), doctest::Contains("outside the vocabulary"), Error);

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
   EXPECT(diffvk_context_destroy(ctx) == DIFFVK_INVALID_ARGUMENT); /* wrong order: model alive */
   EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK && vocab >= 256);
   session = (diffvk_session*)&opts;
-  EXPECT(diffvk_session_create(model, 1u << 30, 0, &session) == DIFFVK_INVALID_ARGUMENT); /* > max_position_embeddings */
+  EXPECT(diffvk_session_create(model, 1u << 30, 0, &session) ==
+         DIFFVK_INVALID_ARGUMENT); /* > max_position_embeddings */
   EXPECT(session == NULL);
   EXPECT(strstr(diffvk_last_error(), "max_position_embeddings") != NULL);
   EXPECT(diffvk_session_create(model, 32, 0, NULL) == DIFFVK_INVALID_ARGUMENT);

@@ -1,5 +1,6 @@
 /* The v1 additions of the C ABI, from C, linked against libdiffvk.so (so every symbol used here must be
- * exported). One check per CTest test: c_api_v1 <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|quant_paths|
+ * exported). One check per CTest test: c_api_v1
+ * <version|options|cancel|log|load_memory|load_fd|weights|weights_sources|quant_paths|
  * rewind|state|sampler|default_options> <model dir>,
  * c_api_v1 tokenizer_sources <tests/data/tokenizer> <scratch file> */
 #include <diffvk/diffvk.h>
@@ -14,8 +15,9 @@
 #include "../common/c_expect.h"
 #include "../common/c_canary.h"
 
-static const int32_t kPrompt[40] = {72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 1, 2, 3, 4, 5, 6, 7, 8,
-                                    9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
+static const int32_t kPrompt[40] = {72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 1,  2,
+                                    3,  4,   5,   6,   7,   8,  9,   10,  11,  12,  13,  14, 15, 16,
+                                    17, 18,  19,  20,  21,  22, 23,  24,  25,  26,  27,  28};
 
 static diffvk_context* make_context(void) {
   diffvk_context_options o;
@@ -443,7 +445,8 @@ static int test_load_memory(const char* dir) {
   EXPECT(diffvk_model_load_memory(ctx, cfg, cs, NULL, ws, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
   EXPECT(diffvk_model_load_memory(ctx, cfg, cs, w, ws / 2, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL); /* truncated */
   EXPECT(strstr(diffvk_last_error(), "model.safetensors") != NULL);
-  EXPECT(diffvk_model_load_memory(ctx, cfg, cs / 2, w, ws, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL); /* broken JSON */
+  EXPECT(diffvk_model_load_memory(ctx, cfg, cs / 2, w, ws, &bad) == DIFFVK_FORMAT_ERROR &&
+         bad == NULL); /* broken JSON */
   EXPECT(strstr(diffvk_last_error(), "config.json") != NULL);
   EXPECT(diffvk_model_load_memory(ctx, cfg, cs, w, ws, &from_mem) == DIFFVK_OK);
   memset(w, 0xff, ws); /* read during the call only */
@@ -520,9 +523,12 @@ static int test_load_fd(const char* dir, const char* scratch) {
   fd = open(scratch, O_RDONLY);
   EXPECT(fd >= 0);
   EXPECT(diffvk_model_load(ctx, dir, &from_dir) == DIFFVK_OK);
-  EXPECT(diffvk_model_load_fd(ctx, -1, coff, (int64_t)cs, fd, woff, (int64_t)ws, &bad) == DIFFVK_INVALID_ARGUMENT && !bad);
-  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff + 1, (int64_t)ws, &bad) == DIFFVK_FORMAT_ERROR && !bad);
-  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, (int64_t)ws + 4096, &bad) == DIFFVK_IO_ERROR && !bad);
+  EXPECT(diffvk_model_load_fd(ctx, -1, coff, (int64_t)cs, fd, woff, (int64_t)ws, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         !bad);
+  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff + 1, (int64_t)ws, &bad) == DIFFVK_FORMAT_ERROR &&
+         !bad);
+  EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, (int64_t)ws + 4096, &bad) == DIFFVK_IO_ERROR &&
+         !bad);
   EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, -2, &bad) == DIFFVK_INVALID_ARGUMENT && !bad);
   EXPECT(diffvk_model_load_fd(ctx, fd, coff, (int64_t)cs, fd, woff, (int64_t)ws, &from_fd) == DIFFVK_OK);
   EXPECT(lseek(fd, 0, SEEK_CUR) == 0); /* pread: the descriptor's offset did not move */
@@ -606,9 +612,11 @@ static int test_weights(const char* dir) {
   EXPECT(diffvk_model_load_with_options(ctx, dir, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
   EXPECT(strstr(diffvk_last_error(), "weights value 3") != NULL);
   mo.weights = 0xffffffffu;
-  EXPECT(diffvk_model_load_memory_with_options(ctx, "{}", 2, "", 1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_model_load_memory_with_options(ctx, "{}", 2, "", 1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         bad == NULL);
   EXPECT(strstr(diffvk_last_error(), "4294967295") != NULL);
-  EXPECT(diffvk_model_load_fd_with_options(ctx, -1, 0, -1, -1, 0, -1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_model_load_fd_with_options(ctx, -1, 0, -1, -1, 0, -1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         bad == NULL);
   /* an older struct without the field: the default (f16), bit for bit */
   mo.weights = DIFFVK_WEIGHTS_Q4_0;
   mo.struct_size = offsetof(diffvk_model_options, weights);
@@ -638,7 +646,7 @@ static int test_weights(const char* dir) {
     }
     printf("c_api_v1 weights: %s: max |logit - f16| = %.4f (bound %.2f)\n", w == DIFFVK_WEIGHTS_Q8_0 ? "q8_0" : "q4_0",
            (double)worst, (double)kBound[w]);
-    EXPECT(differs);            /* the option reached the loader: the weights really are quantized */
+    EXPECT(differs); /* the option reached the loader: the weights really are quantized */
     EXPECT(worst < kBound[w]);
     EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
   }
@@ -724,12 +732,14 @@ static int test_quant_paths(const char* dir) {
   mo.quant_decode = DIFFVK_QUANT_PATH_AUTO;
   mo.quant_prefill = 0xffffffffu;
   bad = (diffvk_model*)&mo;
-  EXPECT(diffvk_model_load_memory_with_options(ctx, cfg, cs, w, ws, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_model_load_memory_with_options(ctx, cfg, cs, w, ws, &mo, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         bad == NULL);
   EXPECT(strstr(diffvk_last_error(), "quant_prefill value 4294967295") != NULL);
   mo.quant_prefill = DIFFVK_QUANT_PATH_AUTO;
   mo.q4_0_head = 2;
   bad = (diffvk_model*)&mo;
-  EXPECT(diffvk_model_load_fd_with_options(ctx, cfd, 0, -1, wfd, 0, -1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_model_load_fd_with_options(ctx, cfd, 0, -1, wfd, 0, -1, &mo, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         bad == NULL);
   EXPECT(strstr(diffvk_last_error(), "q4_0_head value 2") != NULL);
   /* forced DEQUANT for both, from every loader: reported, the same logits */
   diffvk_model_default_options(&mo);
@@ -824,7 +834,10 @@ static int test_rewind(const char* dir) {
   want = (float*)malloc(sizeof(float) * vocab);
   lg = (float*)malloc(sizeof(float) * vocab);
   for (i = 0; i < 12; ++i) other[i] = kPrompt[i];
-  other[8] = 90; other[9] = 91; other[10] = 92; other[11] = 93; /* shares 8 tokens with kPrompt */
+  other[8] = 90;
+  other[9] = 91;
+  other[10] = 92;
+  other[11] = 93; /* shares 8 tokens with kPrompt */
   EXPECT(diffvk_session_create(model, 64, 0, &s) == DIFFVK_OK);
   EXPECT(diffvk_session_create(model, 64, 0, &fresh) == DIFFVK_OK);
   if (!s || !fresh) return 1;
@@ -857,7 +870,8 @@ static int test_rewind(const char* dir) {
   EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 65, lg, vocab, &reused) == DIFFVK_CONTEXT_OVERFLOW);
   EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 0, lg, vocab, &reused) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(diffvk_session_prefill_reusing(s, kPrompt, 20, lg, vocab - 1, &reused) == DIFFVK_BUFFER_TOO_SMALL);
-  held[0] = 1; held[1] = -5;
+  held[0] = 1;
+  held[1] = -5;
   EXPECT(diffvk_session_prefill_reusing(s, held, 2, lg, vocab, NULL) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(strstr(diffvk_last_error(), "index 1") != NULL);
   EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 20);
@@ -989,7 +1003,8 @@ static int test_generate(const char* dir) {
   memset(&r, 0, sizeof r);
   r.struct_size = sizeof r;
   diffvk_generate_default_options(&o);
-  EXPECT(o.struct_size == sizeof o && o.max_tokens == 64 && o.eos_token == -2 && o.stop_count == 0 && o.on_text == NULL);
+  EXPECT(o.struct_size == sizeof o && o.max_tokens == 64 && o.eos_token == -2 && o.stop_count == 0 &&
+         o.on_text == NULL);
   /* No stop string: max_tokens tokens, the text streamed in pieces. */
   memset(&all, 0, sizeof all);
   o.max_tokens = 16;
@@ -1070,7 +1085,8 @@ static int test_generate(const char* dir) {
     float* logits = (float*)malloc(sizeof(float) * 256);
     uint32_t kept = 0;
     EXPECT(diffvk_session_history(s, NULL, 0, &n_hist) == DIFFVK_OK && n_hist == 12 + 99);
-    EXPECT(diffvk_session_history(s, hist, 128, &n_hist) == DIFFVK_OK && memcmp(hist, kPrompt, sizeof(int32_t) * 12) == 0);
+    EXPECT(diffvk_session_history(s, hist, 128, &n_hist) == DIFFVK_OK &&
+           memcmp(hist, kPrompt, sizeof(int32_t) * 12) == 0);
     EXPECT(diffvk_session_tokens(s, NULL, 0, &n_held) == DIFFVK_OK && n_held <= 64);
     EXPECT(diffvk_session_shift(s, 4, 0) == DIFFVK_INVALID_ARGUMENT);
     EXPECT(diffvk_session_shift(s, 4, (uint32_t)n_held) == DIFFVK_INVALID_ARGUMENT);
@@ -1210,14 +1226,19 @@ static int test_tokenizer_sources(const char* tok_dir, const char* scratch) {
   EXPECT(strstr(diffvk_last_error(), "tokenizer.model (memory)") != NULL);
   EXPECT(diffvk_tokenizer_load_sentencepiece_memory(model, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
   EXPECT(diffvk_tokenizer_load_json_fd(-1, 0, 10, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
-  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, (int64_t)js, -7, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, (int64_t)js, -7, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         bad == NULL);
   EXPECT(strstr(diffvk_last_error(), "tokenizer_config.json (fd -7)") != NULL);
-  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, -2, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff, -2, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT &&
+         bad == NULL);
   EXPECT(diffvk_tokenizer_load_json_fd(fd, -1, 10, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
-  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff + 1, (int64_t)js, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL);
-  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff, (int64_t)ms + 64, &bad) == DIFFVK_IO_ERROR && bad == NULL); /* past the end */
+  EXPECT(diffvk_tokenizer_load_json_fd(fd, joff + 1, (int64_t)js, -1, 0, 0, -1, 0, 0, &bad) == DIFFVK_FORMAT_ERROR &&
+         bad == NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff, (int64_t)ms + 64, &bad) == DIFFVK_IO_ERROR &&
+         bad == NULL); /* past the end */
   EXPECT(strstr(diffvk_last_error(), "tokenizer.model (fd") != NULL);
-  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff + (int64_t)ms + 100, -1, &bad) == DIFFVK_IO_ERROR && bad == NULL);
+  EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, moff + (int64_t)ms + 100, -1, &bad) == DIFFVK_IO_ERROR &&
+         bad == NULL);
   EXPECT(diffvk_tokenizer_load_sentencepiece_fd(-1, 0, -1, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
   EXPECT(diffvk_tokenizer_load_sentencepiece_fd(fd, 0, 7, &bad) == DIFFVK_FORMAT_ERROR && bad == NULL); /* "junk!.." */
   close(fd);
@@ -1246,7 +1267,8 @@ static int test_chat_template(const char* data_dir) {
   EXPECT(diffvk_chat_template_apply(t, m, 2, 1, NULL, 0, &len) == DIFFVK_BUFFER_TOO_SMALL && len == strlen(want));
   EXPECT(diffvk_chat_template_apply(t, m, 2, 1, text, sizeof text, &len) == DIFFVK_OK && len == strlen(want));
   EXPECT(memcmp(text, want, strlen(want)) == 0);
-  EXPECT(diffvk_chat_template_end_of_turn(t, eot, sizeof eot, &len) == DIFFVK_OK && strcmp(eot, "<|im_end|>") == 0 && len == 10);
+  EXPECT(diffvk_chat_template_end_of_turn(t, eot, sizeof eot, &len) == DIFFVK_OK && strcmp(eot, "<|im_end|>") == 0 &&
+         len == 10);
   EXPECT(diffvk_chat_template_end_of_turn(t, eot, 10, &len) == DIFFVK_BUFFER_TOO_SMALL && len == 10);
   EXPECT(diffvk_chat_template_apply(t, bad, 1, 1, text, sizeof text, &len) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(strstr(diffvk_last_error(), "messages[0].content") != NULL);
@@ -1256,7 +1278,7 @@ static int test_chat_template(const char* data_dir) {
   EXPECT(diffvk_chat_template_builtin("vicuna", NULL, NULL, &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
   EXPECT(diffvk_chat_template_load("/nonexistent-dir", &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
   EXPECT(strstr(diffvk_last_error(), "no chat template") != NULL);
-  {  /* tokenizer_config.json's bytes (an Android asset); the recognised families: the C++ tests */
+  { /* tokenizer_config.json's bytes (an Android asset); the recognised families: the C++ tests */
     static const char odd[] = "{\"chat_template\": \"{{ messages }}\"}";
     EXPECT(diffvk_chat_template_load_memory(odd, sizeof odd - 1, &t) == DIFFVK_UNSUPPORTED && t == NULL);
     EXPECT(diffvk_chat_template_load_memory(NULL, 5, &t) == DIFFVK_INVALID_ARGUMENT && t == NULL);
@@ -1270,27 +1292,48 @@ static int test_chat_template(const char* data_dir) {
 int main(int argc, char** argv) {
   int rc = 2;
   if (argc < 3) {
-    fprintf(stderr, "usage: %s <version|options|cancel|log|load_memory|load_fd|gguf|weights|weights_sources|quant_paths|...> <model dir or .gguf> [scratch file]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s <version|options|cancel|log|load_memory|load_fd|gguf|weights|weights_sources|quant_paths|...> "
+            "<model dir or .gguf> [scratch file]\n",
+            argv[0]);
     return 2;
   }
-  if (!strcmp(argv[1], "version")) rc = test_version();
-  else if (!strcmp(argv[1], "options")) rc = test_options(argv[2]);
-  else if (!strcmp(argv[1], "cancel")) rc = test_cancel(argv[2]);
-  else if (!strcmp(argv[1], "log")) rc = test_log(argv[2]);
-  else if (!strcmp(argv[1], "load_memory")) rc = test_load_memory(argv[2]);
-  else if (!strcmp(argv[1], "gguf")) rc = test_gguf(argv[2]);
-  else if (!strcmp(argv[1], "load_fd") && argc > 3) rc = test_load_fd(argv[2], argv[3]);
-  else if (!strcmp(argv[1], "weights")) rc = test_weights(argv[2]);
-  else if (!strcmp(argv[1], "weights_sources")) rc = test_weights_sources(argv[2]);
-  else if (!strcmp(argv[1], "quant_paths")) rc = test_quant_paths(argv[2]);
-  else if (!strcmp(argv[1], "rewind")) rc = test_rewind(argv[2]);
-  else if (!strcmp(argv[1], "sampler")) rc = test_sampler();
-  else if (!strcmp(argv[1], "default_options")) rc = test_default_options(argv[2]);
-  else if (!strcmp(argv[1], "generate")) rc = test_generate(argv[2]);
-  else if (!strcmp(argv[1], "chat_template")) rc = test_chat_template(argv[2]);
-  else if (!strcmp(argv[1], "state") && argc > 3) rc = test_state(argv[2], argv[3]);
-  else if (!strcmp(argv[1], "tokenizer_sources") && argc > 3) rc = test_tokenizer_sources(argv[2], argv[3]);
-  else fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
+  if (!strcmp(argv[1], "version"))
+    rc = test_version();
+  else if (!strcmp(argv[1], "options"))
+    rc = test_options(argv[2]);
+  else if (!strcmp(argv[1], "cancel"))
+    rc = test_cancel(argv[2]);
+  else if (!strcmp(argv[1], "log"))
+    rc = test_log(argv[2]);
+  else if (!strcmp(argv[1], "load_memory"))
+    rc = test_load_memory(argv[2]);
+  else if (!strcmp(argv[1], "gguf"))
+    rc = test_gguf(argv[2]);
+  else if (!strcmp(argv[1], "load_fd") && argc > 3)
+    rc = test_load_fd(argv[2], argv[3]);
+  else if (!strcmp(argv[1], "weights"))
+    rc = test_weights(argv[2]);
+  else if (!strcmp(argv[1], "weights_sources"))
+    rc = test_weights_sources(argv[2]);
+  else if (!strcmp(argv[1], "quant_paths"))
+    rc = test_quant_paths(argv[2]);
+  else if (!strcmp(argv[1], "rewind"))
+    rc = test_rewind(argv[2]);
+  else if (!strcmp(argv[1], "sampler"))
+    rc = test_sampler();
+  else if (!strcmp(argv[1], "default_options"))
+    rc = test_default_options(argv[2]);
+  else if (!strcmp(argv[1], "generate"))
+    rc = test_generate(argv[2]);
+  else if (!strcmp(argv[1], "chat_template"))
+    rc = test_chat_template(argv[2]);
+  else if (!strcmp(argv[1], "state") && argc > 3)
+    rc = test_state(argv[2], argv[3]);
+  else if (!strcmp(argv[1], "tokenizer_sources") && argc > 3)
+    rc = test_tokenizer_sources(argv[2], argv[3]);
+  else
+    fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
   if (rc == 0 && failures == 0) {
     printf("c_api_v1 %s: all checks passed\n", argv[1]);
     return 0;

@@ -71,8 +71,9 @@ struct CModel {
 TEST_CASE("C ABI: diffvk_model_quant_paths under DIFFVK_QUANT_PATH_AUTO reports Model::load_stats()'s paths") {
   test::FailOnLoggedValidation fail_on_validation;
   auto ctx = test::make_context();
-  const std::pair<uint32_t, QuantKind> formats[] = {
-      {DIFFVK_WEIGHTS_F16, QuantKind::f16}, {DIFFVK_WEIGHTS_Q8_0, QuantKind::q8_0}, {DIFFVK_WEIGHTS_Q4_0, QuantKind::q4_0}};
+  const std::pair<uint32_t, QuantKind> formats[] = {{DIFFVK_WEIGHTS_F16, QuantKind::f16},
+                                                    {DIFFVK_WEIGHTS_Q8_0, QuantKind::q8_0},
+                                                    {DIFFVK_WEIGHTS_Q4_0, QuantKind::q4_0}};
   for (const auto& [weights, kind] : formats) {
     CAPTURE(weights);
     LoadOptions lo;
@@ -109,7 +110,8 @@ TEST_CASE("C ABI: DIFFVK_QUANT_PATH_INT8_DOT loads where the device has shaderIn
   // for the prefill-only case; `both` runs the int8 prefill).
   CModel decode_only, dequant;
   REQUIRE(decode_only.load(DIFFVK_WEIGHTS_Q8_0, DIFFVK_QUANT_PATH_INT8_DOT, DIFFVK_QUANT_PATH_DEQUANT) == DIFFVK_OK);
-  CHECK(decode_only.paths() == std::make_pair(uint32_t(DIFFVK_QUANT_PATH_INT8_DOT), uint32_t(DIFFVK_QUANT_PATH_DEQUANT)));
+  CHECK(decode_only.paths() ==
+        std::make_pair(uint32_t(DIFFVK_QUANT_PATH_INT8_DOT), uint32_t(DIFFVK_QUANT_PATH_DEQUANT)));
   REQUIRE(dequant.load(DIFFVK_WEIGHTS_Q8_0, DIFFVK_QUANT_PATH_DEQUANT, DIFFVK_QUANT_PATH_DEQUANT) == DIFFVK_OK);
   // The int8 paths ran: they round the activations, so the logits differ from the dequantizing path's: after the
   // prefill where its matmuls are int8 (both), after the decode step where the one-row kernel is (it also computes

@@ -68,7 +68,9 @@ TEST_CASE("cli: attn-map writes a PNG and the numbers as JSON") {
   CHECK(out.find("layer 2") != std::string::npos);
   CHECK(attn_map(tmp, base + " --head 2 --json " + (tmp / "e.json"), &out) != 0);
   CHECK(out.find("head 2") != std::string::npos);
-  CHECK(attn_map(tmp, "--model " + model + " --prompt " + std::string(300, 'a') + " --layer 0 --json " + (tmp / "e.json"), &out) != 0);
+  CHECK(attn_map(tmp,
+                 "--model " + model + " --prompt " + std::string(300, 'a') + " --layer 0 --json " + (tmp / "e.json"),
+                 &out) != 0);
   CHECK(out.find("at most 256") != std::string::npos);
 }
 
@@ -80,8 +82,10 @@ TEST_CASE("cli: attn-map on a DIFF V2 model writes the lambda rows") {
   REQUIRE(!model.empty());
   test::TempDir tmp("diffvk-attn-map-v2");
   std::string out;
-  const int rc = attn_map(tmp, "--model " + model + " --prompt 'Hi there' --layer 1 --output " + (tmp / "m.png") + " --json " +
-                                   (tmp / "m.json"), &out);
+  const int rc = attn_map(
+      tmp,
+      "--model " + model + " --prompt 'Hi there' --layer 1 --output " + (tmp / "m.png") + " --json " + (tmp / "m.json"),
+      &out);
   REQUIRE_MESSAGE(rc == 0, out);
   CHECK_MESSAGE(out.find("DIFF V2") != std::string::npos, out);
   const auto png = test::read_bytes(tmp / "m.png");
@@ -114,9 +118,11 @@ TEST_CASE("cli: attn-map, chat and bench --model take a .gguf file") {
   test::CliResult r = test::run_cli(tmp, "quantize --type q8_0 " + model + " " + gguf);
   REQUIRE_MESSAGE(r.exit_code == 0, r.out);
   std::string out;
-  CHECK_MESSAGE(attn_map(tmp, "--model " + gguf + " --prompt 'Hi' --layer 0 --output " + (tmp / "g.png"), &out) == 0, out);
+  CHECK_MESSAGE(attn_map(tmp, "--model " + gguf + " --prompt 'Hi' --layer 0 --output " + (tmp / "g.png"), &out) == 0,
+                out);
   CHECK(test::read_bytes(tmp / "g.png").size() > 8);
-  CHECK(attn_map(tmp, "--model " + gguf + " --prompt 'Hi' --layer 0 --output " + gguf, &out) != 0);  // not over the model
+  CHECK(attn_map(tmp, "--model " + gguf + " --prompt 'Hi' --layer 0 --output " + gguf, &out) !=
+        0);  // not over the model
   CHECK_MESSAGE(out.find("refusing to replace an input") != std::string::npos, out);
   // The smallest run that loads and times the model (its ceilings probe dominated this test under ASan).
   r = test::run_cli(tmp, "bench --model " + gguf + " --prompt-tokens 8 --decode-tokens 4 --runs 1 --copy-mib 4");

@@ -50,13 +50,14 @@ TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and 
   if (!have_script()) return;
   test::TempDir tmp("diffvk-chat");
   const std::string saved = tmp / "chat.json";
-  auto [rc, out] = chat(tmp, "--chat-template chatml --system 'Be brief.' -n 8",
-                        "Hello there\n/regenerate\n/save " + saved + "\n/reset\n/load " + saved + "\nAnd then?\n/bogus\n/quit\n");
+  auto [rc, out] =
+      chat(tmp, "--chat-template chatml --system 'Be brief.' -n 8",
+           "Hello there\n/regenerate\n/save " + saved + "\n/reset\n/load " + saved + "\nAnd then?\n/bogus\n/quit\n");
   INFO(out);
   CHECK(rc == 0);
   CHECK(contains(out, "chat template chatml"));
   CHECK(count(out, "[8 tokens,") + count(out, "eos]") + count(out, "stop string]") == 3);  // three replies
-  CHECK(contains(out, "0 reused"));                                                       // the first turn
+  CHECK(contains(out, "0 reused"));                                                        // the first turn
   CHECK(contains(out, "[saved 3 messages to " + saved + "]"));
   CHECK(contains(out, "[loaded 3 messages,"));
   CHECK(contains(out, "[unknown command /bogus]"));
@@ -64,8 +65,7 @@ TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and 
   CHECK(std::string(std::istreambuf_iterator<char>(sf), {}).find("\"role\": \"assistant\"") != std::string::npos);
 
   // A context too small for the next turn: refused with a message, and the chat goes on to /quit.
-  std::tie(rc, out) = chat(tmp, "--chat-template chatml -n 8 --context 64",
-                           std::string(80, 'x') + "\n/help\n/quit\n");
+  std::tie(rc, out) = chat(tmp, "--chat-template chatml -n 8 --context 64", std::string(80, 'x') + "\n/help\n/quit\n");
   INFO(out);
   CHECK(rc == 0);
   CHECK(contains(out, "positions; the session holds 64: /reset, or a larger --context"));
@@ -80,14 +80,17 @@ TEST_CASE("cli: chat --overflow shift goes on past the context, keeping the syst
   if (!have_script()) return;
   test::TempDir tmp("diffvk-chat-shift");
   std::string input;
-  for (int i = 0; i < 4; ++i) input += "Tell me more about the number " + std::to_string(i) + " and its friends, please.\n";
+  for (int i = 0; i < 4; ++i)
+    input += "Tell me more about the number " + std::to_string(i) + " and its friends, please.\n";
   input += "/regenerate\n/quit\n";
   auto [rc, out] = chat(tmp, "--chat-template chatml --system 'Be brief.' -n 40 --context 96 --overflow shift", input);
   INFO(out);
   CHECK(rc == 0);
-  CHECK(contains(out, "context shift keeping 39 tokens"));  // "<|im_start|>system\nBe brief.<|im_end|>\n", a byte a token
+  CHECK(
+      contains(out, "context shift keeping 39 tokens"));  // "<|im_start|>system\nBe brief.<|im_end|>\n", a byte a token
   CHECK(contains(out, "context shifts]"));
-  CHECK(count(out, "[40 tokens,") + count(out, "eos]") + count(out, "stop string]") + count(out, "context shifts]") >= 5);
+  CHECK(count(out, "[40 tokens,") + count(out, "eos]") + count(out, "stop string]") + count(out, "context shifts]") >=
+        5);
   CHECK_FALSE(contains(out, "[error: "));
   CHECK_FALSE(contains(out, "positions; the session holds"));
 }
@@ -101,7 +104,8 @@ TEST_SUITE("large") {
     test::TempDir tmp("diffvk-chat-10k");
     std::string input;
     for (int i = 0; i < 40; ++i)
-      input += "Message " + std::to_string(i) + ": here is some more text for the model to read, and a question about it?\n";
+      input +=
+          "Message " + std::to_string(i) + ": here is some more text for the model to read, and a question about it?\n";
     input += "/quit\n";
     const std::string cmd_args = "--chat-template chatml --system 'Be brief.' -n 256 --context 512 --overflow shift";
     auto [rc, out] = chat(tmp, cmd_args, input);

@@ -49,8 +49,9 @@ TEST_CASE("cli: logits rejects bad flags and paths with a message and a non-zero
     }
   }
   SUBCASE("usage errors print the usage hint") {
-    for (const std::string& args : {std::string("logits"), std::string("logits --bogus"), base + " --prompt-len 3 --bogus",
-                                    base.substr(0, base.find(" --output")) + " --prompt-len 3", std::string("")}) {
+    for (const std::string& args :
+         {std::string("logits"), std::string("logits --bogus"), base + " --prompt-len 3 --bogus",
+          base.substr(0, base.find(" --output")) + " --prompt-len 3", std::string("")}) {
       CAPTURE(args);
       const auto r = test::run_cli(tmp, args);
       INFO(r.out);
@@ -66,7 +67,8 @@ TEST_CASE("cli: logits rejects bad flags and paths with a message and a non-zero
     } cases[] = {{"no-such-model", "no-such-model"}, {"empty-model", "config.json"}};
     for (const auto& c : cases) {
       CAPTURE(c.model);
-      const auto r = test::run_cli(tmp, "logits --model " + (tmp / c.model) + " --tokens " + tokens + " --output " + out + " --prompt-len 3");
+      const auto r = test::run_cli(
+          tmp, "logits --model " + (tmp / c.model) + " --tokens " + tokens + " --output " + out + " --prompt-len 3");
       INFO(r.out);
       CHECK(r.exit_code != 0);
       CHECK(contains(r.out, c.phrase));
@@ -74,11 +76,13 @@ TEST_CASE("cli: logits rejects bad flags and paths with a message and a non-zero
     }
   }
   SUBCASE("missing or malformed tokens") {
-    auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + (tmp / "none.npy") + " --output " + out + " --prompt-len 3");
+    auto r = test::run_cli(
+        tmp, "logits --model " + model + " --tokens " + (tmp / "none.npy") + " --output " + out + " --prompt-len 3");
     CHECK(r.exit_code != 0);
     CHECK(contains(r.out, "none.npy"));
     test::write_text(tmp / "garbage.npy", "not an npy file");
-    r = test::run_cli(tmp, "logits --model " + model + " --tokens " + (tmp / "garbage.npy") + " --output " + out + " --prompt-len 3");
+    r = test::run_cli(
+        tmp, "logits --model " + model + " --tokens " + (tmp / "garbage.npy") + " --output " + out + " --prompt-len 3");
     INFO(r.out);
     CHECK(r.exit_code != 0);
     CHECK(contains(r.out, "garbage.npy"));
@@ -86,15 +90,16 @@ TEST_CASE("cli: logits rejects bad flags and paths with a message and a non-zero
   }
   SUBCASE("an output path in a nonexistent directory fails with no partial file") {
     const std::string missing = tmp / "no-such-dir";
-    const auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --output " + missing +
-                                    "/logits.npy --prompt-len 3");
+    const auto r = test::run_cli(
+        tmp, "logits --model " + model + " --tokens " + tokens + " --output " + missing + "/logits.npy --prompt-len 3");
     INFO(r.out);
     CHECK(r.exit_code != 0);
     CHECK(contains(r.out, "no-such-dir"));
     CHECK_FALSE(test::fs::exists(missing));
   }
   SUBCASE("an output path that is a directory fails and leaves it alone") {
-    const auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --output " + outdir + " --prompt-len 3");
+    const auto r = test::run_cli(
+        tmp, "logits --model " + model + " --tokens " + tokens + " --output " + outdir + " --prompt-len 3");
     INFO(r.out);
     CHECK(r.exit_code != 0);
     CHECK(test::fs::is_directory(outdir));
@@ -118,7 +123,7 @@ TEST_CASE("cli: a failed logits run leaves an existing output file untouched") {
   };
   const std::string good = tmp / "tokens.npy", bad_id = tmp / "bad_id.npy", too_long = tmp / "long.npy";
   test::write_tokens(good, {2, 72, 101});
-  test::write_tokens(bad_id, {2, 72, 256, 101});              // 256 is outside the vocabulary: fails in prefill
+  test::write_tokens(bad_id, {2, 72, 256, 101});               // 256 is outside the vocabulary: fails in prefill
   test::write_tokens(too_long, std::vector<int64_t>(65, 65));  // longer than max_position_embeddings (64)
 
   const struct {
@@ -133,14 +138,16 @@ TEST_CASE("cli: a failed logits run leaves an existing output file untouched") {
   };
   for (const auto& c : failures) {
     CAPTURE(c.label);
-    const auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + c.tokens + " --output " + out + " " + c.args);
+    const auto r =
+        test::run_cli(tmp, "logits --model " + model + " --tokens " + c.tokens + " --output " + out + " " + c.args);
     INFO(r.out);
     CHECK(r.exit_code != 0);
     if (*c.phrase) CHECK(contains(r.out, c.phrase));
     unchanged();
   }
   // And a successful run replaces it atomically.
-  const auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + good + " --output " + out + " --prompt-len 2");
+  const auto r =
+      test::run_cli(tmp, "logits --model " + model + " --tokens " + good + " --output " + out + " --prompt-len 2");
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   CHECK(read_npy(out).shape == std::vector<int64_t>{3, 256});

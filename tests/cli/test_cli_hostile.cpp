@@ -1,8 +1,8 @@
 // Hostile inputs, second round, through the diffvk command: standard output on a full device
 // (a non-zero exit and a message, not a silent loss), numeric options with a sign or past their type's
 // range (refused before any work), signed and floating-point options that are NaN, infinite, negative
-// or absurd (refused at parse time, naming the option and its range), a 250-byte output file name (works), a FIFO as the model's
-// tokenizer (an error, not a hang).
+// or absurd (refused at parse time, naming the option and its range), a 250-byte output file name (works), a FIFO as
+// the model's tokenizer (an error, not a hang).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -25,7 +25,8 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 // The CLI with standard output on `out` and standard error in a log: {exit code, stderr}.
 std::pair<int, std::string> run_to(const test::TempDir& tmp, const std::string& args, const std::string& out) {
   const std::string log = tmp / "stderr.log";
-  const int rc = std::system(("timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + out + " 2> " + log).c_str());
+  const int rc =
+      std::system(("timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + out + " 2> " + log).c_str());
   std::ifstream f(log);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, std::string(std::istreambuf_iterator<char>(f), {})};
 }
@@ -77,18 +78,20 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string run = "run --model " + model + " --prompt hi -n 1";
-  check_refused(tmp, {
-      {run + " --seed -1", "--seed"},
-      {run + " --seed 99999999999999999999999", "--seed"},
-      {run + " --seed +5", "--seed"},
-      {run + " --top-k -1", "--top-k"},
-      {run + " --context -5", "--context"},
-      {run + " --chunk -1", "--chunk"},
-      {"run --model " + model + " --prompt hi -n -1", "-n"},
-      {"plan --model " + model + " --context -1", "--context"},
-      {"bench --runs -1", "--runs"},
-      {"shader-stats --heads -4", "--heads"},
-  }, false);
+  check_refused(tmp,
+                {
+                    {run + " --seed -1", "--seed"},
+                    {run + " --seed 99999999999999999999999", "--seed"},
+                    {run + " --seed +5", "--seed"},
+                    {run + " --top-k -1", "--top-k"},
+                    {run + " --context -5", "--context"},
+                    {run + " --chunk -1", "--chunk"},
+                    {"run --model " + model + " --prompt hi -n -1", "-n"},
+                    {"plan --model " + model + " --context -1", "--context"},
+                    {"bench --runs -1", "--runs"},
+                    {"shader-stats --heads -4", "--heads"},
+                },
+                false);
   check_accepted(tmp, run + " --seed 18446744073709551615");
 }
 
@@ -97,7 +100,8 @@ TEST_CASE("cli: signed and floating-point options out of range are refused befor
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string run = "run --model " + model + " --prompt hi -n 1";
-  const std::string logits = "logits --model " + model + " --tokens " + (tmp / "t.npy") + " --output " + (tmp / "o.npy");
+  const std::string logits =
+      "logits --model " + model + " --tokens " + (tmp / "t.npy") + " --output " + (tmp / "o.npy");
   test::write_tokens(tmp / "t.npy", {1, 2, 3});
   // Each command prefix and option with the values it refuses, naming the option and its range.
   struct Bad {
@@ -134,7 +138,8 @@ TEST_CASE("cli: a 250-byte output file name works") {
   const std::string tokens = tmp / "tokens.npy";
   test::write_tokens(tokens, {2, 72, 101, 108});
   const std::string name = std::string(246, 'o') + ".npy";
-  const auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 2 --output " + (tmp / name));
+  const auto r = test::run_cli(
+      tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 2 --output " + (tmp / name));
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   CHECK(read_npy(tmp / name).shape == std::vector<int64_t>{4, 256});

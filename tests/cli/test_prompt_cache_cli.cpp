@@ -51,7 +51,8 @@ TEST_CASE("cli: run --prompt-cache reuses the saved prompt, gives the same text,
 
   // A corrupt cache is named, not used, and rewritten; the run still gives the plain text.
   {
-    const auto bad = test::run_cli(tmp, "run --model " + kModel + " -n 1 --prompt x --prompt-cache " + tmp.path() + "/none");
+    const auto bad =
+        test::run_cli(tmp, "run --model " + kModel + " -n 1 --prompt x --prompt-cache " + tmp.path() + "/none");
     CHECK(bad.exit_code == 0);  // absent: created
   }
   test::write_text(cache, std::string(100, 'z'));
@@ -89,8 +90,8 @@ TEST_CASE("cli: run --stop ends the text where a stop string (across tokens) beg
   }
   if (stop.empty()) return;  // nothing printable came out (the bundled model's text is bytes)
   const size_t at = text.find(stop, prompt.size());
-  const auto cut = test::run_cli(tmp, "run --model " + kModel + " -n 24 --stop '" + stop + "' --stop 'never, ever' --prompt '" +
-                                          prompt + "'");
+  const auto cut = test::run_cli(
+      tmp, "run --model " + kModel + " -n 24 --stop '" + stop + "' --stop 'never, ever' --prompt '" + prompt + "'");
   INFO(cut.out);
   CHECK(cut.exit_code == 0);
   CHECK(contains(cut.out, "stopped: stop string \"" + stop + "\""));
@@ -102,11 +103,13 @@ TEST_CASE("cli: run --stop ends the text where a stop string (across tokens) beg
 
 TEST_CASE("cli: run --chat-template puts the prompt in the chat format, and auto needs the model template") {
   test::TempDir tmp("diffvk-run-chat");
-  const auto chat = test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template chatml --system 'Be brief.' --prompt 'Hi'");
+  const auto chat =
+      test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template chatml --system 'Be brief.' --prompt 'Hi'");
   INFO(chat.out);
   CHECK(chat.exit_code == 0);
   CHECK(contains(chat.out, "chat template chatml"));
-  CHECK(contains(chat.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+  CHECK(contains(chat.out,
+                 "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
   const auto none = test::run_cli(tmp, "run --model " + kModel + " -n 4 --chat-template auto --prompt 'Hi'");
   CHECK(none.exit_code != 0);
   CHECK(contains(none.out, "has no chat template"));

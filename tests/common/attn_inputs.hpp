@@ -37,8 +37,8 @@ struct AttnInputs {
   double gain;
   KvCache cache;
 };
-inline AttnInputs make_attn_inputs(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t T, uint32_t cap,
-                                   uint64_t seed) {
+inline AttnInputs make_attn_inputs(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t T,
+                                   uint32_t cap, uint64_t seed) {
   auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
   AttnInputs in;
   in.q = round(ref::random_normal(size_t(S) * 2 * H * D, seed));

@@ -14,7 +14,8 @@ namespace diffvk::test {
 CliResult run_cli(const TempDir& tmp, const std::string& args, const std::string& env) {
   const std::string log = tmp / "cli.log";
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = std::system((env + " timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
+  const int rc =
+      std::system((env + " timeout 120 " + std::string(DIFFVK_CLI_PATH) + " " + args + " > " + log + " 2>&1").c_str());
   CliResult r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.exit_code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

@@ -21,15 +21,16 @@
 #include "io/safetensors.hpp"
 
 // Checks that `expr` throws diffvk::Error with `status` and a message containing `phrase`.
-#define CHECK_ERROR(expr, st, phrase)                                                            \
-  do {                                                                                           \
-    try {                                                                                        \
-      (void)(expr);                                                                              \
-      FAIL_CHECK("expected diffvk::Error from: " #expr);                                         \
-    } catch (const diffvk::Error& e_) {                                                          \
-      CHECK_MESSAGE(e_.status() == (st), "status " << int(e_.status()) << ": " << e_.what());    \
-      CHECK_MESSAGE(::io_test::contains(e_.what(), (phrase)), "message '" << e_.what() << "' lacks '" << (phrase) << "'"); \
-    }                                                                                            \
+#define CHECK_ERROR(expr, st, phrase)                                                         \
+  do {                                                                                        \
+    try {                                                                                     \
+      (void)(expr);                                                                           \
+      FAIL_CHECK("expected diffvk::Error from: " #expr);                                      \
+    } catch (const diffvk::Error& e_) {                                                       \
+      CHECK_MESSAGE(e_.status() == (st), "status " << int(e_.status()) << ": " << e_.what()); \
+      CHECK_MESSAGE(::io_test::contains(e_.what(), (phrase)),                                 \
+                    "message '" << e_.what() << "' lacks '" << (phrase) << "'");              \
+    }                                                                                         \
   } while (0)
 
 namespace io_test {
@@ -63,14 +64,18 @@ inline void put_file(const std::string& path, const std::vector<uint8_t>& bytes)
   REQUIRE(f.good());
 }
 
-inline void put_file(const std::string& path, const std::string& s) { put_file(path, std::vector<uint8_t>(s.begin(), s.end())); }
+inline void put_file(const std::string& path, const std::string& s) {
+  put_file(path, std::vector<uint8_t>(s.begin(), s.end()));
+}
 
 inline std::vector<uint8_t> get_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-inline bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+inline bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
 
 template <typename T>
 std::vector<uint8_t> as_bytes(const std::vector<T>& v) {

@@ -43,7 +43,8 @@ ContextOptions validated_options(Precision precision) {
   o.precision = precision;
   o.on_validation_message = [](MessageSeverity s, const std::string& msg) {
     ++g_messages;
-    ADD_FAIL_CHECK_AT(__FILE__, __LINE__, "Vulkan validation " << (s == MessageSeverity::error ? "error" : "warning") << ": " << msg);
+    ADD_FAIL_CHECK_AT(__FILE__, __LINE__,
+                      "Vulkan validation " << (s == MessageSeverity::error ? "error" : "warning") << ": " << msg);
   };
   return o;
 }

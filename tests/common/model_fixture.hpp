@@ -118,12 +118,10 @@ struct TinySpec {
 };
 
 inline nlohmann::json tiny_config_json(const TinySpec& s) {
-  return {{"vocab_size", s.vocab},       {"hidden_size", s.hidden},
-          {"num_layers", s.layers},      {"num_heads", s.heads},
-          {"num_kv_heads", s.kv_heads},  {"intermediate_size", s.intermediate},
-          {"rope_theta", 10000.0},       {"rms_norm_eps", 1e-5},
-          {"max_position_embeddings", s.max_pos}, {"tie_word_embeddings", s.tie},
-          {"bos_token_id", 2},           {"eos_token_id", 3},
+  return {{"vocab_size", s.vocab},        {"hidden_size", s.hidden},    {"num_layers", s.layers},
+          {"num_heads", s.heads},         {"num_kv_heads", s.kv_heads}, {"intermediate_size", s.intermediate},
+          {"rope_theta", 10000.0},        {"rms_norm_eps", 1e-5},       {"max_position_embeddings", s.max_pos},
+          {"tie_word_embeddings", s.tie}, {"bos_token_id", 2},          {"eos_token_id", 3},
           {"tokenizer", "bytes"}};
 }
 
@@ -263,19 +261,27 @@ inline std::string shared_tiny_model_dir() {
 // A small DIFF V2 configuration for synthesized checkpoints. The default has E != H·D and D-wide cache rows
 // of one Q8_0 block.
 struct TinyV2Spec {
-  uint32_t vocab = 256, hidden = 48, layers = 2, heads = 2, kv_heads = 1, head_dim = 32, intermediate = 64, max_pos = 64;
+  uint32_t vocab = 256, hidden = 48, layers = 2, heads = 2, kv_heads = 1, head_dim = 32, intermediate = 64,
+           max_pos = 64;
   bool tie = false;
 };
 
 inline nlohmann::json tiny_v2_config_json(const TinyV2Spec& s) {
-  return {{"vocab_size", s.vocab},       {"hidden_size", s.hidden},
-          {"num_layers", s.layers},      {"num_heads", s.heads},
-          {"num_kv_heads", s.kv_heads},  {"head_dim", s.head_dim},
+  return {{"vocab_size", s.vocab},
+          {"hidden_size", s.hidden},
+          {"num_layers", s.layers},
+          {"num_heads", s.heads},
+          {"num_kv_heads", s.kv_heads},
+          {"head_dim", s.head_dim},
           {"intermediate_size", s.intermediate},
-          {"rope_theta", 10000.0},       {"rms_norm_eps", 1e-5},
-          {"max_position_embeddings", s.max_pos}, {"tie_word_embeddings", s.tie},
-          {"bos_token_id", 2},           {"eos_token_id", 3},
-          {"tokenizer", "bytes"},        {"diff_version", 2}};
+          {"rope_theta", 10000.0},
+          {"rms_norm_eps", 1e-5},
+          {"max_position_embeddings", s.max_pos},
+          {"tie_word_embeddings", s.tie},
+          {"bos_token_id", 2},
+          {"eos_token_id", 3},
+          {"tokenizer", "bytes"},
+          {"diff_version", 2}};
 }
 
 // Random F32 weights with the V2 layout's names and shapes (norm gains 1).
@@ -362,7 +368,8 @@ inline ref::ModelWeights reference_weights_v2_dir(const std::string& dir, bool f
 }
 // The same from a synthesized checkpoint (tiny_v2_tensors, or a variant of it).
 inline ref::ModelWeights reference_weights_v2(const TinyV2Spec& s, const Tensors& ts, bool fp16) {
-  return reference_weights_v2(tiny_v2_config_json(s), SafetensorsFile::from_bytes(encode_safetensors(ts), "tiny_v2"), fp16);
+  return reference_weights_v2(tiny_v2_config_json(s), SafetensorsFile::from_bytes(encode_safetensors(ts), "tiny_v2"),
+                              fp16);
 }
 
 // The shared small DIFF V2 test model (tests/data/model_tiny_v2, tests/python/make_v2_model_fixture.py),

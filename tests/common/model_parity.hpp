@@ -1,5 +1,5 @@
-// Whole-model logits parity helpers (tests/model/test_model.cpp, tests/model/test_hf_model.cpp): docs/maths.md's bounds for
-// a whole model, teacher forcing, token files.
+// Whole-model logits parity helpers (tests/model/test_model.cpp, tests/model/test_hf_model.cpp): docs/maths.md's bounds
+// for a whole model, teacher forcing, token files.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -19,7 +19,8 @@ struct SkipListener : doctest::IReporter {
   }
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats& st) override {
-    if (diffvk::test::g_skip_current && st.numAssertsFailedCurrentTest == 0 && st.testCaseSuccess) ++diffvk::test::g_cases_skipped;
+    if (diffvk::test::g_skip_current && st.numAssertsFailedCurrentTest == 0 && st.testCaseSuccess)
+      ++diffvk::test::g_cases_skipped;
   }
   void test_case_exception(const doctest::TestCaseException&) override {}
   void subcase_start(const doctest::SubcaseSignature&) override {}
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
   context.applyCommandLine(argc, argv);
   const int rc = context.run();
   if (diffvk::test::validation_message_count() > 0) {
-    std::fprintf(stderr, "diffvk tests: %d Vulkan validation message(s) -- failing\n", diffvk::test::validation_message_count());
+    std::fprintf(stderr, "diffvk tests: %d Vulkan validation message(s) -- failing\n",
+                 diffvk::test::validation_message_count());
     return rc ? rc : 1;
   }
   // Every test case that ran was skipped (CTest runs one case per process): exit 77, which CTest reports

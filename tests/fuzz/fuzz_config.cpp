@@ -14,14 +14,16 @@ using namespace diffvk;
 
 namespace {
 bool invariants(const ModelConfig& c) {
-  return c.hidden_size >= 2 && c.num_layers >= 1 && c.num_heads >= 1 && c.num_kv_heads >= 1 && c.intermediate_size >= 1 &&
-         c.max_position_embeddings >= 1 && c.hidden_size % (2 * c.num_heads) == 0 && c.num_heads % c.num_kv_heads == 0 &&
-         c.head_dim() >= 2 && c.head_dim() % 2 == 0 && c.rope_theta > 0 && c.rms_norm_eps > 0 && c.rms_norm_eps < 1 &&
-         c.subln_eps > 0 && c.subln_eps < 1 && (c.tokenizer == "bytes" ? c.vocab_size >= 256 : c.tokenizer == "none") &&
-         c.vocab_size >= 1 && c.bos_token_id >= -1 && c.bos_token_id < int64_t(c.vocab_size) && c.eos_token_id >= -1 &&
+  return c.hidden_size >= 2 && c.num_layers >= 1 && c.num_heads >= 1 && c.num_kv_heads >= 1 &&
+         c.intermediate_size >= 1 && c.max_position_embeddings >= 1 && c.hidden_size % (2 * c.num_heads) == 0 &&
+         c.num_heads % c.num_kv_heads == 0 && c.head_dim() >= 2 && c.head_dim() % 2 == 0 && c.rope_theta > 0 &&
+         c.rms_norm_eps > 0 && c.rms_norm_eps < 1 && c.subln_eps > 0 && c.subln_eps < 1 &&
+         (c.tokenizer == "bytes" ? c.vocab_size >= 256 : c.tokenizer == "none") && c.vocab_size >= 1 &&
+         c.bos_token_id >= -1 && c.bos_token_id < int64_t(c.vocab_size) && c.eos_token_id >= -1 &&
          c.eos_token_id < int64_t(c.vocab_size) &&
-         (c.rope_type == "default" || (c.rope_type == "llama3" && c.rope_factor > 0 && c.rope_low_freq_factor > 0 &&
-                                       c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_original_max_positions > 0));
+         (c.rope_type == "default" ||
+          (c.rope_type == "llama3" && c.rope_factor > 0 && c.rope_low_freq_factor > 0 &&
+           c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_original_max_positions > 0));
 }
 
 template <class Parse>
@@ -45,7 +47,9 @@ void check(const char* what, Parse parse, bool unsupported_ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  check("parse_model_config", [&] { return parse_model_config(text, "fuzz/config.json"); }, false);
-  check("parse_hf_config", [&] { return parse_hf_config(text, "fuzz/config.json"); }, true);
+  check(
+      "parse_model_config", [&] { return parse_model_config(text, "fuzz/config.json"); }, false);
+  check(
+      "parse_hf_config", [&] { return parse_hf_config(text, "fuzz/config.json"); }, true);
   return 0;
 }

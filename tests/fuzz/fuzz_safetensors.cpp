@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     f = SafetensorsFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz.safetensors");
   } catch (const Error& e) {
     if (e.status() != Status::format_error) {
-      std::fprintf(stderr, "fuzz_safetensors: rejected with status %d, not format_error: %s\n", int(e.status()), e.what());
+      std::fprintf(stderr, "fuzz_safetensors: rejected with status %d, not format_error: %s\n", int(e.status()),
+                   e.what());
       std::abort();
     }
     return 0;
@@ -43,8 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         (void)f.to_float(t);
         std::abort();  // integer tensors are not convertible
-      } catch (const Error&) {
-      }
+      } catch (const Error&) {}
     }
   }
   if (covered != f.data_size()) {

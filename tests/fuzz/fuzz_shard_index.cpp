@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::set<std::string> shards(si.shards.begin(), si.shards.end());
   bool bad = si.shards.empty() || shards.size() != si.shards.size() || si.weight_map.size() > kMaxIndexEntries;
   for (const auto& s : si.shards)
-    bad = bad || s.empty() || s == "." || s == ".." || s.find('/') != std::string::npos || s.find('\\') != std::string::npos;
+    bad = bad || s.empty() || s == "." || s == ".." || s.find('/') != std::string::npos ||
+          s.find('\\') != std::string::npos;
   for (const auto& [tensor, f] : si.weight_map) bad = bad || !shards.count(f);
   if (bad) {
     std::fprintf(stderr, "fuzz_shard_index: accepted an index with an invalid shard list\n");

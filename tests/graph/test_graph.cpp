@@ -36,16 +36,20 @@ Graph random_graph(std::mt19937& rng, const std::string& name, int nodes) {
     for (uint32_t w = 0; w < nw; ++w) {
       const uint32_t kind = pick(10);
       if (kind < 6 || written.size() < 3) {  // a new tensor
-        const TensorRole role = kind == 0 ? TensorRole::output : kind == 1 ? TensorRole::scratch : TensorRole::activation;
+        const TensorRole role = kind == 0   ? TensorRole::output
+                                : kind == 1 ? TensorRole::scratch
+                                            : TensorRole::activation;
         const std::string tn = "t" + std::to_string(fresh++);
         writes.push_back(role == TensorRole::scratch ? g.scratch(tn, 4 + pick(5000))
-                                                     : g.tensor(tn, role, pick(2) ? ElemType::f32 : ElemType::f16, {1 + pick(300), 1 + pick(4)}));
+                                                     : g.tensor(tn, role, pick(2) ? ElemType::f32 : ElemType::f16,
+                                                                {1 + pick(300), 1 + pick(4)}));
       } else {  // an existing planned tensor (in place, like the residual stream)
         const TensorRef t = written[pick(uint32_t(written.size()))];
         if (g.at(t).role != TensorRole::weight) writes.push_back(t);
       }
     }
-    if (writes.empty()) writes.push_back(g.tensor("t" + std::to_string(fresh++), TensorRole::activation, ElemType::f32, {7}));
+    if (writes.empty())
+      writes.push_back(g.tensor("t" + std::to_string(fresh++), TensorRole::activation, ElemType::f32, {7}));
     g.add("op" + std::to_string(n), reads, writes);
     for (TensorRef t : writes)
       if (g.at(t).role != TensorRole::scratch) written.push_back(t);
@@ -54,7 +58,9 @@ Graph random_graph(std::mt19937& rng, const std::string& name, int nodes) {
   std::vector<TensorRef> unused;
   for (uint32_t i = 0; i < g.tensors().size(); ++i) {
     const bool used = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const GraphNode& nd) {
-      auto has = [&](const std::vector<TensorRef>& v) { return std::any_of(v.begin(), v.end(), [&](TensorRef t) { return t.id == i; }); };
+      auto has = [&](const std::vector<TensorRef>& v) {
+        return std::any_of(v.begin(), v.end(), [&](TensorRef t) { return t.id == i; });
+      };
       return has(nd.reads) || has(nd.writes);
     });
     if (!used && is_planned(g.tensors()[i].role)) unused.push_back(TensorRef{i});
@@ -108,7 +114,8 @@ TEST_CASE("graph: derived lifetimes cover every real use, live tensors never ove
     REQUIRE(direct.placements.size() == p.plan.placements.size());
     CHECK(direct.arena_bytes == p.plan.arena_bytes);
     CHECK(direct.lower_bound == p.plan.lower_bound);
-    for (size_t i = 0; i < lts.size(); ++i) CHECK(direct.placements[i].arena_offset == p.plan.placements[i].arena_offset);
+    for (size_t i = 0; i < lts.size(); ++i)
+      CHECK(direct.placements[i].arena_offset == p.plan.placements[i].arena_offset);
     // Semantic check, independent of TensorLifetime: two tensors one node touches never share a byte.
     for (const GraphNode& nd : g.nodes()) {
       std::vector<size_t> touched;
@@ -121,7 +128,8 @@ TEST_CASE("graph: derived lifetimes cover every real use, live tensors never ove
         for (size_t b : touched) {
           if (a == b) continue;
           const auto &pa = p.plan.placements[a], &pb = p.plan.placements[b];
-          const bool overlap = pa.buffer == pb.buffer && pa.offset < pb.offset + lts[b].bytes && pb.offset < pa.offset + lts[a].bytes;
+          const bool overlap =
+              pa.buffer == pb.buffer && pa.offset < pb.offset + lts[b].bytes && pb.offset < pa.offset + lts[a].bytes;
           CHECK_FALSE(overlap);
         }
     }
@@ -192,14 +200,16 @@ TEST_CASE("graph: adding or removing an op changes the plan with no other edit")
     refused = e.status() == Status::internal;
   }
   CHECK(refused == (p.plan.placements[1].offset < p.plan.placements[3].offset + 32 * 64 * 4 &&
-                    p.plan.placements[3].offset < p.plan.placements[1].offset + 32 * 64 * 2));  // refused exactly when xn and y share bytes
+                    p.plan.placements[3].offset <
+                        p.plan.placements[1].offset + 32 * 64 * 2));  // refused exactly when xn and y share bytes
 }
 
 TEST_CASE("graph: recipe mistakes are errors, not silent plans") {
   Graph g("bad");
   const TensorRef a = g.tensor("a", TensorRole::activation, ElemType::f32, {4});
   const TensorRef w = g.bind("w", TensorRole::weight, ElemType::f16, {4}, {});
-  CHECK_THROWS_AS(g.add("reads before any write", {a}, {g.tensor("b", TensorRole::activation, ElemType::f32, {4})}), Error);
+  CHECK_THROWS_AS(g.add("reads before any write", {a}, {g.tensor("b", TensorRole::activation, ElemType::f32, {4})}),
+                  Error);
   CHECK_THROWS_AS(g.add("writes a weight", {}, {w}), Error);
   CHECK_THROWS_AS(g.tensor("a", TensorRole::activation, ElemType::f32, {4}), Error);  // duplicate name
   CHECK_THROWS_AS(g.tensor("zero", TensorRole::activation, ElemType::f32, {0}), Error);

@@ -45,7 +45,8 @@ TEST_CASE("io: a FIFO or directory that appears during an atomic write is left a
     struct stat st;
     REQUIRE(::lstat(path.c_str(), &st) == 0);
     CHECK((fifo ? S_ISFIFO(st.st_mode) : S_ISDIR(st.st_mode)));
-    CHECK(contains(error, fifo ? "it is a FIFO (named pipe), not a regular file (left as it is)" : "it is a directory"));
+    CHECK(
+        contains(error, fifo ? "it is a FIFO (named pipe), not a regular file (left as it is)" : "it is a directory"));
     CHECK(tmp.entries() == std::vector<std::string>{"out.bin"});  // the temporary is removed
   }
 }

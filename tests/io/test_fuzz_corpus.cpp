@@ -1,5 +1,5 @@
-// diffvk — the fuzz seed corpus (tests/fuzz/make_corpus.py, make_gguf_corpus.py, make_shard_index_corpus.py): ok_* files must load, bad_* files must be refused
-// with a format error that names the file.
+// diffvk — the fuzz seed corpus (tests/fuzz/make_corpus.py, make_gguf_corpus.py, make_shard_index_corpus.py): ok_*
+// files must load, bad_* files must be refused with a format error that names the file.
 #include <doctest/doctest.h>
 
 #include <filesystem>

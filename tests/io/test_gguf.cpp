@@ -156,8 +156,20 @@ TEST_CASE("io: gguf rejects hostile files") {
   };
   std::vector<Case> cases = {
       {"empty file", {}, "shorter than the 24-byte GGUF header"},
-      {"truncated header", [] { auto b = Bytes().header(0, 0).b; b.resize(10); return b; }(), "shorter than the 24-byte"},
-      {"bad magic", [] { auto b = Bytes().header(0, 0).b; b[0] = 'X'; return b; }(), "not a GGUF file"},
+      {"truncated header",
+       [] {
+         auto b = Bytes().header(0, 0).b;
+         b.resize(10);
+         return b;
+       }(),
+       "shorter than the 24-byte"},
+      {"bad magic",
+       [] {
+         auto b = Bytes().header(0, 0).b;
+         b[0] = 'X';
+         return b;
+       }(),
+       "not a GGUF file"},
       {"version 4", Bytes().header(0, 0, 4).b, "GGUF version 4 is not supported"},
       {"big-endian", Bytes().header(0, 0, 0x03000000u).b, "big-endian"},
       {"huge tensor count", Bytes().header(huge, 0).b, "tensor count 4611686018427387904 exceeds the limit"},
@@ -166,21 +178,31 @@ TEST_CASE("io: gguf rejects hostile files") {
       {"key length past EOF", Bytes().header(0, 1).u64(1000).zeros(8).b, "metadata key/value 0: key at offset"},
       {"key length huge", Bytes().header(0, 1).u64(huge).zeros(8).b, "over the limit of 65535"},
       {"empty key", Bytes().header(0, 1).str("").u32(4).u32(0).b, "empty key"},
-      {"string value past EOF", Bytes().header(0, 1).str("k").u32(8).u64(1u << 20).zeros(4).b, "metadata key 'k': string at offset"},
+      {"string value past EOF", Bytes().header(0, 1).str("k").u32(8).u64(1u << 20).zeros(4).b,
+       "metadata key 'k': string at offset"},
       {"string value too long", Bytes().header(0, 1).str("k").u32(8).u64(huge).b, "over the limit of 67108864"},
       {"unknown value type", Bytes().header(0, 1).str("k").u32(13).u32(0).b, "unknown value type 13"},
-      {"unknown array element type", Bytes().header(0, 1).str("k").u32(9).u32(99).u64(0).b, "unknown array element type 99"},
-      {"array of arrays", Bytes().header(0, 1).str("k").u32(9).u32(9).u64(1).u32(4).u64(0).b, "arrays of arrays are not supported"},
-      {"huge array", Bytes().header(0, 1).str("k").u32(9).u32(0).u64(huge).b, "array length 4611686018427387904 exceeds the limit"},
-      {"array past EOF", Bytes().header(0, 1).str("k").u32(9).u32(4).u64(1u << 20).zeros(16).b, "array of 1048576 uint32 needs more than"},
-      {"string array past EOF", Bytes().header(0, 1).str("k").u32(9).u32(8).u64(1u << 20).zeros(16).b, "array of 1048576 strings needs more than"},
-      {"string in array past EOF", Bytes().header(0, 1).str("k").u32(9).u32(8).u64(2).str("a").u64(100).b, "metadata key 'k': string 1 at offset"},
+      {"unknown array element type", Bytes().header(0, 1).str("k").u32(9).u32(99).u64(0).b,
+       "unknown array element type 99"},
+      {"array of arrays", Bytes().header(0, 1).str("k").u32(9).u32(9).u64(1).u32(4).u64(0).b,
+       "arrays of arrays are not supported"},
+      {"huge array", Bytes().header(0, 1).str("k").u32(9).u32(0).u64(huge).b,
+       "array length 4611686018427387904 exceeds the limit"},
+      {"array past EOF", Bytes().header(0, 1).str("k").u32(9).u32(4).u64(1u << 20).zeros(16).b,
+       "array of 1048576 uint32 needs more than"},
+      {"string array past EOF", Bytes().header(0, 1).str("k").u32(9).u32(8).u64(1u << 20).zeros(16).b,
+       "array of 1048576 strings needs more than"},
+      {"string in array past EOF", Bytes().header(0, 1).str("k").u32(9).u32(8).u64(2).str("a").u64(100).b,
+       "metadata key 'k': string 1 at offset"},
       {"truncated scalar", Bytes().header(0, 1).str("k").u32(10).u32(1).b, "uint64 value at offset"},
       {"bad bool", Bytes().header(0, 1).str("k").u32(7).put<uint8_t>(2).b, "bool value 2 is not 0 or 1"},
       {"duplicate key", Bytes().header(0, 2).kv_u32("k", 1).kv_u32("k", 2).b, "duplicate metadata key 'k'"},
-      {"alignment not uint32", Bytes().header(0, 1).str("general.alignment").u32(10).u64(32).b, "general.alignment must be a uint32"},
-      {"alignment not a power of two", Bytes().header(0, 1).kv_u32("general.alignment", 48).b, "general.alignment 48 is not a power of two"},
-      {"alignment 0", Bytes().header(0, 1).kv_u32("general.alignment", 0).b, "general.alignment 0 is not a power of two"},
+      {"alignment not uint32", Bytes().header(0, 1).str("general.alignment").u32(10).u64(32).b,
+       "general.alignment must be a uint32"},
+      {"alignment not a power of two", Bytes().header(0, 1).kv_u32("general.alignment", 48).b,
+       "general.alignment 48 is not a power of two"},
+      {"alignment 0", Bytes().header(0, 1).kv_u32("general.alignment", 0).b,
+       "general.alignment 0 is not a power of two"},
       {"n_dims 5", one_tensor({1, 1, 1, 1, 1}, 0, 0, 32), "tensor 't': n_dims 5 is outside 1..4"},
       {"n_dims 0", one_tensor({}, 0, 0, 32), "tensor 't': n_dims 0 is outside 1..4"},
       {"n_dims huge", Bytes().header(1, 0).str("t").u32(0xffffffffu).zeros(64).b, "n_dims 4294967295"},
@@ -200,8 +222,14 @@ TEST_CASE("io: gguf rejects hostile files") {
       {"duplicate tensor", Bytes().header(2, 0).tensor("a", {4}, 0, 0).tensor("a", {4}, 0, 32).pad().zeros(64).b,
        "duplicate tensor 'a'"},
       {"empty tensor name", Bytes().header(1, 0).tensor("", {4}, 0, 0).pad().zeros(32).b, "empty tensor name"},
-      {"long tensor name", Bytes().header(1, 0).tensor(std::string(65, 'n'), {4}, 0, 0).pad().zeros(32).b, "over the limit of 64"},
-      {"truncated tensor info", [] { auto b = Bytes().header(1, 0).tensor("t", {4, 4}, 0, 0).b; b.resize(b.size() - 6); return b; }(),
+      {"long tensor name", Bytes().header(1, 0).tensor(std::string(65, 'n'), {4}, 0, 0).pad().zeros(32).b,
+       "over the limit of 64"},
+      {"truncated tensor info",
+       [] {
+         auto b = Bytes().header(1, 0).tensor("t", {4, 4}, 0, 0).b;
+         b.resize(b.size() - 6);
+         return b;
+       }(),
        "tensor 't': data offset at offset 57 needs 8 bytes but only 2 remain"},
   };
   for (const auto& c : cases) {
@@ -250,7 +278,8 @@ TEST_CASE("io: gguf from diffvk quantize_model reads back") {
   for (QuantKind k : {QuantKind::f16, QuantKind::q8_0, QuantKind::q4_0}) {
     CAPTURE(quant_kind_name(k));
     const std::string path = (std::filesystem::temp_directory_path() /
-                              ("diffvk_test_gguf_" + std::to_string(::getpid()) + "_" + quant_kind_name(k) + ".gguf")).string();
+                              ("diffvk_test_gguf_" + std::to_string(::getpid()) + "_" + quant_kind_name(k) + ".gguf"))
+                                 .string();
     const QuantizeReport r = quantize_model(model, path, k);
     CHECK(r.tensors == 31);
     const GgufFile f = GgufFile::open(path);
@@ -260,14 +289,17 @@ TEST_CASE("io: gguf from diffvk quantize_model reads back") {
     const GgufTensorInfo* q = f.find_tensor("blk.0.attn_q.weight");
     REQUIRE(q);
     CHECK(q->shape() == std::vector<int64_t>{64, 64});
-    const QuantType qt = k == QuantKind::f16 ? QuantType::f16 : k == QuantKind::q8_0 ? QuantType::q8_0 : QuantType::q4_0;
+    const QuantType qt = k == QuantKind::f16    ? QuantType::f16
+                         : k == QuantKind::q8_0 ? QuantType::q8_0
+                                                : QuantType::q4_0;
     std::vector<float> row(64);
     double worst = 0;
     for (int r0 = 0; r0 < 64; ++r0) {
       dequantize_row(qt, f.data(*q) + size_t(r0) * quant_row_bytes(qt, 64), 64, row.data());
       float amax = 0;
       for (int c = 0; c < 64; ++c) amax = std::max(amax, std::fabs(q_src[size_t(r0 * 64 + c)]));
-      for (int c = 0; c < 64; ++c) worst = std::max(worst, double(std::fabs(row[size_t(c)] - q_src[size_t(r0 * 64 + c)])) / (amax + 1e-30));
+      for (int c = 0; c < 64; ++c)
+        worst = std::max(worst, double(std::fabs(row[size_t(c)] - q_src[size_t(r0 * 64 + c)])) / (amax + 1e-30));
     }
     CHECK(worst <= (k == QuantKind::q4_0 ? 1.0 / 8 : k == QuantKind::q8_0 ? 1.0 / 127 : 1.0 / 1024));
     // Norms and λ stay F32, bit for bit.
@@ -302,11 +334,13 @@ TEST_CASE("io: gguf parses many entries in linear time") {
   CHECK(f.require_value("s").strings.size() == (1u << 20));
   CHECK(s < 5.0);
   // One tensor more than the limit is refused before anything is allocated.
-  CHECK(parse_error(Bytes().header(kGgufMaxTensors + 1, 0).b).find("exceeds the limit of 1048576") != std::string::npos);
+  CHECK(parse_error(Bytes().header(kGgufMaxTensors + 1, 0).b).find("exceeds the limit of 1048576") !=
+        std::string::npos);
 }
 
 TEST_CASE("io: gguf checkpoints refuse foreign or incomplete files") {
-  const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_ck_" + std::to_string(::getpid()))).string();
+  const std::string base =
+      (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_ck_" + std::to_string(::getpid()))).string();
   auto error_of = [&](const GgufWriter& w) -> std::string {
     const std::string p = base + ".gguf";
     w.write(p);
@@ -337,9 +371,12 @@ TEST_CASE("io: gguf checkpoints refuse foreign or incomplete files") {
   for (const GgufKV& kv : full.metadata()) {
     const std::string k(kv.key);
     if (k == "general.alignment") continue;
-    if (kv.value.type == GgufType::string) w.add_string(k, std::string(kv.value.str));
-    else if (kv.value.type == GgufType::float32) w.add_f32(k, float(kv.value.as_f64(k)));
-    else w.add_u32(k, uint32_t(kv.value.as_u64(k)));
+    if (kv.value.type == GgufType::string)
+      w.add_string(k, std::string(kv.value.str));
+    else if (kv.value.type == GgufType::float32)
+      w.add_f32(k, float(kv.value.as_f64(k)));
+    else
+      w.add_u32(k, uint32_t(kv.value.as_u64(k)));
   }
   for (const GgufTensorInfo& t : full.tensors()) {
     if (t.name == "blk.1.ffn_up.weight") continue;

@@ -56,7 +56,7 @@ uint16_t ref_from_float(Fmt16 fm, float f) {
     return uint16_t(sign | unsigned(std::nearbyint(a * std::ldexp(1.0, fm.bias() - 1 + fm.man_bits))));
   }
   int e;
-  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const double m = std::frexp(a, &e);                                           // a = m * 2^e, m in [0.5, 1)
   const unsigned q = unsigned(std::nearbyint(std::ldexp(m, fm.man_bits + 1)));  // 2^man_bits .. 2^(man_bits+1)
   const double bits = double(e - 1 + fm.bias()) * double(1u << fm.man_bits) + q - double(1u << fm.man_bits);
   return uint16_t(sign | (bits >= fm.inf() ? fm.inf() : unsigned(bits)));
@@ -82,7 +82,8 @@ TEST_CASE("io: half_to_float exhaustive against reference") {
     }
     // Exact round trip for every pattern, NaNs included.
     REQUIRE_MESSAGE(diffvk::float_to_half(got) == h, "h=" << h);
-#if defined(__FLT16_MAX__) && !(defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && defined(__aarch64__))  // g++ 12 on aarch64 defines the macro but has no C++ _Float16
+#if defined(__FLT16_MAX__) && !(defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && \
+                                defined(__aarch64__))  // g++ 12 on aarch64 defines the macro but has no C++ _Float16
     _Float16 hf;
     uint16_t hb = uint16_t(h);
     std::memcpy(&hf, &hb, 2);
@@ -135,7 +136,8 @@ TEST_CASE("io: float_to_half / float_to_bf16 rounding against reference") {
     if (std::isnan(f)) continue;
     REQUIRE_MESSAGE(diffvk::float_to_half(f) == ref_float_to_half(f), "f=" << f << " bits=" << fbits(f));
     REQUIRE_MESSAGE(diffvk::float_to_bf16(f) == ref_float_to_bf16(f), "f=" << f << " bits=" << fbits(f));
-#if defined(__FLT16_MAX__) && !(defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && defined(__aarch64__))  // g++ 12 on aarch64 defines the macro but has no C++ _Float16
+#if defined(__FLT16_MAX__) && !(defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && \
+                                defined(__aarch64__))  // g++ 12 on aarch64 defines the macro but has no C++ _Float16
     _Float16 hf = static_cast<_Float16>(f);
     uint16_t hb;
     std::memcpy(&hb, &hf, 2);

@@ -86,7 +86,8 @@ TEST_CASE("hostile json: the bounded entry point limits depth and size") {
   for (bool objects : {false, true}) {
     for (size_t n : {65, 1000, 100000}) {
       CAPTURE(n);
-      expect_error([&] { parse_json(deep(n, objects), "x.json", 1 << 30); }, Status::format_error, "x.json: " + std::string(kDeepError));
+      expect_error([&] { parse_json(deep(n, objects), "x.json", 1 << 30); }, Status::format_error,
+                   "x.json: " + std::string(kDeepError));
     }
   }
   expect_error([] { parse_json(std::string(100, ' '), "x.json", 99); }, Status::format_error,
@@ -97,7 +98,8 @@ TEST_CASE("hostile json: the bounded entry point limits depth and size") {
 TEST_CASE("hostile json: deep values in config.json give an error") {
   test::TempDir tmp("diffvk-deep-config");
   const std::string hf = slurp(kData + "/hf_mha/config.json");
-  for (const char* key : {"model_type", "bos_token_id", "eos_token_id", "tie_word_embeddings", "rope_scaling", "rope_parameters", "vocab_size"}) {
+  for (const char* key : {"model_type", "bos_token_id", "eos_token_id", "tie_word_embeddings", "rope_scaling",
+                          "rope_parameters", "vocab_size"}) {
     CAPTURE(key);
     put(tmp / "config.json", with_value(hf, {key}, deep(100000)));
     expect_error([&] { open_checkpoint(tmp.path()); }, Status::format_error, kDeepError);
@@ -119,7 +121,8 @@ TEST_CASE("hostile json: a deep shard index gives an error") {
   put(tmp / "config.json", slurp(kData + "/hf_gqa_llama3/config.json"));
   const std::string index = slurp(kData + "/hf_gqa_llama3/model.safetensors.index.json");
   put(tmp / "model.safetensors.index.json", with_value(index, {"metadata"}, deep(100000)));
-  expect_error([&] { open_checkpoint(tmp.path()); }, Status::format_error, "model.safetensors.index.json: " + std::string(kDeepError));
+  expect_error([&] { open_checkpoint(tmp.path()); }, Status::format_error,
+               "model.safetensors.index.json: " + std::string(kDeepError));
 }
 
 TEST_CASE("hostile json: deep values in tokenizer files give an error") {
@@ -127,16 +130,19 @@ TEST_CASE("hostile json: deep values in tokenizer files give an error") {
   const std::string dir = kData + "/tokenizer/gpt2-bpe";
   const std::string tj = slurp(dir + "/tokenizer.json");
   const std::string tc = slurp(dir + "/tokenizer_config.json");
-  const std::vector<std::vector<std::string>> paths = {{"model", "vocab", "!"}, {"normalizer"}, {"post_processor"}, {"pre_tokenizer"}, {"added_tokens"}};
+  const std::vector<std::vector<std::string>> paths = {
+      {"model", "vocab", "!"}, {"normalizer"}, {"post_processor"}, {"pre_tokenizer"}, {"added_tokens"}};
   put(tmp / "tokenizer_config.json", tc);
   for (const auto& p : paths) {
     CAPTURE(p.back());
     put(tmp / "tokenizer.json", with_value(tj, p, deep(100000)));
-    expect_error([&] { Tokenizer::load(tmp.path()); }, Status::format_error, "tokenizer.json: " + std::string(kDeepError));
+    expect_error([&] { Tokenizer::load(tmp.path()); }, Status::format_error,
+                 "tokenizer.json: " + std::string(kDeepError));
   }
   put(tmp / "tokenizer.json", tj);
   put(tmp / "tokenizer_config.json", with_value(tc, {"bos_token"}, deep(100000, true)));
-  expect_error([&] { Tokenizer::load(tmp.path()); }, Status::format_error, "tokenizer_config.json: " + std::string(kDeepError));
+  expect_error([&] { Tokenizer::load(tmp.path()); }, Status::format_error,
+               "tokenizer_config.json: " + std::string(kDeepError));
   put(tmp / "tokenizer_config.json", tc);
   put(tmp / "config.json", "{\"bos_token_id\": " + deep(100000) + "}");
   expect_error([&] { Tokenizer::load(tmp.path()); }, Status::format_error, "config.json: " + std::string(kDeepError));
@@ -146,7 +152,8 @@ TEST_CASE("hostile json: a deep config given to Model::load_memory gives an erro
   auto ctx = test::make_context();
   const std::string cfg = "{\"vocab_size\": " + deep(100000) + "}";
   const uint8_t st[8] = {0};
-  expect_error([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), st, sizeof st, "mem"); }, Status::format_error, kDeepError);
+  expect_error([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), st, sizeof st, "mem"); }, Status::format_error,
+               kDeepError);
 }
 
 // A size lie: diffvk_model_load_fd given 2.25 GiB for a 6 MB file returned the right error
@@ -161,9 +168,14 @@ TEST_CASE("hostile inputs: Model::load_fd checks a size lie against the file bef
   REQUIRE(st >= 0);
   struct rusage before, after;
   getrusage(RUSAGE_SELF, &before);
-  expect_error([&] { Model::load_fd(*ctx, {cfg, 0, -1}, {st, 0, int64_t(9) << 28}); }, Status::io_error, "the file ends after");
+  expect_error(
+      [&] {
+        Model::load_fd(*ctx, {cfg, 0, -1}, {st, 0, int64_t(9) << 28});
+      },
+      Status::io_error, "the file ends after");
   getrusage(RUSAGE_SELF, &after);
-  CHECK_MESSAGE(after.ru_maxrss - before.ru_maxrss < 64 * 1024, "peak memory grew by " << (after.ru_maxrss - before.ru_maxrss) << " KiB");
+  CHECK_MESSAGE(after.ru_maxrss - before.ru_maxrss < 64 * 1024,
+                "peak memory grew by " << (after.ru_maxrss - before.ru_maxrss) << " KiB");
   ::close(cfg);
   ::close(st);
 }
@@ -217,7 +229,8 @@ template <typename F>
 void check_linear(size_t n, F&& run) {
   const double small = run(n / 10);
   const double big = run(n);
-  CHECK_MESSAGE(big <= 30.0 * small + 1.0, n << " entries: " << big << " s; " << n / 10 << " entries: " << small << " s");
+  CHECK_MESSAGE(big <= 30.0 * small + 1.0,
+                n << " entries: " << big << " s; " << n / 10 << " entries: " << small << " s");
 }
 }  // namespace
 
@@ -226,8 +239,8 @@ TEST_CASE("hostile inputs: a safetensors header with 10^5 tensors parses in line
     std::string hdr = "{";
     for (size_t i = 0; i < n; ++i) {
       if (i) hdr += ",";
-      hdr += "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" + std::to_string(4 * i) + "," +
-             std::to_string(4 * i + 4) + "]}";
+      hdr += "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+             std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
     }
     hdr += "}";
     std::vector<uint8_t> file(8);
@@ -235,7 +248,8 @@ TEST_CASE("hostile inputs: a safetensors header with 10^5 tensors parses in line
     file.insert(file.end(), hdr.begin(), hdr.end());
     file.resize(file.size() + 4 * n, 0);
     size_t count = 0;
-    const double t = seconds([&] { count = SafetensorsFile::from_bytes(std::move(file), "many.safetensors").tensors().size(); });
+    const double t =
+        seconds([&] { count = SafetensorsFile::from_bytes(std::move(file), "many.safetensors").tensors().size(); });
     CHECK(count == n);
     return t;
   });
@@ -246,7 +260,8 @@ TEST_CASE("hostile inputs: a shard index with 3·10^5 distinct shards is read in
     test::TempDir tmp("diffvk-many-shards");
     put(tmp / "config.json", slurp(kData + "/hf_gqa_llama3/config.json"));
     std::string index = "{\"weight_map\":{";
-    for (size_t i = 0; i < n; ++i) index += (i ? ",\"w" : "\"w") + std::to_string(i) + "\":\"s" + std::to_string(i) + ".safetensors\"";
+    for (size_t i = 0; i < n; ++i)
+      index += (i ? ",\"w" : "\"w") + std::to_string(i) + "\":\"s" + std::to_string(i) + ".safetensors\"";
     index += "}}";
     put(tmp / "model.safetensors.index.json", index);
     // The index is read whole, then the first shard is missing.
@@ -261,7 +276,8 @@ TEST_CASE("hostile inputs: 10^6 added tokens in tokenizer.json load in linear ti
     json j = base_json;
     const int32_t base = 1000;
     json added = json::array();
-    for (int32_t i = 0; i < int32_t(n); ++i) added.push_back({{"content", "<x" + std::to_string(i) + ">"}, {"id", base + i}});
+    for (int32_t i = 0; i < int32_t(n); ++i)
+      added.push_back({{"content", "<x" + std::to_string(i) + ">"}, {"id", base + i}});
     j["added_tokens"] = std::move(added);
     put(tmp / "tokenizer.json", j.dump());
     j = json();

@@ -184,8 +184,10 @@ TEST_CASE("hostile: tensors that do not match the config are refused naming the 
       auto ts = base.tensors;
       auto& t = ts.at(name);
       // Same element count, other shape: transposed / flattened.
-      if (t.shape.size() == 2) std::swap(t.shape[0], t.shape[1]);
-      else t.shape = {1, t.shape[0]};
+      if (t.shape.size() == 2)
+        std::swap(t.shape[0], t.shape[1]);
+      else
+        t.shape = {1, t.shape[0]};
       if (t.shape.size() == 2 && t.shape[0] == t.shape[1]) t.shape = {t.shape[0] * t.shape[1]};
       load_with(ts, Status::format_error, {std::string("'") + name + "'", "shape"});
     }
@@ -198,8 +200,8 @@ TEST_CASE("hostile: tensors that do not match the config are refused naming the 
   }
   SUBCASE("non-finite lambda vector or norm weight") {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    for (const char* name : {"layers.0.attn.lambda_q1", "layers.0.attn.lambda_k2", "norm.weight", "layers.0.attn_norm.weight",
-                             "layers.0.ffn_norm.weight", "layers.0.attn.subln.weight"}) {
+    for (const char* name : {"layers.0.attn.lambda_q1", "layers.0.attn.lambda_k2", "norm.weight",
+                             "layers.0.attn_norm.weight", "layers.0.ffn_norm.weight", "layers.0.attn.subln.weight"}) {
       for (float bad : {nan, inf, -inf}) {
         auto ts = base.tensors;
         auto& t = ts.at(name);
@@ -230,8 +232,10 @@ TEST_CASE("hostile: bad config.json values are refused naming the key") {
   test::write_bytes(dir + "/model.safetensors", base.file.data(), base.file.size());
   auto with = [&](const std::string& key, const json& value) {
     json c = cfg;
-    if (value.is_discarded()) c.erase(key);
-    else c[key] = value;
+    if (value.is_discarded())
+      c.erase(key);
+    else
+      c[key] = value;
     test::write_text(dir + "/config.json", c.dump());
   };
   const json gone(json::value_t::discarded);
@@ -250,9 +254,9 @@ TEST_CASE("hostile: bad config.json values are refused naming the key") {
       {"intermediate_size", 0, "'intermediate_size'"},
       {"max_position_embeddings", 0, "'max_position_embeddings'"},
       {"hidden_size", 2 * H * 8 + 1, "not divisible by 2 x num_heads"},  // E not divisible by 2H
-      {"num_kv_heads", H + 1, "does not divide num_heads"},               // H not divisible by Hkv
-      {"vocab_size", uint64_t(1) << 40, "'vocab_size'"},                  // huge vocab
-      {"vocab_size", 4294967296ull + 256, "'vocab_size'"},                // wraps to 256 in 32 bits
+      {"num_kv_heads", H + 1, "does not divide num_heads"},              // H not divisible by Hkv
+      {"vocab_size", uint64_t(1) << 40, "'vocab_size'"},                 // huge vocab
+      {"vocab_size", 4294967296ull + 256, "'vocab_size'"},               // wraps to 256 in 32 bits
       {"vocab_size", -1, "'vocab_size'"},
       {"vocab_size", gone, "'vocab_size' is missing"},
       {"num_layers", 1.5, "'num_layers' must be an integer"},
@@ -279,8 +283,9 @@ TEST_CASE("hostile: bad config.json values are refused naming the key") {
     expect_refused(*ctx, dir, Status::format_error, {"model.safetensors", "ffn", "shape"});
   }
   SUBCASE("invalid JSON") {
-    for (std::string text : {std::string("{\"vocab_size\": 256,"), std::string(""), std::string("[]"), base.config_text + "}",
-                             std::string("{\"vocab_size\": 2\0 56}", 20), std::string(100000, '[')}) {
+    for (std::string text :
+         {std::string("{\"vocab_size\": 256,"), std::string(""), std::string("[]"), base.config_text + "}",
+          std::string("{\"vocab_size\": 2\0 56}", 20), std::string(100000, '[')}) {
       test::write_text(dir + "/config.json", text);
       expect_refused(*ctx, dir, Status::format_error, {"config.json"});
     }

@@ -99,7 +99,8 @@ TEST_CASE("io: npy header variants and dtypes") {
       CHECK(a.numel() == 2);
     }
   }
-  auto sc = npy_parse(npy_raw("{'descr': '<f4', 'fortran_order': False, 'shape': ( ), }", as_bytes(std::vector<float>{3})));
+  auto sc =
+      npy_parse(npy_raw("{'descr': '<f4', 'fortran_order': False, 'shape': ( ), }", as_bytes(std::vector<float>{3})));
   CHECK(sc.shape.empty());
   CHECK(diffvk::npy_as_float(sc) == std::vector<float>{3.0f});
 
@@ -111,7 +112,8 @@ TEST_CASE("io: npy header variants and dtypes") {
   CHECK(c8[2] == 2.5f);
 
   const std::vector<uint16_t> f2 = {0x3c00, 0xc000, 0x0001};
-  auto c2 = diffvk::npy_as_float(npy_parse(npy_raw("{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", as_bytes(f2))));
+  auto c2 = diffvk::npy_as_float(
+      npy_parse(npy_raw("{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", as_bytes(f2))));
   CHECK(c2 == std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24)});
 
   const std::vector<int64_t> i8 = {-1, int64_t(1) << 50};
@@ -151,7 +153,9 @@ TEST_CASE("io: npy rejects malformed files") {
       {"bad magic", bad_magic, "bad magic"},
       {"version 4", npy_raw(good, zeros(8), 4), "unsupported format version 4.0"},
       {"version 1.1", npy_raw(good, zeros(8), 1, 1), "unsupported format version 1.1"},
-      {"header past end", {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 200, 0, '{', '}'}, "header length 200 exceeds the 2 bytes"},
+      {"header past end",
+       {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 200, 0, '{', '}'},
+       "header length 200 exceeds the 2 bytes"},
       {"huge v2 header", huge_v2, "exceeds the"},
   };
   // The rest are version 1.0 files that differ only in the header text and the number of data bytes.
@@ -160,13 +164,15 @@ TEST_CASE("io: npy rejects malformed files") {
       {"big endian", h(">f4", "False", "(2,)"), 8, "unsupported dtype '>f4' (big-endian)"},
       {"unknown dtype", h("<u2", "False", "(4,)"), 8, "unsupported dtype '<u2'"},
       {"empty dtype", h("", "False", "(4,)"), 8, "unsupported dtype ''"},
-      {"structured dtype", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8, "structured dtypes are not supported"},
+      {"structured dtype", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8,
+       "structured dtypes are not supported"},
       {"fortran not bool", h("<f4", "0", "(2,)"), 8, "must be True or False"},
       {"missing descr", "{'fortran_order': False, 'shape': (2,), }", 8, "no 'descr'"},
       {"missing fortran", "{'descr': '<f4', 'shape': (2,), }", 8, "no 'fortran_order'"},
       {"missing shape", "{'descr': '<f4', 'fortran_order': False}", 8, "no 'shape'"},
       {"extra key", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8, "unexpected key 'x'"},
-      {"duplicate key", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8, "duplicate key 'descr'"},
+      {"duplicate key", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8,
+       "duplicate key 'descr'"},
       {"shape list", h("<f4", "False", "[2]"), 8, "'shape' must be a tuple"},
       {"shape (2)", h("<f4", "False", "(2)"), 8, "not a tuple"},
       {"shape no comma", h("<f4", "False", "(1 2)"), 8, "expected ',' or ')'"},
@@ -183,8 +189,10 @@ TEST_CASE("io: npy rejects malformed files") {
       {"escape", "{'de\\scr': '<f4'}", 8, "escape sequences"},
       {"not a dict", "('<f4', False, (2,))", 8, "must start with '{'"},
       {"junk after dict", h("<f4", "False", "(2,)") + "x", 8, "unexpected data after the header dict"},
-      {"missing comma between keys", "{'descr': '<f4' 'fortran_order': False, 'shape': (2,)}", 8, "expected ',' or '}'"},
-      {"nul in header", std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}") + '\0', 8, "unexpected data"},
+      {"missing comma between keys", "{'descr': '<f4' 'fortran_order': False, 'shape': (2,)}", 8,
+       "expected ',' or '}'"},
+      {"nul in header", std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}") + '\0', 8,
+       "unexpected data"},
       {"data short", h("<f4", "False", "(3,)"), 8, "needs 12 data bytes, file has 8 (truncated)"},
       {"data long", h("<f4", "False", "(1,)"), 8, "needs 4 data bytes, file has 8 (trailing bytes)"},
       {"scalar without data", h("<f4", "False", "()"), 0, "needs 4 data bytes"},
@@ -208,7 +216,8 @@ TEST_CASE("io: npy header length and dimension count have limits") {
   CHECK(npy_parse(npy_raw(at_limit, zeros(8), 2)).shape == std::vector<int64_t>{2});
   std::vector<Rejected> cases = {
       {"65 dims", npy_raw(h(dims65, 0), zeros(4)), "'shape' has more than 64 dimensions"},
-      {"header over the limit", npy_raw(at_limit + " ", zeros(8), 2), "header length 1048577 exceeds the limit of 1048576 bytes"},
+      {"header over the limit", npy_raw(at_limit + " ", zeros(8), 2),
+       "header length 1048577 exceeds the limit of 1048576 bytes"},
   };
   check_rejected(cases, npy_parse, "test.npy: ");
 }

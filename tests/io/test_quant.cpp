@@ -47,14 +47,14 @@ uint16_t ref_half(float f) {
   if (a == 0) return sign;
   if (std::isinf(a)) return uint16_t(sign | 0x7c00);
   int e = std::ilogb(a);
-  if (e < -14) e = -14;                                // subnormal: units of 2^-24
-  double m = std::nearbyint(std::ldexp(a, 10 - e));    // 11-bit significand, ties to even
-  if (m >= 2048) {                                     // rounding carried into the next binade
+  if (e < -14) e = -14;                              // subnormal: units of 2^-24
+  double m = std::nearbyint(std::ldexp(a, 10 - e));  // 11-bit significand, ties to even
+  if (m >= 2048) {                                   // rounding carried into the next binade
     m /= 2;
     ++e;
   }
   if (e > 15) return uint16_t(sign | 0x7c00);
-  if (m < 1024) return uint16_t(sign | uint16_t(m));   // subnormal (or rounded to zero)
+  if (m < 1024) return uint16_t(sign | uint16_t(m));  // subnormal (or rounded to zero)
   return uint16_t(sign | uint16_t((e + 15) << 10) | uint16_t(m - 1024));
 }
 
@@ -176,7 +176,8 @@ TEST_CASE("quant: types names sizes and widths") {
     CHECK_ERROR(diffvk::quantize_row_q4_0(x.data(), n, buf.data()), Status::invalid_argument, w);
     CHECK_ERROR(diffvk::dequantize_row_q8_0(buf.data(), n, x.data()), Status::invalid_argument, w);
     CHECK_ERROR(diffvk::dequantize_row_q4_0(buf.data(), n, x.data()), Status::invalid_argument, w);
-    CHECK_ERROR(diffvk::quantize_row(QuantType::q4_0, x.data(), n, buf.data()), Status::invalid_argument, "multiple of 32");
+    CHECK_ERROR(diffvk::quantize_row(QuantType::q4_0, x.data(), n, buf.data()), Status::invalid_argument,
+                "multiple of 32");
     CHECK_ERROR(diffvk::quant_row_bytes(QuantType::q4_0, n), Status::invalid_argument, w);
   }
   CHECK(buf[0] == 0);  // nothing written by a rejected call
@@ -250,11 +251,21 @@ TEST_CASE("quant: q4_0 hand-computed blocks") {
     for (size_t j = 2; j < 18; ++j) CHECK(b[j] == 0x88);
   }
   // Positive max 8: d = -1 (0xbc00), id = -1, nibble = trunc(8.5 - x), clamped to 15.
-  auto b = q4(block({{0, 8.0f}, {1, -7.0f}, {2, 0.5f}, {3, -0.5f}, {4, 1.5f}, {5, 2.5f}, {6, -6.5f},
-                     {16, -8.0f}, {17, std::nextafter(-7.5f, 0.0f)}, {18, -7.5f}, {19, 7.5f}, {20, std::nextafter(7.5f, 8.0f)}}));
+  auto b = q4(block({{0, 8.0f},
+                     {1, -7.0f},
+                     {2, 0.5f},
+                     {3, -0.5f},
+                     {4, 1.5f},
+                     {5, 2.5f},
+                     {6, -6.5f},
+                     {16, -8.0f},
+                     {17, std::nextafter(-7.5f, 0.0f)},
+                     {18, -7.5f},
+                     {19, 7.5f},
+                     {20, std::nextafter(7.5f, 8.0f)}}));
   CHECK(scale_of(b) == 0xbc00);
-  const std::pair<size_t, int> want[] = {{0, 0}, {1, 15}, {2, 8}, {3, 9}, {4, 7}, {5, 6}, {6, 15}, {7, 8},
-                                         {16, 15}, {17, 15}, {18, 15}, {19, 1}, {20, 0}};
+  const std::pair<size_t, int> want[] = {{0, 0}, {1, 15},  {2, 8},   {3, 9},   {4, 7},  {5, 6}, {6, 15},
+                                         {7, 8}, {16, 15}, {17, 15}, {18, 15}, {19, 1}, {20, 0}};
   for (auto [j, q] : want) {
     CAPTURE(j);
     CHECK(q4_at(b, j) == q);
@@ -353,12 +364,22 @@ TEST_CASE("quant: random rows match the independent reference byte for byte") {
     std::vector<float> x(n);
     for (auto& v : x) {
       switch (mode) {
-        case 0: v = normal(rng) * 0.02f; break;                                      // weights
-        case 1: v = bitsf(uint32_t(rng())); break;                                   // any bit pattern
-        case 2: v = float(int(rng() % 33) - 16) * 0.5f; break;                       // ties, boundaries
-        case 3: v = std::ldexp(normal(rng), -110 - int(rng() % 40)); break;          // subnormal scales
-        case 4: v = float(int(rng() % 17) - 8) * (1.0f + float(int(rng() % 5) - 2) * 1.2e-7f); break;
-        default: {                                                                   // specials mixed in
+        case 0:
+          v = normal(rng) * 0.02f;
+          break;  // weights
+        case 1:
+          v = bitsf(uint32_t(rng()));
+          break;  // any bit pattern
+        case 2:
+          v = float(int(rng() % 33) - 16) * 0.5f;
+          break;  // ties, boundaries
+        case 3:
+          v = std::ldexp(normal(rng), -110 - int(rng() % 40));
+          break;  // subnormal scales
+        case 4:
+          v = float(int(rng() % 17) - 8) * (1.0f + float(int(rng() % 5) - 2) * 1.2e-7f);
+          break;
+        default: {  // specials mixed in
           const unsigned r = unsigned(rng() % 24);
           v = r == 0 ? kNaN : r == 1 ? kInf : r == 2 ? -kInf : r == 3 ? -0.0f : normal(rng);
         }

@@ -79,8 +79,10 @@ TEST_CASE("inputs: a FIFO, a device node, a directory and a symlink loop are ref
       std::string what;
       const double s = seconds_of([&] {
         try {
-          if (mapped) platform::MappedFile f(path);
-          else platform::read_file(path, uint64_t(1) << 32);
+          if (mapped)
+            platform::MappedFile f(path);
+          else
+            platform::read_file(path, uint64_t(1) << 32);
         } catch (const Error& e) {
           what = e.what();
         }
@@ -135,7 +137,8 @@ TEST_CASE("cli: inputs that would hang or never end are refused within a second"
   FifoUnblocker unblock(fifo, 10.0);
   for (const std::string& tokens : {std::string("/dev/zero"), std::string("/dev/urandom"), fifo}) {
     CAPTURE(tokens);
-    auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 1 --output " + (tmp / "o.npy"));
+    auto r = test::run_cli(
+        tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 1 --output " + (tmp / "o.npy"));
     CAPTURE(r.out);
     CHECK(r.exit_code != 0);
     CHECK(r.exit_code != 124);  // not killed by timeout
@@ -156,8 +159,8 @@ TEST_CASE("cli: an output that is an input is refused before any work and the in
   const std::string link = tmp / "link.npy", hard = tmp / "hard.npy";
   REQUIRE(::symlink(tokens.c_str(), link.c_str()) == 0);
   REQUIRE(::link(tokens.c_str(), hard.c_str()) == 0);
-  for (const std::string& out : {tokens, link, hard, model + "/model.safetensors", model + "/config.json",
-                                 model + "/../model/config.json"}) {
+  for (const std::string& out :
+       {tokens, link, hard, model + "/model.safetensors", model + "/config.json", model + "/../model/config.json"}) {
     CAPTURE(out);
     auto r = test::run_cli(tmp, "logits --model " + model + " --tokens " + tokens + " --prompt-len 2 --output " + out);
     CAPTURE(r.out);
@@ -168,8 +171,8 @@ TEST_CASE("cli: an output that is an input is refused before any work and the in
   CHECK(test::read_bytes(tokens) == tokens_before);
   CHECK(test::read_bytes(model + "/model.safetensors") == weights_before);
   // The layer command: --output equal to --input.
-  auto r = test::run_cli(tmp, "layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --input " + tokens +
-                            " --output " + link);
+  auto r = test::run_cli(tmp, "layer --weights " + model + "/model.safetensors --num-heads 2 --depth 0 --input " +
+                                  tokens + " --output " + link);
   CAPTURE(r.out);
   CHECK(r.exit_code != 0);
   CHECK(contains(r.out, "same file"));
@@ -212,7 +215,8 @@ TEST_CASE("cli: checks come before the compute (output directory, tokens, prompt
   }
   // The same sampling rules in the C ABI.
   diffvk_sampler* s = nullptr;
-  for (auto [t, p] : {std::pair<float, float>{NAN, 1.0f}, {INFINITY, 1.0f}, {-1.0f, 1.0f}, {1.0f, 0.0f}, {1.0f, NAN}, {1.0f, 1.5f}}) {
+  for (auto [t, p] :
+       {std::pair<float, float>{NAN, 1.0f}, {INFINITY, 1.0f}, {-1.0f, 1.0f}, {1.0f, 0.0f}, {1.0f, NAN}, {1.0f, 1.5f}}) {
     CAPTURE(t);
     CAPTURE(p);
     CHECK(diffvk_sampler_create(t, 0, p, 1, &s) == DIFFVK_INVALID_ARGUMENT);
@@ -253,7 +257,8 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
     const std::string outdir = tmp / ("out" + std::to_string(sig));
     test::fs::create_directory(outdir);
     const std::string out = outdir + "/o.npy";
-    std::vector<std::string> args = {DIFFVK_CLI_PATH, "logits", "--model", model, "--tokens", tokens, "--prompt-len", "2", "--output", out};
+    std::vector<std::string> args = {DIFFVK_CLI_PATH, "logits",       "--model", model,      "--tokens",
+                                     tokens,          "--prompt-len", "2",       "--output", out};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -262,8 +267,10 @@ TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary fi
     std::string preload = DIFFVK_FSYNC_PAUSE_SHIM;
     for (char** e = environ; *e; ++e) {
       const std::string v = *e;
-      if (v.rfind("LD_PRELOAD=", 0) == 0) preload = v.substr(11) + ":" + preload;
-      else env_s.push_back(v);
+      if (v.rfind("LD_PRELOAD=", 0) == 0)
+        preload = v.substr(11) + ":" + preload;
+      else
+        env_s.push_back(v);
     }
     env_s.push_back("LD_PRELOAD=" + preload);
     env_s.push_back("DIFFVK_TEST_FSYNC_PAUSE_MS=20000");
@@ -295,7 +302,10 @@ TEST_CASE("validation: a general loader message fails unless it is exactly on th
   test::TempDir tmp("diffvk-safe");
   // An ELF header of another architecture than the host's.
   std::vector<uint8_t> elf(64, 0);
-  std::memcpy(elf.data(), "\x7f" "ELF", 4);
+  std::memcpy(elf.data(),
+              "\x7f"
+              "ELF",
+              4);
   elf[4] = 2;  // ELFCLASS64
   elf[5] = 1;  // little endian
   elf[6] = 1;
@@ -330,8 +340,10 @@ TEST_CASE("validation: a general loader message fails unless it is exactly on th
       MESSAGE("reported: " << m);
     };
     { auto ctx = Context::create(o); }
-    if (selected) ::setenv(var, saved.c_str(), 1);
-    else ::unsetenv(var);
+    if (selected)
+      ::setenv(var, saved.c_str(), 1);
+    else
+      ::unsetenv(var);
     return n.load();
   };
   CHECK(messages_with(foreign) == 0);  // allowlisted: logged only

@@ -43,7 +43,7 @@ struct FaultAt {
   std::string site;
 };
 
-const std::vector<int32_t> kHead{2, 72, 101};                     // before the failing prefill
+const std::vector<int32_t> kHead{2, 72, 101};                        // before the failing prefill
 const std::vector<int32_t> kBody{108, 108, 111, 32, 119, 111, 114};  // 7 tokens: 4 chunks of 2
 }  // namespace
 

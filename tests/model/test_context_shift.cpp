@@ -48,7 +48,8 @@ void layer0_case(Precision precision, const std::string& dir = kTiny) {
   s->prefill(all);
   const uint32_t keep = 6, discard = 13;  // 26 rows move: two passes of <= 13
   s->shift(keep, discard);
-  const auto held = cat(std::vector<int32_t>(all.begin(), all.begin() + keep), std::vector<int32_t>(all.begin() + keep + discard, all.end()));
+  const auto held = cat(std::vector<int32_t>(all.begin(), all.begin() + keep),
+                        std::vector<int32_t>(all.begin() + keep + discard, all.end()));
   CHECK(s->position() == all.size() - discard);
   CHECK(s->tokens() == held);
   CHECK(s->history() == all);
@@ -120,7 +121,9 @@ TEST_CASE("context shift: bad arguments change nothing, the exact prefix survive
   CHECK(s->history() == std::vector<int32_t>(t.begin(), t.begin() + 3));
 }
 
-TEST_CASE("context shift: a prompt three times the context, then a conversation that only grows, continue without recompute") {
+TEST_CASE(
+    "context shift: a prompt three times the context, then a conversation that only grows, continue without "
+    "recompute") {
   auto ctx = test::make_context(Precision::fp32);
   auto model = Model::load(*ctx, kTiny);
   auto s = Session::create(*model, SessionOptions{40, 8});
@@ -132,7 +135,8 @@ TEST_CASE("context shift: a prompt three times the context, then a conversation 
   CHECK(s->position() <= 40);
   CHECK(s->history() == prompt);
   const auto held = s->tokens();
-  CHECK(std::vector<int32_t>(held.begin(), held.begin() + 5) == std::vector<int32_t>(prompt.begin(), prompt.begin() + 5));
+  CHECK(std::vector<int32_t>(held.begin(), held.begin() + 5) ==
+        std::vector<int32_t>(prompt.begin(), prompt.begin() + 5));
   CHECK(held.back() == prompt.back());
   for (float v : logits) REQUIRE(std::isfinite(v));
   const uint32_t was = s->position();
@@ -157,7 +161,8 @@ TEST_CASE("context shift: generate runs far past the context, and refuses by def
   const auto prompt = tokens(10, 6);
   GenerateOptions go;
   go.max_tokens = 150;
-  CHECK_THROWS_WITH_AS(generate(*s, sampler, tok, prompt, go), doctest::Contains("positions; the session holds 48"), Error);
+  CHECK_THROWS_WITH_AS(generate(*s, sampler, tok, prompt, go), doctest::Contains("positions; the session holds 48"),
+                       Error);
   go.overflow = ContextOverflow::shift;
   go.keep = 48;
   CHECK(test::status_of([&] { generate(*s, sampler, tok, prompt, go); }) == Status::invalid_argument);

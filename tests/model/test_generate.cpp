@@ -79,8 +79,10 @@ TEST_CASE("generate: stop strings are found across pieces, and nothing from them
   }
   SUBCASE("limits") {
     CHECK(test::status_of([] { StopStream s({""}); }) == Status::invalid_argument);
-    CHECK(test::status_of([] { StopStream s({std::string(kMaxStopStringBytes + 1, 'x')}); }) == Status::invalid_argument);
-    CHECK(test::status_of([] { StopStream s(std::vector<std::string>(kMaxStopStrings + 1, "x")); }) == Status::invalid_argument);
+    CHECK(test::status_of([] { StopStream s({std::string(kMaxStopStringBytes + 1, 'x')}); }) ==
+          Status::invalid_argument);
+    CHECK(test::status_of([] { StopStream s(std::vector<std::string>(kMaxStopStrings + 1, "x")); }) ==
+          Status::invalid_argument);
     CHECK(test::status_of([] { StopStream s({std::string(kMaxStopStringBytes, 'x')}); }) == Status::ok);
   }
 }
@@ -132,7 +134,8 @@ TEST_CASE("generate: the same tokens as prefill, sample and decode, ended by sto
     CHECK(streamed == text);
     auto held = s->tokens();  // the prompt and every sampled token but the last
     CHECK(held.size() == kPrompt.size() + n - 1);
-    CHECK(std::vector<int32_t>(held.begin() + kPrompt.size(), held.end()) == std::vector<int32_t>(want.begin(), want.end() - 1));
+    CHECK(std::vector<int32_t>(held.begin() + kPrompt.size(), held.end()) ==
+          std::vector<int32_t>(want.begin(), want.end() - 1));
   }
   SUBCASE("a stop string from the middle of the text (one byte per token: it spans tokens)") {
     const std::string stop = text.substr(text.size() / 2, 3);

@@ -30,7 +30,8 @@ using namespace diffvk;
 
 TEST_CASE("model: an f16 GGUF from diffvk quantize loads and matches its checkpoint") {
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
-  const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_model_" + std::to_string(::getpid()))).string();
+  const std::string base =
+      (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_model_" + std::to_string(::getpid()))).string();
   auto ctx = test::make_context();
   const std::vector<int32_t> tokens = {2, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100};
 
@@ -95,7 +96,8 @@ std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens) {
 // model_tiny: an untied lm_head (output.weight); tiny-diff (bundled, trained): the head tied to token_embd.
 // Two test cases, so that they run side by side (and .ci/sanitize can leave the larger one out).
 static void gguf_blocks_unchanged(const std::string& dir) {
-  const std::string base = (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_q_" + std::to_string(::getpid()))).string();
+  const std::string base =
+      (std::filesystem::temp_directory_path() / ("diffvk_test_gguf_q_" + std::to_string(::getpid()))).string();
   auto ctx = test::make_context();
   const bool fp16 = ctx->precision() == Precision::fp16;
   const std::vector<int32_t> tokens = {2, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100};
@@ -160,7 +162,8 @@ static void gguf_blocks_unchanged(const std::string& dir) {
   }
 }
 
-TEST_CASE("model: q8_0 and q4_0 GGUF files load their blocks unchanged, untied head (the weights of quantize-at-load)") {
+TEST_CASE(
+    "model: q8_0 and q4_0 GGUF files load their blocks unchanged, untied head (the weights of quantize-at-load)") {
   gguf_blocks_unchanged(std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
 }
 TEST_CASE("model: q8_0 and q4_0 GGUF files load their blocks unchanged, tied head (the weights of quantize-at-load)") {

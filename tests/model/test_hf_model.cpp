@@ -50,8 +50,8 @@ void hf_parity(const std::string& name, Precision precision) {
   REQUIRE(ref.size() == toks.size() * V);
   auto s = Session::create(*model, SessionOptions{0, 64});
   const test::Parity p = test::parity(test::teacher_forced(*s, toks, prompt_len(dir)), ref, V);
-  INFO(name << " " << std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref
-            << " nmse=" << p.nmse << " top1=" << p.top1);
+  INFO(name << " " << std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs
+            << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
   CHECK(test::ok(p, fp16));
 }
 
@@ -67,20 +67,34 @@ void expect_config_error(const nlohmann::json& j, const std::string& needle, Sta
 }
 
 nlohmann::json base_config() {
-  return {{"model_type", "diffllama"}, {"vocab_size", 80},  {"hidden_size", 32},           {"intermediate_size", 40},
-          {"num_hidden_layers", 2},     {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 32}};
+  return {{"model_type", "diffllama"}, {"vocab_size", 80},
+          {"hidden_size", 32},         {"intermediate_size", 40},
+          {"num_hidden_layers", 2},    {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},  {"max_position_embeddings", 32}};
 }
 }  // namespace
 
 TEST_CASE("hf: MHA untied F32 matches the PyTorch DiffLlama reference fp32") { hf_parity("hf_mha", Precision::fp32); }
 TEST_CASE("hf: MHA untied F32 matches the PyTorch DiffLlama reference fp16") { hf_parity("hf_mha", Precision::fp16); }
-TEST_CASE("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference fp32") { hf_parity("hf_gqa_llama3", Precision::fp32); }
-TEST_CASE("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference fp16") { hf_parity("hf_gqa_llama3", Precision::fp16); }
-TEST_CASE("hf: odd kv heads F16 match the PyTorch DiffLlama reference fp32") { hf_parity("hf_kv3_f16", Precision::fp32); }
-TEST_CASE("hf: odd kv heads F16 match the PyTorch DiffLlama reference fp16") { hf_parity("hf_kv3_f16", Precision::fp16); }
+TEST_CASE("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference fp32") {
+  hf_parity("hf_gqa_llama3", Precision::fp32);
+}
+TEST_CASE("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference fp16") {
+  hf_parity("hf_gqa_llama3", Precision::fp16);
+}
+TEST_CASE("hf: odd kv heads F16 match the PyTorch DiffLlama reference fp32") {
+  hf_parity("hf_kv3_f16", Precision::fp32);
+}
+TEST_CASE("hf: odd kv heads F16 match the PyTorch DiffLlama reference fp16") {
+  hf_parity("hf_kv3_f16", Precision::fp16);
+}
 
-TEST_CASE("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference fp32") { hf_parity("hf_tok", Precision::fp32); }
-TEST_CASE("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference fp16") { hf_parity("hf_tok", Precision::fp16); }
+TEST_CASE("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference fp32") {
+  hf_parity("hf_tok", Precision::fp32);
+}
+TEST_CASE("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference fp16") {
+  hf_parity("hf_tok", Precision::fp16);
+}
 
 TEST_CASE("hf: diffvk run on a Hugging Face directory with its tokenizer generates what the library generates") {
   // The logits of this checkpoint match the PyTorch reference (above); here the text path: the prompt
@@ -105,7 +119,8 @@ TEST_CASE("hf: diffvk run on a Hugging Face directory with its tokenizer generat
   }
   REQUIRE(!gen.empty());
   test::TempDir tmp("diffvk-hf-run");
-  const auto r = test::run_cli(tmp, "run --model " + dir + " --prompt '" + prompt + "' -n 6 --temperature 0 --precision fp32");
+  const auto r =
+      test::run_cli(tmp, "run --model " + dir + " --prompt '" + prompt + "' -n 6 --temperature 0 --precision fp32");
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find(prompt + tok.decode(gen)) != std::string::npos);
@@ -116,8 +131,9 @@ static void hf_cli_logits(const char* precision) {
   const bool fp16 = std::string(precision) == "fp16";
   for (const char* name : kFixtures) {
     const std::string dir = kData + "/" + name, out = tmp / (std::string(name) + ".npy");
-    const auto r = test::run_cli(tmp, "logits --model " + dir + " --tokens " + dir + "/tokens.npy --prompt-len " +
-                                          std::to_string(prompt_len(dir)) + " --precision " + precision + " --output " + out);
+    const auto r =
+        test::run_cli(tmp, "logits --model " + dir + " --tokens " + dir + "/tokens.npy --prompt-len " +
+                               std::to_string(prompt_len(dir)) + " --precision " + precision + " --output " + out);
     INFO(r.out);
     REQUIRE(r.exit_code == 0);
     const auto got = npy_as_float(read_npy(out)), ref = npy_as_float(read_npy(dir + "/logits.npy"));
@@ -178,7 +194,10 @@ TEST_CASE("hf: config conversion and errors name the Hugging Face key") {
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
   expect_config_error(j, "yarn", Status::unsupported);
   j = base_config();
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 1.0},
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 4.0},
+                       {"high_freq_factor", 1.0},
                        {"original_max_position_embeddings", 16}};
   expect_config_error(j, "low_freq_factor < high_freq_factor");
   CHECK_FALSE(is_hf_diffllama(R"({"vocab_size": 256})"));
@@ -194,7 +213,10 @@ TEST_CASE("hf: config conversion and errors name the Hugging Face key") {
 TEST_CASE("hf: llama3 scaling keeps high frequencies and divides low ones") {
   auto j = base_config();
   j["rope_theta"] = 100.0;  // D = 8: inv_freq 1, 0.316, 0.1, 0.0316 -> wavelengths 6.3, 19.9, 63, 199
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
                        {"original_max_position_embeddings", 16}};  // bands: < 4 kept, > 16 divided, between: mixed
   const auto f = rope_inv_freq(parse_hf_config(j.dump(), "c"));
   REQUIRE(f.size() == 4);
@@ -210,7 +232,8 @@ TEST_CASE("hf: broken shard indexes and stray tensors are errors naming the file
   const std::string src = kData + "/hf_gqa_llama3";
   auto copy_dir = [&](const std::string& to) {
     test::fs::create_directories(to);
-    for (const auto& e : test::fs::directory_iterator(src)) test::fs::copy_file(e.path(), to + "/" + e.path().filename().string());
+    for (const auto& e : test::fs::directory_iterator(src))
+      test::fs::copy_file(e.path(), to + "/" + e.path().filename().string());
   };
   auto expect_load_error = [&](const std::string& dir, const std::string& needle) {
     auto ctx = test::make_context();
@@ -237,7 +260,8 @@ TEST_CASE("hf: broken shard indexes and stray tensors are errors naming the file
     copy_dir(d);
     auto j = nlohmann::json::parse(std::ifstream(d + idx));
     const std::string f = j["weight_map"]["model.norm.weight"];
-    j["weight_map"]["model.norm.weight"] = f.find("00001") != std::string::npos ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
+    j["weight_map"]["model.norm.weight"] =
+        f.find("00001") != std::string::npos ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
     test::write_text(d + idx, j.dump());
     expect_load_error(d, "model.norm.weight");
   }
@@ -261,7 +285,7 @@ TEST_CASE("hf: a tiny staging slice streams the same weights") {
   auto ctx = test::make_context();
   auto a = Model::load(*ctx, dir);
   LoadOptions o;
-  o.staging_bytes = 256;  // 2 rows of 32 fp32 per slice
+  o.staging_bytes = 256;   // 2 rows of 32 fp32 per slice
   o.force_staging = true;  // the discrete-GPU path (host slice + staging buffer) also where memory is mapped
   auto b = Model::load(*ctx, dir, o);
   const auto& st = b->load_stats();
@@ -336,10 +360,12 @@ void hf_maps(const std::string& name, Precision precision) {
   REQUIRE(cfg.value("rope_scaling", nlohmann::json()).is_null());  // the fixtures without llama3 scaling
   const int E = cfg.at("hidden_size"), nah = cfg.at("num_attention_heads"), kv = cfg.at("num_key_value_heads");
   const int D = E / nah, n_rep = nah / kv;
-  const double eps = cfg.at("rms_norm_eps"),
-               theta = cfg.contains("rope_parameters") ? double(cfg["rope_parameters"]["rope_theta"]) : double(cfg.at("rope_theta"));
+  const double eps = cfg.at("rms_norm_eps"), theta = cfg.contains("rope_parameters")
+                                                         ? double(cfg["rope_parameters"]["rope_theta"])
+                                                         : double(cfg.at("rope_theta"));
   const test::Tensors ts = test::read_tensors(dir + "/model.safetensors");
-  const auto emb = hf_weights(ts, "model.embed_tokens.weight", fp16), wn = hf_weights(ts, "model.layers.0.input_layernorm.weight", fp16),
+  const auto emb = hf_weights(ts, "model.embed_tokens.weight", fp16),
+             wn = hf_weights(ts, "model.layers.0.input_layernorm.weight", fp16),
              wq = hf_weights(ts, "model.layers.0.self_attn.q_proj.weight", fp16),
              wk = hf_weights(ts, "model.layers.0.self_attn.k_proj.weight", fp16);
   const auto toks = test::load_tokens(dir + "/tokens.npy");
@@ -376,7 +402,8 @@ void hf_maps(const std::string& name, Precision precision) {
     double mx = -1e300, sum = 0;
     for (int jj = 0; jj <= i; ++jj) {
       double dot = 0;
-      for (int d = 0; d < D; ++d) dot += q[(size_t(i) * nah + sub) * D + d] * k[(size_t(jj) * kv + sub / n_rep) * D + d];
+      for (int d = 0; d < D; ++d)
+        dot += q[(size_t(i) * nah + sub) * D + d] * k[(size_t(jj) * kv + sub / n_rep) * D + d];
       s[jj] = dot / std::sqrt(double(D));
       mx = std::max(mx, s[jj]);
     }
@@ -403,7 +430,15 @@ void hf_maps(const std::string& name, Precision precision) {
 }
 }  // namespace
 
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp32") { hf_maps("hf_mha", Precision::fp32); }
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp16") { hf_maps("hf_mha", Precision::fp16); }
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp32") { hf_maps("hf_kv3_f16", Precision::fp32); }
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp16") { hf_maps("hf_kv3_f16", Precision::fp16); }
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp32") {
+  hf_maps("hf_mha", Precision::fp32);
+}
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp16") {
+  hf_maps("hf_mha", Precision::fp16);
+}
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp32") {
+  hf_maps("hf_kv3_f16", Precision::fp32);
+}
+TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp16") {
+  hf_maps("hf_kv3_f16", Precision::fp16);
+}

@@ -69,7 +69,8 @@ void check_fixture(Precision precision, const char* weights, const char* expecte
   CHECK(layer2->position() == S);
   layer2->reset();
   auto again = layer2->forward(x.data(), 5);
-  CHECK(test::within_spec(test::compare(to_d(again), std::vector<double>(y.begin(), y.begin() + 5 * 64)), fp16, test::Scope::layer));
+  CHECK(test::within_spec(test::compare(to_d(again), std::vector<double>(y.begin(), y.begin() + 5 * 64)), fp16,
+                          test::Scope::layer));
 }
 
 int run_cli(const std::string& args, std::string* output = nullptr) {
@@ -80,22 +81,33 @@ int run_cli(const std::string& args, std::string* output = nullptr) {
 }
 }  // namespace
 
-TEST_CASE("layer: matches the PyTorch fixture fp32") { check_fixture(Precision::fp32, "layer.safetensors", "y.npy", 0.3318043752740104); }
-TEST_CASE("layer: matches the PyTorch fixture fp16") { check_fixture(Precision::fp16, "layer.safetensors", "y.npy", 0.3318043752740104); }
-TEST_CASE("layer: F16 weights file matches its fixture fp32") { check_fixture(Precision::fp32, "layer_f16.safetensors", "y_f16w.npy", 0.33173072223221767); }
-TEST_CASE("layer: F16 weights file matches its fixture fp16") { check_fixture(Precision::fp16, "layer_f16.safetensors", "y_f16w.npy", 0.33173072223221767); }
+TEST_CASE("layer: matches the PyTorch fixture fp32") {
+  check_fixture(Precision::fp32, "layer.safetensors", "y.npy", 0.3318043752740104);
+}
+TEST_CASE("layer: matches the PyTorch fixture fp16") {
+  check_fixture(Precision::fp16, "layer.safetensors", "y.npy", 0.3318043752740104);
+}
+TEST_CASE("layer: F16 weights file matches its fixture fp32") {
+  check_fixture(Precision::fp32, "layer_f16.safetensors", "y_f16w.npy", 0.33173072223221767);
+}
+TEST_CASE("layer: F16 weights file matches its fixture fp16") {
+  check_fixture(Precision::fp16, "layer_f16.safetensors", "y_f16w.npy", 0.33173072223221767);
+}
 
 TEST_CASE("layer: wrong head counts and foreign tensors are clear errors") {
   auto ctx = test::make_context(Precision::fp32);
   LayerOptions o = fixture_options(64);
   o.num_heads = 5;
-  CHECK_THROWS_WITH_AS(DiffAttnLayer::load(*ctx, kDir + "layer.safetensors", o), doctest::Contains("num_heads=5"), Error);
+  CHECK_THROWS_WITH_AS(DiffAttnLayer::load(*ctx, kDir + "layer.safetensors", o), doctest::Contains("num_heads=5"),
+                       Error);
   o = fixture_options(64);
   o.num_kv_heads = 3;
-  CHECK_THROWS_WITH_AS(DiffAttnLayer::load(*ctx, kDir + "layer.safetensors", o), doctest::Contains("num_kv_heads=3"), Error);
+  CHECK_THROWS_WITH_AS(DiffAttnLayer::load(*ctx, kDir + "layer.safetensors", o), doctest::Contains("num_kv_heads=3"),
+                       Error);
   o = fixture_options(64);
   o.num_heads = 2;  // D = 16: k_proj shape no longer matches
-  CHECK_THROWS_WITH_AS(DiffAttnLayer::load(*ctx, kDir + "layer.safetensors", o), doctest::Contains("k_proj.weight"), Error);
+  CHECK_THROWS_WITH_AS(DiffAttnLayer::load(*ctx, kDir + "layer.safetensors", o), doctest::Contains("k_proj.weight"),
+                       Error);
   // Rename one tensor inside the header (same length, still valid JSON).
   std::ifstream in(kDir + "layer.safetensors", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
@@ -111,9 +123,10 @@ TEST_CASE("layer: wrong head counts and foreign tensors are clear errors") {
 TEST_CASE("layer: the diffvk layer command matches the fixture (batched input)") {
   const std::string out = "/tmp/diffvk_layer_out_" + std::to_string(::getpid()) + ".npy";
   std::string log;
-  const int rc = run_cli("layer --weights " + kDir + "layer.safetensors --num-heads 4 --num-kv-heads 2 --depth 3 --input " +
-                             kDir + "x_batched.npy --output " + out + " --precision fp32 --validation",
-                         &log);
+  const int rc =
+      run_cli("layer --weights " + kDir + "layer.safetensors --num-heads 4 --num-kv-heads 2 --depth 3 --input " + kDir +
+                  "x_batched.npy --output " + out + " --precision fp32 --validation",
+              &log);
   INFO(log);
   REQUIRE(rc == 0);
   CHECK(log.find("validation:") == std::string::npos);
@@ -128,11 +141,16 @@ TEST_CASE("layer: the diffvk layer command matches the fixture (batched input)")
 TEST_CASE("layer: the diffvk layer command rejects bad input with a message and no output") {
   const std::string out = "/tmp/diffvk_layer_bad_" + std::to_string(::getpid()) + ".npy";
   std::string log;
-  CHECK(run_cli("layer --weights " + kDir + "layer.safetensors --num-heads 3 --depth 3 --input " + kDir + "x.npy --output " + out, &log) != 0);
+  CHECK(run_cli("layer --weights " + kDir + "layer.safetensors --num-heads 3 --depth 3 --input " + kDir +
+                    "x.npy --output " + out,
+                &log) != 0);
   CHECK(log.find("num_heads=3") != std::string::npos);
-  CHECK(run_cli("layer --weights " + kDir + "layer.safetensors --num-heads 4 --depth 3 --input " + kDir + "meta.json --output " + out, &log) != 0);
+  CHECK(run_cli("layer --weights " + kDir + "layer.safetensors --num-heads 4 --depth 3 --input " + kDir +
+                    "meta.json --output " + out,
+                &log) != 0);
   CHECK(log.find("error") != std::string::npos);
-  CHECK(run_cli("layer --weights /nonexistent.safetensors --num-heads 4 --depth 3 --input x --output " + out, &log) != 0);
+  CHECK(run_cli("layer --weights /nonexistent.safetensors --num-heads 4 --depth 3 --input x --output " + out, &log) !=
+        0);
   CHECK(run_cli("layer --bogus-flag", &log) != 0);
   std::ifstream f(out);
   CHECK_FALSE(f.good());  // nothing written on failure

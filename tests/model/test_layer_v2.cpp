@@ -60,7 +60,8 @@ LayerOptions options(const ref::V2Shape& s, uint32_t capacity, uint32_t chunk, d
 
 // The layer on x (S rows) in one call, then again as prefill pieces and single-row decode steps, against
 // the float64 reference of the storage-rounded weights and input.
-void check_layer(Precision precision, const ref::V2Shape& s, int S, uint64_t seed, double lambda_std, double theta = 10000.0) {
+void check_layer(Precision precision, const ref::V2Shape& s, int S, uint64_t seed, double lambda_std,
+                 double theta = 10000.0) {
   auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
@@ -71,7 +72,8 @@ void check_layer(Precision precision, const ref::V2Shape& s, int S, uint64_t see
   test::TempDir dir("diffvk-v2-layer");
   const std::string path = write_v2(dir, s, w);
   const std::vector<float> xf = to_f(x);
-  INFO("E=" << s.E << " H=" << s.H << " Hkv=" << s.Hkv << " D=" << s.D << " S=" << S << " " << precision_name(ctx->precision()));
+  INFO("E=" << s.E << " H=" << s.H << " Hkv=" << s.Hkv << " D=" << s.D << " S=" << S << " "
+            << precision_name(ctx->precision()));
 
   auto layer = DiffAttnLayer::load(*ctx, path, options(s, uint32_t(S), 128, theta));
   CHECK(layer->is_v2());
@@ -188,7 +190,8 @@ TEST_CASE("layer v2: mixed and inconsistent files are refused naming the tensor"
   CHECK(refused(good, o).find("num_heads=3") != std::string::npos);
   // A wrong o_proj shape.
   test::Tensors bad = test::read_tensors(good);
-  bad["o_proj.weight"] = test::f32_tensor({int64_t(s.H) * s.D + 1, s.E}, std::vector<float>((s.H * s.D + 1) * s.E, 0.0f));
+  bad["o_proj.weight"] =
+      test::f32_tensor({int64_t(s.H) * s.D + 1, s.E}, std::vector<float>((s.H * s.D + 1) * s.E, 0.0f));
   const std::string bad_path = dir.path() + "/bad.safetensors";
   const auto bytes = test::encode_safetensors(bad);
   test::write_bytes(bad_path, bytes.data(), bytes.size());
@@ -205,8 +208,8 @@ TEST_CASE("layer v2: the diffvk layer command runs a V2 file (batch 2) and refus
   const std::string in = dir.path() + "/x.npy", out = dir.path() + "/y.npy";
   const std::vector<float> xf = to_f(x);
   write_npy_f32(in, {B, S, s.E}, xf.data());
-  auto r = test::run_cli(dir, "layer --weights " + path + " --num-heads 4 --num-kv-heads 2 --input " + in + " --output " + out +
-                                  " --precision fp32 --validation");
+  auto r = test::run_cli(dir, "layer --weights " + path + " --num-heads 4 --num-kv-heads 2 --input " + in +
+                                  " --output " + out + " --precision fp32 --validation");
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("validation:") == std::string::npos);
@@ -221,7 +224,8 @@ TEST_CASE("layer v2: the diffvk layer command runs a V2 file (batch 2) and refus
     CHECK(test::within_spec(c, false, test::Scope::layer));
   }
   const std::string out2 = dir.path() + "/y2.npy";
-  r = test::run_cli(dir, "layer --weights " + path + " --num-heads 4 --num-kv-heads 2 --depth 2 --input " + in + " --output " + out2);
+  r = test::run_cli(
+      dir, "layer --weights " + path + " --num-heads 4 --num-kv-heads 2 --depth 2 --input " + in + " --output " + out2);
   CHECK(r.exit_code != 0);
   CHECK(r.out.find("--depth") != std::string::npos);
   CHECK_FALSE(std::ifstream(out2).good());

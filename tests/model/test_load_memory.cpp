@@ -1,9 +1,10 @@
 // Loading streams. Peak host memory over Model::load (VmHWM growth) stays within what
 // the device copy itself takes (host memory on CPU drivers such as lavapipe), plus the loader's bounded
 // slice, plus the fixed cost of a load (pipelines, the driver's JIT), measured on a 1-layer model with the
-// same shapes (the difference between the two loads is what is bounded). A loader that converted or held the whole checkpoint on the host (the old one kept every
-// tensor as fp32 until upload) adds the checkpoint's size and fails. Skipped where VmHWM cannot be reset
-// (not Linux) and under AddressSanitizer (its quarantine keeps freed memory resident).
+// same shapes (the difference between the two loads is what is bounded). A loader that converted or held the whole
+// checkpoint on the host (the old one kept every tensor as fp32 until upload) adds the checkpoint's size and fails.
+// Skipped where VmHWM cannot be reset (not Linux) and under AddressSanitizer (its quarantine keeps freed memory
+// resident).
 #include <doctest/doctest.h>
 #include <malloc.h>
 
@@ -16,7 +17,6 @@
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
 #include "sanitizers.hpp"
-
 
 using namespace diffvk;
 
@@ -80,7 +80,8 @@ TEST_CASE("load: peak host memory is the device copy plus a bounded slice, not t
   // copied in place; measured 2026-11-29). The check passed there while every pipeline compiled at load,
   // probably because the compiler's memory then dominated both loads' peaks.
   if (ctx->device().caps().name.find("SwiftShader") != std::string::npos) {
-    test::skip("SwiftShader: device memory has a host cost beyond its size (the bound would measure the driver); not run");
+    test::skip(
+        "SwiftShader: device memory has a host cost beyond its size (the bound would measure the driver); not run");
     return;
   }
   LoadOptions defaults;

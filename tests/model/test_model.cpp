@@ -42,8 +42,8 @@ void tiny_parity(Precision precision) {
   auto s = Session::create(*model, SessionOptions{0, 64});
   const auto got = teacher_forced(*s, toks, 9);
   const Parity p = parity(got, ref, V);
-  INFO(std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
-                                        << " top1=" << p.top1);
+  INFO(std::string(precision_name(ctx->precision()))
+       << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
   CHECK(ok(p, fp16));
 
   // One long prefill of all tokens equals prefill-then-decode; so do chunks of 4 (prefill path
@@ -132,7 +132,8 @@ TEST_CASE("model: one static plan places every intermediate") {
   auto s = Session::create(*model, SessionOptions{64, 16});
   const std::string r = s->plan_report();
   INFO(r);
-  for (const char* name : {"x (residual stream)", "layers.0.qkv", "layers.1.ffn.gate_up", "layers.1.attn.split_part", "logits"})
+  for (const char* name :
+       {"x (residual stream)", "layers.0.qkv", "layers.1.ffn.gate_up", "layers.1.attn.split_part", "logits"})
     CHECK(r.find(name) != std::string::npos);
   CHECK(r.find("lower bound") != std::string::npos);
   // The residual stream and the logits are float32 in every precision.
@@ -183,7 +184,8 @@ TEST_CASE("model: diffvk logits and diffvk plan commands") {
   INFO("max_abs=" << p.max_abs);
   CHECK(ok(p, false));
   std::remove(out.c_str());
-  CHECK(run_cli("logits --model " + kTiny + " --tokens " + kTiny + "/tokens.npy --prompt-len 0 --output " + out, &log) != 0);
+  CHECK(run_cli("logits --model " + kTiny + " --tokens " + kTiny + "/tokens.npy --prompt-len 0 --output " + out,
+                &log) != 0);
   CHECK(log.find("--prompt-len") != std::string::npos);
   REQUIRE(run_cli("plan --model " + kTiny + " --context 32", &log) == 0);
   CHECK(log.find("layers.1.attn.out") != std::string::npos);
@@ -207,9 +209,9 @@ void bundled_parity(Precision precision) {
     REQUIRE(ref.size() == toks.size() * V);
     s->reset();
     const Parity p = parity(teacher_forced(*s, toks, prompt_lens[k]), ref, V);
-    INFO("bundled model, prompt " << k << " (" << prompt_lens[k] << " + " << toks.size() - prompt_lens[k] << " decode), "
-                                  << std::string(precision_name(ctx->precision())) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref
-                                  << " nmse=" << p.nmse << " top1=" << p.top1);
+    INFO("bundled model, prompt " << k << " (" << prompt_lens[k] << " + " << toks.size() - prompt_lens[k]
+                                  << " decode), " << std::string(precision_name(ctx->precision())) << ": max_abs="
+                                  << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
     CHECK(ok(p, fp16));
   }
 }

@@ -10,12 +10,19 @@ using namespace diffvk;
 
 namespace {
 std::string cfg(const std::string& override_key = "", const std::string& value = "") {
-  std::map<std::string, std::string> kv = {{"vocab_size", "256"}, {"hidden_size", "64"}, {"num_layers", "2"},
-                                           {"num_heads", "2"},    {"num_kv_heads", "1"},  {"intermediate_size", "96"},
-                                           {"max_position_embeddings", "64"}, {"tokenizer", "\"bytes\""}};
+  std::map<std::string, std::string> kv = {{"vocab_size", "256"},
+                                           {"hidden_size", "64"},
+                                           {"num_layers", "2"},
+                                           {"num_heads", "2"},
+                                           {"num_kv_heads", "1"},
+                                           {"intermediate_size", "96"},
+                                           {"max_position_embeddings", "64"},
+                                           {"tokenizer", "\"bytes\""}};
   if (!override_key.empty()) {
-    if (value.empty()) kv.erase(override_key);
-    else kv[override_key] = value;
+    if (value.empty())
+      kv.erase(override_key);
+    else
+      kv[override_key] = value;
   }
   std::string s = "{";
   for (auto& [k, v] : kv) s += (s.size() > 1 ? "," : "") + ("\"" + k + "\":" + v);
@@ -58,8 +65,8 @@ TEST_CASE("model config: bad values are rejected naming the key") {
       {"vocab_size", "100", "'vocab_size' must be >= 256"},
       {"hidden_size", "-64", "'hidden_size'"},
       {"hidden_size", "\"64\"", "'hidden_size' must be an integer"},
-      {"hidden_size", "66", "'hidden_size'"},       // not divisible by 2H = 4
-      {"hidden_size", "68", "odd head_dim"},  // 68 / (2 x 2) = 17
+      {"hidden_size", "66", "'hidden_size'"},  // not divisible by 2H = 4
+      {"hidden_size", "68", "odd head_dim"},   // 68 / (2 x 2) = 17
       {"num_kv_heads", "3", "'num_kv_heads'"},
       {"num_layers", "0", "'num_layers'"},
       {"max_position_embeddings", "99999999", "'max_position_embeddings'"},

@@ -47,7 +47,8 @@ void beyond_fp16_range(Precision precision) {
   const bool fp16 = ctx->precision() == Precision::fp16;
   auto model = Model::load(*ctx, tmp.path());
   const std::vector<int32_t> toks = {2, 83, 111, 97, 107, 32, 116, 104, 101, 32, 114, 97, 105, 110, 44, 10};
-  const ref::ModelRun want = ref::model_forward(test::reference_weights(spec, ts, fp16), std::vector<int>(toks.begin(), toks.end()));
+  const ref::ModelRun want =
+      ref::model_forward(test::reference_weights(spec, ts, fp16), std::vector<int>(toks.begin(), toks.end()));
   double max_logit = 0;
   for (double v : want.logits) max_logit = std::max(max_logit, std::fabs(v));
   INFO("reference: max |residual| = " << want.max_abs_residual << ", max |logit| = " << max_logit);
@@ -57,7 +58,7 @@ void beyond_fp16_range(Precision precision) {
   const uint32_t V = spec.vocab;
   auto s = Session::create(*model, SessionOptions{0, 64});
   std::vector<float> got = s->prefill(std::vector<int32_t>(toks.begin(), toks.begin() + 10), true);  // tiled
-  auto more = s->prefill(std::vector<int32_t>(toks.begin() + 10, toks.begin() + 14), true);       // <= 8 rows
+  auto more = s->prefill(std::vector<int32_t>(toks.begin() + 10, toks.begin() + 14), true);          // <= 8 rows
   got.insert(got.end(), more.begin(), more.end());
   for (size_t i = 14; i < toks.size(); ++i) {  // one-row decode steps
     auto lg = s->decode(toks[i]);
@@ -70,7 +71,8 @@ void beyond_fp16_range(Precision precision) {
     auto w = want.logits.begin() + r * V;
     agree += std::max_element(g, g + V) - g == std::max_element(w, w + V) - w;
   }
-  INFO(std::string(precision_name(ctx->precision())) << ": " << c.summary() << " top-1 " << agree << "/" << toks.size());
+  INFO(std::string(precision_name(ctx->precision()))
+       << ": " << c.summary() << " top-1 " << agree << "/" << toks.size());
   CHECK(test::within_spec(c, fp16, test::Scope::layer));
   CHECK(double(agree) >= 0.99 * toks.size());
 
@@ -84,5 +86,9 @@ void beyond_fp16_range(Precision precision) {
 
 }  // namespace
 
-TEST_CASE("model: residual stream and logits beyond 65504 match the float64 reference fp32") { beyond_fp16_range(Precision::fp32); }
-TEST_CASE("model: residual stream and logits beyond 65504 match the float64 reference fp16") { beyond_fp16_range(Precision::fp16); }
+TEST_CASE("model: residual stream and logits beyond 65504 match the float64 reference fp32") {
+  beyond_fp16_range(Precision::fp32);
+}
+TEST_CASE("model: residual stream and logits beyond 65504 match the float64 reference fp16") {
+  beyond_fp16_range(Precision::fp16);
+}

@@ -62,12 +62,15 @@ void fixture_parity(Precision precision) {
   auto s = Session::create(*model, SessionOptions{0, 16});
   const auto got = test::teacher_forced(*s, toks, 9);
   const test::Parity p = test::parity(got, ref, V);
-  INFO(precision_name(ctx->precision()) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
+  INFO(precision_name(ctx->precision()) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
+                                        << " top1=" << p.top1);
   CHECK(test::ok(p, fp16));
   // The float64 reference (weights rounded to the storage type) agrees too.
-  const auto r = ref::model_forward(test::reference_weights_v2_dir(kTinyV2, fp16), std::vector<int>(toks.begin(), toks.end()));
+  const auto r =
+      ref::model_forward(test::reference_weights_v2_dir(kTinyV2, fp16), std::vector<int>(toks.begin(), toks.end()));
   const test::Compare cmp = against(got, r.logits);
-  MESSAGE("tiny V2 " << std::string(precision_name(ctx->precision())) << " against the float64 reference: " << cmp.summary());
+  MESSAGE("tiny V2 " << std::string(precision_name(ctx->precision()))
+                     << " against the float64 reference: " << cmp.summary());
   CHECK(test::within_spec(cmp, fp16, test::Scope::layer));
   // One prefill of everything, and chunks of 4 (split-K decode kernels for every chunk), equal prefill-then-decode.
   s->reset();
@@ -89,12 +92,13 @@ void synthesized(Precision precision, const test::TinyV2Spec& spec, uint32_t chu
   test::write_checkpoint(dir.path(), test::tiny_v2_config_json(spec).dump(), ts);
   auto model = Model::load(*ctx, dir.path());
   const auto toks = some_tokens(n, int32_t(spec.heads));
-  const auto ref = ref::model_forward(test::reference_weights_v2(spec, ts, fp16), std::vector<int>(toks.begin(), toks.end()));
+  const auto ref =
+      ref::model_forward(test::reference_weights_v2(spec, ts, fp16), std::vector<int>(toks.begin(), toks.end()));
   auto s = Session::create(*model, SessionOptions{uint32_t(n + 3), chunk});
   const auto got = test::teacher_forced(*s, toks, prompt);
   const test::Compare cmp = against(got, ref.logits);
-  MESSAGE("V2 E=" << spec.hidden << " H=" << spec.heads << "/" << spec.kv_heads << " D=" << spec.head_dim << " chunk " << chunk << " "
-                  << std::string(precision_name(ctx->precision())) << ": " << cmp.summary());
+  MESSAGE("V2 E=" << spec.hidden << " H=" << spec.heads << "/" << spec.kv_heads << " D=" << spec.head_dim << " chunk "
+                  << chunk << " " << std::string(precision_name(ctx->precision())) << ": " << cmp.summary());
   CHECK(test::within_spec(cmp, fp16, test::Scope::layer));
 }
 
@@ -108,8 +112,12 @@ void synthesized_shapes(Precision precision) {
 }
 }  // namespace
 
-TEST_CASE("model v2: the tiny V2 model matches PyTorch and the float64 reference, fp32") { fixture_parity(Precision::fp32); }
-TEST_CASE("model v2: the tiny V2 model matches PyTorch and the float64 reference, fp16") { fixture_parity(Precision::fp16); }
+TEST_CASE("model v2: the tiny V2 model matches PyTorch and the float64 reference, fp32") {
+  fixture_parity(Precision::fp32);
+}
+TEST_CASE("model v2: the tiny V2 model matches PyTorch and the float64 reference, fp16") {
+  fixture_parity(Precision::fp16);
+}
 TEST_CASE("model v2: synthesized V2 models (GQA 1/2/4 pairs, D 16-128, E != H·D) match the reference, fp32") {
   synthesized_shapes(Precision::fp32);
 }
@@ -150,7 +158,8 @@ TEST_CASE("model v2: an f16 and a q8_0 GGUF of a V2 model load and equal the che
   if (ctx->precision() == Precision::fp16) {
     CHECK(a == b);
   } else {
-    const test::Compare cmp = test::compare(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()));
+    const test::Compare cmp =
+        test::compare(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()));
     CHECK(test::within_spec(cmp, true, test::Scope::layer));
   }
 }
@@ -184,7 +193,8 @@ TEST_CASE("model v2: saved state, rewind and the C ABI") {
   REQUIRE(diffvk_session_prefill(cs, toks.data(), toks.size(), cl.data(), cl.size()) == DIFFVK_OK);
   auto cpp = Session::create(*model, SessionOptions{40, 0});
   const auto want = cpp->prefill(toks);
-  const test::Compare cmp = test::compare(std::vector<double>(cl.begin(), cl.end()), std::vector<double>(want.begin(), want.end()));
+  const test::Compare cmp =
+      test::compare(std::vector<double>(cl.begin(), cl.end()), std::vector<double>(want.begin(), want.end()));
   CHECK(test::within_spec(cmp, true, test::Scope::layer));
   diffvk_session_destroy(cs);
   diffvk_model_destroy(cm);
@@ -263,7 +273,8 @@ TEST_CASE("model v2: diffvk run, plan, quantize, logits and bench --model on a V
   CHECK(cli("run --model " + kTinyV2 + " -p Hello -n 4 --precision fp32").find("decode:") != std::string::npos);
   CHECK(cli("plan --model " + kTinyV2 + " --context 32").find("layers.1.attn.out") != std::string::npos);
   cli("quantize --type q8_0 " + kTinyV2 + " " + (tmp / "v2.gguf"));
-  cli("logits --model " + (tmp / "v2.gguf") + " --tokens " + kTinyV2 + "/tokens.npy --prompt-len 9 --output " + (tmp / "l.npy"));
+  cli("logits --model " + (tmp / "v2.gguf") + " --tokens " + kTinyV2 + "/tokens.npy --prompt-len 9 --output " +
+      (tmp / "l.npy"));
   CHECK(read_npy(tmp / "l.npy").shape == std::vector<int64_t>{20, 256});
   cli("bench --model " + kTinyV2 + " --prompt-tokens 16 --decode-tokens 4 --runs 1 --json " + (tmp / "b.json"));
   const std::vector<uint8_t> text = test::read_bytes(tmp / "b.json");

@@ -64,7 +64,9 @@ ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig&
   const test::Tensors ts = test::read_tensors(dir + "/model.safetensors");
   const size_t E = c.hidden_size, I = c.intermediate_size;
   auto plain = [&](const std::string& n) { return device_values(tensor_f32(ts, n), 1, QuantType::f16, fp16); };
-  auto lin = [&](const std::string& n, size_t cols, QuantType t) { return device_values(tensor_f32(ts, n), cols, t, fp16); };
+  auto lin = [&](const std::string& n, size_t cols, QuantType t) {
+    return device_values(tensor_f32(ts, n), cols, t, fp16);
+  };
   ref::ModelWeights m;
   m.shape = ref::make_shape(int(E), int(c.num_heads), int(c.num_kv_heads));
   m.vocab = int(c.vocab_size);
@@ -92,7 +94,9 @@ ref::ModelWeights quantized_reference(const std::string& dir, const ModelConfig&
 // is quantized as one weight of input width E, so each of its parts is quantized by rows like the others.
 ref::ModelWeights quantized_reference_v2(const std::string& dir, const ModelConfig& c, QuantType q, bool fp16) {
   ref::ModelWeights m = test::reference_weights_v2_dir(dir, false);  // the file's float32 values, unrounded
-  auto as = [&](std::vector<double>& v, size_t cols, QuantType t) { v = device_values(std::vector<float>(v.begin(), v.end()), cols, t, fp16); };
+  auto as = [&](std::vector<double>& v, size_t cols, QuantType t) {
+    v = device_values(std::vector<float>(v.begin(), v.end()), cols, t, fp16);
+  };
   const size_t E = c.hidden_size, I = c.intermediate_size, HD = size_t(c.num_heads) * c.head_dim();
   const QuantType head_q = q == QuantType::q4_0 ? QuantType::q8_0 : q;
   as(m.embed, E, c.tie_word_embeddings ? head_q : q);
@@ -111,7 +115,8 @@ ref::ModelWeights reference_for(const std::string& dir, const ModelConfig& c, Qu
 }
 
 // Prefill `prompt` tokens, then decode the rest one at a time; every logit against the reference.
-void check_quantized(const std::string& dir, Precision precision, QuantType q, const std::vector<int32_t>& toks, size_t prompt) {
+void check_quantized(const std::string& dir, Precision precision, QuantType q, const std::vector<int32_t>& toks,
+                     size_t prompt) {
   auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
@@ -124,12 +129,14 @@ void check_quantized(const std::string& dir, Precision precision, QuantType q, c
   o.quant_prefill = LoadOptions::QuantDecode::dequant;
   auto model = Model::load(*ctx, dir, o);
   const ModelConfig& c = model->config();
-  const auto ref = ref::model_forward(reference_for(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
+  const auto ref =
+      ref::model_forward(reference_for(dir, c, q, fp16), std::vector<int>(toks.begin(), toks.end())).logits;
   auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
   const auto got = test::teacher_forced(*s, toks, prompt);
   REQUIRE(got.size() == ref.size());
   const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
-  MESSAGE(std::string(quant_type_name(q)) << " " << std::string(precision_name(ctx->precision())) << " " << dir << ": " << cmp.summary());
+  MESSAGE(std::string(quant_type_name(q))
+          << " " << std::string(precision_name(ctx->precision())) << " " << dir << ": " << cmp.summary());
   CHECK(test::within_spec(cmp, fp16, test::Scope::layer));
   // The same weights without quantization are further from this reference than the bound: the check sees
   // the quantization (a load that silently kept the storage type would fail it).
@@ -152,10 +159,18 @@ std::vector<int32_t> bundled_tokens(size_t n) {
 }  // namespace
 
 // The bundled model (E = 256, I = 704: every linear quantizes; lm_head is tied to the embedding and stays).
-TEST_CASE("quant model: bundled model q8_0 fp32") { check_quantized(kBundled, Precision::fp32, QuantType::q8_0, bundled_tokens(28), 23); }
-TEST_CASE("quant model: bundled model q8_0 fp16") { check_quantized(kBundled, Precision::fp16, QuantType::q8_0, bundled_tokens(28), 23); }
-TEST_CASE("quant model: bundled model q4_0 fp32") { check_quantized(kBundled, Precision::fp32, QuantType::q4_0, bundled_tokens(28), 23); }
-TEST_CASE("quant model: bundled model q4_0 fp16") { check_quantized(kBundled, Precision::fp16, QuantType::q4_0, bundled_tokens(28), 23); }
+TEST_CASE("quant model: bundled model q8_0 fp32") {
+  check_quantized(kBundled, Precision::fp32, QuantType::q8_0, bundled_tokens(28), 23);
+}
+TEST_CASE("quant model: bundled model q8_0 fp16") {
+  check_quantized(kBundled, Precision::fp16, QuantType::q8_0, bundled_tokens(28), 23);
+}
+TEST_CASE("quant model: bundled model q4_0 fp32") {
+  check_quantized(kBundled, Precision::fp32, QuantType::q4_0, bundled_tokens(28), 23);
+}
+TEST_CASE("quant model: bundled model q4_0 fp16") {
+  check_quantized(kBundled, Precision::fp16, QuantType::q4_0, bundled_tokens(28), 23);
+}
 
 // The tiny DIFF V2 model (E = 96, D = 32, H·D = 64, I = 128: every linear quantizes, the λ rows with q).
 TEST_CASE("quant model: the tiny DIFF V2 model, q8_0 and q4_0") {
@@ -186,7 +201,8 @@ struct Int8Run {
   std::vector<double> ref;
   size_t V = 0;
 };
-Int8Run int8_run(Context& ctx, QuantType q, bool int8_decode, const std::vector<int32_t>& toks, size_t prompt, uint32_t chunk) {
+Int8Run int8_run(Context& ctx, QuantType q, bool int8_decode, const std::vector<int32_t>& toks, size_t prompt,
+                 uint32_t chunk) {
   LoadOptions o;
   o.weights = static_cast<QuantKind>(q);
   o.quant_decode = int8_decode ? LoadOptions::QuantDecode::int8_dot : LoadOptions::QuantDecode::dequant;
@@ -195,13 +211,16 @@ Int8Run int8_run(Context& ctx, QuantType q, bool int8_decode, const std::vector<
   CHECK(model->load_stats().quant_decode == (int8_decode ? "int8_dot" : "dequant"));
   CHECK(model->load_stats().quant_prefill == (int8_decode ? "dequant" : "int8_dot"));
   Int8Run r;
-  r.ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false), std::vector<int>(toks.begin(), toks.end())).logits;
+  r.ref = ref::model_forward(quantized_reference(kBundled, model->config(), q, false),
+                             std::vector<int>(toks.begin(), toks.end()))
+              .logits;
   auto s = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), chunk});
   r.got = test::teacher_forced(*s, toks, prompt);
   r.V = model->config().vocab_size;
   REQUIRE(r.got.size() == r.ref.size());
   const test::Compare cmp = test::compare(std::vector<double>(r.got.begin(), r.got.end()), r.ref);
-  MESSAGE(quant_type_name(q) << (int8_decode ? " int8 decode" : " int8 prefill") << " vs the dequantized reference: " << cmp.summary());
+  MESSAGE(quant_type_name(q) << (int8_decode ? " int8 decode" : " int8 prefill")
+                             << " vs the dequantized reference: " << cmp.summary());
   CHECK(cmp.nmse < 1e-4);  // measured 8.6e-6 (decode) and 1.3e-5 (prefill) on the bundled model (lavapipe, fp32)
   CHECK(cmp.nmse > 1e-9);  // the activations were rounded: this is not the dequantizing path
   return r;
@@ -280,12 +299,13 @@ TEST_CASE("quant model: weight bytes are the quantized bytes") {
   const auto q4 = Model::load(*ctx, kBundled, o);
   const ModelConfig& c = f16->config();
   const uint64_t E = c.hidden_size, I = c.intermediate_size, D = c.head_dim(), Hkv = c.num_kv_heads;
-  const uint64_t linear = c.num_layers * (E * (E + 4 * Hkv * D) + E * E + 2 * I * E + E * I);  // weights of the quantized linears
+  const uint64_t linear =
+      c.num_layers * (E * (E + 4 * Hkv * D) + E * E + 2 * I * E + E * I);  // weights of the quantized linears
   REQUIRE(c.tie_word_embeddings);  // the embedding table is the head: Q8_0 in both modes, read whole, plus one row
   const uint64_t table = uint64_t(c.vocab_size) * E;
   const uint64_t rest = f16->weight_bytes() - linear * 4 - table * 4 - E * 4;  // fp32: everything else (norms)
-  MESSAGE("bundled model weight bytes per token: fp32 " << f16->weight_bytes() << ", q8_0 " << q8->weight_bytes() << ", q4_0 "
-                                                        << q4->weight_bytes());
+  MESSAGE("bundled model weight bytes per token: fp32 " << f16->weight_bytes() << ", q8_0 " << q8->weight_bytes()
+                                                        << ", q4_0 " << q4->weight_bytes());
   // Per 32 weights: 2 scale bytes + 32 (Q8_0) or 16 (Q4_0) quant bytes; each matrix's scale array padded to 16 bytes.
   const uint64_t head = (table + E) / 32 * 34, pad = 16 * (4 * c.num_layers + 1);
   CHECK(q8->weight_bytes() >= rest + linear / 32 * 34 + head);
@@ -329,8 +349,9 @@ void q8_round(double* row, int n) {
 }  // namespace
 
 // model_tiny: E = 64, 2 heads of D = 16 over one KV head: cache rows of 32 (one block, a padded scale word).
-const std::vector<int32_t> kTinyTokens{2, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117,
-                                       105, 99, 107, 32, 98, 114, 111, 119, 110, 32, 102, 111, 120, 32, 106, 117, 109, 112, 115, 46};
+const std::vector<int32_t> kTinyTokens{2,   72,  101, 108, 108, 111, 32,  119, 111, 114, 108, 100, 33,  10,
+                                       84,  104, 101, 32,  113, 117, 105, 99,  107, 32,  98,  114, 111, 119,
+                                       110, 32,  102, 111, 120, 32,  106, 117, 109, 112, 115, 46};
 
 // Both variants: model_tiny (DIFF V1, rows of 2D = 32) and model_tiny_v2 (DIFF V2, rows of D = 32).
 TEST_CASE("kv q8_0: a model against the reference on a Q8_0-rounded cache") {
@@ -338,42 +359,43 @@ TEST_CASE("kv q8_0: a model against the reference on a Q8_0-rounded cache") {
   REQUIRE(!test::shared_tiny_v2_model_dir().empty());
   const auto& toks = kTinyTokens;
   for (const std::string& dir : {test::shared_tiny_model_dir(), test::shared_tiny_v2_model_dir()})
-  for (Precision precision : test::supported_precisions()) {
-    auto ctx = test::make_context(precision);
-    const bool fp16 = ctx->precision() == Precision::fp16;
-    auto model = Model::load(*ctx, dir);
-    ref::ModelWeights w = reference_for(dir, model->config(), QuantType::f16, fp16);
-    w.kv_round = q8_round;
-    const auto ref = ref::model_forward(w, std::vector<int>(toks.begin(), toks.end())).logits;
-    SessionOptions so{uint32_t(toks.size() + 4), 16};
-    so.kv_cache = KvCacheType::q8_0;
-    auto s = Session::create(*model, so);
-    const auto got = test::teacher_forced(*s, toks, 21);  // chunks of 16 and 5, then 19 decode steps
-    REQUIRE(got.size() == ref.size());
-    const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
-    MESSAGE("kv q8_0 " << dir << " " << std::string(precision_name(ctx->precision())) << ": " << cmp.summary());
-    if (!fp16) {
-      CHECK(test::within_spec(cmp, false, test::Scope::layer));  // fp32: the dequantized cache, exactly
-    } else {
-      // fp16 storage: the device quantizes K and V computed from fp16 activations, which differ from the
-      // reference's by about an fp16 ulp; a value that close to a Q8_0 rounding boundary lands one step d
-      // away (a few % of the quants). docs/maths.md "How close is close enough": nmse ≤ 2e-5 (4x the fp16
-      // model bound), max error ≤ 1e-2·scale and top-1 agreement on ≥ 99% of rows.
-      CHECK(cmp.nmse <= 2e-5);
-      CHECK(cmp.max_abs <= 1e-2 * std::max(1.0, cmp.max_ref));
-      const size_t V = model->config().vocab_size;
-      size_t agree = 0;
-      for (size_t t = 0; t < toks.size(); ++t)
-        agree += std::max_element(got.begin() + t * V, got.begin() + (t + 1) * V) - (got.begin() + t * V) ==
-                 std::max_element(ref.begin() + t * V, ref.begin() + (t + 1) * V) - (ref.begin() + t * V);
-      CHECK(agree * 100 >= toks.size() * 99);
+    for (Precision precision : test::supported_precisions()) {
+      auto ctx = test::make_context(precision);
+      const bool fp16 = ctx->precision() == Precision::fp16;
+      auto model = Model::load(*ctx, dir);
+      ref::ModelWeights w = reference_for(dir, model->config(), QuantType::f16, fp16);
+      w.kv_round = q8_round;
+      const auto ref = ref::model_forward(w, std::vector<int>(toks.begin(), toks.end())).logits;
+      SessionOptions so{uint32_t(toks.size() + 4), 16};
+      so.kv_cache = KvCacheType::q8_0;
+      auto s = Session::create(*model, so);
+      const auto got = test::teacher_forced(*s, toks, 21);  // chunks of 16 and 5, then 19 decode steps
+      REQUIRE(got.size() == ref.size());
+      const test::Compare cmp = test::compare(std::vector<double>(got.begin(), got.end()), ref);
+      MESSAGE("kv q8_0 " << dir << " " << std::string(precision_name(ctx->precision())) << ": " << cmp.summary());
+      if (!fp16) {
+        CHECK(test::within_spec(cmp, false, test::Scope::layer));  // fp32: the dequantized cache, exactly
+      } else {
+        // fp16 storage: the device quantizes K and V computed from fp16 activations, which differ from the
+        // reference's by about an fp16 ulp; a value that close to a Q8_0 rounding boundary lands one step d
+        // away (a few % of the quants). docs/maths.md "How close is close enough": nmse ≤ 2e-5 (4x the fp16
+        // model bound), max error ≤ 1e-2·scale and top-1 agreement on ≥ 99% of rows.
+        CHECK(cmp.nmse <= 2e-5);
+        CHECK(cmp.max_abs <= 1e-2 * std::max(1.0, cmp.max_ref));
+        const size_t V = model->config().vocab_size;
+        size_t agree = 0;
+        for (size_t t = 0; t < toks.size(); ++t)
+          agree += std::max_element(got.begin() + t * V, got.begin() + (t + 1) * V) - (got.begin() + t * V) ==
+                   std::max_element(ref.begin() + t * V, ref.begin() + (t + 1) * V) - (ref.begin() + t * V);
+        CHECK(agree * 100 >= toks.size() * 99);
+      }
+      auto s16 = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
+      const auto f16kv = test::teacher_forced(*s16, toks, 21);
+      const test::Compare diff =
+          test::compare(std::vector<double>(got.begin(), got.end()), std::vector<double>(f16kv.begin(), f16kv.end()));
+      INFO("f16 KV against q8_0 KV: " << diff.summary());
+      CHECK(diff.nmse > 1e-10);
     }
-    auto s16 = Session::create(*model, SessionOptions{uint32_t(toks.size() + 4), 16});
-    const auto f16kv = test::teacher_forced(*s16, toks, 21);
-    const test::Compare diff = test::compare(std::vector<double>(got.begin(), got.end()), std::vector<double>(f16kv.begin(), f16kv.end()));
-    INFO("f16 KV against q8_0 KV: " << diff.summary());
-    CHECK(diff.nmse > 1e-10);
-  }
 }
 
 TEST_CASE("kv q8_0: cache bytes, saved state, rewind and context shift") {

@@ -21,7 +21,7 @@ TEST_CASE("sampling: repetition, frequency and presence penalties change the gre
   const std::vector<float> l{2.0f, 1.9f, -1.0f, -1.2f};
   SamplingOptions o;
   CHECK(greedy(o, l, {0, 0}) == 0);  // no penalty
-  o.repeat_penalty = 2.0f;            // 2 / 2 = 1 < 1.9
+  o.repeat_penalty = 2.0f;           // 2 / 2 = 1 < 1.9
   CHECK(greedy(o, l, {0}) == 1);
   o.repeat_penalty = 1.0f;
   o.frequency_penalty = 0.3f;  // 2 - 2 x 0.3 = 1.4 < 1.9, but one occurrence: 1.7 < 1.9 too

@@ -17,7 +17,7 @@ using namespace diffvk;
 
 namespace {
 const std::string kTiny = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
-const std::vector<int32_t> kSystem{2, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108};     // 11: the kept prefix
+const std::vector<int32_t> kSystem{2, 72, 101, 108, 108, 111, 32, 119, 111, 114, 108};      // 11: the kept prefix
 const std::vector<int32_t> kTurn1{100, 33, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};  // 16: dropped
 const std::vector<int32_t> kTurn2{50, 60, 70, 80, 90, 95, 99};                              // 7: replaces it
 
@@ -62,7 +62,8 @@ void rewind_case(Precision precision) {
   s->rewind(s->position() - 1);
   std::vector<float> into(V + 1, -7.0f);
   const uint32_t at = s->position();
-  CHECK_THROWS_WITH_AS(s->decode(65, into.data(), V - 1), doctest::Contains(("need " + std::to_string(V)).c_str()), Error);
+  CHECK_THROWS_WITH_AS(s->decode(65, into.data(), V - 1), doctest::Contains(("need " + std::to_string(V)).c_str()),
+                       Error);
   CHECK(s->position() == at);
   s->decode(65, into.data(), into.size());
   CHECK(std::vector<float>(into.begin(), into.begin() + V) == want_next);
@@ -127,7 +128,8 @@ void reuse_case(Precision precision) {
   const auto held = s->tokens();
   CHECK_THROWS_WITH_AS(s->prefill_reusing({}), doctest::Contains("no tokens"), Error);
   CHECK_THROWS_WITH_AS(s->prefill_reusing(cat(kTurn1, {-1})), doctest::Contains("index 16"), Error);
-  CHECK_THROWS_WITH_AS(s->prefill_reusing(std::vector<int32_t>(65, 1)), doctest::Contains("exceed the context of 64"), Error);
+  CHECK_THROWS_WITH_AS(s->prefill_reusing(std::vector<int32_t>(65, 1)), doctest::Contains("exceed the context of 64"),
+                       Error);
   CHECK(s->tokens() == held);
 }
 }  // namespace

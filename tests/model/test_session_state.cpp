@@ -87,7 +87,8 @@ void roundtrip(Precision precision) {
 TEST_CASE("session state: a restored session continues bit for bit fp32") { roundtrip(Precision::fp32); }
 TEST_CASE("session state: a restored session continues bit for bit fp16") { roundtrip(Precision::fp16); }
 
-TEST_CASE("session state: other models, precisions, versions, corrupt and oversized states are refused, nothing changes") {
+TEST_CASE(
+    "session state: other models, precisions, versions, corrupt and oversized states are refused, nothing changes") {
   auto ctx = test::make_context();
   auto model = Model::load(*ctx, kTiny);
   auto a = Session::create(*model, SessionOptions{48, 8});
@@ -111,7 +112,8 @@ TEST_CASE("session state: other models, precisions, versions, corrupt and oversi
   refused(patched(state, 0, 'X'), "not a diffvk session state");
   refused(patched(state, 8, 3), "format version 3, this build reads versions 1 to 2");
   const bool fp16 = ctx->precision() == Precision::fp16;
-  refused(patched(state, 12, fp16 ? 1 : 2), fp16 ? "KV type f32, this session's is f16" : "KV type f16, this session's is f32");
+  refused(patched(state, 12, fp16 ? 1 : 2),
+          fp16 ? "KV type f32, this session's is f16" : "KV type f16, this session's is f32");
   refused(patched(state, 16, uint8_t(state[16] ^ 0x55)), "saved from another model");
   refused(patched(state, 28, uint8_t(state[28] + 1)), "KV heads");
   // A state longer than this session's context (20 tokens, context 16).
@@ -131,7 +133,8 @@ TEST_CASE("session state: other models, precisions, versions, corrupt and oversi
     auto ctx32 = test::make_context(Precision::fp32);
     auto m32 = Model::load(*ctx32, kTiny);
     auto s32 = Session::create(*m32, SessionOptions{48, 8});
-    CHECK_THROWS_WITH_AS(s32->restore_state(state.data(), state.size()), doctest::Contains("KV type f16, this session's is f32"), Error);
+    CHECK_THROWS_WITH_AS(s32->restore_state(state.data(), state.size()),
+                         doctest::Contains("KV type f16, this session's is f32"), Error);
   }
 
   // Files: a missing one is an I/O error naming it; one larger than any state of this session is not read.

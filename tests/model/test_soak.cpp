@@ -22,7 +22,6 @@
 #include "model_fixture.hpp"
 #include "sanitizers.hpp"
 
-
 using namespace diffvk;
 
 namespace {

@@ -38,13 +38,13 @@ void fail(const std::string& msg) {
   std::fprintf(stderr, "threads_test: FAIL: %s\n", msg.c_str());
 }
 
-#define CHECK_OK(call)                                                                                  \
-  do {                                                                                                  \
-    const diffvk_status st_ = (call);                                                                   \
-    if (st_ != DIFFVK_OK) {                                                                             \
-      fail(std::string(#call) + " -> " + diffvk_status_string(st_) + ": " + diffvk_last_error());       \
-      return false;                                                                                     \
-    }                                                                                                   \
+#define CHECK_OK(call)                                                                            \
+  do {                                                                                            \
+    const diffvk_status st_ = (call);                                                             \
+    if (st_ != DIFFVK_OK) {                                                                       \
+      fail(std::string(#call) + " -> " + diffvk_status_string(st_) + ": " + diffvk_last_error()); \
+      return false;                                                                               \
+    }                                                                                             \
   } while (0)
 
 // Deterministic token stream of session k (teacher forcing: independent of the logits).
@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
   size_t compared = 0, differing_steps = 0;
   for (int i = 0; i < kSessions; ++i) {
     if (conc[i].out.size() != serial[i].out.size()) {
-      fail("session " + std::to_string(i) + ": " + std::to_string(conc[i].out.size() / vocab) + " steps concurrently vs " +
-           std::to_string(serial[i].out.size() / vocab) + " serially");
+      fail("session " + std::to_string(i) + ": " + std::to_string(conc[i].out.size() / vocab) +
+           " steps concurrently vs " + std::to_string(serial[i].out.size() / vocab) + " serially");
       continue;
     }
     size_t bad = 0;
@@ -180,12 +180,15 @@ int main(int argc, char** argv) {
       bad += std::memcmp(&conc[i].out[s * vocab], &serial[i].out[s * vocab], vocab * sizeof(float)) != 0;
     compared += serial[i].out.size() / vocab;
     differing_steps += bad;
-    if (bad) fail("session " + std::to_string(i) + ": " + std::to_string(bad) + " of " + std::to_string(serial[i].out.size() / vocab) +
-                  " steps differ from the serial run");
+    if (bad)
+      fail("session " + std::to_string(i) + ": " + std::to_string(bad) + " of " +
+           std::to_string(serial[i].out.size() / vocab) + " steps differ from the serial run");
   }
-  if (diffvk_model_destroy(model) != DIFFVK_OK || diffvk_context_destroy(ctx) != DIFFVK_OK) fail(std::string("teardown: ") + diffvk_last_error());
-  std::printf("threads: %d threads x %d sessions x %u decode steps: %zu steps compared, %zu differ, %d validation message(s)\n",
-              kThreads, kSessionsPerThread, steps, compared, differing_steps, g_validation.load());
+  if (diffvk_model_destroy(model) != DIFFVK_OK || diffvk_context_destroy(ctx) != DIFFVK_OK)
+    fail(std::string("teardown: ") + diffvk_last_error());
+  std::printf(
+      "threads: %d threads x %d sessions x %u decode steps: %zu steps compared, %zu differ, %d validation message(s)\n",
+      kThreads, kSessionsPerThread, steps, compared, differing_steps, g_validation.load());
   diffvk::platform::set_log_sink(nullptr);
   if (g_validation.load()) fail(std::to_string(g_validation.load()) + " validation message(s)");
   return g_failures.load() ? 1 : 0;

@@ -45,7 +45,8 @@ void session_maps(Precision precision) {
     const auto qkv = ref::project_qkv(w.shape, w.layers[layer].attn, w.rope_theta, n, S, 0);
     const auto want = ref::attention_probs(qkv.q, qkv.k, S, S, w.shape.H, w.shape.Hkv, w.shape.D, 0);
     const size_t plane = size_t(S) * S, off = size_t(maps.head0) * plane;
-    std::vector<double> got(maps.a1.begin(), maps.a1.end()), ref_all(want.p1.begin() + off, want.p1.begin() + off + maps.heads * plane);
+    std::vector<double> got(maps.a1.begin(), maps.a1.end()),
+        ref_all(want.p1.begin() + off, want.p1.begin() + off + maps.heads * plane);
     got.insert(got.end(), maps.a2.begin(), maps.a2.end());
     ref_all.insert(ref_all.end(), want.p2.begin() + off, want.p2.begin() + off + maps.heads * plane);
     const auto c = test::compare(got, ref_all);
@@ -70,7 +71,8 @@ void session_maps(Precision precision) {
   expect_error([&] { s->attention_maps(toks, spec.layers, -1); }, "a layer past the last");
   expect_error([&] { s->attention_maps(toks, 0, int32_t(spec.heads)); }, "a head past the last");
   expect_error([&] { s->attention_maps(toks, 0, -2); }, "head -2");
-  expect_error([&] { s->attention_maps(std::vector<int32_t>(kAttentionMapMaxTokens + 1, 65), 0, -1); }, "too many tokens");
+  expect_error([&] { s->attention_maps(std::vector<int32_t>(kAttentionMapMaxTokens + 1, 65), 0, -1); },
+               "too many tokens");
   expect_error([&] { s->attention_maps({}, 0, -1); }, "no tokens");
   expect_error([&] { s->attention_maps({65, 999}, 0, -1); }, "a token outside the vocabulary");
   CHECK(s->position() == toks.size() + 1);  // bad arguments leave the session as it was
@@ -115,7 +117,8 @@ void session_maps_v2(Precision precision) {
         const auto n = ref::rms_norm(run.hidden[layer], S, w.width(), w.layers[layer].attn_norm, w.eps);
         std::vector<double> got, want;
         for (uint32_t hh = 0; hh < maps.heads; ++hh) {
-          const ref::V2Maps m = ref::diff_v2_maps(n, S, 0, w.v2_shape, w.layers[layer].attn_v2, w.rope_theta, int(maps.head0 + hh));
+          const ref::V2Maps m =
+              ref::diff_v2_maps(n, S, 0, w.v2_shape, w.layers[layer].attn_v2, w.rope_theta, int(maps.head0 + hh));
           const size_t plane = size_t(S) * S;
           got.insert(got.end(), maps.a1.begin() + hh * plane, maps.a1.begin() + (hh + 1) * plane);
           got.insert(got.end(), maps.a2.begin() + hh * plane, maps.a2.begin() + (hh + 1) * plane);
@@ -125,7 +128,8 @@ void session_maps_v2(Precision precision) {
           want.insert(want.end(), m.lambda.begin(), m.lambda.end());
           // The map the layer applies to V: A1 − λ_i·A2 (lambda_at), against the reference's difference.
           std::vector<double> d(plane), dref(m.diff.begin(), m.diff.end());
-          for (size_t e = 0; e < plane; ++e) d[e] = maps.a1[hh * plane + e] - maps.lambda_at(hh, uint32_t(e / S)) * maps.a2[hh * plane + e];
+          for (size_t e = 0; e < plane; ++e)
+            d[e] = maps.a1[hh * plane + e] - maps.lambda_at(hh, uint32_t(e / S)) * maps.a2[hh * plane + e];
           const auto cd = test::compare(d, dref);
           INFO("A1 - lambda_i*A2 of head " << maps.head0 + hh << ": " << cd.summary());
           CHECK(test::within_spec(cd, fp16, test::Scope::layer));
@@ -148,5 +152,9 @@ TEST_CASE("attn_probs: case table fp32") { test::run_op_table("attn_probs", Prec
 TEST_CASE("attn_probs: case table fp16") { test::run_op_table("attn_probs", Precision::fp16); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp32") { session_maps(Precision::fp32); }
 TEST_CASE("attn_probs: Session attention_maps match the reference model fp16") { session_maps(Precision::fp16); }
-TEST_CASE("attn_probs: DIFF V2 Session attention_maps match the reference model fp32") { session_maps_v2(Precision::fp32); }
-TEST_CASE("attn_probs: DIFF V2 Session attention_maps match the reference model fp16") { session_maps_v2(Precision::fp16); }
+TEST_CASE("attn_probs: DIFF V2 Session attention_maps match the reference model fp32") {
+  session_maps_v2(Precision::fp32);
+}
+TEST_CASE("attn_probs: DIFF V2 Session attention_maps match the reference model fp16") {
+  session_maps_v2(Precision::fp16);
+}

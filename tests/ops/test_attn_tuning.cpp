@@ -50,7 +50,8 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
                     // The register budget holds whenever more than one slot is kept.
                     if (t.br > 1) CHECK(t.accumulators <= attn_accumulator_budget(caps));
                     // The key-block core wherever subgroups run and its shared memory fits these slots.
-                    if (!caps.subgroup_arithmetic_compute) CHECK(t.blocks == 0);
+                    if (!caps.subgroup_arithmetic_compute)
+                      CHECK(t.blocks == 0);
                     else if (!t.blocks) {  // not even with one slot
                       AttnTiles one = t;
                       one.br = 1;
@@ -62,7 +63,9 @@ TEST_CASE("attn tuning: every choice is legal on simulated devices") {
                       CHECK(t.blocks == 1);
                       CHECK(t.chunk != 0);
                       CHECK(t.nsg * t.wg <= inv);
-                      if (t.qh) CHECK(attn_queries_per_workgroup(attn_unstaged(t, D), n_rep) <= attn_queries_per_workgroup(t, n_rep));
+                      if (t.qh)
+                        CHECK(attn_queries_per_workgroup(attn_unstaged(t, D), n_rep) <=
+                              attn_queries_per_workgroup(t, n_rep));
                       CHECK(attn_queries_per_workgroup(t, n_rep) <= std::max(kAttnStagedQueries, t.br / n_rep) + t.br);
                     }
                     if (t.blocks) ++blocked;
@@ -236,8 +239,8 @@ TEST_CASE("attn tuning: DIFF V2 tiles pair their slots, stay legal, and hold V1'
             for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode})
               for (uint32_t rows : {1u, 8u}) {
                 const DeviceCaps caps = simulated(shared, sg, 1024, true, 0, kind);
-                INFO("shared=" << shared << " sg=" << sg << " cpu=" << (kind == DeviceKind::cpu) << " D=" << D << " n_rep=" << n_rep
-                               << " decode=" << (ph == AttnPhase::decode) << " rows=" << rows);
+                INFO("shared=" << shared << " sg=" << sg << " cpu=" << (kind == DeviceKind::cpu) << " D=" << D
+                               << " n_rep=" << n_rep << " decode=" << (ph == AttnPhase::decode) << " rows=" << rows);
                 const AttnTiles t = choose_attn_tiles(caps, true, D, n_rep, ph, rows, 1, true);
                 CHECK(t.v2);
                 CHECK(check_attn_tiles(caps, true, D, n_rep, t) == "");
@@ -329,7 +332,8 @@ TEST_CASE("attn tuning: Q in halves only where fp32 Q keeps fewer than 16 querie
   CHECK(check_attn_tiles(nv, true, 64, 4, unstaged_qh) != "");
 }
 
-TEST_CASE("attn tuning: the cooperative-matrix prefill follows the matmul's policy (fit_attn_coop, attn_uses_coopmat)") {
+TEST_CASE(
+    "attn tuning: the cooperative-matrix prefill follows the matmul's policy (fit_attn_coop, attn_uses_coopmat)") {
   std::string why;
   // No shape: never, saying why.
   DeviceCaps none = simulated(49152, 32, 1024, true);
@@ -368,7 +372,8 @@ TEST_CASE("attn tuning: the cooperative-matrix prefill follows the matmul's poli
           CHECK(!attn_uses_coopmat(c, true, D, 1, false, false, nullptr, &why));
           CHECK(!attn_uses_coopmat(c, true, D, 2, false, true, nullptr, &why));
           CHECK(why.find("Q8_0") != std::string::npos);
-          // CPU drivers (quirk coopmat_emulated): never, unless the quirk is dropped (DIFFVK_COOPMAT=on, DIFFVK_ATTN_CORE=coopmat).
+          // CPU drivers (quirk coopmat_emulated): never, unless the quirk is dropped (DIFFVK_COOPMAT=on,
+          // DIFFVK_ATTN_CORE=coopmat).
           DeviceCaps cpu = c;
           force_quirk(cpu, "coopmat_emulated");
           CHECK(fit_attn_coop(cpu, true, D, 2, false, false, nullptr, nullptr));

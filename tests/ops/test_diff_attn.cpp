@@ -1,8 +1,8 @@
 // Conformance of the differential attention kernels (fused prefill; split-K decode merged by its last split)
-// against the float64 reference, through the op's case table (bench/cases/diff_attn.cpp): fresh seeded inputs, poisoned outputs, odd S and T, chunked
-// prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8, lambda < 0
-// and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to
-// n_rep = 64, fp16 and fp32, bit-identical replays, the per-invocation loop budget.
+// against the float64 reference, through the op's case table (bench/cases/diff_attn.cpp): fresh seeded inputs, poisoned
+// outputs, odd S and T, chunked prefill after a prefix, decode S = 1..8 after a cached prefix, GQA n_rep 1/2/4/8,
+// lambda < 0 and > 1, D = 2/6/8/12/16/20/32/64/128 (16-byte, 4-element and element-wise loads), GQA up to n_rep = 64,
+// fp16 and fp32, bit-identical replays, the per-invocation loop budget.
 #include <algorithm>
 #include <functional>
 #include <tuple>
@@ -69,8 +69,10 @@ void q8_cache_cases(Precision p) {
     return;
   }
   auto pick = [](const bench::OpCase& c) {
-    return attn_shape(c).kv_q8 && c.subgroup() && (c.name.find("H=4/1 D=48") != std::string::npos || c.name.find("H=4/2 D=16 S=13") != std::string::npos ||
-                                     c.name.find("H=4/1 D=64 S=17") != std::string::npos || c.name.find("decode H=4/1 D=32 S=3") != std::string::npos);
+    return attn_shape(c).kv_q8 && c.subgroup() &&
+           (c.name.find("H=4/1 D=48") != std::string::npos || c.name.find("H=4/2 D=16 S=13") != std::string::npos ||
+            c.name.find("H=4/1 D=64 S=17") != std::string::npos ||
+            c.name.find("decode H=4/1 D=32 S=3") != std::string::npos);
   };
   test::run_op_table("diff_attn", p, {}, pick);
   test::run_op_table("diff_v2_attn", p, {}, pick);
@@ -113,12 +115,17 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
   }
   // (name fragment, Q8_0 cache): each picks one case per precision.
   using Pick = std::pair<const char*, bool>;
-  static const std::vector<Pick> v1 = {{"prefill H=3/3 D=6 S=11", false}, {"prefill H=64/1 D=8 S=3", false},
-                                       {"prefill H=2/1 D=64 S=40", false}, {"prefill H=4/2 D=16 S=13 pos0=33", false},
+  static const std::vector<Pick> v1 = {{"prefill H=3/3 D=6 S=11", false},
+                                       {"prefill H=64/1 D=8 S=3", false},
+                                       {"prefill H=2/1 D=64 S=40", false},
+                                       {"prefill H=4/2 D=16 S=13 pos0=33", false},
                                        {"decode H=4/2 D=16 S=6 pos0=77 lambda=0.8 max-splits", false},
-                                       {"decode H=2/2 D=128 S=2 pos0=40", false}, {"decode H=4/1 D=48 S=3 pos0=65", true}};
-  static const std::vector<Pick> v2 = {{"decode H=3/1 D=6 S=5", false}, {"prefill H=32/1 D=8 S=5", false},
-                                       {"prefill H=4/1 D=64 S=17", false}, {"decode H=4/2 D=16 S=6 pos0=77 z-std=1 max-splits", false},
+                                       {"decode H=2/2 D=128 S=2 pos0=40", false},
+                                       {"decode H=4/1 D=48 S=3 pos0=65", true}};
+  static const std::vector<Pick> v2 = {{"decode H=3/1 D=6 S=5", false},
+                                       {"prefill H=32/1 D=8 S=5", false},
+                                       {"prefill H=4/1 D=64 S=17", false},
+                                       {"decode H=4/2 D=16 S=6 pos0=77 z-std=1 max-splits", false},
                                        {"prefill H=4/2 D=32 S=13", true}};
   auto picker = [](const std::vector<Pick>& names) {
     return [&names](const bench::OpCase& c) {
@@ -140,16 +147,17 @@ struct ForceStaged {
 };
 // The cases of both tables that the staged prefill runs: (name fragment, Q8_0 cache).
 using Pick = std::pair<const char*, bool>;
-const std::vector<Pick> kStagedV1 = {{"prefill H=4/2 D=16 S=33 ", false}, {"prefill H=8/2 D=16 S=129", false},
-                                     {"prefill H=2/1 D=64 S=40", false},  {"prefill H=2/2 D=128 S=19", false},
-                                     {"prefill H=64/1 D=8 S=3", false},   {"prefill H=4/2 D=16 S=13 pos0=33", false},
-                                     {"prefill H=8/1 D=16 S=5 pos0=60", false},
-                                     {"prefill H=4/1 D=48 S=17", true},   {"prefill H=2/1 D=64 S=40", true},
-                                     {"prefill H=64/1 D=16 S=3", true},   {"prefill H=4/2 D=16 S=13 pos0=33", true}};
-const std::vector<Pick> kStagedV2 = {{"prefill H=4/1 D=64 S=17", false}, {"prefill H=4/2 D=16 S=33", false},
-                                     {"prefill H=32/1 D=8 S=5", false},  {"prefill H=2/2 D=16 S=9", false},
-                                     {"prefill H=4/2 D=16 S=13 pos0=33", false},
-                                     {"prefill H=4/1 D=64 S=17", true},  {"prefill H=2/1 D=128 S=19", true}};
+const std::vector<Pick> kStagedV1 = {
+    {"prefill H=4/2 D=16 S=33 ", false},       {"prefill H=8/2 D=16 S=129", false},
+    {"prefill H=2/1 D=64 S=40", false},        {"prefill H=2/2 D=128 S=19", false},
+    {"prefill H=64/1 D=8 S=3", false},         {"prefill H=4/2 D=16 S=13 pos0=33", false},
+    {"prefill H=8/1 D=16 S=5 pos0=60", false}, {"prefill H=4/1 D=48 S=17", true},
+    {"prefill H=2/1 D=64 S=40", true},         {"prefill H=64/1 D=16 S=3", true},
+    {"prefill H=4/2 D=16 S=13 pos0=33", true}};
+const std::vector<Pick> kStagedV2 = {{"prefill H=4/1 D=64 S=17", false},         {"prefill H=4/2 D=16 S=33", false},
+                                     {"prefill H=32/1 D=8 S=5", false},          {"prefill H=2/2 D=16 S=9", false},
+                                     {"prefill H=4/2 D=16 S=13 pos0=33", false}, {"prefill H=4/1 D=64 S=17", true},
+                                     {"prefill H=2/1 D=128 S=19", true}};
 std::function<bool(const bench::OpCase&)> staged_pick(const std::vector<Pick>& names) {
   return [&names](const bench::OpCase& c) {
     for (const auto& [n, q8] : names)
@@ -209,7 +217,9 @@ TEST_CASE("diff_attn: staged prefill with Q in halves") {
     for (const auto& cp : bench::op_cases(op, bench::OpMode::conformance)) {
       const bench::OpCase& c = *cp;
       const AttnShape a = attn_shape(c);
-      if (!c.fp16 || !c.subgroup() || a.decode || !staged_pick(std::string(op) == "diff_attn" ? kStagedV1 : kStagedV2)(c)) continue;
+      if (!c.fp16 || !c.subgroup() || a.decode ||
+          !staged_pick(std::string(op) == "diff_attn" ? kStagedV1 : kStagedV2)(c))
+        continue;
       const bool v2 = std::string(op) == "diff_v2_attn";
       const uint32_t n_rep = (v2 ? 2 : 1) * a.H / a.Hkv;
       const DiffAttnKernel k(ctx->device(), o, a.D, n_rep, 4, v2 ? AttnSoftmax::v2 : AttnSoftmax::differential,
@@ -218,7 +228,9 @@ TEST_CASE("diff_attn: staged prefill with Q in halves") {
     }
   INFO("cases with Q in halves: " << names.size());
   REQUIRE(!names.empty());
-  auto named = [&names](const bench::OpCase& c) { return std::find(names.begin(), names.end(), c.name) != names.end(); };
+  auto named = [&names](const bench::OpCase& c) {
+    return std::find(names.begin(), names.end(), c.name) != names.end();
+  };
   for (const std::string& n : names) MESSAGE("Q in halves: " << n);
   test::run_op_table("diff_attn", Precision::fp16, {}, named);
   test::run_op_table("diff_v2_attn", Precision::fp16, {}, named);
@@ -265,8 +277,9 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
     const DiffAttnKernel k(ctx->device(), o, 16, 2, 4);
     REQUIRE(k.prefill_coopmat());
     const AttnCoopTiles& t = k.coop_tiles();
-    MESSAGE("cooperative-matrix attention " << t.cm << "x" << t.cn << "x" << t.ck << ", " << t.nsg << " subgroups of " << t.sg
-                                            << ", " << t.br << " slots x " << t.bc << " keys, " << t.shared_bytes << " B shared");
+    MESSAGE("cooperative-matrix attention " << t.cm << "x" << t.cn << "x" << t.ck << ", " << t.nsg << " subgroups of "
+                                            << t.sg << ", " << t.br << " slots x " << t.bc << " keys, "
+                                            << t.shared_bytes << " B shared");
     ck = t.ck, cn = t.cn;
     // Forced where it cannot run: an error naming why, never the scalar kernel.
     auto fails = [&](const char* what, auto make) {
@@ -286,10 +299,10 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
       fails("D = 1024 (shared memory)", [&] { DiffAttnKernel(ctx->device(), o, 1024, 1, 4); });
   }
   static const std::vector<const char*> names = {
-      "H=1/1 D=16 S=1 pos0=0 ",   "H=2/2 D=32 S=7 pos0=0 ",   "H=4/2 D=16 S=33 pos0=0 ", "H=4/1 D=32 S=17 pos0=0 ",
-      "H=8/1 D=16 S=9 pos0=0 ",   "H=2/1 D=64 S=40 pos0=0 ",  "H=2/2 D=128 S=19 pos0=0 ", "H=8/2 D=16 S=129 pos0=0 ",
-      "H=64/1 D=8 S=3 pos0=0 ",   "H=2/2 D=32 S=7 pos0=9 ",   "H=4/2 D=16 S=13 pos0=33 ", "H=8/1 D=16 S=5 pos0=60 ",
-      "H=2/1 D=64 S=31 pos0=2 ",  "H=2/1 D=64 S=20 pos0=1000 ", "H=1/1 D=128 S=900 pos0=0 "};
+      "H=1/1 D=16 S=1 pos0=0 ",  "H=2/2 D=32 S=7 pos0=0 ",     "H=4/2 D=16 S=33 pos0=0 ",  "H=4/1 D=32 S=17 pos0=0 ",
+      "H=8/1 D=16 S=9 pos0=0 ",  "H=2/1 D=64 S=40 pos0=0 ",    "H=2/2 D=128 S=19 pos0=0 ", "H=8/2 D=16 S=129 pos0=0 ",
+      "H=64/1 D=8 S=3 pos0=0 ",  "H=2/2 D=32 S=7 pos0=9 ",     "H=4/2 D=16 S=13 pos0=33 ", "H=8/1 D=16 S=5 pos0=60 ",
+      "H=2/1 D=64 S=31 pos0=2 ", "H=2/1 D=64 S=20 pos0=1000 ", "H=1/1 D=128 S=900 pos0=0 "};
   auto ctx = Context::create(test::validated_options(Precision::fp16));
   const KernelOptions o = KernelOptions::for_device(ctx->device());
   int picked = 0;
@@ -344,8 +357,8 @@ TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU")
   buf.fill(12288, 1024, test::kPoison);
   const float lambda = 0.37f, gain = 0.55f;
   Program prog(dev, "row0");
-  kernel.record_prefill(prog, buf.range(0, q.size() * 4), buf.range(1024, kc.size() * 4), buf.range(4096, vc.size() * 4),
-                        buf.range(8192, DV * 4), buf.range(12288, S * H * DV * 4),
+  kernel.record_prefill(prog, buf.range(0, q.size() * 4), buf.range(1024, kc.size() * 4),
+                        buf.range(4096, vc.size() * 4), buf.range(8192, DV * 4), buf.range(12288, S * H * DV * 4),
                         AttnCall{S, 0, H, H, 4, H * DV, H * DV, lambda, gain});
   prog.run();
   std::vector<float> o(S * H * DV);
@@ -354,7 +367,8 @@ TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU")
     double ss = 0;
     for (uint32_t d = 0; d < DV; ++d) ss += std::pow((1 - lambda) * vc[h * 4 * DV + d], 2);
     const double f = gain / std::sqrt(ss / DV + 1e-5);
-    for (uint32_t d = 0; d < DV; ++d) CHECK(o[h * DV + d] == doctest::Approx((1 - lambda) * vc[h * 4 * DV + d] * f).epsilon(1e-4));
+    for (uint32_t d = 0; d < DV; ++d)
+      CHECK(o[h * DV + d] == doctest::Approx((1 - lambda) * vc[h * 4 * DV + d] * f).epsilon(1e-4));
   }
 }
 
@@ -372,7 +386,8 @@ TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
     CHECK(e.status() == Status::context_overflow);
   }
   CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, r, AttnCall{4, 0, 4, 4, 12, 128, 128, 0.5f, 0.5f}), Error);
-  CHECK_THROWS_AS(kernel.record_prefill(prog, r, r, r, r, buf.range(0, 16), AttnCall{4, 0, 4, 2, 12, 128, 128, 0.5f, 0.5f}), Error);
+  CHECK_THROWS_AS(
+      kernel.record_prefill(prog, r, r, r, r, buf.range(0, 16), AttnCall{4, 0, 4, 2, 12, 128, 128, 0.5f, 0.5f}), Error);
 }
 
 TEST_CASE("diff_attn: a decode program recorded once replays correctly at every position") {
@@ -397,8 +412,17 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
     Buffer wb(dev, DV * es, MemoryDomain::device, "w"), qb(dev, H * DV * es, MemoryDomain::device, "q"),
         ob(dev, H * DV * es, MemoryDomain::device, "o"), pos(dev, 16, MemoryDomain::device, "pos");
     wb.upload(0, test::pack(subln, fp16).data(), DV * es);
-    AttnCall call{1, 0, H, Hkv, cap, H * DV, H * DV, static_cast<float>(lambda),
-                  static_cast<float>(1.0 - ref::lambda_init(depth)), 1e-5f, pos.range(0, 4)};
+    AttnCall call{1,
+                  0,
+                  H,
+                  Hkv,
+                  cap,
+                  H * DV,
+                  H * DV,
+                  static_cast<float>(lambda),
+                  static_cast<float>(1.0 - ref::lambda_init(depth)),
+                  1e-5f,
+                  pos.range(0, 4)};
     uint32_t len = 0;
     const uint32_t splits = kernel.decode_splits_for_capacity(call, &len);
     Buffer part(dev, DiffAttnKernel::part_bytes(call, D, splits), MemoryDomain::device, "part"),
@@ -406,8 +430,8 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
         sync(dev, DiffAttnKernel::sync_bytes(call), MemoryDomain::device, "arrivals");
     sync.fill(0, DiffAttnKernel::sync_bytes(call), 0);
     Program prog(dev, "decode replay");
-    kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(), {part.range(), stat.range(), sync.range()},
-                         call, splits, len);
+    kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(),
+                         {part.range(), stat.range(), sync.range()}, call, splits, len);
     for (uint32_t p : {0u, 1u, 63u, 64u, 65u, 100u, 149u}) {
       auto q = round(ref::random_normal(size_t(H) * DV, 1000 + p));
       qb.upload(0, test::pack(q, fp16).data(), q.size() * es);
@@ -418,8 +442,8 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
       ob.download(0, got.data(), got.size());
       const std::vector<double> kt(k.begin(), k.begin() + size_t(p + 1) * 2 * Hkv * D);
       const std::vector<double> vt(v.begin(), v.begin() + size_t(p + 1) * Hkv * DV);
-      const auto expect = ref::head_rmsnorm(ref::diff_attention(q, kt, vt, 1, p + 1, H, Hkv, D, lambda, p), 1, H, D, subln,
-                                            ref::lambda_init(depth));
+      const auto expect = ref::head_rmsnorm(ref::diff_attention(q, kt, vt, 1, p + 1, H, Hkv, D, lambda, p), 1, H, D,
+                                            subln, ref::lambda_init(depth));
       const auto c = test::compare(test::unpack(got, fp16), expect);
       INFO(precision_name(precision) << " position " << p << " splits " << splits << ": " << c.summary());
       CHECK(test::within_spec(c, fp16));
@@ -469,10 +493,10 @@ TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation k
       const AttnTiles& t = kernel.decode_tiles(1);
       const uint32_t keys = std::min<uint32_t>(kernel.max_keys_per_invocation(t), 24000) / t.bc * t.bc;
       MESSAGE("keys in one invocation: " << keys << std::string(subgroup ? " (subgroup)" : " (shared memory)"));
-      bench::DiffAttnCase c = bench::diff_attn_case(precision == Precision::fp16, 2, 1, 8, 1, keys - 1, 0.5, true, seed += 11);
+      bench::DiffAttnCase c =
+          bench::diff_attn_case(precision == Precision::fp16, 2, 1, 8, 1, keys - 1, 0.5, true, seed += 11);
       c.p.one_split = true, c.p.subgroup = subgroup, c.name += " one-split";
       run_cases(*ctx, {c});
     }
   }
 }
-

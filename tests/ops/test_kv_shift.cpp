@@ -22,15 +22,24 @@ TEST_CASE("kv_shift: invalid arguments are rejected before anything is recorded"
   KvShiftKernel kernel(dev, KernelOptions::for_device(dev));
   const uint32_t Hkv = 2, D = 8, cap = 16;
   const uint64_t bytes = uint64_t(Hkv) * cap * 2 * D * 4;
-  Buffer k(dev, bytes, MemoryDomain::device, "k"), v(dev, bytes, MemoryDomain::device, "v"), t(dev, cap * D * 4, MemoryDomain::device, "t");
+  Buffer k(dev, bytes, MemoryDomain::device, "k"), v(dev, bytes, MemoryDomain::device, "v"),
+      t(dev, cap * D * 4, MemoryDomain::device, "t");
   Program prog(dev, "kv_shift errors");
   auto rec = [&](KvShiftParams p, BufferRange kr, BufferRange vr) { kernel.record(prog, kr, vr, t.range(), p); };
   const BufferRange kr = k.range(0, bytes), vr = v.range(0, bytes);
-  CHECK(test::status_of([&] { rec({Hkv, D, cap, 2, 0, 10}, kr, vr); }) == Status::invalid_argument);  // nothing to discard
-  CHECK(test::status_of([&] { rec({Hkv, D, cap, 6, 5, 10}, kr, vr); }) == Status::invalid_argument);  // past the held rows
-  CHECK(test::status_of([&] { rec({Hkv, D, cap, 2, 3, 17}, kr, vr); }) == Status::invalid_argument);  // past the capacity
+  CHECK(test::status_of([&] {
+          rec({Hkv, D, cap, 2, 0, 10}, kr, vr);
+        }) == Status::invalid_argument);  // nothing to discard
+  CHECK(test::status_of([&] {
+          rec({Hkv, D, cap, 6, 5, 10}, kr, vr);
+        }) == Status::invalid_argument);  // past the held rows
+  CHECK(test::status_of([&] {
+          rec({Hkv, D, cap, 2, 3, 17}, kr, vr);
+        }) == Status::invalid_argument);  // past the capacity
   CHECK(test::status_of([&] { rec({Hkv, 7, cap, 2, 3, 10}, kr, vr); }) == Status::invalid_argument);  // odd D
   CHECK(test::status_of([&] { rec({Hkv, D, cap, 2, 3, 10}, k.range(0, bytes / 2), vr); }) == Status::invalid_argument);
   CHECK(test::status_of([&] { rec({Hkv, D, cap, 2, 3, 10}, kr, kr); }) == Status::invalid_argument);  // K and V overlap
-  CHECK(test::status_of([&] { rec({Hkv, D, 64, 2, 40, 60}, k.range(0, bytes), v.range(0, bytes)); }) == Status::invalid_argument);
+  CHECK(test::status_of([&] {
+          rec({Hkv, D, 64, 2, 40, 60}, k.range(0, bytes), v.range(0, bytes));
+        }) == Status::invalid_argument);
 }

@@ -50,8 +50,8 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
           CHECK(t.wg >= 1);
           CHECK(t.wg <= inv);
           CHECK(t.wg <= c.max_workgroup_size[0]);
-          CHECK((t.wg & (t.wg - 1)) == 0);           // power of two (tree reduction)
-          CHECK(t.wg >= std::min(sg, inv));           // at least one full subgroup
+          CHECK((t.wg & (t.wg - 1)) == 0);   // power of two (tree reduction)
+          CHECK(t.wg >= std::min(sg, inv));  // at least one full subgroup
           CHECK(t.shared_bytes <= shared);
           CHECK(t.reg == (i == 3));
           if (t.vec) {
@@ -70,7 +70,7 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
             CHECK(t.bn % t.rn == 0);
             CHECK(t.wg == (t.bm / t.rm) * (t.bn / t.rn));
             CHECK(t.shared_bytes == 8 * t.bk * (t.bm + t.bn));  // two buffers, no padding
-            CHECK(t.rm * t.rn <= 64);  // register block stays small
+            CHECK(t.rm * t.rn <= 64);                           // register block stays small
           }
         }
         for (uint32_t rows : rows_list)
@@ -88,7 +88,8 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
         // Mali: the register-tiled path past the matrix-vector rows.
         DeviceCaps mali = c;
         mali.vendor_id = kVendorArm;
-        for (uint32_t rows : rows_list) CHECK(choose_linear_tiles(mali, rows, 512, 200).reg == (rows > kLinearVecMaxRows));
+        for (uint32_t rows : rows_list)
+          CHECK(choose_linear_tiles(mali, rows, 512, 200).reg == (rows > kLinearVecMaxRows));
       }
   // Big shapes take the large tile on a typical device; a 16-KiB / 128-invocation device still gets legal tiles.
   const DeviceCaps typical = simulated(32768, 1024, 32);
@@ -98,8 +99,10 @@ TEST_CASE("linear: tile choice is legal on simulated devices") {
   // gfx1100 / phoenix: 1024 FMAs per 96 ds_load_b128 per k step for the large tile, 512 per 64 for the small).
   for (uint32_t shared : {49152u, 65536u}) {
     const auto gpu = linear_tile_candidates(simulated(shared, 1024, 64));
-    CHECK((gpu[1].bm == 128 && gpu[1].bn == 64 && gpu[1].bk == 32 && gpu[1].rm == 8 && gpu[1].rn == 4 && gpu[1].wg == 256));
-    CHECK((gpu[2].bm == 64 && gpu[2].bn == 64 && gpu[2].bk == 32 && gpu[2].rm == 4 && gpu[2].rn == 4 && gpu[2].wg == 256));
+    CHECK((gpu[1].bm == 128 && gpu[1].bn == 64 && gpu[1].bk == 32 && gpu[1].rm == 8 && gpu[1].rn == 4 &&
+           gpu[1].wg == 256));
+    CHECK((gpu[2].bm == 64 && gpu[2].bn == 64 && gpu[2].bk == 32 && gpu[2].rm == 4 && gpu[2].rn == 4 &&
+           gpu[2].wg == 256));
     CHECK(gpu[1].shared_bytes == 49152);
   }
   const auto tiny = linear_tile_candidates(simulated(16384, 128, 128));
@@ -169,7 +172,8 @@ TEST_CASE("linear: cooperative-matrix tiles") {
 // compiler), forced here so that the loop runs on every CI device.
 TEST_CASE("linear: shared-memory tiles under quirk long_unrolled_compile") {
   for (Precision p : test::supported_precisions())
-    test::run_op_table("linear", p, {"long_unrolled_compile"}, [](const bench::OpCase& c) { return params(c).variant == 1 || params(c).variant == 2; });
+    test::run_op_table("linear", p, {"long_unrolled_compile"},
+                       [](const bench::OpCase& c) { return params(c).variant == 1 || params(c).variant == 2; });
 }
 
 // The register tile's _sg variant shares x rows by constant-lane subgroupBroadcast on GPUs and by
@@ -261,13 +265,13 @@ TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (
   // fp16 vector loads (8 halves): in = 256 -> 32 steps -> 2 groups of 32 lanes, 4 features each.
   CHECK(row_lanes(gcn, 256 / 8, false) == 32);
   CHECK(row_lanes(gcn, 256 / 8, true) == 32);
-  CHECK(row_lanes(gcn, 512 / 8, false) == 64);   // as many steps as lanes: one group
+  CHECK(row_lanes(gcn, 512 / 8, false) == 64);  // as many steps as lanes: one group
   CHECK(row_lanes(gcn, 4096 / 8, false) == 64);
-  CHECK(row_lanes(gcn, 384 / 8, false) == 64);   // 48 steps: the next power of two is the workgroup
-  CHECK(row_lanes(gcn, 20, false) == 32);        // 20 steps: 32 lanes (every step one lane)
+  CHECK(row_lanes(gcn, 384 / 8, false) == 64);  // 48 steps: the next power of two is the workgroup
+  CHECK(row_lanes(gcn, 20, false) == 32);       // 20 steps: 32 lanes (every step one lane)
   // Few steps: at most nf groups (1 feature each), nf / 2 with RoPE pairs.
-  CHECK(row_lanes(gcn, 8, false) == 8);          // Q4_0 at in = 256: 8 blocks -> 8 groups of 8 lanes
-  CHECK(row_lanes(gcn, 8, true) == 16);          // the RoPE epilogue: 4 groups of a pair each
+  CHECK(row_lanes(gcn, 8, false) == 8);  // Q4_0 at in = 256: 8 blocks -> 8 groups of 8 lanes
+  CHECK(row_lanes(gcn, 8, true) == 16);  // the RoPE epilogue: 4 groups of a pair each
   CHECK(row_lanes(gcn, 1, false) == 8);
   CHECK(row_lanes(gcn, 16, true) == 16);
   const RowGeometry rdna = geo(64, 32, 64, true);  // pinned wave64
@@ -276,7 +280,7 @@ TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (
   const RowGeometry nv = geo(32, 32, 32, false);
   CHECK(row_lanes(nv, 32, false) == 32);
   CHECK(row_lanes(nv, 16, false) == 16);
-  CHECK(row_lanes(nv, 2, false) == 4);           // 8 groups of 4 lanes, one feature each
+  CHECK(row_lanes(nv, 2, false) == 4);  // 8 groups of 4 lanes, one feature each
   CHECK(row_lanes(nv, 2, true) == 8);
   // Every result: a power of two dividing wg, whose groups divide nf (even features per group with pairs).
   for (const RowGeometry& g : {gcn, rdna, nv, geo(8, 8, 8, false), geo(4, 4, 4, false)})
@@ -299,10 +303,10 @@ TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (
   CHECK(cpu.nf == kCpuRowFeatures);
   CHECK(row_lanes(cpu, 2, false) == 8);
   CHECK(row_lanes(cpu, 2, false, 4) == 4);
-  CHECK(row_lanes(cpu, 2, true, 1) == 1);        // 8 groups of 4 features: pairs still in one group
-  CHECK(row_lanes(cpu, 2, false, 3) == 2);       // rounded down to a power of two
-  CHECK(row_lanes(cpu, 2, false, 64) == 8);      // at most the workgroup
-  CHECK(row_lanes(gcn, 2, true, 1) == 16);       // clamped to whole pairs per group
+  CHECK(row_lanes(cpu, 2, true, 1) == 1);    // 8 groups of 4 features: pairs still in one group
+  CHECK(row_lanes(cpu, 2, false, 3) == 2);   // rounded down to a power of two
+  CHECK(row_lanes(cpu, 2, false, 64) == 8);  // at most the workgroup
+  CHECK(row_lanes(gcn, 2, true, 1) == 16);   // clamped to whole pairs per group
 }
 
 TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {
@@ -337,23 +341,35 @@ TEST_CASE("linear: invalid arguments are rejected") {
   Program prog(dev, "linear errors");
   auto status = [](auto&& fn) { return test::status_of(fn); };
   const LinearParams good{4, 16, 8, 16, 8};
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), {0, 16, 8, 16, 8}); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), {4, 16, 8, 15, 8}); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), {4, 16, 8, 16, 7}); }) == Status::invalid_argument);
+  CHECK(status([&] {
+          kernel.record(prog, a.range(), b.range(), c.range(), {0, 16, 8, 16, 8});
+        }) == Status::invalid_argument);
+  CHECK(status([&] {
+          kernel.record(prog, a.range(), b.range(), c.range(), {4, 16, 8, 15, 8});
+        }) == Status::invalid_argument);
+  CHECK(status([&] {
+          kernel.record(prog, a.range(), b.range(), c.range(), {4, 16, 8, 16, 7});
+        }) == Status::invalid_argument);
   CHECK(status([&] { kernel.record(prog, a.range(0, 255), b.range(), c.range(), good); }) == Status::invalid_argument);
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(0, 511), c.range(), good); }) == Status::invalid_argument);
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 127), good); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), good, a.range(0, 64)); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), a.range(2048, 128), good); }) == Status::invalid_argument);
+  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(), good, a.range(0, 64)); }) ==
+        Status::invalid_argument);
+  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), a.range(2048, 128), good); }) ==
+        Status::invalid_argument);
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(64, 128)); }) ==
         Status::invalid_argument);
-  CHECK(status([&] { kernel.record_variant(prog, 0, a.range(), b.range(), c.range(), {9, 16, 8, 16, 8}); }) ==
+  CHECK(status([&] {
+          kernel.record_variant(prog, 0, a.range(), b.range(), c.range(), {9, 16, 8, 16, 8});
+        }) == Status::invalid_argument);
+  CHECK(status([&] { kernel.record_variant(prog, 7, a.range(), b.range(), c.range(), good); }) ==
         Status::invalid_argument);
-  CHECK(status([&] { kernel.record_variant(prog, 7, a.range(), b.range(), c.range(), good); }) == Status::invalid_argument);
   CHECK(prog.op_count() == 0);
   // The legal forms record: separate residual, in-place residual.
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(256, 128)); }) == Status::ok);
-  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(0, 128)); }) == Status::ok);
+  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(256, 128)); }) ==
+        Status::ok);
+  CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(0, 128)); }) ==
+        Status::ok);
   CHECK(prog.op_count() == 2);
 }
 
@@ -409,7 +425,8 @@ TEST_CASE("linear: the cooperative-matrix candidate and its choice (pure, simula
   CHECK(why.find("fits") != std::string::npos);
 }
 
-TEST_CASE("linear: quantized weights take a shared-memory tile on GPUs past 16 rows (choose_quant_linear_tiles, pure)") {
+TEST_CASE(
+    "linear: quantized weights take a shared-memory tile on GPUs past 16 rows (choose_quant_linear_tiles, pure)") {
   DeviceCaps gpu = simulated(49152, 1024, 32);
   gpu.kind = DeviceKind::discrete;
   gpu.compute_units = 8;
@@ -434,7 +451,8 @@ TEST_CASE("linear: quantized weights take a shared-memory tile on GPUs past 16 r
   }
 }
 
-TEST_CASE("linear: the quantized matmul's int8 path only where the device accelerates it (choose_quant_matmul_path, pure)") {
+TEST_CASE(
+    "linear: the quantized matmul's int8 path only where the device accelerates it (choose_quant_matmul_path, pure)") {
   DeviceCaps c = simulated(32768, 256, 8);
   c.name = "simulated";
   CHECK(choose_quant_matmul_path(c).path == QuantRowPath::dequant);
@@ -453,7 +471,8 @@ TEST_CASE("linear: the quantized matmul's int8 path only where the device accele
 TEST_CASE("linear: the int8 matmul without its pipelines or the feature is an error naming why") {
   auto ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
-  Buffer a(dev, 1 << 16, MemoryDomain::device, "a"), b(dev, 1 << 16, MemoryDomain::device, "b"), c(dev, 1 << 16, MemoryDomain::device, "c");
+  Buffer a(dev, 1 << 16, MemoryDomain::device, "a"), b(dev, 1 << 16, MemoryDomain::device, "b"),
+      c(dev, 1 << 16, MemoryDomain::device, "c");
   Program prog(dev, "int8 matmul errors");
   const LinearParams lp{4, 64, 8, 64, 8};
   const QuantRowPath deq = QuantRowPath::dequant, i8 = QuantRowPath::int8_dot;
@@ -464,8 +483,9 @@ TEST_CASE("linear: the int8 matmul without its pipelines or the feature is an er
           dequant.record_quant_path(prog, QuantRowPath::int8_dot, QuantType::q8_0, a.range(), b.range(), c.range(), lp);
         }) == want);
   if (!dev.caps().integer_dot_product) {
-    CHECK(test::status_of([&] { LinearKernel k(dev, KernelOptions::for_device(dev), {QuantType::q8_0}, false, &i8); }) ==
-          Status::unsupported);
+    CHECK(test::status_of([&] {
+            LinearKernel k(dev, KernelOptions::for_device(dev), {QuantType::q8_0}, false, &i8);
+          }) == Status::unsupported);
     return;
   }
   LinearKernel forced(dev, KernelOptions::for_device(dev), {QuantType::q8_0}, false, &i8);
@@ -473,6 +493,7 @@ TEST_CASE("linear: the int8 matmul without its pipelines or the feature is an er
   CHECK(test::status_of([&] { forced.record_quant(prog, QuantType::q4_0, a.range(), b.range(), c.range(), lp); }) ==
         Status::invalid_argument);  // built for Q8_0 only
   CHECK(prog.op_count() == 0);
-  CHECK(test::status_of([&] { forced.record_quant(prog, QuantType::q8_0, a.range(), b.range(), c.range(), lp); }) == Status::ok);
+  CHECK(test::status_of([&] { forced.record_quant(prog, QuantType::q8_0, a.range(), b.range(), c.range(), lp); }) ==
+        Status::ok);
   CHECK(prog.op_count() == 1);
 }

@@ -1,8 +1,8 @@
 // Conformance of the one-row (decode) linear layer with fused prologues (shaders/linear_row.comp),
-// through the op's case table: against the float64 reference on fresh random inputs (rounded to the storage type first), odd sizes,
-// every prologue (none / RMSNorm / SwiGLU), with / without / in-place residual, vector and scalar loads,
-// subgroup and shared-memory reductions, fp16 and fp32, outputs poisoned before each run, replays bit
-// for bit; docs/maths.md's one-kernel tolerances.
+// through the op's case table: against the float64 reference on fresh random inputs (rounded to the storage type
+// first), odd sizes, every prologue (none / RMSNorm / SwiGLU), with / without / in-place residual, vector and scalar
+// loads, subgroup and shared-memory reductions, fp16 and fp32, outputs poisoned before each run, replays bit for bit;
+// docs/maths.md's one-kernel tolerances.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -25,23 +25,31 @@ TEST_CASE("linear_row: invalid arguments are rejected") {
   auto ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
   LinearKernel kernel(dev, KernelOptions::for_device(dev));
-  Buffer a(dev, 4096, MemoryDomain::device, "a"), b(dev, 4096, MemoryDomain::device, "b"), c(dev, 4096, MemoryDomain::device, "c");
+  Buffer a(dev, 4096, MemoryDomain::device, "a"), b(dev, 4096, MemoryDomain::device, "b"),
+      c(dev, 4096, MemoryDomain::device, "c");
   Program prog(dev, "linear_row errors");
   auto status = [](auto&& fn) { return test::status_of(fn); };
   const LinearRowParams good{16, 8};
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(), {0, 8}); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record_row(prog, a.range(0, 60), b.range(), c.range(), good); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(0, 508), c.range(), good); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 28), good); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), a.range(1024, 32), good); }) == Status::invalid_argument);
-  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(), {16, 8, RowPrologue::rmsnorm}); }) ==
-        Status::invalid_argument);  // no norm weight
-  CHECK(status([&] { kernel.record_row(prog, a.range(0, 64), b.range(), c.range(), {16, 8, RowPrologue::silu_mul}); }) ==
-        Status::invalid_argument);  // silu needs 2·in values
+  CHECK(status([&] { kernel.record_row(prog, a.range(0, 60), b.range(), c.range(), good); }) ==
+        Status::invalid_argument);
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(0, 508), c.range(), good); }) ==
+        Status::invalid_argument);
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 28), good); }) ==
+        Status::invalid_argument);
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), a.range(1024, 32), good); }) ==
+        Status::invalid_argument);
+  CHECK(status([&] {
+          kernel.record_row(prog, a.range(), b.range(), c.range(), {16, 8, RowPrologue::rmsnorm});
+        }) == Status::invalid_argument);  // no norm weight
+  CHECK(status([&] {
+          kernel.record_row(prog, a.range(0, 64), b.range(), c.range(), {16, 8, RowPrologue::silu_mul});
+        }) == Status::invalid_argument);  // silu needs 2·in values
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(16, 32)); }) ==
         Status::invalid_argument);
   CHECK(prog.op_count() == 0);
-  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(0, 32)); }) == Status::ok);
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(0, 32)); }) ==
+        Status::ok);
   CHECK(prog.op_count() == 1);
 }
 

@@ -26,8 +26,8 @@ struct RopeRowCase {
   bool norm, x32, scalar = false;
   uint32_t wg_limit = 0;
   QuantType wq = QuantType::f16;
-  bool int8 = false;  // quantized: the int8 dot-product path
-  bool v2 = false;    // DIFF V2: H output heads = 2H query heads of D, H λ logits between q and k, caches of D
+  bool int8 = false;   // quantized: the int8 dot-product path
+  bool v2 = false;     // DIFF V2: H output heads = 2H query heads of D, H λ logits between q and k, caches of D
   uint32_t lanes = 0;  // forced lanes per lane group (row_lanes clamps it to whole RoPE pairs per group)
 };
 
@@ -41,7 +41,8 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
   const QuantRowPath path = c.int8 ? QuantRowPath::int8_dot : QuantRowPath::dequant;
   const bool quant = c.wq != QuantType::f16;
   std::unique_ptr<QuantRowKernel> qk;
-  if (quant) qk = std::make_unique<QuantRowKernel>(dev, KernelOptions::for_device(dev), std::vector<QuantType>{c.wq}, &path);
+  if (quant)
+    qk = std::make_unique<QuantRowKernel>(dev, KernelOptions::for_device(dev), std::vector<QuantType>{c.wq}, &path);
   if (quant && c.wg_limit) qk->limit_workgroups_for_testing(c.wg_limit);
   if (c.scalar) kernel.force_row_scalar_for_testing(true);
   if (c.wg_limit) kernel.limit_workgroups_for_testing(c.wg_limit, 0);
@@ -50,14 +51,15 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     if (quant) qk->force_row_lanes_for_testing(c.lanes);
   }
   // V1: [q 2H·D | k 2Hkv·D | v], cache rows 2D. V2: [q 2H·D | λ H | k Hkv·D | v], cache rows D; q_out = q then λ.
-  const uint32_t qcols = 2 * c.H * c.D, lcols = c.v2 ? c.H : 0, kcols = (c.v2 ? 1 : 2) * c.Hkv * c.D, k0 = qcols + lcols;
+  const uint32_t qcols = 2 * c.H * c.D, lcols = c.v2 ? c.H : 0, kcols = (c.v2 ? 1 : 2) * c.Hkv * c.D,
+                 k0 = qcols + lcols;
   const uint32_t out = k0 + 2 * kcols, kw = (c.v2 ? 1 : 2) * c.D, ycols = qcols + lcols;
   auto round = [&](std::vector<double> v) { return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
   const bool x32 = fp16 && c.x32;  // float32 x (the residual stream) on an fp16 device
   const auto x = x32 ? ref::round_to_f32(ref::random_normal(c.E, seed)) : round(ref::random_normal(c.E, seed));
   auto w = round(ref::random_normal(size_t(out) * c.E, seed + 1, 1.0 / std::sqrt(double(c.E))));
   std::vector<uint8_t> wdev;  // the weight's device bytes
-  if (quant) {  // GGUF blocks; the reference sees their dequantized values
+  if (quant) {                // GGUF blocks; the reference sees their dequantized values
     const size_t rb = quant_row_bytes(c.wq, c.E);
     std::vector<uint8_t> blocks(size_t(out) * rb);
     std::vector<float> row(c.E);
@@ -92,13 +94,16 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
   gbuf.upload(0, test::pack(g, fp16).data(), c.E * es);
   tbuf.upload(0, table.data(), table.size() * 4);
   const BufferRange kc = kv.range(0, cache), vc = kv.range(cache + 256 - cache % 256, cache);
-  LinearRowParams lp{c.E, out, c.norm ? RowPrologue::rmsnorm : RowPrologue::none, 1e-5f, x32 ? Elem::f32 : Elem::storage};
+  LinearRowParams lp{c.E, out, c.norm ? RowPrologue::rmsnorm : RowPrologue::none, 1e-5f,
+                     x32 ? Elem::f32 : Elem::storage};
   const RowRope rr{tbuf.range(), kc, vc, pos.range(0, 4), qcols, kcols, c.D, kw, c.capacity, 1, lcols};
   Program prog(dev, "linear_row_rope test");
   if (quant)
-    qk->record_rope(prog, c.wq, xbuf.range(), wbuf.range(), qbuf.range(), lp, c.norm ? gbuf.range() : BufferRange{}, rr);
+    qk->record_rope(prog, c.wq, xbuf.range(), wbuf.range(), qbuf.range(), lp, c.norm ? gbuf.range() : BufferRange{},
+                    rr);
   else
-    kernel.record_row_rope(prog, xbuf.range(), wbuf.range(), qbuf.range(), lp, c.norm ? gbuf.range() : BufferRange{}, rr);
+    kernel.record_row_rope(prog, xbuf.range(), wbuf.range(), qbuf.range(), lp, c.norm ? gbuf.range() : BufferRange{},
+                           rr);
   prog.finalize();
 
   // The reference row: pro(x)·Wᵀ, rounded to the storage type.
@@ -145,7 +150,8 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     size_t touched = 0;  // elements outside row p that changed
     for (int which = 0; which < 2; ++which) {
       const BufferRange& r = which ? vc : kc;
-      const std::vector<double> all = test::unpack(std::vector<uint8_t>(kvgot.begin() + r.offset, kvgot.begin() + r.offset + cache), fp16);
+      const std::vector<double> all =
+          test::unpack(std::vector<uint8_t>(kvgot.begin() + r.offset, kvgot.begin() + r.offset + cache), fp16);
       for (uint32_t gi = 0; gi < c.Hkv; ++gi)
         for (uint32_t row = 0; row < c.capacity; ++row)
           for (uint32_t col = 0; col < kw; ++col) {
@@ -161,9 +167,9 @@ void run_case(Device& dev, Precision precision, const RopeRowCase& c, uint64_t s
     }
     const auto cmp = test::compare(got, expect);
     INFO(precision_name(precision) << " E=" << c.E << " H=" << c.H << "/" << c.Hkv << " D=" << c.D << " position " << p
-                                   << (c.norm ? " rmsnorm" : "") << (x32 ? " x32" : "") << (c.scalar ? " scalar" : "") << " "
-                                   << quant_type_name(c.wq) << (c.int8 ? " int8" : "") << (c.v2 ? " v2" : "") << " lanes " << c.lanes << ": "
-                                   << cmp.summary());
+                                   << (c.norm ? " rmsnorm" : "") << (x32 ? " x32" : "") << (c.scalar ? " scalar" : "")
+                                   << " " << quant_type_name(c.wq) << (c.int8 ? " int8" : "") << (c.v2 ? " v2" : "")
+                                   << " lanes " << c.lanes << ": " << cmp.summary());
     CHECK(test::within_spec(cmp, fp16));
     CHECK(touched == 0);
   }
@@ -176,10 +182,10 @@ void run_all(Precision precision) {
   }
   uint64_t seed = precision == Precision::fp16 ? 9900 : 9800;
   const RopeRowCase cases[] = {
-      {64, 2, 1, 16, 9, true, true},            // the model's form: norm prologue, float32 residual stream
-      {96, 4, 2, 12, 7, true, false},           // D = 12, GQA 2:1, storage-type x
-      {40, 1, 1, 20, 5, false, false},          // no prologue (a bare layer), in not a multiple of 8
-      {256, 8, 2, 16, 6, true, true, true},     // scalar loads
+      {64, 2, 1, 16, 9, true, true},              // the model's form: norm prologue, float32 residual stream
+      {96, 4, 2, 12, 7, true, false},             // D = 12, GQA 2:1, storage-type x
+      {40, 1, 1, 20, 5, false, false},            // no prologue (a bare layer), in not a multiple of 8
+      {256, 8, 2, 16, 6, true, true, true},       // scalar loads
       {128, 4, 4, 16, 5, true, false, false, 1},  // one workgroup grid-strides over every feature
       // Quantized weights (E a multiple of 32): dequantized in registers, then int8 dot products.
       {64, 2, 1, 16, 9, true, true, false, 0, QuantType::q8_0},
@@ -222,7 +228,8 @@ TEST_CASE("linear_row_rope: shapes that are not [q | k | v] and overlapping outp
   const LinearRowParams lp{16, 24};
   const RowRope good{b.range(0, 4096), b.range(4096, 4096), b.range(8192, 4096), b.range(12288, 4), 8, 8, 4, 8, 16, 0};
   auto status = [&](LinearRowParams p, RowRope r, BufferRange q) {
-    return test::status_of([&] { kernel.record_row_rope(prog, a.range(0, 64), a.range(256, 24 * 16 * 4), q, p, {}, r); });
+    return test::status_of(
+        [&] { kernel.record_row_rope(prog, a.range(0, 64), a.range(256, 24 * 16 * 4), q, p, {}, r); });
   };
   RowRope r = good;
   r.qcols = 6;  // not a whole number of D-wide sub-heads

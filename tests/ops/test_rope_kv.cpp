@@ -1,7 +1,7 @@
 // Conformance of shaders/rope_kv.comp (RoPE of the fused QKV projection + KV-cache append) against the
-// float64 reference through the op's case table: both precisions, GQA shapes, D in {16, 32, 64}, pos0 > 0 (chunked prefill / decode),
-// cache rows outside [pos0, pos0 + rows) checked bit for bit against a pre-filled pattern, q_out poisoned;
-// the host cos/sin table and argument errors.
+// float64 reference through the op's case table: both precisions, GQA shapes, D in {16, 32, 64}, pos0 > 0 (chunked
+// prefill / decode), cache rows outside [pos0, pos0 + rows) checked bit for bit against a pre-filled pattern, q_out
+// poisoned; the host cos/sin table and argument errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -75,7 +75,7 @@ TEST_CASE("rope_kv: invalid arguments are rejected") {
   CHECK(status(good, I, T, q.range(0, 4 * 128 * 4 - 4), K, V) == Status::invalid_argument);
   CHECK(status(good, I, T, Q, k.range(0, 2 * 8 * 32 * 4 - 4), V) == Status::invalid_argument);
   CHECK(status(good, I, T, Q, K, v.range(0, 2 * 8 * 32 * 4 - 4)) == Status::invalid_argument);
-  CHECK(status(good, I, T, Q, K, K) == Status::invalid_argument);  // outputs overlap
+  CHECK(status(good, I, T, Q, K, K) == Status::invalid_argument);           // outputs overlap
   CHECK(status(good, I, T, in.range(), K, V) == Status::invalid_argument);  // output overlaps input
   CHECK(prog.op_count() == 0);
   CHECK(status(good, in.range(0, 4 * 256 * 4), tab.range(0, 6 * 8 * 8), q.range(0, 4 * 128 * 4),

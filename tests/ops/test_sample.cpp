@@ -65,7 +65,8 @@ void sweep_sample(Precision precision) {
         float temperature;
         uint32_t k;
       };
-      const Trial trials[] = {{0.0f, 0}, {0.0f, 40}, {1.0f, 1}, {0.7f, 2}, {1.3f, 5}, {1.0f, 40}, {0.5f, 64}, {2.0f, 64}};
+      const Trial trials[] = {{0.0f, 0}, {0.0f, 40}, {1.0f, 1},  {0.7f, 2},
+                              {1.3f, 5}, {1.0f, 40}, {0.5f, 64}, {2.0f, 64}};
       for (const Trial& t : trials) {
         for (int d = 0; d < (t.temperature > 0 ? 12 : 1); ++d) {
           const float u = t.temperature > 0 ? std::generate_canonical<float, 24>(rng) * 0.999999f : 0.0f;
@@ -82,8 +83,8 @@ void sweep_sample(Precision precision) {
           uint32_t got = 0;
           buf.download(256, &got, 4);
           const int32_t want = sample_top_k(lg.data(), V, t.temperature, t.k, u);
-          INFO(std::string(precision_name(ctx->precision())) << " V=" << V << " ties=" << variant << " T=" << t.temperature << " k=" << t.k
-                                                << " u=" << u);
+          INFO(std::string(precision_name(ctx->precision()))
+               << " V=" << V << " ties=" << variant << " T=" << t.temperature << " k=" << t.k << " u=" << u);
           CHECK(int64_t(got) == want);
           if (t.temperature <= 0) CHECK(want == std::max_element(lg.begin(), lg.end()) - lg.begin());
           ++checked;
@@ -91,7 +92,8 @@ void sweep_sample(Precision precision) {
       }
     }
   }
-  MESSAGE("device sampling: " << checked << " draws identical to the host reference, " << skipped << " skipped (within 1e-5 of an edge)");
+  MESSAGE("device sampling: " << checked << " draws identical to the host reference, " << skipped
+                              << " skipped (within 1e-5 of an edge)");
   CHECK(skipped * 20 < checked);
 }
 

@@ -52,8 +52,8 @@ TEST_CASE("tolerances: an fp16 accumulator in a linear kernel fails the fp16 bou
 
 namespace {
 // One query row of attention over n keys (D values each), scores given; online softmax over blocks.
-std::vector<double> online_softmax(const std::vector<float>& s, const std::vector<float>& v, int D, int block, bool skip_rescale,
-                                   int drop_split = -1, int splits = 1) {
+std::vector<double> online_softmax(const std::vector<float>& s, const std::vector<float>& v, int D, int block,
+                                   bool skip_rescale, int drop_split = -1, int splits = 1) {
   const int n = static_cast<int>(s.size());
   const int per = (n + splits - 1) / splits;
   std::vector<float> m_s(splits, -INFINITY), l_s(splits, 0.0f);

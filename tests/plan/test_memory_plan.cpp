@@ -20,14 +20,13 @@ namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-TensorLifetime tensor(const std::string& name, uint64_t bytes, int first, int last,
-                      uint64_t alignment = 1) {
+TensorLifetime tensor(const std::string& name, uint64_t bytes, int first, int last, uint64_t alignment = 1) {
   return TensorLifetime{name, bytes, alignment, first, last};
 }
 
 // Runs plan_memory expecting a diffvk::Error; returns its status and stores its message.
-Status plan_error(const std::vector<TensorLifetime>& tensors, uint64_t max_buffer,
-                  uint64_t base_alignment, std::string& message) {
+Status plan_error(const std::vector<TensorLifetime>& tensors, uint64_t max_buffer, uint64_t base_alignment,
+                  std::string& message) {
   try {
     diffvk::plan_memory(tensors, max_buffer, base_alignment);
   } catch (const diffvk::Error& e) {
@@ -46,8 +45,7 @@ Status plan_error(const std::vector<TensorLifetime>& tensors, uint64_t max_buffe
 std::vector<TensorLifetime> random_graph(std::mt19937_64& rng, int n) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   auto log_uniform = [&](double lo, double hi) {
-    return static_cast<uint64_t>(
-        std::exp(std::log(lo) + unit(rng) * (std::log(hi) - std::log(lo))));
+    return static_cast<uint64_t>(std::exp(std::log(lo) + unit(rng) * (std::log(hi) - std::log(lo))));
   };
   std::vector<TensorLifetime> tensors;
   tensors.reserve(n);
@@ -64,8 +62,8 @@ std::vector<TensorLifetime> random_graph(std::mt19937_64& rng, int n) {
     } else {
       bytes = log_uniform(1 * kMiB, 16 * kMiB);
     }
-    const int first = std::min(steps - 1, static_cast<int>(static_cast<int64_t>(i) * steps / n) +
-                                              static_cast<int>(rng() % 3));
+    const int first =
+        std::min(steps - 1, static_cast<int>(static_cast<int64_t>(i) * steps / n) + static_cast<int>(rng() % 3));
     int length;
     const double life = unit(rng);
     if (life < 0.5) {
@@ -76,8 +74,8 @@ std::vector<TensorLifetime> random_graph(std::mt19937_64& rng, int n) {
       length = static_cast<int>(rng() % static_cast<uint64_t>(steps));  // long-lived
     }
     const int last = std::min(steps - 1, first + length);
-    tensors.push_back(tensor("t" + std::to_string(i), bytes, first, last,
-                             uint64_t{1} << (rng() % 9)));  // alignment 1..256
+    tensors.push_back(
+        tensor("t" + std::to_string(i), bytes, first, last, uint64_t{1} << (rng() % 9)));  // alignment 1..256
   }
   return tensors;
 }
@@ -85,8 +83,7 @@ std::vector<TensorLifetime> random_graph(std::mt19937_64& rng, int n) {
 }  // namespace
 
 TEST_CASE("memory plan: disjoint lifetimes reuse the same offset") {
-  const std::vector<TensorLifetime> t = {tensor("a", 1000, 0, 1), tensor("b", 1000, 2, 3),
-                                         tensor("c", 800, 4, 4)};
+  const std::vector<TensorLifetime> t = {tensor("a", 1000, 0, 1), tensor("b", 1000, 2, 3), tensor("c", 800, 4, 4)};
   const MemoryPlan plan = diffvk::plan_memory(t, 1 << 20, 16);
   CHECK(diffvk::check_plan(t, plan, 1 << 20, 16) == "");
   CHECK(plan.placements[0].offset == plan.placements[1].offset);
@@ -100,8 +97,7 @@ TEST_CASE("memory plan: disjoint lifetimes reuse the same offset") {
 
 TEST_CASE("memory plan: overlapping lifetimes get disjoint ranges") {
   // b overlaps a at step 2 only, c overlaps b at step 4 only; a and c may share.
-  const std::vector<TensorLifetime> t = {tensor("a", 4096, 0, 2), tensor("b", 4096, 2, 4),
-                                         tensor("c", 4096, 4, 6)};
+  const std::vector<TensorLifetime> t = {tensor("a", 4096, 0, 2), tensor("b", 4096, 2, 4), tensor("c", 4096, 4, 6)};
   const MemoryPlan plan = diffvk::plan_memory(t, 1 << 20, 64);
   CHECK(diffvk::check_plan(t, plan, 1 << 20, 64) == "");
   CHECK(plan.placements[0].offset != plan.placements[1].offset);
@@ -150,8 +146,7 @@ TEST_CASE("memory plan: small max buffer splits the arena into chunks") {
   }
 
   // A tensor that only fits in a fresh chunk is pushed to the next boundary.
-  const std::vector<TensorLifetime> u = {tensor("a", 60, 0, 1), tensor("b", 60, 0, 1),
-                                         tensor("c", 30, 0, 1)};
+  const std::vector<TensorLifetime> u = {tensor("a", 60, 0, 1), tensor("b", 60, 0, 1), tensor("c", 30, 0, 1)};
   const MemoryPlan q = diffvk::plan_memory(u, 100, 4);
   CHECK(diffvk::check_plan(u, q, 100, 4) == "");
   CHECK(q.buffer_sizes.size() == 2);
@@ -198,8 +193,8 @@ TEST_CASE("memory plan: empty graph") {
 }
 
 TEST_CASE("memory plan: check_plan detects corrupted plans") {
-  const std::vector<TensorLifetime> t = {tensor("a", 256, 0, 3), tensor("b", 512, 1, 2),
-                                         tensor("c", 128, 2, 5), tensor("d", 64, 4, 6)};
+  const std::vector<TensorLifetime> t = {tensor("a", 256, 0, 3), tensor("b", 512, 1, 2), tensor("c", 128, 2, 5),
+                                         tensor("d", 64, 4, 6)};
   const uint64_t max_buffer = 1 << 20, base = 64;
   const MemoryPlan plan = diffvk::plan_memory(t, max_buffer, base);
   REQUIRE(diffvk::check_plan(t, plan, max_buffer, base) == "");
@@ -227,9 +222,8 @@ TEST_CASE("memory plan: check_plan detects corrupted plans") {
     CHECK(diffvk::check_plan(t, bad, max_buffer, base).find("past the end") != std::string::npos);
   }
   SUBCASE("chunk larger than the maximum") {
-    CHECK(
-        diffvk::check_plan(t, plan, plan.buffer_sizes[0] - 1, base).find("more than the maximum") !=
-        std::string::npos);
+    CHECK(diffvk::check_plan(t, plan, plan.buffer_sizes[0] - 1, base).find("more than the maximum") !=
+          std::string::npos);
   }
   SUBCASE("inconsistent arena offset") {
     MemoryPlan bad = plan;
@@ -239,8 +233,7 @@ TEST_CASE("memory plan: check_plan detects corrupted plans") {
 }
 
 TEST_CASE("memory plan: format_plan lists every tensor and the totals") {
-  const std::vector<TensorLifetime> t = {tensor("attn.q", 4096, 0, 2),
-                                         tensor("a_rather_long_tensor_name", 1024, 1, 3)};
+  const std::vector<TensorLifetime> t = {tensor("attn.q", 4096, 0, 2), tensor("a_rather_long_tensor_name", 1024, 1, 3)};
   const MemoryPlan plan = diffvk::plan_memory(t, 1 << 20, 16);
   const std::string text = diffvk::format_plan(t, plan);
   CHECK(text.find("attn.q") != std::string::npos);
@@ -267,8 +260,7 @@ TEST_CASE("memory plan: random graphs are valid and close to the lower bound") {
     MemoryPlan plan = diffvk::plan_memory(t, max_buffer, base);
     REQUIRE(diffvk::check_plan(t, plan, max_buffer, base) == "");
     REQUIRE(plan.arena_bytes >= plan.lower_bound);
-    const double ratio =
-        static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound);
+    const double ratio = static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound);
     sum_ratio += ratio;
     worst_ratio = std::max(worst_ratio, ratio);
 
@@ -277,26 +269,21 @@ TEST_CASE("memory plan: random graphs are valid and close to the lower bound") {
       // deliberately not a multiple of the base alignment so the stride is rounded down.
       uint64_t largest = 0;
       for (const TensorLifetime& x : t) largest = std::max(largest, x.bytes);
-      max_buffer =
-          std::max((largest + 255) / 256 * 256, plan.lower_bound / (2 + rng() % 4)) + rng() % 256;
+      max_buffer = std::max((largest + 255) / 256 * 256, plan.lower_bound / (2 + rng() % 4)) + rng() % 256;
       CAPTURE(max_buffer);
       plan = diffvk::plan_memory(t, max_buffer, base);
       REQUIRE(diffvk::check_plan(t, plan, max_buffer, base) == "");
       ++chunked_sets;
       if (plan.buffer_sizes.size() > 1) ++multi_chunk_sets;
       // Chunk boundaries waste some space; report it, but keep it out of the main ratio.
-      chunked_sum_ratio +=
-          static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound);
+      chunked_sum_ratio += static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound);
     }
   }
   const double mean = sum_ratio / sets;
-  MESSAGE("memory plan: " << sets << " sets, mean arena/lower-bound = " << mean
-                          << ", worst = " << worst_ratio << "; " << chunked_sets
-                          << " re-planned with small chunks (" << multi_chunk_sets
-                          << " split), mean arena/lower-bound = "
-                          << chunked_sum_ratio / chunked_sets);
-  std::printf("memory plan: %d sets, mean arena/lower-bound = %.4f, worst = %.4f\n", sets, mean,
-              worst_ratio);
+  MESSAGE("memory plan: " << sets << " sets, mean arena/lower-bound = " << mean << ", worst = " << worst_ratio << "; "
+                          << chunked_sets << " re-planned with small chunks (" << multi_chunk_sets
+                          << " split), mean arena/lower-bound = " << chunked_sum_ratio / chunked_sets);
+  std::printf("memory plan: %d sets, mean arena/lower-bound = %.4f, worst = %.4f\n", sets, mean, worst_ratio);
   CHECK(multi_chunk_sets > chunked_sets * 3 / 4);
   CHECK(mean <= 1.15);
 }
@@ -306,10 +293,9 @@ TEST_CASE("memory plan: 2000 tensors plan quickly") {
   const std::vector<TensorLifetime> t = random_graph(rng, 2000);
   const auto start = std::chrono::steady_clock::now();
   const MemoryPlan plan = diffvk::plan_memory(t, 128 * kMiB, 64);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MESSAGE("memory plan: 2000 tensors in " << seconds * 1000 << " ms, arena " << plan.arena_bytes
-                                          << " / lower bound " << plan.lower_bound);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MESSAGE("memory plan: 2000 tensors in " << seconds * 1000 << " ms, arena " << plan.arena_bytes << " / lower bound "
+                                          << plan.lower_bound);
   CHECK(seconds < 2.0);
   CHECK(diffvk::check_plan(t, plan, 128 * kMiB, 64) == "");
 }

@@ -17,7 +17,7 @@
 #include "platform.hpp"
 
 #if !DIFFVK_PLATFORM_ANDROID
-#error "build with DIFFVK_PLATFORM_ANDROID_ON_HOST"
+#  error "build with DIFFVK_PLATFORM_ANDROID_ON_HOST"
 #endif
 
 namespace p = diffvk::platform;
@@ -25,12 +25,12 @@ using diffvk::Error;
 using diffvk::Status;
 
 static int g_failures = 0;
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::printf("FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-      ++g_failures;                                                        \
-    }                                                                      \
+#define CHECK(cond)                                                 \
+  do {                                                              \
+    if (!(cond)) {                                                  \
+      std::printf("FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                 \
+    }                                                               \
   } while (0)
 
 template <class F>

@@ -53,15 +53,15 @@ TEST_CASE("io: read_fd_range refuses a size larger than the file before allocati
     const long start = max_rss_kib();
     try {
       diffvk::platform::read_fd_range(fd, 0, lie, "small.bin");
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     ::_exit(max_rss_kib() - start < 64 * 1024 ? 0 : 1);
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "the size lie was allocated before the check");
   const long before = max_rss_kib();
-  CHECK_ERROR(diffvk::platform::read_fd_range(fd, 0, lie, "small.bin"), Status::io_error, "the file ends after 1048576");
+  CHECK_ERROR(diffvk::platform::read_fd_range(fd, 0, lie, "small.bin"), Status::io_error,
+              "the file ends after 1048576");
   CHECK_ERROR(diffvk::platform::read_fd_range(fd, 2 << 20, 1, "small.bin"), Status::io_error, "the file ends after 0");
   CHECK(diffvk::platform::read_fd_range(fd, 1000, 24, "small.bin").size() == 24);
   CHECK_MESSAGE(max_rss_kib() - before < 64 * 1024, "peak memory grew by " << (max_rss_kib() - before) << " KiB");
@@ -73,8 +73,10 @@ TEST_CASE("io: write_file_atomic leaves a FIFO or a device node as it is") {
   const std::string fifo = dir.file("out.fifo"), link = dir.file("out.null");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   REQUIRE(::symlink("/dev/null", link.c_str()) == 0);
-  CHECK_ERROR(diffvk::platform::write_file_atomic(fifo, "x", 1), Status::io_error, "a FIFO (named pipe), not a regular file");
-  CHECK_ERROR(diffvk::platform::write_file_atomic(link, "x", 1), Status::io_error, "a character device, not a regular file");
+  CHECK_ERROR(diffvk::platform::write_file_atomic(fifo, "x", 1), Status::io_error,
+              "a FIFO (named pipe), not a regular file");
+  CHECK_ERROR(diffvk::platform::write_file_atomic(link, "x", 1), Status::io_error,
+              "a character device, not a regular file");
   struct stat st;
   REQUIRE(::lstat(fifo.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
@@ -108,9 +110,9 @@ TEST_CASE("io: write_file_atomic removes the temporaries a killed run left for t
   const std::string target = dir.file("out.npy");
   const std::string dead = std::to_string(dead_pid());
   const std::string stale = "out.npy.tmp." + dead + ".0", stale2 = "out.npy.tmp." + dead + ".17";
-  const std::string other = "other.npy.tmp." + dead + ".0";         // another target's: kept
+  const std::string other = "other.npy.tmp." + dead + ".0";                       // another target's: kept
   const std::string alive = "out.npy.tmp." + std::to_string(::getppid()) + ".0";  // a live process's: kept
-  const std::string odd = "out.npy.tmp.x.0";                        // not a temporary's name: kept
+  const std::string odd = "out.npy.tmp.x.0";                                      // not a temporary's name: kept
   for (const auto& n : {stale, stale2, other, alive, odd}) put_file(dir.file(n), std::string("partial"));
   std::vector<std::string> logs;
   diffvk::platform::set_log_sink([&](diffvk::platform::LogLevel, const std::string& m) { logs.push_back(m); });

@@ -47,8 +47,7 @@ Vec softmax_prefix(const Vec& s, int n) {
 // Differential attention for H == Hkv, the "two calls then subtract" form:
 // O1 = A1·V, O2 = A2·V, O = O1 − λ·O2. Head h: Q1 = sub-head 2h, Q2 = 2h+1,
 // K1/K2 = sub-heads 2h/2h+1 of k, V = columns [2hD, 2hD+2D).
-Vec naive_mha(const Vec& q, const Vec& k, const Vec& v, int S, int T, int H, int D, double lambda,
-              int q_pos0) {
+Vec naive_mha(const Vec& q, const Vec& k, const Vec& v, int S, int T, int H, int D, double lambda, int q_pos0) {
   const int W = 2 * H * D;  // q, k and v rows are all 2HD wide when H == Hkv
   Vec out(static_cast<std::size_t>(S) * W, 0.0);
   for (int h = 0; h < H; ++h) {
@@ -79,8 +78,8 @@ Vec naive_mha(const Vec& q, const Vec& k, const Vec& v, int S, int T, int H, int
 }
 
 // Expands grouped K/V to one group per head using an explicit table head -> group.
-void expand_kv(const Vec& k, const Vec& v, int T, int Hkv, int D, const std::vector<int>& group_of,
-               Vec& k_out, Vec& v_out) {
+void expand_kv(const Vec& k, const Vec& v, int T, int Hkv, int D, const std::vector<int>& group_of, Vec& k_out,
+               Vec& v_out) {
   const int H = static_cast<int>(group_of.size());
   k_out.assign(static_cast<std::size_t>(T) * 2 * H * D, 0.0);
   v_out.assign(static_cast<std::size_t>(T) * 2 * H * D, 0.0);
@@ -110,8 +109,7 @@ void rope_complex(double* x, int D, int pos, double theta) {
 
 // A complete layer written independently: own matmuls, complex RoPE, K/V expanded
 // per head with g = h / n_rep, naive_mha, own norm. Positions 0..S-1.
-Vec naive_layer(const ref::AttnShape& s, const ref::AttnWeights& w, int depth, double theta,
-                const Vec& x, int S) {
+Vec naive_layer(const ref::AttnShape& s, const ref::AttnWeights& w, int depth, double theta, const Vec& x, int S) {
   const int E = s.E, H = s.H, Hkv = s.Hkv, D = s.D;
   auto matmul_t = [&](const Vec& a, int in, const Vec& wt, int out) {
     Vec y(static_cast<std::size_t>(S) * out, 0.0);
@@ -245,8 +243,8 @@ std::map<std::string, Array> load_safetensors(const std::string& path) {
     a.data.resize(count);
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t at = base + begin + elem * i;
-      a.data[i] = elem == 4 ? f32_from_bits(read_le(s, at, 4))
-                            : f16_to_double(static_cast<std::uint16_t>(read_le(s, at, 2)));
+      a.data[i] =
+          elem == 4 ? f32_from_bits(read_le(s, at, 4)) : f16_to_double(static_cast<std::uint16_t>(read_le(s, at, 2)));
     }
     out.emplace(item.key(), std::move(a));
   }
@@ -346,14 +344,14 @@ TEST_CASE("reference: lambda from the four vectors") {
 }
 
 TEST_CASE("reference: linear computes x times W transposed") {
-  const Vec x = {1, 2, 3,  //
+  const Vec x = {1,  2, 3,  //
                  -1, 0, 2};
-  const Vec w = {1, 0, 0,  //
+  const Vec w = {1,   0,  0,  //
                  0.5, -1, 2,  //
-                 0, 0, 1,  //
-                 1, 1, 1};
+                 0,   0,  1,  //
+                 1,   1,  1};
   const Vec y = ref::linear(x, 2, 3, w, 4);
-  const Vec expected = {1, 4.5, 3, 6,  //
+  const Vec expected = {1,  4.5, 3, 6,  //
                         -1, 3.5, 2, 1};
   CHECK(max_abs_diff(y, expected) == 0.0);
   CHECK_THROWS_AS(ref::linear(x, 2, 3, w, 3), std::invalid_argument);
@@ -432,8 +430,7 @@ TEST_CASE("reference: query row 0 before the norm is (1 - lambda) V[0] for every
     for (int h = 0; h < H; ++h) {
       for (int c = 0; c < 2 * D; ++c) {
         INFO("lambda " << lambda << " head " << h << " column " << c);
-        CHECK(o[h * 2 * D + c] ==
-              doctest::Approx((1.0 - lambda) * r.v[group_of[h] * 2 * D + c]).epsilon(1e-12));
+        CHECK(o[h * 2 * D + c] == doctest::Approx((1.0 - lambda) * r.v[group_of[h] * 2 * D + c]).epsilon(1e-12));
       }
     }
   }
@@ -445,8 +442,7 @@ TEST_CASE("reference: diff_attention with H == Hkv matches a plain-loop implemen
     int S, T, q_pos0;
     double lambda;
   };
-  for (const Case c : {Case{9, 9, 0, 0.45}, Case{1, 12, 11, 0.2}, Case{4, 10, 3, -0.8},
-                       Case{6, 6, 0, 1.9}}) {
+  for (const Case c : {Case{9, 9, 0, 0.45}, Case{1, 12, 11, 0.2}, Case{4, 10, 3, -0.8}, Case{6, 6, 0, 1.9}}) {
     // Larger q so the two maps are far from uniform.
     RandQKV r = random_qkv(c.S, c.T, H, H, D, 21 + c.S);
     for (double& x : r.q) x *= 2.0;
@@ -499,7 +495,8 @@ TEST_CASE("reference: head norm gives RMS |1 - lambda_init| per head with unit s
           CHECK(b * a * (1.0 - li) >= 0.0);  // same direction, flipped when 1 − λ_init < 0
         }
         INFO("lambda_init " << li << " row " << r << " head " << h);
-        CHECK(std::sqrt(ms_out) == doctest::Approx(std::fabs(1.0 - li) * std::sqrt(ms_in / (ms_in + 1e-5))).epsilon(1e-13));
+        CHECK(std::sqrt(ms_out) ==
+              doctest::Approx(std::fabs(1.0 - li) * std::sqrt(ms_in / (ms_in + 1e-5))).epsilon(1e-13));
         CHECK(std::sqrt(ms_out) == doctest::Approx(std::fabs(1.0 - li)).epsilon(1e-4));
       }
     }
@@ -599,8 +596,7 @@ TEST_CASE("reference: prefill then decode with the KV cache equals one long pref
 
 TEST_CASE("reference: random helpers are deterministic and scaled as documented") {
   const ref::AttnShape s = ref::make_shape(128, 4, 2);
-  const ref::AttnWeights a = ref::random_weights(s, 7), b = ref::random_weights(s, 7),
-                         c = ref::random_weights(s, 8);
+  const ref::AttnWeights a = ref::random_weights(s, 7), b = ref::random_weights(s, 7), c = ref::random_weights(s, 8);
   CHECK(a.wq == b.wq);
   CHECK(a.subln == b.subln);
   CHECK(a.wq != c.wq);
@@ -631,7 +627,7 @@ TEST_CASE("reference: random helpers are deterministic and scaled as documented"
 
 TEST_CASE("reference: float16 and float32 rounding") {
   CHECK(ref::round_to_f16(1.0) == 1.0);
-  CHECK(ref::round_to_f16(1.0 + std::ldexp(1.0, -11)) == 1.0);                          // tie -> even
+  CHECK(ref::round_to_f16(1.0 + std::ldexp(1.0, -11)) == 1.0);                            // tie -> even
   CHECK(ref::round_to_f16(1.0 + 3 * std::ldexp(1.0, -11)) == 1.0 + std::ldexp(1.0, -9));  // tie -> even
   CHECK(ref::round_to_f16(0.1) == 0.0999755859375);
   CHECK(ref::round_to_f16(-0.1) == -0.0999755859375);

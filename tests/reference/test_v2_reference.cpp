@@ -97,7 +97,7 @@ TEST_CASE("reference: DIFF V2 shapes are validated and bad ones refused with a m
   CHECK(refusal([&] { ref::validate(s, w); }).find("v_proj.weight") != std::string::npos);
   w = ref::random_v2_weights(s, 3);
   const Vec x = random_x(5, 40, 4);
-  CHECK_THROWS_AS(ref::diff_v2_layer(x, 4, 0, s, w, 10000.0), std::invalid_argument);  // x has 5 rows
+  CHECK_THROWS_AS(ref::diff_v2_layer(x, 4, 0, s, w, 10000.0), std::invalid_argument);    // x has 5 rows
   CHECK_THROWS_AS(ref::diff_v2_maps(x, 5, 0, s, w, 10000.0, 4), std::invalid_argument);  // head 4 of 4
 }
 
@@ -183,8 +183,9 @@ TEST_CASE("reference: DIFF V2 maps from roped inputs equal the layer's maps and 
     CHECK(max_abs_diff(part(all.diff, plane), m.diff) < 1e-14);
     CHECK(max_abs_diff(part(all.lambda, S), m.lambda) < 1e-15);
   }
-  const Vec qc = ref::random_normal(static_cast<std::size_t>(S) * s.q_width(), 43), kc = ref::random_normal(T * s.kv_width(), 44),
-            vc = ref::random_normal(T * s.kv_width(), 45), zc = ref::random_normal(S * s.H, 46, 3.0);
+  const Vec qc = ref::random_normal(static_cast<std::size_t>(S) * s.q_width(), 43),
+            kc = ref::random_normal(T * s.kv_width(), 44), vc = ref::random_normal(T * s.kv_width(), 45),
+            zc = ref::random_normal(S * s.H, 46, 3.0);
   const ref::V2Maps mc = ref::diff_v2_probs(qc, kc, zc, S, T, s.H, s.Hkv, s.D, pos0);
   Vec heads(static_cast<std::size_t>(S) * s.o_width(), 0.0);
   for (int h = 0; h < s.H; ++h)

@@ -37,8 +37,8 @@ TEST_CASE("chat template: every published template renders what Hugging Face's J
   size_t checked = 0, refused = 0;
   for (const auto& c : fixtures["cases"]) {
     const auto& t = templates[c["template"].get<std::string>()];
-    INFO(c["template"].get<std::string>() << ", conversation " << c["conversation"] << ", add_generation_prompt "
-                                          << c["add_generation_prompt"]);
+    INFO(c["template"].get<std::string>()
+         << ", conversation " << c["conversation"] << ", add_generation_prompt " << c["add_generation_prompt"]);
     const ChatTemplate tpl = ChatTemplate::from_source(t["source"], t["bos_token"], t["eos_token"]);
     CHECK(tpl.family() == t["family"].get<std::string>());
     const auto messages = messages_of(fixtures["conversations"][c["conversation"].get<size_t>()]);
@@ -60,7 +60,7 @@ TEST_CASE("chat template: an unsupported template is refused with an error namin
     if (t["supported"]) continue;
     INFO(name);
     CHECK_ERROR(ChatTemplate::from_source(t["source"], t["bos_token"], t["eos_token"]), Status::unsupported,
-                             "chat template not supported: '{{ bos_token }}");
+                "chat template not supported: '{{ bos_token }}");
   }
   // One character of a string literal changed: no longer the published template.
   std::string chatml = templates["chatml (teknium/OpenHermes-2.5-Mistral-7B)"]["source"];
@@ -82,9 +82,11 @@ TEST_CASE("chat template: from a model directory's tokenizer_config.json, string
   CHECK(t.family() == "llama3");
   CHECK(t.end_of_turn() == "<|eot_id|>");
   CHECK(t.apply({{"user", "hi"}}, true) ==
-        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_"
+        "header_id|>\n\n");
 
-  cfg["chat_template"] = nlohmann::json::array({{{"name", "tool_use"}, {"template", "{{ tools }}"}}, {{"name", "default"}, {"template", llama3}}});
+  cfg["chat_template"] = nlohmann::json::array(
+      {{{"name", "tool_use"}, {"template", "{{ tools }}"}}, {{"name", "default"}, {"template", llama3}}});
   io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
   CHECK(ChatTemplate::load(dir.path).family() == "llama3");
   cfg["chat_template"] = nlohmann::json::array({{{"name", "tool_use"}, {"template", "{{ tools }}"}}});

@@ -212,7 +212,10 @@ TEST_CASE("tokenizer: hostile tokenizer.json files give clear errors") {
   expect_load_error(tmp.path(), Status::format_error, "merge 400");
   edit([](auto& k) { k["model"]["vocab"].erase("!"); });
   expect_load_error(tmp.path(), Status::format_error, "merge");  // merges name "!" too
-  edit([](auto& k) { k["model"]["merges"] = nlohmann::json::array(); k["model"]["vocab"].erase("!"); });
+  edit([](auto& k) {
+    k["model"]["merges"] = nlohmann::json::array();
+    k["model"]["vocab"].erase("!");
+  });
   expect_load_error(tmp.path(), Status::format_error, "byte-level character of byte 33");
   edit([](auto& k) { k["model"]["vocab"] = 7; });
   expect_load_error(tmp.path(), Status::format_error, "'model.vocab' must be an object");
@@ -228,7 +231,9 @@ TEST_CASE("tokenizer: hostile tokenizer.json files give clear errors") {
       {"type": "ByteLevel", "use_regex": false}]})");
   });
   expect_load_error(tmp.path(), Status::unsupported, "split regex");
-  edit([](auto& k) { k["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<x>"}}}}}}}; });
+  edit([](auto& k) {
+    k["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<x>"}}}}}}};
+  });
   expect_load_error(tmp.path(), Status::format_error, "special token '<x>'");
   edit([](auto& k) { k["model"]["type"] = nullptr; });
   expect_load_error(tmp.path(), Status::format_error, "tokenizer.json");
@@ -267,8 +272,7 @@ TEST_CASE("tokenizer: hostile tokenizer.model files give clear errors") {
       const Tokenizer t = Tokenizer::load(tmp.path());
       ++loaded;
       t.decode(t.encode("Hello w\xc3\xb6rld <sep> \xff 123", true));
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
   CHECK(loaded > 0);
   write_file(tmp / "tokenizer.model", "");
@@ -340,7 +344,8 @@ TEST_CASE("tokenizer: diffvk run encodes the prompt with the model directory's t
   const std::string prompt = "Grüße, мир";
   const size_t n_prompt = Tokenizer::load(tmp.path()).encode(prompt, true).size();
   const std::string out = tmp / "out.txt", err = tmp / "err.txt";
-  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " run --model " + tmp.path() + " -p '" + prompt + "' -n 6 > " + out + " 2> " + err;
+  const std::string cmd =
+      std::string(DIFFVK_CLI_PATH) + " run --model " + tmp.path() + " -p '" + prompt + "' -n 6 > " + out + " 2> " + err;
   CHECK(std::system(cmd.c_str()) == 0);
   const std::string o = read_file(out), e = read_file(err);
   CHECK_MESSAGE(o.compare(0, prompt.size(), prompt) == 0, o);
@@ -349,7 +354,8 @@ TEST_CASE("tokenizer: diffvk run encodes the prompt with the model directory's t
   // A tokenizer larger than the model's vocabulary is refused before anything runs.
   write_file(tmp / "tokenizer.model", "");
   std::remove((tmp / "tokenizer.model").c_str());
-  test::write_bytes(tmp / "tokenizer.json", read_file(kDir + "gpt2-bpe/tokenizer.json").data(), read_file(kDir + "gpt2-bpe/tokenizer.json").size());
+  test::write_bytes(tmp / "tokenizer.json", read_file(kDir + "gpt2-bpe/tokenizer.json").data(),
+                    read_file(kDir + "gpt2-bpe/tokenizer.json").size());
   spec.vocab = 300;
   test::write_tiny_model(tmp.path(), spec);
   CHECK(std::system(cmd.c_str()) != 0);
@@ -386,7 +392,8 @@ std::string write_gguf(const test::TempDir& tmp, const GgufWriter& w, const std:
 
 TEST_CASE("tokenizer: every fixture read back from a GGUF file matches its reference") {
   test::TempDir tmp("diffvk-tok-gguf");
-  for (const char* name : {"gpt2-bpe", "gpt2-prefix-bpe", "llama3-bpe", "spm-unigram", "spm-unigram-nobytes", "spm-bpe"}) {
+  for (const char* name :
+       {"gpt2-bpe", "gpt2-prefix-bpe", "llama3-bpe", "spm-unigram", "spm-unigram-nobytes", "spm-bpe"}) {
     CAPTURE(name);
     const Tokenizer dir = Tokenizer::load(kDir + name);
     GgufWriter w = gguf_header(dir.vocab_size());
@@ -405,7 +412,9 @@ TEST_CASE("tokenizer: every fixture read back from a GGUF file matches its refer
     // The keys other GGUF readers use: llama.cpp's names and array lengths.
     const GgufFile f = GgufFile::open(path);
     const bool spm = std::string(name).compare(0, 3, "spm") == 0;
-    CHECK(f.require_value("tokenizer.ggml.model").str == (std::string(name) == "spm-bpe" ? "llama" : spm ? "t5" : "gpt2"));
+    CHECK(f.require_value("tokenizer.ggml.model").str == (std::string(name) == "spm-bpe" ? "llama"
+                                                          : spm                          ? "t5"
+                                                                                         : "gpt2"));
     CHECK(f.require_value("tokenizer.ggml.tokens").count == dir.vocab_size());
     CHECK(f.require_value("tokenizer.ggml.token_type").count == dir.vocab_size());
     if (spm) {
@@ -488,7 +497,7 @@ TEST_CASE("tokenizer: a GGUF file's tokenizer loads from memory and from a descr
     const Tokenizer ranged = Tokenizer::load_gguf_fd(fd, 13, int64_t(file.size()));
     CHECK(check_fixture(name, ranged) >= 40);
     CHECK(::lseek(fd, 0, SEEK_CUR) == 0);  // pread: the descriptor's offset did not move
-    {  // size -1: from the offset to the end of the file
+    {                                      // size -1: from the offset to the end of the file
       const std::string tail = tmp / "tail.bin";
       std::ofstream(tail, std::ios::binary) << std::string(5, 'y') << file;
       FILE* t = std::fopen(tail.c_str(), "rb");
@@ -497,14 +506,16 @@ TEST_CASE("tokenizer: a GGUF file's tokenizer loads from memory and from a descr
       std::fclose(t);
     }
     using test::status_of;
-    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 0, int64_t(file.size())); }) == Status::format_error);  // 'xxxx', not GGUF
+    CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 0, int64_t(file.size())); }) ==
+          Status::format_error);  // 'xxxx', not GGUF
     CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 13, -2); }) == Status::invalid_argument);
     CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, -1, 10); }) == Status::invalid_argument);
     CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 1 << 30, -1); }) == Status::io_error);
     CHECK(status_of([&] { Tokenizer::load_gguf_fd(fd, 13, int64_t(file.size()) + 100); }) == Status::io_error);
     CHECK(status_of([&] { Tokenizer::load_gguf_fd(-1, 0, 10); }) == Status::invalid_argument);
     CHECK(status_of([&] { Tokenizer::load_gguf_memory(nullptr, 10); }) == Status::invalid_argument);
-    const std::string json = read_file(kDir + name + (std::string(name) == "gpt2-bpe" ? "/tokenizer.json" : "/tokenizer.model"));
+    const std::string json =
+        read_file(kDir + name + (std::string(name) == "gpt2-bpe" ? "/tokenizer.json" : "/tokenizer.model"));
     CHECK(status_of([&] { Tokenizer::load_gguf_memory(json.data(), json.size()); }) == Status::format_error);
     // The C ABI: the same ids; its statuses.
     diffvk_tokenizer* c = nullptr;
@@ -534,7 +545,9 @@ bool is_spm(const std::string& name) { return name.compare(0, 3, "spm") == 0; }
 // The files a directory load of `dir` reads: [tokenizer.json or tokenizer.model, tokenizer_config.json, config.json]
 // ("" = absent; SentencePiece reads no config).
 std::vector<std::string> tokenizer_files(const std::string& dir, bool spm) {
-  auto opt = [&](const std::string& f) { return platform::file_exists(dir + "/" + f) ? read_file(dir + "/" + f) : std::string(); };
+  auto opt = [&](const std::string& f) {
+    return platform::file_exists(dir + "/" + f) ? read_file(dir + "/" + f) : std::string();
+  };
   if (spm) return {read_file(dir + "/tokenizer.model"), "", ""};
   return {read_file(dir + "/tokenizer.json"), opt("tokenizer_config.json"), opt("config.json")};
 }
@@ -546,8 +559,9 @@ void same_tokenizer(const Tokenizer& a, const Tokenizer& b) {
   CHECK(b.vocab_size() == a.vocab_size());
   CHECK(b.bos_id() == a.bos_id());
   CHECK(b.eos_id() == a.eos_id());
-  for (const char* text : {"Hello world! <|eot_id|> 123 456", "  spaces\tand\nlines ", "", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82",
-                           "\xE6\x9D\xB1\xE4\xBA\xAC [MASK] \xff\xfe", "<s>a</s>"})
+  for (const char* text :
+       {"Hello world! <|eot_id|> 123 456", "  spaces\tand\nlines ", "", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82",
+        "\xE6\x9D\xB1\xE4\xBA\xAC [MASK] \xff\xfe", "<s>a</s>"})
     for (bool special : {false, true}) {
       CAPTURE(text);
       CAPTURE(special);
@@ -582,11 +596,14 @@ struct SparseFile {
 
 }  // namespace
 
-TEST_CASE("tokenizer: tokenizer.json and tokenizer.model load from memory and from descriptor ranges as from their directory") {
+TEST_CASE(
+    "tokenizer: tokenizer.json and tokenizer.model load from memory and from descriptor ranges as from their "
+    "directory") {
   test::TempDir tmp("diffvk-tok-mem");
-  const std::string hf_tok = std::string(DIFFVK_TEST_DATA_DIR) + "/hf_tok";  // all three JSON files (config.json's EOS differs)
-  for (const std::string dir_path : {kDir + "gpt2-bpe", kDir + "gpt2-prefix-bpe", kDir + "llama3-bpe", kDir + "spm-unigram",
-                                     kDir + "spm-unigram-nobytes", kDir + "spm-bpe", hf_tok}) {
+  const std::string hf_tok =
+      std::string(DIFFVK_TEST_DATA_DIR) + "/hf_tok";  // all three JSON files (config.json's EOS differs)
+  for (const std::string dir_path : {kDir + "gpt2-bpe", kDir + "gpt2-prefix-bpe", kDir + "llama3-bpe",
+                                     kDir + "spm-unigram", kDir + "spm-unigram-nobytes", kDir + "spm-bpe", hf_tok}) {
     const std::string name = dir_path.substr(dir_path.find_last_of('/') + 1);
     const bool spm = is_spm(name), fixture = dir_path != hf_tok;
     CAPTURE(name);
@@ -596,8 +613,8 @@ TEST_CASE("tokenizer: tokenizer.json and tokenizer.model load from memory and fr
     {
       std::vector<std::string> copy = files;
       const Tokenizer mem = spm ? Tokenizer::load_sentencepiece_memory(copy[0].data(), copy[0].size())
-                                : Tokenizer::load_json_memory(copy[0].data(), copy[0].size(), ptr_or_null(copy[1]), copy[1].size(),
-                                                              ptr_or_null(copy[2]), copy[2].size());
+                                : Tokenizer::load_json_memory(copy[0].data(), copy[0].size(), ptr_or_null(copy[1]),
+                                                              copy[1].size(), ptr_or_null(copy[2]), copy[2].size());
       for (auto& f : copy) std::fill(f.begin(), f.end(), '\xAB');
       same_tokenizer(dir, mem);
       if (fixture) CHECK(check_fixture(name, mem) >= 160);
@@ -619,7 +636,9 @@ TEST_CASE("tokenizer: tokenizer.json and tokenizer.model load from memory and fr
     }
     const int fd = ::open(packed.c_str(), O_RDONLY);
     REQUIRE(fd >= 0);
-    auto range = [&](int i) { return files[i].empty() ? Tokenizer::FdRange{} : Tokenizer::FdRange{fd, off[i], int64_t(files[i].size())}; };
+    auto range = [&](int i) {
+      return files[i].empty() ? Tokenizer::FdRange{} : Tokenizer::FdRange{fd, off[i], int64_t(files[i].size())};
+    };
     const Tokenizer ranged = spm ? Tokenizer::load_sentencepiece_fd(fd, off[0], int64_t(files[0].size()))
                                  : Tokenizer::load_json_fd(range(0), range(1), range(2));
     CHECK(::lseek(fd, 0, SEEK_CUR) == 0);  // pread: the descriptor's offset did not move
@@ -639,7 +658,8 @@ TEST_CASE("tokenizer: tokenizer.json and tokenizer.model load from memory and fr
   // Only the configs that are given count: hf_tok's tokenizer.json without tokenizer_config.json takes config.json's
   // ids (EOS 657), as a directory without that file does; with neither, no BOS/EOS.
   const std::vector<std::string> files = tokenizer_files(hf_tok, false);
-  const Tokenizer no_tc = Tokenizer::load_json_memory(files[0].data(), files[0].size(), nullptr, 0, files[2].data(), files[2].size());
+  const Tokenizer no_tc =
+      Tokenizer::load_json_memory(files[0].data(), files[0].size(), nullptr, 0, files[2].data(), files[2].size());
   CHECK(no_tc.bos_id() == 656);
   CHECK(no_tc.eos_id() == 657);
   {
@@ -655,20 +675,24 @@ TEST_CASE("tokenizer: tokenizer.json and tokenizer.model load from memory and fr
 
 TEST_CASE("tokenizer: hostile tokenizer bytes and descriptor ranges give clear errors") {
   test::TempDir tmp("diffvk-tok-mem-bad");
-  const std::string json = read_file(kDir + "llama3-bpe/tokenizer.json"), tc = read_file(kDir + "llama3-bpe/tokenizer_config.json"),
+  const std::string json = read_file(kDir + "llama3-bpe/tokenizer.json"),
+                    tc = read_file(kDir + "llama3-bpe/tokenizer_config.json"),
                     model = read_file(kDir + "spm-unigram/tokenizer.model");
   const auto J = [](const std::string& j, const std::string& c = "") {
     return [j, c] { Tokenizer::load_json_memory(j.data(), j.size(), c.empty() ? nullptr : c.data(), c.size()); };
   };
   const auto M = [](const std::string& m) { return [m] { Tokenizer::load_sentencepiece_memory(m.data(), m.size()); }; };
   // NULL and empty buffers.
-  expect_error([] { Tokenizer::load_json_memory(nullptr, 10); }, Status::invalid_argument, "tokenizer.json (memory): the buffer is NULL");
-  expect_error([] { Tokenizer::load_json_memory(nullptr, 0); }, Status::invalid_argument, "tokenizer.json (memory): the buffer is NULL");
-  expect_error([] { Tokenizer::load_sentencepiece_memory(nullptr, 0); }, Status::invalid_argument, "tokenizer.model (memory): the buffer is NULL");
+  expect_error([] { Tokenizer::load_json_memory(nullptr, 10); }, Status::invalid_argument,
+               "tokenizer.json (memory): the buffer is NULL");
+  expect_error([] { Tokenizer::load_json_memory(nullptr, 0); }, Status::invalid_argument,
+               "tokenizer.json (memory): the buffer is NULL");
+  expect_error([] { Tokenizer::load_sentencepiece_memory(nullptr, 0); }, Status::invalid_argument,
+               "tokenizer.model (memory): the buffer is NULL");
   expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 5); }, Status::invalid_argument,
                "tokenizer_config.json (memory): the buffer is NULL with a size of 5");
-  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, nullptr, 3); }, Status::invalid_argument,
-               "config.json (memory): the buffer is NULL");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, nullptr, 3); },
+               Status::invalid_argument, "config.json (memory): the buffer is NULL");
   expect_error(J(""), Status::format_error, "tokenizer.json (memory): invalid JSON");
   expect_error(M(""), Status::format_error, "tokenizer.model (memory)");
   expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), tc.data(), 0); }, Status::format_error,
@@ -686,8 +710,9 @@ TEST_CASE("tokenizer: hostile tokenizer bytes and descriptor ranges give clear e
   expect_error(J(json, "{"), Status::format_error, "tokenizer_config.json (memory): invalid JSON");
   expect_error(J(json, "[]"), Status::format_error, "tokenizer_config.json (memory): top level must be an object");
   expect_error(J(json, R"({"bos_token": "<nope>"})"), Status::format_error, "'bos_token' = '<nope>' is not a token");
-  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, "{\"eos_token_id\": 99999}", 23); },
-               Status::format_error, "config.json (memory): 'eos_token_id' is not a token id");
+  expect_error(
+      [&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, "{\"eos_token_id\": 99999}", 23); },
+      Status::format_error, "config.json (memory): 'eos_token_id' is not a token id");
   for (size_t n = 0; n < model.size(); n += 211) {  // every truncation loads or names the source; no crash
     try {
       Tokenizer::load_sentencepiece_memory(model.data(), n);
@@ -702,24 +727,45 @@ TEST_CASE("tokenizer: hostile tokenizer bytes and descriptor ranges give clear e
   REQUIRE(fd >= 0);
   const int64_t n = int64_t(json.size());
   using R = Tokenizer::FdRange;
-  expect_error([&] { Tokenizer::load_json_fd({fd, 0, n + 1}); }, Status::io_error, "requested, the file ends after");  // past the end
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd({fd, 0, n + 1});
+      },
+      Status::io_error, "requested, the file ends after");  // past the end
   expect_error([&] { Tokenizer::load_json_fd({fd, n + 10, -1}); }, Status::io_error, "past the end of the file");
   expect_error([&] { Tokenizer::load_sentencepiece_fd(fd, 1, n); }, Status::io_error, "tokenizer.model (fd");
-  expect_error([&] { Tokenizer::load_json_fd({-1, 0, 10}); }, Status::invalid_argument, "tokenizer.json (fd -1): invalid file descriptor");
-  expect_error([&] { Tokenizer::load_sentencepiece_fd(-3, 0, -1); }, Status::invalid_argument, "invalid file descriptor -3");
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd({-1, 0, 10});
+      },
+      Status::invalid_argument, "tokenizer.json (fd -1): invalid file descriptor");
+  expect_error([&] { Tokenizer::load_sentencepiece_fd(-3, 0, -1); }, Status::invalid_argument,
+               "invalid file descriptor -3");
   expect_error([&] { Tokenizer::load_json_fd({fd, -1, 10}); }, Status::invalid_argument, "negative offset");
   expect_error([&] { Tokenizer::load_json_fd({fd, 0, -2}); }, Status::invalid_argument, "size -2");
-  expect_error([&] { Tokenizer::load_json_fd(R{fd, 0, n}, R{-2, 0, 5}, R{}); }, Status::invalid_argument,
-               "tokenizer_config.json (fd -2): invalid file descriptor");
-  expect_error([&] { Tokenizer::load_json_fd(R{fd, 0, n}, R{}, R{fd, 0, n + 1}); }, Status::io_error, "config.json (fd");
-  expect_error([&] { Tokenizer::load_json_fd(R{fd, 0, n}, R{fd, 0, 100}, R{}); }, Status::format_error,
-               "tokenizer_config.json (fd");  // a range inside tokenizer.json: not a JSON text
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd(R{fd, 0, n}, R{-2, 0, 5}, R{});
+      },
+      Status::invalid_argument, "tokenizer_config.json (fd -2): invalid file descriptor");
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd(R{fd, 0, n}, R{}, R{fd, 0, n + 1});
+      },
+      Status::io_error, "config.json (fd");
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd(R{fd, 0, n}, R{fd, 0, 100}, R{});
+      },
+      Status::format_error,
+      "tokenizer_config.json (fd");  // a range inside tokenizer.json: not a JSON text
   expect_error([&] { Tokenizer::load_json_fd({fd, 1, n - 1}); }, Status::format_error, "tokenizer.json (fd");
   CHECK(Tokenizer::load_json_fd(R{fd, 0, n}, R{}, R{}).vocab_size() == 660);
   {  // size -1 needs a regular file; a pipe is refused before anything is read
     int p[2];
     REQUIRE(::pipe(p) == 0);
-    expect_error([&] { Tokenizer::load_sentencepiece_fd(p[0], 0, -1); }, Status::invalid_argument, "needs a regular file");
+    expect_error([&] { Tokenizer::load_sentencepiece_fd(p[0], 0, -1); }, Status::invalid_argument,
+                 "needs a regular file");
     ::close(p[0]);
     ::close(p[1]);
   }
@@ -727,19 +773,34 @@ TEST_CASE("tokenizer: hostile tokenizer bytes and descriptor ranges give clear e
   // Over the size limits (docs/limits.md), refused before anything is read: a sparse file, by descriptor and mapped.
   const uint64_t big = (uint64_t(256) << 20) + 1;
   SparseFile sparse(tmp / "sparse.bin", big);
-  expect_error([&] { Tokenizer::load_json_fd({sparse.fd, 0, -1}); }, Status::format_error, "more than the limit of 268435456");
-  expect_error([&] { Tokenizer::load_sentencepiece_fd(sparse.fd, 0, -1); }, Status::format_error, "more than the limit of 268435456");
-  expect_error([&] { Tokenizer::load_json_fd(R{-1, 0, 0}, R{sparse.fd, 0, -1}, R{}); }, Status::invalid_argument, "tokenizer.json (fd -1)");
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd({sparse.fd, 0, -1});
+      },
+      Status::format_error, "more than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_sentencepiece_fd(sparse.fd, 0, -1); }, Status::format_error,
+               "more than the limit of 268435456");
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd(R{-1, 0, 0}, R{sparse.fd, 0, -1}, R{});
+      },
+      Status::invalid_argument, "tokenizer.json (fd -1)");
   const int jfd = ::open(path.c_str(), O_RDONLY);
   REQUIRE(jfd >= 0);
-  expect_error([&] { Tokenizer::load_json_fd(R{jfd, 0, -1}, R{sparse.fd, 0, (16 << 20) + 1}, R{}); }, Status::format_error,
-               "tokenizer_config.json (fd");
+  expect_error(
+      [&] {
+        Tokenizer::load_json_fd(R{jfd, 0, -1}, R{sparse.fd, 0, (16 << 20) + 1}, R{});
+      },
+      Status::format_error, "tokenizer_config.json (fd");
   ::close(jfd);
   void* map = ::mmap(nullptr, big, PROT_READ, MAP_PRIVATE, sparse.fd, 0);
   REQUIRE(map != MAP_FAILED);
-  expect_error([&] { Tokenizer::load_json_memory(map, big); }, Status::format_error, "larger than the limit of 268435456");
-  expect_error([&] { Tokenizer::load_sentencepiece_memory(map, big); }, Status::format_error, "more than the limit of 268435456");
-  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), map, (16 << 20) + 1); }, Status::format_error,
+  expect_error([&] { Tokenizer::load_json_memory(map, big); }, Status::format_error,
+               "larger than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_sentencepiece_memory(map, big); }, Status::format_error,
+               "more than the limit of 268435456");
+  expect_error([&] { Tokenizer::load_json_memory(json.data(), json.size(), map, (16 << 20) + 1); },
+               Status::format_error,
                "tokenizer_config.json (memory): JSON text of 16777217 bytes is larger than the limit");
   ::munmap(map, big);
 }
@@ -774,14 +835,19 @@ TEST_CASE("tokenizer: a GGUF file without a usable tokenizer is a clear error") 
     expect(w, Status::format_error, "tokenizer.huggingface.json");
   }
   // SentencePiece arrays: each missing, mistyped or of the wrong length names its key.
-  const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81" "a", "b"};
+  const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>",
+                                           "\xE2\x96\x81"
+                                           "a",
+                                           "b"};
   auto spm = [&](int drop, bool bad_len, bool bad_type) {
     GgufWriter w = gguf_header(300);
     w.add_string(T + "model", "llama");
     if (drop != 0) w.add_string_array(T + "tokens", tokens);
     if (drop != 1) {
-      if (bad_type) w.add_i32_array(T + "scores", {0, 0, 0, 0, 0});
-      else w.add_f32_array(T + "scores", std::vector<float>(bad_len ? 4 : 5, 0.0f));
+      if (bad_type)
+        w.add_i32_array(T + "scores", {0, 0, 0, 0, 0});
+      else
+        w.add_f32_array(T + "scores", std::vector<float>(bad_len ? 4 : 5, 0.0f));
     }
     if (drop != 2) w.add_i32_array(T + "token_type", {2, 3, 3, 1, 1});
     if (drop != 3) w.add_u32(T + "unknown_token_id", 0);
@@ -835,7 +901,8 @@ TEST_CASE("tokenizer: diffvk quantize carries a byte-level BPE model's tokenizer
   const Checkpoint ck = open_checkpoint(out);
   CHECK(ck.config.bos_token_id == 656);
   CHECK(ck.config.eos_token_id == 657);
-  for (const char* text : {"Hello world! <|eot_id|> 123 456", "  spaces\tand\nlines ", "", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82"})
+  for (const char* text :
+       {"Hello world! <|eot_id|> 123 456", "  spaces\tand\nlines ", "", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82"})
     for (bool special : {false, true}) {
       CAPTURE(text);
       CHECK(b.encode(text, special) == a.encode(text, special));

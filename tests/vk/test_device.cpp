@@ -6,7 +6,6 @@
 #include <cstring>
 #include <thread>
 
-
 #include "gpu_test.hpp"
 #include "ops/head_rmsnorm.hpp"
 #include "platform.hpp"
@@ -33,18 +32,21 @@ struct NormChain {
   Device& dev = ctx->device();
   HeadRmsNormKernel k{dev, KernelOptions::for_device(dev)};
   Buffer buf;
-  NormChain(VkDeviceSize bytes, const std::vector<float>& x, const std::vector<float>& w) : buf(dev, bytes, MemoryDomain::device, "chain") {
+  NormChain(VkDeviceSize bytes, const std::vector<float>& x, const std::vector<float>& w)
+      : buf(dev, bytes, MemoryDomain::device, "chain") {
     buf.upload(0, x.data(), n * 4);
     buf.upload(1024, w.data(), n * 4);
   }
   void step(Program& prog, VkDeviceSize from, VkDeviceSize to) const {
-    k.record(prog, buf.range(from, n * 4), buf.range(1024, n * 4), buf.range(to, n * 4), HeadRmsNormParams{1, 1, n, n, 0.5f, 1e-5f});
+    k.record(prog, buf.range(from, n * 4), buf.range(1024, n * 4), buf.range(to, n * 4),
+             HeadRmsNormParams{1, 1, n, n, 0.5f, 1e-5f});
   }
 };
 }  // namespace
 
 TEST_CASE("device: selection by kind order, index and name substring") {
-  std::vector<DeviceCaps> d = {fake(0, DeviceKind::cpu, "llvmpipe (LLVM 15)"), fake(1, DeviceKind::integrated, "Mali-G715"),
+  std::vector<DeviceCaps> d = {fake(0, DeviceKind::cpu, "llvmpipe (LLVM 15)"),
+                               fake(1, DeviceKind::integrated, "Mali-G715"),
                                fake(2, DeviceKind::discrete, "NVIDIA H100"), fake(3, DeviceKind::virtual_gpu, "virgl")};
   CHECK(select_device(d, "") == 2);
   d.erase(d.begin() + 2);
@@ -204,13 +206,16 @@ TEST_CASE("program: barriers are exact (pure planner)") {
   VkBuffer A = reinterpret_cast<VkBuffer>(uintptr_t(0x10)), B = reinterpret_cast<VkBuffer>(uintptr_t(0x20));
   auto r = [](VkBuffer b, VkDeviceSize o, VkDeviceSize s) { return BufferRange{b, o, s}; };
   std::vector<OpAccesses> ops = {
-      {OpStage::compute, {{r(A, 0, 100), Access::read}, {r(A, 256, 100), Access::write}}},   // 0: writes A[256..356)
-      {OpStage::compute, {{r(A, 0, 100), Access::read}, {r(B, 0, 64), Access::write}}},      // 1: independent
-      {OpStage::compute, {{r(A, 300, 10), Access::read}, {r(A, 512, 64), Access::write}}},   // 2: RAW on op 0
-      {OpStage::compute, {{r(B, 0, 64), Access::read}, {r(A, 1024, 8), Access::write}}},     // 3: RAW on op 1 (still pending)
-      {OpStage::compute, {{r(A, 0, 100), Access::write}}},                                   // 4: WAR on A[0..100)? no: op 2's barrier ordered those reads
-      {OpStage::compute, {{r(B, 0, 64), Access::write}}},                                    // 5: WAR on op 3's read of B
-      {OpStage::transfer, {{r(A, 512, 64), Access::read}, {r(B, 128, 64), Access::write}}},  // 6: RAW on op 2 (compute -> transfer)
+      {OpStage::compute, {{r(A, 0, 100), Access::read}, {r(A, 256, 100), Access::write}}},  // 0: writes A[256..356)
+      {OpStage::compute, {{r(A, 0, 100), Access::read}, {r(B, 0, 64), Access::write}}},     // 1: independent
+      {OpStage::compute, {{r(A, 300, 10), Access::read}, {r(A, 512, 64), Access::write}}},  // 2: RAW on op 0
+      {OpStage::compute,
+       {{r(B, 0, 64), Access::read}, {r(A, 1024, 8), Access::write}}},  // 3: RAW on op 1 (still pending)
+      {OpStage::compute,
+       {{r(A, 0, 100), Access::write}}},  // 4: WAR on A[0..100)? no: op 2's barrier ordered those reads
+      {OpStage::compute, {{r(B, 0, 64), Access::write}}},  // 5: WAR on op 3's read of B
+      {OpStage::transfer,
+       {{r(A, 512, 64), Access::read}, {r(B, 128, 64), Access::write}}},  // 6: RAW on op 2 (compute -> transfer)
   };
   auto plan = plan_barriers(ops);
   REQUIRE(plan.size() == ops.size());
@@ -295,7 +300,7 @@ TEST_CASE("program: groups replay the same and an abort between groups throws ca
   CHECK(asked == 3);
   buf.download(4096, cut.data(), n * 4);
   CHECK(std::memcmp(cut.data(), poison.data(), n * 4) == 0);  // the last group never ran
-  prog.run();  // still usable
+  prog.run();                                                 // still usable
   buf.download(4096, stepwise.data(), n * 4);
   CHECK(std::memcmp(all.data(), stepwise.data(), n * 4) == 0);
 }

@@ -75,7 +75,8 @@ TEST_CASE("faults: a model larger than the device heap is refused before anythin
   o.simulate_heap_bytes = 32 << 10;  // 32 KiB: the tiny model's weights alone are larger (~64 KiB fp16)
   auto ctx = Context::create(o);
   for (const auto& h : ctx->caps().heaps) CHECK(h.size <= o.simulate_heap_bytes);
-  check_refused_before_allocating("a model", {"heap", "nothing was allocated"}, [&] { (void)Model::load(*ctx, tmp.path()); });
+  check_refused_before_allocating("a model", {"heap", "nothing was allocated"},
+                                  [&] { (void)Model::load(*ctx, tmp.path()); });
 }
 
 TEST_CASE("faults: a session that does not fit next to the model is refused before anything is allocated") {
@@ -153,8 +154,9 @@ TEST_CASE("faults: a context longer than the KV cache is an error and the sessio
 // s = DIFFVK_FAULT_START (default 1).
 // CI (DEVELOPERS.md "CI time"): pass 1 runs stride 6 from call 1 (device lost at 1, 7, 13, ..., out of memory
 // at 4, 10, 16, ...), pass 2 (SwiftShader) stride 6 from call 2 (2, 8, ... and 5, 11, ...): between them two
-// calls in three fail once (stride 1 in a pass: every call, both kinds). .ci/sanitize uses 14 (ASan makes each of the ~480 scenarios about four times slower): one
-// injection every 7 calls, alternating the kinds. The line the test prints says which calls were injected.
+// calls in three fail once (stride 1 in a pass: every call, both kinds). .ci/sanitize uses 14 (ASan makes each of the
+// ~480 scenarios about four times slower): one injection every 7 calls, alternating the kinds. The line the test prints
+// says which calls were injected.
 static int fault_stride() {
   const char* e = std::getenv("DIFFVK_FAULT_STRIDE");
   const int k = e ? std::atoi(e) : 1;
@@ -234,7 +236,8 @@ static void fault_sweep(VkResult fault) {
         break;
       }
       CHECK_MESSAGE(threw, "the fault injected at call " << n << " (" << site << ") was swallowed");
-      CHECK_MESSAGE(device_bytes_allocated() == baseline, "device memory leaked after a fault at call " << n << " (" << site << ")");
+      CHECK_MESSAGE(device_bytes_allocated() == baseline,
+                    "device memory leaked after a fault at call " << n << " (" << site << ")");
       failures += threw;
       sites.push_back(site.substr(0, site.find('(')));
     }
@@ -247,10 +250,11 @@ static void fault_sweep(VkResult fault) {
                 << " injected faults surfaced as errors; call sites:" << distinct);
   std::printf("faults: %d checked calls, %s at %s, %d errors surfaced\n", total,
               fault == VK_ERROR_DEVICE_LOST ? "device lost" : "out of device memory",
-              fault_stride() == 1 ? "each"
-                                  : ("one call in " + std::to_string(fault_stride()) + " from call " +
-                                     std::to_string(fault_start()) + " (DIFFVK_FAULT_STRIDE" + (fault_swap() ? ", swapped" : "") + ")")
-                                        .c_str(),
+              fault_stride() == 1
+                  ? "each"
+                  : ("one call in " + std::to_string(fault_stride()) + " from call " + std::to_string(fault_start()) +
+                     " (DIFFVK_FAULT_STRIDE" + (fault_swap() ? ", swapped" : "") + ")")
+                        .c_str(),
               failures);
 
   // The hook is gone: a fresh context works and computes the same logits.
@@ -260,7 +264,9 @@ static void fault_sweep(VkResult fault) {
   CHECK(device_bytes_allocated() == baseline);
 }
 
-TEST_CASE("faults: every Vulkan call failing with device lost surfaces as an error") { fault_sweep(VK_ERROR_DEVICE_LOST); }
+TEST_CASE("faults: every Vulkan call failing with device lost surfaces as an error") {
+  fault_sweep(VK_ERROR_DEVICE_LOST);
+}
 TEST_CASE("faults: every Vulkan call failing with out of device memory surfaces as an error") {
   fault_sweep(VK_ERROR_OUT_OF_DEVICE_MEMORY);
 }

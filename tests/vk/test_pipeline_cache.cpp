@@ -1,6 +1,6 @@
 // The pipeline-cache file format (vk/pipeline_cache_file.hpp: encode/decode, every truncation, bit flip and
-// key change; host only), then the on-disk VkPipelineCache through a real Context: a missing, truncated, garbage or other-device
-// file is a logged cache miss (never a failure) and is rewritten atomically; a matching file hits.
+// key change; host only), then the on-disk VkPipelineCache through a real Context: a missing, truncated, garbage or
+// other-device file is a logged cache miss (never a failure) and is rewritten atomically; a matching file hits.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -191,9 +191,9 @@ TEST_CASE("io: pipeline cache encode/decode") {
       f[i] ^= uint8_t(1u << bit);
       std::string w;
       CHECK(!diffvk::decode_pipeline_cache(f, key, &w).has_value());
-      CHECK_MESSAGE((w.rfind("checksum mismatch", 0) == 0 || w.rfind("truncated", 0) == 0 ||
-                     w.rfind("trailing bytes", 0) == 0),
-                    "byte " << i << ": " << w);
+      CHECK_MESSAGE(
+          (w.rfind("checksum mismatch", 0) == 0 || w.rfind("truncated", 0) == 0 || w.rfind("trailing bytes", 0) == 0),
+          "byte " << i << ": " << w);
     }
   }
   auto flipped = file;

@@ -143,13 +143,13 @@ TEST_CASE("shader-stats: lists exactly the pipelines a loaded model builds on th
   const json doc = read_json(out);
   const auto listed = check_shape(doc);
   // Distinct (name, constants) pairs: the runtime's registry may hold the same pipeline once per kernel.
-  const std::set<std::pair<std::string, std::vector<uint32_t>>> a(runtime.begin(), runtime.end()), b(listed.begin(), listed.end());
+  const std::set<std::pair<std::string, std::vector<uint32_t>>> a(runtime.begin(), runtime.end()),
+      b(listed.begin(), listed.end());
   CHECK(a == b);
   CHECK(listed.size() == b.size());  // the command lists each distinct pipeline once
   std::set<std::string> ops;
   for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
-  for (const char* op : {"diff_attn", "diff_attn_split", "linear_reg", "rope_kv", "head_rmsnorm", "embed",
-                         "silu_mul"})
+  for (const char* op : {"diff_attn", "diff_attn_split", "linear_reg", "rope_kv", "head_rmsnorm", "embed", "silu_mul"})
     CHECK_MESSAGE(ops.count(op), op);
   // The shared-memory and matrix-vector tiles are built only where the tile choice can pick them: not on
   // CPU drivers (linear_reachable_variants).
@@ -252,7 +252,8 @@ TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes"
 TEST_CASE("shader-stats: radv null device vangogh reports the driver's statistics") {
   const char* icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
   if (!std::ifstream(icd).good()) {
-    test::skip(std::string("no radv ICD (") + icd + "; apt-get install mesa-vulkan-drivers): radv null-device case not run");
+    test::skip(std::string("no radv ICD (") + icd +
+               "; apt-get install mesa-vulkan-drivers): radv null-device case not run");
     return;
   }
   test::TempDir tmp("diffvk-stats-radv");
@@ -270,7 +271,8 @@ TEST_CASE("shader-stats: radv null device vangogh reports the driver's statistic
   for (const auto& p : doc["pipelines"]) {
     INFO(p["name"].get<std::string>());
     // radv's names, exactly as the driver gives them.
-    for (const char* stat : {"SGPRs", "VGPRs", "Spilled SGPRs", "Spilled VGPRs", "LDS size", "Scratch size", "Subgroups per SIMD"}) {
+    for (const char* stat :
+         {"SGPRs", "VGPRs", "Spilled SGPRs", "Spilled VGPRs", "LDS size", "Scratch size", "Subgroups per SIMD"}) {
       REQUIRE_MESSAGE(p["stats"].contains(stat), stat);
       CHECK(p["stats"][stat].is_number_unsigned());
     }
@@ -338,11 +340,14 @@ TEST_CASE("shader-stats: the main-loop measure of a disassembly (isa_main_loop)"
   CHECK(k.instructions == 5);
   CHECK(k.memory_loads == 0);
   // A v_wmma in a loop counts M·N·K / lanes.
-  const ShaderLoop w = isa_main_loop("BB0:\n  v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]\n  s_cbranch_scc1 BB0\n", 32);
+  const ShaderLoop w =
+      isa_main_loop("BB0:\n  v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]\n  s_cbranch_scc1 BB0\n", 32);
   CHECK(w.fma == 128);
   // RDNA3 dual issue: one VALU instruction, each of its FMA operations counted (Mesa 25's ACO emits them).
-  const ShaderLoop d = isa_main_loop("BB0:\n  v_dual_fmac_f32 v1, v2, v3 :: v_dual_fmac_f32 v4, v5, v6 ; c8e20e0a\n"
-                                     "  v_dual_mul_f32 v7, s1, v8 :: v_dual_fmac_f32 v9, v2, v3\n  s_cbranch_scc1 BB0\n", 32);
+  const ShaderLoop d = isa_main_loop(
+      "BB0:\n  v_dual_fmac_f32 v1, v2, v3 :: v_dual_fmac_f32 v4, v5, v6 ; c8e20e0a\n"
+      "  v_dual_mul_f32 v7, s1, v8 :: v_dual_fmac_f32 v9, v2, v3\n  s_cbranch_scc1 BB0\n",
+      32);
   CHECK(d.fma == 3);
   CHECK(d.valu == 2);
   CHECK_FALSE(isa_main_loop("  s_endpgm\n", 64).found);

@@ -17,11 +17,11 @@
 #include "diffvk/diffvk.h"
 #include "diffvk_jni.h"
 
-static jclass g_exception_class;  /* global ref to diffvk.DiffvkException */
+static jclass g_exception_class;   /* global ref to diffvk.DiffvkException */
 static jmethodID g_exception_ctor; /* DiffvkException(int status, String message) */
 static jclass g_lost_class;        /* global ref to diffvk.DeviceLostException */
 static jmethodID g_lost_ctor;
-static jclass g_cancelled_class;   /* global ref to diffvk.CancelledException */
+static jclass g_cancelled_class; /* global ref to diffvk.CancelledException */
 static jmethodID g_cancelled_ctor;
 JavaVM* djni_vm;
 
@@ -117,7 +117,8 @@ JNIEXPORT jstring JNICALL Java_diffvk_DiffvkException_nativeStatusString(JNIEnv*
 /* ---- diffvk.Model: context + model ------------------------------------------------------------------ */
 
 /* Model.Options.weights, q4_0Head, quantDecode, quantPrefill -> diffvk_model_options (the C ABI checks the values). */
-static diffvk_model_options djni_model_options(jint weights, jboolean q4_0_head, jint quant_decode, jint quant_prefill) {
+static diffvk_model_options djni_model_options(jint weights, jboolean q4_0_head, jint quant_decode,
+                                               jint quant_prefill) {
   diffvk_model_options o;
   diffvk_model_default_options(&o);
   o.weights = (uint32_t)weights;
@@ -218,7 +219,7 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jcl
     return 0;
   }
   if (!djni_ok(env, diffvk_model_load_memory_with_options((diffvk_context*)(intptr_t)ctx, (const char*)c, (size_t)cn, w,
-                                                         (size_t)wn, &mo, &model)))
+                                                          (size_t)wn, &mo, &model)))
     return 0;
   return (jlong)(intptr_t)model;
 }
@@ -226,13 +227,15 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadMemory(JNIEnv* env, jcl
 /* Model.loadFromFds: byte ranges of descriptors (Android: AssetFileDescriptor of uncompressed assets). */
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeModelLoadFd(JNIEnv* env, jclass cls, jlong ctx, jint config_fd,
                                                             jlong config_offset, jlong config_size, jint weights_fd,
-                                                            jlong weights_offset, jlong weights_size, jint weight_format,
-                                                            jboolean q4_0_head, jint quant_decode, jint quant_prefill) {
+                                                            jlong weights_offset, jlong weights_size,
+                                                            jint weight_format, jboolean q4_0_head, jint quant_decode,
+                                                            jint quant_prefill) {
   const diffvk_model_options mo = djni_model_options(weight_format, q4_0_head, quant_decode, quant_prefill);
   diffvk_model* model = NULL;
   (void)cls;
-  if (!djni_ok(env, diffvk_model_load_fd_with_options((diffvk_context*)(intptr_t)ctx, config_fd, config_offset, config_size,
-                                                      weights_fd, weights_offset, weights_size, &mo, &model)))
+  if (!djni_ok(env,
+               diffvk_model_load_fd_with_options((diffvk_context*)(intptr_t)ctx, config_fd, config_offset, config_size,
+                                                 weights_fd, weights_offset, weights_size, &mo, &model)))
     return 0;
   return (jlong)(intptr_t)model;
 }
@@ -424,7 +427,8 @@ JNIEXPORT jintArray JNICALL Java_diffvk_Session_nativeHistory(JNIEnv* env, jclas
   return session_ids(env, session, diffvk_session_history);
 }
 
-JNIEXPORT void JNICALL Java_diffvk_Session_nativeShift(JNIEnv* env, jclass cls, jlong session, jint keep, jint discard) {
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeShift(JNIEnv* env, jclass cls, jlong session, jint keep,
+                                                       jint discard) {
   (void)cls;
   if (keep < 0 || discard < 0) {
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.shift: keep or discard < 0");
@@ -434,8 +438,8 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeShift(JNIEnv* env, jclass cls, 
 }
 
 /* prefillReusing (keep < 0) and prefillShifting (keep >= 0): the logits, and the tokens kept in reused[0]. */
-static jfloatArray prefill_keeping(JNIEnv* env, jlong session, jintArray tokens, jint vocab, jintArray reused, jint keep,
-                                   const char* what) {
+static jfloatArray prefill_keeping(JNIEnv* env, jlong session, jintArray tokens, jint vocab, jintArray reused,
+                                   jint keep, const char* what) {
   jsize n = 0;
   int32_t* buf;
   float* logits;
@@ -449,7 +453,8 @@ static jfloatArray prefill_keeping(JNIEnv* env, jlong session, jintArray tokens,
   }
   if (!prefill_buffers(env, tokens, vocab, what, &buf, &logits, &n)) return NULL;
   if (djni_ok(env, keep < 0 ? diffvk_session_prefill_reusing(s, buf, (size_t)n, logits, (size_t)vocab, &kept)
-                            : diffvk_session_prefill_shifting(s, buf, (size_t)n, (uint32_t)keep, logits, (size_t)vocab, &kept))) {
+                            : diffvk_session_prefill_shifting(s, buf, (size_t)n, (uint32_t)keep, logits, (size_t)vocab,
+                                                              &kept))) {
     out = djni_floats(env, logits, vocab);
     kept_j = (jint)kept;
     (*env)->SetIntArrayRegion(env, reused, 0, 1, &kept_j);
@@ -466,7 +471,8 @@ JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillReusing(JNIEnv* e
 }
 
 JNIEXPORT jfloatArray JNICALL Java_diffvk_Session_nativePrefillShifting(JNIEnv* env, jclass cls, jlong session,
-                                                                        jintArray tokens, jint keep, jint vocab, jintArray reused) {
+                                                                        jintArray tokens, jint keep, jint vocab,
+                                                                        jintArray reused) {
   (void)cls;
   if (keep < 0) {
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.prefillShifting: keep < 0");
@@ -480,7 +486,8 @@ JNIEXPORT jbyteArray JNICALL Java_diffvk_Session_nativeSaveState(JNIEnv* env, jc
   void* buf;
   jbyteArray out = NULL;
   (void)cls;
-  if (!djni_ok(env, diffvk_session_save_state_buffer((const diffvk_session*)(intptr_t)session, NULL, 0, &size))) return NULL;
+  if (!djni_ok(env, diffvk_session_save_state_buffer((const diffvk_session*)(intptr_t)session, NULL, 0, &size)))
+    return NULL;
   if (size > 0x7fffffff) {
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.saveState: the state is larger than a Java array");
     return NULL;
@@ -498,7 +505,8 @@ JNIEXPORT jbyteArray JNICALL Java_diffvk_Session_nativeSaveState(JNIEnv* env, jc
   return out;
 }
 
-JNIEXPORT void JNICALL Java_diffvk_Session_nativeRestoreState(JNIEnv* env, jclass cls, jlong session, jbyteArray state) {
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeRestoreState(JNIEnv* env, jclass cls, jlong session,
+                                                              jbyteArray state) {
   jsize n;
   void* buf;
   (void)cls;
@@ -526,8 +534,10 @@ static void state_file(JNIEnv* env, jlong session, jstring path, int save) {
   }
   p = djni_dup_string(env, path, &failed);
   if (failed) return;
-  if (save) djni_ok(env, diffvk_session_save_state((const diffvk_session*)(intptr_t)session, p));
-  else djni_ok(env, diffvk_session_restore_state((diffvk_session*)(intptr_t)session, p));
+  if (save)
+    djni_ok(env, diffvk_session_save_state((const diffvk_session*)(intptr_t)session, p));
+  else
+    djni_ok(env, diffvk_session_restore_state((diffvk_session*)(intptr_t)session, p));
   free(p);
 }
 
@@ -536,7 +546,8 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeSaveStateFile(JNIEnv* env, jcla
   state_file(env, session, path, 1);
 }
 
-JNIEXPORT void JNICALL Java_diffvk_Session_nativeRestoreStateFile(JNIEnv* env, jclass cls, jlong session, jstring path) {
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeRestoreStateFile(JNIEnv* env, jclass cls, jlong session,
+                                                                  jstring path) {
   (void)cls;
   state_file(env, session, path, 0);
 }
@@ -569,8 +580,8 @@ JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreate(JNIEnv* env, jclass cls
   return (jlong)(intptr_t)s;
 }
 
-JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreateWithOptions(JNIEnv* env, jclass cls, jfloat temperature, jint top_k,
-                                                                    jfloat top_p, jlong seed, jfloat min_p,
+JNIEXPORT jlong JNICALL Java_diffvk_Sampler_nativeCreateWithOptions(JNIEnv* env, jclass cls, jfloat temperature,
+                                                                    jint top_k, jfloat top_p, jlong seed, jfloat min_p,
                                                                     jfloat repeat_penalty, jfloat frequency_penalty,
                                                                     jfloat presence_penalty, jint penalty_last_n) {
   diffvk_sampler_options o;

@@ -8,13 +8,12 @@
 
 #include "diffvk_jni.h"
 
-static jobject g_handler;       /* global ref to the LogHandler, or NULL; guarded by g_lock */
-static jmethodID g_log_method;  /* LogHandler.log(int, String) */
-static int g_lock;              /* spin lock (set/replace are rare; forwarding holds it briefly) */
+static jobject g_handler;      /* global ref to the LogHandler, or NULL; guarded by g_lock */
+static jmethodID g_log_method; /* LogHandler.log(int, String) */
+static int g_lock;             /* spin lock (set/replace are rare; forwarding holds it briefly) */
 
 static void lock(void) {
-  while (__atomic_exchange_n(&g_lock, 1, __ATOMIC_ACQUIRE)) {
-  }
+  while (__atomic_exchange_n(&g_lock, 1, __ATOMIC_ACQUIRE)) {}
 }
 static void unlock(void) { __atomic_store_n(&g_lock, 0, __ATOMIC_RELEASE); }
 
@@ -61,7 +60,8 @@ diffvk_log_fn djni_log_forwarder(void) {
   return fn;
 }
 
-JNIEXPORT void JNICALL Java_diffvk_Diffvk_nativeSetLogHandler(JNIEnv* env, jclass cls, jobject handler, jint max_level) {
+JNIEXPORT void JNICALL Java_diffvk_Diffvk_nativeSetLogHandler(JNIEnv* env, jclass cls, jobject handler,
+                                                              jint max_level) {
   jobject old, ref = handler ? (*env)->NewGlobalRef(env, handler) : NULL;
   (void)cls;
   if (handler && !ref) return; /* OutOfMemoryError pending */

@@ -25,16 +25,18 @@ JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoad(JNIEnv* env, jclass cls
   return (jlong)(intptr_t)t;
 }
 
-JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadFd(JNIEnv* env, jclass cls, jint fd, jlong offset, jlong length) {
+JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadFd(JNIEnv* env, jclass cls, jint fd, jlong offset,
+                                                           jlong length) {
   diffvk_tokenizer* t = NULL;
   (void)cls;
   djni_ok(env, diffvk_tokenizer_load_fd((int)fd, (int64_t)offset, (int64_t)length, &t));
   return (jlong)(intptr_t)t;
 }
 
-JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadJsonFd(JNIEnv* env, jclass cls, jint fd, jlong offset, jlong length,
-                                                               jint tc_fd, jlong tc_offset, jlong tc_length, jint c_fd,
-                                                               jlong c_offset, jlong c_length) {
+JNIEXPORT jlong JNICALL Java_diffvk_Tokenizer_nativeLoadJsonFd(JNIEnv* env, jclass cls, jint fd, jlong offset,
+                                                               jlong length, jint tc_fd, jlong tc_offset,
+                                                               jlong tc_length, jint c_fd, jlong c_offset,
+                                                               jlong c_length) {
   diffvk_tokenizer* t = NULL;
   (void)cls;
   djni_ok(env, diffvk_tokenizer_load_json_fd((int)fd, (int64_t)offset, (int64_t)length, (int)tc_fd, (int64_t)tc_offset,
@@ -80,7 +82,8 @@ JNIEXPORT jintArray JNICALL Java_diffvk_Tokenizer_nativeEncode(JNIEnv* env, jcla
   st = diffvk_tokenizer_encode(tok, bytes, (size_t)len, add_special ? 1 : 0, NULL, 0, &n);
   if (djni_ok(env, st == DIFFVK_BUFFER_TOO_SMALL ? DIFFVK_OK : st)) {
     ids = (int32_t*)malloc(sizeof(int32_t) * (n > 0 ? n : 1));
-    if (!ids) djni_throw_oom(env, "diffvk: encode ids");
+    if (!ids)
+      djni_throw_oom(env, "diffvk: encode ids");
     else if (djni_ok(env, diffvk_tokenizer_encode(tok, bytes, (size_t)len, add_special ? 1 : 0, ids, n, &n))) {
       out = (*env)->NewIntArray(env, (jsize)n);
       if (out) (*env)->SetIntArrayRegion(env, out, 0, (jsize)n, (const jint*)ids);
@@ -114,7 +117,8 @@ JNIEXPORT jbyteArray JNICALL Java_diffvk_Tokenizer_nativeDecode(JNIEnv* env, jcl
   st = diffvk_tokenizer_decode(tok, buf, (size_t)n, NULL, 0, &len); /* the size first, as in encode */
   if (djni_ok(env, st == DIFFVK_BUFFER_TOO_SMALL ? DIFFVK_OK : st)) {
     bytes = (char*)malloc(len > 0 ? len : 1);
-    if (!bytes) djni_throw_oom(env, "diffvk: decode bytes");
+    if (!bytes)
+      djni_throw_oom(env, "diffvk: decode bytes");
     else if (djni_ok(env, diffvk_tokenizer_decode(tok, buf, (size_t)n, bytes, len, &len))) {
       out = (*env)->NewByteArray(env, (jsize)len);
       if (out) (*env)->SetByteArrayRegion(env, out, 0, (jsize)len, (const jbyte*)bytes);
@@ -159,9 +163,10 @@ static void free_stops(char** stops, jsize n) {
   free(stops);
 }
 
-JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cls, jlong session, jlong sampler, jlong tokenizer,
-                                                          jintArray prompt, jint max_tokens, jobjectArray stop, jint eos,
-                                                          jint overflow, jint keep, jobject pieces, jintArray out) {
+JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cls, jlong session, jlong sampler,
+                                                          jlong tokenizer, jintArray prompt, jint max_tokens,
+                                                          jobjectArray stop, jint eos, jint overflow, jint keep,
+                                                          jobject pieces, jintArray out) {
   jsize n, n_stop, i;
   int32_t* buf;
   char** stops = NULL;
@@ -184,7 +189,8 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   if (!p.piece) return; /* NoSuchMethodError pending */
   n_stop = (*env)->GetArrayLength(env, stop);
   if (n_stop > DIFFVK_MAX_STOP_STRINGS) {
-    snprintf(msg, sizeof msg, "Session.generateText: %d stop strings; at most %d", (int)n_stop, DIFFVK_MAX_STOP_STRINGS);
+    snprintf(msg, sizeof msg, "Session.generateText: %d stop strings; at most %d", (int)n_stop,
+             DIFFVK_MAX_STOP_STRINGS);
     djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, msg);
     return;
   }
@@ -267,7 +273,8 @@ JNIEXPORT jlong JNICALL Java_diffvk_ChatTemplate_nativeLoad(JNIEnv* env, jclass 
   return (jlong)(intptr_t)t;
 }
 
-JNIEXPORT jlong JNICALL Java_diffvk_ChatTemplate_nativeBuiltin(JNIEnv* env, jclass cls, jstring family, jstring bos, jstring eos) {
+JNIEXPORT jlong JNICALL Java_diffvk_ChatTemplate_nativeBuiltin(JNIEnv* env, jclass cls, jstring family, jstring bos,
+                                                               jstring eos) {
   int failed = 0;
   char *f, *b = NULL, *e = NULL;
   diffvk_chat_template* t = NULL;
@@ -302,7 +309,8 @@ JNIEXPORT jstring JNICALL Java_diffvk_ChatTemplate_nativeEndOfTurn(JNIEnv* env, 
   char text[64];
   size_t len = 0;
   (void)cls;
-  if (!djni_ok(env, diffvk_chat_template_end_of_turn((const diffvk_chat_template*)(intptr_t)t, text, sizeof text, &len)))
+  if (!djni_ok(env,
+               diffvk_chat_template_end_of_turn((const diffvk_chat_template*)(intptr_t)t, text, sizeof text, &len)))
     return NULL;
   return (*env)->NewStringUTF(env, text); /* the tokens' text: ASCII in every supported family */
 }
@@ -330,7 +338,8 @@ static char* element_string(JNIEnv* env, jobjectArray a, jsize i) {
 }
 
 JNIEXPORT jbyteArray JNICALL Java_diffvk_ChatTemplate_nativeApply(JNIEnv* env, jclass cls, jlong t, jobjectArray roles,
-                                                                  jobjectArray contents, jboolean add_generation_prompt) {
+                                                                  jobjectArray contents,
+                                                                  jboolean add_generation_prompt) {
   jsize n, i;
   diffvk_chat_message* m;
   char* text = NULL;
@@ -356,11 +365,14 @@ JNIEXPORT jbyteArray JNICALL Java_diffvk_ChatTemplate_nativeApply(JNIEnv* env, j
     if (!m[i].content) break;
   }
   if (i == n) {
-    st = diffvk_chat_template_apply(tpl, m, (size_t)n, add_generation_prompt ? 1 : 0, NULL, 0, &len); /* the size first */
+    st = diffvk_chat_template_apply(tpl, m, (size_t)n, add_generation_prompt ? 1 : 0, NULL, 0,
+                                    &len); /* the size first */
     if (djni_ok(env, st == DIFFVK_BUFFER_TOO_SMALL ? DIFFVK_OK : st)) {
       text = (char*)malloc(len > 0 ? len : 1);
-      if (!text) djni_throw_oom(env, "diffvk: chat text");
-      else if (djni_ok(env, diffvk_chat_template_apply(tpl, m, (size_t)n, add_generation_prompt ? 1 : 0, text, len, &len))) {
+      if (!text)
+        djni_throw_oom(env, "diffvk: chat text");
+      else if (djni_ok(env,
+                       diffvk_chat_template_apply(tpl, m, (size_t)n, add_generation_prompt ? 1 : 0, text, len, &len))) {
         out = (*env)->NewByteArray(env, (jsize)len);
         if (out) (*env)->SetByteArrayRegion(env, out, 0, (jsize)len, (const jbyte*)text);
       }
