@@ -4,10 +4,6 @@
 
 #include "vk/shader_blob.hpp"
 
-namespace diffvk {
-const ShaderBlob* bench_embedded_shaders(size_t* count);  // generated: bench_shader_registry.cpp
-}
-
 namespace diffvk::bench {
 void register_bench_shaders() {
   size_t n = 0;
