@@ -1,0 +1,267 @@
+// Tests of the float64 Phi-4-mini-flash (SambaY) reference (runtime/reference/phi4flash_ref.*): its full form
+// against an independent PyTorch implementation (tests/data/phi4flash_tiny/, written by
+// tests/python/make_phi4flash_fixture.py from the public ports), the recurrent form (chunked prefill, decode
+// across the sliding window's boundary) against the full form, and the YOCO form (logits of some rows only)
+// against the full form.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "diffvk/npy.hpp"
+#include "io/safetensors.hpp"
+#include "model/phi4flash_config.hpp"
+#include "reference/phi4flash_ref.hpp"
+
+namespace ref = diffvk::ref;
+using Vec = std::vector<double>;
+
+namespace {
+
+const std::string kDir = std::string(DIFFVK_TEST_DATA_DIR) + "/phi4flash_tiny";
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f.good());
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+ref::SambaYShape shape_of(const diffvk::Phi4FlashConfig& c) {
+  ref::SambaYShape s;
+  s.vocab = int(c.vocab_size);
+  s.E = int(c.hidden_size);
+  s.L = int(c.num_layers);
+  s.n_heads = int(c.num_attention_heads);
+  s.n_kv = int(c.num_key_value_heads);
+  s.I = int(c.intermediate_size);
+  s.d_inner = int(c.d_inner());
+  s.d_state = int(c.mamba_d_state);
+  s.d_conv = int(c.mamba_d_conv);
+  s.dt_rank = int(c.mamba_dt_rank);
+  s.window = int(c.sliding_window);
+  s.eps = c.layer_norm_eps;
+  return s;
+}
+
+// The fixture's checkpoint read by its real tensor names (docs/checkpoints.md), BF16 widened exactly.
+ref::SambaYWeights load_weights(const ref::SambaYShape& s, const diffvk::SafetensorsFile& f) {
+  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
+    const std::vector<float> v = f.to_float(f.require(name, shape));
+    return Vec(v.begin(), v.end());
+  };
+  const int64_t E = s.E, C = s.d_inner, S = s.d_state, R = s.dt_rank, qw = s.q_width(), kw = s.kv_width();
+  ref::SambaYWeights w;
+  w.embed = get("model.embed_tokens.weight", {s.vocab, E});
+  w.final_w = get("model.final_layernorm.weight", {E});
+  w.final_b = get("model.final_layernorm.bias", {E});
+  CHECK(f.find("lm_head.weight") == nullptr);  // tied
+  for (int i = 0; i < s.L; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".", a = p + "attn.", c = a + "inner_cross_attn.";
+    ref::SambaYLayer l;
+    l.ln1_w = get(p + "input_layernorm.weight", {E});
+    l.ln1_b = get(p + "input_layernorm.bias", {E});
+    l.ln2_w = get(p + "post_attention_layernorm.weight", {E});
+    l.ln2_b = get(p + "post_attention_layernorm.bias", {E});
+    l.fc1 = get(p + "mlp.fc1.weight", {2 * s.I, E});
+    l.fc2 = get(p + "mlp.fc2.weight", {E, s.I});
+    switch (s.kind(i)) {
+      case ref::SambaYKind::mamba:
+      case ref::SambaYKind::memory_mamba:
+        l.in_proj = get(a + "in_proj.weight", {2 * C, E});
+        l.conv_w = get(a + "conv1d.weight", {C, 1, s.d_conv});
+        l.conv_b = get(a + "conv1d.bias", {C});
+        l.x_proj = get(a + "x_proj.weight", {R + 2 * S, C});
+        l.dt_w = get(a + "dt_proj.weight", {C, R});
+        l.dt_b = get(a + "dt_proj.bias", {C});
+        l.A_log = get(a + "A_log", {C, S});
+        l.Dskip = get(a + "D", {C});
+        l.out_proj = get(a + "out_proj.weight", {E, C});
+        break;
+      case ref::SambaYKind::gmu:
+        l.in_proj = get(a + "in_proj.weight", {C, E});
+        l.out_proj = get(a + "out_proj.weight", {E, C});
+        break;
+      default: {
+        const int64_t rows = s.kind(i) == ref::SambaYKind::cross ? qw : qw + 2 * kw;
+        l.wqkv = get(a + "Wqkv.weight", {rows, E});
+        l.wqkv_b = get(a + "Wqkv.bias", {rows});
+        l.wo = get(a + "out_proj.weight", {E, qw});
+        l.wo_b = get(a + "out_proj.bias", {E});
+        l.lq1 = get(c + "lambda_q1", {s.D()});
+        l.lk1 = get(c + "lambda_k1", {s.D()});
+        l.lq2 = get(c + "lambda_q2", {s.D()});
+        l.lk2 = get(c + "lambda_k2", {s.D()});
+        l.subln = get(c + "subln.weight", {2 * s.D()});
+      }
+    }
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+struct Fixture {
+  diffvk::Phi4FlashConfig config;
+  ref::SambaYShape shape;
+  ref::SambaYWeights weights;
+  std::vector<int> tokens;
+  Vec logits;  // tokens.size() x vocab, float64
+};
+
+const Fixture& fixture() {
+  static const Fixture fx = [] {
+    Fixture f;
+    f.config = diffvk::parse_phi4flash_config(read_text(kDir + "/config.json"), "phi4flash_tiny/config.json");
+    f.shape = shape_of(f.config);
+    const auto file = diffvk::SafetensorsFile::open(kDir + "/model.safetensors");
+    f.weights = load_weights(f.shape, file);
+    const diffvk::NpyArray t = diffvk::read_npy(kDir + "/tokens.npy");
+    REQUIRE(t.dtype == "<i8");
+    for (uint64_t i = 0; i < t.numel(); ++i) {
+      int64_t v;
+      std::memcpy(&v, t.data.data() + 8 * i, 8);
+      f.tokens.push_back(int(v));
+    }
+    const diffvk::NpyArray l = diffvk::read_npy(kDir + "/logits.npy");
+    REQUIRE(l.dtype == "<f8");
+    REQUIRE(l.numel() == f.tokens.size() * uint64_t(f.shape.vocab));
+    f.logits.resize(l.numel());
+    std::memcpy(f.logits.data(), l.data.data(), l.data.size());
+    return f;
+  }();
+  return fx;
+}
+
+// max |a − b| / max |b| over the rows `rows` of b (all rows of b when empty; a holds those rows in order).
+double rel_err(const Vec& a, const Vec& b, int width, const std::vector<int>& rows = {}) {
+  double m = 0, d = 0;
+  const size_t n = rows.empty() ? b.size() / width : rows.size();
+  REQUIRE(a.size() == n * width);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t br = rows.empty() ? r : size_t(rows[r]);
+    for (int c = 0; c < width; ++c) {
+      m = std::max(m, std::fabs(b[br * width + c]));
+      d = std::max(d, std::fabs(a[r * width + c] - b[br * width + c]));
+    }
+  }
+  REQUIRE(m > 0);
+  return d / m;
+}
+
+std::vector<int> slice(const std::vector<int>& v, size_t b, size_t e) { return {v.begin() + b, v.begin() + e}; }
+
+// Runs the recurrent form over `tokens` in chunks of the given sizes (their sum = tokens.size()), returning the
+// logits of every row.
+Vec run_chunks(const ref::SambaYShape& s, const ref::SambaYWeights& w, const std::vector<int>& tokens,
+               const std::vector<int>& chunks) {
+  ref::SambaYState st = ref::sambay_new_state(s);
+  Vec out;
+  size_t at = 0;
+  for (int n : chunks) {
+    const Vec l = ref::sambay_forward(s, w, st, slice(tokens, at, at + n));
+    out.insert(out.end(), l.begin(), l.end());
+    at += n;
+  }
+  REQUIRE(at == tokens.size());
+  CHECK(st.pos == int(tokens.size()));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("phi4flash reference: the full form equals the PyTorch implementation of the ports (tiny checkpoint)") {
+  const Fixture& f = fixture();
+  REQUIRE(f.tokens.size() > size_t(f.shape.window + f.shape.d_conv));  // the window and the conv state both matter
+  // Every layer kind is in the tiny model, at the places the plan of its config says.
+  const diffvk::SambaYPlan plan = diffvk::sambay_plan(f.config);
+  const std::vector<diffvk::SambaYLayerKind> kinds = {
+      diffvk::SambaYLayerKind::mamba,        diffvk::SambaYLayerKind::sliding_attention,
+      diffvk::SambaYLayerKind::mamba,        diffvk::SambaYLayerKind::sliding_attention,
+      diffvk::SambaYLayerKind::memory_mamba, diffvk::SambaYLayerKind::full_attention,
+      diffvk::SambaYLayerKind::gated_memory, diffvk::SambaYLayerKind::cross_attention};
+  CHECK(plan.kinds == kinds);
+  const Vec got = ref::sambay_forward_full(f.shape, f.weights, f.tokens);
+  const double err = rel_err(got, f.logits, f.shape.vocab);
+  MESSAGE("full form vs PyTorch: max |diff| / max |logit| = " << err);
+  CHECK(err < 1e-10);
+}
+
+TEST_CASE("phi4flash reference: the recurrent form equals the full form across the sliding window's boundary") {
+  const Fixture& f = fixture();
+  const Vec full = ref::sambay_forward_full(f.shape, f.weights, f.tokens);
+  const int T = int(f.tokens.size()), W = f.shape.window;  // 13 tokens, window 5
+  SUBCASE("decode one token at a time") {
+    CHECK(rel_err(run_chunks(f.shape, f.weights, f.tokens, std::vector<int>(T, 1)), full, f.shape.vocab) < 1e-12);
+  }
+  SUBCASE("prefill inside the window, then decode across its boundary") {
+    std::vector<int> chunks = {W - 2};
+    chunks.resize(size_t(T - W + 3), 1);
+    CHECK(rel_err(run_chunks(f.shape, f.weights, f.tokens, chunks), full, f.shape.vocab) < 1e-12);
+  }
+  SUBCASE("a prefill longer than the window, then chunks and single tokens") {
+    CHECK(rel_err(run_chunks(f.shape, f.weights, f.tokens, {W + 2, 3, 1, T - W - 6}), full, f.shape.vocab) < 1e-12);
+  }
+  SUBCASE("the whole sequence as one chunk") {
+    CHECK(rel_err(run_chunks(f.shape, f.weights, f.tokens, {T}), full, f.shape.vocab) < 1e-12);
+  }
+}
+
+TEST_CASE("phi4flash reference: YOCO prefill (cross-decoder only for the asked rows) equals the full form") {
+  const Fixture& f = fixture();
+  const ref::SambaYShape& s = f.shape;
+  const Vec full = ref::sambay_forward_full(s, f.weights, f.tokens);
+  const int T = int(f.tokens.size()), P = 9;  // a 9-token prompt (past the window), then decode
+  for (const std::vector<int>& rows : {std::vector<int>{P - 1}, std::vector<int>{0, 4, 5, P - 1}, std::vector<int>{}}) {
+    CAPTURE(rows.size());
+    ref::SambaYState st = ref::sambay_new_state(s);
+    const std::vector<int> prompt = slice(f.tokens, 0, P);
+    const Vec l = ref::sambay_forward(s, f.weights, st, prompt, &rows);
+    REQUIRE(l.size() == rows.size() * size_t(s.vocab));
+    if (!rows.empty()) CHECK(rel_err(l, full, s.vocab, rows) < 1e-12);
+    // The state after a YOCO prefill is complete: decoding on from it gives the full form's logits.
+    CHECK(st.pos == P);
+    CHECK(st.shared_k.size() == size_t(P) * s.kv_width());
+    Vec rest;
+    for (int t = P; t < T; ++t) {
+      const Vec d = ref::sambay_forward(s, f.weights, st, {f.tokens[t]});
+      rest.insert(rest.end(), d.begin(), d.end());
+    }
+    std::vector<int> tail;
+    for (int t = P; t < T; ++t) tail.push_back(t);
+    CHECK(rel_err(rest, full, s.vocab, tail) < 1e-12);
+  }
+  // The asked rows must be ascending row indices of the chunk.
+  ref::SambaYState st = ref::sambay_new_state(s);
+  const std::vector<int> bad = {3, 1};
+  CHECK_THROWS_AS(ref::sambay_forward(s, f.weights, st, slice(f.tokens, 0, 4), &bad), std::invalid_argument);
+}
+
+TEST_CASE("phi4flash reference: recurrent = full on a second shape (12 layers, one KV group, window 3, K = 3)") {
+  ref::SambaYShape s;
+  s.vocab = 41, s.E = 24, s.L = 12, s.n_heads = 6, s.n_kv = 2, s.I = 20, s.d_inner = 36, s.d_state = 3;
+  s.d_conv = 3, s.dt_rank = 2, s.window = 3;
+  const ref::SambaYWeights w = ref::sambay_random_weights(s, 77);
+  CHECK(s.kind(6) == ref::SambaYKind::memory_mamba);
+  CHECK(s.kind(7) == ref::SambaYKind::full);
+  CHECK(s.kind(8) == ref::SambaYKind::gmu);
+  CHECK(s.kind(11) == ref::SambaYKind::cross);
+  std::vector<int> tokens;
+  for (int t = 0; t < 11; ++t) tokens.push_back((t * 17 + 5) % s.vocab);
+  const Vec full = ref::sambay_forward_full(s, w, tokens);
+  CHECK(rel_err(run_chunks(s, w, tokens, {2, 1, 4, 1, 1, 2}), full, s.vocab) < 1e-12);
+  // The window matters: the same model with a window wider than the sequence differs after position 3.
+  ref::SambaYShape wide = s;
+  wide.window = 64;
+  const Vec l = ref::sambay_forward_full(wide, w, tokens);
+  CHECK(rel_err(Vec(l.begin(), l.begin() + 3 * s.vocab), Vec(full.begin(), full.begin() + 3 * s.vocab), s.vocab) <
+        1e-12);
+  CHECK(rel_err(l, full, s.vocab) > 1e-6);
+  // Wrong weights are refused, naming the tensor.
+  ref::SambaYWeights broken = w;
+  broken.layers[6].A_log.pop_back();
+  CHECK_THROWS_WITH_AS(ref::sambay_forward_full(s, broken, tokens), doctest::Contains("A_log"), std::invalid_argument);
+}
