@@ -14,9 +14,7 @@
 #include <vector>
 
 #include "diffvk/npy.hpp"
-#include "io/safetensors.hpp"
-#include "model/phi4flash_config.hpp"
-#include "reference/phi4flash_ref.hpp"
+#include "phi4flash_fixture.hpp"
 
 namespace ref = diffvk::ref;
 using Vec = std::vector<double>;
@@ -31,79 +29,6 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-ref::SambaYShape shape_of(const diffvk::Phi4FlashConfig& c) {
-  ref::SambaYShape s;
-  s.vocab = int(c.vocab_size);
-  s.E = int(c.hidden_size);
-  s.L = int(c.num_layers);
-  s.n_heads = int(c.num_attention_heads);
-  s.n_kv = int(c.num_key_value_heads);
-  s.I = int(c.intermediate_size);
-  s.d_inner = int(c.d_inner());
-  s.d_state = int(c.mamba_d_state);
-  s.d_conv = int(c.mamba_d_conv);
-  s.dt_rank = int(c.mamba_dt_rank);
-  s.window = int(c.sliding_window);
-  s.eps = c.layer_norm_eps;
-  return s;
-}
-
-// The fixture's checkpoint read by its real tensor names (docs/checkpoints.md), BF16 widened exactly.
-ref::SambaYWeights load_weights(const ref::SambaYShape& s, const diffvk::SafetensorsFile& f) {
-  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
-    const std::vector<float> v = f.to_float(f.require(name, shape));
-    return Vec(v.begin(), v.end());
-  };
-  const int64_t E = s.E, C = s.d_inner, S = s.d_state, R = s.dt_rank, qw = s.q_width(), kw = s.kv_width();
-  ref::SambaYWeights w;
-  w.embed = get("model.embed_tokens.weight", {s.vocab, E});
-  w.final_w = get("model.final_layernorm.weight", {E});
-  w.final_b = get("model.final_layernorm.bias", {E});
-  CHECK(f.find("lm_head.weight") == nullptr);  // tied
-  for (int i = 0; i < s.L; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".", a = p + "attn.", c = a + "inner_cross_attn.";
-    ref::SambaYLayer l;
-    l.ln1_w = get(p + "input_layernorm.weight", {E});
-    l.ln1_b = get(p + "input_layernorm.bias", {E});
-    l.ln2_w = get(p + "post_attention_layernorm.weight", {E});
-    l.ln2_b = get(p + "post_attention_layernorm.bias", {E});
-    l.fc1 = get(p + "mlp.fc1.weight", {2 * s.I, E});
-    l.fc2 = get(p + "mlp.fc2.weight", {E, s.I});
-    switch (s.kind(i)) {
-      case ref::SambaYKind::mamba:
-      case ref::SambaYKind::memory_mamba:
-        l.in_proj = get(a + "in_proj.weight", {2 * C, E});
-        l.conv_w = get(a + "conv1d.weight", {C, 1, s.d_conv});
-        l.conv_b = get(a + "conv1d.bias", {C});
-        l.x_proj = get(a + "x_proj.weight", {R + 2 * S, C});
-        l.dt_w = get(a + "dt_proj.weight", {C, R});
-        l.dt_b = get(a + "dt_proj.bias", {C});
-        l.A_log = get(a + "A_log", {C, S});
-        l.Dskip = get(a + "D", {C});
-        l.out_proj = get(a + "out_proj.weight", {E, C});
-        break;
-      case ref::SambaYKind::gmu:
-        l.in_proj = get(a + "in_proj.weight", {C, E});
-        l.out_proj = get(a + "out_proj.weight", {E, C});
-        break;
-      default: {
-        const int64_t rows = s.kind(i) == ref::SambaYKind::cross ? qw : qw + 2 * kw;
-        l.wqkv = get(a + "Wqkv.weight", {rows, E});
-        l.wqkv_b = get(a + "Wqkv.bias", {rows});
-        l.wo = get(a + "out_proj.weight", {E, qw});
-        l.wo_b = get(a + "out_proj.bias", {E});
-        l.lq1 = get(c + "lambda_q1", {s.D()});
-        l.lk1 = get(c + "lambda_k1", {s.D()});
-        l.lq2 = get(c + "lambda_q2", {s.D()});
-        l.lk2 = get(c + "lambda_k2", {s.D()});
-        l.subln = get(c + "subln.weight", {2 * s.D()});
-      }
-    }
-    w.layers.push_back(std::move(l));
-  }
-  return w;
-}
-
 struct Fixture {
   diffvk::Phi4FlashConfig config;
   ref::SambaYShape shape;
@@ -116,9 +41,10 @@ const Fixture& fixture() {
   static const Fixture fx = [] {
     Fixture f;
     f.config = diffvk::parse_phi4flash_config(read_text(kDir + "/config.json"), "phi4flash_tiny/config.json");
-    f.shape = shape_of(f.config);
+    f.shape = diffvk::test::phi4flash_shape(f.config);
     const auto file = diffvk::SafetensorsFile::open(kDir + "/model.safetensors");
-    f.weights = load_weights(f.shape, file);
+    f.weights = diffvk::test::phi4flash_weights(f.shape, file);
+    CHECK(file.find("lm_head.weight") == nullptr);  // tied, as the published checkpoint
     const diffvk::NpyArray t = diffvk::read_npy(kDir + "/tokens.npy");
     REQUIRE(t.dtype == "<i8");
     for (uint64_t i = 0; i < t.numel(); ++i) {
