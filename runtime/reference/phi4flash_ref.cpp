@@ -242,6 +242,26 @@ SambaYWeights sambay_random_weights(const SambaYShape& s, std::uint64_t seed) {
   return w;
 }
 
+namespace {
+template <class F>
+SambaYWeights map_weights(SambaYWeights w, F f) {
+  for (auto* v : {&w.embed, &w.final_w, &w.final_b}) *v = f(*v);
+  for (SambaYLayer& l : w.layers)
+    for (auto* v : {&l.ln1_w,  &l.ln1_b,  &l.ln2_w,  &l.ln2_b, &l.fc1,  &l.fc2,   &l.wqkv,  &l.wqkv_b,
+                    &l.wo,     &l.wo_b,   &l.lq1,    &l.lk1,   &l.lq2,  &l.lk2,   &l.subln, &l.in_proj,
+                    &l.conv_w, &l.conv_b, &l.x_proj, &l.dt_w,  &l.dt_b, &l.A_log, &l.Dskip, &l.out_proj})
+      *v = f(*v);
+  return w;
+}
+}  // namespace
+
+SambaYWeights round_to_f32(const SambaYWeights& w) {
+  return map_weights(w, [](const std::vector<double>& v) { return ref::round_to_f32(v); });
+}
+SambaYWeights round_to_f16(const SambaYWeights& w) {
+  return map_weights(w, [](const std::vector<double>& v) { return ref::round_to_f16(v); });
+}
+
 std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens) {
   validate(s, w);
   const int T = static_cast<int>(tokens.size()), qw = s.q_width(), kw = s.kv_width();

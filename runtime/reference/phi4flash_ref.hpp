@@ -84,10 +84,15 @@ void validate(const SambaYShape& s, const SambaYWeights& w);
 // every piece (Mamba dt in about [1e-3, 0.5], A = -(1..S) perturbed, windows that matter).
 SambaYWeights sambay_random_weights(const SambaYShape& s, std::uint64_t seed);
 
+// Every value rounded to float / IEEE half (diff_attn_ref.hpp's rounding): the weights a float32 / float16 GPU
+// path holds, for the reference to run on.
+SambaYWeights round_to_f32(const SambaYWeights& w);
+SambaYWeights round_to_f16(const SambaYWeights& w);
+
 // The full-sequence form: logits (T x vocab) of every position of `tokens`, from position 0.
 std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens);
 
-// What the recurrent form carries between calls.
+// What the recurrent form carries between calls. A value: a copy is a snapshot to resume from (rewind).
 struct SambaYState {
   int pos = 0;                            // tokens consumed
   std::vector<std::vector<double>> conv;  // per layer: (K-1) x d_inner, oldest first (Mamba layers; else empty)

@@ -191,3 +191,37 @@ TEST_CASE("phi4flash reference: recurrent = full on a second shape (12 layers, o
   broken.layers[6].A_log.pop_back();
   CHECK_THROWS_WITH_AS(ref::sambay_forward_full(s, broken, tokens), doctest::Contains("A_log"), std::invalid_argument);
 }
+
+TEST_CASE("phi4flash reference: a copied state resumes exactly (rewind by snapshot)") {
+  const Fixture& f = fixture();
+  const ref::SambaYShape& s = f.shape;
+  const Vec full = ref::sambay_forward_full(s, f.weights, f.tokens);
+  ref::SambaYState st = ref::sambay_new_state(s);
+  ref::sambay_forward(s, f.weights, st, slice(f.tokens, 0, 6));
+  const ref::SambaYState snapshot = st;                  // position 6: past the window, ring slots wrapped
+  ref::sambay_forward(s, f.weights, st, {7, 8, 9, 10});  // another continuation
+  st = snapshot;
+  const Vec l = ref::sambay_forward(s, f.weights, st, slice(f.tokens, 6, f.tokens.size()));
+  std::vector<int> rows;
+  for (int t = 6; t < int(f.tokens.size()); ++t) rows.push_back(t);
+  CHECK(rel_err(l, full, s.vocab, rows) < 1e-12);
+}
+
+TEST_CASE("phi4flash reference: the fixture tells the Mamba-1 scan from an averaged A_log, and rounding matters") {
+  // The error an older TensorRT-LLM port made (one decay per channel: A_log averaged over the state dimension)
+  // moves the logits far beyond the comparison's bound, so the PyTorch comparison would catch it.
+  const Fixture& f = fixture();
+  const ref::SambaYShape& s = f.shape;
+  ref::SambaYWeights avg = f.weights;
+  for (ref::SambaYLayer& l : avg.layers)
+    for (size_t c = 0; c < l.A_log.size() / size_t(s.d_state); ++c) {
+      double m = 0;
+      for (int j = 0; j < s.d_state; ++j) m += l.A_log[c * s.d_state + j] / s.d_state;
+      for (int j = 0; j < s.d_state; ++j) l.A_log[c * s.d_state + j] = m;
+    }
+  CHECK(rel_err(ref::sambay_forward_full(s, avg, f.tokens), f.logits, s.vocab) > 1e-3);
+  // BF16 weights are exact in float and in half where in range: rounding them changes nothing but subnormals.
+  CHECK(rel_err(ref::sambay_forward_full(s, ref::round_to_f32(f.weights), f.tokens), f.logits, s.vocab) < 1e-10);
+  const Vec h = ref::sambay_forward_full(s, ref::round_to_f16(f.weights), f.tokens);
+  CHECK(rel_err(h, f.logits, s.vocab) < 1e-6);  // measured 5e-9
+}
