@@ -1,7 +1,9 @@
-// libFuzzer harness for parse_model_config (runtime/model/model_config.cpp) and parse_hf_config
-// (runtime/model/hf_config.cpp, Hugging Face DiffLlama): config.json text. Any input must either parse
-// or throw diffvk::Error(format_error; the Hugging Face parser also unsupported, for a RoPE type it does
-// not implement); an accepted config must satisfy every invariant the model loader relies on.
+// libFuzzer harness for parse_model_config (runtime/model/model_config.cpp), parse_hf_config
+// (runtime/model/hf_config.cpp, Hugging Face DiffLlama) and parse_phi4flash_config
+// (runtime/model/phi4flash_config.cpp, Phi-4-mini-flash): config.json text. Any input must either parse
+// or throw diffvk::Error(format_error; the Hugging Face parsers also unsupported, for a value they do
+// not implement); an accepted config must satisfy every invariant the model loader relies on, and a
+// phi4flash config must give a layer plan.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 
 #include "diffvk/model.hpp"
 #include "model/checkpoint.hpp"
+#include "model/phi4flash_config.hpp"
 
 using namespace diffvk;
 
@@ -26,9 +29,22 @@ bool invariants(const ModelConfig& c) {
            c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_original_max_positions > 0));
 }
 
-template <class Parse>
+bool invariants(const Phi4FlashConfig& c) {
+  if (!(c.num_layers >= 4 && c.num_layers % 4 == 0 && c.num_attention_heads % 2 == 0 &&
+        c.num_key_value_heads % 2 == 0 && c.num_key_value_heads >= 2 &&
+        c.num_attention_heads % c.num_key_value_heads == 0 && c.head_dim >= 1 &&
+        c.head_dim * c.num_attention_heads == c.hidden_size && c.sliding_window >= 1 && c.mamba_d_conv >= 2 &&
+        c.mamba_d_state >= 1 && c.mamba_dt_rank >= 1 && c.d_inner() >= 1 && c.intermediate_size >= 1 &&
+        c.layer_norm_eps > 0 && c.layer_norm_eps < 1 && c.vocab_size >= 1 && c.eos_token_id < int64_t(c.vocab_size)))
+    return false;
+  const SambaYPlan p = sambay_plan(c);
+  return p.kinds.size() == c.num_layers && p.kinds[p.memory_layer] == SambaYLayerKind::memory_mamba &&
+         p.kinds[p.shared_kv_layer] == SambaYLayerKind::full_attention;
+}
+
+template <class Config, class Parse>
 void check(const char* what, Parse parse, bool unsupported_ok) {
-  ModelConfig c;
+  Config c;
   try {
     c = parse();
   } catch (const Error& e) {
@@ -47,9 +63,11 @@ void check(const char* what, Parse parse, bool unsupported_ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  check(
+  check<ModelConfig>(
       "parse_model_config", [&] { return parse_model_config(text, "fuzz/config.json"); }, false);
-  check(
+  check<ModelConfig>(
       "parse_hf_config", [&] { return parse_hf_config(text, "fuzz/config.json"); }, true);
+  check<Phi4FlashConfig>(
+      "parse_phi4flash_config", [&] { return parse_phi4flash_config(text, "fuzz/config.json"); }, true);
   return 0;
 }
