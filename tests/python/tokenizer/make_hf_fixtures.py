@@ -3,7 +3,8 @@
 (tokenizer.json, tokenizer_config.json) and cases.json = the ids and decoded text of the Hugging Face `tokenizers`
 npm package (the reference), for TEXTS (+ special tokens inside text), with and without specials.
 o200k-bpe has the structure of Phi-4-mini's tokenizer.json (the o200k split pattern in Split(Removed, invert) then
-ByteLevel without regex, Phi-4's added tokens with their rstrip flags) and also encodes O200K_TEXTS.
+ByteLevel without regex, as meta-pytorch/tokenizers pull request 38 quotes microsoft/Phi-4-mini-instruct's; Phi-4's
+added tokens with their rstrip flags, as its tokenizer_config.json gives them) and also encodes O200K_TEXTS.
 
 Run (needs node and `npm install tokenizers` in a scratch directory; CI needs neither); names write those only:
   (mkdir -p /tmp/tok-npm && cd /tmp/tok-npm && npm install tokenizers)
