@@ -74,8 +74,8 @@ Runner register_chat(CLI::App& app) {
   cmd->add_option("--context", a->context, "KV-cache capacity in tokens (default: max_position_embeddings)");
   cmd->add_option(
       "--chat-template", a->chat_template,
-      "auto (the model's tokenizer_config.json), chatml, llama2 or llama3 (docs/chat-templates.md); the bundled "
-      "model has none: pass a family");
+      "auto (the model's tokenizer_config.json), chatml, llama2, llama3 or phi4 (docs/chat-templates.md); the "
+      "bundled model has none: pass a family");
   cmd->add_option("--system", a->system, "system message");
   cmd->add_option("-n", a->n, "tokens per reply at most");
   add_sampling_flags(cmd, a->sampling);

@@ -190,8 +190,8 @@ Runner register_run(CLI::App& app) {
                   "follows is printed");
   cmd->add_option(
       "--chat-template", a->chat_template,
-      "the prompt is a user message in this chat format: auto (the model's tokenizer_config.json), chatml, llama2 "
-      "or llama3 (docs/chat-templates.md); the end of the assistant's turn is a stop string");
+      "the prompt is a user message in this chat format: auto (the model's tokenizer_config.json), chatml, llama2, "
+      "llama3 or phi4 (docs/chat-templates.md); the end of the assistant's turn is a stop string");
   cmd->add_option("--system", a->system, "system message before the prompt (with --chat-template)");
   cmd->add_option(
       "--prompt-cache", a->prompt_cache,

@@ -1,8 +1,8 @@
 // diffvk — chat templates: a conversation to the prompt text a chat model was trained on.
 // A checkpoint's template (tokenizer_config.json's `chat_template`, Jinja source) is recognised as one of the
 // families diffvk renders, comparing its source with the published templates of that family (string literals
-// decoded, whitespace between tags ignored): ChatML, Llama-2 chat and Llama-3 instruct. Any other template is
-// refused with an error naming it: a prompt in the wrong format would still run, silently worse. No Jinja
+// decoded, whitespace between tags ignored): ChatML, Llama-2 chat, Llama-3 instruct and Phi-4-mini. Any other
+// template is refused with an error naming it: a prompt in the wrong format would still run, silently worse. No Jinja
 // interpreter is involved (docs/chat-templates.md lists the templates and the rules each family follows).
 // Pure CPU; a ChatTemplate is immutable.
 #pragma once
@@ -30,7 +30,7 @@ class ChatTemplate {
                                   const std::string& name = "tokenizer_config.json (memory)");
   // Jinja source with the tokens it uses; the same recognition and errors.
   static ChatTemplate from_source(const std::string& jinja, const std::string& bos_token, const std::string& eos_token);
-  // A family by name ("chatml", "llama2", "llama3"), for checkpoints that ship no template.
+  // A family by name ("chatml", "llama2", "llama3", "phi4"), for checkpoints that ship no template.
   static ChatTemplate builtin(const std::string& family, const std::string& bos_token, const std::string& eos_token);
   static std::vector<std::string> families();
 
@@ -40,7 +40,8 @@ class ChatTemplate {
   // where the template raises an exception (Llama-2: roles that do not alternate user/assistant).
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   const std::string& family() const { return family_; }
-  // The text that ends an assistant turn (a stop string for generation): "<|im_end|>", the EOS token, "<|eot_id|>".
+  // The text that ends an assistant turn (a stop string for generation): "<|im_end|>", the EOS token, "<|eot_id|>",
+  // "<|end|>".
   std::string end_of_turn() const;
 
  private:

@@ -414,7 +414,7 @@ DIFFVK_API diffvk_status diffvk_tokenizer_vocab_size(const diffvk_tokenizer* tok
 
 /* ---- Chat templates (since 1.1; include/diffvk/chat_template.hpp; docs/chat-templates.md) ---
  * A conversation to the prompt text of a chat model: the checkpoint's template is recognised as one of the
- * families diffvk renders (ChatML, Llama-2 chat, Llama-3 instruct), else refused (DIFFVK_UNSUPPORTED naming
+ * families diffvk renders (ChatML, Llama-2 chat, Llama-3 instruct, Phi-4), else refused (DIFFVK_UNSUPPORTED naming
  * it). Pure CPU, immutable. Encode the text without special tokens (add_special 0): BOS is in the text. */
 typedef struct diffvk_chat_template diffvk_chat_template;
 typedef struct diffvk_chat_message {
@@ -428,13 +428,13 @@ DIFFVK_API diffvk_status diffvk_chat_template_load(const char* model_dir, diffvk
  * size -> DIFFVK_INVALID_ARGUMENT. */
 DIFFVK_API diffvk_status diffvk_chat_template_load_memory(const void* tokenizer_config, size_t size,
                                                           diffvk_chat_template** out);
-/* A family by name: "chatml", "llama2" or "llama3" (bos_token / eos_token: the tokens' text; NULL = ""). */
+/* A family by name: "chatml", "llama2", "llama3" or "phi4" (bos_token / eos_token: the tokens' text; NULL = ""). */
 DIFFVK_API diffvk_status diffvk_chat_template_builtin(const char* family, const char* bos_token, const char* eos_token,
                                                       diffvk_chat_template** out);
 DIFFVK_API diffvk_status diffvk_chat_template_free(diffvk_chat_template* chat_template);
 /* The family's name (static storage: valid for the life of the process). */
 DIFFVK_API diffvk_status diffvk_chat_template_family(const diffvk_chat_template* chat_template, const char** out);
-/* The end of an assistant turn ("<|im_end|>", the EOS token, "<|eot_id|>"): a stop string for generation.
+/* The end of an assistant turn ("<|im_end|>", the EOS token, "<|eot_id|>", "<|end|>"): a stop string for generation.
  * Copied into text (NUL-terminated) when cap > its length; *len = its length; DIFFVK_BUFFER_TOO_SMALL otherwise. */
 DIFFVK_API diffvk_status diffvk_chat_template_end_of_turn(const diffvk_chat_template* chat_template, char* text,
                                                           size_t cap, size_t* len);

@@ -106,7 +106,7 @@ diffvk_status diffvk_chat_template_family(const diffvk_chat_template* t, const c
     need(out, "out");
     *out = nullptr;
     const std::string family = check(t)->chat_template.family();
-    for (const char* name : {"chatml", "llama2", "llama3"})
+    for (const char* name : {"chatml", "llama2", "llama3", "phi4"})
       if (family == name) *out = name;
     if (!*out) fail(DIFFVK_INTERNAL, "unknown chat template family " + family);
   });

@@ -13,7 +13,8 @@ namespace diffvk {
 
 namespace {
 
-// The published templates, as their tokenizer_config.json gives them (JSON-decoded Jinja source).
+// The published templates, as their tokenizer_config.json (or chat_template.jinja) gives them (JSON-decoded Jinja
+// source).
 struct Known {
   const char* family;
   int variant;
@@ -51,7 +52,23 @@ const Known kKnown[] = {
      "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
      "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
      "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"},
+    // microsoft/Phi-4-mini-instruct: <|ROLE|>CONTENT<|end|> per message (a system message's tools, which
+    // ChatMessage does not carry, go in <|tool|>...<|/tool|>), then <|assistant|> or EOS
+    {"phi4", 0,
+     "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] is "
+     "not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' + "
+     "'<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}"
+     "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}"},
+    // microsoft/Phi-4-mini-reasoning: one system turn opening with its own sentence, the system messages appended
+    {"phi4", 1,
+     "{{ '<|system|>Your name is Phi, an AI math expert developed by Microsoft.' }}{% for message in messages %}"
+     "{% if message['role'] == 'system' %} {{ message['content'] }}{% if 'tools' in message and message['tools'] is "
+     "not none %}{{ '<|tool|>' + message['tools'] + '<|/tool|>' }}{% endif %}{% endif %}{% endfor %}"
+     "{{ '<|end|>' }}{% for message in messages %}{% if message['role'] != 'system' %}{{ '<|' + message['role'] + "
+     "'|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+     "{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}"},
 };
+const char* const kPhi4ReasoningSystem = "Your name is Phi, an AI math expert developed by Microsoft.";
 
 // The canonical form of Jinja source, as transformers renders it (trim_blocks and lstrip_blocks on): text
 // outside tags kept, less the newline right after a block tag, the blanks that open a line before a block
@@ -141,13 +158,14 @@ std::string token_text(const nlohmann::json& v, const std::string& path, const c
 ChatTemplate::ChatTemplate(std::string family, int variant, std::string bos, std::string eos)
     : family_(std::move(family)), variant_(variant), bos_(std::move(bos)), eos_(std::move(eos)) {}
 
-std::vector<std::string> ChatTemplate::families() { return {"chatml", "llama2", "llama3"}; }
+std::vector<std::string> ChatTemplate::families() { return {"chatml", "llama2", "llama3", "phi4"}; }
 
 ChatTemplate ChatTemplate::builtin(const std::string& family, const std::string& bos_token,
                                    const std::string& eos_token) {
   for (const auto& f : families())
     if (f == family) return ChatTemplate(family, 0, bos_token, eos_token);
-  throw Error(Status::invalid_argument, "no chat template family '" + printable(family) + "' (chatml, llama2, llama3)");
+  throw Error(Status::invalid_argument,
+              "no chat template family '" + printable(family) + "' (chatml, llama2, llama3, phi4)");
 }
 
 ChatTemplate ChatTemplate::from_source(const std::string& jinja, const std::string& bos_token,
@@ -164,11 +182,13 @@ ChatTemplate ChatTemplate::from_source(const std::string& jinja, const std::stri
     looks =
         " It uses Llama-3's headers but differs from its published templates (Llama-3.1 and later add tools and "
         "dates).";
+  else if (jinja.find("<|end|>") != std::string::npos && jinja.find("<|assistant|>") != std::string::npos)
+    looks = " It uses Phi-4's markers but differs from its published templates.";
   std::string head = jinja.substr(0, 80);
   throw Error(Status::unsupported,
               "chat template not supported: '" + printable(head) + (jinja.size() > 80 ? "...'" : "'") +
-                  " is none of the templates diffvk renders (chatml, llama2, llama3; docs/chat-templates.md)." + looks +
-                  " Choose a family by name to use it anyway (--chat-template NAME).");
+                  " is none of the templates diffvk renders (chatml, llama2, llama3, phi4; docs/chat-templates.md)." +
+                  looks + " Choose a family by name to use it anyway (--chat-template NAME).");
 }
 
 ChatTemplate ChatTemplate::load(const std::string& model_dir) {
@@ -217,6 +237,7 @@ ChatTemplate ChatTemplate::of_config(const std::string& text, const std::string&
 std::string ChatTemplate::end_of_turn() const {
   if (family_ == "chatml") return "<|im_end|>";
   if (family_ == "llama3") return "<|eot_id|>";
+  if (family_ == "phi4") return "<|end|>";
   return eos_;
 }
 
@@ -231,6 +252,16 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
       out += (i == 0 ? bos_ : std::string()) + "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" +
              strip(messages[i].content) + "<|eot_id|>";
     if (add_generation_prompt || variant_ == 1) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  } else if (family_ == "phi4") {  // no newline after the markers; the content as is
+    if (variant_ == 1) {
+      out += "<|system|>" + std::string(kPhi4ReasoningSystem);
+      for (const auto& m : messages)
+        if (m.role == "system") out += " " + m.content;
+      out += "<|end|>";
+    }
+    for (const auto& m : messages)
+      if (variant_ == 0 || m.role != "system") out += "<|" + m.role + "|>" + m.content + "<|end|>";
+    out += add_generation_prompt ? "<|assistant|>" : eos_;
   } else {  // llama2: the system message goes into the first user turn; no generation prompt
     const bool system = messages[0].role == "system";
     for (size_t i = system ? 1 : 0, k = 0; i < messages.size(); ++i, ++k) {

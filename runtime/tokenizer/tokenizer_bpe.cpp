@@ -1,4 +1,4 @@
-// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2 / Llama-3 style): added tokens, the split
+// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2 / Llama-3 / o200k style): added tokens, the split
 // pattern, the byte-to-unicode map, merges by rank, the post-processor template, the ByteLevel decoder.
 #include <array>
 #include <cstring>
@@ -140,9 +140,16 @@ void ByteLevelBpe::read_pre_tokenizer(const json& p) {
     unsupported("pre_tokenizer '" + printable(p.dump(), 120) +
                 "' is not supported (ByteLevel, or Sequence[Split, ByteLevel])");
   const json& s = (*list)[0];
-  if (s.value("behavior", "") != "Isolated" || s.value("invert", false) || !s.contains("pattern") ||
-      !s["pattern"].is_object() || !s["pattern"].contains("Regex") || !s["pattern"]["Regex"].is_string())
-    unsupported("Split pre-tokenizer must have a Regex pattern, behavior Isolated and invert false");
+  // The matches as pieces: Isolated keeps them and what lies between, Removed with invert keeps the matches only.
+  // The same here, as the patterns match every character (GPT-4o's conversion, which Phi-4-mini's follows, writes
+  // the latter).
+  const std::string behavior = s.value("behavior", "");
+  const bool invert = s.value("invert", false);
+  if (!(behavior == "Isolated" && !invert) && !(behavior == "Removed" && invert))
+    unsupported("Split pre-tokenizer must have behavior Isolated with invert false, or Removed with invert true");
+  if (!s.contains("pattern") || !s["pattern"].is_object() || !s["pattern"].contains("Regex") ||
+      !s["pattern"]["Regex"].is_string())
+    unsupported("Split pre-tokenizer must have a Regex pattern");
   pattern_ = split_pattern_from_regex(s["pattern"]["Regex"].get<std::string>());
   if (byte_level((*list)[1])) unsupported("Sequence[Split, ByteLevel(use_regex = true)] is not supported");
   split_ = true;

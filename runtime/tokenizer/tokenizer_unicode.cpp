@@ -8,9 +8,10 @@ namespace {
 
 struct Range {
   uint32_t lo, hi;
-  CharClass cls;
+  Category cat;
 };
-constexpr CharClass L = CharClass::letter, N = CharClass::number;
+constexpr Category Lu = Category::Lu, Ll = Category::Ll, Lt = Category::Lt, Lm = Category::Lm, Lo = Category::Lo,
+                   M = Category::M, N = Category::N;
 constexpr Range kRanges[] = {
 #include "tokenizer/tokenizer_unicode_table.inc"
 };
@@ -63,14 +64,35 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-CharClass char_class(uint32_t cp) {
-  if (cp == Utf8Char::invalid) return CharClass::other;
-  if (white_space(cp)) return CharClass::space;
+Category category(uint32_t cp) {
+  if (cp == Utf8Char::invalid) return Category::other;
+  if (white_space(cp)) return Category::space;
   auto it =
       std::upper_bound(std::begin(kRanges), std::end(kRanges), cp, [](uint32_t c, const Range& r) { return c < r.lo; });
-  if (it == std::begin(kRanges)) return CharClass::other;
+  if (it == std::begin(kRanges)) return Category::other;
   --it;
-  return cp <= it->hi ? it->cls : CharClass::other;
+  return cp <= it->hi ? it->cat : Category::other;
+}
+
+CharClass char_class(uint32_t cp) { return class_of(category(cp)); }
+
+CharClass class_of(Category c) {
+  switch (c) {
+    case Category::Lu:
+    case Category::Ll:
+    case Category::Lt:
+    case Category::Lm:
+    case Category::Lo:
+      return CharClass::letter;
+    case Category::N:
+      return CharClass::number;
+    case Category::space:
+      return CharClass::space;
+    case Category::M:
+    case Category::other:
+      break;
+  }
+  return CharClass::other;
 }
 
 }  // namespace diffvk::tok

@@ -22,4 +22,10 @@ enum class CharClass : uint8_t { other, letter, number, space };
 // \p{L}, \p{N}, and \s (the Unicode White_Space property); invalid bytes are `other`.
 CharClass char_class(uint32_t cp);
 
+// The general categories the o200k split pattern tells apart: the letters by subcategory, the marks M (Mn, Mc,
+// Me), the numbers N, and \s (White_Space, which is none of the others); invalid bytes and the rest are `other`.
+enum class Category : uint8_t { other, Lu, Ll, Lt, Lm, Lo, M, N, space };
+Category category(uint32_t cp);
+CharClass class_of(Category c);  // char_class(cp) == class_of(category(cp))
+
 }  // namespace diffvk::tok

@@ -3,7 +3,7 @@
 // odd: tokenizer.json); the rest is the file. Any input must load or throw diffvk::Error; a loaded
 // tokenizer must encode a fixed multilingual text (with invalid UTF-8) and decode the ids it produced,
 // again only failing with diffvk::Error. Seeds (tests/fuzz/corpus/tokenizer): one byte (0 or 1) followed by
-// tests/data/tokenizer/{spm-unigram,spm-bpe}/tokenizer.model or {gpt2,llama3}-bpe/tokenizer.json.
+// tests/data/tokenizer/{spm-unigram,spm-bpe}/tokenizer.model or {gpt2,llama3,o200k}-bpe/tokenizer.json.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

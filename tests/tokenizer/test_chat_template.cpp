@@ -11,6 +11,7 @@
 
 #include "diffvk/chat_template.hpp"
 #include "diffvk/error.hpp"
+#include "diffvk/tokenizer.hpp"
 #include "io/bounded_json.hpp"
 #include "file_test_util.hpp"
 #include "status_of.hpp"
@@ -50,8 +51,8 @@ TEST_CASE("chat template: every published template renders what Hugging Face's J
       ++checked;
     }
   }
-  CHECK(checked >= 40);
-  CHECK(refused == 2);  // Llama-2 with two user turns in a row
+  CHECK(checked >= 70);
+  CHECK(refused == 4);  // Llama-2 with two user turns in a row, and with a second system message
 }
 
 TEST_CASE("chat template: an unsupported template is refused with an error naming it, not rendered another way") {
@@ -125,4 +126,36 @@ TEST_CASE("chat template: from tokenizer_config.json's bytes, as from its direct
   CHECK_ERROR(ChatTemplate::load_memory("[1]", 3), Status::format_error, "top level must be an object");
   const std::string big(kJsonConfigMaxBytes + 1, ' ');
   CHECK_ERROR(ChatTemplate::load_memory(big.data(), big.size(), "big"), Status::format_error, "more than the limit");
+}
+
+// Phi-4-mini (microsoft/Phi-4-mini-instruct and Phi-4-mini-reasoning; Phi-4-mini-flash-reasoning is of this family):
+// no newline after the markers, the content as is, <|assistant|> or EOS at the end; the prompt encodes to the
+// markers' ids with the Phi-4-mini-style tokenizer fixture.
+TEST_CASE("chat template: Phi-4-mini, its markers and its tokens") {
+  const auto templates = read_json("templates.json");
+  const ChatTemplate t = ChatTemplate::from_source(templates["phi4 (microsoft/Phi-4-mini-instruct)"]["source"],
+                                                   "<|endoftext|>", "<|endoftext|>");
+  CHECK(t.family() == "phi4");
+  CHECK(t.end_of_turn() == "<|end|>");
+  const std::vector<ChatMessage> chat{{"system", "Be brief."}, {"user", "What is 2+2?"}};
+  const std::string text = t.apply(chat, true);
+  CHECK(text == "<|system|>Be brief.<|end|><|user|>What is 2+2?<|end|><|assistant|>");
+  CHECK(ChatTemplate::builtin("phi4", "<|endoftext|>", "<|endoftext|>").apply(chat, true) == text);
+  const ChatTemplate r = ChatTemplate::from_source(templates["phi4 (microsoft/Phi-4-mini-reasoning)"]["source"],
+                                                   "<|endoftext|>", "<|endoftext|>");
+  CHECK(r.family() == "phi4");
+  CHECK(r.apply({{"user", "hi"}}, false) ==
+        "<|system|>Your name is Phi, an AI math expert developed by Microsoft.<|end|><|user|>hi<|end|><|endoftext|>");
+  // A Phi-4 template with one literal changed is refused, with a hint.
+  std::string changed = templates["phi4 (microsoft/Phi-4-mini-instruct)"]["source"];
+  changed.replace(changed.find("'|>'"), 4, "'|>\\n'");
+  CHECK_ERROR(ChatTemplate::from_source(changed, "", ""), Status::unsupported, "uses Phi-4's markers");
+  // The markers are added tokens of the Phi-4-mini-style tokenizer (tests/data/tokenizer/o200k-bpe): each one id.
+  const Tokenizer tok = Tokenizer::load(std::string(DIFFVK_TEST_DATA_DIR) + "/tokenizer/o200k-bpe");
+  const std::vector<int32_t> ids = tok.encode(text, false);
+  REQUIRE(ids.size() > 4);
+  CHECK(ids.front() == 861);          // <|system|>
+  CHECK(ids[ids.size() - 2] == 859);  // <|end|>
+  CHECK(ids.back() == 858);           // <|assistant|>
+  CHECK(tok.decode(ids) == text);
 }

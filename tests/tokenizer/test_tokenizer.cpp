@@ -65,7 +65,9 @@ int check_fixture(const std::string& name, const Tokenizer& t, const std::string
       continue;
     }
     if (c.contains("pieces_hex")) {  // the split pattern alone, against the reference's pre-tokenizer
-      const auto pattern = name == "llama3-bpe" ? tok::SplitPattern::llama3 : tok::SplitPattern::gpt2;
+      const auto pattern = name == "llama3-bpe"  ? tok::SplitPattern::llama3
+                           : name == "o200k-bpe" ? tok::SplitPattern::o200k
+                                                 : tok::SplitPattern::gpt2;
       std::vector<std::string> pieces, want;
       const bool prefix = name == "gpt2-prefix-bpe" && !text.empty() && text[0] != ' ';  // add_prefix_space
       const std::string input = prefix ? " " + text : text;  // outlives the views split returns
@@ -120,6 +122,39 @@ TEST_CASE("tokenizer: SentencePiece unigram without byte fallback matches senten
 TEST_CASE("tokenizer: SentencePiece BPE matches sentencepiece") {
   CHECK(check_fixture("spm-bpe") >= 160);
   CHECK(Tokenizer::load(kDir + "spm-bpe").kind() == "sentencepiece BPE");
+}
+
+namespace {
+std::string read_file(const std::string& path);
+}  // namespace
+
+// o200k-bpe has Phi-4-mini's tokenizer.json structure: the o200k split pattern, its added tokens (the chat
+// markers strip the whitespace after them), and hostile texts for the pattern (tests/python/tokenizer/texts.py).
+TEST_CASE("tokenizer: o200k (Phi-4-mini) style byte-level BPE matches Hugging Face tokenizers") {
+  CHECK(check_fixture("o200k-bpe") >= 270);
+  const Tokenizer t = Tokenizer::load(kDir + "o200k-bpe");
+  CHECK(t.kind() == "byte-level BPE");
+  CHECK(t.vocab_size() == 868);
+  CHECK(t.bos_id() == 856);
+  CHECK(t.eos_id() == 856);
+  CHECK(t.encode("", true).empty());
+  // Split(Removed, invert true), as written, and Split(Isolated, invert false) give the same pieces here: the
+  // pattern matches every character.
+  auto j = nlohmann::json::parse(read_file(kDir + "o200k-bpe/tokenizer.json"));
+  CHECK(j["pre_tokenizer"]["pretokenizers"][0]["behavior"] == "Removed");
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Isolated";
+  j["pre_tokenizer"]["pretokenizers"][0]["invert"] = false;
+  const std::string isolated = j.dump();
+  CHECK(check_fixture("o200k-bpe", Tokenizer::load_json_memory(isolated.data(), isolated.size())) >= 270);
+  // Encoding then decoding gives the text back, bytes that are not UTF-8 included.
+  std::mt19937 rng(7);
+  for (int k = 0; k < 200; ++k) {
+    std::string text;
+    const int n = int(rng() % 24);
+    for (int c = 0; c < n; ++c) text += char(rng() % 3 ? " aA'\r\n/1\xcc\x81\xc7\x85"[rng() % 12] : char(rng()));
+    CAPTURE(text);
+    CHECK(t.decode(t.encode(text, false)) == text);
+  }
 }
 
 namespace {
@@ -230,7 +265,24 @@ TEST_CASE("tokenizer: hostile tokenizer.json files give clear errors") {
       {"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "Isolated", "invert": false},
       {"type": "ByteLevel", "use_regex": false}]})");
   });
-  expect_load_error(tmp.path(), Status::unsupported, "split regex");
+  expect_load_error(tmp.path(), Status::unsupported, "split regex '\\d+' is not supported");
+  edit([](auto& k) {
+    k["pre_tokenizer"] = nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false},
+      {"type": "ByteLevel", "use_regex": false}]})");
+  });
+  expect_load_error(tmp.path(), Status::unsupported, "Removed with invert true");
+  edit([](auto& k) {  // the o200k pattern with one character changed
+    const std::string o200k = tok::kO200kPattern;
+    k["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers",
+                           {{{"type", "Split"},
+                             {"pattern", {{"Regex", o200k.substr(0, o200k.size() - 1) + "*"}}},
+                             {"behavior", "Isolated"},
+                             {"invert", false}},
+                            {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+  });
+  expect_load_error(tmp.path(), Status::unsupported, "\\s+(?!\\S)|\\s*' is not supported");
   edit([](auto& k) {
     k["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<x>"}}}}}}};
   });

@@ -14,6 +14,8 @@ const conversations = [
   [{ role: "system", content: "Réponds en français.\nSois bref." }, { role: "user", content: "Qu'est-ce qu'un λ ? 🙂" }],
   [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c\n\nd" }],
   [{ role: "user", content: "first" }, { role: "user", content: "two user turns in a row" }],
+  [{ role: "system", content: "First rule." }, { role: "user", content: " x " }, { role: "system", content: "Second." },
+   { role: "assistant", content: "<think>\nok\n</think>\n\ny" }],
 ];
 const cases = [];
 for (const [name, t] of Object.entries(templates)) {

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""Writes tests/data/tokenizer/{gpt2,gpt2-prefix,llama3}-bpe/: a tiny byte-level BPE trained here (tokenizer.json,
-tokenizer_config.json) and cases.json = the ids and decoded text of the Hugging Face `tokenizers`
+"""Writes tests/data/tokenizer/{gpt2,gpt2-prefix,llama3,o200k}-bpe/: a tiny byte-level BPE trained here
+(tokenizer.json, tokenizer_config.json) and cases.json = the ids and decoded text of the Hugging Face `tokenizers`
 npm package (the reference), for TEXTS (+ special tokens inside text), with and without specials.
+o200k-bpe has the structure of Phi-4-mini's tokenizer.json (the o200k split pattern in Split(Removed, invert) then
+ByteLevel without regex, as meta-pytorch/tokenizers pull request 38 quotes microsoft/Phi-4-mini-instruct's; Phi-4's
+added tokens with their rstrip flags, as its tokenizer_config.json gives them) and also encodes O200K_TEXTS.
 
-Run (needs node and `npm install tokenizers` in a scratch directory; CI needs neither):
+Run (needs node and `npm install tokenizers` in a scratch directory; CI needs neither); names write those only:
   (mkdir -p /tmp/tok-npm && cd /tmp/tok-npm && npm install tokenizers)
-  NODE_PATH=/tmp/tok-npm/node_modules /usr/bin/python3 tests/python/tokenizer/make_hf_fixtures.py
+  NODE_PATH=/tmp/tok-npm/node_modules /usr/bin/python3 tests/python/tokenizer/make_hf_fixtures.py [o200k-bpe ...]
 """
 import collections
 import json
@@ -15,7 +18,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from texts import TEXTS, INVALID_UTF8, random_texts  # noqa: E402
+from texts import TEXTS, INVALID_UTF8, O200K_TEXTS, o200k_random_texts, random_texts  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "data", "tokenizer")
@@ -23,6 +26,12 @@ OUT = os.path.join(HERE, "..", "..", "data", "tokenizer")
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# OpenAI's o200k_base (tiktoken), as Phi-4-mini's tokenizer.json writes it.
+O200K_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                 r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                 r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+                 r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                 r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def bytes_to_unicode():
@@ -131,6 +140,31 @@ def llama3(vocab, merges):
     return tj, cfg, specials
 
 
+def o200k(vocab, merges):
+    """Phi-4-mini's structure: its added tokens (ids after this vocabulary, in Phi-4-mini's order and flags:
+    the chat markers strip the whitespace after them), no normalizer, Split(o200k, Removed, invert) then ByteLevel
+    without regex, ByteLevel post-processor and decoder, bos = eos = <|endoftext|> not added."""
+    n = len(vocab)
+    names = [("<|endoftext|>", True, False), ("<|endofprompt|>", True, False), ("<|assistant|>", True, True),
+             ("<|end|>", True, True), ("<|user|>", True, True), ("<|system|>", True, True), ("<|tool|>", False, True),
+             ("<|/tool|>", False, True), ("<|tool_call|>", False, True), ("<|/tool_call|>", False, True),
+             ("<|tool_response|>", False, True), ("<|tag|>", True, True)]
+    toks = [added(n + i, c, special=sp, rstrip=rs) for i, (c, sp, rs) in enumerate(names)]
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": toks, "normalizer": None,
+          "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+              {"type": "Split", "pattern": {"Regex": O200K_PATTERN}, "behavior": "Removed", "invert": True},
+              {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+          "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                             "use_regex": False},
+          "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+          "model": model(vocab, merges, False, True)}
+    cfg = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "add_bos_token": False,
+           "add_eos_token": False}
+    specials = [("chat_phi4", "<|system|>You are Phi.<|end|><|user|>  How's 3*x^2 = 12?\n<|end|><|assistant|>\n x"),
+                ("special_inside", "Hello<|endoftext|>world <|tool|> [1]<|/tool|>  <|tag|>\tend<|endofprompt|>")]
+    return tj, cfg, specials + O200K_TEXTS + o200k_random_texts()
+
+
 def reference(path, texts):
     req = json.dumps({"file": path, "texts": [{"name": n, "text": t} for n, t in texts]})
     out = subprocess.run(["node", os.path.join(HERE, "hf_reference.js")], input=req.encode(), check=True,
@@ -151,8 +185,15 @@ def main():
     with open(os.path.join(HERE, "corpus.txt"), encoding="utf-8") as f:
         corpus += f.read()
     vocab, merges = train_bpe(corpus, 400)
-    for name, make in (("gpt2-bpe", gpt2), ("gpt2-prefix-bpe", gpt2_prefix), ("llama3-bpe", llama3)):
-        tj, cfg, specials = make(dict(vocab), merges)
+    # o200k-bpe: also trained on its own texts, so that they tokenize into pieces of several bytes.
+    vocab_o, merges_o = train_bpe(corpus + "\n".join(t for _, t in O200K_TEXTS) * 3, 600)
+    only = sys.argv[1:]
+    for name, make in (("gpt2-bpe", gpt2), ("gpt2-prefix-bpe", gpt2_prefix), ("llama3-bpe", llama3),
+                       ("o200k-bpe", o200k)):
+        if only and name not in only:
+            continue
+        v, m = (vocab_o, merges_o) if name == "o200k-bpe" else (vocab, merges)
+        tj, cfg, specials = make(dict(v), m)
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "tokenizer.json")
@@ -174,7 +215,7 @@ def main():
         version = subprocess.run(["node", "-p", "require('tokenizers/package.json').version"], capture_output=True,
                                  text=True, check=True).stdout.strip()
         write_cases(os.path.join(d, "cases.json"), "tokenizers (npm) " + version, cases)
-        print(name, len(tj["model"]["vocab"]), "tokens,", len(merges), "merges,", len(cases), "cases")
+        print(name, len(tj["model"]["vocab"]), "tokens,", len(m), "merges,", len(cases), "cases")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ public final class ChatTemplate implements AutoCloseable {
     return new ChatTemplate(nativeLoad(modelDir));
   }
 
-  /** A family by name: "chatml", "llama2" or "llama3", with the text of the BOS and EOS tokens. */
+  /** A family by name: "chatml", "llama2", "llama3" or "phi4", with the text of the BOS and EOS tokens. */
   public static ChatTemplate builtin(String family, String bosToken, String eosToken) {
     Native.load();
     return new ChatTemplate(nativeBuiltin(family, bosToken, eosToken));
