@@ -7,6 +7,7 @@
 #include "bench/check.hpp"
 #include "bench/host_memory.hpp"
 #include "bench/report.hpp"
+#include "bench/shapes.hpp"
 #include "ops/linear.hpp"
 #include "vk/buffer_peak.hpp"
 #include "vk/gpu.hpp"
@@ -24,21 +25,26 @@ struct TypeRow {
 
 json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& ceil, int runs,
                const std::string& cmdline, const Sink& sink, TypeRow& row) {
-  sink.stage(std::string("model: loading ") + a.model_dir + " (" + quant_kind_name(kind) + ", KV cache " +
-             kv_cache_type_name(a.kv_cache) + ")");
+  const std::string what = a.shape.empty() ? a.model_dir : "shape " + a.shape + " (random weights)";
+  sink.stage("model: loading " + what + " (" + quant_kind_name(kind) + ", KV cache " + kv_cache_type_name(a.kv_cache) +
+             ")");
   const uint64_t rss0 = rss_bytes();
   const bool hwm = reset_peak_rss();
   const uint64_t dev0 = device_bytes_allocated();
   reset_device_bytes_peak();
   LoadOptions lo;
   lo.weights = kind;
-  auto model = Model::load(ctx, a.model_dir, lo);
+  auto model = a.shape.empty() ? Model::load(ctx, a.model_dir, lo)
+                               : Model::synthesize(ctx, published_shape(a.shape).config, lo, 1, "shape " + a.shape);
   const LoadStats& ls = model->load_stats();
   const uint64_t load_peak = hwm && peak_rss_bytes() > rss0 ? peak_rss_bytes() - rss0 : 0;
   const ModelConfig& c = model->config();
   const uint32_t P = std::min(a.prompt_tokens, c.max_position_embeddings - 1);
   const uint32_t N = std::min(a.decode_tokens, c.max_position_embeddings - P);
-  SessionOptions so{P + N, 64, false, {}};
+  // The session holds the longest context asked for (Options::contexts), then N decode steps.
+  uint32_t longest = P;
+  for (uint32_t C : a.contexts) longest = std::max(longest, std::min(C, c.max_position_embeddings - N));
+  SessionOptions so{longest + N, 64, false, {}};
   so.kv_cache = a.kv_cache;
   auto session = Session::create(*model, so);
   Rng rng(12345);
@@ -62,6 +68,29 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     }
   }
   const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
+  // Decode at other context lengths: one prefill of C tokens (timed: the time to first token at that prompt
+  // length), then N greedy decode steps, once each after the warm-up above.
+  json context_rows = json::array();
+  for (uint32_t C0 : a.contexts) {
+    const uint32_t C = std::min(C0, longest);
+    sink.check_cancel("between context lengths");
+    sink.step(strf("model: context %u", C));
+    std::vector<int32_t> long_prompt(C);
+    for (auto& t : long_prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
+    session->reset();
+    auto t0 = Clock::now();
+    auto lg = session->prefill(long_prompt);
+    const double p = seconds_since(t0);
+    int32_t next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    t0 = Clock::now();
+    for (uint32_t i = 0; i < N; ++i) next = session->decode_sample(next);
+    const double d = seconds_since(t0);
+    context_rows.push_back({{"context", C},
+                            {"prefill_seconds", p},
+                            {"prefill_tokens_per_s", C / p},
+                            {"decode_ms_per_token", 1e3 * d / N},
+                            {"decode_tokens_per_s", N / d}});
+  }
   // Saved state: the P-token prompt's state saved and restored into another session,
   // checked first (the restored session's next logits equal the saved one's, bit for bit), then timed.
   // The peak device memory figure is that of the model and its timed session (the second session below is not counted).
@@ -116,7 +145,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                                          : "scalar FMA (no cooperative matrices: " + why_not + ")";
   sink.reportf(
       "model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s%s%s",
-      a.model_dir.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
+      what.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
       c.intermediate_size, c.vocab_size, precision_name(ctx.precision()), quant_kind_name(kind),
       ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str(),
       ls.quant_prefill.empty() ? "" : ", prefill path ", ls.quant_prefill.c_str());
@@ -131,6 +160,14 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   sink.reportf("  prefill matmul: %s", prefill_matmul.c_str());
   sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median,
                ds.min, ds.max, decode_tps, 1e3 * ds.median / N);
+  sink.reportf("  time to first token: %.3f s (the %u-token prefill, logits read back)", ps.median, P);
+  for (const json& r : context_rows)
+    sink.reportf(
+        "  context %6u: prefill %.3f s (%.1f tokens/s); decode %.2f ms/token (%.1f tokens/s), %.2fx the "
+        "ms/token at %u tokens (one run)",
+        r["context"].get<uint32_t>(), r["prefill_seconds"].get<double>(), r["prefill_tokens_per_s"].get<double>(),
+        r["decode_ms_per_token"].get<double>(), r["decode_tokens_per_s"].get<double>(),
+        r["decode_ms_per_token"].get<double>() / (1e3 * ds.median / N), P);
   sink.reportf(
       "  session state: %u tokens, %.2f MB; save median %.4f s, restore median %.4f s: restore %.1fx faster than "
       "prefilling them (checked: a restored session's next logits equal the saved one's)",
@@ -211,11 +248,17 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   j["peak_device_bytes"] = dev_peak;
   j["device"] = caps_json(ctx.caps(), ctx.device());
   j["precision"] = precision_name(ctx.precision());
-  j["model"] = {{"dir", a.model_dir},         {"diff_version", c.diff_version},
-                {"num_layers", c.num_layers}, {"hidden_size", c.hidden_size},
-                {"num_heads", c.num_heads},   {"num_kv_heads", c.num_kv_heads},
-                {"head_dim", c.head_dim()},   {"intermediate_size", c.intermediate_size},
-                {"vocab_size", c.vocab_size}, {"weight_bytes_per_token", model->weight_bytes()}};
+  j["model"] = {{"dir", a.model_dir.empty() ? json(nullptr) : json(a.model_dir)},
+                {"shape", a.shape.empty() ? json(nullptr) : json(a.shape)},
+                {"diff_version", c.diff_version},
+                {"num_layers", c.num_layers},
+                {"hidden_size", c.hidden_size},
+                {"num_heads", c.num_heads},
+                {"num_kv_heads", c.num_kv_heads},
+                {"head_dim", c.head_dim()},
+                {"intermediate_size", c.intermediate_size},
+                {"vocab_size", c.vocab_size},
+                {"weight_bytes_per_token", model->weight_bytes()}};
   j["copy_gbps"] = copy_gbps;
   j["ceilings"] = ceilings_json(ceil);
   j["flops_per_token"] = flops_per_token;
@@ -244,6 +287,8 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                  {"weight_streaming_bound_ms_per_token", bound_s * 1e3},
                  {"fraction_of_bound", fraction}};
   add_peak_fields(j["decode"], decode_pf);
+  j["time_to_first_token_seconds"] = ps.median;
+  if (!context_rows.empty()) j["contexts"] = std::move(context_rows);
   j["session_state"] = {{"tokens", P},
                         {"bytes", state.size()},
                         {"save_seconds", stats_json(ss, "s")},

@@ -1,4 +1,5 @@
 #include "bench/presets.hpp"
+#include "bench/shapes.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -28,7 +29,12 @@ void validate(const Options& o) {
     bad("cooldown_seconds must be finite and <= 600 (< 0 = the preset's)");
   if (o.copy_bytes && (o.copy_bytes < (1ull << 20) || o.copy_bytes > (64ull << 30)))
     bad("copy_bytes must be 0 (the preset's) or between 1 MiB and 64 GiB");
-  if ((o.ops || !o.op.empty()) && !o.model_dir.empty()) bad("ops and model_dir are two different benchmarks: give one");
+  if ((o.ops || !o.op.empty()) && (!o.model_dir.empty() || !o.shape.empty()))
+    bad("ops and a model (model_dir or shape) are two different benchmarks: give one");
+  if (!o.model_dir.empty() && !o.shape.empty()) bad("model_dir and shape are two models: give one");
+  if (!o.shape.empty()) published_shape(o.shape);  // unknown or not runnable yet: refused before any work
+  for (uint32_t c : o.contexts)
+    if (c == 0 || c > (1u << 20)) bad("contexts must be in 1..1048576 tokens");
   if (!o.op.empty() && std::find(table_ops().begin(), table_ops().end(), o.op) == table_ops().end()) {
     std::string known;
     for (const auto& op : table_ops()) known += (known.empty() ? "" : ", ") + op;
@@ -151,7 +157,8 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
             for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill)
               plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv, v2});
           }
-  if (plan.cases.empty() && a.model_dir.empty()) throw Error(Status::invalid_argument, "bench: the grid is empty");
+  if (plan.cases.empty() && a.model_dir.empty() && a.shape.empty())
+    throw Error(Status::invalid_argument, "bench: the grid is empty");
 
   if (phone)
     plan.notes.push_back(

@@ -122,7 +122,7 @@ Result run(Context& ctx, const Options& o) {
   ceil.fma32 = measure_fma(dev, false, plan.fma_min_us, plan.fma_max_us, plan.copy_warmup, plan.copy_runs, ts, sink);
   ceil.fma16 = measure_fma(dev, true, plan.fma_min_us, plan.fma_max_us, plan.copy_warmup, plan.copy_runs, ts, sink);
   report_ceilings(sink, ceil, plan);
-  if (!o.model_dir.empty()) {
+  if (!o.model_dir.empty() || !o.shape.empty()) {
     cool_down(plan.cooldown_s, sink, "[model]");
     json before = plan.thermal ? read_thermal() : json(nullptr);
     json j = run_model_bench(o, ctx, ceil, plan.runs, cmdline, sink);

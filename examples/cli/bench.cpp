@@ -130,6 +130,15 @@ Runner register_bench(CLI::App& app) {
                   "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
                   "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")
       ->check(CLI::ExistingDirectory | gguf_file_validator());
+  cmd->add_option("--shape", o.shape,
+                  "benchmark a whole model of a published model's exact shape with random weights, without its "
+                  "download (no file): diffllama-1b (kajuma/DiffLlama-0.3B-handcut's config); phi4-mini-flash is "
+                  "refused until its graph lands. Same figures as --model");
+  cmd->add_option("--contexts", o.contexts,
+                  "model benchmark: also prefill and decode at these context lengths (e.g. 512,2048,8192): time to "
+                  "first token and ms/token at each")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")

@@ -26,7 +26,13 @@ struct Options {
   // thermal zones (/sys/class/thermal) recorded before and after each case (and around the whole-model
   // benchmark). A zone that cannot be read is reported "not readable", never estimated.
   std::string preset = "default";
-  std::string model_dir;         // non-empty: whole-model benchmark after the ceilings, instead of the attention cases
+  std::string model_dir;  // non-empty: whole-model benchmark after the ceilings, instead of the attention cases
+  // Non-empty: the whole-model benchmark on a model of this published shape with random weights (Model::synthesize;
+  // bench/shapes.cpp names them: "diffllama-1b", ...), instead of a checkpoint: no download, no file.
+  std::string shape;
+  // Model benchmark: also decode at these context lengths (each: a prefill of that many tokens, timed, then
+  // decode_tokens decode steps); empty = only at prompt_tokens.
+  std::vector<uint32_t> contexts;
   double budget_seconds = 0;     // 0 = the preset's
   uint64_t copy_bytes = 0;       // copy-ceiling buffer size (each of src, dst); 0 = the preset's
   double cooldown_seconds = -1;  // pause before each case; < 0 = the preset's (phone: 2 s, default: none)

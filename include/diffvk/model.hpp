@@ -125,6 +125,13 @@ class Model {
                                             const LoadOptions& options);
   static std::unique_ptr<Model> load_fd(Context& context, FdRange config_json, FdRange safetensors,
                                         const LoadOptions& options);
+  // A model of the config's exact shape with seeded random weights (linear weights uniform with standard deviation
+  // 0.02, norms of ones): what `diffvk bench --shape` times, without a checkpoint's download. config_json is a
+  // native or Hugging Face DiffLlama config.json text, checked as a loaded one is; the weights are generated on
+  // the host a staging slice at a time as they stream to the device (options.weights quantizes them at load, as for
+  // a file). Its logits mean nothing; its speed and memory are those of the real model.
+  static std::unique_ptr<Model> synthesize(Context& context, const std::string& config_json, const LoadOptions& options,
+                                           uint64_t seed = 1, const std::string& name = "synthesized");
   ~Model();
   const ModelConfig& config() const;
   const LoadStats& load_stats() const;

@@ -76,6 +76,16 @@ WeightSource& WeightSource::add_ones(uint64_t rows) {
   return *this;
 }
 
+WeightSource& WeightSource::add_random(uint64_t rows, float scale, uint64_t seed) {
+  if (!(scale > 0)) throw Error(Status::internal, name + ": random rows need a positive scale");
+  RowSpan s;
+  s.rows = rows;
+  s.random_scale = scale;
+  s.random_seed = seed;
+  spans.push_back(s);
+  return *this;
+}
+
 namespace {
 uint16_t load16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 
@@ -98,6 +108,15 @@ void convert(const uint8_t* src, DType dt, uint64_t n, bool fp16, uint8_t* out) 
       std::memcpy(out + 4 * i, &v, 4);
     }
   }
+}
+
+// Element `index` of a random span: splitmix64 of (seed, index) -> uniform in [-scale, scale).
+float random_element(uint64_t seed, uint64_t index, float scale) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return scale * (float(double(z >> 40) * (1.0 / 8388608.0)) - 1.0f);  // 24 bits: [0, 2) - 1
 }
 
 bool all_finite(const uint8_t* p, uint64_t n, bool fp16) {
@@ -140,6 +159,17 @@ void convert_rows(const WeightSource& w, uint64_t row0, uint64_t rows, bool fp16
         if (w.check_finite && !all_finite(out, count, fp16))
           throw Error(Status::format_error,
                       s.gguf->name() + ": non-finite value in '" + std::string(s.gtensor->name) + "'");
+      } else if (!s.file && s.random_scale > 0) {
+        const uint64_t first = (s.row + r) * w.cols;
+        for (uint64_t i = 0; i < count; ++i) {
+          const float v = random_element(s.random_seed, first + i, s.random_scale);
+          if (fp16) {
+            const uint16_t h = float_to_half(v);
+            std::memcpy(out + 2 * i, &h, 2);
+          } else {
+            std::memcpy(out + 4 * i, &v, 4);
+          }
+        }
       } else if (!s.file) {
         const float one = 1.0f;
         const uint16_t h = float_to_half(one);

@@ -2,7 +2,8 @@
 // type a bounded slice at a time (the streaming loader: runtime/model/weight_store.cpp).
 //
 // A weight is a list of row spans, each `rows` consecutive rows of a safetensors or GGUF tensor (F32, F16
-// or BF16; any rank, rows = the first dimension) or rows of ones (a weightless norm). Concatenations
+// or BF16; any rank, rows = the first dimension), rows of ones (a weightless norm) or seeded random rows (a
+// synthesized model of a published shape: Model::synthesize, `diffvk bench --shape`). Concatenations
 // (the fused qkv and gate_up projections) and row permutations (Hugging Face DiffLlama's head
 // layout, runtime/model/hf_loader.cpp) are both just span lists: nothing is converted until upload.
 #pragma once
@@ -17,11 +18,15 @@
 namespace diffvk {
 
 struct RowSpan {
-  const SafetensorsFile* file = nullptr;  // nullptr: rows of 1.0
+  const SafetensorsFile* file = nullptr;  // nullptr (and no gguf): rows of 1.0, or random rows (random_scale)
   const TensorInfo* tensor = nullptr;
   uint64_t row = 0, rows = 0;      // first row in the tensor, row count
   const GgufFile* gguf = nullptr;  // instead of file/tensor: an F32/F16/BF16 tensor of a GGUF file
   const GgufTensorInfo* gtensor = nullptr;
+  // No file: 0 gives rows of 1.0; otherwise element i of the span is uniform in [-random_scale, random_scale),
+  // a pure function of (random_seed, i), so any slice of the rows converts to the same values.
+  float random_scale = 0;
+  uint64_t random_seed = 0;
 };
 
 struct WeightSource {
@@ -36,6 +41,8 @@ struct WeightSource {
   WeightSource& add(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint64_t rows);
   WeightSource& add(const SafetensorsFile& f, const TensorInfo& t);  // every row
   WeightSource& add_ones(uint64_t rows);
+  // `rows` seeded random rows, uniform in [-scale, scale) (scale > 0).
+  WeightSource& add_random(uint64_t rows, float scale, uint64_t seed);
   // Every row of an F32, F16, BF16, Q8_0 or Q4_0 GGUF tensor (rows = the outermost dim; a 1-D tensor is rows
   // of 1). A weight's spans are all float or all of one quantized type (format_error naming the tensor).
   WeightSource& add(const GgufFile& f, const GgufTensorInfo& t);

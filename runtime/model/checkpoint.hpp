@@ -50,6 +50,10 @@ bool is_hf_diffllama(const std::string& config_text);
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& name);
 Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config);
 
+// Seeded random weights in the config's exact shape (DIFF V1 or V2; runtime/model/checkpoint_synthetic.cpp): row
+// sources generated as they stream to the device, no file. The same seed gives the same weights.
+Checkpoint synthetic_checkpoint(ModelConfig config, uint64_t seed);
+
 // RoPE inverse frequencies theta^(-2i/D), i < D/2, after the config's frequency scaling (llama3).
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 

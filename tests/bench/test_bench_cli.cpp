@@ -125,6 +125,28 @@ TEST_CASE("bench cli: an unknown preset or a negative cool-down is refused befor
   std::remove(log_path.c_str());
 }
 
+TEST_CASE(
+    "bench cli: --shape names a published shape; unknown, unbuilt and conflicting ones are refused before any work") {
+  const std::string log_path = "/tmp/diffvk_bench_cli_shape_" + std::to_string(::getpid()) + ".log";
+  struct Bad {
+    const char* flags;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"--shape gpt-2", "unknown shape 'gpt-2' (known: diffllama-1b"},
+                       Bad{"--shape phi4-mini-flash", "not yet its forward graph"},
+                       Bad{"--shape diffllama-1b --ops", "two different benchmarks"},
+                       Bad{"--shape diffllama-1b --contexts 0", "--contexts"}}) {
+    const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench " + b.flags + " > " + log_path + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string log = slurp(log_path);
+    INFO("command: " << cmd << "\noutput:\n" << log);
+    CHECK(rc != 0);
+    CHECK(log.find("ceilings:") == std::string::npos);  // nothing was measured
+    CHECK(log.find(b.says) != std::string::npos);
+  }
+  std::remove(log_path.c_str());
+}
+
 TEST_CASE("bench cli: --preset phone runs end to end and records the cool-down and the thermal readings") {
   const std::string base = "/tmp/diffvk_bench_cli_phone_" + std::to_string(::getpid());
   const std::string json_path = base + ".json", png_path = base + ".png", log_path = base + ".log";
