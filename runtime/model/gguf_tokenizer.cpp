@@ -103,7 +103,7 @@ bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bo
     }
     merges.push_back(a);
   }
-  // tokenizer.ggml.pre, llama.cpp's name for the split pattern (the two diffvk implements).
+  // tokenizer.ggml.pre, llama.cpp's name for the split pattern (the three diffvk implements).
   const nlohmann::json& p = j["pre_tokenizer"];
   bool prefix = false;
   std::string pre = "gpt-2";
@@ -112,8 +112,9 @@ bool add_byte_level_bpe(GgufWriter& w, const std::string& path, bool add_bos, bo
   } else {
     const auto& split = p["pretokenizers"][0];
     prefix = p["pretokenizers"][1].value("add_prefix_space", false);
-    if (tok::split_pattern_from_regex(split["pattern"]["Regex"].get<std::string>()) == tok::SplitPattern::llama3)
-      pre = "llama-bpe";
+    const tok::SplitPattern sp = tok::split_pattern_from_regex(split["pattern"]["Regex"].get<std::string>());
+    if (sp == tok::SplitPattern::llama3) pre = "llama-bpe";
+    if (sp == tok::SplitPattern::o200k) pre = "gpt-4o";  // llama.cpp's name for the o200k (GPT-4o, Phi-4) pattern
   }
   w.add_string(kT + "model", "gpt2");
   w.add_string(kT + "pre", pre);
@@ -198,8 +199,8 @@ std::unique_ptr<Tokenizer::Impl> read_sentencepiece(const GgufFile& f, bool bpe,
 // A byte-level BPE from llama.cpp's arrays alone (a file another writer made, without tokenizer.huggingface.json):
 // the tokenizer.json they stand for, read by the same parser. Normal tokens (type 1) form the vocabulary,
 // control (3) and user-defined (4) ones are added tokens (special: control), unused ones (5) are holes; the split
-// pattern comes from tokenizer.ggml.pre ('gpt-2', 'llama-bpe': the two diffvk implements; llama-bpe also takes
-// whole-word vocabulary hits first, as Llama 3's ignore_merges), BOS/EOS around the text from add_bos_token /
+// pattern comes from tokenizer.ggml.pre ('gpt-2', 'llama-bpe', 'gpt-4o': the three diffvk implements; llama-bpe also
+// takes whole-word vocabulary hits first, as Llama 3's ignore_merges), BOS/EOS around the text from add_bos_token /
 // add_eos_token.
 std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
   using nlohmann::json;
@@ -212,11 +213,12 @@ std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
   const GgufValue* merges = array_of(f, kT + "merges", GgufType::string, 0, true);
   const GgufValue* pv = f.find_value(kT + "pre");
   const std::string pre = pv ? std::string(pv->as_string(f.name() + ": " + kT + "pre")) : "";
-  if (pre != "gpt-2" && pre != "llama-bpe")
+  if (pre != "gpt-2" && pre != "llama-bpe" && pre != "gpt-4o")
     throw Error(Status::unsupported, f.name() + ": a byte-level BPE tokenizer without " + kHfJson +
                                          " and with tokenizer.ggml.pre '" + printable(pre, 40) +
-                                         "': diffvk implements the split patterns 'gpt-2' and 'llama-bpe' only");
-  const bool llama3 = pre == "llama-bpe";
+                                         "': diffvk implements the split patterns 'gpt-2', 'llama-bpe' and 'gpt-4o' "
+                                         "only");
+  const bool llama3 = pre == "llama-bpe", o200k = pre == "gpt-4o";
   json vocab_map = json::object(), added = json::array(), merge_list = json::array();
   for (uint64_t i = 0; i < n; ++i) {
     const int64_t t = types->integer_at(i);
@@ -238,9 +240,14 @@ std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
   json j;
   j["model"] = json{
       {"type", "BPE"}, {"vocab", std::move(vocab_map)}, {"merges", std::move(merge_list)}, {"ignore_merges", llama3}};
-  json byte_level{
-      {"type", "ByteLevel"}, {"add_prefix_space", flag_or(f, kT + "add_space_prefix", false)}, {"use_regex", !llama3}};
-  if (llama3) {
+  json byte_level{{"type", "ByteLevel"},
+                  {"add_prefix_space", flag_or(f, kT + "add_space_prefix", false)},
+                  {"use_regex", !llama3 && !o200k}};
+  if (o200k) {  // Phi-4-mini's structure: Split(Removed, invert) of the o200k pattern, then ByteLevel without regex
+    json split{
+        {"type", "Split"}, {"pattern", json{{"Regex", tok::kO200kPattern}}}, {"behavior", "Removed"}, {"invert", true}};
+    j["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
+  } else if (llama3) {
     json split{{"type", "Split"},
                {"pattern", json{{"Regex", tok::kLlama3Pattern}}},
                {"behavior", "Isolated"},
