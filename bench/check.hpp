@@ -50,7 +50,7 @@ Check compare(const std::string& against, const std::vector<float>& got, const s
               double factor);
 
 // The selective scan's factor on the one-kernel tolerance for a call of T rows (docs/maths.md "How close is
-// close enough": the state's rounding errors accumulate along the rows): max(1, T / 64).
+// close enough": the state's rounding errors accumulate along the rows): max(1, T / 256).
 double scan_tolerance_factor(uint32_t T);
 
 // Double-precision differential attention + head norm for one (query row i, head h) of the KV caches
