@@ -11,12 +11,13 @@ using namespace op_detail;
 
 struct Conv1dStateCaseParams {
   uint32_t T = 1, C = 0, K = 4;
-  uint32_t steps = 0;  // one-row decode steps recorded after the T-row call (state carried), checked against
-                       // one reference call of T + steps rows
-  bool zx = true;      // x read from [x | z] rows (stride 2C + 3, offset 5) instead of dense rows
-  bool bias = true;    // conv bias
-  bool silu = true;    // SiLU fused
-  bool fresh = false;  // zero starting state (a new sequence) instead of a random one
+  uint32_t steps = 0;     // one-row decode steps recorded after the T-row call (state carried), checked against
+                          // one reference call of T + steps rows
+  bool zx = true;         // x read from [x | z] rows (stride 2C + 3, offset 5) instead of dense rows
+  bool bias = true;       // conv bias
+  bool silu = true;       // SiLU fused
+  bool fresh = false;     // zero starting state (a new sequence) instead of a random one
+  uint32_t wg_limit = 0;  // capped workgroup count (the grid-stride loop over channels); 0 = the device's
 };
 
 class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCaseParams> {
@@ -30,11 +31,12 @@ class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCasePara
     if (!p.bias) s += " no-bias";
     if (!p.silu) s += " no-silu";
     if (p.fresh) s += " fresh";
+    s += wg_limit_name(p.wg_limit, 0);
     return s;
   }
 
   void prepare(Device& dev, KernelCache& kernels, bool, Prepared& pr) const override {
-    const Conv1dStateKernel& kernel = kernels.get<Conv1dStateKernel>(strf("conv1d_state K=%u", p.K), [&] {
+    Conv1dStateKernel& kernel = kernels.get<Conv1dStateKernel>(strf("conv1d_state K=%u", p.K), [&] {
       return std::make_unique<Conv1dStateKernel>(dev, options_for(dev, false), p.K);
     });
     const bool f16 = dev.fp16();
@@ -75,6 +77,7 @@ class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCasePara
     const BufferRange bias_range = p.bias ? a.range(bo, bb) : BufferRange{};
     Conv1dStateParams cp;
     cp.C = C, cp.x_stride = stride, cp.silu = p.silu;
+    kernel.limit_workgroups_for_testing(p.wg_limit);
     for (uint32_t i = 0; i <= p.steps; ++i) {
       cp.T = i == 0 ? p.T : 1;
       cp.x_offset = xoff + (i == 0 ? 0 : p.T + i - 1) * stride;
@@ -82,6 +85,7 @@ class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCasePara
       kernel.record(*pr.prog, cp, a.range(xo, xb), a.range(wo, wb), bias_range, a.range(so, sb),
                     a.range(r.off, r.n * es));
     }
+    kernel.limit_workgroups_for_testing(0);
     pr.detail = strf("wg=%u", kernel.workgroup_size());
     pr.bytes = uint64_t(rows) * C * es * 2 + (w.size() + bias.size()) * es + 2 * sb;
     pr.flops = double(rows) * C * (2.0 * K + (p.silu ? 4 : 0));
@@ -119,6 +123,9 @@ OpCases conv1d_state_cases(OpMode mode) {
   c.steps = 2;  // decode steps only
   b.add(c);
   b.add(conv(6, 19, 2));  // another width
+  c = conv(4, 200);
+  c.wg_limit = 1;  // one workgroup strides over the 200 channels
+  b.add(c);
   return b.take();
 }
 

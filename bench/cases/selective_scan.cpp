@@ -14,11 +14,12 @@ using namespace op_detail;
 
 struct SelectiveScanCaseParams {
   uint32_t T = 1, C = 0, S = 16;
-  uint32_t chunk = 0;  // SelectiveScanParams::chunk (0: the kernel's choice)
-  uint32_t steps = 0;  // one-row decode steps after the T-row call (state carried)
-  bool z = true;       // gate y = y_pre·silu(z)
-  bool y_pre = false;  // y_pre written too
-  bool fresh = false;  // zero starting state
+  uint32_t chunk = 0;                       // SelectiveScanParams::chunk (0: the kernel's choice)
+  uint32_t steps = 0;                       // one-row decode steps after the T-row call (state carried)
+  bool z = true;                            // gate y = y_pre·silu(z)
+  bool y_pre = false;                       // y_pre written too
+  bool fresh = false;                       // zero starting state
+  uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
 };
 
 class SelectiveScanCase final : public CaseOf<SelectiveScanCase, SelectiveScanCaseParams> {
@@ -34,11 +35,12 @@ class SelectiveScanCase final : public CaseOf<SelectiveScanCase, SelectiveScanCa
     if (!p.z) s += " no-z";
     if (p.y_pre) s += " y_pre";
     if (p.fresh) s += " fresh";
+    s += wg_limit_name(p.wg_limit_x, p.wg_limit_y);
     return s;
   }
 
   void prepare(Device& dev, KernelCache& kernels, bool, Prepared& pr) const override {
-    const SelectiveScanKernel& kernel = kernels.get<SelectiveScanKernel>(strf("selective_scan S=%u", p.S), [&] {
+    SelectiveScanKernel& kernel = kernels.get<SelectiveScanKernel>(strf("selective_scan S=%u", p.S), [&] {
       return std::make_unique<SelectiveScanKernel>(dev, options_for(dev, false), p.S);
     });
     const bool f16 = dev.fp16();
@@ -128,6 +130,7 @@ class SelectiveScanCase final : public CaseOf<SelectiveScanCase, SelectiveScanCa
     pr.prog = std::make_unique<Program>(dev, "op case selective_scan", pr.timestamps);
     row0 = 0;
     size_t reg = 0;
+    kernel.limit_workgroups_for_testing(p.wg_limit_x, p.wg_limit_y);
     for (size_t i = 0; i < call_rows.size(); ++i) {
       const uint32_t n = call_rows[i];
       sp.T = n;
@@ -144,6 +147,7 @@ class SelectiveScanCase final : public CaseOf<SelectiveScanCase, SelectiveScanCa
       kernel.record(*pr.prog, sp, sb);
       row0 += n;
     }
+    kernel.limit_workgroups_for_testing(0, 0);
     sp.T = p.T;
     pr.detail = SelectiveScanKernel::choice(sp) + strf(", wg=%u", kernel.workgroup_size());
     pr.tolerance = scan_tolerance_factor(rows);  // the rows the state has seen in this case
@@ -187,6 +191,9 @@ OpCases selective_scan_cases(OpMode mode) {
   b.add(c);
   c = scan(7, 19, 3);
   c.S = 5;  // another d_state
+  b.add(c);
+  c = scan(13, 130, 2);
+  c.wg_limit_x = 1, c.wg_limit_y = 2, c.y_pre = true;  // grid-stride loops over channels and the 7 chunks
   b.add(c);
   return b.take();
 }

@@ -1,5 +1,6 @@
 #include "ops/conv1d_state.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace diffvk {
@@ -33,7 +34,8 @@ void Conv1dStateKernel::record(Program& program, const Conv1dStateParams& p, Buf
       state.size < uint64_t(K_ - 1) * p.C * 4 || out.size < uint64_t(p.T) * p.C * es)
     throw Error(Status::invalid_argument, "conv1d_state: buffer too small for the shape");
   ConvPush push{p.T, p.C, uint32_t(stride), p.x_offset, has_bias ? 1u : 0u, p.silu ? 1u : 0u};
-  const auto grid = elementwise_grid(device_.caps(), p.C, wg_, 1);
+  auto grid = elementwise_grid(device_.caps(), p.C, wg_, 1);
+  if (test_limit_) grid[0] = std::min(grid[0], test_limit_);
   program.dispatch(*pipeline_,
                    {{x, Access::read},
                     {w, Access::read},

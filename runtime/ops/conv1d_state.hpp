@@ -26,11 +26,14 @@ class Conv1dStateKernel {
   void record(Program& program, const Conv1dStateParams& params, BufferRange x, BufferRange w, BufferRange bias,
               BufferRange state, BufferRange out) const;
   uint32_t width() const { return K_; }
+  // Caps the workgroup count (0: the device's limit), so that tests run the grid-stride loop over channels.
+  void limit_workgroups_for_testing(uint32_t x) { test_limit_ = x; }
   uint32_t workgroup_size() const { return wg_; }
 
  private:
   Device& device_;
   uint32_t K_, wg_;
+  uint32_t test_limit_ = 0;
   std::unique_ptr<Pipeline> pipeline_;
 };
 

@@ -74,8 +74,10 @@ void SelectiveScanKernel::record(Program& program, const SelectiveScanParams& p,
                 p.z_offset,
                 (has_z ? 1u : 0u) | (has_ypre ? 2u : 0u)};
   const DeviceCaps& caps = device_.caps();
-  const uint32_t gx = std::clamp<uint32_t>((p.C + wg_ - 1) / wg_, 1, caps.max_workgroup_count[0]);
-  const uint32_t gy = std::clamp<uint32_t>(chunks, 1, caps.max_workgroup_count[1]);
+  uint32_t gx = std::clamp<uint32_t>((p.C + wg_ - 1) / wg_, 1, caps.max_workgroup_count[0]);
+  uint32_t gy = std::clamp<uint32_t>(chunks, 1, caps.max_workgroup_count[1]);
+  if (test_limit_[0]) gx = std::min(gx, test_limit_[0]);
+  if (test_limit_[1]) gy = std::min(gy, test_limit_[1]);
   // The argument list of one pass. A binding the pass does not use is bound to the zero buffer only where the
   // shader declares it readonly: synchronization validation counts every writable binding as written, so h, y,
   // y_pre and the scratch are always bound to their own ranges (y_pre absent: y again; one dispatch: h again) and

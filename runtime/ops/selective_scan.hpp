@@ -2,6 +2,7 @@
 // decode (and any call of at most one chunk) in one dispatch; longer prefills by the chunked parallel scan, three
 // dispatches of the same pipeline (chunk end states from zero, the carry across chunks, the rerun that emits y).
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
 
@@ -48,11 +49,15 @@ class SelectiveScanKernel {
   void record(Program& program, const SelectiveScanParams& params, const SelectiveScanBuffers& buffers) const;
   static std::string choice(const SelectiveScanParams& params);
   uint32_t states() const { return S_; }
+  // Caps the workgroup counts (0: the device's limits), so that tests run the grid-stride loops over channels (x)
+  // and chunks (y).
+  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
   uint32_t workgroup_size() const { return wg_; }
 
  private:
   Device& device_;
   uint32_t S_, wg_;
+  std::array<uint32_t, 2> test_limit_{0, 0};
   std::unique_ptr<Pipeline> pipeline_;
 };
 
