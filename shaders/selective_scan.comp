@@ -88,19 +88,24 @@ void main() {
         for (uint s = 0; s < S; ++s) hs[s] = 0.0;
       else
         for (uint s = 0; s < S; ++s) hs[s] = scratch[sbase + s];
-      const bool emit = p.mode != 1;
-      const float Dc = dskip[c];
       float sd = 0.0;
-      for (uint t = t0; t < t1; ++t) {
-        const float x = float(u[t * p.C + c]), d = softplus(float(draw[t * p.C + c])), dx = d * x;
-        sd += d;
-        const uint row = t * p.bc_stride;
-        float acc = Dc * x;
-        for (uint s = 0; s < S; ++s) {
-          hs[s] = exp(d * A[s]) * hs[s] + dx * float(bc[row + p.b_off + s]);
-          acc += float(bc[row + p.c_off + s]) * hs[s];
+      if (p.mode == 1) {  // end state and delta sum only: no Cm, D or z
+        for (uint t = t0; t < t1; ++t) {
+          const float x = float(u[t * p.C + c]), d = softplus(float(draw[t * p.C + c])), dx = d * x;
+          sd += d;
+          const uint b0 = t * p.bc_stride + p.b_off;
+          for (uint s = 0; s < S; ++s) hs[s] = exp(d * A[s]) * hs[s] + dx * float(bc[b0 + s]);
         }
-        if (emit) {
+      } else {
+        const float Dc = dskip[c];
+        for (uint t = t0; t < t1; ++t) {
+          const float x = float(u[t * p.C + c]), d = softplus(float(draw[t * p.C + c])), dx = d * x;
+          const uint b0 = t * p.bc_stride + p.b_off, c0 = t * p.bc_stride + p.c_off;
+          float acc = Dc * x;
+          for (uint s = 0; s < S; ++s) {
+            hs[s] = exp(d * A[s]) * hs[s] + dx * float(bc[b0 + s]);
+            acc += float(bc[c0 + s]) * hs[s];
+          }
           if ((p.flags & 2u) != 0) y_pre[t * p.C + c] = STYPE(acc);
           if ((p.flags & 1u) != 0) {
             const float g = float(z[p.z_off + t * p.z_stride + c]);
