@@ -11,6 +11,7 @@
 // with no other invocation touching it, whatever T is (prefill and decode, T = 1, run the same code), and a
 // recorded program replays with the state it finds. Arithmetic fp32; storage type for x, w, bias and out.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -35,18 +36,18 @@ layout(push_constant) uniform Params {
 void main() {
   for (uint c = gl_WorkGroupID.x * WG + gl_LocalInvocationIndex; c < p.C; c += gl_NumWorkGroups.x * WG) {
     float wk[K];
-    for (uint j = 0; j < K; ++j) wk[j] = float(w[c * K + j]);
+    [[unroll]] for (uint j = 0; j < K; ++j) wk[j] = float(w[c * K + j]);
     // win[j]: input t - (K-1) + j for the row t about to be computed (j < K-1).
     float win[K];
-    for (uint j = 0; j + 1 < K; ++j) win[j] = state[j * p.C + c];
+    [[unroll]] for (uint j = 0; j + 1 < K; ++j) win[j] = state[j * p.C + c];
     const float b = p.has_bias != 0 ? float(bias[c]) : 0.0;
     for (uint t = 0; t < p.T; ++t) {
       win[K - 1] = float(x[p.x_off + t * p.x_stride + c]);
       float acc = b;
-      for (uint j = 0; j < K; ++j) acc += wk[j] * win[j];
+      [[unroll]] for (uint j = 0; j < K; ++j) acc += wk[j] * win[j];
       y[t * p.C + c] = STYPE(p.silu != 0 ? acc / (1.0 + exp(-acc)) : acc);
-      for (uint j = 0; j + 1 < K; ++j) win[j] = win[j + 1];
+      [[unroll]] for (uint j = 0; j + 1 < K; ++j) win[j] = win[j + 1];
     }
-    for (uint j = 0; j + 1 < K; ++j) state[j * p.C + c] = win[j];
+    [[unroll]] for (uint j = 0; j + 1 < K; ++j) state[j * p.C + c] = win[j];
   }
 }

@@ -21,6 +21,7 @@
 // inside its dispatch; the passes are separate dispatches (the program's barriers order them), and no pass reads
 // scratch a previous pass of the same call did not write, so a recorded program replays. fp32 arithmetic.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -65,36 +66,36 @@ void main() {
   for (uint k = gl_WorkGroupID.y; k < rows_of_k; k += gl_NumWorkGroups.y)
     for (uint c = gl_WorkGroupID.x * WG + gl_LocalInvocationIndex; c < p.C; c += gl_NumWorkGroups.x * WG) {
       float A[S], hs[S];
-      for (uint s = 0; s < S; ++s) A[s] = -exp(a_log[c * S + s]);
+      [[unroll]] for (uint s = 0; s < S; ++s) A[s] = -exp(a_log[c * S + s]);
       if (p.mode == 2) {
-        for (uint s = 0; s < S; ++s) hs[s] = h[c * S + s];
+        [[unroll]] for (uint s = 0; s < S; ++s) hs[s] = h[c * S + s];
         for (uint j = 0; j < p.chunks; ++j) {
           const float sd = scratch[sums + j * p.C + c];
           const uint base = (j * p.C + c) * S;
-          for (uint s = 0; s < S; ++s) {
+          [[unroll]] for (uint s = 0; s < S; ++s) {
             const float end = scratch[base + s];
             scratch[base + s] = hs[s];
             hs[s] = exp(sd * A[s]) * hs[s] + end;
           }
         }
-        for (uint s = 0; s < S; ++s) h[c * S + s] = hs[s];
+        [[unroll]] for (uint s = 0; s < S; ++s) h[c * S + s] = hs[s];
         continue;
       }
       const uint t0 = p.mode == 0 ? 0 : k * p.L, t1 = p.mode == 0 ? p.T : min(p.T, t0 + p.L);
       const uint sbase = (k * p.C + c) * S;
       if (p.mode == 0)
-        for (uint s = 0; s < S; ++s) hs[s] = h[c * S + s];
+        [[unroll]] for (uint s = 0; s < S; ++s) hs[s] = h[c * S + s];
       else if (p.mode == 1)
-        for (uint s = 0; s < S; ++s) hs[s] = 0.0;
+        [[unroll]] for (uint s = 0; s < S; ++s) hs[s] = 0.0;
       else
-        for (uint s = 0; s < S; ++s) hs[s] = scratch[sbase + s];
+        [[unroll]] for (uint s = 0; s < S; ++s) hs[s] = scratch[sbase + s];
       float sd = 0.0;
       if (p.mode == 1) {  // end state and delta sum only: no Cm, D or z
         for (uint t = t0; t < t1; ++t) {
           const float x = float(u[t * p.C + c]), d = softplus(float(draw[t * p.C + c])), dx = d * x;
           sd += d;
           const uint b0 = t * p.bc_stride + p.b_off;
-          for (uint s = 0; s < S; ++s) hs[s] = exp(d * A[s]) * hs[s] + dx * float(bc[b0 + s]);
+          [[unroll]] for (uint s = 0; s < S; ++s) hs[s] = exp(d * A[s]) * hs[s] + dx * float(bc[b0 + s]);
         }
       } else {
         const float Dc = dskip[c];
@@ -102,7 +103,7 @@ void main() {
           const float x = float(u[t * p.C + c]), d = softplus(float(draw[t * p.C + c])), dx = d * x;
           const uint b0 = t * p.bc_stride + p.b_off, c0 = t * p.bc_stride + p.c_off;
           float acc = Dc * x;
-          for (uint s = 0; s < S; ++s) {
+          [[unroll]] for (uint s = 0; s < S; ++s) {
             hs[s] = exp(d * A[s]) * hs[s] + dx * float(bc[b0 + s]);
             acc += float(bc[c0 + s]) * hs[s];
           }
@@ -115,9 +116,9 @@ void main() {
         }
       }
       if (p.mode == 0)
-        for (uint s = 0; s < S; ++s) h[c * S + s] = hs[s];
+        [[unroll]] for (uint s = 0; s < S; ++s) h[c * S + s] = hs[s];
       else if (p.mode == 1) {
-        for (uint s = 0; s < S; ++s) scratch[sbase + s] = hs[s];
+        [[unroll]] for (uint s = 0; s < S; ++s) scratch[sbase + s] = hs[s];
         scratch[sums + k * p.C + c] = sd;
       }
     }
