@@ -11,13 +11,14 @@ using namespace op_detail;
 
 struct Conv1dStateCaseParams {
   uint32_t T = 1, C = 0, K = 4;
-  uint32_t steps = 0;     // one-row decode steps recorded after the T-row call (state carried), checked against
-                          // one reference call of T + steps rows
-  bool zx = true;         // x read from [x | z] rows (stride 2C + 3, offset 5) instead of dense rows
-  bool bias = true;       // conv bias
-  bool silu = true;       // SiLU fused
-  bool fresh = false;     // zero starting state (a new sequence) instead of a random one
-  uint32_t wg_limit = 0;  // capped workgroup count (the grid-stride loop over channels); 0 = the device's
+  uint32_t steps = 0;  // one-row decode steps recorded after the T-row call (state carried), checked against
+                       // one reference call of T + steps rows
+  bool zx = true;      // x read from [x | z] rows (stride 2C + 3, offset 5) instead of dense rows
+  bool bias = true;    // conv bias
+  bool silu = true;    // SiLU fused
+  bool fresh = false;  // zero starting state (a new sequence) instead of a random one
+  uint32_t block = 0;  // Conv1dStateParams::rows_per_block (0: the kernel's choice)
+  uint32_t wg_limit_x = 0, wg_limit_y = 0;  // capped workgroup counts (grid-stride loops); 0 = the device's
 };
 
 class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCaseParams> {
@@ -31,7 +32,8 @@ class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCasePara
     if (!p.bias) s += " no-bias";
     if (!p.silu) s += " no-silu";
     if (p.fresh) s += " fresh";
-    s += wg_limit_name(p.wg_limit, 0);
+    if (p.block) s += strf(" block=%u", p.block);
+    s += wg_limit_name(p.wg_limit_x, p.wg_limit_y);
     return s;
   }
 
@@ -76,8 +78,8 @@ class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCasePara
     pr.prog = std::make_unique<Program>(dev, "op case conv1d_state", pr.timestamps);
     const BufferRange bias_range = p.bias ? a.range(bo, bb) : BufferRange{};
     Conv1dStateParams cp;
-    cp.C = C, cp.x_stride = stride, cp.silu = p.silu;
-    kernel.limit_workgroups_for_testing(p.wg_limit);
+    cp.C = C, cp.x_stride = stride, cp.silu = p.silu, cp.rows_per_block = p.block;
+    kernel.limit_workgroups_for_testing(p.wg_limit_x, p.wg_limit_y);
     for (uint32_t i = 0; i <= p.steps; ++i) {
       cp.T = i == 0 ? p.T : 1;
       cp.x_offset = xoff + (i == 0 ? 0 : p.T + i - 1) * stride;
@@ -85,7 +87,7 @@ class Conv1dStateCase final : public CaseOf<Conv1dStateCase, Conv1dStateCasePara
       kernel.record(*pr.prog, cp, a.range(xo, xb), a.range(wo, wb), bias_range, a.range(so, sb),
                     a.range(r.off, r.n * es));
     }
-    kernel.limit_workgroups_for_testing(0);
+    kernel.limit_workgroups_for_testing(0, 0);
     pr.detail = strf("wg=%u", kernel.workgroup_size());
     pr.bytes = uint64_t(rows) * C * es * 2 + (w.size() + bias.size()) * es + 2 * sb;
     pr.flops = double(rows) * C * (2.0 * K + (p.silu ? 4 : 0));
@@ -124,7 +126,13 @@ OpCases conv1d_state_cases(OpMode mode) {
   b.add(c);
   b.add(conv(6, 19, 2));  // another width
   c = conv(4, 200);
-  c.wg_limit = 1;  // one workgroup strides over the 200 channels
+  c.wg_limit_x = 1;  // one workgroup strides over the 200 channels
+  b.add(c);
+  c = conv(13, 70);
+  c.block = 3, c.steps = 2;  // 5 blocks of 3 (= K - 1: the blocks after the first read all their window from x)
+  b.add(c);
+  c = conv(70, 33);  // the kernel's choice: 3 blocks of 32; grid-stride loop over 2 y workgroups
+  c.wg_limit_y = 2;
   b.add(c);
   return b.take();
 }

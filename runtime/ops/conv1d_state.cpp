@@ -7,9 +7,11 @@ namespace diffvk {
 
 namespace {
 struct ConvPush {
-  uint32_t T, C, x_stride, x_off, has_bias, silu;
+  uint32_t T, C, x_stride, x_off, has_bias, silu, L, blocks;
 };
 }  // namespace
+
+uint32_t conv1d_rows_per_block(uint32_t T) { return T <= 64 ? T : 32; }
 
 Conv1dStateKernel::Conv1dStateKernel(Device& device, KernelOptions o, uint32_t K) : device_(device), K_(K) {
   if (K < 2 || K > kMaxWidth)
@@ -33,9 +35,15 @@ void Conv1dStateKernel::record(Program& program, const Conv1dStateParams& p, Buf
   if (x.size < x_elems * es || w.size < uint64_t(p.C) * K_ * es || (has_bias && bias.size < uint64_t(p.C) * es) ||
       state.size < uint64_t(K_ - 1) * p.C * 4 || out.size < uint64_t(p.T) * p.C * es)
     throw Error(Status::invalid_argument, "conv1d_state: buffer too small for the shape");
-  ConvPush push{p.T, p.C, uint32_t(stride), p.x_offset, has_bias ? 1u : 0u, p.silu ? 1u : 0u};
-  auto grid = elementwise_grid(device_.caps(), p.C, wg_, 1);
-  if (test_limit_) grid[0] = std::min(grid[0], test_limit_);
+  const uint32_t L = std::min(p.T, p.rows_per_block ? p.rows_per_block : conv1d_rows_per_block(p.T));
+  if (L < p.T && L < K_ - 1)
+    throw Error(Status::invalid_argument, "conv1d_state: rows_per_block " + std::to_string(L) +
+                                              " below K - 1 (the blocks after the first read K - 1 rows before them)");
+  const uint32_t blocks = (p.T + L - 1) / L;
+  ConvPush push{p.T, p.C, uint32_t(stride), p.x_offset, has_bias ? 1u : 0u, p.silu ? 1u : 0u, L, blocks};
+  auto grid = elementwise_grid(device_.caps(), p.C, wg_, blocks);
+  if (test_limit_[0]) grid[0] = std::min(grid[0], test_limit_[0]);
+  if (test_limit_[1]) grid[1] = std::min(grid[1], test_limit_[1]);
   program.dispatch(*pipeline_,
                    {{x, Access::read},
                     {w, Access::read},

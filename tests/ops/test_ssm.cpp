@@ -20,6 +20,14 @@ TEST_CASE("conv1d_state: case table fp16") { test::run_op_table("conv1d_state", 
 TEST_CASE("selective_scan: case table fp32") { test::run_op_table("selective_scan", Precision::fp32); }
 TEST_CASE("selective_scan: case table fp16") { test::run_op_table("selective_scan", Precision::fp16); }
 
+TEST_CASE("conv1d_state: rows per block") {
+  CHECK(conv1d_rows_per_block(1) == 1);
+  CHECK(conv1d_rows_per_block(64) == 64);
+  CHECK(conv1d_rows_per_block(65) == 32);
+  CHECK(conv1d_rows_per_block(512) == 32);
+  CHECK(conv1d_rows_per_block(512) >= Conv1dStateKernel::kMaxWidth - 1);
+}
+
 TEST_CASE("selective_scan: chunk choice") {
   CHECK(choose_scan_chunk(1) == 0);
   CHECK(choose_scan_chunk(32) == 0);
@@ -62,6 +70,12 @@ TEST_CASE("conv1d_state: bad arguments throw invalid_argument") {
   p = good, p.x_stride = 15;  // rows overlap
   CHECK(status(p, big, big) == Status::invalid_argument);
   CHECK(status(good, small, big) == Status::invalid_argument);  // x too small for 3 rows of stride 32
+  p = good, p.rows_per_block = 2;  // blocks after the first would read the state the first one writes
+  CHECK(status(p, big, big) == Status::invalid_argument);
+  p.rows_per_block = 3;
+  CHECK(status(p, big, big) == Status::ok);
+  p.T = 2, p.rows_per_block = 1;  // blocks of 1 < K - 1
+  CHECK(status(p, big, big) == Status::invalid_argument);
   p = good, p.C = 8;
   CHECK(status(p, big, small) == Status::invalid_argument);  // state 3 x 8 float32 = 96 bytes > 64
   p.C = 4;
