@@ -65,6 +65,8 @@ Check compare(const std::string& against, const std::vector<float>& got, const s
   return c;
 }
 
+double scan_tolerance_factor(uint32_t T) { return std::max(1.0, double(T) / 256.0); }
+
 std::vector<double> cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const HostTensor& subln,
                             const AttnCall& c, uint32_t D, uint32_t i, uint32_t h) {
   // The one float64 reference (runtime/reference/), on the cache layout [Hkv][capacity][2D].

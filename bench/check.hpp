@@ -49,6 +49,10 @@ struct Check {
 Check compare(const std::string& against, const std::vector<float>& got, const std::vector<double>& ref, bool fp16,
               double factor);
 
+// The selective scan's factor on the one-kernel tolerance for a call of T rows (docs/maths.md "How close is
+// close enough": the state's rounding errors accumulate along the rows): max(1, T / 256).
+double scan_tolerance_factor(uint32_t T);
+
 // Double-precision differential attention + head norm for one (query row i, head h) of the KV caches
 // kc, vc ([Hkv][capacity][2D]): the float64 reference's row (reference/diff_attn_ref.hpp) and head norm.
 std::vector<double> cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const HostTensor& subln,

@@ -8,6 +8,8 @@
   OP(linear_row)             \
   OP(head_rmsnorm)           \
   OP(silu_mul)               \
+  OP(conv1d_state)           \
+  OP(selective_scan)         \
   OP(embed)                  \
   OP(rope_kv)                \
   OP(kv_shift)               \

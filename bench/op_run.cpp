@@ -38,7 +38,7 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   p.prog->run();
   p.arena.buf->download(p.out_off, first.data(), first.size());
   const std::vector<float> got = p.extract(first, out.padding_changed);
-  out.check = compare("float64 reference", got, p.expect, dev_.fp16(), 1.0);
+  out.check = compare("float64 reference", got, p.expect, dev_.fp16(), p.tolerance);
   p.reset();
   p.prog->run();  // a replayed program must give identical bits
   p.arena.buf->download(p.out_off, again.data(), again.size());

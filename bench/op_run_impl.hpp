@@ -74,6 +74,9 @@ struct Prepared {
   // padding elements that no longer hold the poison.
   std::function<std::vector<float>(const std::vector<uint8_t>&, size_t&)> extract;
   std::vector<double> expect;
+  // The one-kernel tolerance's factor (bench::compare): 1 for every op but those whose docs/maths.md row allows
+  // more (the selective scan: bench::scan_tolerance_factor).
+  double tolerance = 1.0;
   uint64_t bytes = 0;
   double flops = 0;
   std::string detail;
@@ -167,6 +170,29 @@ inline void dense_output(Prepared& p, VkDeviceSize off, VkDeviceSize bytes, size
   p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
     std::vector<float> got(n);
     for (size_t i = 0; i < n; ++i) got[i] = value_at(b, i, es);
+    return got;
+  };
+}
+
+// Several outputs of one case, each checked: n elements of es bytes at off (a float32 state: es = 4 in both
+// precisions). They lie in one span of the arena, in this order; the span is poisoned before each run, then
+// `after_poison` (the in/out states' initial values) runs, and the whole span must replay bit for bit.
+struct OutputRegion {
+  VkDeviceSize off = 0;
+  size_t n = 0, es = 4;
+};
+inline void output_regions(Prepared& p, const std::vector<OutputRegion>& regions, std::function<void()> after_poison) {
+  Buffer* buf = p.arena.buf.get();
+  const VkDeviceSize first = regions.front().off, end = regions.back().off + regions.back().n * regions.back().es;
+  p.reset = [=] {
+    buf->fill(first, (end - first + 3) / 4 * 4, kPoison);  // the arena rounds every range up
+    if (after_poison) after_poison();
+  };
+  p.out_off = first, p.out_bytes = end - first;
+  p.extract = [=](const std::vector<uint8_t>& b, size_t&) {
+    std::vector<float> got;
+    for (const OutputRegion& r : regions)
+      for (size_t i = 0; i < r.n; ++i) got.push_back(value_at(b, (r.off - first) / r.es + i, r.es));
     return got;
   };
 }

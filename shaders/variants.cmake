@@ -24,6 +24,8 @@ diffvk_shader(attn_probs          core  glslc    fp16,fp32  0,1      attn_probs.
   "the two causal softmaxes of one layer's heads, materialised (attn-map, Session::attention_maps)")
 diffvk_shader(combine_norm        core  glslc    fp16,fp32  0,1      combine_norm.comp              -
   "O1 - lambda*O2 and the headwise RMSNorm (the second pass of the two-pass attention)")
+diffvk_shader(conv1d_state        core  glslc    fp16,fp32  0        conv1d_state.comp              -
+  "Mamba-1 causal depthwise conv1d with its rolling fp32 state, SiLU fused (prefill and decode)")
 diffvk_shader(diff_attn           core  glslc    fp16,fp32  0,1      attn.comp                      NSM=2
   "fused differential attention (prefill, unsplit calls): two softmaxes, then the headwise RMSNorm")
 diffvk_shader(diff_attn_split     core  glslc    fp16,fp32  0,1      attn.comp                      NSM=2,DVK_SPLIT=1
@@ -60,6 +62,8 @@ diffvk_shader(rope_kv             core  glslc    fp16,fp32  0        rope_kv.com
   "RoPE of the fused QKV projection and the KV-cache append")
 diffvk_shader(sample_topk         core  glslc    fp16,fp32  0        sample_topk.comp               -
   "device sampling of one logits row: greedy or top-k")
+diffvk_shader(selective_scan      core  glslc    fp16,fp32  0        selective_scan.comp            -
+  "Mamba-1 selective scan: one-dispatch decode, chunked parallel prefill (chunk, carry, final passes)")
 diffvk_shader(silu_mul            core  glslc    fp16,fp32  0        silu_mul.comp                  -
   "SwiGLU gate: silu(gate) * up")
 diffvk_shader(diff_attn_coopmat   core  prebuilt fp16       0        coopmat/diff_attn_coopmat.comp -

@@ -123,9 +123,10 @@ Runner register_bench(CLI::App& app) {
       "768), "
       "(768, 2304), (2048, 768), (2048, 2048), (4096, 4096) x weights f16, q8_0, q4_0; each row checked, then timed "
       "(GFLOP/s, fraction of the FMA ceiling)");
-  cmd->add_option("--op", o.op,
-                  "with --ops (implied): only this op's rows (linear, linear_row, head_rmsnorm, silu_mul, embed, "
-                  "rope_kv, kv_shift, diff_attn, diff_v2_attn, attn_probs)");
+  cmd->add_option(
+      "--op", o.op,
+      "with --ops (implied): only this op's rows (linear, linear_row, head_rmsnorm, silu_mul, conv1d_state, "
+      "selective_scan, embed, rope_kv, kv_shift, diff_attn, diff_v2_attn, attn_probs)");
   cmd->add_option("--model", o.model_dir,
                   "benchmark a whole model instead: prefill and decode tokens/s and decode's fraction "
                   "of the weight-streaming bound (weight bytes per token / measured copy bandwidth)")

@@ -5,6 +5,8 @@
 //  - a linear kernel that accumulates in fp16 instead of fp32 (fp16-storage bound);
 //  - online softmax that skips rescaling the accumulator when the running maximum grows (fp32 bound);
 //  - a split-K attention merge that drops one split (fp32 bound);
+//  - the chunked selective scan (shaders/selective_scan.comp's passes, in float): a carry that forgets the earlier
+//    chunks' decay, and a state kept in fp16 between chunks (fp32 bound with the scan's factor);
 //  - the op case tables (bench/op_cases.hpp): a wrong value and an op that writes nothing fail
 //    the table's check on the GPU, for the first case of every op with a table.
 #include <doctest/doctest.h>
@@ -13,9 +15,11 @@
 #include <random>
 #include <vector>
 
+#include "bench/check.hpp"
 #include "bench/op_cases.hpp"
 #include "gpu_test.hpp"
 #include "io/half.hpp"
+#include "reference/ssm_ref.hpp"
 
 using namespace diffvk;
 
@@ -168,4 +172,84 @@ TEST_CASE("tolerances: a planted fault fails the check of every op case table") 
     CHECK_FALSE(none.check.ok);
     CHECK(none.check.nonfinite > 0);
   }
+}
+
+namespace {
+enum class ScanFault { none, carry_without_decay, fp16_state };
+// The chunked selective scan in float, pass by pass as shaders/selective_scan.comp runs it (no gate): each chunk's
+// end state from zero and its delta sum, the carry, the rerun from each chunk's initial state. Returns y, then h.
+std::vector<double> chunked_scan(const std::vector<double>& u, const std::vector<double>& dr,
+                                 const std::vector<double>& a_log, const std::vector<double>& B,
+                                 const std::vector<double>& Cm, const std::vector<double>& D,
+                                 const std::vector<double>& h0, int T, int C, int S, int L, ScanFault fault) {
+  const int chunks = (T + L - 1) / L;
+  std::vector<double> y(size_t(T) * C), h_end(size_t(C) * S);
+  for (int c = 0; c < C; ++c) {
+    std::vector<float> A(S), hc(S), hin(size_t(chunks) * S), end(size_t(chunks) * S), sum(chunks, 0.0f);
+    for (int s = 0; s < S; ++s) A[s] = -std::exp(float(a_log[size_t(c) * S + s]));
+    auto walk = [&](int k, std::vector<float>& hs, bool emit) {
+      for (int t = k * L; t < std::min(T, (k + 1) * L); ++t) {
+        const float x = float(u[size_t(t) * C + c]), d = float(ref::softplus(dr[size_t(t) * C + c]));
+        float acc = float(D[c]) * x;
+        sum[k] += d;
+        for (int s = 0; s < S; ++s) {
+          hs[s] = std::exp(d * A[s]) * hs[s] + d * x * float(B[size_t(t) * S + s]);
+          acc += float(Cm[size_t(t) * S + s]) * hs[s];
+        }
+        if (emit) y[size_t(t) * C + c] = acc;
+      }
+    };
+    for (int k = 0; k < chunks; ++k) {
+      std::vector<float> hs(S, 0.0f);
+      walk(k, hs, false);
+      for (int s = 0; s < S; ++s) end[size_t(k) * S + s] = hs[s];
+    }
+    for (int s = 0; s < S; ++s) hc[s] = float(h0[size_t(c) * S + s]);
+    for (int k = 0; k < chunks; ++k)
+      for (int s = 0; s < S; ++s) {
+        hin[size_t(k) * S + s] = fault == ScanFault::fp16_state ? h(hc[s]) : hc[s];
+        const float decay = fault == ScanFault::carry_without_decay ? 1.0f : std::exp(A[s] * sum[k]);
+        hc[s] = decay * hin[size_t(k) * S + s] + end[size_t(k) * S + s];
+      }
+    for (int s = 0; s < S; ++s) h_end[size_t(c) * S + s] = hc[s];
+    for (int k = 0; k < chunks; ++k) {
+      std::vector<float> hs(hin.begin() + size_t(k) * S, hin.begin() + size_t(k + 1) * S);
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      walk(k, hs, true);
+    }
+  }
+  y.insert(y.end(), h_end.begin(), h_end.end());
+  return y;
+}
+}  // namespace
+
+TEST_CASE("tolerances: a chunked scan with a faulty carry or an fp16 state fails the fp32 bound") {
+  const int T = 256, C = 8, S = 16, L = 32;
+  std::mt19937_64 rng(41);
+  auto uni = [&](size_t n, double lo, double hi) {
+    std::uniform_real_distribution<double> d(lo, hi);
+    std::vector<double> v(n);
+    for (auto& x : v) x = double(float(d(rng)));
+    return v;
+  };
+  const auto u = uni(size_t(T) * C, -2, 2), dr = uni(size_t(T) * C, -6, 1), B = uni(size_t(T) * S, -1, 1),
+             Cm = uni(size_t(T) * S, -1, 1), D = uni(C, -1, 1), h0 = uni(size_t(C) * S, -1, 1);
+  auto a_log = uni(size_t(C) * S, 1, 16);
+  for (double& v : a_log) v = double(float(std::log(v)));
+  std::vector<double> h = h0;
+  const ref::ScanResult r = ref::selective_scan(u, dr, a_log, B, Cm, D, nullptr, T, C, S, h);
+  std::vector<double> expect = r.y;
+  expect.insert(expect.end(), h.begin(), h.end());
+  const double factor = bench::scan_tolerance_factor(T);
+  auto check = [&](ScanFault f) {
+    const auto got = chunked_scan(u, dr, a_log, B, Cm, D, h0, T, C, S, L, f);
+    return bench::compare("float64 reference", std::vector<float>(got.begin(), got.end()), expect, false, factor);
+  };
+  const bench::Check good = check(ScanFault::none), no_decay = check(ScanFault::carry_without_decay),
+                     f16 = check(ScanFault::fp16_state);
+  INFO("correct: max_abs " << good.max_abs << " of max|ref| " << good.max_ref << "; carry without decay: max_abs "
+                           << no_decay.max_abs << "; fp16 state: max_abs " << f16.max_abs);
+  CHECK(good.ok);
+  CHECK_FALSE(no_decay.ok);
+  CHECK_FALSE(f16.ok);
 }

@@ -1,0 +1,56 @@
+#include "ops/conv1d_state.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace diffvk {
+
+namespace {
+struct ConvPush {
+  uint32_t T, C, x_stride, x_off, has_bias, silu, L, blocks;
+};
+}  // namespace
+
+uint32_t conv1d_rows_per_block(uint32_t T) { return T <= 64 ? T : 32; }
+
+Conv1dStateKernel::Conv1dStateKernel(Device& device, KernelOptions o, uint32_t K) : device_(device), K_(K) {
+  if (K < 2 || K > kMaxWidth)
+    throw Error(Status::invalid_argument,
+                "conv1d_state: kernel width " + std::to_string(K) + " outside 2.." + std::to_string(kMaxWidth));
+  wg_ = pick_pow2_workgroup(device.caps(), 64);
+  pipeline_ =
+      std::make_unique<Pipeline>(device, PipelineDesc{"conv1d_state", 5, sizeof(ConvPush), {wg_, K}, false, o.fp16});
+}
+
+void Conv1dStateKernel::record(Program& program, const Conv1dStateParams& p, BufferRange x, BufferRange w,
+                               BufferRange bias, BufferRange state, BufferRange out) const {
+  const uint64_t es = storage_bytes(pipeline_->desc().fp16);
+  const uint64_t stride = p.x_stride ? p.x_stride : p.C;
+  if (p.T == 0 || p.C == 0) throw Error(Status::invalid_argument, "conv1d_state: zero size");
+  if (stride < p.C) throw Error(Status::invalid_argument, "conv1d_state: x_stride smaller than C");
+  const uint64_t x_elems = p.x_offset + (uint64_t(p.T) - 1) * stride + p.C;
+  if (x_elems > UINT32_MAX || uint64_t(p.T) * p.C > UINT32_MAX)
+    throw Error(Status::invalid_argument, "conv1d_state: more than 2^32 elements");
+  const bool has_bias = bias.buffer != VK_NULL_HANDLE;
+  if (x.size < x_elems * es || w.size < uint64_t(p.C) * K_ * es || (has_bias && bias.size < uint64_t(p.C) * es) ||
+      state.size < uint64_t(K_ - 1) * p.C * 4 || out.size < uint64_t(p.T) * p.C * es)
+    throw Error(Status::invalid_argument, "conv1d_state: buffer too small for the shape");
+  const uint32_t L = std::min(p.T, p.rows_per_block ? p.rows_per_block : conv1d_rows_per_block(p.T));
+  if (L < p.T && L < K_ - 1)
+    throw Error(Status::invalid_argument, "conv1d_state: rows_per_block " + std::to_string(L) +
+                                              " below K - 1 (the blocks after the first read K - 1 rows before them)");
+  const uint32_t blocks = (p.T + L - 1) / L;
+  ConvPush push{p.T, p.C, uint32_t(stride), p.x_offset, has_bias ? 1u : 0u, p.silu ? 1u : 0u, L, blocks};
+  auto grid = elementwise_grid(device_.caps(), p.C, wg_, blocks);
+  if (test_limit_[0]) grid[0] = std::min(grid[0], test_limit_[0]);
+  if (test_limit_[1]) grid[1] = std::min(grid[1], test_limit_[1]);
+  program.dispatch(*pipeline_,
+                   {{x, Access::read},
+                    {w, Access::read},
+                    {has_bias ? bias : device_.zero_range(), Access::read},
+                    {state, Access::read_write},
+                    {out, Access::write}},
+                   &push, sizeof push, grid, "conv1d_state");
+}
+
+}  // namespace diffvk
