@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_run.hpp"
+#include "diffvk/diffvk.h"
 #include "diffvk/gguf.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
@@ -473,6 +474,20 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   auto [s2, m2] = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });
   CHECK(s2 == Status::format_error);
   CHECK_MESSAGE(m2.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, m2);
+
+  // The C ABI (and Java, which calls it): DIFFVK_UNSUPPORTED with the same message, no model.
+  diffvk_context_options opt;
+  diffvk_context_default_options(&opt);
+  opt.validation = 1;
+  diffvk_context* c = nullptr;
+  REQUIRE(diffvk_context_create(&opt, &c) == DIFFVK_OK);
+  for (const std::string& path : {kFixture, gguf}) {
+    diffvk_model* m = nullptr;
+    CHECK(diffvk_model_load(c, path.c_str(), &m) == DIFFVK_UNSUPPORTED);
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(std::string(diffvk_last_error()).find(not_built) != std::string::npos, diffvk_last_error());
+  }
+  CHECK(diffvk_context_destroy(c) == DIFFVK_OK);
 }
 
 TEST_CASE("phi4flash checkpoint: diffvk quantize writes a .gguf, diffvk run refuses it clearly") {
