@@ -20,7 +20,8 @@ struct QuantizeReport {
 };
 
 // Reads the checkpoint in `model_dir` (native or Hugging Face DiffLlama, as Model::load does) and writes
-// `out_path` atomically: a GGUF v3 file of architecture "diffllama" with the linear weights in `kind`.
+// `out_path` atomically: a GGUF v3 file of architecture "diffllama" with the linear weights in `kind`. A
+// Phi-4-mini-flash checkpoint (model_type "phi4flash", or a phi4flash .gguf) becomes architecture "phi4flash".
 // io_error / format_error from the checkpoint; io_error when the file cannot be written.
 QuantizeReport quantize_model(const std::string& model_dir, const std::string& out_path, QuantKind kind);
 

@@ -3,6 +3,8 @@
 //  - native (docs/maths.md names, model.safetensors): runtime/model/checkpoint_native.cpp;
 //  - Hugging Face DiffLlama (model_type "diffllama", single or sharded safetensors):
 //    runtime/model/hf_loader.cpp maps the names and permutes rows into the runtime's head layout.
+// Phi-4-mini-flash (model_type "phi4flash") has its own structure: model/phi4flash_checkpoint.hpp; open_checkpoint
+// reads and verifies one, then refuses it (no forward graph yet).
 #pragma once
 #include <array>
 #include <memory>

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "model/checkpoint.hpp"
+#include "model/phi4flash_checkpoint.hpp"
 #include "platform.hpp"
 
 namespace diffvk {
@@ -17,6 +18,8 @@ ModelConfig read_model_config(const std::string& dir) {
 
 Checkpoint open_checkpoint(const std::string& dir) {
   if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) return open_gguf_checkpoint(dir);
+  // Phi-4-mini-flash: read and verified, then refused (no forward graph yet).
+  if (is_phi4flash_path(dir)) refuse_phi4flash(open_phi4flash_checkpoint(dir), dir);
   ModelConfig c = read_model_config(dir);
   if (c.format == "diffllama") return open_hf_checkpoint(dir, std::move(c));
   return open_native_checkpoint(dir, std::move(c));

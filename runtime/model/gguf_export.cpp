@@ -12,6 +12,7 @@
 #include "io/quant.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
+#include "model/phi4flash_checkpoint.hpp"
 #include "platform.hpp"
 
 namespace diffvk {
@@ -57,7 +58,9 @@ struct Exporter {
   // Rows [row0, row0 + rows) of `src` as one tensor named `name` of type `type`: 2-D {cols, rows} for a
   // matrix, 1-D for a vector (a norm: `cols` == 1). A quantized type on a width that is not a multiple
   // of 32 becomes F16 (logged, and listed in the report).
-  void tensor(const std::string& name, const WeightSource& src, uint64_t row0, uint64_t rows, GgmlType type) {
+  // `shape` (row-major, phi4flash's table): the tensor's dims instead of the vector/matrix rule above.
+  void tensor(const std::string& name, const WeightSource& src, uint64_t row0, uint64_t rows, GgmlType type,
+              const std::vector<int64_t>* shape = nullptr) {
     const uint64_t cols = src.cols;
     const bool vec = cols == 1;
     if ((type == GgmlType::q8_0 || type == GgmlType::q4_0) && cols % 32 != 0) {
@@ -85,7 +88,9 @@ struct Exporter {
       const QuantType qt = type == GgmlType::q8_0 ? QuantType::q8_0 : QuantType::q4_0;
       for (uint64_t i = 0; i < n; ++i) quantize_row(qt, f.data() + i * cols, cols, dst + i * row_bytes);
     }
-    if (vec) {
+    if (shape) {
+      w.add_tensor(name, std::vector<uint64_t>(shape->rbegin(), shape->rend()), type, std::move(data));
+    } else if (vec) {
       w.add_tensor(name, {rows}, type, std::move(data));
     } else {
       w.add_tensor(name, {cols, rows}, type, std::move(data));
@@ -109,9 +114,65 @@ std::string basename_of(std::string dir) {
   return s == std::string::npos ? dir : dir.substr(s + 1);
 }
 
+// A phi4flash checkpoint (safetensors or GGUF) to a GGUF file of architecture "phi4flash" (docs/gguf.md).
+QuantizeReport quantize_phi4flash(const std::string& model_dir, const std::string& out_path, QuantKind kind) {
+  const bool from_gguf = model_dir.size() > 5 && model_dir.compare(model_dir.size() - 5, 5, ".gguf") == 0;
+  Phi4FlashCheckpoint ck = from_gguf ? open_phi4flash_gguf(model_dir) : open_phi4flash_checkpoint(model_dir);
+  const Phi4FlashConfig& c = ck.config;
+  QuantizeReport report;
+  GgufWriter w;
+  const std::string arch = "phi4flash", a = arch + ".";
+  w.add_string("general.architecture", arch);
+  w.add_string("general.name", basename_of(model_dir));
+  w.add_u32("general.file_type", file_type(kind));
+  w.add_u32("general.quantization_version", 2);
+  w.add_u32(a + "vocab_size", c.vocab_size);
+  w.add_u32(a + "context_length", c.max_position_embeddings);
+  w.add_u32(a + "embedding_length", c.hidden_size);
+  w.add_u32(a + "block_count", c.num_layers);
+  w.add_u32(a + "feed_forward_length", c.intermediate_size);
+  w.add_u32(a + "attention.head_count", c.num_attention_heads);  // query heads of head_dim (2 per differential head)
+  w.add_u32(a + "attention.head_count_kv", c.num_key_value_heads);
+  w.add_u32(a + "attention.key_length", c.head_dim);
+  w.add_u32(a + "attention.value_length", c.head_dim);
+  w.add_u32(a + "attention.sliding_window", c.sliding_window);
+  w.add_f32(a + "attention.layer_norm_epsilon", float(c.layer_norm_eps));
+  w.add_u32(a + "ssm.conv_kernel", c.mamba_d_conv);
+  w.add_u32(a + "ssm.inner_size", c.d_inner());
+  w.add_u32(a + "ssm.state_size", c.mamba_d_state);
+  w.add_u32(a + "ssm.time_step_rank", c.mamba_dt_rank);
+  // The tokenizer, as for diffllama: the one Tokenizer::load(model_dir) uses (config.json alone is not a bytes
+  // tokenizer here: "none").
+  std::string why;
+  GgufTokenIds tok;
+  if (ck.gguf ? !copy_gguf_tokenizer(w, *ck.gguf, &tok, &why)
+              : !add_gguf_tokenizer(w, model_dir, "none", int32_t(c.bos_token_id), int32_t(c.eos_token_id), &tok, &why))
+    platform::log(platform::LogLevel::warn, "quantize: the tokenizer of " + model_dir + " is not exported: " + why);
+  if (tok.bos != c.bos_token_id || tok.eos != c.eos_token_id) {
+    w.add_i32(a + "bos_token_id", int32_t(c.bos_token_id));
+    w.add_i32(a + "eos_token_id", int32_t(c.eos_token_id));
+  }
+  const GgmlType lin = ggml_of(kind), head = kind == QuantKind::q4_0 ? GgmlType::q8_0 : lin;
+  Exporter x{w, report};
+  for (const Phi4FlashTensor& t : phi4flash_tensors(c)) {
+    const GgmlType type = t.store == Phi4FlashStore::f32    ? GgmlType::f32
+                          : t.store == Phi4FlashStore::f16  ? GgmlType::f16
+                          : t.store == Phi4FlashStore::head ? head
+                                                            : lin;
+    const WeightSource& src = t.source(ck);
+    x.tensor(t.gguf, src, 0, src.rows(), type, &t.shape);
+    release_source(src);
+  }
+  const std::vector<uint8_t> bytes = w.bytes();
+  platform::write_file_atomic(out_path, bytes.data(), bytes.size());
+  report.file_bytes = bytes.size();
+  return report;
+}
+
 }  // namespace
 
 QuantizeReport quantize_model(const std::string& model_dir, const std::string& out_path, QuantKind kind) {
+  if (is_phi4flash_path(model_dir)) return quantize_phi4flash(model_dir, out_path, kind);
   Checkpoint ck = open_checkpoint(model_dir);
   const ModelConfig& c = ck.config;
   const uint32_t D = c.head_dim();

@@ -17,6 +17,12 @@
 
 namespace diffvk {
 namespace {
+// A model key of a diffvk GGUF file: "phi4flash.<name>" in a phi4flash file, else "diffllama.<name>".
+std::string model_key(const GgufFile& f, const std::string& name) {
+  const GgufValue* a = f.find_value("general.architecture");
+  const bool phi = a && a->type == GgufType::string && a->str == "phi4flash";
+  return (phi ? "phi4flash." : "diffllama.") + name;
+}
 
 const std::string kT = "tokenizer.ggml.";
 const std::string kHfJson = "tokenizer.huggingface.json";
@@ -168,8 +174,8 @@ std::unique_ptr<Tokenizer::Impl> read_sentencepiece(const GgufFile& f, bool bpe,
                                           " entries, more than " + std::to_string(kMaxPieces) +
                                           " (the SentencePiece limit)");
   if (n == 0 || n > vocab)
-    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) +
-                                          " entries; diffllama.vocab_size is " + std::to_string(vocab));
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries; " +
+                                          model_key(f, "vocab_size") + " is " + std::to_string(vocab));
   const GgufValue* scores = array_of(f, kT + "scores", GgufType::float32, n, true);
   const GgufValue* types = array_of(f, kT + "token_type", GgufType::int32, n, true);
   SentencePieceModel m;
@@ -207,8 +213,8 @@ std::string tokenizer_json_of_arrays(const GgufFile& f, uint64_t vocab) {
   const GgufValue* tokens = array_of(f, kT + "tokens", GgufType::string, 0, true);
   const uint64_t n = tokens->count;
   if (n == 0 || n > vocab)
-    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) +
-                                          " entries; diffllama.vocab_size is " + std::to_string(vocab));
+    throw Error(Status::format_error, f.name() + ": tokenizer.ggml.tokens has " + std::to_string(n) + " entries; " +
+                                          model_key(f, "vocab_size") + " is " + std::to_string(vocab));
   const GgufValue* types = array_of(f, kT + "token_type", GgufType::int32, n, true);
   const GgufValue* merges = array_of(f, kT + "merges", GgufType::string, 0, true);
   const GgufValue* pv = f.find_value(kT + "pre");
@@ -281,7 +287,8 @@ std::unique_ptr<Tokenizer::Impl> read_byte_level_bpe(const GgufFile& f, uint64_t
                 : tok::parse_hf_json(tokenizer_json_of_arrays(f, vocab), f.name() + " (tokenizer.ggml.* arrays)");
   if (t->vocab_size > vocab)
     throw Error(Status::format_error, f.name() + ": the tokenizer's vocabulary (" + std::to_string(t->vocab_size) +
-                                          ") is larger than diffllama.vocab_size " + std::to_string(vocab));
+                                          ") is larger than " + model_key(f, "vocab_size") + " " +
+                                          std::to_string(vocab));
   t->bos = id_or(f, kT + "bos_token_id", t->vocab_size, -1);
   t->eos = id_or(f, kT + "eos_token_id", t->vocab_size, -1);
   return t;
@@ -356,11 +363,12 @@ std::unique_ptr<Tokenizer::Impl> gguf_tokenizer(const GgufFile& f, std::string* 
     return nullptr;
   }
   const std::string kind(model->as_string(f.name() + ": tokenizer.ggml.model"));
-  const uint64_t vocab = f.require_value("diffllama.vocab_size").as_u64(f.name() + ": diffllama.vocab_size");
+  const std::string vocab_key = model_key(f, "vocab_size");
+  const uint64_t vocab = f.require_value(vocab_key).as_u64(f.name() + ": " + vocab_key);
   if (kind == "bytes") {
     if (vocab < 256)
       throw Error(Status::format_error,
-                  f.name() + ": diffllama.vocab_size " + std::to_string(vocab) + " < 256 for the bytes tokenizer");
+                  f.name() + ": " + vocab_key + " " + std::to_string(vocab) + " < 256 for the bytes tokenizer");
     const uint64_t n = std::min<uint64_t>(vocab, uint64_t(1) << 31);
     return tok::make_bytes(uint32_t(n), id_or(f, kT + "bos_token_id", n, -1), id_or(f, kT + "eos_token_id", n, -1));
   }
@@ -373,11 +381,11 @@ std::unique_ptr<Tokenizer::Impl> gguf_tokenizer(const GgufFile& f, std::string* 
 GgufTokenIds gguf_model_token_ids(const GgufFile& f) {
   GgufTokenIds ids;
   for (auto [name, id] : {std::pair<const char*, int64_t*>{"bos_token_id", &ids.bos}, {"eos_token_id", &ids.eos}}) {
-    if (const GgufValue* v = f.find_value(std::string("diffllama.") + name)) {
-      *id = v->as_i64(f.name() + ": diffllama." + name);
+    const std::string key = model_key(f, name);
+    if (const GgufValue* v = f.find_value(key)) {
+      *id = v->as_i64(f.name() + ": " + key);
       if (*id < -1)
-        throw Error(Status::format_error,
-                    f.name() + ": diffllama." + name + " is " + std::to_string(*id) + " (-1 = none)");
+        throw Error(Status::format_error, f.name() + ": " + key + " is " + std::to_string(*id) + " (-1 = none)");
     } else if (const GgufValue* t = f.find_value(kT + name)) {
       *id = int64_t(t->as_u64(f.name() + ": " + kT + name));
     }

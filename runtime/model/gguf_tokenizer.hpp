@@ -30,12 +30,12 @@ bool add_gguf_tokenizer(GgufWriter& w, const std::string& dir, const std::string
 // type diffvk does not write was left out.
 bool copy_gguf_tokenizer(GgufWriter& w, const GgufFile& f, GgufTokenIds* written, std::string* why);
 
-// The tokenizer of a diffllama GGUF file (vocab_size: diffllama.vocab_size, the largest it may be);
+// The tokenizer of a diffllama or phi4flash GGUF file (vocab_size: <architecture>.vocab_size, the largest it may be);
 // nullptr with `why` set when the file has none (no tokenizer.ggml.model). format_error / unsupported name
 // the key.
 std::unique_ptr<Tokenizer::Impl> gguf_tokenizer(const GgufFile& f, std::string* why);
 
-// The model's BOS/EOS ids (ModelConfig, config.json's) in a GGUF file: diffllama.bos_token_id / eos_token_id
+// The model's BOS/EOS ids (ModelConfig, config.json's) in a GGUF file: <architecture>.bos_token_id / eos_token_id
 // (int32, -1 = none) where the writer put them (they differ from the tokenizer's), else tokenizer.ggml.*.
 struct GgufTokenIds {
   int64_t bos = -1, eos = -1;

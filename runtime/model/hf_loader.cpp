@@ -26,51 +26,14 @@
 
 namespace diffvk {
 
-namespace {
-struct Located {
-  const SafetensorsFile* file;
-  const TensorInfo* info;
-};
-
-// model.safetensors, or the shards that model.safetensors.index.json names (each opened once).
-std::vector<std::unique_ptr<SafetensorsFile>> open_files(const std::string& dir,
-                                                         std::map<std::string, Located>& where) {
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
-  const std::string index = dir + "/model.safetensors.index.json";
-  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
-  std::vector<std::string> names;
-  if (platform::file_exists(index)) {  // read_file refuses anything but a regular file
-    const auto bytes = platform::read_file(index, kJsonIndexMaxBytes);
-    ShardIndex si = parse_shard_index(reinterpret_cast<const char*>(bytes.data()), bytes.size(), index);
-    weight_map = std::move(si.weight_map);
-    names = std::move(si.shards);
-  } else {
-    names.push_back("model.safetensors");
-  }
-  for (const auto& n : names) {
-    files.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(dir + "/" + n)));
-    for (const auto& t : files.back()->tensors()) {
-      if (where.count(t.name))
-        throw Error(Status::format_error,
-                    files.back()->name() + ": tensor '" + t.name + "' is also in " + where[t.name].file->name());
-      if (!weight_map.empty() && weight_map.count(t.name) && weight_map[t.name] != n)
-        throw Error(Status::format_error, files.back()->name() + ": tensor '" + t.name + "' is listed in " + index +
-                                              " under " + weight_map[t.name]);
-      where[t.name] = {files.back().get(), &t};
-    }
-  }
-  for (const auto& [tensor, f] : weight_map)
-    if (!where.count(tensor)) throw Error(Status::format_error, index + ": tensor '" + tensor + "' is not in " + f);
-  return files;
-}
-}  // namespace
+using Located = LocatedTensor;
 
 Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config) {
   Checkpoint ck;
   ck.config = std::move(config);
   const ModelConfig& c = ck.config;
   std::map<std::string, Located> where;
-  ck.files = open_files(dir, where);
+  ck.files = open_safetensors_files(dir, where);
   const int64_t E = c.hidden_size, D = c.head_dim(), H = c.num_heads, Hkv = c.num_kv_heads, I = c.intermediate_size,
                 V = c.vocab_size;
   // The checkpoint's kv sub-heads, from k_proj (the config may give them as either count).

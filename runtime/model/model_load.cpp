@@ -10,6 +10,7 @@
 #include "io/storage.hpp"
 #include "model/checkpoint.hpp"
 #include "model/model_impl.hpp"
+#include "model/phi4flash_checkpoint.hpp"
 #include "platform.hpp"
 
 namespace diffvk {
@@ -74,6 +75,12 @@ std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json,
     throw Error(Status::format_error, name + " config.json: " + std::to_string(config_size) +
                                           " bytes, more than the limit of " + std::to_string(kMaxConfigBytes));
   ctx.device().check_not_lost();
+  const std::string text(static_cast<const char*>(config_json), config_size);
+  if (is_phi4flash_config(text))  // read and verified, then refused (no forward graph yet)
+    refuse_phi4flash(open_phi4flash_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(
+                                                   safetensors, safetensors_size, name + " model.safetensors")),
+                                               parse_phi4flash_config(text, name + " config.json")),
+                     name);
   ModelConfig cfg = parse_native_config_bytes(config_json, config_size, name + " config.json");
   Checkpoint ck = open_native_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(
                                              safetensors, safetensors_size, name + " model.safetensors")),
@@ -103,11 +110,19 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
     return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
   }
   const auto cfg_bytes = read_range(config_json, kMaxConfigBytes, cname);
-  ModelConfig cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
+  const std::string cfg_text(cfg_bytes.begin(), cfg_bytes.end());
+  const bool phi4flash = is_phi4flash_config(cfg_text);
+  ModelConfig cfg;
+  if (!phi4flash) cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
   std::vector<uint8_t> weights = read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname);
   if (GgufFile::has_magic(weights.data(), weights.size()))
     throw Error(Status::invalid_argument,
                 wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
+  if (phi4flash)  // read and verified, then refused (no forward graph yet)
+    refuse_phi4flash(open_phi4flash_checkpoint(
+                         std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname)),
+                         parse_phi4flash_config(cfg_text, cname)),
+                     "fd " + std::to_string(safetensors.fd));
   auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
   return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);

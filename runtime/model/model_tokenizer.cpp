@@ -7,6 +7,7 @@
 #include "diffvk/tokenizer.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
+#include "model/phi4flash_config.hpp"
 #include "platform.hpp"
 #include "tokenizer/tokenizer_files.hpp"
 
@@ -57,7 +58,7 @@ Tokenizer Tokenizer::load(const std::string& dir) {
     throw Error(Status::io_error,
                 dir + ": no tokenizer.json, tokenizer.model or config.json (a model directory was expected)");
   const std::string text = tok::read_text_file(cfg, 1 << 20);
-  if (is_hf_diffllama(text))  // its vocabulary is not bytes
+  if (is_phi4flash_config(text) || is_hf_diffllama(text))  // its vocabulary is not bytes
     throw Error(Status::format_error, dir +
                                           ": a Hugging Face checkpoint without tokenizer.json or tokenizer.model; "
                                           "text needs its tokenizer (token ids work without one: diffvk logits)");

@@ -151,6 +151,15 @@ Phi4FlashConfig parse_phi4flash_config(const std::string& text, const std::strin
   return c;
 }
 
+bool is_phi4flash_config(const std::string& text) {
+  try {
+    const nlohmann::json j = parse_json(text, "config.json", kJsonConfigMaxBytes);
+    return j.is_object() && j.contains("model_type") && j["model_type"] == "phi4flash";
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 const char* to_string(SambaYLayerKind kind) {
   switch (kind) {
     case SambaYLayerKind::mamba:

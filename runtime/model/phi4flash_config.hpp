@@ -1,7 +1,7 @@
 // Phi-4-mini-flash (Hugging Face model_type "phi4flash", the SambaY architecture): its config.json, validated,
 // and the layer plan it implies (docs/phi4flash.md). Pure functions: no device, tested in
-// tests/model/test_phi4flash_config.cpp. Not wired into Model::load yet: a phi4flash directory is refused by
-// is_hf_diffllama (checkpoint.hpp) as an unsupported model_type.
+// tests/model/test_phi4flash_config.cpp. The checkpoint's tensors: model/phi4flash_checkpoint.hpp. Not run by
+// Model::load yet (no forward graph): every load path reads and verifies the checkpoint, then refuses it.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -46,6 +46,9 @@ struct Phi4FlashConfig {
 // "<name>: '<key>' <what is wrong>"); a key whose value the runtime cannot run (a hidden_act other than silu,
 // mb_per_layer other than 2, biases the checkpoint does not have) Error(unsupported) naming it too.
 Phi4FlashConfig parse_phi4flash_config(const std::string& json_text, const std::string& name = "config.json");
+// True when config.json text is a JSON object whose "model_type" is "phi4flash"; false otherwise (not JSON
+// included: the format's own parser says why). The load paths' dispatch.
+bool is_phi4flash_config(const std::string& json_text);
 
 enum class SambaYLayerKind {
   mamba,              // even i < L/2: Mamba-1 (conv1d + selective scan), its states kept

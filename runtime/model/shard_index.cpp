@@ -6,6 +6,7 @@
 
 #include "diffvk/error.hpp"
 #include "io/bounded_json.hpp"
+#include "platform.hpp"
 
 namespace diffvk {
 
@@ -32,4 +33,34 @@ ShardIndex parse_shard_index(const char* data, size_t size, const std::string& i
   return out;
 }
 
+std::vector<std::unique_ptr<SafetensorsFile>> open_safetensors_files(const std::string& dir,
+                                                                     std::map<std::string, LocatedTensor>& where) {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  const std::string index = dir + "/model.safetensors.index.json";
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
+  std::vector<std::string> names;
+  if (platform::file_exists(index)) {  // read_file refuses anything but a regular file
+    const auto bytes = platform::read_file(index, kJsonIndexMaxBytes);
+    ShardIndex si = parse_shard_index(reinterpret_cast<const char*>(bytes.data()), bytes.size(), index);
+    weight_map = std::move(si.weight_map);
+    names = std::move(si.shards);
+  } else {
+    names.push_back("model.safetensors");
+  }
+  for (const auto& n : names) {
+    files.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(dir + "/" + n)));
+    for (const auto& t : files.back()->tensors()) {
+      if (where.count(t.name))
+        throw Error(Status::format_error,
+                    files.back()->name() + ": tensor '" + t.name + "' is also in " + where[t.name].file->name());
+      if (!weight_map.empty() && weight_map.count(t.name) && weight_map[t.name] != n)
+        throw Error(Status::format_error, files.back()->name() + ": tensor '" + t.name + "' is listed in " + index +
+                                              " under " + weight_map[t.name]);
+      where[t.name] = {files.back().get(), &t};
+    }
+  }
+  for (const auto& [tensor, f] : weight_map)
+    if (!where.count(tensor)) throw Error(Status::format_error, index + ": tensor '" + tensor + "' is not in " + f);
+  return files;
+}
 }  // namespace diffvk

@@ -168,7 +168,8 @@ TEST_CASE("phi4flash config: inconsistent or unsupported values are refused, nam
 }
 
 TEST_CASE("phi4flash config: the model loader refuses a phi4flash directory, naming the model_type") {
-  // Not wired into Model::load yet: read_model_config (every load path's first step) says so.
+  // The native/DiffLlama config reader refuses it; the load paths read and verify a phi4flash checkpoint first and
+  // then refuse it (tests/model/test_phi4flash_checkpoint.cpp).
   try {
     diffvk::read_model_config(std::string(DIFFVK_TEST_DATA_DIR) + "/phi4flash_tiny");
     FAIL("accepted");
