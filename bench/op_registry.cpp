@@ -8,6 +8,8 @@
   OP(linear_row)             \
   OP(head_rmsnorm)           \
   OP(silu_mul)               \
+  OP(gmu_gate)               \
+  OP(layer_norm)             \
   OP(embed)                  \
   OP(rope_kv)                \
   OP(kv_shift)               \
