@@ -255,6 +255,13 @@ void main() {
         cur ^= 1u;
       }
 
+      // The bias, once per column (one uniform branch, RN loads), before the per-element epilogue.
+      if ((p.flags & 2u) != 0u)
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + ((j / VN) * TX + tx) * VN + j % VN;
+          const float bj = col < p.out_f ? bias[col] : 0.0;
+          [[unroll]] for (uint i = 0; i < RM; ++i) acc[i][j] += bj;
+        }
       [[unroll]] for (uint i = 0; i < RM; ++i) {
         const uint row = m0 + ((i / VM) * TY + ty) * VM + i % VM;
         if (row >= p.rows) continue;
@@ -263,7 +270,6 @@ void main() {
           if (col >= p.out_f) continue;
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
-          if ((p.flags & 2u) != 0u) v += bias[col];
           if (Y32 != 0) {
             if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;

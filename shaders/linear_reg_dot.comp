@@ -158,6 +158,13 @@ void main() {
         barrier();  // every lane has read the block before the next one is written
       }
 
+      // The bias, once per column (one uniform branch, RN loads), before the per-element epilogue.
+      if ((p.flags & 2u) != 0u)
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + lane + j * WG;
+          const float bj = col < p.out_f ? bias[col] : 0.0;
+          [[unroll]] for (uint i = 0; i < BM; ++i) acc[i][j] += bj;
+        }
       [[unroll]] for (uint i = 0; i < BM; ++i) {
         const uint row = m0 + i;
         if (row >= p.rows) break;
@@ -166,7 +173,6 @@ void main() {
           if (col >= p.out_f) continue;
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
-          if ((p.flags & 2u) != 0u) v += bias[col];
           if (Y32 != 0) {
             if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;
