@@ -10,6 +10,8 @@
   OP(silu_mul)               \
   OP(conv1d_state)           \
   OP(selective_scan)         \
+  OP(gmu_gate)               \
+  OP(layer_norm)             \
   OP(embed)                  \
   OP(rope_kv)                \
   OP(kv_shift)               \

@@ -1,6 +1,7 @@
 #version 450
-// Tiled matrix-matrix linear layer: y = x·Wᵀ (+ r), fp32 accumulation, one rounding at the store.
+// Tiled matrix-matrix linear layer: y = x·Wᵀ (+ b) (+ r), fp32 accumulation, one rounding at the store.
 //   x: rows x in (row stride x_stride), W: out x in (dense, torch Linear layout), y, r: rows x out (y_stride).
+//   b: out float32 values (flags bit 1; binding 4), added before r (flags bit 0): v = (x·Wᵀ + b) + r.
 // A workgroup computes a BM x BN tile of y, stepping `in` by BK through two shared buffers (double
 // buffering: the next tile's global loads are in registers while the current one is multiplied, then
 // stored into the other buffer; one barrier per BK step). Both tiles are stored k-major in fp32
@@ -60,6 +61,7 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };  // Y32: the same bindings as float32
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
 layout(std430, binding = 1) readonly buffer WQ1 { uint wq1[]; };   // quantized layout, 4-byte words
 layout(std430, binding = 1) readonly buffer WQ2 { uvec2 wq2[]; };  // 8-byte words
 
@@ -69,7 +71,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint has_residual;
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
   uint qoff;  // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
@@ -253,6 +255,13 @@ void main() {
         cur ^= 1u;
       }
 
+      // The bias, once per column (one uniform branch, RN loads), before the per-element epilogue.
+      if ((p.flags & 2u) != 0u)
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + ((j / VN) * TX + tx) * VN + j % VN;
+          const float bj = col < p.out_f ? bias[col] : 0.0;
+          [[unroll]] for (uint i = 0; i < RM; ++i) acc[i][j] += bj;
+        }
       [[unroll]] for (uint i = 0; i < RM; ++i) {
         const uint row = m0 + ((i / VM) * TY + ty) * VM + i % VM;
         if (row >= p.rows) continue;
@@ -262,10 +271,10 @@ void main() {
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
           if (Y32 != 0) {
-            if (p.has_residual != 0u) v += rf[o];
+            if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;
           } else {
-            if (p.has_residual != 0u) v += float(r[o]);
+            if ((p.flags & 1u) != 0u) v += float(r[o]);
             y[o] = STYPE(v);
           }
         }

@@ -1,6 +1,7 @@
 #version 450
-// Register-tiled matrix-matrix linear layer, no shared memory: y = x·Wᵀ (+ r), fp32 accumulation.
+// Register-tiled matrix-matrix linear layer, no shared memory: y = x·Wᵀ (+ b) (+ r), fp32 accumulation.
 //   x: rows x in (row stride x_stride), W: out x in (dense, torch Linear layout), y, r: rows x out (y_stride).
+//   b: out float32 values (flags bit 1; binding 4), added before r (flags bit 0): v = (x·Wᵀ + b) + r.
 // One subgroup per workgroup (WG == the subgroup size, the host makes sure) computes a BM x (WG·RN) tile
 // of y: lane l owns columns n0 + l + j·WG (j < RN) for all BM rows, so it keeps BM·RN fp32 accumulators.
 // Per step of KV consecutive k (KV = 8 halves in a uvec4 in fp16, 4 floats in a vec4 in fp32; 1 when
@@ -54,6 +55,7 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
 layout(std430, binding = 1) readonly buffer WQ1 { uint wq1[]; };   // quantized layout, 4-byte words
 layout(std430, binding = 1) readonly buffer WQ2 { uvec2 wq2[]; };  // 8-byte words
 
@@ -63,7 +65,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint has_residual;
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
   uint qoff;  // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
@@ -206,6 +208,13 @@ void main() {
         }
       }
 
+      // The bias, once per column (one uniform branch, RN loads), before the per-element epilogue.
+      if ((p.flags & 2u) != 0u)
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + lane + j * WG;
+          const float bj = col < p.out_f ? bias[col] : 0.0;
+          [[unroll]] for (uint i = 0; i < BM; ++i) acc[i][j] += bj;
+        }
       [[unroll]] for (uint i = 0; i < BM; ++i) {
         const uint row = m0 + i;
         if (row >= p.rows) break;
@@ -215,10 +224,10 @@ void main() {
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
           if (Y32 != 0) {
-            if (p.has_residual != 0u) v += rf[o];
+            if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;
           } else {
-            if (p.has_residual != 0u) v += float(r[o]);
+            if ((p.flags & 1u) != 0u) v += float(r[o]);
             y[o] = STYPE(v);
           }
         }

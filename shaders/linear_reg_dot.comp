@@ -1,8 +1,9 @@
 #version 450
 // Register-tiled matrix-matrix linear layer over Q8_0 / Q4_0 weights with int8 activations and 4x8-bit
-// integer dot products (the prefill twin of linear_row_dot): y = q8(x)·Wᵀ (+ r).
+// integer dot products (the prefill twin of linear_row_dot): y = q8(x)·Wᵀ (+ b) (+ r).
 //   x: rows x in (row stride x_stride, storage type), W: out x in in the struct-of-arrays layout of
 //   runtime/ops/linear_quant.hpp (fp16 scale bits, then from byte p.qoff the quants), y, r: rows x out.
+//   b: out float32 values (flags bit 1; binding 4), added before r (flags bit 0): v = (x·Wᵀ + b) + r.
 // The geometry and spec constants are linear_reg.comp's (one subgroup per workgroup, a BM x (WG·RN) tile of
 // y, lane l owns columns n0 + l + j·WG of all BM rows), the k step is one 32-weight block:
 //  - each lane loads its RN weight blocks (Q8_0: two 16-byte loads; Q4_0: one, its nibbles turned into
@@ -51,6 +52,7 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
 
 shared uvec4 sq[BM * 2];  // the tile's quantized rows of the current block: 32 int8 in two uvec4s per row
 shared float sd[BM];      // and their scales
@@ -61,7 +63,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint has_residual;
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
   uint qoff;  // byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
@@ -156,6 +158,13 @@ void main() {
         barrier();  // every lane has read the block before the next one is written
       }
 
+      // The bias, once per column (one uniform branch, RN loads), before the per-element epilogue.
+      if ((p.flags & 2u) != 0u)
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          const uint col = n0 + lane + j * WG;
+          const float bj = col < p.out_f ? bias[col] : 0.0;
+          [[unroll]] for (uint i = 0; i < BM; ++i) acc[i][j] += bj;
+        }
       [[unroll]] for (uint i = 0; i < BM; ++i) {
         const uint row = m0 + i;
         if (row >= p.rows) break;
@@ -165,10 +174,10 @@ void main() {
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
           if (Y32 != 0) {
-            if (p.has_residual != 0u) v += rf[o];
+            if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;
           } else {
-            if (p.has_residual != 0u) v += float(r[o]);
+            if ((p.flags & 1u) != 0u) v += float(r[o]);
             y[o] = STYPE(v);
           }
         }

@@ -1,11 +1,12 @@
 #version 450
-// One-row (decode) linear layer with an optional fused prologue: y = pro(x)·Wᵀ (+ r), fp32 accumulation,
+// One-row (decode) linear layer with an optional fused prologue: y = pro(x)·Wᵀ (+ b) (+ r), fp32 accumulation,
 // one rounding at the store.
 //   PRO 0: pro(x) = x                                     (x: in values)
 //   PRO 1: pro(x) = x / sqrt(mean(x²) + eps) ⊙ g          (block RMSNorm, statistic in fp32; g: in values)
 //   PRO 2: pro(x) = silu(x[0, in)) ⊙ x[in, 2·in)          (SwiGLU on the fused [gate | up] row)
-// W: out x in (dense), y, r: out values. The norm's 1/rms is applied after the dot products
-// (Σ x·g·w · inv_rms), so its sum of squares comes from the same loads as the dot products.
+// W: out x in (dense), y, r: out values; b: out float32 values (flags bit 1, binding 5; not in the RoPE
+// variants), added before r (flags bit 0): v = (pro(x)·Wᵀ + b) + r. The norm's 1/rms is applied after the dot
+// products (Σ x·g·w · inv_rms), so its sum of squares comes from the same loads as the dot products.
 // A workgroup computes NF consecutive output features: its WG invocations stride over `in` (consecutive
 // invocations read consecutive vectors), each keeping NF partial sums (only for the features that exist;
 // with lane groups, LG < WG, each group of LG invocations strides over `in` for its NF·LG/WG features),
@@ -95,6 +96,9 @@ layout(std430, binding = 0) readonly buffer XF { RTYPE xf[]; };  // X32 / Y32: t
 layout(std430, binding = 0) readonly buffer XF4 { vec4 xf4[]; };
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+#if !DVK_ROPE_EPI
+layout(std430, binding = 5) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
+#endif
 #if DVK_ROPE_EPI
 layout(std430, binding = 5) readonly buffer Table { vec2 cs[]; };  // [pos][hd/2] = (cos, sin), always fp32
 layout(std430, binding = 6) writeonly buffer KCache { STYPE k_cache[]; };
@@ -105,7 +109,7 @@ layout(std430, binding = 8) readonly buffer Dyn { uint dyn_pos; };
 layout(push_constant) uniform Params {
   uint in_f;
   uint out_f;
-  uint has_residual;
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 5)
   float eps;
   uint q_off;  // WQ != 0: uvec4 index of the first quant vector in binding 1
 #if DVK_ROPE_EPI
@@ -381,11 +385,12 @@ void main() {
       if (fl < nf) {
         const uint o = n0 + fl;
         v *= scale;
+        if ((p.flags & 2u) != 0u) v += bias[o];
         if (Y32 != 0) {
-          if (p.has_residual != 0u) v += rf[o];
+          if ((p.flags & 1u) != 0u) v += rf[o];
           yf[o] = v;
         } else {
-          if (p.has_residual != 0u) v += float(r[o]);
+          if ((p.flags & 1u) != 0u) v += float(r[o]);
           y[o] = STYPE(v);
         }
       }

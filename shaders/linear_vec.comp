@@ -1,7 +1,8 @@
 #version 450
-// Matrix-vector shaped linear layer for up to 8 rows (the model's one-row decode step uses linear_row.comp): y = x·Wᵀ (+ r),
-// fp32 accumulation.
+// Matrix-vector shaped linear layer for up to 8 rows (the model's one-row decode step uses linear_row.comp):
+// y = x·Wᵀ (+ b) (+ r), fp32 accumulation.
 //   x: rows x in (row stride x_stride), W: out x in (dense), y, r: rows x out (y_stride).
+//   b: out float32 values (flags bit 1; binding 4), added before r (flags bit 0): v = (x·Wᵀ + b) + r.
 // A workgroup computes NF consecutive output features for all rows: its WG invocations stride over
 // `in` (coalesced reads of the NF weight rows), each keeping rows x NF partial sums, then one workgroup
 // reduction per (row, feature) (subgroup arithmetic in the _sg variant, a shared-memory tree otherwise;
@@ -23,6 +24,7 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };  // Y32: the same bindings as float32
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -30,7 +32,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint has_residual;
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
 } p;
 
 #include "reduce.glsl"
@@ -67,11 +69,12 @@ void main() {
         if (lid == 0 && n0 + f < p.out_f) {
           const uint o = rr * p.y_stride + n0 + f;
           float v = s;
+          if ((p.flags & 2u) != 0u) v += bias[n0 + f];
           if (Y32 != 0) {
-            if (p.has_residual != 0u) v += rf[o];
+            if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;
           } else {
-            if (p.has_residual != 0u) v += float(r[o]);
+            if ((p.flags & 1u) != 0u) v += float(r[o]);
             y[o] = STYPE(v);
           }
         }

@@ -41,6 +41,8 @@ diffvk_shader(head_rmsnorm        core  glslc    fp16,fp32  0,1      head_rmsnor
   "headwise RMSNorm")
 diffvk_shader(kv_shift            core  glslc    fp16,fp32  0        kv_shift.comp                  -
   "context shift: moves KV-cache rows down and re-rotates the keys")
+diffvk_shader(layer_norm          core  glslc    fp16,fp32  0,1      layer_norm.comp                -
+  "LayerNorm with bias (centred fp32 statistics)")
 diffvk_shader(linear              core  glslc    fp16,fp32  0        linear.comp                    -
   "tiled matrix-matrix linear with shared memory (GPUs)")
 diffvk_shader(linear_reg          core  glslc    fp16,fp32  0,1      linear_reg.comp                -

@@ -1,4 +1,4 @@
-// diffvk_bench: the linear op's cases (matrix-matrix / matrix-vector: y = x·Wᵀ (+ r)), its table, its
+// diffvk_bench: the linear op's cases (matrix-matrix / matrix-vector: y = x·Wᵀ (+ b) (+ r)), its table, its
 // float64 reference and its record call; and the matmul table of `diffvk bench --matmul-table`.
 #include "bench/cases/linear.hpp"
 
@@ -13,6 +13,7 @@ std::string LinearCase::describe() const {
   if (p.x_pad || p.y_pad) s += strf(" pad %u/%u", p.x_pad, p.y_pad);
   if (p.weights != QuantType::f16) s += std::string(" ") + quant_type_name(p.weights);
   if (p.int8_dot) s += " int8-dot";
+  if (p.bias) s += " +b";
   s += residual_name(p.residual);
   if (p.y_f32) s += " y32";
   if (p.variant == int(kLinearCoopVariant))
@@ -70,6 +71,11 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   if (c.int8_dot)  // the int8 matmul's activations, per row
     for (uint32_t i = 0; i < c.rows; ++i) int8_round_blocks(xd, size_t(i) * c.in, c.in);
   pr.expect = ref::linear(xd, int(c.rows), int(c.in), w, int(c.out));
+  // The bias: drawn after every other input, so that the unbiased cases keep their values.
+  const auto bias = c.bias ? ref::round_to_f32(uniform(rng, c.out, -1, 1)) : std::vector<double>{};
+  if (c.bias)
+    for (uint32_t i = 0; i < c.rows; ++i)
+      for (uint32_t n = 0; n < c.out; ++n) pr.expect[size_t(i) * c.out + n] += bias[n];
   if (c.residual != Residual::none)
     for (uint32_t i = 0; i < c.rows; ++i)
       for (uint32_t n = 0; n < c.out; ++n) pr.expect[size_t(i) * c.out + n] += r[size_t(i) * ys + n];
@@ -78,7 +84,10 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   const VkDeviceSize xb = x.size() * es, wb = wbytes.size(), yb = r.size() * yes;  // y / r: full padded rows
   Arena& a = pr.arena;
   const VkDeviceSize xo = a.take(xb), wo = a.take(wb), yo = a.take(yb), ro = a.take(yb);
+  const VkDeviceSize bb = bias.size() * 4, bo = c.bias ? a.take(bb) : 0;
   a.create(dev, "op case linear");
+  if (c.bias) a.buf->upload(bo, pack(bias, false).data(), bb);
+  const BufferRange br = c.bias ? a.range(bo, bb) : BufferRange{};
   const auto rbytes = pack(r, f16 && !y32);
   a.buf->upload(xo, pack(x, f16).data(), xb);
   a.buf->upload(wo, wbytes.data(), wb);
@@ -97,16 +106,16 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   const Elem ye = y32 ? Elem::f32 : Elem::storage;
   if (c.int8_dot)
     kernel.record_quant_path(*pr.prog, QuantRowPath::int8_dot, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res,
-                             ye);
+                             ye, br);
   else if (c.weights != QuantType::f16 && c.variant >= 0)
     kernel.record_quant_variant(*pr.prog, uint32_t(c.variant), c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res,
-                                ye);
+                                ye, br);
   else if (c.weights != QuantType::f16)
-    kernel.record_quant(*pr.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+    kernel.record_quant(*pr.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye, br);
   else if (c.variant < 0)
-    kernel.record(*pr.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+    kernel.record(*pr.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye, br);
   else
-    kernel.record_variant(*pr.prog, uint32_t(c.variant), a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye);
+    kernel.record_variant(*pr.prog, uint32_t(c.variant), a.range(xo, xb), a.range(wo, wb), ry, lp, res, ye, br);
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
 
@@ -143,7 +152,7 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
     return got;
   };
   pr.bytes =
-      uint64_t(c.rows) * c.in * es + wb + uint64_t(c.rows) * c.out * yes * (c.residual == Residual::none ? 1 : 2);
+      uint64_t(c.rows) * c.in * es + wb + uint64_t(c.rows) * c.out * yes * (c.residual == Residual::none ? 1 : 2) + bb;
   pr.flops = 2.0 * c.rows * c.in * c.out;
 }
 
@@ -338,6 +347,29 @@ OpCases linear_cases(OpMode mode) {
     P n = lin(40, 96, 72, 0, 0, kSep);  // a kernel built without subgroup operations (the register tile unpinned)
     n.weights = q, n.int8_dot = true, n.subgroup = false;
     b.add(n);
+  }
+  // A float32 bias (y = x·Wᵀ + b (+ r)): a few cases per path and weight type, not a cross product; every
+  // residual form and float32 y among them. Seeds after every other case's.
+  {
+    auto biased = [](P s, int variant, QuantType q = QuantType::f16, bool i8 = false) {
+      s.bias = true, s.variant = variant, s.weights = q, s.int8_dot = i8;
+      return s;
+    };
+    const QuantType q8 = QuantType::q8_0, q4 = QuantType::q4_0;
+    const P bs[] = {biased(lin(1, 136, 200, 3, 1, kNone), -1),  // the matrix-vector path
+                    biased(lin(5, 40, 72, 0, 3, kInPlace, true), 0),
+                    biased(lin(33, 64, 37, 1, 0, kSep), -1),  // the device's tile (the register tile on CPU drivers)
+                    biased(lin(70, 40, 101, 0, 2, kNone, true), 1),
+                    biased(lin(130, 136, 24, 0, 0, kInPlace), 2),
+                    biased(lin(17, 96, 37, 0, 3, kSep), -1, q8),  // record_quant's choice
+                    biased(lin(65, 160, 72, 8, 0, kInPlace, true), -1, q4),
+                    biased(lin(33, 64, 101, 0, 0, kNone), 1, q8),  // the shared-memory tiles dequantizing W
+                    biased(lin(40, 96, 24, 3, 1, kSep), 2, q4),
+                    biased(lin(17, 96, 37, 0, 0, kSep), -1, q8, true),  // int8 dot products (skipped without)
+                    biased(lin(33, 64, 72, 0, 2, kNone, true), -1, q4, true)};
+    for (const P& s : bs) b.add(s);
+    b.add_fp16(biased(lin(70, 37, 40, 1, 0, kSep), int(kLinearCoopVariant)));
+    b.add_fp16(biased(lin(130, 64, 200, 0, 2, kInPlace, true), int(kLinearCoopVariant)));
   }
   return b.take();
 }

@@ -12,6 +12,7 @@ struct LinearCaseParams {
   uint32_t x_pad = 0, y_pad = 0;  // x row stride in + x_pad; y (and residual) row stride out + y_pad
   op_detail::Residual residual = op_detail::Residual::none;
   bool y_f32 = false;  // Elem::f32 y and residual (the model's residual stream)
+  bool bias = false;   // a float32 bias (Phi-4-mini-flash's Wqkv, out_proj, dt_proj), added before the residual
   // q8_0 / q4_0: GGUF blocks in the device layout (ops/linear_quant.hpp), checked against the reference on
   // the dequantized weights.
   QuantType weights = QuantType::f16;

@@ -15,6 +15,7 @@ struct LinearRowCaseParams {
   bool x_f32 = false, y_f32 = false;   // Elem::f32 x / y (the model's residual stream / logits)
   QuantType weights = QuantType::f16;  // q8_0 / q4_0: QuantRowKernel, against the dequantized weights
   bool int8_dot = false;  // the int8 dot-product path (QuantRowPath::int8_dot); skipped without the feature
+  bool bias = false;      // a float32 bias, added before the residual
   // ---- device quirks
   bool subgroup = true;                     // false: the shared-memory reduction even where subgroup arithmetic exists
   bool scalar_loads = false;                // never the 16-byte vector loads
@@ -35,6 +36,7 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
     std::string s = precision_prefix(fp16) + strf("%u->%u%s", p.in, p.out, pro);
     if (p.weights != QuantType::f16) s += std::string(" ") + quant_type_name(p.weights);
     if (p.int8_dot) s += " int8-dot";
+    if (p.bias) s += " +b";
     s += residual_name(p.residual);
     if (p.x_f32) s += " x32";
     if (p.y_f32) s += " y32";
@@ -87,6 +89,9 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
                                                : x[k] / (1.0 + std::exp(-x[k])) * x[c.in + k];
     if (c.int8_dot) int8_round_blocks(act, 0, c.in);  // the kernel's int8 activations
     pr.expect = ref::linear(act, 1, int(c.in), w, int(c.out));
+    // The bias: drawn after every other input, so that the unbiased cases keep their values.
+    const auto bias = c.bias ? ref::round_to_f32(uniform(rng, c.out, -1, 1)) : std::vector<double>{};
+    for (size_t n = 0; n < bias.size(); ++n) pr.expect[n] += bias[n];
     if (c.residual != Residual::none)
       for (uint32_t n = 0; n < c.out; ++n) pr.expect[n] += r[n];
 
@@ -96,7 +101,10 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
     // x at an offset that is a multiple of the device alignment but not of 16 bytes (x_misaligned).
     const VkDeviceSize xo = a.take(xb, c.x_misaligned ? dev.caps().min_storage_buffer_offset_alignment : 0);
     const VkDeviceSize wo = a.take(wb), go = a.take(gb), yo = a.take(yb), ro = a.take(yb);
+    const VkDeviceSize bb = bias.size() * 4, bo = c.bias ? a.take(bb) : 0;
     a.create(dev, "op case linear_row");
+    if (c.bias) a.buf->upload(bo, pack(bias, false).data(), bb);
+    const BufferRange br = c.bias ? a.range(bo, bb) : BufferRange{};
     const auto rbytes = pack(r, f16 && !y32);
     a.buf->upload(xo, pack(x, f16 && !x32).data(), xb);
     a.buf->upload(wo, wbytes.data(), wb);
@@ -116,11 +124,11 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
         c.in, c.out, c.pro, float(eps), x32 ? Elem::f32 : Elem::storage, y32 ? Elem::f32 : Elem::storage};
     const BufferRange nw = c.pro == RowPrologue::rmsnorm ? a.range(go, gb) : BufferRange{};
     if (c.weights == QuantType::f16) {
-      kernel.record_row(*pr.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw);
+      kernel.record_row(*pr.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw, br);
     } else {
       qk.limit_workgroups_for_testing(c.wg_limit_x);
       qk.force_row_lanes_for_testing(c.row_lanes);
-      qk.record(*pr.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw);
+      qk.record(*pr.prog, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw, br);
       qk.limit_workgroups_for_testing(0);
     }
     const uint32_t lanes = c.weights == QuantType::f16 ? kernel.row_lanes_for(c.in) : qk.lanes_for(c.weights, c.in);
@@ -147,7 +155,7 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
       return got;
     };
     pr.bytes = xn * xes + wb + (c.pro == RowPrologue::rmsnorm ? c.in * es : 0) +
-               uint64_t(c.out) * yes * (c.residual == Residual::none ? 1 : 2);
+               uint64_t(c.out) * yes * (c.residual == Residual::none ? 1 : 2) + bb;
     pr.flops = 2.0 * c.in * c.out;
   }
 };
@@ -290,6 +298,21 @@ OpCases linear_row_cases(OpMode mode) {
   P l = row(16384, 24, none, kNone);
   l.scalar_loads = true;
   b.add(l);
+  // A float32 bias (Phi-4-mini-flash's biased linears in decode): a few cases per weight type and path, with
+  // every prologue and residual form, float32 x / y and the shared-memory reduction among them (not a cross
+  // product). Seeds after every other case's.
+  auto biased = [](P s, QuantType q = QuantType::f16, bool i8 = false, bool sg = true) {
+    s.bias = true, s.weights = q, s.int8_dot = i8, s.subgroup = sg;
+    return s;
+  };
+  const QuantType q8 = QuantType::q8_0, q4 = QuantType::q4_0;
+  for (const P& s :
+       {biased(row(256, 200, none, kNone)), biased(row(136, 13, rms, kSep, true, true)),
+        biased(row(88, 41, silu, kInPlace), QuantType::f16, false, false),
+        biased(row(7, 9, none, kInPlace, false, true)), biased(row(96, 13, rms, kNone), q8),
+        biased(row(160, 37, none, kInPlace, false, true), q4), biased(row(224, 71, silu, kSep), q4, false, false),
+        biased(row(96, 21, rms, kSep, true, true), q8, true), biased(row(160, 13, none, kNone), q4, true)})
+    b.add(s);
   return b.take();
 }
 

@@ -277,7 +277,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   if (tiles_.size() > kLinearCoopVariant && (!o.fp16 || !device.coopmat())) build[kLinearCoopVariant] = false;
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
     return PipelineDesc{
-        "linear_coopmat", 4, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
+        "linear_coopmat", 5, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
   };
   // The register-tiled shader shares x rows across the subgroup with subgroupBroadcast in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
@@ -292,7 +292,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
                       const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{shader,         4, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq, xsh}, reg_subgroup_ && sg, o.fp16,
+    return PipelineDesc{shader,         5, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq, xsh}, reg_subgroup_ && sg, o.fp16,
                         pin ? t.wg : 0u};
   };
   const LinearTiles& rt = tiles_[kLinearRegVariant];
@@ -304,14 +304,14 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       if (!build[t.variant])
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
-        pipelines_[y32].push_back(lazy(PipelineDesc{"linear_vec", 4, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
+        pipelines_[y32].push_back(lazy(PipelineDesc{"linear_vec", 5, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
         pipelines_[y32].push_back(lazy(coop_desc(t, 0, y32)));
       else
         pipelines_[y32].push_back(lazy(PipelineDesc{
-            "linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
+            "linear", 5, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
@@ -322,7 +322,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
           : t.vec || t.bk % kv != 0
               ? nullptr
               : lazy(PipelineDesc{
-                    "linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u}, false, o.fp16}));
+                    "linear", 5, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u}, false, o.fp16}));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
   // built only for the formats asked for.
@@ -354,7 +354,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
           const LinearTiles& t = tiles_[v];
           if (build[v] && (vec == 0 || t.bk % kv == 0))
             quant_mm_pipelines_[qi][v - 1][vec][y32] = lazy(PipelineDesc{
-                "linear", 4, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
+                "linear", 5, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
         }
       }
   }
@@ -381,7 +381,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
             for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
               for (uint32_t y32 = 0; y32 < n32; ++y32)
                 s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row",
-                                                              5,
+                                                              6,
                                                               kLinearRowPushBytes,
                                                               {wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg},
                                                               o.subgroup,
@@ -441,6 +441,19 @@ void LinearKernel::declare_row_widths(const std::vector<uint32_t>& ins) const {
   }
 }
 
+void check_linear_bias(const char* op, BufferRange bias, uint32_t out, BufferRange y) {
+  if (bias.buffer == VK_NULL_HANDLE) return;
+  if (bias.size < uint64_t(out) * 4)
+    throw Error(Status::invalid_argument,
+                std::string(op) + ": bias too small (" + std::to_string(out) + " float32 values needed)");
+  if (ranges_overlap(bias, y))
+    throw Error(Status::invalid_argument, std::string(op) + ": the output overlaps the bias");
+}
+
+uint32_t linear_epilogue_flags(BufferRange residual, BufferRange bias) {
+  return (residual.buffer != VK_NULL_HANDLE ? 1u : 0u) | (bias.buffer != VK_NULL_HANDLE ? 2u : 0u);
+}
+
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y,
                            const LinearRowParams& p, BufferRange residual, BufferRange norm_w, bool fp16) {
   const std::string n(op);
@@ -467,10 +480,11 @@ bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_
 }
 
 void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& p,
-                              BufferRange residual, BufferRange norm_w) const {
+                              BufferRange residual, BufferRange norm_w, BufferRange bias) const {
   const bool fp16 = fp16_;
   const bool in_place = check_linear_row_args("linear_row", x, w, uint64_t(p.out) * p.in * storage_bytes(fp16), y, p,
                                               residual, norm_w, fp16);
+  check_linear_bias("linear_row", bias, p.out, y);
   const uint32_t pro = static_cast<uint32_t>(p.pro);
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
   const uint32_t vw = fp16 ? 8 : 4;
@@ -480,7 +494,8 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
   args.push_back({has_norm ? norm_w : x, Access::read});
-  const LinearRowPush push{p.in, p.out, has_res ? 1u : 0u, p.eps, 0};
+  args.push_back({bias.buffer != VK_NULL_HANDLE ? bias : x, Access::read});
+  const LinearRowPush push{p.in, p.out, linear_epilogue_flags(residual, bias), p.eps, 0};
   const auto& maxc = device_.caps().max_workgroup_count;
   uint32_t lim = maxc[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
@@ -550,49 +565,50 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
 }
 
 void LinearKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& p,
-                          BufferRange residual, Elem y_elem) const {
+                          BufferRange residual, Elem y_elem, BufferRange bias) const {
   const LinearTiles t = choose_linear_tiles(device_.caps(), p.rows, p.in, p.out, fp16_);
-  record_variant(program, t.variant, x, w, y, p, residual, y_elem);
+  record_variant(program, t.variant, x, w, y, p, residual, y_elem, bias);
 }
 
 void LinearKernel::record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
-                                  const LinearParams& p, BufferRange residual, Elem y_elem) const {
-  dispatch_mm(program, variant, QuantType::f16, x, w, y, p, residual, y_elem);
+                                  const LinearParams& p, BufferRange residual, Elem y_elem, BufferRange bias) const {
+  dispatch_mm(program, variant, QuantType::f16, x, w, y, p, residual, y_elem, bias);
 }
 
 void LinearKernel::record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                                const LinearParams& p, BufferRange residual, Elem y_elem) const {
-  record_quant_path(program, quant_choice_.path, type, x, w, y, p, residual, y_elem);
+                                const LinearParams& p, BufferRange residual, Elem y_elem, BufferRange bias) const {
+  record_quant_path(program, quant_choice_.path, type, x, w, y, p, residual, y_elem, bias);
 }
 
 void LinearKernel::record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w,
-                                     BufferRange y, const LinearParams& p, BufferRange residual, Elem y_elem) const {
+                                     BufferRange y, const LinearParams& p, BufferRange residual, Elem y_elem,
+                                     BufferRange bias) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
   if (path == QuantRowPath::int8_dot) {
     if (!device_.caps().integer_dot_product)
       throw Error(Status::unsupported, "linear: the int8 dot-product matmul needs shaderIntegerDotProduct, which '" +
                                            device_.caps().name + "' lacks");
-    dispatch_mm(program, kLinearRegVariant, type, x, w, y, p, residual, y_elem, /*int8=*/true);
+    dispatch_mm(program, kLinearRegVariant, type, x, w, y, p, residual, y_elem, bias, /*int8=*/true);
   } else {
     dispatch_mm(program, choose_quant_linear_tiles(device_.caps(), p.rows, p.in, p.out).variant, type, x, w, y, p,
-                residual, y_elem);
+                residual, y_elem, bias);
   }
 }
 
 void LinearKernel::record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x,
                                         BufferRange w, BufferRange y, const LinearParams& p, BufferRange residual,
-                                        Elem y_elem) const {
+                                        Elem y_elem, BufferRange bias) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
   if (variant != 1 && variant != 2 && variant != kLinearRegVariant)
     throw Error(Status::invalid_argument, "linear: quantized weights run on tile variants 1, 2 and 3 only");
-  dispatch_mm(program, variant, type, x, w, y, p, residual, y_elem);
+  dispatch_mm(program, variant, type, x, w, y, p, residual, y_elem, bias);
 }
 
 void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w,
                                BufferRange y, const LinearParams& p, BufferRange residual, Elem y_elem,
-                               bool int8) const {
+                               BufferRange bias, bool int8) const {
   if (variant >= tiles_.size()) throw Error(Status::invalid_argument, "linear: no such tile variant");
   const LinearTiles& t = tiles_[variant];
   const bool quant = wq != QuantType::f16;
@@ -625,15 +641,17 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   const bool in_place = has_res && residual.buffer == y.buffer && residual.offset == y.offset;
   if (has_res && !in_place && ranges_overlap(residual, y))
     throw Error(Status::invalid_argument, "linear: the residual overlaps the output without being the same range");
+  check_linear_bias("linear", bias, p.out, y);
 
   std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
   // Without a residual, binding 3 is a dummy that the shader never reads: x's range, already declared read.
   args.push_back({has_res ? residual : x, Access::read});
+  args.push_back({bias.buffer != VK_NULL_HANDLE ? bias : x, Access::read});  // binding 4: the same dummy
 
   struct {
     LinearParams lp;
-    uint32_t has_residual, qoff;  // qoff: the matrix-matrix shaders only (linear_vec.comp's block is 4 bytes shorter)
-  } push{p, has_res ? 1u : 0u, static_cast<uint32_t>(qoff)};
+    uint32_t flags, qoff;  // qoff: the matrix-matrix shaders only (linear_vec.comp's block is 4 bytes shorter)
+  } push{p, linear_epilogue_flags(residual, bias), static_cast<uint32_t>(qoff)};
   static_assert(sizeof push == sizeof(LinearParams) + 2 * sizeof(uint32_t), "push block layout");
   const uint32_t push_bytes = t.vec ? sizeof push - sizeof(uint32_t) : sizeof push;
 

@@ -1,4 +1,4 @@
-// Linear op y = x·Wᵀ (+ r): tile choice (pure) and the matrix-matrix, matrix-vector and one-row
+// Linear op y = x·Wᵀ (+ b) (+ r): tile choice (pure) and the matrix-matrix, matrix-vector and one-row
 // paths (shaders/linear.comp, linear_vec.comp, linear_row.comp).
 #pragma once
 #include <array>
@@ -14,9 +14,10 @@
 
 namespace diffvk {
 
-// y = x·Wᵀ (+ r). x: rows x in (row stride x_stride), W: out x in row-major (torch Linear layout, dense),
-// y and the optional residual r: rows x out (row stride y_stride). fp32 accumulation, one rounding to the
-// storage type at the end (after adding r).
+// y = x·Wᵀ (+ b) (+ r). x: rows x in (row stride x_stride), W: out x in row-major (torch Linear layout, dense),
+// y and the optional residual r: rows x out (row stride y_stride), the optional bias b: out float32 values
+// (every record call's trailing `bias`; Phi-4-mini-flash's Wqkv, out_proj and dt_proj). fp32 accumulation, one
+// rounding to the storage type at the end (after adding b, then r: v = (x·Wᵀ + b) + r).
 struct LinearParams {
   uint32_t rows = 0, in = 0, out = 0, x_stride = 0, y_stride = 0;
 };
@@ -113,7 +114,8 @@ struct LinearRowParams {
 // one-row kernels share: sizes (w_bytes: the weight's bytes in its format), overlaps, the prologue's
 // inputs. Throws invalid_argument naming `op`; returns whether the residual is y itself (in place).
 struct LinearRowPush {
-  uint32_t in, out, has_residual;
+  uint32_t in, out;
+  uint32_t flags;  // linear_epilogue_flags: bit 0 the residual, bit 1 the bias
   float eps;
   uint32_t q_off;  // quantized weights: uvec4 index of the quants in the weight binding
 };
@@ -141,6 +143,13 @@ std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uin
                                const LinearRowParams& p, BufferRange norm_w, const RowRope& r, bool fp16, uint32_t nf);
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y,
                            const LinearRowParams& p, BufferRange residual, BufferRange norm_w, bool fp16);
+// The optional bias of every linear path (bias.buffer == VK_NULL_HANDLE: none): out float32 values, whatever the
+// storage type (the checkpoint's BF16 biases convert exactly; GGUF keeps 1-D tensors F32), not overlapping y.
+// Without one the shaders bind a dummy and never read it: the epilogue's flag is a push constant, so a biased
+// and an unbiased call share one pipeline. Throws invalid_argument naming `op`.
+void check_linear_bias(const char* op, BufferRange bias, uint32_t out, BufferRange y);
+// The epilogue flags of the linear push constants: bit 0 residual, bit 1 bias.
+uint32_t linear_epilogue_flags(BufferRange residual, BufferRange bias);
 
 // Geometry of the one-row kernels (LinearKernel::record_row, QuantRowKernel): one subgroup per workgroup
 // where the subgroup is at least 8 wide (no barrier in the reduction), else 8 invocations; nf features per
@@ -201,37 +210,40 @@ class LinearKernel {
   // output with an input is rejected (invalid_argument).
   // y_elem: the element type of y and the residual (Elem::f32: the residual stream, the logits); x and W
   // are always the storage type.
+  // bias: out float32 values added before the residual (check_linear_bias; none by default).
   void record(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearParams& params,
-              BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+              BufferRange residual = {}, Elem y_elem = Elem::storage, BufferRange bias = {}) const;
   // Same, with a given candidate index (tests use it to run every path on every shape; the
   // matrix-vector candidate needs rows <= kLinearVecMaxRows). A candidate without pipelines (not reachable
   // and not all_variants) is an invalid_argument error.
   void record_variant(Program& program, uint32_t variant, BufferRange x, BufferRange w, BufferRange y,
-                      const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+                      const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage,
+                      BufferRange bias = {}) const;
   // Same as record(), over a Q8_0 / Q4_0 weight in the struct-of-arrays device layout of
   // ops/linear_quant.hpp (w: the whole layout, 16-byte aligned; `in` a multiple of 32), never through a
   // dequantized copy of the weight: the tile of choose_quant_linear_tiles, i.e. the register-tiled shader
   // (dequantizing in registers) or a shared-memory tile of linear.comp (dequantizing into its fp32 tiles).
   void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                    const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage) const;
+                    const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage,
+                    BufferRange bias = {}) const;
   // Same, on a given path: dequant = choose_quant_linear_tiles' tile; int8_dot = linear_reg_dot.comp (the
   // register tile, activations quantized per block of 32 on the way in, integer dot products). A path without
   // pipelines here is invalid_argument; int8_dot on a device without shaderIntegerDotProduct is unsupported.
   void record_quant_path(Program& program, QuantRowPath path, QuantType type, BufferRange x, BufferRange w,
                          BufferRange y, const LinearParams& params, BufferRange residual = {},
-                         Elem y_elem = Elem::storage) const;
+                         Elem y_elem = Elem::storage, BufferRange bias = {}) const;
   // record_quant's path on this device (or the forced one) and why.
   const QuantRowChoice& quant_choice() const { return quant_choice_; }
   // Same, on a given tile variant (1, 2: shared-memory; 3: register-tiled); one without pipelines here is
   // invalid_argument (tests run every quantized path on every device with an all_variants kernel).
   void record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w,
                             BufferRange y, const LinearParams& params, BufferRange residual = {},
-                            Elem y_elem = Elem::storage) const;
+                            Elem y_elem = Elem::storage, BufferRange bias = {}) const;
   // One row: see LinearRowParams. Reads x, g and W as 16-byte vectors when `in` is a multiple of the
   // vector width (8 in fp16, 4 in fp32) and every binding offset is 16-byte aligned, else elementwise.
-  // residual as in record(); norm_w is required for rmsnorm and ignored otherwise.
+  // residual and bias as in record(); norm_w is required for rmsnorm and ignored otherwise.
   void record_row(Program& program, BufferRange x, BufferRange w, BufferRange y, const LinearRowParams& params,
-                  BufferRange residual = {}, BufferRange norm_w = {}) const;
+                  BufferRange residual = {}, BufferRange norm_w = {}, BufferRange bias = {}) const;
   // One row of the fused q/k/v projection with RoPE and the KV-cache append as its epilogue (RowRope).
   void record_row_rope(Program& program, BufferRange x, BufferRange w, BufferRange q_out, const LinearRowParams& params,
                        BufferRange norm_w, const RowRope& rope) const;
@@ -273,7 +285,7 @@ class LinearKernel {
   std::unique_ptr<LazyPipeline> quant_dot_pipelines_[2][2]
                                                     [2];  // linear_reg_dot.comp: [q8_0, q4_0][vector x loads][y f32]
   void dispatch_mm(Program& program, uint32_t variant, QuantType wq, BufferRange x, BufferRange w, BufferRange y,
-                   const LinearParams& p, BufferRange residual, Elem y_elem, bool int8 = false) const;
+                   const LinearParams& p, BufferRange residual, Elem y_elem, BufferRange bias, bool int8 = false) const;
   std::array<uint32_t, 2> test_limit_{0, 0};
   RowGeometry row_geo_;
   uint32_t tuned_lanes_ = 0, row_force_lanes_ = 0;

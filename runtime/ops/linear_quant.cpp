@@ -107,7 +107,7 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
               for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
                 for (uint32_t y32 = 0; y32 < n32; ++y32)
                   s.row[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader,
-                                                                    5,
+                                                                    6,
                                                                     kLinearRowPushBytes,
                                                                     {wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg},
                                                                     o.subgroup,
@@ -155,12 +155,14 @@ bool QuantRowKernel::has(QuantType t) const {
 }
 
 void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-                            const LinearRowParams& p, BufferRange residual, BufferRange norm_w) const {
+                            const LinearRowParams& p, BufferRange residual, BufferRange norm_w,
+                            BufferRange bias) const {
   if (!has(type))
     throw Error(Status::invalid_argument,
                 std::string("linear_row: this kernel has no pipelines for ") + quant_type_name(type));
   const QuantLayout l = quant_layout(type, p.out, p.in);
   const bool in_place = check_linear_row_args("linear_row (quantized)", x, w, l.bytes(), y, p, residual, norm_w, fp16_);
+  check_linear_bias("linear_row (quantized)", bias, p.out, y);
   const bool has_res = residual.buffer != VK_NULL_HANDLE, has_norm = p.pro == RowPrologue::rmsnorm;
   if (w.offset % 16 != 0)
     throw Error(Status::invalid_argument, "linear_row (quantized): the weight must start 16-byte aligned");
@@ -172,7 +174,8 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   std::vector<Arg> args{{x, Access::read}, {w, Access::read}, {y, in_place ? Access::read_write : Access::write}};
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
   args.push_back({has_norm ? norm_w : x, Access::read});
-  const LinearRowPush push{p.in, p.out, has_res ? 1u : 0u, p.eps, uint32_t(l.quant_offset() / 16)};
+  args.push_back({bias.buffer != VK_NULL_HANDLE ? bias : x, Access::read});
+  const LinearRowPush push{p.in, p.out, linear_epilogue_flags(residual, bias), p.eps, uint32_t(l.quant_offset() / 16)};
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + geo_.nf - 1) / geo_.nf, lim)), 1, 1};

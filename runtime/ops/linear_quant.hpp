@@ -40,7 +40,7 @@ void split_quant_rows(QuantType type, uint64_t in, uint64_t rows, const uint8_t*
 // The whole device layout of a matrix from its GGUF rows (tests and the op table).
 std::vector<uint8_t> pack_quant_matrix(QuantType type, uint64_t rows, uint64_t in, const uint8_t* blocks);
 
-// y = pro(x)·Wᵀ (+ r) over a quantized W; p as LinearKernel::record_row (the same checks), w = the
+// y = pro(x)·Wᵀ (+ b) (+ r) over a quantized W; p as LinearKernel::record_row (the same checks), w = the
 // layout's range (w.offset 16-byte aligned). x and the norm weight are read as 16-byte vectors when they
 // start 16-byte aligned; the elementwise variants exist only on devices whose storage offset alignment
 // is below 16 bytes (elsewhere every binding is aligned): a misaligned x there is invalid_argument.
@@ -59,7 +59,8 @@ class QuantRowKernel {
   bool has(QuantType t) const;
   const QuantRowChoice& choice() const { return choice_; }
   void record(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
-              const LinearRowParams& params, BufferRange residual = {}, BufferRange norm_w = {}) const;
+              const LinearRowParams& params, BufferRange residual = {}, BufferRange norm_w = {},
+              BufferRange bias = {}) const;
   // The fused q/k/v projection with RoPE + KV append as its epilogue (RowRope, ops/linear.hpp) over quantized W.
   void record_rope(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange q_out,
                    const LinearRowParams& params, BufferRange norm_w, const RowRope& rope) const;

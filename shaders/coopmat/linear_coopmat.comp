@@ -1,7 +1,8 @@
 #version 450
-// Cooperative-matrix matrix-matrix linear layer (VK_KHR_cooperative_matrix): y = x·Wᵀ (+ r), fp16
+// Cooperative-matrix matrix-matrix linear layer (VK_KHR_cooperative_matrix): y = x·Wᵀ (+ b) (+ r), fp16
 // inputs, fp32 accumulation, one rounding at the store. fp16 storage only (DVK_FP16 = 1).
 //   x: rows x in (row stride x_stride), W: out x in (dense, torch Linear layout), y, r: rows x out (y_stride).
+//   b: out float32 values (flags bit 1; binding 4), added before r (flags bit 0): v = (x·Wᵀ + b) + r.
 // The matrix shape CM x CN x CK is one the driver lists (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR:
 // A, B float16, C and the result float32, subgroup scope); the host passes it as specialization constants.
 // A workgroup of NSG = SGM x SGN subgroups computes a BM x BN tile of y (BM = SGM·WM·CM, BN = SGN·WN·CN);
@@ -53,6 +54,7 @@ layout(std430, binding = 2) writeonly buffer Y { float16_t y[]; };
 layout(std430, binding = 3) readonly buffer R { float16_t r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { float yf[]; };
 layout(std430, binding = 3) readonly buffer RF { float rf[]; };
+layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -60,7 +62,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint has_residual;
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
 } p;
 
 shared f16vec4 xs[BM * SK4];
@@ -135,11 +137,12 @@ void main() {
             if (row >= p.rows || col >= p.out_f) continue;
             const uint o = row * p.y_stride + col;
             float v = cs[cs0 + e];
+            if ((p.flags & 2u) != 0u) v += bias[col];
             if (Y32 != 0u) {
-              if (p.has_residual != 0u) v += rf[o];
+              if ((p.flags & 1u) != 0u) v += rf[o];
               yf[o] = v;
             } else {
-              if (p.has_residual != 0u) v += float(r[o]);
+              if ((p.flags & 1u) != 0u) v += float(r[o]);
               y[o] = float16_t(v);
             }
           }

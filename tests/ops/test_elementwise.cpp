@@ -1,7 +1,8 @@
-// Conformance of the elementwise ops that have no test file of their own: the SwiGLU activation
-// (shaders/silu_mul.comp) and the token embedding (shaders/embed.comp: the whole table, tables split by
+// Conformance of the elementwise ops that have no test file of their own: the SwiGLU activation and the
+// Gated Memory Unit's gate (shaders/silu_mul.comp: fused [gate | up] rows; separate g and m with their own
+// strides and offsets) and the token embedding (shaders/embed.comp: the whole table, tables split by
 // rows into parts, ids past the vocabulary embed to zeros), through their case tables
-// (bench/cases/silu_mul.cpp, embed.cpp) against the float64 reference.
+// (bench/cases/silu_mul.cpp, gmu_gate.cpp, embed.cpp) against the float64 reference.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -12,6 +13,8 @@ using namespace diffvk;
 
 TEST_CASE("silu_mul: case table fp32") { test::run_op_table("silu_mul", Precision::fp32); }
 TEST_CASE("silu_mul: case table fp16") { test::run_op_table("silu_mul", Precision::fp16); }
+TEST_CASE("gmu_gate: case table fp32") { test::run_op_table("gmu_gate", Precision::fp32); }
+TEST_CASE("gmu_gate: case table fp16") { test::run_op_table("gmu_gate", Precision::fp16); }
 TEST_CASE("embed: case table fp32") { test::run_op_table("embed", Precision::fp32); }
 TEST_CASE("embed: case table fp16") { test::run_op_table("embed", Precision::fp16); }
 

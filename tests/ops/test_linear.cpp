@@ -364,13 +364,24 @@ TEST_CASE("linear: invalid arguments are rejected") {
         }) == Status::invalid_argument);
   CHECK(status([&] { kernel.record_variant(prog, 7, a.range(), b.range(), c.range(), good); }) ==
         Status::invalid_argument);
+  // The bias: out (8) float32 values, not overlapping y.
+  CHECK(status([&] {
+          kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, {}, Elem::storage, c.range(256, 28));
+        }) == Status::invalid_argument);
+  CHECK(status([&] {
+          kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, {}, Elem::storage, c.range(96, 32));
+        }) == Status::invalid_argument);
   CHECK(prog.op_count() == 0);
-  // The legal forms record: separate residual, in-place residual.
+  // The legal forms record: separate residual, in-place residual, a bias beside either.
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(256, 128)); }) ==
         Status::ok);
   CHECK(status([&] { kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(0, 128)); }) ==
         Status::ok);
-  CHECK(prog.op_count() == 2);
+  CHECK(status([&] {
+          kernel.record(prog, a.range(), b.range(), c.range(0, 128), good, c.range(0, 128), Elem::storage,
+                        c.range(512, 32));
+        }) == Status::ok);
+  CHECK(prog.op_count() == 3);
 }
 
 TEST_CASE("linear: the cooperative-matrix candidate and its choice (pure, simulated devices)") {

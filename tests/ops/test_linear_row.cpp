@@ -47,10 +47,17 @@ TEST_CASE("linear_row: invalid arguments are rejected") {
         }) == Status::invalid_argument);  // silu needs 2·in values
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(16, 32)); }) ==
         Status::invalid_argument);
+  // The bias: out float32 values, not overlapping y.
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, {}, {}, c.range(64, 28)); }) ==
+        Status::invalid_argument);
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, {}, {}, c.range(16, 32)); }) ==
+        Status::invalid_argument);
   CHECK(prog.op_count() == 0);
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(0, 32)); }) ==
         Status::ok);
-  CHECK(prog.op_count() == 1);
+  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, {}, {}, c.range(64, 32)); }) ==
+        Status::ok);
+  CHECK(prog.op_count() == 2);
 }
 
 TEST_CASE("linear_row: the tuning's row_lanes forces the lane groups and refuses what is not a power of two") {

@@ -7,10 +7,12 @@
 //  - a split-K attention merge that drops one split (fp32 bound);
 //  - the chunked selective scan (shaders/selective_scan.comp's passes, in float): a carry that forgets the earlier
 //    chunks' decay, and a state kept in fp16 between chunks (fp32 bound with the scan's factor);
+//  - a LayerNorm whose variance is one-pass E[x²] − E[x]² in fp32, at a large mean (fp32 bound);
 //  - the op case tables (bench/op_cases.hpp): a wrong value and an op that writes nothing fail
 //    the table's check on the GPU, for the first case of every op with a table.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -52,6 +54,35 @@ TEST_CASE("tolerances: an fp16 accumulator in a linear kernel fails the fp16 bou
   INFO("fp32 accumulation: " << cg.summary() << "; fp16 accumulation: " << cb.summary());
   CHECK(test::within_spec(cg, true));
   CHECK_FALSE(test::within_spec(cb, true));
+}
+
+TEST_CASE("tolerances: layer_norm with a one-pass variance at a large mean fails the fp32 bound") {
+  // The arithmetic a one-pass kernel would do (fp32 sums of x and x², var = E[x²] − E[x]²) against the centred
+  // two-pass one of shaders/layer_norm.comp, on float32 inputs of mean 1e4 and spread 1 at the real width.
+  const int E = 2560;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> d(1e4 - 1, 1e4 + 1);
+  std::vector<double> x(E), w(E, 1.0), b(E, 0.0);
+  for (auto& v : x) v = float(d(rng));
+  const auto expect = ref::layer_norm(x, 1, E, w, b, 1e-5);
+  float s1 = 0, s2 = 0;
+  for (double v : x) s1 += float(v), s2 += float(v) * float(v);
+  const float mean1 = s1 / E, var1 = s2 / E - mean1 * mean1;
+  const float sh = float(x[0]);
+  float sd = 0, ss = 0;
+  for (double v : x) sd += float(v) - sh;
+  const float dm = sd / E;
+  for (double v : x) ss += (float(v) - sh - dm) * (float(v) - sh - dm);
+  const float rstd = 1.0f / std::sqrt(ss / E + 1e-5f);
+  std::vector<double> one_pass(E), centred(E);
+  for (int i = 0; i < E; ++i) {
+    one_pass[i] = (float(x[i]) - mean1) / std::sqrt(std::max(var1, 0.0f) + 1e-5f);
+    centred[i] = ((float(x[i]) - sh) - dm) * rstd;
+  }
+  const auto cg = test::compare(centred, expect), cb = test::compare(one_pass, expect);
+  INFO("centred: " << cg.summary() << "; one pass: " << cb.summary());
+  CHECK(test::within_spec(cg, false));
+  CHECK_FALSE(test::within_spec(cb, false));
 }
 
 namespace {
