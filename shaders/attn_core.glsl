@@ -29,6 +29,9 @@
 // count fixed by specialization constants and carries [[unroll]]: the register arrays are then
 // indexed by constants only, and llvmpipe's per-invocation loop budget counts one iteration per key
 // (attn_max_keys_per_invocation; a test fails if a loop stays rolled).
+// Sliding window and ring (push constants window, ring: no pipeline of their own): a slot at position t sees keys
+// max(0, t − window + 1) .. t; the fused kernel streams only its block's keys from block_begin, the split kernel
+// splits the call's keys from call_begin; key j is read at cache row j mod capacity with a ring (cache_row).
 // Numerics: fp32 scores, statistics and accumulators; NEG_BIG (finite) for "no key yet".
 //
 // Layouts (elements):  q[i*q_stride + h*2D + qk_off + c]    (c < NSM*D: Q1|Q2, or one half at qk_off)
@@ -136,6 +139,8 @@ layout(push_constant) uniform Params {
   float gain;      // 1 - lambda_init
   float eps;
   uint q_hstride;  // elements between query heads in a row of q; 0 = DV (the bench's V2 baselines: 2D, every other head)
+  uint window;     // > 0: a query at position t sees keys t − window + 1 .. t only (a sliding window); 0: every key
+  uint ring;       // 1: key position j lives at cache row j mod capacity (a ring; positions pass the capacity)
 } p;
 
 vec4 qr[RB * NKV * VPC];    // this lane's chunks of each slot's (scaled) Q
@@ -143,6 +148,7 @@ vec4 acc[NST * NVV * VPC];  // this lane's chunks of each (softmax, slot) output
 float m_run[NST], l_run[NST];
 
 uint g_group, g_block, g_pos0;
+uint g_roff;  // cache row of key j: j + g_roff, less capacity when that reaches it (set by attend, see cache_row)
 const uint NSR = (DV + 63) / 64 * 2;  // Q8_0: fp16 scale slots per cache row
 
 uint n_slots() { return p.n_rep * p.S; }
@@ -180,12 +186,30 @@ void lane_sums(inout float v[NST]) {
 #endif
 }
 
-// Keys the last valid slot of this workgroup (every subgroup of it) may see (exclusive), and the keys of the whole call.
+// Key positions are absolute (0 .. g_pos0 + S − 1). Without a ring they are cache rows and stop at the capacity;
+// with one (p.ring) they go on and row j mod capacity holds key j (the host keeps capacity >= window + S − 1).
+uint key_cap(uint end) { return p.ring != 0 ? end : min(end, p.capacity); }
+// First key (inclusive) a query at position t may see: t − window + 1 with a window, else 0.
+uint key_lo(uint t) { return p.window != 0 && t >= p.window ? t + 1 - p.window : 0; }
+// Keys of this workgroup: from what its first slot may see (inclusive) to what its last valid slot (of every
+// subgroup of it) may see (exclusive); and the call's first key and key count.
+uint block_begin() { return key_lo(g_pos0 + g_block * NSG * RB / p.n_rep); }
 uint block_end() {
   const uint last = min((g_block + 1) * NSG * RB - 1, n_slots() - 1);
-  return min(g_pos0 + last / p.n_rep + 1, p.capacity);
+  return key_cap(g_pos0 + last / p.n_rep + 1);
 }
-uint call_keys() { return min(g_pos0 + p.S, p.capacity); }
+uint call_begin() { return key_lo(g_pos0); }
+uint call_keys() {
+  const uint e = key_cap(g_pos0 + p.S), b = call_begin();
+  return e > b ? e - b : 0;
+}
+// The cache row (within the group) of key j, for keys j0 .. j0 + capacity − 1 of one attend call: no division
+// per key (set_ring_origin divides once).
+void set_ring_origin(uint j0) { g_roff = (p.ring != 0 ? j0 % p.capacity : j0) - j0; }
+uint cache_row(uint j) {
+  const uint d = j + g_roff;
+  return d >= p.capacity ? d - p.capacity : d;
+}
 // Keys per split of the split-K kernels (attn_split.glsl) from the LIVE key count (not the capacity), so a
 // program recorded once does only the current length's work: ceil(keys / splits), at least min_split (fewer,
 // longer splits when the keys are few), at most max_split (the host guarantees splits * max_split >= every
@@ -259,8 +283,13 @@ void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC], bool fa
     }
 }
 
-// The last key (inclusive) slot r may see; 0xffffffff marks an invalid slot.
-uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0xffffffffu; }
+// The last key (inclusive) slot r may see, and how many keys up to it: key j is visible iff limit − j < span
+// (unsigned: a key past the limit wraps to a huge difference); span 0 marks an invalid slot.
+uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0u; }
+uint slot_span(uint r) {
+  const uint t = slot_limit(r);
+  return slot_valid(r) ? (p.window != 0 ? min(p.window, t + 1) : t + 1) : 0u;
+}
 // vec4 c (of VPC) of Q chunk li (of NQT: softmax li / HQ) of slot r, unscaled; zeros past the row or slot.
 vec4 q_raw(uint r, uint li, uint c) {
   const bool ok = slot_valid(r);
@@ -308,8 +337,8 @@ void stage_k(uint jb, uint key_end, uint kv_base) {
     const uint t = gl_LocalInvocationIndex + i * WG;
     if (t < L * NQT) {
       const uint b = t / NQT, c = t % NQT;
-      stage_chunk(true, kv_base + min(jb + b, key_end - 1), (DVK_V2 != 0 ? 0 : p.qk_off) + (c / HQ) * HD + (c % HQ) * CW,
-                  b * KSTR + c * UPC);
+      stage_chunk(true, kv_base + cache_row(min(jb + b, key_end - 1)),
+                  (DVK_V2 != 0 ? 0 : p.qk_off) + (c / HQ) * HD + (c % HQ) * CW, b * KSTR + c * UPC);
     }
   }
 }
@@ -318,7 +347,7 @@ void stage_v(uint jb, uint key_end, uint kv_base) {
     const uint t = gl_LocalInvocationIndex + i * WG;
     if (t < L * NVT) {
       const uint b = t / NVT, c = t % NVT;
-      stage_chunk(false, kv_base + min(jb + b, key_end - 1), c * CW, b * VSTR + c * UPC);
+      stage_chunk(false, kv_base + cache_row(min(jb + b, key_end - 1)), c * CW, b * VSTR + c * UPC);
     }
   }
 }
@@ -348,9 +377,10 @@ void attend_blocks(uint key_begin, uint key_end) {
     l_lane[i] = 0.0;
   }
   [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
-  uint limit[RB];
+  uint limit[RB], span[RB];
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     limit[r] = slot_limit(r);
+    span[r] = slot_span(r);
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
       if (li < NQT)
@@ -366,9 +396,10 @@ void attend_blocks(uint key_begin, uint key_end) {
   }
   barrier();
   const uint kv_base = g_group * p.capacity;
+  set_ring_origin(key_begin);
   [[dont_unroll]] for (uint jb = key_begin; jb < key_end; jb += L) {
     const uint jk = jb + l0;
-    const uint krow = kv_base + min(jk, key_end - 1);
+    const uint krow = kv_base + cache_row(min(jk, key_end - 1));
     if (STG != 0) {  // the previous block's last barrier has ordered every read of the staged V rows
       stage_k(jb, key_end, kv_base);
       barrier();
@@ -397,7 +428,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     [[unroll]] for (uint t = 0; t < NSM; ++t)
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
-        const bool visible = jk < key_end && jk <= limit[r] && limit[r] != 0xffffffffu;
+        const bool visible = jk < key_end && limit[r] - jk < span[r];
         const float sv = visible ? sc[k] : NEG_BIG;
         const float mn = max(m_run[k], subgroupMax(sv));
         const float alpha = exp(m_run[k] - mn);  // 1 while nothing is visible (NEG_BIG − NEG_BIG)
@@ -415,7 +446,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     }
     [[unroll]] for (uint u = 0; u < NKB; ++u) {
       const uint b = grp * NKB + u;
-      const uint vrow = kv_base + min(jb + b, key_end - 1);
+      const uint vrow = kv_base + cache_row(min(jb + b, key_end - 1));
       vec4 v[NVV * VPC];
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = vi0 + i * L;
@@ -450,7 +481,8 @@ void attend_blocks(uint key_begin, uint key_end) {
 }
 #endif
 
-// Streams keys [key_begin, key_end) into the registers; valid for any begin/end (empty range:
+// Streams keys [key_begin, key_end) into the registers (at most capacity of them with a ring: cache_row); valid for
+// any begin/end (empty range:
 // m = NEG_BIG, l = 0, acc = 0, which every merge weights by exactly 0).
 void attend(uint key_begin, uint key_end) {
 #if DVK_SUBGROUP
@@ -465,15 +497,17 @@ void attend(uint key_begin, uint key_end) {
     l_run[i] = 0.0;
   }
   [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
-  uint limit[RB];  // last key (inclusive) each slot may see; 0xffffffff marks an invalid slot
+  uint limit[RB], span[RB];  // last key (inclusive) each slot may see, and how many up to it (slot_span)
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     limit[r] = slot_limit(r);
+    span[r] = slot_span(r);
     [[unroll]] for (uint i = 0; i < NKV; ++i)
       [[unroll]] for (uint c = 0; c < VPC; ++c) qr[(r * NKV + i) * VPC + c] = q_part(r, l0 + i * L, c);
   }
   const uint kv_base = g_group * p.capacity;
+  set_ring_origin(key_begin);
   [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {
-    const uint row = kv_base + j;
+    const uint row = kv_base + cache_row(j);
     float part[NST];
     [[unroll]] for (uint i = 0; i < NST; ++i) part[i] = 0.0;
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
@@ -503,7 +537,7 @@ void attend(uint key_begin, uint key_end) {
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
         const float sc = part[k], mo = m_run[k];
-        const bool visible = j <= limit[r] && limit[r] != 0xffffffffu;
+        const bool visible = limit[r] - j < span[r];
         const float e = exp(min(sc, mo) - max(sc, mo));
         const bool grow = visible && sc > mo;  // uniform across the workgroup: sc and mo are lane sums
         if (grow) {  // rare after the first keys: rescale only when the maximum moves
