@@ -31,7 +31,7 @@
 // (attn_max_keys_per_invocation; a test fails if a loop stays rolled).
 // Sliding window and ring (push constants window, ring: no pipeline of their own): a slot at position t sees keys
 // max(0, t − window + 1) .. t; the fused kernel streams only its block's keys from block_begin, the split kernel
-// splits the call's keys from call_begin; key j is read at cache row j mod capacity with a ring (cache_row).
+// splits the call's keys from call_begin; key j is read at cache row j mod capacity with a ring (ring_wrap).
 // Numerics: fp32 scores, statistics and accumulators; NEG_BIG (finite) for "no key yet".
 //
 // Layouts (elements):  q[i*q_stride + h*2D + qk_off + c]    (c < NSM*D: Q1|Q2, or one half at qk_off)
@@ -148,7 +148,6 @@ vec4 acc[NST * NVV * VPC];  // this lane's chunks of each (softmax, slot) output
 float m_run[NST], l_run[NST];
 
 uint g_group, g_block, g_pos0;
-uint g_roff;  // cache row of key j: j + g_roff, less capacity when that reaches it (set by attend, see cache_row)
 const uint NSR = (DV + 63) / 64 * 2;  // Q8_0: fp16 scale slots per cache row
 
 uint n_slots() { return p.n_rep * p.S; }
@@ -203,13 +202,18 @@ uint call_keys() {
   const uint e = key_cap(g_pos0 + p.S), b = call_begin();
   return e > b ? e - b : 0;
 }
-// The cache row (within the group) of key j, for keys j0 .. j0 + capacity − 1 of one attend call: no division
-// per key (set_ring_origin divides once).
-void set_ring_origin(uint j0) { g_roff = (p.ring != 0 ? j0 % p.capacity : j0) - j0; }
-uint cache_row(uint j) {
-  const uint d = j + g_roff;
-  return d >= p.capacity ? d - p.capacity : d;
+// The cache rows of keys [b, e) of one attend call (e − b <= capacity): contiguous without a ring; with one (key j
+// at row j mod capacity) they wrap to row 0 at most once, at key `wrap`. So the key loops run over two segments,
+// [b, wrap) and [wrap, e) (empty without a ring), in each of which key j is at cache row seg_base + j (uint
+// arithmetic wraps): the loop bodies address rows exactly as without a ring, with no division or test per key.
+uint ring_wrap(uint b, uint e, out uint r0) {
+  r0 = p.ring != 0 ? b % p.capacity : b;  // the row of key b
+  return p.ring != 0 ? min(e, b + (p.capacity - r0)) : e;
 }
+// Key j is visible to a slot whose last key is `limit` (0xffffffff: an invalid slot) iff limit − j < min(wc, limit + 1)
+// (unsigned: a key past the limit wraps to a huge difference); wc = the window, or 0xffffffff without one.
+uint window_cap() { return p.window != 0 ? p.window : 0xffffffffu; }
+bool key_visible(uint limit, uint j, uint wc) { return limit - j < min(wc, limit + 1u); }
 // Keys per split of the split-K kernels (attn_split.glsl) from the LIVE key count (not the capacity), so a
 // program recorded once does only the current length's work: ceil(keys / splits), at least min_split (fewer,
 // longer splits when the keys are few), at most max_split (the host guarantees splits * max_split >= every
@@ -283,13 +287,8 @@ void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC], bool fa
     }
 }
 
-// The last key (inclusive) slot r may see, and how many keys up to it: key j is visible iff limit − j < span
-// (unsigned: a key past the limit wraps to a huge difference); span 0 marks an invalid slot.
-uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0u; }
-uint slot_span(uint r) {
-  const uint t = slot_limit(r);
-  return slot_valid(r) ? (p.window != 0 ? min(p.window, t + 1) : t + 1) : 0u;
-}
+// The last key (inclusive) slot r may see; 0xffffffff marks an invalid slot (key_visible).
+uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0xffffffffu; }
 // vec4 c (of VPC) of Q chunk li (of NQT: softmax li / HQ) of slot r, unscaled; zeros past the row or slot.
 vec4 q_raw(uint r, uint li, uint c) {
   const bool ok = slot_valid(r);
@@ -337,8 +336,8 @@ void stage_k(uint jb, uint key_end, uint kv_base) {
     const uint t = gl_LocalInvocationIndex + i * WG;
     if (t < L * NQT) {
       const uint b = t / NQT, c = t % NQT;
-      stage_chunk(true, kv_base + cache_row(min(jb + b, key_end - 1)),
-                  (DVK_V2 != 0 ? 0 : p.qk_off) + (c / HQ) * HD + (c % HQ) * CW, b * KSTR + c * UPC);
+      stage_chunk(true, kv_base + min(jb + b, key_end - 1), (DVK_V2 != 0 ? 0 : p.qk_off) + (c / HQ) * HD + (c % HQ) * CW,
+                  b * KSTR + c * UPC);
     }
   }
 }
@@ -347,7 +346,7 @@ void stage_v(uint jb, uint key_end, uint kv_base) {
     const uint t = gl_LocalInvocationIndex + i * WG;
     if (t < L * NVT) {
       const uint b = t / NVT, c = t % NVT;
-      stage_chunk(false, kv_base + cache_row(min(jb + b, key_end - 1)), c * CW, b * VSTR + c * UPC);
+      stage_chunk(false, kv_base + min(jb + b, key_end - 1), c * CW, b * VSTR + c * UPC);
     }
   }
 }
@@ -377,10 +376,9 @@ void attend_blocks(uint key_begin, uint key_end) {
     l_lane[i] = 0.0;
   }
   [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
-  uint limit[RB], span[RB];
+  uint limit[RB];
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     limit[r] = slot_limit(r);
-    span[r] = slot_span(r);
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
       const uint li = l0 + i * L;
       if (li < NQT)
@@ -395,13 +393,17 @@ void attend_blocks(uint key_begin, uint key_end) {
     }
   }
   barrier();
-  const uint kv_base = g_group * p.capacity;
-  set_ring_origin(key_begin);
-  [[dont_unroll]] for (uint jb = key_begin; jb < key_end; jb += L) {
+  const uint wc = window_cap();
+  uint r0;
+  const uint wrap = ring_wrap(key_begin, key_end, r0);
+  [[dont_unroll]] for (uint seg = 0; seg < 2; ++seg) {  // the ring's two segments (ring_wrap), not indented
+  const uint seg_end = seg == 0 ? wrap : key_end;
+  const uint kv_base = g_group * p.capacity + (seg == 0 ? r0 - key_begin : 0u - wrap);  // + key = its cache row
+  [[dont_unroll]] for (uint jb = seg == 0 ? key_begin : wrap; jb < seg_end; jb += L) {
     const uint jk = jb + l0;
-    const uint krow = kv_base + cache_row(min(jk, key_end - 1));
+    const uint krow = kv_base + min(jk, seg_end - 1);
     if (STG != 0) {  // the previous block's last barrier has ordered every read of the staged V rows
-      stage_k(jb, key_end, kv_base);
+      stage_k(jb, seg_end, kv_base);
       barrier();
     }
     float sc[NST];
@@ -428,7 +430,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     [[unroll]] for (uint t = 0; t < NSM; ++t)
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
-        const bool visible = jk < key_end && limit[r] - jk < span[r];
+        const bool visible = jk < seg_end && key_visible(limit[r], jk, wc);
         const float sv = visible ? sc[k] : NEG_BIG;
         const float mn = max(m_run[k], subgroupMax(sv));
         const float alpha = exp(m_run[k] - mn);  // 1 while nothing is visible (NEG_BIG − NEG_BIG)
@@ -441,12 +443,12 @@ void attend_blocks(uint key_begin, uint key_end) {
       }
     barrier();  // probabilities written; with staging, every lane has read the block's K rows
     if (STG != 0) {
-      stage_v(jb, key_end, kv_base);
+      stage_v(jb, seg_end, kv_base);
       barrier();
     }
     [[unroll]] for (uint u = 0; u < NKB; ++u) {
       const uint b = grp * NKB + u;
-      const uint vrow = kv_base + cache_row(min(jb + b, key_end - 1));
+      const uint vrow = kv_base + min(jb + b, seg_end - 1);
       vec4 v[NVV * VPC];
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = vi0 + i * L;
@@ -466,6 +468,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     }
     barrier();  // every lane has read the probabilities (and staged V rows) before the next block writes them
   }
+  }
   [[unroll]] for (uint k = 0; k < NST; ++k) l_run[k] = subgroupAdd(l_lane[k]);
   if (KG > 1) {  // fold the key groups into group 0 (lanes 0 .. LG − 1); sQ is free now
     const uint NA = NST * NVV * VPC;
@@ -481,7 +484,7 @@ void attend_blocks(uint key_begin, uint key_end) {
 }
 #endif
 
-// Streams keys [key_begin, key_end) into the registers (at most capacity of them with a ring: cache_row); valid for
+// Streams keys [key_begin, key_end) into the registers (at most capacity of them with a ring: ring_wrap); valid for
 // any begin/end (empty range:
 // m = NEG_BIG, l = 0, acc = 0, which every merge weights by exactly 0).
 void attend(uint key_begin, uint key_end) {
@@ -497,17 +500,19 @@ void attend(uint key_begin, uint key_end) {
     l_run[i] = 0.0;
   }
   [[unroll]] for (uint i = 0; i < NST * NVV * VPC; ++i) acc[i] = vec4(0.0);
-  uint limit[RB], span[RB];  // last key (inclusive) each slot may see, and how many up to it (slot_span)
+  uint limit[RB];  // last key (inclusive) each slot may see; 0xffffffff marks an invalid slot
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     limit[r] = slot_limit(r);
-    span[r] = slot_span(r);
     [[unroll]] for (uint i = 0; i < NKV; ++i)
       [[unroll]] for (uint c = 0; c < VPC; ++c) qr[(r * NKV + i) * VPC + c] = q_part(r, l0 + i * L, c);
   }
-  const uint kv_base = g_group * p.capacity;
-  set_ring_origin(key_begin);
-  [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {
-    const uint row = kv_base + cache_row(j);
+  const uint wc = window_cap();
+  uint r0;
+  const uint wrap = ring_wrap(key_begin, key_end, r0);
+  [[dont_unroll]] for (uint seg = 0; seg < 2; ++seg) {  // the ring's two segments (ring_wrap), not indented
+  const uint kv_base = g_group * p.capacity + (seg == 0 ? r0 - key_begin : 0u - wrap);  // + key = its cache row
+  [[dont_unroll]] for (uint j = seg == 0 ? key_begin : wrap; j < (seg == 0 ? wrap : key_end); ++j) {
+    const uint row = kv_base + j;
     float part[NST];
     [[unroll]] for (uint i = 0; i < NST; ++i) part[i] = 0.0;
     [[unroll]] for (uint i = 0; i < NKV; ++i) {
@@ -537,7 +542,7 @@ void attend(uint key_begin, uint key_end) {
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
         const float sc = part[k], mo = m_run[k];
-        const bool visible = limit[r] - j < span[r];
+        const bool visible = key_visible(limit[r], j, wc);
         const float e = exp(min(sc, mo) - max(sc, mo));
         const bool grow = visible && sc > mo;  // uniform across the workgroup: sc and mo are lane sums
         if (grow) {  // rare after the first keys: rescale only when the maximum moves
@@ -549,5 +554,6 @@ void attend(uint key_begin, uint key_end) {
         l_run[k] += pj;
         [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] += pj * v[i];
       }
+  }
   }
 }

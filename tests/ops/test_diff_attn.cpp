@@ -87,7 +87,7 @@ TEST_CASE("diff_attn: Q8_0 KV cache cases of V1 and V2 fp16") { q8_cache_cases(P
 // (quirk per_key_attention), so here it is forced with DIFFVK_ATTN_CORE=blocks over a subset of both tables
 // that reaches each of its paths: element-wise, 8- and 16-byte loads (D = 6, 16, 64, 128), key groups (D = 8
 // on 8 lanes), GQA up to n_rep = 64, chunks after cached rows, split-K decode (max splits), saturated λ, the
-// Q8_0 cache. The full tables run it on GPUs.
+// Q8_0 cache, sliding windows over a wrapped ring. The full tables run it on GPUs.
 TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks)") {
   struct ForceBlocks {
     ForceBlocks() { setenv("DIFFVK_ATTN_CORE", "blocks", 1); }
@@ -123,7 +123,10 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
                                        {"prefill H=4/2 D=16 S=13 pos0=33", false},
                                        {"decode H=4/2 D=16 S=6 pos0=77 lambda=0.8 max-splits", false},
                                        {"decode H=2/2 D=128 S=2 pos0=40", false},
-                                       {"decode H=4/1 D=48 S=3 pos0=65", true}};
+                                       {"decode H=4/1 D=48 S=3 pos0=65", true},
+                                       {"window=10 ring=22", false},  // a chunk over a wrapped ring
+                                       {"window=20 ring=27", false},  // ... a decode with max splits
+                                       {"S=9 pos0=5 lambda=-0.4 window=1", false}};
   static const std::vector<Pick> v2 = {{"decode H=3/1 D=6 S=5", false},
                                        {"prefill H=32/1 D=8 S=5", false},
                                        {"prefill H=4/1 D=64 S=17", false},
@@ -155,7 +158,7 @@ const std::vector<Pick> kStagedV1 = {
     {"prefill H=64/1 D=8 S=3", false},         {"prefill H=4/2 D=16 S=13 pos0=33", false},
     {"prefill H=8/1 D=16 S=5 pos0=60", false}, {"prefill H=4/1 D=48 S=17", true},
     {"prefill H=2/1 D=64 S=40", true},         {"prefill H=64/1 D=16 S=3", true},
-    {"prefill H=4/2 D=16 S=13 pos0=33", true}};
+    {"prefill H=4/2 D=16 S=13 pos0=33", true}, {"window=10 ring=22", false}};
 const std::vector<Pick> kStagedV2 = {{"prefill H=4/1 D=64 S=17", false},         {"prefill H=4/2 D=16 S=33", false},
                                      {"prefill H=32/1 D=8 S=5", false},          {"prefill H=2/2 D=16 S=9", false},
                                      {"prefill H=4/2 D=16 S=13 pos0=33", false}, {"prefill H=4/1 D=64 S=17", true},
