@@ -93,7 +93,8 @@ class DiffAttnKernel {
 
   // Split-K decode for S <= max_decode_rows, in one dispatch (AttnSplitScratch).
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
-  // Splits covering every key of the cache (for programs replayed at any position).
+  // Splits covering every key of the cache (for programs replayed at any position); with a sliding window, the
+  // window + S − 1 keys a call may see (any position, ring or not).
   uint32_t decode_splits_for_capacity(const AttnCall& call, uint32_t* split_len) const;
   static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits,
                              AttnSoftmax softmax = AttnSoftmax::differential);
