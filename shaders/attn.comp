@@ -30,7 +30,7 @@ void main() {
   g_block = gl_WorkGroupID.x;
   g_group = gl_WorkGroupID.y;
   g_pos0 = p.pos0 + dyn_pos;
-  attend(0, block_end());
+  attend(block_begin(), block_end());
   write_out();
 }
 #endif

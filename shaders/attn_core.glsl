@@ -29,6 +29,9 @@
 // count fixed by specialization constants and carries [[unroll]]: the register arrays are then
 // indexed by constants only, and llvmpipe's per-invocation loop budget counts one iteration per key
 // (attn_max_keys_per_invocation; a test fails if a loop stays rolled).
+// Sliding window and ring (push constants window, ring: no pipeline of their own): a slot at position t sees keys
+// max(0, t − window + 1) .. t; the fused kernel streams only its block's keys from block_begin, the split kernel
+// splits the call's keys from call_begin; key j is read at cache row j mod capacity with a ring (ring_wrap).
 // Numerics: fp32 scores, statistics and accumulators; NEG_BIG (finite) for "no key yet".
 //
 // Layouts (elements):  q[i*q_stride + h*2D + qk_off + c]    (c < NSM*D: Q1|Q2, or one half at qk_off)
@@ -136,6 +139,8 @@ layout(push_constant) uniform Params {
   float gain;      // 1 - lambda_init
   float eps;
   uint q_hstride;  // elements between query heads in a row of q; 0 = DV (the bench's V2 baselines: 2D, every other head)
+  uint window;     // > 0: a query at position t sees keys t − window + 1 .. t only (a sliding window); 0: every key
+  uint ring;       // 1: key position j lives at cache row j mod capacity (a ring; positions pass the capacity)
 } p;
 
 vec4 qr[RB * NKV * VPC];    // this lane's chunks of each slot's (scaled) Q
@@ -180,12 +185,35 @@ void lane_sums(inout float v[NST]) {
 #endif
 }
 
-// Keys the last valid slot of this workgroup (every subgroup of it) may see (exclusive), and the keys of the whole call.
+// Key positions are absolute (0 .. g_pos0 + S − 1). Without a ring they are cache rows and stop at the capacity;
+// with one (p.ring) they go on and row j mod capacity holds key j (the host keeps capacity >= window + S − 1).
+uint key_cap(uint end) { return p.ring != 0 ? end : min(end, p.capacity); }
+// First key (inclusive) a query at position t may see: t − window + 1 with a window, else 0.
+uint key_lo(uint t) { return p.window != 0 && t >= p.window ? t + 1 - p.window : 0; }
+// Keys of this workgroup: from what its first slot may see (inclusive) to what its last valid slot (of every
+// subgroup of it) may see (exclusive); and the call's first key and key count.
+uint block_begin() { return key_lo(g_pos0 + g_block * NSG * RB / p.n_rep); }
 uint block_end() {
   const uint last = min((g_block + 1) * NSG * RB - 1, n_slots() - 1);
-  return min(g_pos0 + last / p.n_rep + 1, p.capacity);
+  return key_cap(g_pos0 + last / p.n_rep + 1);
 }
-uint call_keys() { return min(g_pos0 + p.S, p.capacity); }
+uint call_begin() { return key_lo(g_pos0); }
+uint call_keys() {
+  const uint e = key_cap(g_pos0 + p.S), b = call_begin();
+  return e > b ? e - b : 0;
+}
+// The cache rows of keys [b, e) of one attend call (e − b <= capacity): contiguous without a ring; with one (key j
+// at row j mod capacity) they wrap to row 0 at most once, at key `wrap`. So the key loops run over two segments,
+// [b, wrap) and [wrap, e) (empty without a ring), in each of which key j is at cache row seg_base + j (uint
+// arithmetic wraps): the loop bodies address rows exactly as without a ring, with no division or test per key.
+uint ring_wrap(uint b, uint e, out uint r0) {
+  r0 = p.ring != 0 ? b % p.capacity : b;  // the row of key b
+  return p.ring != 0 ? min(e, b + (p.capacity - r0)) : e;
+}
+// Key j is visible to a slot whose last key is `limit` (0xffffffff: an invalid slot) iff limit − j < min(wc, limit + 1)
+// (unsigned: a key past the limit wraps to a huge difference); wc = the window, or 0xffffffff without one.
+uint window_cap() { return p.window != 0 ? p.window : 0xffffffffu; }
+bool key_visible(uint limit, uint j, uint wc) { return limit - j < min(wc, limit + 1u); }
 // Keys per split of the split-K kernels (attn_split.glsl) from the LIVE key count (not the capacity), so a
 // program recorded once does only the current length's work: ceil(keys / splits), at least min_split (fewer,
 // longer splits when the keys are few), at most max_split (the host guarantees splits * max_split >= every
@@ -259,7 +287,7 @@ void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC], bool fa
     }
 }
 
-// The last key (inclusive) slot r may see; 0xffffffff marks an invalid slot.
+// The last key (inclusive) slot r may see; 0xffffffff marks an invalid slot (key_visible).
 uint slot_limit(uint r) { return slot_valid(r) ? g_pos0 + slot_query(r) : 0xffffffffu; }
 // vec4 c (of VPC) of Q chunk li (of NQT: softmax li / HQ) of slot r, unscaled; zeros past the row or slot.
 vec4 q_raw(uint r, uint li, uint c) {
@@ -365,12 +393,17 @@ void attend_blocks(uint key_begin, uint key_end) {
     }
   }
   barrier();
-  const uint kv_base = g_group * p.capacity;
-  [[dont_unroll]] for (uint jb = key_begin; jb < key_end; jb += L) {
+  const uint wc = window_cap();
+  uint r0;
+  const uint wrap = ring_wrap(key_begin, key_end, r0);
+  [[dont_unroll]] for (uint seg = 0; seg < 2; ++seg) {  // the ring's two segments (ring_wrap), not indented
+  const uint seg_end = seg == 0 ? wrap : key_end;
+  const uint kv_base = g_group * p.capacity + (seg == 0 ? r0 - key_begin : 0u - wrap);  // + key = its cache row
+  [[dont_unroll]] for (uint jb = seg == 0 ? key_begin : wrap; jb < seg_end; jb += L) {
     const uint jk = jb + l0;
-    const uint krow = kv_base + min(jk, key_end - 1);
+    const uint krow = kv_base + min(jk, seg_end - 1);
     if (STG != 0) {  // the previous block's last barrier has ordered every read of the staged V rows
-      stage_k(jb, key_end, kv_base);
+      stage_k(jb, seg_end, kv_base);
       barrier();
     }
     float sc[NST];
@@ -397,7 +430,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     [[unroll]] for (uint t = 0; t < NSM; ++t)
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
-        const bool visible = jk < key_end && jk <= limit[r] && limit[r] != 0xffffffffu;
+        const bool visible = jk < seg_end && key_visible(limit[r], jk, wc);
         const float sv = visible ? sc[k] : NEG_BIG;
         const float mn = max(m_run[k], subgroupMax(sv));
         const float alpha = exp(m_run[k] - mn);  // 1 while nothing is visible (NEG_BIG − NEG_BIG)
@@ -410,12 +443,12 @@ void attend_blocks(uint key_begin, uint key_end) {
       }
     barrier();  // probabilities written; with staging, every lane has read the block's K rows
     if (STG != 0) {
-      stage_v(jb, key_end, kv_base);
+      stage_v(jb, seg_end, kv_base);
       barrier();
     }
     [[unroll]] for (uint u = 0; u < NKB; ++u) {
       const uint b = grp * NKB + u;
-      const uint vrow = kv_base + min(jb + b, key_end - 1);
+      const uint vrow = kv_base + min(jb + b, seg_end - 1);
       vec4 v[NVV * VPC];
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = vi0 + i * L;
@@ -435,6 +468,7 @@ void attend_blocks(uint key_begin, uint key_end) {
     }
     barrier();  // every lane has read the probabilities (and staged V rows) before the next block writes them
   }
+  }
   [[unroll]] for (uint k = 0; k < NST; ++k) l_run[k] = subgroupAdd(l_lane[k]);
   if (KG > 1) {  // fold the key groups into group 0 (lanes 0 .. LG − 1); sQ is free now
     const uint NA = NST * NVV * VPC;
@@ -450,7 +484,8 @@ void attend_blocks(uint key_begin, uint key_end) {
 }
 #endif
 
-// Streams keys [key_begin, key_end) into the registers; valid for any begin/end (empty range:
+// Streams keys [key_begin, key_end) into the registers (at most capacity of them with a ring: ring_wrap); valid for
+// any begin/end (empty range:
 // m = NEG_BIG, l = 0, acc = 0, which every merge weights by exactly 0).
 void attend(uint key_begin, uint key_end) {
 #if DVK_SUBGROUP
@@ -471,8 +506,12 @@ void attend(uint key_begin, uint key_end) {
     [[unroll]] for (uint i = 0; i < NKV; ++i)
       [[unroll]] for (uint c = 0; c < VPC; ++c) qr[(r * NKV + i) * VPC + c] = q_part(r, l0 + i * L, c);
   }
-  const uint kv_base = g_group * p.capacity;
-  [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {
+  const uint wc = window_cap();
+  uint r0;
+  const uint wrap = ring_wrap(key_begin, key_end, r0);
+  [[dont_unroll]] for (uint seg = 0; seg < 2; ++seg) {  // the ring's two segments (ring_wrap), not indented
+  const uint kv_base = g_group * p.capacity + (seg == 0 ? r0 - key_begin : 0u - wrap);  // + key = its cache row
+  [[dont_unroll]] for (uint j = seg == 0 ? key_begin : wrap; j < (seg == 0 ? wrap : key_end); ++j) {
     const uint row = kv_base + j;
     float part[NST];
     [[unroll]] for (uint i = 0; i < NST; ++i) part[i] = 0.0;
@@ -503,7 +542,7 @@ void attend(uint key_begin, uint key_end) {
       [[unroll]] for (uint r = 0; r < RB; ++r) {
         const uint k = t * RB + r;
         const float sc = part[k], mo = m_run[k];
-        const bool visible = j <= limit[r] && limit[r] != 0xffffffffu;
+        const bool visible = key_visible(limit[r], j, wc);
         const float e = exp(min(sc, mo) - max(sc, mo));
         const bool grow = visible && sc > mo;  // uniform across the workgroup: sc and mo are lane sums
         if (grow) {  // rare after the first keys: rescale only when the maximum moves
@@ -515,5 +554,6 @@ void attend(uint key_begin, uint key_end) {
         l_run[k] += pj;
         [[unroll]] for (uint i = 0; i < NVV * VPC; ++i) acc[k * NVV * VPC + i] += pj * v[i];
       }
+  }
   }
 }

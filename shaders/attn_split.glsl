@@ -1,6 +1,7 @@
 // Split-K attention in ONE dispatch, for decode and for long prefills on loop-limited devices. Workgroup z
-// of gl_NumWorkGroups.z handles keys [z*len, (z+1)*len), len = split_length(splits) computed from the LIVE
-// key count (pos0 + dyn + S), so a program recorded once for the whole cache does only the work of the
+// of gl_NumWorkGroups.z handles keys [b + z*len, b + (z+1)*len), b = call_begin() (0, or the first key the sliding
+// window lets the call's first query see), len = split_length(splits) computed from the LIVE key count (pos0 + dyn
+// + S − b), so a program recorded once for the whole cache does only the work of the
 // current length: splits that start past the live keys return at once.
 // Each live split writes its partial state (fp32, unnormalised):
 //   part[((z*H + h)*S + i)*NSM*DV + t*DV + col]   (softmax t)
@@ -45,9 +46,9 @@ void main() {
   g_pos0 = p.pos0 + dyn_pos;
   const uint splits = gl_NumWorkGroups.z, split = gl_WorkGroupID.z;
   const uint len = split_length(splits);
-  const uint begin = split * len;
-  if (begin >= call_keys()) return;  // uniform: the whole workgroup leaves
-  const uint end = min(block_end(), begin + len);
+  if (split * len >= call_keys()) return;  // uniform: the whole workgroup leaves
+  const uint begin = max(call_begin() + split * len, block_begin());  // a sliding window starts later
+  const uint end = min(block_end(), call_begin() + split * len + len);
   attend(begin, max(begin, end));
   const uint l0 = lane();
   [[unroll]] for (uint r = 0; r < RB; ++r) {

@@ -9,6 +9,8 @@
 // buffer holds int8 quants [g][capacity][KW], then NSR = 2·ceil(KW/64) fp16 scales per row. One invocation
 // per 64 columns of a cache row (two blocks of 32, one 32-bit scale word: no word is shared) quantizes the
 // fp32 values (K roped) as GGUF's Q8_0 does: d = amax/127, q = round-half-away(x/d).
+// Ring KV cache (ring = 1): position pos at cache row pos mod capacity. No RoPE (rope = 0): (cos, sin) = (1, 0),
+// the table is not read.
 // One invocation per element pair; (cos, sin) come from a float32 table computed on the host in double
 // (no GPU sin/cos of large angles). Workgroups grid-stride over pairs (x) and rows (y).
 #extension GL_GOOGLE_include_directive : require
@@ -38,14 +40,18 @@ layout(push_constant) uniform Params {
   uint capacity;
   uint kheads;  // NK: D-wide k sub-heads per row
   uint lam;     // LAM: λ columns after the q part
+  uint ring;    // 1: position pos at cache row pos mod capacity (a ring; positions pass the capacity)
+  uint rope;    // 0: no rotation (q copied, K appended as is; the table is not read)
 } p;
+// (cos, sin) of pair i at position pos: the identity without RoPE.
+vec2 rot(uint pos, uint i) { return p.rope != 0 ? cs[pos * (p.D / 2) + i] : vec2(1.0, 0.0); }
 
 // Column c of k (roped) or v of qkv row `src` at position pos, in fp32 (the value a Q8_0 block quantizes).
 float kv_value(bool k, uint src, uint pos, uint c) {
   const uint qp = p.H * p.D, kcols = p.kheads * p.D;
   if (!k) return float(qkv[src + 2 * qp + p.lam + kcols + c]);
   const uint e = c & ~1u, base = src + 2 * qp + p.lam + e;
-  const vec2 t = cs[pos * (p.D / 2) + (e % p.D) / 2];
+  const vec2 t = rot(pos, (e % p.D) / 2);
   const float x0 = float(qkv[base]), x1 = float(qkv[base + 1]);
   return (c & 1u) == 0 ? x0 * t.x - x1 * t.y : x0 * t.y + x1 * t.x;
 }
@@ -55,7 +61,7 @@ void append_q8(uint w, uint src, uint pos, uint kw) {
   const uint nsw = (kw + 63) / 64;  // scale words per cache row
   const bool k = w < p.Hkv * nsw;
   const uint wk = k ? w : w - p.Hkv * nsw, g = wk / nsw, col0 = (wk % nsw) * 64;
-  const uint crow = g * p.capacity + pos;  // cache row
+  const uint crow = g * p.capacity + (p.ring != 0 ? pos % p.capacity : pos);  // cache row
   vec2 d = vec2(0.0);
   [[unroll]] for (uint b = 0; b < 2; ++b) {
     const uint c0 = col0 + 32 * b;
@@ -90,7 +96,8 @@ void main() {
   const uint items = KVQ8 != 0 ? qp + p.lam + 2 * p.Hkv * ((kw + 63) / 64) : np + p.lam;
   for (uint row = gl_WorkGroupID.y; row < p.rows; row += gl_NumWorkGroups.y) {
     const uint pos = p.pos0 + dyn_pos + row;
-    if (pos >= p.capacity) break;  // never write past the cache (the host checks before replaying)
+    if (p.ring == 0 && pos >= p.capacity) break;  // never write past the cache (the host checks before replaying)
+    const uint crow = p.ring != 0 ? pos % p.capacity : pos;  // the cache row of this position
     const uint src = row * width;
     for (uint j = gl_WorkGroupID.x * WG + gl_LocalInvocationIndex; j < items; j += gl_NumWorkGroups.x * WG) {
       if (KVQ8 != 0 && j >= qp + p.lam) {
@@ -105,7 +112,7 @@ void main() {
       }
       const uint e = 2 * j;
       if (j < qp + kp) {
-        const vec2 t = cs[pos * half_d + (e % p.D) / 2];
+        const vec2 t = rot(pos, (e % p.D) / 2);
         const uint se = j < qp ? e : e + p.lam;
         const float x0 = float(qkv[src + se]);
         const float x1 = float(qkv[src + se + 1]);
@@ -117,13 +124,13 @@ void main() {
           q_out[dst + 1] = o1;
         } else {
           const uint ek = e - 2 * qp;  // column in the k part
-          const uint dst = ((ek / kw) * p.capacity + pos) * kw + ek % kw;
+          const uint dst = ((ek / kw) * p.capacity + crow) * kw + ek % kw;
           k_cache[dst] = o0;
           k_cache[dst + 1] = o1;
         }
       } else {
         const uint ev = e - 2 * (qp + kp);  // column in the v part
-        const uint dst = ((ev / kw) * p.capacity + pos) * kw + ev % kw;
+        const uint dst = ((ev / kw) * p.capacity + crow) * kw + ev % kw;
         v_cache[dst] = qkv[src + p.lam + e];
         v_cache[dst + 1] = qkv[src + p.lam + e + 1];
       }

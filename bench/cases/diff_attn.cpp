@@ -33,10 +33,22 @@ void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, 
 }  // namespace op_detail
 
 namespace {
+// A ring KV cache of cap rows as the appends leave it after positions 0 .. T − 1: position j at row j mod cap for
+// the last cap positions, rows never written hold 1000 (reading one wrecks the result). lin: [groups][T][width].
+std::vector<double> ring_cache(const std::vector<double>& lin, uint32_t groups, uint32_t cap, uint32_t T,
+                               uint32_t width) {
+  std::vector<double> c(size_t(groups) * cap * width, 1000.0);
+  for (uint32_t g = 0; g < groups; ++g)
+    for (uint32_t j = T > cap ? T - cap : 0; j < T; ++j)
+      std::copy_n(&lin[(size_t(g) * T + j) * width], width, &c[(size_t(g) * cap + j % cap) * width]);
+  return c;
+}
+
 void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttnCaseParams& c, uint64_t seed,
                        Prepared& p) {
   const bool f16 = dev.fp16();
-  const uint32_t H = c.H, Hkv = c.Hkv, D = c.D, S = c.S, DV = 2 * D, T = c.pos0 + S, cap = T + 3;
+  const uint32_t H = c.H, Hkv = c.Hkv, D = c.D, S = c.S, DV = 2 * D, T = c.pos0 + S, cap = c.ring ? c.ring : T + 3;
+  if (c.ring && c.kv_q8) throw Error(Status::invalid_argument, "diff_attn case: no Q8_0 ring cases");
   // Inputs rounded to the storage type (the reference sees what the GPU reads).
   const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, seed), f16);
   auto k = rounded(ref::random_normal(size_t(T) * 2 * Hkv * D, seed + 1), f16);
@@ -48,19 +60,25 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
   const auto subln = rounded(uniform(rng, DV, 0.7, 1.3), f16);
   const int depth = int(seed % 12);
   const double gain = 1.0 - ref::lambda_init(depth);
-  // The cache layout [g][cap][2D].
-  const auto kc = attn_cache(k, 2 * Hkv * D, Hkv, cap, T, DV), vc = attn_cache(v, Hkv * DV, Hkv, cap, T, DV);
-  p.expect =
-      ref::head_rmsnorm(ref::diff_attention(q, k, v, int(S), int(T), int(H), int(Hkv), int(D), c.lambda, int(c.pos0)),
-                        int(S), int(H), int(D), subln, ref::lambda_init(depth));
+  // The cache layout [g][cap][2D] (a ring: position j at row j mod cap).
+  const auto kc = c.ring ? ring_cache(attn_cache(k, 2 * Hkv * D, Hkv, T, T, DV), Hkv, cap, T, DV)
+                         : attn_cache(k, 2 * Hkv * D, Hkv, cap, T, DV),
+             vc = c.ring ? ring_cache(attn_cache(v, Hkv * DV, Hkv, T, T, DV), Hkv, cap, T, DV)
+                         : attn_cache(v, Hkv * DV, Hkv, cap, T, DV);
+  p.expect = ref::head_rmsnorm(
+      ref::diff_attention(q, k, v, int(S), int(T), int(H), int(Hkv), int(D), c.lambda, int(c.pos0), int(c.window)),
+      int(S), int(H), int(D), subln, ref::lambda_init(depth));
 
   AttnCall call{S, c.pos0, H, Hkv, cap, 2 * H * D, H * DV, float(c.lambda), float(gain)};
+  call.window = c.window;
+  call.ring = c.ring > 0;
+  const uint64_t keys = DiffAttnKernel::call_keys(call);  // keys the call streams (fewer with a window)
   uint32_t split_len = 0, splits = 0;
   if (c.decode) {
     splits = kernel.decode_splits(call, &split_len);
     const uint32_t bc = kernel.decode_tiles(S).bc;
-    if (c.max_splits) split_len = bc, splits = (T + bc - 1) / bc;
-    if (c.one_split) split_len = (T + bc - 1) / bc * bc, splits = 1;
+    if (c.max_splits) split_len = bc, splits = static_cast<uint32_t>((keys + bc - 1) / bc);
+    if (c.one_split) split_len = static_cast<uint32_t>((keys + bc - 1) / bc * bc), splits = 1;
   } else {
     splits = kernel.prefill_splits(call, &split_len);  // nonzero on loop-limited devices for long prefills
   }
@@ -88,8 +106,13 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
   if (split) poison_split_scratch(p, oo, ob, po, pb, so, sb);
   // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):
   // 12·D per visible (query, key) pair and head, as the attention cases count them (cases.hpp).
-  p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, T, DV) + ob;
-  p.flops = causal_pairs(S, c.pos0) * H * 12.0 * D;
+  p.bytes = qb + 2 * kv_cache_bytes(c.kv_q8 ? KvFormat::q8_0 : KvFormat::storage, f16, Hkv, uint32_t(keys), DV) + ob;
+  double pairs = causal_pairs(S, c.pos0);
+  if (c.window) {
+    pairs = 0;
+    for (uint32_t i = 0; i < S; ++i) pairs += std::min<double>(c.window, double(c.pos0) + i + 1);
+  }
+  p.flops = pairs * H * 12.0 * D;
 }
 }  // namespace
 
@@ -101,6 +124,8 @@ std::string DiffAttnCase::describe() const {
   if (p.one_split) s += " one-split";
   if (!p.subgroup) s += " shared-reduction";
   if (p.kv_q8) s += " kv=q8_0";
+  if (p.window) s += strf(" window=%u", p.window);
+  if (p.ring) s += strf(" ring=%u", p.ring);
   return s;
 }
 
@@ -207,6 +232,24 @@ OpCases diff_attn_cases(OpMode mode) {
   P shared = attn(4, 2, 32, 3, 45, 0.6, true);
   shared.kv_q8 = true, shared.subgroup = false;
   b.add(shared);
+  // Sliding window (Phi-4-mini-flash's first half of layers), with and without a ring cache of window + S − 1 or more
+  // rows (position j at row j mod ring), on (D, n_rep) shapes above (no pipeline of their own): a window smaller
+  // than the keys, window 1, window = keys, chunks and decode steps whose ring has wrapped, max-splits decode
+  // (splits that see only masked keys), and the long cases of the split paths.
+  auto win = [](P s, uint32_t window, uint32_t ring = 0) {
+    s.window = window, s.ring = ring;
+    return s;
+  };
+  for (const P& s :
+       {win(attn(4, 2, 16, 33, 0, 0.7, false), 8), win(attn(2, 2, 32, 9, 5, -0.4, false), 1),
+        win(attn(2, 2, 32, 7, 9, 0.5, false), 16), win(attn(4, 2, 16, 13, 40, -0.9, false), 10, 22),
+        win(attn(8, 1, 16, 5, 60, 1.6, false), 7, 13),
+        win(attn(1, 1, 128, 900, 0, 0.4, false), 300),        // the split prefill where loop-limited
+        win(attn(2, 1, 64, 20, 1000, 0.5, false), 700, 719),  // ... a wrapped ring, 719 keys
+        win(attn(4, 1, 64, 1, 100, 0.9, true), 32, 32), win(attn(8, 1, 16, 8, 77, 0.6, true, true), 20, 27),
+        win(attn(2, 2, 32, 1, 70, -0.5, true), 1), win(attn(4, 2, 16, 3, 130, 1.2, true), 131),
+        win(attn(8, 1, 64, 8, 3000, 0.6, true), 512, 519)})  // Phi-4-flash's window, long split decode
+    b.add(s);
   return b.take();
 }
 

@@ -17,6 +17,8 @@ struct DiffAttnCaseParams {
   bool one_split = false;   // decode: one split streams every key in one invocation
   bool kv_q8 = false;       // a Q8_0 KV cache, against the reference on the dequantized cache
   bool subgroup = true;     // false: the shared-memory reduction even where subgroup arithmetic exists
+  uint32_t window = 0;      // sliding window (AttnCall::window; 0: full causal)
+  uint32_t ring = 0;        // > 0: a ring KV cache of this many rows (AttnCall::ring; needs a window)
 };
 
 class DiffAttnCase final : public op_detail::CaseOf<DiffAttnCase, DiffAttnCaseParams> {

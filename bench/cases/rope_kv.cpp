@@ -14,6 +14,8 @@ struct RopeKvCaseParams {
   uint32_t rows = 0;                                  // the chunks' rows in all
   bool kv_q8 = false;                                 // a Q8_0 KV cache, against GGUF's Q8_0 of the exact values
   uint32_t wg_limit_x = 0, wg_limit_y = 0;            // capped workgroup counts (grid-stride loops); 0 = the device's
+  bool ring = false;                                  // a ring cache: position p at row p mod capacity
+  bool rope = true;                                   // false: no rotation (q copied, K appended as is; no table)
 };
 
 namespace {
@@ -54,12 +56,14 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const RopeKvCaseParams& 
       std::copy(row + qw, row + qw + kw, &k[size_t(r) * kw]);
       std::copy(row + qw + kw, row + width, &v[size_t(r) * kw]);
     }
-    ref::rope_rows(q, int(rows), int(2 * H), int(D), int(pos0), kTheta);
-    ref::rope_rows(k, int(rows), int(2 * Hkv), int(D), int(pos0), kTheta);
+    if (c.rope) {
+      ref::rope_rows(q, int(rows), int(2 * H), int(D), int(pos0), kTheta);
+      ref::rope_rows(k, int(rows), int(2 * Hkv), int(D), int(pos0), kTheta);
+    }
     for (uint32_t r = 0; r < rows; ++r)
       for (uint32_t g = 0; g < Hkv; ++g)
-        for (uint32_t e = 0; e < 2 * D; ++e) {
-          const size_t dst = (size_t(g) * c.capacity + pos0 + r) * 2 * D + e;
+        for (uint32_t e = 0; e < 2 * D; ++e) {  // a later chunk's row replaces an earlier one's (a ring wraps)
+          const size_t dst = (size_t(g) * c.capacity + (c.ring ? (pos0 + r) % c.capacity : pos0 + r)) * 2 * D + e;
           kexp[dst] = k[size_t(r) * kw + size_t(g) * 2 * D + e];
           vexp[dst] = v[size_t(r) * kw + size_t(g) * 2 * D + e];
           written[dst] = true;
@@ -76,9 +80,11 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const RopeKvCaseParams& 
   p.prog = std::make_unique<Program>(dev, "op case rope_kv", p.timestamps);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto [pos0, rows] = c.chunks[i];
-    kernel.record(*p.prog, a.range(chunks[i].in_off, chunks[i].qkv.size() * es), a.range(to, tb),
-                  a.range(chunks[i].q_off, chunks[i].qexp.size() * es), a.range(ko, cb), a.range(vo, cb),
-                  RopeKvParams{rows, H, Hkv, D, pos0, c.capacity});
+    RopeKvParams rp{rows, H, Hkv, D, pos0, c.capacity};
+    rp.ring = c.ring ? 1 : 0, rp.rope = c.rope ? 1 : 0;
+    kernel.record(*p.prog, a.range(chunks[i].in_off, chunks[i].qkv.size() * es),
+                  c.rope ? a.range(to, tb) : BufferRange{}, a.range(chunks[i].q_off, chunks[i].qexp.size() * es),
+                  a.range(ko, cb), a.range(vo, cb), rp);
   }
   kernel.limit_workgroups_for_testing(0, 0);
   p.detail = strf("wg=%u", kernel.workgroup_size());
@@ -137,6 +143,8 @@ class RopeKvCase final : public CaseOf<RopeKvCase, RopeKvCaseParams> {
     for (const auto& [pos0, rows] : p.chunks) s += strf(" [%u+%u]", pos0, rows);
     s += wg_limit_name(p.wg_limit_x, p.wg_limit_y);
     if (p.kv_q8) s += " kv=q8_0";
+    if (p.ring) s += " ring";
+    if (!p.rope) s += " no-rope";
     return s;
   }
 
@@ -182,6 +190,14 @@ OpCases rope_kv_cases(OpMode mode) {
   P capped = rope(8, 1, 32, 40, {{4, 9}});
   capped.wg_limit_x = 1, capped.wg_limit_y = 2;
   b.add(capped);
+  // A ring cache (position p at row p mod capacity: a sliding-window layer's), chunks that wrap it, with and without
+  // RoPE (Phi-4-mini-flash has none), Q8_0 too.
+  P ring = rope(4, 2, 16, 7, {{0, 5}, {5, 4}, {9, 1}, {10, 1}, {11, 6}}), plain = ring;
+  ring.ring = plain.ring = true, plain.rope = false;
+  b.add(ring);
+  b.add(plain);
+  plain.kv_q8 = true;
+  b.add(plain);
   // Q8_0 KV cache: rows of 2D = 32 (one block, a padded scale word), 64, 96 (an odd
   // block count), 128; chunked prefill and decode; grid-stride loops.
   for (P s : {rope(4, 2, 16, 8, {{0, 5}}), rope(8, 1, 32, 50, {{10, 33}}), rope(2, 2, 48, 20, {{17, 1}}),

@@ -81,6 +81,8 @@ struct AttnCorePush {
   uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
   float scale, lambda, gain, eps;
   uint32_t q_hstride;  // 0: heads DV apart in a row of q
+  // AttnCall::window (0: full causal) and ring; diff_attn_coopmat reads neither (windowed calls never take it).
+  uint32_t window = 0, ring = 0;
 };
 // Workgroups along x: blocks of br row slots over the n_rep x S (query, head) rows of one group.
 inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) {

@@ -38,9 +38,14 @@ const AttnShaders& shaders(AttnSoftmax sm, uint32_t half) {
   return sm == AttnSoftmax::single ? single[half ? 1 : 0] : sm == AttnSoftmax::v2 ? v2 : diff;
 }
 uint32_t nsm(AttnSoftmax sm) { return sm == AttnSoftmax::differential ? 2 : 1; }
-// Keys a call's queries may see: every row of the cache when the position is read at run time.
-uint64_t call_keys(const AttnCall& c) { return c.dyn_pos.buffer ? c.capacity : uint64_t(c.pos0) + c.S; }
 }  // namespace
+
+// Keys a call's queries may see: every row of the cache when the position is read at run time (without bound in a
+// ring), at most window + S − 1 with a sliding window.
+uint64_t DiffAttnKernel::call_keys(const AttnCall& c) {
+  const uint64_t end = c.dyn_pos.buffer ? (c.ring ? UINT64_MAX : c.capacity) : uint64_t(c.pos0) + c.S;
+  return c.window ? std::min(end, uint64_t(c.window) + c.S - 1) : end;
+}
 
 DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep, uint32_t max_decode_rows,
                                AttnSoftmax softmax, KvFormat kv)
@@ -109,9 +114,12 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   }
 }
 
-bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const { return coop_ && call_keys(c) <= coop_max_keys_; }
+// The cooperative-matrix kernel masks causally only: a sliding window takes the scalar kernels.
+bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
+  return coop_ && c.window == 0 && call_keys(c) <= coop_max_keys_;
+}
 
-std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys) const {
+std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys, uint32_t window) const {
   auto core = [](const AttnTiles& t) {
     const std::string c = !t.blocks   ? "per-key core"
                           : t.nsg > 1 ? "staged key blocks x" + std::to_string(t.nsg)
@@ -119,11 +127,13 @@ std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys) const {
     return c + ", " + std::to_string(t.br) + " slots";
   };
   if (rows <= max_decode_rows_) return "split-K decode (" + core(decode_tiles(rows)) + ")";
-  if (coop_ && keys <= coop_max_keys_)
+  if (coop_ && keys <= coop_max_keys_ && window == 0)
     return "diff_attn_coopmat (" + std::to_string(coop_tiles_.cm) + "x" + std::to_string(coop_tiles_.cn) + "x" +
            std::to_string(coop_tiles_.ck) + ", " + std::to_string(coop_tiles_.br) + " slots)";
   uint32_t len = 0;
-  if (prefill_splits_for_keys(keys, &len)) return "split-K prefill (" + core(decodeN_tiles_) + ")";
+  if (window ? scalar_prefill_splits(std::min<uint64_t>(keys, uint64_t(window) + rows - 1), &len)
+             : prefill_splits_for_keys(keys, &len))
+    return "split-K prefill (" + core(decodeN_tiles_) + ")";
   return "prefill (" + core(prefill_tiles_) + ")";
 }
 
@@ -159,6 +169,13 @@ AttnCorePush DiffAttnKernel::core_push(const AttnCall& c, uint32_t min_split, ui
           0,   min_split, max_split, scale,  c.lambda,   c.gain,     c.eps};
 }
 
+AttnCorePush DiffAttnKernel::push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {
+  AttnCorePush p = core_push(c, min_split, max_split);
+  p.window = c.window;
+  p.ring = c.ring ? 1 : 0;
+  return p;
+}
+
 BufferRange DiffAttnKernel::dyn(const AttnCall& c) const { return c.dyn_pos.buffer ? c.dyn_pos : device_.zero_range(); }
 
 void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln,
@@ -170,7 +187,17 @@ void DiffAttnKernel::validate(const AttnCall& c, BufferRange q, BufferRange k, B
   if (c.S == 0 || c.H == 0 || c.Hkv == 0 || c.H % c.Hkv || c.H / c.Hkv != n_rep_)
     throw Error(Status::invalid_argument, "attention: H=" + std::to_string(c.H) + ", Hkv=" + std::to_string(c.Hkv) +
                                               " does not match this kernel's n_rep=" + std::to_string(n_rep_));
-  if (uint64_t(c.pos0) + c.S > c.capacity && !c.dyn_pos.buffer)
+  if (c.ring && c.window == 0)
+    throw Error(Status::invalid_argument, "attention: a ring KV cache needs a sliding window (window > 0)");
+  if (c.ring && uint64_t(c.window) + c.S - 1 > c.capacity)
+    throw Error(Status::invalid_argument,
+                "attention: a ring of " + std::to_string(c.capacity) + " rows cannot hold the window of " +
+                    std::to_string(c.window) + " keys for " + std::to_string(c.S) +
+                    " query rows appended before the call (needs capacity >= window + S - 1 = " +
+                    std::to_string(uint64_t(c.window) + c.S - 1) + ")");
+  if (c.ring && uint64_t(c.pos0) + c.S > UINT32_MAX)
+    throw Error(Status::context_overflow, "attention: positions past 2^32 - 1");
+  if (uint64_t(c.pos0) + c.S > c.capacity && !c.dyn_pos.buffer && !c.ring)
     throw Error(Status::context_overflow, "attention: positions up to " + std::to_string(uint64_t(c.pos0) + c.S) +
                                               " exceed the KV cache capacity " + std::to_string(c.capacity));
   // DIFF V2: H query heads and H/2 λ logits in q, H/2 output heads of D in o.
@@ -190,7 +217,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
                                     BufferRange o, const AttnCall& c, const AttnSplitScratch& sc) const {
   validate(c, q, k, v, subln, o);
   if (prefill_uses_coopmat(c)) {
-    const AttnCorePush p = core_push(c, c.capacity, c.capacity);
+    const AttnCorePush p = push(c, c.capacity, c.capacity);
     program.dispatch(coop_->get(),
                      {{q, Access::read},
                       {k, Access::read},
@@ -212,7 +239,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
     return;
   }
   const AttnTiles& t = prefill_tiles_;
-  const AttnCorePush p = core_push(c, c.capacity, c.capacity);
+  const AttnCorePush p = push(c, c.capacity, c.capacity);
   const BufferRange zero = device_.zero_range();
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
   program.dispatch(prefill_->get(),
@@ -226,30 +253,44 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
-  return prefill_splits_for_keys(call_keys(c), split_len);
+  *split_len = 0;
+  if (prefill_uses_coopmat(c)) return 0;  // the cooperative-matrix kernel streams them alone
+  return scalar_prefill_splits(call_keys(c), split_len);
 }
 
 uint32_t DiffAttnKernel::prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const {
   *split_len = 0;
   if (coop_ && keys <= coop_max_keys_) return 0;  // the cooperative-matrix kernel streams them alone
+  return scalar_prefill_splits(keys, split_len);
+}
+
+// A workgroup of the fused prefill streams at most the call's keys (with a window, its first query's window to its
+// last query): the call's key count bounds it.
+uint32_t DiffAttnKernel::scalar_prefill_splits(uint64_t keys, uint32_t* split_len) const {
+  *split_len = 0;
   const DeviceCaps& caps = device_.caps();
   if (keys <= attn_max_keys_per_invocation(caps, D_, prefill_tiles_, subgroup_)) return 0;
   *split_len = attn_max_keys_per_invocation(caps, D_, decodeN_tiles_, subgroup_);
   return static_cast<uint32_t>((keys + *split_len - 1) / *split_len);
 }
 
-uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
+uint32_t DiffAttnKernel::decode_splits_for_keys(const AttnCall& c, uint64_t keys, uint32_t* split_len) const {
   const AttnTiles& t = decode_tiles(c.S);
   const uint32_t per_split = attn_row_blocks(c.S, n_rep_, t) * c.Hkv;
-  return choose_splits(device_.caps(), c.pos0 + c.S, t.bc, per_split, split_len,
-                       attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
+  return choose_splits(device_.caps(), static_cast<uint32_t>(std::min<uint64_t>(keys, UINT32_MAX)), t.bc, per_split,
+                       split_len, attn_max_keys_per_invocation(device_.caps(), D_, t, subgroup_));
 }
 
+uint32_t DiffAttnKernel::decode_splits(const AttnCall& c, uint32_t* split_len) const {
+  AttnCall fixed = c;
+  fixed.dyn_pos = {};  // the recorded position
+  return decode_splits_for_keys(c, call_keys(fixed), split_len);
+}
+
+// Every key of the cache, or of the window (window + S − 1) with one.
 uint32_t DiffAttnKernel::decode_splits_for_capacity(const AttnCall& c, uint32_t* split_len) const {
-  AttnCall full = c;
-  full.pos0 = c.capacity - std::min(c.S, c.capacity);
-  full.dyn_pos = {};
-  return decode_splits(full, split_len);
+  const uint64_t keys = c.window ? std::min<uint64_t>(uint64_t(c.window) + c.S - 1, c.capacity) : c.capacity;
+  return decode_splits_for_keys(c, keys, split_len);
 }
 
 // Per split, (query, head) row and softmax: the 2D partial output (DIFF V2: D per query head) and the
@@ -300,7 +341,7 @@ void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const 
   if (ranges_overlap(sync, o) || ranges_overlap(part, stat))
     throw Error(Status::invalid_argument, "attention: split scratch overlaps another argument");
   const uint32_t min_split = std::min(kAttnMinSplitKeys, split_len);
-  const AttnCorePush p = core_push(c, min_split, split_len);
+  const AttnCorePush p = push(c, min_split, split_len);
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
   program.dispatch(pipe,
                    {{q, Access::read},

@@ -16,7 +16,7 @@ struct AttnCall {
   uint32_t S = 0;  // query rows (positions pos0 .. pos0+S-1); keys 0 .. pos0+S-1
   uint32_t pos0 = 0;
   uint32_t H = 0, Hkv = 0;
-  uint32_t capacity = 0;  // KV-cache rows per group
+  uint32_t capacity = 0;  // KV-cache rows per group (with a ring: the ring's rows)
   uint32_t q_stride = 0;  // elements between query rows (>= 2HD)
   uint32_t o_stride = 0;  // elements between output rows (>= 2HD)
   float lambda = 0.0f;
@@ -29,6 +29,18 @@ struct AttnCall {
   // AttnSoftmax::single only: which half attends, 0 = softmax(Q1·K1ᵀ/√D)·V, 1 = softmax(Q2·K2ᵀ/√D)·V.
   // AttnSoftmax::v2_plain: 0 even query heads, 1 odd ones, 2 every one.
   uint32_t half = 0;
+  // Sliding window: a query at position t sees keys max(0, t − window + 1) .. t (itself included); 0 = every key
+  // up to t (full causal). Push constants only: no pipeline of its own. The cooperative-matrix prefill does not
+  // mask a window: windowed prefills always take the scalar kernels (prefill_uses_coopmat is false for them).
+  uint32_t window = 0;
+  // Ring KV cache (needs window > 0): key position j lives at row j mod capacity, and positions may pass the
+  // capacity (validate checks only pos0 + S < 2^32). The rule that keeps every key a query needs in the ring:
+  // the call's own S rows are appended BEFORE the call (rope_kv with RopeKvParams::ring, at row pos mod
+  // capacity), overwriting positions up to pos0 + S − 1 − capacity, while the call's first query needs keys from
+  // pos0 − window + 1: so capacity >= window + S − 1 (a ring for decode and prefill chunks of up to S_max rows:
+  // window + S_max − 1 rows). A call that breaks it is invalid_argument. With dyn_pos the host keeps the same rule
+  // and needs no capacity bound on the position.
+  bool ring = false;
 };
 
 // What the attention op computes.
@@ -75,10 +87,14 @@ class DiffAttnKernel {
   // 0 when the fused prefill kernel handles the call alone; else the split count (and split_len).
   uint32_t prefill_splits(const AttnCall& call, uint32_t* split_len) const;
   uint32_t prefill_splits_for_keys(uint64_t keys, uint32_t* split_len) const;  // keys a query may see
+  // Keys a call streams across its splits: pos0 + S (every cache row with dyn_pos, unbounded with a ring),
+  // at most window + S − 1 with a sliding window.
+  static uint64_t call_keys(const AttnCall& call);
 
   // Split-K decode for S <= max_decode_rows, in one dispatch (AttnSplitScratch).
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
-  // Splits covering every key of the cache (for programs replayed at any position).
+  // Splits covering every key of the cache (for programs replayed at any position); with a sliding window, the
+  // window + S − 1 keys a call may see (any position, ring or not).
   uint32_t decode_splits_for_capacity(const AttnCall& call, uint32_t* split_len) const;
   static uint64_t part_bytes(const AttnCall& call, uint32_t D, uint32_t splits,
                              AttnSoftmax softmax = AttnSoftmax::differential);
@@ -89,14 +105,17 @@ class DiffAttnKernel {
                      const AttnSplitScratch& scratch, const AttnCall& call, uint32_t splits, uint32_t split_len) const;
 
   // The cooperative-matrix prefill (shaders/coopmat/diff_attn_coopmat.comp; attn_uses_coopmat): taken by
-  // record_prefill when the call's keys fit one invocation (attn_coop_max_keys), else the split-K path as before.
+  // record_prefill when the call's keys fit one invocation (attn_coop_max_keys) and it has no sliding window
+  // (AttnCall::window), else the scalar or split-K path as before.
   bool prefill_coopmat() const { return coop_ != nullptr; }
   const AttnCoopTiles& coop_tiles() const { return coop_tiles_; }
   bool prefill_uses_coopmat(const AttnCall& call) const;
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
   // The kernel a call of `rows` queries over at most `keys` keys takes (decode up to max_decode_rows, else
   // prefill; the recipe's choice), as `diffvk plan` shows it: the shader and its attention core.
-  std::string choice(uint32_t rows, uint64_t keys) const;
+  // window: AttnCall::window (keys then counts the keys one query may see at most, and the coopmat prefill is
+  // never the choice).
+  std::string choice(uint32_t rows, uint64_t keys, uint32_t window = 0) const;
   const AttnTiles& decode_tiles(uint32_t S) const;
   uint32_t max_decode_rows() const { return max_decode_rows_; }
   AttnSoftmax softmax() const { return softmax_; }
@@ -109,10 +128,13 @@ class DiffAttnKernel {
  private:
   BufferRange dyn(const AttnCall& c) const;
   AttnCorePush core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;
+  AttnCorePush push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;  // core_push + window, ring
   void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
                     BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& scratch,
                     const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
   const Pipeline& split_pipeline(const AttnTiles& t) const;
+  uint32_t scalar_prefill_splits(uint64_t keys, uint32_t* split_len) const;  // without the coopmat shortcut
+  uint32_t decode_splits_for_keys(const AttnCall& call, uint64_t keys, uint32_t* split_len) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;
   bool single() const { return softmax_ == AttnSoftmax::single; }
   bool v2() const { return softmax_ == AttnSoftmax::v2; }

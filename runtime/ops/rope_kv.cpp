@@ -47,7 +47,13 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
   if (p.D % 2 != 0) throw Error(Status::invalid_argument, "rope_kv: head_dim D must be even for RoPE");
   if (p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "rope_kv: H must be a multiple of Hkv");
   if (p.kheads % p.Hkv != 0) throw Error(Status::invalid_argument, "rope_kv: k sub-heads must be a multiple of Hkv");
-  if (!dynamic && uint64_t(p.pos0) + p.rows > p.capacity)
+  if (p.ring > 1 || p.rope > 1) throw Error(Status::invalid_argument, "rope_kv: ring and rope are 0 or 1");
+  if (p.ring && p.rows > p.capacity)
+    throw Error(Status::invalid_argument, "rope_kv: " + std::to_string(p.rows) + " rows do not fit a ring of " +
+                                              std::to_string(p.capacity) + " rows");
+  if (p.ring && uint64_t(p.pos0) + p.rows > UINT32_MAX)
+    throw Error(Status::context_overflow, "rope_kv: positions past 2^32 - 1");
+  if (!dynamic && !p.ring && uint64_t(p.pos0) + p.rows > p.capacity)
     throw Error(Status::context_overflow, "rope_kv: positions " + std::to_string(p.pos0) + ".." +
                                               std::to_string(uint64_t(p.pos0) + p.rows - 1) +
                                               " exceed the KV cache capacity " + std::to_string(p.capacity));
@@ -60,8 +66,11 @@ void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, 
   const std::string kv_problem = kv_format_problem(kv_, kw);
   if (!kv_problem.empty()) throw Error(Status::invalid_argument, "rope_kv: " + kv_problem);
   const uint64_t cache_bytes = kv_cache_bytes(kv_, es == 2, p.Hkv, p.capacity, kw);
-  // With a dynamic position every position below the capacity may be used.
-  const uint64_t table_entries = (dynamic ? uint64_t(p.capacity) : uint64_t(p.pos0) + p.rows) * (p.D / 2);
+  // With a dynamic position every position below the capacity may be used (a ring: the recorded ones; the host keeps
+  // the table as long as the positions it replays). Without RoPE there is no table.
+  const uint64_t table_entries =
+      p.rope ? (dynamic && !p.ring ? uint64_t(p.capacity) : uint64_t(p.pos0) + p.rows) * (p.D / 2) : 0;
+  if (!p.rope && !table.buffer) table = device_.zero_range();
   if (std::max({qkv_elems, cache_elems, table_entries * 2}) > UINT32_MAX)
     throw Error(Status::invalid_argument, "rope_kv: tensor too large for 32-bit element indices");
   if (qkv.size < qkv_elems * es || q_out.size < q_elems * es || k_cache.size < cache_bytes ||

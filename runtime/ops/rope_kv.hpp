@@ -21,21 +21,29 @@ namespace diffvk {
 // DIFF V2 (docs/maths.md "DIFF V2"): kheads = Hkv (the cache rows are D wide: [Hkv][capacity][D]) and
 // lam = H λ logits between the q and the k part of a qkv row, copied after the q part of q_out
 // (rows x (2H·D + H)); v then has Hkv·D columns. Pushed as is (shaders/rope_kv.comp's Params).
+// Ring KV cache (ring = 1; a sliding-window layer's window-sized cache, DiffAttnKernel's AttnCall::ring): position
+// p is written at cache row p mod capacity and positions may pass the capacity (rows <= capacity).
+// No rotation (rope = 0; a model without RoPE, e.g. Phi-4-mini-flash): q is copied to q_out and K appended as it
+// is; the table is then unused (may be empty).
 struct RopeKvParams {
   uint32_t rows = 0, H = 0, Hkv = 0, D = 0, pos0 = 0, capacity = 0;
   uint32_t kheads = 0;  // D-wide k sub-heads per row; 0 = 2·Hkv (DIFF V1)
   uint32_t lam = 0;     // λ columns after the q part (DIFF V2: H)
+  uint32_t ring = 0;    // 1: row pos mod capacity
+  uint32_t rope = 1;    // 0: no rotation (copy q, append K as is)
 };
 class RopeKvKernel {
  public:
   // kv: the caches' format (KvFormat::q8_0: K and V quantized at append, ops/kv_format.hpp's layout).
   RopeKvKernel(Device& device, KernelOptions options, KvFormat kv = KvFormat::storage);
-  // Throws invalid_argument (zero sizes, odd D, H % Hkv != 0, buffers too small or overlapping outputs)
-  // and context_overflow (pos0 + rows > capacity).
+  // Throws invalid_argument (zero sizes, odd D, H % Hkv != 0, buffers too small or overlapping outputs, a ring of
+  // fewer rows than the call) and context_overflow (pos0 + rows > capacity without a ring).
   void record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out, BufferRange k_cache,
               BufferRange v_cache, const RopeKvParams& params, BufferRange dyn_pos = {}) const;
   // dyn_pos: optional 4-byte uint added to params.pos0 at run time (recorded once, replayed at
-  // every decode position); the host must keep pos0 + dyn + rows <= capacity (rows past it are skipped).
+  // every decode position); the host must keep pos0 + dyn + rows <= capacity (rows past it are skipped), unless
+  // the cache is a ring (then the RoPE table must cover every position the replays reach: its size is checked
+  // against pos0 + rows only).
   uint32_t workgroup_size() const { return wg_; }
   KvFormat kv_format() const { return kv_; }
   void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }

@@ -287,8 +287,9 @@ QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta, con
 
 std::vector<double> diff_attention(const std::vector<double>& q, const std::vector<double>& k,
                                    const std::vector<double>& v, int S, int T, int H, int Hkv, int D, double lambda,
-                                   int q_pos0) {
+                                   int q_pos0, int window) {
   if (S < 0 || T <= 0 || H <= 0 || Hkv <= 0 || D <= 0) fail("diff_attention: bad sizes");
+  if (window < 0) fail("diff_attention: window must be >= 0");
   if (H % Hkv != 0) fail("diff_attention: H must be a multiple of Hkv");
   if (q_pos0 < 0 || q_pos0 + S > T) fail("diff_attention: need 0 <= q_pos0 and q_pos0 + S <= T");
   const std::size_t qw = static_cast<std::size_t>(2 * H) * D;    // q row width
@@ -305,11 +306,13 @@ std::vector<double> diff_attention(const std::vector<double>& q, const std::vect
   for (int h = 0; h < H; ++h) {
     const int g = h / n_rep;  // the K/V group of head h
     for (int i = 0; i < S; ++i) {
-      // Keys 0 .. q_pos0+i are visible; K1|K2 of group g are 2D contiguous columns of k, V's of v.
+      // Keys lo .. q_pos0+i are visible (lo = 0, or the window's first); K1|K2 of group g are 2D contiguous
+      // columns of k, V's of v.
+      const int t = q_pos0 + i, lo = window > 0 ? std::max(0, t - window + 1) : 0;
       diff_attention_row(q.data() + i * qw + static_cast<std::size_t>(2 * h) * D,
-                         k.data() + static_cast<std::size_t>(2 * g) * D, kw,
-                         v.data() + static_cast<std::size_t>(g) * 2 * D, vw, q_pos0 + i + 1, D, lambda,
-                         out.data() + i * ow + static_cast<std::size_t>(h) * 2 * D);
+                         k.data() + static_cast<std::size_t>(lo) * kw + static_cast<std::size_t>(2 * g) * D, kw,
+                         v.data() + static_cast<std::size_t>(lo) * vw + static_cast<std::size_t>(g) * 2 * D, vw,
+                         t - lo + 1, D, lambda, out.data() + i * ow + static_cast<std::size_t>(h) * 2 * D);
     }
   }
   return out;

@@ -106,12 +106,13 @@ QKV project_qkv(const AttnShape& s, const AttnWeights& w, double rope_theta, con
 // Core attention on already projected & roped tensors.
 //   q: S x (2H·D), k: T x (2Hkv·D), v: T x (Hkv·2D).
 // Query row i sits at absolute position q_pos0 + i, key j at position j; key j is
-// visible iff j <= q_pos0 + i (causal). Requires q_pos0 >= 0 and q_pos0 + S <= T
+// visible iff j <= q_pos0 + i (causal) and, with window > 0 (sliding-window attention), j > q_pos0 + i − window:
+// a query sees its last `window` keys, itself included. Requires q_pos0 >= 0, q_pos0 + S <= T and window >= 0
 // (keys after the last query's position are allowed and are simply masked).
 // Returns S x (H·2D): per head O = A1·V − λ·A2·V (BEFORE the headwise norm).
 std::vector<double> diff_attention(const std::vector<double>& q, const std::vector<double>& k,
                                    const std::vector<double>& v, int S, int T, int H, int Hkv, int D, double lambda,
-                                   int q_pos0);
+                                   int q_pos0, int window = 0);
 
 // One (query row, head) of diff_attention on raw rows: o (2D values, overwritten) =
 // Σ_{j < n_keys} (A1[j] − λ·A2[j])·V[j], before the norm. q: the head's Q1 | Q2 (2D values); key j:

@@ -18,6 +18,8 @@
 #include "bench/cases/diff_v2_attn.hpp"
 #include "op_table.hpp"
 #include "ops/diff_attn.hpp"
+#include "ops/rope_kv.hpp"
+#include "status_of.hpp"
 
 using namespace diffvk;
 
@@ -85,7 +87,7 @@ TEST_CASE("diff_attn: Q8_0 KV cache cases of V1 and V2 fp16") { q8_cache_cases(P
 // (quirk per_key_attention), so here it is forced with DIFFVK_ATTN_CORE=blocks over a subset of both tables
 // that reaches each of its paths: element-wise, 8- and 16-byte loads (D = 6, 16, 64, 128), key groups (D = 8
 // on 8 lanes), GQA up to n_rep = 64, chunks after cached rows, split-K decode (max splits), saturated λ, the
-// Q8_0 cache. The full tables run it on GPUs.
+// Q8_0 cache, sliding windows over a wrapped ring. The full tables run it on GPUs.
 TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks)") {
   struct ForceBlocks {
     ForceBlocks() { setenv("DIFFVK_ATTN_CORE", "blocks", 1); }
@@ -121,7 +123,10 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
                                        {"prefill H=4/2 D=16 S=13 pos0=33", false},
                                        {"decode H=4/2 D=16 S=6 pos0=77 lambda=0.8 max-splits", false},
                                        {"decode H=2/2 D=128 S=2 pos0=40", false},
-                                       {"decode H=4/1 D=48 S=3 pos0=65", true}};
+                                       {"decode H=4/1 D=48 S=3 pos0=65", true},
+                                       {"window=10 ring=22", false},  // a chunk over a wrapped ring
+                                       {"window=20 ring=27", false},  // ... a decode with max splits
+                                       {"S=9 pos0=5 lambda=-0.4 window=1", false}};
   static const std::vector<Pick> v2 = {{"decode H=3/1 D=6 S=5", false},
                                        {"prefill H=32/1 D=8 S=5", false},
                                        {"prefill H=4/1 D=64 S=17", false},
@@ -153,7 +158,7 @@ const std::vector<Pick> kStagedV1 = {
     {"prefill H=64/1 D=8 S=3", false},         {"prefill H=4/2 D=16 S=13 pos0=33", false},
     {"prefill H=8/1 D=16 S=5 pos0=60", false}, {"prefill H=4/1 D=48 S=17", true},
     {"prefill H=2/1 D=64 S=40", true},         {"prefill H=64/1 D=16 S=3", true},
-    {"prefill H=4/2 D=16 S=13 pos0=33", true}};
+    {"prefill H=4/2 D=16 S=13 pos0=33", true}, {"window=10 ring=22", false}};
 const std::vector<Pick> kStagedV2 = {{"prefill H=4/1 D=64 S=17", false},         {"prefill H=4/2 D=16 S=33", false},
                                      {"prefill H=32/1 D=8 S=5", false},          {"prefill H=2/2 D=16 S=9", false},
                                      {"prefill H=4/2 D=16 S=13 pos0=33", false}, {"prefill H=4/1 D=64 S=17", true},
@@ -453,6 +458,219 @@ TEST_CASE("diff_attn: a decode program recorded once replays correctly at every 
                     "the split kernel left an arrival counter nonzero");
     }
   }
+}
+
+namespace {
+// Storage-type buffers of a test (one per tensor) and the record/compare steps the window tests share.
+struct AttnBufs {
+  Device& dev;
+  bool fp16;
+  size_t es;
+  std::vector<std::unique_ptr<Buffer>> keep;
+  Buffer& make(uint64_t bytes, const char* name) {
+    keep.push_back(std::make_unique<Buffer>(dev, std::max<uint64_t>(bytes, 16), MemoryDomain::device, name));
+    return *keep.back();
+  }
+  Buffer& upload(const std::vector<double>& x, const char* name) {
+    Buffer& b = make(x.size() * es, name);
+    b.upload(0, test::pack(x, fp16).data(), x.size() * es);
+    return b;
+  }
+  std::vector<double> download(Buffer& b, size_t n) {
+    std::vector<uint8_t> got(n * es);
+    b.download(0, got.data(), got.size());
+    return test::unpack(got, fp16);
+  }
+};
+// Split scratch for `splits` splits of a call (counters zeroed).
+AttnSplitScratch split_scratch(AttnBufs& B, const AttnCall& call, uint32_t D, uint32_t splits) {
+  Buffer& part = B.make(DiffAttnKernel::part_bytes(call, D, std::max(splits, 1u)), "part");
+  Buffer& stat = B.make(DiffAttnKernel::stat_bytes(call, std::max(splits, 1u)), "stat");
+  Buffer& sync = B.make(DiffAttnKernel::sync_bytes(call), "arrivals");
+  sync.fill(0, sync.size(), 0);
+  return {part.range(), stat.range(), sync.range()};
+}
+}  // namespace
+
+TEST_CASE("diff_attn: cross-decoder (YOCO) query sets share one full-attention layer's cache") {
+  // The second half of Phi-4-mini-flash's layers project queries only and attend over the K/V cache of one
+  // full-attention layer (no append): the same kernel over the same cache buffers, a cache longer than the
+  // queries' own rows, two query sets (their own λ, subln, gain) in one program, prefill and decode.
+  for (Precision precision : test::supported_precisions()) {
+    auto ctx = test::make_context(precision);
+    Device& dev = ctx->device();
+    AttnBufs B{dev, dev.fp16(), storage_bytes(dev.fp16()), {}};
+    auto round = [&](std::vector<double> v) { return B.fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+    const uint32_t H = 4, Hkv = 2, D = 16, DV = 32, T = 40, cap = 52;
+    const auto k = round(ref::random_normal(size_t(T) * 2 * Hkv * D, 61));
+    const auto v = round(ref::random_normal(size_t(T) * Hkv * DV, 62));
+    const auto [kc, vc] = test::to_cache_layout(k, v, T, Hkv, D, cap);
+    Buffer &kb = B.upload(kc, "k"), &vb = B.upload(vc, "v");
+    DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, H / Hkv);
+    struct Set {
+      uint32_t S, pos0;
+      double lambda;
+      int depth;
+      bool decode;
+    };
+    const Set sets[] = {{9, 31, 0.45, 13}, {9, 31, -0.3, 20}, {1, 39, 0.6, 13, true}, {3, 37, 1.1, 22, true}};
+    Program prog(dev, "cross-decoder");
+    std::vector<std::tuple<Buffer*, std::vector<double>, Set>> outs;
+    for (const Set& st : sets) {
+      const auto q = round(ref::random_normal(size_t(st.S) * H * DV, 70 + st.depth + st.S));
+      std::mt19937_64 rng(st.depth);
+      std::uniform_real_distribution<double> u(0.7, 1.3);
+      std::vector<double> subln(DV);
+      for (double& x : subln) x = u(rng);
+      subln = round(subln);
+      Buffer &qb = B.upload(q, "q"), &wb = B.upload(subln, "subln"), &ob = B.make(size_t(st.S) * H * DV * B.es, "o");
+      ob.fill(0, ob.size(), test::kPoison);
+      const AttnCall call{st.S,
+                          st.pos0,
+                          H,
+                          Hkv,
+                          cap,
+                          H * DV,
+                          H * DV,
+                          static_cast<float>(st.lambda),
+                          static_cast<float>(1.0 - ref::lambda_init(st.depth))};
+      uint32_t len = 0;
+      if (st.decode) {
+        const uint32_t splits = kernel.decode_splits(call, &len);
+        kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(),
+                             split_scratch(B, call, D, splits), call, splits, len);
+      } else {
+        const uint32_t splits = kernel.prefill_splits(call, &len);
+        kernel.record_prefill(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(), call,
+                              splits ? split_scratch(B, call, D, splits) : AttnSplitScratch{});
+      }
+      const auto expect = ref::head_rmsnorm(
+          ref::diff_attention(q, k, v, int(st.S), int(T), int(H), int(Hkv), int(D), st.lambda, int(st.pos0)), int(st.S),
+          int(H), int(D), subln, ref::lambda_init(st.depth));
+      outs.emplace_back(&ob, expect, st);
+    }
+    prog.run();
+    for (auto& [ob, expect, st] : outs) {
+      const auto c = test::compare(B.download(*ob, expect.size()), expect);
+      INFO(precision_name(precision) << (st.decode ? " decode" : " prefill") << " S=" << st.S << " pos0=" << st.pos0
+                                     << ": " << c.summary());
+      CHECK(test::within_spec(c, B.fp16));
+    }
+  }
+}
+
+TEST_CASE("diff_attn: sliding window over a ring cache appended without RoPE, prefill chunks then decode replays") {
+  // Phi-4-mini-flash's sliding-window layers: rope_kv without rotation appends each chunk at row pos mod ring
+  // (before the attention), the attention reads ring rows and masks keys outside the window. Prefill chunks of up to
+  // C rows need a ring of window + C − 1 rows; then one decode program (rope_kv + attention, dynamic position)
+  // recorded once and replayed across the window boundary and several wrap-arounds of the ring.
+  for (Precision precision : test::supported_precisions()) {
+    auto ctx = test::make_context(precision);
+    Device& dev = ctx->device();
+    AttnBufs B{dev, dev.fp16(), storage_bytes(dev.fp16()), {}};
+    auto round = [&](std::vector<double> v) { return B.fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+    const uint32_t H = 4, Hkv = 2, D = 16, DV = 32, W = 12, C = 8, ring = W + C - 1, T = 60;
+    const uint32_t qw = 2 * H * D, kw = 2 * Hkv * D, vw = Hkv * DV, width = qw + kw + vw;
+    const double lambda = 0.55;
+    const int depth = 3;
+    const auto qkv = round(ref::random_normal(size_t(T) * width, 81));
+    std::vector<double> q(size_t(T) * qw), k(size_t(T) * kw), v(size_t(T) * vw), subln(DV, 1.1);
+    for (uint32_t r = 0; r < T; ++r) {
+      std::copy_n(&qkv[size_t(r) * width], qw, &q[size_t(r) * qw]);
+      std::copy_n(&qkv[size_t(r) * width + qw], kw, &k[size_t(r) * kw]);
+      std::copy_n(&qkv[size_t(r) * width + qw + kw], vw, &v[size_t(r) * vw]);
+    }
+    const auto expect_all =
+        ref::head_rmsnorm(ref::diff_attention(q, k, v, int(T), int(T), int(H), int(Hkv), int(D), lambda, 0, int(W)),
+                          int(T), int(H), int(D), subln, ref::lambda_init(depth));
+    // The ring starts poisoned: a row read before it is written wrecks the result.
+    Buffer &kb = B.upload(std::vector<double>(size_t(Hkv) * ring * DV, 1000.0), "k ring"),
+           &vb = B.upload(std::vector<double>(size_t(Hkv) * ring * DV, 1000.0), "v ring");
+    Buffer &wb = B.upload(subln, "subln"), &xb = B.make(size_t(C) * width * B.es, "qkv rows"),
+           &qb = B.make(size_t(C) * qw * B.es, "q"), &ob = B.make(size_t(C) * H * DV * B.es, "o");
+    Buffer& pos = B.make(16, "position");
+    DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), D, H / Hkv);
+    RopeKvKernel append(dev, KernelOptions::for_device(dev));
+    AttnCall call{
+        0, 0, H, Hkv, ring, qw, H * DV, static_cast<float>(lambda), static_cast<float>(1.0 - ref::lambda_init(depth))};
+    call.window = W;
+    call.ring = true;
+    auto check_rows = [&](uint32_t p0, uint32_t S, const char* what) {
+      const auto got = B.download(ob, size_t(S) * H * DV);
+      const std::vector<double> expect(expect_all.begin() + size_t(p0) * H * DV,
+                                       expect_all.begin() + size_t(p0 + S) * H * DV);
+      const auto c = test::compare(got, expect);
+      INFO(precision_name(precision) << " " << what << " positions " << p0 << ".." << p0 + S - 1 << ": "
+                                     << c.summary());
+      CHECK(test::within_spec(c, B.fp16));
+    };
+    auto upload_rows = [&](uint32_t p0, uint32_t S) {
+      const std::vector<double> rows(qkv.begin() + size_t(p0) * width, qkv.begin() + size_t(p0 + S) * width);
+      xb.upload(0, test::pack(rows, B.fp16).data(), rows.size() * B.es);
+      ob.fill(0, ob.size(), test::kPoison);
+    };
+    // Prefill: chunks of 8, 5 and 8 rows (positions 0 .. 20: the window's boundary and the ring's first wrap).
+    uint32_t p0 = 0;
+    for (uint32_t S : {C, 5u, C}) {
+      upload_rows(p0, S);
+      Program prog(dev, "window prefill chunk");
+      RopeKvParams rp{S, H, Hkv, D, p0, ring};
+      rp.ring = 1, rp.rope = 0;
+      append.record(prog, xb.range(), {}, qb.range(), kb.range(), vb.range(), rp);
+      call.S = S, call.pos0 = p0;
+      uint32_t len = 0;
+      const uint32_t splits = kernel.prefill_splits(call, &len);
+      kernel.record_prefill(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(), call,
+                            splits ? split_scratch(B, call, D, splits) : AttnSplitScratch{});
+      prog.run();
+      check_rows(p0, S, "prefill");
+      p0 += S;
+    }
+    // Decode: one program, the position in a buffer, replayed at every later position.
+    call.S = 1, call.pos0 = 0, call.dyn_pos = pos.range(0, 4);
+    uint32_t len = 0;
+    const uint32_t splits = kernel.decode_splits_for_capacity(call, &len);
+    Program prog(dev, "window decode");
+    RopeKvParams rp{1, H, Hkv, D, 0, ring};
+    rp.ring = 1, rp.rope = 0;
+    append.record(prog, xb.range(), {}, qb.range(), kb.range(), vb.range(), rp, pos.range(0, 4));
+    kernel.record_decode(prog, qb.range(), kb.range(), vb.range(), wb.range(), ob.range(),
+                         split_scratch(B, call, D, splits), call, splits, len);
+    for (; p0 < T; ++p0) {
+      upload_rows(p0, 1);
+      pos.upload(0, &p0, 4);
+      prog.run();
+      check_rows(p0, 1, "decode");
+    }
+  }
+}
+
+TEST_CASE("diff_attn: sliding-window and ring arguments are checked") {
+  auto ctx = test::make_context(Precision::fp32);
+  Device& dev = ctx->device();
+  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), 16, 2);
+  Buffer buf(dev, 1 << 16, MemoryDomain::device, "errors");
+  Program prog(dev, "errors");
+  auto r = buf.range(0, 1 << 14);
+  AttnCall c{4, 100, 4, 2, 12, 128, 128, 0.5f, 0.5f};
+  c.ring = true;  // a ring without a window
+  CHECK(test::status_of([&] { kernel.record_prefill(prog, r, r, r, r, r, c); }) == Status::invalid_argument);
+  c.window = 10;  // a ring of 12 rows cannot hold window + S − 1 = 13 keys
+  CHECK(test::status_of([&] { kernel.record_prefill(prog, r, r, r, r, r, c); }) == Status::invalid_argument);
+  c.window = 9;  // 12 = 9 + 4 − 1: fits, positions past the capacity are fine in a ring
+  CHECK_NOTHROW(kernel.record_prefill(prog, buf.range(0, 4096), buf.range(4096, 4096), buf.range(8192, 4096),
+                                      buf.range(12288, 4096), buf.range(16384, 4096), c));
+  CHECK_FALSE(kernel.prefill_uses_coopmat(c));  // the cooperative-matrix prefill has no window
+  c.ring = false;                               // a window over a plain cache: positions must fit it
+  CHECK(test::status_of([&] { kernel.record_prefill(prog, r, r, r, r, r, c); }) == Status::context_overflow);
+  CHECK(DiffAttnKernel::call_keys(c) == 12);  // window + S − 1
+  RopeKvKernel append(dev, KernelOptions::for_device(dev));
+  RopeKvParams rp{8, 4, 2, 16, 100, 6};
+  rp.ring = 1, rp.rope = 0;  // 8 rows into a ring of 6
+  CHECK(test::status_of([&] { append.record(prog, r, {}, r, r, r, rp); }) == Status::invalid_argument);
+  rp.rows = 6;
+  CHECK_NOTHROW(append.record(prog, r, {}, buf.range(1 << 14, 1 << 14), buf.range(2 << 14, 1 << 13),
+                              buf.range(3 << 14, 1 << 13), rp));
 }
 
 #if DIFFVK_LARGE_TESTS
