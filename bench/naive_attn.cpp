@@ -18,17 +18,24 @@ struct PvPush {
   uint32_t S, keys, pos0, H, n_rep, capacity, o_stride;
   float lambda;
 };
+
+// The score and softmax passes both naive attentions share; returns their workgroup size.
+uint32_t make_score_passes(Device& device, const KernelOptions& o, uint32_t D, std::unique_ptr<Pipeline>& scores,
+                           std::unique_ptr<Pipeline>& softmax) {
+  bench::register_bench_shaders();
+  const uint32_t wg = pick_pow2_workgroup(device.caps(), 64);
+  scores =
+      std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg, D}, false, o.fp16});
+  softmax = std::make_unique<Pipeline>(device,
+                                       PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg}, o.subgroup, o.fp16});
+  return wg;
+}
 }  // namespace
 
 NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep)
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), norm_(device, o) {
   if (D == 0 || D % 2 || n_rep == 0) throw Error(Status::invalid_argument, "naive attention: bad D or n_rep");
-  bench::register_bench_shaders();
-  wg_ = pick_pow2_workgroup(device.caps(), 64);
-  scores_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
-  softmax_ = std::make_unique<Pipeline>(
-      device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
+  wg_ = make_score_passes(device, o, D, scores_, softmax_);
   pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_pv", 4, sizeof(PvPush), {wg_, D}, false, fp16_});
 }
 
@@ -101,12 +108,7 @@ NaiveV2Attn::NaiveV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep_pairs) {
   if (D == 0 || D % 2 || n_rep_pairs == 0)
     throw Error(Status::invalid_argument, "naive DIFF V2 attention: bad D or n_rep");
-  bench::register_bench_shaders();
-  wg_ = pick_pow2_workgroup(device.caps(), 64);
-  scores_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg_, D}, false, fp16_});
-  softmax_ = std::make_unique<Pipeline>(
-      device, PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg_}, o.subgroup, fp16_});
+  wg_ = make_score_passes(device, o, D, scores_, softmax_);
   pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_v2_pv", 5, sizeof(PvV2Push), {wg_, D}, false, fp16_});
 }
 

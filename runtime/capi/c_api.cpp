@@ -96,6 +96,36 @@ std::shared_ptr<T> check(const T* p, Kind k, const char* what) {
   std::lock_guard<std::mutex> l(g_mutex);
   return check_locked(p, k, what);
 }
+// The body of every destroy: under the lock, check the handle, run `unlink` (it may refuse: children still
+// alive; it takes the handle from its parent's count), erase it; the object is released after the lock.
+template <class T, class Unlink>
+void destroy_handle(T* p, Kind k, const char* what, Unlink unlink) {
+  std::shared_ptr<T> keep;  // released (and the object destroyed) after the lock
+  std::lock_guard<std::mutex> l(g_mutex);
+  keep = check_locked(p, k, what);
+  unlink(*keep);
+  registry().erase(p);
+}
+// Refuses the destroy of `what` (a context or a model) while what it created (`children`) is alive.
+template <class T>
+void refuse_children(const T& h, const char* children, const char* what) {
+  if (h.children)
+    fail(DIFFVK_INVALID_ARGUMENT,
+         std::to_string(h.children) + " " + children + " created from this " + what + " are still alive");
+}
+// The fields diffvk_sampler_options and diffvk::SamplingOptions share, from one to the other (either way).
+template <class To, class From>
+void copy_sampling_fields(To& to, const From& from) {
+  to.temperature = from.temperature;
+  to.top_k = from.top_k;
+  to.top_p = from.top_p;
+  to.seed = from.seed;
+  to.min_p = from.min_p;
+  to.repeat_penalty = from.repeat_penalty;
+  to.frequency_penalty = from.frequency_penalty;
+  to.presence_penalty = from.presence_penalty;
+  to.penalty_last_n = from.penalty_last_n;
+}
 // A lost device makes every later call on the context, its models and sessions fail at once.
 void alive(const diffvk_context& c) {
   if (c.ctx->lost())
@@ -368,13 +398,8 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
 
 diffvk_status diffvk_context_destroy(diffvk_context* c) {
   return guarded(__func__, [&] {
-    std::shared_ptr<diffvk_context> keep;  // released (and the context destroyed) after the lock
-    std::lock_guard<std::mutex> l(g_mutex);
-    keep = check_locked(c, Kind::context, "context");
-    if (c->children)
-      fail(DIFFVK_INVALID_ARGUMENT,
-           std::to_string(c->children) + " model(s) created from this context are still alive");
-    registry().erase(c);
+    destroy_handle(c, Kind::context, "context",
+                   [](const diffvk_context& k) { refuse_children(k, "model(s)", "context"); });
   });
 }
 
@@ -461,14 +486,10 @@ diffvk_status diffvk_model_load_fd_with_options(diffvk_context* c, int config_fd
 
 diffvk_status diffvk_model_destroy(diffvk_model* m) {
   return guarded(__func__, [&] {
-    std::shared_ptr<diffvk_model> keep;  // released (and the model destroyed) after the lock
-    std::lock_guard<std::mutex> l(g_mutex);
-    keep = check_locked(m, Kind::model, "model");
-    if (m->children)
-      fail(DIFFVK_INVALID_ARGUMENT,
-           std::to_string(m->children) + " session(s) created from this model are still alive");
-    registry().erase(m);
-    --m->parent->children;
+    destroy_handle(m, Kind::model, "model", [](const diffvk_model& k) {
+      refuse_children(k, "session(s)", "model");
+      --k.parent->children;
+    });
   });
 }
 
@@ -543,11 +564,7 @@ diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_s
 
 diffvk_status diffvk_session_destroy(diffvk_session* s) {
   return guarded(__func__, [&] {
-    std::shared_ptr<diffvk_session> keep;
-    std::lock_guard<std::mutex> l(g_mutex);
-    keep = check_locked(s, Kind::session, "session");
-    registry().erase(s);
-    --s->parent->children;
+    destroy_handle(s, Kind::session, "session", [](const diffvk_session& k) { --k.parent->children; });
   });
 }
 
@@ -697,15 +714,7 @@ void diffvk_sampler_default_options_sized(diffvk_sampler_options* o, size_t size
   const diffvk::SamplingOptions s;
   auto d = diffvk::capi::zeroed<diffvk_sampler_options>();
   d.struct_size = sizeof d;
-  d.temperature = s.temperature;
-  d.top_k = s.top_k;
-  d.top_p = s.top_p;
-  d.seed = s.seed;
-  d.min_p = s.min_p;
-  d.repeat_penalty = s.repeat_penalty;
-  d.frequency_penalty = s.frequency_penalty;
-  d.presence_penalty = s.presence_penalty;
-  d.penalty_last_n = s.penalty_last_n;
+  copy_sampling_fields(d, s);
   diffvk::capi::write_defaults(o, size, d, kSamplerLayouts);
 }
 void(diffvk_sampler_default_options)(diffvk_sampler_options* o) {
@@ -717,15 +726,7 @@ diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* o
     *out = nullptr;
     const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options_sized, "sampler");
     diffvk::SamplingOptions so;
-    so.temperature = o.temperature;
-    so.top_k = o.top_k;
-    so.top_p = o.top_p;
-    so.seed = o.seed;
-    so.min_p = o.min_p;
-    so.repeat_penalty = o.repeat_penalty;
-    so.frequency_penalty = o.frequency_penalty;
-    so.presence_penalty = o.presence_penalty;
-    so.penalty_last_n = o.penalty_last_n;
+    copy_sampling_fields(so, o);
     auto p = std::make_shared<diffvk_sampler>(diffvk_sampler{diffvk::Sampler(so)});  // validate_sampling
     std::lock_guard<std::mutex> l(g_mutex);
     track(p, Kind::sampler);
@@ -739,12 +740,7 @@ diffvk_status diffvk_sampler_accept(diffvk_sampler* p, int32_t token) {
   });
 }
 diffvk_status diffvk_sampler_destroy(diffvk_sampler* p) {
-  return guarded(__func__, [&] {
-    std::shared_ptr<diffvk_sampler> keep;
-    std::lock_guard<std::mutex> l(g_mutex);
-    keep = check_locked(p, Kind::sampler, "sampler");
-    registry().erase(p);
-  });
+  return guarded(__func__, [&] { destroy_handle(p, Kind::sampler, "sampler", [](const diffvk_sampler&) {}); });
 }
 diffvk_status diffvk_sampler_sample(diffvk_sampler* p, const float* logits, uint32_t vocab, int32_t* out) {
   return guarded(__func__, [&] {

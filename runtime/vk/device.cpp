@@ -165,6 +165,11 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   std::vector<const char*> exts;
+  // Puts a feature struct at the head of f2's pNext chain (what vkCreateDevice enables).
+  const auto chain = [&f2](auto& feature) {
+    feature.pNext = f2.pNext;
+    f2.pNext = &feature;
+  };
   if (d->fp16_) {
     s16.storageBuffer16BitAccess = VK_TRUE;
     f16.shaderFloat16 = VK_TRUE;
@@ -179,8 +184,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   if (c.subgroup_size_control) {
     sscf.subgroupSizeControl = VK_TRUE;
     sscf.computeFullSubgroups = VK_TRUE;
-    sscf.pNext = f2.pNext;
-    f2.pNext = &sscf;
+    chain(sscf);
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
   // Integer dot products (the int8 decode path: linear_row.comp's variant linear_row_dot).
@@ -188,8 +192,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   if (c.integer_dot_product) {
     idot.shaderIntegerDotProduct = VK_TRUE;
-    idot.pNext = f2.pNext;
-    f2.pNext = &idot;
+    chain(idot);
     if (api < VK_API_VERSION_1_3) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   }
   // Cooperative matrices (linear_coopmat.comp): the extension, its feature and the Vulkan memory
@@ -203,12 +206,10 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   }
   if (d->coopmat()) {
     coopf.cooperative_matrix = VK_TRUE;
-    coopf.pNext = f2.pNext;
-    f2.pNext = &coopf;
+    chain(coopf);
     vmm.vulkanMemoryModel = VK_TRUE;
     vmm.vulkanMemoryModelDeviceScope = VK_TRUE;  // probed with it: the split attention's device-scope barriers need it
-    vmm.pNext = f2.pNext;
-    f2.pNext = &vmm;
+    chain(vmm);
     exts.push_back(kCoopmatExtension);
     if (api < VK_API_VERSION_1_2) exts.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
   }
@@ -231,8 +232,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
       exec.pNext = nullptr;
     }
     if (has_ext && exec.pipelineExecutableInfo) {
-      exec.pNext = f2.pNext;
-      f2.pNext = &exec;
+      chain(exec);
       exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
       d->exec_props_ = true;
     } else {

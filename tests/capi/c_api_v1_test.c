@@ -28,6 +28,28 @@ static diffvk_context* make_context(void) {
   return ctx;
 }
 
+/* A context (make_context) and dir's model in it: 0 when both are there (a failure is reported). */
+static int open_model(const char* dir, diffvk_context** ctx, diffvk_model** model) {
+  *model = NULL;
+  *ctx = make_context();
+  if (!*ctx) return 1;
+  EXPECT(diffvk_model_load(*ctx, dir, model) == DIFFVK_OK);
+  return *model ? 0 : 1;
+}
+
+/* The end of a test: destroys model and ctx, returns 0. */
+static int close_model(diffvk_context* ctx, diffvk_model* model) {
+  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
+  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
+  return 0;
+}
+
+/* A logits buffer of model's vocabulary size, stored in *vocab (caller frees). */
+static float* logits_buffer(const diffvk_model* model, uint32_t* vocab) {
+  EXPECT(diffvk_model_vocab_size(model, vocab) == DIFFVK_OK);
+  return (float*)malloc(sizeof(float) * *vocab);
+}
+
 static char* read_whole(const char* path, size_t* size) {
   FILE* f = fopen(path, "rb");
   char* buf;
@@ -50,13 +72,21 @@ static char* read_whole(const char* path, size_t* size) {
 static float* logits_of(diffvk_model* model, size_t n) {
   diffvk_session* s = NULL;
   uint32_t vocab = 0;
-  float* lg;
-  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
-  lg = (float*)malloc(sizeof(float) * vocab);
+  float* lg = logits_buffer(model, &vocab);
   EXPECT(diffvk_session_create(model, 0, 0, &s) == DIFFVK_OK);
   EXPECT(diffvk_session_prefill(s, kPrompt, n, lg, vocab) == DIFFVK_OK);
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   return lg;
+}
+
+/* Prefills 5 prompt tokens on s and decodes the 6th: both succeed and the logits are not NaN. */
+static void prefill_decode(const diffvk_model* model, diffvk_session* s) {
+  uint32_t vocab = 0;
+  float* lg = logits_buffer(model, &vocab);
+  EXPECT(diffvk_session_prefill(s, kPrompt, 5, lg, vocab) == DIFFVK_OK);
+  EXPECT(diffvk_session_decode(s, kPrompt[5], lg, vocab) == DIFFVK_OK);
+  EXPECT(lg[0] == lg[0]); /* not NaN */
+  free(lg);
 }
 
 static int same_logits(diffvk_model* a, diffvk_model* b) {
@@ -71,7 +101,8 @@ static int same_logits(diffvk_model* a, diffvk_model* b) {
   return same;
 }
 
-static int test_version(void) {
+static int test_version(const char* unused) {
+  (void)unused;
   char want[32];
   snprintf(want, sizeof want, "%d.%d.%d", DIFFVK_VERSION_MAJOR, DIFFVK_VERSION_MINOR, DIFFVK_VERSION_PATCH);
   EXPECT(strcmp(diffvk_version(), want) == 0); /* the running library is the one of this header */
@@ -99,10 +130,7 @@ static int test_options(const char* dir) {
   EXPECT(strstr(diffvk_last_error(), "diffvk_context_default_options") != NULL);
   co.struct_size = sizeof co + 8; /* from a newer header */
   EXPECT(diffvk_context_create(&co, &ctx) == DIFFVK_INVALID_ARGUMENT);
-  ctx = make_context();
-  if (!ctx) return 1;
-  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
-  if (!model) return 1;
+  if (open_model(dir, &ctx, &model)) return 1;
   /* NULL options = defaults: the whole context */
   EXPECT(diffvk_session_create_with_options(model, NULL, &s) == DIFFVK_OK);
   EXPECT(diffvk_session_capacity(s, &cap) == DIFFVK_OK && cap == 64);
@@ -125,19 +153,10 @@ static int test_options(const char* dir) {
   so.context_len = 16;
   EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_OK);
   if (s) {
-    uint32_t vocab = 0;
-    float* lg = NULL;
-    EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
-    lg = (float*)malloc(sizeof(float) * vocab);
-    EXPECT(diffvk_session_prefill(s, kPrompt, 5, lg, vocab) == DIFFVK_OK);
-    EXPECT(diffvk_session_decode(s, kPrompt[5], lg, vocab) == DIFFVK_OK);
-    EXPECT(lg[0] == lg[0]); /* not NaN */
-    free(lg);
+    prefill_decode(model, s);
     EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   }
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
 /* ---- the defaults functions and the caller's size (since 1.1; diffvk.h VERSIONING) ----------------------- */
@@ -266,12 +285,7 @@ static int test_default_options(const char* dir) {
   }
   if (!s) return 1;
   EXPECT(diffvk_session_capacity(s, &cap) == DIFFVK_OK && cap == 16);
-  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
-  lg = (float*)malloc(sizeof(float) * vocab);
-  EXPECT(diffvk_session_prefill(s, kPrompt, 5, lg, vocab) == DIFFVK_OK);
-  EXPECT(diffvk_session_decode(s, kPrompt[5], lg, vocab) == DIFFVK_OK);
-  EXPECT(lg[0] == lg[0]);
-  free(lg);
+  prefill_decode(model, s);
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   /* The structs new in 1.1 (sampler, generate): the exported function fills 1.1's layout, the whole struct. */
   {
@@ -292,9 +306,7 @@ static int test_default_options(const char* dir) {
   so.struct_size = sizeof(session_options_1_0) + 4;
   so.kv_cache = 9;
   EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_INVALID_ARGUMENT && s == NULL);
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
 /* ---- cancel ---------------------------------------------------------------------------------------- */
@@ -309,19 +321,16 @@ static int count_and_abort(void* user) {
 }
 
 static int test_cancel(const char* dir) {
-  diffvk_context* ctx = make_context();
-  diffvk_model* model = NULL;
+  diffvk_context* ctx;
+  diffvk_model* model;
   diffvk_session* s = NULL;
   diffvk_session_options so;
   abort_state st = {0, 0};
   uint32_t vocab = 0, pos = 0;
   float *ref, *lg;
-  if (!ctx) return 1;
-  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
-  if (!model) return 1;
-  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
+  if (open_model(dir, &ctx, &model)) return 1;
   ref = logits_of(model, 40);
-  lg = (float*)malloc(sizeof(float) * vocab);
+  lg = logits_buffer(model, &vocab);
   diffvk_session_default_options(&so);
   so.chunk = 64; /* the 40-token prompt is ONE chunk: cancelling must work inside it */
   so.abort_cb = count_and_abort;
@@ -370,9 +379,7 @@ static int test_cancel(const char* dir) {
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   free(ref);
   free(lg);
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
 /* ---- log ------------------------------------------------------------------------------------------- */
@@ -389,12 +396,10 @@ static void capture(void* user, int level, const char* message) {
 static int test_log(const char* dir) {
   log_state l;
   diffvk_context* ctx;
-  diffvk_model* model = NULL;
+  diffvk_model* model;
   memset(&l, 0, sizeof l);
   diffvk_set_log_callback(capture, &l, DIFFVK_LOG_INFO);
-  ctx = make_context();
-  if (!ctx) return 1;
-  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  if (open_model(dir, &ctx, &model)) return 1;
   EXPECT(l.model_line == 1);
   EXPECT(l.count[DIFFVK_LOG_DEBUG] == 0); /* filtered */
   EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
@@ -409,37 +414,46 @@ static int test_log(const char* dir) {
   memset(&l, 0, sizeof l);
   EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
   EXPECT(l.model_line == 0);
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
-/* dir's config.json and model.safetensors, each read whole (*cfg, *w, freed by the caller) and opened (*cfd, *wfd,
+/* dir's config.json and model.safetensors, each read whole (*cfg, *w, freed by the caller): 0 when both are. */
+static int read_sources(const char* dir, char** cfg, size_t* cs, char** w, size_t* ws) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  *cfg = read_whole(path, cs);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  *w = read_whole(path, ws);
+  return *cfg && *w ? 0 : 1;
+}
+
+/* The same files, each read whole (*cfg, *w, freed by the caller) and opened (*cfd, *wfd,
  * closed by the caller). 0 on success. */
 static int open_sources(const char* dir, char** cfg, size_t* cs, int* cfd, char** w, size_t* ws, int* wfd) {
   char path[4096];
   snprintf(path, sizeof path, "%s/config.json", dir);
-  *cfg = read_whole(path, cs);
   *cfd = open(path, O_RDONLY);
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  *w = read_whole(path, ws);
   *wfd = open(path, O_RDONLY);
-  return *cfg && *w && *cfd >= 0 && *wfd >= 0 ? 0 : 1;
+  return read_sources(dir, cfg, cs, w, ws) == 0 && *cfd >= 0 && *wfd >= 0 ? 0 : 1;
+}
+
+/* What open_sources gave: closed and freed. */
+static void close_sources(char* cfg, int cfd, char* w, int wfd) {
+  close(cfd);
+  close(wfd);
+  free(cfg);
+  free(w);
 }
 
 /* ---- loading from memory and from descriptors ------------------------------------------------------- */
 static int test_load_memory(const char* dir) {
-  char path[4096];
   size_t cs = 0, ws = 0;
   char *cfg, *w;
   diffvk_context* ctx = make_context();
   diffvk_model *from_dir = NULL, *from_mem = NULL, *bad = NULL;
   if (!ctx) return 1;
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  cfg = read_whole(path, &cs);
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  w = read_whole(path, &ws);
-  EXPECT(cfg && w);
+  EXPECT(read_sources(dir, &cfg, &cs, &w, &ws) == 0);
   if (!cfg || !w) return 1;
   EXPECT(diffvk_model_load(ctx, dir, &from_dir) == DIFFVK_OK);
   EXPECT(diffvk_model_load_memory(ctx, cfg, cs, NULL, ws, &bad) == DIFFVK_INVALID_ARGUMENT && bad == NULL);
@@ -503,11 +517,7 @@ static int test_load_fd(const char* dir, const char* scratch) {
   diffvk_model *from_dir = NULL, *from_fd = NULL, *bad = NULL;
   FILE* f;
   if (!ctx) return 1;
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  cfg = read_whole(path, &cs);
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  w = read_whole(path, &ws);
-  if (!cfg || !w) return 1;
+  if (read_sources(dir, &cfg, &cs, &w, &ws) != 0) return 1;
   /* one file holding both, between other bytes, like an APK's uncompressed assets */
   f = fopen(scratch, "wb");
   EXPECT(f != NULL);
@@ -673,10 +683,7 @@ static int test_weights_sources(const char* dir) {
   if (!from_dir || !from_mem || !from_fd) return 1;
   EXPECT(same_logits(from_dir, from_mem));
   EXPECT(same_logits(from_dir, from_fd));
-  close(cfd);
-  close(wfd);
-  free(cfg);
-  free(w);
+  close_sources(cfg, cfd, w, wfd);
   EXPECT(diffvk_model_destroy(from_fd) == DIFFVK_OK);
   EXPECT(diffvk_model_destroy(from_mem) == DIFFVK_OK);
   EXPECT(diffvk_model_destroy(from_dir) == DIFFVK_OK);
@@ -806,10 +813,7 @@ static int test_quant_paths(const char* dir) {
     if (m) EXPECT(same_logits(deq, m));
     EXPECT(diffvk_model_destroy(m) == DIFFVK_OK);
   }
-  close(cfd);
-  close(wfd);
-  free(cfg);
-  free(w);
+  close_sources(cfg, cfd, w, wfd);
   EXPECT(diffvk_model_destroy(deq) == DIFFVK_OK);
   EXPECT(diffvk_model_destroy(f16) == DIFFVK_OK);
   EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
@@ -818,8 +822,8 @@ static int test_quant_paths(const char* dir) {
 
 /* ---- rewind, tokens, prefill_reusing ---------------------------------------- */
 static int test_rewind(const char* dir) {
-  diffvk_context* ctx = make_context();
-  diffvk_model* model = NULL;
+  diffvk_context* ctx;
+  diffvk_model* model;
   diffvk_session *s = NULL, *fresh = NULL;
   uint32_t vocab = 0, pos = 0, reused = 99;
   size_t n = 0;
@@ -827,12 +831,9 @@ static int test_rewind(const char* dir) {
   int32_t other[12];
   float *want, *lg;
   int i;
-  if (!ctx) return 1;
-  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
-  if (!model) return 1;
-  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
-  want = (float*)malloc(sizeof(float) * vocab);
-  lg = (float*)malloc(sizeof(float) * vocab);
+  if (open_model(dir, &ctx, &model)) return 1;
+  want = logits_buffer(model, &vocab);
+  lg = logits_buffer(model, &vocab);
   for (i = 0; i < 12; ++i) other[i] = kPrompt[i];
   other[8] = 90;
   other[9] = 91;
@@ -881,26 +882,21 @@ static int test_rewind(const char* dir) {
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   free(want);
   free(lg);
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
 /* ---- saved state ------------------------------------------------------------------- */
 static int test_state(const char* dir, const char* scratch) {
-  diffvk_context* ctx = make_context();
-  diffvk_model* model = NULL;
+  diffvk_context* ctx;
+  diffvk_model* model;
   diffvk_session *a = NULL, *b = NULL;
   uint32_t vocab = 0, pos = 0;
   size_t size = 0, size2 = 0;
   unsigned char* buf;
   float *want, *lg;
-  if (!ctx) return 1;
-  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
-  if (!model) return 1;
-  EXPECT(diffvk_model_vocab_size(model, &vocab) == DIFFVK_OK);
-  want = (float*)malloc(sizeof(float) * vocab);
-  lg = (float*)malloc(sizeof(float) * vocab);
+  if (open_model(dir, &ctx, &model)) return 1;
+  want = logits_buffer(model, &vocab);
+  lg = logits_buffer(model, &vocab);
   EXPECT(diffvk_session_create(model, 64, 8, &a) == DIFFVK_OK);
   EXPECT(diffvk_session_create(model, 64, 8, &b) == DIFFVK_OK);
   if (!a || !b) return 1;
@@ -935,13 +931,12 @@ static int test_state(const char* dir, const char* scratch) {
   free(buf);
   free(want);
   free(lg);
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
 /* ---- sampler options ---------------------------------------------------------------- */
-static int test_sampler(void) {
+static int test_sampler(const char* unused) {
+  (void)unused;
   diffvk_sampler_options o;
   diffvk_sampler* s = NULL;
   const float logits[4] = {2.0f, 1.9f, -1.0f, -1.2f};
@@ -980,8 +975,8 @@ static int collect(const char* piece, size_t size, void* user) {
   return c->cancel_after == 0 || c->pieces < c->cancel_after;
 }
 static int test_generate(const char* dir) {
-  diffvk_context* ctx = make_context();
-  diffvk_model* model = NULL;
+  diffvk_context* ctx;
+  diffvk_model* model;
   diffvk_session* s = NULL;
   diffvk_sampler* greedy = NULL;
   diffvk_tokenizer* tok = NULL;
@@ -993,11 +988,10 @@ static int test_generate(const char* dir) {
   const char* bad[2] = {"", "x"};
   size_t at = 0, k;
   uint32_t pos = 0;
-  if (!ctx) return 1;
-  EXPECT(diffvk_model_load(ctx, dir, &model) == DIFFVK_OK);
+  if (open_model(dir, &ctx, &model)) return 1;
   EXPECT(diffvk_tokenizer_load(dir, &tok) == DIFFVK_OK);
   EXPECT(diffvk_sampler_create(0.0f, 0, 1.0f, 0, &greedy) == DIFFVK_OK);
-  if (!model || !tok || !greedy) return 1;
+  if (!tok || !greedy) return 1;
   EXPECT(diffvk_session_create(model, 64, 8, &s) == DIFFVK_OK);
   if (!s) return 1;
   memset(&r, 0, sizeof r);
@@ -1104,9 +1098,7 @@ static int test_generate(const char* dir) {
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
   EXPECT(diffvk_sampler_destroy(greedy) == DIFFVK_OK);
   EXPECT(diffvk_tokenizer_free(tok) == DIFFVK_OK);
-  EXPECT(diffvk_model_destroy(model) == DIFFVK_OK);
-  EXPECT(diffvk_context_destroy(ctx) == DIFFVK_OK);
-  return 0;
+  return close_model(ctx, model);
 }
 
 /* ---- tokenizer.json / tokenizer.model from memory and from descriptor ranges ----------------- */
@@ -1289,8 +1281,35 @@ static int test_chat_template(const char* data_dir) {
   return 0;
 }
 
+/* The checks by name: c_api_v1 <name> <arg> (one), c_api_v1 <name> <arg> <scratch file> (two). */
+static const struct {
+  const char* name;
+  int (*one)(const char* arg);
+  int (*two)(const char* arg, const char* scratch);
+} kTests[] = {
+    {"version", test_version, NULL},
+    {"options", test_options, NULL},
+    {"cancel", test_cancel, NULL},
+    {"log", test_log, NULL},
+    {"load_memory", test_load_memory, NULL},
+    {"gguf", test_gguf, NULL},
+    {"load_fd", NULL, test_load_fd},
+    {"weights", test_weights, NULL},
+    {"weights_sources", test_weights_sources, NULL},
+    {"quant_paths", test_quant_paths, NULL},
+    {"rewind", test_rewind, NULL},
+    {"sampler", test_sampler, NULL},
+    {"default_options", test_default_options, NULL},
+    {"generate", test_generate, NULL},
+    {"chat_template", test_chat_template, NULL},
+    {"state", NULL, test_state},
+    {"tokenizer_sources", NULL, test_tokenizer_sources},
+};
+
 int main(int argc, char** argv) {
   int rc = 2;
+  size_t i;
+  const size_t n = sizeof kTests / sizeof kTests[0];
   if (argc < 3) {
     fprintf(stderr,
             "usage: %s <version|options|cancel|log|load_memory|load_fd|gguf|weights|weights_sources|quant_paths|...> "
@@ -1298,42 +1317,12 @@ int main(int argc, char** argv) {
             argv[0]);
     return 2;
   }
-  if (!strcmp(argv[1], "version"))
-    rc = test_version();
-  else if (!strcmp(argv[1], "options"))
-    rc = test_options(argv[2]);
-  else if (!strcmp(argv[1], "cancel"))
-    rc = test_cancel(argv[2]);
-  else if (!strcmp(argv[1], "log"))
-    rc = test_log(argv[2]);
-  else if (!strcmp(argv[1], "load_memory"))
-    rc = test_load_memory(argv[2]);
-  else if (!strcmp(argv[1], "gguf"))
-    rc = test_gguf(argv[2]);
-  else if (!strcmp(argv[1], "load_fd") && argc > 3)
-    rc = test_load_fd(argv[2], argv[3]);
-  else if (!strcmp(argv[1], "weights"))
-    rc = test_weights(argv[2]);
-  else if (!strcmp(argv[1], "weights_sources"))
-    rc = test_weights_sources(argv[2]);
-  else if (!strcmp(argv[1], "quant_paths"))
-    rc = test_quant_paths(argv[2]);
-  else if (!strcmp(argv[1], "rewind"))
-    rc = test_rewind(argv[2]);
-  else if (!strcmp(argv[1], "sampler"))
-    rc = test_sampler();
-  else if (!strcmp(argv[1], "default_options"))
-    rc = test_default_options(argv[2]);
-  else if (!strcmp(argv[1], "generate"))
-    rc = test_generate(argv[2]);
-  else if (!strcmp(argv[1], "chat_template"))
-    rc = test_chat_template(argv[2]);
-  else if (!strcmp(argv[1], "state") && argc > 3)
-    rc = test_state(argv[2], argv[3]);
-  else if (!strcmp(argv[1], "tokenizer_sources") && argc > 3)
-    rc = test_tokenizer_sources(argv[2], argv[3]);
-  else
+  for (i = 0; i < n; ++i)
+    if (!strcmp(argv[1], kTests[i].name) && (kTests[i].one || argc > 3)) break;
+  if (i == n)
     fprintf(stderr, "c_api_v1: unknown test %s\n", argv[1]);
+  else
+    rc = kTests[i].one ? kTests[i].one(argv[2]) : kTests[i].two(argv[2], argv[3]);
   if (rc == 0 && failures == 0) {
     printf("c_api_v1 %s: all checks passed\n", argv[1]);
     return 0;

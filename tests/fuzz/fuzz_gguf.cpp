@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "fuzz_parse.hpp"
 #include "io/gguf.hpp"
 #include "model/gguf_tokenizer.hpp"
 
@@ -16,15 +17,9 @@ using namespace diffvk;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GgufFile f;
-  try {
-    f = GgufFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz.gguf");
-  } catch (const Error& e) {
-    if (e.status() != Status::format_error) {
-      std::fprintf(stderr, "fuzz_gguf: rejected with status %d, not format_error: %s\n", int(e.status()), e.what());
-      std::abort();
-    }
+  if (!parse_or_format_error(
+          "fuzz_gguf", f, [&] { return GgufFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz.gguf"); }))
     return 0;
-  }
   volatile uint64_t sink = 0;
   for (const GgufKV& kv : f.metadata()) {
     if (f.find_value(kv.key) != &kv.value) std::abort();

@@ -7,22 +7,17 @@
 #include <cstdio>
 #include <vector>
 
+#include "fuzz_parse.hpp"
 #include "io/safetensors.hpp"
 
 using namespace diffvk;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SafetensorsFile f;
-  try {
-    f = SafetensorsFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz.safetensors");
-  } catch (const Error& e) {
-    if (e.status() != Status::format_error) {
-      std::fprintf(stderr, "fuzz_safetensors: rejected with status %d, not format_error: %s\n", int(e.status()),
-                   e.what());
-      std::abort();
-    }
+  if (!parse_or_format_error("fuzz_safetensors", f, [&] {
+        return SafetensorsFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz.safetensors");
+      }))
     return 0;
-  }
   uint64_t covered = 0;
   for (const TensorInfo& t : f.tensors()) {
     const uint64_t n = t.numel();  // validated by the parser: must not throw

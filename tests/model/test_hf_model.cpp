@@ -74,27 +74,16 @@ nlohmann::json base_config() {
 }
 }  // namespace
 
-TEST_CASE("hf: MHA untied F32 matches the PyTorch DiffLlama reference fp32") { hf_parity("hf_mha", Precision::fp32); }
-TEST_CASE("hf: MHA untied F32 matches the PyTorch DiffLlama reference fp16") { hf_parity("hf_mha", Precision::fp16); }
-TEST_CASE("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference fp32") {
-  hf_parity("hf_gqa_llama3", Precision::fp32);
-}
-TEST_CASE("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference fp16") {
-  hf_parity("hf_gqa_llama3", Precision::fp16);
-}
-TEST_CASE("hf: odd kv heads F16 match the PyTorch DiffLlama reference fp32") {
-  hf_parity("hf_kv3_f16", Precision::fp32);
-}
-TEST_CASE("hf: odd kv heads F16 match the PyTorch DiffLlama reference fp16") {
-  hf_parity("hf_kv3_f16", Precision::fp16);
-}
+// One fixture checked by `check` as two CTest tests, "<title> fp32" and "<title> fp16".
+#define HF_FP32_AND_FP16(title, check, fixture)                 \
+  TEST_CASE(title " fp32") { check(fixture, Precision::fp32); } \
+  TEST_CASE(title " fp16") { check(fixture, Precision::fp16); }
 
-TEST_CASE("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference fp32") {
-  hf_parity("hf_tok", Precision::fp32);
-}
-TEST_CASE("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference fp16") {
-  hf_parity("hf_tok", Precision::fp16);
-}
+HF_FP32_AND_FP16("hf: MHA untied F32 matches the PyTorch DiffLlama reference", hf_parity, "hf_mha")
+HF_FP32_AND_FP16("hf: GQA tied llama3 BF16 shards match the PyTorch DiffLlama reference", hf_parity, "hf_gqa_llama3")
+HF_FP32_AND_FP16("hf: odd kv heads F16 match the PyTorch DiffLlama reference", hf_parity, "hf_kv3_f16")
+
+HF_FP32_AND_FP16("hf: with a tokenizer.json and vocab 660 matches the PyTorch DiffLlama reference", hf_parity, "hf_tok")
 
 TEST_CASE("hf: diffvk run on a Hugging Face directory with its tokenizer generates what the library generates") {
   // The logits of this checkpoint match the PyTorch reference (above); here the text path: the prompt
@@ -430,15 +419,6 @@ void hf_maps(const std::string& name, Precision precision) {
 }
 }  // namespace
 
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp32") {
-  hf_maps("hf_mha", Precision::fp32);
-}
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32 fp16") {
-  hf_maps("hf_mha", Precision::fp16);
-}
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp32") {
-  hf_maps("hf_kv3_f16", Precision::fp32);
-}
-TEST_CASE("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16 fp16") {
-  hf_maps("hf_kv3_f16", Precision::fp16);
-}
+HF_FP32_AND_FP16("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, MHA F32", hf_maps, "hf_mha")
+HF_FP32_AND_FP16("hf: attention maps are sub-heads h and h + n/2 of the Hugging Face model, odd kv F16", hf_maps,
+                 "hf_kv3_f16")
