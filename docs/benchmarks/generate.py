@@ -135,7 +135,8 @@ def model_row(name, d):
 def model_tables(bench):
     """`diffvk bench --model --json`: one row per weight type, then the decode profile if present."""
     m = bench.get('model') or {}
-    lines = [f'Model: `{m.get("dir", "?")}` ({m.get("num_layers")} layers, E = {m.get("hidden_size")}, '
+    name = m.get("dir") or (f'shape {m["shape"]}, random weights' if m.get("shape") else "?")
+    lines = [f'Model: `{name}` ({m.get("num_layers")} layers, E = {m.get("hidden_size")}, '
              f'H/Hkv = {m.get("num_heads")}/{m.get("num_kv_heads")}); copy ceiling '
              f'{bench.get("copy_gbps", 0):.2f} GB/s.', '']
     cols = ['weights', 'KV cache', 'bits/weight', 'prompt tokens', 'prefill tok/s', 'decoded tokens', 'decode tok/s',
