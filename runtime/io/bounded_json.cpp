@@ -76,4 +76,16 @@ nlohmann::json parse_json(const char* data, size_t size, const std::string& name
   return result;
 }
 
+uint32_t json_uint_in_range(const nlohmann::json& v, const std::string& name, const std::string& key, uint64_t lo,
+                            uint64_t hi) {
+  if (!v.is_number_integer()) throw Error(Status::format_error, name + ": '" + key + "' must be an integer");
+  const bool neg = !v.is_number_unsigned();
+  const uint64_t x = neg ? 0 : v.get<uint64_t>();
+  if (neg || x < lo || x > hi)
+    throw Error(Status::format_error, name + ": '" + key +
+                                          "' = " + (neg ? std::to_string(v.get<int64_t>()) : std::to_string(x)) +
+                                          " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<uint32_t>(x);
+}
+
 }  // namespace diffvk

@@ -31,4 +31,10 @@ inline nlohmann::json parse_json(const std::string& text, const std::string& nam
   return parse_json(text.data(), text.size(), name, max_bytes);
 }
 
+// The integer `v` of key `key` in [lo, hi] (hi < 2^32), else Error(format_error, "<name>: '<key>' must be an integer"
+// or "... = <value> is out of range [lo, hi]"). Unsigned and negative values are compared apart (get<int64_t>() would
+// wrap 2^64 - 1 to -1). The config readers' one range check.
+uint32_t json_uint_in_range(const nlohmann::json& v, const std::string& name, const std::string& key, uint64_t lo,
+                            uint64_t hi);
+
 }  // namespace diffvk

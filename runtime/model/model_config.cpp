@@ -35,15 +35,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& name)
       if (required) throw bad(key, "is missing");
       return def;
     }
-    const auto& v = j[key];
-    if (!v.is_number_integer()) throw bad(key, "must be an integer");
-    // Unsigned and negative values are compared separately: get<int64_t>() would wrap 2^64 - 1 to -1.
-    const bool neg = !v.is_number_unsigned();
-    const uint64_t x = neg ? 0 : v.get<uint64_t>();
-    if (neg || x < lo || x > hi)
-      throw bad(key, "= " + (neg ? std::to_string(v.get<int64_t>()) : std::to_string(x)) + " is out of range [" +
-                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return static_cast<uint32_t>(x);
+    return json_uint_in_range(j[key], name, key, lo, hi);
   };
   auto real = [&](const char* key, double def, double lo, double hi) -> double {
     if (!j.contains(key) || j[key].is_null()) return def;

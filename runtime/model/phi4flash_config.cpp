@@ -23,14 +23,8 @@ Phi4FlashConfig parse_phi4flash_config(const std::string& text, const std::strin
     return Error(Status::unsupported, name + ": '" + key + "' " + why);
   };
   auto present = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
-  auto uint_value = [&](const nlohmann::json& v, const std::string& key, uint64_t lo, uint64_t hi) -> uint32_t {
-    if (!v.is_number_integer()) throw bad(key, "must be an integer");
-    const bool neg = !v.is_number_unsigned();
-    const uint64_t x = neg ? 0 : v.get<uint64_t>();
-    if (neg || x < lo || x > hi)
-      throw bad(key, "= " + (neg ? std::to_string(v.get<int64_t>()) : std::to_string(x)) + " is out of range [" +
-                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return static_cast<uint32_t>(x);
+  auto uint_value = [&](const nlohmann::json& v, const std::string& key, uint64_t lo, uint64_t hi) {
+    return json_uint_in_range(v, name, key, lo, hi);
   };
   // why_required: what the config class would put in the key's place, which the published checkpoint does not
   // rely on (so a config without the key is not the published model's).
