@@ -114,6 +114,17 @@ std::string basename_of(std::string dir) {
   return s == std::string::npos ? dir : dir.substr(s + 1);
 }
 
+// The keys every diffvk GGUF file starts with: general.*, then <arch>.vocab_size and <arch>.context_length.
+void add_general_keys(GgufWriter& w, const std::string& arch, const std::string& model_dir, QuantKind kind,
+                      uint32_t vocab_size, uint32_t context_length) {
+  w.add_string("general.architecture", arch);
+  w.add_string("general.name", basename_of(model_dir));
+  w.add_u32("general.file_type", file_type(kind));
+  w.add_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION
+  w.add_u32(arch + ".vocab_size", vocab_size);
+  w.add_u32(arch + ".context_length", context_length);
+}
+
 // A phi4flash checkpoint (safetensors or GGUF) to a GGUF file of architecture "phi4flash" (docs/gguf.md).
 QuantizeReport quantize_phi4flash(const std::string& model_dir, const std::string& out_path, QuantKind kind) {
   const bool from_gguf = model_dir.size() > 5 && model_dir.compare(model_dir.size() - 5, 5, ".gguf") == 0;
@@ -122,12 +133,7 @@ QuantizeReport quantize_phi4flash(const std::string& model_dir, const std::strin
   QuantizeReport report;
   GgufWriter w;
   const std::string arch = "phi4flash", a = arch + ".";
-  w.add_string("general.architecture", arch);
-  w.add_string("general.name", basename_of(model_dir));
-  w.add_u32("general.file_type", file_type(kind));
-  w.add_u32("general.quantization_version", 2);
-  w.add_u32(a + "vocab_size", c.vocab_size);
-  w.add_u32(a + "context_length", c.max_position_embeddings);
+  add_general_keys(w, arch, model_dir, kind, c.vocab_size, c.max_position_embeddings);
   w.add_u32(a + "embedding_length", c.hidden_size);
   w.add_u32(a + "block_count", c.num_layers);
   w.add_u32(a + "feed_forward_length", c.intermediate_size);
@@ -180,12 +186,7 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
   GgufWriter w;
   const std::string arch = "diffllama", a = arch + ".";
 
-  w.add_string("general.architecture", arch);
-  w.add_string("general.name", basename_of(model_dir));
-  w.add_u32("general.file_type", file_type(kind));
-  w.add_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION
-  w.add_u32(a + "vocab_size", c.vocab_size);
-  w.add_u32(a + "context_length", c.max_position_embeddings);
+  add_general_keys(w, arch, model_dir, kind, c.vocab_size, c.max_position_embeddings);
   w.add_u32(a + "embedding_length", c.hidden_size);
   w.add_u32(a + "block_count", c.num_layers);
   w.add_u32(a + "feed_forward_length", c.intermediate_size);
