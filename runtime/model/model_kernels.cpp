@@ -81,4 +81,19 @@ void build_kv_q8_kernels(Device& dev, const ModelConfig& c, ModelKernels& k) {
   k.attn_q8 = model_attention(dev, ko, c, KvFormat::q8_0);
 }
 
+void build_sambay_kernels(Device& dev, uint32_t conv_width, uint32_t d_state, ModelKernels& k) {
+  if (k.scan) return;
+  const KernelOptions ko = KernelOptions::for_device(dev);
+  {
+    PipelineGroup g(dev, "conv1d_state");
+    k.conv = std::make_unique<Conv1dStateKernel>(dev, ko, conv_width);
+  }
+  {
+    PipelineGroup g(dev, "selective_scan");
+    k.scan = std::make_unique<SelectiveScanKernel>(dev, ko, d_state);
+  }
+  PipelineGroup g(dev, "layer_norm");
+  k.layer_norm = std::make_unique<LayerNormKernel>(dev, ko);
+}
+
 }  // namespace diffvk

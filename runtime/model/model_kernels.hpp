@@ -5,14 +5,17 @@
 
 #include "diffvk/model.hpp"
 #include "ops/attn_probs.hpp"
+#include "ops/conv1d_state.hpp"
 #include "ops/diff_attn.hpp"
 #include "ops/embed.hpp"
 #include "ops/head_rmsnorm.hpp"
 #include "ops/kv_shift.hpp"
+#include "ops/layer_norm.hpp"
 #include "ops/linear.hpp"
 #include "ops/linear_quant.hpp"
 #include "ops/rope_kv.hpp"
 #include "ops/sample.hpp"
+#include "ops/selective_scan.hpp"
 #include "ops/silu_mul.hpp"
 
 namespace diffvk {
@@ -38,6 +41,12 @@ struct ModelKernels {
   const KvShiftKernel& shift_for(KvFormat f) const { return f == KvFormat::q8_0 ? *shift_q8 : *shift; }
   const RopeKvKernel& rope_for(KvFormat f) const { return f == KvFormat::q8_0 ? *rope_q8 : *rope; }
   const DiffAttnKernel& attn_for(KvFormat f) const { return f == KvFormat::q8_0 ? *attn_q8 : *attn; }
+  // SambaY (Phi-4-mini-flash, docs/phi4flash.md) only, built by build_sambay_kernels (null for DIFF Transformer
+  // models): the Mamba-1 causal conv1d with its rolling state, the selective scan, the LayerNorm with bias. The GMU
+  // gate is silu's record_gmu, the sliding-window and cross-decoder attention are attn's windowed calls.
+  std::unique_ptr<Conv1dStateKernel> conv;
+  std::unique_ptr<SelectiveScanKernel> scan;
+  std::unique_ptr<LayerNormKernel> layer_norm;
 };
 
 // Creates every kernel (pipelines only: no buffer) for a validated config (parse_model_config) on
@@ -52,5 +61,8 @@ ModelKernels build_model_kernels(Device& device, const ModelConfig& config, cons
 // Adds the Q8_0 KV-cache kernels ("rope_kv q8_0", "attention q8_0") to k, once; invalid_argument when the
 // config's cache rows cannot hold Q8_0 blocks (kv_format_problem).
 void build_kv_q8_kernels(Device& device, const ModelConfig& config, ModelKernels& k);
+// Adds SambaY's own kernels to k, once: "conv1d_state" (kernel width conv_width), "selective_scan" (d_state states),
+// "layer_norm". invalid_argument (the kernels' message) for a width or state count they do not support.
+void build_sambay_kernels(Device& device, uint32_t conv_width, uint32_t d_state, ModelKernels& k);
 
 }  // namespace diffvk

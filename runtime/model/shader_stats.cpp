@@ -100,6 +100,14 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
     }
     if (kernels.empty())
       throw Error(Status::invalid_argument, "shader-stats: no valid (H, Hkv) pair: H must be a multiple of Hkv");
+    // SambaY's own kernels at Phi-4-mini-flash's sizes (d_conv 4, d_state 16; docs/phi4flash.md): their pipelines do
+    // not depend on D or H.
+    ModelKernels sambay;
+    {
+      PipelineGroup g(dev, "SambaY d_conv=4 d_state=16");
+      build_sambay_kernels(dev, 4, 16, sambay);
+    }
+    kernels.push_back(std::move(sambay));
   }
 
   dev.build_declared_pipelines();  // the kernels' lazy pipelines: this device records nothing

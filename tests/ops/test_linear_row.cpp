@@ -56,8 +56,9 @@ TEST_CASE("linear_row: invalid arguments are rejected") {
   CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, c.range(0, 32)); }) ==
         Status::ok);
   // 1024: a multiple of every device's minStorageBufferOffsetAlignment (at most 256 in Vulkan; SwiftShader's is 256).
-  CHECK(status([&] { kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, {}, {}, c.range(1024, 32)); }) ==
-        Status::ok);
+  CHECK(status([&] {
+          kernel.record_row(prog, a.range(), b.range(), c.range(0, 32), good, {}, {}, c.range(1024, 32));
+        }) == Status::ok);
   CHECK(prog.op_count() == 2);
 }
 

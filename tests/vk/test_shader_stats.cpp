@@ -234,7 +234,9 @@ TEST_CASE("shader-stats: attention shapes on the default device, and bad shapes"
   CHECK(hd64);
   std::set<std::string> ops;
   for (const auto& p : doc["pipelines"]) ops.insert(p["op"].get<std::string>());
-  for (const char* op : {"diff_v2_attn", "diff_v2_attn_split"}) CHECK_MESSAGE(ops.count(op), op);
+  // DIFF V2 at the shape, and SambaY's own kernels (group "SambaY d_conv=4 d_state=16", no shape of their own).
+  for (const char* op : {"diff_v2_attn", "diff_v2_attn_split", "selective_scan", "conv1d_state", "layer_norm"})
+    CHECK_MESSAGE(ops.count(op), op);
   // The shape's model kernels, DIFF V2 attention at that shape, and the Q8_0 KV cache's kernels (KVQ8 = 1).
   REQUIRE(doc["shapes"].size() == 3);
   CHECK(doc["shapes"][0]["T"] == json::array({512}));
