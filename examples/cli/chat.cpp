@@ -88,10 +88,15 @@ Runner register_chat(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
+    const auto& cfg = model->config();
+    check_context_chunk(a->context, 0, cfg.max_position_embeddings, cfg.max_position_embeddings);
     SessionOptions so{a->context, 0, false, {}};
     so.kv_cache = a->kv;
     auto session = Session::create(*model, so);
-    const auto& cfg = model->config();
+    if (a->go.overflow == ContextOverflow::refuse && a->n >= session->capacity())  // no reply could ever fit
+      throw Error(Status::invalid_argument, "-n " + std::to_string(a->n) +
+                                                " leaves no room for a prompt in the context of " +
+                                                std::to_string(session->capacity()) + " tokens (--context)");
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     const ChatTemplate tpl = chat_template_for(a->chat_template, dir, tokenizer);
     Sampler sampler(a->sampling);
