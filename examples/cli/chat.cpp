@@ -65,6 +65,7 @@ Runner register_chat(CLI::App& app) {
     SamplingOptions sampling;
     GenerateOptions go;
     bool keep_set = false;
+    const CLI::Option* n_option = nullptr;
   };
   auto a = std::make_shared<Args>();
   auto* cmd =
@@ -77,7 +78,7 @@ Runner register_chat(CLI::App& app) {
       "auto (the model's tokenizer_config.json), chatml, llama2, llama3 or phi4 (docs/chat-templates.md); the "
       "bundled model has none: pass a family");
   cmd->add_option("--system", a->system, "system message");
-  cmd->add_option("-n", a->n, "tokens per reply at most");
+  a->n_option = cmd->add_option("-n", a->n, "tokens per reply at most (default 256)");
   add_sampling_flags(cmd, a->sampling);
   add_overflow_flags(cmd, a->go, a->keep_set);  // chat's --keep default: the system message's tokens
   add_weights_flag(cmd, a->load);
@@ -93,7 +94,8 @@ Runner register_chat(CLI::App& app) {
     SessionOptions so{a->context, 0, false, {}};
     so.kv_cache = a->kv;
     auto session = Session::create(*model, so);
-    if (a->go.overflow == ContextOverflow::refuse && a->n >= session->capacity())  // no reply could ever fit
+    // A given -n that no reply could ever fit (the default is left to each reply's context check).
+    if (a->n_option->count() && a->go.overflow == ContextOverflow::refuse && a->n >= session->capacity())
       throw Error(Status::invalid_argument, "-n " + std::to_string(a->n) +
                                                 " leaves no room for a prompt in the context of " +
                                                 std::to_string(session->capacity()) + " tokens (--context)");
