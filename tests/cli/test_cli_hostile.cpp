@@ -93,17 +93,17 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
                     {"shader-stats --heads -4", "--heads"},
                     // Against the model (max_position_embeddings 64), before any session.
                     {run + " --context 4294967295", "--context", "max_position_embeddings 64"},
-                    {"plan --model " + model + " --context 65", "--context", "max_position_embeddings 64"},
                     {run + " --chunk 4294967295", "--chunk", "exceeds the context of 64 tokens"},
                     {run + " --context 16 --chunk 17", "--chunk", "exceeds the context of 16 tokens"},
                     {"perplexity --model " + model + " --text " + model + "/config.json --context 32 --chunk 33",
                      "--chunk", "exceeds the context of 32 tokens"},
+                    {"perplexity --model " + model + " --text " + model + "/config.json --context 4", "--context",
+                     "must be in [8, 64]"},
                     {"run --model " + model + " --prompt hi -n 4294967295", "-n", "exceed the context of 64"},
                     {"chat --model " + model + " -n 64 < /dev/null", "-n", "no room for a prompt"},
                 },
                 false);
   check_accepted(tmp, run + " --seed 18446744073709551615");
-  check_accepted(tmp, run + " --chunk 0 --context 0");
   check_accepted(tmp, run + " --top-k 4294967295 --temperature 1");  // the whole vocabulary
 }
 
