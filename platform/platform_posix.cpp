@@ -366,7 +366,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     throw Error(Status::io_error, "cannot write '" + path + "': it is " + file_kind(target.st_mode) +
                                       ", not a regular file (left as it is)");
   // The temporary's name fits NAME_MAX whatever the target's length (tmp_names.hpp); temporaries of the
-  // same target left by a killed run are removed first.
+  // same target left by a killed run (10 minutes old or more) are removed first.
   const std::string dir = parent_dir(path);
   const size_t slash = path.find_last_of('/');
   const std::string stem = tmp_stem(slash == std::string::npos ? path : path.substr(slash + 1));

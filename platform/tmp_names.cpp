@@ -2,6 +2,7 @@
 #include "tmp_names.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 
 #include "platform.hpp"
 
@@ -44,8 +46,14 @@ void remove_stale_temporaries(const std::string& dir, const std::string& stem) n
   try {
     DIR* d = ::opendir(dir.c_str());
     if (!d) return;
+    struct Close {
+      DIR* d;
+      ~Close() { ::closedir(d); }
+    } close_dir{d};
+    const int dfd = ::dirfd(d);
     const std::string prefix = stem + ".tmp.";
     const long self = long(::getpid());
+    const time_t now = ::time(nullptr);
     while (const dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -55,14 +63,17 @@ void remove_stale_temporaries(const std::string& dir, const std::string& stem) n
       const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
       if (pid <= 0 || pid == self) continue;
       if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
-      const std::string path = dir + "/" + name;
+      // The entry itself, never what a link there points to; only a regular file not modified for
+      // kStaleSeconds (a pid of another host or pid namespace sharing the directory looks dead here, and
+      // a write in progress keeps its temporary's mtime recent).
       struct stat st;
-      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (::unlink(path.c_str()) == 0)
+      if (dfd < 0 || ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (now < st.st_mtime || now - st.st_mtime < kStaleSeconds) continue;
+      const std::string path = dir + "/" + name;
+      if (::unlinkat(dfd, name.c_str(), 0) == 0)
         log(LogLevel::warn, "removed '" + path + "', a temporary file left by a run that ended during a write (pid " +
                                 std::to_string(pid) + ")");
     }
-    ::closedir(d);
   } catch (...) {}
 }
 

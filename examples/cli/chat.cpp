@@ -65,6 +65,7 @@ Runner register_chat(CLI::App& app) {
     SamplingOptions sampling;
     GenerateOptions go;
     bool keep_set = false;
+    const CLI::Option* n_option = nullptr;
   };
   auto a = std::make_shared<Args>();
   auto* cmd =
@@ -77,7 +78,7 @@ Runner register_chat(CLI::App& app) {
       "auto (the model's tokenizer_config.json), chatml, llama2, llama3 or phi4 (docs/chat-templates.md); the "
       "bundled model has none: pass a family");
   cmd->add_option("--system", a->system, "system message");
-  cmd->add_option("-n", a->n, "tokens per reply at most");
+  a->n_option = cmd->add_option("-n", a->n, "tokens per reply at most (default 256)");
   add_sampling_flags(cmd, a->sampling);
   add_overflow_flags(cmd, a->go, a->keep_set);  // chat's --keep default: the system message's tokens
   add_weights_flag(cmd, a->load);
@@ -88,10 +89,16 @@ Runner register_chat(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
+    const auto& cfg = model->config();
+    check_context_chunk(a->context, 0, cfg.max_position_embeddings, cfg.max_position_embeddings);
     SessionOptions so{a->context, 0, false, {}};
     so.kv_cache = a->kv;
     auto session = Session::create(*model, so);
-    const auto& cfg = model->config();
+    // A given -n that no reply could ever fit (the default is left to each reply's context check).
+    if (a->n_option->count() && a->go.overflow == ContextOverflow::refuse && a->n >= session->capacity())
+      throw Error(Status::invalid_argument, "-n " + std::to_string(a->n) +
+                                                " leaves no room for a prompt in the context of " +
+                                                std::to_string(session->capacity()) + " tokens (--context)");
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     const ChatTemplate tpl = chat_template_for(a->chat_template, dir, tokenizer);
     Sampler sampler(a->sampling);

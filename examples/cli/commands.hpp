@@ -52,6 +52,11 @@ Runner register_chat(CLI::App& app);
 void add_weights_flag(CLI::App* cmd, LoadOptions& load);  // --weights and --q4-head
 void add_kv_flag(CLI::App* cmd, KvCacheType& kv);         // --kv f16|q8_0 (SessionOptions::kv_cache)
 
+// --context and --chunk (run, logits, plan, chat, perplexity) against the loaded model, before any session: a
+// --context above `max_context` (the model's max_position_embeddings) and a --chunk above the context it gives
+// (`default_context` when --context is 0) are refused naming the option; 0 is automatic for both.
+void check_context_chunk(uint32_t context, uint32_t chunk, uint32_t max_context, uint32_t default_context);
+
 // --temperature --top-k --top-p --seed --min-p and the penalties into `sampling` (run, chat); the ranges are
 // checked here, the rest by validate_sampling.
 void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling);

@@ -90,7 +90,8 @@ struct ModelArgs {
   uint32_t context = 0, chunk = 0;
   LoadOptions load;
   KvCacheType kv = KvCacheType::f16;
-  SessionOptions session_options() const {
+  SessionOptions session_options(const ModelConfig& cfg) const {
+    check_context_chunk(context, chunk, cfg.max_position_embeddings, cfg.max_position_embeddings);
     SessionOptions so{context, chunk, false, {}};
     so.kv_cache = kv;
     return so;
@@ -101,9 +102,12 @@ struct ModelArgs {
                         "checkpoint directory (config.json + model.safetensors), or an f16 .gguf file (docs/gguf.md)")
             ->check(CLI::ExistingDirectory | gguf_file_validator());
     if (model_required) o->required();
-    cmd->add_option("--context", context, "KV-cache capacity in tokens (default: max_position_embeddings)");
+    cmd->add_option(
+        "--context", context,
+        "KV-cache capacity in tokens, at most max_position_embeddings (default 0 = max_position_embeddings)");
     cmd->add_option("--chunk", chunk,
-                    "prefill chunk size (default 0 = automatic: from the matmul tile and the memory plan)");
+                    "prefill chunk size, at most the context (default 0 = automatic: from the matmul tile and the "
+                    "memory plan)");
     add_weights_flag(cmd, load);
     add_kv_flag(cmd, kv);
     add_device_flags(cmd, dev);
@@ -126,6 +130,17 @@ bool print_text(std::string_view piece) {
   std::fwrite(piece.data(), 1, piece.size(), stdout);
   std::fflush(stdout);
   return true;
+}
+
+void check_context_chunk(uint32_t context, uint32_t chunk, uint32_t max_context, uint32_t default_context) {
+  if (context > max_context)
+    throw Error(Status::invalid_argument, "--context " + std::to_string(context) +
+                                              " exceeds the model's max_position_embeddings " +
+                                              std::to_string(max_context));
+  const uint32_t cap = context ? context : default_context;
+  if (chunk > cap)
+    throw Error(Status::invalid_argument, "--chunk " + std::to_string(chunk) + " exceeds the context of " +
+                                              std::to_string(cap) + " tokens (0 = automatic)");
 }
 
 void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling) {
@@ -204,7 +219,7 @@ Runner register_run(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
-    SessionOptions so = a->session_options();
+    SessionOptions so = a->session_options(model->config());
     auto session = Session::create(*model, so);
     const auto& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
@@ -226,8 +241,8 @@ Runner register_run(CLI::App& app) {
     if (tokens.empty()) throw Error(Status::invalid_argument, "the prompt encodes to no tokens");
     if (a->go.overflow == ContextOverflow::refuse && tokens.size() + a->n > session->capacity())
       throw Error(Status::context_overflow, "prompt (" + std::to_string(tokens.size()) + " tokens) + " +
-                                                std::to_string(a->n) + " new tokens exceed the context of " +
-                                                std::to_string(session->capacity()));
+                                                std::to_string(a->n) + " new tokens (-n) exceed the context of " +
+                                                std::to_string(session->capacity()) + " (--context)");
     Sampler sampler(a->sampling);
     double restore_s = 0;
     struct stat st;
@@ -307,7 +322,7 @@ Runner register_logits(CLI::App& app) {
                                                   std::to_string(V) + ")");
       ids.push_back(static_cast<int32_t>(v));
     }
-    auto session = Session::create(*model, a->session_options());
+    auto session = Session::create(*model, a->session_options(model->config()));
     if (uint64_t(N) > session->capacity())
       throw Error(Status::context_overflow, a->tokens + ": " + std::to_string(N) + " tokens exceed the context of " +
                                                 std::to_string(session->capacity()) +
@@ -333,7 +348,7 @@ Runner register_plan(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
-    auto session = Session::create(*model, a->session_options());
+    auto session = Session::create(*model, a->session_options(model->config()));
     std::printf("model %s: session context %u, chunk %u, %s\nKV cache: %s, %llu bytes (every layer's K and V)\n%s",
                 dir.c_str(), session->capacity(), session->chunk(), precision_name(ctx->precision()),
                 kv_cache_type_name(session->kv_cache()), static_cast<unsigned long long>(session->kv_cache_bytes()),

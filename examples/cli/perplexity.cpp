@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -72,7 +73,7 @@ Runner register_perplexity(CLI::App& app) {
       "--context", a->context,
       "window in tokens (default: min(512, max_position_embeddings)); the text must fill at least one window; "
       "each window scores its second half");
-  cmd->add_option("--chunk", a->chunk, "prefill chunk size (default 0 = automatic)");
+  cmd->add_option("--chunk", a->chunk, "prefill chunk size, at most the window (default 0 = automatic)");
   cmd->add_option(
          "--kl-base", a->kl_base,
          "also run the windows with these weights (f16) and compare: mean/p99 KL(base || model), top-1 agreement")
@@ -87,6 +88,8 @@ Runner register_perplexity(CLI::App& app) {
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
     const ModelConfig& cfg = model->config();
+    check_context_chunk(a->context, a->chunk, cfg.max_position_embeddings,
+                        std::min<uint32_t>(512, cfg.max_position_embeddings));
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     const std::vector<int32_t> tokens = tokenizer.encode(text, true);
     std::unique_ptr<Model> base;

@@ -1,8 +1,9 @@
 // Hostile inputs, second round, through the diffvk command: standard output on a full device
 // (a non-zero exit and a message, not a silent loss), numeric options with a sign or past their type's
-// range (refused before any work), signed and floating-point options that are NaN, infinite, negative
-// or absurd (refused at parse time, naming the option and its range), a 250-byte output file name (works), a FIFO as
-// the model's tokenizer (an error, not a hang).
+// range (refused before any work), --context/--chunk/-n past the model's context (refused naming the option),
+// a --top-k past the vocabulary (the whole vocabulary), signed and floating-point options that are NaN, infinite,
+// negative or absurd (refused at parse time, naming the option and its range), a 250-byte output file name (works), a
+// FIFO as the model's tokenizer (an error, not a hang).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -90,9 +91,20 @@ TEST_CASE("cli: numeric options with a sign or out of range are refused") {
                     {"plan --model " + model + " --context -1", "--context"},
                     {"bench --runs -1", "--runs"},
                     {"shader-stats --heads -4", "--heads"},
+                    // Against the model (max_position_embeddings 64), before any session.
+                    {run + " --context 4294967295", "--context", "max_position_embeddings 64"},
+                    {run + " --chunk 4294967295", "--chunk", "exceeds the context of 64 tokens"},
+                    {run + " --context 16 --chunk 17", "--chunk", "exceeds the context of 16 tokens"},
+                    {"perplexity --model " + model + " --text " + model + "/config.json --context 32 --chunk 33",
+                     "--chunk", "exceeds the context of 32 tokens"},
+                    {"perplexity --model " + model + " --text " + model + "/config.json --context 4", "--context",
+                     "must be in [8, 64]"},
+                    {"run --model " + model + " --prompt hi -n 4294967295", "-n", "exceed the context of 64"},
+                    {"chat --model " + model + " -n 64 < /dev/null", "-n", "no room for a prompt"},
                 },
                 false);
   check_accepted(tmp, run + " --seed 18446744073709551615");
+  check_accepted(tmp, run + " --top-k 4294967295 --temperature 1");  // the whole vocabulary
 }
 
 TEST_CASE("cli: signed and floating-point options out of range are refused before any work") {

@@ -246,13 +246,13 @@ TEST_CASE("c_api: prefill sizes and token ranges are checked before anything is 
   CHECK(diffvk_context_destroy(c) == DIFFVK_OK);
 }
 
-TEST_CASE("cli: SIGTERM or SIGINT during the output write leaves no temporary file") {
+TEST_CASE("cli: SIGTERM, SIGINT or SIGHUP during the output write ends the CLI and leaves no temporary file") {
   test::TempDir tmp("diffvk-safe");
   const std::string model = tmp / "model";
   test::write_tiny_model(model);
   const std::string tokens = tmp / "t.npy";
   test::write_tokens(tokens, {2, 72, 101, 108});
-  for (int sig : {SIGTERM, SIGINT}) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
     CAPTURE(sig);
     const std::string outdir = tmp / ("out" + std::to_string(sig));
     test::fs::create_directory(outdir);

@@ -3,7 +3,13 @@
 // (prefill, sample, decode) on the tiny model, token for token.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "diffvk/generate.hpp"
@@ -187,4 +193,65 @@ TEST_CASE("generate: the same tokens as prefill, sample and decode, ended by sto
     CHECK(test::status_of([&] { generate(*s, sampler, tok, kPrompt, o); }) == Status::context_overflow);
     CHECK(s->position() == before);
   }
+}
+
+// A cancel flag set by another thread (what a UI's stop button does) while a 128-token prefill runs: the
+// prefill stops at the next check (between layer groups), changes nothing, and the session goes on.
+TEST_CASE("session: a flag set from another thread half-way through a 128-token prefill stops it within one group") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  const std::string config =
+      R"({"vocab_size": 256, "hidden_size": 64, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1,
+          "intermediate_size": 96, "rope_theta": 1000.0, "rms_norm_eps": 1e-6, "max_position_embeddings": 160,
+          "tie_word_embeddings": false, "bos_token_id": 2, "eos_token_id": 3, "tokenizer": "bytes"})";
+  auto model = Model::synthesize(*ctx, config, LoadOptions{});
+  std::vector<int32_t> prompt(128);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(32 + i % 90);
+  const std::vector<int32_t> head(prompt.begin(), prompt.begin() + 16);
+  std::atomic<bool> cancel{false};
+  std::atomic<int> asked{0};
+  int stop_at = 0;  // the check at which the callback waits for the other thread (0 = never)
+  std::mutex m;
+  std::condition_variable cv;
+  bool reached = false;
+  SessionOptions so{160, 16};  // 8 chunks of 16 rows, 2 layer groups each
+  so.should_abort = [&] {
+    if (++asked == stop_at) {  // half-way: let the other thread set the flag, as if the user pressed stop now
+      std::unique_lock<std::mutex> lock(m);
+      reached = true;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return cancel.load(); });
+    }
+    return cancel.load();
+  };
+  auto s = Session::create(*model, so);
+  const std::vector<float> want = s->prefill(prompt);
+  const int checks = asked.load();  // 8 chunks x 2 groups, and the logits group
+  CHECK(checks >= 16);
+  s->reset();
+  s->prefill(head);  // a position to keep: 16
+  const std::vector<int32_t> rest(prompt.begin() + 16, prompt.end());
+  for (const int at : {checks / 2 - 1, 1}) {  // half-way through the remaining 112 tokens, and at the first check
+    CAPTURE(at);
+    asked = 0;
+    cancel = false;
+    reached = false;
+    stop_at = at;
+    std::thread user([&] {
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return reached; });
+      cancel = true;
+      cv.notify_all();
+    });
+    CHECK(test::status_of([&] { s->prefill(rest); }) == Status::cancelled);
+    user.join();
+    CHECK(asked.load() == at);   // stopped at the first check after the flag: no further group ran
+    CHECK(s->position() == 16);  // nothing changed
+  }
+  cancel = false;
+  stop_at = 0;
+  const std::vector<float> got = s->prefill(rest);  // still usable: the same chunks, the same logits
+  CHECK(s->position() == 128);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
 }

@@ -1,13 +1,14 @@
 // Hostile inputs, second round, at the platform file layer: size lies (read_fd_range checks
 // the caller's size against fstat before allocating), non-regular targets of write_file_atomic (left as
 // they are), long target names (the temporary's name fits NAME_MAX) and temporaries left by a killed run
-// (removed on the next write to the same target).
+// (removed on a later write to the same target once 10 minutes old; links never followed).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <string>
@@ -36,6 +37,15 @@ pid_t dead_pid() {
   int status = 0;
   REQUIRE(::waitpid(p, &status, 0) == p);
   return p;
+}
+
+// Sets the modification time of `path` itself (a link: the link, not its target) `seconds` in the past.
+void age(const std::string& path, long seconds) {
+  struct timespec t[2];
+  REQUIRE(::clock_gettime(CLOCK_REALTIME, &t[0]) == 0);
+  t[0].tv_sec -= seconds;
+  t[1] = t[0];
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, AT_SYMLINK_NOFOLLOW) == 0);
 }
 }  // namespace
 
@@ -105,6 +115,8 @@ TEST_CASE("io: write_file_atomic takes target names up to NAME_MAX") {
   for (const auto& e : dir.entries()) CHECK_MESSAGE(!contains(e, ".tmp."), "leftover " << e);
 }
 
+// Only regular files of the target's pattern, of a dead pid, not modified for 10 minutes: a fresh one, a link
+// (not followed) and other names are kept.
 TEST_CASE("io: write_file_atomic removes the temporaries a killed run left for the same target") {
   TempDir dir;
   const std::string target = dir.file("out.npy");
@@ -113,7 +125,12 @@ TEST_CASE("io: write_file_atomic removes the temporaries a killed run left for t
   const std::string other = "other.npy.tmp." + dead + ".0";                       // another target's: kept
   const std::string alive = "out.npy.tmp." + std::to_string(::getppid()) + ".0";  // a live process's: kept
   const std::string odd = "out.npy.tmp.x.0";                                      // not a temporary's name: kept
-  for (const auto& n : {stale, stale2, other, alive, odd}) put_file(dir.file(n), std::string("partial"));
+  const std::string fresh = "out.npy.tmp." + dead + ".5";  // modified less than 10 minutes ago: kept
+  const std::string link = "out.npy.tmp." + dead + ".6";   // a link with the pattern: kept, not followed
+  const std::string victim = "victim.bin";                 // what the link points to: kept
+  for (const auto& n : {stale, stale2, other, alive, odd, fresh, victim}) put_file(dir.file(n), std::string("partial"));
+  REQUIRE(::symlink(dir.file(victim).c_str(), dir.file(link).c_str()) == 0);
+  for (const auto& n : {stale, stale2, other, alive, odd, victim, link}) age(dir.file(n), 11 * 60);
   std::vector<std::string> logs;
   diffvk::platform::set_log_sink([&](diffvk::platform::LogLevel, const std::string& m) { logs.push_back(m); });
   diffvk::platform::write_file_atomic(target, "new", 3);
@@ -124,6 +141,10 @@ TEST_CASE("io: write_file_atomic removes the temporaries a killed run left for t
   CHECK(present(other));
   CHECK(present(alive));
   CHECK(present(odd));
+  CHECK(present(fresh));
+  struct stat st;
+  CHECK((::lstat(dir.file(link).c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
+  CHECK(get_file(dir.file(victim)) == std::vector<uint8_t>{'p', 'a', 'r', 't', 'i', 'a', 'l'});
   CHECK(get_file(target) == std::vector<uint8_t>{'n', 'e', 'w'});
   REQUIRE(logs.size() == 2);
   CHECK(contains(logs[0], "a temporary file left by a run that ended during a write (pid " + dead + ")"));
@@ -133,6 +154,7 @@ TEST_CASE("io: write_file_atomic removes the temporaries a killed run left for t
   CHECK(stem.size() + 26 <= 255);
   const std::string long_stale = stem + ".tmp." + dead + ".3";
   put_file(dir.file(long_stale), std::string("partial"));
+  age(dir.file(long_stale), 11 * 60);
   diffvk::platform::write_file_atomic(dir.file(long_name), "1", 1);
   CHECK_FALSE(present(long_stale));
   CHECK(present(long_name));

@@ -96,6 +96,12 @@ TEST_CASE("chat template: from a model directory's tokenizer_config.json, string
   cfg["chat_template"] = 7;
   io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
   CHECK_ERROR(ChatTemplate::load(dir.path), Status::format_error, "chat_template must be a string");
+  for (const char* key : {"bos_token", "eos_token"}) {  // a malformed special token names its key
+    nlohmann::json bad = {{"chat_template", llama3}, {key, 7}};
+    io_test::put_file(dir.file("tokenizer_config.json"), bad.dump());
+    CHECK_ERROR(ChatTemplate::load(dir.path), Status::format_error,
+                std::string("'") + key + "' must be a string or an object with a string 'content'");
+  }
   cfg.erase("chat_template");
   io_test::put_file(dir.file("tokenizer_config.json"), cfg.dump());
   CHECK_ERROR(ChatTemplate::load(dir.path), Status::invalid_argument, "has no chat template");

@@ -766,6 +766,13 @@ TEST_CASE("tokenizer: hostile tokenizer bytes and descriptor ranges give clear e
   expect_error(J(json, "{"), Status::format_error, "tokenizer_config.json (memory): invalid JSON");
   expect_error(J(json, "[]"), Status::format_error, "tokenizer_config.json (memory): top level must be an object");
   expect_error(J(json, R"({"bos_token": "<nope>"})"), Status::format_error, "'bos_token' = '<nope>' is not a token");
+  // A malformed special token names its key; pad_token and unk_token are not read (any form loads).
+  expect_error(J(json, R"({"bos_token": 7})"), Status::format_error,
+               "tokenizer_config.json (memory): 'bos_token' must be a string or an object with a string 'content'");
+  expect_error(J(json, R"({"eos_token": {"content": 5}})"), Status::format_error, "'eos_token' must be a string");
+  expect_error(J(json, R"({"eos_token": ["</s>"]})"), Status::format_error, "'eos_token' must be a string");
+  const std::string unread = R"({"pad_token": 7, "unk_token": [1]})";
+  CHECK(Tokenizer::load_json_memory(json.data(), json.size(), unread.data(), unread.size()).vocab_size() > 0);
   expect_error(
       [&] { Tokenizer::load_json_memory(json.data(), json.size(), nullptr, 0, "{\"eos_token_id\": 99999}", 23); },
       Status::format_error, "config.json (memory): 'eos_token_id' is not a token id");
