@@ -12,8 +12,13 @@ namespace diffvk::bench {
 using namespace op_detail;
 
 namespace op_detail {
-const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels, const char* op, uint32_t D,
-                                              uint32_t n_rep, bool sg, bool kv_q8, AttnSoftmax softmax) {
+const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels, const char* op, uint32_t H,
+                                              uint32_t Hkv, uint32_t D, bool sg, bool kv_q8, AttnSoftmax softmax) {
+  const bool v2 = softmax == AttnSoftmax::v2;
+  if (Hkv == 0 || H % Hkv != 0)
+    throw Error(Status::invalid_argument,
+                strf("%s case: %s", op, v2 ? "Hkv must divide H" : "H must be a multiple of Hkv"));
+  const uint32_t n_rep = (v2 ? 2 * H : H) / Hkv;  // query heads per KV head
   return kernels.get<DiffAttnKernel>(strf("%s D=%u n_rep=%u sg=%d kv_q8=%d", op, D, n_rep, int(sg), int(kv_q8)), [&] {
     return std::make_unique<DiffAttnKernel>(dev, options_for(dev, sg), D, n_rep, 8, softmax,
                                             kv_q8 ? KvFormat::q8_0 : KvFormat::storage);
@@ -117,36 +122,19 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
 }  // namespace
 
 std::string DiffAttnCase::describe() const {
-  std::string s =
-      precision_prefix(fp16) + strf("%s H=%u/%u D=%u S=%u pos0=%u lambda=%g", p.decode ? "decode" : "prefill", p.H,
-                                    p.Hkv, p.D, p.S, p.pos0, p.lambda);
-  if (p.max_splits) s += " max-splits";
-  if (p.one_split) s += " one-split";
-  if (!p.subgroup) s += " shared-reduction";
-  if (p.kv_q8) s += " kv=q8_0";
+  std::string s = describe_attn_case(fp16, p, "lambda", p.lambda, p.one_split ? " one-split" : "");
   if (p.window) s += strf(" window=%u", p.window);
   if (p.ring) s += strf(" ring=%u", p.ring);
   return s;
 }
 
 void DiffAttnCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
-  if (p.Hkv == 0 || p.H % p.Hkv != 0)
-    throw Error(Status::invalid_argument, "diff_attn case: H must be a multiple of Hkv");
-  const uint32_t n_rep = p.H / p.Hkv;
   const DiffAttnKernel& kernel =
-      cached_diff_attn_kernel(dev, kernels, "diff_attn", p.D, n_rep, sg, p.kv_q8, AttnSoftmax::differential);
+      cached_diff_attn_kernel(dev, kernels, "diff_attn", p.H, p.Hkv, p.D, sg, p.kv_q8, AttnSoftmax::differential);
   prepare_diff_attn(dev, kernel, p, seed, pr);
 }
 
-namespace {
-DiffAttnCaseParams attn(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda, bool decode,
-                        bool max_splits = false) {
-  DiffAttnCaseParams c;
-  c.H = H, c.Hkv = Hkv, c.D = D, c.S = S, c.pos0 = pos0, c.lambda = lambda, c.decode = decode,
-  c.max_splits = max_splits;
-  return c;
-}
-}  // namespace
+constexpr AttnCaseParams<DiffAttnCaseParams, &DiffAttnCaseParams::lambda> attn{};
 
 DiffAttnCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double lambda,
                             bool decode, uint64_t seed) {

@@ -36,10 +36,34 @@ DiffAttnCase diff_attn_case(bool fp16, uint32_t H, uint32_t Hkv, uint32_t D, uin
                             bool decode, uint64_t seed);
 
 namespace op_detail {
-// Shared by cases/diff_attn.cpp and cases/diff_v2_attn.cpp: the DiffAttnKernel of head width D, n_rep query
-// heads per KV head and `softmax` from the cache (`op` starts its key).
-const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels, const char* op, uint32_t D,
-                                              uint32_t n_rep, bool sg, bool kv_q8, AttnSoftmax softmax);
+// Shared by cases/diff_attn.cpp and cases/diff_v2_attn.cpp: the DiffAttnKernel of head width D for H heads over
+// Hkv KV heads (n_rep = H / Hkv query heads per KV head; 2H / Hkv for AttnSoftmax::v2) and `softmax`, from the
+// cache (`op` starts its key). Throws invalid_argument when Hkv is 0 or does not divide H.
+const DiffAttnKernel& cached_diff_attn_kernel(Device& dev, KernelCache& kernels, const char* op, uint32_t H,
+                                              uint32_t Hkv, uint32_t D, bool sg, bool kv_q8, AttnSoftmax softmax);
+// The parameters of a case of either table: H / Hkv heads of width D, S query rows from pos0, prefill or decode,
+// `Mix` (diff_attn's lambda, diff_v2_attn's z_std) set to mix. A function object so that each table names it `attn`.
+template <class P, double P::*Mix>
+struct AttnCaseParams {
+  P operator()(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double mix, bool decode,
+               bool max_splits = false) const {
+    P c;
+    c.H = H, c.Hkv = Hkv, c.D = D, c.S = S, c.pos0 = pos0, c.*Mix = mix, c.decode = decode, c.max_splits = max_splits;
+    return c;
+  }
+};
+// A case's name for either table, up to its Q8_0 cache flag: "<op-mode> H=../.. D=.. S=.. pos0=.. <mix_name>=<mix>",
+// then " max-splits", `after_splits`, " shared-reduction" and " kv=q8_0" where they apply.
+template <class P>
+std::string describe_attn_case(bool fp16, const P& p, const char* mix_name, double mix, const char* after_splits) {
+  std::string s = precision_prefix(fp16) + strf("%s H=%u/%u D=%u S=%u pos0=%u %s=%g", p.decode ? "decode" : "prefill",
+                                                p.H, p.Hkv, p.D, p.S, p.pos0, mix_name, mix);
+  if (p.max_splits) s += " max-splits";
+  s += after_splits;
+  if (!p.subgroup) s += " shared-reduction";
+  if (p.kv_q8) s += " kv=q8_0";
+  return s;
+}
 // Records `kernel`: the split-K decode + merge (decode), else the prefill (split when splits > 0).
 void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, const AttnCall& call, uint32_t splits,
                       uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,

@@ -71,31 +71,15 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const DiffV
 }
 }  // namespace
 
-std::string DiffV2AttnCase::describe() const {
-  std::string s = precision_prefix(fp16) + strf("%s H=%u/%u D=%u S=%u pos0=%u z-std=%g",
-                                                p.decode ? "decode" : "prefill", p.H, p.Hkv, p.D, p.S, p.pos0, p.z_std);
-  if (p.max_splits) s += " max-splits";
-  if (!p.subgroup) s += " shared-reduction";
-  if (p.kv_q8) s += " kv=q8_0";
-  return s;
-}
+std::string DiffV2AttnCase::describe() const { return describe_attn_case(fp16, p, "z-std", p.z_std, ""); }
 
 void DiffV2AttnCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
-  if (p.Hkv == 0 || p.H % p.Hkv != 0) throw Error(Status::invalid_argument, "diff_v2_attn case: Hkv must divide H");
-  const uint32_t n_rep = 2 * p.H / p.Hkv;  // query heads per KV head
   const DiffAttnKernel& kernel =
-      cached_diff_attn_kernel(dev, kernels, "diff_v2_attn", p.D, n_rep, sg, p.kv_q8, AttnSoftmax::v2);
+      cached_diff_attn_kernel(dev, kernels, "diff_v2_attn", p.H, p.Hkv, p.D, sg, p.kv_q8, AttnSoftmax::v2);
   prepare_diff_v2_attn(dev, kernel, p, seed, pr);
 }
 
-namespace {
-DiffV2AttnCaseParams attn(uint32_t H, uint32_t Hkv, uint32_t D, uint32_t S, uint32_t pos0, double z_std, bool decode,
-                          bool max_splits = false) {
-  DiffV2AttnCaseParams c;
-  c.H = H, c.Hkv = Hkv, c.D = D, c.S = S, c.pos0 = pos0, c.z_std = z_std, c.decode = decode, c.max_splits = max_splits;
-  return c;
-}
-}  // namespace
+constexpr AttnCaseParams<DiffV2AttnCaseParams, &DiffV2AttnCaseParams::z_std> attn{};
 
 // DIFF V2 (docs/maths.md "DIFF V2"): H output heads (2H query heads), Hkv dividing H, head width D; z_std
 // is the standard deviation of the λ logits (50: saturated, λ at 0 or 1).

@@ -90,30 +90,22 @@ class EmbedCase final : public CaseOf<EmbedCase, EmbedCaseParams> {
   }
 };
 
-namespace {
-EmbedCaseParams rows_e(uint32_t rows, uint32_t E, uint32_t vocab, uint32_t parts = 1) {
-  EmbedCaseParams c;
-  c.rows = rows, c.E = E, c.vocab = vocab, c.parts = parts;
-  return c;
-}
-}  // namespace
-
 OpCases embed_cases(OpMode mode) {
   CaseTable<EmbedCase> b(4400);
   using P = EmbedCaseParams;
   if (mode == OpMode::bench) {
-    b.add(rows_e(1, 2048, 4096));  // the table size does not change the traffic (only the gathered rows move)
-    b.add(rows_e(256, 2048, 4096));
+    b.add(P{1, 2048, 4096});  // the table size does not change the traffic (only the gathered rows move)
+    b.add(P{256, 2048, 4096});
     return b.take();
   }
   // The tokens include ids past the vocabulary (they embed to zeros); parts > 1: the table split by rows
   // (one dispatch per part, as for a table beyond the binding range).
-  for (const P& s : {rows_e(1, 16, 5), rows_e(3, 7, 11), rows_e(17, 64, 100), rows_e(130, 37, 64),
-                     rows_e(9, 200, 300, 2), rows_e(33, 24, 257, 3), rows_e(2, 1000, 8, 2)})
+  for (const P& s : {P{1, 16, 5}, P{3, 7, 11}, P{17, 64, 100}, P{130, 37, 64}, P{9, 200, 300, 2}, P{33, 24, 257, 3},
+                     P{2, 1000, 8, 2}})
     b.add(s);
   // Quantized tables: E a multiple of 32, split tables too; against the dequantized values.
   for (QuantType q : {QuantType::q8_0, QuantType::q4_0})
-    for (P s : {rows_e(17, 64, 100), rows_e(9, 96, 300, 2), rows_e(33, 32, 257, 3), rows_e(1, 1024, 5)}) {
+    for (P s : {P{17, 64, 100}, P{9, 96, 300, 2}, P{33, 32, 257, 3}, P{1, 1024, 5}}) {
       s.weights = q;
       b.add(s);
     }

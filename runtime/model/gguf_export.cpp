@@ -114,15 +114,32 @@ std::string basename_of(std::string dir) {
   return s == std::string::npos ? dir : dir.substr(s + 1);
 }
 
-// The keys every diffvk GGUF file starts with: general.*, then <arch>.vocab_size and <arch>.context_length.
+// The sizes every diffvk GGUF file states after its general keys, in this order.
+struct GgufSizes {
+  uint32_t vocab_size, context_length, embedding_length, block_count, feed_forward_length;
+  uint32_t diff_version;  // 0: no <arch>.diff_version key
+  uint32_t head_count, head_count_kv, key_length, value_length;
+};
+
+// The keys every diffvk GGUF file starts with: general.*, then <arch>.vocab_size, context_length, the widths, the
+// layer count and the attention heads.
 void add_general_keys(GgufWriter& w, const std::string& arch, const std::string& model_dir, QuantKind kind,
-                      uint32_t vocab_size, uint32_t context_length) {
+                      const GgufSizes& n) {
+  const std::string a = arch + ".";
   w.add_string("general.architecture", arch);
   w.add_string("general.name", basename_of(model_dir));
   w.add_u32("general.file_type", file_type(kind));
   w.add_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION
-  w.add_u32(arch + ".vocab_size", vocab_size);
-  w.add_u32(arch + ".context_length", context_length);
+  w.add_u32(a + "vocab_size", n.vocab_size);
+  w.add_u32(a + "context_length", n.context_length);
+  w.add_u32(a + "embedding_length", n.embedding_length);
+  w.add_u32(a + "block_count", n.block_count);
+  w.add_u32(a + "feed_forward_length", n.feed_forward_length);
+  if (n.diff_version) w.add_u32(a + "diff_version", n.diff_version);
+  w.add_u32(a + "attention.head_count", n.head_count);
+  w.add_u32(a + "attention.head_count_kv", n.head_count_kv);
+  w.add_u32(a + "attention.key_length", n.key_length);
+  w.add_u32(a + "attention.value_length", n.value_length);
 }
 
 // A phi4flash checkpoint (safetensors or GGUF) to a GGUF file of architecture "phi4flash" (docs/gguf.md).
@@ -133,14 +150,10 @@ QuantizeReport quantize_phi4flash(const std::string& model_dir, const std::strin
   QuantizeReport report;
   GgufWriter w;
   const std::string arch = "phi4flash", a = arch + ".";
-  add_general_keys(w, arch, model_dir, kind, c.vocab_size, c.max_position_embeddings);
-  w.add_u32(a + "embedding_length", c.hidden_size);
-  w.add_u32(a + "block_count", c.num_layers);
-  w.add_u32(a + "feed_forward_length", c.intermediate_size);
-  w.add_u32(a + "attention.head_count", c.num_attention_heads);  // query heads of head_dim (2 per differential head)
-  w.add_u32(a + "attention.head_count_kv", c.num_key_value_heads);
-  w.add_u32(a + "attention.key_length", c.head_dim);
-  w.add_u32(a + "attention.value_length", c.head_dim);
+  // head_count: query heads of head_dim (2 per differential head).
+  add_general_keys(w, arch, model_dir, kind,
+                   {c.vocab_size, c.max_position_embeddings, c.hidden_size, c.num_layers, c.intermediate_size, 0,
+                    c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.head_dim});
   w.add_u32(a + "attention.sliding_window", c.sliding_window);
   w.add_f32(a + "attention.layer_norm_epsilon", float(c.layer_norm_eps));
   w.add_u32(a + "ssm.conv_kernel", c.mamba_d_conv);
@@ -186,17 +199,11 @@ QuantizeReport quantize_model(const std::string& model_dir, const std::string& o
   GgufWriter w;
   const std::string arch = "diffllama", a = arch + ".";
 
-  add_general_keys(w, arch, model_dir, kind, c.vocab_size, c.max_position_embeddings);
-  w.add_u32(a + "embedding_length", c.hidden_size);
-  w.add_u32(a + "block_count", c.num_layers);
-  w.add_u32(a + "feed_forward_length", c.intermediate_size);
   // DIFF V1: Hugging Face DiffLlama's counting, num_attention_heads = 2H half-heads of head_dim D each (2Hkv
   // for K/V). DIFF V2 (diff_version 2): the 2H query heads and the Hkv KV heads, as a GQA model counts them.
-  if (c.v2()) w.add_u32(a + "diff_version", 2);
-  w.add_u32(a + "attention.head_count", 2 * c.num_heads);
-  w.add_u32(a + "attention.head_count_kv", c.v2() ? c.num_kv_heads : 2 * c.num_kv_heads);
-  w.add_u32(a + "attention.key_length", D);
-  w.add_u32(a + "attention.value_length", D);
+  add_general_keys(w, arch, model_dir, kind,
+                   {c.vocab_size, c.max_position_embeddings, c.hidden_size, c.num_layers, c.intermediate_size,
+                    c.v2() ? 2u : 0u, 2 * c.num_heads, c.v2() ? c.num_kv_heads : 2 * c.num_kv_heads, D, D});
   w.add_f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   if (!c.v2()) w.add_f32(a + "attention.sub_norm_rms_epsilon", float(c.subln_eps));
   w.add_f32(a + "rope.freq_base", float(c.rope_theta));

@@ -13,11 +13,10 @@ struct ConvPush {
 
 uint32_t conv1d_rows_per_block(uint32_t T) { return T <= 64 ? T : 32; }
 
-Conv1dStateKernel::Conv1dStateKernel(Device& device, KernelOptions o, uint32_t K) : device_(device), K_(K) {
+Conv1dStateKernel::Conv1dStateKernel(Device& device, KernelOptions o, uint32_t K) : Pow2WorkgroupKernel(device), K_(K) {
   if (K < 2 || K > kMaxWidth)
     throw Error(Status::invalid_argument,
                 "conv1d_state: kernel width " + std::to_string(K) + " outside 2.." + std::to_string(kMaxWidth));
-  wg_ = pick_pow2_workgroup(device.caps(), 64);
   pipeline_ =
       std::make_unique<Pipeline>(device, PipelineDesc{"conv1d_state", 5, sizeof(ConvPush), {wg_, K}, false, o.fp16});
 }

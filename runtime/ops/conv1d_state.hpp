@@ -24,7 +24,7 @@ struct Conv1dStateParams {
 // from x; only the first touches the state.
 uint32_t conv1d_rows_per_block(uint32_t T);
 
-class Conv1dStateKernel {
+class Conv1dStateKernel : public Pow2WorkgroupKernel {
  public:
   static constexpr uint32_t kMaxWidth = 8;
   // K: the kernel width, 2..kMaxWidth (a specialization constant: one pipeline per width).
@@ -33,16 +33,10 @@ class Conv1dStateKernel {
   void record(Program& program, const Conv1dStateParams& params, BufferRange x, BufferRange w, BufferRange bias,
               BufferRange state, BufferRange out) const;
   uint32_t width() const { return K_; }
-  // Caps the workgroup counts (0: the device's limits), so that tests run the grid-stride loops over channels (x)
-  // and row blocks (y).
-  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
-  uint32_t workgroup_size() const { return wg_; }
+  // limit_workgroups_for_testing: x caps the workgroups over channels, y those over row blocks.
 
  private:
-  Device& device_;
-  uint32_t K_, wg_;
-  std::array<uint32_t, 2> test_limit_{0, 0};
-  std::unique_ptr<Pipeline> pipeline_;
+  uint32_t K_;
 };
 
 }  // namespace diffvk

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "vk/program.hpp"
 
@@ -34,5 +35,22 @@ inline std::array<uint32_t, 3> elementwise_grid(const DeviceCaps& caps, uint64_t
   return {static_cast<uint32_t>(std::clamp<uint64_t>((cols + wg - 1) / wg, 1, caps.max_workgroup_count[0])),
           std::clamp<uint32_t>(rows, 1, caps.max_workgroup_count[1]), 1};
 }
+
+// What the one-pipeline kernels with a power-of-two workgroup of up to 64 lanes share (kv_shift, rope_kv,
+// conv1d_state, selective_scan): the device, the workgroup size, the pipeline (the derived kernel creates it) and
+// the workgroup-count caps of the tests.
+class Pow2WorkgroupKernel {
+ public:
+  uint32_t workgroup_size() const { return wg_; }
+  // Caps the workgroup counts along x and y (0: the device's limits), so that tests run the grid-stride loops.
+  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
+
+ protected:
+  explicit Pow2WorkgroupKernel(Device& device) : device_(device), wg_(pick_pow2_workgroup(device.caps(), 64)) {}
+  Device& device_;
+  uint32_t wg_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::array<uint32_t, 2> test_limit_{0, 0};
+};
 
 }  // namespace diffvk

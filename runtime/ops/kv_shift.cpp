@@ -11,8 +11,7 @@ struct ShiftPush {
 };
 }  // namespace
 
-KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o, KvFormat kv) : device_(device), kv_(kv) {
-  wg_ = pick_pow2_workgroup(device.caps(), 64);
+KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o, KvFormat kv) : Pow2WorkgroupKernel(device), kv_(kv) {
   const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
   pipeline_ =
       std::make_unique<Pipeline>(device, PipelineDesc{"kv_shift", 3, sizeof(ShiftPush), {wg_, q8}, false, o.fp16});

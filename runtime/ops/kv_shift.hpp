@@ -17,7 +17,7 @@ struct KvShiftParams {
   uint32_t keep = 0, discard = 0, end = 0;  // rows [keep, keep + discard) go; [keep + discard, end) move
   uint32_t row = 0;                         // cache row width: 0 = 2D (DIFF V1: K1|K2); D for DIFF V2's caches
 };
-class KvShiftKernel {
+class KvShiftKernel : public Pow2WorkgroupKernel {
  public:
   // kv: the caches' format (KvFormat::q8_0: K blocks dequantized, re-rotated and quantized again).
   KvShiftKernel(Device& device, KernelOptions options, KvFormat kv = KvFormat::storage);
@@ -27,15 +27,9 @@ class KvShiftKernel {
   // too small, overlapping or a table too short). Nothing is recorded when no row moves.
   void record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table,
               const KvShiftParams& params) const;
-  uint32_t workgroup_size() const { return wg_; }
-  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
 
  private:
-  Device& device_;
-  uint32_t wg_;
   KvFormat kv_;
-  std::unique_ptr<Pipeline> pipeline_;
-  std::array<uint32_t, 2> test_limit_{0, 0};
 };
 
 }  // namespace diffvk

@@ -29,8 +29,7 @@ std::vector<float> rope_table(uint32_t max_positions, const std::vector<double>&
   return t;
 }
 
-RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o, KvFormat kv) : device_(device), kv_(kv) {
-  wg_ = pick_pow2_workgroup(device.caps(), 64);
+RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o, KvFormat kv) : Pow2WorkgroupKernel(device), kv_(kv) {
   const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
   pipeline_ =
       std::make_unique<Pipeline>(device, PipelineDesc{"rope_kv", 6, sizeof(RopeKvParams), {wg_, q8}, false, o.fp16});

@@ -32,7 +32,7 @@ struct RopeKvParams {
   uint32_t ring = 0;    // 1: row pos mod capacity
   uint32_t rope = 1;    // 0: no rotation (copy q, append K as is)
 };
-class RopeKvKernel {
+class RopeKvKernel : public Pow2WorkgroupKernel {
  public:
   // kv: the caches' format (KvFormat::q8_0: K and V quantized at append, ops/kv_format.hpp's layout).
   RopeKvKernel(Device& device, KernelOptions options, KvFormat kv = KvFormat::storage);
@@ -44,16 +44,10 @@ class RopeKvKernel {
   // every decode position); the host must keep pos0 + dyn + rows <= capacity (rows past it are skipped), unless
   // the cache is a ring (then the RoPE table must cover every position the replays reach: its size is checked
   // against pos0 + rows only).
-  uint32_t workgroup_size() const { return wg_; }
   KvFormat kv_format() const { return kv_; }
-  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
 
  private:
-  Device& device_;
-  uint32_t wg_;
   KvFormat kv_;
-  std::unique_ptr<Pipeline> pipeline_;
-  std::array<uint32_t, 2> test_limit_{0, 0};
 };
 
 // cos/sin table for RopeKvKernel: max_positions x D/2 x {cos, sin} of p·θ^(−2i/D), computed in double

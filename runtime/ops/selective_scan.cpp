@@ -31,11 +31,11 @@ std::string SelectiveScanKernel::choice(const SelectiveScanParams& p) {
   return L ? "chunked L=" + std::to_string(L) + " x " + std::to_string(chunk_count(p.T, L)) : "one dispatch";
 }
 
-SelectiveScanKernel::SelectiveScanKernel(Device& device, KernelOptions o, uint32_t S) : device_(device), S_(S) {
+SelectiveScanKernel::SelectiveScanKernel(Device& device, KernelOptions o, uint32_t S)
+    : Pow2WorkgroupKernel(device), S_(S) {
   if (S == 0 || S > kMaxStates)
     throw Error(Status::invalid_argument,
                 "selective_scan: d_state " + std::to_string(S) + " outside 1.." + std::to_string(kMaxStates));
-  wg_ = pick_pow2_workgroup(device.caps(), 64);
   pipeline_ =
       std::make_unique<Pipeline>(device, PipelineDesc{"selective_scan", 10, sizeof(ScanPush), {wg_, S}, false, o.fp16});
 }

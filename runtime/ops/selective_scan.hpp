@@ -40,7 +40,7 @@ uint32_t scan_chunk(const SelectiveScanParams& params);
 // Scratch bytes of a call: chunks x C x (S + 1) float32 (each chunk's state and delta sum), 0 for one dispatch.
 uint64_t selective_scan_scratch_bytes(const SelectiveScanParams& params);
 
-class SelectiveScanKernel {
+class SelectiveScanKernel : public Pow2WorkgroupKernel {
  public:
   static constexpr uint32_t kMaxStates = 64;
   // S: d_state (a specialization constant: one pipeline per S; the states sit in registers).
@@ -49,16 +49,10 @@ class SelectiveScanKernel {
   void record(Program& program, const SelectiveScanParams& params, const SelectiveScanBuffers& buffers) const;
   static std::string choice(const SelectiveScanParams& params);
   uint32_t states() const { return S_; }
-  // Caps the workgroup counts (0: the device's limits), so that tests run the grid-stride loops over channels (x)
-  // and chunks (y).
-  void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }
-  uint32_t workgroup_size() const { return wg_; }
+  // limit_workgroups_for_testing: x caps the workgroups over channels, y those over chunks.
 
  private:
-  Device& device_;
-  uint32_t S_, wg_;
-  std::array<uint32_t, 2> test_limit_{0, 0};
-  std::unique_ptr<Pipeline> pipeline_;
+  uint32_t S_;
 };
 
 }  // namespace diffvk

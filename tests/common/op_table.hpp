@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,5 +56,11 @@ inline void run_op_table(const std::string& op, Precision precision, const std::
   if (lanes_left) MESSAGE(op << ": " << lanes_left << " forced lane-group cases not run (DIFFVK_TEST_FORCED_LANES=0)");
   CHECK(ran > 0);
 }
+
+// An fp32 context and its device: the fixture (TEST_CASE_FIXTURE) of the argument checks beside an op's table.
+struct Fp32Device {
+  std::unique_ptr<Context> ctx = make_context(Precision::fp32);
+  Device& dev = ctx->device();
+};
 
 }  // namespace diffvk::test

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_run.hpp"
@@ -319,20 +320,25 @@ TEST_CASE("phi4flash checkpoint: GGUF export and import, F16, Q8_0 and Q4_0") {
     CHECK(rep.f16_fallbacks.size() == (kind == QuantKind::f16 ? 0u : st.config.num_layers));
     Phi4FlashCheckpoint g = open_phi4flash_gguf(path);
     const Phi4FlashConfig &a = st.config, &b = g.config;
-    CHECK(a.vocab_size == b.vocab_size);
-    CHECK(a.hidden_size == b.hidden_size);
-    CHECK(a.intermediate_size == b.intermediate_size);
-    CHECK(a.num_layers == b.num_layers);
-    CHECK(a.num_attention_heads == b.num_attention_heads);
-    CHECK(a.num_key_value_heads == b.num_key_value_heads);
-    CHECK(a.sliding_window == b.sliding_window);
-    CHECK(a.max_position_embeddings == b.max_position_embeddings);
+    using C = Phi4FlashConfig;
+    const std::pair<const char*, uint32_t C::*> sizes[] = {{"vocab_size", &C::vocab_size},
+                                                           {"hidden_size", &C::hidden_size},
+                                                           {"intermediate_size", &C::intermediate_size},
+                                                           {"num_layers", &C::num_layers},
+                                                           {"num_attention_heads", &C::num_attention_heads},
+                                                           {"num_key_value_heads", &C::num_key_value_heads},
+                                                           {"sliding_window", &C::sliding_window},
+                                                           {"max_position_embeddings", &C::max_position_embeddings},
+                                                           {"mamba_d_state", &C::mamba_d_state},
+                                                           {"mamba_d_conv", &C::mamba_d_conv},
+                                                           {"mamba_expand", &C::mamba_expand},
+                                                           {"mamba_dt_rank", &C::mamba_dt_rank}};
+    for (const auto& [name, size] : sizes) {
+      INFO(name);
+      CHECK(a.*size == b.*size);
+    }
     CHECK(float(a.layer_norm_eps) == float(b.layer_norm_eps));
     CHECK(a.tie_word_embeddings == b.tie_word_embeddings);
-    CHECK(a.mamba_d_state == b.mamba_d_state);
-    CHECK(a.mamba_d_conv == b.mamba_d_conv);
-    CHECK(a.mamba_expand == b.mamba_expand);
-    CHECK(a.mamba_dt_rank == b.mamba_dt_rank);
     CHECK(a.bos_token_id == b.bos_token_id);
     CHECK(a.eos_token_id == b.eos_token_id);
     check_shapes(g);

@@ -83,6 +83,40 @@ void q8_cache_cases(Precision p) {
 TEST_CASE("diff_attn: Q8_0 KV cache cases of V1 and V2 fp32") { q8_cache_cases(Precision::fp32); }
 TEST_CASE("diff_attn: Q8_0 KV cache cases of V1 and V2 fp16") { q8_cache_cases(Precision::fp16); }
 
+namespace {
+// The fp32 context, its kernel options and the key-block kernel (D = 16, 2 query heads per KV head, 4-key blocks) that
+// the forced-core tests check first (prefill_tiles().blocks == 1); no kernel, after test::skip(why), where the device
+// has no subgroup arithmetic.
+struct BlockKernel {
+  std::unique_ptr<Context> ctx;
+  KernelOptions o;
+  std::unique_ptr<DiffAttnKernel> k;
+};
+BlockKernel block_kernel_or_skip(const char* why) {
+  BlockKernel b{Context::create(test::validated_options(Precision::fp32)), {}, nullptr};
+  b.o = KernelOptions::for_device(b.ctx->device());
+  if (!b.o.subgroup) {
+    test::skip(why);
+    return b;
+  }
+  b.k = std::make_unique<DiffAttnKernel>(b.ctx->device(), b.o, 16, 2, 4);
+  REQUIRE(b.k->prefill_tiles().blocks == 1);
+  return b;
+}
+// With DIFFVK_ATTN_CORE=value (left set), Context::create fails with `status` and a message naming `named`.
+void check_core_rejected(const char* value, Precision precision, Status status, const char* named,
+                         const char* fail_message) {
+  setenv("DIFFVK_ATTN_CORE", value, 1);
+  try {
+    Context::create(test::validated_options(precision));
+    FAIL(fail_message);
+  } catch (const Error& e) {
+    CHECK(e.status() == status);
+    CHECK(std::string(e.what()).find(named) != std::string::npos);
+  }
+}
+}  // namespace
+
 // The key-block core (attn_core.glsl attend_blocks) is what GPUs run; CPU drivers keep the per-key core
 // (quirk per_key_attention), so here it is forced with DIFFVK_ATTN_CORE=blocks over a subset of both tables
 // that reaches each of its paths: element-wise, 8- and 16-byte loads (D = 6, 16, 64, 128), key groups (D = 8
@@ -94,26 +128,15 @@ TEST_CASE("diff_attn: the key-block core on both tables (DIFFVK_ATTN_CORE=blocks
     ~ForceBlocks() { unsetenv("DIFFVK_ATTN_CORE"); }
   } force;
   {  // a value it does not know is an error naming the variable
-    setenv("DIFFVK_ATTN_CORE", "fast", 1);
-    try {
-      Context::create(test::validated_options(Precision::fp32));
-      FAIL("DIFFVK_ATTN_CORE=fast was accepted");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::invalid_argument);
-      CHECK(std::string(e.what()).find("DIFFVK_ATTN_CORE") != std::string::npos);
-    }
+    check_core_rejected("fast", Precision::fp32, Status::invalid_argument, "DIFFVK_ATTN_CORE",
+                        "DIFFVK_ATTN_CORE=fast was accepted");
     setenv("DIFFVK_ATTN_CORE", "blocks", 1);
   }
   {
-    auto ctx = Context::create(test::validated_options(Precision::fp32));
-    const KernelOptions o = KernelOptions::for_device(ctx->device());
-    if (!o.subgroup) {
-      test::skip("no subgroup arithmetic: the key-block core does not run on this device");
-      return;
-    }
-    const DiffAttnKernel k(ctx->device(), o, 16, 2, 4);
-    REQUIRE(k.prefill_tiles().blocks == 1);
-    REQUIRE(k.decode_tiles(1).blocks == 1);
+    const BlockKernel b =
+        block_kernel_or_skip("no subgroup arithmetic: the key-block core does not run on this device");
+    if (!b.k) return;
+    REQUIRE(b.k->decode_tiles(1).blocks == 1);
   }
   // (name fragment, Q8_0 cache): each picks one case per precision.
   using Pick = std::pair<const char*, bool>;
@@ -180,14 +203,12 @@ std::function<bool(const bench::OpCase&)> staged_pick(const std::vector<Pick>& n
 TEST_CASE("diff_attn: prefill with staged K/V blocks on both tables (DIFFVK_ATTN_CORE=staged)") {
   ForceStaged force;
   {
-    auto ctx = Context::create(test::validated_options(Precision::fp32));
-    const KernelOptions o = KernelOptions::for_device(ctx->device());
-    if (!o.subgroup) {
-      test::skip("no subgroup arithmetic: staged K/V (key-block core) does not run on this device");
-      return;
-    }
-    const DiffAttnKernel k(ctx->device(), o, 16, 2, 4);
-    REQUIRE(k.prefill_tiles().blocks == 1);
+    const BlockKernel b =
+        block_kernel_or_skip("no subgroup arithmetic: staged K/V (key-block core) does not run on this device");
+    if (!b.k) return;
+    const auto& ctx = b.ctx;
+    const KernelOptions o = b.o;
+    const DiffAttnKernel& k = *b.k;
     REQUIRE(k.prefill_tiles().nsg > 1);
     CHECK(attn_queries_per_workgroup(k.prefill_tiles(), 2) >= kAttnStagedQueries);
     REQUIRE(k.decode_tiles(1).nsg == 1);
@@ -257,14 +278,8 @@ TEST_CASE("diff_attn: cooperative-matrix prefill (DIFFVK_ATTN_CORE=coopmat)") {
       std::string why;
       attn_uses_coopmat(ctx->device().caps(), true, 16, 2, false, false, nullptr, &why);
       // Forcing it here is an error naming the variable, never the scalar kernel.
-      setenv("DIFFVK_ATTN_CORE", "coopmat", 1);
-      try {
-        Context::create(test::validated_options(Precision::fp16));
-        FAIL("DIFFVK_ATTN_CORE=coopmat was accepted on a device without cooperative matrices");
-      } catch (const Error& e) {
-        CHECK(e.status() == Status::unsupported);
-        CHECK(std::string(e.what()).find("DIFFVK_ATTN_CORE=coopmat") != std::string::npos);
-      }
+      check_core_rejected("coopmat", Precision::fp16, Status::unsupported, "DIFFVK_ATTN_CORE=coopmat",
+                          "DIFFVK_ATTN_CORE=coopmat was accepted on a device without cooperative matrices");
       unsetenv("DIFFVK_ATTN_CORE");
       test::skip("no cooperative-matrix path on this device: " + why);
       return;
@@ -377,12 +392,18 @@ TEST_CASE("diff_attn: row 0 equals (1 - lambda) V[0] after the norm on the GPU")
   }
 }
 
-TEST_CASE("diff_attn: context overflow and bad shapes are clear errors") {
-  auto ctx = test::make_context(Precision::fp32);
+namespace {
+// An fp32 kernel (D = 16, 2 query heads per KV head), a 64 KiB buffer and a program, for the argument checks.
+struct ErrorRig {
+  std::unique_ptr<Context> ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
-  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), 16, 2);
-  Buffer buf(dev, 1 << 16, MemoryDomain::device, "errors");
-  Program prog(dev, "errors");
+  DiffAttnKernel kernel{dev, KernelOptions::for_device(dev), 16, 2};
+  Buffer buf{dev, 1 << 16, MemoryDomain::device, "errors"};
+  Program prog{dev, "errors"};
+};
+}  // namespace
+
+TEST_CASE_FIXTURE(ErrorRig, "diff_attn: context overflow and bad shapes are clear errors") {
   auto r = buf.range(0, 1 << 14);
   try {
     kernel.record_prefill(prog, r, r, r, r, r, AttnCall{4, 10, 4, 2, 12, 128, 128, 0.5f, 0.5f});
@@ -481,7 +502,21 @@ struct AttnBufs {
     b.download(0, got.data(), got.size());
     return test::unpack(got, fp16);
   }
+  // v rounded to the storage type.
+  std::vector<double> round(const std::vector<double>& v) const {
+    return fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v);
+  }
 };
+// Runs body(B, precision) once per supported precision, on a fresh context.
+template <class Body>
+void for_each_precision(Body&& body) {
+  for (Precision precision : test::supported_precisions()) {
+    auto ctx = test::make_context(precision);
+    Device& dev = ctx->device();
+    AttnBufs B{dev, dev.fp16(), storage_bytes(dev.fp16()), {}};
+    body(B, precision);
+  }
+}
 // Split scratch for `splits` splits of a call (counters zeroed).
 AttnSplitScratch split_scratch(AttnBufs& B, const AttnCall& call, uint32_t D, uint32_t splits) {
   Buffer& part = B.make(DiffAttnKernel::part_bytes(call, D, std::max(splits, 1u)), "part");
@@ -496,11 +531,9 @@ TEST_CASE("diff_attn: cross-decoder (YOCO) query sets share one full-attention l
   // The second half of Phi-4-mini-flash's layers project queries only and attend over the K/V cache of one
   // full-attention layer (no append): the same kernel over the same cache buffers, a cache longer than the
   // queries' own rows, two query sets (their own λ, subln, gain) in one program, prefill and decode.
-  for (Precision precision : test::supported_precisions()) {
-    auto ctx = test::make_context(precision);
-    Device& dev = ctx->device();
-    AttnBufs B{dev, dev.fp16(), storage_bytes(dev.fp16()), {}};
-    auto round = [&](std::vector<double> v) { return B.fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+  for_each_precision([&](AttnBufs& B, Precision precision) {
+    Device& dev = B.dev;
+    const auto round = [&](const std::vector<double>& v) { return B.round(v); };
     const uint32_t H = 4, Hkv = 2, D = 16, DV = 32, T = 40, cap = 52;
     const auto k = round(ref::random_normal(size_t(T) * 2 * Hkv * D, 61));
     const auto v = round(ref::random_normal(size_t(T) * Hkv * DV, 62));
@@ -556,7 +589,7 @@ TEST_CASE("diff_attn: cross-decoder (YOCO) query sets share one full-attention l
                                      << ": " << c.summary());
       CHECK(test::within_spec(c, B.fp16));
     }
-  }
+  });
 }
 
 TEST_CASE("diff_attn: sliding window over a ring cache appended without RoPE, prefill chunks then decode replays") {
@@ -564,11 +597,9 @@ TEST_CASE("diff_attn: sliding window over a ring cache appended without RoPE, pr
   // (before the attention), the attention reads ring rows and masks keys outside the window. Prefill chunks of up to
   // C rows need a ring of window + C − 1 rows; then one decode program (rope_kv + attention, dynamic position)
   // recorded once and replayed across the window boundary and several wrap-arounds of the ring.
-  for (Precision precision : test::supported_precisions()) {
-    auto ctx = test::make_context(precision);
-    Device& dev = ctx->device();
-    AttnBufs B{dev, dev.fp16(), storage_bytes(dev.fp16()), {}};
-    auto round = [&](std::vector<double> v) { return B.fp16 ? ref::round_to_f16(v) : ref::round_to_f32(v); };
+  for_each_precision([&](AttnBufs& B, Precision precision) {
+    Device& dev = B.dev;
+    const auto round = [&](const std::vector<double>& v) { return B.round(v); };
     const uint32_t H = 4, Hkv = 2, D = 16, DV = 32, W = 12, C = 8, ring = W + C - 1, T = 60;
     const uint32_t qw = 2 * H * D, kw = 2 * Hkv * D, vw = Hkv * DV, width = qw + kw + vw;
     const double lambda = 0.55;
@@ -642,15 +673,10 @@ TEST_CASE("diff_attn: sliding window over a ring cache appended without RoPE, pr
       prog.run();
       check_rows(p0, 1, "decode");
     }
-  }
+  });
 }
 
-TEST_CASE("diff_attn: sliding-window and ring arguments are checked") {
-  auto ctx = test::make_context(Precision::fp32);
-  Device& dev = ctx->device();
-  DiffAttnKernel kernel(dev, KernelOptions::for_device(dev), 16, 2);
-  Buffer buf(dev, 1 << 16, MemoryDomain::device, "errors");
-  Program prog(dev, "errors");
+TEST_CASE_FIXTURE(ErrorRig, "diff_attn: sliding-window and ring arguments are checked") {
   auto r = buf.range(0, 1 << 14);
   AttnCall c{4, 100, 4, 2, 12, 128, 128, 0.5f, 0.5f};
   c.ring = true;  // a ring without a window

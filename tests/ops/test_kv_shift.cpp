@@ -16,9 +16,7 @@ using namespace diffvk;
 TEST_CASE("kv_shift: case table fp32") { test::run_op_table("kv_shift", Precision::fp32); }
 TEST_CASE("kv_shift: case table fp16") { test::run_op_table("kv_shift", Precision::fp16); }
 
-TEST_CASE("kv_shift: invalid arguments are rejected before anything is recorded") {
-  auto ctx = test::make_context(Precision::fp32);
-  Device& dev = ctx->device();
+TEST_CASE_FIXTURE(test::Fp32Device, "kv_shift: invalid arguments are rejected before anything is recorded") {
   KvShiftKernel kernel(dev, KernelOptions::for_device(dev));
   const uint32_t Hkv = 2, D = 8, cap = 16;
   const uint64_t bytes = uint64_t(Hkv) * cap * 2 * D * 4;

@@ -21,9 +21,7 @@ using namespace diffvk;
 TEST_CASE("linear_row: case table fp32") { test::run_op_table("linear_row", Precision::fp32); }
 TEST_CASE("linear_row: case table fp16") { test::run_op_table("linear_row", Precision::fp16); }
 
-TEST_CASE("linear_row: invalid arguments are rejected") {
-  auto ctx = test::make_context(Precision::fp32);
-  Device& dev = ctx->device();
+TEST_CASE_FIXTURE(test::Fp32Device, "linear_row: invalid arguments are rejected") {
   LinearKernel kernel(dev, KernelOptions::for_device(dev));
   Buffer a(dev, 4096, MemoryDomain::device, "a"), b(dev, 4096, MemoryDomain::device, "b"),
       c(dev, 4096, MemoryDomain::device, "c");

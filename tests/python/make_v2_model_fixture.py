@@ -55,6 +55,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diffmodel import RMSNorm, SwiGLU  # noqa: E402
 from diffv2 import MultiheadDiffV2  # noqa: E402
+from make_model_fixture import greedy_full  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -175,19 +176,6 @@ def read_safetensors(path):
         a, b = h["data_offsets"]
         out[name] = torch.from_numpy(np.frombuffer(data[a:b], dtype="<f4").astype(np.float64).reshape(h["shape"]))
     return out
-
-
-@torch.no_grad()
-def greedy_full(model, prompt, n_new):
-    """Greedy continuation, full causal recompute every step: (tokens, logits of them all, margins)."""
-    toks = list(prompt)
-    margins = []
-    for _ in range(n_new):
-        last = model(torch.tensor(toks))[-1]
-        top2 = torch.topk(last, 2).values
-        margins.append(float(top2[0] - top2[1]))
-        toks.append(int(torch.argmax(last)))
-    return toks, model(torch.tensor(toks)), margins
 
 
 @torch.no_grad()
