@@ -80,7 +80,7 @@ PerplexityResult perplexity(Model& model, const std::vector<int32_t>& tokens, co
     throw Error(Status::invalid_argument, "perplexity: the base model's vocabulary (" +
                                               std::to_string(base->config().vocab_size) +
                                               ") differs from the model's (" + std::to_string(V) + ")");
-  const uint32_t C = options.context ? options.context : std::min<uint32_t>(512, cfg.max_position_embeddings);
+  const uint32_t C = options.context ? options.context : default_perplexity_window(cfg.max_position_embeddings);
   if (C < 8 || C > cfg.max_position_embeddings)
     throw Error(Status::invalid_argument, "perplexity: context " + std::to_string(C) + " (--context) must be in [8, " +
                                               std::to_string(cfg.max_position_embeddings) +

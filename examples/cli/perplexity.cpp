@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -89,7 +88,7 @@ Runner register_perplexity(CLI::App& app) {
     auto model = Model::load(*ctx, dir, a->load);
     const ModelConfig& cfg = model->config();
     check_context_chunk(a->context, a->chunk, cfg.max_position_embeddings,
-                        std::min<uint32_t>(512, cfg.max_position_embeddings));
+                        bench::default_perplexity_window(cfg.max_position_embeddings));
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     const std::vector<int32_t> tokens = tokenizer.encode(text, true);
     std::unique_ptr<Model> base;

@@ -53,8 +53,13 @@ uint32_t scored_per_window(uint32_t context);
 
 // ---- the evaluation ----
 
+// The window of PerplexityOptions::context = 0: min(512, max_position_embeddings).
+inline uint32_t default_perplexity_window(uint32_t max_position_embeddings) {
+  return max_position_embeddings < 512 ? max_position_embeddings : 512;
+}
+
 struct PerplexityOptions {
-  uint32_t context = 0;  // window in tokens; 0 = min(512, max_position_embeddings)
+  uint32_t context = 0;  // window in tokens; 0 = default_perplexity_window(max_position_embeddings)
   uint32_t chunk = 0;    // SessionOptions::chunk
   // Called after each window (done, total) — progress and cancellation (throw to stop).
   std::function<void(uint32_t, uint32_t)> progress;
