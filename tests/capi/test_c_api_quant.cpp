@@ -74,7 +74,9 @@ TEST_CASE("C ABI: diffvk_model_quant_paths under DIFFVK_QUANT_PATH_AUTO reports 
   const std::pair<uint32_t, QuantKind> formats[] = {{DIFFVK_WEIGHTS_F16, QuantKind::f16},
                                                     {DIFFVK_WEIGHTS_Q8_0, QuantKind::q8_0},
                                                     {DIFFVK_WEIGHTS_Q4_0, QuantKind::q4_0}};
-  for (const auto& [weights, kind] : formats) {
+  for (const auto& format : formats) {
+    const uint32_t weights = format.first;  // not a structured binding: CAPTURE's lambda cannot capture one (clang 14)
+    const QuantKind kind = format.second;
     CAPTURE(weights);
     LoadOptions lo;
     lo.weights = kind;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 
 #include "cli_run.hpp"
 #include "gpu_test.hpp"
@@ -50,7 +51,9 @@ TEST_CASE("cli: chat through a pseudo-terminal: replies, /regenerate, /save and 
   if (!have_script()) return;
   test::TempDir tmp("diffvk-chat");
   const std::string saved = tmp / "chat.json";
-  auto [rc, out] =
+  int rc = 0;  // plain variables, not structured bindings: INFO's lambda cannot capture those (clang 14)
+  std::string out;
+  std::tie(rc, out) =
       chat(tmp, "--chat-template chatml --system 'Be brief.' -n 8",
            "Hello there\n/regenerate\n/save " + saved + "\n/reset\n/load " + saved + "\nAnd then?\n/bogus\n/quit\n");
   INFO(out);
@@ -83,7 +86,10 @@ TEST_CASE("cli: chat --overflow shift goes on past the context, keeping the syst
   for (int i = 0; i < 4; ++i)
     input += "Tell me more about the number " + std::to_string(i) + " and its friends, please.\n";
   input += "/regenerate\n/quit\n";
-  auto [rc, out] = chat(tmp, "--chat-template chatml --system 'Be brief.' -n 40 --context 96 --overflow shift", input);
+  int rc = 0;
+  std::string out;
+  std::tie(rc, out) =
+      chat(tmp, "--chat-template chatml --system 'Be brief.' -n 40 --context 96 --overflow shift", input);
   INFO(out);
   CHECK(rc == 0);
   CHECK(
@@ -108,7 +114,9 @@ TEST_SUITE("large") {
           "Message " + std::to_string(i) + ": here is some more text for the model to read, and a question about it?\n";
     input += "/quit\n";
     const std::string cmd_args = "--chat-template chatml --system 'Be brief.' -n 256 --context 512 --overflow shift";
-    auto [rc, out] = chat(tmp, cmd_args, input);
+    int rc = 0;
+    std::string out;
+    std::tie(rc, out) = chat(tmp, cmd_args, input);
     INFO(out.substr(out.size() > 4000 ? out.size() - 4000 : 0));
     CHECK(rc == 0);
     CHECK_FALSE(contains(out, "[error: "));

@@ -266,7 +266,9 @@ TEST_CASE("quant: q4_0 hand-computed blocks") {
   CHECK(scale_of(b) == 0xbc00);
   const std::pair<size_t, int> want[] = {{0, 0}, {1, 15},  {2, 8},   {3, 9},   {4, 7},  {5, 6}, {6, 15},
                                          {7, 8}, {16, 15}, {17, 15}, {18, 15}, {19, 1}, {20, 0}};
-  for (auto [j, q] : want) {
+  for (const auto& w : want) {
+    const size_t j = w.first;  // not structured bindings: CAPTURE's lambda cannot capture those (clang 14)
+    const int q = w.second;
     CAPTURE(j);
     CHECK(q4_at(b, j) == q);
   }

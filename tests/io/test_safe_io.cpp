@@ -215,8 +215,9 @@ TEST_CASE("cli: checks come before the compute (output directory, tokens, prompt
   }
   // The same sampling rules in the C ABI.
   diffvk_sampler* s = nullptr;
-  for (auto [t, p] :
+  for (const auto& tp :
        {std::pair<float, float>{NAN, 1.0f}, {INFINITY, 1.0f}, {-1.0f, 1.0f}, {1.0f, 0.0f}, {1.0f, NAN}, {1.0f, 1.5f}}) {
+    const float t = tp.first, p = tp.second;  // not structured bindings: CAPTURE cannot capture those (clang 14)
     CAPTURE(t);
     CAPTURE(p);
     CHECK(diffvk_sampler_create(t, 0, p, 1, &s) == DIFFVK_INVALID_ARGUMENT);

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -103,13 +104,17 @@ void write_dir(const test::TempDir& tmp, const test::Tensors& ts, const std::str
 void refused(const test::Tensors& ts, const std::string& needle, const std::string& config = fixture_config()) {
   test::TempDir tmp("diffvk-phi4flash");
   write_dir(tmp, ts, config);
-  auto [st, msg] = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
+  const auto err = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
+  const Status st = err.first;  // not structured bindings: CHECK_MESSAGE cannot capture those (clang 14)
+  const std::string msg = err.second;
   CHECK(st == Status::format_error);
   CHECK_MESSAGE(msg.find(needle) != std::string::npos, msg);
-  auto [st2, msg2] = error_of([&] {
+  const auto err2 = error_of([&] {
     open_phi4flash_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::open(tmp / "model.safetensors")),
                               parse_phi4flash_config(config));
   });
+  const Status st2 = err2.first;
+  const std::string msg2 = err2.second;
   CHECK(st2 == Status::format_error);
   CHECK_MESSAGE(msg2.find(needle) != std::string::npos, msg2);
 }
@@ -191,7 +196,9 @@ TEST_CASE("phi4flash checkpoint: a sharded copy opens the same, each tensor with
   const std::string gone = map.begin().key();
   const auto bytes = test::encode_safetensors(shards[0]);
   test::write_bytes(tmp / "model-00001-of-00003.safetensors", bytes.data(), bytes.size());
-  auto [st, msg] = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
+  const auto err = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
+  const Status st = err.first;  // not structured bindings: CHECK_MESSAGE cannot capture those (clang 14)
+  const std::string msg = err.second;
   CHECK(st == Status::format_error);
   CHECK_MESSAGE(msg.find(gone) != std::string::npos, msg);
 }
@@ -333,7 +340,9 @@ TEST_CASE("phi4flash checkpoint: GGUF export and import, F16, Q8_0 and Q4_0") {
                                                            {"mamba_d_conv", &C::mamba_d_conv},
                                                            {"mamba_expand", &C::mamba_expand},
                                                            {"mamba_dt_rank", &C::mamba_dt_rank}};
-    for (const auto& [name, size] : sizes) {
+    for (const auto& name_size : sizes) {
+      const auto& name = name_size.first;  // not structured bindings: INFO cannot capture those (clang 14)
+      const auto& size = name_size.second;
       INFO(name);
       CHECK(a.*size == b.*size);
     }
@@ -384,7 +393,9 @@ TEST_CASE("phi4flash checkpoint: a GGUF with inconsistent keys or tensors is ref
   quantize_model(kFixture, path, QuantKind::q8_0);
   const GgufFile f = GgufFile::open(path);
   auto refused = [&](const std::vector<uint8_t>& bytes, const std::string& needle) {
-    auto [st, msg] =
+    Status st;  // std::tie: INFO/CHECK_MESSAGE cannot capture a structured binding (clang 14)
+    std::string msg;
+    std::tie(st, msg) =
         error_of([&] { open_phi4flash_gguf(std::make_unique<GgufFile>(GgufFile::from_bytes(bytes, "x"))); });
     CHECK(st != Status::ok);
     CHECK_MESSAGE(msg.find(needle) != std::string::npos, msg);
@@ -430,7 +441,9 @@ TEST_CASE("phi4flash checkpoint: the tokenizer goes into the GGUF and reads back
   CHECK(a.vocab_size() == b.vocab_size());
   CHECK(open_phi4flash_gguf(tmp / "m.gguf").config.vocab_size == 660);
   // Without a tokenizer the directory has no text (no bytes fallback): the reason names the model, not the format.
-  auto [st, msg] = error_of([&] { Tokenizer::load(kFixture); });
+  Status st;
+  std::string msg;
+  std::tie(st, msg) = error_of([&] { Tokenizer::load(kFixture); });
   CHECK(st == Status::format_error);
   CHECK_MESSAGE(msg.find("without tokenizer.json") != std::string::npos, msg);
 }
@@ -441,7 +454,9 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   const std::string gguf = tmp / "m.gguf";
   quantize_model(kFixture, gguf, QuantKind::q8_0);
   for (const std::string& path : {kFixture, gguf}) {
-    auto [st, msg] = error_of([&] { open_checkpoint(path); });
+    Status st;
+    std::string msg;
+    std::tie(st, msg) = error_of([&] { open_checkpoint(path); });
     CHECK(st == Status::unsupported);
     CHECK_MESSAGE(msg.find(not_built) != std::string::npos, msg);
     CHECK_MESSAGE(msg.find("forward graph is not built yet") != std::string::npos, msg);
@@ -450,7 +465,9 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   test::Tensors ts = test::read_tensors(kFixture + "/model.safetensors");
   ts.erase("model.layers.5.attn.Wqkv.bias");
   write_dir(tmp, ts);
-  auto [st, msg] = error_of([&] { open_checkpoint(tmp.path()); });
+  Status st;
+  std::string msg;
+  std::tie(st, msg) = error_of([&] { open_checkpoint(tmp.path()); });
   CHECK(st == Status::format_error);
   CHECK_MESSAGE(msg.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, msg);
 
@@ -459,7 +476,9 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   const std::string cfg = fixture_config();
   const auto st_bytes = test::read_bytes(kFixture + "/model.safetensors"), g_bytes = test::read_bytes(gguf);
   auto expect_refused = [&](const std::function<void()>& load) {
-    auto [s, m] = error_of(load);
+    Status s;
+    std::string m;
+    std::tie(s, m) = error_of(load);
     CHECK(s == Status::unsupported);
     CHECK_MESSAGE(m.find(not_built) != std::string::npos, m);
   };
@@ -477,7 +496,9 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   ::close(gfd);
   // Hostile bytes in memory: the tensor named.
   const auto bad = test::encode_safetensors(ts);
-  auto [s2, m2] = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });
+  Status s2;
+  std::string m2;
+  std::tie(s2, m2) = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });
   CHECK(s2 == Status::format_error);
   CHECK_MESSAGE(m2.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, m2);
 

@@ -583,7 +583,10 @@ TEST_CASE("diff_attn: cross-decoder (YOCO) query sets share one full-attention l
       outs.emplace_back(&ob, expect, st);
     }
     prog.run();
-    for (auto& [ob, expect, st] : outs) {
+    for (auto& out : outs) {
+      auto& ob = std::get<0>(out);  // not structured bindings: INFO cannot capture those (clang 14)
+      const auto& expect = std::get<1>(out);
+      const auto& st = std::get<2>(out);
       const auto c = test::compare(B.download(*ob, expect.size()), expect);
       INFO(precision_name(precision) << (st.decode ? " decode" : " prefill") << " S=" << st.S << " pos0=" << st.pos0
                                      << ": " << c.summary());

@@ -57,7 +57,9 @@ TEST_CASE("chat template: every published template renders what Hugging Face's J
 
 TEST_CASE("chat template: an unsupported template is refused with an error naming it, not rendered another way") {
   const auto templates = read_json("templates.json");
-  for (const auto& [name, t] : templates.items()) {
+  for (const auto& item : templates.items()) {
+    const std::string name = item.key();  // not structured bindings: INFO cannot capture those (clang 14)
+    const auto& t = item.value();
     if (t["supported"]) continue;
     INFO(name);
     CHECK_ERROR(ChatTemplate::from_source(t["source"], t["bos_token"], t["eos_token"]), Status::unsupported,
