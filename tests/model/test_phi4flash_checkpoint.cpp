@@ -14,7 +14,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,15 +41,20 @@ std::string fixture_config() {
   return std::string(b.begin(), b.end());
 }
 
-// The error a call throws (its status and message), or fails the test when it throws none.
-std::pair<Status, std::string> error_of(const std::function<void()>& f) {
+// The error a call throws (its status and message), or fails the test when it throws none. A struct, not a pair:
+// doctest's INFO/CHECK_MESSAGE capture in a lambda, which clang 14 refuses for a structured binding.
+struct Caught {
+  Status st = Status::ok;
+  std::string msg;
+};
+Caught error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
     return {e.status(), e.what()};
   }
   FAIL("no error");
-  return {Status::ok, ""};
+  return {};
 }
 
 // Every source has its tensor's rows x cols; every layer's other fields are empty.
@@ -104,19 +108,15 @@ void write_dir(const test::TempDir& tmp, const test::Tensors& ts, const std::str
 void refused(const test::Tensors& ts, const std::string& needle, const std::string& config = fixture_config()) {
   test::TempDir tmp("diffvk-phi4flash");
   write_dir(tmp, ts, config);
-  const auto err = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
-  const Status st = err.first;  // not structured bindings: CHECK_MESSAGE cannot capture those (clang 14)
-  const std::string msg = err.second;
-  CHECK(st == Status::format_error);
-  CHECK_MESSAGE(msg.find(needle) != std::string::npos, msg);
-  const auto err2 = error_of([&] {
+  const Caught e = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
+  CHECK(e.st == Status::format_error);
+  CHECK_MESSAGE(e.msg.find(needle) != std::string::npos, e.msg);
+  const Caught e2 = error_of([&] {
     open_phi4flash_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::open(tmp / "model.safetensors")),
                               parse_phi4flash_config(config));
   });
-  const Status st2 = err2.first;
-  const std::string msg2 = err2.second;
-  CHECK(st2 == Status::format_error);
-  CHECK_MESSAGE(msg2.find(needle) != std::string::npos, msg2);
+  CHECK(e2.st == Status::format_error);
+  CHECK_MESSAGE(e2.msg.find(needle) != std::string::npos, e2.msg);
 }
 
 }  // namespace
@@ -196,11 +196,9 @@ TEST_CASE("phi4flash checkpoint: a sharded copy opens the same, each tensor with
   const std::string gone = map.begin().key();
   const auto bytes = test::encode_safetensors(shards[0]);
   test::write_bytes(tmp / "model-00001-of-00003.safetensors", bytes.data(), bytes.size());
-  const auto err = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
-  const Status st = err.first;  // not structured bindings: CHECK_MESSAGE cannot capture those (clang 14)
-  const std::string msg = err.second;
-  CHECK(st == Status::format_error);
-  CHECK_MESSAGE(msg.find(gone) != std::string::npos, msg);
+  const Caught e = error_of([&] { open_phi4flash_checkpoint(tmp.path()); });
+  CHECK(e.st == Status::format_error);
+  CHECK_MESSAGE(e.msg.find(gone) != std::string::npos, e.msg);
 }
 
 TEST_CASE("phi4flash checkpoint: hostile variants are refused naming the tensor") {
@@ -393,12 +391,10 @@ TEST_CASE("phi4flash checkpoint: a GGUF with inconsistent keys or tensors is ref
   quantize_model(kFixture, path, QuantKind::q8_0);
   const GgufFile f = GgufFile::open(path);
   auto refused = [&](const std::vector<uint8_t>& bytes, const std::string& needle) {
-    Status st;  // std::tie: INFO/CHECK_MESSAGE cannot capture a structured binding (clang 14)
-    std::string msg;
-    std::tie(st, msg) =
+    const Caught e =
         error_of([&] { open_phi4flash_gguf(std::make_unique<GgufFile>(GgufFile::from_bytes(bytes, "x"))); });
-    CHECK(st != Status::ok);
-    CHECK_MESSAGE(msg.find(needle) != std::string::npos, msg);
+    CHECK(e.st != Status::ok);
+    CHECK_MESSAGE(e.msg.find(needle) != std::string::npos, e.msg);
   };
   refused(rewrite_gguf(f, {{"phi4flash.ssm.inner_size", 65}}), "phi4flash.ssm.inner_size");
   refused(rewrite_gguf(f, {{"phi4flash.attention.key_length", 8}}), "'phi4flash.attention.key_length'");
@@ -441,11 +437,9 @@ TEST_CASE("phi4flash checkpoint: the tokenizer goes into the GGUF and reads back
   CHECK(a.vocab_size() == b.vocab_size());
   CHECK(open_phi4flash_gguf(tmp / "m.gguf").config.vocab_size == 660);
   // Without a tokenizer the directory has no text (no bytes fallback): the reason names the model, not the format.
-  Status st;
-  std::string msg;
-  std::tie(st, msg) = error_of([&] { Tokenizer::load(kFixture); });
-  CHECK(st == Status::format_error);
-  CHECK_MESSAGE(msg.find("without tokenizer.json") != std::string::npos, msg);
+  const Caught err = error_of([&] { Tokenizer::load(kFixture); });
+  CHECK(err.st == Status::format_error);
+  CHECK_MESSAGE(err.msg.find("without tokenizer.json") != std::string::npos, err.msg);
 }
 
 TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then refuses it (no forward graph yet)") {
@@ -454,33 +448,27 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   const std::string gguf = tmp / "m.gguf";
   quantize_model(kFixture, gguf, QuantKind::q8_0);
   for (const std::string& path : {kFixture, gguf}) {
-    Status st;
-    std::string msg;
-    std::tie(st, msg) = error_of([&] { open_checkpoint(path); });
-    CHECK(st == Status::unsupported);
-    CHECK_MESSAGE(msg.find(not_built) != std::string::npos, msg);
-    CHECK_MESSAGE(msg.find("forward graph is not built yet") != std::string::npos, msg);
+    const Caught e = error_of([&] { open_checkpoint(path); });
+    CHECK(e.st == Status::unsupported);
+    CHECK_MESSAGE(e.msg.find(not_built) != std::string::npos, e.msg);
+    CHECK_MESSAGE(e.msg.find("forward graph is not built yet") != std::string::npos, e.msg);
   }
   // A hostile directory is refused for what is wrong with it, not for the missing graph.
   test::Tensors ts = test::read_tensors(kFixture + "/model.safetensors");
   ts.erase("model.layers.5.attn.Wqkv.bias");
   write_dir(tmp, ts);
-  Status st;
-  std::string msg;
-  std::tie(st, msg) = error_of([&] { open_checkpoint(tmp.path()); });
-  CHECK(st == Status::format_error);
-  CHECK_MESSAGE(msg.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, msg);
+  const Caught e = error_of([&] { open_checkpoint(tmp.path()); });
+  CHECK(e.st == Status::format_error);
+  CHECK_MESSAGE(e.msg.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, e.msg);
 
   // Model::load's paths: directory, .gguf file, memory (safetensors and .gguf), descriptors.
   auto ctx = test::make_context();
   const std::string cfg = fixture_config();
   const auto st_bytes = test::read_bytes(kFixture + "/model.safetensors"), g_bytes = test::read_bytes(gguf);
   auto expect_refused = [&](const std::function<void()>& load) {
-    Status s;
-    std::string m;
-    std::tie(s, m) = error_of(load);
-    CHECK(s == Status::unsupported);
-    CHECK_MESSAGE(m.find(not_built) != std::string::npos, m);
+    const Caught e = error_of(load);
+    CHECK(e.st == Status::unsupported);
+    CHECK_MESSAGE(e.msg.find(not_built) != std::string::npos, e.msg);
   };
   expect_refused([&] { Model::load(*ctx, kFixture); });
   expect_refused([&] { Model::load(*ctx, gguf); });
@@ -496,11 +484,9 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   ::close(gfd);
   // Hostile bytes in memory: the tensor named.
   const auto bad = test::encode_safetensors(ts);
-  Status s2;
-  std::string m2;
-  std::tie(s2, m2) = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });
-  CHECK(s2 == Status::format_error);
-  CHECK_MESSAGE(m2.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, m2);
+  const Caught e2 = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });
+  CHECK(e2.st == Status::format_error);
+  CHECK_MESSAGE(e2.msg.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, e2.msg);
 
   // The C ABI (and Java, which calls it): DIFFVK_UNSUPPORTED with the same message, no model.
   diffvk_context_options opt;
