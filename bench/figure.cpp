@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "bench/plot.hpp"
-#include "platform.hpp"
+#include "diffvk/atomic_write.hpp"
 
 namespace diffvk::bench {
 

@@ -1,4 +1,4 @@
-// Host memory facts for the benchmark (Linux /proc and /sys; 0 elsewhere): the resident set of this
+// Host facts for the benchmark (Linux /proc and /sys; 0 or "" elsewhere): small files, the resident set of this
 // process, for `diffvk bench --model`'s loading figures, and the largest CPU cache (the copy ceiling's
 // buffer size on a CPU device).
 // VmHWM counts every resident page: the host copies a loader makes, file pages of a memory-mapped
@@ -20,6 +20,14 @@ inline uint64_t proc_status_kb(const char* key) {
     f.ignore(1 << 12, '\n');
   }
   return 0;
+}
+// A small /proc or /sys file, at most max_bytes of it; "" when it cannot be opened.
+inline std::string read_small_file(const std::string& path, size_t max_bytes) {
+  std::ifstream f(path, std::ios::binary);
+  std::string s(max_bytes, '\0');
+  f.read(&s[0], std::streamsize(max_bytes));
+  s.resize(size_t(f.gcount()));
+  return s;
 }
 inline uint64_t rss_bytes() { return proc_status_kb("VmRSS:") * 1024; }
 inline uint64_t peak_rss_bytes() { return proc_status_kb("VmHWM:") * 1024; }

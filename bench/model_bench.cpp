@@ -9,7 +9,6 @@
 #include "bench/report.hpp"
 #include "bench/shapes.hpp"
 #include "ops/linear.hpp"
-#include "vk/buffer_peak.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk::bench {

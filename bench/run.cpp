@@ -15,21 +15,16 @@
 #include "bench/report.hpp"
 #include "bench/thermal.hpp"
 #include "diffvk/error.hpp"
-#include "platform.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk::bench {
 
 namespace {
 std::string process_command_line() {
-  std::vector<uint8_t> raw;
-  try {
-    raw = platform::read_file("/proc/self/cmdline", 1 << 16);
-  } catch (const std::exception&) {
-    return "diffvk bench";
-  }
+  const std::string raw = read_small_file("/proc/self/cmdline", 1 << 16);
+  if (raw.empty()) return "diffvk bench";
   std::string s;
-  for (uint8_t ch : raw) s += ch ? char(ch) : ' ';
+  for (char ch : raw) s += ch ? ch : ' ';
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }

@@ -7,20 +7,14 @@
 #include <cstdlib>
 #include <vector>
 
-#include "platform.hpp"
+#include "bench/host_memory.hpp"
 
 namespace diffvk::bench {
 
 namespace {
 // The first line of a small sysfs file, or "" when it cannot be read.
 std::string read_line(const std::string& path) {
-  std::vector<uint8_t> raw;
-  try {
-    raw = platform::read_file(path, 256);
-  } catch (const std::exception&) {
-    return "";
-  }
-  std::string s(raw.begin(), raw.end());
+  std::string s = read_small_file(path, 256);
   const size_t nl = s.find('\n');
   if (nl != std::string::npos) s.resize(nl);
   return s;

@@ -17,7 +17,13 @@ expect 1 ops/a.cpp model/model_kernels.hpp   # upward
 expect 1 vk/a.cpp io/half.hpp                # sibling
 expect 1 model/a.cpp bench/bench.hpp         # upward into the benchmark module
 expect 0 model/a.cpp ops/linear.hpp          # downward
-expect 0 bench/a.cpp model/model_kernels.hpp # the benchmark may use everything
+expect 1 bench/a.cpp model/model_kernels.hpp # the benchmark's seam: nothing of model/ (the public API instead)
+expect 0 bench/a.cpp ops/linear.hpp          # the seam: the op layer
+expect 0 bench/a.cpp vk/program.hpp          # the seam: what an op's interface takes (BENCH_SEAM)
+expect 1 bench/a.cpp vk/instance.hpp         # a vk/ header outside BENCH_SEAM
+expect 1 bench/a.cpp platform.hpp            # platform internals
+expect 1 bench/a.cpp capi/c_api_internal.hpp # the C ABI's internals outside bench/c_api.cpp
+expect 0 bench/c_api.cpp capi/c_api_internal.hpp # the benchmark's C entry point
 expect 0 io/a.cpp diffvk/error.hpp           # public headers of a lower layer
 expect 1 ops/a.cpp diffvk/model.hpp          # a public header of a higher layer
 expect 1 vk/a.cpp diffvk/diffvk_bench.h      # the benchmark's public header from the core

@@ -212,6 +212,12 @@ class Context {
   std::unique_ptr<Device> device_;
 };
 
+// Peak device memory of diffvk's buffers, process-wide (every Context): the most bytes they held at once since
+// the last reset_device_bytes_peak(), which sets the peak to the bytes held now. Counts the VkDeviceMemory that
+// diffvk's buffers allocate, not the driver's own. What `diffvk bench --model` reports as peak device memory.
+uint64_t device_bytes_peak();
+void reset_device_bytes_peak();
+
 // The driver's statistics of one pipeline executable (VK_KHR_pipeline_executable_properties), as the
 // device layer reads them (vk/gpu.hpp: pipeline_executable_statistics) and diffvk/shader_stats.hpp
 // reports them. One value of VkPipelineExecutableStatisticKHR; `format` says which member holds it.

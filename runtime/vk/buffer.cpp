@@ -1,7 +1,6 @@
 #include <atomic>
 #include <cstring>
 
-#include "vk/buffer_peak.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk {
