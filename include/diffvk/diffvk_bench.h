@@ -4,8 +4,8 @@
  * Static: libdiffvk_bench.a with libdiffvk.a (diffvk::diffvk_bench). Same ABI rules as diffvk.h, checked
  * by .ci/abi-check against abi/libdiffvk_bench.abi.
  * One call runs the preset on the context's device and returns the JSON document `diffvk bench --json`
- * writes (ceilings, then the attention cases, each checked before it is timed; or, with model_dir, the
- * whole-model benchmark). Errors as in diffvk.h: a status code and diffvk_last_error().
+ * writes (ceilings, then the attention cases, each checked before it is timed; or, with model_dir or shape,
+ * the whole-model benchmark). Errors as in diffvk.h: a status code and diffvk_last_error().
  *
  * struct_size: set by diffvk_bench_default_options. A caller compiled against an older, shorter
  * struct passes its smaller size and the fields it lacks take their defaults; a size larger than this
@@ -31,6 +31,9 @@ typedef struct diffvk_bench_options {
   diffvk_log_fn log_cb;
   void* log_user;
   const char* variant; /* attention cases: "v1", "v2" or "both" (NULL = both; since 1.1) */
+  /* The whole-model benchmark on a published model's exact shape with random weights made on the device (no
+   * file): "diffllama-1b", ... (`diffvk bench --help` lists them); NULL = none. Not with model_dir. Since 1.1. */
+  const char* shape;
 } diffvk_bench_options;
 
 /* Defaults: struct_size set, preset "default", everything else NULL / 0. A function-like macro like the
@@ -38,7 +41,7 @@ typedef struct diffvk_bench_options {
  * to log_user); the macro passes sizeof *(out) to diffvk_bench_default_options_sized. */
 DIFFVK_API void diffvk_bench_default_options(diffvk_bench_options* out);
 /* The defaults of the largest layout of diffvk_bench_options this library knows that fits in size bytes
- * (layouts: 1.0's up to log_user; 1.1's up to variant); struct_size = that layout's size. Nothing past it
+ * (layouts: 1.0's up to log_user; 1.1's up to shape); struct_size = that layout's size. Nothing past it
  * is written. out NULL or size below the 1.0 struct: does nothing (since 1.1). */
 DIFFVK_API void diffvk_bench_default_options_sized(diffvk_bench_options* out, size_t size);
 

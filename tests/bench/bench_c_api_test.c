@@ -94,7 +94,7 @@ int main(void) {
   EXPECT(o.struct_size == sizeof(diffvk_bench_options));
   EXPECT(o.preset != NULL && strcmp(o.preset, "default") == 0);
   EXPECT(o.model_dir == NULL && o.plot_path == NULL && o.abort_cb == NULL && o.log_cb == NULL && o.budget_seconds == 0);
-  EXPECT(o.variant == NULL);
+  EXPECT(o.variant == NULL && o.shape == NULL);
   check_default_options();
 
   /* misuse */
@@ -118,6 +118,17 @@ int main(void) {
   o.preset = "phone";
   o.budget_seconds = -1;
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  /* shape (since 1.1): checked before any work, as the CLI's --shape */
+  diffvk_bench_default_options(&o);
+  EXPECT(o.shape == NULL);
+  o.shape = "no-such-shape";
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "no-such-shape") != NULL && strstr(diffvk_last_error(), "diffllama-1b") != NULL);
+  o.shape = "diffllama-1b";
+  o.model_dir = "/nonexistent";
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "model_dir and shape") != NULL);
+  EXPECT(json == NULL);
 
   /* a phone run with a tiny budget: the first case of each series runs, the rest are skipped by the budget */
   phone_run_options(&o, &w);

@@ -18,21 +18,23 @@ JNIEXPORT jboolean JNICALL Java_diffvk_Bench_nativeAvailable(JNIEnv* env, jclass
 
 /* Returns the JSON report; the PNG goes to plotPath when it is not null. */
 JNIEXPORT jstring JNICALL Java_diffvk_Bench_nativeRun(JNIEnv* env, jclass cls, jlong ctx, jstring preset,
-                                                      jstring model_dir, jdouble budget_seconds, jstring plot_path,
-                                                      jlong cancel_flag) {
+                                                      jstring model_dir, jstring shape, jdouble budget_seconds,
+                                                      jstring plot_path, jlong cancel_flag) {
   diffvk_bench_options o;
-  char *p = NULL, *m = NULL, *plot = NULL, *json = NULL;
+  char *p = NULL, *m = NULL, *sh = NULL, *plot = NULL, *json = NULL;
   int failed = 0;
   diffvk_status st;
   jstring out = NULL;
   (void)cls;
   p = djni_dup_string(env, preset, &failed);
   if (!failed) m = djni_dup_string(env, model_dir, &failed);
+  if (!failed) sh = djni_dup_string(env, shape, &failed);
   if (!failed) plot = djni_dup_string(env, plot_path, &failed);
   if (failed) goto done;
   diffvk_bench_default_options(&o);
   if (p) o.preset = p;
   o.model_dir = m;
+  o.shape = sh;
   if (budget_seconds > 0) o.budget_seconds = budget_seconds;
   o.plot_path = plot;
   if (cancel_flag) {
@@ -48,6 +50,7 @@ JNIEXPORT jstring JNICALL Java_diffvk_Bench_nativeRun(JNIEnv* env, jclass cls, j
 done:
   free(p);
   free(m);
+  free(sh);
   free(plot);
   return out;
 }

@@ -13,6 +13,11 @@ public final class Bench {
     public String preset = "phone";
     /** A checkpoint directory for the model part, or null for the kernels only. */
     public String modelDir;
+    /**
+     * A published model's shape ("diffllama-1b", ...) for the model part with random weights made on the device (no
+     * file), or null. Not with {@link #modelDir}.
+     */
+    public String shape;
     /** Time budget in seconds; 0 = the preset's. */
     public double budgetSeconds;
     /** Where to write the PNG plot, or null. */
@@ -41,7 +46,8 @@ public final class Bench {
     if (device == null) device = new Model.Options();
     long ctx = Model.nativeContextCreate(device.device, device.precision, device.validation, device.pipelineCachePath);
     try {
-      return nativeRun(ctx, options.preset, options.modelDir, options.budgetSeconds, options.plotPath, flag());
+      return nativeRun(ctx, options.preset, options.modelDir, options.shape, options.budgetSeconds, options.plotPath,
+          flag());
     } finally {
       Model.nativeContextDestroy(ctx);
     }
@@ -65,6 +71,6 @@ public final class Bench {
   }
 
   private static native boolean nativeAvailable();
-  private static native String nativeRun(long context, String preset, String modelDir, double budgetSeconds,
-                                         String plotPath, long cancelFlag);
+  private static native String nativeRun(long context, String preset, String modelDir, String shape,
+                                         double budgetSeconds, String plotPath, long cancelFlag);
 }
