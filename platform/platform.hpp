@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "diffvk/atomic_write.hpp"
+#include "diffvk/cache_dir.hpp"
 #include "diffvk/error.hpp"
 
 // 1 where platform/android.cpp provides the default log sink (logcat) and the default cache dir (instead of
@@ -89,22 +90,13 @@ std::vector<uint8_t> read_fd_span(int fd, int64_t offset, int64_t size, uint64_t
 
 // write_file_atomic and install_interrupt_cleanup: public API, in include/diffvk/atomic_write.hpp.
 
-// The directory for diffvk's own cache files. Not created.
-//   - After set_cache_dir(base) with a non-empty base: "<base>/diffvk" (every platform).
-//   - Linux and other POSIX systems otherwise: "$XDG_CACHE_HOME/diffvk" (when set, non-empty and
-//     absolute) or "$HOME/.cache/diffvk" (HOME, else the password database). Throws io_error when
-//     no home directory can be determined.
-//   - Android otherwise: throws io_error (an app has no usable HOME; it must call set_cache_dir
-//     with Context.getCacheDir().getAbsolutePath(), e.g. through JNI).
-std::string cache_dir();
+// cache_dir and set_cache_dir: public API, in include/diffvk/cache_dir.hpp.
+// Creates the directory `path` and its missing parents (mode 0700), as `mkdir -p`; an existing directory is fine.
+// Throws invalid_argument for "" and io_error naming the part that could not be created (or is not a directory).
+void make_dirs(const std::string& path);
 // The OS's default (platform_posix.cpp: XDG; android.cpp: throws io_error), used by cache_dir() when
 // set_cache_dir() gave no base. set_cache_dir/cache_dir live once, in platform/cache_dir.cpp.
 std::string default_cache_dir();
-
-// Sets the base directory that cache_dir() uses (it returns "<base>/diffvk"), overriding the XDG
-// default on Linux. "" restores the default. Throws invalid_argument for a relative path.
-// Thread-safe.
-void set_cache_dir(const std::string& base);
 
 // Read-only view of a whole file: mmap where available, otherwise the file is read
 // into memory. Move-only. Throws io_error (path + strerror) on failure, including

@@ -486,6 +486,22 @@ const std::string& MappedFile::path() const noexcept {
   return impl_ ? impl_->path : kNone;
 }
 
+// mkdir -p (Android too: the cache directory an app sets with set_cache_dir).
+void make_dirs(const std::string& path) {
+  if (path.empty()) throw Error(Status::invalid_argument, "make_dirs: empty path");
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    const std::string part = path.substr(0, i);
+    if (::mkdir(part.c_str(), 0700) == 0) continue;
+    const int err = errno;
+    struct stat st;
+    if (err == EEXIST && ::stat(part.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    throw Error(Status::io_error, "cannot create the directory " + part + ": " +
+                                      (err == EEXIST ? std::string("a file of that name is not a directory")
+                                                     : std::string(std::strerror(err))));
+  }
+}
+
 #if !DIFFVK_PLATFORM_ANDROID
 // ---- default log sink (stderr); the dispatch is in platform/log.cpp ----------------
 void default_log_sink(LogLevel level, const std::string& msg) noexcept {

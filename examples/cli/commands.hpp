@@ -21,6 +21,7 @@ struct DeviceFlags {
   std::string precision = "auto";  // --precision auto|fp16|fp32
   bool validation = false;         // --validation
   std::string pipeline_cache;      // --pipeline-cache FILE
+  bool no_pipeline_cache = false;  // --no-pipeline-cache
   std::string tuning;              // --tuning key=value,... (ContextOptions::tuning; DIFFVK_TUNING wins per key)
   // Throws invalid_argument when --pipeline-cache names something that is not a diffvk pipeline cache
   // (it is rewritten when the context closes: a model or any other file must never be replaced).

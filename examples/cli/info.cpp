@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.hpp"
+#include "diffvk/pipeline_cache.hpp"
 
 namespace diffvk::cli {
 
@@ -21,6 +22,9 @@ Runner register_info(CLI::App& app) {
     for (const auto& d : devices) {
       if (!selector->empty() && d.index != select_device(devices, *selector)) continue;
       std::printf("%s\n", d.describe().c_str());
+      const std::string cache = default_pipeline_cache_path(d);
+      std::printf("  pipeline cache file (default; --no-pipeline-cache: none): %s\n",
+                  cache.empty() ? "none (no cache directory)" : cache.c_str());
       // The tuning a context would resolve here (caps, then quirks, then overrides), and why each value.
       try {
         std::printf("  tuning (caps, then quirks, then overrides; fp16 where usable):\n%s\n",

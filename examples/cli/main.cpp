@@ -26,6 +26,9 @@ ContextOptions DeviceFlags::options() const {
     o.precision = Precision::fp32;
   else
     o.precision = Precision::automatic;
+  if (no_pipeline_cache && !pipeline_cache.empty())
+    throw Error(Status::invalid_argument, "--pipeline-cache and --no-pipeline-cache: give one");
+  o.pipeline_cache = !no_pipeline_cache;
   if (!pipeline_cache.empty()) {
     // The library rewrites the file when the context closes: only an absent file, an empty one or one of its
     // own caches may be replaced.
@@ -45,9 +48,11 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_flag("--validation", f.validation, "enable the Khronos validation layer");
   cmd->add_option(
       "--pipeline-cache", f.pipeline_cache,
-      "keep the driver's compiled pipelines in FILE between runs (created if absent, rewritten on exit; a file "
-      "that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers that fill "
-      "their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
+      "keep the driver's compiled pipelines in FILE between runs instead of the default file (on by default: "
+      "<cache dir>/pipelines/, e.g. ~/.cache/diffvk/pipelines/; created if absent, rewritten on exit when it "
+      "changed; a file that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers "
+      "that fill their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
+  cmd->add_flag("--no-pipeline-cache", f.no_pipeline_cache, "use no pipeline cache file (a cold start every run)");
   cmd->add_option("--tuning", f.tuning,
                   "tuning overrides key=value,... (keys coopmat, attn_core, row_lanes, linear_reg_share, quirk; "
                   "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");

@@ -139,9 +139,14 @@ struct ContextOptions {
   Precision precision = Precision::automatic;
   // -1: build default / DIFFVK_VALIDATION env; 0: off; 1: Khronos validation + synchronization validation.
   int validation = -1;
-  // File for the VkPipelineCache ("" = none). Loaded if it matches this device, driver and shaders;
-  // anything else is a logged cache miss. Written atomically by save_pipeline_cache() and on destruction.
+  // The VkPipelineCache file, on by default: it saves the driver's compile of every pipeline on the next load.
+  // "" = the default file, `<platform cache dir>/pipelines/<vendor>-<device>-<pipelineCacheUUID>.vkpc` (the
+  // cache dir: XDG_CACHE_HOME/diffvk, ~/.cache/diffvk, or set_cache_dir's; where there is none, as on Android
+  // before set_cache_dir, no file is used and the log says why). Loaded if it matches this device, driver and
+  // shaders; anything else is a logged cache miss. Written atomically by save_pipeline_cache() and on destruction,
+  // only when the driver's data changed. Context::pipeline_cache_path() says which file is in use.
   std::string pipeline_cache_path;
+  bool pipeline_cache = true;  // false: no pipeline cache file (pipeline_cache_path must then be "")
   // Receives every validation-layer message (the test suite fails the running test on any warning/error).
   // Messages are always logged as well.
   std::function<void(MessageSeverity, const std::string&)> on_validation_message;
@@ -204,8 +209,10 @@ class Context {
   Precision precision() const;   // resolved: fp16 or fp32
   bool validation_enabled() const;
   void save_pipeline_cache();  // no-op without a path
-  bool lost() const;           // the device was lost: everything created from this context is unusable
-  Device& device();            // internal handle for runtime code
+  // The pipeline cache file in use ("" = none: pipeline_cache = false, no cache directory, statistics_only).
+  const std::string& pipeline_cache_path() const;
+  bool lost() const;  // the device was lost: everything created from this context is unusable
+  Device& device();   // internal handle for runtime code
 
  private:
   explicit Context(std::unique_ptr<Device> d);

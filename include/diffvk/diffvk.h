@@ -103,8 +103,13 @@ typedef struct diffvk_context_options {
   size_t struct_size; /* sizeof(diffvk_context_options): set by diffvk_context_default_options */
   const char* device; /* NULL/"" = default; index or name substring */
   diffvk_precision precision;
-  int validation;                  /* -1 = environment/build default, 0 off, 1 on */
-  const char* pipeline_cache_path; /* NULL = none */
+  int validation; /* -1 = environment/build default, 0 off, 1 on */
+  /* The driver's compiled pipelines, kept between runs (with pipeline_cache 1): this file, or NULL = the default
+   * file in diffvk's cache directory (<cache dir>/pipelines/; diffvk_set_cache_dir; none where there is no cache
+   * directory, as on Android before diffvk_set_cache_dir, and the log says so). */
+  const char* pipeline_cache_path;
+  int pipeline_cache; /* 1 (the default): a pipeline cache file; 0: none (pipeline_cache_path must be NULL). Since 1.1;
+                         a 1.0 caller's struct gets 1 */
 } diffvk_context_options;
 
 /* Session options. The abort callback is consulted by every prefill/decode of the session. */
@@ -177,11 +182,18 @@ DIFFVK_API const char* diffvk_status_string(diffvk_status status);
  * several threads at once, and must not call diffvk_set_log_callback itself. */
 DIFFVK_API void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level);
 
+/* The base of diffvk's cache directory (the pipeline cache files go to <base>/diffvk/pipelines/): on Android the app's
+ * Context.getCacheDir() (Android has no default: without it the pipeline cache is off). NULL or "" restores the
+ * default (Linux: $XDG_CACHE_HOME or ~/.cache). Not an absolute path -> DIFFVK_INVALID_ARGUMENT. Process-wide;
+ * contexts created afterwards use it. Since 1.1. */
+DIFFVK_API diffvk_status diffvk_set_cache_dir(const char* base);
+
 /* Fills *options with the defaults of this library and sets options->struct_size to the size it knows
  * (call it first, then change fields). options NULL: does nothing. A macro: see VERSIONING above. */
 DIFFVK_API void diffvk_context_default_options(diffvk_context_options* options);
 /* The defaults of the largest layout of diffvk_context_options this library knows that fits in size bytes
- * (sizeof the caller's struct; layouts: 1.0); struct_size = that layout's size. Nothing past it is written.
+ * (sizeof the caller's struct; layouts: 1.0's up to pipeline_cache_path; 1.1's up to pipeline_cache); struct_size =
+ * that layout's size. Nothing past it is written.
  * options NULL or size below the 1.0 struct: does nothing (since 1.1). */
 DIFFVK_API void diffvk_context_default_options_sized(diffvk_context_options* options, size_t size);
 /* options NULL = defaults; options->struct_size 0 or larger than this library knows -> INVALID_ARGUMENT

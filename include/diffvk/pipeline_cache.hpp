@@ -1,6 +1,9 @@
-// diffvk — checking a path before naming it ContextOptions::pipeline_cache_path.
+// diffvk — the pipeline cache file: the default path, and checking a path before naming it
+// ContextOptions::pipeline_cache_path.
 #pragma once
 #include <string>
+
+#include "diffvk/device.hpp"
 
 namespace diffvk {
 
@@ -11,5 +14,10 @@ namespace diffvk {
 // there: "not a regular file", "not a diffvk pipeline cache", or the error of opening it. Reads at most
 // 8 bytes; never writes.
 bool pipeline_cache_path_replaceable(const std::string& path, std::string* why = nullptr);
+
+// The file a context uses when ContextOptions::pipeline_cache_path is "" (and pipeline_cache is on):
+// `<platform cache dir>/pipelines/<vendor id>-<device id>-<pipelineCacheUUID>.vkpc`, ids and UUID in lower-case
+// hex. "" (logged at info) where there is no cache directory (Android before set_cache_dir, no home directory).
+std::string default_pipeline_cache_path(const DeviceCaps& caps);
 
 }  // namespace diffvk

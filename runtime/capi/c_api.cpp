@@ -178,7 +178,9 @@ T read_options(const T* o, void (*defaults)(T*, size_t), const char* what) {
 using diffvk::capi::layout_size;
 constexpr size_t kContextLayouts[] = {
     layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
-                alignof(diffvk_context_options))};  // 1.0
+                alignof(diffvk_context_options)),  // 1.0
+    layout_size(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
+                alignof(diffvk_context_options))};  // 1.1
 constexpr size_t kSessionLayouts[] = {
     layout_size(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
     layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
@@ -317,6 +319,10 @@ uint32_t diffvk_version_number(void) { return DIFFVK_VERSION; }
 
 const char* diffvk_last_error(void) { return diffvk::capi::last_error().c_str(); }
 
+diffvk_status diffvk_set_cache_dir(const char* base) {
+  return guarded(__func__, [&] { diffvk::platform::set_cache_dir(base ? base : ""); });
+}
+
 void diffvk_set_log_callback(diffvk_log_fn fn, void* user, int max_level) {
   using diffvk::platform::LogLevel;
   const int lv = std::clamp(max_level, int(DIFFVK_LOG_ERROR), int(DIFFVK_LOG_DEBUG));
@@ -346,6 +352,7 @@ void diffvk_context_default_options_sized(diffvk_context_options* o, size_t size
   d.precision = DIFFVK_PRECISION_AUTO;
   d.validation = -1;
   d.pipeline_cache_path = nullptr;
+  d.pipeline_cache = 1;
   diffvk::capi::write_defaults(o, size, d, kContextLayouts);
 }
 void(diffvk_context_default_options)(diffvk_context_options* o) {
@@ -387,6 +394,9 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
                    : precision == DIFFVK_PRECISION_FP32 ? diffvk::Precision::fp32
                                                         : diffvk::Precision::automatic;
     co.validation = o.validation < 0 ? -1 : (o.validation ? 1 : 0);
+    if (o.pipeline_cache != 0 && o.pipeline_cache != 1)
+      fail(DIFFVK_INVALID_ARGUMENT, "pipeline_cache " + std::to_string(o.pipeline_cache) + " is not 0 or 1");
+    co.pipeline_cache = o.pipeline_cache == 1;
     if (o.pipeline_cache_path) co.pipeline_cache_path = o.pipeline_cache_path;
     auto c = std::make_shared<diffvk_context>();
     c->ctx = diffvk::Context::create(co);

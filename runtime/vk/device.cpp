@@ -1,9 +1,11 @@
 // Device listing/selection, logical device creation, pipeline cache persistence, and Context.
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "diffvk/pipeline_cache.hpp"
 #include "vk/coopmat_khr.hpp"
 #include "vk/gpu.hpp"
 #include "vk/instance.hpp"
@@ -98,6 +100,9 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   if (mode == DeviceMode::statistics_only && !options.pipeline_cache_path.empty())
     throw Error(Status::invalid_argument, "a device opened for pipeline statistics only uses no pipeline cache (" +
                                               options.pipeline_cache_path + ")");
+  if (!options.pipeline_cache && !options.pipeline_cache_path.empty())
+    throw Error(Status::invalid_argument,
+                "pipeline_cache is off but pipeline_cache_path is set (" + options.pipeline_cache_path + "): give one");
   std::unique_ptr<Device> d(new Device());
   d->mode_ = mode;
   d->instance_ = std::make_unique<Instance>(options.validation, options.on_validation_message);
@@ -265,7 +270,10 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   DVK_CHECK(vkCreateFence(d->device_, &fci, nullptr, &d->fence_));
 
-  d->cache_path_ = options.pipeline_cache_path;
+  if (mode != DeviceMode::statistics_only && options.pipeline_cache) {
+    d->cache_default_ = options.pipeline_cache_path.empty();
+    d->cache_path_ = d->cache_default_ ? default_pipeline_cache_path(c) : options.pipeline_cache_path;
+  }
   d->load_pipeline_cache();
   platform::log(LogLevel::info,
                 "device [" + std::to_string(c.index) + "] " + c.name + ": " + (d->fp16_ ? "fp16 storage" : "fp32") +
@@ -431,6 +439,25 @@ PipelineCacheKey cache_key(const DeviceCaps& c) {
 }
 }  // namespace
 
+std::string default_pipeline_cache_path(const DeviceCaps& c) {
+  std::string dir;
+  try {
+    dir = platform::cache_dir();
+  } catch (const Error& e) {
+    platform::log(LogLevel::info, std::string("no pipeline cache file: ") + e.what());
+    return "";
+  }
+  char name[64];
+  std::snprintf(name, sizeof name, "%04x-%04x-", c.vendor_id, c.device_id);
+  std::string file = dir + "/pipelines/" + name;
+  for (uint8_t b : c.pipeline_cache_uuid) {
+    char h[3];
+    std::snprintf(h, sizeof h, "%02x", b);
+    file += h;
+  }
+  return file + ".vkpc";
+}
+
 void Device::load_pipeline_cache() {
   std::vector<uint8_t> blob;
   if (!cache_path_.empty()) {
@@ -443,6 +470,7 @@ void Device::load_pipeline_cache() {
     }
     if (auto data = decode_pipeline_cache(file, cache_key(caps_), &why)) {
       blob = std::move(*data);
+      cache_saved_hash_ = fnv1a64(blob.data(), blob.size());
       platform::log(LogLevel::info,
                     "pipeline cache hit: " + cache_path_ + " (" + std::to_string(blob.size()) + " bytes)");
     } else {
@@ -469,8 +497,16 @@ void Device::save_pipeline_cache() {
   std::vector<uint8_t> data(size);
   DVK_CHECK(vkGetPipelineCacheData(device_, cache_, &size, data.data()));
   data.resize(size);
+  const uint64_t hash = fnv1a64(data.data(), data.size());
+  if (hash == cache_saved_hash_) return;  // nothing new since it was loaded or last written
+  std::string why;
+  // The default file: never replace what is not ours (a named file is the caller's to check: pipeline_cache.hpp).
+  if (cache_default_ && !pipeline_cache_path_replaceable(cache_path_, &why))
+    throw Error(Status::io_error, "pipeline cache " + cache_path_ + " not written: the file there is " + why);
+  if (cache_default_) platform::make_dirs(cache_path_.substr(0, cache_path_.rfind('/')));  // a named file's is not
   auto file = encode_pipeline_cache(cache_key(caps_), data.data(), data.size());
   platform::write_file_atomic(cache_path_, file.data(), file.size());
+  cache_saved_hash_ = hash;
 }
 
 // ---- Context -------------------------------------------------------------------
@@ -484,6 +520,7 @@ const Tuning& Context::tuning() const { return device_->tuning(); }
 Precision Context::precision() const { return device_->fp16() ? Precision::fp16 : Precision::fp32; }
 bool Context::validation_enabled() const { return device_->validation(); }
 void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }
+const std::string& Context::pipeline_cache_path() const { return device_->pipeline_cache_path(); }
 bool Context::lost() const { return device_->lost(); }
 Device& Context::device() { return *device_; }
 

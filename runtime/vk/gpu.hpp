@@ -53,6 +53,7 @@ class Device {
   VkCommandPool command_pool() const;  // the one-shot pool; throws Error(unsupported) in DeviceMode::statistics_only
   uint32_t queue_family() const { return queue_family_; }
   VkPipelineCache pipeline_cache() const { return cache_; }
+  const std::string& pipeline_cache_path() const { return cache_path_; }  // "" = no file
   const DeviceCaps& caps() const { return caps_; }
   // The kernel choices resolved when the device opened (runtime/vk/tuning.cpp); caps() has its quirks applied.
   const Tuning& tuning() const { return tuning_; }
@@ -157,6 +158,8 @@ class Device {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string cache_path_;
+  bool cache_default_ = false;     // cache_path_ is the default file (its folder is created when it is written)
+  uint64_t cache_saved_hash_ = 0;  // fnv1a64 of the driver's data last loaded or written (0: none)
   DeviceCaps caps_;
   Tuning tuning_;
   bool fp16_ = false;

@@ -195,7 +195,7 @@ static int test_default_options(const char* dir) {
   void (*model_first)(diffvk_model_options*) = diffvk_model_default_options;
   void (*sampler_1_1)(diffvk_sampler_options*) = diffvk_sampler_default_options;
   void (*generate_1_1)(diffvk_generate_options*) = diffvk_generate_default_options;
-  const size_t context_layouts[1] = {sizeof(context_options_1_0)};
+  const size_t context_layouts[2] = {sizeof(context_options_1_0), sizeof(diffvk_context_options)};
   const size_t session_layouts[2] = {sizeof(session_options_1_0), sizeof(diffvk_session_options)};
   const size_t model_layouts[2] = {sizeof(model_options_first), sizeof(diffvk_model_options)};
   const size_t sampler_layouts[1] = {sizeof(diffvk_sampler_options)};
@@ -214,11 +214,12 @@ static int test_default_options(const char* dir) {
   float* lg = NULL;
 
   /* the layouts this test knows are the ones of this header (a new field needs a new layout here) */
-  EXPECT(sizeof(context_options_1_0) == sizeof(diffvk_context_options));
+  EXPECT(sizeof(context_options_1_0) < sizeof(diffvk_context_options));
+  EXPECT(sizeof(context_options_1_0) == offsetof(diffvk_context_options, pipeline_cache));
   EXPECT(sizeof(session_options_1_0) < sizeof(diffvk_session_options));
   EXPECT(sizeof(model_options_first) < sizeof(diffvk_model_options));
   EXPECT(sizeof(session_options_1_0) == offsetof(diffvk_session_options, kv_cache));
-  check_sized_defaults("context", sized_context, context_layouts, 1);
+  check_sized_defaults("context", sized_context, context_layouts, 2);
   check_sized_defaults("session", sized_session, session_layouts, 2);
   check_sized_defaults("model", sized_model, model_layouts, 2);
   check_sized_defaults("sampler", sized_sampler, sampler_layouts, 1);
@@ -228,7 +229,7 @@ static int test_default_options(const char* dir) {
   memset(&co, 0x5a, sizeof co);
   diffvk_context_default_options(&co);
   EXPECT(co.struct_size == sizeof co && co.validation == -1 && co.precision == DIFFVK_PRECISION_AUTO && !co.device &&
-         !co.pipeline_cache_path);
+         !co.pipeline_cache_path && co.pipeline_cache == 1);
   memset(&so, 0x5a, sizeof so);
   diffvk_session_default_options(&so);
   EXPECT(so.struct_size == sizeof so && so.context_len == 0 && so.chunk == 0 && !so.abort_cb && !so.abort_user &&

@@ -1,6 +1,7 @@
 // The pipeline-cache file format (vk/pipeline_cache_file.hpp: encode/decode, every truncation, bit flip and
 // key change; host only), then the on-disk VkPipelineCache through a real Context: a missing, truncated, garbage or
-// other-device file is a logged cache miss (never a failure) and is rewritten atomically; a matching file hits.
+// other-device file is a logged cache miss (never a failure) and is rewritten atomically; a matching file hits. The
+// default file (in the platform cache directory) and the option that turns it off.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -110,6 +111,78 @@ TEST_CASE("pipeline cache: missing, hit, truncated, garbage and other-device fil
   // No temporaries left behind.
   CHECK(system(("test -z \"$(ls " + dir + " | grep -v '^pipelines.bin$')\"").c_str()) == 0);
   REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("pipeline cache: on by default in the platform cache directory, off by option") {
+  const std::string base = "/tmp/diffvk_pcache_default_" + std::to_string(::getpid());
+  REQUIRE(system(("rm -rf " + base).c_str()) == 0);
+  platform::set_cache_dir(base);
+  auto devs = list_devices();
+  const DeviceCaps& caps = devs[select_device(devs, std::getenv("DIFFVK_DEVICE") ? std::getenv("DIFFVK_DEVICE") : "")];
+  const std::string file = default_pipeline_cache_path(caps);
+  INFO(file);
+  CHECK(file.rfind(base + "/diffvk/pipelines/", 0) == 0);
+  CHECK(file.size() > 5);
+  CHECK(file.compare(file.size() - 5, 5, ".vkpc") == 0);
+  auto open_close = [](ContextOptions o, std::string* used = nullptr) {
+    std::vector<std::string> logs;
+    platform::set_log_sink([&](platform::LogLevel, const std::string& m) {
+      if (m.find("pipeline cache") != std::string::npos) logs.push_back(m);
+    });
+    {
+      auto ctx = Context::create(o);
+      if (used) *used = ctx->pipeline_cache_path();
+      HeadRmsNormKernel k(ctx->device(), KernelOptions::for_device(ctx->device()));
+    }
+    platform::set_log_sink(nullptr);
+    return logs;
+  };
+  std::string used;
+  auto logs = open_close(test::validated_options(Precision::fp32), &used);
+  CHECK(used == file);
+  CHECK(has(logs, "pipeline cache miss (missing"));
+  struct stat st1 {};
+  REQUIRE(::stat(file.c_str(), &st1) == 0);  // created with its folders when the context closed
+  CHECK(decode_pipeline_cache(
+            slurp(file),
+            [&] {
+              PipelineCacheKey k{};
+              std::copy(caps.pipeline_cache_uuid.begin(), caps.pipeline_cache_uuid.end(), k.device_uuid);
+              k.vendor_id = caps.vendor_id;
+              k.device_id = caps.device_id;
+              k.driver_version = caps.driver_version;
+              k.spirv_hash = embedded_shaders_hash();
+              return k;
+            }(),
+            nullptr)
+            .has_value());
+  CHECK(has(open_close(test::validated_options(Precision::fp32)), "pipeline cache hit"));
+
+  // Off: no file is read or written.
+  REQUIRE(std::remove(file.c_str()) == 0);
+  ContextOptions off = test::validated_options(Precision::fp32);
+  off.pipeline_cache = false;
+  logs = open_close(off, &used);
+  CHECK(used.empty());
+  CHECK(logs.empty());
+  CHECK(::access(file.c_str(), F_OK) != 0);
+  // Off with a file named: refused, naming both.
+  off.pipeline_cache_path = base + "/x.bin";
+  try {
+    Context::create(off);
+    FAIL("pipeline_cache = false with a path was accepted");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find("pipeline_cache_path") != std::string::npos);
+  }
+  // Something that is not a diffvk cache at the default path is never replaced (the save is refused, logged).
+  spit(file, std::vector<uint8_t>{'n', 'o', 't', ' ', 'o', 'u', 'r', 's'});
+  logs = open_close(test::validated_options(Precision::fp32));
+  CHECK(has(logs, "pipeline cache miss"));
+  CHECK(has(logs, "not written"));
+  CHECK(slurp(file) == std::vector<uint8_t>{'n', 'o', 't', ' ', 'o', 'u', 'r', 's'});
+  platform::set_cache_dir("");
+  REQUIRE(system(("rm -rf " + base).c_str()) == 0);
 }
 
 // ---- the file format, without a device (these were tests/io/test_io.cpp's; the names keep their "io:" prefix) ----

@@ -5,6 +5,7 @@
  * Java exception pending are dropped (no Java code may run then). */
 #include <jni.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "diffvk_jni.h"
 
@@ -71,6 +72,16 @@ JNIEXPORT void JNICALL Java_diffvk_Diffvk_nativeSetLogHandler(JNIEnv* env, jclas
   unlock();
   diffvk_set_log_callback(ref ? forward : NULL, NULL, (int)max_level);
   if (old) (*env)->DeleteGlobalRef(env, old);
+}
+
+JNIEXPORT void JNICALL Java_diffvk_Diffvk_nativeSetCacheDir(JNIEnv* env, jclass cls, jstring base) {
+  int failed = 0;
+  char* b;
+  (void)cls;
+  b = djni_dup_string(env, base, &failed);
+  if (failed) return;
+  djni_ok(env, diffvk_set_cache_dir(b));
+  free(b);
 }
 
 JNIEXPORT jstring JNICALL Java_diffvk_Diffvk_nativeVersion(JNIEnv* env, jclass cls) {

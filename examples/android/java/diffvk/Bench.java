@@ -44,7 +44,8 @@ public final class Bench {
   public String run(Model.Options device, Options options) {
     if (options == null) options = new Options();
     if (device == null) device = new Model.Options();
-    long ctx = Model.nativeContextCreate(device.device, device.precision, device.validation, device.pipelineCachePath);
+    long ctx = Model.nativeContextCreate(device.device, device.precision, device.validation, device.pipelineCachePath,
+        device.pipelineCache);
     try {
       return nativeRun(ctx, options.preset, options.modelDir, options.shape, options.budgetSeconds, options.plotPath,
           flag());

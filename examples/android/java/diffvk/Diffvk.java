@@ -1,6 +1,6 @@
 package diffvk;
 
-/** Library-wide settings: the version and where the library's log goes. */
+/** Library-wide settings: the version, where the library's log goes, and its cache directory. */
 public final class Diffvk {
   public static final int LOG_ERROR = 0;
   public static final int LOG_WARN = 1;
@@ -27,6 +27,17 @@ public final class Diffvk {
     nativeSetLogHandler(handler, maxLevel);
   }
 
+  /**
+   * The base of the library's cache directory (the pipeline cache files go to base/diffvk/pipelines/): pass
+   * Context.getCacheDir().getAbsolutePath() once at start-up. Android has no default, so without it the pipeline
+   * cache is off unless {@link Model.Options#pipelineCachePath} names a file. null or "" restores the default.
+   */
+  public static void setCacheDir(String base) {
+    Native.load();
+    nativeSetCacheDir(base);
+  }
+
   private static native void nativeSetLogHandler(LogHandler handler, int maxLevel);
+  private static native void nativeSetCacheDir(String base);
   private static native String nativeVersion();
 }

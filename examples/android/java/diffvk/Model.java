@@ -50,8 +50,13 @@ public final class Model implements AutoCloseable {
     public int precision = PRECISION_AUTO;
     /** -1 = environment/build default (DIFFVK_VALIDATION), 0 = off, 1 = Khronos validation layer on. */
     public int validation = -1;
-    /** null = none; else a file for the driver's pipeline cache (Android: getCacheDir() + "/diffvk.pcache"). */
+    /**
+     * The file of the driver's pipeline cache; null = the default file in the library's cache directory
+     * ({@link Diffvk#setCacheDir}; on Android none until it is set).
+     */
     public String pipelineCachePath;
+    /** false: no pipeline cache file (then pipelineCachePath must be null). */
+    public boolean pipelineCache = true;
     /**
      * WEIGHTS_F16, WEIGHTS_Q8_0 or WEIGHTS_Q4_0: the format of the linear weights (q/k/v/o, gate/up/down,
      * lm_head) on the device; the embedding, norms and a lm_head tied to the embedding stay in the storage
@@ -137,7 +142,8 @@ public final class Model implements AutoCloseable {
   private static Model load(Options options, Loader loader) {
     Native.load();
     if (options == null) options = new Options();
-    long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath);
+    long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath,
+        options.pipelineCache);
     long m;
     try {
       m = loader.load(ctx, options);
@@ -230,7 +236,8 @@ public final class Model implements AutoCloseable {
     }
   }
 
-  static native long nativeContextCreate(String device, int precision, int validation, String pipelineCachePath);
+  static native long nativeContextCreate(String device, int precision, int validation, String pipelineCachePath,
+      boolean pipelineCache);
   static native void nativeContextDestroy(long context);
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);

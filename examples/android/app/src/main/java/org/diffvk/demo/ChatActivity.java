@@ -22,6 +22,7 @@ import java.util.concurrent.Executors;
 
 import diffvk.CancelledException;
 import diffvk.ChatTemplate;
+import diffvk.Diffvk;
 import diffvk.DiffvkException;
 import diffvk.Model;
 import diffvk.Sampler;
@@ -167,7 +168,7 @@ public class ChatActivity extends Activity {
     private void open(String dir) {
         try {
             Model.Options o = new Model.Options();
-            o.pipelineCachePath = new File(getCacheDir(), "diffvk.pcache").getAbsolutePath();
+            Diffvk.setCacheDir(getCacheDir().getAbsolutePath());  // the pipeline cache: <cache>/diffvk/pipelines/
             model = Model.load(dir, o);
             session = model.newSession(CONTEXT);
             tokenizer = new Tokenizer(dir);

@@ -22,6 +22,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
 import diffvk.CancelledException;
+import diffvk.Diffvk;
 import diffvk.DiffvkException;
 import diffvk.Model;
 import diffvk.Sampler;
@@ -126,7 +127,7 @@ public class MainActivity extends Activity {
         worker.execute(() -> {
             String result;
             Model.Options o = new Model.Options();
-            o.pipelineCachePath = new File(getCacheDir(), "diffvk.pcache").getAbsolutePath();
+            Diffvk.setCacheDir(getCacheDir().getAbsolutePath());  // the pipeline cache: <cache>/diffvk/pipelines/
             long t0 = System.nanoTime();
             try (Model model = dir.startsWith("asset:") ? AssetModels.load(getAssets(), dir.substring(6), o)
                                                         : Model.load(dir, o)) {
