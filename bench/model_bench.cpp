@@ -33,6 +33,8 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   reset_device_bytes_peak();
   LoadOptions lo;
   lo.weights = kind;
+  const Device::CompileStats compiled0 = ctx.device().compile_stats();
+  const auto load_t0 = Clock::now();
   auto model = a.shape.empty() ? Model::load(ctx, a.model_dir, lo)
                                : Model::synthesize(ctx, published_shape(a.shape).config, lo, 1, "shape " + a.shape);
   const LoadStats& ls = model->load_stats();
@@ -45,7 +47,11 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   for (uint32_t C : a.contexts) longest = std::max(longest, std::min(C, c.max_position_embeddings - N));
   SessionOptions so{longest + N, 64, false, {}};
   so.kv_cache = a.kv_cache;
+  const double load_wall_s = seconds_since(load_t0);
+  auto t_session = Clock::now();
   auto session = Session::create(*model, so);
+  const double session_s = seconds_since(t_session);
+  double first_prefill_s = 0;  // the warm-up's prefill: the first use of every prefill pipeline
   Rng rng(12345);
   std::vector<int32_t> prompt(P);
   for (auto& t : prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
@@ -64,8 +70,11 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     if (r >= 0) {
       prefill_s.push_back(p);
       decode_s.push_back(d);
+    } else {
+      first_prefill_s = p;
     }
   }
+  const Device::CompileStats compiled1 = ctx.device().compile_stats();  // after the first prefill and decode
   const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
   // Decode at other context lengths: one prefill of C tokens (timed: the time to first token at that prompt
   // length), then N greedy decode steps, once each after the warm-up above.
@@ -160,6 +169,12 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median,
                ds.min, ds.max, decode_tps, 1e3 * ds.median / N);
   sink.reportf("  time to first token: %.3f s (the %u-token prefill, logits read back)", ps.median, P);
+  sink.reportf(
+      "  cold start: load %.3f s + session %.3f s + first prefill %.3f s = %.3f s to the first token; the first "
+      "prefill and decode compiled %llu pipeline(s) in %.3f s (pipeline cache %s)",
+      load_wall_s, session_s, first_prefill_s, load_wall_s + session_s + first_prefill_s,
+      (unsigned long long)(compiled1.pipelines - compiled0.pipelines), compiled1.seconds - compiled0.seconds,
+      ctx.device().pipeline_cache_state().c_str());
   for (const json& r : context_rows)
     sink.reportf(
         "  context %6u: prefill %.3f s (%.1f tokens/s); decode %.2f ms/token (%.1f tokens/s), %.2fx the "
@@ -287,6 +302,17 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                  {"fraction_of_bound", fraction}};
   add_peak_fields(j["decode"], decode_pf);
   j["time_to_first_token_seconds"] = ps.median;
+  // The first use in this process: pipelines compiled from what the caches held (diffvk's pipeline cache file, and the
+  // driver's own disk cache, which diffvk does not control). Cold = both empty: --no-pipeline-cache (or a new
+  // --pipeline-cache file) and an empty XDG_CACHE_HOME (Mesa's shader cache lives there).
+  j["cold_start"] = {{"load_seconds", load_wall_s},
+                     {"session_create_seconds", session_s},
+                     {"first_prefill_seconds", first_prefill_s},
+                     {"time_to_first_token_seconds", load_wall_s + session_s + first_prefill_s},
+                     {"pipelines_compiled", compiled1.pipelines - compiled0.pipelines},
+                     {"pipeline_compile_seconds", compiled1.seconds - compiled0.seconds},
+                     {"pipeline_cache", ctx.device().pipeline_cache_state()},
+                     {"pipeline_cache_file", ctx.device().pipeline_cache_path()}};
   if (!context_rows.empty()) j["contexts"] = std::move(context_rows);
   j["session_state"] = {{"tokens", P},
                         {"bytes", state.size()},

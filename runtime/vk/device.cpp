@@ -473,8 +473,10 @@ void Device::load_pipeline_cache() {
       cache_saved_hash_ = fnv1a64(blob.data(), blob.size());
       platform::log(LogLevel::info,
                     "pipeline cache hit: " + cache_path_ + " (" + std::to_string(blob.size()) + " bytes)");
+      cache_state_ = "hit";
     } else {
       platform::log(LogLevel::info, "pipeline cache miss (" + why + "): " + cache_path_);
+      cache_state_ = "miss (" + why + ")";
     }
   }
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};

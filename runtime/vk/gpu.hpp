@@ -54,6 +54,19 @@ class Device {
   uint32_t queue_family() const { return queue_family_; }
   VkPipelineCache pipeline_cache() const { return cache_; }
   const std::string& pipeline_cache_path() const { return cache_path_; }  // "" = no file
+  // How the pipeline cache file was found when the device opened: "hit", "miss (<why>)" or "off".
+  const std::string& pipeline_cache_state() const { return cache_state_; }
+  // Pipelines this device's driver compiled (vkCreateComputePipelines calls) and the wall time they took, since
+  // the device opened: the compile part of a cold start.
+  struct CompileStats {
+    uint64_t pipelines = 0;
+    double seconds = 0;
+  };
+  CompileStats compile_stats() const { return {compiled_.load(), compile_ns_.load() * 1e-9}; }
+  void note_compile(double seconds) {
+    compiled_.fetch_add(1);
+    compile_ns_.fetch_add(uint64_t(seconds * 1e9));
+  }
   const DeviceCaps& caps() const { return caps_; }
   // The kernel choices resolved when the device opened (runtime/vk/tuning.cpp); caps() has its quirks applied.
   const Tuning& tuning() const { return tuning_; }
@@ -158,6 +171,8 @@ class Device {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string cache_path_;
+  std::string cache_state_ = "off";
+  std::atomic<uint64_t> compiled_{0}, compile_ns_{0};
   bool cache_default_ = false;     // cache_path_ is the default file (its folder is created when it is written)
   uint64_t cache_saved_hash_ = 0;  // fnv1a64 of the driver's data last loaded or written (0: none)
   DeviceCaps caps_;
