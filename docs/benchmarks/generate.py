@@ -146,6 +146,13 @@ def model_tables(bench):
     else:
         rows = [model_row(bench.get('weights', 'storage type'), bench)]
     lines += md_table(cols, rows)
+    cold = bench.get('cold_start')
+    if cold:
+        lines += ['', f'First use in the process: load {cold.get("load_seconds", 0):.3f} s, session '
+                      f'{cold.get("session_create_seconds", 0):.3f} s, first prefill {cold.get("first_prefill_seconds", 0):.3f} s: '
+                      f'{cold.get("time_to_first_token_seconds", 0):.3f} s to the first token; '
+                      f'{cold.get("pipelines_compiled")} pipelines created in {cold.get("pipeline_compile_seconds", 0):.3f} s; '
+                      f'pipeline cache {cold.get("pipeline_cache")}.']
     prof = bench.get('decode_profile')
     if prof:
         lines += ['', 'Decode step, GPU time per op (`--profile`):', '']

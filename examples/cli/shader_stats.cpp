@@ -217,8 +217,8 @@ Runner register_shader_stats(CLI::App& app) {
     for (size_t i = 0; i < r.pipelines.size(); ++i) {
       const ShaderPipeline& p = r.pipelines[i];
       const auto& wg = p.workgroup;
-      std::printf("\n[%zu] %s  workgroup %ux%ux%u  spec %s\n", i, p.name.c_str(), wg[0], wg[1], wg[2],
-                  spec_text(p).c_str());
+      std::printf("\n[%zu] %s  workgroup %ux%ux%u  spec %s  compiled in %.0f ms\n", i, p.name.c_str(), wg[0], wg[1],
+                  wg[2], spec_text(p).c_str(), p.compile_seconds * 1e3);
       std::string groups;
       for (const auto& g : p.groups) groups += (groups.empty() ? "" : ", ") + g;
       std::printf("    built by: %s\n", groups.c_str());
@@ -228,6 +228,7 @@ Runner register_shader_stats(CLI::App& app) {
       j["groups"] = p.groups;
       j["spec"] = spec_json(p);
       j["workgroup"] = {wg[0], wg[1], wg[2]};
+      j["compile_seconds"] = p.compile_seconds;
       if (stats) {
         json st = json::object();
         json ex = json::array();

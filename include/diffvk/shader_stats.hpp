@@ -60,6 +60,7 @@ struct ShaderPipeline {
   };
   std::vector<Spec> spec;  // constant_id 0..n-1
   std::array<uint32_t, 3> workgroup{1, 1, 1};
+  double compile_seconds = 0;  // the driver's vkCreateComputePipelines wall time (CPU drivers compile at first use)
   std::vector<ShaderExecutable> executables;  // empty when statistics are unavailable
   // ShaderStatsOptions::isa: the driver's text representations (name, e.g. "Assembly", and text) per executable,
   // and the main loop of the first executable's disassembly (a representation named like "*assembl*").

@@ -134,6 +134,7 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
       for (size_t i = 0; i < p->desc().spec.size(); ++i)
         e.spec.push_back({i < names.size() ? names[i] : std::string(), p->desc().spec[i]});
       e.workgroup = p->workgroup();
+      e.compile_seconds = p->compile_seconds();
       report.pipelines.push_back(std::move(e));
     } else {
       report.pipelines[it->second].groups.push_back(p->group());

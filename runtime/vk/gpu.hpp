@@ -259,6 +259,8 @@ class Pipeline {
   // the shader source's `layout(constant_id = i) const ... NAME` declarations.
   std::vector<std::string> spec_names() const;
   const std::string& group() const { return group_; }  // Device::set_pipeline_group() at creation
+  // The driver's vkCreateComputePipelines wall time for this pipeline (0 when it shares an earlier one's).
+  double compile_seconds() const { return compile_seconds_; }
 
  private:
   void destroy() noexcept;
@@ -270,6 +272,7 @@ class Pipeline {
   std::string name_;
   std::string group_;
   const char* spec_names_ = "";
+  double compile_seconds_ = 0;
   std::array<uint32_t, 3> workgroup_{1, 1, 1};
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;

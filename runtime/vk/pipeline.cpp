@@ -165,6 +165,7 @@ void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
     // drivers take 1-2 s per pipeline on a loaded machine, so only past 20 s is it a warning).
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     device.note_compile(ms * 1e-3);
+    compile_seconds_ = ms * 1e-3;
     platform::log(ms > 20000 ? platform::LogLevel::warn : platform::LogLevel::debug,
                   "pipeline " + name_ + " [" + spec + "]: created in " + std::to_string(int(ms)) + " ms");
     vkDestroyShaderModule(dev, module, nullptr);
