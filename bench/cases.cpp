@@ -120,8 +120,18 @@ CaseResult AttnBench::run(const CaseSpec& cs, const std::string& tag) {
 
   const int depth = 5;
   const float lambda_init = float(0.8 - 0.6 * std::exp(-0.3 * depth));
-  const AttnCall call = v2 ? AttnCall{r.S, r.pos0, 2 * H, Hkv, T, q_stride, o_width}
-                           : AttnCall{r.S, r.pos0, H, Hkv, T, H * DV, H * DV, 0.55f, 1.0f - lambda_init};
+  AttnCall call;  // V1: q_stride and o_width are H * DV
+  call.S = r.S;
+  call.pos0 = r.pos0;
+  call.H = v2 ? 2 * H : H;
+  call.Hkv = Hkv;
+  call.capacity = T;
+  call.q_stride = q_stride;
+  call.o_stride = o_width;
+  if (!v2) {
+    call.lambda = 0.55f;
+    call.gain = 1.0f - lambda_init;
+  }
 
   sink_.stage(strf("%s %s: preparing inputs", tag.c_str(), cs.name().c_str()));
   AttnBench::KernelSet* ksp = nullptr;

@@ -24,7 +24,12 @@ CopyCeiling measure_copy(Device& dev, uint64_t bytes, int warmup, int runs, bool
   const uint32_t max_x = std::max(1u, std::min(caps.max_workgroup_count[0], 65535u));
   for (uint32_t items : {1u, 4u}) {
     sink.step(strf("ceilings: copy %s, %u x %u elements per workgroup", mib(bytes).c_str(), wg, items));
-    Pipeline pipe(dev, PipelineDesc{"bench_copy", 2, 8, {wg, items}, false, dev.fp16()});
+    Pipeline pipe(dev, PipelineDesc{"bench_copy"}
+                           .with_bindings(2)
+                           .with_push(8)
+                           .with_spec({wg, items})
+                           .with_subgroup(false)
+                           .with_fp16(dev.fp16()));
     const uint32_t groups = (n + wg * items - 1) / (wg * items);
     const uint32_t gx = std::min(groups, max_x), gy = (groups + gx - 1) / gx;
     const uint32_t push[2] = {n, gx};
@@ -121,7 +126,12 @@ FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int
   double best_rate = 0;
   uint32_t best_groups = 8, best_chains = kFmaChains[0];
   for (uint32_t chains : kFmaChains) {
-    Pipeline pipe(dev, PipelineDesc{"bench_fma", 1, 12, {wg, kFmaIters, chains}, false, fp16});
+    Pipeline pipe(dev, PipelineDesc{"bench_fma"}
+                           .with_bindings(1)
+                           .with_push(12)
+                           .with_spec({wg, kFmaIters, chains})
+                           .with_subgroup(false)
+                           .with_fp16(fp16));
     double chain_best = 0;
     for (uint32_t groups = 8;; groups *= 2) {
       sink.check_cancel("during the FMA ceiling");
@@ -150,7 +160,12 @@ FmaCeiling measure_fma(Device& dev, bool fp16, double min_us, double max_us, int
       best_groups = e["workgroups"].get<uint32_t>();
       best_chains = e["chains"].get<uint32_t>();
     }
-  Pipeline pipe(dev, PipelineDesc{"bench_fma", 1, 12, {wg, kFmaIters, best_chains}, false, fp16});
+  Pipeline pipe(dev, PipelineDesc{"bench_fma"}
+                         .with_bindings(1)
+                         .with_push(12)
+                         .with_spec({wg, kFmaIters, best_chains})
+                         .with_subgroup(false)
+                         .with_fp16(fp16));
   FmaGrid g(dev, pipe, best_chains, wg, best_groups, max_x, ts);
   sink.step(strf("ceilings: %s FMA, %u chains, %u x %u invocations, timing", prec, best_chains, best_groups, wg));
   g.check(prec);

@@ -247,7 +247,14 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   }
   // Every Buffer of the model and its sessions (weights, staging, KV cache, arena) is allocated up front.
   const uint64_t dev_peak = a.profile ? device_bytes_peak() - dev0 : dev_peak_runs;
-  row = TypeRow{kind, model->weight_bytes(), dev_peak, 8.0 * bytes / mat_weights, prefill_tps, decode_tps, fraction};
+  row = TypeRow();
+  row.kind = kind;
+  row.weight_bytes = model->weight_bytes();
+  row.device_peak = dev_peak;
+  row.bits_per_weight = 8.0 * bytes / mat_weights;
+  row.prefill_tps = prefill_tps;
+  row.decode_tps = decode_tps;
+  row.fraction = fraction;
   sink.reportf(
       "  peak device memory: %.2f MB (Buffers: weights, load staging, KV cache, activations; the driver's own not "
       "counted)",

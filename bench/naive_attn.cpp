@@ -8,26 +8,38 @@ namespace diffvk {
 
 namespace {
 struct ScoresPush {
-  uint32_t S, keys, pos0, H, n_rep, capacity, q_stride, q_head_stride, q_col, k_stride, k_col;
-  float scale;
+  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, q_stride = 0, q_head_stride = 0, q_col = 0,
+           k_stride = 0, k_col = 0;
+  float scale = 0.0f;
 };
+static_assert(sizeof(ScoresPush) == 48, "naive_scores.comp's push block");
 struct SoftmaxPush {
-  uint32_t S, keys;
+  uint32_t S = 0, keys = 0;
 };
+static_assert(sizeof(SoftmaxPush) == 8, "naive_softmax.comp's push block");
 struct PvPush {
-  uint32_t S, keys, pos0, H, n_rep, capacity, o_stride;
-  float lambda;
+  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, o_stride = 0;
+  float lambda = 0.0f;
 };
+static_assert(sizeof(PvPush) == 32, "naive_pv.comp's push block");
 
 // The score and softmax passes both naive attentions share; returns their workgroup size.
 uint32_t make_score_passes(Device& device, const KernelOptions& o, uint32_t D, std::unique_ptr<Pipeline>& scores,
                            std::unique_ptr<Pipeline>& softmax) {
   bench::register_bench_shaders();
   const uint32_t wg = pick_pow2_workgroup(device.caps(), 64);
-  scores =
-      std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores", 3, sizeof(ScoresPush), {wg, D}, false, o.fp16});
-  softmax = std::make_unique<Pipeline>(device,
-                                       PipelineDesc{"naive_softmax", 1, sizeof(SoftmaxPush), {wg}, o.subgroup, o.fp16});
+  scores = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores"}
+                                                  .with_bindings(3)
+                                                  .with_push(sizeof(ScoresPush))
+                                                  .with_spec({wg, D})
+                                                  .with_subgroup(false)
+                                                  .with_fp16(o.fp16));
+  softmax = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax"}
+                                                   .with_bindings(1)
+                                                   .with_push(sizeof(SoftmaxPush))
+                                                   .with_spec({wg})
+                                                   .with_subgroup(o.subgroup)
+                                                   .with_fp16(o.fp16));
   return wg;
 }
 }  // namespace
@@ -36,7 +48,12 @@ NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), norm_(device, o) {
   if (D == 0 || D % 2 || n_rep == 0) throw Error(Status::invalid_argument, "naive attention: bad D or n_rep");
   wg_ = make_score_passes(device, o, D, scores_, softmax_);
-  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_pv", 4, sizeof(PvPush), {wg_, D}, false, fp16_});
+  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_pv"}
+                                               .with_bindings(4)
+                                               .with_push(sizeof(PvPush))
+                                               .with_spec({wg_, D})
+                                               .with_subgroup(false)
+                                               .with_fp16(fp16_));
 }
 
 NaiveDiffAttn::~NaiveDiffAttn() = default;
@@ -81,27 +98,56 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
   const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   for (uint32_t half = 0; half < 2; ++half) {
-    ScoresPush p{c.S,        keys,         c.pos0,    c.H,          n_rep_,    c.capacity,
-                 c.q_stride, uint32_t(dv), half * D_, uint32_t(dv), half * D_, scale};
+    ScoresPush p;
+    p.S = c.S;
+    p.keys = keys;
+    p.pos0 = c.pos0;
+    p.H = c.H;
+    p.n_rep = n_rep_;
+    p.capacity = c.capacity;
+    p.q_stride = c.q_stride;
+    p.q_head_stride = uint32_t(dv);
+    p.q_col = half * D_;
+    p.k_stride = uint32_t(dv);
+    p.k_col = half * D_;
+    p.scale = scale;
     program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {half ? s2 : s1, Access::write}}, &p, sizeof p,
                      {(keys + wg_ - 1) / wg_, c.S, c.H}, half ? "naive scores 2" : "naive scores 1");
   }
   for (uint32_t half = 0; half < 2; ++half) {
-    SoftmaxPush p{c.S, keys};
+    SoftmaxPush p;
+    p.S = c.S;
+    p.keys = keys;
     program.dispatch(*softmax_, {{half ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, c.H, 1},
                      half ? "naive softmax 2" : "naive softmax 1");
   }
-  PvPush pv{c.S, keys, c.pos0, c.H, n_rep_, c.capacity, c.o_stride, c.lambda};
+  PvPush pv;
+  pv.S = c.S;
+  pv.keys = keys;
+  pv.pos0 = c.pos0;
+  pv.H = c.H;
+  pv.n_rep = n_rep_;
+  pv.capacity = c.capacity;
+  pv.o_stride = c.o_stride;
+  pv.lambda = c.lambda;
   program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {otmp, Access::write}}, &pv,
                    sizeof pv, {uint32_t((dv + wg_ - 1) / wg_), c.S, c.H}, "naive pv");
-  norm_.record(program, otmp, subln, o, HeadRmsNormParams{c.S, c.H, uint32_t(dv), c.o_stride, c.gain, c.eps});
+  HeadRmsNormParams np;
+  np.rows = c.S;
+  np.heads = c.H;
+  np.width = uint32_t(dv);
+  np.row_stride = c.o_stride;
+  np.gain = c.gain;
+  np.eps = c.eps;
+  norm_.record(program, otmp, subln, o, np);
 }
 
 // ---------------------------------------------------------------------------------------------------
 namespace {
 struct PvV2Push {
-  uint32_t S, keys, pos0, H, n_rep, capacity, o_stride, q_stride, q_off;
+  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, o_stride = 0, q_stride = 0, q_off = 0;
 };
+static_assert(sizeof(PvV2Push) == 36, "naive_v2_pv.comp's push block");
 }  // namespace
 
 NaiveV2Attn::NaiveV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep_pairs)
@@ -109,7 +155,12 @@ NaiveV2Attn::NaiveV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n
   if (D == 0 || D % 2 || n_rep_pairs == 0)
     throw Error(Status::invalid_argument, "naive DIFF V2 attention: bad D or n_rep");
   wg_ = make_score_passes(device, o, D, scores_, softmax_);
-  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_v2_pv", 5, sizeof(PvV2Push), {wg_, D}, false, fp16_});
+  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_v2_pv"}
+                                               .with_bindings(5)
+                                               .with_push(sizeof(PvV2Push))
+                                               .with_spec({wg_, D})
+                                               .with_subgroup(false)
+                                               .with_fp16(fp16_));
 }
 
 NaiveV2Attn::~NaiveV2Attn() = default;
@@ -144,16 +195,39 @@ void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferR
   const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   for (uint32_t t = 0; t < 2; ++t) {  // even query heads (2h: column 0 of each 2D pair), then odd ones (column D)
-    ScoresPush p{c.S, keys, c.pos0, H, n_rep_, c.capacity, c.q_stride, 2 * D_, t * D_, D_, 0, scale};
+    ScoresPush p;
+    p.S = c.S;
+    p.keys = keys;
+    p.pos0 = c.pos0;
+    p.H = H;
+    p.n_rep = n_rep_;
+    p.capacity = c.capacity;
+    p.q_stride = c.q_stride;
+    p.q_head_stride = 2 * D_;
+    p.q_col = t * D_;
+    p.k_stride = D_;
+    p.k_col = 0;
+    p.scale = scale;
     program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {t ? s2 : s1, Access::write}}, &p, sizeof p,
                      {(keys + wg_ - 1) / wg_, c.S, H}, t ? "naive scores odd" : "naive scores even");
   }
   for (uint32_t t = 0; t < 2; ++t) {
-    SoftmaxPush p{c.S, keys};
+    SoftmaxPush p;
+    p.S = c.S;
+    p.keys = keys;
     program.dispatch(*softmax_, {{t ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, H, 1},
                      t ? "naive softmax odd" : "naive softmax even");
   }
-  PvV2Push pv{c.S, keys, c.pos0, H, n_rep_, c.capacity, c.o_stride, c.q_stride, c.H * D_};
+  PvV2Push pv;
+  pv.S = c.S;
+  pv.keys = keys;
+  pv.pos0 = c.pos0;
+  pv.H = H;
+  pv.n_rep = n_rep_;
+  pv.capacity = c.capacity;
+  pv.o_stride = c.o_stride;
+  pv.q_stride = c.q_stride;
+  pv.q_off = c.H * D_;
   program.dispatch(*pv_,
                    {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {q, Access::read}, {o, Access::write}},
                    &pv, sizeof pv, {(D_ + wg_ - 1) / wg_, c.S, H}, "naive v2 pv");

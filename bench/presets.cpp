@@ -154,8 +154,16 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
               if (!v2) plan.notes.push_back(strf("H=%u, Hkv=%u skipped: H must be a multiple of Hkv", H, Hkv));
               continue;
             }
-            for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill)
-              plan.cases.push_back(CaseSpec{decode, D, T, H, Hkv, v2});
+            for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill) {
+              CaseSpec cs;
+              cs.decode = decode;
+              cs.D = D;
+              cs.T = T;
+              cs.H = H;
+              cs.Hkv = Hkv;
+              cs.v2 = v2;
+              plan.cases.push_back(cs);
+            }
           }
   if (plan.cases.empty() && a.model_dir.empty() && a.shape.empty())
     throw Error(Status::invalid_argument, "bench: the grid is empty");

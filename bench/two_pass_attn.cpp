@@ -15,10 +15,16 @@ Device& with_bench_shaders(Device& device) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
+static_assert(sizeof(CombineNormParams) == 32, "combine_norm.comp's push block (the params are pushed as is)");
+
 CombineNormKernel::CombineNormKernel(Device& device, KernelOptions o) : fp16_(o.fp16) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(
-      device, PipelineDesc{"combine_norm", 4, sizeof(CombineNormParams), {wg_}, o.subgroup, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"combine_norm"}
+                                                     .with_bindings(4)
+                                                     .with_push(sizeof(CombineNormParams))
+                                                     .with_spec({wg_})
+                                                     .with_subgroup(o.subgroup)
+                                                     .with_fp16(o.fp16));
 }
 CombineNormKernel::~CombineNormKernel() = default;
 
@@ -48,7 +54,15 @@ uint64_t TwoPassDiffAttn::inter_bytes(const AttnCall& c, uint32_t D, bool fp16) 
 
 void TwoPassDiffAttn::combine(Program& program, BufferRange o1, BufferRange o2, BufferRange subln, BufferRange o,
                               const AttnCall& c) const {
-  CombineNormParams p{c.S, c.H, 2 * D_, c.H * 2 * D_, c.o_stride, c.lambda, c.gain, c.eps};
+  CombineNormParams p;
+  p.rows = c.S;
+  p.heads = c.H;
+  p.width = 2 * D_;
+  p.in_stride = c.H * 2 * D_;
+  p.out_stride = c.o_stride;
+  p.lambda = c.lambda;
+  p.gain = c.gain;
+  p.eps = c.eps;
   combine_.record(program, o1, o2, subln, o, p);
 }
 
@@ -84,8 +98,12 @@ TwoPassV2Attn::TwoPassV2Attn(Device& device, KernelOptions o, uint32_t D, uint32
       fp16_(o.fp16),
       plain_(with_bench_shaders(device), o, D, n_rep_pairs, max_decode_rows, AttnSoftmax::v2_plain) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  combine_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"v2_combine", 4, 5 * sizeof(uint32_t), {wg_}, false, o.fp16});
+  combine_ = std::make_unique<Pipeline>(device, PipelineDesc{"v2_combine"}
+                                                    .with_bindings(4)
+                                                    .with_push(5 * sizeof(uint32_t))
+                                                    .with_spec({wg_})
+                                                    .with_subgroup(false)
+                                                    .with_fp16(o.fp16));
 }
 TwoPassV2Attn::~TwoPassV2Attn() = default;
 

@@ -74,7 +74,16 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
       ref::diff_attention(q, k, v, int(S), int(T), int(H), int(Hkv), int(D), c.lambda, int(c.pos0), int(c.window)),
       int(S), int(H), int(D), subln, ref::lambda_init(depth));
 
-  AttnCall call{S, c.pos0, H, Hkv, cap, 2 * H * D, H * DV, float(c.lambda), float(gain)};
+  AttnCall call;
+  call.S = S;
+  call.pos0 = c.pos0;
+  call.H = H;
+  call.Hkv = Hkv;
+  call.capacity = cap;
+  call.q_stride = 2 * H * D;
+  call.o_stride = H * DV;
+  call.lambda = float(c.lambda);
+  call.gain = float(gain);
   call.window = c.window;
   call.ring = c.ring > 0;
   const uint64_t keys = DiffAttnKernel::call_keys(call);  // keys the call streams (fewer with a window)

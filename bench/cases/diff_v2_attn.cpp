@@ -34,7 +34,14 @@ void prepare_diff_v2_attn(Device& dev, const DiffAttnKernel& kernel, const DiffV
   const auto kc = attn_cache(k, kw, Hkv, cap, T, D), vc = attn_cache(v, kw, Hkv, cap, T, D);
   p.expect = ref::diff_v2_attention(q, k, v, z, int(S), int(T), int(H), int(Hkv), int(D), int(c.pos0));
 
-  AttnCall call{S, c.pos0, 2 * H, Hkv, cap, qw, H * D};
+  AttnCall call;
+  call.S = S;
+  call.pos0 = c.pos0;
+  call.H = 2 * H;
+  call.Hkv = Hkv;
+  call.capacity = cap;
+  call.q_stride = qw;
+  call.o_stride = H * D;
   uint32_t split_len = 0, splits = 0;
   if (c.decode) {
     splits = kernel.decode_splits(call, &split_len);

@@ -51,8 +51,14 @@ class GmuGateCase final : public CaseOf<GmuGateCase, GmuGateCaseParams> {
     a.buf->upload(mo, pack(mbuf, f16).data(), mb);
     pr.prog = std::make_unique<Program>(dev, "op case gmu_gate", pr.timestamps);
     kernel.limit_workgroups_for_testing(p.wg_limit_x, p.wg_limit_y);
-    kernel.record_gmu(*pr.prog, a.range(go, gb), a.range(mo, mb), a.range(ao, ab),
-                      GmuGateParams{rows, I, gs, p.g_off, ms, p.m_off});
+    GmuGateParams gate;
+    gate.rows = rows;
+    gate.I = I;
+    gate.g_stride = gs;
+    gate.g_off = p.g_off;
+    gate.m_stride = ms;
+    gate.m_off = p.m_off;
+    kernel.record_gmu(*pr.prog, a.range(go, gb), a.range(mo, mb), a.range(ao, ab), gate);
     kernel.limit_workgroups_for_testing(0, 0);
     dense_output(pr, ao, ab, pr.expect.size(), es);
     pr.bytes = 3 * ab;

@@ -49,9 +49,14 @@ class HeadRmsNormCase final : public CaseOf<HeadRmsNormCase, HeadRmsNormCasePara
     a.buf->upload(xo, pack(x, f16 && !x32).data(), xb);
     a.buf->upload(wo, pack(w, f16).data(), wb);
     pr.prog = std::make_unique<Program>(dev, "op case head_rmsnorm", pr.timestamps);
-    kernel.record(*pr.prog, a.range(xo, xb), a.range(wo, wb), a.range(yo, yb),
-                  HeadRmsNormParams{p.rows, heads, width, stride, float(1.0 - lambda_init), 1e-5f},
-                  x32 ? Elem::f32 : Elem::storage);
+    HeadRmsNormParams hp;
+    hp.rows = p.rows;
+    hp.heads = heads;
+    hp.width = width;
+    hp.row_stride = stride;
+    hp.gain = float(1.0 - lambda_init);
+    hp.eps = 1e-5f;
+    kernel.record(*pr.prog, a.range(xo, xb), a.range(wo, wb), a.range(yo, yb), hp, x32 ? Elem::f32 : Elem::storage);
     pr.detail = strf("wg=%u", kernel.workgroup_size());
     dense_output(pr, yo, yb, x.size(), es);
     pr.bytes = xb + wb + yb;

@@ -75,8 +75,15 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const KvShiftCaseParam
   a.buf->upload(to, table.data(), tb);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
   p.prog = std::make_unique<Program>(dev, "op case kv_shift", p.timestamps);
-  kernel.record(*p.prog, a.range(ko, cb), a.range(vo, cb), a.range(to, tb),
-                KvShiftParams{Hkv, D, c.capacity, keep, d, held, two_d});
+  KvShiftParams sp;
+  sp.Hkv = Hkv;
+  sp.D = D;
+  sp.capacity = c.capacity;
+  sp.keep = keep;
+  sp.discard = d;
+  sp.end = held;
+  sp.row = two_d;
+  kernel.record(*p.prog, a.range(ko, cb), a.range(vo, cb), a.range(to, tb), sp);
   kernel.limit_workgroups_for_testing(0, 0);
   p.detail = strf("wg=%u", kernel.workgroup_size());
   p.expect = kexp;

@@ -60,8 +60,14 @@ class LayerNormCase final : public CaseOf<LayerNormCase, LayerNormCaseParams> {
     if (p.bias) a.buf->upload(bo, pack(b, f16).data(), bb);
     pr.prog = std::make_unique<Program>(dev, "op case layer_norm", pr.timestamps);
     kernel.limit_workgroups_for_testing(p.wg_limit);
+    LayerNormParams lp;
+    lp.rows = rows;
+    lp.width = E;
+    lp.x_stride = xs;
+    lp.y_stride = ys;
+    lp.eps = 1e-5f;
     kernel.record(*pr.prog, a.range(xo, xb), a.range(wo, wb), p.bias ? a.range(bo, bb) : BufferRange{}, a.range(yo, yb),
-                  LayerNormParams{rows, E, xs, ys, 1e-5f}, x32 ? Elem::f32 : Elem::storage);
+                  lp, x32 ? Elem::f32 : Elem::storage);
     kernel.limit_workgroups_for_testing(0);
     pr.detail = strf("wg=%u", kernel.workgroup_size());
     Buffer* buf = a.buf.get();

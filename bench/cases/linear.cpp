@@ -98,7 +98,12 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
   kernel.force_row_lanes_for_testing(0);
   pr.prog = std::make_unique<Program>(dev, "op case linear", pr.timestamps);
-  const diffvk::LinearParams lp{c.rows, c.in, c.out, xs, ys};
+  diffvk::LinearParams lp;
+  lp.rows = c.rows;
+  lp.in = c.in;
+  lp.out = c.out;
+  lp.x_stride = xs;
+  lp.y_stride = ys;
   const BufferRange ry = a.range(yo, yb);
   const BufferRange res = c.residual == Residual::none       ? BufferRange{}
                           : c.residual == Residual::separate ? a.range(ro, yb)

@@ -120,8 +120,13 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
     const BufferRange res = c.residual == Residual::none       ? BufferRange{}
                             : c.residual == Residual::separate ? a.range(ro, yb)
                                                                : ry;
-    const LinearRowParams lp{
-        c.in, c.out, c.pro, float(eps), x32 ? Elem::f32 : Elem::storage, y32 ? Elem::f32 : Elem::storage};
+    LinearRowParams lp;
+    lp.in = c.in;
+    lp.out = c.out;
+    lp.pro = c.pro;
+    lp.eps = float(eps);
+    lp.x_elem = x32 ? Elem::f32 : Elem::storage;
+    lp.y_elem = y32 ? Elem::f32 : Elem::storage;
     const BufferRange nw = c.pro == RowPrologue::rmsnorm ? a.range(go, gb) : BufferRange{};
     if (c.weights == QuantType::f16) {
       kernel.record_row(*pr.prog, a.range(xo, xb), a.range(wo, wb), ry, lp, res, nw, br);

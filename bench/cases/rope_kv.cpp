@@ -80,7 +80,13 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const RopeKvCaseParams& 
   p.prog = std::make_unique<Program>(dev, "op case rope_kv", p.timestamps);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto [pos0, rows] = c.chunks[i];
-    RopeKvParams rp{rows, H, Hkv, D, pos0, c.capacity};
+    RopeKvParams rp;
+    rp.rows = rows;
+    rp.H = H;
+    rp.Hkv = Hkv;
+    rp.D = D;
+    rp.pos0 = pos0;
+    rp.capacity = c.capacity;
     rp.ring = c.ring ? 1 : 0, rp.rope = c.rope ? 1 : 0;
     kernel.record(*p.prog, a.range(chunks[i].in_off, chunks[i].qkv.size() * es),
                   c.rope ? a.range(to, tb) : BufferRange{}, a.range(chunks[i].q_off, chunks[i].qexp.size() * es),

@@ -72,7 +72,13 @@ AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
 }
 
 uint64_t attn_sync_bytes(const AttnShape& s, bool v2) {
-  return DiffAttnKernel::sync_bytes(AttnCall{std::max(1u, s.chunk), 0, v2 ? 2 * s.H : s.H, s.Hkv, s.capacity});
+  AttnCall call;
+  call.S = std::max(1u, s.chunk);
+  call.pos0 = 0;
+  call.H = v2 ? 2 * s.H : s.H;
+  call.Hkv = s.Hkv;
+  call.capacity = s.capacity;
+  return DiffAttnKernel::sync_bytes(call);
 }
 
 TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, const std::string& x_name) {
@@ -135,7 +141,12 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
         const BufferRange all = b[y];
         const BufferRange yr =
             all.sub(uint64_t(part.row0) * ys, all.size - uint64_t(part.row0) * ys);  // a column slice
-        const LinearParams lp{rows, in, part.rows, in, out};
+        LinearParams lp;
+        lp.rows = rows;
+        lp.in = in;
+        lp.out = part.rows;
+        lp.x_stride = in;
+        lp.y_stride = out;
         if (q == QuantType::f16)
           k->record(p, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
         else  // the blocks are dequantized in registers by the matmul itself (no dequantized copy)
@@ -154,7 +165,14 @@ TensorRef add_rmsnorm(Forward& f, const std::string& name, TensorRef x, TensorRe
   const uint32_t rows = f.rows;
   const Elem xe = elem_of(f, x);
   f.g.add("rmsnorm", {x, w}, {y}, [=](Program& p, const GraphBinding& b) {
-    k->record(p, b[x], b[w], b[y], {rows, 1, E, E, 1.0f, eps}, xe);
+    HeadRmsNormParams np;
+    np.rows = rows;
+    np.heads = 1;
+    np.width = E;
+    np.row_stride = E;
+    np.gain = 1.0f;
+    np.eps = eps;
+    k->record(p, b[x], b[w], b[y], np, xe);
   });
   f.g.kernel("head_rmsnorm");
   return y;

@@ -6,17 +6,28 @@ namespace diffvk {
 
 namespace {
 struct Push {
-  uint32_t rows, H, Hkv, D, capacity, T, pos0, head0, q_stride, heads;
+  uint32_t rows = 0, H = 0, Hkv = 0, D = 0, capacity = 0, T = 0, pos0 = 0, head0 = 0, q_stride = 0, heads = 0;
 };
+static_assert(sizeof(Push) == 40, "attn_probs.comp's push block");
 }  // namespace
 
 AttnProbsKernel::AttnProbsKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_}, o.subgroup, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs"}
+                                                     .with_bindings(4)
+                                                     .with_push(sizeof(Push))
+                                                     .with_spec({wg_})
+                                                     .with_subgroup(o.subgroup)
+                                                     .with_fp16(o.fp16));
   // Only a V2 model's maps need it: compiled on first record, like the attention variants.
-  v2_ = std::make_unique<LazyPipeline>(
-      device, PipelineDesc{"attn_probs", 4, sizeof(Push), {wg_, 1}, o.subgroup, o.fp16}, false);
+  v2_ = std::make_unique<LazyPipeline>(device,
+                                       PipelineDesc{"attn_probs"}
+                                           .with_bindings(4)
+                                           .with_push(sizeof(Push))
+                                           .with_spec({wg_, 1})
+                                           .with_subgroup(o.subgroup)
+                                           .with_fp16(o.fp16),
+                                       false);
 }
 
 AttnProbsKernel::~AttnProbsKernel() = default;
@@ -42,7 +53,17 @@ void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cach
     throw Error(Status::invalid_argument, "attn_probs: buffer too small for the shape");
   if (ranges_overlap(out, q) || ranges_overlap(out, k_cache) || ranges_overlap(out, dyn_pos))
     throw Error(Status::invalid_argument, "attn_probs: the output overlaps an input");
-  const Push push{a.rows, a.H, a.Hkv, a.D, a.capacity, a.T, a.pos0, a.head0, uint32_t(q_stride), a.heads};
+  Push push;
+  push.rows = a.rows;
+  push.H = a.H;
+  push.Hkv = a.Hkv;
+  push.D = a.D;
+  push.capacity = a.capacity;
+  push.T = a.T;
+  push.pos0 = a.pos0;
+  push.head0 = a.head0;
+  push.q_stride = uint32_t(q_stride);
+  push.heads = a.heads;
   const auto& maxc = device_.caps().max_workgroup_count;
   if (a.rows > maxc[0] || a.heads > maxc[1])
     throw Error(Status::invalid_argument, "attn_probs: too many rows or heads for one dispatch");

@@ -78,12 +78,14 @@ uint32_t choose_splits(const DeviceCaps& caps, uint32_t keys, uint32_t bc, uint3
 // Push constants of shaders/attn_core.glsl (fused, split and single-softmax kernels alike): one layout,
 // shared by every variant of DiffAttnKernel (AttnSoftmax).
 struct AttnCorePush {
-  uint32_t S, pos0, H, n_rep, capacity, q_stride, o_stride, qk_off, min_split, max_split;
-  float scale, lambda, gain, eps;
-  uint32_t q_hstride;  // 0: heads DV apart in a row of q
+  uint32_t S = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, q_stride = 0, o_stride = 0, qk_off = 0, min_split = 0,
+           max_split = 0;
+  float scale = 0.0f, lambda = 0.0f, gain = 0.0f, eps = 0.0f;
+  uint32_t q_hstride = 0;  // 0: heads DV apart in a row of q
   // AttnCall::window (0: full causal) and ring; diff_attn_coopmat reads neither (windowed calls never take it).
   uint32_t window = 0, ring = 0;
 };
+static_assert(sizeof(AttnCorePush) == 68, "attn_core.glsl's push block");
 // Workgroups along x: blocks of br row slots over the n_rep x S (query, head) rows of one group.
 inline uint32_t attn_row_blocks(uint32_t S, uint32_t n_rep, const AttnTiles& t) {
   return (n_rep * S + t.br * t.nsg - 1) / (t.br * t.nsg);

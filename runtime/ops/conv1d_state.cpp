@@ -7,8 +7,9 @@ namespace diffvk {
 
 namespace {
 struct ConvPush {
-  uint32_t T, C, x_stride, x_off, has_bias, silu, L, blocks;
+  uint32_t T = 0, C = 0, x_stride = 0, x_off = 0, has_bias = 0, silu = 0, L = 0, blocks = 0;
 };
+static_assert(sizeof(ConvPush) == 32, "conv1d_state.comp's push block");
 }  // namespace
 
 uint32_t conv1d_rows_per_block(uint32_t T) { return T <= 64 ? T : 32; }
@@ -17,8 +18,12 @@ Conv1dStateKernel::Conv1dStateKernel(Device& device, KernelOptions o, uint32_t K
   if (K < 2 || K > kMaxWidth)
     throw Error(Status::invalid_argument,
                 "conv1d_state: kernel width " + std::to_string(K) + " outside 2.." + std::to_string(kMaxWidth));
-  pipeline_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"conv1d_state", 5, sizeof(ConvPush), {wg_, K}, false, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"conv1d_state"}
+                                                     .with_bindings(5)
+                                                     .with_push(sizeof(ConvPush))
+                                                     .with_spec({wg_, K})
+                                                     .with_subgroup(false)
+                                                     .with_fp16(o.fp16));
 }
 
 void Conv1dStateKernel::record(Program& program, const Conv1dStateParams& p, BufferRange x, BufferRange w,
@@ -39,7 +44,15 @@ void Conv1dStateKernel::record(Program& program, const Conv1dStateParams& p, Buf
     throw Error(Status::invalid_argument, "conv1d_state: rows_per_block " + std::to_string(L) +
                                               " below K - 1 (the blocks after the first read K - 1 rows before them)");
   const uint32_t blocks = (p.T + L - 1) / L;
-  ConvPush push{p.T, p.C, uint32_t(stride), p.x_offset, has_bias ? 1u : 0u, p.silu ? 1u : 0u, L, blocks};
+  ConvPush push;
+  push.T = p.T;
+  push.C = p.C;
+  push.x_stride = uint32_t(stride);
+  push.x_off = p.x_offset;
+  push.has_bias = has_bias ? 1u : 0u;
+  push.silu = p.silu ? 1u : 0u;
+  push.L = L;
+  push.blocks = blocks;
   auto grid = elementwise_grid(device_.caps(), p.C, wg_, blocks);
   if (test_limit_[0]) grid[0] = std::min(grid[0], test_limit_[0]);
   if (test_limit_[1]) grid[1] = std::min(grid[1], test_limit_[1]);

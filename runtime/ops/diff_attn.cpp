@@ -85,8 +85,15 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never
   // compiles the split-K ones.
   auto lazy = [&](const char* shader, uint32_t bindings, const AttnTiles& t) {
-    return std::make_unique<LazyPipeline>(
-        device, PipelineDesc{shader, bindings, push, spec(t, D, kv), o.subgroup, fp16_, t.subgroup}, false);
+    return std::make_unique<LazyPipeline>(device,
+                                          PipelineDesc{shader}
+                                              .with_bindings(bindings)
+                                              .with_push(push)
+                                              .with_spec(spec(t, D, kv))
+                                              .with_subgroup(o.subgroup)
+                                              .with_fp16(fp16_)
+                                              .with_subgroup_size(t.subgroup),
+                                          false);
   };
   prefill_ = lazy(sh.prefill, 6, prefill_tiles_);
   decode1_ = lazy(sh.split, 9, decode1_tiles_);
@@ -106,11 +113,15 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
                                          ", n_rep=" + std::to_string(n_rep) + ": " + why);
   if (coop) {
     coop_max_keys_ = attn_coop_max_keys(caps, D, coop_tiles_);
-    coop_ = std::make_unique<LazyPipeline>(
-        device,
-        PipelineDesc{"diff_attn_coopmat", 6, push, attn_coop_spec_constants(coop_tiles_, D), false, true,
-                     coop_tiles_.pin},
-        false);
+    coop_ = std::make_unique<LazyPipeline>(device,
+                                           PipelineDesc{"diff_attn_coopmat"}
+                                               .with_bindings(6)
+                                               .with_push(push)
+                                               .with_spec(attn_coop_spec_constants(coop_tiles_, D))
+                                               .with_subgroup(false)
+                                               .with_fp16(true)
+                                               .with_subgroup_size(coop_tiles_.pin),
+                                           false);
   }
 }
 
@@ -143,30 +154,37 @@ const AttnTiles& DiffAttnKernel::decode_tiles(uint32_t S) const { return S <= 1 
 
 AttnCorePush DiffAttnKernel::core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
-  if (v2())  // every query head's softmax; λ is read from q by the epilogue or the merge
-    return {c.S,       c.pos0,    c.H,   n_rep_, c.capacity, c.q_stride, c.o_stride, 0,
-            min_split, max_split, scale, 0.0f,   1.0f,       0.0f,       0};
-  if (plain())  // even / odd query heads: every other head of the row (2D apart), from column 0 or D
-    return {c.S,
-            c.pos0,
-            c.H,
-            n_rep_,
-            c.capacity,
-            c.q_stride,
-            c.o_stride,
-            c.half == 1 ? D_ : 0,
-            min_split,
-            max_split,
-            scale,
-            0.0f,
-            1.0f,
-            0.0f,
-            c.half == 2 ? 0 : 2 * D_};
-  if (single())  // one half's softmax: Q and K columns from half·D, no λ, no norm
-    return {c.S,         c.pos0,    c.H,       n_rep_, c.capacity, c.q_stride, c.o_stride,
-            c.half * D_, min_split, max_split, scale,  0.0f,       1.0f,       0.0f};
-  return {c.S, c.pos0,    c.H,       n_rep_, c.capacity, c.q_stride, c.o_stride,
-          0,   min_split, max_split, scale,  c.lambda,   c.gain,     c.eps};
+  // What every variant shares; the variants below differ in qk_off, q_hstride and λ / gain / eps.
+  AttnCorePush p;
+  p.S = c.S;
+  p.pos0 = c.pos0;
+  p.H = c.H;
+  p.n_rep = n_rep_;
+  p.capacity = c.capacity;
+  p.q_stride = c.q_stride;
+  p.o_stride = c.o_stride;
+  p.qk_off = 0;
+  p.min_split = min_split;
+  p.max_split = max_split;
+  p.scale = scale;
+  p.lambda = 0.0f;
+  p.gain = 1.0f;
+  p.eps = 0.0f;
+  p.q_hstride = 0;
+  if (v2()) return p;  // every query head's softmax; λ is read from q by the epilogue or the merge
+  if (plain()) {       // even / odd query heads: every other head of the row (2D apart), from column 0 or D
+    p.qk_off = c.half == 1 ? D_ : 0;
+    p.q_hstride = c.half == 2 ? 0 : 2 * D_;
+    return p;
+  }
+  if (single()) {  // one half's softmax: Q and K columns from half·D, no λ, no norm
+    p.qk_off = c.half * D_;
+    return p;
+  }
+  p.lambda = c.lambda;  // the differential softmax: λ, and the headwise norm's gain and eps
+  p.gain = c.gain;
+  p.eps = c.eps;
+  return p;
 }
 
 AttnCorePush DiffAttnKernel::push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const {

@@ -6,8 +6,9 @@ namespace diffvk {
 
 namespace {
 struct EmbedPush {
-  uint32_t rows, E, vocab, first, total, q_off;
+  uint32_t rows = 0, E = 0, vocab = 0, first = 0, total = 0, q_off = 0;
 };
+static_assert(sizeof(EmbedPush) == 24, "embed.comp's push block");
 int format_index(QuantType t) {
   return t == QuantType::f16 ? 0 : t == QuantType::q8_0 ? 1 : t == QuantType::q4_0 ? 2 : -1;
 }
@@ -15,15 +16,23 @@ int format_index(QuantType t) {
 
 EmbedKernel::EmbedKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipelines_[0] =
-      std::make_unique<Pipeline>(device, PipelineDesc{"embed", 3, sizeof(EmbedPush), {wg_, 0u}, false, o.fp16});
+  pipelines_[0] = std::make_unique<Pipeline>(device, PipelineDesc{"embed"}
+                                                         .with_bindings(3)
+                                                         .with_push(sizeof(EmbedPush))
+                                                         .with_spec({wg_, 0u})
+                                                         .with_subgroup(false)
+                                                         .with_fp16(o.fp16));
   for (QuantType t : quant) {
     const int i = format_index(t);
     if (i <= 0)
       throw Error(Status::invalid_argument, std::string("embed: no kernel for a ") + quant_type_name(t) + " table");
     if (!pipelines_[i])
-      pipelines_[i] = std::make_unique<Pipeline>(
-          device, PipelineDesc{"embed", 3, sizeof(EmbedPush), {wg_, uint32_t(i)}, false, o.fp16});
+      pipelines_[i] = std::make_unique<Pipeline>(device, PipelineDesc{"embed"}
+                                                             .with_bindings(3)
+                                                             .with_push(sizeof(EmbedPush))
+                                                             .with_spec({wg_, uint32_t(i)})
+                                                             .with_subgroup(false)
+                                                             .with_fp16(o.fp16));
   }
 }
 
@@ -50,7 +59,13 @@ void EmbedKernel::record_part(Program& program, BufferRange tokens, BufferRange 
   }
   if (tokens.size < rows * 4ull || table.size < table_bytes || x.size < uint64_t(rows) * E * 4)
     throw Error(Status::invalid_argument, "embed: buffer too small for the shape");
-  EmbedPush p{rows, E, part_rows, first, total, uint32_t(q_off)};
+  EmbedPush p;
+  p.rows = rows;
+  p.E = E;
+  p.vocab = part_rows;
+  p.first = first;
+  p.total = total;
+  p.q_off = uint32_t(q_off);
   static const char* const labels[3] = {"embed", "embed q8_0", "embed q4_0"};
   program.dispatch(*pipelines_[fi], {{tokens, Access::read}, {table, Access::read}, {x, Access::write}}, &p, sizeof p,
                    elementwise_grid(device_.caps(), E, wg_, rows), labels[fi]);

@@ -7,14 +7,19 @@ namespace diffvk {
 
 namespace {
 struct ShiftPush {
-  uint32_t Hkv, D, capacity, src0, rows, d, W;
+  uint32_t Hkv = 0, D = 0, capacity = 0, src0 = 0, rows = 0, d = 0, W = 0;
 };
+static_assert(sizeof(ShiftPush) == 28, "kv_shift.comp's push block");
 }  // namespace
 
 KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o, KvFormat kv) : Pow2WorkgroupKernel(device), kv_(kv) {
   const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
-  pipeline_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"kv_shift", 3, sizeof(ShiftPush), {wg_, q8}, false, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"kv_shift"}
+                                                     .with_bindings(3)
+                                                     .with_push(sizeof(ShiftPush))
+                                                     .with_spec({wg_, q8})
+                                                     .with_subgroup(false)
+                                                     .with_fp16(o.fp16));
 }
 
 void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table,
@@ -55,7 +60,14 @@ void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_
   };
   for (uint32_t src = p.keep + p.discard; src < p.end;) {
     const uint32_t rows = std::min(p.discard, p.end - src);
-    const ShiftPush push{p.Hkv, p.D, p.capacity, src, rows, p.discard, W};
+    ShiftPush push;
+    push.Hkv = p.Hkv;
+    push.D = p.D;
+    push.capacity = p.capacity;
+    push.src0 = src;
+    push.rows = rows;
+    push.d = p.discard;
+    push.W = W;
     program.dispatch(*pipeline_, {{k_cache, Access::read_write}, {v_cache, Access::read_write}, {table, Access::read}},
                      &push, sizeof push, groups(pairs, rows), "kv_shift");
     src += rows;

@@ -6,18 +6,23 @@ namespace diffvk {
 
 namespace {
 struct LayerNormPush {
-  uint32_t rows, width, x_stride, y_stride;
-  float eps;
-  uint32_t has_bias;
+  uint32_t rows = 0, width = 0, x_stride = 0, y_stride = 0;
+  float eps = 0.0f;
+  uint32_t has_bias = 0;
 };
+static_assert(sizeof(LayerNormPush) == 24, "layer_norm.comp's push block");
 }  // namespace
 
 LayerNormKernel::LayerNormKernel(Device& device, KernelOptions o) : device_(device) {
   // 128 lanes: a 2560-wide row (Phi-4-mini-flash) is 20 loads per lane and pass; shared memory is WG floats.
   wg_ = pick_pow2_workgroup(device.caps(), 128);
   for (uint32_t x32 = 0; x32 < (o.fp16 ? 2u : 1u); ++x32)
-    pipeline_[x32] = std::make_unique<Pipeline>(
-        device, PipelineDesc{"layer_norm", 4, sizeof(LayerNormPush), {wg_, x32}, o.subgroup, o.fp16});
+    pipeline_[x32] = std::make_unique<Pipeline>(device, PipelineDesc{"layer_norm"}
+                                                            .with_bindings(4)
+                                                            .with_push(sizeof(LayerNormPush))
+                                                            .with_spec({wg_, x32})
+                                                            .with_subgroup(o.subgroup)
+                                                            .with_fp16(o.fp16));
 }
 
 void LayerNormKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange b, BufferRange y,
@@ -35,7 +40,13 @@ void LayerNormKernel::record(Program& program, BufferRange x, BufferRange w, Buf
     throw Error(Status::invalid_argument, "layer_norm: buffer too small for the shape");
   if (ranges_overlap(x, y) || ranges_overlap(w, y) || (has_bias && ranges_overlap(b, y)))
     throw Error(Status::invalid_argument, "layer_norm: the output overlaps an input");
-  const LayerNormPush push{p.rows, p.width, p.x_stride, p.y_stride, p.eps, has_bias ? 1u : 0u};
+  LayerNormPush push;
+  push.rows = p.rows;
+  push.width = p.width;
+  push.x_stride = p.x_stride;
+  push.y_stride = p.y_stride;
+  push.eps = p.eps;
+  push.has_bias = has_bias ? 1u : 0u;
   const Pipeline& pl = *pipeline_[fp16 && x_elem == Elem::f32 ? 1 : 0];
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);

@@ -276,8 +276,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
   if (tiles_.size() > kLinearCoopVariant && (!o.fp16 || !device.coopmat())) build[kLinearCoopVariant] = false;
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
-    return PipelineDesc{
-        "linear_coopmat", 5, push + 4, {t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32}, false, true, t.pin};
+    return PipelineDesc{"linear_coopmat"}
+        .with_bindings(5)
+        .with_push(push + 4)
+        .with_spec({t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32})
+        .with_subgroup(false)
+        .with_fp16(true)
+        .with_subgroup_size(t.pin);
   };
   // The register-tiled shader shares x rows across the subgroup with subgroupBroadcast in its _sg variant;
   // it asks for its workgroup size as the subgroup size where the driver can be told.
@@ -292,8 +297,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
                       const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
-    return PipelineDesc{shader,         5, push + 4, {t.wg, t.bm, t.rn, vec, y32, wq, xsh}, reg_subgroup_ && sg, o.fp16,
-                        pin ? t.wg : 0u};
+    return PipelineDesc{shader}
+        .with_bindings(5)
+        .with_push(push + 4)
+        .with_spec({t.wg, t.bm, t.rn, vec, y32, wq, xsh})
+        .with_subgroup(reg_subgroup_ && sg)
+        .with_fp16(o.fp16)
+        .with_subgroup_size(pin ? t.wg : 0u);
   };
   const LinearTiles& rt = tiles_[kLinearRegVariant];
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
@@ -304,25 +314,37 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       if (!build[t.variant])
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
-        pipelines_[y32].push_back(lazy(PipelineDesc{"linear_vec", 5, push, {t.wg, t.nf, y32}, o.subgroup, o.fp16}));
+        pipelines_[y32].push_back(lazy(PipelineDesc{"linear_vec"}
+                                           .with_bindings(5)
+                                           .with_push(push)
+                                           .with_spec({t.wg, t.nf, y32})
+                                           .with_subgroup(o.subgroup)
+                                           .with_fp16(o.fp16)));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
         pipelines_[y32].push_back(lazy(coop_desc(t, 0, y32)));
       else
-        pipelines_[y32].push_back(lazy(PipelineDesc{
-            "linear", 5, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u}, false, o.fp16}));
+        pipelines_[y32].push_back(lazy(PipelineDesc{"linear"}
+                                           .with_bindings(5)
+                                           .with_push(push + 4)
+                                           .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u})
+                                           .with_subgroup(false)
+                                           .with_fp16(o.fp16)));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
-      vec_pipelines_[y32].push_back(
-          !build[t.variant] ? nullptr
-          : t.reg           ? lazy(reg_desc(t, 1, y32))
-          : t.coop          ? lazy(coop_desc(t, 1, y32))
-          : t.vec || t.bk % kv != 0
-              ? nullptr
-              : lazy(PipelineDesc{
-                    "linear", 5, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u}, false, o.fp16}));
+      vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
+                                    : t.reg           ? lazy(reg_desc(t, 1, y32))
+                                    : t.coop          ? lazy(coop_desc(t, 1, y32))
+                                    : t.vec || t.bk % kv != 0
+                                        ? nullptr
+                                        : lazy(PipelineDesc{"linear"}
+                                                   .with_bindings(5)
+                                                   .with_push(push + 4)
+                                                   .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u})
+                                                   .with_subgroup(false)
+                                                   .with_fp16(o.fp16)));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
   // built only for the formats asked for.
@@ -353,8 +375,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         for (uint32_t v = 1; v <= 2; ++v) {
           const LinearTiles& t = tiles_[v];
           if (build[v] && (vec == 0 || t.bk % kv == 0))
-            quant_mm_pipelines_[qi][v - 1][vec][y32] = lazy(PipelineDesc{
-                "linear", 5, push + 4, {t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1}, false, o.fp16});
+            quant_mm_pipelines_[qi][v - 1][vec][y32] =
+                lazy(PipelineDesc{"linear"}
+                         .with_bindings(5)
+                         .with_push(push + 4)
+                         .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1})
+                         .with_subgroup(false)
+                         .with_fp16(o.fp16));
         }
       }
   }
@@ -380,24 +407,24 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
           for (uint32_t pro = 0; pro < 3; ++pro)
             for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
               for (uint32_t y32 = 0; y32 < n32; ++y32)
-                s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row",
-                                                              6,
-                                                              kLinearRowPushBytes,
-                                                              {wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg},
-                                                              o.subgroup,
-                                                              o.fp16,
-                                                              o.subgroup ? rg.pin : 0u});
+                s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row"}
+                                                     .with_bindings(6)
+                                                     .with_push(kLinearRowPushBytes)
+                                                     .with_spec({wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg})
+                                                     .with_subgroup(o.subgroup)
+                                                     .with_fp16(o.fp16)
+                                                     .with_subgroup_size(o.subgroup ? rg.pin : 0u));
         // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
         for (uint32_t vec = 0; vec < 2; ++vec)
           for (uint32_t pro = 0; pro < 2; ++pro)
             for (uint32_t x32 = 0; x32 < n32; ++x32)
-              s.rope[vec][pro][x32] = make(PipelineDesc{"linear_row_rope",
-                                                        9,
-                                                        sizeof(LinearRowRopePush),
-                                                        {wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg},
-                                                        o.subgroup,
-                                                        o.fp16,
-                                                        o.subgroup ? rg.pin : 0u});
+              s.rope[vec][pro][x32] = make(PipelineDesc{"linear_row_rope"}
+                                               .with_bindings(9)
+                                               .with_push(sizeof(LinearRowRopePush))
+                                               .with_spec({wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg})
+                                               .with_subgroup(o.subgroup)
+                                               .with_fp16(o.fp16)
+                                               .with_subgroup_size(o.subgroup ? rg.pin : 0u));
       });
   row_sets_->get(wg);
 }
@@ -454,6 +481,29 @@ uint32_t linear_epilogue_flags(BufferRange residual, BufferRange bias) {
   return (residual.buffer != VK_NULL_HANDLE ? 1u : 0u) | (bias.buffer != VK_NULL_HANDLE ? 2u : 0u);
 }
 
+LinearRowPush linear_row_push(const LinearRowParams& p, uint32_t flags, uint32_t q_off) {
+  LinearRowPush push;
+  push.in = p.in;
+  push.out = p.out;
+  push.flags = flags;
+  push.eps = p.eps;
+  push.q_off = q_off;
+  return push;
+}
+
+LinearRowRopePush linear_row_rope_push(const LinearRowParams& p, const RowRope& r, uint32_t q_off) {
+  LinearRowRopePush push;
+  push.row = linear_row_push(p, 0u, q_off);
+  push.qcols = r.qcols;
+  push.kcols = r.kcols;
+  push.hd = r.D;
+  push.kw = r.kw;
+  push.capacity = r.capacity;
+  push.pos0 = r.pos0;
+  push.lcols = r.lcols;
+  return push;
+}
+
 bool check_linear_row_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange y,
                            const LinearRowParams& p, BufferRange residual, BufferRange norm_w, bool fp16) {
   const std::string n(op);
@@ -495,7 +545,7 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
   args.push_back({has_norm ? norm_w : x, Access::read});
   args.push_back({bias.buffer != VK_NULL_HANDLE ? bias : x, Access::read});
-  const LinearRowPush push{p.in, p.out, linear_epilogue_flags(residual, bias), p.eps, 0};
+  const LinearRowPush push = linear_row_push(p, linear_epilogue_flags(residual, bias), 0u);
   const auto& maxc = device_.caps().max_workgroup_count;
   uint32_t lim = maxc[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
@@ -553,7 +603,7 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
   const uint32_t vw = fp16 ? 8 : 4;
   const bool vec = !row_scalar_ && p.in % vw == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 &&
                    (!has_norm || norm_w.offset % 16 == 0);
-  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, 0}, r.qcols, r.kcols, r.D, r.kw, r.capacity, r.pos0, r.lcols};
+  const LinearRowRopePush push = linear_row_rope_push(p, r, 0u);
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_[0]) lim = std::min(lim, test_limit_[0]);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min(ceil_div(p.out, row_geo_.nf), lim)), 1, 1};
@@ -650,8 +700,11 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
 
   struct {
     LinearParams lp;
-    uint32_t flags, qoff;  // qoff: the matrix-matrix shaders only (linear_vec.comp's block is 4 bytes shorter)
-  } push{p, linear_epilogue_flags(residual, bias), static_cast<uint32_t>(qoff)};
+    uint32_t flags = 0, qoff = 0;  // qoff: the matrix-matrix shaders only (linear_vec.comp's block is 4 bytes shorter)
+  } push;
+  push.lp = p;
+  push.flags = linear_epilogue_flags(residual, bias);
+  push.qoff = static_cast<uint32_t>(qoff);
   static_assert(sizeof push == sizeof(LinearParams) + 2 * sizeof(uint32_t), "push block layout");
   const uint32_t push_bytes = t.vec ? sizeof push - sizeof(uint32_t) : sizeof push;
 

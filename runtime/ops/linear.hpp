@@ -114,12 +114,15 @@ struct LinearRowParams {
 // one-row kernels share: sizes (w_bytes: the weight's bytes in its format), overlaps, the prologue's
 // inputs. Throws invalid_argument naming `op`; returns whether the residual is y itself (in place).
 struct LinearRowPush {
-  uint32_t in, out;
-  uint32_t flags;  // linear_epilogue_flags: bit 0 the residual, bit 1 the bias
-  float eps;
-  uint32_t q_off;  // quantized weights: uvec4 index of the quants in the weight binding
+  uint32_t in = 0, out = 0;
+  uint32_t flags = 0;  // linear_epilogue_flags: bit 0 the residual, bit 1 the bias
+  float eps = 0.0f;
+  uint32_t q_off = 0;  // quantized weights: uvec4 index of the quants in the weight binding
 };
+static_assert(sizeof(LinearRowPush) == 20, "linear_row.comp's push block");
 constexpr uint32_t kLinearRowPushBytes = sizeof(LinearRowPush);
+// The one-row kernels' push constants for p (dense: q_off 0; quantized: the quants' uvec4 index).
+LinearRowPush linear_row_push(const LinearRowParams& p, uint32_t flags, uint32_t q_off);
 // The fused q/k/v projection of a one-row decode with RoPE and the KV-cache append as its epilogue
 // (linear_row_rope.comp / linear_row_dot_rope.comp: LinearKernel::record_row_rope, QuantRowKernel::record_rope;
 // the decode step's qkv + rope_kv in one dispatch): W is [Wq; Wk; Wv] (out = qcols + 2·kcols rows, DIFF V1:
@@ -135,8 +138,11 @@ struct RowRope {
 };
 struct LinearRowRopePush {  // LinearRowPush, then the epilogue's shape
   LinearRowPush row;
-  uint32_t qcols, kcols, hd, kw, capacity, pos0, lcols;
+  uint32_t qcols = 0, kcols = 0, hd = 0, kw = 0, capacity = 0, pos0 = 0, lcols = 0;
 };
+static_assert(sizeof(LinearRowRopePush) == 48, "linear_row_rope.comp's push block");
+// The fused kernels' push constants for p and r (no residual or bias: flags 0; q_off as in linear_row_push).
+LinearRowRopePush linear_row_rope_push(const LinearRowParams& p, const RowRope& r, uint32_t q_off);
 // The checks both fused kernels share (op names the kernel in errors; w_bytes: the weight's bytes in its
 // format; nf: features per workgroup) and their nine bindings.
 std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,

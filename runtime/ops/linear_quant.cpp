@@ -106,23 +106,23 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
             for (uint32_t pro = 0; pro < 3; ++pro)
               for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
                 for (uint32_t y32 = 0; y32 < n32; ++y32)
-                  s.row[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader,
-                                                                    6,
-                                                                    kLinearRowPushBytes,
-                                                                    {wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg},
-                                                                    o.subgroup,
-                                                                    o.fp16,
-                                                                    o.subgroup ? rg.pin : 0u});
+                  s.row[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader}
+                                                           .with_bindings(6)
+                                                           .with_push(kLinearRowPushBytes)
+                                                           .with_spec({wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg})
+                                                           .with_subgroup(o.subgroup)
+                                                           .with_fp16(o.fp16)
+                                                           .with_subgroup_size(o.subgroup ? rg.pin : 0u));
           for (uint32_t vec = vec0; vec < 2; ++vec)
             for (uint32_t pro = 0; pro < 2; ++pro)
               for (uint32_t x32 = 0; x32 < n32; ++x32)
-                s.rope[vec][ti][pro][x32] = lazy(PipelineDesc{rope_shader,
-                                                              9,
-                                                              sizeof(LinearRowRopePush),
-                                                              {wg, nf, vec, pro, x32, 0u, wq, one_sg, spec_lg},
-                                                              o.subgroup,
-                                                              o.fp16,
-                                                              o.subgroup ? rg.pin : 0u});
+                s.rope[vec][ti][pro][x32] = lazy(PipelineDesc{rope_shader}
+                                                     .with_bindings(9)
+                                                     .with_push(sizeof(LinearRowRopePush))
+                                                     .with_spec({wg, nf, vec, pro, x32, 0u, wq, one_sg, spec_lg})
+                                                     .with_subgroup(o.subgroup)
+                                                     .with_fp16(o.fp16)
+                                                     .with_subgroup_size(o.subgroup ? rg.pin : 0u));
         }
       });
   sets_->get(rg.wg);
@@ -175,7 +175,7 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   args.push_back({has_res ? residual : x, Access::read});  // dummies: x's range, already declared read
   args.push_back({has_norm ? norm_w : x, Access::read});
   args.push_back({bias.buffer != VK_NULL_HANDLE ? bias : x, Access::read});
-  const LinearRowPush push{p.in, p.out, linear_epilogue_flags(residual, bias), p.eps, uint32_t(l.quant_offset() / 16)};
+  const LinearRowPush push = linear_row_push(p, linear_epilogue_flags(residual, bias), uint32_t(l.quant_offset() / 16));
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + geo_.nf - 1) / geo_.nf, lim)), 1, 1};
@@ -208,14 +208,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   if (!set.rope[vec][ti][0][0])
     throw Error(Status::invalid_argument,
                 "linear_row_rope (quantized): x and the norm weight must start 16-byte aligned on this device");
-  const LinearRowRopePush push{{p.in, p.out, 0u, p.eps, uint32_t(l.quant_offset() / 16)},
-                               r.qcols,
-                               r.kcols,
-                               r.D,
-                               r.kw,
-                               r.capacity,
-                               r.pos0,
-                               r.lcols};
+  const LinearRowRopePush push = linear_row_rope_push(p, r, uint32_t(l.quant_offset() / 16));
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
   const std::array<uint32_t, 3> groups{std::max(1u, std::min((p.out + geo_.nf - 1) / geo_.nf, lim)), 1, 1};

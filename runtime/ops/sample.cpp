@@ -6,7 +6,12 @@ namespace diffvk {
 
 SampleKernel::SampleKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"sample_topk", 3, 4, {wg_, kmax}, false, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"sample_topk"}
+                                                     .with_bindings(3)
+                                                     .with_push(4)
+                                                     .with_spec({wg_, kmax})
+                                                     .with_subgroup(false)
+                                                     .with_fp16(o.fp16));
 }
 
 bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const {

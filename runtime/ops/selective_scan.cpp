@@ -6,8 +6,10 @@ namespace diffvk {
 
 namespace {
 struct ScanPush {
-  uint32_t T, C, mode, L, chunks, bc_stride, b_off, c_off, z_stride, z_off, flags;
+  uint32_t T = 0, C = 0, mode = 0, L = 0, chunks = 0, bc_stride = 0, b_off = 0, c_off = 0, z_stride = 0, z_off = 0,
+           flags = 0;
 };
+static_assert(sizeof(ScanPush) == 44, "selective_scan.comp's push block");
 enum : uint32_t { kDirect = 0, kChunk = 1, kCarry = 2, kFinal = 3 };
 constexpr uint32_t kScanChunk = 32;
 
@@ -36,8 +38,12 @@ SelectiveScanKernel::SelectiveScanKernel(Device& device, KernelOptions o, uint32
   if (S == 0 || S > kMaxStates)
     throw Error(Status::invalid_argument,
                 "selective_scan: d_state " + std::to_string(S) + " outside 1.." + std::to_string(kMaxStates));
-  pipeline_ =
-      std::make_unique<Pipeline>(device, PipelineDesc{"selective_scan", 10, sizeof(ScanPush), {wg_, S}, false, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"selective_scan"}
+                                                     .with_bindings(10)
+                                                     .with_push(sizeof(ScanPush))
+                                                     .with_spec({wg_, S})
+                                                     .with_subgroup(false)
+                                                     .with_fp16(o.fp16));
 }
 
 void SelectiveScanKernel::record(Program& program, const SelectiveScanParams& p, const SelectiveScanBuffers& b) const {
@@ -62,17 +68,18 @@ void SelectiveScanKernel::record(Program& program, const SelectiveScanParams& p,
       (has_ypre && b.y_pre.size < tc * es) || (L && b.scratch.size < scratch))
     throw Error(Status::invalid_argument, "selective_scan: buffer too small for the shape");
   const BufferRange zero = device_.zero_range();
-  ScanPush push{p.T,
-                p.C,
-                kDirect,
-                L,
-                chunks,
-                uint32_t(bc_stride),
-                p.b_offset,
-                p.c_offset,
-                uint32_t(z_stride),
-                p.z_offset,
-                (has_z ? 1u : 0u) | (has_ypre ? 2u : 0u)};
+  ScanPush push;
+  push.T = p.T;
+  push.C = p.C;
+  push.mode = kDirect;
+  push.L = L;
+  push.chunks = chunks;
+  push.bc_stride = uint32_t(bc_stride);
+  push.b_off = p.b_offset;
+  push.c_off = p.c_offset;
+  push.z_stride = uint32_t(z_stride);
+  push.z_off = p.z_offset;
+  push.flags = (has_z ? 1u : 0u) | (has_ypre ? 2u : 0u);
   const DeviceCaps& caps = device_.caps();
   uint32_t gx = std::clamp<uint32_t>((p.C + wg_ - 1) / wg_, 1, caps.max_workgroup_count[0]);
   uint32_t gy = std::clamp<uint32_t>(chunks, 1, caps.max_workgroup_count[1]);

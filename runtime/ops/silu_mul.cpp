@@ -7,13 +7,19 @@ namespace diffvk {
 
 namespace {
 struct SiluPush {
-  uint32_t rows, I, g_stride, g_off, m_stride, m_off;
+  uint32_t rows = 0, I = 0, g_stride = 0, g_off = 0, m_stride = 0, m_off = 0;
 };
+static_assert(sizeof(SiluPush) == 24, "silu_mul.comp's push block");
 }  // namespace
 
 SiluMulKernel::SiluMulKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"silu_mul", 3, sizeof(SiluPush), {wg_}, false, o.fp16});
+  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"silu_mul"}
+                                                     .with_bindings(3)
+                                                     .with_push(sizeof(SiluPush))
+                                                     .with_spec({wg_})
+                                                     .with_subgroup(false)
+                                                     .with_fp16(o.fp16));
 }
 
 void SiluMulKernel::record(Program& program, BufferRange gu, BufferRange a, uint32_t rows, uint32_t I) const {
@@ -23,7 +29,14 @@ void SiluMulKernel::record(Program& program, BufferRange gu, BufferRange a, uint
     throw Error(Status::invalid_argument, "silu_mul: buffer too small for the shape");
   if (uint64_t(rows) * 2 * I > UINT32_MAX)
     throw Error(Status::invalid_argument, "silu_mul: tensor too large for 32-bit element indices");
-  record_gmu(program, gu, gu, a, GmuGateParams{rows, I, 2 * I, 0, 2 * I, I});
+  GmuGateParams gate;
+  gate.rows = rows;
+  gate.I = I;
+  gate.g_stride = 2 * I;
+  gate.g_off = 0;
+  gate.m_stride = 2 * I;
+  gate.m_off = I;
+  record_gmu(program, gu, gu, a, gate);
 }
 
 void SiluMulKernel::record_gmu(Program& program, BufferRange g, BufferRange m, BufferRange a,
@@ -41,7 +54,13 @@ void SiluMulKernel::record_gmu(Program& program, BufferRange g, BufferRange m, B
     throw Error(Status::invalid_argument, "silu_mul: buffer too small for the shape");
   if (ranges_overlap(a, g) || ranges_overlap(a, m))
     throw Error(Status::invalid_argument, "silu_mul: the output overlaps an input");
-  const SiluPush push{p.rows, p.I, p.g_stride, p.g_off, p.m_stride, p.m_off};
+  SiluPush push;
+  push.rows = p.rows;
+  push.I = p.I;
+  push.g_stride = p.g_stride;
+  push.g_off = p.g_off;
+  push.m_stride = p.m_stride;
+  push.m_off = p.m_off;
   std::array<uint32_t, 3> grid = elementwise_grid(device_.caps(), p.I, wg_, p.rows);
   if (test_limit_[0]) grid[0] = std::min(grid[0], test_limit_[0]);
   if (test_limit_[1]) grid[1] = std::min(grid[1], test_limit_[1]);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "diffvk/device.hpp"
@@ -237,6 +238,34 @@ struct PipelineDesc {
   bool subgroup = false;       // use the DVK_SUBGROUP=1 variant (device must support it)
   bool fp16 = false;           // use the DVK_FP16=1 variant
   uint32_t subgroup_size = 0;  // nonzero: required subgroup size, full subgroups (DeviceCaps::subgroup_size_control)
+
+  // Named setters, chained on a temporary so that a declaration reads field by field:
+  //   PipelineDesc{"embed"}.with_bindings(3).with_push(sizeof(EmbedPush)).with_spec({wg, 0u}).with_fp16(fp16)
+  // Each sets one member and returns the description by value; members not set keep the defaults above.
+  PipelineDesc with_bindings(uint32_t n) && {
+    bindings = n;
+    return std::move(*this);
+  }
+  PipelineDesc with_push(uint32_t bytes) && {
+    push_bytes = bytes;
+    return std::move(*this);
+  }
+  PipelineDesc with_spec(std::vector<uint32_t> constants) && {
+    spec = std::move(constants);
+    return std::move(*this);
+  }
+  PipelineDesc with_subgroup(bool on) && {
+    subgroup = on;
+    return std::move(*this);
+  }
+  PipelineDesc with_fp16(bool on) && {
+    fp16 = on;
+    return std::move(*this);
+  }
+  PipelineDesc with_subgroup_size(uint32_t size) && {
+    subgroup_size = size;
+    return std::move(*this);
+  }
 };
 
 class Pipeline {

@@ -368,7 +368,8 @@ TEST_CASE("pipeline: identical pipelines on one device share their Vulkan object
 TEST_CASE("pipeline: a LazyPipeline compiles on first use, once across threads, with its declaration's group") {
   auto ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
-  const PipelineDesc desc{"head_rmsnorm", 3, 24, {32}, false, false};
+  const PipelineDesc desc =
+      PipelineDesc{"head_rmsnorm"}.with_bindings(3).with_push(24).with_spec({32}).with_subgroup(false).with_fp16(false);
   std::unique_ptr<LazyPipeline> lazy;
   {
     PipelineGroup g(dev, "declared");
@@ -384,11 +385,17 @@ TEST_CASE("pipeline: a LazyPipeline compiles on first use, once across threads, 
   CHECK(seen[0]->group() == "declared");
   CHECK(seen[0]->workgroup() == std::array<uint32_t, 3>{32, 1, 1});
   // build_declared_pipelines compiles what is declared and not yet compiled; `now` compiles at declaration.
-  LazyPipeline second(dev, PipelineDesc{"head_rmsnorm", 3, 24, {64}, false, false}, false);
+  LazyPipeline second(
+      dev,
+      PipelineDesc{"head_rmsnorm"}.with_bindings(3).with_push(24).with_spec({64}).with_subgroup(false).with_fp16(false),
+      false);
   CHECK(dev.pipelines().size() == 1);
   dev.build_declared_pipelines();
   CHECK(dev.pipelines().size() == 2);
-  LazyPipeline third(dev, PipelineDesc{"head_rmsnorm", 3, 24, {16}, false, false}, true);
+  LazyPipeline third(
+      dev,
+      PipelineDesc{"head_rmsnorm"}.with_bindings(3).with_push(24).with_spec({16}).with_subgroup(false).with_fp16(false),
+      true);
   CHECK(dev.pipelines().size() == 3);
   lazy.reset();
   CHECK(dev.pipelines().size() == 2);

@@ -103,7 +103,10 @@ TEST_CASE("shader-stats: a statistics-only device refuses buffers and submission
   {
     PipelineGroup g(*dev, "outer");
     PipelineGroup h(*dev, "inner");
-    Pipeline p(*dev, PipelineDesc{"head_rmsnorm", 3, 24, {32}, false, dev->fp16()});
+    Pipeline p(
+        *dev,
+        PipelineDesc{"head_rmsnorm"}.with_bindings(3).with_push(24).with_spec({32}).with_subgroup(false).with_fp16(
+            dev->fp16()));
     const auto all = dev->pipelines();
     REQUIRE(all.size() == 1);
     CHECK(all[0] == &p);
