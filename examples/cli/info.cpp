@@ -21,9 +21,10 @@ Runner register_info(CLI::App& app) {
     for (const auto& d : devices) {
       if (!selector->empty() && d.index != select_device(devices, *selector)) continue;
       std::printf("%s\n", d.describe().c_str());
-      // The tuning a context would resolve here (caps, then quirks, then overrides), and why each value.
+      // The tuning a context would resolve here (caps, then quirks and device rules, then overrides), and why each
+      // value.
       try {
-        std::printf("  tuning (caps, then quirks, then overrides; fp16 where usable):\n%s\n",
+        std::printf("  tuning (caps, then quirks and device rules, then overrides; fp16 where usable):\n%s\n",
                     resolve_tuning(d, o).describe().c_str());
       } catch (const Error& e) {
         std::printf("  tuning: %s\n\n", e.what());

@@ -49,7 +49,8 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
       "that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers that fill "
       "their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
   cmd->add_option("--tuning", f.tuning,
-                  "tuning overrides key=value,... (keys coopmat, attn_core, row_lanes, linear_reg_share, quirk; "
+                  "tuning overrides key=value,... (keys coopmat, int_dot, fp16, subgroup, kv_staging, attn_core, "
+                  "row_lanes, linear_reg_share, quirk, rule; "
                   "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
 }
 
