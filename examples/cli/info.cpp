@@ -25,9 +25,10 @@ Runner register_info(CLI::App& app) {
       const std::string cache = default_pipeline_cache_path(d);
       std::printf("  pipeline cache file (default; --no-pipeline-cache: none): %s\n",
                   cache.empty() ? "none (no cache directory)" : cache.c_str());
-      // The tuning a context would resolve here (caps, then quirks, then overrides), and why each value.
+      // The tuning a context would resolve here (caps, then quirks and device rules, then overrides), and why each
+      // value.
       try {
-        std::printf("  tuning (caps, then quirks, then overrides; fp16 where usable):\n%s\n",
+        std::printf("  tuning (caps, then quirks and device rules, then overrides; fp16 where usable):\n%s\n",
                     resolve_tuning(d, o).describe().c_str());
       } catch (const Error& e) {
         std::printf("  tuning: %s\n\n", e.what());

@@ -54,7 +54,8 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
       "that fill their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
   cmd->add_flag("--no-pipeline-cache", f.no_pipeline_cache, "use no pipeline cache file (a cold start every run)");
   cmd->add_option("--tuning", f.tuning,
-                  "tuning overrides key=value,... (keys coopmat, attn_core, row_lanes, linear_reg_share, quirk; "
+                  "tuning overrides key=value,... (keys coopmat, int_dot, fp16, subgroup, kv_staging, attn_core, "
+                  "row_lanes, linear_reg_share, quirk, rule; "
                   "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
 }
 

@@ -99,20 +99,30 @@ struct DeviceCaps {
 };
 
 // One resolved tuning value: its key (as in DIFFVK_TUNING), its value, and why it has that value:
-// "cap: ..." (the device's capabilities), "quirk NAME" (runtime/vk/quirks.cpp) or "override SOURCE"
-// (DIFFVK_TUNING, ContextOptions::tuning, ContextOptions::force_quirks or an alias variable such as DIFFVK_COOPMAT).
+// "cap: ..." (the device's capabilities), "quirk NAME" (runtime/vk/quirks.cpp), "deny rule NAME: reason" (the device
+// rule table, runtime/vk/device_rules.cpp) or "override SOURCE" (DIFFVK_TUNING, ContextOptions::tuning,
+// ContextOptions::force_quirks, ContextOptions::force_no_fp16 / force_no_subgroup_arithmetic or an alias variable such
+// as DIFFVK_COOPMAT).
 struct TuningChoice {
   std::string key, value, why;
 };
 
 // The device's kernel choices, resolved once when the device opens (runtime/vk/tuning.cpp): from its capabilities,
-// then its quirks, then one override, `key=value,...` in ContextOptions::tuning and the environment variable
-// DIFFVK_TUNING (the environment wins per key). The keys, their values and their aliases: runtime/vk/README.md.
-// The ops read these fields from the device (Device::tuning()); the quirks the tuning adds or drops are those of
-// the device's caps(), which the pure tile-choice functions read.
+// then its quirks and the device rule table, then one override, `key=value,...` in ContextOptions::tuning and the
+// environment variable DIFFVK_TUNING (the environment wins per key). The keys, their values and their aliases:
+// runtime/vk/README.md. The ops read these fields from the device (Device::tuning()); the quirks the tuning adds or
+// drops are those of the device's caps(), which the pure tile-choice functions read.
 struct Tuning {
   // coopmat: cooperative matrices for the matmul and the differential prefill attention where the shape fits.
   bool coopmat = false;
+  // The kill switches (auto or off; kv_staging also on): int_dot: the integer dot-product kernels of the quantized
+  // linears (off clears DeviceCaps::integer_dot_product); fp16: fp16 storage and arithmetic (off: the fp32 variants);
+  // subgroup: subgroup arithmetic (off: shared-memory reductions); kv_staging: attention stages K/V blocks in shared
+  // memory (off: quirk no_kv_staging).
+  bool int_dot = false;
+  bool fp16 = false;
+  bool subgroup = false;
+  bool kv_staging = true;
   // attn_core: the attention core. keys (one key at a time), blocks (key blocks, one subgroup per workgroup),
   // staged (key blocks staged in shared memory for several subgroups), coopmat (every differential prefill takes
   // the cooperative-matrix kernel; a kernel that cannot is an error naming why).
@@ -122,7 +132,8 @@ struct Tuning {
   // linear_reg_share: how the register-tiled matmul shares x rows in a subgroup: true: subgroupShuffle (shuffle),
   // false: constant-lane subgroupBroadcast (broadcast).
   bool linear_reg_shuffle = false;
-  // Every key in table order, plus "quirks" (the device's quirks after the overrides), each with why.
+  // Every key in table order, plus "rules" (the device rule table's deny rows in force) and "quirks" (the device's
+  // quirks after the overrides), each with why.
   std::vector<TuningChoice> choices;
   const TuningChoice* find(const std::string& key) const;  // nullptr when the key is not there
   std::string why(const std::string& key) const;           // the choice's why; "" when absent
@@ -150,7 +161,8 @@ struct ContextOptions {
   // Receives every validation-layer message (the test suite fails the running test on any warning/error).
   // Messages are always logged as well.
   std::function<void(MessageSeverity, const std::string&)> on_validation_message;
-  // Test hooks, simulated limitations (used by the conformance suite to force fallback paths).
+  // Test hooks, simulated limitations (used by the conformance suite to force fallback paths): aliases of the tuning
+  // overrides fp16=off and subgroup=off (applied before ContextOptions::tuning, whose key wins).
   bool force_no_fp16 = false;
   bool force_no_subgroup_arithmetic = false;
   // Nonzero: every memory heap is reported (and planned against) as at most this many bytes, to test the

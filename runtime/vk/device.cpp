@@ -117,7 +117,9 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   d->caps_ = all[idx];
   if (options.simulate_heap_bytes)
     for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
-  // The tuning: caps, then quirks (probe_device applied the table), then the overrides (runtime/vk/tuning.cpp).
+  // The tuning: caps, then quirks (probe_device applied the table) and the device rule table, then the overrides, then
+  // the precision (runtime/vk/tuning.cpp): the one place that decides fp16, subgroup arithmetic, integer dot
+  // products, K/V staging and cooperative matrices.
   d->tuning_ = apply_tuning(d->caps_, tuning_overrides(options, env));
   if (options.simulate_max_storage_buffer_range)
     d->caps_.max_storage_buffer_range =
@@ -127,27 +129,19 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   if (api < VK_API_VERSION_1_1)
     throw Error(Status::unsupported, "device '" + c.name + "' supports only Vulkan 1.0; diffvk needs 1.1");
 
-  // Precision.
-  const bool fp16_ok = c.fp16_usable() && !options.force_no_fp16;
-  if (options.precision == Precision::fp16 && !fp16_ok)
-    throw Error(Status::unsupported,
-                "fp16 precision requested but device '" + c.name + "' lacks " +
-                    (options.force_no_fp16 ? std::string("it (forced off)")
-                     : !c.storage_16bit    ? std::string("16-bit storage buffers")
-                     : !c.fp16_arithmetic  ? std::string("shaderFloat16")
-                                           : std::string("a working fp16 path (quirk broken_fp16_storage)")));
-  d->fp16_ = options.precision == Precision::fp16 || (options.precision == Precision::automatic && fp16_ok);
+  // Precision: the tuning's fp16 under ContextOptions::precision.
+  const bool fp16_ok = d->tuning_.fp16;
+  apply_precision(d->tuning_, d->caps_, options.precision);
+  d->fp16_ = d->tuning_.fp16;
   if (options.precision == Precision::automatic && !fp16_ok)
     platform::log(LogLevel::warn,
                   "device '" + c.name + "' has no usable fp16 storage path (storage16=" +
                       std::to_string(c.storage_16bit) + ", shaderFloat16=" + std::to_string(c.fp16_arithmetic) +
-                      (options.force_no_fp16 ? ", forced off" : "") + "): falling back to fp32 shader variants");
-  d->subgroup_ = c.subgroup_arithmetic_compute && !options.force_no_subgroup_arithmetic;
+                      "; fp16 off: " + d->tuning_.why("fp16") + "): falling back to fp32 shader variants");
+  d->subgroup_ = d->tuning_.subgroup;
   if (!d->subgroup_)
     platform::log(LogLevel::info,
-                  std::string("subgroup arithmetic ") +
-                      (options.force_no_subgroup_arithmetic ? "forced off" : "not supported in compute") +
-                      ": using shared-memory reductions");
+                  "subgroup arithmetic off (" + d->tuning_.why("subgroup") + "): using shared-memory reductions");
 
   // Queue family: prefer a compute-only family, else any with compute.
   uint32_t nq = 0;
@@ -204,11 +198,6 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   // model its SPIR-V declares; only with fp16 storage (the shader's inputs are float16).
   CoopmatFeaturesKHR coopf;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-  if (c.coopmat_m != 0 && !d->fp16_) {
-    platform::log(LogLevel::info,
-                  "device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
-    tuning_without_coopmat(d->tuning_, d->caps_, "fp32 precision (the cooperative-matrix shaders take fp16)");
-  }
   if (d->coopmat()) {
     coopf.cooperative_matrix = VK_TRUE;
     chain(coopf);

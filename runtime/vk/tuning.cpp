@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "platform.hpp"
+#include "vk/device_rules.hpp"
 #include "vk/instance.hpp"
 
 namespace diffvk {
@@ -18,7 +19,7 @@ std::string trim(const std::string& s) {
   return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
 }
 
-// The keys and their values (quirk and row_lanes are checked by code).
+// The keys and their values (quirk, rule and row_lanes are checked by code).
 struct KeySpec {
   const char* key;
   std::vector<const char*> values;  // empty: checked below
@@ -26,10 +27,15 @@ struct KeySpec {
 const std::vector<KeySpec>& key_specs() {
   static const std::vector<KeySpec> specs = {
       {"coopmat", {"auto", "on", "off"}},
+      {"int_dot", {"auto", "off"}},
+      {"fp16", {"auto", "off"}},
+      {"subgroup", {"auto", "off"}},
+      {"kv_staging", {"auto", "on", "off"}},
       {"attn_core", {"auto", "keys", "blocks", "staged", "coopmat"}},
       {"row_lanes", {}},
       {"linear_reg_share", {"auto", "shuffle", "broadcast"}},
       {"quirk", {}},
+      {"rule", {}},
   };
   return specs;
 }
@@ -63,6 +69,13 @@ void check_value(const std::string& source, const std::string& key, const std::s
       bad(source, key, "must be auto, 0 or a power of two up to 1024, not '" + value + "'");
     return;
   }
+  if (key == "rule") {  // NAME (force the row) or -NAME (drop it): a name of the device rule table
+    const std::string name = !value.empty() && value[0] == '-' ? value.substr(1) : value;
+    if (find_device_rule(name)) return;
+    std::string known;
+    for (const DeviceRule& r : device_rules()) known += std::string(known.empty() ? "" : ", ") + r.name;
+    bad(source, key, "names an unknown device rule '" + name + "' (write NAME or -NAME; known: " + known + ")");
+  }
   // quirk: a name of the quirk table.
   const std::vector<const char*> names = quirk_names();
   if (std::find_if(names.begin(), names.end(), [&](const char* n) { return value == n; }) != names.end()) return;
@@ -81,6 +94,12 @@ std::string no_coopmat_why(const DeviceCaps& c) {
 }
 
 void info(const std::string& what) { platform::log(platform::LogLevel::info, what); }
+
+std::string rule_why(const DeviceRule& r) { return std::string("deny rule ") + r.name + ": " + r.reason; }
+
+// The test hooks of ContextOptions that are aliases of a tuning key.
+constexpr const char* kNoFp16 = "ContextOptions::force_no_fp16";
+constexpr const char* kNoSubgroup = "ContextOptions::force_no_subgroup_arithmetic";
 
 void set_choice(Tuning& t, const std::string& key, const std::string& value, const std::string& why) {
   for (TuningChoice& c : t.choices)
@@ -124,6 +143,7 @@ const std::vector<std::pair<const char*, const char*>>& tuning_aliases() {
 std::string TuningOverride::setting() const {
   for (const auto& a : tuning_aliases())
     if (source == a.first) return source + "=" + value;
+  if (source == kNoFp16 || source == kNoSubgroup) return source + " (" + key + "=" + value + ")";
   return key + "=" + value + " (" + source + ")";
 }
 
@@ -149,6 +169,9 @@ std::vector<TuningOverride> tuning_overrides(const ContextOptions& options, cons
     check_value("ContextOptions::force_quirks", "quirk", q);
     out.push_back({"quirk", q, "ContextOptions::force_quirks"});
   }
+  // The test hooks, aliases of fp16=off and subgroup=off (a later override of the key wins, as for any key).
+  if (options.force_no_fp16) out.push_back({"fp16", "off", kNoFp16});
+  if (options.force_no_subgroup_arithmetic) out.push_back({"subgroup", "off", kNoSubgroup});
   for (TuningOverride& o : parse_tuning(options.tuning, "ContextOptions::tuning")) out.push_back(std::move(o));
   for (const auto& a : env.aliases) {
     const auto& aliases = tuning_aliases();
@@ -165,13 +188,26 @@ std::vector<TuningOverride> tuning_overrides(const ContextOptions& options, cons
 
 Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides) {
   Tuning t;
-  // The last override of each key (auto is no override); quirk= adds up, applied first.
+  // The last override of each key (auto is no override); quirk= and rule= add up, applied first.
   std::map<std::string, const TuningOverride*> last;
-  std::string forced;
+  std::string forced, rules_forced, rules_dropped;
+  std::vector<const DeviceRule*> rules = matching_device_rules(c);  // the deny rows in force
   for (const TuningOverride& o : overrides) {
     if (o.key == "quirk") {
       if (!c.has_quirk(o.value.c_str())) forced += (forced.empty() ? "" : ", ") + o.value + " by " + o.source;
       force_quirk(c, o.value);
+    } else if (o.key == "rule") {
+      const bool drop_it = !o.value.empty() && o.value[0] == '-';
+      const DeviceRule* r = find_device_rule(drop_it ? o.value.substr(1) : o.value);
+      if (!r) check_value(o.source, o.key, o.value);  // throws, naming the key
+      const auto it = std::find(rules.begin(), rules.end(), r);
+      if (drop_it && it != rules.end()) {
+        rules.erase(it);
+        rules_dropped += (rules_dropped.empty() ? "" : ", ") + std::string(r->name) + " by " + o.setting();
+      } else if (!drop_it && it == rules.end()) {
+        rules.push_back(r);
+        rules_forced += (rules_forced.empty() ? "" : ", ") + std::string(r->name) + " by " + o.setting();
+      }
     } else if (o.value == "auto") {
       last.erase(o.key);
     } else {
@@ -182,19 +218,26 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     const auto it = last.find(key);
     return it == last.end() ? nullptr : it->second;
   };
+  // The deny row that switches `key` off (none where the key has an override, which wins).
+  auto denied = [&](const char* key) -> const DeviceRule* {
+    return over(key) ? nullptr : deny_rule_for(key, c, rules);
+  };
   std::string dropped;
   auto drop = [&](const char* quirk, const TuningOverride& by) {
     if (!c.has_quirk(quirk)) return;
     drop_quirk(c, quirk);
     dropped += (dropped.empty() ? "" : ", ") + std::string(quirk) + " by " + by.setting();
   };
-  auto add = [&](const char* quirk, const TuningOverride& by) {
+  auto add = [&](const char* quirk, const std::string& by) {
     if (c.has_quirk(quirk)) return;
     force_quirk(c, quirk);
-    forced += (forced.empty() ? "" : ", ") + std::string(quirk) + " by " + by.setting();
+    forced += (forced.empty() ? "" : ", ") + std::string(quirk) + " by " + by;
   };
+  const TuningOverride* attn = over("attn_core");
 
-  // coopmat: the device's usable shape (cap), unless quirk coopmat_emulated; on drops the quirk, off the shape.
+  // coopmat: the device's usable shape (cap), unless quirk coopmat_emulated; on drops the quirk, off (or a deny
+  // rule, unless attn_core=coopmat) the shape.
+  const DeviceRule* coop_rule = attn && attn->value == "coopmat" ? nullptr : denied("coopmat");
   if (const TuningOverride* o = over("coopmat")) {
     if (o->value == "off") {
       if (c.coopmat_m) info(o->setting() + ": no cooperative matrices on '" + c.name + "'");
@@ -206,11 +249,16 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
       c.coopmat_note = "forced on by " + o->setting();
       info(o->setting() + ": the matmul and the prefill attention use cooperative matrices on '" + c.name + "'");
     }
+  } else if (coop_rule) {
+    if (c.coopmat_m)
+      info(std::string("deny rule ") + coop_rule->name + ": no cooperative matrices on '" + c.name + "'");
+    c.coopmat_m = c.coopmat_n = c.coopmat_k = 0;
+    c.coopmat_note = std::string("off by deny rule ") + coop_rule->name;
   }
   // attn_core: keys (quirk per_key_attention), blocks (quirk no_kv_staging), else staged; coopmat forced.
-  if (const TuningOverride* o = over("attn_core")) {
+  if (const TuningOverride* o = attn) {
     if (o->value == "keys") {
-      add("per_key_attention", *o);
+      add("per_key_attention", o->setting());
     } else if (o->value == "coopmat") {
       if (!c.coopmat_m) no_coopmat_shape(c, o->setting());
       drop("coopmat_emulated", *o);
@@ -220,21 +268,22 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
       if (o->value == "staged")
         drop("no_kv_staging", *o);
       else
-        add("no_kv_staging", *o);
+        add("no_kv_staging", o->setting());
     }
   }
 
   t.coopmat = c.coopmat_m != 0 && !c.has_quirk("coopmat_emulated");
   {
     const TuningOverride* o = over("coopmat");
-    const TuningOverride* a = over("attn_core");
     std::string why;
     if (o && o->value == "off")
       why = "override " + o->setting();
     else if (o)
       why = "override " + o->setting() + " (drops quirk coopmat_emulated)";
-    else if (a && a->value == "coopmat")
-      why = "override " + a->setting() + " (drops quirk coopmat_emulated)";
+    else if (attn && attn->value == "coopmat")
+      why = "override " + attn->setting() + " (drops quirk coopmat_emulated)";
+    else if (coop_rule)
+      why = rule_why(*coop_rule);
     else if (!c.coopmat_m)
       why = "cap: " + no_coopmat_why(c);
     else if (!t.coopmat)
@@ -243,15 +292,97 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
       why = "cap: usable shape " + c.coopmat_shape();
     set_choice(t, "coopmat", t.coopmat ? "on" : "off", why);
   }
-  if (const TuningOverride* o = over("attn_core")) {
-    t.attn_core = o->value;
-    set_choice(t, "attn_core", t.attn_core, "override " + o->setting());
+
+  // int_dot: shaderIntegerDotProduct (cap); off (or a deny rule) clears it from the caps, so that the quantized
+  // linears take the dequantize path and the device does not enable the feature.
+  {
+    const TuningOverride* o = over("int_dot");
+    const DeviceRule* r = denied("int_dot");
+    std::string why;
+    if (o || r) {
+      why = o ? "override " + o->setting() : rule_why(*r);
+      if (c.integer_dot_product)
+        info((o ? o->setting() : std::string("deny rule ") + r->name) + ": no integer dot products on '" + c.name +
+             "' (the quantized linears dequantize)");
+      c.integer_dot_product = c.int8_dot_accelerated = false;
+    } else if (!c.integer_dot_product) {
+      why = "cap: no shaderIntegerDotProduct";
+    } else {
+      why = c.int8_dot_accelerated
+                ? "cap: shaderIntegerDotProduct, 4x8-bit accelerated (the quantized decode takes the int8 path)"
+                : "cap: shaderIntegerDotProduct, not accelerated (the quantized linears keep the dequantize path)";
+    }
+    t.int_dot = c.integer_dot_product;
+    set_choice(t, "int_dot", t.int_dot ? "on" : "off", why);
+  }
+  // fp16: fp16 storage and arithmetic (16-bit storage buffers, shaderFloat16, no quirk against them); off (or a deny
+  // rule, or ContextOptions::force_no_fp16) runs the fp32 variants. apply_precision applies the context's precision.
+  {
+    const TuningOverride* o = over("fp16");
+    const DeviceRule* r = denied("fp16");
+    t.fp16 = !o && !r && c.fp16_usable();
+    std::string why = o                    ? "override " + o->setting()
+                      : r                  ? rule_why(*r)
+                      : !c.storage_16bit   ? "cap: no 16-bit storage buffers"
+                      : !c.fp16_arithmetic ? "cap: no shaderFloat16"
+                      : !t.fp16            ? "quirk broken_fp16_storage"
+                                           : "cap: 16-bit storage buffers and shaderFloat16";
+    set_choice(t, "fp16", t.fp16 ? "on" : "off", why);
+  }
+  // subgroup: subgroup arithmetic in compute shaders (cap); off (or a deny rule, or
+  // ContextOptions::force_no_subgroup_arithmetic) runs the shared-memory reductions.
+  {
+    const TuningOverride* o = over("subgroup");
+    const DeviceRule* r = denied("subgroup");
+    t.subgroup = !o && !r && c.subgroup_arithmetic_compute;
+    std::string why = o            ? "override " + o->setting()
+                      : r          ? rule_why(*r)
+                      : t.subgroup ? "cap: subgroup arithmetic in compute shaders"
+                                   : "cap: no subgroup arithmetic in compute shaders";
+    set_choice(t, "subgroup", t.subgroup ? "on" : "off", why);
+  }
+  // kv_staging: attention stages K/V blocks in shared memory unless quirk no_kv_staging; on drops the quirk, off (or
+  // a deny rule) adds it. attn_core=staged and attn_core=blocks decide it too; contradicting kv_staging is an error.
+  bool kv_decided = false;  // by an override or a rule, not by the quirk table
+  {
+    const TuningOverride* o = over("kv_staging");
+    const DeviceRule* r = attn && (attn->value == "staged" || attn->value == "blocks") ? nullptr : denied("kv_staging");
+    if (o && attn && ((attn->value == "staged" && o->value == "off") || (attn->value == "blocks" && o->value == "on")))
+      throw Error(Status::invalid_argument, attn->setting() + " and " + o->setting() +
+                                                " contradict (the staged core stages K/V blocks, the blocks core does "
+                                                "not): tuning key 'kv_staging'");
+    std::string why;
+    if (o) {
+      if (o->value == "on")
+        drop("no_kv_staging", *o);
+      else
+        add("no_kv_staging", o->setting());
+      why = "override " + o->setting();
+    } else if (attn && (attn->value == "staged" || attn->value == "blocks")) {
+      why = "override " + attn->setting();
+    } else if (r) {
+      add("no_kv_staging", std::string("deny rule ") + r->name);
+      why = rule_why(*r);
+    } else if (c.has_quirk("no_kv_staging")) {
+      why = "quirk no_kv_staging";
+    } else {
+      why = "cap: no quirk against staging K/V blocks in shared memory (GPU)";
+    }
+    kv_decided = o || r;
+    t.kv_staging = !c.has_quirk("no_kv_staging");
+    set_choice(t, "kv_staging", t.kv_staging ? "on" : "off", why);
+  }
+
+  if (attn) {
+    t.attn_core = attn->value;
+    set_choice(t, "attn_core", t.attn_core, "override " + attn->setting());
   } else if (c.has_quirk("per_key_attention")) {
     t.attn_core = "keys";
     set_choice(t, "attn_core", "keys", "quirk per_key_attention");
   } else if (c.has_quirk("no_kv_staging")) {
     t.attn_core = "blocks";
-    set_choice(t, "attn_core", "blocks", "quirk no_kv_staging");
+    set_choice(t, "attn_core", "blocks",
+               kv_decided ? "kv_staging off (" + t.why("kv_staging") + ")" : std::string("quirk no_kv_staging"));
   } else {
     t.attn_core = "staged";
     set_choice(t, "attn_core", "staged", "cap: no quirk against the staged key-block core (GPU)");
@@ -272,6 +403,14 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
                t.linear_reg_shuffle ? "cap: CPU driver (subgroupShuffle is faster on lavapipe 22.3)"
                                     : "cap: GPU (radv keeps a shuffle's row loop rolled)");
   }
+  {
+    std::string names;
+    for (const DeviceRule* r : rules) names += std::string(names.empty() ? "" : " ") + r->name;
+    std::string why = "the device rule table (runtime/vk/device_rules.cpp)";
+    if (!rules_forced.empty()) why += "; forced: " + rules_forced;
+    if (!rules_dropped.empty()) why += "; dropped: " + rules_dropped;
+    set_choice(t, "rules", names.empty() ? "none" : names, why);
+  }
   std::string names;
   for (const Quirk& q : c.quirks) names += std::string(names.empty() ? "" : " ") + q.name;
   std::string why = "the quirk table (runtime/vk/quirks.cpp)";
@@ -279,6 +418,28 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   if (!dropped.empty()) why += "; dropped: " + dropped;
   set_choice(t, "quirks", names.empty() ? "none" : names, why);
   return t;
+}
+
+void apply_precision(Tuning& t, DeviceCaps& c, Precision precision) {
+  if (precision == Precision::fp16 && !t.fp16)
+    throw Error(Status::unsupported,
+                "fp16 precision requested but device '" + c.name + "' has no fp16 path (" + t.why("fp16") + ")");
+  if (precision == Precision::fp32 && t.fp16) {
+    t.fp16 = false;
+    set_choice(t, "fp16", "off", "ContextOptions::precision fp32");
+  }
+  if (c.coopmat_m != 0 && !t.fp16) {
+    info("device '" + c.name + "': fp32 precision, so no cooperative matrices (their inputs are fp16)");
+    if (precision == Precision::fp32 || t.why("fp16").rfind("cap: ", 0) == 0) {
+      tuning_without_coopmat(t, c, "fp32 precision (the cooperative-matrix shaders take fp16)");
+    } else {  // fp16 off by an override or a rule: say which
+      const std::string why = "fp16 off by " + t.why("fp16") + " (the cooperative-matrix shaders take fp16)";
+      c.coopmat_m = c.coopmat_n = c.coopmat_k = 0;
+      c.coopmat_note = why;
+      if (t.coopmat) set_choice(t, "coopmat", "off", why);
+      t.coopmat = false;
+    }
+  }
 }
 
 void tuning_without_coopmat(Tuning& t, DeviceCaps& c, const std::string& why) {
@@ -302,7 +463,8 @@ std::string Tuning::why(const std::string& key) const {
 std::string Tuning::describe() const {
   size_t w = 0, vw = 0;
   for (const TuningChoice& c : choices)
-    if (c.key != "quirks") w = std::max(w, c.key.size()), vw = std::max(vw, c.value.size());  // quirks: a long list
+    if (c.key != "quirks" && c.key != "rules")  // quirks and rules: lists
+      w = std::max(w, c.key.size()), vw = std::max(vw, c.value.size());
   std::string out;
   for (const TuningChoice& c : choices)
     out += "  " + c.key + std::string(w > c.key.size() ? w - c.key.size() : 0, ' ') + " = " + c.value +
@@ -313,9 +475,7 @@ std::string Tuning::describe() const {
 Tuning resolve_tuning(const DeviceCaps& caps, const ContextOptions& options) {
   DeviceCaps c = caps;
   Tuning t = apply_tuning(c, tuning_overrides(options, read_device_environment()));
-  const bool fp16 = options.precision != Precision::fp32 && c.fp16_usable() && !options.force_no_fp16;
-  if (c.coopmat_m != 0 && !fp16)
-    tuning_without_coopmat(t, c, "fp32 precision (the cooperative-matrix shaders take fp16)");
+  apply_precision(t, c, options.precision);
   return t;
 }
 

@@ -41,10 +41,17 @@ std::vector<TuningOverride> parse_tuning(const std::string& text, const std::str
 std::vector<TuningOverride> tuning_overrides(const ContextOptions& options, const DeviceEnvironment& env);
 
 // Resolves the tuning of `caps` (probed, driver quirks applied) under `overrides`, and applies it to `caps`: the
-// quirks an override adds or drops, the cooperative-matrix shape that coopmat=off removes. Throws Error
+// quirks an override adds or drops, the cooperative-matrix shape that coopmat=off removes, the integer dot products
+// that int_dot=off removes; the device rule table's deny rows (runtime/vk/device_rules.cpp) switch features off
+// below the overrides (rule=-NAME drops a row, rule=NAME forces one). Throws Error
 // (invalid_argument) as parse_tuning, and Error(unsupported) naming the setting where cooperative matrices are
 // forced on a device without a usable shape.
 Tuning apply_tuning(DeviceCaps& caps, const std::vector<TuningOverride>& overrides);
+
+// The context's precision over the resolved tuning (the one place that decides fp16): Precision::fp16 where fp16 is
+// off is Error(unsupported) saying why; fp32 turns fp16 off; without fp16 the cooperative matrices go too (their
+// shaders take fp16), saying why. Device::create and resolve_tuning call it after apply_tuning.
+void apply_precision(Tuning& t, DeviceCaps& caps, Precision precision);
 
 // An fp32 device uses no cooperative matrices (their shaders take fp16): zeroes the caps' shape and turns the
 // tuning's coopmat off, saying why.

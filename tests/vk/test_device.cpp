@@ -8,7 +8,9 @@
 
 #include "gpu_test.hpp"
 #include "ops/head_rmsnorm.hpp"
+#include "ops/linear_quant.hpp"
 #include "platform.hpp"
+#include "vk/device_rules.hpp"
 #include "vk/instance.hpp"
 #include "vk/program.hpp"
 #include "vk/tuning.hpp"
@@ -182,6 +184,316 @@ TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys an
   }
 }
 
+namespace {
+// A simulated phone GPU with every feature the kill switches govern (no device opened).
+DeviceCaps sim_gpu(uint32_t vendor, const char* name, uint32_t driver_id = 0, uint32_t driver_version = 0) {
+  DeviceCaps c;
+  c.kind = DeviceKind::integrated;
+  c.name = name;
+  c.vendor_id = vendor;
+  c.driver_id = driver_id;
+  c.driver_version = driver_version;
+  c.storage_16bit = c.fp16_arithmetic = true;
+  c.subgroup_arithmetic_compute = true;
+  c.integer_dot_product = c.int8_dot_accelerated = true;
+  c.coopmat_m = c.coopmat_n = c.coopmat_k = 16;
+  c.compute_units = 8;
+  apply_quirks(c);
+  return c;
+}
+
+Tuning tuned(DeviceCaps& c, const std::string& text) { return apply_tuning(c, parse_tuning(text, "DIFFVK_TUNING")); }
+
+std::string tuning_error(DeviceCaps c, const std::string& text) {
+  try {
+    tuned(c, text);
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    return e.what();
+  }
+  return "accepted";
+}
+}  // namespace
+
+TEST_CASE(
+    "device: the kill switches int_dot, fp16, subgroup, kv_staging and coopmat parse, resolve with why and "
+    "change the caps") {
+  CHECK(parse_tuning("int_dot=off,fp16=off,subgroup=off,kv_staging=off,kv_staging=on,coopmat=off", "x").size() == 6);
+  const DeviceCaps gpu = sim_gpu(0x13B5, "Mali-G715");
+  for (const char* bad : {"int_dot=on", "fp16=on", "subgroup=yes", "kv_staging=blocks", "coopmat=maybe"}) {
+    const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+    CHECK(tuning_error(gpu, bad).find("tuning key '" + key + "' must be") != std::string::npos);
+  }
+
+  // Nothing set: every feature on, from the caps.
+  DeviceCaps c = gpu;
+  Tuning t = apply_tuning(c, {});
+  CHECK((t.int_dot && t.fp16 && t.subgroup && t.kv_staging && t.coopmat));
+  for (const char* key : {"int_dot", "fp16", "subgroup", "kv_staging", "coopmat"}) {
+    REQUIRE(t.find(key));
+    CHECK(t.find(key)->value == "on");
+    CHECK(t.why(key).rfind("cap: ", 0) == 0);
+  }
+  CHECK(t.attn_core == "staged");
+  CHECK(t.find("rules")->value == "none");
+
+  // int_dot=off: the caps lose the integer dot products, so the quantized linears take the dequantize path.
+  c = gpu;
+  t = tuned(c, "int_dot=off");
+  CHECK_FALSE(t.int_dot);
+  CHECK(t.why("int_dot") == "override int_dot=off (DIFFVK_TUNING)");
+  CHECK_FALSE(c.integer_dot_product);
+  CHECK_FALSE(c.int8_dot_accelerated);
+  CHECK(choose_quant_row_path(c).path == QuantRowPath::dequant);
+  CHECK(choose_quant_row_path(gpu).path == QuantRowPath::int8_dot);
+  CHECK(t.fp16);
+
+  // fp16=off: the fp32 variants; the precision step takes the cooperative matrices with it, and refuses fp16.
+  c = gpu;
+  t = tuned(c, "fp16=off");
+  CHECK_FALSE(t.fp16);
+  CHECK(t.why("fp16") == "override fp16=off (DIFFVK_TUNING)");
+  DeviceCaps c16 = c;
+  Tuning t16 = t;
+  apply_precision(t, c, Precision::automatic);
+  CHECK_FALSE(t.coopmat);
+  CHECK(c.coopmat_m == 0);
+  CHECK(t.why("coopmat").find("fp16 off by override fp16=off (DIFFVK_TUNING)") != std::string::npos);
+  try {
+    apply_precision(t16, c16, Precision::fp16);
+    FAIL("fp16 precision was accepted with fp16=off");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(std::string(e.what()).find("fp16=off") != std::string::npos);
+  }
+  // An fp32 context: fp16 off for the precision, as before the kill switch.
+  c = gpu;
+  t = apply_tuning(c, {});
+  apply_precision(t, c, Precision::fp32);
+  CHECK_FALSE(t.fp16);
+  CHECK(t.why("fp16") == "ContextOptions::precision fp32");
+  CHECK(t.why("coopmat") == "cap: fp32 precision (the cooperative-matrix shaders take fp16)");
+
+  // subgroup=off: shared-memory reductions.
+  c = gpu;
+  t = tuned(c, "subgroup=off");
+  CHECK_FALSE(t.subgroup);
+  CHECK(t.why("subgroup") == "override subgroup=off (DIFFVK_TUNING)");
+
+  // kv_staging=off: quirk no_kv_staging, so the blocks core, saying why; on drops the quirk (a CPU driver).
+  c = gpu;
+  t = tuned(c, "kv_staging=off");
+  CHECK_FALSE(t.kv_staging);
+  CHECK(c.has_quirk("no_kv_staging"));
+  CHECK(t.attn_core == "blocks");
+  CHECK(t.why("attn_core") == "kv_staging off (override kv_staging=off (DIFFVK_TUNING))");
+  DeviceCaps cpu;
+  cpu.kind = DeviceKind::cpu;
+  apply_quirks(cpu);
+  t = apply_tuning(cpu, {});
+  CHECK_FALSE(t.kv_staging);
+  CHECK(t.why("kv_staging") == "quirk no_kv_staging");
+  t = tuned(cpu, "kv_staging=on");
+  CHECK(t.kv_staging);
+  CHECK_FALSE(cpu.has_quirk("no_kv_staging"));
+  CHECK(t.attn_core == "keys");  // quirk per_key_attention still holds
+  // attn_core=staged or blocks decides the staging too; a kv_staging that contradicts it is an error naming both.
+  const std::string contra = tuning_error(gpu, "attn_core=staged,kv_staging=off");
+  CHECK(contra.find("'kv_staging'") != std::string::npos);
+  CHECK(contra.find("attn_core=staged (DIFFVK_TUNING)") != std::string::npos);
+  CHECK(tuning_error(gpu, "attn_core=blocks,kv_staging=on").find("'kv_staging'") != std::string::npos);
+  CHECK(tuning_error(gpu, "attn_core=blocks,kv_staging=off") == "accepted");
+
+  // coopmat=off: the shape goes, in the same table.
+  c = gpu;
+  t = tuned(c, "coopmat=off");
+  CHECK_FALSE(t.coopmat);
+  CHECK(c.coopmat_m == 0);
+  CHECK(t.why("coopmat") == "override coopmat=off (DIFFVK_TUNING)");
+
+  // The test hooks force_no_fp16 / force_no_subgroup_arithmetic are aliases of fp16=off / subgroup=off: the same path,
+  // and a later override of the key wins.
+  ContextOptions o;
+  o.force_no_fp16 = o.force_no_subgroup_arithmetic = true;
+  c = gpu;
+  t = apply_tuning(c, tuning_overrides(o, DeviceEnvironment{}));
+  CHECK_FALSE(t.fp16);
+  CHECK_FALSE(t.subgroup);
+  CHECK(t.why("fp16") == "override ContextOptions::force_no_fp16 (fp16=off)");
+  CHECK(t.why("subgroup") == "override ContextOptions::force_no_subgroup_arithmetic (subgroup=off)");
+  o.tuning = "fp16=auto";
+  c = gpu;
+  t = apply_tuning(c, tuning_overrides(o, DeviceEnvironment{}));
+  CHECK(t.fp16);
+  CHECK_FALSE(t.subgroup);
+}
+
+TEST_CASE(
+    "device: the device rule table matches exactly its devices, switches features off with why, and "
+    "rule=-NAME undoes a row") {
+  for (const DeviceRule& r : device_rules()) {
+    CAPTURE(r.name);
+    CHECK(std::string(r.reason).find("ggml-org/") != std::string::npos);  // cites the public report
+    CHECK(std::string(r.reason).find('\n') == std::string::npos);
+    CHECK_FALSE(r.keys.empty());
+    for (const char* key : r.keys) CHECK(parse_tuning(std::string(key) + "=off", "x").size() == 1);
+    CHECK(find_device_rule(r.name) == &r);
+  }
+
+  // PowerVR on the Pixel 10 (the row's reason cites the report): coopmat and int_dot off, on every Imagination driver.
+  const DeviceCaps pvr =
+      sim_gpu(0x1010, "PowerVR DXT-48-1536", VK_DRIVER_ID_IMAGINATION_PROPRIETARY, VK_MAKE_VERSION(1, 602, 0));
+  REQUIRE(matching_device_rules(pvr).size() == 1);
+  CHECK(std::string(matching_device_rules(pvr)[0]->name) == "powervr_token_zero");
+  DeviceCaps c = pvr;
+  Tuning t = apply_tuning(c, {});
+  CHECK_FALSE(t.coopmat);
+  CHECK_FALSE(t.int_dot);
+  CHECK(c.coopmat_m == 0);
+  CHECK_FALSE(c.integer_dot_product);
+  CHECK(t.why("coopmat").rfind("deny rule powervr_token_zero: ", 0) == 0);
+  CHECK(t.why("int_dot").find("ggml-org/llama.cpp#28502") != std::string::npos);
+  CHECK((t.fp16 && t.subgroup && t.kv_staging));  // what the report does not name stays on
+  CHECK(t.find("rules")->value == "powervr_token_zero");
+  CHECK(t.describe().find("deny rule powervr_token_zero") != std::string::npos);
+  // Not its neighbours: another vendor with the same name, or another Imagination-less phone GPU.
+  for (uint32_t vendor : {0x13B5u, 0x5143u, 0x1011u, 0x1000u}) {
+    DeviceCaps n = sim_gpu(vendor, "PowerVR DXT-48-1536", VK_DRIVER_ID_IMAGINATION_PROPRIETARY);
+    CHECK(matching_device_rules(n).empty());
+    t = apply_tuning(n, {});
+    CHECK((t.coopmat && t.int_dot));
+  }
+  // rule=-NAME drops the row (the caps decide again); a key's override wins over the row for that key alone.
+  c = pvr;
+  t = tuned(c, "rule=-powervr_token_zero");
+  CHECK((t.coopmat && t.int_dot));
+  CHECK(t.find("rules")->value == "none");
+  CHECK(t.why("rules").find("dropped: powervr_token_zero by rule=-powervr_token_zero (DIFFVK_TUNING)") !=
+        std::string::npos);
+  c = pvr;
+  t = tuned(c, "coopmat=on");
+  CHECK(t.coopmat);
+  CHECK(t.why("coopmat").rfind("override coopmat=on", 0) == 0);
+  CHECK_FALSE(t.int_dot);
+  // rule=NAME forces a row on any device (to test its path); unknown names are invalid_argument naming the key.
+  DeviceCaps mali = sim_gpu(0x13B5, "Mali-G715");
+  t = tuned(mali, "rule=powervr_token_zero");
+  CHECK_FALSE(t.int_dot);
+  CHECK(t.why("rules").find("forced: powervr_token_zero") != std::string::npos);
+  CHECK(tuning_error(pvr, "rule=no_such_rule").find("tuning key 'rule' names an unknown device rule") !=
+        std::string::npos);
+  CHECK(tuning_error(pvr, "rule=-no_such_rule").find("'no_such_rule'") != std::string::npos);
+
+  // The matching of a row, on a table of test rows: vendor, device substring (any case), driver id, and the
+  // driver-version range [min, max); an allow row exempts its devices from the deny rows for its keys.
+  const uint32_t v600 = VK_MAKE_VERSION(512, 600, 0), v700 = VK_MAKE_VERSION(512, 700, 0);
+  const std::vector<DeviceRule> table = {
+      {"test_deny", "test", 0x5143, "adreno", VK_DRIVER_ID_QUALCOMM_PROPRIETARY, v600, v700, {"fp16", "subgroup"}},
+      {"test_allow", "test", 0x5143, "Adreno (TM) 830", 0, 0, 0, {"fp16"}, true},
+  };
+  const DeviceRule& deny = table[0];
+  auto adreno = [](const char* name, uint32_t version, uint32_t driver = VK_DRIVER_ID_QUALCOMM_PROPRIETARY) {
+    return sim_gpu(0x5143, name, driver, version);
+  };
+  CHECK(device_rule_matches(deny, adreno("Adreno (TM) 740", v600)));
+  CHECK(device_rule_matches(deny, adreno("ADRENO (TM) 740", v700 - 1)));
+  CHECK_FALSE(device_rule_matches(deny, adreno("Adreno (TM) 740", v700)));
+  CHECK_FALSE(device_rule_matches(deny, adreno("Adreno (TM) 740", v600 - 1)));
+  CHECK_FALSE(device_rule_matches(deny, adreno("Adreno (TM) 740", v600, VK_DRIVER_ID_MESA_TURNIP)));
+  CHECK_FALSE(device_rule_matches(deny, adreno("Mali-G715", v600)));
+  CHECK_FALSE(device_rule_matches(deny, sim_gpu(0x13B5, "Adreno (TM) 740", VK_DRIVER_ID_QUALCOMM_PROPRIETARY, v600)));
+  const DeviceCaps a740 = adreno("Adreno (TM) 740", v600), a830 = adreno("Adreno (TM) 830", v600);
+  REQUIRE(matching_device_rules(a740, table).size() == 1);  // allow rows are not listed
+  REQUIRE(matching_device_rules(a830, table).size() == 1);
+  CHECK(deny_rule_for("fp16", a740, matching_device_rules(a740, table), table) == &deny);
+  CHECK(deny_rule_for("fp16", a830, matching_device_rules(a830, table), table) == nullptr);  // allowed
+  CHECK(deny_rule_for("subgroup", a830, matching_device_rules(a830, table), table) == &deny);
+  CHECK(deny_rule_for("int_dot", a740, matching_device_rules(a740, table), table) == nullptr);
+}
+
+// One context per kill switch, on the test device: the switch reaches the device and the kernels it builds.
+namespace {
+// Runs the head norm once on `ctx` (fp32 buffers: the context must run the fp32 variants) and returns the names
+// of the device's head norm pipelines.
+std::vector<std::string> run_head_norm(Context& ctx) {
+  Device& dev = ctx.device();
+  const uint32_t n = 64;
+  HeadRmsNormKernel k{dev, KernelOptions::for_device(dev)};
+  Buffer buf(dev, 4096, MemoryDomain::device, "kill switch");
+  const std::vector<float> x(n, 2.0f), w(n, 1.0f);
+  buf.upload(0, x.data(), n * 4);
+  buf.upload(1024, w.data(), n * 4);
+  Program prog(dev, "kill switch");
+  k.record(prog, buf.range(0, n * 4), buf.range(1024, n * 4), buf.range(2048, n * 4),
+           HeadRmsNormParams{1, 1, n, n, 0.5f, 1e-5f});
+  prog.run();
+  std::vector<float> y(n);
+  buf.download(2048, y.data(), n * 4);
+  for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
+  std::vector<std::string> names;
+  for (const Pipeline* p : dev.pipelines())
+    if (p->name().rfind("head_rmsnorm", 0) == 0) names.push_back(p->name());
+  return names;
+}
+
+std::unique_ptr<Context> context_with(const std::string& tuning, Precision precision = Precision::automatic) {
+  ContextOptions o = test::validated_options(precision);
+  o.tuning = tuning;
+  return Context::create(o);
+}
+}  // namespace
+
+TEST_CASE("device: kill switch fp16=off runs the fp32 variants") {
+  auto ctx = context_with("fp16=off");
+  CHECK_FALSE(ctx->device().fp16());
+  CHECK(ctx->precision() == Precision::fp32);
+  CHECK(ctx->tuning().why("fp16") == "override fp16=off (ContextOptions::tuning)");
+  CHECK_FALSE(ctx->device().coopmat());
+  const auto names = run_head_norm(*ctx);
+  REQUIRE_FALSE(names.empty());
+  for (const std::string& n : names) CHECK(n.find("_fp32") != std::string::npos);
+}
+
+TEST_CASE("device: kill switch subgroup=off runs the shared-memory reductions") {
+  auto ctx = context_with("subgroup=off", Precision::fp32);
+  CHECK_FALSE(ctx->device().subgroup_arithmetic());
+  CHECK(ctx->tuning().why("subgroup") == "override subgroup=off (ContextOptions::tuning)");
+  const auto names = run_head_norm(*ctx);
+  REQUIRE_FALSE(names.empty());
+  for (const std::string& n : names) CHECK(n.find("_sg") == std::string::npos);
+  if (test::device_has_subgroup_arithmetic()) {  // the same kernel takes the subgroup variant without the switch
+    auto plain = context_with("", Precision::fp32);
+    const auto plain_names = run_head_norm(*plain);
+    REQUIRE_FALSE(plain_names.empty());
+    for (const std::string& n : plain_names) CHECK(n.find("_sg") != std::string::npos);
+  }
+}
+
+TEST_CASE("device: kill switch int_dot=off takes the dequantize path") {
+  auto ctx = context_with("int_dot=off");
+  CHECK_FALSE(ctx->caps().integer_dot_product);
+  CHECK_FALSE(ctx->tuning().int_dot);
+  CHECK(ctx->tuning().why("int_dot") == "override int_dot=off (ContextOptions::tuning)");
+  CHECK(choose_quant_row_path(ctx->caps()).path == QuantRowPath::dequant);
+  const QuantRowPath int8 = QuantRowPath::int8_dot;
+  try {
+    choose_quant_row_path(ctx->caps(), &int8);
+    FAIL("the int8 path was chosen with int_dot=off");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+  }
+}
+
+TEST_CASE("device: kill switch kv_staging=off keeps attention from staging K/V blocks") {
+  auto ctx = context_with("kv_staging=off");
+  CHECK(ctx->caps().has_quirk("no_kv_staging"));
+  CHECK_FALSE(ctx->tuning().kv_staging);
+  CHECK(ctx->tuning().why("kv_staging") == "override kv_staging=off (ContextOptions::tuning)");
+  auto staged = context_with("kv_staging=on");  // and on drops the quirk (CPU drivers have it)
+  CHECK_FALSE(staged->caps().has_quirk("no_kv_staging"));
+  CHECK(staged->tuning().kv_staging);
+}
+
 TEST_CASE("device: fp32 fallback is chosen and reported when fp16 is unavailable") {
   ContextOptions o = test::validated_options();
   o.force_no_fp16 = true;
@@ -190,6 +502,7 @@ TEST_CASE("device: fp32 fallback is chosen and reported when fp16 is unavailable
   auto ctx = Context::create(o);
   platform::set_log_sink(nullptr);
   CHECK(ctx->precision() == Precision::fp32);
+  CHECK(ctx->tuning().why("fp16") == "override ContextOptions::force_no_fp16 (fp16=off)");
   bool reported = false;
   for (auto& m : logs) reported |= m.find("falling back to fp32") != std::string::npos;
   CHECK(reported);
