@@ -171,6 +171,9 @@ struct ContextOptions {
   // Nonzero: maxStorageBufferRange is reported as at most this many bytes (tests of weights split across
   // bindings, e.g. an embedding larger than a binding, without a device that has a small range).
   uint64_t simulate_max_storage_buffer_range = 0;
+  // Nonzero: maxMemoryAllocationSize is reported as at most this many bytes (a phone's 256 MiB, say): the weights
+  // are placed in several allocations, and a buffer larger than this is refused (out_of_memory), as on such a device.
+  uint64_t simulate_max_memory_allocation_size = 0;
   // Device quirks (runtime/vk/quirks.cpp) applied as if the driver matched them, so that a quirk's path
   // is tested on any device: each name is the tuning override quirk=NAME. An unknown name is an
   // invalid_argument error.

@@ -124,6 +124,11 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   if (options.simulate_max_storage_buffer_range)
     d->caps_.max_storage_buffer_range =
         std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
+  if (options.simulate_max_memory_allocation_size)
+    d->caps_.max_memory_allocation_size =
+        d->caps_.max_memory_allocation_size
+            ? std::min(d->caps_.max_memory_allocation_size, options.simulate_max_memory_allocation_size)
+            : options.simulate_max_memory_allocation_size;
   const DeviceCaps& c = d->caps_;
   const uint32_t api = std::min(c.api_version, d->instance_->api_version());
   if (api < VK_API_VERSION_1_1)

@@ -255,3 +255,23 @@ TEST_CASE("model: a loaded model compiles only the pipelines its programs record
   CHECK(compiled > 0);
   CHECK(compiled < declared);  // the one-row and tile variants the model never records stay uncompiled
 }
+
+// A phone's allocation limit (maxMemoryAllocationSize, 256 MiB on many), scaled to the tiny model: the weights are
+// placed in several allocations, every buffer stays under the limit, and the logits are the same bits as with one.
+TEST_CASE("model: a simulated maxMemoryAllocationSize places the weights in several allocations, same logits") {
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+  const auto toks = test::load_tokens(dir + "/tokens.npy");
+  auto whole_ctx = Context::create(test::validated_options(Precision::fp32));
+  auto whole = Model::load(*whole_ctx, dir);
+  const uint64_t largest = whole->load_stats().largest_tensor_bytes;
+  REQUIRE(whole->load_stats().weight_bytes > 3 * largest);  // the limit below leaves several allocations
+  ContextOptions o = test::validated_options(Precision::fp32);
+  o.simulate_max_memory_allocation_size = largest + largest / 2;
+  auto small_ctx = Context::create(o);
+  REQUIRE(small_ctx->caps().max_memory_allocation_size == largest + largest / 2);
+  auto small = Model::load(*small_ctx, dir);
+  CAPTURE(largest);
+  auto sw = Session::create(*whole, SessionOptions{0, 16}), ss = Session::create(*small, SessionOptions{0, 16});
+  CHECK(sw->prefill(toks, true) == ss->prefill(toks, true));
+  CHECK(sw->decode(65) == ss->decode(65));
+}
