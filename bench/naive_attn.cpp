@@ -42,6 +42,24 @@ uint32_t make_score_passes(Device& device, const KernelOptions& o, uint32_t D, s
                                                    .with_fp16(o.fp16));
   return wg;
 }
+
+// Records both score passes (pass t reads q's columns from q_col[t], k's from k_col[t], into s1 then s2) and the
+// softmax of each. `p` holds the shape; its q_col and k_col are set here. labels: scores 1, scores 2, softmax 1, 2.
+void record_score_passes(Program& program, const Pipeline& scores, const Pipeline& softmax, uint32_t wg, ScoresPush p,
+                         const uint32_t (&q_col)[2], const uint32_t (&k_col)[2], BufferRange q, BufferRange k,
+                         BufferRange s1, BufferRange s2, const char* const (&labels)[4]) {
+  for (uint32_t t = 0; t < 2; ++t) {
+    p.q_col = q_col[t];
+    p.k_col = k_col[t];
+    program.dispatch(scores, {{q, Access::read}, {k, Access::read}, {t ? s2 : s1, Access::write}}, &p, sizeof p,
+                     {(p.keys + wg - 1) / wg, p.S, p.H}, labels[t]);
+  }
+  SoftmaxPush sp;
+  sp.S = p.S;
+  sp.keys = p.keys;
+  for (uint32_t t = 0; t < 2; ++t)
+    program.dispatch(softmax, {{t ? s2 : s1, Access::read_write}}, &sp, sizeof sp, {p.S, p.H, 1}, labels[2 + t]);
+}
 }  // namespace
 
 NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep)
@@ -97,30 +115,19 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
     throw Error(Status::unsupported, "naive attention: S or H exceeds the device's workgroup-count limit");
   const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
-  for (uint32_t half = 0; half < 2; ++half) {
-    ScoresPush p;
-    p.S = c.S;
-    p.keys = keys;
-    p.pos0 = c.pos0;
-    p.H = c.H;
-    p.n_rep = n_rep_;
-    p.capacity = c.capacity;
-    p.q_stride = c.q_stride;
-    p.q_head_stride = uint32_t(dv);
-    p.q_col = half * D_;
-    p.k_stride = uint32_t(dv);
-    p.k_col = half * D_;
-    p.scale = scale;
-    program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {half ? s2 : s1, Access::write}}, &p, sizeof p,
-                     {(keys + wg_ - 1) / wg_, c.S, c.H}, half ? "naive scores 2" : "naive scores 1");
-  }
-  for (uint32_t half = 0; half < 2; ++half) {
-    SoftmaxPush p;
-    p.S = c.S;
-    p.keys = keys;
-    program.dispatch(*softmax_, {{half ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, c.H, 1},
-                     half ? "naive softmax 2" : "naive softmax 1");
-  }
+  ScoresPush p;  // half h: columns h·D of q and k (Q1·K1ᵀ, then Q2·K2ᵀ)
+  p.S = c.S;
+  p.keys = keys;
+  p.pos0 = c.pos0;
+  p.H = c.H;
+  p.n_rep = n_rep_;
+  p.capacity = c.capacity;
+  p.q_stride = c.q_stride;
+  p.q_head_stride = uint32_t(dv);
+  p.k_stride = uint32_t(dv);
+  p.scale = scale;
+  record_score_passes(program, *scores_, *softmax_, wg_, p, {0, D_}, {0, D_}, q, k, s1, s2,
+                      {"naive scores 1", "naive scores 2", "naive softmax 1", "naive softmax 2"});
   PvPush pv;
   pv.S = c.S;
   pv.keys = keys;
@@ -194,30 +201,19 @@ void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferR
     throw Error(Status::unsupported, "naive DIFF V2 attention: S or H exceeds the device's workgroup-count limit");
   const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
-  for (uint32_t t = 0; t < 2; ++t) {  // even query heads (2h: column 0 of each 2D pair), then odd ones (column D)
-    ScoresPush p;
-    p.S = c.S;
-    p.keys = keys;
-    p.pos0 = c.pos0;
-    p.H = H;
-    p.n_rep = n_rep_;
-    p.capacity = c.capacity;
-    p.q_stride = c.q_stride;
-    p.q_head_stride = 2 * D_;
-    p.q_col = t * D_;
-    p.k_stride = D_;
-    p.k_col = 0;
-    p.scale = scale;
-    program.dispatch(*scores_, {{q, Access::read}, {k, Access::read}, {t ? s2 : s1, Access::write}}, &p, sizeof p,
-                     {(keys + wg_ - 1) / wg_, c.S, H}, t ? "naive scores odd" : "naive scores even");
-  }
-  for (uint32_t t = 0; t < 2; ++t) {
-    SoftmaxPush p;
-    p.S = c.S;
-    p.keys = keys;
-    program.dispatch(*softmax_, {{t ? s2 : s1, Access::read_write}}, &p, sizeof p, {c.S, H, 1},
-                     t ? "naive softmax odd" : "naive softmax even");
-  }
+  ScoresPush p;  // even query heads (2h: column 0 of each 2D pair), then odd ones (column D), over the same K
+  p.S = c.S;
+  p.keys = keys;
+  p.pos0 = c.pos0;
+  p.H = H;
+  p.n_rep = n_rep_;
+  p.capacity = c.capacity;
+  p.q_stride = c.q_stride;
+  p.q_head_stride = 2 * D_;
+  p.k_stride = D_;
+  p.scale = scale;
+  record_score_passes(program, *scores_, *softmax_, wg_, p, {0, D_}, {0, 0}, q, k, s1, s2,
+                      {"naive scores even", "naive scores odd", "naive softmax even", "naive softmax odd"});
   PvV2Push pv;
   pv.S = c.S;
   pv.keys = keys;

@@ -16,8 +16,9 @@ namespace diffvk {
 bool pipeline_cache_path_replaceable(const std::string& path, std::string* why = nullptr);
 
 // The file a context uses when ContextOptions::pipeline_cache_path is "" (and pipeline_cache is on):
-// `<platform cache dir>/pipelines/<vendor id>-<device id>-<pipelineCacheUUID>.vkpc`, ids and UUID in lower-case
-// hex. "" (logged at info) where there is no cache directory (Android before set_cache_dir, no home directory).
+// `<platform cache dir>/pipelines/<vendor id>-<device id>-<pipelineCacheUUID>.vkpc`, ids (8 digits) and UUID in
+// lower-case hex. "" (logged at info) where there is no cache directory (Android before set_cache_dir, no home
+// directory).
 std::string default_pipeline_cache_path(const DeviceCaps& caps);
 
 }  // namespace diffvk

@@ -1,7 +1,6 @@
 // Device listing/selection, logical device creation, pipeline cache persistence, and Context.
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -267,6 +266,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   if (mode != DeviceMode::statistics_only && options.pipeline_cache) {
     d->cache_default_ = options.pipeline_cache_path.empty();
     d->cache_path_ = d->cache_default_ ? default_pipeline_cache_path(c) : options.pipeline_cache_path;
+    if (d->cache_path_.empty()) d->cache_state_ = "none (no cache directory)";
   }
   d->load_pipeline_cache();
   platform::log(LogLevel::info,
@@ -432,25 +432,6 @@ PipelineCacheKey cache_key(const DeviceCaps& c) {
   return k;
 }
 }  // namespace
-
-std::string default_pipeline_cache_path(const DeviceCaps& c) {
-  std::string dir;
-  try {
-    dir = platform::cache_dir();
-  } catch (const Error& e) {
-    platform::log(LogLevel::info, std::string("no pipeline cache file: ") + e.what());
-    return "";
-  }
-  char name[64];
-  std::snprintf(name, sizeof name, "%04x-%04x-", c.vendor_id, c.device_id);
-  std::string file = dir + "/pipelines/" + name;
-  for (uint8_t b : c.pipeline_cache_uuid) {
-    char h[3];
-    std::snprintf(h, sizeof h, "%02x", b);
-    file += h;
-  }
-  return file + ".vkpc";
-}
 
 void Device::load_pipeline_cache() {
   std::vector<uint8_t> blob;

@@ -55,7 +55,8 @@ class Device {
   uint32_t queue_family() const { return queue_family_; }
   VkPipelineCache pipeline_cache() const { return cache_; }
   const std::string& pipeline_cache_path() const { return cache_path_; }  // "" = no file
-  // How the pipeline cache file was found when the device opened: "hit", "miss (<why>)" or "off".
+  // How the pipeline cache file was found when the device opened: "hit", "miss (<why>)", "off", or
+  // "none (no cache directory)".
   const std::string& pipeline_cache_state() const { return cache_state_; }
   // Pipelines this device's driver compiled (vkCreateComputePipelines calls) and the wall time they took, since
   // the device opened: the compile part of a cold start.

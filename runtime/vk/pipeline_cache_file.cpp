@@ -10,6 +10,7 @@
 
 #include "diffvk/error.hpp"
 #include "diffvk/pipeline_cache.hpp"
+#include "platform.hpp"
 
 namespace diffvk {
 namespace {
@@ -159,6 +160,18 @@ bool pipeline_cache_path_replaceable(const std::string& path, std::string* why) 
   const bool ours = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kMagic, 8) == 0;
   std::fclose(f);
   return ours ? true : no("not a diffvk pipeline cache");
+}
+
+std::string default_pipeline_cache_path(const DeviceCaps& c) {
+  std::string dir;
+  try {
+    dir = platform::cache_dir();
+  } catch (const Error& e) {
+    platform::log(platform::LogLevel::info, std::string("no pipeline cache file: ") + e.what());
+    return "";
+  }
+  return dir + "/pipelines/" + hex32(c.vendor_id).substr(2) + "-" + hex32(c.device_id).substr(2) + "-" +
+         hex(c.pipeline_cache_uuid.data(), c.pipeline_cache_uuid.size()) + ".vkpc";
 }
 
 }  // namespace diffvk
