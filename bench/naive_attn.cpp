@@ -1,15 +1,29 @@
 #include "bench/naive_attn.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include "bench/shaders.hpp"
 
 namespace diffvk {
 
 namespace {
+// The fields every naive pass's push block starts with.
+struct NaiveShape {
+  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0;
+};
+// H: the heads a pass runs (V2: output heads); keys: pos0 + S.
+NaiveShape naive_shape(const AttnCall& c, uint32_t H, uint32_t n_rep) {
+  NaiveShape s;
+  std::tie(s.S, s.pos0, s.capacity) = std::tie(c.S, c.pos0, c.capacity);
+  s.keys = c.pos0 + c.S;
+  s.H = H;
+  s.n_rep = n_rep;
+  return s;
+}
 struct ScoresPush {
-  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, q_stride = 0, q_head_stride = 0, q_col = 0,
-           k_stride = 0, k_col = 0;
+  NaiveShape shape;
+  uint32_t q_stride = 0, q_head_stride = 0, q_col = 0, k_stride = 0, k_col = 0;
   float scale = 0.0f;
 };
 static_assert(sizeof(ScoresPush) == 48, "naive_scores.comp's push block");
@@ -18,14 +32,17 @@ struct SoftmaxPush {
 };
 static_assert(sizeof(SoftmaxPush) == 8, "naive_softmax.comp's push block");
 struct PvPush {
-  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, o_stride = 0;
+  NaiveShape shape;
+  uint32_t o_stride = 0;
   float lambda = 0.0f;
 };
 static_assert(sizeof(PvPush) == 32, "naive_pv.comp's push block");
 
-// The score and softmax passes both naive attentions share; returns their workgroup size.
-uint32_t make_score_passes(Device& device, const KernelOptions& o, uint32_t D, std::unique_ptr<Pipeline>& scores,
-                           std::unique_ptr<Pipeline>& softmax) {
+// The score and softmax passes both naive attentions share, and the P·V pass (shader pv, `pv_bindings` buffers,
+// `pv_push` bytes); returns their workgroup size.
+uint32_t make_passes(Device& device, const KernelOptions& o, uint32_t D, std::unique_ptr<Pipeline>& scores,
+                     std::unique_ptr<Pipeline>& softmax, std::unique_ptr<Pipeline>& pv, const char* pv_shader,
+                     uint32_t pv_bindings, uint32_t pv_push) {
   bench::register_bench_shaders();
   const uint32_t wg = pick_pow2_workgroup(device.caps(), 64);
   scores = std::make_unique<Pipeline>(device, PipelineDesc{"naive_scores"}
@@ -34,12 +51,14 @@ uint32_t make_score_passes(Device& device, const KernelOptions& o, uint32_t D, s
                                                   .with_spec({wg, D})
                                                   .with_subgroup(false)
                                                   .with_fp16(o.fp16));
-  softmax = std::make_unique<Pipeline>(device, PipelineDesc{"naive_softmax"}
-                                                   .with_bindings(1)
-                                                   .with_push(sizeof(SoftmaxPush))
-                                                   .with_spec({wg})
-                                                   .with_subgroup(o.subgroup)
-                                                   .with_fp16(o.fp16));
+  softmax = std::make_unique<Pipeline>(
+      device, kernel_desc("naive_softmax", o).with_bindings(1).with_push(sizeof(SoftmaxPush)).with_spec({wg}));
+  pv = std::make_unique<Pipeline>(device, PipelineDesc{pv_shader}
+                                              .with_bindings(pv_bindings)
+                                              .with_push(pv_push)
+                                              .with_spec({wg, D})
+                                              .with_subgroup(false)
+                                              .with_fp16(o.fp16));
   return wg;
 }
 
@@ -52,26 +71,21 @@ void record_score_passes(Program& program, const Pipeline& scores, const Pipelin
     p.q_col = q_col[t];
     p.k_col = k_col[t];
     program.dispatch(scores, {{q, Access::read}, {k, Access::read}, {t ? s2 : s1, Access::write}}, &p, sizeof p,
-                     {(p.keys + wg - 1) / wg, p.S, p.H}, labels[t]);
+                     {(p.shape.keys + wg - 1) / wg, p.shape.S, p.shape.H}, labels[t]);
   }
   SoftmaxPush sp;
-  sp.S = p.S;
-  sp.keys = p.keys;
+  sp.S = p.shape.S;
+  sp.keys = p.shape.keys;
   for (uint32_t t = 0; t < 2; ++t)
-    program.dispatch(softmax, {{t ? s2 : s1, Access::read_write}}, &sp, sizeof sp, {p.S, p.H, 1}, labels[2 + t]);
+    program.dispatch(softmax, {{t ? s2 : s1, Access::read_write}}, &sp, sizeof sp, {p.shape.S, p.shape.H, 1},
+                     labels[2 + t]);
 }
 }  // namespace
 
 NaiveDiffAttn::NaiveDiffAttn(Device& device, KernelOptions o, uint32_t D, uint32_t n_rep)
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep), norm_(device, o) {
   if (D == 0 || D % 2 || n_rep == 0) throw Error(Status::invalid_argument, "naive attention: bad D or n_rep");
-  wg_ = make_score_passes(device, o, D, scores_, softmax_);
-  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_pv"}
-                                               .with_bindings(4)
-                                               .with_push(sizeof(PvPush))
-                                               .with_spec({wg_, D})
-                                               .with_subgroup(false)
-                                               .with_fp16(fp16_));
+  wg_ = make_passes(device, o, D, scores_, softmax_, pv_, "naive_pv", 4, sizeof(PvPush));
 }
 
 NaiveDiffAttn::~NaiveDiffAttn() = default;
@@ -113,15 +127,9 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
   const DeviceCaps& caps = device_.caps();
   if (c.S > caps.max_workgroup_count[1] || c.H > caps.max_workgroup_count[2])
     throw Error(Status::unsupported, "naive attention: S or H exceeds the device's workgroup-count limit");
-  const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   ScoresPush p;  // half h: columns h·D of q and k (Q1·K1ᵀ, then Q2·K2ᵀ)
-  p.S = c.S;
-  p.keys = keys;
-  p.pos0 = c.pos0;
-  p.H = c.H;
-  p.n_rep = n_rep_;
-  p.capacity = c.capacity;
+  p.shape = naive_shape(c, c.H, n_rep_);
   p.q_stride = c.q_stride;
   p.q_head_stride = uint32_t(dv);
   p.k_stride = uint32_t(dv);
@@ -129,12 +137,7 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
   record_score_passes(program, *scores_, *softmax_, wg_, p, {0, D_}, {0, D_}, q, k, s1, s2,
                       {"naive scores 1", "naive scores 2", "naive softmax 1", "naive softmax 2"});
   PvPush pv;
-  pv.S = c.S;
-  pv.keys = keys;
-  pv.pos0 = c.pos0;
-  pv.H = c.H;
-  pv.n_rep = n_rep_;
-  pv.capacity = c.capacity;
+  pv.shape = p.shape;
   pv.o_stride = c.o_stride;
   pv.lambda = c.lambda;
   program.dispatch(*pv_, {{s1, Access::read}, {s2, Access::read}, {v, Access::read}, {otmp, Access::write}}, &pv,
@@ -152,7 +155,8 @@ void NaiveDiffAttn::record(Program& program, BufferRange q, BufferRange k, Buffe
 // ---------------------------------------------------------------------------------------------------
 namespace {
 struct PvV2Push {
-  uint32_t S = 0, keys = 0, pos0 = 0, H = 0, n_rep = 0, capacity = 0, o_stride = 0, q_stride = 0, q_off = 0;
+  NaiveShape shape;
+  uint32_t o_stride = 0, q_stride = 0, q_off = 0;
 };
 static_assert(sizeof(PvV2Push) == 36, "naive_v2_pv.comp's push block");
 }  // namespace
@@ -161,13 +165,7 @@ NaiveV2Attn::NaiveV2Attn(Device& device, KernelOptions o, uint32_t D, uint32_t n
     : device_(device), fp16_(o.fp16), D_(D), n_rep_(n_rep_pairs) {
   if (D == 0 || D % 2 || n_rep_pairs == 0)
     throw Error(Status::invalid_argument, "naive DIFF V2 attention: bad D or n_rep");
-  wg_ = make_score_passes(device, o, D, scores_, softmax_);
-  pv_ = std::make_unique<Pipeline>(device, PipelineDesc{"naive_v2_pv"}
-                                               .with_bindings(5)
-                                               .with_push(sizeof(PvV2Push))
-                                               .with_spec({wg_, D})
-                                               .with_subgroup(false)
-                                               .with_fp16(fp16_));
+  wg_ = make_passes(device, o, D, scores_, softmax_, pv_, "naive_v2_pv", 5, sizeof(PvV2Push));
 }
 
 NaiveV2Attn::~NaiveV2Attn() = default;
@@ -199,15 +197,9 @@ void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferR
   const DeviceCaps& caps = device_.caps();
   if (c.S > caps.max_workgroup_count[1] || H > caps.max_workgroup_count[2])
     throw Error(Status::unsupported, "naive DIFF V2 attention: S or H exceeds the device's workgroup-count limit");
-  const uint32_t keys = c.pos0 + c.S;
   const float scale = static_cast<float>(1.0 / std::sqrt(double(D_)));
   ScoresPush p;  // even query heads (2h: column 0 of each 2D pair), then odd ones (column D), over the same K
-  p.S = c.S;
-  p.keys = keys;
-  p.pos0 = c.pos0;
-  p.H = H;
-  p.n_rep = n_rep_;
-  p.capacity = c.capacity;
+  p.shape = naive_shape(c, H, n_rep_);
   p.q_stride = c.q_stride;
   p.q_head_stride = 2 * D_;
   p.k_stride = D_;
@@ -215,12 +207,7 @@ void NaiveV2Attn::record(Program& program, BufferRange q, BufferRange k, BufferR
   record_score_passes(program, *scores_, *softmax_, wg_, p, {0, D_}, {0, 0}, q, k, s1, s2,
                       {"naive scores even", "naive scores odd", "naive softmax even", "naive softmax odd"});
   PvV2Push pv;
-  pv.S = c.S;
-  pv.keys = keys;
-  pv.pos0 = c.pos0;
-  pv.H = H;
-  pv.n_rep = n_rep_;
-  pv.capacity = c.capacity;
+  pv.shape = p.shape;
   pv.o_stride = c.o_stride;
   pv.q_stride = c.q_stride;
   pv.q_off = c.H * D_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "bench/op_cases.hpp"
 #include "diffvk/error.hpp"
@@ -154,14 +155,10 @@ Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uin
               if (!v2) plan.notes.push_back(strf("H=%u, Hkv=%u skipped: H must be a multiple of Hkv", H, Hkv));
               continue;
             }
+            CaseSpec cs;
+            std::tie(cs.v2, cs.decode, cs.D, cs.H, cs.Hkv) = std::tie(v2, decode, D, H, Hkv);
             for (uint32_t T : decode ? plan.Ts_decode : plan.Ts_prefill) {
-              CaseSpec cs;
-              cs.decode = decode;
-              cs.D = D;
               cs.T = T;
-              cs.H = H;
-              cs.Hkv = Hkv;
-              cs.v2 = v2;
               plan.cases.push_back(cs);
             }
           }

@@ -19,12 +19,8 @@ static_assert(sizeof(CombineNormParams) == 32, "combine_norm.comp's push block (
 
 CombineNormKernel::CombineNormKernel(Device& device, KernelOptions o) : fp16_(o.fp16) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"combine_norm"}
-                                                     .with_bindings(4)
-                                                     .with_push(sizeof(CombineNormParams))
-                                                     .with_spec({wg_})
-                                                     .with_subgroup(o.subgroup)
-                                                     .with_fp16(o.fp16));
+  pipeline_ = std::make_unique<Pipeline>(
+      device, kernel_desc("combine_norm", o).with_bindings(4).with_push(sizeof(CombineNormParams)).with_spec({wg_}));
 }
 CombineNormKernel::~CombineNormKernel() = default;
 

@@ -3,6 +3,8 @@
 // reference and its record call.
 #include <limits>
 
+#include <tuple>
+
 #include "bench/op_run_impl.hpp"
 #include "ops/kv_shift.hpp"
 #include "ops/rope_kv.hpp"
@@ -76,9 +78,7 @@ void prepare_kv_shift(Device& dev, KvShiftKernel& kernel, const KvShiftCaseParam
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
   p.prog = std::make_unique<Program>(dev, "op case kv_shift", p.timestamps);
   KvShiftParams sp;
-  sp.Hkv = Hkv;
-  sp.D = D;
-  sp.capacity = c.capacity;
+  std::tie(sp.Hkv, sp.D, sp.capacity) = std::tie(Hkv, D, c.capacity);
   sp.keep = keep;
   sp.discard = d;
   sp.end = held;

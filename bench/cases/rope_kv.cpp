@@ -1,6 +1,8 @@
 // diffvk_bench: the rope_kv op's cases (RoPE on q and k, then the KV-cache append; the (pos0, rows) chunks
 // recorded in order into one program: prefill, chunked prefill, decode), its table, its float64 reference
 // and its record call.
+#include <tuple>
+
 #include "bench/op_run_impl.hpp"
 #include "ops/rope_kv.hpp"
 
@@ -78,16 +80,11 @@ void prepare_rope_kv(Device& dev, RopeKvKernel& kernel, const RopeKvCaseParams& 
   for (const Chunk& ch : chunks) a.buf->upload(ch.in_off, pack(ch.qkv, f16).data(), ch.qkv.size() * es);
   kernel.limit_workgroups_for_testing(c.wg_limit_x, c.wg_limit_y);
   p.prog = std::make_unique<Program>(dev, "op case rope_kv", p.timestamps);
+  RopeKvParams rp;  // the chunks differ in pos0 and rows only
+  std::tie(rp.H, rp.Hkv, rp.D, rp.capacity) = std::tie(H, Hkv, D, c.capacity);
+  rp.ring = c.ring ? 1 : 0, rp.rope = c.rope ? 1 : 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const auto [pos0, rows] = c.chunks[i];
-    RopeKvParams rp;
-    rp.rows = rows;
-    rp.H = H;
-    rp.Hkv = Hkv;
-    rp.D = D;
-    rp.pos0 = pos0;
-    rp.capacity = c.capacity;
-    rp.ring = c.ring ? 1 : 0, rp.rope = c.rope ? 1 : 0;
+    std::tie(rp.pos0, rp.rows) = c.chunks[i];
     kernel.record(*p.prog, a.range(chunks[i].in_off, chunks[i].qkv.size() * es),
                   c.rope ? a.range(to, tb) : BufferRange{}, a.range(chunks[i].q_off, chunks[i].qexp.size() * es),
                   a.range(ko, cb), a.range(vo, cb), rp);

@@ -13,21 +13,11 @@ static_assert(sizeof(Push) == 40, "attn_probs.comp's push block");
 
 AttnProbsKernel::AttnProbsKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"attn_probs"}
-                                                     .with_bindings(4)
-                                                     .with_push(sizeof(Push))
-                                                     .with_spec({wg_})
-                                                     .with_subgroup(o.subgroup)
-                                                     .with_fp16(o.fp16));
+  pipeline_ = std::make_unique<Pipeline>(
+      device, kernel_desc("attn_probs", o).with_bindings(4).with_push(sizeof(Push)).with_spec({wg_}));
   // Only a V2 model's maps need it: compiled on first record, like the attention variants.
-  v2_ = std::make_unique<LazyPipeline>(device,
-                                       PipelineDesc{"attn_probs"}
-                                           .with_bindings(4)
-                                           .with_push(sizeof(Push))
-                                           .with_spec({wg_, 1})
-                                           .with_subgroup(o.subgroup)
-                                           .with_fp16(o.fp16),
-                                       false);
+  v2_ = std::make_unique<LazyPipeline>(
+      device, kernel_desc("attn_probs", o).with_bindings(4).with_push(sizeof(Push)).with_spec({wg_, 1}), false);
 }
 
 AttnProbsKernel::~AttnProbsKernel() = default;

@@ -10,12 +10,9 @@ HeadRmsNormKernel::HeadRmsNormKernel(Device& device, KernelOptions o) {
   // 64 lanes cover 2D <= 128 in two passes; shared memory use is WG floats.
   wg_ = pick_pow2_workgroup(device.caps(), 64);
   for (uint32_t x32 = 0; x32 < (o.fp16 ? 2u : 1u); ++x32)
-    pipeline_[x32] = std::make_unique<Pipeline>(device, PipelineDesc{"head_rmsnorm"}
-                                                            .with_bindings(3)
-                                                            .with_push(sizeof(HeadRmsNormParams))
-                                                            .with_spec({wg_, x32})
-                                                            .with_subgroup(o.subgroup)
-                                                            .with_fp16(o.fp16));
+    pipeline_[x32] = std::make_unique<Pipeline>(
+        device,
+        kernel_desc("head_rmsnorm", o).with_bindings(3).with_push(sizeof(HeadRmsNormParams)).with_spec({wg_, x32}));
 }
 
 void HeadRmsNormKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange y,

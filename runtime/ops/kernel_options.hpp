@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "vk/program.hpp"
 
@@ -18,6 +20,11 @@ struct KernelOptions {
   bool subgroup = false;
   static KernelOptions for_device(const Device& d) { return {d.fp16(), d.subgroup_arithmetic()}; }
 };
+
+// A pipeline description whose shader variant (fp16 arithmetic, subgroup reductions) follows these options.
+inline PipelineDesc kernel_desc(std::string op, const KernelOptions& o) {
+  return PipelineDesc{std::move(op)}.with_fp16(o.fp16).with_subgroup(o.subgroup);
+}
 
 inline size_t storage_bytes(bool fp16) { return fp16 ? 2 : 4; }
 

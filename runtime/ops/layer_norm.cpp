@@ -17,12 +17,8 @@ LayerNormKernel::LayerNormKernel(Device& device, KernelOptions o) : device_(devi
   // 128 lanes: a 2560-wide row (Phi-4-mini-flash) is 20 loads per lane and pass; shared memory is WG floats.
   wg_ = pick_pow2_workgroup(device.caps(), 128);
   for (uint32_t x32 = 0; x32 < (o.fp16 ? 2u : 1u); ++x32)
-    pipeline_[x32] = std::make_unique<Pipeline>(device, PipelineDesc{"layer_norm"}
-                                                            .with_bindings(4)
-                                                            .with_push(sizeof(LayerNormPush))
-                                                            .with_spec({wg_, x32})
-                                                            .with_subgroup(o.subgroup)
-                                                            .with_fp16(o.fp16));
+    pipeline_[x32] = std::make_unique<Pipeline>(
+        device, kernel_desc("layer_norm", o).with_bindings(4).with_push(sizeof(LayerNormPush)).with_spec({wg_, x32}));
 }
 
 void LayerNormKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange b, BufferRange y,

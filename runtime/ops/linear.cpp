@@ -3,6 +3,7 @@
 #include "ops/linear.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <cstdlib>
 
 #include "ops/linear_quant.hpp"
@@ -69,13 +70,8 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
       break;
   }
   LinearTiles t;
-  t.vec = false;
   t.variant = variant;
-  t.bm = bm;
-  t.bn = bn;
-  t.bk = bk;
-  t.rm = rm;
-  t.rn = rn;
+  std::tie(t.bm, t.bn, t.bk, t.rm, t.rn) = std::tie(bm, bn, bk, rm, rn);
   // The whole k step unrolled, except where the driver's compiler is superlinear in the body's size.
   t.ku = c.has_quirk("long_unrolled_compile") ? std::min(bk, 8u) : bk;
   t.wg = wg();
@@ -314,12 +310,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       if (!build[t.variant])
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
-        pipelines_[y32].push_back(lazy(PipelineDesc{"linear_vec"}
-                                           .with_bindings(5)
-                                           .with_push(push)
-                                           .with_spec({t.wg, t.nf, y32})
-                                           .with_subgroup(o.subgroup)
-                                           .with_fp16(o.fp16)));
+        pipelines_[y32].push_back(
+            lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32})));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
@@ -407,23 +399,19 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
           for (uint32_t pro = 0; pro < 3; ++pro)
             for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
               for (uint32_t y32 = 0; y32 < n32; ++y32)
-                s.row[vec][pro][x32][y32] = make(PipelineDesc{"linear_row"}
+                s.row[vec][pro][x32][y32] = make(kernel_desc("linear_row", o)
                                                      .with_bindings(6)
                                                      .with_push(kLinearRowPushBytes)
                                                      .with_spec({wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg})
-                                                     .with_subgroup(o.subgroup)
-                                                     .with_fp16(o.fp16)
                                                      .with_subgroup_size(o.subgroup ? rg.pin : 0u));
         // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
         for (uint32_t vec = 0; vec < 2; ++vec)
           for (uint32_t pro = 0; pro < 2; ++pro)
             for (uint32_t x32 = 0; x32 < n32; ++x32)
-              s.rope[vec][pro][x32] = make(PipelineDesc{"linear_row_rope"}
+              s.rope[vec][pro][x32] = make(kernel_desc("linear_row_rope", o)
                                                .with_bindings(9)
                                                .with_push(sizeof(LinearRowRopePush))
                                                .with_spec({wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg})
-                                               .with_subgroup(o.subgroup)
-                                               .with_fp16(o.fp16)
                                                .with_subgroup_size(o.subgroup ? rg.pin : 0u));
       });
   row_sets_->get(wg);

@@ -106,29 +106,25 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
             for (uint32_t pro = 0; pro < 3; ++pro)
               for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
                 for (uint32_t y32 = 0; y32 < n32; ++y32)
-                  s.row[vec][ti][pro][x32][y32] = lazy(PipelineDesc{shader}
+                  s.row[vec][ti][pro][x32][y32] = lazy(kernel_desc(shader, o)
                                                            .with_bindings(6)
                                                            .with_push(kLinearRowPushBytes)
                                                            .with_spec({wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg})
-                                                           .with_subgroup(o.subgroup)
-                                                           .with_fp16(o.fp16)
                                                            .with_subgroup_size(o.subgroup ? rg.pin : 0u));
           for (uint32_t vec = vec0; vec < 2; ++vec)
             for (uint32_t pro = 0; pro < 2; ++pro)
               for (uint32_t x32 = 0; x32 < n32; ++x32)
-                s.rope[vec][ti][pro][x32] = lazy(PipelineDesc{rope_shader}
+                s.rope[vec][ti][pro][x32] = lazy(kernel_desc(rope_shader, o)
                                                      .with_bindings(9)
                                                      .with_push(sizeof(LinearRowRopePush))
                                                      .with_spec({wg, nf, vec, pro, x32, 0u, wq, one_sg, spec_lg})
-                                                     .with_subgroup(o.subgroup)
-                                                     .with_fp16(o.fp16)
                                                      .with_subgroup_size(o.subgroup ? rg.pin : 0u));
         }
       });
   sets_->get(rg.wg);
 }
 
-uint32_t QuantRowKernel::lanes_for(QuantType type, uint32_t in, bool rope) const {
+uint32_t QuantRowKernel::lanes_for(QuantType, uint32_t in, bool rope) const {
   const uint32_t per_step = 32;  // weights per lane step: one block in every path (linear_row.comp)
   return row_lanes(geo_, in / per_step, rope, force_lanes_);
 }
