@@ -81,6 +81,7 @@ Runner register_chat(CLI::App& app) {
   a->n_option = cmd->add_option("-n", a->n, "tokens per reply at most (default 256)");
   add_sampling_flags(cmd, a->sampling);
   add_overflow_flags(cmd, a->go, a->keep_set);  // chat's --keep default: the system message's tokens
+  add_speculate_flags(cmd, a->go.speculate);
   add_weights_flag(cmd, a->load);
   add_kv_flag(cmd, a->kv);
   add_device_flags(cmd, a->dev);
@@ -132,9 +133,13 @@ Runner register_chat(CLI::App& app) {
         return false;
       }
       const size_t n = r.reason == StopReason::eos ? r.tokens.size() - 1 : r.tokens.size();
-      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s%s]\n", n,
+      const std::string spec = a->go.speculate.draft == Draft::none
+                                   ? ""
+                                   : "; " + std::to_string(r.accepted) + " of " + std::to_string(r.drafted) +
+                                         " drafted tokens accepted in " + std::to_string(r.verify_passes) + " passes";
+      std::printf("\n[%zu tokens, %.1f tokens/s; prompt %zu tokens, %u reused; %s%s%s]\n", n,
                   n ? n / r.sample_seconds : 0.0, tokens.size(), r.reused, stop_reason_name(r.reason),
-                  r.shifts ? ("; " + std::to_string(r.shifts) + " context shifts").c_str() : "");
+                  r.shifts ? ("; " + std::to_string(r.shifts) + " context shifts").c_str() : "", spec.c_str());
       std::fflush(stdout);
       messages.push_back({"assistant", r.text});
       return true;

@@ -64,6 +64,9 @@ void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling);
 
 // --overflow refuse|shift and --keep N (run, chat; docs/context-overflow.md) into `go`. keep_set: --keep was given.
 void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set);
+// --speculate, --draft-k, --draft-ngram (run, chat); print_speculation: the summary line (none without speculation).
+void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec);
+void print_speculation(const GenerateResult& r, const SpeculateOptions& spec);
 
 // --chat-template's choice (run, chat): "auto" = dir's tokenizer_config.json, else a family by name with the
 // text of the tokenizer's BOS and EOS.

@@ -182,6 +182,27 @@ void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set) {
       "with --overflow shift: tokens at the start never dropped");
 }
 
+void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec) {
+  cmd->add_option_function<std::string>(
+         "--speculate", [&spec](const std::string& v) { spec.draft = v == "lookup" ? Draft::lookup : Draft::none; },
+         "speculative decoding (greedy sampling only; the same tokens): none (the default) or lookup (drafts from "
+         "the latest earlier occurrence of the context's last n-gram, checked in one pass of k + 1 rows)")
+      ->check(CLI::IsMember({"none", "lookup"}));
+  cmd->add_option("--draft-k", spec.k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 8)")
+      ->check(CLI::Range(1u, kMaxDraftTokens));
+  cmd->add_option("--draft-ngram", spec.ngram,
+                  "with --speculate lookup: the longest n-gram matched, 1 ... 16 (default 3; shorter ones are tried "
+                  "next)")
+      ->check(CLI::Range(1u, kMaxDraftNgram));
+}
+
+void print_speculation(const GenerateResult& r, const SpeculateOptions& spec) {
+  if (spec.draft == Draft::none) return;
+  std::fprintf(stderr, "  speculate: %s, %u passes, %u of %u drafted tokens accepted (%.0f%%)\n",
+               draft_name(spec.draft), r.verify_passes, r.accepted, r.drafted,
+               r.drafted ? 100.0 * r.accepted / r.drafted : 0.0);
+}
+
 Runner register_run(CLI::App& app) {
   struct Args : ModelArgs {
     std::string prompt, prompt_cache;
@@ -213,6 +234,7 @@ Runner register_run(CLI::App& app) {
       "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
       "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
   add_overflow_flags(cmd, a->go, a->keep_set);
+  add_speculate_flags(cmd, a->go.speculate);
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     validate_stop_strings(a->stop);
@@ -281,6 +303,7 @@ Runner register_run(CLI::App& app) {
     if (!a->prompt_cache.empty())
       std::fprintf(stderr, "  prompt cache: %u of %zu prompt tokens reused from %s (restored in %.3f s)\n", r.reused,
                    tokens.size(), a->prompt_cache.c_str(), restore_s);
+    print_speculation(r, go.speculate);
     return 0;
   };
 }

@@ -472,6 +472,10 @@ typedef int (*diffvk_text_fn)(const char* piece, size_t size, void* user);
 #define DIFFVK_OVERFLOW_SHIFT 1  /* context shift: keep the first `keep` tokens, drop the oldest half of the rest */
 #define DIFFVK_MAX_STOP_STRINGS 16
 #define DIFFVK_MAX_STOP_STRING_BYTES 256
+#define DIFFVK_DRAFT_NONE 0   /* plain decoding */
+#define DIFFVK_DRAFT_LOOKUP 1 /* speculative decoding, prompt-lookup drafts (greedy samplers only; the same tokens) */
+#define DIFFVK_MAX_DRAFT_TOKENS 16
+#define DIFFVK_MAX_DRAFT_NGRAM 16
 typedef struct diffvk_generate_options {
   size_t struct_size;      /* sizeof(diffvk_generate_options): set by diffvk_generate_default_options */
   uint32_t max_tokens;     /* tokens to sample at most; 64 (default) */
@@ -482,6 +486,12 @@ typedef struct diffvk_generate_options {
   void* user;              /* passed to on_text */
   int32_t overflow;        /* DIFFVK_OVERFLOW_REFUSE (default) or DIFFVK_OVERFLOW_SHIFT (docs/context-overflow.md) */
   uint32_t keep;           /* shift: tokens at the start never dropped (a system prompt); < the capacity. 0 (default) */
+  /* Since the 1.2 layout. Speculative decoding (generate.hpp SpeculateOptions): up to draft_k drafted tokens checked
+   * in one pass of draft_k + 1 rows, the longest agreed prefix kept. A sampler with temperature > 0 ->
+   * DIFFVK_INVALID_ARGUMENT. */
+  int32_t draft;        /* DIFFVK_DRAFT_NONE (default) or DIFFVK_DRAFT_LOOKUP */
+  uint32_t draft_k;     /* drafted tokens per pass at most, 1 ... DIFFVK_MAX_DRAFT_TOKENS; 8 (default) */
+  uint32_t draft_ngram; /* lookup: the longest n-gram matched, 1 ... DIFFVK_MAX_DRAFT_NGRAM; 3 (default) */
 } diffvk_generate_options;
 typedef struct diffvk_generate_result {
   size_t struct_size;  /* set by the caller: sizeof(diffvk_generate_result); the call fills the fields it covers */
@@ -490,11 +500,15 @@ typedef struct diffvk_generate_result {
   int32_t stop_reason; /* DIFFVK_STOP_* */
   int32_t stop_index;  /* the stop string that matched (index into options->stop), else -1 */
   uint32_t shifts;     /* context shifts made while sampling (DIFFVK_OVERFLOW_SHIFT) */
+  /* Since the 1.2 layout: speculation's passes of drafted rows, tokens drafted, drafted tokens kept. */
+  uint32_t verify_passes;
+  uint32_t drafted;
+  uint32_t accepted;
 } diffvk_generate_result;
 /* Fills *options with the defaults above and sets struct_size. NULL: does nothing. A macro (see VERSIONING). */
 DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options);
 /* The defaults of the largest layout of diffvk_generate_options this library knows that fits in size bytes
- * (layouts: 1.1's); struct_size = that layout's size. options NULL or a smaller size: does nothing (since 1.1). */
+ * (layouts: 1.1's up to keep; 1.2's up to draft_ngram); struct_size = that layout's size. options NULL or a smaller size: does nothing (since 1.1). */
 DIFFVK_API void diffvk_generate_default_options_sized(diffvk_generate_options* options, size_t size);
 /* Prefills the n_prompt prompt ids with prompt-prefix reuse (what the session already holds of them is not
  * recomputed; diffvk_session_prefill_reusing), then samples up to max_tokens tokens with the sampler (which

@@ -31,6 +31,30 @@ enum class ContextOverflow {
   shift,   // keep the first `keep` tokens, drop the oldest half of the rest and go on (Session::shift)
 };
 
+// Speculative decoding (greedy sampling only): a draft of up to k tokens is checked in one pass of k + 1 rows
+// (Session::prefill with every row's logits); the longest prefix the model agrees with is kept, with the model's own
+// token after it, and the session is rewound past the rest. The tokens are those of plain decoding: each is the
+// sampler's pick from logits of the same context (the rows of one pass instead of one-row decodes, equal within the
+// kernels' rounding).
+enum class Draft {
+  none,    // plain decoding, one token per pass
+  lookup,  // prompt lookup: the tokens that followed the latest earlier occurrence of the context's last n-gram
+};
+const char* draft_name(Draft draft);  // "none", "lookup"
+
+struct SpeculateOptions {
+  Draft draft = Draft::none;
+  uint32_t k = 8;      // drafted tokens per pass at most, 1 ... kMaxDraftTokens
+  uint32_t ngram = 3;  // lookup: the longest n-gram matched (shorter ones are tried down to 1), 1 ... kMaxDraftNgram
+};
+constexpr uint32_t kMaxDraftTokens = 16;
+constexpr uint32_t kMaxDraftNgram = 16;
+
+// Prompt-lookup drafting, pure: for n = ngram down to 1, the latest earlier occurrence of the last n tokens of
+// `context` (one that ends before the context does); returns up to k tokens that followed it, from the first n
+// that has one; empty when none matches.
+std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t ngram, uint32_t k);
+
 struct GenerateOptions {
   uint32_t max_tokens = 64;  // tokens to sample at most (0: only the prompt is prefilled)
   // Generation ends where the first of these appears in the generated text, even across tokens; neither
@@ -48,6 +72,8 @@ struct GenerateOptions {
   ContextOverflow overflow = ContextOverflow::refuse;
   // shift: the tokens at the start that are never dropped (a system prompt); < the session's capacity.
   uint32_t keep = 0;
+  // Draft::lookup needs a greedy sampler (temperature <= 0; penalties allowed): invalid_argument otherwise.
+  SpeculateOptions speculate;
 };
 
 struct GenerateResult {
@@ -60,6 +86,8 @@ struct GenerateResult {
   uint32_t shifts = 0;         // context shifts made while sampling (ContextOverflow::shift)
   double prefill_seconds = 0;  // the prompt's prefill (wall clock)
   double sample_seconds = 0;   // from the first sample to the end (wall clock)
+  // Speculation (SpeculateOptions): passes of drafted rows, tokens drafted, and drafted tokens kept.
+  uint32_t verify_passes = 0, drafted = 0, accepted = 0;
 };
 
 // Prefills `prompt` on `session` with prompt-prefix reuse (Session::prefill_reusing: what the session

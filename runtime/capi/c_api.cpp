@@ -192,7 +192,9 @@ constexpr size_t kModelLayouts[] = {
 constexpr size_t kSamplerLayouts[] = {layout_size(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t),
                                                   alignof(diffvk_sampler_options))};  // 1.1
 constexpr size_t kGenerateLayouts[] = {
-    layout_size(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options))};  // 1.1
+    layout_size(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options)),  // 1.1
+    layout_size(offsetof(diffvk_generate_options, draft_ngram) + sizeof(uint32_t),
+                alignof(diffvk_generate_options))};  // 1.2
 template <class T, size_t N>
 constexpr bool last_is_sizeof(const size_t (&layouts)[N]) {
   return layouts[N - 1] == sizeof(T);
@@ -767,7 +769,9 @@ static_assert(DIFFVK_STOP_EOS == int(diffvk::StopReason::eos) &&
                   DIFFVK_STOP_CANCELLED == int(diffvk::StopReason::cancelled),
               "DIFFVK_STOP_* follow diffvk::StopReason");
 static_assert(DIFFVK_MAX_STOP_STRINGS == diffvk::kMaxStopStrings &&
-                  DIFFVK_MAX_STOP_STRING_BYTES == diffvk::kMaxStopStringBytes,
+                  DIFFVK_MAX_STOP_STRING_BYTES == diffvk::kMaxStopStringBytes &&
+                  DIFFVK_MAX_DRAFT_TOKENS == diffvk::kMaxDraftTokens &&
+                  DIFFVK_MAX_DRAFT_NGRAM == diffvk::kMaxDraftNgram,
               "the C limits are the C++ ones");
 void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t size) {
   auto d = diffvk::capi::zeroed<diffvk_generate_options>();
@@ -780,6 +784,9 @@ void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t si
   d.user = nullptr;
   d.overflow = DIFFVK_OVERFLOW_REFUSE;
   d.keep = 0;
+  d.draft = DIFFVK_DRAFT_NONE;
+  d.draft_k = diffvk::SpeculateOptions{}.k;
+  d.draft_ngram = diffvk::SpeculateOptions{}.ngram;
   diffvk::capi::write_defaults(o, size, d, kGenerateLayouts);
 }
 void(diffvk_generate_default_options)(diffvk_generate_options* o) {
@@ -827,6 +834,12 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     go.overflow =
         o.overflow == DIFFVK_OVERFLOW_SHIFT ? diffvk::ContextOverflow::shift : diffvk::ContextOverflow::refuse;
     go.keep = o.keep;
+    if (o.draft != DIFFVK_DRAFT_NONE && o.draft != DIFFVK_DRAFT_LOOKUP)
+      fail(DIFFVK_INVALID_ARGUMENT,
+           "options->draft is " + std::to_string(o.draft) + "; DIFFVK_DRAFT_NONE (0) or DIFFVK_DRAFT_LOOKUP (1)");
+    go.speculate.draft = o.draft == DIFFVK_DRAFT_LOOKUP ? diffvk::Draft::lookup : diffvk::Draft::none;
+    go.speculate.k = o.draft_k;
+    go.speculate.ngram = o.draft_ngram;
     if (o.on_text) {
       const diffvk_text_fn fn = o.on_text;
       void* user = o.user;
@@ -835,9 +848,16 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     const diffvk::GenerateResult r = diffvk::generate(*k->session, sampler->sampler, *tokenizer,
                                                       std::vector<int32_t>(prompt, prompt + n_prompt), go);
     if (result) {
-      const diffvk_generate_result out{result_size,  static_cast<uint32_t>(r.tokens.size()),
-                                       r.reused,     static_cast<int32_t>(r.reason),
-                                       r.stop_index, r.shifts};
+      diffvk_generate_result out{};
+      out.struct_size = result_size;
+      out.tokens = static_cast<uint32_t>(r.tokens.size());
+      out.reused = r.reused;
+      out.stop_reason = static_cast<int32_t>(r.reason);
+      out.stop_index = r.stop_index;
+      out.shifts = r.shifts;
+      out.verify_passes = r.verify_passes;
+      out.drafted = r.drafted;
+      out.accepted = r.accepted;
       std::memcpy(result, &out, result_size);
     }
   });

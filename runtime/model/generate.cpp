@@ -86,13 +86,63 @@ std::string StopStream::update(const std::string& text, bool final) {
   return piece;
 }
 
+const char* draft_name(Draft draft) {
+  switch (draft) {
+    case Draft::none:
+      return "none";
+    case Draft::lookup:
+      return "lookup";
+  }
+  return "unknown";
+}
+
+std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t ngram, uint32_t k) {
+  const size_t n_ctx = context.size();
+  for (size_t n = std::min<size_t>(ngram, n_ctx ? n_ctx - 1 : 0); n >= 1; --n) {
+    const int32_t* tail = context.data() + n_ctx - n;
+    // Latest first: an occurrence ending at e - 1 (e < n_ctx), whose followers are context[e ...].
+    for (size_t e = n_ctx - 1; e >= n; --e)
+      if (std::equal(tail, tail + n, context.data() + e - n)) {
+        const size_t end = std::min(n_ctx, e + size_t(k));
+        return std::vector<int32_t>(context.begin() + static_cast<std::ptrdiff_t>(e),
+                                    context.begin() + static_cast<std::ptrdiff_t>(end));
+      }
+  }
+  return {};
+}
+
 namespace {
 constexpr size_t kDecodeContext = 64;
+
+void validate_speculation(const SpeculateOptions& o, const Sampler& sampler) {
+  if (o.draft == Draft::none) return;
+  if (o.draft != Draft::lookup) throw Error(Status::invalid_argument, "generate: unknown speculate.draft");
+  if (o.k < 1 || o.k > kMaxDraftTokens)
+    throw Error(Status::invalid_argument,
+                "generate: speculate.k " + std::to_string(o.k) + " is not in 1 ... " + std::to_string(kMaxDraftTokens));
+  if (o.ngram < 1 || o.ngram > kMaxDraftNgram)
+    throw Error(Status::invalid_argument, "generate: speculate.ngram " + std::to_string(o.ngram) + " is not in 1 ... " +
+                                              std::to_string(kMaxDraftNgram));
+  if (sampler.options().temperature > 0.0f)
+    throw Error(Status::invalid_argument,
+                "generate: speculation needs greedy sampling (temperature <= 0); the speculative sampling rule for "
+                "temperature > 0 is not implemented");
+}
+
+// The rows of the last speculative pass: the session held `start` tokens, then [cur, draft...] went in; the
+// latest token pushed was picked from row `row` (row i: the logits after cur, then after draft[i - 1]).
+struct VerifyPass {
+  bool active = false;
+  uint32_t start = 0, row = 0;
+  std::vector<int32_t> draft;
+  std::vector<float> logits;  // (draft.size() + 1) x vocab
+};
 }  // namespace
 
 GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
                         const std::vector<int32_t>& prompt, const GenerateOptions& options) {
   StopStream stream(options.stop);  // validates the stop strings
+  validate_speculation(options.speculate, sampler);
   if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
   const bool shifting = options.overflow == ContextOverflow::shift;
   if (shifting && options.keep + 1ull >= session.capacity())
@@ -129,44 +179,91 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
     return !options.on_text || options.on_text(piece);
   };
   std::string text;  // generated so far: decode(prompt + generated) minus decode(prompt)
+  const SpeculateOptions& spec = options.speculate;
+  VerifyPass v;
+  // The session keeps what was pushed but the latest token: the pass's rows past it go.
+  auto settle = [&] {
+    if (v.active && session.position() > v.start + v.row + 1) session.rewind(v.start + v.row + 1);
+    v.active = false;
+  };
   int32_t next = sampler.sample(logits.data(), vocab);
-  for (;;) {
-    r.tokens.push_back(next);
-    const bool eos = options.eos_token >= 0 && next == options.eos_token;  // not part of the text
-    if (!eos) {
-      sampler.accept(next);
-      ids.push_back(next);
-      const std::string all = tokenizer.decode(ids);
-      text = all.size() > base ? all.substr(base) : std::string();
+  try {
+    for (;;) {
+      r.tokens.push_back(next);
+      // The drafted token at this place, when the pass's rows go on from it.
+      const bool agreed = v.active && v.row < v.draft.size() && next == v.draft[v.row];
+      if (agreed) ++r.accepted;
+      const bool eos = options.eos_token >= 0 && next == options.eos_token;  // not part of the text
+      if (!eos) {
+        sampler.accept(next);
+        ids.push_back(next);
+        const std::string all = tokenizer.decode(ids);
+        text = all.size() > base ? all.substr(base) : std::string();
+      }
+      const bool last = eos || r.tokens.size() >= options.max_tokens;
+      if (!emit(stream.update(text, last))) {
+        r.reason = StopReason::cancelled;
+        break;
+      }
+      if (eos) {
+        r.reason = StopReason::eos;
+        break;
+      }
+      if (stream.stopped()) {
+        r.reason = StopReason::stop_string;
+        r.stop = stream.matched();
+        r.stop_index = stream.matched_index();
+        break;
+      }
+      if (last) {
+        r.reason = StopReason::max_tokens;
+        break;
+      }
+      if (agreed) {  // the pass's next row holds the logits after this token
+        ++v.row;
+        next = sampler.sample(v.logits.data() + size_t(v.row) * vocab, vocab);
+        continue;
+      }
+      settle();
+      if (spec.draft == Draft::lookup) {
+        // Drafts that fit the context and that could be used before max_tokens (a pass yields up to k + 1 tokens).
+        const uint64_t held = uint64_t(session.position()) + 1,
+                       room = session.capacity() > held ? session.capacity() - held : 0;
+        const uint64_t left = options.max_tokens - r.tokens.size() - 1;
+        const uint32_t k = uint32_t(std::min<uint64_t>({spec.k, room, left}));
+        std::vector<int32_t> context = session.tokens();
+        context.push_back(next);
+        std::vector<int32_t> draft = k ? lookup_draft(context, spec.ngram, k) : std::vector<int32_t>{};
+        if (!draft.empty()) {
+          std::vector<int32_t> rows{next};
+          rows.insert(rows.end(), draft.begin(), draft.end());
+          v.start = session.position();
+          v.logits = session.prefill(rows, true);
+          v.draft = std::move(draft);
+          v.row = 0;
+          v.active = true;
+          ++r.verify_passes;
+          r.drafted += uint32_t(v.draft.size());
+          next = sampler.sample(v.logits.data(), vocab);
+          continue;
+        }
+      }
+      if (shifting && session.make_room(options.keep, 1)) ++r.shifts;  // room for the next token
+      if (on_device) {
+        const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
+        next = session.decode_sample(next, sampler.options().temperature, sampler.options().top_k, u);
+      } else {
+        logits = session.decode(next);
+        next = sampler.sample(logits.data(), vocab);
+      }
     }
-    const bool last = eos || r.tokens.size() >= options.max_tokens;
-    if (!emit(stream.update(text, last))) {
-      r.reason = StopReason::cancelled;
-      break;
-    }
-    if (eos) {
-      r.reason = StopReason::eos;
-      break;
-    }
-    if (stream.stopped()) {
-      r.reason = StopReason::stop_string;
-      r.stop = stream.matched();
-      r.stop_index = stream.matched_index();
-      break;
-    }
-    if (last) {
-      r.reason = StopReason::max_tokens;
-      break;
-    }
-    if (shifting && session.make_room(options.keep, 1)) ++r.shifts;  // room for the next token
-    if (on_device) {
-      const float u = sampler.options().temperature > 0.0f ? sampler.draw() : 0.0f;
-      next = session.decode_sample(next, sampler.options().temperature, sampler.options().top_k, u);
-    } else {
-      logits = session.decode(next);
-      next = sampler.sample(logits.data(), vocab);
-    }
+  } catch (...) {  // a failed pass, text callback or decode: the session still keeps what was pushed
+    try {
+      settle();
+    } catch (...) {}
+    throw;
   }
+  settle();
   r.sample_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return r;
 }

@@ -180,6 +180,17 @@ typedef struct {
   size_t struct_size;
   uint32_t weights;
 } model_options_first;
+typedef struct {
+  size_t struct_size;
+  uint32_t max_tokens;
+  uint32_t stop_count;
+  const char* const* stop;
+  int32_t eos_token;
+  diffvk_text_fn on_text;
+  void* user;
+  int32_t overflow;
+  uint32_t keep;
+} generate_options_1_1;
 
 static void sized_context(void* o, size_t n) { diffvk_context_default_options_sized((diffvk_context_options*)o, n); }
 static void sized_session(void* o, size_t n) { diffvk_session_default_options_sized((diffvk_session_options*)o, n); }
@@ -199,7 +210,7 @@ static int test_default_options(const char* dir) {
   const size_t session_layouts[2] = {sizeof(session_options_1_0), sizeof(diffvk_session_options)};
   const size_t model_layouts[2] = {sizeof(model_options_first), sizeof(diffvk_model_options)};
   const size_t sampler_layouts[1] = {sizeof(diffvk_sampler_options)};
-  const size_t generate_layouts[1] = {sizeof(diffvk_generate_options)};
+  const size_t generate_layouts[2] = {sizeof(generate_options_1_1), sizeof(diffvk_generate_options)};
   diffvk_context_options co;
   diffvk_session_options so;
   diffvk_model_options mo;
@@ -219,11 +230,12 @@ static int test_default_options(const char* dir) {
   EXPECT(sizeof(session_options_1_0) < sizeof(diffvk_session_options));
   EXPECT(sizeof(model_options_first) < sizeof(diffvk_model_options));
   EXPECT(sizeof(session_options_1_0) == offsetof(diffvk_session_options, kv_cache));
+  EXPECT(sizeof(generate_options_1_1) == offsetof(diffvk_generate_options, draft));
   check_sized_defaults("context", sized_context, context_layouts, 2);
   check_sized_defaults("session", sized_session, session_layouts, 2);
   check_sized_defaults("model", sized_model, model_layouts, 2);
   check_sized_defaults("sampler", sized_sampler, sampler_layouts, 1);
-  check_sized_defaults("generate", sized_generate, generate_layouts, 1);
+  check_sized_defaults("generate", sized_generate, generate_layouts, 2);
 
   /* the macros: the whole struct of this header */
   memset(&co, 0x5a, sizeof co);
@@ -244,7 +256,8 @@ static int test_default_options(const char* dir) {
   memset(&go, 0x5a, sizeof go);
   diffvk_generate_default_options(&go);
   EXPECT(go.struct_size == sizeof go && go.eos_token == -2 && go.stop_count == 0 && !go.stop && !go.on_text &&
-         go.overflow == DIFFVK_OVERFLOW_REFUSE && go.keep == 0);
+         go.overflow == DIFFVK_OVERFLOW_REFUSE && go.keep == 0 && go.draft == DIFFVK_DRAFT_NONE && go.draft_k == 8 &&
+         go.draft_ngram == 3);
   diffvk_session_default_options(no_options); /* a NULL pointer through the macro: nothing */
   /* the same through the function-like macro's parenthesized name: the exported 1.0 function */
   memset(&so, 0x5a, sizeof so);
@@ -288,7 +301,8 @@ static int test_default_options(const char* dir) {
   EXPECT(diffvk_session_capacity(s, &cap) == DIFFVK_OK && cap == 16);
   prefill_decode(model, s);
   EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
-  /* The structs new in 1.1 (sampler, generate): the exported function fills 1.1's layout, the whole struct. */
+  /* The structs new in 1.1 (sampler, generate): the exported function fills 1.1's layout (the sampler's whole
+   * struct; the generate struct up to keep, its 1.2 fields untouched). */
   {
     diffvk_sampler_options* o = (diffvk_sampler_options*)canary_fill();
     sampler_1_1(o);
@@ -299,7 +313,7 @@ static int test_default_options(const char* dir) {
   {
     diffvk_generate_options* o = (diffvk_generate_options*)canary_fill();
     generate_1_1(o);
-    EXPECT(o->struct_size == sizeof(diffvk_generate_options) && canary_intact_from(sizeof(diffvk_generate_options)));
+    EXPECT(o->struct_size == sizeof(generate_options_1_1) && canary_intact_from(sizeof(generate_options_1_1)));
     EXPECT(o->eos_token == -2 && o->overflow == DIFFVK_OVERFLOW_REFUSE);
   }
   /* a struct_size between the layouts (a caller that set it by hand) is still read up to that size */
@@ -1010,6 +1024,24 @@ static int test_generate(const char* dir) {
   EXPECT(r.stop_reason == DIFFVK_STOP_MAX_TOKENS && r.tokens == 16 && r.stop_index == -1 && r.reused == 0);
   EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 12 + 15); /* every sampled token but the last */
   EXPECT(all.size > 0 && all.size <= sizeof all.text);
+  /* Speculative decoding with prompt-lookup drafts (the 1.2 layout): the same text, the same session. */
+  memset(&part, 0, sizeof part);
+  o.user = &part;
+  o.draft = DIFFVK_DRAFT_LOOKUP;
+  EXPECT(diffvk_session_reset(s) == DIFFVK_OK);
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_OK);
+  EXPECT(r.stop_reason == DIFFVK_STOP_MAX_TOKENS && r.tokens == 16 && r.accepted <= r.drafted);
+  EXPECT(part.size == all.size && memcmp(part.text, all.text, all.size) == 0);
+  EXPECT(diffvk_session_position(s, &pos) == DIFFVK_OK && pos == 12 + 15);
+  o.draft = 7;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "options->draft") != NULL);
+  o.draft = DIFFVK_DRAFT_LOOKUP;
+  o.draft_k = 0;
+  EXPECT(diffvk_session_generate(s, greedy, tok, kPrompt, 12, &o, &r) == DIFFVK_INVALID_ARGUMENT);
+  o.draft = DIFFVK_DRAFT_NONE;
+  o.draft_k = 8;
+  o.user = &all;
   /* A stop string of three bytes from the middle of that text (the bundled tokenizer: one byte per token,
    * so it spans tokens): the same prompt again on the reset session stops there and emits only what
    * precedes it. */

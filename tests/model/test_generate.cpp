@@ -255,3 +255,102 @@ TEST_CASE("session: a flag set from another thread half-way through a 128-token 
   REQUIRE(got.size() == want.size());
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
 }
+
+TEST_CASE("generate: prompt-lookup drafts are what followed the latest earlier occurrence of the last n-gram") {
+  using V = std::vector<int32_t>;
+  CHECK(lookup_draft({1, 2, 3, 4, 1, 2}, 3, 3) == V{3, 4, 1});        // no earlier {4, 1, 2}: the 2-gram {1, 2}
+  CHECK(lookup_draft({5, 6, 7, 5, 6, 8, 5, 6}, 2, 2) == V{8, 5});     // the latest of two occurrences
+  CHECK(lookup_draft({5, 6, 7, 5, 6, 8, 5, 6}, 1, 8) == V{8, 5, 6});  // up to the end of the context
+  CHECK(lookup_draft({1, 2, 1}, 1, 4) == V{2, 1});                    // the followers may reach the tail
+  CHECK(lookup_draft({9, 9, 9, 9}, 16, 2) == V{9});                   // n-gram longer than the context: shorter
+  CHECK(lookup_draft({1, 2, 3}, 3, 4).empty());                       // the last token never came before
+  CHECK(lookup_draft({7}, 3, 4).empty());
+  CHECK(lookup_draft({}, 3, 4).empty());
+  CHECK(lookup_draft({1, 2, 1, 2}, 2, 0).empty());
+}
+
+// Greedy speculation gives the tokens of plain greedy decoding (fp32: the verify rows and the one-row decodes
+// round alike enough on this model), ends where plain decoding ends, and leaves the session holding the same tokens.
+TEST_CASE("generate: speculative decoding with prompt lookup gives the tokens of plain greedy decoding") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  auto model = Model::load(*ctx, kTiny);
+  const Tokenizer tok = Tokenizer::load(kTiny);
+  const SessionOptions so{64, 8};
+  std::vector<int32_t> prompt = kPrompt;  // a prompt that repeats: the lookup finds drafts at once
+  prompt.insert(prompt.end(), kPrompt.begin(), kPrompt.end());
+  SamplingOptions greedy;
+  greedy.temperature = 0.0f;
+  auto run = [&](const GenerateOptions& o, std::vector<int32_t>* held) {
+    auto s = Session::create(*model, so);
+    Sampler sampler(greedy);
+    GenerateResult r = generate(*s, sampler, tok, prompt, o);
+    if (held) *held = s->tokens();
+    return r;
+  };
+  GenerateOptions plain;
+  plain.max_tokens = 40;
+  std::vector<int32_t> plain_held;
+  const GenerateResult want = run(plain, &plain_held);
+  REQUIRE(want.tokens.size() == 40);
+  CHECK(want.verify_passes == 0);
+  for (uint32_t k : {1u, 3u, 8u, 16u})
+    for (uint32_t ngram : {1u, 3u}) {
+      CAPTURE(k);
+      CAPTURE(ngram);
+      GenerateOptions o = plain;
+      o.speculate.draft = Draft::lookup;
+      o.speculate.k = k;
+      o.speculate.ngram = ngram;
+      std::vector<int32_t> held;
+      const GenerateResult r = run(o, &held);
+      CHECK(r.tokens == want.tokens);
+      CHECK(r.text == want.text);
+      CHECK(held == plain_held);  // the prompt and every sampled token but the last
+      CHECK(r.verify_passes > 0);
+      CHECK(r.accepted <= r.drafted);
+      MESSAGE("k " << k << ", n-gram " << ngram << ": " << r.verify_passes << " passes, " << r.accepted << " of "
+                   << r.drafted << " drafted tokens accepted");
+    }
+  SUBCASE("an end inside a pass: EOS, a stop string, max_tokens; the session keeps what plain decoding keeps") {
+    GenerateOptions o = plain;
+    o.speculate.draft = Draft::lookup;
+    o.eos_token = want.tokens[17];
+    GenerateOptions p = plain;
+    p.eos_token = o.eos_token;
+    std::vector<int32_t> held, held_plain;
+    const GenerateResult a = run(o, &held), b = run(p, &held_plain);
+    CHECK(a.reason == StopReason::eos);
+    CHECK(a.tokens == b.tokens);
+    CHECK(held == held_plain);
+    for (uint32_t n : {1u, 2u, 7u, 13u}) {
+      o = plain;
+      o.speculate.draft = Draft::lookup;
+      o.max_tokens = p.max_tokens = n;
+      p.eos_token = -1;
+      const GenerateResult c = run(o, &held), d = run(p, &held_plain);
+      CHECK(c.tokens == d.tokens);
+      CHECK(held == held_plain);
+    }
+  }
+  SUBCASE("bad options are refused before any work") {
+    auto s = Session::create(*model, so);
+    GenerateOptions o = plain;
+    o.speculate.draft = Draft::lookup;
+    for (uint32_t k : {0u, kMaxDraftTokens + 1}) {
+      o.speculate.k = k;
+      Sampler sampler(greedy);
+      CHECK(test::status_of([&] { generate(*s, sampler, tok, prompt, o); }) == Status::invalid_argument);
+    }
+    o.speculate.k = 8;
+    o.speculate.ngram = 0;
+    Sampler sampler(greedy);
+    CHECK(test::status_of([&] { generate(*s, sampler, tok, prompt, o); }) == Status::invalid_argument);
+    o.speculate.ngram = 3;
+    SamplingOptions warm;
+    warm.temperature = 0.7f;
+    Sampler hot(warm);
+    CHECK(test::status_of([&] { generate(*s, hot, tok, prompt, o); }) == Status::invalid_argument);
+    CHECK(s->position() == 0);
+  }
+}
