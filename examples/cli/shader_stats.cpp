@@ -256,7 +256,7 @@ Runner register_shader_stats(CLI::App& app) {
           std::string tag = rep.name;
           for (char& c : tag)
             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-          char idx[16];
+          char idx[24];  // a size_t in decimal: 20 digits
           std::snprintf(idx, sizeof idx, "%03zu", i);
           const std::string file = a->isa_dir + "/" + idx + "_" + p.name +
                                    (rep.executable ? "_e" + std::to_string(rep.executable) : "") + "_" + tag + ".txt";

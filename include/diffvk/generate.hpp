@@ -54,6 +54,9 @@ constexpr uint32_t kMaxDraftNgram = 16;
 // `context` (one that ends before the context does); returns up to k tokens that followed it, from the first n
 // that has one; empty when none matches.
 std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t ngram, uint32_t k);
+// Checks SpeculateOptions (k, ngram in range; greedy sampling, temperature <= 0, where drafting is on); throws
+// Error(invalid_argument) naming the field. generate() calls it before any work.
+void validate_speculation(const SpeculateOptions& options, float temperature);
 
 struct GenerateOptions {
   uint32_t max_tokens = 64;  // tokens to sample at most (0: only the prompt is prefilled)

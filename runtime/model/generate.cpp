@@ -111,10 +111,7 @@ std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t 
   return {};
 }
 
-namespace {
-constexpr size_t kDecodeContext = 64;
-
-void validate_speculation(const SpeculateOptions& o, const Sampler& sampler) {
+void validate_speculation(const SpeculateOptions& o, float temperature) {
   if (o.draft == Draft::none) return;
   if (o.draft != Draft::lookup) throw Error(Status::invalid_argument, "generate: unknown speculate.draft");
   if (o.k < 1 || o.k > kMaxDraftTokens)
@@ -123,11 +120,14 @@ void validate_speculation(const SpeculateOptions& o, const Sampler& sampler) {
   if (o.ngram < 1 || o.ngram > kMaxDraftNgram)
     throw Error(Status::invalid_argument, "generate: speculate.ngram " + std::to_string(o.ngram) + " is not in 1 ... " +
                                               std::to_string(kMaxDraftNgram));
-  if (sampler.options().temperature > 0.0f)
+  if (temperature > 0.0f)
     throw Error(Status::invalid_argument,
                 "generate: speculation needs greedy sampling (temperature <= 0); the speculative sampling rule for "
                 "temperature > 0 is not implemented");
 }
+
+namespace {
+constexpr size_t kDecodeContext = 64;
 
 // The rows of the last speculative pass: the session held `start` tokens, then [cur, draft...] went in; the
 // latest token pushed was picked from row `row` (row i: the logits after cur, then after draft[i - 1]).
@@ -142,7 +142,7 @@ struct VerifyPass {
 GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
                         const std::vector<int32_t>& prompt, const GenerateOptions& options) {
   StopStream stream(options.stop);  // validates the stop strings
-  validate_speculation(options.speculate, sampler);
+  validate_speculation(options.speculate, sampler.options().temperature);
   if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
   const bool shifting = options.overflow == ContextOverflow::shift;
   if (shifting && options.keep + 1ull >= session.capacity())
