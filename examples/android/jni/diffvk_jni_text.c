@@ -166,7 +166,8 @@ static void free_stops(char** stops, jsize n) {
 JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cls, jlong session, jlong sampler,
                                                           jlong tokenizer, jintArray prompt, jint max_tokens,
                                                           jobjectArray stop, jint eos, jint overflow, jint keep,
-                                                          jobject pieces, jintArray out) {
+                                                          jint draft, jint draft_k, jint draft_ngram, jobject pieces,
+                                                          jintArray out) {
   jsize n, n_stop, i;
   int32_t* buf;
   char** stops = NULL;
@@ -177,8 +178,10 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   struct djni_pieces p;
   jclass pieces_cls;
   (void)cls;
-  if (!prompt || !stop || !pieces || !out || (*env)->GetArrayLength(env, out) < 5 || max_tokens < 0 || keep < 0) {
-    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT, "Session.generateText: a null argument, or maxTokens or keep < 0");
+  if (!prompt || !stop || !pieces || !out || (*env)->GetArrayLength(env, out) < 8 || max_tokens < 0 || keep < 0 ||
+      draft_k < 0 || draft_ngram < 0) {
+    djni_throw_status(env, DIFFVK_INVALID_ARGUMENT,
+                      "Session.generateText: a null argument, or maxTokens, keep, draftK or draftNgram < 0");
     return;
   }
   pieces_cls = (*env)->GetObjectClass(env, pieces);
@@ -233,6 +236,9 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   o.eos_token = (int32_t)eos;
   o.overflow = (int32_t)overflow;
   o.keep = (uint32_t)keep;
+  o.draft = (int32_t)draft;
+  o.draft_k = (uint32_t)draft_k;
+  o.draft_ngram = (uint32_t)draft_ngram;
   o.on_text = djni_piece;
   o.user = &p;
   memset(&r, 0, sizeof r);
@@ -246,13 +252,16 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
     return;
   }
   if (djni_ok(env, st)) {
-    jint v[5];
+    jint v[8];
     v[0] = (jint)r.tokens;
     v[1] = (jint)r.reused;
     v[2] = (jint)r.stop_reason;
     v[3] = (jint)r.stop_index;
     v[4] = (jint)r.shifts;
-    (*env)->SetIntArrayRegion(env, out, 0, 5, v);
+    v[5] = (jint)r.verify_passes;
+    v[6] = (jint)r.drafted;
+    v[7] = (jint)r.accepted;
+    (*env)->SetIntArrayRegion(env, out, 0, 8, v);
   }
 }
 

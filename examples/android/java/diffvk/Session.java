@@ -208,6 +208,14 @@ public final class Session implements AutoCloseable {
     public int overflow = OVERFLOW_REFUSE;
     /** OVERFLOW_SHIFT: the tokens at the start that are never dropped (a system prompt). */
     public int keep = 0;
+    public static final int DRAFT_NONE = 0, DRAFT_LOOKUP = 1;
+    /**
+     * DRAFT_LOOKUP: speculative decoding with prompt-lookup drafts (greedy samplers only; the same tokens), up to
+     * draftK tokens (1 ... 16) per pass, matching n-grams of up to draftNgram tokens (1 ... 16).
+     */
+    public int draft = DRAFT_NONE;
+    public int draftK = 8;
+    public int draftNgram = 3;
   }
 
   /** diffvk_generate_result plus the text. */
@@ -221,6 +229,8 @@ public final class Session implements AutoCloseable {
     public int stopIndex;
     /** Context shifts made while sampling (OVERFLOW_SHIFT). */
     public int shifts;
+    /** Speculation (DRAFT_LOOKUP): passes of drafted rows, tokens drafted, drafted tokens kept. */
+    public int verifyPasses, drafted, accepted;
   }
 
   // Collects the pieces' bytes (the text) and hands each piece to the listener (called from native code).
@@ -253,10 +263,10 @@ public final class Session implements AutoCloseable {
       stop[i] = options.stop[i].getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
     Pieces pieces = new Pieces(listener);
-    int[] out = new int[5];
+    int[] out = new int[8];
     synchronized (sampler) {
       nativeGenerate(handle, sampler.handle(), tokenizer.handle(), prompt, options.maxTokens, stop, options.eosToken,
-                     options.overflow, options.keep, pieces, out);
+                     options.overflow, options.keep, options.draft, options.draftK, options.draftNgram, pieces, out);
     }
     GenerateResult r = new GenerateResult();
     r.text = new String(pieces.all.toByteArray(), java.nio.charset.StandardCharsets.UTF_8);
@@ -265,6 +275,9 @@ public final class Session implements AutoCloseable {
     r.stopReason = out[2];
     r.stopIndex = out[3];
     r.shifts = out[4];
+    r.verifyPasses = out[5];
+    r.drafted = out[6];
+    r.accepted = out[7];
     return r;
   }
 
@@ -282,7 +295,8 @@ public final class Session implements AutoCloseable {
   }
 
   static native void nativeGenerate(long session, long sampler, long tokenizer, int[] prompt, int maxTokens, byte[][] stop,
-                                    int eosToken, int overflow, int keep, Object pieces, int[] out);
+                                    int eosToken, int overflow, int keep, int draft, int draftK, int draftNgram,
+                                    Object pieces, int[] out);
   static native long nativeNewCancelFlag();
   static native void nativeFreeCancelFlag(long flag);
   static native void nativeCancel(long flag);

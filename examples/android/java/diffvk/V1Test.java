@@ -143,6 +143,23 @@ public final class V1Test {
       // (Pieces end on whole UTF-8 characters, except that the bundled bytes tokenizer may emit broken ones.)
       if (all.text.indexOf('\uFFFD') < 0) check(streamed.toString().equals(all.text), "generateText: the streamed pieces are the text");
       check(s.position() == prompt.length + 15, "generateText: the session holds all but the last token");
+      // Speculative decoding with prompt-lookup drafts: the same text and session position.
+      s.reset();
+      go.draft = Session.GenerateOptions.DRAFT_LOOKUP;
+      Session.GenerateResult spec = s.generateText(prompt, greedy, tok, go, null);
+      check(spec.text.equals(all.text) && spec.tokens == 16 && spec.accepted <= spec.drafted,
+            "generateText with DRAFT_LOOKUP: the same text (" + spec.accepted + " of " + spec.drafted + " drafted kept)");
+      check(s.position() == prompt.length + 15, "generateText with DRAFT_LOOKUP: the same session position");
+      go.draftK = 0;
+      try {
+        s.generateText(prompt, greedy, tok, go, null);
+        check(false, "draftK 0 was accepted");
+      } catch (DiffvkException e) {
+        check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("speculate.k"),
+              "draftK 0: INVALID_ARGUMENT naming it: " + e.getMessage());
+      }
+      go.draft = Session.GenerateOptions.DRAFT_NONE;
+      go.draftK = 8;
       // A stop string of three characters from the middle of the text, on a reset session: it ends there.
       String stop = null;
       for (int k = 2; k + 3 <= all.text.length() && stop == null; ++k) {
