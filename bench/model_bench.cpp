@@ -8,6 +8,7 @@
 #include "bench/host_memory.hpp"
 #include "bench/report.hpp"
 #include "bench/shapes.hpp"
+#include "bench/speculate_bench.hpp"
 #include "ops/linear.hpp"
 #include "vk/gpu.hpp"
 
@@ -328,6 +329,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                         {"restore_vs_prefill", ps.median / rs.median},
                         {"checked", true}};
   if (a.profile) j["decode_profile"] = profile_json;
+  if (!a.speculate.empty()) j["speculate"] = speculate_bench(a, *model, so, prompt, N, runs, sink);
   return j;
 }
 

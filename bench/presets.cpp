@@ -7,6 +7,7 @@
 
 #include "bench/op_cases.hpp"
 #include "diffvk/error.hpp"
+#include "diffvk/generate.hpp"
 
 namespace diffvk::bench {
 
@@ -52,6 +53,11 @@ void validate(const Options& o) {
     for (uint32_t h : *v)
       if (h < 1 || h > 1024) bad("heads and kv_heads must be in 1..1024");
   if (o.prompt_tokens < 1 || o.decode_tokens < 1) bad("prompt_tokens and decode_tokens must be positive");
+  if (!o.speculate.empty() && o.speculate != "lookup") bad("speculate must be \"\" or \"lookup\"");
+  if (!o.speculate.empty() && o.model_dir.empty() && o.shape.empty()) bad("speculate needs a model or a shape");
+  if (!o.speculate.empty() && (o.prompt_tokens < 2 || o.decode_tokens < 2))
+    bad("speculate needs prompt_tokens and decode_tokens of at least 2");
+  if (o.draft_k < 1 || o.draft_k > kMaxDraftTokens) bad("draft_k must be in 1.." + std::to_string(kMaxDraftTokens));
 }
 
 void sort_unique(std::vector<uint32_t>& v) {

@@ -58,6 +58,11 @@ struct Options {
   // M = 512, K = N = 2048 row after the ceilings.
   bool matmul_table = false;
   uint32_t prompt_tokens = 128, decode_tokens = 64;  // model benchmark
+  // Model benchmark: "lookup" adds speculative decoding's figures (prompt-lookup drafts of up to draft_k tokens;
+  // docs/sessions.md): a (draft_k + 1)-row pass against a one-row decode, the acceptance rate, and decode_tokens
+  // greedy tokens with and without drafts. "" = none.
+  std::string speculate;
+  uint32_t draft_k = 8;
   QuantKind weights = QuantKind::f16;       // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
   KvCacheType kv_cache = KvCacheType::f16;  // model benchmark: SessionOptions::kv_cache
   // Model benchmark: several weight types in one run, one after the other, then side by side (weight bytes,

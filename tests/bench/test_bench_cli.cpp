@@ -268,19 +268,22 @@ TEST_CASE("bench cli: --ops --op writes the op rows of the case table and refuse
   std::remove(log_path.c_str());
 }
 
-TEST_CASE("bench cli: --model --weights all puts every weight type side by side") {
+TEST_CASE("bench cli: --model --weights all puts every weight type side by side, with --speculate lookup figures") {
   const std::string base = "/tmp/diffvk_bench_cli_weights_" + std::to_string(::getpid());
   const std::string json_path = base + ".json", log_path = base + ".log";
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
-  const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
-                          " --weights all --prompt-tokens 16 --decode-tokens 4 --runs 1 --copy-mib 8 --json " +
-                          json_path + " > " + log_path + " 2>&1";
+  const std::string cmd =
+      std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
+      " --weights all --prompt-tokens 16 --decode-tokens 4 --runs 1 --copy-mib 8 --speculate lookup "
+      "--draft-k 4 --json " +
+      json_path + " > " + log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
   REQUIRE(rc == 0);
   CHECK(log.find("validation:") == std::string::npos);
   CHECK(log.find("weight types side by side") != std::string::npos);
+  CHECK(log.find("speculate (lookup, k 4") != std::string::npos);
   const auto j = nlohmann::json::parse(slurp(json_path));
   const auto& types = j.at("weight_types");
   REQUIRE(types.size() == 3);
@@ -298,6 +301,13 @@ TEST_CASE("bench cli: --model --weights all puts every weight type side by side"
     CHECK(t.at("peak_device_bytes").get<uint64_t>() >= bytes);
     CHECK(t.at("decode").at("tokens_per_s").get<double>() > 0);
     CHECK(t.at("decode").at("fraction_of_bound").get<double>() > 0);
+    const auto& sp = t.at("speculate");  // a 5-row pass against a one-row decode; 4 tokens with and without drafts
+    CHECK(sp.at("draft") == "lookup");
+    CHECK(sp.at("pass_rows") == 5);
+    CHECK(sp.at("accepted").get<uint32_t>() <= sp.at("drafted").get<uint32_t>());
+    CHECK(sp.at("pass_vs_one_row").get<double>() > 0);
+    CHECK(sp.at("speculative_tokens_per_s").get<double>() > 0);
+    CHECK(sp.at("same_tokens").is_boolean());
     last_bits = bits;
     last_bytes = bytes;
   }
