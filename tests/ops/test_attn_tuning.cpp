@@ -222,6 +222,28 @@ TEST_CASE("attn tuning: a simulated phone subgroup (16, 64) sets the lanes, with
     }
 }
 
+// llvmpipe ends an invocation's loops after 65535 iterations in all, silently: tiles whose one block of keys already
+// passes that budget (wide lane groups summing in shared memory: a simulated subgroup of 128 there) are refused.
+TEST_CASE("attn tuning: a key block past the loop-iteration budget is refused, not run truncated") {
+  DeviceCaps caps = simulated(32768, 8, 1024, true, 0, DeviceKind::cpu);
+  caps.quirks.push_back({"loop_iteration_limit", "test"});
+  ContextOptions o;
+  o.simulate_subgroup_size = 128;
+  simulate_limits(caps, o);
+  const AttnTiles wide = choose_attn_tiles(caps, true, 64, 8, AttnPhase::decode, 8);
+  REQUIRE(wide.wg == 128);
+  try {
+    attn_max_keys_per_invocation(caps, 64, wide, false);
+    FAIL("accepted " << wide.br << " slots of 128 lanes");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(std::string(e.what()).find("loop_iteration_limit") != std::string::npos);
+  }
+  // One query row (the tiny model's decode): within the budget.
+  const AttnTiles one = choose_attn_tiles(caps, true, 16, 2, AttnPhase::decode, 1);
+  CHECK(attn_max_keys_per_invocation(caps, 16, one, false) >= one.bc);
+}
+
 TEST_CASE("attn tuning: the key-block core wherever subgroups run, unless quirk per_key_attention") {
   DeviceCaps gpu = simulated(32768, 32, 1024, true);
   gpu.subgroup_arithmetic_compute = true;
