@@ -60,6 +60,10 @@ struct DeviceCaps {
   uint32_t subgroup_stages = 0;              // VkShaderStageFlags
   uint32_t subgroup_operations = 0;          // VkSubgroupFeatureFlags
   bool subgroup_arithmetic_compute = false;  // arithmetic ops usable in compute shaders
+  // Nonzero where ContextOptions::simulate_subgroup_size stands in for the hardware's subgroup size: the hardware's
+  // default size. The sizes above are then the simulated one, and subgroup operations, subgroup size control and
+  // cooperative matrices are off (their shaders would run at the hardware's size).
+  uint32_t subgroup_hardware_size = 0;
 
   // compute limits
   uint32_t max_shared_memory = 0;  // maxComputeSharedMemorySize (bytes)
@@ -81,6 +85,9 @@ struct DeviceCaps {
   float timestamp_period_ns = 0;
 
   std::vector<Quirk> quirks;  // quirks that apply to this device
+  // The ContextOptions::simulate_* limits in force on this device, "subgroup 16 (hardware 8), storage buffer range
+  // 128 MiB, ..." ("" when none): the values above are then the simulated ones.
+  std::string simulated;
   bool has_quirk(const char* name) const;
 
   // VK_KHR_cooperative_matrix: the float16 x float16 -> float32, subgroup-scope shape M x N x K
@@ -174,6 +181,14 @@ struct ContextOptions {
   // Nonzero: maxMemoryAllocationSize is reported as at most this many bytes (a phone's 256 MiB, say): the weights
   // are placed in several allocations, and a buffer larger than this is refused (out_of_memory), as on such a device.
   uint64_t simulate_max_memory_allocation_size = 0;
+  // Nonzero: the device is planned as if its subgroups were this wide and of this one size (a power of two up to 128;
+  // a phone's 16 or 64), so that every choice made from the subgroup size is the one such a device gets: tile
+  // choices, workgroup sizes, split-K, the attention lanes. The hardware still runs its own subgroups, so wherever
+  // this differs from the hardware's one size, nothing may depend on a subgroup's width: subgroup operations (the
+  // tuning key subgroup: off, the shared-memory reductions run), subgroup size control (no required sizes) and
+  // cooperative matrices are off, and the log and DeviceCaps::simulated say so. Equal to the hardware's one size: no
+  // change. Not a power of two up to 128 is an invalid_argument error; above the workgroup limits, unsupported.
+  uint32_t simulate_subgroup_size = 0;
   // Device quirks (runtime/vk/quirks.cpp) applied as if the driver matched them, so that a quirk's path
   // is tested on any device: each name is the tuning override quirk=NAME. An unknown name is an
   // invalid_argument error.

@@ -246,7 +246,17 @@ uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const 
   // Once per invocation (initialisation, Q load, epilogue or partial writes), counted as loops.
   const uint64_t fixed =
       256 + nst * (2 + 2 * c.nvv) + t.br * (1 + c.nkv * 10) + t.br * (1 + c.nvv * 10) + nst * (1 + t.wg);
-  const uint64_t keys = kBudget > fixed ? (kBudget - fixed) / per_key : 0;
+  // One block of keys is the least an invocation streams: where even that passes the budget, the driver would end
+  // the loops early and the rows would be silently wrong (wide lane groups without subgroup arithmetic, e.g.
+  // ContextOptions::simulate_subgroup_size 128 on llvmpipe: 129 shared-memory sums per key and slot).
+  if (fixed + per_key * t.bc > kBudget)
+    throw Error(Status::unsupported,
+                "attention: one block of " + std::to_string(t.bc) + " keys with " + std::to_string(t.wg) +
+                    " lanes and " + std::to_string(t.br) + " row slots (D=" + std::to_string(D) +
+                    (subgroup ? "" : ", shared-memory lane sums") + ") takes " +
+                    std::to_string(fixed + per_key * t.bc) + " loop iterations, past the " + std::to_string(kBudget) +
+                    " one invocation may run on this device (quirk loop_iteration_limit)");
+  const uint64_t keys = (kBudget - fixed) / per_key;
   return static_cast<uint32_t>(std::max<uint64_t>(1, keys / t.bc) * t.bc);
 }
 

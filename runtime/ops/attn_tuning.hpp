@@ -62,7 +62,8 @@ std::string check_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint
 // Keys one invocation of the attention core may stream on this device: unlimited (UINT32_MAX) unless
 // the device has the loop_iteration_limit quirk, then what fits its per-invocation loop budget (the
 // core's loop iterations per key, for the subgroup or the shared-memory variant, plus fixed work),
-// a multiple of bc.
+// a multiple of bc. Throws Error(unsupported) where not even one block of bc keys fits that budget (the driver would
+// end the loops early and the rows be wrong).
 uint32_t attn_max_keys_per_invocation(const DeviceCaps& caps, uint32_t D, const AttnTiles& t, bool subgroup = false);
 
 // Fewest keys a split takes at run time (the split kernels size splits from the live length).

@@ -80,6 +80,10 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   // Staged K/V needs the subgroup variant (the variant without subgroup arithmetic sums across one subgroup's lanes
   // in shared memory, per workgroup).
   if (!o.subgroup) prefill_tiles_ = attn_unstaged(prefill_tiles_, D);
+  // On a loop-limited device, tiles whose one block of keys passes an invocation's budget are refused here, when the
+  // model loads, not when a prompt first reaches them.
+  for (const AttnTiles* t : {&prefill_tiles_, &decode1_tiles_, &decodeN_tiles_})
+    (void)attn_max_keys_per_invocation(caps, D, *t, subgroup_);
   const AttnShaders& sh = shaders(softmax, 0);
   const uint32_t push = sizeof(AttnCorePush);
   // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never

@@ -114,20 +114,13 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   const uint32_t idx = select_device(all, selector);
   d->physical_ = pds[idx];
   d->caps_ = all[idx];
-  if (options.simulate_heap_bytes)
-    for (auto& h : d->caps_.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
+  // The simulated limits first (ContextOptions::simulate_*), so that the tuning and everything planned from the caps
+  // plans for the simulated device.
+  simulate_limits(d->caps_, options);
   // The tuning: caps, then quirks (probe_device applied the table) and the device rule table, then the overrides, then
   // the precision (runtime/vk/tuning.cpp): the one place that decides fp16, subgroup arithmetic, integer dot
   // products, K/V staging and cooperative matrices.
   d->tuning_ = apply_tuning(d->caps_, tuning_overrides(options, env));
-  if (options.simulate_max_storage_buffer_range)
-    d->caps_.max_storage_buffer_range =
-        std::min(d->caps_.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
-  if (options.simulate_max_memory_allocation_size)
-    d->caps_.max_memory_allocation_size =
-        d->caps_.max_memory_allocation_size
-            ? std::min(d->caps_.max_memory_allocation_size, options.simulate_max_memory_allocation_size)
-            : options.simulate_max_memory_allocation_size;
   const DeviceCaps& c = d->caps_;
   const uint32_t api = std::min(c.api_version, d->instance_->api_version());
   if (api < VK_API_VERSION_1_1)
@@ -272,7 +265,8 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
   platform::log(LogLevel::info,
                 "device [" + std::to_string(c.index) + "] " + c.name + ": " + (d->fp16_ ? "fp16 storage" : "fp32") +
                     ", subgroup " + std::to_string(c.subgroup_size) +
-                    (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") + coopmat_summary(*d));
+                    (d->subgroup_ ? " (arithmetic)" : " (shared-memory reductions)") + coopmat_summary(*d) +
+                    (c.simulated.empty() ? "" : "; simulated (ContextOptions::simulate_*): " + c.simulated));
   return d;
 }
 

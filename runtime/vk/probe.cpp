@@ -359,7 +359,8 @@ std::string DeviceCaps::describe() const {
                                                     {VK_SUBGROUP_FEATURE_QUAD_BIT, "quad"}};
   for (auto& [bit, n] : names)
     if (subgroup_operations & bit) ops += std::string(ops.empty() ? "" : " ") + n;
-  row("subgroup ops", ops + ((subgroup_stages & VK_SHADER_STAGE_COMPUTE_BIT) ? " (compute)" : " (not in compute)"));
+  row("subgroup ops", (ops.empty() ? "none" : ops) +
+                          ((subgroup_stages & VK_SHADER_STAGE_COMPUTE_BIT) ? " (compute)" : " (not in compute)"));
   row("shared memory", mib(max_shared_memory));
   row("workgroup size", std::to_string(max_workgroup_size[0]) + " x " + std::to_string(max_workgroup_size[1]) + " x " +
                             std::to_string(max_workgroup_size[2]) + ", " + std::to_string(max_workgroup_invocations) +
@@ -390,6 +391,7 @@ std::string DeviceCaps::describe() const {
   std::string q;
   for (auto& k : quirks) q += std::string(q.empty() ? "" : "; ") + k.name + " (" + k.reason + ")";
   row("quirks", q.empty() ? "none" : q);
+  if (!simulated.empty()) row("simulated", simulated + " (ContextOptions::simulate_*)");
   return s.str();
 }
 

@@ -186,6 +186,65 @@ std::vector<TuningOverride> tuning_overrides(const ContextOptions& options, cons
   return out;
 }
 
+void simulate_limits(DeviceCaps& c, const ContextOptions& options) {
+  auto mib = [](uint64_t b) {
+    return b % (1ull << 20) == 0 ? std::to_string(b >> 20) + " MiB" : std::to_string(b) + " bytes";
+  };
+  std::vector<std::string> what;
+  if (const uint32_t s = options.simulate_subgroup_size) {
+    if (s > 128 || (s & (s - 1)) != 0)
+      throw Error(Status::invalid_argument, "ContextOptions::simulate_subgroup_size " + std::to_string(s) +
+                                                " is not a power of two up to 128 (0: the hardware's subgroup size)");
+    const uint32_t limit = std::min(c.max_workgroup_invocations, c.max_workgroup_size[0]);
+    if (s > limit)
+      throw Error(Status::unsupported, "ContextOptions::simulate_subgroup_size " + std::to_string(s) + ": device '" +
+                                           c.name + "' runs at most " + std::to_string(limit) +
+                                           " invocations in a workgroup's first dimension, not one subgroup of " +
+                                           std::to_string(s));
+    // The hardware's one size: nothing to simulate. Otherwise (another size, or sizes that vary) no shader may
+    // depend on a subgroup's width: the simulated lanes are not the hardware's subgroups.
+    if (s != c.subgroup_size || c.subgroup_min_size != c.subgroup_max_size) {
+      const std::string hw =
+          std::to_string(c.subgroup_size) +
+          (c.subgroup_min_size != c.subgroup_max_size
+               ? " (" + std::to_string(c.subgroup_min_size) + ".." + std::to_string(c.subgroup_max_size) + ")"
+               : std::string());
+      const std::string why = "simulated subgroup size " + std::to_string(s) +
+                              " (ContextOptions::simulate_subgroup_size) is not the hardware's " + hw;
+      c.subgroup_hardware_size = c.subgroup_size;
+      c.subgroup_size = c.subgroup_min_size = c.subgroup_max_size = s;
+      c.subgroup_size_control = false;
+      c.subgroup_arithmetic_compute = false;
+      c.subgroup_operations = 0;
+      if (c.coopmat_m) {
+        c.coopmat_m = c.coopmat_n = c.coopmat_k = 0;
+        c.coopmat_note = why + " (cooperative matrices are subgroup-scoped)";
+      }
+      what.push_back("subgroup " + std::to_string(s) + " (hardware " + hw +
+                     ": no subgroup operations, size control or cooperative matrices)");
+      info("device '" + c.name + "': " + why +
+           ": tiles and workgroups are planned for it; subgroup operations, subgroup size control and cooperative "
+           "matrices are off (the shared-memory reductions run)");
+    }
+  }
+  if (options.simulate_max_storage_buffer_range) {
+    c.max_storage_buffer_range = std::min(c.max_storage_buffer_range, options.simulate_max_storage_buffer_range);
+    what.push_back("storage buffer range " + mib(c.max_storage_buffer_range));
+  }
+  if (options.simulate_max_memory_allocation_size) {
+    c.max_memory_allocation_size = c.max_memory_allocation_size ? std::min(c.max_memory_allocation_size,
+                                                                           options.simulate_max_memory_allocation_size)
+                                                                : options.simulate_max_memory_allocation_size;
+    what.push_back("max allocation " + mib(c.max_memory_allocation_size));
+  }
+  if (options.simulate_heap_bytes) {
+    for (auto& h : c.heaps) h.size = std::min<uint64_t>(h.size, options.simulate_heap_bytes);
+    what.push_back("heaps at most " + mib(options.simulate_heap_bytes));
+  }
+  c.simulated.clear();
+  for (const std::string& w : what) c.simulated += (c.simulated.empty() ? "" : ", ") + w;
+}
+
 Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides) {
   Tuning t;
   // The last override of each key (auto is no override); quirk= and rule= add up, applied first.
@@ -338,7 +397,11 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     std::string why = o            ? "override " + o->setting()
                       : r          ? rule_why(*r)
                       : t.subgroup ? "cap: subgroup arithmetic in compute shaders"
-                                   : "cap: no subgroup arithmetic in compute shaders";
+                      : c.subgroup_hardware_size
+                          ? "cap: simulated subgroup size " + std::to_string(c.subgroup_size) +
+                                " (ContextOptions::simulate_subgroup_size; hardware " +
+                                std::to_string(c.subgroup_hardware_size) + "): no subgroup operations"
+                          : "cap: no subgroup arithmetic in compute shaders";
     set_choice(t, "subgroup", t.subgroup ? "on" : "off", why);
   }
   // kv_staging: attention stages K/V blocks in shared memory unless quirk no_kv_staging; on drops the quirk, off (or
@@ -474,6 +537,7 @@ std::string Tuning::describe() const {
 
 Tuning resolve_tuning(const DeviceCaps& caps, const ContextOptions& options) {
   DeviceCaps c = caps;
+  simulate_limits(c, options);
   Tuning t = apply_tuning(c, tuning_overrides(options, read_device_environment()));
   apply_precision(t, c, options.precision);
   return t;

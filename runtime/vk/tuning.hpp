@@ -40,6 +40,15 @@ std::vector<TuningOverride> parse_tuning(const std::string& text, const std::str
 // force_quirks, options.tuning, the alias variables, DIFFVK_TUNING. Logs each alias as an alias.
 std::vector<TuningOverride> tuning_overrides(const ContextOptions& options, const DeviceEnvironment& env);
 
+// The ContextOptions::simulate_* limits (heap, maxStorageBufferRange, maxMemoryAllocationSize, subgroup size) applied
+// to `caps`, the probed caps with the driver's quirks, before apply_tuning: everything planned from the caps then
+// plans for the simulated device, and caps.simulated lists what is simulated. Device::create and resolve_tuning call
+// it. A simulated subgroup size other than the hardware's one size turns off subgroup operations, subgroup size
+// control and cooperative matrices (caps.subgroup_hardware_size, and the note of each). Throws Error
+// (invalid_argument) for a simulated subgroup size that is not a power of two up to 128, Error(unsupported) for one
+// above the device's workgroup limits.
+void simulate_limits(DeviceCaps& caps, const ContextOptions& options);
+
 // Resolves the tuning of `caps` (probed, driver quirks applied) under `overrides`, and applies it to `caps`: the
 // quirks an override adds or drops, the cooperative-matrix shape that coopmat=off removes, the integer dot products
 // that int_dot=off removes; the device rule table's deny rows (runtime/vk/device_rules.cpp) switch features off

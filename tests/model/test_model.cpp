@@ -275,3 +275,82 @@ TEST_CASE("model: a simulated maxMemoryAllocationSize places the weights in seve
   CHECK(sw->prefill(toks, true) == ss->prefill(toks, true));
   CHECK(sw->decode(65) == ss->decode(65));
 }
+
+namespace {
+// One run of the tiny model on a context of `o`: all logits of a 60-token prefill (chunks of 48: a 48 KiB logits
+// binding, an arena of 66 KiB), then one decode step, with the load statistics, the caps and the arena's buffer count;
+// the context is gone on return (the heap checks count every buffer of the process).
+struct PhoneRun {
+  std::vector<float> prefill, decode;
+  LoadStats stats;
+  DeviceCaps caps;
+  size_t arena_buffers = 0;
+};
+PhoneRun run_tiny(const ContextOptions& o) {
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+  auto ctx = Context::create(o);
+  auto model = Model::load(*ctx, dir);
+  auto s = Session::create(*model, SessionOptions{0, 48});
+  std::vector<int32_t> toks(60);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((37 * i + 11) % 256);
+  PhoneRun r;
+  r.prefill = s->prefill(toks, true);
+  r.decode = s->decode(65);
+  r.stats = model->load_stats();
+  r.caps = ctx->caps();
+  const std::string plan = s->plan_report();  // "arena N bytes in K buffer(s); ..."
+  const size_t at = plan.find(" bytes in ");
+  REQUIRE(at != std::string::npos);
+  r.arena_buffers = std::stoul(plan.substr(at + 10));
+  return r;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& ref) {
+  REQUIRE(got.size() == ref.size());
+  float worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - ref[i]) - 2e-3f * std::fabs(ref[i]));
+  CHECK(worst <= 2e-3f);
+}
+}  // namespace
+
+// A phone's limits together (maxStorageBufferRange 128 MiB, maxMemoryAllocationSize 256 MiB, a 2 GiB heap, subgroups
+// of 16 or 64) on the test device: (a) the literal values, which do not constrain the tiny model; (b) the same ratios
+// scaled to it (a binding of 3/4 of its largest tensor, an allocation of that tensor, a heap of twice its weights), so
+// that tensors are split across bindings, the weights across allocations and the activations across arena buffers.
+// The memory limits change where things are, not the bits: (b) equals (a) exactly; the subgroup size changes the
+// reductions' order: (a) is within the chunked prefill's tolerance of the unconstrained context.
+TEST_CASE("model: a phone's limits together (binding, allocation, heap, subgroup 16 and 64) give the same logits") {
+  const PhoneRun whole = run_tiny(test::validated_options(Precision::fp32));
+  const uint64_t largest = whole.stats.largest_tensor_bytes;
+  REQUIRE(largest % 512 == 0);
+  for (const uint32_t sg : {16u, 64u}) {
+    CAPTURE(sg);
+    ContextOptions phone = test::validated_options(Precision::fp32);
+    phone.simulate_subgroup_size = sg;
+    phone.simulate_max_storage_buffer_range = 128ull << 20;
+    phone.simulate_max_memory_allocation_size = 256ull << 20;
+    phone.simulate_heap_bytes = 2ull << 30;
+    const PhoneRun a = run_tiny(phone);
+    CHECK(a.caps.subgroup_size == sg);
+    CHECK(a.caps.max_storage_buffer_range <= (128ull << 20));
+    CHECK(a.caps.max_memory_allocation_size <= (256ull << 20));
+    for (const MemoryHeapInfo& h : a.caps.heaps) CHECK(h.size <= (2ull << 30));
+    CHECK(a.stats.split_tensors == 0);
+    check_close(a.prefill, whole.prefill);
+    check_close(a.decode, whole.decode);
+
+    ContextOptions scaled = phone;
+    scaled.simulate_max_storage_buffer_range = largest / 4 * 3;  // the fused gate_up (3/4 of it here) stays whole
+    scaled.simulate_max_memory_allocation_size = largest;
+    scaled.simulate_heap_bytes = 2 * whole.stats.weight_bytes;
+    const PhoneRun b = run_tiny(scaled);
+    CHECK(b.caps.max_storage_buffer_range == largest / 4 * 3);
+    CHECK(b.stats.split_tensors >= 2);          // the embedding and lm_head, by rows
+    CHECK(b.stats.weight_bytes > 3 * largest);  // so the weights take several allocations
+    CHECK(a.arena_buffers == 1);
+    CHECK(b.arena_buffers >= 2);  // the activations take several bindings
+    CHECK(b.prefill == a.prefill);
+    CHECK(b.decode == a.decode);
+  }
+}

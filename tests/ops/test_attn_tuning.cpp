@@ -5,6 +5,7 @@
 
 #include "ops/attn_tuning.hpp"
 #include "vk/instance.hpp"
+#include "vk/tuning.hpp"
 
 using namespace diffvk;
 
@@ -187,6 +188,60 @@ TEST_CASE("attn tuning: subgroup size control narrows the lanes to the row's chu
   radv.subgroup_size_control = false;
   CHECK(choose_attn_tiles(radv, true, 64, 4, AttnPhase::decode, 1).wg == 64);
   CHECK(check_attn_tiles(radv, true, 64, 4, t) != "");
+}
+
+// ContextOptions::simulate_subgroup_size (a phone's 16 or 64 on lavapipe or radv): the lanes are the simulated size,
+// with no required subgroup size and the per-key core (the variant without subgroup operations runs), legal tiles.
+TEST_CASE("attn tuning: a simulated phone subgroup (16, 64) sets the lanes, with no required size or block core") {
+  DeviceCaps lavapipe = simulated(32768, 8, 1024, true, 0, DeviceKind::cpu);
+  lavapipe.subgroup_arithmetic_compute = true;
+  lavapipe.subgroup_size_control = true;
+  DeviceCaps radv = simulated(65536, 64, 1024, true, 8);
+  radv.subgroup_arithmetic_compute = radv.subgroup_size_control = true;
+  radv.subgroup_min_size = 32;
+  for (const DeviceCaps& real : {lavapipe, radv})
+    for (const uint32_t sg : {16u, 64u}) {
+      ContextOptions o;
+      o.simulate_subgroup_size = sg;
+      DeviceCaps caps = real;
+      simulate_limits(caps, o);
+      for (const uint32_t D : {16u, 64u, 128u})
+        for (AttnPhase ph : {AttnPhase::prefill, AttnPhase::decode}) {
+          INFO("hardware " << real.subgroup_size << " simulated " << sg << " D=" << D
+                           << " decode=" << (ph == AttnPhase::decode));
+          const AttnTiles t = choose_attn_tiles(caps, true, D, 4, ph, 2);
+          CHECK(t.wg == sg);
+          CHECK(t.subgroup == 0);
+          CHECK(t.blocks == 0);
+          CHECK(t.nsg == 1);
+          CHECK(check_attn_tiles(caps, true, D, 4, t) == "");
+          // The shared-memory lane sums of the variant without subgroup operations fit.
+          CHECK(attn_shared_bytes(t.nsm, t.wg, t.br) <= caps.max_shared_memory);
+          CHECK_FALSE(attn_uses_coopmat(caps, true, D, 2, false, false, nullptr, nullptr));
+        }
+    }
+}
+
+// llvmpipe ends an invocation's loops after 65535 iterations in all, silently: tiles whose one block of keys already
+// passes that budget (wide lane groups summing in shared memory: a simulated subgroup of 128 there) are refused.
+TEST_CASE("attn tuning: a key block past the loop-iteration budget is refused, not run truncated") {
+  DeviceCaps caps = simulated(32768, 8, 1024, true, 0, DeviceKind::cpu);
+  caps.quirks.push_back({"loop_iteration_limit", "test"});
+  ContextOptions o;
+  o.simulate_subgroup_size = 128;
+  simulate_limits(caps, o);
+  const AttnTiles wide = choose_attn_tiles(caps, true, 64, 8, AttnPhase::decode, 8);
+  REQUIRE(wide.wg == 128);
+  try {
+    attn_max_keys_per_invocation(caps, 64, wide, false);
+    FAIL("accepted " << wide.br << " slots of 128 lanes");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(std::string(e.what()).find("loop_iteration_limit") != std::string::npos);
+  }
+  // One query row (the tiny model's decode): within the budget.
+  const AttnTiles one = choose_attn_tiles(caps, true, 16, 2, AttnPhase::decode, 1);
+  CHECK(attn_max_keys_per_invocation(caps, 16, one, false) >= one.bc);
 }
 
 TEST_CASE("attn tuning: the key-block core wherever subgroups run, unless quirk per_key_attention") {

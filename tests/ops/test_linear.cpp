@@ -12,6 +12,7 @@
 #include "op_table.hpp"
 #include "bench/cases/linear.hpp"
 #include "ops/linear.hpp"
+#include "vk/tuning.hpp"
 #include "status_of.hpp"
 #include "vk/instance.hpp"
 
@@ -236,6 +237,14 @@ TEST_CASE("linear_row: one subgroup per workgroup, pinned where the sizes vary (
   g = geo(64, 32, 64, false);  // sizes vary and cannot be set: the shared-memory step stays
   CHECK(g.pin == 0);
   CHECK_FALSE(g.one_sg);
+  g = geo(16, 16, 16, false);  // Mali (Valhall): one size, 16
+  CHECK(g.wg == 16);
+  CHECK(g.pin == 0);
+  CHECK(g.one_sg);
+  g = geo(64, 64, 64, false);  // Adreno without size control, GCN: one size, 64
+  CHECK(g.wg == 64);
+  CHECK(g.pin == 0);
+  CHECK(g.one_sg);
   g = geo(4, 4, 4, false);  // SwiftShader: 8 invocations are two subgroups
   CHECK(g.wg == 8);
   CHECK_FALSE(g.one_sg);
@@ -247,6 +256,31 @@ TEST_CASE("linear_row: one subgroup per workgroup, pinned where the sizes vary (
   cpu.kind = DeviceKind::cpu;
   CHECK(row_geometry(cpu).nf == kCpuRowFeatures);
   CHECK(row_geometry(cpu).nf % 2 == 0);  // whole RoPE pairs in a workgroup
+}
+
+// ContextOptions::simulate_subgroup_size on lavapipe (subgroup 8, size control): the one-row and register-tiled
+// kernels take the simulated width, with nothing pinned (no required size: the hardware's subgroups differ).
+TEST_CASE("linear: a simulated phone subgroup (16, 64) sizes the workgroups, with nothing pinned") {
+  DeviceCaps lavapipe = simulated(32768, 1024, 8);
+  lavapipe.kind = DeviceKind::cpu;
+  lavapipe.subgroup_arithmetic_compute = lavapipe.subgroup_size_control = true;
+  lavapipe.subgroup_min_size = 4;
+  for (const uint32_t sg : {16u, 64u}) {
+    CAPTURE(sg);
+    ContextOptions o;
+    o.simulate_subgroup_size = sg;
+    DeviceCaps c = lavapipe;
+    simulate_limits(c, o);
+    const RowGeometry g = row_geometry(c);
+    CHECK(g.wg == sg);
+    CHECK(g.pin == 0);
+    const auto cand = linear_tile_candidates(c);
+    REQUIRE(cand.size() == 4);  // no cooperative-matrix candidate
+    CHECK(cand[kLinearRegVariant].wg == sg);
+    CHECK(cand[kLinearRegVariant].pin == 0);
+    CHECK(cand[0].wg == 64);  // the matrix-vector path: 64 invocations
+    for (const LinearTiles& t : cand) CHECK(t.wg >= sg);
+  }
 }
 
 TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (row_lanes, pure)") {

@@ -10,6 +10,7 @@
 #include "ops/head_rmsnorm.hpp"
 #include "ops/linear_quant.hpp"
 #include "platform.hpp"
+#include "status_of.hpp"
 #include "vk/device_rules.hpp"
 #include "vk/instance.hpp"
 #include "vk/program.hpp"
@@ -328,6 +329,95 @@ TEST_CASE(
   CHECK_FALSE(t.subgroup);
 }
 
+// ContextOptions::simulate_subgroup_size (pure: simulate_limits on simulated caps): the caps report the simulated
+// size, and what depends on the hardware's subgroups is off, with why, in the one tuning path.
+TEST_CASE("device: a simulated subgroup size is planned for; subgroup operations, size control and coopmat go") {
+  DeviceCaps radv = sim_gpu(0x1002, "AMD Radeon (RADV)");
+  radv.subgroup_size = radv.subgroup_max_size = 64;
+  radv.subgroup_min_size = 32;
+  radv.subgroup_size_control = true;
+  radv.subgroup_operations = 0xff;
+  radv.subgroup_stages = VK_SHADER_STAGE_COMPUTE_BIT;
+  radv.max_workgroup_invocations = 1024;
+  radv.max_workgroup_size = {1024, 1024, 64};
+  for (const uint32_t sg : {16u, 64u}) {  // a Mali's 16 and an Adreno's 64 (64 is radv's default, but its sizes vary)
+    CAPTURE(sg);
+    ContextOptions o;
+    o.simulate_subgroup_size = sg;
+    DeviceCaps c = radv;
+    simulate_limits(c, o);
+    CHECK(c.subgroup_size == sg);
+    CHECK(c.subgroup_min_size == sg);
+    CHECK(c.subgroup_max_size == sg);
+    CHECK_FALSE(c.subgroup_size_control);
+    CHECK_FALSE(c.subgroup_arithmetic_compute);
+    CHECK(c.subgroup_operations == 0);
+    CHECK(c.subgroup_hardware_size == 64);
+    CHECK(c.coopmat_m == 0);
+    CHECK(c.coopmat_note.find("ContextOptions::simulate_subgroup_size") != std::string::npos);
+    CHECK(c.simulated.find("subgroup " + std::to_string(sg) + " (hardware 64 (32..64)") == 0);
+    CHECK(c.describe().find("simulated") != std::string::npos);
+    // The tuning: subgroup off with why (subgroup=auto cannot bring it back), coopmat off; forcing coopmat on is
+    // refused naming the simulation.
+    const DeviceCaps simulated = c;
+    Tuning t = tuned(c, "subgroup=auto");
+    CHECK_FALSE(t.subgroup);
+    CHECK(t.why("subgroup") == "cap: simulated subgroup size " + std::to_string(sg) +
+                                   " (ContextOptions::simulate_subgroup_size; hardware 64): no subgroup operations");
+    CHECK_FALSE(t.coopmat);
+    c = simulated;
+    try {
+      tuned(c, "coopmat=on");
+      FAIL("coopmat=on accepted under a simulated subgroup size");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::unsupported);
+      CHECK(std::string(e.what()).find("simulate_subgroup_size") != std::string::npos);
+    }
+    // resolve_tuning (`diffvk info`) takes the same path.
+    const Tuning r = resolve_tuning(radv, o);
+    CHECK_FALSE(r.subgroup);
+    CHECK(r.why("subgroup") == t.why("subgroup"));
+  }
+  // The hardware's one size: nothing is simulated.
+  DeviceCaps mali = sim_gpu(0x13B5, "Mali-G715");
+  mali.subgroup_size = mali.subgroup_min_size = mali.subgroup_max_size = 16;
+  mali.max_workgroup_invocations = 512;
+  mali.max_workgroup_size = {512, 512, 512};
+  ContextOptions o;
+  o.simulate_subgroup_size = 16;
+  DeviceCaps c = mali;
+  simulate_limits(c, o);
+  CHECK(c.subgroup_arithmetic_compute);
+  CHECK(c.coopmat_m == 16);
+  CHECK(c.subgroup_hardware_size == 0);
+  CHECK(c.simulated.empty());
+  CHECK(apply_tuning(c, {}).subgroup);
+  // Not a power of two up to 128: invalid_argument; wider than a workgroup may be: unsupported.
+  for (const uint32_t bad : {3u, 12u, 256u}) {
+    o.simulate_subgroup_size = bad;
+    c = mali;
+    CHECK(test::status_of([&] { simulate_limits(c, o); }) == Status::invalid_argument);
+  }
+  o.simulate_subgroup_size = 64;
+  c = mali;
+  c.max_workgroup_size[0] = 32;
+  CHECK(test::status_of([&] { simulate_limits(c, o); }) == Status::unsupported);
+  // The memory limits are listed beside it.
+  o.simulate_subgroup_size = 0;
+  o.simulate_max_storage_buffer_range = 128ull << 20;
+  o.simulate_max_memory_allocation_size = 256ull << 20;
+  o.simulate_heap_bytes = 2ull << 30;
+  c = mali;
+  c.max_storage_buffer_range = c.max_memory_allocation_size = 4ull << 30;
+  c.heaps = {{8ull << 30, true}};
+  simulate_limits(c, o);
+  CHECK(c.max_storage_buffer_range == (128ull << 20));
+  CHECK(c.max_memory_allocation_size == (256ull << 20));
+  CHECK(c.heaps[0].size == (2ull << 30));
+  CHECK(c.simulated == "storage buffer range 128 MiB, max allocation 256 MiB, heaps at most 2048 MiB");
+  CHECK(c.subgroup_arithmetic_compute);
+}
+
 TEST_CASE(
     "device: the device rule table matches exactly its devices, switches features off with why, and "
     "rule=-NAME undoes a row") {
@@ -466,6 +556,35 @@ TEST_CASE("device: kill switch subgroup=off runs the shared-memory reductions") 
     const auto plain_names = run_head_norm(*plain);
     REQUIRE_FALSE(plain_names.empty());
     for (const std::string& n : plain_names) CHECK(n.find("_sg") != std::string::npos);
+  }
+}
+
+TEST_CASE("device: a simulated subgroup size reaches the device: shared-memory reductions, the log says why") {
+  const DeviceCaps real = test::make_context(Precision::fp32)->caps();
+  for (const uint32_t sg : {16u, 64u}) {
+    CAPTURE(sg);
+    ContextOptions o = test::validated_options(Precision::fp32);
+    o.simulate_subgroup_size = sg;
+    std::vector<std::string> logs;
+    platform::set_log_sink([&](platform::LogLevel, const std::string& m) { logs.push_back(m); });
+    auto ctx = Context::create(o);
+    platform::set_log_sink(nullptr);
+    CHECK(ctx->caps().subgroup_size == sg);
+    CHECK_FALSE(ctx->caps().subgroup_size_control);
+    CHECK_FALSE(ctx->device().subgroup_arithmetic());
+    CHECK_FALSE(ctx->device().coopmat());
+    if (real.subgroup_size != sg || real.subgroup_min_size != real.subgroup_max_size) {
+      CHECK(ctx->caps().subgroup_hardware_size == real.subgroup_size);
+      CHECK(ctx->tuning().why("subgroup").find("ContextOptions::simulate_subgroup_size") != std::string::npos);
+      bool said = false;
+      for (const std::string& m : logs)
+        said |= m.find("simulated subgroup size " + std::to_string(sg)) == 0 ||
+                m.find("': simulated subgroup size " + std::to_string(sg)) != std::string::npos;
+      CHECK(said);
+    }
+    const auto names = run_head_norm(*ctx);
+    REQUIRE_FALSE(names.empty());
+    for (const std::string& n : names) CHECK(n.find("_sg") == std::string::npos);
   }
 }
 
