@@ -1,0 +1,133 @@
+// The Phi-4-mini-flash (SambaY) forward graph of a whole prompt (runtime/model/phi4flash_forward.*, the blocks of
+// runtime/model/recipe_sambay.*) on the tiny fixture tests/data/phi4flash_tiny (8 layers, every kind, window 5),
+// against the float64 reference's full form (ref::sambay_forward_full) run on the weights as the device holds them:
+// float32 from the BF16 checkpoint (exact); for fp16 storage the storage-type tensors rounded to fp16 (the biases,
+// A_log and D stay float32 on the device, and λ is computed on the host from the float vectors). Bounds: docs/maths.md,
+// a whole model (logits): fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale, nmse <= 5e-6, top-1 >= 99%
+// (test::ok). The arena and the K/V caches are poisoned (NaN) before each prompt.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "diffvk/npy.hpp"
+#include "gpu_test.hpp"
+#include "model/phi4flash_checkpoint.hpp"
+#include "model/phi4flash_forward.hpp"
+#include "model_parity.hpp"
+#include "phi4flash_fixture.hpp"
+#include "reference/diff_attn_ref.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+const std::string kFixture = std::string(DIFFVK_TEST_DATA_DIR) + "/phi4flash_tiny";
+
+std::vector<int32_t> fixture_tokens() {
+  const NpyArray t = read_npy(kFixture + "/tokens.npy");
+  REQUIRE(t.dtype == "<i8");
+  std::vector<int32_t> out;
+  for (uint64_t i = 0; i < t.numel(); ++i) {
+    int64_t v;
+    std::memcpy(&v, t.data.data() + 8 * i, 8);
+    out.push_back(int32_t(v));
+  }
+  return out;
+}
+
+// The fixture's tokens, then seeded random ids up to n tokens.
+std::vector<int32_t> prompt_of(size_t n, uint32_t vocab) {
+  std::vector<int32_t> t = fixture_tokens();
+  std::mt19937_64 rng(7);
+  while (t.size() < n) t.push_back(int32_t(rng() % vocab));
+  t.resize(n);
+  return t;
+}
+
+// The reference's weights as the device holds them (see the file comment).
+ref::SambaYWeights as_device_holds(ref::SambaYWeights w, bool fp16) {
+  if (!fp16) return w;  // BF16 values are exact in float32
+  auto r = [](std::vector<double>& v) { v = ref::round_to_f16(v); };
+  r(w.embed);
+  r(w.final_w);
+  r(w.final_b);
+  for (ref::SambaYLayer& l : w.layers)
+    for (std::vector<double>* v : {&l.ln1_w, &l.ln1_b, &l.ln2_w, &l.ln2_b, &l.fc1, &l.fc2, &l.wqkv, &l.wo, &l.subln,
+                                   &l.in_proj, &l.conv_w, &l.conv_b, &l.x_proj, &l.dt_w, &l.out_proj})
+      r(*v);  // not wqkv_b, wo_b, dt_b, A_log, Dskip (float32), nor λ's vectors (read on the host)
+  return w;
+}
+
+struct Case {
+  size_t tokens = 0;
+  uint32_t chunk = 0;  // 0: the whole prompt in one program
+};
+
+void check_prompts(Precision precision, const std::vector<Case>& cases) {
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
+  const ref::SambaYShape shape = test::phi4flash_shape(ck.config);
+  const auto file = SafetensorsFile::open(kFixture + "/model.safetensors");
+  const ref::SambaYWeights weights = as_device_holds(test::phi4flash_weights(shape, file), fp16);
+  const uint32_t V = ck.config.vocab_size;
+  for (const Case& c : cases) {
+    Phi4FlashForwardOptions o;
+    o.max_positions = 64;
+    o.chunk = c.chunk;
+    auto fwd = Phi4FlashForward::load(ctx->device(), ck, o);
+    const std::vector<int32_t> toks = prompt_of(c.tokens, V);
+    const std::vector<double> expect =
+        ref::sambay_forward_full(shape, weights, std::vector<int>(toks.begin(), toks.end()));
+    fwd->fill_for_testing(test::kPoison);
+    const std::vector<float> got = fwd->prompt(toks);
+    REQUIRE(got.size() == expect.size());
+    const test::Parity p = test::parity(got, std::vector<float>(expect.begin(), expect.end()), V);
+    INFO(std::string(precision_name(ctx->precision()))
+         << ": " << c.tokens << " tokens, chunk " << fwd->chunk() << ", ring " << fwd->ring_rows()
+         << " rows: max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
+    MESSAGE(std::string(precision_name(ctx->precision()))
+            << ": " << c.tokens << " tokens, chunk " << fwd->chunk() << ": max_abs=" << p.max_abs
+            << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
+    CHECK(test::ok(p, fp16));
+    // A second prompt on the same object starts afresh (states reset, caches overwritten before they are read).
+    fwd->fill_for_testing(test::kPoison);
+    CHECK(fwd->prompt(toks) == got);
+  }
+}
+
+// The fixture's 13 tokens in one program (window 5: the mask matters), 41 tokens in one program (an odd length past
+// the selective scan's one-dispatch limit of 32 rows: its chunked scan), 23 tokens in chunks of 4 (a ring of
+// 5 + 4 − 1 = 8 rows wrapped twice; the attention's split-K decode path, a last chunk of 3 rows) and 13 in chunks
+// of 3 (a last chunk of one row).
+const std::vector<Case> kCases = {{13, 0}, {41, 0}, {23, 4}, {13, 3}};
+
+}  // namespace
+
+TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 reference, fp32") {
+  check_prompts(Precision::fp32, kCases);
+}
+
+TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 reference, fp16") {
+  check_prompts(Precision::fp16, kCases);
+}
+
+TEST_CASE("phi4flash forward: a prompt past max_positions, an empty prompt and a token outside the vocabulary") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
+  Phi4FlashForwardOptions o;
+  o.max_positions = 16;
+  o.chunk = 8;
+  auto fwd = Phi4FlashForward::load(ctx->device(), ck, o);
+  const uint32_t V = ck.config.vocab_size;
+  CHECK_THROWS_AS(fwd->prompt(prompt_of(17, V)), Error);
+  CHECK_THROWS_AS(fwd->prompt({}), Error);
+  CHECK_THROWS_AS(fwd->prompt({1, int32_t(V)}), Error);
+  o.max_positions = ck.config.max_position_embeddings + 1;
+  CHECK_THROWS_AS(Phi4FlashForward::load(ctx->device(), ck, o), Error);
+}
