@@ -51,14 +51,17 @@ struct Phi4FlashForward::Impl {
     std::unique_ptr<Program> program;
     BufferRange tokens, logits;
   };
-  std::map<uint32_t, Recorded> programs;
+  std::map<std::pair<uint32_t, HeadOut>, Recorded> programs;
+  uint64_t last_pos = 0;  // offset of the YOCO last row's position in dyn
 
   AttnShape attn_shape(uint32_t capacity) const {
     return AttnShape::heads(E, H, Hkv, D).cache(capacity, chunk).norms(float(cfg.layer_norm_eps), 1e-5f);
   }
 
-  // The whole model over `rows` rows at the position in `dyn`: returns (tokens, logits).
-  std::pair<TensorRef, TensorRef> build(Graph& g, uint32_t rows) const {
+  // The whole model over `rows` rows at the position in `dyn` (out all: every row's logits), or YOCO (last: the
+  // rows run layers 0 … L/2 and the full-attention layer's K/V append, the last row alone the rest and the head;
+  // none: the rows stop after that append, no head). Returns (tokens, logits; invalid for none).
+  std::pair<TensorRef, TensorRef> build(Graph& g, uint32_t rows, HeadOut out) const {
     Forward f{g, k};
     f.fp16 = fp16;
     f.rows = rows;
@@ -66,10 +69,17 @@ struct Phi4FlashForward::Impl {
     f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
     f.attn_sync = g.bind("attention arrival counters", TensorRole::external, ElemType::u32, {sync_bytes / 4},
                          sync.range(0, sync_bytes));
+    Forward f1{g, k};  // YOCO's one-row pass at the last row's position
+    f1.fp16 = fp16;
+    f1.rows = 1;
+    f1.row = false;
+    f1.attn_sync = f.attn_sync;
+    const bool yoco = out != HeadOut::all;
+    if (yoco) f1.pos = g.bind("last position", TensorRole::external, ElemType::u32, {1}, dyn.range(last_pos, 4));
     const float eps = float(cfg.layer_norm_eps);
     const TensorRef tokens = g.tensor("tokens", TensorRole::input, ElemType::u32, {rows});
     const LinearWeight embed_w = bind_linear(f, "embed", E, ws->parts(embed));
-    const TensorRef x = add_embed(f, tokens, embed_w, "x");
+    TensorRef x = add_embed(f, tokens, embed_w, "x");
     auto vec = [&](const std::string& name, size_t i, uint32_t n) { return bind_vector(f, name, n, ws->range(i)); };
     auto lin = [&](const std::string& name, size_t i, uint32_t in, size_t bias = kNone) {
       LinearWeight w = bind_linear(f, name, in, ws->parts(i));
@@ -89,6 +99,7 @@ struct Phi4FlashForward::Impl {
     ms.R = R;
     ms.eps = eps;
     TensorRef memory;
+    Forward* cur = &f;  // the pass the next block runs in (YOCO: f1 from the full-attention layer's attention on)
     for (size_t l = 0; l < layers.size(); ++l) {
       const Layer& L = layers[l];
       const std::string P = "layers." + std::to_string(l) + ".";
@@ -112,7 +123,7 @@ struct Phi4FlashForward::Impl {
           mb.conv_state = g.bind(P + "conv_state", TensorRole::kv_cache, ElemType::f32, {K - 1ull, C}, L.conv_state);
           mb.scan_state = g.bind(P + "scan_state", TensorRole::kv_cache, ElemType::f32, {C, S}, L.scan_state);
           const bool mem = L.kind == SambaYLayerKind::memory_mamba;
-          const TensorRef m = add_mamba_block(f, x, ms, mb, mem, "memory");
+          const TensorRef m = add_mamba_block(*cur, x, ms, mb, mem, "memory");
           if (mem) memory = m;
           break;
         }
@@ -123,7 +134,7 @@ struct Phi4FlashForward::Impl {
           gb.norm_b = ln1_b;
           gb.in_proj = lin(P + "in_proj", L.in_proj, E);
           gb.out_proj = lin(P + "out_proj", L.out_proj, C);
-          add_gmu_block(f, x, ms, gb, memory);
+          add_gmu_block(*cur, x, ms, gb, memory);
           break;
         }
         case SambaYLayerKind::sliding_attention:
@@ -151,7 +162,17 @@ struct Phi4FlashForward::Impl {
             ab.k_cache = shared_kc;
             ab.v_cache = shared_vc;
           }
-          add_sambay_attention_block(f, x, attn_shape(capacity), ab, eps);
+          if (yoco && ab.kind == SambaAttnKind::full) {  // every row appends its K/V; the last row goes on alone
+            const TensorRef q = add_sambay_qkv(f, x, attn_shape(capacity), ab, eps);
+            if (out == HeadOut::none) return {tokens, {}};
+            const TensorRef q1 = add_last_row(f, q, P + "q.last");
+            x = add_last_row(f, x, "x.last");
+            memory = add_last_row(f, memory, "memory.last");
+            cur = &f1;
+            add_sambay_attention_out(f1, x, q1, attn_shape(capacity), ab);
+          } else {
+            add_sambay_attention_block(*cur, x, attn_shape(capacity), ab, eps);
+          }
           break;
         }
       }
@@ -163,9 +184,11 @@ struct Phi4FlashForward::Impl {
       mlp.wdown = lin(P + "mlp.fc2", L.fc2, I);
       mlp.I = I;
       mlp.eps = eps;
-      add_mlp_block(f, x, E, mlp);
+      add_mlp_block(*cur, x, E, mlp);
       g.end_group();
     }
+    if (out == HeadOut::none)
+      throw Error(Status::internal, "phi4flash: YOCO without a full-attention layer (the plan always has one)");
     Head hd;
     hd.norm = vec("final_layernorm.weight", final_w, E);
     hd.norm_b = vec("final_layernorm.bias", final_b, E);
@@ -173,23 +196,26 @@ struct Phi4FlashForward::Impl {
     hd.eps = eps;
     hd.E = E;
     hd.vocab = V;
-    return {tokens, add_head(f, x, hd, HeadOut::all)};
+    return {tokens, add_head(*cur, x, hd, HeadOut::all)};
   }
 
-  std::string variant() const { return "rows=" + std::to_string(chunk); }
-  Recorded& program(uint32_t rows) {
-    auto it = programs.find(rows);
+  static std::string variant(HeadOut out) { return std::string("phi4flash logits=") + head_out_name(out); }
+  // Programs of chunk rows, or fewer (fitted into the chunk's plan of the same output).
+  Recorded& program(uint32_t rows, HeadOut out) {
+    const auto key = std::make_pair(rows, out);
+    auto it = programs.find(key);
     if (it != programs.end()) return it->second;
-    Graph g(variant());
-    const auto tl = build(g, rows);
-    const auto placed = fit_graph(g, gplan, variant(), arena.handles(), dev->caps().max_storage_buffer_range,
+    Graph g(variant(out));
+    const auto tl = build(g, rows, out);
+    const auto placed = fit_graph(g, gplan, variant(out), arena.handles(), dev->caps().max_storage_buffer_range,
                                   dev->caps().min_storage_buffer_offset_alignment);
-    Recorded r{std::make_unique<Program>(*dev, "phi4flash rows=" + std::to_string(rows)), placed[tl.first.id],
-               placed[tl.second.id]};
+    Recorded r{std::make_unique<Program>(*dev, variant(out) + " rows=" + std::to_string(rows)), placed[tl.first.id],
+               tl.second.valid() ? placed[tl.second.id] : BufferRange{}};
     record_graph(g, placed, *r.program);
     r.program->finalize();
-    return programs.emplace(rows, std::move(r)).first->second;
+    return programs.emplace(key, std::move(r)).first->second;
   }
+  std::vector<float> run(const std::vector<int32_t>& tokens, bool yoco);
 };
 
 std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4FlashCheckpoint& ck,
@@ -316,14 +342,17 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4
     *slots[i].r = m->state.range(offsets[i], slots[i].bytes);
     (slots[i].mamba ? m->mamba_states : m->caches).push_back(*slots[i].r);
   }
-  m->dyn = Buffer(dev, 16, MemoryDomain::device, "phi4flash position");
+  m->last_pos = std::max<uint64_t>(al, 4);
+  m->dyn = Buffer(dev, 2 * m->last_pos, MemoryDomain::device, "phi4flash positions");
   m->sync_bytes = attn_sync_bytes(m->attn_shape(m->cap), false);
   m->sync = Buffer(dev, m->sync_bytes, MemoryDomain::device, "phi4flash attention arrival counters");
   m->sync.fill(0, m->sync_bytes, 0);
-  {
-    Graph g(m->variant());
-    m->build(g, m->chunk);
-    m->gplan = plan_graphs({&g}, max_binding, al);
+  {  // the variants never run at once: one arena
+    Graph all(Impl::variant(HeadOut::all)), last(Impl::variant(HeadOut::last)), none(Impl::variant(HeadOut::none));
+    m->build(all, m->chunk, HeadOut::all);
+    m->build(last, m->chunk, HeadOut::last);
+    m->build(none, m->chunk, HeadOut::none);
+    m->gplan = plan_graphs({&all, &last, &none}, max_binding, al);
   }
   m->arena = Arena(dev, m->gplan.plan, "phi4flash");
   return std::unique_ptr<Phi4FlashForward>(new Phi4FlashForward(std::move(m)));
@@ -332,29 +361,38 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4
 Phi4FlashForward::Phi4FlashForward(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Phi4FlashForward::~Phi4FlashForward() = default;
 
-std::vector<float> Phi4FlashForward::prompt(const std::vector<int32_t>& tokens) {
-  Impl& m = *impl_;
+std::vector<float> Phi4FlashForward::Impl::run(const std::vector<int32_t>& tokens, bool yoco) {
   if (tokens.empty()) throw Error(Status::invalid_argument, "phi4flash: an empty prompt");
-  if (tokens.size() > m.cap)
+  if (tokens.size() > cap)
     throw Error(Status::context_overflow, "phi4flash: a prompt of " + std::to_string(tokens.size()) +
-                                              " tokens exceeds max_positions " + std::to_string(m.cap));
+                                              " tokens exceeds max_positions " + std::to_string(cap));
   for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || uint32_t(tokens[i]) >= m.V)
+    if (tokens[i] < 0 || uint32_t(tokens[i]) >= V)
       throw Error(Status::invalid_argument, "phi4flash: token " + std::to_string(tokens[i]) + " at " +
                                                 std::to_string(i) + " is outside the vocabulary of " +
-                                                std::to_string(m.V));
-  for (const BufferRange& r : m.mamba_states) m.state.fill(r.offset, r.size, 0);  // a fresh sequence
+                                                std::to_string(V));
+  for (const BufferRange& r : mamba_states) state.fill(r.offset, r.size, 0);  // a fresh sequence
   const uint32_t T = uint32_t(tokens.size());
-  std::vector<float> logits(size_t(T) * m.V);
-  for (uint32_t r0 = 0; r0 < T; r0 += m.chunk) {
-    const uint32_t rows = std::min(m.chunk, T - r0);
-    Impl::Recorded& r = m.program(rows);
-    m.arena.owner(r.tokens).upload(r.tokens.offset, tokens.data() + r0, size_t(rows) * 4);
-    m.dyn.upload(0, &r0, 4);
+  std::vector<float> logits(size_t(yoco ? 1 : T) * V);
+  for (uint32_t r0 = 0; r0 < T; r0 += chunk) {
+    const uint32_t rows = std::min(chunk, T - r0), last = r0 + rows - 1;
+    const HeadOut out = !yoco ? HeadOut::all : last + 1 == T ? HeadOut::last : HeadOut::none;
+    Recorded& r = program(rows, out);
+    arena.owner(r.tokens).upload(r.tokens.offset, tokens.data() + r0, size_t(rows) * 4);
+    dyn.upload(0, &r0, 4);
+    dyn.upload(last_pos, &last, 4);
     r.program->run();
-    m.arena.owner(r.logits).download(r.logits.offset, logits.data() + size_t(r0) * m.V, size_t(rows) * m.V * 4);
+    if (out == HeadOut::all)
+      arena.owner(r.logits).download(r.logits.offset, logits.data() + size_t(r0) * V, size_t(rows) * V * 4);
+    else if (out == HeadOut::last)
+      arena.owner(r.logits).download(r.logits.offset, logits.data(), size_t(V) * 4);
   }
   return logits;
+}
+
+std::vector<float> Phi4FlashForward::prompt(const std::vector<int32_t>& tokens) { return impl_->run(tokens, false); }
+std::vector<float> Phi4FlashForward::prompt_last(const std::vector<int32_t>& tokens) {
+  return impl_->run(tokens, true);
 }
 
 uint32_t Phi4FlashForward::chunk() const { return impl_->chunk; }

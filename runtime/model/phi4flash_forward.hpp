@@ -1,8 +1,9 @@
 // The Phi-4-mini-flash (phi4flash, SambaY) forward pass of a whole prompt on a Device: the checkpoint's weights
 // uploaded, the states (Mamba conv and scan states, a ring of K/V rows per sliding-window layer, the shared K/V
 // cache of the full-attention layer) allocated, and one program per chunk size built from the SambaY recipe
-// (recipe_sambay.hpp), planned by the graph planner and recorded once. Every row runs every layer (not YOCO's
-// last-row-only cross-decoder) and the logits of every row come back. Not wired into Model::load or Session yet.
+// (recipe_sambay.hpp), planned by the graph planner (the three outputs' programs share one arena) and recorded once:
+// every row's logits (every row runs every layer), or YOCO's last row only. Not wired into Model::load or Session
+// yet.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -36,12 +37,16 @@ class Phi4FlashForward {
   // (the states are reset first), in chunks of chunk() rows. invalid_argument for an empty prompt or a token id out
   // of the vocabulary; context_overflow past max_positions().
   std::vector<float> prompt(const std::vector<int32_t>& tokens);
+  // YOCO (docs/phi4flash.md): the logits of the last row only (vocab floats). Every row runs layers 0 … L/2 and
+  // the full-attention layer's K/V append; the last row alone the rest (that layer's attention and MLP, the
+  // cross-decoder) and the head. Same errors as prompt().
+  std::vector<float> prompt_last(const std::vector<int32_t>& tokens);
 
   uint32_t chunk() const;
   uint32_t max_positions() const;
   uint32_t ring_rows() const;  // rows of each sliding-window layer's ring
   uint32_t vocab() const;
-  // The plan of the chunk-row program (tensor lifetimes and placements, as `diffvk plan` prints them).
+  // The plan of the chunk-row programs (tensor lifetimes and placements, as `diffvk plan` prints them).
   std::string describe_plan() const;
   // Test hook: fills the intermediates' arena and the K/V caches with `word` (e.g. NaN poison): prompt() must
   // read none of it before writing it (it resets only the Mamba states).

@@ -107,7 +107,7 @@ void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock&
   add_linear(f, "out_proj", a, w.out_proj, x, true);
 }
 
-void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
+TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
   check_rows(f, "attention block");
   const std::string& P = w.prefix;
   const uint32_t T = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, qw = 2 * H * D;
@@ -121,30 +121,36 @@ void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, con
   if (w.wqkv.out != qkvw)
     throw Error(Status::internal, "attention block " + P + ": Wqkv has " + std::to_string(w.wqkv.out) +
                                       " rows, the shape needs " + std::to_string(qkvw));
-  TensorRef q;
+  const TensorRef q = f.g.tensor(P + "q", TensorRole::activation, f.storage(), {T, qw});
   if (cross) {  // queries only: the keys and values are the shared cache's
-    q = f.g.tensor(P + "q", TensorRole::activation, f.storage(), {T, qw});
     add_linear(f, "Wq", h, w.wqkv, q, false);
-  } else {  // q, k, v; the K/V rows appended as they are (no RoPE), at row p (full) or p mod ring (sliding)
-    const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {T, qkvw});
-    add_linear(f, "Wqkv", h, w.wqkv, qkv, false);
-    q = f.g.tensor(P + "q", TensorRole::activation, f.storage(), {T, qw});
-    const RopeKvKernel* append = &f.k.rope_for(f.kv);
-    RopeKvParams rp;
-    rp.rows = T;
-    rp.H = H;
-    rp.Hkv = Hkv;
-    rp.D = D;
-    rp.pos0 = 0;
-    rp.capacity = s.capacity;
-    rp.ring = sliding ? 1 : 0;
-    rp.rope = 0;
-    const TensorRef kc = w.k_cache, vc = w.v_cache, pos = f.pos;
-    f.g.add("kv_append", {qkv, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
-      append->record(p, b[qkv], BufferRange{}, b[q], b[kc], b[vc], rp, b[pos]);
-    });
-    f.g.kernel(sliding ? "rope_kv (no rotation, ring)" : "rope_kv (no rotation)");
+    return q;
   }
+  // q, k, v; the K/V rows appended as they are (no RoPE), at row p (full) or p mod ring (sliding).
+  const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {T, qkvw});
+  add_linear(f, "Wqkv", h, w.wqkv, qkv, false);
+  const RopeKvKernel* append = &f.k.rope_for(f.kv);
+  RopeKvParams rp;
+  rp.rows = T;
+  rp.H = H;
+  rp.Hkv = Hkv;
+  rp.D = D;
+  rp.pos0 = 0;
+  rp.capacity = s.capacity;
+  rp.ring = sliding ? 1 : 0;
+  rp.rope = 0;
+  const TensorRef kc = w.k_cache, vc = w.v_cache, pos = f.pos;
+  f.g.add("kv_append", {qkv, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
+    append->record(p, b[qkv], BufferRange{}, b[q], b[kc], b[vc], rp, b[pos]);
+  });
+  f.g.kernel(sliding ? "rope_kv (no rotation, ring)" : "rope_kv (no rotation)");
+  return q;
+}
+
+void add_sambay_attention_out(Forward& f, TensorRef x, TensorRef q, const AttnShape& s, const SambaAttnBlock& w) {
+  check_rows(f, "attention block");
+  const bool sliding = w.kind == SambaAttnKind::sliding;
+  const uint32_t qw = 2 * s.H * s.D;
   AttnOp op;
   op.lambda = w.lambda;
   op.lambda_init = w.lambda_init;
@@ -152,8 +158,25 @@ void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, con
   op.o_stride = qw;
   op.window = sliding ? w.window : 0;
   op.ring = sliding;
-  const TensorRef o = add_attention_op(f, P, q, w.k_cache, w.v_cache, w.subln, s, op);
+  const TensorRef o = add_attention_op(f, w.prefix, q, w.k_cache, w.v_cache, w.subln, s, op);
   add_linear(f, "out_proj", o, w.wo, x, true);
+}
+
+void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
+  add_sambay_attention_out(f, x, add_sambay_qkv(f, x, s, w, eps), s, w);
+}
+
+TensorRef add_last_row(Forward& f, TensorRef t, const std::string& name) {
+  const GraphTensor& gt = f.g.at(t);
+  if (gt.shape.size() != 2 || gt.shape[0] != f.rows)
+    throw Error(Status::internal, "last row: '" + gt.name + "' is not a matrix of the pass's rows");
+  const uint64_t width = gt.shape[1], es = elem_type_bytes(gt.dtype), rows = f.rows;
+  const TensorRef y = f.g.tensor(name, TensorRole::activation, gt.dtype, {1, width});
+  f.g.add("last row", {t}, {y}, [=](Program& p, const GraphBinding& b) {
+    p.copy(b[t].sub((rows - 1) * width * es, width * es), b[y], "last row");
+  });
+  f.g.kernel("copy");
+  return y;
 }
 
 }  // namespace diffvk

@@ -71,5 +71,14 @@ struct SambaAttnBlock {
 // x += out_proj(attention(...)) + bias. s: E, H (differential heads), Hkv, D, capacity (the cache's rows), chunk
 // (the most rows a program of the plan runs), subln_eps.
 void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps);
+// The block's two halves (YOCO splits them at the full-attention layer): the norm, the projection and the K/V
+// append, returning the query rows (f.rows x 2H·D, a new tensor prefix + "q"); then the attention of those query
+// rows (over the cache's keys up to each row's position) and out_proj, added into x.
+TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps);
+void add_sambay_attention_out(Forward& f, TensorRef x, TensorRef q, const AttnShape& s, const SambaAttnBlock& w);
+
+// YOCO: the last of f.rows rows of the matrix t, copied into a new 1-row tensor `name` of t's type (the rows past
+// the full-attention layer's K/V append then run as a one-row pass: a Forward with rows 1 at the last position).
+TensorRef add_last_row(Forward& f, TensorRef t, const std::string& name);
 
 }  // namespace diffvk

@@ -4,7 +4,8 @@
 // float32 from the BF16 checkpoint (exact); for fp16 storage the storage-type tensors rounded to fp16 (the biases,
 // A_log and D stay float32 on the device, and λ is computed on the host from the float vectors). Bounds: docs/maths.md,
 // a whole model (logits): fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale, nmse <= 5e-6, top-1 >= 99%
-// (test::ok). The arena and the K/V caches are poisoned (NaN) before each prompt.
+// (test::ok). The arena and the K/V caches are poisoned (NaN) before each prompt. YOCO's last-row form
+// (prompt_last) is held to the same bounds against the full form's last row.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -97,6 +98,19 @@ void check_prompts(Precision precision, const std::vector<Case>& cases) {
     // A second prompt on the same object starts afresh (states reset, caches overwritten before they are read).
     fwd->fill_for_testing(test::kPoison);
     CHECK(fwd->prompt(toks) == got);
+    // YOCO: the last row alone through the cross-decoder equals the full form's last row (the reference's, and
+    // the device's all-rows run), to the same bounds.
+    fwd->fill_for_testing(test::kPoison);
+    const std::vector<float> last = fwd->prompt_last(toks);
+    REQUIRE(last.size() == V);
+    const std::vector<float> ref_last(expect.end() - V, expect.end()), got_last(got.end() - V, got.end());
+    const test::Parity pl = test::parity(last, ref_last, V), pg = test::parity(last, got_last, V);
+    MESSAGE(std::string(precision_name(ctx->precision()))
+            << ": YOCO last row vs reference: max_abs=" << pl.max_abs << " max_ref=" << pl.max_ref
+            << " nmse=" << pl.nmse << " top1=" << pl.top1 << "; vs the all-rows run: max_abs=" << pg.max_abs
+            << " nmse=" << pg.nmse);
+    CHECK(test::ok(pl, fp16));
+    CHECK(test::ok(pg, fp16));
   }
 }
 
