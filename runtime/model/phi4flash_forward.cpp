@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "diffvk/error.hpp"
 #include "graph/arena.hpp"
@@ -38,6 +39,14 @@ struct Phi4FlashForward::Impl {
     BufferRange conv_state, scan_state, k_ring, v_ring;  // Mamba states; sliding layers' rings
   };
   std::vector<Layer> layers;
+  // Where each checkpoint source of a layer goes: the storage-type store, or float32 (what the kernels read as
+  // float32 whatever the storage type).
+  struct Field {
+    size_t Layer::*dst;
+    WeightSource Phi4FlashLayer::*src;
+    bool f32;
+  };
+  static const Field kFields[19];
   size_t embed = kNone, final_w = kNone, final_b = kNone, lm_head = kNone;
   Buffer state;  // every layer's states and caches
   BufferRange shared_k, shared_v;
@@ -92,26 +101,21 @@ struct Phi4FlashForward::Impl {
                     shared_vc =
                         g.bind("shared.v_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, kv_row}, shared_v);
     MambaShape ms;
-    ms.E = E;
-    ms.C = C;
-    ms.S = S;
-    ms.K = K;
-    ms.R = R;
-    ms.eps = eps;
+    std::tie(ms.E, ms.C, ms.S, ms.K, ms.R, ms.eps) = std::tie(E, C, S, K, R, eps);
     TensorRef memory;
     Forward* cur = &f;  // the pass the next block runs in (YOCO: f1 from the full-attention layer's attention on)
     for (size_t l = 0; l < layers.size(); ++l) {
       const Layer& L = layers[l];
       const std::string P = "layers." + std::to_string(l) + ".";
-      const TensorRef ln1_w = vec(P + "input_layernorm.weight", L.ln1_w, E),
-                      ln1_b = vec(P + "input_layernorm.bias", L.ln1_b, E);
+      SambaNorm pre;
+      pre.prefix = P;
+      pre.w = vec(P + "input_layernorm.weight", L.ln1_w, E);
+      pre.b = vec(P + "input_layernorm.bias", L.ln1_b, E);
       switch (L.kind) {
         case SambaYLayerKind::mamba:
         case SambaYLayerKind::memory_mamba: {
           MambaBlock mb;
-          mb.prefix = P;
-          mb.norm_w = ln1_w;
-          mb.norm_b = ln1_b;
+          mb.pre = pre;
           mb.in_proj = lin(P + "in_proj", L.in_proj, E);
           mb.conv_w = g.bind(P + "conv1d.weight", TensorRole::weight, f.storage(), {C, K}, ws->range(L.conv_w));
           mb.conv_b = vec(P + "conv1d.bias", L.conv_b, C);
@@ -129,9 +133,7 @@ struct Phi4FlashForward::Impl {
         }
         case SambaYLayerKind::gated_memory: {
           GmuBlock gb;
-          gb.prefix = P;
-          gb.norm_w = ln1_w;
-          gb.norm_b = ln1_b;
+          gb.pre = pre;
           gb.in_proj = lin(P + "in_proj", L.in_proj, E);
           gb.out_proj = lin(P + "out_proj", L.out_proj, C);
           add_gmu_block(*cur, x, ms, gb, memory);
@@ -141,12 +143,10 @@ struct Phi4FlashForward::Impl {
         case SambaYLayerKind::full_attention:
         case SambaYLayerKind::cross_attention: {
           SambaAttnBlock ab;
-          ab.prefix = P;
+          ab.pre = pre;
           ab.kind = L.kind == SambaYLayerKind::sliding_attention ? SambaAttnKind::sliding
                     : L.kind == SambaYLayerKind::full_attention  ? SambaAttnKind::full
                                                                  : SambaAttnKind::cross;
-          ab.norm_w = ln1_w;
-          ab.norm_b = ln1_b;
           ab.wqkv = lin(P + "Wqkv", L.wqkv, E, L.wqkv_b);
           ab.wo = lin(P + "attn.out_proj", L.out_proj, 2 * H * D, L.out_b);
           ab.subln = vec(P + "subln", L.subln, 2 * D);
@@ -218,6 +218,19 @@ struct Phi4FlashForward::Impl {
   std::vector<float> run(const std::vector<int32_t>& tokens, bool yoco);
 };
 
+const Phi4FlashForward::Impl::Field Phi4FlashForward::Impl::kFields[19] = {
+    {&Layer::ln1_w, &Phi4FlashLayer::ln1_w, false},       {&Layer::ln1_b, &Phi4FlashLayer::ln1_b, false},
+    {&Layer::ln2_w, &Phi4FlashLayer::ln2_w, false},       {&Layer::ln2_b, &Phi4FlashLayer::ln2_b, false},
+    {&Layer::fc1, &Phi4FlashLayer::fc1, false},           {&Layer::fc2, &Phi4FlashLayer::fc2, false},
+    {&Layer::in_proj, &Phi4FlashLayer::in_proj, false},   {&Layer::conv_w, &Phi4FlashLayer::conv_w, false},
+    {&Layer::conv_b, &Phi4FlashLayer::conv_b, false},     {&Layer::x_proj, &Phi4FlashLayer::x_proj, false},
+    {&Layer::dt_w, &Phi4FlashLayer::dt_w, false},         {&Layer::dt_b, &Phi4FlashLayer::dt_b, true},
+    {&Layer::A_log, &Phi4FlashLayer::A_log, true},        {&Layer::Dskip, &Phi4FlashLayer::D, true},
+    {&Layer::out_proj, &Phi4FlashLayer::out_proj, false}, {&Layer::out_b, &Phi4FlashLayer::out_b, true},
+    {&Layer::wqkv, &Phi4FlashLayer::wqkv, false},         {&Layer::wqkv_b, &Phi4FlashLayer::wqkv_b, true},
+    {&Layer::subln, &Phi4FlashLayer::subln, false},
+};
+
 std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4FlashCheckpoint& ck,
                                                          const Phi4FlashForwardOptions& o) {
   auto m = std::make_unique<Impl>();
@@ -260,48 +273,23 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4
     Impl::Layer L;
     L.kind = S.kind;
     if (S.kind != m->plan.kinds[l]) throw Error(Status::internal, "phi4flash: layer kinds differ from the plan");
-    L.ln1_w = ws.add(S.ln1_w);
-    L.ln1_b = ws.add(S.ln1_b);
-    L.ln2_w = ws.add(S.ln2_w);
-    L.ln2_b = ws.add(S.ln2_b);
-    L.fc1 = ws.add(S.fc1);
-    L.fc2 = ws.add(S.fc2);
-    switch (S.kind) {
-      case SambaYLayerKind::mamba:
-      case SambaYLayerKind::memory_mamba:
-        L.in_proj = ws.add(S.in_proj);
-        L.conv_w = ws.add(S.conv_w);
-        L.conv_b = ws.add(S.conv_b);
-        L.x_proj = ws.add(S.x_proj);
-        L.dt_w = ws.add(S.dt_w);
-        L.dt_b = wf.add(S.dt_b);
-        L.A_log = wf.add(S.A_log);
-        L.Dskip = wf.add(S.D);
-        L.out_proj = ws.add(S.out_proj);
-        break;
-      case SambaYLayerKind::gated_memory:
-        L.in_proj = ws.add(S.in_proj);
-        L.out_proj = ws.add(S.out_proj);
-        break;
-      default: {
-        L.wqkv = ws.add(S.wqkv);
-        L.wqkv_b = wf.add(S.wqkv_b);
-        L.out_proj = ws.add(S.out_proj);
-        L.out_b = wf.add(S.out_b);
-        L.subln = ws.add(S.subln);
-        // λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, λ_init of the absolute layer index (docs/maths.md).
-        const auto q1 = source_floats(S.lambda_q1), k1 = source_floats(S.lambda_k1), q2 = source_floats(S.lambda_q2),
-                   k2 = source_floats(S.lambda_k2);
-        double d1 = 0, d2 = 0;
-        for (size_t i = 0; i < q1.size(); ++i) {
-          d1 += double(q1[i]) * k1[i];
-          d2 += double(q2[i]) * k2[i];
-        }
-        L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * double(l));
-        L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
-        if (!std::isfinite(L.lambda))
-          throw Error(Status::format_error, "phi4flash: lambda of layer " + std::to_string(l) + " is not finite");
+    // Every tensor the layer's kind has (the checkpoint leaves the others without rows).
+    for (const Impl::Field& fd : Impl::kFields)
+      if ((S.*fd.src).rows()) L.*fd.dst = (fd.f32 ? wf : ws).add(S.*fd.src);
+    if (S.kind == SambaYLayerKind::sliding_attention || S.kind == SambaYLayerKind::full_attention ||
+        S.kind == SambaYLayerKind::cross_attention) {
+      // λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, λ_init of the absolute layer index (docs/maths.md).
+      const auto q1 = source_floats(S.lambda_q1), k1 = source_floats(S.lambda_k1), q2 = source_floats(S.lambda_q2),
+                 k2 = source_floats(S.lambda_k2);
+      double d1 = 0, d2 = 0;
+      for (size_t i = 0; i < q1.size(); ++i) {
+        d1 += double(q1[i]) * k1[i];
+        d2 += double(q2[i]) * k2[i];
       }
+      L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * double(l));
+      L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
+      if (!std::isfinite(L.lambda))
+        throw Error(Status::format_error, "phi4flash: lambda of layer " + std::to_string(l) + " is not finite");
     }
     m->layers.push_back(L);
   }

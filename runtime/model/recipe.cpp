@@ -2,6 +2,7 @@
 #include "model/recipe.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "diffvk/error.hpp"
 
@@ -65,6 +66,13 @@ AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
   sc.part = std::max<uint64_t>(sc.part, 4);
   sc.stat = std::max<uint64_t>(sc.stat, 4);
   return sc;
+}
+
+RopeKvParams rope_kv_params(const Forward& f, const AttnShape& s) {
+  RopeKvParams rp;
+  std::tie(rp.rows, rp.H, rp.Hkv, rp.D, rp.capacity) = std::tie(f.rows, s.H, s.Hkv, s.D, s.capacity);
+  rp.pos0 = 0;  // the position is read at run time (Forward::pos)
+  return rp;
 }
 
 uint64_t attn_sync_bytes(const AttnShape& s, bool v2) {
@@ -312,13 +320,7 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
     }
     const RopeKvKernel* rope = &f.k.rope_for(f.kv);
-    RopeKvParams rp;
-    rp.rows = rows;
-    rp.H = H;
-    rp.Hkv = Hkv;
-    rp.D = D;
-    rp.pos0 = 0;
-    rp.capacity = cap;
+    RopeKvParams rp = rope_kv_params(f, s);
     rp.kheads = v2 ? Hkv : 0;
     rp.lam = v2 ? H : 0;
     f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {

@@ -125,6 +125,9 @@ struct AttnScratch {
   uint64_t part = 0, stat = 0;
 };
 AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s);
+// The K/V append's shape for f.rows rows of an attention of shape s (rows, heads, D, the cache's rows; pos0 0: the
+// position is Forward::pos, read at run time). The caller sets the variant's fields (kheads, lam, ring, rope).
+RopeKvParams rope_kv_params(const Forward& f, const AttnShape& s);
 // Bytes of Forward::attn_sync for every program of a plan (up to s.chunk rows; v2: the calls count 2H query heads).
 uint64_t attn_sync_bytes(const AttnShape& s, bool v2);
 

@@ -15,12 +15,12 @@ void check_rows(const Forward& f, const char* block) {
 TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const MambaBlock& w, bool memory,
                           const std::string& memory_name) {
   check_rows(f, "mamba block");
-  const std::string& P = w.prefix;
+  const std::string& P = w.pre.prefix;
   const uint32_t T = f.rows, C = s.C, S = s.S, R = s.R;
   const ModelKernels& k = f.k;
   if (!k.conv || !k.scan || !k.layer_norm)
     throw Error(Status::internal, "mamba block: the model built no SambaY kernels (build_sambay_kernels)");
-  const TensorRef h = add_norm(f, P + "mamba_norm.out", x, w.norm_w, w.norm_b, s.E, s.eps);
+  const TensorRef h = add_norm(f, P + "mamba_norm.out", x, w.pre.w, w.pre.b, s.E, s.eps);
   const TensorRef xz = f.g.tensor(P + "mamba.xz", TensorRole::activation, f.storage(), {T, 2ull * C});
   add_linear(f, "in_proj", h, w.in_proj, xz, false);
   // u = silu(conv1d(x) + b) over the first C columns of [x | z], the state carrying the last K − 1 inputs.
@@ -85,10 +85,10 @@ TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const Ma
 
 void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock& w, TensorRef memory) {
   check_rows(f, "GMU block");
-  const std::string& P = w.prefix;
+  const std::string& P = w.pre.prefix;
   const uint32_t T = f.rows, C = s.C;
   if (!memory.valid()) throw Error(Status::internal, "GMU block: no memory tensor (the memory layer comes first)");
-  const TensorRef h = add_norm(f, P + "gmu_norm.out", x, w.norm_w, w.norm_b, s.E, s.eps);
+  const TensorRef h = add_norm(f, P + "gmu_norm.out", x, w.pre.w, w.pre.b, s.E, s.eps);
   const TensorRef g = f.g.tensor(P + "gmu.in", TensorRole::activation, f.storage(), {T, C});
   add_linear(f, "in_proj", h, w.in_proj, g, false);
   const TensorRef a = f.g.tensor(P + "gmu.gated", TensorRole::activation, f.storage(), {T, C});
@@ -109,14 +109,14 @@ void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock&
 
 TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
   check_rows(f, "attention block");
-  const std::string& P = w.prefix;
+  const std::string& P = w.pre.prefix;
   const uint32_t T = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, qw = 2 * H * D;
   const bool cross = w.kind == SambaAttnKind::cross, sliding = w.kind == SambaAttnKind::sliding;
   if (sliding && (w.window == 0 || uint64_t(s.capacity) < uint64_t(w.window) + s.chunk - 1))
     throw Error(Status::internal, "attention block " + P + ": a ring of " + std::to_string(s.capacity) +
                                       " rows cannot hold a window of " + std::to_string(w.window) + " and " +
                                       std::to_string(s.chunk) + "-row chunks");
-  const TensorRef h = add_norm(f, P + "attn_norm.out", x, w.norm_w, w.norm_b, E, eps);
+  const TensorRef h = add_norm(f, P + "attn_norm.out", x, w.pre.w, w.pre.b, E, eps);
   const uint32_t qkvw = cross ? qw : qw + 4 * Hkv * D;
   if (w.wqkv.out != qkvw)
     throw Error(Status::internal, "attention block " + P + ": Wqkv has " + std::to_string(w.wqkv.out) +
@@ -130,13 +130,7 @@ TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const Samb
   const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {T, qkvw});
   add_linear(f, "Wqkv", h, w.wqkv, qkv, false);
   const RopeKvKernel* append = &f.k.rope_for(f.kv);
-  RopeKvParams rp;
-  rp.rows = T;
-  rp.H = H;
-  rp.Hkv = Hkv;
-  rp.D = D;
-  rp.pos0 = 0;
-  rp.capacity = s.capacity;
+  RopeKvParams rp = rope_kv_params(f, s);
   rp.ring = sliding ? 1 : 0;
   rp.rope = 0;
   const TensorRef kc = w.k_cache, vc = w.v_cache, pos = f.pos;
@@ -158,7 +152,7 @@ void add_sambay_attention_out(Forward& f, TensorRef x, TensorRef q, const AttnSh
   op.o_stride = qw;
   op.window = sliding ? w.window : 0;
   op.ring = sliding;
-  const TensorRef o = add_attention_op(f, w.prefix, q, w.k_cache, w.v_cache, w.subln, s, op);
+  const TensorRef o = add_attention_op(f, w.pre.prefix, q, w.k_cache, w.v_cache, w.subln, s, op);
   add_linear(f, "out_proj", o, w.wo, x, true);
 }
 

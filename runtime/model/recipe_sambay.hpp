@@ -25,12 +25,17 @@ struct MambaShape {
   float eps = 1e-5f;  // the LayerNorm's
 };
 
+// What every SambaY mixer block starts with: its tensor-name prefix and its input_layernorm (LayerNorm with bias).
+struct SambaNorm {
+  std::string prefix;
+  TensorRef w, b;
+};
+
 // One Mamba layer's tensors. conv_state ((K − 1) x C) and scan_state (C x S) are float32, bound (kv_cache role):
 // they persist across programs (zero for a fresh sequence). A_log (C x S) and D (C) are float32 weights, as is
 // dt_proj's bias; everything else is the storage type.
 struct MambaBlock {
-  std::string prefix;
-  TensorRef norm_w, norm_b;  // input_layernorm
+  SambaNorm pre;
   LinearWeight in_proj;      // (2C, E) = [x | z]
   TensorRef conv_w, conv_b;  // C x K, C
   LinearWeight x_proj;       // (R + 2S, C) = [dt | B | Cm]
@@ -45,10 +50,9 @@ TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const Ma
                           const std::string& memory_name = "memory");
 
 struct GmuBlock {
-  std::string prefix;
-  TensorRef norm_w, norm_b;  // input_layernorm
-  LinearWeight in_proj;      // (C, E)
-  LinearWeight out_proj;     // (E, C)
+  SambaNorm pre;
+  LinearWeight in_proj;   // (C, E)
+  LinearWeight out_proj;  // (E, C)
 };
 // x += out_proj(silu(in_proj(LN(x))) ⊙ m), m the memory (T x C) of the same rows.
 void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock& w, TensorRef memory);
@@ -56,12 +60,11 @@ void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock&
 // SambaY's differential attention (DIFF V1 maths, no RoPE). The caches are [Hkv][rows][2D] in the storage type.
 enum class SambaAttnKind { sliding, full, cross };
 struct SambaAttnBlock {
-  std::string prefix;
+  SambaNorm pre;
   SambaAttnKind kind = SambaAttnKind::full;
-  TensorRef norm_w, norm_b;  // input_layernorm
-  LinearWeight wqkv;         // (q + 2kv, E) = [q | k | v] with its bias; cross: (q, E) with its bias
-  LinearWeight wo;           // (E, q) with its bias
-  TensorRef subln;           // 2D: the headwise RMSNorm's gain
+  LinearWeight wqkv;  // (q + 2kv, E) = [q | k | v] with its bias; cross: (q, E) with its bias
+  LinearWeight wo;    // (E, q) with its bias
+  TensorRef subln;    // 2D: the headwise RMSNorm's gain
   double lambda = 0, lambda_init = 0;
   // sliding: this layer's ring (AttnShape::capacity rows, position p at row p mod capacity; capacity >=
   // window + f.rows − 1); full: the shared cache the layer appends to; cross: the shared cache it reads.
