@@ -129,6 +129,12 @@ TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 refer
   check_prompts(Precision::fp32, kCases);
 }
 
+// Measured on lavapipe: max abs 0.085–0.107 (bound 0.22–0.26), top-1 100%, but nmse 4.9e-6–6.7e-6 over all rows
+// and up to 2.0e-5 on YOCO's one row, against the bound 5e-6. The float64 reference itself, with every storage-type
+// activation rounded to fp16 where the device stores one (LayerNorm outputs, linear outputs, conv, scan and attention
+// outputs, SwiGLU and GMU gates; exact arithmetic otherwise), misses by as much on these prompts (nmse 5.2e-6–7.2e-6,
+// one row up to 2.3e-5): this random fixture amplifies fp16 storage past the whole-model bound, which was set on
+// DiffLlama's fixture. The case keeps the bound as docs/maths.md states it.
 TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 reference, fp16") {
   check_prompts(Precision::fp16, kCases);
 }
