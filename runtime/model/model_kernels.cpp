@@ -96,4 +96,32 @@ void build_sambay_kernels(Device& dev, uint32_t conv_width, uint32_t d_state, Mo
   k.layer_norm = std::make_unique<LayerNormKernel>(dev, ko);
 }
 
+ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c) {
+  const KernelOptions ko = KernelOptions::for_device(dev);
+  ModelKernels k;
+  {
+    PipelineGroup g(dev, "linear");
+    k.linear = std::make_unique<LinearKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "rope_kv");
+    k.rope = std::make_unique<RopeKvKernel>(dev, ko);
+  }
+  {
+    PipelineGroup g(dev, "attention");
+    k.attn = std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim, c.num_attention_heads / c.num_key_value_heads, 8,
+                                              AttnSoftmax::differential, KvFormat::storage);
+  }
+  {
+    PipelineGroup g(dev, "embed");
+    k.embed = std::make_unique<EmbedKernel>(dev, ko, std::vector<QuantType>{});
+  }
+  {
+    PipelineGroup g(dev, "silu_mul");
+    k.silu = std::make_unique<SiluMulKernel>(dev, ko);
+  }
+  build_sambay_kernels(dev, c.mamba_d_conv, c.mamba_d_state, k);
+  return k;
+}
+
 }  // namespace diffvk

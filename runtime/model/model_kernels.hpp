@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "diffvk/model.hpp"
+#include "model/phi4flash_config.hpp"
 #include "ops/attn_probs.hpp"
 #include "ops/conv1d_state.hpp"
 #include "ops/diff_attn.hpp"
@@ -64,5 +65,10 @@ void build_kv_q8_kernels(Device& device, const ModelConfig& config, ModelKernels
 // Adds SambaY's own kernels to k, once: "conv1d_state" (kernel width conv_width), "selective_scan" (d_state states),
 // "layer_norm". invalid_argument (the kernels' message) for a width or state count they do not support.
 void build_sambay_kernels(Device& device, uint32_t conv_width, uint32_t d_state, ModelKernels& k);
+// The kernels of a Phi-4-mini-flash (SambaY) forward pass (model/phi4flash_forward.hpp): "linear", "rope_kv" (its
+// no-rotation append), "attention" (DIFF V1, D = head_dim, n_rep = num_attention_heads / num_key_value_heads),
+// "embed", "silu_mul" (SwiGLU and the GMU gate), and build_sambay_kernels' conv1d_state, selective_scan and
+// layer_norm. No RMSNorm kernel: every norm of the model is a LayerNorm with bias.
+ModelKernels build_phi4flash_kernels(Device& device, const Phi4FlashConfig& config);
 
 }  // namespace diffvk

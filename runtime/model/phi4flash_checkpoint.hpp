@@ -5,8 +5,8 @@
 //    in memory or behind a descriptor, with the config.json text;
 //  - a phi4flash GGUF file written by diffvk quantize (docs/gguf.md), F32/F16/BF16 and Q8_0/Q4_0 tensors.
 // Every expected tensor must be present with its exact shape and a float dtype (each tensor its own), nothing else
-// may be: errors name the file and the tensor. The forward graph does not exist yet: Model::load reads and verifies
-// a phi4flash checkpoint through these readers and then refuses it (refuse_phi4flash).
+// may be: errors name the file and the tensor. Phi4FlashForward (model/phi4flash_forward.hpp) runs a checkpoint's
+// prompt; Model::load does not yet: it reads and verifies a phi4flash checkpoint, then refuses it (refuse_phi4flash).
 #pragma once
 #include <memory>
 #include <string>

@@ -2,18 +2,11 @@
 #include "model/recipe.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "diffvk/error.hpp"
 
 namespace diffvk {
-
-namespace {
-// A float32 tensor on an fp16 device (the residual stream, the logits) is Elem::f32; everything else is the
-// storage type (on an fp32 device, float32 is the storage type).
-Elem elem_of(const Forward& f, TensorRef t) {
-  return f.fp16 && f.g.at(t).dtype == ElemType::f32 ? Elem::f32 : Elem::storage;
-}
-}  // namespace
 
 LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts,
                          QuantType format) {
@@ -36,6 +29,10 @@ LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const
 
 TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRange range) {
   return f.g.bind(name, TensorRole::weight, f.storage(), {n}, range);
+}
+
+TensorRef bind_f32(Forward& f, const std::string& name, std::vector<uint64_t> shape, BufferRange range) {
+  return f.g.bind(name, TensorRole::weight, ElemType::f32, std::move(shape), range);
 }
 
 AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
@@ -71,6 +68,13 @@ AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
   return sc;
 }
 
+RopeKvParams rope_kv_params(const Forward& f, const AttnShape& s) {
+  RopeKvParams rp;
+  std::tie(rp.rows, rp.H, rp.Hkv, rp.D, rp.capacity) = std::tie(f.rows, s.H, s.Hkv, s.D, s.capacity);
+  rp.pos0 = 0;  // the position is read at run time (Forward::pos)
+  return rp;
+}
+
 uint64_t attn_sync_bytes(const AttnShape& s, bool v2) {
   AttnCall call;
   call.S = std::max(1u, s.chunk);
@@ -95,21 +99,26 @@ TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, con
 }
 
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
-                const RowLinear* row) {
+                const RowLinear* row, uint32_t x_stride) {
   const bool quant = w.format != QuantType::f16;
+  const TensorRef bias = w.bias;
+  if (bias.valid() && w.parts.size() != 1)
+    throw Error(Status::internal, label + ": the biased weight '" + w.name + "' is split into " +
+                                      std::to_string(w.parts.size()) + " parts (a bias needs one)");
   const GraphTensor &xt = f.g.at(x), &yt = f.g.at(y);
-  const Elem xe = elem_of(f, x), ye = elem_of(f, y);
+  const Elem xe = f.elem(x), ye = f.elem(y);
   const uint64_t ys = elem_type_bytes(yt.dtype), xs = elem_type_bytes(xt.dtype);
   const LinearKernel* k = f.k.linear.get();
   const QuantRowKernel* qk = f.k.qrow.get();
   if (quant && !qk)
     throw Error(Status::internal,
                 label + ": quantized weight '" + w.name + "' but the model built no quantized kernel");
-  const uint32_t rows = f.rows, in = w.in, out = w.out;
+  const uint32_t rows = f.rows, in = w.in, out = w.out, xs_elems = x_stride ? x_stride : in;
   const QuantType q = w.format;
   for (const auto& part : w.parts) {
     std::vector<TensorRef> reads{x, part.t};
     if (residual) reads.push_back(y);
+    if (bias.valid()) reads.push_back(bias);
     if (row) {
       if (row->pro == Prologue::rmsnorm) reads.push_back(row->norm_w);
       const RowLinear r = *row;
@@ -125,11 +134,12 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
         lp.x_elem = xe;
         lp.y_elem = ye;
         const BufferRange res = residual ? yr : BufferRange{},
-                          nw = r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{};
+                          nw = r.pro == Prologue::rmsnorm ? b[r.norm_w] : BufferRange{},
+                          br = bias.valid() ? b[bias] : BufferRange{};
         if (q == QuantType::f16)
-          k->record_row(p, xr, b[part.t], yr, lp, res, nw);
+          k->record_row(p, xr, b[part.t], yr, lp, res, nw, br);
         else
-          qk->record(p, q, xr, b[part.t], yr, lp, res, nw);
+          qk->record(p, q, xr, b[part.t], yr, lp, res, nw, br);
       });
       // The recipe's fusion: the prologue the one-row kernel runs before its dot products.
       const char* fused = r.pro == Prologue::rmsnorm    ? ", rmsnorm fused"
@@ -145,26 +155,41 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
         lp.rows = rows;
         lp.in = in;
         lp.out = part.rows;
-        lp.x_stride = in;
+        lp.x_stride = xs_elems;
         lp.y_stride = out;
+        const BufferRange br = bias.valid() ? b[bias] : BufferRange{};
         if (q == QuantType::f16)
-          k->record(p, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
+          k->record(p, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye, br);
         else  // the blocks are dequantized in registers by the matmul itself (no dequantized copy)
-          k->record_quant(p, q, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye);
+          k->record_quant(p, q, b[x], b[part.t], yr, lp, residual ? yr : BufferRange{}, ye, br);
       });
       f.g.kernel(k->matmul_choice(rows, in, part.rows, q));
     }
   }
 }
 
-namespace {
-// y = RMSNorm(x) ⊙ w over rows of E (the block norms; HeadRmsNormKernel with one head of width E).
-TensorRef add_rmsnorm(Forward& f, const std::string& name, TensorRef x, TensorRef w, uint32_t E, float eps) {
+TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w, TensorRef b, uint32_t E, float eps) {
   const TensorRef y = f.g.tensor(name, TensorRole::activation, f.storage(), {f.rows, E});
-  const HeadRmsNormKernel* k = f.k.norm.get();
   const uint32_t rows = f.rows;
-  const Elem xe = elem_of(f, x);
-  f.g.add("rmsnorm", {x, w}, {y}, [=](Program& p, const GraphBinding& b) {
+  const Elem xe = f.elem(x);
+  if (b.valid()) {  // LayerNorm with bias
+    const LayerNormKernel* k = f.k.layer_norm.get();
+    if (!k) throw Error(Status::internal, name + ": a LayerNorm but the model built no layer_norm kernel");
+    f.g.add("layer_norm", {x, w, b}, {y}, [=](Program& p, const GraphBinding& bd) {
+      LayerNormParams np;
+      np.rows = rows;
+      np.width = E;
+      np.x_stride = E;
+      np.y_stride = E;
+      np.eps = eps;
+      k->record(p, bd[x], bd[w], bd[b], bd[y], np, xe);
+    });
+    f.g.kernel("layer_norm");
+    return y;
+  }
+  // RMSNorm: HeadRmsNormKernel with one head of width E.
+  const HeadRmsNormKernel* k = f.k.norm.get();
+  f.g.add("rmsnorm", {x, w}, {y}, [=](Program& p, const GraphBinding& bd) {
     HeadRmsNormParams np;
     np.rows = rows;
     np.heads = 1;
@@ -172,12 +197,58 @@ TensorRef add_rmsnorm(Forward& f, const std::string& name, TensorRef x, TensorRe
     np.row_stride = E;
     np.gain = 1.0f;
     np.eps = eps;
-    k->record(p, b[x], b[w], b[y], np, xe);
+    k->record(p, bd[x], bd[w], bd[y], np, xe);
   });
   f.g.kernel("head_rmsnorm");
   return y;
 }
-}  // namespace
+
+TensorRef add_attention_op(Forward& f, const std::string& P, TensorRef q, TensorRef kc, TensorRef vc, TensorRef subln,
+                           const AttnShape& s, const AttnOp& op) {
+  const uint32_t rows = f.rows, H = s.H, Hkv = s.Hkv, cap = s.capacity;
+  const bool v2 = op.v2;
+  // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
+  const AttnScratch sc = attn_scratch(f.k.attn_for(f.kv), s);
+  const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part),
+                  stat = f.g.scratch(P + "attn.split_stat", sc.stat);
+  const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, op.o_stride});
+  const DiffAttnKernel* attn = &f.k.attn_for(f.kv);
+  const float lambda = static_cast<float>(op.lambda), gain = static_cast<float>(1.0 - op.lambda_init),
+              seps = s.subln_eps;
+  const TensorRef sync = f.attn_sync, pos = f.pos;
+  if (!sync.valid())
+    throw Error(Status::internal, "attention block: the forward pass has no attention counters (Forward::attn_sync)");
+  std::vector<TensorRef> reads{q, kc, vc, pos, sync};
+  if (!v2) reads.push_back(subln);
+  const uint32_t q_stride = op.q_stride, o_stride = op.o_stride, window = op.window;
+  const bool ring = op.ring;
+  f.g.add("attention", reads, {o, part, stat, sync}, [=](Program& p, const GraphBinding& b) {
+    AttnCall call;  // V2: 2H query heads, no λ scalar, no headwise norm
+    call.S = rows;
+    call.pos0 = 0;
+    call.H = v2 ? 2 * H : H;
+    call.Hkv = Hkv;
+    call.capacity = cap;
+    call.q_stride = q_stride;
+    call.o_stride = o_stride;
+    call.lambda = v2 ? 0.0f : lambda;
+    call.gain = v2 ? 1.0f : gain;
+    call.eps = v2 ? 0.0f : seps;
+    call.dyn_pos = b[pos];
+    call.window = window;
+    call.ring = ring;
+    const BufferRange sl = v2 ? BufferRange{} : b[subln];
+    if (rows <= attn->max_decode_rows()) {
+      uint32_t len = 0;
+      const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
+      attn->record_decode(p, b[q], b[kc], b[vc], sl, b[o], {b[part], b[stat], b[sync]}, call, splits, len);
+    } else {
+      attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, {b[part], b[stat], b[sync]});
+    }
+  });
+  f.g.kernel(attn->choice(rows, cap, window));
+  return o;
+}
 
 TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const AttnBlock& w,
                               const std::string& y_name, TensorRole y_role) {
@@ -207,7 +278,7 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     const TensorRef wt = w.wqkv.parts[0].t, norm = w.norm;
     std::vector<TensorRef> reads{x, wt, table, pos};
     if (residual) reads.push_back(norm);
-    const Elem xe = elem_of(f, x);
+    const Elem xe = f.elem(x);
     const float eps = s.eps;
     const uint64_t x_bytes = uint64_t(E) * elem_type_bytes(f.g.at(x).dtype);
     f.g.add("qkv+rope_kv", reads, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
@@ -243,19 +314,13 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
       add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
     } else if (residual) {
-      add_linear(f, "qkv", add_rmsnorm(f, P + "attn_norm.out", x, w.norm, E, s.eps), w.wqkv, qkv, false);
+      add_linear(f, "qkv", add_norm(f, P + "attn_norm.out", x, w.norm, {}, E, s.eps), w.wqkv, qkv, false);
     } else {
       const RowLinear r{};
       add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
     }
     const RopeKvKernel* rope = &f.k.rope_for(f.kv);
-    RopeKvParams rp;
-    rp.rows = rows;
-    rp.H = H;
-    rp.Hkv = Hkv;
-    rp.D = D;
-    rp.pos0 = 0;
-    rp.capacity = cap;
+    RopeKvParams rp = rope_kv_params(f, s);
     rp.kheads = v2 ? Hkv : 0;
     rp.lam = v2 ? H : 0;
     f.g.add("rope_kv", {qkv, table, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
@@ -284,42 +349,13 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
     f.g.add("attn_probs", {q, kc, pos}, {maps},
             [=](Program& p, const GraphBinding& b) { probs->record(p, b[q], b[kc], b[pos], b[maps], pp); });
   }
-  // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
-  const AttnScratch sc = attn_scratch(f.k.attn_for(f.kv), s);
-  const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part),
-                  stat = f.g.scratch(P + "attn.split_stat", sc.stat);
-  const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, ow});
-  const DiffAttnKernel* attn = &f.k.attn_for(f.kv);
-  const TensorRef subln = w.subln;
-  const float lambda = static_cast<float>(w.lambda), gain = static_cast<float>(1.0 - w.lambda_init), seps = s.subln_eps;
-  const TensorRef sync = f.attn_sync;
-  if (!sync.valid())
-    throw Error(Status::internal, "attention block: the forward pass has no attention counters (Forward::attn_sync)");
-  std::vector<TensorRef> reads{q, kc, vc, pos, sync};
-  if (!v2) reads.push_back(subln);
-  f.g.add("attention", reads, {o, part, stat, sync}, [=](Program& p, const GraphBinding& b) {
-    AttnCall call;  // V2: 2H query heads, no λ scalar, no headwise norm
-    call.S = rows;
-    call.pos0 = 0;
-    call.H = v2 ? 2 * H : H;
-    call.Hkv = Hkv;
-    call.capacity = cap;
-    call.q_stride = v2 ? qw : E;
-    call.o_stride = v2 ? ow : E;
-    call.lambda = v2 ? 0.0f : lambda;
-    call.gain = v2 ? 1.0f : gain;
-    call.eps = v2 ? 0.0f : seps;
-    call.dyn_pos = b[pos];
-    const BufferRange sl = v2 ? BufferRange{} : b[subln];
-    if (rows <= attn->max_decode_rows()) {
-      uint32_t len = 0;
-      const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
-      attn->record_decode(p, b[q], b[kc], b[vc], sl, b[o], {b[part], b[stat], b[sync]}, call, splits, len);
-    } else {
-      attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, {b[part], b[stat], b[sync]});
-    }
-  });
-  f.g.kernel(attn->choice(rows, cap));
+  AttnOp op;
+  op.v2 = v2;
+  op.lambda = w.lambda;
+  op.lambda_init = w.lambda_init;
+  op.q_stride = v2 ? qw : E;
+  op.o_stride = v2 ? ow : E;
+  const TensorRef o = add_attention_op(f, P, q, kc, vc, w.subln, s, op);
   // Output projection: into the residual stream, or a new tensor (bare layer).
   const RowLinear r{};
   if (residual) {
@@ -334,13 +370,13 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
 void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
   const std::string& P = w.prefix;
   const TensorRef gu = f.g.tensor(P + "ffn.gate_up", TensorRole::activation, f.storage(), {f.rows, 2ull * w.I});
-  if (f.row) {  // norm fused into gate_up, SwiGLU into down
+  if (f.row && !w.norm_b.valid()) {  // norm fused into gate_up, SwiGLU into down
     const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps}, swiglu{Prologue::silu_mul, {}, w.eps};
     add_linear(f, "gate_up", x, w.wgu, gu, false, &norm);
     add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
     return;
   }
-  add_linear(f, "gate_up", add_rmsnorm(f, P + "ffn_norm.out", x, w.norm, E, w.eps), w.wgu, gu, false);
+  add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, w.norm_b, E, w.eps), w.wgu, gu, false);
   const TensorRef a = f.g.tensor(P + "ffn.act", TensorRole::activation, f.storage(), {f.rows, w.I});
   const SiluMulKernel* silu = f.k.silu.get();
   const uint32_t rows = f.rows, I = w.I;
@@ -367,11 +403,13 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
   if (out == HeadOut::none) return {};
   const uint32_t rows = f.rows, E = h.E, V = h.vocab;
   if (out == HeadOut::all) {
-    const TensorRef xf = add_rmsnorm(f, "norm.out", x, h.norm, E, h.eps);
+    const TensorRef xf = add_norm(f, "norm.out", x, h.norm, h.norm_b, E, h.eps);
     const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {rows, V});
     add_linear(f, "lm_head", xf, h.lm_head, logits, false);
     return logits;
   }
+  if (h.norm_b.valid())
+    throw Error(Status::internal, "head: a LayerNorm final norm is built for HeadOut::all only (it is not fused)");
   // The last row only, with the final norm fused into lm_head. A storage binding must start aligned, and
   // the last row of a multi-row program starts at (rows − 1)·E·4 bytes: it is staged into its own tensor
   // whenever rows > 1, so that every row count of a planned variant has the same tensors (fit_graph)

@@ -34,6 +34,9 @@ struct Forward {
   TensorRef attn_sync;
   KvFormat kv = KvFormat::storage;  // the KV caches' format (q8_0: ModelKernels::rope_q8 / attn_q8)
   ElemType storage() const { return fp16 ? ElemType::f16 : ElemType::f32; }
+  // How a kernel reads tensor t: a float32 tensor on an fp16 device (the residual stream, the logits) is
+  // Elem::f32; everything else is the storage type (on an fp32 device, float32 is the storage type).
+  Elem elem(TensorRef t) const { return fp16 && g.at(t).dtype == ElemType::f32 ? Elem::f32 : Elem::storage; }
 };
 
 // A linear's weight (out x in, torch layout), bound as one graph tensor per row part (one part unless the
@@ -49,10 +52,13 @@ struct LinearWeight {
     TensorRef t;
   };
   std::vector<Part> parts;
+  TensorRef bias;  // optional: `out` float32 values added before the residual (SambaY's Wqkv, out_proj, dt_proj)
 };
 LinearWeight bind_linear(Forward& f, const std::string& name, uint32_t in, const std::vector<WeightPart>& parts,
                          QuantType format = QuantType::f16);
 TensorRef bind_vector(Forward& f, const std::string& name, uint32_t n, BufferRange range);  // a norm weight
+// A float32 vector whatever the storage type (a linear's bias; SambaY's A_log and D).
+TensorRef bind_f32(Forward& f, const std::string& name, std::vector<uint64_t> shape, BufferRange range);
 
 // The attention-map tap of a debug run: softmaxes of heads head0 … head0 + heads − 1 of a T-token prompt
 // (and DIFF V2's λ rows): `out` holds AttnProbsKernel::out_bytes(heads, T, v2).
@@ -106,7 +112,8 @@ struct AttnBlock {
 
 struct MlpBlock {
   std::string prefix;
-  TensorRef norm;  // post-attention RMSNorm weight (E)
+  TensorRef norm;    // post-attention RMSNorm weight (E)
+  TensorRef norm_b;  // valid: the norm is a LayerNorm with this bias (SambaY), never fused into gate_up
   LinearWeight wgu, wdown;
   uint32_t I = 0;
   float eps = 1e-5f;
@@ -118,16 +125,20 @@ struct AttnScratch {
   uint64_t part = 0, stat = 0;
 };
 AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s);
+// The K/V append's shape for f.rows rows of an attention of shape s (rows, heads, D, the cache's rows; pos0 0: the
+// position is Forward::pos, read at run time). The caller sets the variant's fields (kheads, lam, ring, rope).
+RopeKvParams rope_kv_params(const Forward& f, const AttnShape& s);
 // Bytes of Forward::attn_sync for every program of a plan (up to s.chunk rows; v2: the calls count 2H query heads).
 uint64_t attn_sync_bytes(const AttnShape& s, bool v2);
 
 // x[r] = embedding[tokens[r]]: returns the f32 residual stream (rows x E), named `x_name`.
 TensorRef add_embed(Forward& f, TensorRef tokens, const LinearWeight& table, const std::string& x_name);
 
-// y = x·Wᵀ over w's row parts (+ y's old value when `residual`: in place). Without `row`, the tiled
-// matrix path over f.rows rows; with it, one row (linear_row.comp) with an optional fused prologue,
-// reading the first row of x. A quantized w: the one-row path reads the blocks directly
-// (QuantRowKernel); the matrix path dequantizes each part into a planned scratch tensor first.
+// y = x·Wᵀ (+ w.bias) over w's row parts (+ y's old value when `residual`: in place). Without `row`, the tiled
+// matrix path over f.rows rows, row r of x at r·x_stride (0: w.in; e.g. the first columns of a wider row);
+// with it, one row (linear_row.comp) with an optional fused prologue, reading the first row of x. A quantized
+// w: the one-row path reads the blocks directly (QuantRowKernel); the matrix path dequantizes in registers.
+// A bias needs a weight of one part (a part's slice of it would be an unaligned binding).
 enum class Prologue : uint32_t { none = 0, rmsnorm = 1, silu_mul = 2 };
 struct RowLinear {
   Prologue pro = Prologue::none;
@@ -135,7 +146,24 @@ struct RowLinear {
   float eps = 1e-5f;
 };
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
-                const RowLinear* row = nullptr);
+                const RowLinear* row = nullptr, uint32_t x_stride = 0);
+
+// y = RMSNorm(x) ⊙ w (b invalid) or LayerNorm(x) ⊙ w + b (b valid: SambaY's LayerNorm with bias), rows of E,
+// into a new storage-type tensor `name`.
+TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w, TensorRef b, uint32_t E, float eps);
+
+// The differential attention op (DIFF V1 with the headwise norm, or V2) over caches the q rows' keys were already
+// appended to: o (rows x o_stride, a new storage-type tensor prefix + "attn.out") with the split-K scratch sized
+// by attn_scratch(s). Used by add_attention_block and by SambaY's attention (recipe_sambay.hpp).
+struct AttnOp {
+  bool v2 = false;
+  double lambda = 0, lambda_init = 0;  // DIFF V1
+  uint32_t q_stride = 0, o_stride = 0;
+  uint32_t window = 0;  // sliding window (AttnCall::window); 0: every key up to the row's position
+  bool ring = false;    // the caches are a ring of s.capacity rows (AttnCall::ring)
+};
+TensorRef add_attention_op(Forward& f, const std::string& prefix, TensorRef q, TensorRef k_cache, TensorRef v_cache,
+                           TensorRef subln, const AttnShape& s, const AttnOp& op);
 
 // The differential attention block (DIFF V1 or V2: AttnBlock::v2). With a norm weight: x is the f32 residual stream and
 // the block adds its output into x (returns x). Without one (DiffAttnLayer): x is a storage-type activation and the
@@ -151,7 +179,8 @@ void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w);
 enum class HeadOut { all, last, none, sample };
 const char* head_out_name(HeadOut o);
 struct Head {
-  TensorRef norm;  // final RMSNorm weight
+  TensorRef norm;    // final RMSNorm weight
+  TensorRef norm_b;  // valid: the final norm is a LayerNorm with this bias (SambaY; HeadOut::all only)
   LinearWeight lm_head;
   float eps = 1e-5f;
   uint32_t E = 0, vocab = 0;

@@ -1,0 +1,181 @@
+// The Phi-4-mini-flash (SambaY) forward graph of a whole prompt (runtime/model/phi4flash_forward.*, the blocks of
+// runtime/model/recipe_sambay.*) on the tiny fixture tests/data/phi4flash_tiny (8 layers, every kind, window 5),
+// against the float64 reference's full form (ref::sambay_forward_full) run on the weights as the device holds them:
+// float32 from the BF16 checkpoint (exact); for fp16 storage the storage-type tensors rounded to fp16 (the biases,
+// A_log and D stay float32 on the device, and λ is computed on the host from the float vectors). Bounds: docs/maths.md,
+// a whole model (logits): fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale, nmse <= 5e-6, top-1 >= 99%
+// (test::ok). The arena and the K/V caches are poisoned (NaN) before each prompt. YOCO's last-row form
+// (prompt_last) is held to the same bounds against the full form's last row.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "diffvk/gguf.hpp"
+#include "diffvk/npy.hpp"
+#include "gpu_test.hpp"
+#include "model/phi4flash_checkpoint.hpp"
+#include "model/phi4flash_forward.hpp"
+#include "model_fixture.hpp"
+#include "model_parity.hpp"
+#include "phi4flash_fixture.hpp"
+#include "status_of.hpp"
+#include "reference/diff_attn_ref.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+const std::string kFixture = std::string(DIFFVK_TEST_DATA_DIR) + "/phi4flash_tiny";
+
+std::vector<int32_t> fixture_tokens() {
+  const NpyArray t = read_npy(kFixture + "/tokens.npy");
+  REQUIRE(t.dtype == "<i8");
+  std::vector<int32_t> out;
+  for (uint64_t i = 0; i < t.numel(); ++i) {
+    int64_t v;
+    std::memcpy(&v, t.data.data() + 8 * i, 8);
+    out.push_back(int32_t(v));
+  }
+  return out;
+}
+
+// The fixture's tokens, then seeded random ids up to n tokens.
+std::vector<int32_t> prompt_of(size_t n, uint32_t vocab) {
+  std::vector<int32_t> t = fixture_tokens();
+  std::mt19937_64 rng(7);
+  while (t.size() < n) t.push_back(int32_t(rng() % vocab));
+  t.resize(n);
+  return t;
+}
+
+// The reference's weights as the device holds them (see the file comment).
+ref::SambaYWeights as_device_holds(ref::SambaYWeights w, bool fp16) {
+  if (!fp16) return w;  // BF16 values are exact in float32
+  auto r = [](std::vector<double>& v) { v = ref::round_to_f16(v); };
+  r(w.embed);
+  r(w.final_w);
+  r(w.final_b);
+  for (ref::SambaYLayer& l : w.layers)
+    for (std::vector<double>* v : {&l.ln1_w, &l.ln1_b, &l.ln2_w, &l.ln2_b, &l.fc1, &l.fc2, &l.wqkv, &l.wo, &l.subln,
+                                   &l.in_proj, &l.conv_w, &l.conv_b, &l.x_proj, &l.dt_w, &l.out_proj})
+      r(*v);  // not wqkv_b, wo_b, dt_b, A_log, Dskip (float32), nor λ's vectors (read on the host)
+  return w;
+}
+
+struct Case {
+  size_t tokens = 0;
+  uint32_t chunk = 0;  // 0: the whole prompt in one program
+};
+
+void check_prompts(Precision precision, const std::vector<Case>& cases) {
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
+  const bool fp16 = ctx->precision() == Precision::fp16;
+  const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
+  const ref::SambaYShape shape = test::phi4flash_shape(ck.config);
+  const auto file = SafetensorsFile::open(kFixture + "/model.safetensors");
+  const ref::SambaYWeights weights = as_device_holds(test::phi4flash_weights(shape, file), fp16);
+  const uint32_t V = ck.config.vocab_size;
+  for (const Case& c : cases) {
+    Phi4FlashForwardOptions o;
+    o.max_positions = 64;
+    o.chunk = c.chunk;
+    auto fwd = Phi4FlashForward::load(ctx->device(), ck, o);
+    const std::vector<int32_t> toks = prompt_of(c.tokens, V);
+    const std::vector<double> expect =
+        ref::sambay_forward_full(shape, weights, std::vector<int>(toks.begin(), toks.end()));
+    fwd->fill_for_testing(test::kPoison);
+    const std::vector<float> got = fwd->prompt(toks);
+    REQUIRE(got.size() == expect.size());
+    const test::Parity p = test::parity(got, std::vector<float>(expect.begin(), expect.end()), V);
+    INFO(std::string(precision_name(ctx->precision()))
+         << ": " << c.tokens << " tokens, chunk " << fwd->chunk() << ", ring " << fwd->ring_rows()
+         << " rows: max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
+    MESSAGE(std::string(precision_name(ctx->precision()))
+            << ": " << c.tokens << " tokens, chunk " << fwd->chunk() << ": max_abs=" << p.max_abs
+            << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
+    CHECK(test::ok(p, fp16));
+    // A second prompt on the same object starts afresh (states reset, caches overwritten before they are read).
+    fwd->fill_for_testing(test::kPoison);
+    CHECK(fwd->prompt(toks) == got);
+    // YOCO: the last row alone through the cross-decoder equals the full form's last row (the reference's, and
+    // the device's all-rows run), to the same bounds.
+    fwd->fill_for_testing(test::kPoison);
+    const std::vector<float> last = fwd->prompt_last(toks);
+    REQUIRE(last.size() == V);
+    const std::vector<float> ref_last(expect.end() - V, expect.end()), got_last(got.end() - V, got.end());
+    const test::Parity pl = test::parity(last, ref_last, V), pg = test::parity(last, got_last, V);
+    MESSAGE(std::string(precision_name(ctx->precision()))
+            << ": YOCO last row vs reference: max_abs=" << pl.max_abs << " max_ref=" << pl.max_ref
+            << " nmse=" << pl.nmse << " top1=" << pl.top1 << "; vs the all-rows run: max_abs=" << pg.max_abs
+            << " nmse=" << pg.nmse);
+    CHECK(test::ok(pl, fp16));
+    CHECK(test::ok(pg, fp16));
+  }
+}
+
+// The fixture's 13 tokens in one program (window 5: the mask matters), 41 tokens in one program (an odd length past
+// the selective scan's one-dispatch limit of 32 rows: its chunked scan), 23 tokens in chunks of 4 (a ring of
+// 5 + 4 − 1 = 8 rows wrapped twice; the attention's split-K decode path, a last chunk of 3 rows) and 13 in chunks
+// of 3 (a last chunk of one row).
+const std::vector<Case> kCases = {{13, 0}, {41, 0}, {23, 4}, {13, 3}};
+
+}  // namespace
+
+TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 reference, fp32") {
+  check_prompts(Precision::fp32, kCases);
+}
+
+// Measured on lavapipe: max abs 0.085–0.107 (bound 0.22–0.26), top-1 100%, but nmse 4.9e-6–6.7e-6 over all rows
+// and up to 2.0e-5 on YOCO's one row, against the bound 5e-6. The float64 reference itself, with every storage-type
+// activation rounded to fp16 where the device stores one (LayerNorm outputs, linear outputs, conv, scan and attention
+// outputs, SwiGLU and GMU gates; exact arithmetic otherwise), misses by as much on these prompts (nmse 5.2e-6–7.2e-6,
+// one row up to 2.3e-5): this random fixture amplifies fp16 storage past the whole-model bound, which was set on
+// DiffLlama's fixture. The case keeps the bound as docs/maths.md states it.
+TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 reference, fp16") {
+  check_prompts(Precision::fp16, kCases);
+}
+
+TEST_CASE("phi4flash forward: a prompt past max_positions, an empty prompt and a token outside the vocabulary") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
+  Phi4FlashForwardOptions o;
+  o.max_positions = 16;
+  o.chunk = 8;
+  auto fwd = Phi4FlashForward::load(ctx->device(), ck, o);
+  const uint32_t V = ck.config.vocab_size;
+  CHECK(test::status_of([&] { fwd->prompt(prompt_of(17, V)); }) == Status::context_overflow);
+  CHECK(test::status_of([&] { fwd->prompt_last(prompt_of(17, V)); }) == Status::context_overflow);
+  CHECK(test::status_of([&] { fwd->prompt({}); }) == Status::invalid_argument);
+  CHECK(test::status_of([&] { fwd->prompt({1, int32_t(V)}); }) == Status::invalid_argument);
+  CHECK(test::status_of([&] { fwd->prompt({-1}); }) == Status::invalid_argument);
+  // The object still runs after refusing (nothing was recorded for the refused calls).
+  CHECK(fwd->prompt(prompt_of(16, V)).size() == 16u * V);
+  o.max_positions = ck.config.max_position_embeddings + 1;
+  CHECK(test::status_of([&] { Phi4FlashForward::load(ctx->device(), ck, o); }) == Status::invalid_argument);
+}
+
+TEST_CASE("phi4flash forward: an F16 GGUF of the fixture (diffvk quantize) gives the safetensors run's logits, fp32") {
+  // The GGUF holds the linears as F16 and every vector as F32: the two checkpoints differ only by the F16 rounding of
+  // the BF16 values fp16 does not hold exactly, so their runs agree to the fp32 model bound (measured max abs 6.7e-6
+  // at max |logit| 21.7). The GGUF reader's sources go through the same upload.
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  test::TempDir tmp("diffvk-phi4flash-forward");
+  const std::string gguf = tmp / "tiny.gguf";
+  quantize_model(kFixture, gguf, QuantKind::f16);
+  const Phi4FlashCheckpoint st = open_phi4flash_checkpoint(kFixture), gg = open_phi4flash_gguf(gguf);
+  Phi4FlashForwardOptions o;
+  o.max_positions = 32;
+  o.chunk = 8;
+  const std::vector<int32_t> toks = prompt_of(19, st.config.vocab_size);
+  const std::vector<float> a = Phi4FlashForward::load(ctx->device(), st, o)->prompt(toks),
+                           b = Phi4FlashForward::load(ctx->device(), gg, o)->prompt(toks);
+  const test::Parity p = test::parity(b, a, st.config.vocab_size);
+  INFO("gguf vs safetensors: max_abs=" << p.max_abs << " max_ref=" << p.max_ref);
+  CHECK(test::ok(p, false));
+}
