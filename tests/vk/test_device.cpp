@@ -331,7 +331,7 @@ TEST_CASE(
 
 // ContextOptions::simulate_subgroup_size (pure: simulate_limits on simulated caps): the caps report the simulated
 // size, and what depends on the hardware's subgroups is off, with why, in the one tuning path.
-TEST_CASE("device: a simulated subgroup size is planned for; subgroup operations, size control and coopmat go") {
+TEST_CASE("device: a simulated subgroup size is planned for, and subgroup operations, size control and coopmat go") {
   DeviceCaps radv = sim_gpu(0x1002, "AMD Radeon (RADV)");
   radv.subgroup_size = radv.subgroup_max_size = 64;
   radv.subgroup_min_size = 32;
