@@ -179,8 +179,7 @@ TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w
       LayerNormParams np;
       np.rows = rows;
       np.width = E;
-      np.x_stride = E;
-      np.y_stride = E;
+      np.x_stride = np.y_stride = E;  // dense rows
       np.eps = eps;
       k->record(p, bd[x], bd[w], bd[b], bd[y], np, xe);
     });
@@ -337,9 +336,7 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
         f.g.bind(P + "attention maps", TensorRole::external, ElemType::f32, {tap.out.size / 4}, tap.out);
     AttnProbsParams pp;
     pp.rows = rows;
-    pp.H = H;
-    pp.Hkv = Hkv;
-    pp.D = D;
+    std::tie(pp.H, pp.Hkv, pp.D) = std::tie(H, Hkv, D);
     pp.capacity = cap;
     pp.T = tap.T;
     pp.pos0 = 0;
