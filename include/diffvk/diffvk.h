@@ -508,7 +508,8 @@ typedef struct diffvk_generate_result {
 /* Fills *options with the defaults above and sets struct_size. NULL: does nothing. A macro (see VERSIONING). */
 DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options);
 /* The defaults of the largest layout of diffvk_generate_options this library knows that fits in size bytes
- * (layouts: 1.1's up to keep; 1.2's up to draft_ngram); struct_size = that layout's size. options NULL or a smaller size: does nothing (since 1.1). */
+ * (layouts: 1.1's up to keep; 1.2's up to draft_ngram); struct_size = that layout's size. options NULL or a smaller
+ * size: does nothing (since 1.1). */
 DIFFVK_API void diffvk_generate_default_options_sized(diffvk_generate_options* options, size_t size);
 /* Prefills the n_prompt prompt ids with prompt-prefix reuse (what the session already holds of them is not
  * recomputed; diffvk_session_prefill_reusing), then samples up to max_tokens tokens with the sampler (which
