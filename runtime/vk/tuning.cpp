@@ -403,6 +403,9 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
                                 std::to_string(c.subgroup_hardware_size) + "): no subgroup operations"
                           : "cap: no subgroup arithmetic in compute shaders";
     set_choice(t, "subgroup", t.subgroup ? "on" : "off", why);
+    // Off: no choice made from the caps may assume it (the attention's key-block cores need it; a subgroup pipeline
+    // is refused).
+    if (!t.subgroup) c.subgroup_arithmetic_compute = false;
   }
   // kv_staging: attention stages K/V blocks in shared memory unless quirk no_kv_staging; on drops the quirk, off (or
   // a deny rule) adds it. attn_core=staged and attn_core=blocks decide it too; contradicting kv_staging is an error.
@@ -436,12 +439,19 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     set_choice(t, "kv_staging", t.kv_staging ? "on" : "off", why);
   }
 
+  if (attn && !t.subgroup && (attn->value == "blocks" || attn->value == "staged"))
+    throw Error(Status::invalid_argument, attn->setting() + ": the key-block cores need subgroup arithmetic, which is " +
+                                              "off (" + t.why("subgroup") + "): tuning key 'attn_core'");
   if (attn) {
     t.attn_core = attn->value;
     set_choice(t, "attn_core", t.attn_core, "override " + attn->setting());
   } else if (c.has_quirk("per_key_attention")) {
     t.attn_core = "keys";
     set_choice(t, "attn_core", "keys", "quirk per_key_attention");
+  } else if (!t.subgroup) {
+    t.attn_core = "keys";
+    set_choice(t, "attn_core", "keys",
+               "subgroup off (" + t.why("subgroup") + "): the key-block cores need subgroup arithmetic");
   } else if (c.has_quirk("no_kv_staging")) {
     t.attn_core = "blocks";
     set_choice(t, "attn_core", "blocks",

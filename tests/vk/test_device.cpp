@@ -152,6 +152,7 @@ TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys an
   DeviceCaps c;
   c.kind = DeviceKind::cpu;
   c.name = "sim";
+  c.subgroup_arithmetic_compute = true;  // as lavapipe: the key-block cores can be forced
   apply_quirks(c);
   DeviceCaps auto_caps = c;
   const Tuning t = apply_tuning(auto_caps, {});
@@ -280,6 +281,15 @@ TEST_CASE(
   t = tuned(c, "subgroup=off");
   CHECK_FALSE(t.subgroup);
   CHECK(t.why("subgroup") == "override subgroup=off (DIFFVK_TUNING)");
+  // ... and so the per-key attention core, saying why (the key-block cores need subgroup arithmetic); forcing one of
+  // them with subgroup off is refused, naming both keys.
+  CHECK_FALSE(c.subgroup_arithmetic_compute);
+  CHECK(t.attn_core == "keys");
+  CHECK(t.why("attn_core") ==
+        "subgroup off (override subgroup=off (DIFFVK_TUNING)): the key-block cores need subgroup arithmetic");
+  for (const char* forced : {"subgroup=off,attn_core=blocks", "subgroup=off,attn_core=staged"})
+    CHECK(tuning_error(gpu, forced).find("the key-block cores need subgroup arithmetic, which is off") !=
+          std::string::npos);
 
   // kv_staging=off: quirk no_kv_staging, so the blocks core, saying why; on drops the quirk (a CPU driver).
   c = gpu;
