@@ -14,7 +14,7 @@ json speculate_bench(const Options& a, Model& model, const SessionOptions& so, c
   SpeculateOptions spec;
   spec.draft = Draft::lookup;
   spec.k = a.draft_k;
-  validate_speculation(spec, 0.0f);
+  validate_speculation(spec);
   // The prompt: the first half of the random prompt, twice (text that an answer may repeat, as in summaries and
   // edits). Then N greedy tokens, plainly and with speculation, alternately.
   std::vector<int32_t> prompt(random.begin(), random.begin() + random.size() / 2);

@@ -87,7 +87,7 @@ Runner register_chat(CLI::App& app) {
   add_device_flags(cmd, a->dev);
   return [a]() {
     validate_sampling(a->sampling);
-    validate_speculation(a->go.speculate, a->sampling.temperature);
+    validate_speculation(a->go.speculate);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);

@@ -185,7 +185,8 @@ void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set) {
 void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec) {
   cmd->add_option_function<std::string>(
          "--speculate", [&spec](const std::string& v) { spec.draft = v == "lookup" ? Draft::lookup : Draft::none; },
-         "speculative decoding (greedy sampling only; the same tokens): none (the default) or lookup (drafts from "
+         "speculative decoding (greedy: the same tokens; sampling: the same distribution): none (the default) or "
+         "lookup (drafts from "
          "the latest earlier occurrence of the context's last n-gram, checked in one pass of k + 1 rows)")
       ->check(CLI::IsMember({"none", "lookup"}));
   cmd->add_option("--draft-k", spec.k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 8)")
@@ -238,7 +239,7 @@ Runner register_run(CLI::App& app) {
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     validate_stop_strings(a->stop);
-    validate_speculation(a->go.speculate, a->sampling.temperature);
+    validate_speculation(a->go.speculate);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);

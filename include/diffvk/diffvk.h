@@ -473,7 +473,7 @@ typedef int (*diffvk_text_fn)(const char* piece, size_t size, void* user);
 #define DIFFVK_MAX_STOP_STRINGS 16
 #define DIFFVK_MAX_STOP_STRING_BYTES 256
 #define DIFFVK_DRAFT_NONE 0   /* plain decoding */
-#define DIFFVK_DRAFT_LOOKUP 1 /* speculative decoding, prompt-lookup drafts (greedy samplers only; the same tokens) */
+#define DIFFVK_DRAFT_LOOKUP 1 /* speculative decoding, prompt-lookup drafts (docs/sessions.md) */
 #define DIFFVK_MAX_DRAFT_TOKENS 16
 #define DIFFVK_MAX_DRAFT_NGRAM 16
 typedef struct diffvk_generate_options {
@@ -487,8 +487,8 @@ typedef struct diffvk_generate_options {
   int32_t overflow;        /* DIFFVK_OVERFLOW_REFUSE (default) or DIFFVK_OVERFLOW_SHIFT (docs/context-overflow.md) */
   uint32_t keep;           /* shift: tokens at the start never dropped (a system prompt); < the capacity. 0 (default) */
   /* Since the 1.2 layout. Speculative decoding (generate.hpp SpeculateOptions): up to draft_k drafted tokens checked
-   * in one pass of draft_k + 1 rows, the longest agreed prefix kept. A sampler with temperature > 0 ->
-   * DIFFVK_INVALID_ARGUMENT. */
+   * in one pass of draft_k + 1 rows, the drafted tokens the sampler keeps kept (greedy: the same tokens as plain
+   * decoding; sampling: the speculative sampling rule, the same distribution). */
   int32_t draft;        /* DIFFVK_DRAFT_NONE (default) or DIFFVK_DRAFT_LOOKUP */
   uint32_t draft_k;     /* drafted tokens per pass at most, 1 ... DIFFVK_MAX_DRAFT_TOKENS; 8 (default) */
   uint32_t draft_ngram; /* lookup: the longest n-gram matched, 1 ... DIFFVK_MAX_DRAFT_NGRAM; 3 (default) */

@@ -31,11 +31,12 @@ enum class ContextOverflow {
   shift,   // keep the first `keep` tokens, drop the oldest half of the rest and go on (Session::shift)
 };
 
-// Speculative decoding (greedy sampling only): a draft of up to k tokens is checked in one pass of k + 1 rows
-// (Session::prefill with every row's logits); the longest prefix the model agrees with is kept, with the model's own
-// token after it, and the session is rewound past the rest. The tokens are those of plain decoding: each is the
-// sampler's pick from logits of the same context (the rows of one pass instead of one-row decodes, equal within the
-// kernels' rounding).
+// Speculative decoding: a draft of up to k tokens is checked in one pass of k + 1 rows (Session::prefill with every
+// row's logits); the drafted tokens the sampler keeps are kept, with the model's own token after the last of them, and
+// the session is rewound past the rest. Greedy: the tokens are those of plain decoding (the first maximum of logits of
+// the same context: the rows of one pass instead of one-row decodes, equal within the kernels' rounding). Sampling:
+// each drafted row by the speculative sampling rule (Sampler::sample_draft), so every token is distributed as plain
+// sampling's; the draws differ, so the text differs from a plain run's with the same seed.
 enum class Draft {
   none,    // plain decoding, one token per pass
   lookup,  // prompt lookup: the tokens that followed the latest earlier occurrence of the context's last n-gram
@@ -54,9 +55,9 @@ constexpr uint32_t kMaxDraftNgram = 16;
 // `context` (one that ends before the context does); returns up to k tokens that followed it, from the first n
 // that has one; empty when none matches.
 std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t ngram, uint32_t k);
-// Checks SpeculateOptions (k, ngram in range; greedy sampling, temperature <= 0, where drafting is on); throws
-// Error(invalid_argument) naming the field. generate() calls it before any work.
-void validate_speculation(const SpeculateOptions& options, float temperature);
+// Checks SpeculateOptions (k and ngram in range where drafting is on); throws Error(invalid_argument) naming the
+// field. generate() calls it before any work.
+void validate_speculation(const SpeculateOptions& options);
 
 struct GenerateOptions {
   uint32_t max_tokens = 64;  // tokens to sample at most (0: only the prompt is prefilled)
@@ -75,7 +76,6 @@ struct GenerateOptions {
   ContextOverflow overflow = ContextOverflow::refuse;
   // shift: the tokens at the start that are never dropped (a system prompt); < the session's capacity.
   uint32_t keep = 0;
-  // Draft::lookup needs a greedy sampler (temperature <= 0; penalties allowed): invalid_argument otherwise.
   SpeculateOptions speculate;
 };
 

@@ -317,6 +317,10 @@ class Sampler {
   // Picks a token from vocab logits: penalties (from the accepted tokens), then greedy, or temperature,
   // top-k, top-p and min-p. Does not accept the token it returns: call accept() with the token used.
   int32_t sample(const float* logits, uint32_t vocab);
+  // Speculative sampling of a drafted token (a draft proposed with certainty, as prompt lookup proposes): with p the
+  // distribution sample() draws from, returns `draft` with probability p(draft), else a token drawn from p without
+  // the draft, renormalized; so the token returned is distributed as p (greedy: the first maximum). Does not accept.
+  int32_t sample_draft(const float* logits, uint32_t vocab, int32_t draft);
   // Records a token of the sequence (prompt or generated) for the penalties; keeps the last penalty_last_n.
   void accept(int32_t token);
   bool penalties_active() const;
@@ -328,6 +332,7 @@ class Sampler {
   const SamplingOptions& options() const { return o_; }
 
  private:
+  void distribution(const float* logits, uint32_t vocab, std::vector<uint32_t>& ids, std::vector<double>& p) const;
   SamplingOptions o_;
   std::mt19937_64 rng_;
   std::vector<int32_t> recent_;  // the last penalty_last_n accepted tokens (a ring once full)

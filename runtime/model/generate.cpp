@@ -111,7 +111,7 @@ std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t 
   return {};
 }
 
-void validate_speculation(const SpeculateOptions& o, float temperature) {
+void validate_speculation(const SpeculateOptions& o) {
   if (o.draft == Draft::none) return;
   if (o.draft != Draft::lookup) throw Error(Status::invalid_argument, "generate: unknown speculate.draft");
   if (o.k < 1 || o.k > kMaxDraftTokens)
@@ -120,10 +120,6 @@ void validate_speculation(const SpeculateOptions& o, float temperature) {
   if (o.ngram < 1 || o.ngram > kMaxDraftNgram)
     throw Error(Status::invalid_argument, "generate: speculate.ngram " + std::to_string(o.ngram) + " is not in 1 ... " +
                                               std::to_string(kMaxDraftNgram));
-  if (temperature > 0.0f)
-    throw Error(Status::invalid_argument,
-                "generate: speculation needs greedy sampling (temperature <= 0); the speculative sampling rule for "
-                "temperature > 0 is not implemented");
 }
 
 namespace {
@@ -142,7 +138,7 @@ struct VerifyPass {
 GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
                         const std::vector<int32_t>& prompt, const GenerateOptions& options) {
   StopStream stream(options.stop);  // validates the stop strings
-  validate_speculation(options.speculate, sampler.options().temperature);
+  validate_speculation(options.speculate);
   if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
   const bool shifting = options.overflow == ContextOverflow::shift;
   if (shifting && options.keep + 1ull >= session.capacity())
@@ -186,6 +182,12 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
     if (v.active && session.position() > v.start + v.row + 1) session.rewind(v.start + v.row + 1);
     v.active = false;
   };
+  // Row i's token: a drafted row by the speculative sampling rule (the draft kept with its probability, else a draw
+  // from the rest), the row after the last draft by plain sampling; either is distributed as plain decoding's.
+  auto pick = [&](uint32_t i) {
+    const float* row = v.logits.data() + size_t(i) * vocab;
+    return i < v.draft.size() ? sampler.sample_draft(row, vocab, v.draft[i]) : sampler.sample(row, vocab);
+  };
   int32_t next = sampler.sample(logits.data(), vocab);
   try {
     for (;;) {
@@ -221,7 +223,7 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
       }
       if (agreed) {  // the pass's next row holds the logits after this token
         ++v.row;
-        next = sampler.sample(v.logits.data() + size_t(v.row) * vocab, vocab);
+        next = pick(v.row);
         continue;
       }
       settle();
@@ -244,7 +246,7 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
           v.active = true;
           ++r.verify_passes;
           r.drafted += uint32_t(v.draft.size());
-          next = sampler.sample(v.logits.data(), vocab);
+          next = pick(0);
           continue;
         }
       }

@@ -76,7 +76,9 @@ float Sampler::draw() {
   return u < 1.0f ? u : 0.0f;  // generate_canonical may round up to 1
 }
 
-int32_t Sampler::sample(const float* in, uint32_t vocab) {
+// The distribution sample() draws from: `ids` (most likely first) and their weights (not normalized); greedy: the
+// first maximum alone.
+void Sampler::distribution(const float* in, uint32_t vocab, std::vector<uint32_t>& ids, std::vector<double>& p) const {
   if (vocab == 0) throw Error(Status::invalid_argument, "sample: empty vocabulary");
   for (uint32_t i = 0; i < vocab; ++i)  // NaN would also break the ordering the sort below relies on
     if (!std::isfinite(in[i]))
@@ -102,30 +104,59 @@ int32_t Sampler::sample(const float* in, uint32_t vocab) {
     }
     logits = penalized.data();
   }
-  if (o_.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-  std::vector<uint32_t> idx(vocab);
-  std::iota(idx.begin(), idx.end(), 0u);
-  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+  if (o_.temperature <= 0.0f) {
+    ids.assign(1, static_cast<uint32_t>(std::max_element(logits, logits + vocab) - logits));
+    p.assign(1, 1.0);
+    return;
+  }
+  ids.resize(vocab);
+  std::iota(ids.begin(), ids.end(), 0u);
+  std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
   uint32_t n = o_.top_k ? std::min(o_.top_k, vocab) : vocab;
-  std::vector<double> p(n);
-  const double mx = logits[idx[0]];
+  p.assign(n, 0.0);
+  const double mx = logits[ids[0]];
   double sum = 0;
-  for (uint32_t i = 0; i < n; ++i) sum += p[i] = std::exp((double(logits[idx[i]]) - mx) / o_.temperature);
+  for (uint32_t i = 0; i < n; ++i) sum += p[i] = std::exp((double(logits[ids[i]]) - mx) / o_.temperature);
   if (o_.top_p < 1.0f) {
     double acc = 0;
     uint32_t keep = 0;
     while (keep < n && acc < o_.top_p * sum) acc += p[keep++];
     n = std::max(1u, keep);
-    p.resize(n);
   }
   if (o_.min_p > 0.0f) {  // p[0] is the most likely token's weight (the order is descending)
     uint32_t keep = 1;
     while (keep < n && p[keep] >= double(o_.min_p) * p[0]) ++keep;
     n = keep;
-    p.resize(n);
   }
+  p.resize(n);
+  ids.resize(n);
+}
+
+int32_t Sampler::sample(const float* logits, uint32_t vocab) {
+  std::vector<uint32_t> ids;
+  std::vector<double> p;
+  distribution(logits, vocab, ids, p);
+  if (o_.temperature <= 0.0f) return static_cast<int32_t>(ids[0]);  // greedy: no draw
   std::discrete_distribution<uint32_t> dist(p.begin(), p.end());
-  return static_cast<int32_t>(idx[dist(rng_)]);
+  return static_cast<int32_t>(ids[dist(rng_)]);
+}
+
+int32_t Sampler::sample_draft(const float* logits, uint32_t vocab, int32_t draft) {
+  std::vector<uint32_t> ids;
+  std::vector<double> p;
+  distribution(logits, vocab, ids, p);
+  if (o_.temperature <= 0.0f) return static_cast<int32_t>(ids[0]);  // greedy: the draft is kept when it is the pick
+  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  double pd = 0;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (int64_t(ids[i]) == int64_t(draft)) {
+      pd = p[i] / total;
+      p[i] = 0;  // the residual distribution, should the draft be rejected: p without the draft, renormalized
+    }
+  if (pd > 0 && double(draw()) < pd) return draft;
+  if (pd >= 1) return draft;  // nothing else is possible (a draw of 1 - 2^-24 may exceed a pd within rounding of 1)
+  std::discrete_distribution<uint32_t> dist(p.begin(), p.end());
+  return static_cast<int32_t>(ids[dist(rng_)]);
 }
 
 }  // namespace diffvk

@@ -2,6 +2,8 @@
 // (runtime/model/sampling.cpp), checked by hand on small logit vectors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -102,4 +104,69 @@ TEST_CASE("sampling: out-of-range controls are refused naming the field") {
   o = {};
   o.penalty_last_n = (1u << 20) + 1;
   refused(o, "penalty_last_n");
+}
+
+// Sampler::sample_draft (speculative decoding's rule for a draft proposed with certainty): the draft is kept with
+// probability p(draft), else a token is drawn from p without it, so every token's frequency is p's. Seeded draws, so
+// the counts are the same on every run (the bounds, 6 standard deviations, cannot flake); a rule that drew the
+// replacement from the whole of p would give the draft p(2 - p), and is caught.
+TEST_CASE("sampling: the speculative rule for a drafted token leaves each token's frequency that of plain sampling") {
+  const std::vector<float> l{1.2f, 0.4f, 0.3f, -0.5f, -2.0f, 0.9f};
+  const uint32_t V = uint32_t(l.size());
+  constexpr int kDraws = 40000;
+  auto counts = [&](Sampler& s, int32_t draft) {
+    std::vector<double> f(V, 0.0);
+    for (int i = 0; i < kDraws; ++i) {
+      const int32_t t = draft < 0 ? s.sample(l.data(), V) : s.sample_draft(l.data(), V, draft);
+      REQUIRE((t >= 0 && uint32_t(t) < V));
+      f[t] += 1.0 / kDraws;
+    }
+    return f;
+  };
+  // Temperature alone: p is the softmax of l / T, exactly.
+  SamplingOptions o;
+  o.temperature = 0.8f;
+  o.seed = 11;
+  std::vector<double> p(V);
+  double z = 0;
+  for (uint32_t i = 0; i < V; ++i) z += p[i] = std::exp(double(l[i]) / 0.8);
+  for (double& x : p) x /= z;
+  for (int32_t draft : {0, 1, 4}) {
+    Sampler s(o);
+    const std::vector<double> f = counts(s, draft);
+    for (uint32_t i = 0; i < V; ++i) {
+      CAPTURE(draft);
+      CAPTURE(i);
+      CHECK(std::fabs(f[i] - p[i]) <= 6 * std::sqrt(p[i] * (1 - p[i]) / kDraws) + 1e-12);
+    }
+  }
+  // Top-k, top-p, min-p and a penalty (the draft may be outside what they keep): the same frequencies as plain
+  // sample()'s, within the bound of two independent counts.
+  for (int config = 0; config < 4; ++config) {
+    SamplingOptions c;
+    c.temperature = 1.0f;
+    if (config == 0) c.top_k = 3;
+    if (config == 1) c.top_p = 0.8f;
+    if (config == 2) c.min_p = 0.3f;
+    if (config == 3) c.repeat_penalty = 1.5f;
+    for (int32_t draft : {0, 2, 4}) {
+      c.seed = 100 + config;
+      Sampler plain(c);
+      c.seed += 50;
+      Sampler spec(c);
+      spec.accept(0), plain.accept(0);  // the penalty's history (no effect on the other configurations)
+      const std::vector<double> want = counts(plain, -1), got = counts(spec, draft);
+      for (uint32_t i = 0; i < V; ++i) {
+        CAPTURE(config);
+        CAPTURE(draft);
+        CAPTURE(i);
+        const double q = std::max(want[i], 1.0 / kDraws);
+        CHECK(std::fabs(got[i] - want[i]) <= 6 * std::sqrt(2 * q * (1 - q) / kDraws));
+      }
+    }
+  }
+  // Greedy: the first maximum, kept as the draft only when it is that.
+  Sampler g(SamplingOptions{});
+  CHECK(g.sample_draft(l.data(), V, 0) == 0);
+  CHECK(g.sample_draft(l.data(), V, 5) == 0);
 }

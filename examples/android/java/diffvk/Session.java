@@ -210,7 +210,7 @@ public final class Session implements AutoCloseable {
     public int keep = 0;
     public static final int DRAFT_NONE = 0, DRAFT_LOOKUP = 1;
     /**
-     * DRAFT_LOOKUP: speculative decoding with prompt-lookup drafts (greedy samplers only; the same tokens), up to
+     * DRAFT_LOOKUP: speculative decoding with prompt-lookup drafts (greedy: the same tokens; sampling: the same distribution), up to
      * draftK tokens (1 ... 16) per pass, matching n-grams of up to draftNgram tokens (1 ... 16).
      */
     public int draft = DRAFT_NONE;
