@@ -347,10 +347,24 @@ TEST_CASE("generate: speculative decoding with prompt lookup gives the tokens of
     Sampler sampler(greedy);
     CHECK(test::status_of([&] { generate(*s, sampler, tok, prompt, o); }) == Status::invalid_argument);
     o.speculate.ngram = 3;
+    CHECK(s->position() == 0);
+  }
+  SUBCASE("sampling (temperature 0.7): the speculative rule; a seed repeats; the session keeps all but the last") {
     SamplingOptions warm;
     warm.temperature = 0.7f;
-    Sampler hot(warm);
-    CHECK(test::status_of([&] { generate(*s, hot, tok, prompt, o); }) == Status::invalid_argument);
-    CHECK(s->position() == 0);
+    warm.seed = 5;
+    GenerateOptions o = plain;
+    o.speculate.draft = Draft::lookup;
+    std::vector<GenerateResult> runs;
+    for (int i = 0; i < 2; ++i) {
+      auto s = Session::create(*model, so);
+      Sampler sampler(warm);
+      runs.push_back(generate(*s, sampler, tok, prompt, o));
+      CHECK(s->position() == prompt.size() + o.max_tokens - 1);
+      CHECK(runs.back().tokens.size() == o.max_tokens);
+      CHECK(runs.back().accepted <= runs.back().drafted);
+    }
+    CHECK(runs[0].tokens == runs[1].tokens);
+    CHECK(runs[0].verify_passes > 0);
   }
 }
