@@ -55,7 +55,7 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_flag("--no-pipeline-cache", f.no_pipeline_cache, "use no pipeline cache file (a cold start every run)");
   cmd->add_option("--tuning", f.tuning,
                   "tuning overrides key=value,... (keys coopmat, int_dot, fp16, subgroup, kv_staging, attn_core, "
-                  "row_lanes, linear_reg_share, quirk, rule; "
+                  "row_lanes, linear_reg_share, pipeline_threads, quirk, rule; "
                   "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
 }
 

@@ -139,6 +139,9 @@ struct Tuning {
   // linear_reg_share: how the register-tiled matmul shares x rows in a subgroup: true: subgroupShuffle (shuffle),
   // false: constant-lane subgroupBroadcast (broadcast).
   bool linear_reg_shuffle = false;
+  // pipeline_threads: how many threads compile a program's pipelines at once (Device::build_pipelines), at least 1;
+  // auto (or 0): the host's hardware threads, at most 8.
+  uint32_t pipeline_threads = 1;
   // Every key in table order, plus "rules" (the device rule table's deny rows in force) and "quirks" (the device's
   // quirks after the overrides), each with why.
   std::vector<TuningChoice> choices;

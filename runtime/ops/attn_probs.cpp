@@ -13,8 +13,8 @@ static_assert(sizeof(Push) == 40, "attn_probs.comp's push block");
 
 AttnProbsKernel::AttnProbsKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(
-      device, kernel_desc("attn_probs", o).with_bindings(4).with_push(sizeof(Push)).with_spec({wg_}));
+  pipeline_ = std::make_unique<LazyPipeline>(
+      device, kernel_desc("attn_probs", o).with_bindings(4).with_push(sizeof(Push)).with_spec({wg_}), false);
   // Only a V2 model's maps need it: compiled on first record, like the attention variants.
   v2_ = std::make_unique<LazyPipeline>(
       device, kernel_desc("attn_probs", o).with_bindings(4).with_push(sizeof(Push)).with_spec({wg_, 1}), false);
@@ -57,7 +57,7 @@ void AttnProbsKernel::record(Program& program, BufferRange q, BufferRange k_cach
   const auto& maxc = device_.caps().max_workgroup_count;
   if (a.rows > maxc[0] || a.heads > maxc[1])
     throw Error(Status::invalid_argument, "attn_probs: too many rows or heads for one dispatch");
-  program.dispatch(a.v2 ? v2_->get() : *pipeline_,
+  program.dispatch(a.v2 ? *v2_ : *pipeline_,
                    {{q, Access::read}, {k_cache, Access::read}, {dyn_pos, Access::read}, {out, Access::read_write}},
                    &push, sizeof push, {a.rows, a.heads, 1}, a.v2 ? "attn_probs v2" : "attn_probs");
 }

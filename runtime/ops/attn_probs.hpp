@@ -21,7 +21,7 @@ struct AttnProbsParams {
 
 class AttnProbsKernel {
  public:
-  // The V1 pipeline is built here; the V2 one on the first V2 record() (LazyPipeline).
+  // Declares the V1 and V2 pipelines (LazyPipeline): each compiles when a program that records it is finalized.
   AttnProbsKernel(Device& device, KernelOptions options);
   ~AttnProbsKernel();
   // Bytes of the output for `heads` heads of T tokens: [heads][2][T][T] float32, then for V2 λ [heads][T].
@@ -41,7 +41,7 @@ class AttnProbsKernel {
  private:
   Device& device_;
   uint32_t wg_;
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LazyPipeline> pipeline_;
   std::unique_ptr<LazyPipeline> v2_;
 };
 

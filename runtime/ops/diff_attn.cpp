@@ -240,7 +240,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   validate(c, q, k, v, subln, o);
   if (prefill_uses_coopmat(c)) {
     const AttnCorePush p = push(c, c.capacity, c.capacity);
-    program.dispatch(coop_->get(),
+    program.dispatch(*coop_,
                      {{q, Access::read},
                       {k, Access::read},
                       {v, Access::read},
@@ -264,7 +264,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   const AttnCorePush p = push(c, c.capacity, c.capacity);
   const BufferRange zero = device_.zero_range();
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
-  program.dispatch(prefill_->get(),
+  program.dispatch(*prefill_,
                    {{q, Access::read},
                     {k, Access::read},
                     {v, Access::read},
@@ -337,11 +337,11 @@ void DiffAttnKernel::record_decode(Program& program, BufferRange q, BufferRange 
                shaders(softmax_, c.half).split_label);
 }
 
-const Pipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
-  return ((&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_).get();
+const LazyPipeline& DiffAttnKernel::split_pipeline(const AttnTiles& t) const {
+  return (&t == &decode1_tiles_ || !decodeN_) ? *decode1_ : *decodeN_;
 }
 
-void DiffAttnKernel::record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q,
+void DiffAttnKernel::record_split(Program& program, const LazyPipeline& pipe, const AttnTiles& t, BufferRange q,
                                   BufferRange k, BufferRange v, BufferRange subln, BufferRange o,
                                   const AttnSplitScratch& sc, const AttnCall& c, uint32_t splits, uint32_t split_len,
                                   const char* label) const {

@@ -129,10 +129,10 @@ class DiffAttnKernel {
   BufferRange dyn(const AttnCall& c) const;
   AttnCorePush core_push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;
   AttnCorePush push(const AttnCall& c, uint32_t min_split, uint32_t max_split) const;  // core_push + window, ring
-  void record_split(Program& program, const Pipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
+  void record_split(Program& program, const LazyPipeline& pipe, const AttnTiles& t, BufferRange q, BufferRange k,
                     BufferRange v, BufferRange subln, BufferRange o, const AttnSplitScratch& scratch,
                     const AttnCall& call, uint32_t splits, uint32_t split_len, const char* label) const;
-  const Pipeline& split_pipeline(const AttnTiles& t) const;
+  const LazyPipeline& split_pipeline(const AttnTiles& t) const;
   uint32_t scalar_prefill_splits(uint64_t keys, uint32_t* split_len) const;  // without the coopmat shortcut
   uint32_t decode_splits_for_keys(const AttnCall& call, uint64_t keys, uint32_t* split_len) const;
   void validate(const AttnCall& c, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o) const;

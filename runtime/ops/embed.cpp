@@ -16,23 +16,27 @@ int format_index(QuantType t) {
 
 EmbedKernel::EmbedKernel(Device& device, KernelOptions o, const std::vector<QuantType>& quant) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipelines_[0] = std::make_unique<Pipeline>(device, PipelineDesc{"embed"}
-                                                         .with_bindings(3)
-                                                         .with_push(sizeof(EmbedPush))
-                                                         .with_spec({wg_, 0u})
-                                                         .with_subgroup(false)
-                                                         .with_fp16(o.fp16));
+  pipelines_[0] = std::make_unique<LazyPipeline>(device,
+                                                 PipelineDesc{"embed"}
+                                                     .with_bindings(3)
+                                                     .with_push(sizeof(EmbedPush))
+                                                     .with_spec({wg_, 0u})
+                                                     .with_subgroup(false)
+                                                     .with_fp16(o.fp16),
+                                                 false);
   for (QuantType t : quant) {
     const int i = format_index(t);
     if (i <= 0)
       throw Error(Status::invalid_argument, std::string("embed: no kernel for a ") + quant_type_name(t) + " table");
     if (!pipelines_[i])
-      pipelines_[i] = std::make_unique<Pipeline>(device, PipelineDesc{"embed"}
-                                                             .with_bindings(3)
-                                                             .with_push(sizeof(EmbedPush))
-                                                             .with_spec({wg_, uint32_t(i)})
-                                                             .with_subgroup(false)
-                                                             .with_fp16(o.fp16));
+      pipelines_[i] = std::make_unique<LazyPipeline>(device,
+                                                     PipelineDesc{"embed"}
+                                                         .with_bindings(3)
+                                                         .with_push(sizeof(EmbedPush))
+                                                         .with_spec({wg_, uint32_t(i)})
+                                                         .with_subgroup(false)
+                                                         .with_fp16(o.fp16),
+                                                     false);
   }
 }
 

@@ -24,7 +24,7 @@ class EmbedKernel {
  private:
   Device& device_;
   uint32_t wg_;
-  std::unique_ptr<Pipeline> pipelines_[3];  // [f16 (storage type), q8_0, q4_0]
+  std::unique_ptr<LazyPipeline> pipelines_[3];  // [f16 (storage type), q8_0, q4_0]
 };
 
 }  // namespace diffvk

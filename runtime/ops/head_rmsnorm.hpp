@@ -23,7 +23,7 @@ class HeadRmsNormKernel {
 
  private:
   uint32_t wg_;
-  std::unique_ptr<Pipeline> pipeline_[2];  // [x float32] (fp16 devices only; [1] is [0] otherwise)
+  std::unique_ptr<LazyPipeline> pipeline_[2];  // [x float32] (fp16 devices only; [1] is [0] otherwise)
 };
 
 }  // namespace diffvk

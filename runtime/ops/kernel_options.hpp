@@ -44,7 +44,7 @@ inline std::array<uint32_t, 3> elementwise_grid(const DeviceCaps& caps, uint64_t
 }
 
 // What the one-pipeline kernels with a power-of-two workgroup of up to 64 lanes share (kv_shift, rope_kv,
-// conv1d_state, selective_scan): the device, the workgroup size, the pipeline (the derived kernel creates it) and
+// conv1d_state, selective_scan): the device, the workgroup size, the pipeline (the derived kernel declares it) and
 // the workgroup-count caps of the tests.
 class Pow2WorkgroupKernel {
  public:
@@ -56,7 +56,7 @@ class Pow2WorkgroupKernel {
   explicit Pow2WorkgroupKernel(Device& device) : device_(device), wg_(pick_pow2_workgroup(device.caps(), 64)) {}
   Device& device_;
   uint32_t wg_;
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LazyPipeline> pipeline_;
   std::array<uint32_t, 2> test_limit_{0, 0};
 };
 

@@ -17,8 +17,9 @@ LayerNormKernel::LayerNormKernel(Device& device, KernelOptions o) : device_(devi
   // 128 lanes: a 2560-wide row (Phi-4-mini-flash) is 20 loads per lane and pass; shared memory is WG floats.
   wg_ = pick_pow2_workgroup(device.caps(), 128);
   for (uint32_t x32 = 0; x32 < (o.fp16 ? 2u : 1u); ++x32)
-    pipeline_[x32] = std::make_unique<Pipeline>(
-        device, kernel_desc("layer_norm", o).with_bindings(4).with_push(sizeof(LayerNormPush)).with_spec({wg_, x32}));
+    pipeline_[x32] = std::make_unique<LazyPipeline>(
+        device, kernel_desc("layer_norm", o).with_bindings(4).with_push(sizeof(LayerNormPush)).with_spec({wg_, x32}),
+        false);
 }
 
 void LayerNormKernel::record(Program& program, BufferRange x, BufferRange w, BufferRange b, BufferRange y,
@@ -43,7 +44,7 @@ void LayerNormKernel::record(Program& program, BufferRange x, BufferRange w, Buf
   push.y_stride = p.y_stride;
   push.eps = p.eps;
   push.has_bias = has_bias ? 1u : 0u;
-  const Pipeline& pl = *pipeline_[fp16 && x_elem == Elem::f32 ? 1 : 0];
+  const LazyPipeline& pl = *pipeline_[fp16 && x_elem == Elem::f32 ? 1 : 0];
   uint32_t lim = device_.caps().max_workgroup_count[0];
   if (test_limit_) lim = std::min(lim, test_limit_);
   const uint32_t groups = std::clamp<uint32_t>(p.rows, 1, lim);

@@ -29,7 +29,7 @@ class LayerNormKernel {
   const Device& device_;
   uint32_t wg_;
   uint32_t test_limit_ = 0;
-  std::unique_ptr<Pipeline> pipeline_[2];  // [x float32] (fp16 devices only; [1] is [0] otherwise)
+  std::unique_ptr<LazyPipeline> pipeline_[2];  // [x float32] (fp16 devices only; [1] is [0] otherwise)
 };
 
 }  // namespace diffvk

@@ -542,7 +542,7 @@ void LinearKernel::record_row(Program& program, BufferRange x, BufferRange w, Bu
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32, y32 = fp16 && p.y_elem == Elem::f32;
   const uint32_t steps = vec ? p.in / vw : p.in;
   const RowPipes& set = row_sets_->get(row_lanes(row_geo_, steps, false, row_force_lanes_));
-  program.dispatch(set.row[vec][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups, labels[pro]);
+  program.dispatch(*set.row[vec][pro][x32][y32], std::move(args), &push, sizeof push, groups, labels[pro]);
 }
 
 std::vector<Arg> row_rope_args(const char* op, BufferRange x, BufferRange w, uint64_t w_bytes, BufferRange q_out,
@@ -598,7 +598,7 @@ void LinearKernel::record_row_rope(Program& program, BufferRange x, BufferRange 
   const uint32_t x32 = fp16 && p.x_elem == Elem::f32;
   const uint32_t steps = vec ? p.in / vw : p.in;
   const RowPipes& set = row_sets_->get(row_lanes(row_geo_, steps, true, row_force_lanes_));
-  program.dispatch(set.rope[vec][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups,
+  program.dispatch(*set.rope[vec][has_norm ? 1 : 0][x32], std::move(args), &push, sizeof push, groups,
                    has_norm ? "linear_row+rmsnorm+rope_kv" : "linear_row+rope_kv");
 }
 
@@ -729,7 +729,7 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
     throw Error(Status::invalid_argument, std::string("linear: this kernel was built without ") + quant_type_name(wq) +
                                               (int8 ? " int8 dot-product pipelines (neither chosen nor all_variants)"
                                                     : " pipelines for tile variant " + std::to_string(variant)));
-  const Pipeline& pipe = (quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant]).get();
+  const LazyPipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
                    quant   ? (int8 ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
                               : wq == QuantType::q4_0 ? "linear_reg q4_0"

@@ -183,7 +183,7 @@ void QuantRowKernel::record(Program& program, QuantType type, BufferRange x, Buf
   const uint32_t pro = static_cast<uint32_t>(p.pro), x32 = fp16_ && p.x_elem == Elem::f32,
                  y32 = fp16_ && p.y_elem == Elem::f32;
   const int ti = type_index(type);
-  program.dispatch(set.row[vec][ti][pro][x32][y32]->get(), std::move(args), &push, sizeof push, groups,
+  program.dispatch(*set.row[vec][ti][pro][x32][y32], std::move(args), &push, sizeof push, groups,
                    labels[choice_.path == QuantRowPath::int8_dot][ti][pro]);
 }
 
@@ -211,7 +211,7 @@ void QuantRowKernel::record_rope(Program& program, QuantType type, BufferRange x
   static const char* const labels[2][2] = {{"linear_row q8_0+rope_kv", "linear_row q8_0+rmsnorm+rope_kv"},
                                            {"linear_row q4_0+rope_kv", "linear_row q4_0+rmsnorm+rope_kv"}};
   const uint32_t x32 = fp16_ && p.x_elem == Elem::f32;
-  program.dispatch(set.rope[vec][ti][has_norm ? 1 : 0][x32]->get(), std::move(args), &push, sizeof push, groups,
+  program.dispatch(*set.rope[vec][ti][has_norm ? 1 : 0][x32], std::move(args), &push, sizeof push, groups,
                    labels[ti][has_norm ? 1 : 0]);
 }
 

@@ -6,12 +6,14 @@ namespace diffvk {
 
 SampleKernel::SampleKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"sample_topk"}
-                                                     .with_bindings(3)
-                                                     .with_push(4)
-                                                     .with_spec({wg_, kmax})
-                                                     .with_subgroup(false)
-                                                     .with_fp16(o.fp16));
+  pipeline_ = std::make_unique<LazyPipeline>(device,
+                                             PipelineDesc{"sample_topk"}
+                                                 .with_bindings(3)
+                                                 .with_push(4)
+                                                 .with_spec({wg_, kmax})
+                                                 .with_subgroup(false)
+                                                 .with_fp16(o.fp16),
+                                             false);
 }
 
 bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const {

@@ -20,7 +20,7 @@ class SampleKernel {
  private:
   Device& device_;
   uint32_t wg_;
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LazyPipeline> pipeline_;
 };
 
 }  // namespace diffvk

@@ -14,12 +14,14 @@ static_assert(sizeof(SiluPush) == 24, "silu_mul.comp's push block");
 
 SiluMulKernel::SiluMulKernel(Device& device, KernelOptions o) : device_(device) {
   wg_ = pick_pow2_workgroup(device.caps(), 64);
-  pipeline_ = std::make_unique<Pipeline>(device, PipelineDesc{"silu_mul"}
-                                                     .with_bindings(3)
-                                                     .with_push(sizeof(SiluPush))
-                                                     .with_spec({wg_})
-                                                     .with_subgroup(false)
-                                                     .with_fp16(o.fp16));
+  pipeline_ = std::make_unique<LazyPipeline>(device,
+                                             PipelineDesc{"silu_mul"}
+                                                 .with_bindings(3)
+                                                 .with_push(sizeof(SiluPush))
+                                                 .with_spec({wg_})
+                                                 .with_subgroup(false)
+                                                 .with_fp16(o.fp16),
+                                             false);
 }
 
 void SiluMulKernel::record(Program& program, BufferRange gu, BufferRange a, uint32_t rows, uint32_t I) const {

@@ -29,7 +29,7 @@ class SiluMulKernel {
   Device& device_;
   uint32_t wg_;
   uint32_t test_limit_[2] = {0, 0};
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LazyPipeline> pipeline_;
 };
 
 }  // namespace diffvk

@@ -58,8 +58,9 @@ class Device {
   // How the pipeline cache file was found when the device opened: "hit", "miss (<why>)", "off", or
   // "none (no cache directory)".
   const std::string& pipeline_cache_state() const { return cache_state_; }
-  // Pipelines this device's driver compiled (vkCreateComputePipelines calls) and the wall time they took, since
-  // the device opened: the compile part of a cold start.
+  // Pipelines this device's driver compiled (vkCreateComputePipelines calls) and the wall time they took, summed over
+  // the threads that compiled them (build_pipelines compiles several at once), since the device opened: the compile
+  // part of a cold start.
   struct CompileStats {
     uint64_t pipelines = 0;
     double seconds = 0;
@@ -90,9 +91,15 @@ class Device {
 
   // Every live Pipeline created on this device, in creation order (shader-stats iterates it).
   std::vector<const Pipeline*> pipelines() const;
-  // Compiles every live LazyPipeline not compiled yet, in declaration order: what the live kernels may record
-  // (shader-stats, whose device records nothing; the test that compares it with a loaded model).
+  // Compiles every live LazyPipeline not compiled yet, in declaration order, one after another (shader-stats, whose
+  // device records nothing, reports them in creation order; the test that compares it with a loaded model).
   void build_declared_pipelines();
+  // Compiles those of `pipelines` not compiled yet (each once; repeats and compiled ones are skipped) on up to
+  // tuning().pipeline_threads threads at once, the calling thread one of them, so that the driver's compiles overlap:
+  // what Program::finalize does with the LazyPipelines a program dispatches, before recording. The caller keeps them
+  // alive. Every thread is joined before it returns; the first error of any (Pipeline's constructor: it names the
+  // pipeline) is rethrown here, the others' pipelines that compiled stay compiled, and a later call tries the rest.
+  void build_pipelines(const std::vector<const LazyPipeline*>& pipelines);
   // Label recorded with each Pipeline created from now on (see PipelineGroup); "" = none.
   void set_pipeline_group(std::string group);
   std::string pipeline_group() const;
@@ -142,7 +149,10 @@ class Device {
   friend class LazyPipeline;
   void register_pipeline(const Pipeline* p);
   void unregister_pipeline(const Pipeline* p) noexcept;
-  std::mutex lazy_mutex_;  // before any LazyPipeline's own lock, never after
+  // Lock order: lazy_mutex_ before any LazyPipeline's own lock, never after; a LazyPipeline's lock before
+  // shared_mutex_ and pipelines_mutex_ (its Pipeline's constructor). build_pipelines' worker threads take only
+  // LazyPipeline locks and what is after them.
+  std::mutex lazy_mutex_;
   std::vector<const LazyPipeline*> lazy_;
 
   // Pipelines are shared on a device: a second Pipeline with the same description (shader variant,
@@ -269,6 +279,9 @@ struct PipelineDesc {
   }
 };
 
+// A description's pipeline name: op + "_fp16" / "_fp32" (+ "_sg" for the subgroup variant), as Pipeline::name().
+std::string pipeline_name(const PipelineDesc& desc);
+
 class Pipeline {
  public:
   Pipeline(Device& device, const PipelineDesc& desc);
@@ -309,12 +322,14 @@ class Pipeline {
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
-// A Pipeline compiled on its first use (get()) instead of at declaration, for kernels that declare many
-// specializations of which a model records few: LinearKernel's one-row, RoPE and tile variants (about 40 per
-// kernel; the bundled model records 8 of them, and compiling the rest cost ~60% of `diffvk run`'s start on
-// lavapipe). A session records a row count's program the first time it runs it, so a pipeline compiles once,
-// before that first run's dispatch; nothing compiles during a recorded program's replay. `now`: compile
-// at declaration (tests' all-variant kernels); Device::build_declared_pipelines() compiles the rest (shader-stats).
+// A Pipeline compiled on its first use (get()) instead of at declaration: every kernel declares its pipelines
+// this way, so that a model compiles only what its programs record (LinearKernel alone declares about 40 one-row,
+// RoPE and tile variants; the bundled model records 8 of them, and compiling the rest cost ~60% of `diffvk run`'s
+// start on lavapipe). Kernels hand the LazyPipeline itself to Program::dispatch; Program::finalize compiles the
+// program's uncompiled ones together, on several threads (Device::build_pipelines), before recording. A session
+// records a row count's program the first time it runs it, so a pipeline compiles once, before that first run;
+// nothing compiles during a recorded program's replay. `now`: compile at declaration (tests' all-variant kernels);
+// Device::build_declared_pipelines() compiles the rest (shader-stats).
 // get() is safe from several threads (sessions of one model record concurrently); it throws what Pipeline's
 // constructor throws, and a later get() tries again.
 class LazyPipeline {
@@ -324,10 +339,14 @@ class LazyPipeline {
   LazyPipeline(const LazyPipeline&) = delete;
   LazyPipeline& operator=(const LazyPipeline&) = delete;
   const Pipeline& get() const;
+  const PipelineDesc& desc() const { return desc_; }
+  const std::string& name() const { return name_; }  // pipeline_name(desc())
+  bool built() const;                                // get() would not compile
 
  private:
   Device& device_;
   PipelineDesc desc_;
+  std::string name_;
   std::string group_;  // the device's PipelineGroup at declaration
   mutable std::mutex mutex_;
   mutable std::unique_ptr<Pipeline> pipeline_;

@@ -1,7 +1,10 @@
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -56,11 +59,15 @@ uint64_t embedded_shaders_hash() {
   return h;
 }
 
+std::string pipeline_name(const PipelineDesc& desc) {
+  return desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
+}
+
 Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : Pipeline(device, desc, device.pipeline_group()) {}
 
 Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& group)
     : device_(device), desc_(desc), group_(group) {
-  name_ = desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
+  name_ = pipeline_name(desc);
   const ShaderBlob* blob = find_shader(desc.op.c_str(), desc.fp16, desc.subgroup);
   if (!blob) throw Error(Status::internal, "no embedded shader variant " + name_);
   spec_names_ = blob->spec_names ? blob->spec_names : "";
@@ -255,7 +262,7 @@ void Pipeline::destroy() noexcept {
 }
 
 LazyPipeline::LazyPipeline(Device& device, PipelineDesc desc, bool now)
-    : device_(device), desc_(std::move(desc)), group_(device.pipeline_group()) {
+    : device_(device), desc_(std::move(desc)), name_(pipeline_name(desc_)), group_(device.pipeline_group()) {
   if (now) pipeline_ = std::make_unique<Pipeline>(device_, desc_, group_);
   std::lock_guard<std::mutex> lock(device_.lazy_mutex_);
   device_.lazy_.push_back(this);
@@ -269,6 +276,55 @@ LazyPipeline::~LazyPipeline() {
 void Device::build_declared_pipelines() {
   std::lock_guard<std::mutex> lock(lazy_mutex_);
   for (const LazyPipeline* p : lazy_) p->get();
+}
+
+void Device::build_pipelines(const std::vector<const LazyPipeline*>& pipelines) {
+  std::vector<const LazyPipeline*> todo;
+  for (const LazyPipeline* p : pipelines)
+    if (p && !p->built() && std::find(todo.begin(), todo.end(), p) == todo.end()) todo.push_back(p);
+  const size_t threads = std::min<size_t>(std::max<uint32_t>(tuning_.pipeline_threads, 1), todo.size());
+  if (threads <= 1) {  // one at a time on this thread (pipeline_threads=1, or one pipeline)
+    for (const LazyPipeline* p : todo) p->get();
+    return;
+  }
+  // Each thread takes the next pipeline not taken; after the first error no thread takes another.
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto fail = [&](std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (!error) error = std::move(e);
+    failed.store(true);
+  };
+  auto work = [&]() noexcept {
+    while (!failed.load()) {
+      const size_t i = next.fetch_add(1);
+      if (i >= todo.size()) return;
+      try {
+        todo[i]->get();
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    }
+  };
+  platform::log(platform::LogLevel::debug,
+                "creating " + std::to_string(todo.size()) + " pipelines on " + std::to_string(threads) + " threads");
+  std::vector<std::thread> workers;
+  try {
+    workers.reserve(threads - 1);
+    for (size_t t = 1; t < threads; ++t) workers.emplace_back(work);
+  } catch (...) {  // a thread that could not start: the ones started finish, joined below
+    fail(std::current_exception());
+  }
+  work();  // this thread is one of them
+  for (std::thread& t : workers) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+bool LazyPipeline::built() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pipeline_ != nullptr;
 }
 
 const Pipeline& LazyPipeline::get() const {

@@ -94,19 +94,32 @@ void Program::check_range(const BufferRange& r, const std::string& what, bool st
 
 void Program::dispatch(const Pipeline& pipeline, std::vector<Arg> args, const void* push, uint32_t push_bytes,
                        std::array<uint32_t, 3> groups, std::string label) {
+  add_dispatch(pipeline.desc(), pipeline.name(), &pipeline, nullptr, std::move(args), push, push_bytes, groups,
+               std::move(label));
+}
+
+void Program::dispatch(const LazyPipeline& pipeline, std::vector<Arg> args, const void* push, uint32_t push_bytes,
+                       std::array<uint32_t, 3> groups, std::string label) {
+  add_dispatch(pipeline.desc(), pipeline.name(), nullptr, &pipeline, std::move(args), push, push_bytes, groups,
+               std::move(label));
+}
+
+void Program::add_dispatch(const PipelineDesc& desc, const std::string& name, const Pipeline* pipeline,
+                           const LazyPipeline* lazy, std::vector<Arg> args, const void* push, uint32_t push_bytes,
+                           std::array<uint32_t, 3> groups, std::string label) {
   if (finalized_) throw Error(Status::internal, name_ + ": dispatch added after recording");
-  if (label.empty()) label = pipeline.name();
-  if (args.size() != pipeline.desc().bindings)
+  if (label.empty()) label = name;
+  if (args.size() != desc.bindings)
     throw Error(Status::internal, name_ + "/" + label + ": " + std::to_string(args.size()) + " buffers for " +
-                                      std::to_string(pipeline.desc().bindings) + " bindings");
-  if (push_bytes != pipeline.desc().push_bytes)
+                                      std::to_string(desc.bindings) + " bindings");
+  if (push_bytes != desc.push_bytes)
     throw Error(Status::internal, name_ + "/" + label + ": push-constant size mismatch");
   for (size_t i = 0; i < args.size(); ++i) check_range(args[i].range, label + " binding " + std::to_string(i), true);
   for (int d = 0; d < 3; ++d)
     if (groups[d] == 0 || groups[d] > device_.caps().max_workgroup_count[d])
       throw Error(Status::unsupported, name_ + "/" + label + ": workgroup count " + std::to_string(groups[d]) +
                                            " outside the device limit in dimension " + std::to_string(d));
-  Op op{OpStage::compute, &pipeline, std::move(args), {}, groups, std::move(label)};
+  Op op{OpStage::compute, pipeline, lazy, std::move(args), {}, groups, std::move(label)};
   op.push.assign(static_cast<const uint8_t*>(push), static_cast<const uint8_t*>(push) + push_bytes);
   ops_.push_back(std::move(op));
 }
@@ -116,8 +129,13 @@ void Program::copy(BufferRange src, BufferRange dst, std::string label) {
   check_range(src, "copy source", false);
   check_range(dst, "copy destination", false);
   if (src.size != dst.size) throw Error(Status::internal, name_ + ": copy size mismatch");
-  ops_.push_back(Op{
-      OpStage::transfer, nullptr, {{src, Access::read}, {dst, Access::write}}, {}, {}, label.empty() ? "copy" : label});
+  ops_.push_back(Op{OpStage::transfer,
+                    nullptr,
+                    nullptr,
+                    {{src, Access::read}, {dst, Access::write}},
+                    {},
+                    {},
+                    label.empty() ? "copy" : label});
 }
 
 void Program::checkpoint() {
@@ -129,6 +147,13 @@ void Program::finalize() {
   if (finalized_) return;
   device_.require_execution("program '" + name_ + "'");
   device_.check_not_lost();
+  // The LazyPipelines this program dispatches, compiled together (several threads) before anything is recorded.
+  std::vector<const LazyPipeline*> lazy;
+  for (const Op& op : ops_)
+    if (op.lazy) lazy.push_back(op.lazy);
+  device_.build_pipelines(lazy);
+  for (Op& op : ops_)
+    if (op.lazy) op.pipeline = &op.lazy->get();
   VkDevice dev = device_.handle();
   uint32_t n_sets = 0, n_desc = 0;
   for (auto& op : ops_)

@@ -48,13 +48,20 @@ class Program {
   // Adds a dispatch. args[i] binds to binding i; push must be exactly the pipeline's push block.
   void dispatch(const Pipeline& pipeline, std::vector<Arg> args, const void* push, uint32_t push_bytes,
                 std::array<uint32_t, 3> groups, std::string label = {});
+  // Same with a LazyPipeline, which need not be compiled yet: finalize() compiles the program's uncompiled ones
+  // together (Device::build_pipelines) before recording. It must outlive the program.
+  void dispatch(const LazyPipeline& pipeline, std::vector<Arg> args, const void* push, uint32_t push_bytes,
+                std::array<uint32_t, 3> groups, std::string label = {});
   void copy(BufferRange src, BufferRange dst, std::string label = {});
 
   // Ends a group of operations: finalize() records one command buffer per group. run() without an
   // abort check submits them all at once; with one, it submits group by group and asks in between.
   void checkpoint();
 
-  void finalize();  // records the command buffers (implicitly done by the first run)
+  // Compiles the program's LazyPipelines not compiled yet (Device::build_pipelines), then records the command
+  // buffers; implicitly done by the first run. A pipeline that fails to compile is thrown (Error naming it) and
+  // nothing is recorded: a later finalize() or run() tries again.
+  void finalize();
   // Submit and wait; host-visible results are readable afterwards. `should_abort` (optional) is asked
   // before every group; when it returns true, run() waits for the groups already submitted and throws
   // Error(cancelled): the program's results are then incomplete (callers restore their own state).
@@ -77,13 +84,17 @@ class Program {
  private:
   struct Op {
     OpStage stage;
-    const Pipeline* pipeline = nullptr;
+    const Pipeline* pipeline = nullptr;  // compute: set by dispatch, or from lazy by finalize()
+    const LazyPipeline* lazy = nullptr;  // a dispatch of a LazyPipeline
     std::vector<Arg> args;
     std::vector<uint8_t> push;
     std::array<uint32_t, 3> groups{};
     std::string label;
   };
   void check_range(const BufferRange& r, const std::string& what, bool storage) const;
+  void add_dispatch(const PipelineDesc& desc, const std::string& name, const Pipeline* pipeline,
+                    const LazyPipeline* lazy, std::vector<Arg> args, const void* push, uint32_t push_bytes,
+                    std::array<uint32_t, 3> groups, std::string label);
 
   Device& device_;
   std::string name_;

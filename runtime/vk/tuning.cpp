@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "platform.hpp"
 #include "vk/device_rules.hpp"
@@ -19,7 +20,13 @@ std::string trim(const std::string& s) {
   return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
 }
 
-// The keys and their values (quirk, rule and row_lanes are checked by code).
+// pipeline_threads: the most an override may ask for, and the automatic choice's cap. A model's first programs compile
+// 10-30 pipelines (the 134M bench model's first prefill and decode: 14), so past 8 threads most would have one or two
+// pipelines each while each holds a driver compiler's working memory.
+constexpr unsigned long kMaxPipelineThreads = 64;
+constexpr unsigned kAutoPipelineThreadsCap = 8;
+
+// The keys and their values (quirk, rule, row_lanes and pipeline_threads are checked by code).
 struct KeySpec {
   const char* key;
   std::vector<const char*> values;  // empty: checked below
@@ -34,6 +41,7 @@ const std::vector<KeySpec>& key_specs() {
       {"attn_core", {"auto", "keys", "blocks", "staged", "coopmat"}},
       {"row_lanes", {}},
       {"linear_reg_share", {"auto", "shuffle", "broadcast"}},
+      {"pipeline_threads", {}},
       {"quirk", {}},
       {"rule", {}},
   };
@@ -67,6 +75,16 @@ void check_value(const std::string& source, const std::string& key, const std::s
     const unsigned long v = digits ? std::strtoul(value.c_str(), nullptr, 10) : 1u << 20;
     if (v > 1024 || (v & (v - 1)) != 0)
       bad(source, key, "must be auto, 0 or a power of two up to 1024, not '" + value + "'");
+    return;
+  }
+  if (key == "pipeline_threads") {  // auto, 0 (= auto) or 1 ... kMaxPipelineThreads
+    if (value == "auto") return;
+    const bool digits = !value.empty() && value.size() <= 3 &&
+                        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::strtoul(value.c_str(), nullptr, 10) > kMaxPipelineThreads)
+      bad(source, key,
+          "must be auto, 0 (auto) or a thread count up to " + std::to_string(kMaxPipelineThreads) + ", not '" + value +
+              "'");
     return;
   }
   if (key == "rule") {  // NAME (force the row) or -NAME (drop it): a name of the device rule table
@@ -475,6 +493,21 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     set_choice(t, "linear_reg_share", t.linear_reg_shuffle ? "shuffle" : "broadcast",
                t.linear_reg_shuffle ? "cap: CPU driver (subgroupShuffle is faster on lavapipe 22.3)"
                                     : "cap: GPU (radv keeps a shuffle's row loop rolled)");
+  }
+  {
+    const TuningOverride* o = over("pipeline_threads");
+    const unsigned long asked = o ? std::strtoul(o->value.c_str(), nullptr, 10) : 0;
+    if (asked) {
+      t.pipeline_threads = static_cast<uint32_t>(asked);
+      set_choice(t, "pipeline_threads", std::to_string(t.pipeline_threads), "override " + o->setting());
+    } else {
+      const unsigned hw = std::thread::hardware_concurrency();  // 0 when unknown
+      t.pipeline_threads = std::max(1u, std::min(hw, kAutoPipelineThreadsCap));
+      set_choice(t, "pipeline_threads", std::to_string(t.pipeline_threads),
+                 std::string(o ? "override " + o->setting() + ": " : "cap: ") +
+                     (hw ? std::to_string(hw) + " hardware threads" : "hardware threads unknown") + ", at most " +
+                     std::to_string(kAutoPipelineThreadsCap));
+    }
   }
   {
     std::string names;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <thread>
 
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "diffvk/npy.hpp"
 #include "model_parity.hpp"
 #include "ops/linear.hpp"
+#include "vk/gpu.hpp"
 
 using namespace diffvk;
 using test::load_tokens;
@@ -254,6 +257,43 @@ TEST_CASE("model: a loaded model compiles only the pipelines its programs record
   INFO("compiled " << compiled << " of " << declared << " declared");
   CHECK(compiled > 0);
   CHECK(compiled < declared);  // the one-row and tile variants the model never records stay uncompiled
+}
+
+// The programs' pipelines compiled one after another (pipeline_threads=1), on the automatic thread count and on 4
+// threads: the same pipelines are created, none at load, and the logits are the same bits.
+TEST_CASE("model: pipelines compiled on 1, auto and 4 threads give the same pipelines and the same logits") {
+  const auto toks = load_tokens(kTiny + "/tokens.npy");
+  struct Run {
+    std::vector<float> prefill;
+    std::vector<float> decode;
+    std::set<std::pair<std::string, std::vector<uint32_t>>> pipelines;
+    uint32_t threads = 0;
+  };
+  auto run = [&](const char* threads) {
+    ContextOptions o = test::validated_options(Precision::fp32);
+    o.tuning = std::string("pipeline_threads=") + threads;
+    auto ctx = Context::create(o);
+    Run r;
+    r.threads = ctx->tuning().pipeline_threads;
+    auto model = Model::load(*ctx, kTiny);
+    CHECK(ctx->device().pipelines().empty());  // declared at load, compiled by the first programs
+    auto s = Session::create(*model, SessionOptions{0, 16});
+    r.prefill = s->prefill(toks, true);
+    r.decode = s->decode(7);
+    for (const Pipeline* p : ctx->device().pipelines()) r.pipelines.insert({p->name(), p->desc().spec});
+    return r;
+  };
+  const Run one = run("1"), automatic = run("auto"), four = run("4");
+  CHECK(one.threads == 1);
+  CHECK(automatic.threads == std::max(1u, std::min(std::thread::hardware_concurrency(), 8u)));
+  CHECK(four.threads == 4);
+  CHECK(one.pipelines.size() > 4);
+  CHECK(automatic.pipelines == one.pipelines);
+  CHECK(four.pipelines == one.pipelines);
+  CHECK(automatic.prefill == one.prefill);
+  CHECK(four.prefill == one.prefill);
+  CHECK(automatic.decode == one.decode);
+  CHECK(four.decode == one.decode);
 }
 
 // A phone's allocation limit (maxMemoryAllocationSize, 256 MiB on many), scaled to the tiny model: the weights are

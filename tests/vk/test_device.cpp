@@ -2,8 +2,13 @@
 // fault injection through the call wrapper.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "gpu_test.hpp"
@@ -786,6 +791,12 @@ TEST_CASE("pipeline: identical pipelines on one device share their Vulkan object
   const uint32_t n = NormChain::n;
   NormChain c(4096, std::vector<float>(n, 2.0f), std::vector<float>(n, 1.0f));
   Device& dev = c.dev;
+  CHECK(dev.pipelines().empty());  // the kernel declares its pipeline; the first program to dispatch it compiles it
+  {
+    Program warm(dev, "warm");
+    c.step(warm, 0, 2048);
+    warm.finalize();
+  }
   REQUIRE(dev.pipelines().size() == 1);
   const Pipeline& first = *dev.pipelines()[0];
   PipelineDesc desc = first.desc();
@@ -841,4 +852,141 @@ TEST_CASE("pipeline: a LazyPipeline compiles on first use, once across threads, 
   CHECK(dev.pipelines().size() == 3);
   lazy.reset();
   CHECK(dev.pipelines().size() == 2);
+}
+
+TEST_CASE("tuning: pipeline_threads takes auto, 0 or a thread count, and auto is the host's threads up to 8") {
+  auto error = [](const std::string& text) {
+    try {
+      parse_tuning(text, "DIFFVK_TUNING");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  for (const char* ok : {"pipeline_threads=auto", "pipeline_threads=0", "pipeline_threads=1", "pipeline_threads=64"})
+    CHECK(error(ok) == "accepted");
+  for (const char* bad : {"pipeline_threads=65", "pipeline_threads=-1", "pipeline_threads=two", "pipeline_threads="})
+    CHECK(error(bad).find("'pipeline_threads'") != std::string::npos);
+  DeviceCaps c;
+  c.kind = DeviceKind::cpu;
+  c.name = "sim";
+  const unsigned hw = std::thread::hardware_concurrency();
+  const uint32_t automatic = std::max(1u, std::min(hw, 8u));
+  DeviceCaps a = c, zero = c, three = c;
+  const Tuning t = apply_tuning(a, {});
+  CHECK(t.pipeline_threads == automatic);
+  CHECK(t.why("pipeline_threads").rfind("cap: ", 0) == 0);
+  CHECK(apply_tuning(zero, parse_tuning("pipeline_threads=0", "x")).pipeline_threads == automatic);
+  const Tuning f = apply_tuning(three, parse_tuning("pipeline_threads=3", "DIFFVK_TUNING"));
+  CHECK(f.pipeline_threads == 3);
+  CHECK(f.why("pipeline_threads") == "override pipeline_threads=3 (DIFFVK_TUNING)");
+}
+
+namespace {
+// `count` head_rmsnorm pipelines that differ in their workgroup size only (each its own compile), not compiled.
+std::vector<std::unique_ptr<LazyPipeline>> norm_pipelines(Device& dev, uint32_t count) {
+  std::vector<std::unique_ptr<LazyPipeline>> v;
+  for (uint32_t i = 0; i < count; ++i)
+    v.push_back(std::make_unique<LazyPipeline>(dev,
+                                               PipelineDesc{"head_rmsnorm"}
+                                                   .with_bindings(3)
+                                                   .with_push(24)
+                                                   .with_spec({8 + 8 * i})
+                                                   .with_subgroup(false)
+                                                   .with_fp16(false),
+                                               false));
+  return v;
+}
+std::vector<const LazyPipeline*> pointers(const std::vector<std::unique_ptr<LazyPipeline>>& v) {
+  std::vector<const LazyPipeline*> p;
+  for (const auto& l : v) p.push_back(l.get());
+  return p;
+}
+}  // namespace
+
+TEST_CASE("pipeline: build_pipelines compiles a list on pipeline_threads threads, the calling one included") {
+  for (const char* threads : {"1", "4"}) {
+    CAPTURE(threads);
+    auto ctx = context_with(std::string("pipeline_threads=") + threads, Precision::fp32);
+    Device& dev = ctx->device();
+    REQUIRE(dev.tuning().pipeline_threads == uint32_t(std::atoi(threads)));
+    auto lazy = norm_pipelines(dev, 12);
+    std::vector<const LazyPipeline*> list = pointers(lazy);
+    list.push_back(list[0]);  // a repeat compiles once
+    std::mutex m;
+    std::set<std::thread::id> seen;
+    set_vk_fault_hook([&](const char* call) {
+      if (std::string(call).rfind("vkCreateComputePipelines", 0) == 0) {
+        std::lock_guard<std::mutex> lock(m);
+        seen.insert(std::this_thread::get_id());
+      }
+      return VK_SUCCESS;
+    });
+    dev.build_pipelines(list);
+    set_vk_fault_hook(nullptr);
+    for (const auto& l : lazy) CHECK(l->built());
+    CHECK(dev.pipelines().size() == lazy.size());
+    if (std::string(threads) == "1") {
+      CHECK(seen == std::set<std::thread::id>{std::this_thread::get_id()});
+    } else {
+      CHECK(seen.size() >= 1);
+      CHECK(seen.size() <= 4);
+    }
+    const auto before = dev.compile_stats().pipelines;
+    dev.build_pipelines(list);  // all compiled: nothing to do
+    CHECK(dev.compile_stats().pipelines == before);
+  }
+}
+
+// A vkCreateComputePipelines failure on a worker thread: every thread is joined, the first error is rethrown on the
+// calling thread naming the pipeline, what compiled stays compiled, and a later call compiles the rest.
+TEST_CASE("pipeline: a pipeline that fails on a worker thread surfaces as an Error naming it") {
+  auto ctx = context_with("pipeline_threads=4", Precision::fp32);
+  Device& dev = ctx->device();
+  auto lazy = norm_pipelines(dev, 12);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> failed{0};
+  set_vk_fault_hook([&](const char* call) {
+    if (std::string(call).rfind("vkCreateComputePipelines", 0) != 0 || std::this_thread::get_id() == caller)
+      return VK_SUCCESS;
+    ++failed;
+    return VK_ERROR_OUT_OF_HOST_MEMORY;
+  });
+  try {
+    dev.build_pipelines(pointers(lazy));
+    set_vk_fault_hook(nullptr);
+    FAIL("no error (failures injected: " << failed.load() << ")");
+  } catch (const Error& e) {
+    set_vk_fault_hook(nullptr);
+    CAPTURE(e.what());
+    CHECK(failed.load() >= 1);
+    CHECK(e.status() == Status::out_of_memory);
+    CHECK(std::string(e.what()).find("creating pipeline head_rmsnorm_fp32") != std::string::npos);
+    CHECK(std::string(e.what()).find("vkCreateComputePipelines") != std::string::npos);
+  }
+  size_t built = 0;
+  for (const auto& l : lazy) built += l->built();
+  CHECK(built < lazy.size());
+  CHECK(dev.pipelines().size() == built);  // a failed pipeline leaves nothing behind
+  dev.build_pipelines(pointers(lazy));     // tries again: the rest compile
+  for (const auto& l : lazy) CHECK(l->built());
+  CHECK(dev.pipelines().size() == lazy.size());
+}
+
+// A program compiles the LazyPipelines it dispatches when it is finalized, not when they are recorded.
+TEST_CASE("program: finalize compiles the lazy pipelines the program dispatches, and only those") {
+  const uint32_t n = NormChain::n;
+  NormChain c(4096, std::vector<float>(n, 2.0f), std::vector<float>(n, 1.0f));
+  Device& dev = c.dev;
+  auto unused = norm_pipelines(dev, 2);
+  Program prog(dev, "lazy");
+  c.step(prog, 0, 2048);
+  CHECK(dev.pipelines().empty());  // recorded, not compiled
+  prog.run();
+  CHECK(dev.pipelines().size() == 1);
+  for (const auto& l : unused) CHECK_FALSE(l->built());
+  std::vector<float> y(n);
+  c.buf.download(2048, y.data(), n * 4);
+  for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
 }
