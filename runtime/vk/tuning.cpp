@@ -458,8 +458,9 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   }
 
   if (attn && !t.subgroup && (attn->value == "blocks" || attn->value == "staged"))
-    throw Error(Status::invalid_argument, attn->setting() + ": the key-block cores need subgroup arithmetic, which is " +
-                                              "off (" + t.why("subgroup") + "): tuning key 'attn_core'");
+    throw Error(Status::invalid_argument, attn->setting() +
+                                              ": the key-block cores need subgroup arithmetic, which is " + "off (" +
+                                              t.why("subgroup") + "): tuning key 'attn_core'");
   if (attn) {
     t.attn_core = attn->value;
     set_choice(t, "attn_core", t.attn_core, "override " + attn->setting());

@@ -127,6 +127,19 @@ TEST_CASE("device: quirks table matches by capability") {
 
 // The one tuning path (runtime/vk/tuning.cpp), pure: DIFFVK_TUNING's parser, then caps, quirks and overrides
 // resolved with why, on simulated devices (no device opened).
+namespace {
+// What parse_tuning says of `text`: "accepted", or its invalid_argument message.
+std::string parse_error(const std::string& text) {
+  try {
+    parse_tuning(text, "DIFFVK_TUNING");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+}  // namespace
+
 TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys and bad values, and records why") {
   const auto ov = parse_tuning(
       " coopmat=off, attn_core = blocks,,row_lanes=4,linear_reg_share=broadcast,quirk=no_kv_staging", "DIFFVK_TUNING");
@@ -135,15 +148,7 @@ TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys an
   CHECK(ov[1].value == "blocks");
   CHECK(ov[1].setting() == "attn_core=blocks (DIFFVK_TUNING)");
   CHECK(parse_tuning("", "DIFFVK_TUNING").empty());
-  auto error = [](const std::string& text) {
-    try {
-      parse_tuning(text, "DIFFVK_TUNING");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::invalid_argument);
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto error = parse_error;
   CHECK(error("tile_size=4").find("'tile_size' is unknown") != std::string::npos);
   CHECK(error("attn_core=fast").find("'attn_core' must be") != std::string::npos);
   CHECK(error("coopmat").find("'coopmat' has no value") != std::string::npos);
@@ -855,15 +860,7 @@ TEST_CASE("pipeline: a LazyPipeline compiles on first use, once across threads, 
 }
 
 TEST_CASE("tuning: pipeline_threads takes auto, 0 or a thread count, and auto is the host's threads up to 8") {
-  auto error = [](const std::string& text) {
-    try {
-      parse_tuning(text, "DIFFVK_TUNING");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::invalid_argument);
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto error = parse_error;
   for (const char* ok : {"pipeline_threads=auto", "pipeline_threads=0", "pipeline_threads=1", "pipeline_threads=64"})
     CHECK(error(ok) == "accepted");
   for (const char* bad : {"pipeline_threads=65", "pipeline_threads=-1", "pipeline_threads=two", "pipeline_threads="})
