@@ -18,14 +18,7 @@ Conv1dStateKernel::Conv1dStateKernel(Device& device, KernelOptions o, uint32_t K
   if (K < 2 || K > kMaxWidth)
     throw Error(Status::invalid_argument,
                 "conv1d_state: kernel width " + std::to_string(K) + " outside 2.." + std::to_string(kMaxWidth));
-  pipeline_ = std::make_unique<LazyPipeline>(device,
-                                             PipelineDesc{"conv1d_state"}
-                                                 .with_bindings(5)
-                                                 .with_push(sizeof(ConvPush))
-                                                 .with_spec({wg_, K})
-                                                 .with_subgroup(false)
-                                                 .with_fp16(o.fp16),
-                                             false);
+  declare(PipelineDesc{"conv1d_state"}.with_bindings(5).with_push(sizeof(ConvPush)).with_spec({wg_, K}), o);
 }
 
 void Conv1dStateKernel::record(Program& program, const Conv1dStateParams& p, BufferRange x, BufferRange w,

@@ -54,6 +54,11 @@ class Pow2WorkgroupKernel {
 
  protected:
   explicit Pow2WorkgroupKernel(Device& device) : device_(device), wg_(pick_pow2_workgroup(device.caps(), 64)) {}
+  // The kernel's one pipeline, compiled when the first program that dispatches it is finalized: the fp16 variant where
+  // the options say so, never the subgroup one (these kernels reduce nothing across lanes).
+  void declare(PipelineDesc desc, const KernelOptions& o) {
+    pipeline_ = std::make_unique<LazyPipeline>(device_, std::move(desc).with_subgroup(false).with_fp16(o.fp16), false);
+  }
   Device& device_;
   uint32_t wg_;
   std::unique_ptr<LazyPipeline> pipeline_;

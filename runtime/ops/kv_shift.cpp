@@ -14,14 +14,7 @@ static_assert(sizeof(ShiftPush) == 28, "kv_shift.comp's push block");
 
 KvShiftKernel::KvShiftKernel(Device& device, KernelOptions o, KvFormat kv) : Pow2WorkgroupKernel(device), kv_(kv) {
   const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
-  pipeline_ = std::make_unique<LazyPipeline>(device,
-                                             PipelineDesc{"kv_shift"}
-                                                 .with_bindings(3)
-                                                 .with_push(sizeof(ShiftPush))
-                                                 .with_spec({wg_, q8})
-                                                 .with_subgroup(false)
-                                                 .with_fp16(o.fp16),
-                                             false);
+  declare(PipelineDesc{"kv_shift"}.with_bindings(3).with_push(sizeof(ShiftPush)).with_spec({wg_, q8}), o);
 }
 
 void KvShiftKernel::record(Program& program, BufferRange k_cache, BufferRange v_cache, BufferRange table,

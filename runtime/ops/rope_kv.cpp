@@ -33,14 +33,7 @@ static_assert(sizeof(RopeKvParams) == 40, "rope_kv.comp's push block (RopeKvPara
 
 RopeKvKernel::RopeKvKernel(Device& device, KernelOptions o, KvFormat kv) : Pow2WorkgroupKernel(device), kv_(kv) {
   const uint32_t q8 = kv == KvFormat::q8_0 ? 1 : 0;
-  pipeline_ = std::make_unique<LazyPipeline>(device,
-                                             PipelineDesc{"rope_kv"}
-                                                 .with_bindings(6)
-                                                 .with_push(sizeof(RopeKvParams))
-                                                 .with_spec({wg_, q8})
-                                                 .with_subgroup(false)
-                                                 .with_fp16(o.fp16),
-                                             false);
+  declare(PipelineDesc{"rope_kv"}.with_bindings(6).with_push(sizeof(RopeKvParams)).with_spec({wg_, q8}), o);
 }
 
 void RopeKvKernel::record(Program& program, BufferRange qkv, BufferRange table, BufferRange q_out, BufferRange k_cache,

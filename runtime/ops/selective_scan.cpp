@@ -38,14 +38,7 @@ SelectiveScanKernel::SelectiveScanKernel(Device& device, KernelOptions o, uint32
   if (S == 0 || S > kMaxStates)
     throw Error(Status::invalid_argument,
                 "selective_scan: d_state " + std::to_string(S) + " outside 1.." + std::to_string(kMaxStates));
-  pipeline_ = std::make_unique<LazyPipeline>(device,
-                                             PipelineDesc{"selective_scan"}
-                                                 .with_bindings(10)
-                                                 .with_push(sizeof(ScanPush))
-                                                 .with_spec({wg_, S})
-                                                 .with_subgroup(false)
-                                                 .with_fp16(o.fp16),
-                                             false);
+  declare(PipelineDesc{"selective_scan"}.with_bindings(10).with_push(sizeof(ScanPush)).with_spec({wg_, S}), o);
 }
 
 void SelectiveScanKernel::record(Program& program, const SelectiveScanParams& p, const SelectiveScanBuffers& b) const {
