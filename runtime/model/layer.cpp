@@ -15,10 +15,6 @@
 
 namespace diffvk {
 
-namespace {
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-}  // namespace
-
 struct DiffAttnLayer::Impl {
   Device* dev = nullptr;
   bool fp16 = false;

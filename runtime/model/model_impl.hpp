@@ -12,8 +12,6 @@
 
 namespace diffvk {
 
-inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
 // Largest device-local heap (where MemoryDomain::device buffers live), else the largest heap.
 inline uint64_t device_heap_bytes(const DeviceCaps& c) {
   uint64_t local = 0, any = 0;

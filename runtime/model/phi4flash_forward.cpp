@@ -16,7 +16,6 @@ namespace diffvk {
 
 namespace {
 constexpr size_t kNone = SIZE_MAX;
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 struct Phi4FlashForward::Impl {

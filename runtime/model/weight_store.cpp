@@ -8,7 +8,6 @@
 namespace diffvk {
 
 namespace {
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 // Row counts of split parts are multiples of this, so that a part's first row starts at an aligned
 // offset in any row-major output indexed by the same rows (the logits of a split lm_head).
 constexpr uint64_t kSplitRowMultiple = 256;

@@ -198,6 +198,9 @@ class Device {
   std::atomic<bool> lost_{false};
 };
 
+// v rounded up to a multiple of a (a > 0): offsets of ranges packed into one buffer.
+inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
 // A range of one VkBuffer, as bound to a shader.
 struct BufferRange {
   VkBuffer buffer = VK_NULL_HANDLE;
