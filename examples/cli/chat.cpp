@@ -28,7 +28,9 @@ constexpr const char* kHelp =
 void save_conversation(const std::string& path, const std::vector<ChatMessage>& messages, const Session& session) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& m : messages) j.push_back({{"role", m.role}, {"content", m.content}});
-  const std::string text = j.dump(1) + "\n";
+  // A reply cut inside a UTF-8 sequence (-n, or a model's stray bytes) is not valid UTF-8, which JSON cannot hold:
+  // such bytes are saved as U+FFFD, as the terminal showed them (the saved state's tokens then match a shorter prefix).
+  const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   session.save_state_file(path + ".state");
   platform::write_file_atomic(path, text.data(), text.size());
 }

@@ -3,8 +3,8 @@
 //  - native (docs/maths.md names, model.safetensors): runtime/model/checkpoint_native.cpp;
 //  - Hugging Face DiffLlama (model_type "diffllama", single or sharded safetensors):
 //    runtime/model/hf_loader.cpp maps the names and permutes rows into the runtime's head layout.
-// Phi-4-mini-flash (model_type "phi4flash") has its own structure: model/phi4flash_checkpoint.hpp; open_checkpoint
-// reads and verifies one, then refuses it (no forward graph yet).
+// Phi-4-mini-flash (model_type "phi4flash") has its own structure (model/phi4flash_checkpoint.hpp): every opener
+// returns it in Checkpoint::phi4flash, and Model::load runs it through model/phi4flash_forward.hpp.
 #pragma once
 #include <array>
 #include <memory>
@@ -13,6 +13,7 @@
 
 #include "diffvk/model.hpp"
 #include "io/weight_source.hpp"
+#include "model/phi4flash_checkpoint.hpp"
 
 namespace diffvk {
 
@@ -27,7 +28,11 @@ struct Checkpoint {
   std::unique_ptr<GgufFile> gguf;                       // a .gguf checkpoint (mapped); the sources point into it
   WeightSource embed, norm, lm_head;                    // lm_head has no rows when tied
   std::vector<CheckpointLayer> layers;
+  // A Phi-4-mini-flash checkpoint (everything above unused but config.format = "phi4flash").
+  std::unique_ptr<Phi4FlashCheckpoint> phi4flash;
 };
+// Wraps a read and verified Phi-4-mini-flash checkpoint.
+Checkpoint phi4flash_as_checkpoint(Phi4FlashCheckpoint ck);
 
 // A path ending in ".gguf" is a GGUF file written by diffvk quantize (docs/gguf.md): open_gguf_checkpoint.
 // Otherwise reads <dir>/config.json and opens the checkpoint in whichever format it declares (model_type).
@@ -55,6 +60,8 @@ Checkpoint open_hf_checkpoint(const std::string& dir, ModelConfig config);
 // Seeded random weights in the config's exact shape (DIFF V1 or V2; runtime/model/checkpoint_synthetic.cpp): row
 // sources generated as they stream to the device, no file. The same seed gives the same weights.
 Checkpoint synthetic_checkpoint(ModelConfig config, uint64_t seed);
+// The same for a Phi-4-mini-flash config: every tensor of phi4flash_tensors, by its real name.
+Phi4FlashCheckpoint synthetic_phi4flash_checkpoint(Phi4FlashConfig config, uint64_t seed);
 
 // RoPE inverse frequencies theta^(-2i/D), i < D/2, after the config's frequency scaling (llama3).
 std::vector<double> rope_inv_freq(const ModelConfig& config);

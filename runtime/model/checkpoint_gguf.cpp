@@ -24,10 +24,7 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
   const std::string path = f.name();
   auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
   const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
-  if (arch == "phi4flash") {  // read and verified, then refused (no forward graph yet)
-    const std::string name = ck.gguf->name();
-    refuse_phi4flash(open_phi4flash_gguf(std::move(ck.gguf)), name);
-  }
+  if (arch == "phi4flash") return phi4flash_as_checkpoint(open_phi4flash_gguf(std::move(ck.gguf)));
   if (arch != "diffllama") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama'");
   auto u = [&](const std::string& k) { return f.require_value("diffllama." + k).as_u64(path + ": diffllama." + k); };
   auto r = [&](const std::string& k) { return f.require_value("diffllama." + k).as_f64(path + ": diffllama." + k); };

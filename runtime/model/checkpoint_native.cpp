@@ -18,11 +18,32 @@ ModelConfig read_model_config(const std::string& dir) {
 
 Checkpoint open_checkpoint(const std::string& dir) {
   if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) return open_gguf_checkpoint(dir);
-  // Phi-4-mini-flash: read and verified, then refused (no forward graph yet).
-  if (is_phi4flash_path(dir)) refuse_phi4flash(open_phi4flash_checkpoint(dir), dir);
+  if (is_phi4flash_path(dir)) return phi4flash_as_checkpoint(open_phi4flash_checkpoint(dir));
   ModelConfig c = read_model_config(dir);
   if (c.format == "diffllama") return open_hf_checkpoint(dir, std::move(c));
   return open_native_checkpoint(dir, std::move(c));
+}
+
+Checkpoint phi4flash_as_checkpoint(Phi4FlashCheckpoint pk) {
+  Checkpoint ck;
+  const Phi4FlashConfig& c = pk.config;
+  ModelConfig& m = ck.config;  // what the model-independent code reads (sizes, tokens, context)
+  m.format = "phi4flash";
+  m.tokenizer = "none";
+  m.vocab_size = c.vocab_size;
+  m.hidden_size = c.hidden_size;
+  m.num_layers = c.num_layers;
+  m.num_heads = c.diff_heads();
+  m.num_kv_heads = c.kv_groups();
+  m.head_dim_key = c.head_dim;
+  m.intermediate_size = c.intermediate_size;
+  m.rms_norm_eps = c.layer_norm_eps;
+  m.max_position_embeddings = c.max_position_embeddings;
+  m.tie_word_embeddings = !pk.lm_head.rows();
+  m.bos_token_id = c.bos_token_id;
+  m.eos_token_id = c.eos_token_id;
+  ck.phi4flash = std::make_unique<Phi4FlashCheckpoint>(std::move(pk));
+  return ck;
 }
 
 Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config) {

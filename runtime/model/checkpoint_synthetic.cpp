@@ -64,10 +64,39 @@ Checkpoint synthetic_checkpoint(ModelConfig config, uint64_t seed) {
   return ck;
 }
 
+Phi4FlashCheckpoint synthetic_phi4flash_checkpoint(Phi4FlashConfig config, uint64_t seed) {
+  Phi4FlashCheckpoint ck;
+  ck.config = std::move(config);
+  ck.plan = sambay_plan(ck.config);
+  ck.layers.resize(ck.config.num_layers);
+  for (uint32_t l = 0; l < ck.config.num_layers; ++l) ck.layers[l].kind = ck.plan.kinds[l];
+  uint64_t stream = seed * 1000003ull;
+  // Every tensor of the config (phi4flash_tensors): the LayerNorm gains ones, everything else uniform with
+  // standard deviation 0.02 (A_log near 0: A = −exp(A_log) near −1; the λ vectors as small as the other vectors).
+  for (const Phi4FlashTensor& t : phi4flash_tensors(ck.config)) {
+    const uint64_t rows = t.shape.size() == 2 ? uint64_t(t.shape[0]) : 1,
+                   cols = uint64_t(t.shape.size() == 2 ? t.shape[1] : t.shape[0]);
+    const bool gain = t.hf.find("layernorm.weight") != std::string::npos;
+    WeightSource w{t.hf, cols, {}, gain};
+    if (gain)
+      w.add_ones(rows);
+    else
+      w.add_random(rows, kWeightScale, ++stream);
+    t.source(ck) = std::move(w);
+    ++ck.tensors;
+  }
+  return ck;
+}
+
 std::unique_ptr<Model> Model::synthesize(Context& ctx, const std::string& config_json, const LoadOptions& options,
                                          uint64_t seed, const std::string& name) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.device().check_not_lost();
+  if (is_phi4flash_config(config_json)) {  // Phi-4-mini-flash (SambaY)
+    Checkpoint ck =
+        phi4flash_as_checkpoint(synthetic_phi4flash_checkpoint(parse_phi4flash_config(config_json, name), seed));
+    return load_checkpoint(ctx, ck, options, name, t0);
+  }
   ModelConfig c =
       is_hf_diffllama(config_json) ? parse_hf_config(config_json, name) : parse_model_config(config_json, name);
   Checkpoint ck = synthetic_checkpoint(std::move(c), seed);

@@ -163,7 +163,7 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
   t0 = clock::now();
   for (int32_t t : prompt) sampler.accept(t);
   const uint32_t vocab = static_cast<uint32_t>(logits.size());
-  const bool on_device = sampler.device_capable();
+  const bool on_device = sampler.device_capable() && session.device_sampling();
   // The text is decoded from the prompt's last tokens on (decoding a long conversation at every token would
   // cost its length each time); a piece's text does not depend on tokens further back.
   const size_t from = prompt.size() > kDecodeContext ? prompt.size() - kDecodeContext : 0;

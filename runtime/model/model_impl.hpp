@@ -8,6 +8,7 @@
 
 #include "diffvk/model.hpp"
 #include "model/model_kernels.hpp"
+#include "model/phi4flash_forward.hpp"
 #include "model/weight_store.hpp"
 
 namespace diffvk {
@@ -40,6 +41,9 @@ struct Model::Impl {
   ModelKernels k;          // every pipeline of the config (build_model_kernels)
   std::mutex kv_q8_mutex;  // guards the first build of k's Q8_0 KV-cache kernels (sessions on several threads)
   LoadStats stats;
+  // A Phi-4-mini-flash (SambaY) model: its weights and kernels (cfg mirrors its config: format "phi4flash"; the
+  // fields above for a Differential Transformer are empty). Its sessions run model/phi4flash_forward.hpp.
+  std::shared_ptr<const Phi4FlashWeights> sambay;
 };
 
 }  // namespace diffvk

@@ -76,11 +76,13 @@ std::unique_ptr<Model> Model::load_memory(Context& ctx, const void* config_json,
                                           " bytes, more than the limit of " + std::to_string(kMaxConfigBytes));
   ctx.device().check_not_lost();
   const std::string text(static_cast<const char*>(config_json), config_size);
-  if (is_phi4flash_config(text))  // read and verified, then refused (no forward graph yet)
-    refuse_phi4flash(open_phi4flash_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(
-                                                   safetensors, safetensors_size, name + " model.safetensors")),
-                                               parse_phi4flash_config(text, name + " config.json")),
-                     name);
+  if (is_phi4flash_config(text)) {
+    Checkpoint ck = phi4flash_as_checkpoint(
+        open_phi4flash_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(
+                                      safetensors, safetensors_size, name + " model.safetensors")),
+                                  parse_phi4flash_config(text, name + " config.json")));
+    return load_checkpoint(ctx, ck, options, name, t0);
+  }
   ModelConfig cfg = parse_native_config_bytes(config_json, config_size, name + " config.json");
   Checkpoint ck = open_native_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_view(
                                              safetensors, safetensors_size, name + " model.safetensors")),
@@ -118,11 +120,12 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   if (GgufFile::has_magic(weights.data(), weights.size()))
     throw Error(Status::invalid_argument,
                 wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
-  if (phi4flash)  // read and verified, then refused (no forward graph yet)
-    refuse_phi4flash(open_phi4flash_checkpoint(
-                         std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname)),
-                         parse_phi4flash_config(cfg_text, cname)),
-                     "fd " + std::to_string(safetensors.fd));
+  if (phi4flash) {
+    Checkpoint ck = phi4flash_as_checkpoint(open_phi4flash_checkpoint(
+        std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname)),
+        parse_phi4flash_config(cfg_text, cname)));
+    return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
+  }
   auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
   return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
@@ -190,6 +193,29 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->dev = &dev;
   m->fp16 = dev.fp16();
   m->cfg = ck.config;
+  if (ck.phi4flash) {  // Phi-4-mini-flash (SambaY): model/phi4flash_forward.hpp
+    const Phi4FlashCheckpoint& pk = *ck.phi4flash;
+    if (options.weights != QuantKind::f16)
+      throw Error(
+          Status::unsupported,
+          dir + ": phi4flash: quantizing the linears at load (LoadOptions::weights " +
+              std::string(options.weights == QuantKind::q8_0 ? "q8_0" : "q4_0") +
+              ") is not supported yet; load with f16 (a GGUF that diffvk quantize wrote is dequantized at load)");
+    m->sambay = upload_phi4flash(dev, pk, options.staging_bytes);
+    m->per_token_bytes = phi4flash_per_token_bytes(*m->sambay);
+    m->stats.format = pk.gguf ? "gguf" : "phi4flash";
+    m->stats.files = static_cast<uint32_t>(pk.files.size() + (pk.gguf ? 1 : 0));
+    m->stats.weight_bytes = phi4flash_weight_bytes(*m->sambay);
+    m->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    platform::log(platform::LogLevel::info,
+                  "model " + dir + " (phi4flash, SambaY, " + std::to_string(m->stats.files) +
+                      " file(s)): " + std::to_string(pk.config.num_layers) +
+                      " layers, E=" + std::to_string(pk.config.hidden_size) + ", vocab " +
+                      std::to_string(pk.config.vocab_size) + ", window " + std::to_string(pk.config.sliding_window) +
+                      ", " + std::to_string(m->stats.weight_bytes) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") +
+                      (pk.gguf ? "; quantized GGUF tensors dequantized" : "") + ")");
+    return std::unique_ptr<Model>(new Model(std::move(m)));
+  }
   const ModelConfig& c = m->cfg;
   const int64_t E = c.hidden_size, D = c.head_dim(), Hkv = c.num_kv_heads, I = c.intermediate_size, V = c.vocab_size;
   m->weights = std::make_unique<WeightStore>(dev, m->fp16, dev.caps().max_storage_buffer_range);

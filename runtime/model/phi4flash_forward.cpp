@@ -1,30 +1,44 @@
-// The Phi-4-mini-flash (SambaY) prompt forward pass (phi4flash_forward.hpp).
+// The Phi-4-mini-flash (SambaY) forward pass (phi4flash_forward.hpp).
 #include "model/phi4flash_forward.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <tuple>
 
 #include "diffvk/error.hpp"
 #include "graph/arena.hpp"
+#include "model/model_kernels.hpp"
 #include "model/recipe_sambay.hpp"
 #include "model/weight_store.hpp"
 #include "plan/memory_plan.hpp"
+#include "vk/pipeline_cache_file.hpp"  // fnv1a64
 
 namespace diffvk {
 
 namespace {
 constexpr size_t kNone = SIZE_MAX;
+constexpr uint32_t kUnknown = UINT32_MAX;
+
+// What the device heap (device-local, else the largest) has left.
+uint64_t heap_left(const DeviceCaps& caps) {
+  uint64_t heap = 0, any = 0;
+  for (const auto& h : caps.heaps) {
+    any = std::max(any, h.size);
+    if (h.device_local) heap = std::max(heap, h.size);
+  }
+  if (!heap) heap = any;
+  return heap - std::min(heap, device_bytes_allocated());
+}
 }  // namespace
 
-struct Phi4FlashForward::Impl {
+struct Phi4FlashWeights {
   Device* dev = nullptr;
   bool fp16 = false;
   Phi4FlashConfig cfg;
   SambaYPlan plan;
   uint32_t E = 0, H = 0, Hkv = 0, D = 0, I = 0, C = 0, S = 0, K = 0, R = 0, V = 0, W = 0;
-  uint32_t cap = 0, chunk = 0, ring = 0;
   ModelKernels k;
   std::unique_ptr<WeightStore> ws;   // the storage type
   std::unique_ptr<WeightStore> f32;  // float32 whatever the storage type: biases, A_log, D
@@ -35,7 +49,6 @@ struct Phi4FlashForward::Impl {
     size_t wqkv = kNone, subln = kNone;
     size_t dt_b = kNone, A_log = kNone, Dskip = kNone, out_b = kNone, wqkv_b = kNone;  // in f32
     double lambda = 0, lambda_init = 0;
-    BufferRange conv_state, scan_state, k_ring, v_ring;  // Mamba states; sliding layers' rings
   };
   std::vector<Layer> layers;
   // Where each checkpoint source of a layer goes: the storage-type store, or float32 (what the kernels read as
@@ -47,12 +60,137 @@ struct Phi4FlashForward::Impl {
   };
   static const Field kFields[19];
   size_t embed = kNone, final_w = kNone, final_b = kNone, lm_head = kNone;
-  Buffer state;  // every layer's states and caches
+  uint64_t per_token = 0;
+};
+
+const Phi4FlashWeights::Field Phi4FlashWeights::kFields[19] = {
+    {&Layer::ln1_w, &Phi4FlashLayer::ln1_w, false},       {&Layer::ln1_b, &Phi4FlashLayer::ln1_b, false},
+    {&Layer::ln2_w, &Phi4FlashLayer::ln2_w, false},       {&Layer::ln2_b, &Phi4FlashLayer::ln2_b, false},
+    {&Layer::fc1, &Phi4FlashLayer::fc1, false},           {&Layer::fc2, &Phi4FlashLayer::fc2, false},
+    {&Layer::in_proj, &Phi4FlashLayer::in_proj, false},   {&Layer::conv_w, &Phi4FlashLayer::conv_w, false},
+    {&Layer::conv_b, &Phi4FlashLayer::conv_b, false},     {&Layer::x_proj, &Phi4FlashLayer::x_proj, false},
+    {&Layer::dt_w, &Phi4FlashLayer::dt_w, false},         {&Layer::dt_b, &Phi4FlashLayer::dt_b, true},
+    {&Layer::A_log, &Phi4FlashLayer::A_log, true},        {&Layer::Dskip, &Phi4FlashLayer::D, true},
+    {&Layer::out_proj, &Phi4FlashLayer::out_proj, false}, {&Layer::out_b, &Phi4FlashLayer::out_b, true},
+    {&Layer::wqkv, &Phi4FlashLayer::wqkv, false},         {&Layer::wqkv_b, &Phi4FlashLayer::wqkv_b, true},
+    {&Layer::subln, &Phi4FlashLayer::subln, false},
+};
+
+std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& dev, const Phi4FlashCheckpoint& ck,
+                                                         uint64_t staging_bytes) {
+  auto m = std::make_shared<Phi4FlashWeights>();
+  m->dev = &dev;
+  m->fp16 = dev.fp16();
+  m->cfg = ck.config;
+  m->plan = ck.plan;
+  const Phi4FlashConfig& c = m->cfg;
+  if (ck.layers.size() != c.num_layers || m->plan.kinds.size() != c.num_layers)
+    throw Error(Status::internal, "phi4flash: the checkpoint's layers do not match its config");
+  m->E = c.hidden_size;
+  m->H = c.diff_heads();
+  m->Hkv = c.kv_groups();
+  m->D = c.head_dim;
+  m->I = c.intermediate_size;
+  m->C = c.d_inner();
+  m->S = c.mamba_d_state;
+  m->K = c.mamba_d_conv;
+  m->R = c.mamba_dt_rank;
+  m->V = c.vocab_size;
+  m->W = c.sliding_window;
+  m->k = build_phi4flash_kernels(dev, c);
+
+  // Weights: the storage type, and float32 for what the kernels read as float32.
+  const uint64_t max_binding = dev.caps().max_storage_buffer_range;
+  m->ws = std::make_unique<WeightStore>(dev, m->fp16, max_binding);
+  m->f32 = std::make_unique<WeightStore>(dev, false, max_binding);
+  WeightStore &ws = *m->ws, &wf = *m->f32;
+  m->embed = ws.add(ck.embed);
+  for (size_t l = 0; l < ck.layers.size(); ++l) {
+    const Phi4FlashLayer& S = ck.layers[l];
+    Phi4FlashWeights::Layer L;
+    L.kind = S.kind;
+    if (S.kind != m->plan.kinds[l]) throw Error(Status::internal, "phi4flash: layer kinds differ from the plan");
+    // Every tensor the layer's kind has (the checkpoint leaves the others without rows).
+    for (const Phi4FlashWeights::Field& fd : Phi4FlashWeights::kFields)
+      if ((S.*fd.src).rows()) L.*fd.dst = (fd.f32 ? wf : ws).add(S.*fd.src);
+    if (S.kind == SambaYLayerKind::sliding_attention || S.kind == SambaYLayerKind::full_attention ||
+        S.kind == SambaYLayerKind::cross_attention) {
+      // λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, λ_init of the absolute layer index (docs/maths.md).
+      const auto q1 = source_floats(S.lambda_q1), k1 = source_floats(S.lambda_k1), q2 = source_floats(S.lambda_q2),
+                 k2 = source_floats(S.lambda_k2);
+      double d1 = 0, d2 = 0;
+      for (size_t i = 0; i < q1.size(); ++i) {
+        d1 += double(q1[i]) * k1[i];
+        d2 += double(q2[i]) * k2[i];
+      }
+      L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * double(l));
+      L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
+      if (!std::isfinite(L.lambda))
+        throw Error(Status::format_error, "phi4flash: lambda of layer " + std::to_string(l) + " is not finite");
+    }
+    m->layers.push_back(L);
+  }
+  m->final_w = ws.add(ck.final_w);
+  m->final_b = ws.add(ck.final_b);
+  m->lm_head = ck.lm_head.rows() ? ws.add(ck.lm_head) : m->embed;
+  const uint64_t need = ws.planned_bytes() + wf.planned_bytes(), heap = heap_left(dev.caps());
+  if (need > heap)
+    throw Error(Status::out_of_memory, "phi4flash: the weights need " + std::to_string(need) +
+                                           " bytes of device memory but " + std::to_string(heap) +
+                                           " remain on the device heap; nothing was allocated");
+  ws.upload(staging_bytes);
+  wf.upload(staging_bytes);
+  // A decode step reads every weight once, but one row of an untied embedding.
+  uint64_t embed_bytes = 0;
+  for (const WeightPart& part : ws.parts(m->embed)) embed_bytes += part.range.size;
+  m->per_token =
+      ws.total() + wf.total() - (m->lm_head == m->embed ? 0 : embed_bytes) + uint64_t(m->E) * (m->fp16 ? 2 : 4);
+  return m;
+}
+
+const Phi4FlashConfig& phi4flash_config(const Phi4FlashWeights& w) { return w.cfg; }
+uint64_t phi4flash_weight_bytes(const Phi4FlashWeights& w) { return w.ws->total() + w.f32->total(); }
+uint64_t phi4flash_per_token_bytes(const Phi4FlashWeights& w) { return w.per_token; }
+
+uint64_t phi4flash_fingerprint(const Phi4FlashWeights& w) {
+  const Phi4FlashConfig& c = w.cfg;
+  uint64_t h = fnv1a64("diffvk phi4flash", 16);
+  auto mix = [&](const auto& v) { h = fnv1a64(&v, sizeof v, h); };
+  for (uint32_t v : {c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_attention_heads,
+                     c.num_key_value_heads, c.head_dim, c.max_position_embeddings, c.sliding_window, c.mamba_d_state,
+                     c.mamba_d_conv, c.mamba_expand, c.mamba_dt_rank, uint32_t(w.fp16)})
+    mix(v);
+  mix(c.layer_norm_eps);
+  auto bytes = [&](size_t i) {
+    if (i == kNone) return;
+    const std::vector<uint8_t> b = w.ws->download(i);
+    h = fnv1a64(b.data(), b.size(), h);
+  };
+  for (const auto& L : w.layers) {
+    mix(L.lambda);
+    mix(L.lambda_init);
+    for (size_t i : {L.ln1_w, L.ln1_b, L.ln2_w, L.ln2_b}) bytes(i);
+  }
+  bytes(w.final_w);
+  bytes(w.final_b);
+  return h;
+}
+
+struct Phi4FlashForward::Impl {
+  std::shared_ptr<const Phi4FlashWeights> wp;
+  const Phi4FlashWeights* w = nullptr;
+  Device* dev = nullptr;
+  uint32_t cap = 0, chunk = 0, ring = 0;
+  struct LayerState {
+    BufferRange conv_state, scan_state, k_ring, v_ring;  // Mamba states; sliding layers' rings
+  };
+  std::vector<LayerState> ls;
+  Buffer state;                     // every layer's states and caches, the recurrent states first
+  BufferRange recurrent, snapshot;  // the Mamba states (contiguous) and their copy at the last run's start
   BufferRange shared_k, shared_v;
-  std::vector<BufferRange> mamba_states;  // reset (zeroed) before each prompt
-  std::vector<BufferRange> caches;        // filled by fill_for_testing
+  std::vector<BufferRange> caches;  // filled by fill_for_testing
   Buffer dyn, sync;
-  uint64_t sync_bytes = 0;
+  uint64_t sync_bytes = 0, last_pos = 0;  // last_pos: offset of the YOCO last row's position in dyn
   GraphPlan gplan;
   Arena arena;
   struct Recorded {
@@ -60,16 +198,24 @@ struct Phi4FlashForward::Impl {
     BufferRange tokens, logits;
   };
   std::map<std::pair<uint32_t, HeadOut>, Recorded> programs;
-  uint64_t last_pos = 0;  // offset of the YOCO last row's position in dyn
+  std::unique_ptr<Program> restore_prog;  // snapshot -> recurrent states
+  uint32_t state_pos = 0, snap_pos = 0;
+  bool snap_valid = false;
 
   AttnShape attn_shape(uint32_t capacity) const {
-    return AttnShape::heads(E, H, Hkv, D).cache(capacity, chunk).norms(float(cfg.layer_norm_eps), 1e-5f);
+    return AttnShape::heads(w->E, w->H, w->Hkv, w->D).cache(capacity, chunk).norms(float(w->cfg.layer_norm_eps), 1e-5f);
   }
-
+  uint64_t row_bytes() const { return 2ull * w->D * (w->fp16 ? 2 : 4); }
   // The whole model over `rows` rows at the position in `dyn` (out all: every row's logits), or YOCO (last: the
   // rows run layers 0 … L/2 and the full-attention layer's K/V append, the last row alone the rest and the head;
   // none: the rows stop after that append, no head). Returns (tokens, logits; invalid for none).
   std::pair<TensorRef, TensorRef> build(Graph& g, uint32_t rows, HeadOut out) const {
+    const Phi4FlashWeights& M = *w;
+    const uint32_t E = M.E, H = M.H, Hkv = M.Hkv, D = M.D, I = M.I, C = M.C, S = M.S, K = M.K, R = M.R, V = M.V,
+                   W = M.W;
+    const ModelKernels& k = M.k;
+    const bool fp16 = M.fp16;
+    const WeightStore *ws = M.ws.get(), *f32 = M.f32.get();
     Forward f{g, k};
     f.fp16 = fp16;
     f.rows = rows;
@@ -84,9 +230,16 @@ struct Phi4FlashForward::Impl {
     f1.attn_sync = f.attn_sync;
     const bool yoco = out != HeadOut::all;
     if (yoco) f1.pos = g.bind("last position", TensorRole::external, ElemType::u32, {1}, dyn.range(last_pos, 4));
-    const float eps = float(cfg.layer_norm_eps);
+    const float eps = float(M.cfg.layer_norm_eps);
+    // The recurrent states as they are before this run (seek's rewind point), copied first.
+    const TensorRef rec = g.bind("recurrent states", TensorRole::kv_cache, ElemType::f32, {recurrent.size / 4},
+                                 recurrent),
+                    snap = g.bind("recurrent snapshot", TensorRole::kv_cache, ElemType::f32, {snapshot.size / 4},
+                                  snapshot);
+    g.add("snapshot recurrent states", {rec}, {snap},
+          [=](Program& p, const GraphBinding& b) { p.copy(b[rec], b[snap], "snapshot recurrent states"); });
     const TensorRef tokens = g.tensor("tokens", TensorRole::input, ElemType::u32, {rows});
-    const LinearWeight embed_w = bind_linear(f, "embed", E, ws->parts(embed));
+    const LinearWeight embed_w = bind_linear(f, "embed", E, ws->parts(M.embed));
     TensorRef x = add_embed(f, tokens, embed_w, "x");
     auto vec = [&](const std::string& name, size_t i, uint32_t n) { return bind_vector(f, name, n, ws->range(i)); };
     auto lin = [&](const std::string& name, size_t i, uint32_t in, size_t bias = kNone) {
@@ -103,8 +256,9 @@ struct Phi4FlashForward::Impl {
     std::tie(ms.E, ms.C, ms.S, ms.K, ms.R, ms.eps) = std::tie(E, C, S, K, R, eps);
     TensorRef memory;
     Forward* cur = &f;  // the pass the next block runs in (YOCO: f1 from the full-attention layer's attention on)
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const Layer& L = layers[l];
+    for (size_t l = 0; l < M.layers.size(); ++l) {
+      const Phi4FlashWeights::Layer& L = M.layers[l];
+      const LayerState& St = ls[l];
       const std::string P = "layers." + std::to_string(l) + ".";
       SambaNorm pre;
       pre.prefix = P;
@@ -123,8 +277,8 @@ struct Phi4FlashForward::Impl {
           mb.A_log = bind_f32(f, P + "A_log", {C, S}, f32->range(L.A_log));
           mb.D = bind_f32(f, P + "D", {C}, f32->range(L.Dskip));
           mb.out_proj = lin(P + "out_proj", L.out_proj, C);
-          mb.conv_state = g.bind(P + "conv_state", TensorRole::kv_cache, ElemType::f32, {K - 1ull, C}, L.conv_state);
-          mb.scan_state = g.bind(P + "scan_state", TensorRole::kv_cache, ElemType::f32, {C, S}, L.scan_state);
+          mb.conv_state = g.bind(P + "conv_state", TensorRole::kv_cache, ElemType::f32, {K - 1ull, C}, St.conv_state);
+          mb.scan_state = g.bind(P + "scan_state", TensorRole::kv_cache, ElemType::f32, {C, S}, St.scan_state);
           const bool mem = L.kind == SambaYLayerKind::memory_mamba;
           const TensorRef m = add_mamba_block(*cur, x, ms, mb, mem, "memory");
           if (mem) memory = m;
@@ -153,8 +307,8 @@ struct Phi4FlashForward::Impl {
           ab.lambda_init = L.lambda_init;
           uint32_t capacity = cap;
           if (ab.kind == SambaAttnKind::sliding) {
-            ab.k_cache = g.bind(P + "k_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, L.k_ring);
-            ab.v_cache = g.bind(P + "v_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, L.v_ring);
+            ab.k_cache = g.bind(P + "k_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, St.k_ring);
+            ab.v_cache = g.bind(P + "v_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, St.v_ring);
             ab.window = W;
             capacity = ring;
           } else {
@@ -189,9 +343,9 @@ struct Phi4FlashForward::Impl {
     if (out == HeadOut::none)
       throw Error(Status::internal, "phi4flash: YOCO without a full-attention layer (the plan always has one)");
     Head hd;
-    hd.norm = vec("final_layernorm.weight", final_w, E);
-    hd.norm_b = vec("final_layernorm.bias", final_b, E);
-    hd.lm_head = lm_head == embed ? embed_w : bind_linear(f, "lm_head", E, ws->parts(lm_head));
+    hd.norm = vec("final_layernorm.weight", M.final_w, E);
+    hd.norm_b = vec("final_layernorm.bias", M.final_b, E);
+    hd.lm_head = M.lm_head == M.embed ? embed_w : bind_linear(f, "lm_head", E, ws->parts(M.lm_head));
     hd.eps = eps;
     hd.E = E;
     hd.vocab = V;
@@ -214,141 +368,137 @@ struct Phi4FlashForward::Impl {
     r.program->finalize();
     return programs.emplace(key, std::move(r)).first->second;
   }
-  std::vector<float> run(const std::vector<int32_t>& tokens, bool yoco);
+  void reset_states() {
+    state.fill(recurrent.offset, recurrent.size, 0);
+    state_pos = 0;
+    snap_valid = false;
+  }
+  void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits, const std::function<bool()>& abort);
+  std::vector<float> prompt(const std::vector<int32_t>& tokens, bool yoco);
+  // Bytes of the saved state's parts for n positions.
+  uint64_t shared_saved(uint32_t n) const { return 2ull * w->Hkv * n * row_bytes(); }
+  uint32_t ring_saved_rows(uint32_t n) const { return std::min(n, w->W - 1); }
 };
 
-const Phi4FlashForward::Impl::Field Phi4FlashForward::Impl::kFields[19] = {
-    {&Layer::ln1_w, &Phi4FlashLayer::ln1_w, false},       {&Layer::ln1_b, &Phi4FlashLayer::ln1_b, false},
-    {&Layer::ln2_w, &Phi4FlashLayer::ln2_w, false},       {&Layer::ln2_b, &Phi4FlashLayer::ln2_b, false},
-    {&Layer::fc1, &Phi4FlashLayer::fc1, false},           {&Layer::fc2, &Phi4FlashLayer::fc2, false},
-    {&Layer::in_proj, &Phi4FlashLayer::in_proj, false},   {&Layer::conv_w, &Phi4FlashLayer::conv_w, false},
-    {&Layer::conv_b, &Phi4FlashLayer::conv_b, false},     {&Layer::x_proj, &Phi4FlashLayer::x_proj, false},
-    {&Layer::dt_w, &Phi4FlashLayer::dt_w, false},         {&Layer::dt_b, &Phi4FlashLayer::dt_b, true},
-    {&Layer::A_log, &Phi4FlashLayer::A_log, true},        {&Layer::Dskip, &Phi4FlashLayer::D, true},
-    {&Layer::out_proj, &Phi4FlashLayer::out_proj, false}, {&Layer::out_b, &Phi4FlashLayer::out_b, true},
-    {&Layer::wqkv, &Phi4FlashLayer::wqkv, false},         {&Layer::wqkv_b, &Phi4FlashLayer::wqkv_b, true},
-    {&Layer::subln, &Phi4FlashLayer::subln, false},
-};
-
-std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4FlashCheckpoint& ck,
-                                                         const Phi4FlashForwardOptions& o) {
+std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const Phi4FlashWeights> weights,
+                                                           const Phi4FlashForwardOptions& o) {
   auto m = std::make_unique<Impl>();
+  m->wp = std::move(weights);
+  m->w = m->wp.get();
+  const Phi4FlashWeights& W = *m->w;
+  Device& dev = *W.dev;
   m->dev = &dev;
-  m->fp16 = dev.fp16();
-  m->cfg = ck.config;
-  m->plan = ck.plan;
-  const Phi4FlashConfig& c = m->cfg;
-  if (ck.layers.size() != c.num_layers || m->plan.kinds.size() != c.num_layers)
-    throw Error(Status::internal, "phi4flash: the checkpoint's layers do not match its config");
-  m->E = c.hidden_size;
-  m->H = c.diff_heads();
-  m->Hkv = c.kv_groups();
-  m->D = c.head_dim;
-  m->I = c.intermediate_size;
-  m->C = c.d_inner();
-  m->S = c.mamba_d_state;
-  m->K = c.mamba_d_conv;
-  m->R = c.mamba_dt_rank;
-  m->V = c.vocab_size;
-  m->W = c.sliding_window;
+  const Phi4FlashConfig& c = W.cfg;
   if (o.max_positions > c.max_position_embeddings)
     throw Error(Status::invalid_argument, "phi4flash: max_positions " + std::to_string(o.max_positions) +
                                               " exceeds max_position_embeddings " +
                                               std::to_string(c.max_position_embeddings));
   m->cap = o.max_positions ? o.max_positions : c.max_position_embeddings;
   m->chunk = std::min(o.chunk ? o.chunk : m->cap, m->cap);
-  m->ring = m->W + m->chunk - 1;
+  m->ring = W.W + m->chunk - 1;
 
-  m->k = build_phi4flash_kernels(dev, c);
-
-  // Weights: the storage type, and float32 for what the kernels read as float32.
-  const uint64_t max_binding = dev.caps().max_storage_buffer_range;
-  m->ws = std::make_unique<WeightStore>(dev, m->fp16, max_binding);
-  m->f32 = std::make_unique<WeightStore>(dev, false, max_binding);
-  WeightStore &ws = *m->ws, &wf = *m->f32;
-  m->embed = ws.add(ck.embed);
-  for (size_t l = 0; l < ck.layers.size(); ++l) {
-    const Phi4FlashLayer& S = ck.layers[l];
-    Impl::Layer L;
-    L.kind = S.kind;
-    if (S.kind != m->plan.kinds[l]) throw Error(Status::internal, "phi4flash: layer kinds differ from the plan");
-    // Every tensor the layer's kind has (the checkpoint leaves the others without rows).
-    for (const Impl::Field& fd : Impl::kFields)
-      if ((S.*fd.src).rows()) L.*fd.dst = (fd.f32 ? wf : ws).add(S.*fd.src);
-    if (S.kind == SambaYLayerKind::sliding_attention || S.kind == SambaYLayerKind::full_attention ||
-        S.kind == SambaYLayerKind::cross_attention) {
-      // λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, λ_init of the absolute layer index (docs/maths.md).
-      const auto q1 = source_floats(S.lambda_q1), k1 = source_floats(S.lambda_k1), q2 = source_floats(S.lambda_q2),
-                 k2 = source_floats(S.lambda_k2);
-      double d1 = 0, d2 = 0;
-      for (size_t i = 0; i < q1.size(); ++i) {
-        d1 += double(q1[i]) * k1[i];
-        d2 += double(q2[i]) * k2[i];
-      }
-      L.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * double(l));
-      L.lambda = std::exp(d1) - std::exp(d2) + L.lambda_init;
-      if (!std::isfinite(L.lambda))
-        throw Error(Status::format_error, "phi4flash: lambda of layer " + std::to_string(l) + " is not finite");
-    }
-    m->layers.push_back(L);
-  }
-  m->final_w = ws.add(ck.final_w);
-  m->final_b = ws.add(ck.final_b);
-  m->lm_head = ck.lm_head.rows() ? ws.add(ck.lm_head) : m->embed;
-  ws.upload(o.staging_bytes);
-  wf.upload(o.staging_bytes);
-
-  // States: one buffer, every range aligned.
-  const uint64_t al = dev.caps().min_storage_buffer_offset_alignment, es = m->fp16 ? 2 : 4;
-  const uint64_t conv_bytes = uint64_t(m->K - 1) * m->C * 4, scan_bytes = uint64_t(m->C) * m->S * 4;
-  const uint64_t ring_bytes = uint64_t(m->Hkv) * m->ring * 2 * m->D * es,
-                 shared_bytes = uint64_t(m->Hkv) * m->cap * 2 * m->D * es;
-  struct Slot {
-    BufferRange* r;
-    uint64_t bytes;
-    bool mamba;
-  };
-  std::vector<Slot> slots{{&m->shared_k, shared_bytes, false}, {&m->shared_v, shared_bytes, false}};
-  for (auto& L : m->layers) {
-    if (L.kind == SambaYLayerKind::mamba || L.kind == SambaYLayerKind::memory_mamba) {
-      slots.push_back({&L.conv_state, conv_bytes, true});
-      slots.push_back({&L.scan_state, scan_bytes, true});
-    } else if (L.kind == SambaYLayerKind::sliding_attention) {
-      slots.push_back({&L.k_ring, ring_bytes, false});
-      slots.push_back({&L.v_ring, ring_bytes, false});
-    }
-  }
+  // States: one buffer, every range aligned; the recurrent states first, contiguous (one copy snapshots them).
+  const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
+  const uint64_t conv_bytes = uint64_t(W.K - 1) * W.C * 4, scan_bytes = uint64_t(W.C) * W.S * 4;
+  const uint64_t ring_bytes = uint64_t(W.Hkv) * m->ring * m->row_bytes(),
+                 shared_bytes = uint64_t(W.Hkv) * m->cap * m->row_bytes();
+  m->ls.resize(W.layers.size());
   uint64_t total = 0;
-  std::vector<uint64_t> offsets;
-  for (const Slot& s : slots) {
-    offsets.push_back(total);
-    total = align_up(total + s.bytes, al);
-  }
-  m->state = Buffer(dev, total, MemoryDomain::device, "phi4flash states");
-  for (size_t i = 0; i < slots.size(); ++i) {
-    *slots[i].r = m->state.range(offsets[i], slots[i].bytes);
-    (slots[i].mamba ? m->mamba_states : m->caches).push_back(*slots[i].r);
-  }
+  std::vector<std::pair<BufferRange*, uint64_t>> slots;  // (range, offset)
+  auto place = [&](BufferRange* r, uint64_t bytes) {
+    slots.emplace_back(r, total);
+    r->size = bytes;
+    total = align_up(total + bytes, al);
+  };
+  for (size_t l = 0; l < W.layers.size(); ++l)
+    if (W.layers[l].kind == SambaYLayerKind::mamba || W.layers[l].kind == SambaYLayerKind::memory_mamba) {
+      place(&m->ls[l].conv_state, conv_bytes);
+      place(&m->ls[l].scan_state, scan_bytes);
+    }
+  const uint64_t recurrent_bytes = total;
+  m->recurrent.size = recurrent_bytes;
+  place(&m->snapshot, recurrent_bytes);
+  place(&m->shared_k, shared_bytes);
+  place(&m->shared_v, shared_bytes);
+  for (size_t l = 0; l < W.layers.size(); ++l)
+    if (W.layers[l].kind == SambaYLayerKind::sliding_attention) {
+      place(&m->ls[l].k_ring, ring_bytes);
+      place(&m->ls[l].v_ring, ring_bytes);
+    }
   m->last_pos = std::max<uint64_t>(al, 4);
-  m->dyn = Buffer(dev, 2 * m->last_pos, MemoryDomain::device, "phi4flash positions");
   m->sync_bytes = attn_sync_bytes(m->attn_shape(m->cap), false);
-  m->sync = Buffer(dev, m->sync_bytes, MemoryDomain::device, "phi4flash attention arrival counters");
-  m->sync.fill(0, m->sync_bytes, 0);
-  {  // the variants never run at once: one arena
+  const uint64_t max_binding = dev.caps().max_storage_buffer_range;
+  {  // the variants never run at once: one arena (planned before anything is allocated: the graphs bind no memory)
     Graph all(Impl::variant(HeadOut::all)), last(Impl::variant(HeadOut::last)), none(Impl::variant(HeadOut::none));
     m->build(all, m->chunk, HeadOut::all);
     m->build(last, m->chunk, HeadOut::last);
     m->build(none, m->chunk, HeadOut::none);
     m->gplan = plan_graphs({&all, &last, &none}, max_binding, al);
   }
+  const uint64_t need = total + m->gplan.plan.arena_bytes + 2 * m->last_pos + m->sync_bytes,
+                 left = heap_left(dev.caps());
+  if (need > left)
+    throw Error(Status::out_of_memory,
+                "phi4flash: a sequence of " + std::to_string(m->cap) + " positions needs " + std::to_string(total) +
+                    " bytes of caches and states plus " + std::to_string(m->gplan.plan.arena_bytes) +
+                    " of activations, but only " + std::to_string(left) +
+                    " remain on the device heap; nothing was allocated (use a shorter context or chunk)");
+  m->state = Buffer(dev, total, MemoryDomain::device, "phi4flash states");
+  for (auto& [r, offset] : slots) *r = m->state.range(offset, r->size);
+  m->recurrent = m->state.range(0, recurrent_bytes);
+  m->caches = {m->shared_k, m->shared_v};
+  for (const auto& L : m->ls)
+    if (L.k_ring.size) m->caches.insert(m->caches.end(), {L.k_ring, L.v_ring});
+  m->dyn = Buffer(dev, 2 * m->last_pos, MemoryDomain::device, "phi4flash positions");
+  m->sync = Buffer(dev, m->sync_bytes, MemoryDomain::device, "phi4flash attention arrival counters");
+  m->sync.fill(0, m->sync_bytes, 0);
   m->arena = Arena(dev, m->gplan.plan, "phi4flash");
+  m->restore_prog = std::make_unique<Program>(dev, "phi4flash restore snapshot");
+  m->restore_prog->copy(m->snapshot, m->recurrent, "restore recurrent states");
+  m->reset_states();
   return std::unique_ptr<Phi4FlashForward>(new Phi4FlashForward(std::move(m)));
+}
+
+std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4FlashCheckpoint& ck,
+                                                         const Phi4FlashForwardOptions& o) {
+  if (o.max_positions > ck.config.max_position_embeddings)  // before the upload
+    throw Error(Status::invalid_argument, "phi4flash: max_positions " + std::to_string(o.max_positions) +
+                                              " exceeds max_position_embeddings " +
+                                              std::to_string(ck.config.max_position_embeddings));
+  return create(upload_phi4flash(dev, ck, o.staging_bytes), o);
 }
 
 Phi4FlashForward::Phi4FlashForward(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Phi4FlashForward::~Phi4FlashForward() = default;
 
-std::vector<float> Phi4FlashForward::Impl::run(const std::vector<int32_t>& tokens, bool yoco) {
+void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits,
+                                 const std::function<bool()>& abort) {
+  if (state_pos == kUnknown) throw Error(Status::internal, "phi4flash: run with unknown states (seek first)");
+  if (rows == 0 || rows > chunk || uint64_t(state_pos) + rows > cap)
+    throw Error(Status::internal, "phi4flash: " + std::to_string(rows) + " rows at " + std::to_string(state_pos) +
+                                      " (chunk " + std::to_string(chunk) + ", capacity " + std::to_string(cap) + ")");
+  if (rows == 1 && out == HeadOut::last) out = HeadOut::all;  // one row: the same logits without YOCO's copies
+  Recorded& r = program(rows, out);
+  arena.owner(r.tokens).upload(r.tokens.offset, tokens, size_t(rows) * 4);
+  std::vector<uint32_t> d(2 * last_pos / 4, 0);
+  d[0] = state_pos;
+  d[last_pos / 4] = state_pos + rows - 1;
+  dyn.upload(0, d.data(), d.size() * 4);
+  const uint32_t start = state_pos;
+  state_pos = kUnknown;  // until the run completes
+  snap_valid = false;
+  r.program->run(abort);
+  state_pos = start + rows;
+  snap_pos = start;
+  snap_valid = true;
+  if (out == HeadOut::all)
+    arena.owner(r.logits).download(r.logits.offset, logits, size_t(rows) * w->V * 4);
+  else if (out == HeadOut::last)
+    arena.owner(r.logits).download(r.logits.offset, logits, size_t(w->V) * 4);
+}
+
+std::vector<float> Phi4FlashForward::Impl::prompt(const std::vector<int32_t>& tokens, bool yoco) {
+  const uint32_t V = w->V;
   if (tokens.empty()) throw Error(Status::invalid_argument, "phi4flash: an empty prompt");
   if (tokens.size() > cap)
     throw Error(Status::context_overflow, "phi4flash: a prompt of " + std::to_string(tokens.size()) +
@@ -358,34 +508,126 @@ std::vector<float> Phi4FlashForward::Impl::run(const std::vector<int32_t>& token
       throw Error(Status::invalid_argument, "phi4flash: token " + std::to_string(tokens[i]) + " at " +
                                                 std::to_string(i) + " is outside the vocabulary of " +
                                                 std::to_string(V));
-  for (const BufferRange& r : mamba_states) state.fill(r.offset, r.size, 0);  // a fresh sequence
+  reset_states();  // a fresh sequence
   const uint32_t T = uint32_t(tokens.size());
   std::vector<float> logits(size_t(yoco ? 1 : T) * V);
   for (uint32_t r0 = 0; r0 < T; r0 += chunk) {
-    const uint32_t rows = std::min(chunk, T - r0), last = r0 + rows - 1;
-    const HeadOut out = !yoco ? HeadOut::all : last + 1 == T ? HeadOut::last : HeadOut::none;
-    Recorded& r = program(rows, out);
-    arena.owner(r.tokens).upload(r.tokens.offset, tokens.data() + r0, size_t(rows) * 4);
-    dyn.upload(0, &r0, 4);
-    dyn.upload(last_pos, &last, 4);
-    r.program->run();
-    if (out == HeadOut::all)
-      arena.owner(r.logits).download(r.logits.offset, logits.data() + size_t(r0) * V, size_t(rows) * V * 4);
-    else if (out == HeadOut::last)
-      arena.owner(r.logits).download(r.logits.offset, logits.data(), size_t(V) * 4);
+    const uint32_t rows = std::min(chunk, T - r0);
+    const HeadOut out = !yoco ? HeadOut::all : r0 + rows == T ? HeadOut::last : HeadOut::none;
+    run(tokens.data() + r0, rows, out, logits.data() + (yoco ? 0 : size_t(r0) * V), {});
   }
   return logits;
 }
 
-std::vector<float> Phi4FlashForward::prompt(const std::vector<int32_t>& tokens) { return impl_->run(tokens, false); }
+std::vector<float> Phi4FlashForward::prompt(const std::vector<int32_t>& tokens) { return impl_->prompt(tokens, false); }
 std::vector<float> Phi4FlashForward::prompt_last(const std::vector<int32_t>& tokens) {
-  return impl_->run(tokens, true);
+  return impl_->prompt(tokens, true);
+}
+
+void Phi4FlashForward::seek(const int32_t* held, uint32_t n) {
+  Impl& m = *impl_;
+  if (n > m.cap) throw Error(Status::internal, "phi4flash: seek past the capacity");
+  if (m.state_pos == n) return;
+  // Back into the last run: its snapshot and at most one chunk of rows again (the rings still hold every key the
+  // rows before it need: a run of at most chunk rows overwrites only positions older than its start − window + 1).
+  if (m.snap_valid && m.state_pos != kUnknown && m.snap_pos <= n && n <= m.state_pos) {
+    m.restore_prog->run();
+    m.state_pos = m.snap_pos;
+  } else {
+    m.reset_states();
+  }
+  while (m.state_pos < n) {  // the self-decoder alone (YOCO none): the cross-decoder keeps no state
+    const uint32_t rows = std::min(m.chunk, n - m.state_pos);
+    m.run(held + m.state_pos, rows, HeadOut::none, nullptr, {});
+  }
+}
+
+void Phi4FlashForward::run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits,
+                           const std::function<bool()>& should_abort) {
+  impl_->run(tokens, rows, out, logits, should_abort);
+}
+uint32_t Phi4FlashForward::position() const { return impl_->state_pos; }
+
+uint64_t Phi4FlashForward::saved_bytes(uint32_t n) const {
+  const Impl& m = *impl_;
+  uint64_t bytes = m.shared_saved(n);
+  for (const auto& L : m.ls) {
+    if (L.k_ring.size) bytes += 2ull * m.w->Hkv * m.ring_saved_rows(n) * m.row_bytes();
+    if (L.conv_state.size) bytes += L.conv_state.size + L.scan_state.size;
+  }
+  return bytes;
+}
+
+void Phi4FlashForward::save(uint8_t* out) const {
+  const Impl& m = *impl_;
+  const uint32_t n = m.state_pos;
+  if (n == kUnknown) throw Error(Status::internal, "phi4flash: save with unknown states");
+  const uint64_t rb = m.row_bytes(), Hkv = m.w->Hkv;
+  for (const BufferRange* r : {&m.shared_k, &m.shared_v})  // per KV head its rows 0 … n−1
+    for (uint64_t h = 0; h < Hkv && n; ++h) {
+      m.state.download(r->offset + h * m.cap * rb, out, n * rb);
+      out += n * rb;
+    }
+  const uint32_t keep = m.ring_saved_rows(n);
+  std::vector<uint8_t> ring;
+  for (const auto& L : m.ls) {
+    if (L.k_ring.size)
+      for (const BufferRange* r : {&L.k_ring, &L.v_ring}) {  // per KV head positions n − keep … n − 1
+        ring.resize(r->size);
+        m.state.download(r->offset, ring.data(), r->size);
+        for (uint64_t h = 0; h < Hkv; ++h)
+          for (uint32_t p = n - keep; p < n; ++p) {
+            std::memcpy(out, ring.data() + (h * m.ring + p % m.ring) * rb, rb);
+            out += rb;
+          }
+      }
+    if (L.conv_state.size)
+      for (const BufferRange* r : {&L.conv_state, &L.scan_state}) {
+        m.state.download(r->offset, out, r->size);
+        out += r->size;
+      }
+  }
+}
+
+void Phi4FlashForward::restore(uint32_t n, const uint8_t* in) {
+  Impl& m = *impl_;
+  if (n > m.cap) throw Error(Status::internal, "phi4flash: restore past the capacity");
+  m.state_pos = kUnknown;  // until every part is in
+  m.snap_valid = false;
+  const uint64_t rb = m.row_bytes(), Hkv = m.w->Hkv;
+  for (const BufferRange* r : {&m.shared_k, &m.shared_v})
+    for (uint64_t h = 0; h < Hkv && n; ++h) {
+      m.state.upload(r->offset + h * m.cap * rb, in, n * rb);
+      in += n * rb;
+    }
+  const uint32_t keep = m.ring_saved_rows(n);
+  std::vector<uint8_t> ring;
+  for (const auto& L : m.ls) {
+    if (L.k_ring.size)
+      for (const BufferRange* r : {&L.k_ring, &L.v_ring}) {
+        ring.assign(r->size, 0);
+        for (uint64_t h = 0; h < Hkv; ++h)
+          for (uint32_t p = n - keep; p < n; ++p) {
+            std::memcpy(ring.data() + (h * m.ring + p % m.ring) * rb, in, rb);
+            in += rb;
+          }
+        m.state.upload(r->offset, ring.data(), r->size);
+      }
+    if (L.conv_state.size)
+      for (const BufferRange* r : {&L.conv_state, &L.scan_state}) {
+        m.state.upload(r->offset, in, r->size);
+        in += r->size;
+      }
+  }
+  m.state_pos = n;
 }
 
 uint32_t Phi4FlashForward::chunk() const { return impl_->chunk; }
 uint32_t Phi4FlashForward::max_positions() const { return impl_->cap; }
 uint32_t Phi4FlashForward::ring_rows() const { return impl_->ring; }
-uint32_t Phi4FlashForward::vocab() const { return impl_->V; }
+uint32_t Phi4FlashForward::vocab() const { return impl_->w->V; }
+uint64_t Phi4FlashForward::state_bytes() const { return impl_->state.size(); }
+uint64_t Phi4FlashForward::arena_bytes() const { return impl_->gplan.plan.arena_bytes; }
 std::string Phi4FlashForward::describe_plan() const { return format_plan(impl_->gplan.lifetimes, impl_->gplan.plan); }
 
 void Phi4FlashForward::fill_for_testing(uint32_t word) {

@@ -1,34 +1,55 @@
-// The Phi-4-mini-flash (phi4flash, SambaY) forward pass of a whole prompt on a Device: the checkpoint's weights
-// uploaded, the states (Mamba conv and scan states, a ring of K/V rows per sliding-window layer, the shared K/V
-// cache of the full-attention layer) allocated, and one program per chunk size built from the SambaY recipe
-// (recipe_sambay.hpp), planned by the graph planner (the three outputs' programs share one arena) and recorded once:
-// every row's logits (every row runs every layer), or YOCO's last row only. Not wired into Model::load or Session
-// yet.
+// The Phi-4-mini-flash (phi4flash, SambaY) forward pass on a Device, in two parts:
+//  - Phi4FlashWeights (upload_phi4flash): the checkpoint's weights on the device and the kernels, shared by every
+//    sequence of a model (Model::load keeps one);
+//  - Phi4FlashForward: one sequence's states (Mamba conv and scan states, a ring of K/V rows per sliding-window
+//    layer, the shared K/V cache of the full-attention layer, a snapshot of the recurrent states) and one program
+//    per (rows, output) built from the SambaY recipe (recipe_sambay.hpp), planned by the graph planner (every
+//    variant shares one arena) and recorded once. A Session of a phi4flash model holds one.
+// Rewind (seek): a recurrent state cannot be cut back. Every run first copies the recurrent states to the snapshot
+// (inside its program), so a seek back into the last run restores the snapshot and recomputes the rows between
+// (at most one chunk, the self-decoder only); a seek further back recomputes from position 0 (docs/phi4flash.md).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/phi4flash_checkpoint.hpp"
+#include "model/recipe.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk {
 
+struct Phi4FlashWeights;  // phi4flash_forward.cpp
+
+// Uploads every tensor of `ck` in the device's storage type (quantized GGUF tensors dequantized), the linears'
+// biases, A_log and D as float32, and builds the kernels. `ck` must outlive the call only.
+std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& device, const Phi4FlashCheckpoint& ck,
+                                                         uint64_t staging_bytes = 16ull << 20);
+const Phi4FlashConfig& phi4flash_config(const Phi4FlashWeights& w);
+uint64_t phi4flash_weight_bytes(const Phi4FlashWeights& w);     // every weight as stored on the device
+uint64_t phi4flash_per_token_bytes(const Phi4FlashWeights& w);  // read per decoded token (one embedding row)
+// What makes a saved state belong to a model (session_state.cpp): the config, the precision, each layer's λ and
+// the LayerNorm weights' bytes; not the large matrices.
+uint64_t phi4flash_fingerprint(const Phi4FlashWeights& w);
+
 struct Phi4FlashForwardOptions {
-  uint32_t max_positions = 0;  // the longest prompt (the shared cache's rows); 0: max_position_embeddings
+  uint32_t max_positions = 0;  // the longest sequence (the shared cache's rows); 0: max_position_embeddings
   // Rows per program (prefill chunk); 0: max_positions (a prompt runs as one program). A sliding-window layer's
   // ring holds sliding_window + chunk − 1 rows (the attention's rule: a chunk's rows are appended before it
   // attends), so a prompt longer than that wraps its rings.
   uint32_t chunk = 0;
-  uint64_t staging_bytes = 16ull << 20;  // weight upload slice (WeightStore::upload)
+  uint64_t staging_bytes = 16ull << 20;  // weight upload slice (load only)
 };
 
 class Phi4FlashForward {
  public:
-  // Uploads every tensor of `ck` in the device's storage type (quantized GGUF tensors dequantized), the linears'
-  // biases, A_log and D as float32, and plans the programs. `ck` must outlive the load call only.
-  // invalid_argument for max_positions past max_position_embeddings or a zero chunk after clamping.
+  // States and programs of one sequence over `weights`. invalid_argument for max_positions past
+  // max_position_embeddings; out_of_memory (nothing allocated) when the states and the arena do not fit the heap.
+  static std::unique_ptr<Phi4FlashForward> create(std::shared_ptr<const Phi4FlashWeights> weights,
+                                                  const Phi4FlashForwardOptions& options = {});
+  // upload_phi4flash, then create.
   static std::unique_ptr<Phi4FlashForward> load(Device& device, const Phi4FlashCheckpoint& ck,
                                                 const Phi4FlashForwardOptions& options = {});
   ~Phi4FlashForward();
@@ -42,11 +63,29 @@ class Phi4FlashForward {
   // cross-decoder) and the head. Same errors as prompt().
   std::vector<float> prompt_last(const std::vector<int32_t>& tokens);
 
+  // The sequence step by step (Session). The states hold positions 0 … position()−1.
+  // seek: the states after held[0 … n) (held: the sequence's tokens, at least n of them, checked by the caller).
+  void seek(const int32_t* held, uint32_t n);
+  // `rows` (1 … chunk()) checked tokens at position() (seek first): out all writes rows x vocab floats to logits,
+  // last (YOCO) and one row: vocab floats, none: nothing. should_abort is asked between layers (Error cancelled);
+  // after any failure the states are unknown and the next seek recomputes them.
+  void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits,
+           const std::function<bool()>& should_abort = {});
+  uint32_t position() const;  // UINT32_MAX after a failed run (unknown)
+  // Saved state at position() = n: the shared cache's rows 0 … n−1, each sliding layer's last min(n, window − 1)
+  // positions (in position order), every Mamba layer's conv and scan states (float32). Bytes for n positions:
+  uint64_t saved_bytes(uint32_t n) const;
+  void save(uint8_t* out) const;                // saved_bytes(position()) bytes
+  void restore(uint32_t n, const uint8_t* in);  // saved_bytes(n) bytes; the states then hold positions 0 … n−1
+
   uint32_t chunk() const;
   uint32_t max_positions() const;
   uint32_t ring_rows() const;  // rows of each sliding-window layer's ring
   uint32_t vocab() const;
-  // The plan of the chunk-row programs (tensor lifetimes and placements, as `diffvk plan` prints them).
+  // Device bytes of the sequence's states: caches, rings, recurrent states and their snapshot (not the arena).
+  uint64_t state_bytes() const;
+  uint64_t arena_bytes() const;
+  // The plan of the programs (tensor lifetimes and placements, as `diffvk plan` prints them).
   std::string describe_plan() const;
   // Test hook: fills the intermediates' arena and the K/V caches with `word` (e.g. NaN poison): prompt() must
   // read none of it before writing it (it resets only the Mamba states).

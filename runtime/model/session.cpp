@@ -75,6 +75,10 @@ TensorRef Session::Impl::build(Graph& g, uint32_t rows, HeadOut out, const MapTa
   return add_head(f, x, h, out);
 }
 
+void Session::Impl::refuse_sambay(const char* what, const char* why) const {
+  if (sambay) throw Error(Status::unsupported, std::string(what) + ": not for a phi4flash (SambaY) model: " + why);
+}
+
 std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) {
   auto s = std::make_unique<Impl>();
   Model::Impl& m = model.impl();
@@ -89,12 +93,28 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   s->profile = o.profile;
   if (o.kv_cache != KvCacheType::f16 && o.kv_cache != KvCacheType::q8_0)
     throw Error(Status::invalid_argument, "session: unknown KV cache type " + std::to_string(uint32_t(o.kv_cache)));
+  s->should_abort = o.should_abort;
+  if (m.sambay) {  // Phi-4-mini-flash: its own states and programs
+    if (o.kv_cache != KvCacheType::f16)
+      throw Error(Status::unsupported, "session: a Q8_0 KV cache is not supported for phi4flash (SambaY) yet");
+    if (o.profile)
+      throw Error(Status::unsupported, "session: GPU timestamps (profile) are not recorded for phi4flash yet");
+    Phi4FlashForwardOptions fo;
+    fo.max_positions = s->cap;
+    // The automatic chunk: 64 rows. Each sliding-window layer's ring holds window + chunk − 1 rows, so a longer
+    // chunk costs ring memory in every session (docs/phi4flash.md, session memory).
+    fo.chunk = o.chunk ? std::min(o.chunk, s->cap) : std::min(64u, s->cap);
+    s->sambay = Phi4FlashForward::create(m.sambay, fo);
+    s->chunk = s->sambay->chunk();
+    s->held.reserve(s->cap);
+    s->history.reserve(s->cap);
+    return std::unique_ptr<Session>(new Session(std::move(s)));
+  }
   if (o.kv_cache == KvCacheType::q8_0) {
     s->kv_format = KvFormat::q8_0;
     const std::lock_guard<std::mutex> lock(m.kv_q8_mutex);
     build_kv_q8_kernels(dev, c, m.k);
   }
-  s->should_abort = o.should_abort;
   const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
   const uint64_t cache = diffvk::kv_cache_bytes(s->kv_format, m.fp16, c.num_kv_heads, s->cap, c.kv_row());
   // The static plan, derived from the recipe: every program variant a session runs (one-row programs,
@@ -165,6 +185,7 @@ KvCacheType Session::kv_cache() const {
   return impl_->kv_format == KvFormat::q8_0 ? KvCacheType::q8_0 : KvCacheType::f16;
 }
 uint64_t Session::kv_cache_bytes() const {
+  if (impl_->sambay) return impl_->sambay->state_bytes();  // the shared cache, rings, recurrent states
   const ModelConfig& c = impl_->m->cfg;
   return uint64_t(c.num_layers) * 2 *
          diffvk::kv_cache_bytes(impl_->kv_format, impl_->m->fp16, c.num_kv_heads, impl_->cap, c.kv_row());
@@ -209,6 +230,13 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut
 }
 
 void Session::Impl::run_into(const int32_t* tok, uint32_t rows, HeadOut out, float* logits) {
+  if (sambay) {
+    if (out == HeadOut::sample) throw Error(Status::internal, "phi4flash: no device sampling");
+    sambay->seek(held.data(), pos);  // after a rewind: the states of held[0 … pos)
+    sambay->run(tok, rows, out, logits, should_abort);
+    advance(tok, rows);
+    return;
+  }
   Program& prog = program(rows, out);
   // Token ids are checked to lie in [0, vocab): their int32 bits are the shader's uint32 ids.
   static_assert(sizeof(int32_t) == sizeof(uint32_t), "token ids are 4 bytes");
@@ -318,10 +346,15 @@ void Session::decode(int32_t token, float* logits, size_t capacity) {
   }
 }
 
+bool Session::device_sampling() const { return !impl_->sambay; }
+
 int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
   Impl& s = *impl_;
   const uint32_t V = s.m->cfg.vocab_size;
   s.m->dev->check_not_lost();
+  s.refuse_sambay("decode_sample",
+                  "its head ends in a LayerNorm, which the device sampler has no form of; use "
+                  "decode() and sample on the host (generate does)");
   const bool greedy = !(temperature > 0.0f);
   if (!greedy && (top_k == 0 || !s.m->k.sample->supports(V, top_k)))
     throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
@@ -355,6 +388,7 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
   const Model::Impl& M = *s.m;
   const ModelConfig& c = M.cfg;
   M.dev->check_not_lost();
+  s.refuse_sambay("attention_maps", "its attention layers have no map tap yet");
   if (layer >= c.num_layers)
     throw Error(Status::invalid_argument, "attention_maps: layer " + std::to_string(layer) + " is outside [0, " +
                                               std::to_string(c.num_layers) + ")");
@@ -446,6 +480,9 @@ void Session::shift(uint32_t keep, uint32_t discard) {
   const Model::Impl& M = *s.m;
   const ModelConfig& c = M.cfg;
   M.dev->check_not_lost();
+  s.refuse_sambay("shift",
+                  "a recurrent (Mamba) state cannot drop tokens from its past, so no context shift is "
+                  "exact; start a new session or rewind");
   if (discard == 0 || uint64_t(keep) + discard > s.pos)
     throw Error(Status::invalid_argument, "shift: dropping positions " + std::to_string(keep) + " ... " +
                                               std::to_string(uint64_t(keep) + discard) + " - 1 needs " +
@@ -532,6 +569,7 @@ uint32_t Session::position() const { return impl_->pos; }
 uint32_t Session::capacity() const { return impl_->cap; }
 uint32_t Session::chunk() const { return impl_->chunk; }
 std::string Session::plan_report() const {
+  if (impl_->sambay) return impl_->sambay->describe_plan();
   std::string out = format_plan(impl_->plan.lifetimes, impl_->plan.plan);
   // The kernel of every node: the ops' choice functions under the device's tuning (Device::tuning()), for a
   // prefill chunk and a decode step.

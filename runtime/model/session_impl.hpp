@@ -42,6 +42,11 @@ struct Session::Impl {
   };
   std::map<std::pair<uint32_t, HeadOut>, Recorded> programs;  // recorded once per (rows, out)
   Program* last = nullptr;                                    // the program of the last run (profile)
+  // A Phi-4-mini-flash (SambaY) model's sequence: its states and programs (model/phi4flash_forward.hpp); the KV
+  // cache, plan and programs above are then unused. Its states follow `held` and `pos` lazily (seek at each run).
+  std::unique_ptr<Phi4FlashForward> sambay;
+  // phi4flash: refuses what a SambaY session cannot do exactly (unsupported, naming `what` and why).
+  void refuse_sambay(const char* what, const char* why) const;
 
   // The model's forward pass of `rows` tokens, from the recipe, into g (tap: attention maps of one layer).
   TensorRef build(Graph& g, uint32_t rows, HeadOut out, const MapTap* tap) const;

@@ -73,13 +73,17 @@ std::vector<Segment> head_segments(const SessionStateShape& sh, uint32_t cap, ui
 }
 
 SessionStateShape shape_of(Session::Impl& s) {
-  if (!s.fingerprint) s.fingerprint = model_fingerprint(*s.m);
+  if (!s.fingerprint) s.fingerprint = s.m->sambay ? phi4flash_fingerprint(*s.m->sambay) : model_fingerprint(*s.m);
   SessionStateShape sh;
   sh.kv_type = s.kv_format == KvFormat::q8_0 ? StateKvType::q8_0 : s.m->fp16 ? StateKvType::f16 : StateKvType::f32;
   sh.fingerprint = s.fingerprint;
   sh.layers = s.m->cfg.num_layers;
   sh.kv_heads = s.m->cfg.num_kv_heads;
   sh.row_elems = s.m->cfg.kv_row();
+  if (s.sambay) {
+    const Phi4FlashForward* f = s.sambay.get();
+    sh.sambay_body = [f](uint32_t n) { return f->saved_bytes(n); };
+  }
   return sh;
 }
 
@@ -101,7 +105,7 @@ std::vector<uint8_t> encode_session_state_header(const SessionStateShape& sh, co
                                                  uint32_t exact) {
   std::vector<uint8_t> out(kSessionStateHeaderSize + 4 * tokens.size());
   std::memcpy(out.data(), kMagic, 8);
-  put_u32(&out[8], kSessionStateVersion);
+  put_u32(&out[8], sh.version());
   put_u32(&out[12], uint32_t(sh.kv_type));
   put_u64(&out[16], sh.fingerprint);
   put_u32(&out[24], sh.layers);
@@ -123,9 +127,15 @@ CheckedState check_session_state(const uint8_t* data, size_t size, const Session
   if (get_u64(data + size - kSessionStateTrailerSize) != fnv1a64(data, size - kSessionStateTrailerSize))
     refuse("checksum mismatch: the state is corrupt or truncated");
   const uint32_t version = get_u32(data + 8);
-  if (version != 1 && version != kSessionStateVersion)
+  if (version < 1 || version > kSessionStateSambaYVersion)
     refuse("format version " + std::to_string(version) + ", this build reads versions 1 to " +
-           std::to_string(kSessionStateVersion));
+           std::to_string(kSessionStateSambaYVersion));
+  if ((version == kSessionStateSambaYVersion) != bool(want.sambay_body))
+    refuse(want.sambay_body ? "format version " + std::to_string(version) +
+                                  " is a Differential Transformer's state; this phi4flash (SambaY) session keeps "
+                                  "version 3"
+                            : std::string("format version 3 is a phi4flash (SambaY) session's state; this model "
+                                          "keeps versions 1 and 2"));
   CheckedState r;
   r.header = version == 1 ? kSessionStateV1HeaderSize : kSessionStateHeaderSize;
   if (size < r.header + kSessionStateTrailerSize)
@@ -173,7 +183,11 @@ std::vector<uint8_t> Session::save_state() const {
   const uint64_t body = sh.file_bytes(n) - kSessionStateTrailerSize;
   out.resize(body + kSessionStateTrailerSize);
   uint64_t at = kSessionStateHeaderSize + 4ull * n;
-  for (uint32_t l = 0; l < sh.layers; ++l)
+  if (s.sambay) {
+    s.sambay->seek(s.held.data(), n);  // after a rewind: the states of the tokens held
+    s.sambay->save(out.data() + at);
+  }
+  for (uint32_t l = 0; l < sh.layers && !s.sambay; ++l)
     for (const BufferRange* r : {&s.kc[l], &s.vc[l]})
       for (const Segment& g : head_segments(sh, s.cap, n)) {
         s.kv[l].download(r->offset + g.offset, out.data() + at, g.bytes);
@@ -201,7 +215,8 @@ void Session::restore_state(const uint8_t* data, size_t size) {
   // Checked: from here on a failure (the device) leaves the session empty rather than half restored.
   s.truncate(0);
   uint64_t at = st.header + 4ull * n;
-  for (uint32_t l = 0; l < sh.layers; ++l)
+  if (s.sambay) s.sambay->restore(n, data + at);
+  for (uint32_t l = 0; l < sh.layers && !s.sambay; ++l)
     for (const BufferRange* r : {&s.kc[l], &s.vc[l]})
       for (const Segment& g : head_segments(sh, s.cap, n)) {
         s.kv[l].upload(r->offset + g.offset, data + at, g.bytes);

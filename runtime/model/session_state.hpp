@@ -14,10 +14,14 @@
 //                       (q8_0: per KV head the int8 quants of rows 0 … n-1, then their fp16 scales, 2·ceil(row/64)
 //                       per row: ops/kv_format.hpp's layout)
 //    size-8   u64      FNV-1a 64 of every byte before it
+// Version 3 is a Phi-4-mini-flash (SambaY) session's state: the same header (layers, KV heads and row elements of
+// its config, KV type f32/f16), the tokens, then Phi4FlashForward::save's body (model/phi4flash_forward.hpp: the
+// shared cache's rows, each sliding layer's last window − 1 positions, the Mamba conv and scan states in float32).
 // Pure functions (no Vulkan, no file I/O): encode_session_state_header and check_session_state.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,7 +29,8 @@
 
 namespace diffvk {
 
-constexpr uint32_t kSessionStateVersion = 2;  // version 1 (no `exact`, a 40-byte header) is still read
+constexpr uint32_t kSessionStateVersion = 2;        // version 1 (no `exact`, a 40-byte header) is still read
+constexpr uint32_t kSessionStateSambaYVersion = 3;  // a SambaY session's state (the header of version 2)
 constexpr size_t kSessionStateHeaderSize = 44;
 constexpr size_t kSessionStateV1HeaderSize = 40;
 constexpr size_t kSessionStateTrailerSize = 8;
@@ -37,6 +42,9 @@ struct SessionStateShape {
   StateKvType kv_type = StateKvType::f32;
   uint64_t fingerprint = 0;
   uint32_t layers = 0, kv_heads = 0, row_elems = 0;
+  // A SambaY session's state (version 3): the bytes of its body for n positions (Phi4FlashForward::saved_bytes).
+  std::function<uint64_t(uint32_t)> sambay_body;
+  uint32_t version() const { return sambay_body ? kSessionStateSambaYVersion : kSessionStateVersion; }
   uint64_t elem_bytes() const { return kv_type == StateKvType::f16 ? 2 : kv_type == StateKvType::q8_0 ? 1 : 4; }
   // Q8_0: fp16 scale bytes of one cache row (kv_q8_scale_slots of ops/kv_format.hpp); 0 otherwise.
   uint64_t scale_bytes() const { return kv_type == StateKvType::q8_0 ? uint64_t(kv_q8_scale_slots(row_elems)) * 2 : 0; }
@@ -44,6 +52,7 @@ struct SessionStateShape {
   uint64_t head_bytes(uint32_t n) const { return uint64_t(n) * (row_elems * elem_bytes() + scale_bytes()); }
   // The whole file for n tokens (header: kSessionStateHeaderSize, or 40 in version 1).
   uint64_t file_bytes(uint32_t n, uint64_t header = kSessionStateHeaderSize) const {
+    if (sambay_body) return header + 4ull * n + sambay_body(n) + kSessionStateTrailerSize;
     return header + 4ull * n + uint64_t(layers) * 2 * kv_heads * head_bytes(n) + kSessionStateTrailerSize;
   }
 };
@@ -58,7 +67,7 @@ struct CheckedState {
   uint64_t header = kSessionStateHeaderSize;  // where the tokens start (40 in version 1)
 };
 
-// Checks a whole state (version 1 or 2) against what the restoring session has. Throws
+// Checks a whole state (version 1 or 2; 3 for a SambaY session) against what the restoring session has. Throws
 // Error(invalid_argument) naming what does not match: magic, checksum (corrupt or truncated), version,
 // KV type, model (fingerprint or shape), position beyond `capacity`, exact beyond n, a token outside
 // [0, vocab), the size. The tokens start at `header`, the KV rows at header + 4n.

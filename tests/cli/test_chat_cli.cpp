@@ -13,6 +13,7 @@
 #include "cli_run.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
+#include "phi4flash_model.hpp"
 
 using namespace diffvk;
 
@@ -31,14 +32,15 @@ bool have_script() {
   return false;
 }
 // Types `input` into `diffvk chat <args>` running on a pseudo-terminal; returns the exit code and the terminal's text.
-std::pair<int, std::string> chat(const test::TempDir& tmp, const std::string& args, const std::string& input) {
+std::pair<int, std::string> chat(const test::TempDir& tmp, const std::string& args, const std::string& input,
+                                 const std::string& model = kModel) {
   const std::string in = tmp / "in.txt", out = tmp / "out.txt";
   test::write_text(in, input);
   // script runs its command through $SHELL. dash (CI's /bin/sh) does not exec the last command, so a plain
   // `timeout` would put the CLI in a background process group, and its first read of the terminal would stop it
   // (SIGTTIN) until the timeout: --foreground keeps it in the terminal's foreground group, and SHELL is pinned.
   const std::string cmd = "SHELL=/bin/sh script -qefc \"timeout --foreground 120 " + std::string(DIFFVK_CLI_PATH) +
-                          " chat --model " + kModel + " " + args + "\" /dev/null < " + in + " > " + out + " 2>&1";
+                          " chat --model " + model + " " + args + "\" /dev/null < " + in + " > " + out + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream f(out);
   std::string text(std::istreambuf_iterator<char>(f), {});
@@ -131,3 +133,22 @@ TEST_SUITE("large") {
   }
 }
 #endif
+
+// A Phi-4-mini-flash (SambaY) checkpoint with Phi-4-mini's tokenizer structure (the o200k-bpe fixture) and the phi4
+// chat template: two turns (the second reuses the first's prefix: a SambaY session's rewind), /save and /load.
+TEST_CASE("cli: chat with a phi4flash model and the phi4 template: two turns, /save and /load") {
+  if (!have_script()) return;
+  test::TempDir tmp("diffvk-chat-phi4flash");
+  const std::string model = tmp / "model", saved = tmp / "chat.json";
+  test::write_tiny_phi4flash(model, 868, 512, 3, std::string(DIFFVK_TEST_DATA_DIR) + "/tokenizer/o200k-bpe");
+  int rc = 0;
+  std::string out;
+  std::tie(rc, out) = chat(tmp, "--chat-template phi4 --system 'Be brief.' -n 6",
+                           "Hello there\nAnd then?\n/save " + saved + "\n/reset\n/load " + saved + "\n/quit\n", model);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "chat template phi4"));
+  CHECK(count(out, "[6 tokens,") + count(out, "eos]") + count(out, "stop string]") == 2);  // two replies
+  CHECK(contains(out, "[saved 5 messages to " + saved + "]"));
+  CHECK(contains(out, "[loaded 5 messages,"));
+}

@@ -1,8 +1,7 @@
 // Phi-4-mini-flash (phi4flash) checkpoints as row sources (runtime/model/phi4flash_checkpoint.*): the tiny fixture
 // (single file, sharded, one file in memory), hostile variants refused naming the tensor, the GGUF export and import
-// (F16/Q8_0/Q4_0, inconsistent keys refused naming them, the tokenizer inside), and the refusal of every load path
-// after the checkpoint was verified (no forward graph yet). Host only, except the one case that needs a Context for
-// Model::load's paths and the CLI's.
+// (F16/Q8_0/Q4_0, inconsistent keys refused naming them, the tokenizer inside), and every load path (Model::load's,
+// the C ABI's, the CLI's) running it. Host only, except the cases that need a Context for those paths.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -442,18 +441,12 @@ TEST_CASE("phi4flash checkpoint: the tokenizer goes into the GGUF and reads back
   CHECK_MESSAGE(err.msg.find("without tokenizer.json") != std::string::npos, err.msg);
 }
 
-TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then refuses it (no forward graph yet)") {
-  const std::string not_built = "the checkpoint was read and verified";
+TEST_CASE("phi4flash checkpoint: every load path loads it, and each gives the directory's logits") {
   test::TempDir tmp("diffvk-phi4flash-load");
   const std::string gguf = tmp / "m.gguf";
   quantize_model(kFixture, gguf, QuantKind::q8_0);
-  for (const std::string& path : {kFixture, gguf}) {
-    const Caught e = error_of([&] { open_checkpoint(path); });
-    CHECK(e.st == Status::unsupported);
-    CHECK_MESSAGE(e.msg.find(not_built) != std::string::npos, e.msg);
-    CHECK_MESSAGE(e.msg.find("forward graph is not built yet") != std::string::npos, e.msg);
-  }
-  // A hostile directory is refused for what is wrong with it, not for the missing graph.
+  for (const std::string& path : {kFixture, gguf}) CHECK(open_checkpoint(path).phi4flash != nullptr);
+  // A hostile directory is refused for what is wrong with it.
   test::Tensors ts = test::read_tensors(kFixture + "/model.safetensors");
   ts.erase("model.layers.5.attn.Wqkv.bias");
   write_dir(tmp, ts);
@@ -461,34 +454,40 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   CHECK(e.st == Status::format_error);
   CHECK_MESSAGE(e.msg.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, e.msg);
 
-  // Model::load's paths: directory, .gguf file, memory (safetensors and .gguf), descriptors.
+  // Model::load's paths: directory, .gguf file, memory (safetensors and .gguf), descriptors. The safetensors paths
+  // give the directory's logits exactly; the .gguf paths (Q8_0 linears, dequantized at load) each other's.
   auto ctx = test::make_context();
   const std::string cfg = fixture_config();
   const auto st_bytes = test::read_bytes(kFixture + "/model.safetensors"), g_bytes = test::read_bytes(gguf);
-  auto expect_refused = [&](const std::function<void()>& load) {
-    const Caught e = error_of(load);
-    CHECK(e.st == Status::unsupported);
-    CHECK_MESSAGE(e.msg.find(not_built) != std::string::npos, e.msg);
+  const std::vector<int32_t> prompt{1, 5, 9, 33, 2, 70, 11};
+  auto logits = [&](const std::unique_ptr<Model>& m) {
+    REQUIRE(m->config().format == "phi4flash");
+    return Session::create(*m)->prefill(prompt);
   };
-  expect_refused([&] { Model::load(*ctx, kFixture); });
-  expect_refused([&] { Model::load(*ctx, gguf); });
-  expect_refused([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), st_bytes.data(), st_bytes.size(), "mem"); });
-  expect_refused([&] { Model::load_memory(*ctx, nullptr, 0, g_bytes.data(), g_bytes.size(), "mem"); });
+  const std::vector<float> dir = logits(Model::load(*ctx, kFixture)), gg = logits(Model::load(*ctx, gguf));
+  CHECK(logits(Model::load_memory(*ctx, cfg.data(), cfg.size(), st_bytes.data(), st_bytes.size(), "mem")) == dir);
+  CHECK(logits(Model::load_memory(*ctx, nullptr, 0, g_bytes.data(), g_bytes.size(), "mem")) == gg);
   const int cfd = ::open((kFixture + "/config.json").c_str(), O_RDONLY),
             wfd = ::open((kFixture + "/model.safetensors").c_str(), O_RDONLY), gfd = ::open(gguf.c_str(), O_RDONLY);
   REQUIRE((cfd >= 0 && wfd >= 0 && gfd >= 0));
-  expect_refused([&] { Model::load_fd(*ctx, {cfd, 0, -1}, {wfd, 0, -1}); });
-  expect_refused([&] { Model::load_fd(*ctx, {-1, 0, 0}, {gfd, 0, -1}); });
+  CHECK(logits(Model::load_fd(*ctx, {cfd, 0, -1}, {wfd, 0, -1})) == dir);
+  CHECK(logits(Model::load_fd(*ctx, {-1, 0, 0}, {gfd, 0, -1})) == gg);
   ::close(cfd);
   ::close(wfd);
   ::close(gfd);
+  // Quantizing at load is refused, naming the option.
+  LoadOptions q4;
+  q4.weights = QuantKind::q4_0;
+  const Caught eq = error_of([&] { Model::load(*ctx, kFixture, q4); });
+  CHECK(eq.st == Status::unsupported);
+  CHECK_MESSAGE(eq.msg.find("LoadOptions::weights q4_0") != std::string::npos, eq.msg);
   // Hostile bytes in memory: the tensor named.
   const auto bad = test::encode_safetensors(ts);
   const Caught e2 = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });
   CHECK(e2.st == Status::format_error);
   CHECK_MESSAGE(e2.msg.find("model.layers.5.attn.Wqkv.bias") != std::string::npos, e2.msg);
 
-  // The C ABI (and Java, which calls it): DIFFVK_UNSUPPORTED with the same message, no model.
+  // The C ABI (and Java, which calls it): a model, and a session of it.
   diffvk_context_options opt;
   diffvk_context_default_options(&opt);
   opt.validation = 1;
@@ -496,14 +495,17 @@ TEST_CASE("phi4flash checkpoint: every load path verifies the checkpoint, then r
   REQUIRE(diffvk_context_create(&opt, &c) == DIFFVK_OK);
   for (const std::string& path : {kFixture, gguf}) {
     diffvk_model* m = nullptr;
-    CHECK(diffvk_model_load(c, path.c_str(), &m) == DIFFVK_UNSUPPORTED);
-    CHECK(m == nullptr);
-    CHECK_MESSAGE(std::string(diffvk_last_error()).find(not_built) != std::string::npos, diffvk_last_error());
+    CHECK_MESSAGE(diffvk_model_load(c, path.c_str(), &m) == DIFFVK_OK, diffvk_last_error());
+    CHECK(m != nullptr);
+    diffvk_session* s = nullptr;
+    CHECK(diffvk_session_create(m, 0, 0, &s) == DIFFVK_OK);
+    CHECK(diffvk_session_destroy(s) == DIFFVK_OK);
+    CHECK(diffvk_model_destroy(m) == DIFFVK_OK);
   }
   CHECK(diffvk_context_destroy(c) == DIFFVK_OK);
 }
 
-TEST_CASE("phi4flash checkpoint: diffvk quantize writes a .gguf, diffvk run refuses it clearly") {
+TEST_CASE("phi4flash checkpoint: diffvk quantize writes a .gguf, and diffvk run and logits run it") {
   test::TempDir tmp("diffvk-phi4flash-cli");
   const std::string gguf = tmp / "m.gguf";
   test::CliResult r = test::run_cli(tmp, "quantize --type q4_0 " + kFixture + " " + gguf);
@@ -513,14 +515,11 @@ TEST_CASE("phi4flash checkpoint: diffvk quantize writes a .gguf, diffvk run refu
   CHECK_MESSAGE(r.exit_code == 0, r.out);
   CHECK_MESSAGE(r.out.find("\"phi4flash.ssm.state_size\"") != std::string::npos, r.out);
   for (const std::string& model : {kFixture, gguf}) {
-    r = test::run_cli(tmp, "run --model " + model + " --prompt 'Hi' -n 2");
-    CHECK(r.exit_code != 0);
-    CHECK_MESSAGE(r.out.find("forward graph is not built yet") != std::string::npos, r.out);
     test::write_tokens(tmp / "t.npy", {1, 5, 9});
     r = test::run_cli(tmp, "logits --model " + model + " --tokens " + (tmp / "t.npy") + " --prompt-len 2 --output " +
                                (tmp / "l.npy"));
-    CHECK(r.exit_code != 0);
-    CHECK_MESSAGE(r.out.find("forward graph is not built yet") != std::string::npos, r.out);
-    CHECK(!std::filesystem::exists(tmp / "l.npy"));
+    CHECK_MESSAGE(r.exit_code == 0, r.out);
+    CHECK(std::filesystem::exists(tmp / "l.npy"));
+    std::filesystem::remove(tmp / "l.npy");
   }
 }

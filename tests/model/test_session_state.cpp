@@ -110,7 +110,8 @@ TEST_CASE(
   flipped[100] ^= 1;
   refused(flipped, "checksum mismatch");
   refused(patched(state, 0, 'X'), "not a diffvk session state");
-  refused(patched(state, 8, 3), "format version 3, this build reads versions 1 to 2");
+  refused(patched(state, 8, 4), "format version 4, this build reads versions 1 to 3");
+  refused(patched(state, 8, 3), "format version 3 is a phi4flash (SambaY) session's state");
   const bool fp16 = ctx->precision() == Precision::fp16;
   refused(patched(state, 12, fp16 ? 1 : 2),
           fp16 ? "KV type f32, this session's is f16" : "KV type f16, this session's is f32");

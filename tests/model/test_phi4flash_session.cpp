@@ -1,0 +1,149 @@
+// A Phi-4-mini-flash (SambaY) model through the public API (Model::load, Session): the tiny fixture
+// tests/data/phi4flash_tiny (8 layers, every kind, window 5) against the float64 reference's full form
+// (ref::sambay_forward_full), with the weights as the device holds them (float32 from the BF16 checkpoint: exact).
+// Prefill (all rows and YOCO's last), decode one token at a time across the sliding window, rewind (into the last
+// run: its snapshot; further back: a recompute), prefix reuse, and saved state restored into a session of another
+// chunk: every row's logits within the whole-model fp32 bound of docs/maths.md (max abs <= 1e-4·scale). What a
+// SambaY session cannot do exactly is refused, naming it.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "diffvk/model.hpp"
+#include "diffvk/npy.hpp"
+#include "gpu_test.hpp"
+#include "model/phi4flash_checkpoint.hpp"
+#include "model_parity.hpp"
+#include "phi4flash_fixture.hpp"
+#include "status_of.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+const std::string kFixture = std::string(DIFFVK_TEST_DATA_DIR) + "/phi4flash_tiny";
+
+// Seeded random ids (the fixture's config: vocab 97, 64 positions).
+std::vector<int32_t> random_tokens(size_t n, uint32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = int32_t(rng() % vocab);
+  return t;
+}
+
+struct Fixture {
+  ref::SambaYShape shape;
+  ref::SambaYWeights weights;
+  uint32_t V = 0;
+  Fixture() {
+    const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
+    shape = test::phi4flash_shape(ck.config);
+    weights = test::phi4flash_weights(shape, SafetensorsFile::open(kFixture + "/model.safetensors"));
+    V = ck.config.vocab_size;
+  }
+  // Row i of the reference's full form over toks (every row's logits).
+  std::vector<double> expect(const std::vector<int32_t>& toks) const {
+    return ref::sambay_forward_full(shape, weights, std::vector<int>(toks.begin(), toks.end()));
+  }
+};
+
+// Logits of one or more rows against the reference rows [row0, row0 + rows).
+void check_rows(const std::vector<float>& got, const std::vector<double>& expect, size_t row0, size_t rows, uint32_t V,
+                const std::string& what) {
+  REQUIRE(got.size() == rows * V);
+  const std::vector<float> want(expect.begin() + row0 * V, expect.begin() + (row0 + rows) * V);
+  const test::Parity p = test::parity(got, want, V);
+  INFO(what << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " top1=" << p.top1);
+  CHECK(test::ok(p, false));
+}
+
+}  // namespace
+
+TEST_CASE("phi4flash session: prefill, decode across the window, rewind, prefix reuse and saved state, fp32") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  const Fixture fx;
+  auto model = Model::load(*ctx, kFixture);
+  CHECK(model->config().format == "phi4flash");
+  CHECK(model->config().vocab_size == fx.V);
+  SessionOptions so;
+  so.chunk = 4;  // rings of 5 + 4 − 1 = 8 rows, wrapped several times by 30 tokens
+  auto s = Session::create(*model, so);
+  CHECK(s->chunk() == 4);
+  CHECK(!s->device_sampling());
+  const std::vector<int32_t> toks = random_tokens(30, fx.V, 11);
+  const std::vector<double> expect = fx.expect(toks);
+
+  // Prefill 10 rows (chunks 4, 4, 2) with every row's logits, then the YOCO last row of the next 5.
+  check_rows(s->prefill({toks.begin(), toks.begin() + 10}, true), expect, 0, 10, fx.V, "prefill all rows");
+  check_rows(s->prefill({toks.begin() + 10, toks.begin() + 15}), expect, 14, 1, fx.V, "prefill YOCO last row");
+  for (size_t i = 15; i < 22; ++i) check_rows(s->decode(toks[i]), expect, i, 1, fx.V, "decode " + std::to_string(i));
+  CHECK(s->position() == 22);
+
+  // Rewind into the last run (its snapshot): decode row 21 again; further back (a recompute from 0): rows 6 … 8.
+  s->rewind(21);
+  check_rows(s->decode(toks[21]), expect, 21, 1, fx.V, "decode after rewinding one token");
+  s->rewind(6);
+  check_rows(s->prefill({toks.begin() + 6, toks.begin() + 9}, true), expect, 6, 3, fx.V, "prefill after rewind 6");
+  // A rewind inside a multi-row run: prefill 4 rows (one run), keep 2, decode the third.
+  check_rows(s->prefill({toks.begin() + 9, toks.begin() + 13}, true), expect, 9, 4, fx.V, "prefill 9 … 12");
+  s->rewind(11);
+  check_rows(s->decode(toks[11]), expect, 11, 1, fx.V, "decode 11 after rewinding into the run");
+
+  // Prefix reuse: the held 12 tokens are kept, the rest computed.
+  uint32_t reused = 0;
+  check_rows(s->prefill_reusing({toks.begin(), toks.begin() + 20}, &reused), expect, 19, 1, fx.V, "prefill_reusing");
+  CHECK(reused == 12);
+
+  // Saved state, restored into a session of another chunk (rings of another size): decoding goes on exactly.
+  const std::vector<uint8_t> state = s->save_state();
+  CHECK(state.size() == s->state_bytes());
+  SessionOptions so3;
+  so3.chunk = 3;
+  auto r = Session::create(*model, so3);
+  r->restore_state(state.data(), state.size());
+  CHECK(r->position() == 20);
+  CHECK(r->tokens() == std::vector<int32_t>(toks.begin(), toks.begin() + 20));
+  for (size_t i = 20; i < 30; ++i) check_rows(r->decode(toks[i]), expect, i, 1, fx.V, "restored decode");
+  // The state of the first session is unchanged by saving it.
+  check_rows(s->decode(toks[20]), expect, 20, 1, fx.V, "decode after save");
+
+  // A fresh session's prompt in one prefill equals the step-by-step rows (reset and reuse of a session).
+  s->reset();
+  check_rows(s->prefill(toks), expect, 29, 1, fx.V, "prefill of 30 after reset");
+}
+
+TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and the session still runs after") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  auto model = Model::load(*ctx, kFixture);
+  SessionOptions q8;
+  q8.kv_cache = KvCacheType::q8_0;
+  CHECK(test::status_of([&] { Session::create(*model, q8); }) == Status::unsupported);
+  auto s = Session::create(*model);
+  CHECK(s->capacity() == model->config().max_position_embeddings);
+  s->prefill({1, 2, 3, 4, 5, 6});
+  CHECK(test::status_of([&] { s->shift(1, 2); }) == Status::unsupported);
+  CHECK(test::status_of([&] { s->decode_sample(3); }) == Status::unsupported);
+  CHECK(test::status_of([&] { s->attention_maps({1, 2}, 1); }) == Status::unsupported);
+  CHECK(test::status_of([&] { s->decode(int32_t(model->config().vocab_size)); }) == Status::invalid_argument);
+  CHECK(s->position() == 6);
+  CHECK(s->decode(7).size() == model->config().vocab_size);
+  // A Differential Transformer's state is refused by a SambaY session (and the reverse).
+  auto dt = Model::load(*ctx, std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
+  auto ds = Session::create(*dt);
+  ds->prefill({1, 2, 3});
+  const std::vector<uint8_t> dstate = ds->save_state(), pstate = s->save_state();
+  try {
+    s->restore_state(dstate.data(), dstate.size());
+    FAIL("a transformer's state was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("Differential Transformer's state") != std::string::npos);
+  }
+  CHECK(test::status_of([&] { ds->restore_state(pstate.data(), pstate.size()); }) == Status::invalid_argument);
+  CHECK(s->position() == 7);
+}
