@@ -1,6 +1,7 @@
 #include "bench/model_bench.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -15,6 +16,14 @@
 namespace diffvk::bench {
 
 namespace {
+
+// One greedy decode step: sampled on the device where the session can (decode_sample), else its logits read back
+// and the argmax taken on the host (a phi4flash session).
+int32_t greedy_step(Session& s, int32_t token) {
+  if (s.device_sampling()) return s.decode_sample(token);
+  const std::vector<float> lg = s.decode(token);
+  return static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+}
 
 // One weight type's figures, for the side-by-side table of --weights LIST.
 struct TypeRow {
@@ -66,7 +75,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     const double p = seconds_since(t0);
     int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     t0 = Clock::now();
-    for (uint32_t i = 0; i < N; ++i) next = session->decode_sample(next);  // greedy on the device
+    for (uint32_t i = 0; i < N; ++i) next = greedy_step(*session, next);  // greedy, on the device where it can
     const double d = seconds_since(t0);
     if (r >= 0) {
       prefill_s.push_back(p);
@@ -92,7 +101,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     const double p = seconds_since(t0);
     int32_t next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
     t0 = Clock::now();
-    for (uint32_t i = 0; i < N; ++i) next = session->decode_sample(next);
+    for (uint32_t i = 0; i < N; ++i) next = greedy_step(*session, next);
     const double d = seconds_since(t0);
     context_rows.push_back({{"context", C},
                             {"prefill_seconds", p},
@@ -100,6 +109,43 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                             {"decode_ms_per_token", 1e3 * d / N},
                             {"decode_tokens_per_s", N / d}});
   }
+  // phi4flash: YOCO prefill (the cross-decoder for the last row only) against every row through every layer
+  // (SessionOptions::yoco false), the same prompt, each after one warm-up, interleaved; the last row's logits compared.
+  json yoco_json;
+  const bool sambay = c.format == "phi4flash";
+  double yoco_speedup = 0, yoco_full_s = 0, yoco_max_diff = 0;
+  if (sambay) {
+    sink.step("model: YOCO prefill against every row through every layer");
+    SessionOptions fso = so;
+    fso.yoco = false;
+    auto full = Session::create(*model, fso);
+    std::vector<double> yoco_s, full_s;
+    for (int r = -1; r < runs; ++r) {
+      sink.check_cancel("between YOCO runs");
+      session->reset();
+      full->reset();
+      auto t0 = Clock::now();
+      const std::vector<float> a1 = session->prefill(prompt);
+      const double y = seconds_since(t0);
+      t0 = Clock::now();
+      const std::vector<float> a2 = full->prefill(prompt);
+      const double f = seconds_since(t0);
+      for (size_t i = 0; i < a1.size(); ++i) yoco_max_diff = std::max(yoco_max_diff, double(std::abs(a1[i] - a2[i])));
+      if (r >= 0) {
+        yoco_s.push_back(y);
+        full_s.push_back(f);
+      }
+    }
+    const Stats y = stats_of(yoco_s), f = stats_of(full_s);
+    yoco_speedup = f.median / y.median;
+    yoco_full_s = f.median;
+    yoco_json = {{"tokens", P},
+                 {"yoco_seconds", stats_json(y, "s")},
+                 {"every_layer_seconds", stats_json(f, "s")},
+                 {"speedup", yoco_speedup},
+                 {"last_row_max_abs_diff", yoco_max_diff}};
+  }
+  const uint64_t session_state_bytes = session->kv_cache_bytes();
   // Saved state: the P-token prompt's state saved and restored into another session,
   // checked first (the restored session's next logits equal the saved one's, bit for bit), then timed.
   // The peak device memory figure is that of the model and its timed session (the second session below is not counted).
@@ -133,7 +179,10 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const double E = c.hidden_size, kv = double(c.num_kv_heads) * c.kv_row();
   const double qo =
       c.v2() ? (2.0 * c.num_heads * c.head_dim() + c.num_heads + double(c.num_heads) * c.head_dim()) * E : 2.0 * E * E;
-  const double mat_weights = c.num_layers * (qo + 2.0 * E * kv + 3.0 * E * c.intermediate_size) + E * c.vocab_size;
+  // phi4flash: every stored weight (its layers differ by kind), the tied embedding counted once as the head.
+  const double mat_weights =
+      sambay ? bytes / (ctx.device().fp16() ? 2.0 : 4.0)
+             : c.num_layers * (qo + 2.0 * E * kv + 3.0 * E * c.intermediate_size) + E * c.vocab_size;
   const double flops_per_token = 2.0 * mat_weights;
   // Prefill reads the weights once for P rows; decode once per token.
   const PeakFraction prefill_pf =
@@ -170,6 +219,11 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   sink.reportf("  decode:  %u tokens, median %.3f s (min %.3f, max %.3f): %.1f tokens/s, %.2f ms/token", N, ds.median,
                ds.min, ds.max, decode_tps, 1e3 * ds.median / N);
   sink.reportf("  time to first token: %.3f s (the %u-token prefill, logits read back)", ps.median, P);
+  if (sambay)
+    sink.reportf(
+        "  YOCO prefill: %.3f s against %.3f s with every row through every layer: %.2fx (last row's logits differ "
+        "by at most %.3g); session caches and states: %.2f MB for a context of %u",
+        ps.median, yoco_full_s, yoco_speedup, yoco_max_diff, session_state_bytes / 1e6, session->capacity());
   sink.reportf(
       "  cold start: load %.3f s + session %.3f s + first prefill %.3f s = %.3f s to the first token; the first "
       "prefill and decode compiled %llu pipeline(s) in %.3f s (pipeline cache %s)",
@@ -217,7 +271,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
     double total = 0;
     size_t per_token = 0;
     for (uint32_t i = 0; i < N; ++i) {
-      tok = prof_session->decode_sample(tok);
+      tok = greedy_step(*prof_session, tok);
       const auto prof = prof_session->last_profile();
       per_token = prof.size();
       for (const auto& d : prof) {
@@ -322,6 +376,9 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                      {"pipeline_cache", ctx.device().pipeline_cache_state()},
                      {"pipeline_cache_file", ctx.device().pipeline_cache_path()}};
   if (!context_rows.empty()) j["contexts"] = std::move(context_rows);
+  if (sambay) j["yoco_prefill"] = std::move(yoco_json);
+  j["session_cache_bytes"] = session_state_bytes;
+  j["session_context"] = session->capacity();
   j["session_state"] = {{"tokens", P},
                         {"bytes", state.size()},
                         {"save_seconds", stats_json(ss, "s")},

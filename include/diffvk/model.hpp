@@ -166,6 +166,10 @@ struct SessionOptions {
   // while it is set); returning true makes the call throw Error(cancelled) with nothing changed.
   std::function<bool()> should_abort;
   KvCacheType kv_cache = KvCacheType::f16;  // the KV cache's format (q8_0: about half the bytes of f16)
+  // phi4flash (SambaY) only: a prompt's rows run the cross-decoder (the layers past the full-attention layer's K/V
+  // append) only where their logits are asked (YOCO prefill, docs/phi4flash.md). false: every row runs every layer,
+  // the baseline `bench` measures YOCO against. The logits and the state after the prompt are the same either way.
+  bool yoco = true;
 };
 
 // Top-k limit of device sampling (Session::decode_sample).

@@ -201,6 +201,7 @@ struct Phi4FlashForward::Impl {
   std::unique_ptr<Program> restore_prog;  // snapshot -> recurrent states
   uint32_t state_pos = 0, snap_pos = 0;
   bool snap_valid = false;
+  bool yoco = true;  // Phi4FlashForwardOptions::yoco
 
   AttnShape attn_shape(uint32_t capacity) const {
     return AttnShape::heads(w->E, w->H, w->Hkv, w->D).cache(capacity, chunk).norms(float(w->cfg.layer_norm_eps), 1e-5f);
@@ -228,8 +229,9 @@ struct Phi4FlashForward::Impl {
     f1.rows = 1;
     f1.row = false;
     f1.attn_sync = f.attn_sync;
-    const bool yoco = out != HeadOut::all;
-    if (yoco) f1.pos = g.bind("last position", TensorRole::external, ElemType::u32, {1}, dyn.range(last_pos, 4));
+    const bool yoco = out != HeadOut::all && this->yoco;
+    if (out != HeadOut::all)
+      f1.pos = g.bind("last position", TensorRole::external, ElemType::u32, {1}, dyn.range(last_pos, 4));
     const float eps = float(M.cfg.layer_norm_eps);
     // The recurrent states as they are before this run (seek's rewind point), copied first.
     const TensorRef rec = g.bind("recurrent states", TensorRole::kv_cache, ElemType::f32, {recurrent.size / 4},
@@ -340,8 +342,14 @@ struct Phi4FlashForward::Impl {
       add_mlp_block(*cur, x, E, mlp);
       g.end_group();
     }
-    if (out == HeadOut::none)
-      throw Error(Status::internal, "phi4flash: YOCO without a full-attention layer (the plan always has one)");
+    if (out == HeadOut::none) {
+      if (yoco) throw Error(Status::internal, "phi4flash: YOCO without a full-attention layer (the plan has one)");
+      return {tokens, {}};
+    }
+    if (!yoco && out == HeadOut::last) {  // yoco off: every row ran every layer; the head the last row
+      x = add_last_row(f, x, "x.last");
+      cur = &f1;
+    }
     Head hd;
     hd.norm = vec("final_layernorm.weight", M.final_w, E);
     hd.norm_b = vec("final_layernorm.bias", M.final_b, E);
@@ -396,6 +404,7 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
   m->cap = o.max_positions ? o.max_positions : c.max_position_embeddings;
   m->chunk = std::min(o.chunk ? o.chunk : m->cap, m->cap);
   m->ring = W.W + m->chunk - 1;
+  m->yoco = o.yoco;
 
   // States: one buffer, every range aligned; the recurrent states first, contiguous (one copy snapshots them).
   const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;

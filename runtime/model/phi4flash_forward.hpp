@@ -41,6 +41,7 @@ struct Phi4FlashForwardOptions {
   // attends), so a prompt longer than that wraps its rings.
   uint32_t chunk = 0;
   uint64_t staging_bytes = 16ull << 20;  // weight upload slice (load only)
+  bool yoco = true;  // false: HeadOut::last and none run every row through every layer (SessionOptions::yoco)
 };
 
 class Phi4FlashForward {

@@ -101,6 +101,7 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
       throw Error(Status::unsupported, "session: GPU timestamps (profile) are not recorded for phi4flash yet");
     Phi4FlashForwardOptions fo;
     fo.max_positions = s->cap;
+    fo.yoco = o.yoco;
     // The automatic chunk: 64 rows. Each sliding-window layer's ring holds window + chunk − 1 rows, so a longer
     // chunk costs ring memory in every session (docs/phi4flash.md, session memory).
     fo.chunk = o.chunk ? std::min(o.chunk, s->cap) : std::min(64u, s->cap);

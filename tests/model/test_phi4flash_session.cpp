@@ -13,12 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "diffvk/generate.hpp"
 #include "diffvk/model.hpp"
+#include "diffvk/tokenizer.hpp"
 #include "diffvk/npy.hpp"
 #include "gpu_test.hpp"
 #include "model/phi4flash_checkpoint.hpp"
 #include "model_parity.hpp"
 #include "phi4flash_fixture.hpp"
+#include "phi4flash_model.hpp"
 #include "status_of.hpp"
 
 using namespace diffvk;
@@ -146,4 +149,48 @@ TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and th
   }
   CHECK(test::status_of([&] { ds->restore_state(pstate.data(), pstate.size()); }) == Status::invalid_argument);
   CHECK(s->position() == 7);
+}
+
+// Speculative decoding verifies drafts as prefill rows and rewinds past the rejected ones (a SambaY session: the
+// snapshot, or a recompute when a pass spans runs): greedy output and the session's tokens equal plain greedy's.
+TEST_CASE("phi4flash session: speculative decoding with prompt lookup gives the tokens of plain greedy decoding") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  // The fixture's shape with a vocabulary of 300 (a bytes tokenizer needs 256 ids).
+  test::TempDir tmp("diffvk-phi4flash-speculate");
+  test::write_tiny_phi4flash(tmp.path(), 300, 96, 9);
+  auto model = Model::load(*ctx, tmp.path());
+  const uint32_t V = model->config().vocab_size;
+  const Tokenizer tok = Tokenizer::bytes(V, 1, 2);
+  std::vector<int32_t> prompt = random_tokens(12, V, 5);
+  prompt.insert(prompt.end(), prompt.begin(), prompt.end());  // repeats: the lookup drafts at once
+  SamplingOptions greedy;
+  greedy.temperature = 0.0f;
+  auto run = [&](const GenerateOptions& o, std::vector<int32_t>* held) {
+    SessionOptions so;
+    so.chunk = 4;  // a pass of k + 1 > 4 rows spans runs
+    auto s = Session::create(*model, so);
+    Sampler sampler(greedy);
+    GenerateResult r = generate(*s, sampler, tok, prompt, o);
+    *held = s->tokens();
+    return r;
+  };
+  GenerateOptions plain;
+  plain.max_tokens = 24;
+  std::vector<int32_t> want_held, held;
+  const GenerateResult want = run(plain, &want_held);
+  REQUIRE(want.tokens.size() == 24);
+  for (uint32_t k : {1u, 3u, 8u}) {
+    CAPTURE(k);
+    GenerateOptions o = plain;
+    o.speculate.draft = Draft::lookup;
+    o.speculate.k = k;
+    o.speculate.ngram = 1;
+    const GenerateResult r = run(o, &held);
+    CHECK(r.tokens == want.tokens);
+    CHECK(held == want_held);
+    CHECK(r.verify_passes > 0);
+    MESSAGE("k " << k << ": " << r.verify_passes << " passes, " << r.accepted << " of " << r.drafted
+                 << " drafted tokens accepted");
+  }
 }
