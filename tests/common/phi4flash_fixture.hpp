@@ -11,6 +11,7 @@
 
 #include "io/safetensors.hpp"
 #include "model/phi4flash_config.hpp"
+#include "reference/diff_attn_ref.hpp"
 #include "reference/phi4flash_ref.hpp"
 
 namespace diffvk::test {
@@ -85,6 +86,22 @@ inline ref::SambaYWeights phi4flash_weights(const ref::SambaYShape& s, const Saf
     }
     w.layers.push_back(std::move(l));
   }
+  return w;
+}
+
+// The reference's weights as the device holds them: float32 from a BF16 checkpoint is exact; for fp16 storage the
+// storage-type tensors rounded to fp16 (the biases, A_log and D stay float32 on the device, and λ is computed on the
+// host from the float vectors).
+inline ref::SambaYWeights as_device_holds(ref::SambaYWeights w, bool fp16) {
+  if (!fp16) return w;
+  auto r = [](std::vector<double>& v) { v = ref::round_to_f16(v); };
+  r(w.embed);
+  r(w.final_w);
+  r(w.final_b);
+  for (ref::SambaYLayer& l : w.layers)
+    for (std::vector<double>* v : {&l.ln1_w, &l.ln1_b, &l.ln2_w, &l.ln2_b, &l.fc1, &l.fc2, &l.wqkv, &l.wo, &l.subln,
+                                   &l.in_proj, &l.conv_w, &l.conv_b, &l.x_proj, &l.dt_w, &l.out_proj})
+      r(*v);  // not wqkv_b, wo_b, dt_b, A_log, Dskip (float32), nor λ's vectors (read on the host)
   return w;
 }
 

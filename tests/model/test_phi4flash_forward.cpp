@@ -53,20 +53,6 @@ std::vector<int32_t> prompt_of(size_t n, uint32_t vocab) {
   return t;
 }
 
-// The reference's weights as the device holds them (see the file comment).
-ref::SambaYWeights as_device_holds(ref::SambaYWeights w, bool fp16) {
-  if (!fp16) return w;  // BF16 values are exact in float32
-  auto r = [](std::vector<double>& v) { v = ref::round_to_f16(v); };
-  r(w.embed);
-  r(w.final_w);
-  r(w.final_b);
-  for (ref::SambaYLayer& l : w.layers)
-    for (std::vector<double>* v : {&l.ln1_w, &l.ln1_b, &l.ln2_w, &l.ln2_b, &l.fc1, &l.fc2, &l.wqkv, &l.wo, &l.subln,
-                                   &l.in_proj, &l.conv_w, &l.conv_b, &l.x_proj, &l.dt_w, &l.out_proj})
-      r(*v);  // not wqkv_b, wo_b, dt_b, A_log, Dskip (float32), nor λ's vectors (read on the host)
-  return w;
-}
-
 struct Case {
   size_t tokens = 0;
   uint32_t chunk = 0;  // 0: the whole prompt in one program
@@ -87,7 +73,7 @@ void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bo
   const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
   const ref::SambaYShape shape = test::phi4flash_shape(ck.config);
   const auto file = SafetensorsFile::open(kFixture + "/model.safetensors");
-  const ref::SambaYWeights weights = as_device_holds(test::phi4flash_weights(shape, file), fp16);
+  const ref::SambaYWeights weights = test::as_device_holds(test::phi4flash_weights(shape, file), fp16);
   const uint32_t V = ck.config.vocab_size;
   for (const Case& c : cases) {
     Phi4FlashForwardOptions o;

@@ -42,10 +42,12 @@ struct Fixture {
   ref::SambaYShape shape;
   ref::SambaYWeights weights;
   uint32_t V = 0;
-  Fixture() {
+  bool fp16 = false;
+  explicit Fixture(bool fp16_storage) : fp16(fp16_storage) {
     const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
     shape = test::phi4flash_shape(ck.config);
-    weights = test::phi4flash_weights(shape, SafetensorsFile::open(kFixture + "/model.safetensors"));
+    weights = test::as_device_holds(
+        test::phi4flash_weights(shape, SafetensorsFile::open(kFixture + "/model.safetensors")), fp16);
     V = ck.config.vocab_size;
   }
   // Row i of the reference's full form over toks (every row's logits).
@@ -54,22 +56,26 @@ struct Fixture {
   }
 };
 
-// Logits of one or more rows against the reference rows [row0, row0 + rows).
+// Logits of one or more rows against the reference rows [row0, row0 + rows): fp32 to the whole-model bound; fp16 to
+// its max abs and top-1 (the fixture's nmse miss in fp16 storage: docs/phi4flash.md, test_phi4flash_forward.cpp).
+bool g_fp16 = false;
 void check_rows(const std::vector<float>& got, const std::vector<double>& expect, size_t row0, size_t rows, uint32_t V,
                 const std::string& what) {
   REQUIRE(got.size() == rows * V);
   const std::vector<float> want(expect.begin() + row0 * V, expect.begin() + (row0 + rows) * V);
   const test::Parity p = test::parity(got, want, V);
-  INFO(what << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " top1=" << p.top1);
-  CHECK(test::ok(p, false));
+  INFO(what << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
+  if (g_fp16)
+    CHECK((p.max_abs <= 1e-2 * std::max(1.0, p.max_ref) && p.top1 >= 0.99));
+  else
+    CHECK(test::ok(p, false));
 }
 
-}  // namespace
-
-TEST_CASE("phi4flash session: prefill, decode across the window, rewind, prefix reuse and saved state, fp32") {
-  auto ctx = test::make_context_or_skip(Precision::fp32);
+void check_session(Precision precision) {
+  auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
-  const Fixture fx;
+  g_fp16 = ctx->precision() == Precision::fp16;
+  const Fixture fx(g_fp16);
   auto model = Model::load(*ctx, kFixture);
   CHECK(model->config().format == "phi4flash");
   CHECK(model->config().vocab_size == fx.V);
@@ -119,6 +125,13 @@ TEST_CASE("phi4flash session: prefill, decode across the window, rewind, prefix 
   s->reset();
   check_rows(s->prefill(toks), expect, 29, 1, fx.V, "prefill of 30 after reset");
 }
+
+}  // namespace
+
+TEST_CASE("phi4flash session: prefill, decode across the window, rewind, prefix reuse and saved state, fp32") {
+  check_session(Precision::fp32);
+}
+TEST_CASE("phi4flash session: the same in fp16 storage (max abs, top-1)") { check_session(Precision::fp16); }
 
 TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and the session still runs after") {
   auto ctx = test::make_context_or_skip(Precision::fp32);
