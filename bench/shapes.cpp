@@ -17,7 +17,7 @@ const std::vector<PublishedShape>& published_shapes() {
            "lambda_std_dev": 0.1, "torch_dtype": "bfloat16", "bos_token_id": 128000, "eos_token_id": 128001,
            "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                             "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
-       "", ""},
+       ""},
       // microsoft/Phi-4-mini-flash-reasoning (model_type "phi4flash", SambaY): the published config.json's keys; the
       // Mamba sizes it omits take the config class's defaults (docs/phi4flash.md).
       {"phi4-mini-flash", "microsoft/Phi-4-mini-flash-reasoning (config.json)",
@@ -26,7 +26,7 @@ const std::vector<PublishedShape>& published_shapes() {
            "num_key_value_heads": 20, "max_position_embeddings": 262144, "sliding_window": 512,
            "hidden_act": "silu", "layer_norm_eps": 1e-05, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
            "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2})",
-       "", "phi4flash's linears are not quantized at load yet (LoadOptions::weights): it is not supported yet"},
+       ""},
   };
   return shapes;
 }

@@ -11,8 +11,6 @@ struct PublishedShape {
   std::string source;   // the published checkpoint whose config.json this is
   std::string config;   // its config.json text (a native or Hugging Face DiffLlama config)
   std::string refusal;  // non-empty: the shape is known but cannot run yet (why)
-  // Non-empty: quantized weights (q8_0, q4_0) are refused for this shape (why); f16 runs.
-  std::string quantized_refusal;
 };
 
 const std::vector<PublishedShape>& published_shapes();

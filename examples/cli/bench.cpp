@@ -134,7 +134,7 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--shape", o.shape,
                   "benchmark a whole model of a published model's exact shape with random weights, without its "
                   "download (no file): diffllama-1b (kajuma/DiffLlama-0.3B-handcut's config), phi4-mini-flash "
-                  "(microsoft/Phi-4-mini-flash-reasoning's; f16 weights only). Same figures as --model");
+                  "(microsoft/Phi-4-mini-flash-reasoning's). Same figures as --model");
   cmd->add_option("--contexts", o.contexts,
                   "model benchmark: also prefill and decode at these context lengths (e.g. 512,2048,8192): time to "
                   "first token and ms/token at each")

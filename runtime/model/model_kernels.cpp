@@ -96,12 +96,17 @@ void build_sambay_kernels(Device& dev, uint32_t conv_width, uint32_t d_state, Mo
   k.layer_norm = std::make_unique<LayerNormKernel>(dev, ko);
 }
 
-ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c) {
+ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c, const std::vector<QuantType>& quant,
+                                     const QuantRowPath* quant_path, const QuantRowPath* prefill_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
   {
     PipelineGroup g(dev, "linear");
-    k.linear = std::make_unique<LinearKernel>(dev, ko);
+    k.linear = std::make_unique<LinearKernel>(dev, ko, quant, false, quant.empty() ? nullptr : prefill_path);
+  }
+  if (!quant.empty()) {  // add_linear needs it; SambaY's linears run the matmul (record_quant), one row included
+    PipelineGroup g(dev, "linear_quant");
+    k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant, quant_path);
   }
   {
     PipelineGroup g(dev, "rope_kv");
@@ -114,7 +119,7 @@ ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c) {
   }
   {
     PipelineGroup g(dev, "embed");
-    k.embed = std::make_unique<EmbedKernel>(dev, ko, std::vector<QuantType>{});
+    k.embed = std::make_unique<EmbedKernel>(dev, ko, quant);
   }
   {
     PipelineGroup g(dev, "silu_mul");

@@ -69,6 +69,9 @@ void build_sambay_kernels(Device& device, uint32_t conv_width, uint32_t d_state,
 // no-rotation append), "attention" (DIFF V1, D = head_dim, n_rep = num_attention_heads / num_key_value_heads),
 // "embed", "silu_mul" (SwiGLU and the GMU gate), and build_sambay_kernels' conv1d_state, selective_scan and
 // layer_norm. No RMSNorm kernel: every norm of the model is a LayerNorm with bias.
-ModelKernels build_phi4flash_kernels(Device& device, const Phi4FlashConfig& config);
+// quant, quant_path, prefill_path: as build_model_kernels' (the quantized linears' kernels, "linear_quant").
+ModelKernels build_phi4flash_kernels(Device& device, const Phi4FlashConfig& config,
+                                     const std::vector<QuantType>& quant = {}, const QuantRowPath* quant_path = nullptr,
+                                     const QuantRowPath* prefill_path = nullptr);
 
 }  // namespace diffvk

@@ -183,6 +183,13 @@ class WeightFormats {
   bool q4_head_ = false;
   std::vector<QuantType> used_;
 };
+
+// A forced quantized path (LoadOptions::quant_decode / quant_prefill), or nullptr for the device's choice.
+const QuantRowPath* forced_path(LoadOptions::QuantDecode q, QuantRowPath& path) {
+  if (q == LoadOptions::QuantDecode::automatic) return nullptr;
+  path = q == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
+  return &path;
+}
 }  // namespace
 
 std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, const LoadOptions& options,
@@ -195,13 +202,17 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->cfg = ck.config;
   if (ck.phi4flash) {  // Phi-4-mini-flash (SambaY): model/phi4flash_forward.hpp
     const Phi4FlashCheckpoint& pk = *ck.phi4flash;
-    if (options.weights != QuantKind::f16)
-      throw Error(
-          Status::unsupported,
-          dir + ": phi4flash: quantizing the linears at load (LoadOptions::weights " +
-              std::string(options.weights == QuantKind::q8_0 ? "q8_0" : "q4_0") +
-              ") is not supported yet; load with f16 (a GGUF that diffvk quantize wrote is dequantized at load)");
-    m->sambay = upload_phi4flash(dev, pk, options.staging_bytes);
+    QuantRowPath decode_path, prefill_path;
+    Phi4FlashLoad load;
+    load.staging_bytes = options.staging_bytes;
+    load.weights = options.weights;
+    load.q4_0_head = options.q4_0_head;
+    load.decode_path = forced_path(options.quant_decode, decode_path);
+    load.prefill_path = forced_path(options.quant_prefill, prefill_path);
+    m->sambay = upload_phi4flash(dev, pk, load);
+    m->stats.quant_decode = phi4flash_quant_decode(*m->sambay);
+    m->stats.quant_prefill = phi4flash_quant_prefill(*m->sambay);
+    const std::string formats = phi4flash_quant_formats(*m->sambay);
     m->per_token_bytes = phi4flash_per_token_bytes(*m->sambay);
     m->stats.format = pk.gguf ? "gguf" : "phi4flash";
     m->stats.files = static_cast<uint32_t>(pk.files.size() + (pk.gguf ? 1 : 0));
@@ -213,7 +224,7 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
                       " layers, E=" + std::to_string(pk.config.hidden_size) + ", vocab " +
                       std::to_string(pk.config.vocab_size) + ", window " + std::to_string(pk.config.sliding_window) +
                       ", " + std::to_string(m->stats.weight_bytes) + " weight bytes (" + (m->fp16 ? "fp16" : "fp32") +
-                      (pk.gguf ? "; quantized GGUF tensors dequantized" : "") + ")");
+                      (formats.empty() ? "" : ", linear weights " + formats) + ")");
     return std::unique_ptr<Model>(new Model(std::move(m)));
   }
   const ModelConfig& c = m->cfg;
@@ -280,16 +291,10 @@ std::unique_ptr<Model> Model::load_checkpoint(Context& ctx, Checkpoint& ck, cons
   m->rope_table = Buffer(dev, table.size() * 4, MemoryDomain::device, "rope table");
   m->rope_table.upload(0, table.data(), table.size() * 4);
 
-  // A forced quantized path (decode, prefill), or nullptr for the device's choice.
-  auto forced = [](LoadOptions::QuantDecode q, QuantRowPath& path) -> const QuantRowPath* {
-    if (q == LoadOptions::QuantDecode::automatic) return nullptr;
-    path = q == LoadOptions::QuantDecode::int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
-    return &path;
-  };
   QuantRowPath decode_path, prefill_path;
   m->k = build_model_kernels(
-      dev, c, wf.used(), forced(options.quant_decode, decode_path),
-      forced(options.quant_prefill, prefill_path));  // runtime/model/model_kernels.cpp (shared with shader-stats)
+      dev, c, wf.used(), forced_path(options.quant_decode, decode_path),
+      forced_path(options.quant_prefill, prefill_path));  // runtime/model/model_kernels.cpp (shared with shader-stats)
   m->stats.format = c.format;
   m->stats.files = static_cast<uint32_t>(ck.files.size() + (ck.gguf ? 1 : 0));
   m->stats.staging_peak_bytes = up.staging_peak_bytes;

@@ -315,14 +315,4 @@ std::vector<float> source_floats(const WeightSource& w) {
   return out;
 }
 
-void refuse_phi4flash(const Phi4FlashCheckpoint& ck, const std::string& where) {
-  const Phi4FlashConfig& c = ck.config;
-  throw Error(Status::unsupported,
-              where + ": model_type 'phi4flash' (Phi-4-mini-flash, SambaY: " + std::to_string(c.num_layers) +
-                  " layers, E=" + std::to_string(c.hidden_size) + "): the checkpoint was read and verified (" +
-                  std::to_string(ck.tensors) +
-                  " tensors: names, shapes, dtypes), but its forward graph is not built yet, so it cannot run "
-                  "(docs/phi4flash.md)");
-}
-
 }  // namespace diffvk

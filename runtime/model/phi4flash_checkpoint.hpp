@@ -5,8 +5,8 @@
 //    in memory or behind a descriptor, with the config.json text;
 //  - a phi4flash GGUF file written by diffvk quantize (docs/gguf.md), F32/F16/BF16 and Q8_0/Q4_0 tensors.
 // Every expected tensor must be present with its exact shape and a float dtype (each tensor its own), nothing else
-// may be: errors name the file and the tensor. Phi4FlashForward (model/phi4flash_forward.hpp) runs a checkpoint's
-// prompt; Model::load does not yet: it reads and verifies a phi4flash checkpoint, then refuses it (refuse_phi4flash).
+// may be: errors name the file and the tensor. Every load path returns it in Checkpoint::phi4flash
+// (model/checkpoint.hpp); Model::load uploads it and its sessions run it (model/phi4flash_forward.hpp).
 #pragma once
 #include <memory>
 #include <string>
@@ -94,9 +94,5 @@ bool is_phi4flash_path(const std::string& path);
 // All rows of a source as fp32 (exact from F32/F16/BF16; Q8_0/Q4_0 dequantized): the host's view of a vector
 // (λ, for the layer's scalar λ) or of a small tensor.
 std::vector<float> source_floats(const WeightSource& w);
-
-// The refusal of every load path while the forward graph does not exist: Error(unsupported) naming `where`,
-// after the checkpoint was read and verified.
-[[noreturn]] void refuse_phi4flash(const Phi4FlashCheckpoint& ck, const std::string& where);
 
 }  // namespace diffvk

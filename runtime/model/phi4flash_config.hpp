@@ -1,8 +1,7 @@
 // Phi-4-mini-flash (Hugging Face model_type "phi4flash", the SambaY architecture): its config.json, validated,
 // and the layer plan it implies (docs/phi4flash.md). Pure functions: no device, tested in
 // tests/model/test_phi4flash_config.cpp. The checkpoint's tensors: model/phi4flash_checkpoint.hpp; its forward pass:
-// model/phi4flash_forward.hpp. Not run by Model::load yet: every load path reads and verifies the checkpoint, then
-// refuses it.
+// model/phi4flash_forward.hpp, which Model::load and Session run.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -9,9 +9,12 @@
 
 #include "diffvk/error.hpp"
 #include "graph/arena.hpp"
+#include "io/quant.hpp"
 #include "model/model_kernels.hpp"
 #include "model/recipe_sambay.hpp"
 #include "model/weight_store.hpp"
+#include "ops/linear_quant.hpp"
+#include "platform.hpp"
 #include "plan/memory_plan.hpp"
 #include "vk/pipeline_cache_file.hpp"  // fnv1a64
 
@@ -57,27 +60,65 @@ struct Phi4FlashWeights {
     size_t Layer::*dst;
     WeightSource Phi4FlashLayer::*src;
     bool f32;
+    bool linear = false;  // quantized under Phi4FlashLoad::weights
   };
   static const Field kFields[19];
+  std::vector<QuantType> quant;  // the block formats used
   size_t embed = kNone, final_w = kNone, final_b = kNone, lm_head = kNone;
   uint64_t per_token = 0;
 };
 
 const Phi4FlashWeights::Field Phi4FlashWeights::kFields[19] = {
-    {&Layer::ln1_w, &Phi4FlashLayer::ln1_w, false},       {&Layer::ln1_b, &Phi4FlashLayer::ln1_b, false},
-    {&Layer::ln2_w, &Phi4FlashLayer::ln2_w, false},       {&Layer::ln2_b, &Phi4FlashLayer::ln2_b, false},
-    {&Layer::fc1, &Phi4FlashLayer::fc1, false},           {&Layer::fc2, &Phi4FlashLayer::fc2, false},
-    {&Layer::in_proj, &Phi4FlashLayer::in_proj, false},   {&Layer::conv_w, &Phi4FlashLayer::conv_w, false},
-    {&Layer::conv_b, &Phi4FlashLayer::conv_b, false},     {&Layer::x_proj, &Phi4FlashLayer::x_proj, false},
-    {&Layer::dt_w, &Phi4FlashLayer::dt_w, false},         {&Layer::dt_b, &Phi4FlashLayer::dt_b, true},
-    {&Layer::A_log, &Phi4FlashLayer::A_log, true},        {&Layer::Dskip, &Phi4FlashLayer::D, true},
-    {&Layer::out_proj, &Phi4FlashLayer::out_proj, false}, {&Layer::out_b, &Phi4FlashLayer::out_b, true},
-    {&Layer::wqkv, &Phi4FlashLayer::wqkv, false},         {&Layer::wqkv_b, &Phi4FlashLayer::wqkv_b, true},
+    {&Layer::ln1_w, &Phi4FlashLayer::ln1_w, false},
+    {&Layer::ln1_b, &Phi4FlashLayer::ln1_b, false},
+    {&Layer::ln2_w, &Phi4FlashLayer::ln2_w, false},
+    {&Layer::ln2_b, &Phi4FlashLayer::ln2_b, false},
+    {&Layer::fc1, &Phi4FlashLayer::fc1, false, true},
+    {&Layer::fc2, &Phi4FlashLayer::fc2, false, true},
+    {&Layer::in_proj, &Phi4FlashLayer::in_proj, false, true},
+    {&Layer::conv_w, &Phi4FlashLayer::conv_w, false},
+    {&Layer::conv_b, &Phi4FlashLayer::conv_b, false},
+    {&Layer::x_proj, &Phi4FlashLayer::x_proj, false},
+    {&Layer::dt_w, &Phi4FlashLayer::dt_w, false},
+    {&Layer::dt_b, &Phi4FlashLayer::dt_b, true},
+    {&Layer::A_log, &Phi4FlashLayer::A_log, true},
+    {&Layer::Dskip, &Phi4FlashLayer::D, true},
+    {&Layer::out_proj, &Phi4FlashLayer::out_proj, false, true},
+    {&Layer::out_b, &Phi4FlashLayer::out_b, true},
+    {&Layer::wqkv, &Phi4FlashLayer::wqkv, false, true},
+    {&Layer::wqkv_b, &Phi4FlashLayer::wqkv_b, true},
     {&Layer::subln, &Phi4FlashLayer::subln, false},
 };
 
+namespace {
+// The format a linear is stored in: a quantized GGUF's blocks as they are (the asked kind must be the file's or f16);
+// else the asked one, where the width holds whole blocks.
+QuantType linear_format(const WeightSource& w, QuantType asked, std::vector<QuantType>& used) {
+  QuantType f = asked;
+  if (w.stored != QuantType::f16) {
+    if (asked != QuantType::f16 && asked != w.stored)
+      throw Error(Status::invalid_argument, "phi4flash: " + w.name + " is " + quant_type_name(w.stored) +
+                                                " in the file but the weights asked are " + quant_type_name(asked) +
+                                                ": load with f16 (the file's own formats) or " +
+                                                quant_type_name(w.stored));
+    f = w.stored;
+  } else if (f != QuantType::f16 && w.cols % kQuantBlockWeights != 0) {
+    platform::log(platform::LogLevel::warn, "phi4flash: " + w.name + " stays in the storage type: its input width " +
+                                                std::to_string(w.cols) + " is not a multiple of 32");
+    f = QuantType::f16;
+  }
+  if (f != QuantType::f16 && std::find(used.begin(), used.end(), f) == used.end()) used.push_back(f);
+  return f;
+}
+}  // namespace
+
 std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& dev, const Phi4FlashCheckpoint& ck,
-                                                         uint64_t staging_bytes) {
+                                                         const Phi4FlashLoad& load) {
+  const uint64_t staging_bytes = load.staging_bytes;
+  if (int(load.weights) < 0 || int(load.weights) > int(QuantKind::q4_0))
+    throw Error(Status::invalid_argument, "phi4flash: unknown weight format " + std::to_string(int(load.weights)));
+  const QuantType asked = static_cast<QuantType>(load.weights),
+                  head = asked == QuantType::q4_0 && !load.q4_0_head ? QuantType::q8_0 : asked;
   auto m = std::make_shared<Phi4FlashWeights>();
   m->dev = &dev;
   m->fp16 = dev.fp16();
@@ -97,14 +138,14 @@ std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& dev, const Phi4
   m->R = c.mamba_dt_rank;
   m->V = c.vocab_size;
   m->W = c.sliding_window;
-  m->k = build_phi4flash_kernels(dev, c);
 
   // Weights: the storage type, and float32 for what the kernels read as float32.
   const uint64_t max_binding = dev.caps().max_storage_buffer_range;
   m->ws = std::make_unique<WeightStore>(dev, m->fp16, max_binding);
   m->f32 = std::make_unique<WeightStore>(dev, false, max_binding);
   WeightStore &ws = *m->ws, &wf = *m->f32;
-  m->embed = ws.add(ck.embed);
+  const bool tied = !ck.lm_head.rows();
+  m->embed = ws.add(ck.embed, linear_format(ck.embed, tied ? head : asked, m->quant));
   for (size_t l = 0; l < ck.layers.size(); ++l) {
     const Phi4FlashLayer& S = ck.layers[l];
     Phi4FlashWeights::Layer L;
@@ -112,7 +153,10 @@ std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& dev, const Phi4
     if (S.kind != m->plan.kinds[l]) throw Error(Status::internal, "phi4flash: layer kinds differ from the plan");
     // Every tensor the layer's kind has (the checkpoint leaves the others without rows).
     for (const Phi4FlashWeights::Field& fd : Phi4FlashWeights::kFields)
-      if ((S.*fd.src).rows()) L.*fd.dst = (fd.f32 ? wf : ws).add(S.*fd.src);
+      if ((S.*fd.src).rows())
+        L.*fd.dst = fd.f32      ? wf.add(S.*fd.src)
+                    : fd.linear ? ws.add(S.*fd.src, linear_format(S.*fd.src, asked, m->quant))
+                                : ws.add(S.*fd.src);
     if (S.kind == SambaYLayerKind::sliding_attention || S.kind == SambaYLayerKind::full_attention ||
         S.kind == SambaYLayerKind::cross_attention) {
       // λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, λ_init of the absolute layer index (docs/maths.md).
@@ -132,7 +176,8 @@ std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& dev, const Phi4
   }
   m->final_w = ws.add(ck.final_w);
   m->final_b = ws.add(ck.final_b);
-  m->lm_head = ck.lm_head.rows() ? ws.add(ck.lm_head) : m->embed;
+  m->lm_head = tied ? m->embed : ws.add(ck.lm_head, linear_format(ck.lm_head, head, m->quant));
+  m->k = build_phi4flash_kernels(dev, c, m->quant, load.decode_path, load.prefill_path);
   const uint64_t need = ws.planned_bytes() + wf.planned_bytes(), heap = heap_left(dev.caps());
   if (need > heap)
     throw Error(Status::out_of_memory, "phi4flash: the weights need " + std::to_string(need) +
@@ -151,6 +196,17 @@ std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& dev, const Phi4
 const Phi4FlashConfig& phi4flash_config(const Phi4FlashWeights& w) { return w.cfg; }
 uint64_t phi4flash_weight_bytes(const Phi4FlashWeights& w) { return w.ws->total() + w.f32->total(); }
 uint64_t phi4flash_per_token_bytes(const Phi4FlashWeights& w) { return w.per_token; }
+std::string phi4flash_quant_decode(const Phi4FlashWeights& w) {
+  return w.k.qrow ? quant_row_path_name(w.k.qrow->choice().path) : "";
+}
+std::string phi4flash_quant_prefill(const Phi4FlashWeights& w) {
+  return w.quant.empty() ? "" : quant_row_path_name(w.k.linear->quant_choice().path);
+}
+std::string phi4flash_quant_formats(const Phi4FlashWeights& w) {
+  std::string s;
+  for (QuantType t : w.quant) s += std::string(s.empty() ? "" : "/") + quant_type_name(t);
+  return s;
+}
 
 uint64_t phi4flash_fingerprint(const Phi4FlashWeights& w) {
   const Phi4FlashConfig& c = w.cfg;
@@ -241,11 +297,11 @@ struct Phi4FlashForward::Impl {
     g.add("snapshot recurrent states", {rec}, {snap},
           [=](Program& p, const GraphBinding& b) { p.copy(b[rec], b[snap], "snapshot recurrent states"); });
     const TensorRef tokens = g.tensor("tokens", TensorRole::input, ElemType::u32, {rows});
-    const LinearWeight embed_w = bind_linear(f, "embed", E, ws->parts(M.embed));
+    const LinearWeight embed_w = bind_linear(f, "embed", E, ws->parts(M.embed), ws->format(M.embed));
     TensorRef x = add_embed(f, tokens, embed_w, "x");
     auto vec = [&](const std::string& name, size_t i, uint32_t n) { return bind_vector(f, name, n, ws->range(i)); };
     auto lin = [&](const std::string& name, size_t i, uint32_t in, size_t bias = kNone) {
-      LinearWeight w = bind_linear(f, name, in, ws->parts(i));
+      LinearWeight w = bind_linear(f, name, in, ws->parts(i), ws->format(i));
       if (bias != kNone) w.bias = bind_f32(f, name + ".bias", {w.out}, f32->range(bias));
       return w;
     };
@@ -353,7 +409,8 @@ struct Phi4FlashForward::Impl {
     Head hd;
     hd.norm = vec("final_layernorm.weight", M.final_w, E);
     hd.norm_b = vec("final_layernorm.bias", M.final_b, E);
-    hd.lm_head = M.lm_head == M.embed ? embed_w : bind_linear(f, "lm_head", E, ws->parts(M.lm_head));
+    hd.lm_head =
+        M.lm_head == M.embed ? embed_w : bind_linear(f, "lm_head", E, ws->parts(M.lm_head), ws->format(M.lm_head));
     hd.eps = eps;
     hd.E = E;
     hd.vocab = V;
@@ -474,7 +531,9 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::load(Device& dev, const Phi4
     throw Error(Status::invalid_argument, "phi4flash: max_positions " + std::to_string(o.max_positions) +
                                               " exceeds max_position_embeddings " +
                                               std::to_string(ck.config.max_position_embeddings));
-  return create(upload_phi4flash(dev, ck, o.staging_bytes), o);
+  Phi4FlashLoad load;
+  load.staging_bytes = o.staging_bytes;
+  return create(upload_phi4flash(dev, ck, load), o);
 }
 
 Phi4FlashForward::Phi4FlashForward(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -17,16 +17,32 @@
 
 #include "model/phi4flash_checkpoint.hpp"
 #include "model/recipe.hpp"
+#include "ops/linear.hpp"
 #include "vk/gpu.hpp"
 
 namespace diffvk {
 
 struct Phi4FlashWeights;  // phi4flash_forward.cpp
 
-// Uploads every tensor of `ck` in the device's storage type (quantized GGUF tensors dequantized), the linears'
-// biases, A_log and D as float32, and builds the kernels. `ck` must outlive the call only.
+// How upload_phi4flash stores the linears: LoadOptions' fields of the same names.
+struct Phi4FlashLoad {
+  uint64_t staging_bytes = 16ull << 20;
+  // f16: the storage type, and a quantized GGUF's blocks as they are; q8_0 / q4_0: the large linears (in_proj,
+  // out_proj, fc1, fc2, Wqkv, the embedding and the head) quantized while they stream in, a width that is not a
+  // multiple of 32 left in the storage type (logged); x_proj and dt_proj stay (GGUF stores them F16 too).
+  QuantKind weights = QuantKind::f16;
+  bool q4_0_head = false;                     // else the head (and a tied embedding) is Q8_0 under q4_0
+  const QuantRowPath* decode_path = nullptr;  // forced quantized paths (nullptr: the device's choice)
+  const QuantRowPath* prefill_path = nullptr;
+};
+// Uploads every tensor of `ck`: the linears as `load` says, the other tensors in the device's storage type, the
+// linears' biases, A_log and D as float32; builds the kernels. `ck` must outlive the call only.
 std::shared_ptr<const Phi4FlashWeights> upload_phi4flash(Device& device, const Phi4FlashCheckpoint& ck,
-                                                         uint64_t staging_bytes = 16ull << 20);
+                                                         const Phi4FlashLoad& load = {});
+// The quantized linears' paths ("" without quantized weights) and formats used (e.g. "q8_0", "q8_0/q4_0").
+std::string phi4flash_quant_decode(const Phi4FlashWeights& w);
+std::string phi4flash_quant_prefill(const Phi4FlashWeights& w);
+std::string phi4flash_quant_formats(const Phi4FlashWeights& w);
 const Phi4FlashConfig& phi4flash_config(const Phi4FlashWeights& w);
 uint64_t phi4flash_weight_bytes(const Phi4FlashWeights& w);     // every weight as stored on the device
 uint64_t phi4flash_per_token_bytes(const Phi4FlashWeights& w);  // read per decoded token (one embedding row)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/safetensors.hpp"
+#include "model/phi4flash_checkpoint.hpp"
 #include "model/phi4flash_config.hpp"
 #include "reference/diff_attn_ref.hpp"
 #include "reference/phi4flash_ref.hpp"
@@ -33,13 +34,10 @@ inline ref::SambaYShape phi4flash_shape(const Phi4FlashConfig& c) {
   return s;
 }
 
-// A phi4flash checkpoint (one safetensors file, tied embeddings) read by its real tensor names; every tensor must
+// A phi4flash checkpoint (tied embeddings) read by its real tensor names through get(name, shape); every tensor must
 // have its exact shape (doctest fails the test otherwise).
-inline ref::SambaYWeights phi4flash_weights(const ref::SambaYShape& s, const SafetensorsFile& f) {
-  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
-    const std::vector<float> v = f.to_float(f.require(name, shape));
-    return std::vector<double>(v.begin(), v.end());
-  };
+template <class Get>
+ref::SambaYWeights phi4flash_weights_by(const ref::SambaYShape& s, Get&& get) {
   const int64_t E = s.E, C = s.d_inner, S = s.d_state, R = s.dt_rank, qw = s.q_width(), kw = s.kv_width();
   ref::SambaYWeights w;
   w.embed = get("model.embed_tokens.weight", {s.vocab, E});
@@ -87,6 +85,28 @@ inline ref::SambaYWeights phi4flash_weights(const ref::SambaYShape& s, const Saf
     w.layers.push_back(std::move(l));
   }
   return w;
+}
+
+// From one safetensors file.
+inline ref::SambaYWeights phi4flash_weights(const ref::SambaYShape& s, const SafetensorsFile& f) {
+  return phi4flash_weights_by(s, [&](const std::string& name, std::vector<int64_t> shape) {
+    const std::vector<float> v = f.to_float(f.require(name, shape));
+    return std::vector<double>(v.begin(), v.end());
+  });
+}
+
+// From an opened checkpoint's row sources (a GGUF's too: Q8_0/Q4_0 blocks dequantized, as the device reads them).
+inline ref::SambaYWeights phi4flash_weights(const ref::SambaYShape& s, Phi4FlashCheckpoint& ck) {
+  return phi4flash_weights_by(s, [&](const std::string& name, std::vector<int64_t> shape) {
+    for (const Phi4FlashTensor& t : phi4flash_tensors(ck.config))
+      if (t.hf == name) {
+        REQUIRE(t.hf_shape == shape);
+        const std::vector<float> v = source_floats(t.source(ck));
+        return std::vector<double>(v.begin(), v.end());
+      }
+    FAIL("no tensor " << name);
+    return std::vector<double>{};
+  });
 }
 
 // The reference's weights as the device holds them: float32 from a BF16 checkpoint is exact; for fp16 storage the

@@ -475,12 +475,12 @@ TEST_CASE("phi4flash checkpoint: every load path loads it, and each gives the di
   ::close(cfd);
   ::close(wfd);
   ::close(gfd);
-  // Quantizing at load is refused, naming the option.
+  // A Q8_0 file loaded as Q4_0 is refused, naming the tensor and both kinds.
   LoadOptions q4;
   q4.weights = QuantKind::q4_0;
-  const Caught eq = error_of([&] { Model::load(*ctx, kFixture, q4); });
-  CHECK(eq.st == Status::unsupported);
-  CHECK_MESSAGE(eq.msg.find("LoadOptions::weights q4_0") != std::string::npos, eq.msg);
+  const Caught eq = error_of([&] { Model::load(*ctx, gguf, q4); });
+  CHECK(eq.st == Status::invalid_argument);
+  CHECK_MESSAGE(eq.msg.find("is q8_0 in the file but the weights asked are q4_0") != std::string::npos, eq.msg);
   // Hostile bytes in memory: the tensor named.
   const auto bad = test::encode_safetensors(ts);
   const Caught e2 = error_of([&] { Model::load_memory(*ctx, cfg.data(), cfg.size(), bad.data(), bad.size(), "mem"); });

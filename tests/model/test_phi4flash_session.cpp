@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "diffvk/generate.hpp"
+#include "diffvk/gguf.hpp"
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "diffvk/npy.hpp"
@@ -205,5 +206,41 @@ TEST_CASE("phi4flash session: speculative decoding with prompt lookup gives the 
     CHECK(r.verify_passes > 0);
     MESSAGE("k " << k << ": " << r.verify_passes << " passes, " << r.accepted << " of " << r.drafted
                  << " drafted tokens accepted");
+  }
+}
+
+// Quantized linears (in_proj, out_proj, fc1, fc2, Wqkv; the tied embedding and head Q8_0 under Q4_0), from a GGUF that
+// diffvk quantize wrote and quantized at load, against the reference run on the dequantized weights: the fp32 bound,
+// with the dequantizing paths forced (the int8 paths round the activations).
+TEST_CASE("phi4flash session: Q8_0 and Q4_0 linears match the reference on the dequantized weights, fp32") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  g_fp16 = false;
+  test::TempDir tmp("diffvk-phi4flash-quant");
+  LoadOptions lo;
+  lo.quant_decode = lo.quant_prefill = LoadOptions::QuantDecode::dequant;
+  for (QuantKind kind : {QuantKind::q8_0, QuantKind::q4_0}) {
+    CAPTURE(quant_kind_name(kind));
+    const std::string gguf = tmp / (std::string(quant_kind_name(kind)) + ".gguf");
+    quantize_model(kFixture, gguf, kind);
+    Phi4FlashCheckpoint ck = open_phi4flash_gguf(gguf);
+    const ref::SambaYShape shape = test::phi4flash_shape(ck.config);
+    const uint32_t V = ck.config.vocab_size;
+    const std::vector<int32_t> toks = random_tokens(20, V, 21);
+    const std::vector<double> expect =
+        ref::sambay_forward_full(shape, test::phi4flash_weights(shape, ck), std::vector<int>(toks.begin(), toks.end()));
+    LoadOptions at_load = lo;
+    at_load.weights = kind;
+    for (const std::string& what : {std::string("the GGUF"), std::string("quantized at load")}) {
+      CAPTURE(what);
+      auto model = what == "the GGUF" ? Model::load(*ctx, gguf, lo) : Model::load(*ctx, kFixture, at_load);
+      CHECK(model->load_stats().quant_prefill == "dequant");
+      CHECK(model->weight_bytes() < Model::load(*ctx, kFixture)->weight_bytes());
+      SessionOptions so;
+      so.chunk = 4;
+      auto s = Session::create(*model, so);
+      check_rows(s->prefill({toks.begin(), toks.begin() + 12}, true), expect, 0, 12, V, what + " prefill");
+      for (size_t i = 12; i < toks.size(); ++i) check_rows(s->decode(toks[i]), expect, i, 1, V, what + " decode");
+    }
   }
 }
