@@ -386,7 +386,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                         {"restore_vs_prefill", ps.median / rs.median},
                         {"checked", true}};
   if (a.profile) j["decode_profile"] = profile_json;
-  if (!a.speculate.empty()) j["speculate"] = speculate_bench(a, *model, so, prompt, N, runs, sink);
+  if (!a.speculate.empty()) j["speculate"] = speculate_bench(a, ctx, *model, so, prompt, N, runs, sink);
   return j;
 }
 

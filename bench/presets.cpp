@@ -53,7 +53,9 @@ void validate(const Options& o) {
     for (uint32_t h : *v)
       if (h < 1 || h > 1024) bad("heads and kv_heads must be in 1..1024");
   if (o.prompt_tokens < 1 || o.decode_tokens < 1) bad("prompt_tokens and decode_tokens must be positive");
-  if (!o.speculate.empty() && o.speculate != "lookup") bad("speculate must be \"\" or \"lookup\"");
+  if (!o.speculate.empty() && o.speculate != "lookup" &&
+      (o.speculate.rfind("draft:", 0) != 0 || o.speculate.size() == 6))
+    bad("speculate must be \"\", \"lookup\" or \"draft:DIR\"");
   if (!o.speculate.empty() && o.model_dir.empty() && o.shape.empty()) bad("speculate needs a model or a shape");
   if (!o.speculate.empty() && (o.prompt_tokens < 2 || o.decode_tokens < 2))
     bad("speculate needs prompt_tokens and decode_tokens of at least 2");

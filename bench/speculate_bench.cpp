@@ -8,13 +8,17 @@
 
 namespace diffvk::bench {
 
-json speculate_bench(const Options& a, Model& model, const SessionOptions& so, const std::vector<int32_t>& random,
-                     uint32_t N, int runs, const Sink& sink) {
+json speculate_bench(const Options& a, Context& ctx, Model& model, const SessionOptions& so,
+                     const std::vector<int32_t>& random, uint32_t N, int runs, const Sink& sink) {
   const ModelConfig& c = model.config();
   SpeculateOptions spec;
   spec.draft = Draft::lookup;
   spec.k = a.draft_k;
   validate_speculation(spec);
+  // draft:DIR: a draft model on the same context, its own session; lookup otherwise.
+  const bool by_model = a.speculate.rfind("draft:", 0) == 0;
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<Session> draft_session;
   // The prompt: the first half of the random prompt, twice (text that an answer may repeat, as in summaries and
   // edits). Then N greedy tokens, plainly and with speculation, alternately.
   std::vector<int32_t> prompt(random.begin(), random.begin() + random.size() / 2);
@@ -27,6 +31,15 @@ json speculate_bench(const Options& a, Model& model, const SessionOptions& so, c
   if (prompt.size() + spec.k + 1 > sso.context)
     throw Error(Status::invalid_argument, "bench --speculate: the prompt and a pass of k + 1 rows exceed the context");
   auto session = Session::create(model, sso);
+  if (by_model) {
+    sink.step("model: speculation, loading the draft model " + a.speculate.substr(6));
+    draft_model = Model::load(ctx, a.speculate.substr(6));
+    SessionOptions dso;
+    dso.context = std::min(sso.context, draft_model->config().max_position_embeddings);
+    draft_session = Session::create(*draft_model, dso);
+    spec.draft = Draft::model;
+    spec.draft_session = draft_session.get();
+  }
   SamplingOptions greedy;
   greedy.temperature = 0.0f;
   GenerateOptions plain;
@@ -73,14 +86,15 @@ json speculate_bench(const Options& a, Model& model, const SessionOptions& so, c
   const double plain_tps = N / ps.median, fast_tps = N / fs.median;
   const double per_pass = rf.verify_passes ? double(rf.accepted + rf.verify_passes) / rf.verify_passes : 0.0;
   sink.reportf(
-      "  speculate (lookup, k %u; prompt: %zu random tokens twice; %u greedy tokens): %u passes, %u of %u drafted "
+      "  speculate (%s, k %u; prompt: %zu random tokens twice; %u greedy tokens): %u passes, %u of %u drafted "
       "tokens accepted (%.0f%%), %.2f tokens per pass; a %u-row pass costs %.2fx a one-row decode (%.2f ms against "
       "%.2f ms); %.1f tokens/s against %.1f plain (%.2fx)%s",
-      spec.k, prompt.size() / 2, N, rf.verify_passes, rf.accepted, rf.drafted,
-      rf.drafted ? 100.0 * rf.accepted / rf.drafted : 0.0, per_pass, spec.k + 1, pass.median / one.median,
+      by_model ? a.speculate.c_str() : "lookup", spec.k, prompt.size() / 2, N, rf.verify_passes, rf.accepted,
+      rf.drafted, rf.drafted ? 100.0 * rf.accepted / rf.drafted : 0.0, per_pass, spec.k + 1, pass.median / one.median,
       1e3 * pass.median, 1e3 * one.median, fast_tps, plain_tps, fast_tps / plain_tps,
       same ? "" : "; THE TOKENS DIFFER from plain decoding");
   return {{"draft", draft_name(spec.draft)},
+          {"draft_model", by_model ? json(a.speculate.substr(6)) : json(nullptr)},
           {"k", spec.k},
           {"ngram", spec.ngram},
           {"prompt", strf("%zu random tokens, twice", prompt.size() / 2)},

@@ -146,9 +146,9 @@ Runner register_bench(CLI::App& app) {
       ->check(CLI::Range(1u, 1u << 20));
   add_kv_flag(cmd, o.kv_cache);  // model benchmark
   cmd->add_option("--speculate", o.speculate,
-                  "model benchmark: also speculative decoding (lookup: prompt-lookup drafts): a k + 1-row pass against "
-                  "a one-row decode, the acceptance rate and tokens/s with and without drafts")
-      ->check(CLI::IsMember({"lookup"}));
+                  "model benchmark: also speculative decoding (lookup: prompt-lookup drafts; draft:DIR: a draft model "
+                  "sharing the tokenizer): a k + 1-row pass against a one-row decode, the acceptance rate and tokens/s "
+                  "with and without drafts");
   cmd->add_option("--draft-k", o.draft_k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 8)")
       ->check(CLI::Range(1u, kMaxDraftTokens));
   cmd->add_option_function<std::string>(

@@ -67,6 +67,7 @@ Runner register_chat(CLI::App& app) {
     SamplingOptions sampling;
     GenerateOptions go;
     bool keep_set = false;
+    std::string draft_dir;
     const CLI::Option* n_option = nullptr;
   };
   auto a = std::make_shared<Args>();
@@ -83,13 +84,15 @@ Runner register_chat(CLI::App& app) {
   a->n_option = cmd->add_option("-n", a->n, "tokens per reply at most (default 256)");
   add_sampling_flags(cmd, a->sampling);
   add_overflow_flags(cmd, a->go, a->keep_set);  // chat's --keep default: the system message's tokens
-  add_speculate_flags(cmd, a->go.speculate);
+  add_speculate_flags(cmd, a->go.speculate, a->draft_dir);
   add_weights_flag(cmd, a->load);
   add_kv_flag(cmd, a->kv);
   add_device_flags(cmd, a->dev);
   return [a]() {
     validate_sampling(a->sampling);
-    validate_speculation(a->go.speculate);
+    SpeculateOptions check = a->go.speculate;
+    if (check.draft == Draft::model) check.draft = Draft::lookup;  // the draft session comes after the model
+    validate_speculation(check);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
@@ -98,6 +101,7 @@ Runner register_chat(CLI::App& app) {
     SessionOptions so{a->context, 0, false, {}};
     so.kv_cache = a->kv;
     auto session = Session::create(*model, so);
+    const DraftModel draft = open_draft_model(*ctx, a->draft_dir, session->capacity(), a->go.speculate);
     // A given -n that no reply could ever fit (the default is left to each reply's context check).
     if (a->n_option->count() && a->go.overflow == ContextOverflow::refuse && a->n >= session->capacity())
       throw Error(Status::invalid_argument, "-n " + std::to_string(a->n) +

@@ -64,8 +64,16 @@ void add_sampling_flags(CLI::App* cmd, SamplingOptions& sampling);
 
 // --overflow refuse|shift and --keep N (run, chat; docs/context-overflow.md) into `go`. keep_set: --keep was given.
 void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set);
-// --speculate, --draft-k, --draft-ngram (run, chat); print_speculation: the summary line (none without speculation).
-void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec);
+// --speculate none|lookup|draft:DIR, --draft-k, --draft-ngram (run, chat); print_speculation: the summary line (none
+// without speculation). draft_dir: the draft model's checkpoint (draft:DIR).
+void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec, std::string& draft_dir);
+// --speculate draft:DIR: the draft model loaded on `ctx` (its own default LoadOptions) and a session of it with the
+// generating session's capacity, set as spec.draft_session. Nothing without a draft dir.
+struct DraftModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Session> session;
+};
+DraftModel open_draft_model(Context& ctx, const std::string& draft_dir, uint32_t capacity, SpeculateOptions& spec);
 void print_speculation(const GenerateResult& r, const SpeculateOptions& spec);
 
 // --chat-template's choice (run, chat): "auto" = dir's tokenizer_config.json, else a family by name with the

@@ -182,19 +182,40 @@ void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set) {
       "with --overflow shift: tokens at the start never dropped");
 }
 
-void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec) {
+void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec, std::string& draft_dir) {
   cmd->add_option_function<std::string>(
-         "--speculate", [&spec](const std::string& v) { spec.draft = v == "lookup" ? Draft::lookup : Draft::none; },
-         "speculative decoding (greedy: the same tokens; sampling: the same distribution): none (the default) or "
-         "lookup (drafts from "
-         "the latest earlier occurrence of the context's last n-gram, checked in one pass of k + 1 rows)")
-      ->check(CLI::IsMember({"none", "lookup"}));
+      "--speculate",
+      [&spec, &draft_dir](const std::string& v) {
+        if (v.rfind("draft:", 0) == 0) {
+          spec.draft = Draft::model;
+          draft_dir = v.substr(6);
+          if (draft_dir.empty()) throw CLI::ValidationError("--speculate", "draft: needs a model directory");
+        } else if (v == "lookup" || v == "none") {
+          spec.draft = v == "lookup" ? Draft::lookup : Draft::none;
+        } else {
+          throw CLI::ValidationError("--speculate", "'" + v + "' is not none, lookup or draft:DIR");
+        }
+      },
+      "speculative decoding (greedy: the same tokens; sampling: the same distribution), drafts checked in one pass "
+      "of k + 1 rows: none (the default), lookup (the tokens that followed the latest earlier occurrence of the "
+      "context's last n-gram) or draft:DIR (a smaller model sharing the tokenizer decodes them greedily)");
   cmd->add_option("--draft-k", spec.k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 8)")
       ->check(CLI::Range(1u, kMaxDraftTokens));
   cmd->add_option("--draft-ngram", spec.ngram,
                   "with --speculate lookup: the longest n-gram matched, 1 ... 16 (default 3; shorter ones are tried "
                   "next)")
       ->check(CLI::Range(1u, kMaxDraftNgram));
+}
+
+DraftModel open_draft_model(Context& ctx, const std::string& draft_dir, uint32_t capacity, SpeculateOptions& spec) {
+  DraftModel d;
+  if (spec.draft != Draft::model) return d;
+  d.model = Model::load(ctx, draft_dir);
+  SessionOptions so;
+  so.context = std::min(capacity, d.model->config().max_position_embeddings);
+  d.session = Session::create(*d.model, so);
+  spec.draft_session = d.session.get();
+  return d;
 }
 
 void print_speculation(const GenerateResult& r, const SpeculateOptions& spec) {
@@ -213,6 +234,7 @@ Runner register_run(CLI::App& app) {
     SamplingOptions sampling;
     GenerateOptions go;
     bool keep_set = false;
+    std::string draft_dir;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (bundled model by default)");
@@ -235,16 +257,19 @@ Runner register_run(CLI::App& app) {
       "session state file (docs/session-state.md): restored first when it belongs to this model and precision, "
       "the prompt's longest common prefix with it is not recomputed, and the prompt's state is saved to it");
   add_overflow_flags(cmd, a->go, a->keep_set);
-  add_speculate_flags(cmd, a->go.speculate);
+  add_speculate_flags(cmd, a->go.speculate, a->draft_dir);
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     validate_stop_strings(a->stop);
-    validate_speculation(a->go.speculate);
+    SpeculateOptions check = a->go.speculate;
+    if (check.draft == Draft::model) check.draft = Draft::lookup;  // the draft session comes after the model
+    validate_speculation(check);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);
     SessionOptions so = a->session_options(model->config());
     auto session = Session::create(*model, so);
+    const DraftModel draft = open_draft_model(*ctx, a->draft_dir, session->capacity(), a->go.speculate);
     const auto& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);
     std::string text = a->prompt;

@@ -61,7 +61,7 @@ struct Options {
   // Model benchmark: "lookup" adds speculative decoding's figures (prompt-lookup drafts of up to draft_k tokens;
   // docs/sessions.md): a (draft_k + 1)-row pass against a one-row decode, the acceptance rate, and decode_tokens
   // greedy tokens with and without drafts. "" = none.
-  std::string speculate;
+  std::string speculate;  // "", "lookup" or "draft:DIR" (a draft model's directory)
   uint32_t draft_k = 8;
   QuantKind weights = QuantKind::f16;       // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
   KvCacheType kv_cache = KvCacheType::f16;  // model benchmark: SessionOptions::kv_cache

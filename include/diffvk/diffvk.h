@@ -474,6 +474,7 @@ typedef int (*diffvk_text_fn)(const char* piece, size_t size, void* user);
 #define DIFFVK_MAX_STOP_STRING_BYTES 256
 #define DIFFVK_DRAFT_NONE 0   /* plain decoding */
 #define DIFFVK_DRAFT_LOOKUP 1 /* speculative decoding, prompt-lookup drafts (docs/sessions.md) */
+#define DIFFVK_DRAFT_MODEL 2  /* speculative decoding, a draft model's greedy tokens (draft_session; since 1.3) */
 #define DIFFVK_MAX_DRAFT_TOKENS 16
 #define DIFFVK_MAX_DRAFT_NGRAM 16
 typedef struct diffvk_generate_options {
@@ -492,6 +493,10 @@ typedef struct diffvk_generate_options {
   int32_t draft;        /* DIFFVK_DRAFT_NONE (default) or DIFFVK_DRAFT_LOOKUP */
   uint32_t draft_k;     /* drafted tokens per pass at most, 1 ... DIFFVK_MAX_DRAFT_TOKENS; 8 (default) */
   uint32_t draft_ngram; /* lookup: the longest n-gram matched, 1 ... DIFFVK_MAX_DRAFT_NGRAM; 3 (default) */
+  /* Since the 1.3 layout. DIFFVK_DRAFT_MODEL: a session of a second, smaller model sharing the tokenizer (not
+   * `session`): brought to the context before each pass (its held prefix kept), it decodes draft_k tokens greedily.
+   * NULL (default) otherwise. Must not be used by another call during the generate call. */
+  diffvk_session* draft_session;
 } diffvk_generate_options;
 typedef struct diffvk_generate_result {
   size_t struct_size;  /* set by the caller: sizeof(diffvk_generate_result); the call fills the fields it covers */
@@ -508,8 +513,8 @@ typedef struct diffvk_generate_result {
 /* Fills *options with the defaults above and sets struct_size. NULL: does nothing. A macro (see VERSIONING). */
 DIFFVK_API void diffvk_generate_default_options(diffvk_generate_options* options);
 /* The defaults of the largest layout of diffvk_generate_options this library knows that fits in size bytes
- * (layouts: 1.1's up to keep; 1.2's up to draft_ngram); struct_size = that layout's size. options NULL or a smaller
- * size: does nothing (since 1.1). */
+ * (layouts: 1.1's up to keep; 1.2's up to draft_ngram; 1.3's up to draft_session); struct_size = that layout's size.
+ * options NULL or a smaller size: does nothing (since 1.1). */
 DIFFVK_API void diffvk_generate_default_options_sized(diffvk_generate_options* options, size_t size);
 /* Prefills the n_prompt prompt ids with prompt-prefix reuse (what the session already holds of them is not
  * recomputed; diffvk_session_prefill_reusing), then samples up to max_tokens tokens with the sampler (which

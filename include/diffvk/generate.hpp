@@ -40,13 +40,19 @@ enum class ContextOverflow {
 enum class Draft {
   none,    // plain decoding, one token per pass
   lookup,  // prompt lookup: the tokens that followed the latest earlier occurrence of the context's last n-gram
+  model,   // a draft model: SpeculateOptions::draft_session's greedy continuation of the context
 };
-const char* draft_name(Draft draft);  // "none", "lookup"
+const char* draft_name(Draft draft);  // "none", "lookup", "model"
 
 struct SpeculateOptions {
   Draft draft = Draft::none;
   uint32_t k = 8;      // drafted tokens per pass at most, 1 ... kMaxDraftTokens
   uint32_t ngram = 3;  // lookup: the longest n-gram matched (shorter ones are tried down to 1), 1 ... kMaxDraftNgram
+  // model: a session of a second, smaller model that shares the tokenizer (the same vocabulary; checked at the first
+  // draft), not the generating session itself. Before each pass it is brought to the generating session's context
+  // (Session::prefill_reusing: what it already holds is kept) and decodes k tokens greedily, which are the draft. It
+  // must outlive generate(); its capacity bounds the drafts (none where the context does not fit it).
+  Session* draft_session = nullptr;
 };
 constexpr uint32_t kMaxDraftTokens = 16;
 constexpr uint32_t kMaxDraftNgram = 16;
@@ -55,6 +61,10 @@ constexpr uint32_t kMaxDraftNgram = 16;
 // `context` (one that ends before the context does); returns up to k tokens that followed it, from the first n
 // that has one; empty when none matches.
 std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t ngram, uint32_t k);
+// Draft-model drafting: `draft` brought to `context` (prefill_reusing), then up to k tokens decoded greedily (the first
+// maximum), fewer where its capacity ends; empty when the context does not fit it. invalid_argument when its
+// vocabulary is not `vocab`.
+std::vector<int32_t> model_draft(Session& draft, const std::vector<int32_t>& context, uint32_t k, uint32_t vocab);
 // Checks SpeculateOptions (k and ngram in range where drafting is on); throws Error(invalid_argument) naming the
 // field. generate() calls it before any work.
 void validate_speculation(const SpeculateOptions& options);

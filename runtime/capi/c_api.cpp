@@ -194,7 +194,9 @@ constexpr size_t kSamplerLayouts[] = {layout_size(offsetof(diffvk_sampler_option
 constexpr size_t kGenerateLayouts[] = {
     layout_size(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options)),  // 1.1
     layout_size(offsetof(diffvk_generate_options, draft_ngram) + sizeof(uint32_t),
-                alignof(diffvk_generate_options))};  // 1.2
+                alignof(diffvk_generate_options)),  // 1.2
+    layout_size(offsetof(diffvk_generate_options, draft_session) + sizeof(diffvk_session*),
+                alignof(diffvk_generate_options))};  // 1.3
 template <class T, size_t N>
 constexpr bool last_is_sizeof(const size_t (&layouts)[N]) {
   return layouts[N - 1] == sizeof(T);
@@ -787,6 +789,7 @@ void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t si
   d.draft = DIFFVK_DRAFT_NONE;
   d.draft_k = diffvk::SpeculateOptions{}.k;
   d.draft_ngram = diffvk::SpeculateOptions{}.ngram;
+  d.draft_session = nullptr;
   diffvk::capi::write_defaults(o, size, d, kGenerateLayouts);
 }
 void(diffvk_generate_default_options)(diffvk_generate_options* o) {
@@ -834,10 +837,21 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     go.overflow =
         o.overflow == DIFFVK_OVERFLOW_SHIFT ? diffvk::ContextOverflow::shift : diffvk::ContextOverflow::refuse;
     go.keep = o.keep;
-    if (o.draft != DIFFVK_DRAFT_NONE && o.draft != DIFFVK_DRAFT_LOOKUP)
-      fail(DIFFVK_INVALID_ARGUMENT,
-           "options->draft is " + std::to_string(o.draft) + "; DIFFVK_DRAFT_NONE (0) or DIFFVK_DRAFT_LOOKUP (1)");
-    go.speculate.draft = o.draft == DIFFVK_DRAFT_LOOKUP ? diffvk::Draft::lookup : diffvk::Draft::none;
+    if (o.draft != DIFFVK_DRAFT_NONE && o.draft != DIFFVK_DRAFT_LOOKUP && o.draft != DIFFVK_DRAFT_MODEL)
+      fail(DIFFVK_INVALID_ARGUMENT, "options->draft is " + std::to_string(o.draft) +
+                                        "; DIFFVK_DRAFT_NONE (0), DIFFVK_DRAFT_LOOKUP (1) or DIFFVK_DRAFT_MODEL (2)");
+    go.speculate.draft = o.draft == DIFFVK_DRAFT_LOOKUP  ? diffvk::Draft::lookup
+                         : o.draft == DIFFVK_DRAFT_MODEL ? diffvk::Draft::model
+                                                         : diffvk::Draft::none;
+    std::shared_ptr<diffvk_session> draft;  // kept alive for the call
+    if (o.draft == DIFFVK_DRAFT_MODEL) {
+      if (!o.draft_session)
+        fail(DIFFVK_INVALID_ARGUMENT, "options->draft is DIFFVK_DRAFT_MODEL but options->draft_session is NULL");
+      if (o.draft_session == s)
+        fail(DIFFVK_INVALID_ARGUMENT, "options->draft_session is the generating session; a draft model needs its own");
+      draft = live(o.draft_session, Kind::session, "options->draft_session");
+      go.speculate.draft_session = draft->session.get();
+    }
     go.speculate.k = o.draft_k;
     go.speculate.ngram = o.draft_ngram;
     if (o.on_text) {

@@ -92,6 +92,8 @@ const char* draft_name(Draft draft) {
       return "none";
     case Draft::lookup:
       return "lookup";
+    case Draft::model:
+      return "model";
   }
   return "unknown";
 }
@@ -111,13 +113,32 @@ std::vector<int32_t> lookup_draft(const std::vector<int32_t>& context, uint32_t 
   return {};
 }
 
+std::vector<int32_t> model_draft(Session& d, const std::vector<int32_t>& context, uint32_t k, uint32_t vocab) {
+  if (context.empty() || context.size() > d.capacity()) return {};
+  k = uint32_t(std::min<uint64_t>(k, d.capacity() - context.size() + 1));  // the last drafted token is not decoded
+  std::vector<float> lg = d.prefill_reusing(context);
+  if (lg.size() != vocab)
+    throw Error(Status::invalid_argument, "generate: the draft model's vocabulary (" + std::to_string(lg.size()) +
+                                              " tokens) is not the model's (" + std::to_string(vocab) +
+                                              "): a draft model must share the tokenizer");
+  std::vector<int32_t> out;
+  for (;;) {
+    out.push_back(int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin()));
+    if (out.size() >= k) return out;
+    lg = d.decode(out.back());
+  }
+}
+
 void validate_speculation(const SpeculateOptions& o) {
   if (o.draft == Draft::none) return;
-  if (o.draft != Draft::lookup) throw Error(Status::invalid_argument, "generate: unknown speculate.draft");
+  if (o.draft != Draft::lookup && o.draft != Draft::model)
+    throw Error(Status::invalid_argument, "generate: unknown speculate.draft");
+  if (o.draft == Draft::model && !o.draft_session)
+    throw Error(Status::invalid_argument, "generate: speculate.draft is model but speculate.draft_session is null");
   if (o.k < 1 || o.k > kMaxDraftTokens)
     throw Error(Status::invalid_argument,
                 "generate: speculate.k " + std::to_string(o.k) + " is not in 1 ... " + std::to_string(kMaxDraftTokens));
-  if (o.ngram < 1 || o.ngram > kMaxDraftNgram)
+  if (o.draft == Draft::lookup && (o.ngram < 1 || o.ngram > kMaxDraftNgram))
     throw Error(Status::invalid_argument, "generate: speculate.ngram " + std::to_string(o.ngram) + " is not in 1 ... " +
                                               std::to_string(kMaxDraftNgram));
 }
@@ -139,6 +160,9 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
                         const std::vector<int32_t>& prompt, const GenerateOptions& options) {
   StopStream stream(options.stop);  // validates the stop strings
   validate_speculation(options.speculate);
+  if (options.speculate.draft == Draft::model && options.speculate.draft_session == &session)
+    throw Error(Status::invalid_argument,
+                "generate: speculate.draft_session is the generating session; a draft model needs its own");
   if (prompt.empty()) throw Error(Status::invalid_argument, "generate: the prompt has no tokens");
   const bool shifting = options.overflow == ContextOverflow::shift;
   if (shifting && options.keep + 1ull >= session.capacity())
@@ -227,7 +251,7 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
         continue;
       }
       settle();
-      if (spec.draft == Draft::lookup) {
+      if (spec.draft != Draft::none) {
         // Drafts that fit the context and that could be used before max_tokens (a pass yields up to k + 1 tokens).
         const uint64_t held = uint64_t(session.position()) + 1,
                        room = session.capacity() > held ? session.capacity() - held : 0;
@@ -235,7 +259,10 @@ GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tok
         const uint32_t k = uint32_t(std::min<uint64_t>({spec.k, room, left}));
         std::vector<int32_t> context = session.tokens();
         context.push_back(next);
-        std::vector<int32_t> draft = k ? lookup_draft(context, spec.ngram, k) : std::vector<int32_t>{};
+        std::vector<int32_t> draft = !k ? std::vector<int32_t>{}
+                                     : spec.draft == Draft::lookup
+                                         ? lookup_draft(context, spec.ngram, k)
+                                         : model_draft(*spec.draft_session, context, k, vocab);
         if (!draft.empty()) {
           std::vector<int32_t> rows{next};
           rows.insert(rows.end(), draft.begin(), draft.end());

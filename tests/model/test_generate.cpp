@@ -16,6 +16,8 @@
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "gpu_test.hpp"
+#include "model_fixture.hpp"
+#include "phi4flash_model.hpp"
 #include "status_of.hpp"
 
 using namespace diffvk;
@@ -366,5 +368,80 @@ TEST_CASE("generate: speculative decoding with prompt lookup gives the tokens of
     }
     CHECK(runs[0].tokens == runs[1].tokens);
     CHECK(runs[0].verify_passes > 0);
+  }
+}
+
+// Draft-model drafting: a second model's greedy tokens checked in one pass. Greedy output and the session are plain
+// greedy decoding's whatever the draft model is: another session of the same model (its drafts mostly kept), a
+// smaller model of the same vocabulary (a random one: few kept), and a phi4flash model (its session rewinds by its
+// snapshot or a recompute). A draft model of another vocabulary, or the generating session itself, is refused.
+TEST_CASE("generate: speculative decoding with a draft model gives the tokens of plain greedy decoding") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  auto model = Model::load(*ctx, kTiny);
+  const Tokenizer tok = Tokenizer::load(kTiny);
+  const uint32_t V = model->config().vocab_size;
+  SessionOptions so;
+  so.context = 64;
+  so.chunk = 8;
+  SamplingOptions greedy;
+  greedy.temperature = 0.0f;
+  GenerateOptions plain;
+  plain.max_tokens = 30;
+  auto run = [&](const GenerateOptions& o, std::vector<int32_t>& held) {
+    auto s = Session::create(*model, so);
+    Sampler sampler(greedy);
+    GenerateResult r = generate(*s, sampler, tok, kPrompt, o);
+    held = s->tokens();
+    return r;
+  };
+  std::vector<int32_t> want_held, held;
+  const GenerateResult want = run(plain, want_held);
+  test::TempDir tmp("diffvk-draft-model");
+  test::TinySpec small;
+  small.vocab = V;
+  small.layers = 1;
+  test::write_tiny_model(tmp / "small", small, 7);
+  test::write_tiny_phi4flash(tmp / "phi", V, 64, 5);
+  for (const std::string& draft_dir : {kTiny, tmp / "small", tmp / "phi"}) {
+    CAPTURE(draft_dir);
+    auto dm = Model::load(*ctx, draft_dir);
+    SessionOptions dso;
+    dso.chunk = 4;
+    auto ds = Session::create(*dm, dso);
+    for (uint32_t k : {1u, 4u, 9u}) {
+      CAPTURE(k);
+      GenerateOptions o = plain;
+      o.speculate.draft = Draft::model;
+      o.speculate.k = k;
+      o.speculate.draft_session = ds.get();
+      const GenerateResult r = run(o, held);
+      CHECK(r.tokens == want.tokens);
+      CHECK(held == want_held);
+      CHECK(r.verify_passes > 0);
+      if (draft_dir == kTiny) CHECK(r.accepted * 2 > r.drafted);  // the same model: most drafts kept
+      MESSAGE(draft_dir << ", k " << k << ": " << r.verify_passes << " passes, " << r.accepted << " of " << r.drafted
+                        << " drafted tokens accepted");
+    }
+  }
+  // Refused before any work: no draft session, the generating session itself, another vocabulary.
+  auto s = Session::create(*model, so);
+  GenerateOptions o = plain;
+  o.speculate.draft = Draft::model;
+  Sampler sampler(greedy);
+  CHECK(test::status_of([&] { generate(*s, sampler, tok, kPrompt, o); }) == Status::invalid_argument);
+  o.speculate.draft_session = s.get();
+  CHECK(test::status_of([&] { generate(*s, sampler, tok, kPrompt, o); }) == Status::invalid_argument);
+  test::TinySpec other;
+  other.vocab = V + 4;
+  test::write_tiny_model(tmp / "other", other, 3);
+  auto om = Model::load(*ctx, tmp / "other");
+  auto os = Session::create(*om);
+  o.speculate.draft_session = os.get();
+  try {
+    generate(*s, sampler, tok, kPrompt, o);
+    FAIL("a draft model of another vocabulary was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("must share the tokenizer") != std::string::npos);
   }
 }

@@ -166,8 +166,8 @@ static void free_stops(char** stops, jsize n) {
 JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cls, jlong session, jlong sampler,
                                                           jlong tokenizer, jintArray prompt, jint max_tokens,
                                                           jobjectArray stop, jint eos, jint overflow, jint keep,
-                                                          jint draft, jint draft_k, jint draft_ngram, jobject pieces,
-                                                          jintArray out) {
+                                                          jint draft, jint draft_k, jint draft_ngram,
+                                                          jlong draft_session, jobject pieces, jintArray out) {
   jsize n, n_stop, i;
   int32_t* buf;
   char** stops = NULL;
@@ -239,6 +239,7 @@ JNIEXPORT void JNICALL Java_diffvk_Session_nativeGenerate(JNIEnv* env, jclass cl
   o.draft = (int32_t)draft;
   o.draft_k = (uint32_t)draft_k;
   o.draft_ngram = (uint32_t)draft_ngram;
+  o.draft_session = (diffvk_session*)(intptr_t)draft_session;
   o.on_text = djni_piece;
   o.user = &p;
   memset(&r, 0, sizeof r);

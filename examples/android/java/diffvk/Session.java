@@ -208,14 +208,16 @@ public final class Session implements AutoCloseable {
     public int overflow = OVERFLOW_REFUSE;
     /** OVERFLOW_SHIFT: the tokens at the start that are never dropped (a system prompt). */
     public int keep = 0;
-    public static final int DRAFT_NONE = 0, DRAFT_LOOKUP = 1;
+    public static final int DRAFT_NONE = 0, DRAFT_LOOKUP = 1, DRAFT_MODEL = 2;
     /**
      * DRAFT_LOOKUP: speculative decoding with prompt-lookup drafts (greedy: the same tokens; sampling: the same distribution), up to
-     * draftK tokens (1 ... 16) per pass, matching n-grams of up to draftNgram tokens (1 ... 16).
+     * draftK tokens (1 ... 16) per pass, matching n-grams of up to draftNgram tokens (1 ... 16). DRAFT_MODEL: the drafts are
+     * draftSession's greedy tokens (a session of a smaller model sharing the tokenizer, not this session; locked for the call).
      */
     public int draft = DRAFT_NONE;
     public int draftK = 8;
     public int draftNgram = 3;
+    public Session draftSession = null;
   }
 
   /** diffvk_generate_result plus the text. */
@@ -264,9 +266,14 @@ public final class Session implements AutoCloseable {
     }
     Pieces pieces = new Pieces(listener);
     int[] out = new int[8];
+    Session d = options.draft == GenerateOptions.DRAFT_MODEL ? options.draftSession : null;
+    Object draftLock = d != null ? d : new Object();
     synchronized (sampler) {
-      nativeGenerate(handle, sampler.handle(), tokenizer.handle(), prompt, options.maxTokens, stop, options.eosToken,
-                     options.overflow, options.keep, options.draft, options.draftK, options.draftNgram, pieces, out);
+      synchronized (draftLock) {
+        nativeGenerate(handle, sampler.handle(), tokenizer.handle(), prompt, options.maxTokens, stop, options.eosToken,
+                       options.overflow, options.keep, options.draft, options.draftK, options.draftNgram,
+                       d != null ? d.handle : 0, pieces, out);
+      }
     }
     GenerateResult r = new GenerateResult();
     r.text = new String(pieces.all.toByteArray(), java.nio.charset.StandardCharsets.UTF_8);
@@ -296,7 +303,7 @@ public final class Session implements AutoCloseable {
 
   static native void nativeGenerate(long session, long sampler, long tokenizer, int[] prompt, int maxTokens, byte[][] stop,
                                     int eosToken, int overflow, int keep, int draft, int draftK, int draftNgram,
-                                    Object pieces, int[] out);
+                                    long draftSession, Object pieces, int[] out);
   static native long nativeNewCancelFlag();
   static native void nativeFreeCancelFlag(long flag);
   static native void nativeCancel(long flag);
