@@ -440,8 +440,14 @@ struct Phi4FlashForward::Impl {
   }
   void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits, const std::function<bool()>& abort);
   std::vector<float> prompt(const std::vector<int32_t>& tokens, bool yoco);
-  // Bytes of the saved state's parts for n positions.
-  uint64_t shared_saved(uint32_t n) const { return 2ull * w->Hkv * n * row_bytes(); }
+  // The saved state (Phi4FlashForward::save) at n positions, in file order: each part a piece of one state range; a
+  // ring's rows (ring true) are pieces of a ring, in position order.
+  struct SavedPart {
+    const BufferRange* range;
+    uint64_t offset, bytes;
+    bool ring;
+  };
+  std::vector<SavedPart> saved_parts(uint32_t n) const;
   uint32_t ring_saved_rows(uint32_t n) const { return std::min(n, w->W - 1); }
 };
 
@@ -616,44 +622,46 @@ void Phi4FlashForward::run(const int32_t* tokens, uint32_t rows, HeadOut out, fl
 }
 uint32_t Phi4FlashForward::position() const { return impl_->state_pos; }
 
-uint64_t Phi4FlashForward::saved_bytes(uint32_t n) const {
-  const Impl& m = *impl_;
-  uint64_t bytes = m.shared_saved(n);
-  for (const auto& L : m.ls) {
-    if (L.k_ring.size) bytes += 2ull * m.w->Hkv * m.ring_saved_rows(n) * m.row_bytes();
-    if (L.conv_state.size) bytes += L.conv_state.size + L.scan_state.size;
+std::vector<Phi4FlashForward::Impl::SavedPart> Phi4FlashForward::Impl::saved_parts(uint32_t n) const {
+  const uint64_t rb = row_bytes(), Hkv = w->Hkv;
+  std::vector<SavedPart> parts;
+  for (const BufferRange* r : {&shared_k, &shared_v})  // per KV head its rows 0 … n−1
+    for (uint64_t h = 0; h < Hkv && n; ++h) parts.push_back({r, h * cap * rb, n * rb, false});
+  const uint32_t keep = ring_saved_rows(n);
+  for (const auto& L : ls) {
+    if (L.k_ring.size)
+      for (const BufferRange* r : {&L.k_ring, &L.v_ring})  // per KV head positions n − keep … n − 1
+        for (uint64_t h = 0; h < Hkv; ++h)
+          for (uint32_t p = n - keep; p < n; ++p) parts.push_back({r, (h * ring + p % ring) * rb, rb, true});
+    if (L.conv_state.size)
+      for (const BufferRange* r : {&L.conv_state, &L.scan_state}) parts.push_back({r, 0, r->size, false});
   }
+  return parts;
+}
+
+uint64_t Phi4FlashForward::saved_bytes(uint32_t n) const {
+  uint64_t bytes = 0;
+  for (const auto& p : impl_->saved_parts(n)) bytes += p.bytes;
   return bytes;
 }
 
 void Phi4FlashForward::save(uint8_t* out) const {
   const Impl& m = *impl_;
-  const uint32_t n = m.state_pos;
-  if (n == kUnknown) throw Error(Status::internal, "phi4flash: save with unknown states");
-  const uint64_t rb = m.row_bytes(), Hkv = m.w->Hkv;
-  for (const BufferRange* r : {&m.shared_k, &m.shared_v})  // per KV head its rows 0 … n−1
-    for (uint64_t h = 0; h < Hkv && n; ++h) {
-      m.state.download(r->offset + h * m.cap * rb, out, n * rb);
-      out += n * rb;
+  if (m.state_pos == kUnknown) throw Error(Status::internal, "phi4flash: save with unknown states");
+  std::vector<uint8_t> ring;  // the ring the last parts came from, downloaded once
+  const BufferRange* in_ring = nullptr;
+  for (const auto& p : m.saved_parts(m.state_pos)) {
+    if (!p.ring) {
+      m.state.download(p.range->offset + p.offset, out, p.bytes);
+    } else {
+      if (in_ring != p.range) {
+        ring.resize(p.range->size);
+        m.state.download(p.range->offset, ring.data(), ring.size());
+        in_ring = p.range;
+      }
+      std::memcpy(out, ring.data() + p.offset, p.bytes);
     }
-  const uint32_t keep = m.ring_saved_rows(n);
-  std::vector<uint8_t> ring;
-  for (const auto& L : m.ls) {
-    if (L.k_ring.size)
-      for (const BufferRange* r : {&L.k_ring, &L.v_ring}) {  // per KV head positions n − keep … n − 1
-        ring.resize(r->size);
-        m.state.download(r->offset, ring.data(), r->size);
-        for (uint64_t h = 0; h < Hkv; ++h)
-          for (uint32_t p = n - keep; p < n; ++p) {
-            std::memcpy(out, ring.data() + (h * m.ring + p % m.ring) * rb, rb);
-            out += rb;
-          }
-      }
-    if (L.conv_state.size)
-      for (const BufferRange* r : {&L.conv_state, &L.scan_state}) {
-        m.state.download(r->offset, out, r->size);
-        out += r->size;
-      }
+    out += p.bytes;
   }
 }
 
@@ -662,31 +670,26 @@ void Phi4FlashForward::restore(uint32_t n, const uint8_t* in) {
   if (n > m.cap) throw Error(Status::internal, "phi4flash: restore past the capacity");
   m.state_pos = kUnknown;  // until every part is in
   m.snap_valid = false;
-  const uint64_t rb = m.row_bytes(), Hkv = m.w->Hkv;
-  for (const BufferRange* r : {&m.shared_k, &m.shared_v})
-    for (uint64_t h = 0; h < Hkv && n; ++h) {
-      m.state.upload(r->offset + h * m.cap * rb, in, n * rb);
-      in += n * rb;
+  std::vector<uint8_t> ring;  // the ring being filled, uploaded whole when the next part is elsewhere
+  const BufferRange* in_ring = nullptr;
+  auto flush = [&] {
+    if (in_ring) m.state.upload(in_ring->offset, ring.data(), ring.size());
+    in_ring = nullptr;
+  };
+  for (const auto& p : m.saved_parts(n)) {
+    if (in_ring != (p.ring ? p.range : nullptr)) flush();
+    if (!p.ring) {
+      m.state.upload(p.range->offset + p.offset, in, p.bytes);
+    } else {
+      if (!in_ring) {
+        ring.assign(p.range->size, 0);
+        in_ring = p.range;
+      }
+      std::memcpy(ring.data() + p.offset, in, p.bytes);
     }
-  const uint32_t keep = m.ring_saved_rows(n);
-  std::vector<uint8_t> ring;
-  for (const auto& L : m.ls) {
-    if (L.k_ring.size)
-      for (const BufferRange* r : {&L.k_ring, &L.v_ring}) {
-        ring.assign(r->size, 0);
-        for (uint64_t h = 0; h < Hkv; ++h)
-          for (uint32_t p = n - keep; p < n; ++p) {
-            std::memcpy(ring.data() + (h * m.ring + p % m.ring) * rb, in, rb);
-            in += rb;
-          }
-        m.state.upload(r->offset, ring.data(), r->size);
-      }
-    if (L.conv_state.size)
-      for (const BufferRange* r : {&L.conv_state, &L.scan_state}) {
-        m.state.upload(r->offset, in, r->size);
-        in += r->size;
-      }
+    in += p.bytes;
   }
+  flush();
   m.state_pos = n;
 }
 
