@@ -445,3 +445,37 @@ TEST_CASE("generate: speculative decoding with a draft model gives the tokens of
     CHECK(std::string(e.what()).find("must share the tokenizer") != std::string::npos);
   }
 }
+
+// Every model kind: DIFF V2 (a λ per token) with prompt lookup and with a draft model (V1 above, phi4flash in
+// test_phi4flash_session.cpp and above).
+TEST_CASE("generate: speculative decoding on a DIFF V2 model gives the tokens of plain greedy decoding") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny_v2";
+  auto model = Model::load(*ctx, dir);
+  const Tokenizer tok = Tokenizer::bytes(model->config().vocab_size, -1, -1);
+  SessionOptions so;
+  so.context = 64;
+  so.chunk = 8;
+  std::vector<int32_t> prompt = kPrompt;
+  prompt.insert(prompt.end(), kPrompt.begin(), kPrompt.end());
+  SamplingOptions greedy;
+  greedy.temperature = 0.0f;
+  GenerateOptions plain;
+  plain.max_tokens = 24;
+  auto run = [&](const GenerateOptions& o) {
+    auto s = Session::create(*model, so);
+    Sampler sampler(greedy);
+    return generate(*s, sampler, tok, prompt, o).tokens;
+  };
+  const std::vector<int32_t> want = run(plain);
+  auto drafts = Session::create(*model, so);
+  for (Draft d : {Draft::lookup, Draft::model}) {
+    CAPTURE(draft_name(d));
+    GenerateOptions o = plain;
+    o.speculate.draft = d;
+    o.speculate.k = 5;
+    o.speculate.draft_session = drafts.get();
+    CHECK(run(o) == want);
+  }
+}
