@@ -274,8 +274,9 @@ class Session {
   uint32_t capacity() const;
   uint32_t chunk() const;        // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)
   KvCacheType kv_cache() const;  // SessionOptions::kv_cache
-  uint64_t kv_cache_bytes()
-      const;  // the KV cache's bytes on the device: every layer's K and V (alignment padding excluded)
+  // The KV cache's bytes on the device: every layer's K and V (alignment padding excluded). phi4flash: every state
+  // the session keeps (the shared cache, the rings, the Mamba states and their snapshot; alignment included).
+  uint64_t kv_cache_bytes() const;
   std::string plan_report() const;  // every intermediate: lifetime, offset, size; arena vs bounds
   // Debug path: resets the session, prefills `tokens` (1 … kAttentionMapMaxTokens of them, within the
   // context) and returns A1 and A2 of layer `layer` for head `head` (−1: every head), computed on the
