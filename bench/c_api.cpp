@@ -13,12 +13,13 @@
 
 namespace {
 constexpr size_t kMinSize = offsetof(diffvk_bench_options, preset);  // struct_size itself
-// The layouts of diffvk_bench_options (diffvk.h VERSIONING): 1.0 up to log_user, 1.1 up to shape.
+// The layouts of diffvk_bench_options (diffvk.h VERSIONING): 1.0 up to log_user, 1.1 up to shape, 1.2 up to draft_k.
 using diffvk::capi::layout_size;
 constexpr size_t kBenchLayouts[] = {
-    layout_size(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                       // 1.0
-    layout_size(offsetof(diffvk_bench_options, shape) + sizeof(const char*), alignof(diffvk_bench_options))};  // 1.1
-static_assert(kBenchLayouts[1] == sizeof(diffvk_bench_options),
+    layout_size(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                      // 1.0
+    layout_size(offsetof(diffvk_bench_options, shape) + sizeof(const char*), alignof(diffvk_bench_options)),  // 1.1
+    layout_size(offsetof(diffvk_bench_options, draft_k) + sizeof(uint32_t), alignof(diffvk_bench_options))};  // 1.2
+static_assert(kBenchLayouts[2] == sizeof(diffvk_bench_options),
               "diffvk_bench_options grew: add its layout to kBenchLayouts");
 static_assert(sizeof(void*) != 8 || kBenchLayouts[0] == 72,
               "the 1.0 layout of 64-bit targets (abi/libdiffvk_bench.abi)");
@@ -69,6 +70,8 @@ diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_optio
     if (c.plot_path) o.plot_path = c.plot_path;
     if (c.variant) o.variant = c.variant;
     if (c.shape) o.shape = c.shape;
+    if (c.speculate) o.speculate = c.speculate;
+    if (c.draft_k) o.draft_k = c.draft_k;
     if (c.abort_cb) o.cancel = [&c] { return c.abort_cb(c.abort_user) != 0; };
     if (c.log_cb) {
       o.log = [&c](diffvk::bench::LogLevel level, const std::string& m) {

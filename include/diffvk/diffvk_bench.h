@@ -34,6 +34,10 @@ typedef struct diffvk_bench_options {
   /* The whole-model benchmark on a published model's exact shape with random weights made on the device (no
    * file): "diffllama-1b", ... (`diffvk bench --help` lists them); NULL = none. Not with model_dir. Since 1.1. */
   const char* shape;
+  /* Since 1.2. The whole-model benchmark also measures speculative decoding: "lookup" (prompt-lookup drafts) or
+   * "draft:DIR" (a draft model's directory); NULL = none. draft_k: drafted tokens per pass, 1 ... 16; 0 = 8. */
+  const char* speculate;
+  uint32_t draft_k;
 } diffvk_bench_options;
 
 /* Defaults: struct_size set, preset "default", everything else NULL / 0. A function-like macro like the
@@ -41,8 +45,8 @@ typedef struct diffvk_bench_options {
  * to log_user); the macro passes sizeof *(out) to diffvk_bench_default_options_sized. */
 DIFFVK_API void diffvk_bench_default_options(diffvk_bench_options* out);
 /* The defaults of the largest layout of diffvk_bench_options this library knows that fits in size bytes
- * (layouts: 1.0's up to log_user; 1.1's up to shape); struct_size = that layout's size. Nothing past it
- * is written. out NULL or size below the 1.0 struct: does nothing (since 1.1). */
+ * (layouts: 1.0's up to log_user; 1.1's up to shape; 1.2's up to draft_k); struct_size = that layout's size. Nothing
+ * past it is written. out NULL or size below the 1.0 struct: does nothing (since 1.1). */
 DIFFVK_API void diffvk_bench_default_options_sized(diffvk_bench_options* out, size_t size);
 
 /* Runs the benchmark on `context`'s device. On DIFFVK_OK *json_out is a NUL-terminated string to free

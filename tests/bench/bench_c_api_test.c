@@ -32,14 +32,15 @@ static void sized_bench(void* o, size_t n) { diffvk_bench_default_options_sized(
  * (through a pointer: no macro) writes the 1.0 struct only, the sized one each known layout. */
 static void check_default_options(void) {
   void (*bench_1_0)(diffvk_bench_options*) = diffvk_bench_default_options;
-  const size_t layouts[2] = {sizeof(bench_options_1_0), sizeof(diffvk_bench_options)};
+  const size_t layouts[3] = {sizeof(bench_options_1_0), offsetof(diffvk_bench_options, speculate),
+                             sizeof(diffvk_bench_options)};
   bench_options_1_0* o = (bench_options_1_0*)canary_fill();
   EXPECT(sizeof(bench_options_1_0) < sizeof(diffvk_bench_options));
   bench_1_0((diffvk_bench_options*)o);
   EXPECT(o->struct_size == sizeof(bench_options_1_0) && canary_intact_from(sizeof(bench_options_1_0)));
   EXPECT(o->preset != NULL && strcmp(o->preset, "default") == 0 && !o->model_dir && !o->log_cb &&
          o->budget_seconds == 0);
-  check_sized_defaults("bench", sized_bench, layouts, 2);
+  check_sized_defaults("bench", sized_bench, layouts, 3);
 }
 
 typedef struct {
@@ -128,6 +129,17 @@ int main(void) {
   o.model_dir = "/nonexistent";
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(strstr(diffvk_last_error(), "model_dir and shape") != NULL);
+  EXPECT(json == NULL);
+  /* speculate and draft_k (since 1.2): checked before any work, as the CLI's --speculate and --draft-k */
+  diffvk_bench_default_options(&o);
+  EXPECT(o.speculate == NULL && o.draft_k == 0);
+  o.speculate = "bogus";
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "speculate") != NULL);
+  o.speculate = "lookup";
+  o.draft_k = 17;
+  EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
+  EXPECT(strstr(diffvk_last_error(), "draft_k") != NULL);
   EXPECT(json == NULL);
 
   /* a phone run with a tiny budget: the first case of each series runs, the rest are skipped by the budget */
