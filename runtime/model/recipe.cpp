@@ -373,7 +373,16 @@ void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
     add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
     return;
   }
-  add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, w.norm_b, E, w.eps), w.wgu, gu, false);
+  // One row without the fused norm (SambaY's LayerNorm): the one-row kernels, SwiGLU fused into down.
+  static const RowLinear plain{};
+  const RowLinear swiglu{Prologue::silu_mul, {}, w.eps};
+  const bool one = f.rows == 1 && w.norm_b.valid();
+  add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, w.norm_b, E, w.eps), w.wgu, gu, false,
+             one ? &plain : nullptr);
+  if (one) {
+    add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
+    return;
+  }
   const TensorRef a = f.g.tensor(P + "ffn.act", TensorRole::activation, f.storage(), {f.rows, w.I});
   const SiluMulKernel* silu = f.k.silu.get();
   const uint32_t rows = f.rows, I = w.I;
@@ -402,7 +411,8 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
   if (out == HeadOut::all) {
     const TensorRef xf = add_norm(f, "norm.out", x, h.norm, h.norm_b, E, h.eps);
     const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {rows, V});
-    add_linear(f, "lm_head", xf, h.lm_head, logits, false);
+    static const RowLinear plain{};  // one row with a LayerNorm (SambaY's decode): the one-row kernel
+    add_linear(f, "lm_head", xf, h.lm_head, logits, false, rows == 1 && h.norm_b.valid() ? &plain : nullptr);
     return logits;
   }
   if (h.norm_b.valid())

@@ -10,6 +10,12 @@ void check_rows(const Forward& f, const char* block) {
   if (f.row)
     throw Error(Status::internal, std::string(block) + ": SambaY blocks have no one-row fused path (Forward::row)");
 }
+// A one-row pass (decode, YOCO's last row) runs its linears on the one-row kernel (no prologue: SambaY's norms are
+// LayerNorms with bias, which it has no fused form of), not on the matmul's tiles.
+const RowLinear* one_row(const Forward& f) {
+  static const RowLinear plain{};
+  return f.rows == 1 ? &plain : nullptr;
+}
 }  // namespace
 
 TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const MambaBlock& w, bool memory,
@@ -22,7 +28,7 @@ TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const Ma
     throw Error(Status::internal, "mamba block: the model built no SambaY kernels (build_sambay_kernels)");
   const TensorRef h = add_norm(f, P + "mamba_norm.out", x, w.pre.w, w.pre.b, s.E, s.eps);
   const TensorRef xz = f.g.tensor(P + "mamba.xz", TensorRole::activation, f.storage(), {T, 2ull * C});
-  add_linear(f, "in_proj", h, w.in_proj, xz, false);
+  add_linear(f, "in_proj", h, w.in_proj, xz, false, one_row(f));
   // u = silu(conv1d(x) + b) over the first C columns of [x | z], the state carrying the last K − 1 inputs.
   const TensorRef u = f.g.tensor(P + "mamba.u", TensorRole::activation, f.storage(), {T, C});
   const Conv1dStateKernel* conv = k.conv.get();
@@ -39,9 +45,9 @@ TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const Ma
   f.g.kernel("conv1d_state");
   // [dt_low | B | Cm] = u·x_projᵀ; delta_raw = dt_low·dt_projᵀ + dt_b (the scan applies softplus).
   const TensorRef dbc = f.g.tensor(P + "mamba.x_proj", TensorRole::activation, f.storage(), {T, R + 2ull * S});
-  add_linear(f, "x_proj", u, w.x_proj, dbc, false);
+  add_linear(f, "x_proj", u, w.x_proj, dbc, false, one_row(f));
   const TensorRef delta = f.g.tensor(P + "mamba.delta_raw", TensorRole::activation, f.storage(), {T, C});
-  add_linear(f, "dt_proj", dbc, w.dt_proj, delta, false, nullptr, R + 2 * S);
+  add_linear(f, "dt_proj", dbc, w.dt_proj, delta, false, one_row(f), R + 2 * S);
   // The selective scan with the D skip, gated by silu(z) (the last C columns of [x | z]).
   SelectiveScanParams sp;
   sp.T = T;
@@ -79,7 +85,7 @@ TensorRef add_mamba_block(Forward& f, TensorRef x, const MambaShape& s, const Ma
     scan->record(p, sp, sb);
   });
   f.g.kernel(SelectiveScanKernel::choice(sp));
-  add_linear(f, "out_proj", y, w.out_proj, x, true);
+  add_linear(f, "out_proj", y, w.out_proj, x, true, one_row(f));
   return m;
 }
 
@@ -90,7 +96,7 @@ void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock&
   if (!memory.valid()) throw Error(Status::internal, "GMU block: no memory tensor (the memory layer comes first)");
   const TensorRef h = add_norm(f, P + "gmu_norm.out", x, w.pre.w, w.pre.b, s.E, s.eps);
   const TensorRef g = f.g.tensor(P + "gmu.in", TensorRole::activation, f.storage(), {T, C});
-  add_linear(f, "in_proj", h, w.in_proj, g, false);
+  add_linear(f, "in_proj", h, w.in_proj, g, false, one_row(f));
   const TensorRef a = f.g.tensor(P + "gmu.gated", TensorRole::activation, f.storage(), {T, C});
   const SiluMulKernel* silu = f.k.silu.get();
   f.g.add("gmu_gate", {g, memory}, {a}, [=](Program& p, const GraphBinding& b) {
@@ -104,7 +110,7 @@ void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock&
     silu->record_gmu(p, b[g], b[memory], b[a], gp);
   });
   f.g.kernel("silu_mul gmu");
-  add_linear(f, "out_proj", a, w.out_proj, x, true);
+  add_linear(f, "out_proj", a, w.out_proj, x, true, one_row(f));
 }
 
 TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
@@ -123,12 +129,12 @@ TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const Samb
                                       " rows, the shape needs " + std::to_string(qkvw));
   const TensorRef q = f.g.tensor(P + "q", TensorRole::activation, f.storage(), {T, qw});
   if (cross) {  // queries only: the keys and values are the shared cache's
-    add_linear(f, "Wq", h, w.wqkv, q, false);
+    add_linear(f, "Wq", h, w.wqkv, q, false, one_row(f));
     return q;
   }
   // q, k, v; the K/V rows appended as they are (no RoPE), at row p (full) or p mod ring (sliding).
   const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {T, qkvw});
-  add_linear(f, "Wqkv", h, w.wqkv, qkv, false);
+  add_linear(f, "Wqkv", h, w.wqkv, qkv, false, one_row(f));
   const RopeKvKernel* append = &f.k.rope_for(f.kv);
   RopeKvParams rp = rope_kv_params(f, s);
   rp.ring = sliding ? 1 : 0;
@@ -153,7 +159,7 @@ void add_sambay_attention_out(Forward& f, TensorRef x, TensorRef q, const AttnSh
   op.window = sliding ? w.window : 0;
   op.ring = sliding;
   const TensorRef o = add_attention_op(f, w.pre.prefix, q, w.k_cache, w.v_cache, w.subln, s, op);
-  add_linear(f, "out_proj", o, w.wo, x, true);
+  add_linear(f, "out_proj", o, w.wo, x, true, one_row(f));
 }
 
 void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {

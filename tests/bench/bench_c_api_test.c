@@ -137,6 +137,7 @@ int main(void) {
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(strstr(diffvk_last_error(), "speculate") != NULL);
   o.speculate = "lookup";
+  o.shape = "diffllama-1b";
   o.draft_k = 17;
   EXPECT(diffvk_bench_run(ctx, &o, &json) == DIFFVK_INVALID_ARGUMENT);
   EXPECT(strstr(diffvk_last_error(), "draft_k") != NULL);
