@@ -116,7 +116,9 @@ typedef struct diffvk_context_options {
    * variant falls back through the tuning keys (coopmat, int_dot, attn_core, subgroup, fp16); when nothing passes,
    * the create fails with DIFFVK_UNSUPPORTED naming the op and variant. The test runs only in libdiffvk_bench.so
    * (libdiffvk.so has no cases: AUTO tests nothing there, ALWAYS fails with DIFFVK_UNSUPPORTED). Another value ->
-   * DIFFVK_INVALID_ARGUMENT. Since 1.2; a 1.0 or 1.1 caller's struct gets AUTO */
+   * DIFFVK_INVALID_ARGUMENT. Since 1.2; a 1.0 caller's struct gets AUTO. On 64-bit targets the field lies in the
+   * 1.1 struct's tail padding (the size is unchanged): diffvk_context_default_options of 1.1 zeroes that padding,
+   * so a 1.1 caller that filled its struct with it gets AUTO (0) */
   int selftest;
 } diffvk_context_options;
 

@@ -15,6 +15,7 @@
 #include "platform.hpp"
 #include "vk/gpu.hpp"
 #include "vk/shader_blob.hpp"
+#include "vk/tuning.hpp"
 
 namespace diffvk {
 
@@ -58,7 +59,8 @@ std::string next_fallback(const std::vector<std::string>& uses, const Tuning& t)
 // pipelines.
 std::string config_of(const Device& d, const ContextOptions& o) {
   std::string s = std::string("precision=") + precision_name(o.precision);
-  for (const TuningChoice& c : d.tuning().choices) s += ";" + c.key + "=" + c.value;
+  for (const TuningChoice& c : d.tuning().choices)
+    if (c.key != "pipeline_threads") s += ";" + c.key + "=" + c.value;  // the host's threads change no result
   if (!o.selftest_ops.empty()) {
     s += ";ops=";
     for (size_t i = 0; i < o.selftest_ops.size(); ++i) s += (i ? "," : "") + o.selftest_ops[i];
@@ -219,10 +221,17 @@ std::string SelftestReport::table() const {
 
 std::unique_ptr<Device> open_tested_device(const ContextOptions& options, SelftestReport& report) {
   report = SelftestReport();
-  report.mode = options.selftest;
+  // DIFFVK_SELFTEST replaces the default (auto) as DIFFVK_DEVICE replaces an empty ContextOptions::device: an
+  // explicit always or off wins.
+  const std::string env = read_device_environment().selftest;
+  const SelftestMode mode = options.selftest == SelftestMode::automatic && !env.empty()
+                                ? parse_selftest_mode(env, "DIFFVK_SELFTEST")
+                                : options.selftest;
+  const std::string source = mode != options.selftest ? "DIFFVK_SELFTEST" : "ContextOptions::selftest";
+  report.mode = mode;
   std::unique_ptr<Device> d = Device::create(options);
-  if (options.selftest == SelftestMode::off) {
-    report.note = "off (ContextOptions::selftest)";
+  if (mode == SelftestMode::off) {
+    report.note = "off (" + source + ")";
     return d;
   }
   SelftestRunner runner;
@@ -234,7 +243,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     const std::string why =
         "no self-test runner in this program (the cases and the float64 reference are in diffvk_bench: "
         "diffvk::bench::install_selftest(), or link libdiffvk_bench.so)";
-    if (options.selftest == SelftestMode::always) throw Error(Status::unsupported, "selftest=always: " + why);
+    if (mode == SelftestMode::always) throw Error(Status::unsupported, "selftest=always: " + why);
     report.note = "not run: " + why;
     platform::log(LogLevel::debug, "self-test " + report.note);
     return d;
@@ -243,7 +252,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
   report.config = config_of(*d, options);
   report.verdict_path = selftest_verdict_path(caps0);
 
-  if (options.selftest == SelftestMode::automatic) {
+  if (mode == SelftestMode::automatic) {
     const json all = read_verdicts(report.verdict_path, caps0);
     const json* v = nullptr;
     if (all.contains("configs") && all["configs"].contains(report.config)) v = &all["configs"][report.config];
@@ -270,7 +279,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
         platform::log(LogLevel::warn,
                       "self-test verdict in " + report.verdict_path + " unreadable (" + e.what() + "): testing again");
         report = SelftestReport();
-        report.mode = options.selftest;
+        report.mode = mode;
         report.config = config_of(*d, options);
         report.verdict_path = selftest_verdict_path(caps0);
       }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -25,7 +26,10 @@ namespace {
 struct SelftestEnv {
   test::TempDir dir{"diffvk-selftest"};
   std::shared_ptr<std::atomic<int>> passes = std::make_shared<std::atomic<int>>(0);
+  std::string saved_mode;  // DIFFVK_SELFTEST (tests/common/test_main.cpp sets off): unset here
   SelftestEnv() {
+    if (const char* m = std::getenv("DIFFVK_SELFTEST")) saved_mode = m;
+    ::unsetenv("DIFFVK_SELFTEST");
     platform::set_cache_dir(dir.path());
     auto n = passes;
     set_selftest_runner([n](Device& d, const SelftestRequest& r) {
@@ -36,6 +40,7 @@ struct SelftestEnv {
   ~SelftestEnv() {
     set_selftest_runner({});
     platform::set_cache_dir("");
+    if (!saved_mode.empty()) ::setenv("DIFFVK_SELFTEST", saved_mode.c_str(), 1);
   }
 };
 
@@ -205,6 +210,20 @@ TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field"
                        doctest::Contains("--selftest: 'sometimes' is not a self-test mode (auto, always, off)"), Error);
   for (SelftestMode m : {SelftestMode::automatic, SelftestMode::always, SelftestMode::off})
     CHECK(parse_selftest_mode(selftest_mode_name(m)) == m);
+  SelftestEnv env;
+  {  // DIFFVK_SELFTEST replaces the default mode (auto), not an explicit one
+    ::setenv("DIFFVK_SELFTEST", "off", 1);
+    auto ctx = Context::create(selftest_options(SelftestMode::automatic, {"silu_mul"}));
+    CHECK(ctx->selftest().mode == SelftestMode::off);
+    CHECK(ctx->selftest().note == "off (DIFFVK_SELFTEST)");
+    CHECK(env.passes->load() == 0);
+    auto always = Context::create(selftest_options(SelftestMode::always, {"silu_mul"}));
+    CHECK(env.passes->load() == 1);
+    ::setenv("DIFFVK_SELFTEST", "never", 1);
+    CHECK_THROWS_WITH_AS(Context::create(selftest_options(SelftestMode::automatic)),
+                         doctest::Contains("DIFFVK_SELFTEST: 'never' is not a self-test mode"), Error);
+    ::unsetenv("DIFFVK_SELFTEST");
+  }
   set_selftest_runner({});
   REQUIRE_FALSE(has_selftest_runner());
   {
@@ -232,7 +251,7 @@ TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field"
 
 TEST_CASE("selftest: the CLI prints the table, keeps the verdict, and refuses bad flags") {
   test::TempDir tmp("diffvk-selftest-cli");
-  const std::string env = "env XDG_CACHE_HOME=" + tmp.path();
+  const std::string env = "env XDG_CACHE_HOME=" + tmp.path() + " DIFFVK_SELFTEST=auto";
   const auto r = test::run_cli(tmp, "selftest --ops silu_mul,head_rmsnorm", env);
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
