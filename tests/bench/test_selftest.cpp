@@ -3,6 +3,7 @@
 // error when nothing passes, and the option's C ABI field.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -202,6 +203,32 @@ TEST_CASE("selftest: nothing passing fails the create naming the op and the vari
   CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("no op 'no_such_op' has a table"), Error);
 }
 
+TEST_CASE("selftest: the ops of each model kind, from its config.json") {
+  test::TempDir tmp("diffvk-selftest-kinds");
+  const auto has = [](const std::vector<std::string>& ops, const char* op) {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  };
+  const std::string v1 = tmp / "v1", v2 = tmp / "v2";
+  std::filesystem::create_directories(v1);
+  std::filesystem::create_directories(v2);
+  std::ofstream(v1 + "/config.json") << test::tiny_config_json(test::TinySpec{}).dump(2);
+  std::ofstream(v2 + "/config.json") << test::tiny_v2_config_json(test::TinyV2Spec{}).dump(2);
+  const auto o1 = bench::selftest_ops_for_model(v1), o2 = bench::selftest_ops_for_model(v2);
+  CHECK(has(o1, "diff_attn"));
+  CHECK_FALSE(has(o1, "diff_v2_attn"));
+  CHECK_FALSE(has(o1, "selective_scan"));
+  CHECK(has(o2, "diff_v2_attn"));
+  CHECK_FALSE(has(o2, "diff_attn"));
+  const auto phi = bench::selftest_ops_for_config(R"({"model_type": "phi4flash"})");
+  CHECK(has(phi, "selective_scan"));
+  CHECK(has(phi, "gmu_gate"));
+  CHECK(has(phi, "diff_attn"));
+  CHECK(bench::selftest_ops_for_model(tmp / "model.gguf") == bench::table_ops());  // a GGUF file: every op
+  for (const auto* ops : {&o1, &o2, &phi})
+    for (const std::string& op : *ops) CHECK_MESSAGE(has(bench::table_ops(), op.c_str()), op << " has no table");
+  CHECK_THROWS_AS(bench::selftest_ops_for_shape("no-such-shape"), Error);
+}
+
 TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field") {
   CHECK(parse_selftest_mode("auto") == SelftestMode::automatic);
   CHECK(parse_selftest_mode("always") == SelftestMode::always);
@@ -265,17 +292,12 @@ TEST_CASE("selftest: the CLI prints the table, keeps the verdict, and refuses ba
   INFO(cached.out);
   CHECK(cached.exit_code == 0);
   CHECK(cached.out.find("verdict: read from " + tmp.path() + "/diffvk/selftest/") != std::string::npos);
-  // --model: the ops of the model's kind, from its config.json (a DIFF V2 model here).
-  const std::string dir = tmp / "v2";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/config.json") << test::tiny_v2_config_json(test::TinyV2Spec{}).dump(2);
-  const auto model = test::run_cli(tmp, "selftest --model " + dir, env);
-  INFO(model.out);
-  CHECK(model.exit_code == 0);
-  CHECK(model.out.find("diff_v2_attn") != std::string::npos);
-  CHECK(model.out.find("selective_scan") == std::string::npos);  // a SambaY op
-  CHECK(model.out.find("diff_attn ") == std::string::npos);      // DIFF V1's
-  CHECK(bench::selftest_ops_for_config(R"({"model_type": "phi4flash"})").back() == "gmu_gate");
+  const auto shape = test::run_cli(tmp, "selftest --shape no-such-shape", env);
+  CHECK(shape.exit_code != 0);
+  CHECK(shape.out.find("no-such-shape") != std::string::npos);
+  const auto missing = test::run_cli(tmp, "selftest --model " + (tmp / "absent"), env);
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.out.find("--model") != std::string::npos);
   const auto bad = test::run_cli(tmp, "selftest --selftest sometimes", env);
   CHECK(bad.exit_code != 0);
   CHECK(bad.out.find("--selftest") != std::string::npos);
