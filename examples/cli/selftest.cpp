@@ -39,16 +39,22 @@ Runner register_selftest(CLI::App& app) {
       if (e > p) o.selftest_ops.push_back(f->ops.substr(p, e - p));
       p = e + 1;
     }
-    auto ctx = Context::create(o);  // the self-test runs here; nothing passing for an op is the error it throws
-    const SelftestReport& r = ctx->selftest();
-    std::printf("device: %s (%s)\n", ctx->caps().name.c_str(), precision_name(ctx->precision()));
+    // What Context::create does first; a failure with no fallback left comes back with its rows, to print.
+    const SelftestReport r = run_selftest(o);
+    std::printf("device: %s\n", r.device.c_str());
     std::printf("%s", r.table().c_str());
     if (r.from_cache)
       std::printf("verdict: read from %s (tested in %.3f s then)\n", r.verdict_path.c_str(), r.tested_seconds);
     else
       std::printf("self-test time: %.3f s\n", r.seconds);
-    std::printf("fallback: %s\n", r.fallback.empty() ? "none (every variant passed)" : r.fallback.c_str());
+    std::printf("fallback: %s\n", !r.error.empty()     ? "none left (below)"
+                                  : r.fallback.empty() ? "none (every variant passed)"
+                                                       : r.fallback.c_str());
     std::printf("verdict file: %s\n", r.verdict_path.empty() ? "none (no cache directory)" : r.verdict_path.c_str());
+    if (!r.error.empty()) {
+      std::fprintf(stderr, "diffvk selftest: %s\n", r.error.c_str());
+      return 1;
+    }
     return 0;
   };
 }

@@ -8,6 +8,7 @@
 // (diffvk::bench::install_selftest(); libdiffvk_bench.so does it when it is loaded). Without a registered runner,
 // SelftestMode::automatic tests nothing (Context::selftest() says why) and SelftestMode::always is an error.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ struct SelftestReport {
   double seconds = 0;             // wall time of the passes run now (0 when read)
   double tested_seconds = 0;      // wall time of the passes when they ran (now, or when the verdict was written)
   std::vector<SelftestRow> rows;  // every pass's rows, in order (a retest adds rows with `tuning` set)
+  std::string device;             // the device tested last: "<name> (fp16)" / "(fp32)"
+  // run_selftest only: the error Context::create would throw when a failure has no fallback left ("" otherwise).
+  std::string error;
   // The table `diffvk selftest` prints: op, variant, cases, max error, verdict, fallback taken.
   std::string table() const;
 };
@@ -71,6 +75,13 @@ struct SelftestRequest {
 using SelftestRunner = std::function<std::vector<SelftestRow>(Device& device, const SelftestRequest& request)>;
 void set_selftest_runner(SelftestRunner runner);  // an empty function unregisters; thread-safe
 bool has_selftest_runner();
+
+// What Context::create(options) does before it returns the context, without the context: the device opened, tested
+// as options.selftest says (auto: the kept verdict when there is one), closed. A failure with no fallback left is
+// returned in SelftestReport::error with every row (Context::create throws it); other errors are thrown. What
+// `diffvk selftest` prints.
+struct ContextOptions;
+SelftestReport run_selftest(const ContextOptions& options);
 
 // The verdict file of a device (DeviceCaps of list_devices() or Context::caps()):
 // `<cache dir>/selftest/<vendor>-<device>-<pipelineCacheUUID>-<driver version>-<shader hash>.json`, all hex;

@@ -198,6 +198,12 @@ std::string selftest_verdict_path(const DeviceCaps& c) {
          hex_of(c.driver_version, 8) + "-" + hex_of(embedded_shaders_hash(), 16) + ".json";
 }
 
+SelftestReport run_selftest(const ContextOptions& options) {
+  SelftestReport report;
+  open_tested_device(options, report, true);  // the device closes here
+  return report;
+}
+
 std::string SelftestReport::table() const {
   std::string s;
   char line[512];
@@ -219,8 +225,15 @@ std::string SelftestReport::table() const {
   return s;
 }
 
-std::unique_ptr<Device> open_tested_device(const ContextOptions& options, SelftestReport& report) {
+std::unique_ptr<Device> open_tested_device(const ContextOptions& options, SelftestReport& report, bool keep_failure) {
   report = SelftestReport();
+  // A failure with no fallback left: thrown, or kept in the report (run_selftest).
+  auto fail = [&](const std::string& msg) -> std::unique_ptr<Device> {
+    if (!keep_failure) throw Error(Status::unsupported, msg);
+    report.error = msg;
+    return nullptr;
+  };
+  auto device_name = [](const Device& dev) { return dev.caps().name + (dev.fp16() ? " (fp16)" : " (fp32)"); };
   // DIFFVK_SELFTEST replaces the default (auto) as DIFFVK_DEVICE replaces an empty ContextOptions::device: an
   // explicit always or off wins.
   const std::string env = read_device_environment().selftest;
@@ -230,6 +243,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
   const std::string source = mode != options.selftest ? "DIFFVK_SELFTEST" : "ContextOptions::selftest";
   report.mode = mode;
   std::unique_ptr<Device> d = Device::create(options);
+  report.device = device_name(*d);
   if (mode == SelftestMode::off) {
     report.note = "off (" + source + ")";
     return d;
@@ -264,8 +278,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
         for (const json& r : v->at("rows")) report.rows.push_back(row_of(r));
         report.note = "verdict read from " + report.verdict_path;
         const std::string error = v->value("error", std::string());
-        if (!error.empty())
-          throw Error(Status::unsupported, error + " [verdict read from " + report.verdict_path + "]");
+        if (!error.empty()) return fail(error + " [verdict read from " + report.verdict_path + "]");
         platform::log(report.fallback.empty() ? LogLevel::debug : LogLevel::info,
                       "self-test: " + report.note +
                           (report.fallback.empty() ? std::string(": every op passed")
@@ -273,6 +286,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
         if (!report.fallback.empty()) {
           d.reset();
           d = Device::create(with_fallback(options, report.fallback));
+          report.device = device_name(*d);
         }
         return d;
       } catch (const nlohmann::json::exception& e) {
@@ -280,6 +294,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
                       "self-test verdict in " + report.verdict_path + " unreadable (" + e.what() + "): testing again");
         report = SelftestReport();
         report.mode = mode;
+        report.device = device_name(*d);
         report.config = config_of(*d, options);
         report.verdict_path = selftest_verdict_path(caps0);
       }
@@ -314,7 +329,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     if (step.empty() || pass >= 8) {
       const std::string msg = failure_message(bad, "no fallback is left for it");
       save(msg);
-      throw Error(Status::unsupported, msg);
+      return fail(msg);
     }
     bad.fallback = step;
     const std::string key = step.substr(0, step.find('='));
@@ -328,15 +343,16 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     } catch (const Error& e) {
       const std::string msg = failure_message(bad, "its fallback " + step + " cannot be applied: " + e.what());
       save(msg);
-      throw Error(Status::unsupported, msg);
+      return fail(msg);
     }
     const TuningChoice* c = d->tuning().find(key);
     if (!c || c->value != value) {  // an override that wins over ContextOptions::tuning (DIFFVK_TUNING)
       const std::string msg = failure_message(
           bad, "its fallback " + step + " did not take (" + key + " = " + (c ? c->value + ": " + c->why : "?") + ")");
       save(msg);
-      throw Error(Status::unsupported, msg);
+      return fail(msg);
     }
+    report.device = device_name(*d);
   }
   save("");
   platform::log(LogLevel::info, "self-test: " + std::to_string(report.rows.size()) + " op variants in " +

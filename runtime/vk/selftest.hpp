@@ -12,6 +12,8 @@ namespace diffvk {
 // off (the fallback chain: coopmat, int_dot, attn_core, subgroup, fp16) and reopening the device with that tuning
 // to test again. Fills `report`. Throws Error(unsupported) naming the op and variant when a failure has no fallback
 // left (also when read from the verdict file), and for selftest=always without a runner.
-std::unique_ptr<Device> open_tested_device(const ContextOptions& options, SelftestReport& report);
+// keep_failure: such a failure is recorded in report.error and nullptr returned instead (run_selftest).
+std::unique_ptr<Device> open_tested_device(const ContextOptions& options, SelftestReport& report,
+                                           bool keep_failure = false);
 
 }  // namespace diffvk

@@ -198,6 +198,18 @@ TEST_CASE("selftest: nothing passing fails the create naming the op and the vari
     CHECK(std::string(e.what()).find("verdict read from") != std::string::npos);
   }
   CHECK(env.passes->load() == passes);  // the kept failure, not a retest
+  // run_selftest (what `diffvk selftest` prints): the same failure with its rows, returned.
+  const SelftestReport kept = run_selftest(o);
+  CHECK(kept.from_cache);
+  CHECK(kept.error.find("op 'silu_mul' variant 'fp32 shared'") != std::string::npos);
+  REQUIRE_FALSE(kept.rows.empty());
+  CHECK_FALSE(kept.rows.back().pass);
+  CHECK(kept.table().find("FAIL") != std::string::npos);
+  o.selftest = SelftestMode::always;
+  const SelftestReport now = run_selftest(o);
+  CHECK(now.ran);
+  CHECK(now.error.find("no fallback is left") != std::string::npos);
+  CHECK(now.rows.size() == kept.rows.size());
   o.selftest_fail_variant = "no_such_op";
   o.selftest = SelftestMode::always;
   CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("no op 'no_such_op' has a table"), Error);
