@@ -23,6 +23,7 @@ struct DeviceFlags {
   std::string pipeline_cache;      // --pipeline-cache FILE
   bool no_pipeline_cache = false;  // --no-pipeline-cache
   std::string tuning;              // --tuning key=value,... (ContextOptions::tuning; DIFFVK_TUNING wins per key)
+  std::string selftest = "auto";   // --selftest auto|always|off (ContextOptions::selftest)
   // Throws invalid_argument when --pipeline-cache names something that is not a diffvk pipeline cache
   // (it is rewritten when the context closes: a model or any other file must never be replaced).
   ContextOptions options() const;
@@ -47,6 +48,7 @@ Runner register_attn_map(CLI::App& app);
 Runner register_quantize(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
 Runner register_chat(CLI::App& app);
+Runner register_selftest(CLI::App& app);
 
 // --weights f16|q8_0|q4_0 (LoadOptions::weights) and --q4-head (LoadOptions::q4_0_head) into `load`; a bad
 // value is an error naming the choices.

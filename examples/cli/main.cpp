@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "diffvk/atomic_write.hpp"
+#include "diffvk/bench.hpp"
 #include "diffvk/pipeline_cache.hpp"
 
 namespace diffvk::cli {
@@ -29,6 +30,7 @@ ContextOptions DeviceFlags::options() const {
   if (no_pipeline_cache && !pipeline_cache.empty())
     throw Error(Status::invalid_argument, "--pipeline-cache and --no-pipeline-cache: give one");
   o.pipeline_cache = !no_pipeline_cache;
+  o.selftest = parse_selftest_mode(selftest, "--selftest");
   if (!pipeline_cache.empty()) {
     // The library rewrites the file when the context closes: only an absent file, an empty one or one of its
     // own caches may be replaced.
@@ -57,6 +59,11 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
                   "tuning overrides key=value,... (keys coopmat, int_dot, fp16, subgroup, kv_staging, attn_core, "
                   "row_lanes, linear_reg_share, pipeline_threads, quirk, rule; "
                   "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
+  cmd->add_option("--selftest", f.selftest,
+                  "the self-test at load: auto (test once per device, driver and shader build, then read the verdict "
+                  "kept in <cache dir>/selftest/), always, off; a failing variant falls back through the tuning keys "
+                  "(docs/decisions/024-selftest-at-load.md)")
+      ->check(CLI::IsMember({"auto", "always", "off"}));
 }
 
 namespace {
@@ -141,6 +148,8 @@ int main(int argc, char** argv) {
   add(register_attn_map(app));
   add(register_quantize(app));
   add(register_perplexity(app));
+  add(register_selftest(app));
+  diffvk::bench::install_selftest();  // Context::create runs the self-test at load (--selftest)
   check_unsigned_options(app);
   try {
     app.parse(argc, argv);

@@ -15,6 +15,7 @@
 
 #include "diffvk/device.hpp"
 #include "diffvk/model.hpp"  // KvCacheType
+#include "diffvk/selftest.hpp"
 
 namespace diffvk::bench {
 
@@ -94,5 +95,20 @@ Result run(Context& context, const Options& options);
 
 // Whether this build can write the PNG plot (stb was found at configure time).
 bool plot_available();
+
+// ---- the self-test at load (diffvk/selftest.hpp; docs/decisions/024-selftest-at-load.md; bench/selftest.cpp)
+// Registers this library's runner (set_selftest_runner): from then on Context::create runs the self-test as
+// ContextOptions::selftest says. The CLI calls it first thing; libdiffvk_bench.so calls it when it is loaded.
+void install_selftest();
+// The runner: every conformance case (OpMode::conformance) of the request's ops in the device's precision and
+// tuning, the cases that cannot run on the device left out, one row per (op, variant).
+std::vector<SelftestRow> run_selftest_cases(Device& device, const SelftestRequest& request);
+// The ops a model records, by its config.json text: DIFF V1 (native, diffllama), DIFF V2 (diff_version 2) or
+// Phi-4-mini-flash (model_type phi4flash). Throws what parsing the config throws.
+std::vector<std::string> selftest_ops_for_config(const std::string& config_json);
+// The same for a model directory (its config.json) or a GGUF file (every op with a table: the file's kind is
+// not read here), or a published shape (`diffvk bench --shape NAME`'s names).
+std::vector<std::string> selftest_ops_for_model(const std::string& path);
+std::vector<std::string> selftest_ops_for_shape(const std::string& name);
 
 }  // namespace diffvk::bench

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "diffvk/error.hpp"
+#include "diffvk/selftest.hpp"
 
 namespace diffvk {
 
@@ -199,6 +200,17 @@ struct ContextOptions {
   // Tuning overrides, "key=value,..." (as the environment variable DIFFVK_TUNING, which wins per key; keys:
   // runtime/vk/README.md). An unknown key or a bad value is an invalid_argument error naming the key.
   std::string tuning;
+  // The self-test at load (diffvk/selftest.hpp, docs/decisions/024-selftest-at-load.md): automatic ("auto", the
+  // default) tests once per device, driver version, shader build and configuration and then reads the verdict file;
+  // always tests at every create; off tests nothing. It runs where a runner is registered (diffvk_bench).
+  SelftestMode selftest = SelftestMode::automatic;
+  // The ops it tests (names of diffvk_bench's case tables); empty: every op with a table (all that any model kind
+  // records). `diffvk selftest --model DIR` gives the model's.
+  std::vector<std::string> selftest_ops;
+  // Test hook: the cases it fails on purpose (a wrong expected value), "" = none: "OP" fails every variant of the op
+  // (the chain then runs out: the create fails naming op and variant), "OP:KEY" only the variants that use the
+  // feature of tuning key KEY (coopmat, int_dot, attn_core, subgroup, fp16: the fallback then passes).
+  std::string selftest_fail_variant;
 };
 
 class Device;  // runtime internal (runtime/vk/gpu.hpp)
@@ -239,7 +251,9 @@ class Context {
 
   const DeviceCaps& caps() const;
   const Tuning& tuning() const;  // resolved when the device opened, with why each value was chosen
-  Precision precision() const;   // resolved: fp16 or fp32
+  // What the self-test at load did (ContextOptions::selftest): its rows, its time, the fallback the tuning took.
+  const SelftestReport& selftest() const;
+  Precision precision() const;  // resolved: fp16 or fp32
   bool validation_enabled() const;
   void save_pipeline_cache();  // no-op without a path
   // The pipeline cache file in use ("" = none: pipeline_cache = false, no cache directory, statistics_only).

@@ -110,7 +110,21 @@ typedef struct diffvk_context_options {
   const char* pipeline_cache_path;
   int pipeline_cache; /* 1 (the default): a pipeline cache file; 0: none (pipeline_cache_path must be NULL). Since 1.1;
                          a 1.0 caller's struct gets 1 */
+  /* DIFFVK_SELFTEST_*: the self-test at load (docs/decisions/024-selftest-at-load.md): AUTO (the default) tests
+   * every op's pipelines once per device, driver version and shader build, keeps the verdict in the cache directory
+   * (<cache dir>/selftest/) and reads it next time; ALWAYS tests at every create; OFF tests nothing. A failing
+   * variant falls back through the tuning keys (coopmat, int_dot, attn_core, subgroup, fp16); when nothing passes,
+   * the create fails with DIFFVK_UNSUPPORTED naming the op and variant. The test runs only in libdiffvk_bench.so
+   * (libdiffvk.so has no cases: AUTO tests nothing there, ALWAYS fails with DIFFVK_UNSUPPORTED). Another value ->
+   * DIFFVK_INVALID_ARGUMENT. Since 1.2; a 1.0 caller's struct gets AUTO. On 64-bit targets the field lies in the
+   * 1.1 struct's tail padding (the size is unchanged): diffvk_context_default_options of 1.1 zeroes that padding,
+   * so a 1.1 caller that filled its struct with it gets AUTO (0) */
+  int selftest;
 } diffvk_context_options;
+
+#define DIFFVK_SELFTEST_AUTO 0   /* test once, then read the kept verdict */
+#define DIFFVK_SELFTEST_ALWAYS 1 /* test at every diffvk_context_create */
+#define DIFFVK_SELFTEST_OFF 2    /* no test */
 
 /* Session options. The abort callback is consulted by every prefill/decode of the session. */
 typedef struct diffvk_session_options {
@@ -192,7 +206,8 @@ DIFFVK_API diffvk_status diffvk_set_cache_dir(const char* base);
  * (call it first, then change fields). options NULL: does nothing. A macro: see VERSIONING above. */
 DIFFVK_API void diffvk_context_default_options(diffvk_context_options* options);
 /* The defaults of the largest layout of diffvk_context_options this library knows that fits in size bytes
- * (sizeof the caller's struct; layouts: 1.0's up to pipeline_cache_path; 1.1's up to pipeline_cache); struct_size =
+ * (sizeof the caller's struct; layouts: 1.0's up to pipeline_cache_path; 1.1's up to pipeline_cache; 1.2's up to
+ * selftest); struct_size =
  * that layout's size. Nothing past it is written.
  * options NULL or size below the 1.0 struct: does nothing (since 1.1). */
 DIFFVK_API void diffvk_context_default_options_sized(diffvk_context_options* options, size_t size);

@@ -180,7 +180,8 @@ constexpr size_t kContextLayouts[] = {
     layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
                 alignof(diffvk_context_options)),  // 1.0
     layout_size(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
-                alignof(diffvk_context_options))};  // 1.1
+                alignof(diffvk_context_options)),                                                             // 1.1
+    layout_size(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options))};  // 1.2
 constexpr size_t kSessionLayouts[] = {
     layout_size(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
     layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
@@ -357,6 +358,7 @@ void diffvk_context_default_options_sized(diffvk_context_options* o, size_t size
   d.validation = -1;
   d.pipeline_cache_path = nullptr;
   d.pipeline_cache = 1;
+  d.selftest = DIFFVK_SELFTEST_AUTO;
   diffvk::capi::write_defaults(o, size, d, kContextLayouts);
 }
 void(diffvk_context_default_options)(diffvk_context_options* o) {
@@ -402,6 +404,12 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
       fail(DIFFVK_INVALID_ARGUMENT, "pipeline_cache " + std::to_string(o.pipeline_cache) + " is not 0 or 1");
     co.pipeline_cache = o.pipeline_cache == 1;
     if (o.pipeline_cache_path) co.pipeline_cache_path = o.pipeline_cache_path;
+    if (o.selftest < DIFFVK_SELFTEST_AUTO || o.selftest > DIFFVK_SELFTEST_OFF)
+      fail(DIFFVK_INVALID_ARGUMENT, "selftest " + std::to_string(o.selftest) +
+                                        " is not DIFFVK_SELFTEST_AUTO, DIFFVK_SELFTEST_ALWAYS or DIFFVK_SELFTEST_OFF");
+    co.selftest = o.selftest == DIFFVK_SELFTEST_ALWAYS ? diffvk::SelftestMode::always
+                  : o.selftest == DIFFVK_SELFTEST_OFF  ? diffvk::SelftestMode::off
+                                                       : diffvk::SelftestMode::automatic;
     auto c = std::make_shared<diffvk_context>();
     c->ctx = diffvk::Context::create(co);
     std::lock_guard<std::mutex> l(g_mutex);

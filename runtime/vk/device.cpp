@@ -9,6 +9,7 @@
 #include "vk/gpu.hpp"
 #include "vk/instance.hpp"
 #include "vk/pipeline_cache_file.hpp"
+#include "vk/selftest.hpp"
 #include "platform.hpp"
 #include "vk/shader_blob.hpp"
 #include "vk/tuning.hpp"
@@ -484,10 +485,14 @@ void Device::save_pipeline_cache() {
 Context::Context(std::unique_ptr<Device> d) : device_(std::move(d)) {}
 Context::~Context() = default;
 std::unique_ptr<Context> Context::create(const ContextOptions& options) {
-  return std::unique_ptr<Context>(new Context(Device::create(options)));
+  SelftestReport report;
+  std::unique_ptr<Device> d = open_tested_device(options, report);  // Device::create, then the self-test at load
+  d->set_selftest(std::move(report));
+  return std::unique_ptr<Context>(new Context(std::move(d)));
 }
 const DeviceCaps& Context::caps() const { return device_->caps(); }
 const Tuning& Context::tuning() const { return device_->tuning(); }
+const SelftestReport& Context::selftest() const { return device_->selftest(); }
 Precision Context::precision() const { return device_->fp16() ? Precision::fp16 : Precision::fp32; }
 bool Context::validation_enabled() const { return device_->validation(); }
 void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }

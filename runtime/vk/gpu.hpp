@@ -139,6 +139,10 @@ class Device {
   // dynamic position of a kernel recorded with a fixed position).
   struct BufferRange zero_range();
 
+  // What the self-test at load did (Context::create: runtime/vk/selftest.cpp).
+  const SelftestReport& selftest() const { return selftest_; }
+  void set_selftest(SelftestReport report) { selftest_ = std::move(report); }
+
  private:
   Device() = default;
   VkCommandBuffer begin_one_shot();
@@ -189,6 +193,7 @@ class Device {
   uint64_t cache_saved_hash_ = 0;  // fnv1a64 of the driver's data last loaded or written (0: none)
   DeviceCaps caps_;
   Tuning tuning_;
+  SelftestReport selftest_;
   bool fp16_ = false;
   bool subgroup_ = false;
   std::unique_ptr<class Buffer> zero_;

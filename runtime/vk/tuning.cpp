@@ -139,6 +139,7 @@ DeviceEnvironment read_device_environment() {
   e.device = var("DIFFVK_DEVICE");
   e.validation = var("DIFFVK_VALIDATION");
   e.tuning = var("DIFFVK_TUNING");
+  e.selftest = var("DIFFVK_SELFTEST");
   for (const auto& a : tuning_aliases())
     if (const std::string v = var(a.first); !v.empty()) e.aliases.emplace_back(a.first, v);
   for (const char* name : {"VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"}) {

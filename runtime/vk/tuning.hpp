@@ -16,6 +16,8 @@ struct DeviceEnvironment {
   std::string device;      // DIFFVK_DEVICE
   std::string validation;  // DIFFVK_VALIDATION
   std::string tuning;      // DIFFVK_TUNING
+  std::string selftest;    // DIFFVK_SELFTEST: the self-test's mode where ContextOptions::selftest is auto
+                           // (runtime/vk/selftest.cpp)
   // The older variables, each an alias of one DIFFVK_TUNING key: {variable, value} of those set and not empty.
   std::vector<std::pair<std::string, std::string>> aliases;
   std::vector<std::string> icd_files;  // the Vulkan loader's VK_DRIVER_FILES, VK_ICD_FILENAMES, VK_ADD_DRIVER_FILES

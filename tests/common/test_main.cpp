@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   // Validation (with synchronization validation) for everything this process and its children run.
   setenv("DIFFVK_VALIDATION", "1", 1);
   setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+  // No self-test at load in the CLI runs the tests start (its runner is registered there): each configuration would
+  // test every op first. tests/bench/test_selftest.cpp sets the mode it tests.
+  setenv("DIFFVK_SELFTEST", "off", 0);
   doctest::Context context;
   context.applyCommandLine(argc, argv);
   const int rc = context.run();

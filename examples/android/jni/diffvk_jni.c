@@ -130,7 +130,7 @@ static diffvk_model_options djni_model_options(jint weights, jboolean q4_0_head,
 
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclass cls, jstring device, jint precision,
                                                               jint validation, jstring pipeline_cache_path,
-                                                              jboolean pipeline_cache) {
+                                                              jboolean pipeline_cache, jint selftest) {
   diffvk_context_options o;
   diffvk_context* ctx = NULL;
   diffvk_status st;
@@ -151,6 +151,7 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
   o.validation = validation;
   o.pipeline_cache_path = cache;
   o.pipeline_cache = pipeline_cache ? 1 : 0;
+  o.selftest = (int)selftest;
   st = diffvk_context_create(&o, &ctx);
   free(dev);
   free(cache);

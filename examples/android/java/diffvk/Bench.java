@@ -45,7 +45,7 @@ public final class Bench {
     if (options == null) options = new Options();
     if (device == null) device = new Model.Options();
     long ctx = Model.nativeContextCreate(device.device, device.precision, device.validation, device.pipelineCachePath,
-        device.pipelineCache);
+        device.pipelineCache, device.selftest);
     try {
       return nativeRun(ctx, options.preset, options.modelDir, options.shape, options.budgetSeconds, options.plotPath,
           flag());

@@ -23,6 +23,10 @@ public final class Model implements AutoCloseable {
   public static final int PRECISION_AUTO = 0;
   public static final int PRECISION_FP16 = 1;
   public static final int PRECISION_FP32 = 2;
+  /** Options.selftest (diffvk_context_options.selftest, DIFFVK_SELFTEST_*). */
+  public static final int SELFTEST_AUTO = 0;
+  public static final int SELFTEST_ALWAYS = 1;
+  public static final int SELFTEST_OFF = 2;
   /** Linear weights in the storage type (fp16, or fp32 on the fp32 fallback): DIFFVK_WEIGHTS_F16. */
   public static final int WEIGHTS_F16 = 0;
   /** Linear weights quantized to GGUF Q8_0 blocks while they load (DIFFVK_WEIGHTS_Q8_0). */
@@ -57,6 +61,13 @@ public final class Model implements AutoCloseable {
     public String pipelineCachePath;
     /** false: no pipeline cache file (then pipelineCachePath must be null). */
     public boolean pipelineCache = true;
+    /**
+     * The self-test at load: SELFTEST_AUTO (test every op's pipelines once per device, driver and shader build,
+     * keep the verdict in the cache directory), SELFTEST_ALWAYS or SELFTEST_OFF. A failing variant falls back
+     * through the tuning keys; when nothing passes, the create throws naming the op and variant. The cases are in
+     * the benchmark library: a binding built without it tests nothing under AUTO and fails under ALWAYS.
+     */
+    public int selftest = SELFTEST_AUTO;
     /**
      * WEIGHTS_F16, WEIGHTS_Q8_0 or WEIGHTS_Q4_0: the format of the linear weights (q/k/v/o, gate/up/down,
      * lm_head) on the device; the embedding, norms and a lm_head tied to the embedding stay in the storage
@@ -143,7 +154,7 @@ public final class Model implements AutoCloseable {
     Native.load();
     if (options == null) options = new Options();
     long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath,
-        options.pipelineCache);
+        options.pipelineCache, options.selftest);
     long m;
     try {
       m = loader.load(ctx, options);
@@ -237,7 +248,7 @@ public final class Model implements AutoCloseable {
   }
 
   static native long nativeContextCreate(String device, int precision, int validation, String pipelineCachePath,
-      boolean pipelineCache);
+      boolean pipelineCache, int selftest);
   static native void nativeContextDestroy(long context);
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);

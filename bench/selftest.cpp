@@ -1,0 +1,186 @@
+// diffvk_bench: the self-test at load's runner (include/diffvk/selftest.hpp, docs/decisions/024-selftest-at-load.md):
+// the conformance cases of the op tables (op_cases.hpp: seeded inputs, the float64 reference, NaN-poisoned
+// outputs, the docs/maths.md tolerances) on the context's device, precision and tuning, grouped into one row per
+// (op, variant). The core's Context::create drives it (runtime/vk/selftest.cpp: the fallback chain, the verdict).
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "bench/op_run_impl.hpp"
+#include "bench/shapes.hpp"
+#include "diffvk/bench.hpp"
+
+namespace diffvk::bench {
+
+namespace {
+
+bool has(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// The tuning keys whose features a case uses, in the fallback chain's order, and its variant's name. `detail`:
+// the path the run took ("" before the run).
+struct Features {
+  std::string variant;
+  std::vector<std::string> uses;
+};
+Features features_of(const OpCase& c, const Device& dev, const std::string& detail) {
+  Features f;
+  const bool sg = c.subgroup() && dev.subgroup_arithmetic();
+  const std::string op = c.op();
+  f.variant = std::string(c.fp16 ? "fp16" : "fp32") + (sg ? " subgroup" : " shared");
+  const bool attention = op == "diff_attn" || op == "diff_v2_attn";
+  if (has(c.name, " coopmat") || has(detail, "coopmat") || (attention && dev.tuning().attn_core == "coopmat")) {
+    f.uses.push_back("coopmat");
+    f.variant += " coopmat";
+  }
+  if (has(c.name, " int8-dot") || has(detail, "int8_dot")) {
+    f.uses.push_back("int_dot");
+    f.variant += " int8-dot";
+  }
+  if (attention) {
+    f.uses.push_back("attn_core");
+    f.variant += " attn=" + dev.tuning().attn_core;
+  }
+  if (sg) f.uses.push_back("subgroup");
+  if (c.fp16) f.uses.push_back("fp16");
+  return f;
+}
+
+// ContextOptions::selftest_fail_variant: "OP" or "OP:KEY".
+bool planted(const std::string& hook, const OpCase& c, const Features& f) {
+  if (hook.empty()) return false;
+  const size_t colon = hook.find(':');
+  if (hook.substr(0, colon) != c.op()) return false;
+  if (colon == std::string::npos) return true;
+  const std::string key = hook.substr(colon + 1);
+  for (const std::string& u : f.uses)
+    if (u == key) return true;
+  return false;
+}
+
+// The check's bound for a case (bench::compare: fp32 2e-5, fp16 storage 4e-3, times max(1, max|ref|), times the
+// case's factor).
+double bound_of(const Check& k, bool fp16) {
+  return (fp16 ? 4e-3 : 2e-5) * std::max(1.0, k.max_ref) * k.tolerance_factor;
+}
+
+const std::vector<std::string>& all_ops() { return table_ops(); }
+
+// The path a case exercises, from its name: the precision, the pass (prefill / decode), the weight and cache formats,
+// int8 dot products, cooperative matrices, a forced tile variant and the shared-memory reduction; not its sizes nor
+// the minor forms (strides, residuals, float32 ends, bias, capped grids, scalar loads, splits, windows). The
+// self-test runs the first case of each path in table order (kCasesPerPath; the tables start with small odd
+// shapes, then each forced variant and quirk): every path at one of its odd sizes, not the long reductions, large
+// grids and cross products the conformance tests add. On lavapipe most of the time is the pipelines' compile, one
+// per kernel variant and specialization the cases reach.
+constexpr int kCasesPerPath = 1;
+std::string path_of(const OpCase& c) {
+  static const std::set<std::string> kept{"fp16",     "fp32",    "prefill", "decode",           "q8_0",   "q4_0",
+                                          "int8-dot", "coopmat", "v2",      "shared-reduction", "kv=q8_0"};
+  std::string sig = c.op(), tok;
+  std::istringstream in(c.name);
+  while (in >> tok)
+    if (kept.count(tok) || tok.rfind("variant=", 0) == 0) sig += " " + tok;
+  return sig;
+}
+
+}  // namespace
+
+std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& request) {
+  const std::vector<std::string>& ops = request.ops.empty() ? all_ops() : request.ops;
+  if (!request.fail_variant.empty()) {
+    const std::string op = request.fail_variant.substr(0, request.fail_variant.find(':'));
+    bool known = false;
+    for (const std::string& o : table_ops()) known = known || o == op;
+    if (!known)
+      throw Error(Status::invalid_argument, "ContextOptions::selftest_fail_variant '" + request.fail_variant +
+                                                "': no op '" + op + "' has a table");
+  }
+  std::vector<SelftestRow> rows;
+  OpRunner runner(dev);
+  for (const std::string& op : ops) {
+    std::map<std::string, size_t> index;  // variant -> row
+    std::map<std::string, int> taken;     // path -> cases run
+    for (const auto& cp : op_cases(op, OpMode::conformance)) {
+      const OpCase& c = *cp;
+      if (c.fp16 != dev.fp16() || !c.skip_reason(dev).empty()) continue;  // not a path this device runs
+      // A shared-memory reduction forced where the device has subgroup arithmetic: not what this tuning records,
+      // but subgroup=off's path, which the retest after that fallback runs.
+      if (!c.subgroup() && dev.subgroup_arithmetic()) continue;
+      if (++taken[path_of(c)] > kCasesPerPath) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      const Features before = features_of(c, dev, "");
+      runner.plant_for_testing(planted(request.fail_variant, c, before) ? OpRunner::Plant::wrong_value
+                                                                        : OpRunner::Plant::none);
+      OpCaseRun run;
+      std::string error;
+      try {
+        run = runner.run(c);
+      } catch (const Error& e) {
+        if (e.status() == Status::device_lost) throw;
+        error = e.what();
+      }
+      runner.plant_for_testing(OpRunner::Plant::none);
+      if (error.empty() && !run.skipped.empty()) continue;
+      const Features f = features_of(c, dev, run.detail);
+      auto it = index.find(f.variant);
+      if (it == index.end()) {
+        SelftestRow r;
+        r.op = op;
+        r.variant = f.variant;
+        r.uses = f.uses;
+        it = index.emplace(f.variant, rows.size()).first;
+        rows.push_back(r);
+      }
+      SelftestRow& r = rows[it->second];
+      ++r.cases;
+      r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const bool ok = error.empty() && run.ok();
+      if (error.empty() && std::isfinite(run.check.max_abs)) {  // (the verdict file keeps finite numbers only)
+        r.max_error = std::max(r.max_error, run.check.max_abs);
+        const double b = bound_of(run.check, c.fp16);
+        if (b > 0 && std::isfinite(run.check.max_abs / b)) r.worst = std::max(r.worst, run.check.max_abs / b);
+      }
+      if (!ok) {
+        ++r.failed;
+        if (r.pass) r.failure = c.name + ": " + (error.empty() ? run.summary() : error);
+        r.pass = false;
+      }
+    }
+  }
+  return rows;
+}
+
+void install_selftest() { set_selftest_runner(run_selftest_cases); }
+
+std::vector<std::string> selftest_ops_for_config(const std::string& config_json) {
+  const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
+  if (j.is_object() && j.value("model_type", std::string()) == "phi4flash")
+    return {"linear",  "linear_row", "layer_norm",   "embed",          "silu_mul",
+            "rope_kv", "diff_attn",  "conv1d_state", "selective_scan", "gmu_gate"};
+  const ModelConfig c = parse_model_config(config_json);
+  if (c.v2())
+    return {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
+            "rope_kv", "kv_shift",   "diff_v2_attn", "attn_probs"};
+  return {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
+          "rope_kv", "kv_shift",   "diff_attn",    "attn_probs"};
+}
+
+std::vector<std::string> selftest_ops_for_model(const std::string& path) {
+  const std::string config = path + "/config.json";
+  std::ifstream in(config, std::ios::binary);
+  if (!in) return table_ops();  // a GGUF file (or no config.json: Model::load says why): every op
+  std::ostringstream text;
+  text << in.rdbuf();
+  return selftest_ops_for_config(text.str());
+}
+
+std::vector<std::string> selftest_ops_for_shape(const std::string& name) {
+  return selftest_ops_for_config(published_shape(name).config);
+}
+
+}  // namespace diffvk::bench

@@ -1,0 +1,62 @@
+// diffvk selftest: the self-test at load, run now (ContextOptions::selftest = always), and its table: op, variant,
+// cases, max error, fraction of the tolerance, verdict, fallback taken (docs/decisions/024-selftest-at-load.md).
+#include <cstdio>
+
+#include "commands.hpp"
+#include "diffvk/bench.hpp"
+#include "diffvk/selftest.hpp"
+
+namespace diffvk::cli {
+
+Runner register_selftest(CLI::App& app) {
+  auto* cmd = app.add_subcommand("selftest",
+                                 "run every op's pipelines on small fixed inputs against the float64 reference (the "
+                                 "self-test at load), print the table and keep the verdict");
+  struct Flags {
+    DeviceFlags device;
+    std::string model, shape, ops;
+    bool read = false;
+  };
+  auto f = std::make_shared<Flags>();
+  add_device_flags(cmd, f->device);
+  cmd->add_option("--model", f->model, "test the ops this model records (a model directory, or a .gguf: every op)")
+      ->check(CLI::ExistingDirectory | gguf_file_validator());
+  cmd->add_option("--shape", f->shape, "test the ops a published shape records (`diffvk bench --shape` names)");
+  cmd->add_option("--ops", f->ops, "test these ops (comma-separated case-table names)");
+  cmd->add_flag("--cached", f->read,
+                "print the kept verdict when there is one (--selftest auto) instead of testing again (always)");
+  return [f]() {
+    if (int(!f->model.empty()) + int(!f->shape.empty()) + int(!f->ops.empty()) > 1)
+      throw Error(Status::invalid_argument, "selftest: give one of --model, --shape and --ops");
+    ContextOptions o = f->device.options();
+    if (!f->read && o.selftest == SelftestMode::automatic) o.selftest = SelftestMode::always;
+    if (o.selftest == SelftestMode::off)
+      throw Error(Status::invalid_argument, "selftest: --selftest off tests nothing (auto or always)");
+    if (!f->model.empty()) o.selftest_ops = bench::selftest_ops_for_model(f->model);
+    if (!f->shape.empty()) o.selftest_ops = bench::selftest_ops_for_shape(f->shape);
+    for (size_t p = 0; !f->ops.empty() && p <= f->ops.size();) {
+      const size_t e = std::min(f->ops.find(',', p), f->ops.size());
+      if (e > p) o.selftest_ops.push_back(f->ops.substr(p, e - p));
+      p = e + 1;
+    }
+    // What Context::create does first; a failure with no fallback left comes back with its rows, to print.
+    const SelftestReport r = run_selftest(o);
+    std::printf("device: %s\n", r.device.c_str());
+    std::printf("%s", r.table().c_str());
+    if (r.from_cache)
+      std::printf("verdict: read from %s (tested in %.3f s then)\n", r.verdict_path.c_str(), r.tested_seconds);
+    else
+      std::printf("self-test time: %.3f s\n", r.seconds);
+    std::printf("fallback: %s\n", !r.error.empty()     ? "none left (below)"
+                                  : r.fallback.empty() ? "none (every variant passed)"
+                                                       : r.fallback.c_str());
+    std::printf("verdict file: %s\n", r.verdict_path.empty() ? "none (no cache directory)" : r.verdict_path.c_str());
+    if (!r.error.empty()) {
+      std::fprintf(stderr, "diffvk selftest: %s\n", r.error.c_str());
+      return 1;
+    }
+    return 0;
+  };
+}
+
+}  // namespace diffvk::cli

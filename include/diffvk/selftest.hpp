@@ -1,0 +1,92 @@
+// diffvk — the self-test at load (docs/decisions/024-selftest-at-load.md): before a context's first use on a
+// device, driver and shader build, every op's pipelines run on small fixed inputs against the float64 reference,
+// a failing feature is switched off through its tuning key (the fallback chain) and retested, and the verdict is
+// kept in the platform cache directory so that the next context reads it instead of testing again.
+//
+// The core library holds the driver of the test (Context::create: the chain, the verdict file); the cases and the
+// float64 reference live in diffvk_bench (bench/selftest.cpp), which registers them with set_selftest_runner
+// (diffvk::bench::install_selftest(); libdiffvk_bench.so does it when it is loaded). Without a registered runner,
+// SelftestMode::automatic tests nothing (Context::selftest() says why) and SelftestMode::always is an error.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace diffvk {
+
+class Device;  // runtime internal (runtime/vk/gpu.hpp)
+
+// ContextOptions::selftest.
+enum class SelftestMode {
+  automatic,  // "auto" (the default): test once per device, driver version, shader build and configuration; reuse
+  always,     // test at every Context::create (and rewrite the verdict)
+  off,        // no test, no verdict read: the tuning as resolved
+};
+const char* selftest_mode_name(SelftestMode mode) noexcept;  // "auto", "always", "off"
+// "auto", "always" or "off"; anything else is Error(invalid_argument) naming the choices and `what` (the option).
+SelftestMode parse_selftest_mode(const std::string& text, const std::string& what = "selftest");
+
+// One (op, variant) of a self-test pass: the cases of that op that ran the same feature path.
+struct SelftestRow {
+  std::string op;       // the op's case table (bench/cases/<op>.cpp)
+  std::string variant;  // the features it ran with: "fp16 subgroup", "fp16 subgroup coopmat", "fp32 shared attn=keys"
+  uint32_t cases = 0, failed = 0;
+  double max_error = 0;  // the largest max-abs error over its cases (against the float64 reference)
+  double worst = 0;      // the largest max-abs error as a fraction of its case's bound (1 = at the SPEC tolerance)
+  double seconds = 0;    // wall time of its cases (inputs, float64 reference, pipelines, runs, check)
+  bool pass = true;      // every case within the tolerance, replayed identically, padding untouched
+  std::string failure;   // the first failing case: its name and why ("" when pass)
+  std::string fallback;  // the tuning step the failure took ("subgroup=off"); "" when pass or nothing was left
+  std::string tuning;    // the fallback overrides this pass ran under ("" = the context's tuning as requested)
+  // The tuning keys whose features the variant used, in the fallback chain's order: coopmat, int_dot, attn_core,
+  // subgroup, fp16. The chain switches off the first of them still on.
+  std::vector<std::string> uses;
+};
+
+// Context::selftest(): what the self-test did at Context::create.
+struct SelftestReport {
+  SelftestMode mode = SelftestMode::automatic;
+  bool ran = false;          // the cases ran now (false: off, read from the verdict file, or no runner)
+  bool from_cache = false;   // the verdict came from the verdict file
+  std::string note;          // why it did not run, or where the verdict came from
+  std::string verdict_path;  // the verdict file ("" where there is no cache directory, or off)
+  std::string config;        // the configuration the verdict is for (precision, resolved tuning, ops)
+  // The fallback the context runs with: tuning overrides, "key=value,..." ("" = none).
+  std::string fallback;
+  double seconds = 0;             // wall time of the passes run now (0 when read)
+  double tested_seconds = 0;      // wall time of the passes when they ran (now, or when the verdict was written)
+  std::vector<SelftestRow> rows;  // every pass's rows, in order (a retest adds rows with `tuning` set)
+  std::string device;             // the device tested last: "<name> (fp16)" / "(fp32)"
+  // run_selftest only: the error Context::create would throw when a failure has no fallback left ("" otherwise).
+  std::string error;
+  // The table `diffvk selftest` prints: op, variant, cases, max error, verdict, fallback taken.
+  std::string table() const;
+};
+
+// What a runner is asked to test.
+struct SelftestRequest {
+  std::vector<std::string> ops;  // the ops' case tables to run; empty: every op with a table
+  // Test hook (ContextOptions::selftest_fail_variant): cases to fail on purpose, "" = none (see there).
+  std::string fail_variant;
+};
+// Runs the request's cases on `device` (its precision and tuning) and returns one row per (op, variant); `tuning`
+// and `fallback` are left empty (the driver fills them). Registered by diffvk_bench.
+using SelftestRunner = std::function<std::vector<SelftestRow>(Device& device, const SelftestRequest& request)>;
+void set_selftest_runner(SelftestRunner runner);  // an empty function unregisters; thread-safe
+bool has_selftest_runner();
+
+// What Context::create(options) does before it returns the context, without the context: the device opened, tested
+// as options.selftest says (auto: the kept verdict when there is one), closed. A failure with no fallback left is
+// returned in SelftestReport::error with every row (Context::create throws it); other errors are thrown. What
+// `diffvk selftest` prints.
+struct ContextOptions;
+SelftestReport run_selftest(const ContextOptions& options);
+
+// The verdict file of a device (DeviceCaps of list_devices() or Context::caps()):
+// `<cache dir>/selftest/<vendor>-<device>-<pipelineCacheUUID>-<driver version>-<shader hash>.json`, all hex;
+// "" where there is no cache directory.
+struct DeviceCaps;
+std::string selftest_verdict_path(const DeviceCaps& caps);
+
+}  // namespace diffvk

@@ -1,0 +1,366 @@
+// The self-test at load, the core's part (include/diffvk/selftest.hpp; docs/decisions/024-selftest-at-load.md): the
+// registered runner (diffvk_bench's cases and float64 reference), the fallback chain over the tuning keys, and the
+// verdict file in the platform cache directory. Context::create calls open_tested_device.
+#include "vk/selftest.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <mutex>
+
+#include "diffvk/atomic_write.hpp"
+#include "diffvk/cache_dir.hpp"
+#include "platform.hpp"
+#include "vk/gpu.hpp"
+#include "vk/shader_blob.hpp"
+#include "vk/tuning.hpp"
+
+namespace diffvk {
+
+using platform::LogLevel;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int kVerdictFormat = 1;
+constexpr uint64_t kVerdictMaxBytes = 4u << 20;
+
+std::mutex& runner_mutex() {
+  static std::mutex m;
+  return m;
+}
+SelftestRunner& runner_slot() {
+  static SelftestRunner r;
+  return r;
+}
+
+std::string hex_of(uint64_t v, int digits) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%0*" PRIx64, digits, v);
+  return b;
+}
+
+// The fallback chain (decision 024): the first key of `uses` whose feature is still on, and its fallback value.
+std::string next_fallback(const std::vector<std::string>& uses, const Tuning& t) {
+  for (const std::string& k : uses) {
+    if (k == "coopmat" && t.coopmat) return "coopmat=off";
+    if (k == "int_dot" && t.int_dot) return "int_dot=off";
+    if (k == "attn_core" && t.attn_core != "keys") return "attn_core=keys";
+    if (k == "subgroup" && t.subgroup) return "subgroup=off";
+    if (k == "fp16" && t.fp16) return "fp16=off";
+  }
+  return "";
+}
+
+// The configuration a verdict is for: the precision asked for, every resolved tuning value, the ops and the
+// test hook. Two contexts with the same configuration on the same device, driver and shaders run the same
+// pipelines.
+std::string config_of(const Device& d, const ContextOptions& o) {
+  std::string s = std::string("precision=") + precision_name(o.precision);
+  for (const TuningChoice& c : d.tuning().choices)
+    if (c.key != "pipeline_threads") s += ";" + c.key + "=" + c.value;  // the host's threads change no result
+  if (!o.selftest_ops.empty()) {
+    s += ";ops=";
+    for (size_t i = 0; i < o.selftest_ops.size(); ++i) s += (i ? "," : "") + o.selftest_ops[i];
+  }
+  if (!o.selftest_fail_variant.empty()) s += ";fail=" + o.selftest_fail_variant;
+  return s;
+}
+
+json row_json(const SelftestRow& r) {
+  return json{{"op", r.op},
+              {"variant", r.variant},
+              {"cases", r.cases},
+              {"failed", r.failed},
+              {"max_error", r.max_error},
+              {"worst", r.worst},
+              {"seconds", r.seconds},
+              {"pass", r.pass},
+              {"failure", r.failure},
+              {"fallback", r.fallback},
+              {"tuning", r.tuning},
+              {"uses", r.uses}};
+}
+SelftestRow row_of(const json& j) {
+  SelftestRow r;
+  r.op = j.at("op").get<std::string>();
+  r.variant = j.at("variant").get<std::string>();
+  r.cases = j.at("cases").get<uint32_t>();
+  r.failed = j.at("failed").get<uint32_t>();
+  r.max_error = j.at("max_error").get<double>();
+  r.worst = j.at("worst").get<double>();
+  r.seconds = j.at("seconds").get<double>();
+  r.pass = j.at("pass").get<bool>();
+  r.failure = j.at("failure").get<std::string>();
+  r.fallback = j.at("fallback").get<std::string>();
+  r.tuning = j.at("tuning").get<std::string>();
+  r.uses = j.at("uses").get<std::vector<std::string>>();
+  return r;
+}
+
+json device_key(const DeviceCaps& c) {
+  std::string uuid;
+  for (uint8_t b : c.pipeline_cache_uuid) uuid += hex_of(b, 2);
+  return json{{"vendor_id", c.vendor_id},
+              {"device_id", c.device_id},
+              {"pipeline_cache_uuid", uuid},
+              {"driver_version", c.driver_version},
+              {"shader_hash", hex_of(embedded_shaders_hash(), 16)}};
+}
+
+// The verdict file's JSON, or an empty object when it is missing, unreadable, of another format or another key
+// (logged: the test then runs and rewrites it).
+json read_verdicts(const std::string& path, const DeviceCaps& caps) {
+  if (path.empty() || !platform::file_exists(path)) return json::object();
+  try {
+    const std::vector<uint8_t> bytes = platform::read_file(path, kVerdictMaxBytes);
+    json j = json::parse(bytes.begin(), bytes.end());
+    if (!j.is_object() || j.value("format", 0) != kVerdictFormat || j.value("key", json()) != device_key(caps) ||
+        !j.contains("configs") || !j["configs"].is_object()) {
+      platform::log(LogLevel::info, "self-test verdict file " + path + " is of another format or key: testing again");
+      return json::object();
+    }
+    return j;
+  } catch (const std::exception& e) {
+    platform::log(LogLevel::warn, "self-test verdict file " + path + " unreadable (" + e.what() + "): testing again");
+    return json::object();
+  }
+}
+
+void write_verdict(const std::string& path, const DeviceCaps& caps, const std::string& config, const json& verdict) {
+  if (path.empty()) return;
+  try {
+    json j = read_verdicts(path, caps);
+    if (j.empty()) j = json{{"format", kVerdictFormat}, {"key", device_key(caps)}, {"configs", json::object()}};
+    j["configs"][config] = verdict;
+    const std::string text = j.dump(1) + "\n";
+    platform::make_dirs(path.substr(0, path.rfind('/')));
+    platform::write_file_atomic(path, text.data(), text.size());
+  } catch (const std::exception& e) {  // a verdict not kept only costs a retest next time
+    platform::log(LogLevel::warn, "self-test verdict not written to " + path + ": " + e.what());
+  }
+}
+
+std::string failure_message(const SelftestRow& r, const std::string& why_no_fallback) {
+  return "self-test at load: op '" + r.op + "' variant '" + r.variant + "' failed (" + r.failure + ") and " +
+         why_no_fallback + " (docs/decisions/024-selftest-at-load.md; ContextOptions::selftest = off skips the test)";
+}
+
+ContextOptions with_fallback(const ContextOptions& o, const std::string& fallback) {
+  ContextOptions f = o;
+  if (!fallback.empty()) f.tuning = o.tuning.empty() ? fallback : o.tuning + "," + fallback;
+  return f;
+}
+
+}  // namespace
+
+const char* selftest_mode_name(SelftestMode mode) noexcept {
+  switch (mode) {
+    case SelftestMode::automatic:
+      return "auto";
+    case SelftestMode::always:
+      return "always";
+    case SelftestMode::off:
+      return "off";
+  }
+  return "?";
+}
+
+SelftestMode parse_selftest_mode(const std::string& text, const std::string& what) {
+  if (text == "auto") return SelftestMode::automatic;
+  if (text == "always") return SelftestMode::always;
+  if (text == "off") return SelftestMode::off;
+  throw Error(Status::invalid_argument,
+              what + ": '" + text.substr(0, 64) + "' is not a self-test mode (auto, always, off)");
+}
+
+void set_selftest_runner(SelftestRunner runner) {
+  std::lock_guard<std::mutex> lock(runner_mutex());
+  runner_slot() = std::move(runner);
+}
+bool has_selftest_runner() {
+  std::lock_guard<std::mutex> lock(runner_mutex());
+  return bool(runner_slot());
+}
+
+std::string selftest_verdict_path(const DeviceCaps& c) {
+  std::string dir;
+  try {
+    dir = platform::cache_dir();
+  } catch (const Error& e) {
+    return "";
+  }
+  std::string uuid;
+  for (uint8_t b : c.pipeline_cache_uuid) uuid += hex_of(b, 2);
+  return dir + "/selftest/" + hex_of(c.vendor_id, 8) + "-" + hex_of(c.device_id, 8) + "-" + uuid + "-" +
+         hex_of(c.driver_version, 8) + "-" + hex_of(embedded_shaders_hash(), 16) + ".json";
+}
+
+SelftestReport run_selftest(const ContextOptions& options) {
+  SelftestReport report;
+  open_tested_device(options, report, true);  // the device closes here
+  return report;
+}
+
+std::string SelftestReport::table() const {
+  std::string s;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-15s %-34s %5s %11s %7s %9s  %-7s %s\n", "op", "variant", "cases", "max error",
+                "of tol", "seconds", "verdict", "fallback taken");
+  s += line;
+  std::string last_tuning = "\x01";
+  for (const SelftestRow& r : rows) {
+    if (r.tuning != last_tuning) {
+      s += r.tuning.empty() ? "-- as requested\n" : "-- retest under " + r.tuning + "\n";
+      last_tuning = r.tuning;
+    }
+    std::snprintf(line, sizeof line, "%-15s %-34s %5u %11.3g %7.3f %9.3f  %-7s %s\n", r.op.c_str(), r.variant.c_str(),
+                  r.cases, r.max_error, r.worst, r.seconds, r.pass ? "pass" : "FAIL",
+                  r.fallback.empty() ? "-" : r.fallback.c_str());
+    s += line;
+    if (!r.pass) s += "    " + r.failure + "\n";
+  }
+  return s;
+}
+
+std::unique_ptr<Device> open_tested_device(const ContextOptions& options, SelftestReport& report, bool keep_failure) {
+  report = SelftestReport();
+  // A failure with no fallback left: thrown, or kept in the report (run_selftest).
+  auto fail = [&](const std::string& msg) -> std::unique_ptr<Device> {
+    if (!keep_failure) throw Error(Status::unsupported, msg);
+    report.error = msg;
+    return nullptr;
+  };
+  auto device_name = [](const Device& dev) { return dev.caps().name + (dev.fp16() ? " (fp16)" : " (fp32)"); };
+  // DIFFVK_SELFTEST replaces the default (auto) as DIFFVK_DEVICE replaces an empty ContextOptions::device: an
+  // explicit always or off wins.
+  const std::string env = read_device_environment().selftest;
+  const SelftestMode mode = options.selftest == SelftestMode::automatic && !env.empty()
+                                ? parse_selftest_mode(env, "DIFFVK_SELFTEST")
+                                : options.selftest;
+  const std::string source = mode != options.selftest ? "DIFFVK_SELFTEST" : "ContextOptions::selftest";
+  report.mode = mode;
+  std::unique_ptr<Device> d = Device::create(options);
+  report.device = device_name(*d);
+  if (mode == SelftestMode::off) {
+    report.note = "off (" + source + ")";
+    return d;
+  }
+  SelftestRunner runner;
+  {
+    std::lock_guard<std::mutex> lock(runner_mutex());
+    runner = runner_slot();
+  }
+  if (!runner) {
+    const std::string why =
+        "no self-test runner in this program (the cases and the float64 reference are in diffvk_bench: "
+        "diffvk::bench::install_selftest(), or link libdiffvk_bench.so)";
+    if (mode == SelftestMode::always) throw Error(Status::unsupported, "selftest=always: " + why);
+    report.note = "not run: " + why;
+    platform::log(LogLevel::debug, "self-test " + report.note);
+    return d;
+  }
+  const DeviceCaps caps0 = d->caps();
+  report.config = config_of(*d, options);
+  report.verdict_path = selftest_verdict_path(caps0);
+
+  if (mode == SelftestMode::automatic) {
+    const json all = read_verdicts(report.verdict_path, caps0);
+    const json* v = nullptr;
+    if (all.contains("configs") && all["configs"].contains(report.config)) v = &all["configs"][report.config];
+    if (v) {
+      try {
+        report.from_cache = true;
+        report.fallback = v->at("fallback").get<std::string>();
+        report.tested_seconds = v->at("seconds").get<double>();
+        for (const json& r : v->at("rows")) report.rows.push_back(row_of(r));
+        report.note = "verdict read from " + report.verdict_path;
+        const std::string error = v->value("error", std::string());
+        if (!error.empty()) return fail(error + " [verdict read from " + report.verdict_path + "]");
+        platform::log(report.fallback.empty() ? LogLevel::debug : LogLevel::info,
+                      "self-test: " + report.note +
+                          (report.fallback.empty() ? std::string(": every op passed")
+                                                   : ": running with the fallback " + report.fallback));
+        if (!report.fallback.empty()) {
+          d.reset();
+          d = Device::create(with_fallback(options, report.fallback));
+          report.device = device_name(*d);
+        }
+        return d;
+      } catch (const nlohmann::json::exception& e) {
+        platform::log(LogLevel::warn,
+                      "self-test verdict in " + report.verdict_path + " unreadable (" + e.what() + "): testing again");
+        report = SelftestReport();
+        report.mode = mode;
+        report.device = device_name(*d);
+        report.config = config_of(*d, options);
+        report.verdict_path = selftest_verdict_path(caps0);
+      }
+    }
+  }
+
+  SelftestRequest request;
+  request.ops = options.selftest_ops;
+  request.fail_variant = options.selftest_fail_variant;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto save = [&](const std::string& error) {
+    report.seconds = report.tested_seconds = seconds();
+    json rows = json::array();
+    for (const SelftestRow& r : report.rows) rows.push_back(row_json(r));
+    write_verdict(report.verdict_path, caps0, report.config,
+                  json{{"fallback", report.fallback}, {"seconds", report.seconds}, {"rows", rows}, {"error", error}});
+  };
+  report.ran = true;
+  for (int pass = 0;; ++pass) {
+    std::vector<SelftestRow> rows = runner(*d, request);
+    size_t failing = rows.size();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].tuning = report.fallback;
+      if (!rows[i].pass && failing == rows.size()) failing = i;
+    }
+    const size_t first = report.rows.size();
+    report.rows.insert(report.rows.end(), rows.begin(), rows.end());
+    if (failing == rows.size()) break;
+    SelftestRow& bad = report.rows[first + failing];
+    const std::string step = next_fallback(bad.uses, d->tuning());
+    if (step.empty() || pass >= 8) {
+      const std::string msg = failure_message(bad, "no fallback is left for it");
+      save(msg);
+      return fail(msg);
+    }
+    bad.fallback = step;
+    const std::string key = step.substr(0, step.find('='));
+    const std::string value = step.substr(step.find('=') + 1);
+    report.fallback += (report.fallback.empty() ? "" : ",") + step;
+    platform::log(LogLevel::warn, "self-test: op '" + bad.op + "' variant '" + bad.variant + "' failed (" +
+                                      bad.failure + "): falling back to " + step + " and testing again");
+    d.reset();
+    try {
+      d = Device::create(with_fallback(options, report.fallback));
+    } catch (const Error& e) {
+      const std::string msg = failure_message(bad, "its fallback " + step + " cannot be applied: " + e.what());
+      save(msg);
+      return fail(msg);
+    }
+    const TuningChoice* c = d->tuning().find(key);
+    if (!c || c->value != value) {  // an override that wins over ContextOptions::tuning (DIFFVK_TUNING)
+      const std::string msg = failure_message(
+          bad, "its fallback " + step + " did not take (" + key + " = " + (c ? c->value + ": " + c->why : "?") + ")");
+      save(msg);
+      return fail(msg);
+    }
+    report.device = device_name(*d);
+  }
+  save("");
+  platform::log(LogLevel::info, "self-test: " + std::to_string(report.rows.size()) + " op variants in " +
+                                    std::to_string(report.seconds) + " s" +
+                                    (report.fallback.empty() ? std::string(", every one passed")
+                                                             : ", running with the fallback " + report.fallback) +
+                                    (report.verdict_path.empty() ? "" : "; verdict in " + report.verdict_path));
+  return d;
+}
+
+}  // namespace diffvk

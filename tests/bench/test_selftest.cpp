@@ -1,0 +1,322 @@
+// The self-test at load (include/diffvk/selftest.hpp, docs/decisions/024-selftest-at-load.md): diffvk_bench's runner
+// driven by Context::create, the fallback chain through the tuning keys, the verdict file written and read, the
+// error when nothing passes, and the option's C ABI field.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "bench/op_cases.hpp"
+#include "diffvk/bench.hpp"
+#include "diffvk/cache_dir.hpp"
+#include "diffvk/diffvk.h"
+#include "diffvk/selftest.hpp"
+#include "cli_run.hpp"
+#include "gpu_test.hpp"
+#include "model_fixture.hpp"
+
+using namespace diffvk;
+
+namespace {
+
+// A cache directory of its own and diffvk_bench's runner, counting its passes; both undone at the end.
+struct SelftestEnv {
+  test::TempDir dir{"diffvk-selftest"};
+  std::shared_ptr<std::atomic<int>> passes = std::make_shared<std::atomic<int>>(0);
+  std::string saved_mode;  // DIFFVK_SELFTEST (tests/common/test_main.cpp sets off): unset here
+  SelftestEnv() {
+    if (const char* m = std::getenv("DIFFVK_SELFTEST")) saved_mode = m;
+    ::unsetenv("DIFFVK_SELFTEST");
+    platform::set_cache_dir(dir.path());
+    auto n = passes;
+    set_selftest_runner([n](Device& d, const SelftestRequest& r) {
+      ++*n;
+      return bench::run_selftest_cases(d, r);
+    });
+  }
+  ~SelftestEnv() {
+    set_selftest_runner({});
+    platform::set_cache_dir("");
+    if (!saved_mode.empty()) ::setenv("DIFFVK_SELFTEST", saved_mode.c_str(), 1);
+  }
+};
+
+ContextOptions selftest_options(SelftestMode mode, std::vector<std::string> ops = {}) {
+  ContextOptions o = test::validated_options();
+  o.pipeline_cache = false;
+  o.selftest = mode;
+  o.selftest_ops = std::move(ops);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("selftest: every op's cases pass on the test device, and the run is timed") {
+  SelftestEnv env;
+  auto ctx = Context::create(selftest_options(SelftestMode::always));
+  const SelftestReport& r = ctx->selftest();
+  MESSAGE("self-test on " << ctx->caps().name << " (" << precision_name(ctx->precision())
+                          << ", validation on): " << r.seconds << " s\n"
+                          << r.table());
+  CHECK(r.ran);
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.fallback.empty());
+  CHECK(r.seconds > 0);
+  CHECK(env.passes->load() == 1);
+  std::set<std::string> ops;
+  for (const SelftestRow& row : r.rows) {
+    INFO(row.op << " " << row.variant << ": " << row.failure);
+    CHECK(row.pass);
+    CHECK(row.cases > 0);
+    CHECK(row.worst <= 1.0);
+    ops.insert(row.op);
+  }
+  for (const std::string& op : bench::table_ops()) CHECK_MESSAGE(ops.count(op) == 1, op << " was not tested");
+  CHECK(std::filesystem::exists(r.verdict_path));
+}
+
+TEST_CASE("selftest: auto writes the verdict file, and the next create reads it instead of testing") {
+  SelftestEnv env;
+  const ContextOptions o = selftest_options(SelftestMode::automatic, {"silu_mul", "head_rmsnorm"});
+  SelftestReport first;
+  {
+    auto ctx = Context::create(o);
+    first = ctx->selftest();
+  }
+  CHECK(first.ran);
+  CHECK(env.passes->load() == 1);
+  REQUIRE_FALSE(first.verdict_path.empty());
+  CHECK(first.verdict_path.rfind(env.dir.path() + "/diffvk/selftest/", 0) == 0);
+  CHECK(std::filesystem::exists(first.verdict_path));
+  // No temporary left behind by the atomic write.
+  for (const auto& e : std::filesystem::directory_iterator(env.dir.path() + "/diffvk/selftest"))
+    CHECK(e.path().extension() == ".json");
+  auto again = Context::create(o);
+  const SelftestReport& r = again->selftest();
+  CHECK(env.passes->load() == 1);  // read, not run
+  CHECK_FALSE(r.ran);
+  CHECK(r.from_cache);
+  CHECK(r.seconds == 0);
+  CHECK(r.tested_seconds == doctest::Approx(first.seconds));
+  REQUIRE(r.rows.size() == first.rows.size());
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    CHECK(r.rows[i].op == first.rows[i].op);
+    CHECK(r.rows[i].variant == first.rows[i].variant);
+    CHECK(r.rows[i].max_error == doctest::Approx(first.rows[i].max_error));
+  }
+  // always tests again; another configuration (other ops) has its own verdict; off reads and tests nothing.
+  auto always = Context::create(selftest_options(SelftestMode::always, {"silu_mul", "head_rmsnorm"}));
+  CHECK(env.passes->load() == 2);
+  auto other = Context::create(selftest_options(SelftestMode::automatic, {"silu_mul"}));
+  CHECK(env.passes->load() == 3);
+  auto off = Context::create(selftest_options(SelftestMode::off, {"silu_mul"}));
+  CHECK(env.passes->load() == 3);
+  CHECK_FALSE(off->selftest().ran);
+  CHECK_FALSE(off->selftest().from_cache);
+  // A damaged verdict file is tested again (and rewritten).
+  std::ofstream(first.verdict_path, std::ios::trunc) << "{ not json";
+  auto damaged = Context::create(o);
+  CHECK(env.passes->load() == 4);
+  CHECK(damaged->selftest().ran);
+}
+
+TEST_CASE("selftest: a planted failure falls back through its tuning key, retests, and the context opens") {
+  SelftestEnv env;
+  // The first feature of the chain the test device has on: the planted failure's fallback turns it off.
+  std::string key, step;
+  {
+    auto probe = Context::create(selftest_options(SelftestMode::off));
+    if (probe->tuning().subgroup)
+      key = "subgroup", step = "subgroup=off";
+    else if (probe->tuning().fp16)
+      key = "fp16", step = "fp16=off";
+  }
+  if (key.empty()) {
+    test::skip("the test device runs neither subgroup operations nor fp16: no fallback to take for silu_mul");
+    return;
+  }
+  ContextOptions o = selftest_options(SelftestMode::automatic, {"silu_mul", "head_rmsnorm"});
+  o.selftest_fail_variant = "silu_mul:" + key;
+  auto ctx = Context::create(o);
+  const SelftestReport& r = ctx->selftest();
+  MESSAGE(r.table());
+  CHECK(r.fallback == step);
+  CHECK(env.passes->load() == 2);  // the test, then the retest under the fallback
+  if (key == "subgroup") CHECK_FALSE(ctx->tuning().subgroup);
+  if (key == "fp16") CHECK(ctx->precision() == Precision::fp32);
+  bool failed = false, retested = false;
+  for (const SelftestRow& row : r.rows) {
+    if (!row.pass) {
+      failed = true;
+      CHECK(row.op == "silu_mul");
+      CHECK(row.fallback == step);
+      CHECK(row.tuning.empty());
+      CHECK(row.failure.find("FAILED") != std::string::npos);
+    }
+    if (row.tuning == step) {
+      retested = true;
+      CHECK(row.pass);
+    }
+  }
+  CHECK(failed);
+  CHECK(retested);
+  // The verdict keeps the fallback: the next context takes it without a test.
+  auto again = Context::create(o);
+  CHECK(env.passes->load() == 2);
+  CHECK(again->selftest().from_cache);
+  CHECK(again->selftest().fallback == step);
+  if (key == "subgroup") CHECK_FALSE(again->tuning().subgroup);
+  if (key == "fp16") CHECK(again->precision() == Precision::fp32);
+}
+
+TEST_CASE("selftest: nothing passing fails the create naming the op and the variant, also from the verdict") {
+  SelftestEnv env;
+  ContextOptions o = selftest_options(SelftestMode::automatic, {"silu_mul"});
+  o.selftest_fail_variant = "silu_mul";  // every variant: the chain runs out
+  std::string first;
+  try {
+    Context::create(o);
+    FAIL("the create succeeded");
+  } catch (const Error& e) {
+    first = e.what();
+    CHECK(e.status() == Status::unsupported);
+  }
+  INFO(first);
+  CHECK(first.find("op 'silu_mul' variant 'fp32 shared'") != std::string::npos);
+  CHECK(first.find("no fallback is left") != std::string::npos);
+  const int passes = env.passes->load();
+  CHECK(passes >= 1);
+  try {
+    Context::create(o);
+    FAIL("the create succeeded");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("op 'silu_mul' variant 'fp32 shared'") != std::string::npos);
+    CHECK(std::string(e.what()).find("verdict read from") != std::string::npos);
+  }
+  CHECK(env.passes->load() == passes);  // the kept failure, not a retest
+  // run_selftest (what `diffvk selftest` prints): the same failure with its rows, returned.
+  const SelftestReport kept = run_selftest(o);
+  CHECK(kept.from_cache);
+  CHECK(kept.error.find("op 'silu_mul' variant 'fp32 shared'") != std::string::npos);
+  REQUIRE_FALSE(kept.rows.empty());
+  CHECK_FALSE(kept.rows.back().pass);
+  CHECK(kept.table().find("FAIL") != std::string::npos);
+  o.selftest = SelftestMode::always;
+  const SelftestReport now = run_selftest(o);
+  CHECK(now.ran);
+  CHECK(now.error.find("no fallback is left") != std::string::npos);
+  CHECK(now.rows.size() == kept.rows.size());
+  o.selftest_fail_variant = "no_such_op";
+  o.selftest = SelftestMode::always;
+  CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("no op 'no_such_op' has a table"), Error);
+}
+
+TEST_CASE("selftest: the ops of each model kind, from its config.json") {
+  test::TempDir tmp("diffvk-selftest-kinds");
+  const auto has = [](const std::vector<std::string>& ops, const char* op) {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  };
+  const std::string v1 = tmp / "v1", v2 = tmp / "v2";
+  std::filesystem::create_directories(v1);
+  std::filesystem::create_directories(v2);
+  std::ofstream(v1 + "/config.json") << test::tiny_config_json(test::TinySpec{}).dump(2);
+  std::ofstream(v2 + "/config.json") << test::tiny_v2_config_json(test::TinyV2Spec{}).dump(2);
+  const auto o1 = bench::selftest_ops_for_model(v1), o2 = bench::selftest_ops_for_model(v2);
+  CHECK(has(o1, "diff_attn"));
+  CHECK_FALSE(has(o1, "diff_v2_attn"));
+  CHECK_FALSE(has(o1, "selective_scan"));
+  CHECK(has(o2, "diff_v2_attn"));
+  CHECK_FALSE(has(o2, "diff_attn"));
+  const auto phi = bench::selftest_ops_for_config(R"({"model_type": "phi4flash"})");
+  CHECK(has(phi, "selective_scan"));
+  CHECK(has(phi, "gmu_gate"));
+  CHECK(has(phi, "diff_attn"));
+  CHECK(bench::selftest_ops_for_model(tmp / "model.gguf") == bench::table_ops());  // a GGUF file: every op
+  for (const auto* ops : {&o1, &o2, &phi})
+    for (const std::string& op : *ops) CHECK_MESSAGE(has(bench::table_ops(), op.c_str()), op << " has no table");
+  CHECK_THROWS_AS(bench::selftest_ops_for_shape("no-such-shape"), Error);
+}
+
+TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field") {
+  CHECK(parse_selftest_mode("auto") == SelftestMode::automatic);
+  CHECK(parse_selftest_mode("always") == SelftestMode::always);
+  CHECK(parse_selftest_mode("off") == SelftestMode::off);
+  CHECK_THROWS_WITH_AS(parse_selftest_mode("sometimes", "--selftest"),
+                       doctest::Contains("--selftest: 'sometimes' is not a self-test mode (auto, always, off)"), Error);
+  for (SelftestMode m : {SelftestMode::automatic, SelftestMode::always, SelftestMode::off})
+    CHECK(parse_selftest_mode(selftest_mode_name(m)) == m);
+  SelftestEnv env;
+  {  // DIFFVK_SELFTEST replaces the default mode (auto), not an explicit one
+    ::setenv("DIFFVK_SELFTEST", "off", 1);
+    auto ctx = Context::create(selftest_options(SelftestMode::automatic, {"silu_mul"}));
+    CHECK(ctx->selftest().mode == SelftestMode::off);
+    CHECK(ctx->selftest().note == "off (DIFFVK_SELFTEST)");
+    CHECK(env.passes->load() == 0);
+    auto always = Context::create(selftest_options(SelftestMode::always, {"silu_mul"}));
+    CHECK(env.passes->load() == 1);
+    ::setenv("DIFFVK_SELFTEST", "never", 1);
+    CHECK_THROWS_WITH_AS(Context::create(selftest_options(SelftestMode::automatic)),
+                         doctest::Contains("DIFFVK_SELFTEST: 'never' is not a self-test mode"), Error);
+    ::unsetenv("DIFFVK_SELFTEST");
+  }
+  set_selftest_runner({});
+  REQUIRE_FALSE(has_selftest_runner());
+  {
+    auto ctx = Context::create(selftest_options(SelftestMode::automatic));
+    CHECK_FALSE(ctx->selftest().ran);
+    CHECK(ctx->selftest().note.find("no self-test runner") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS(Context::create(selftest_options(SelftestMode::always)),
+                       doctest::Contains("selftest=always: no self-test runner"), Error);
+
+  diffvk_context_options co;
+  diffvk_context_default_options(&co);
+  CHECK(co.selftest == DIFFVK_SELFTEST_AUTO);
+  co.selftest = 7;
+  diffvk_context* c = nullptr;
+  CHECK(diffvk_context_create(&co, &c) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(c == nullptr);
+  CHECK(std::string(diffvk_last_error()).find("selftest 7") != std::string::npos);
+  co.selftest = DIFFVK_SELFTEST_ALWAYS;  // libdiffvk's own C ABI in this program: no runner registered
+  CHECK(diffvk_context_create(&co, &c) == DIFFVK_UNSUPPORTED);
+  co.selftest = DIFFVK_SELFTEST_OFF;
+  REQUIRE(diffvk_context_create(&co, &c) == DIFFVK_OK);
+  diffvk_context_destroy(c);
+}
+
+TEST_CASE("selftest: the CLI prints the table, keeps the verdict, and refuses bad flags") {
+  test::TempDir tmp("diffvk-selftest-cli");
+  const std::string env = "env XDG_CACHE_HOME=" + tmp.path() + " DIFFVK_SELFTEST=auto";
+  const auto r = test::run_cli(tmp, "selftest --ops silu_mul,head_rmsnorm", env);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("op              variant") != std::string::npos);
+  CHECK(r.out.find("silu_mul") != std::string::npos);
+  CHECK(r.out.find("head_rmsnorm") != std::string::npos);
+  CHECK(r.out.find("self-test time: ") != std::string::npos);
+  CHECK(r.out.find("fallback: none (every variant passed)") != std::string::npos);
+  CHECK(r.out.find("verdict file: " + tmp.path() + "/diffvk/selftest/") != std::string::npos);
+  const auto cached = test::run_cli(tmp, "selftest --ops silu_mul,head_rmsnorm --cached", env);
+  INFO(cached.out);
+  CHECK(cached.exit_code == 0);
+  CHECK(cached.out.find("verdict: read from " + tmp.path() + "/diffvk/selftest/") != std::string::npos);
+  const auto shape = test::run_cli(tmp, "selftest --shape no-such-shape", env);
+  CHECK(shape.exit_code != 0);
+  CHECK(shape.out.find("no-such-shape") != std::string::npos);
+  const auto missing = test::run_cli(tmp, "selftest --model " + (tmp / "absent"), env);
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.out.find("--model") != std::string::npos);
+  const auto bad = test::run_cli(tmp, "selftest --selftest sometimes", env);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("--selftest") != std::string::npos);
+  const auto both = test::run_cli(tmp, "selftest --ops silu_mul --shape nope", env);
+  CHECK(both.exit_code != 0);
+  CHECK(both.out.find("give one of --model, --shape and --ops") != std::string::npos);
+  const auto planted = test::run_cli(tmp, "selftest --ops no_such_op", env);
+  CHECK(planted.exit_code != 0);
+  CHECK(planted.out.find("no case table for op 'no_such_op'") != std::string::npos);
+}
