@@ -257,7 +257,7 @@ struct Phi4FlashForward::Impl {
   std::unique_ptr<Program> restore_prog;  // snapshot -> recurrent states
   uint32_t state_pos = 0, snap_pos = 0;
   bool snap_valid = false;
-  bool yoco = true;  // Phi4FlashForwardOptions::yoco
+  bool yoco_prefill = true;  // Phi4FlashForwardOptions::yoco
 
   AttnShape attn_shape(uint32_t capacity) const {
     return AttnShape::heads(w->E, w->H, w->Hkv, w->D).cache(capacity, chunk).norms(float(w->cfg.layer_norm_eps), 1e-5f);
@@ -285,7 +285,7 @@ struct Phi4FlashForward::Impl {
     f1.rows = 1;
     f1.row = false;
     f1.attn_sync = f.attn_sync;
-    const bool yoco = out != HeadOut::all && this->yoco;
+    const bool yoco = out != HeadOut::all && yoco_prefill;
     if (out != HeadOut::all)
       f1.pos = g.bind("last position", TensorRole::external, ElemType::u32, {1}, dyn.range(last_pos, 4));
     const float eps = float(M.cfg.layer_norm_eps);
@@ -301,9 +301,9 @@ struct Phi4FlashForward::Impl {
     TensorRef x = add_embed(f, tokens, embed_w, "x");
     auto vec = [&](const std::string& name, size_t i, uint32_t n) { return bind_vector(f, name, n, ws->range(i)); };
     auto lin = [&](const std::string& name, size_t i, uint32_t in, size_t bias = kNone) {
-      LinearWeight w = bind_linear(f, name, in, ws->parts(i), ws->format(i));
-      if (bias != kNone) w.bias = bind_f32(f, name + ".bias", {w.out}, f32->range(bias));
-      return w;
+      LinearWeight lw = bind_linear(f, name, in, ws->parts(i), ws->format(i));
+      if (bias != kNone) lw.bias = bind_f32(f, name + ".bias", {lw.out}, f32->range(bias));
+      return lw;
     };
     const uint64_t kv_row = 2ull * D;
     const TensorRef shared_kc =
@@ -439,7 +439,7 @@ struct Phi4FlashForward::Impl {
     snap_valid = false;
   }
   void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits, const std::function<bool()>& abort);
-  std::vector<float> prompt(const std::vector<int32_t>& tokens, bool yoco);
+  std::vector<float> prompt(const std::vector<int32_t>& tokens, bool last_only);
   // The saved state (Phi4FlashForward::save) at n positions, in file order: each part a piece of one state range; a
   // ring's rows (ring true) are pieces of a ring, in position order.
   struct SavedPart {
@@ -467,7 +467,7 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
   m->cap = o.max_positions ? o.max_positions : c.max_position_embeddings;
   m->chunk = std::min(o.chunk ? o.chunk : m->cap, m->cap);
   m->ring = W.W + m->chunk - 1;
-  m->yoco = o.yoco;
+  m->yoco_prefill = o.yoco;
 
   // States: one buffer, every range aligned; the recurrent states first, contiguous (one copy snapshots them).
   const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
@@ -571,7 +571,7 @@ void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut o
     arena.owner(r.logits).download(r.logits.offset, logits, size_t(w->V) * 4);
 }
 
-std::vector<float> Phi4FlashForward::Impl::prompt(const std::vector<int32_t>& tokens, bool yoco) {
+std::vector<float> Phi4FlashForward::Impl::prompt(const std::vector<int32_t>& tokens, bool last_only) {
   const uint32_t V = w->V;
   if (tokens.empty()) throw Error(Status::invalid_argument, "phi4flash: an empty prompt");
   if (tokens.size() > cap)
@@ -584,11 +584,11 @@ std::vector<float> Phi4FlashForward::Impl::prompt(const std::vector<int32_t>& to
                                                 std::to_string(V));
   reset_states();  // a fresh sequence
   const uint32_t T = uint32_t(tokens.size());
-  std::vector<float> logits(size_t(yoco ? 1 : T) * V);
+  std::vector<float> logits(size_t(last_only ? 1 : T) * V);
   for (uint32_t r0 = 0; r0 < T; r0 += chunk) {
     const uint32_t rows = std::min(chunk, T - r0);
-    const HeadOut out = !yoco ? HeadOut::all : r0 + rows == T ? HeadOut::last : HeadOut::none;
-    run(tokens.data() + r0, rows, out, logits.data() + (yoco ? 0 : size_t(r0) * V), {});
+    const HeadOut out = !last_only ? HeadOut::all : r0 + rows == T ? HeadOut::last : HeadOut::none;
+    run(tokens.data() + r0, rows, out, logits.data() + (last_only ? 0 : size_t(r0) * V), {});
   }
   return logits;
 }

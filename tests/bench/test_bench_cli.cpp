@@ -125,7 +125,7 @@ TEST_CASE("bench cli: an unknown preset or a negative cool-down is refused befor
   std::remove(log_path.c_str());
 }
 
-TEST_CASE("bench cli: --shape names a published shape; unknown and conflicting ones are refused before any work") {
+TEST_CASE("bench cli: --shape names a published shape, and unknown and conflicting ones are refused before any work") {
   const std::string log_path = "/tmp/diffvk_bench_cli_shape_" + std::to_string(::getpid()) + ".log";
   struct Bad {
     const char* flags;
