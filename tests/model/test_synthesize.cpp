@@ -3,6 +3,7 @@
 // function of the seed, and the published shapes' configs must parse to the published dimensions.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -39,8 +40,35 @@ TEST_CASE("synthesize: the published shapes parse to their published dimensions,
   CHECK(16 * (2 * E * E + E * kv + 3 * E * I) + 128256 * E == doctest::Approx(1.3e9).epsilon(0.05));
   CHECK_THROWS_WITH_AS(bench::published_shape("gpt-2"), doctest::Contains("unknown shape 'gpt-2' (known: diffllama-1b"),
                        Error);
-  CHECK_THROWS_WITH_AS(bench::published_shape("phi4-mini-flash"), doctest::Contains("not yet its forward graph"),
-                       Error);
+  // Phi-4-mini-flash: its published config.json's dimensions (the Mamba sizes at the config class's defaults).
+  const Phi4FlashConfig p = parse_phi4flash_config(bench::published_shape("phi4-mini-flash").config, "phi4");
+  CHECK(p.num_layers == 32);
+  CHECK(p.hidden_size == 2560);
+  CHECK(p.num_attention_heads == 40);
+  CHECK(p.num_key_value_heads == 20);
+  CHECK(p.intermediate_size == 10240);
+  CHECK(p.vocab_size == 200064);
+  CHECK(p.sliding_window == 512);
+  CHECK(p.mamba_d_state == 16);
+  CHECK(p.mamba_dt_rank == 160);
+}
+
+// A synthesized phi4flash model (every tensor of its table, by its real name) loads and runs a session.
+TEST_CASE("synthesize: a phi4flash config gives a model of its shape that runs") {
+  auto ctx = test::make_context();
+  const std::string config = R"({"model_type": "phi4flash", "vocab_size": 300, "hidden_size": 32,
+    "intermediate_size": 48, "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "max_position_embeddings": 64, "sliding_window": 5, "hidden_act": "silu", "layer_norm_eps": 1e-05,
+    "tie_word_embeddings": true, "mamba_d_state": 4})";
+  auto m = Model::synthesize(*ctx, config, LoadOptions{}, 3, "tiny phi4flash");
+  CHECK(m->config().format == "phi4flash");
+  auto s = Session::create(*m);
+  const std::vector<float> a = s->prefill({1, 2, 3, 4, 5, 6, 7});
+  REQUIRE(a.size() == 300);
+  CHECK(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
+  // The same seed gives the same model.
+  auto m2 = Model::synthesize(*ctx, config, LoadOptions{}, 3, "tiny phi4flash");
+  CHECK(Session::create(*m2)->prefill({1, 2, 3, 4, 5, 6, 7}) == a);
 }
 
 TEST_CASE("synthesize: a model of the tiny checkpoint's shape has its bytes, and its weights follow the seed") {
