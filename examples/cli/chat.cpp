@@ -90,9 +90,7 @@ Runner register_chat(CLI::App& app) {
   add_device_flags(cmd, a->dev);
   return [a]() {
     validate_sampling(a->sampling);
-    SpeculateOptions check = a->go.speculate;
-    if (check.draft == Draft::model) check.draft = Draft::lookup;  // the draft session comes after the model
-    validate_speculation(check);
+    validate_speculate_flags(a->go.speculate);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);

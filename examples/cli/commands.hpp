@@ -69,6 +69,8 @@ void add_overflow_flags(CLI::App* cmd, GenerateOptions& go, bool& keep_set);
 // --speculate none|lookup|draft:DIR, --draft-k, --draft-ngram (run, chat); print_speculation: the summary line (none
 // without speculation). draft_dir: the draft model's checkpoint (draft:DIR).
 void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec, std::string& draft_dir);
+// validate_speculation before any work; a draft model's session is set later (open_draft_model), so not asked yet.
+void validate_speculate_flags(const SpeculateOptions& spec);
 // --speculate draft:DIR: the draft model loaded on `ctx` (its own default LoadOptions) and a session of it with the
 // generating session's capacity, set as spec.draft_session. Nothing without a draft dir.
 struct DraftModel {

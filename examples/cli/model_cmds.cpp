@@ -207,6 +207,12 @@ void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec, std::string& dra
       ->check(CLI::Range(1u, kMaxDraftNgram));
 }
 
+void validate_speculate_flags(const SpeculateOptions& spec) {
+  SpeculateOptions check = spec;
+  if (check.draft == Draft::model) check.draft = Draft::lookup;  // the same k and n-gram checks
+  validate_speculation(check);
+}
+
 DraftModel open_draft_model(Context& ctx, const std::string& draft_dir, uint32_t capacity, SpeculateOptions& spec) {
   DraftModel d;
   if (spec.draft != Draft::model) return d;
@@ -261,9 +267,7 @@ Runner register_run(CLI::App& app) {
   return [a]() {
     validate_sampling(a->sampling);  // the C ABI's rules (diffvk_sampler_create), before any work
     validate_stop_strings(a->stop);
-    SpeculateOptions check = a->go.speculate;
-    if (check.draft == Draft::model) check.draft = Draft::lookup;  // the draft session comes after the model
-    validate_speculation(check);
+    validate_speculate_flags(a->go.speculate);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     auto ctx = Context::create(a->dev.options());
     auto model = Model::load(*ctx, dir, a->load);

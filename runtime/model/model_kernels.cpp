@@ -13,17 +13,27 @@ std::unique_ptr<DiffAttnKernel> model_attention(Device& dev, const KernelOptions
   return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8,
                                           AttnSoftmax::differential, kv);
 }
+// "linear": the matmul and one-row kernels, with the block formats' pipelines (prefill_path: their matmul's path).
+std::unique_ptr<LinearKernel> linear_kernel(Device& dev, const KernelOptions& ko, const std::vector<QuantType>& quant,
+                                            const QuantRowPath* prefill_path) {
+  PipelineGroup g(dev, "linear");
+  return std::make_unique<LinearKernel>(dev, ko, quant, false, quant.empty() ? nullptr : prefill_path);
+}
+// "linear_quant": the quantized one-row kernel (null without block formats).
+std::unique_ptr<QuantRowKernel> quant_row_kernel(Device& dev, const KernelOptions& ko,
+                                                 const std::vector<QuantType>& quant, const QuantRowPath* quant_path) {
+  if (quant.empty()) return nullptr;
+  PipelineGroup g(dev, "linear_quant");
+  return std::make_unique<QuantRowKernel>(dev, ko, quant, quant_path);
+}
 }  // namespace
 
 ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::vector<QuantType>& quant,
                                  const QuantRowPath* quant_path, const QuantRowPath* prefill_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
-  {
-    PipelineGroup g(dev, "linear");
-    k.linear = std::make_unique<LinearKernel>(dev, ko, quant, false, quant.empty() ? nullptr : prefill_path);
-    k.linear->declare_row_widths({c.hidden_size, c.intermediate_size});  // the one-row paths' lane groups (E, I)
-  }
+  k.linear = linear_kernel(dev, ko, quant, prefill_path);
+  k.linear->declare_row_widths({c.hidden_size, c.intermediate_size});  // the one-row paths' lane groups (E, I)
   {
     PipelineGroup g(dev, "rope_kv");
     k.rope = std::make_unique<RopeKvKernel>(dev, ko);
@@ -56,11 +66,8 @@ ModelKernels build_model_kernels(Device& dev, const ModelConfig& c, const std::v
     PipelineGroup g(dev, "attn_probs");
     k.probs = std::make_unique<AttnProbsKernel>(dev, ko);
   }
-  if (!quant.empty()) {
-    PipelineGroup g(dev, "linear_quant");
-    k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant, quant_path);
-    k.qrow->declare_row_widths({c.hidden_size, c.intermediate_size});
-  }
+  k.qrow = quant_row_kernel(dev, ko, quant, quant_path);
+  if (k.qrow) k.qrow->declare_row_widths({c.hidden_size, c.intermediate_size});
   return k;
 }
 
@@ -100,14 +107,8 @@ ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c, cons
                                      const QuantRowPath* quant_path, const QuantRowPath* prefill_path) {
   const KernelOptions ko = KernelOptions::for_device(dev);
   ModelKernels k;
-  {
-    PipelineGroup g(dev, "linear");
-    k.linear = std::make_unique<LinearKernel>(dev, ko, quant, false, quant.empty() ? nullptr : prefill_path);
-  }
-  if (!quant.empty()) {  // add_linear needs it; SambaY's linears run the matmul (record_quant), one row included
-    PipelineGroup g(dev, "linear_quant");
-    k.qrow = std::make_unique<QuantRowKernel>(dev, ko, quant, quant_path);
-  }
+  k.linear = linear_kernel(dev, ko, quant, prefill_path);
+  k.qrow = quant_row_kernel(dev, ko, quant, quant_path);  // one-row passes (decode, YOCO's last row)
   {
     PipelineGroup g(dev, "rope_kv");
     k.rope = std::make_unique<RopeKvKernel>(dev, ko);
