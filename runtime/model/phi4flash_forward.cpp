@@ -10,6 +10,7 @@
 #include "diffvk/error.hpp"
 #include "graph/arena.hpp"
 #include "io/quant.hpp"
+#include "model/model_impl.hpp"  // device_heap_bytes
 #include "model/model_kernels.hpp"
 #include "model/recipe_sambay.hpp"
 #include "model/weight_store.hpp"
@@ -24,14 +25,9 @@ namespace {
 constexpr size_t kNone = SIZE_MAX;
 constexpr uint32_t kUnknown = UINT32_MAX;
 
-// What the device heap (device-local, else the largest) has left.
+// What the device heap (device-local, else the largest: device_heap_bytes) has left.
 uint64_t heap_left(const DeviceCaps& caps) {
-  uint64_t heap = 0, any = 0;
-  for (const auto& h : caps.heaps) {
-    any = std::max(any, h.size);
-    if (h.device_local) heap = std::max(heap, h.size);
-  }
-  if (!heap) heap = any;
+  const uint64_t heap = device_heap_bytes(caps);
   return heap - std::min(heap, device_bytes_allocated());
 }
 }  // namespace
@@ -247,6 +243,7 @@ struct Phi4FlashForward::Impl {
   std::vector<BufferRange> caches;  // filled by fill_for_testing
   Buffer dyn, sync;
   uint64_t sync_bytes = 0, last_pos = 0;  // last_pos: offset of the YOCO last row's position in dyn
+  std::vector<uint32_t> dyn_host;         // dyn's contents, filled at each run (no allocation there)
   GraphPlan gplan;
   Arena arena;
   struct Recorded {
@@ -522,6 +519,7 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
   for (const auto& L : m->ls)
     if (L.k_ring.size) m->caches.insert(m->caches.end(), {L.k_ring, L.v_ring});
   m->dyn = Buffer(dev, 2 * m->last_pos, MemoryDomain::device, "phi4flash positions");
+  m->dyn_host.assign(2 * m->last_pos / 4, 0);
   m->sync = Buffer(dev, m->sync_bytes, MemoryDomain::device, "phi4flash attention arrival counters");
   m->sync.fill(0, m->sync_bytes, 0);
   m->arena = Arena(dev, m->gplan.plan, "phi4flash");
@@ -554,10 +552,9 @@ void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut o
   if (rows == 1 && out == HeadOut::last) out = HeadOut::all;  // one row: the same logits without YOCO's copies
   Recorded& r = program(rows, out);
   arena.owner(r.tokens).upload(r.tokens.offset, tokens, size_t(rows) * 4);
-  std::vector<uint32_t> d(2 * last_pos / 4, 0);
-  d[0] = state_pos;
-  d[last_pos / 4] = state_pos + rows - 1;
-  dyn.upload(0, d.data(), d.size() * 4);
+  dyn_host[0] = state_pos;  // the positions of the first and of the last row (YOCO's one-row pass)
+  dyn_host[last_pos / 4] = state_pos + rows - 1;
+  dyn.upload(0, dyn_host.data(), dyn_host.size() * 4);
   const uint32_t start = state_pos;
   state_pos = kUnknown;  // until the run completes
   snap_valid = false;
