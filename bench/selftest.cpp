@@ -183,4 +183,15 @@ std::vector<std::string> selftest_ops_for_shape(const std::string& name) {
   return selftest_ops_for_config(published_shape(name).config);
 }
 
+std::vector<std::string> selftest_ops_for_bench(const Options& o) {
+  if (!o.model_dir.empty()) return selftest_ops_for_model(o.model_dir);
+  if (!o.shape.empty()) return selftest_ops_for_shape(o.shape);
+  if (o.matmul_table) return {"linear"};
+  if (!o.op.empty()) return {o.op};
+  if (o.ops) return table_ops();
+  if (o.variant == "v1") return {"diff_attn"};
+  if (o.variant == "v2") return {"diff_v2_attn"};
+  return {"diff_attn", "diff_v2_attn"};
+}
+
 }  // namespace diffvk::bench

@@ -224,33 +224,22 @@ uint split_length(uint splits) {
 
 // The chunk at element `elem` as floats: one 16- or 8-byte load when CHUNK says the layout allows,
 // else element by element with zeros past `valid`.
-// The binary16 value in the low 16 bits of h, converted by hand: unpackHalf2x16 of a per-lane choice of
-// half (a select, or a variable shift, of the scale word) crashes LLVM 15's AArch64 instruction selection
-// ("Cannot select: v4f32 = truncate", Mesa 22.3 lavapipe on arm64; DEVELOPERS.md "Traps").
-float half_bits(uint h) {
-  const uint e = (h >> 10) & 31u, m = h & 1023u;
-  const float mag = e == 0u ? float(m) * 5.9604644775390625e-8  // subnormal: m · 2^-24, exact
-                  : e == 31u ? uintBitsToFloat(m == 0u ? 0x7f800000u : 0x7fc00000u)
-                             : uintBitsToFloat(((e + 112u) << 23) | (m << 13));
-  return (h & 0x8000u) != 0u ? -mag : mag;
-}
 vec4 i8x4(uint u) { return vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24); }
 // The chunk at column `col` (a multiple of CW unless CHUNK = 0) of cache row `row` (group·capacity + key),
 // as floats. Indices are formed as row · (chunks per row) + col / CW, so a uniform row (P·V) or column (Q·K)
 // stays in scalar registers and a lane's loads differ by constant offsets.
-// fast_scale: the scale's word converted by unpackHalf2x16 and its half chosen by a select (the key-block core:
-// GPUs, and CPU drivers only when forced, never the arm64 lavapipe of the trap above); else half_bits, whose
-// exponent and subnormal branches cost about 20 VALU instructions per chunk on AMD's ISA.
+// fast_scale: the scale's word converted by unpackHalf2x16 and its half chosen by a select (the key-block core);
+// else the half shifted into place first (half_at; by hand under quirk half_select_crash, common.glsl).
 void load_chunk(bool k, uint row, uint col, uint valid, out vec4 r[VPC], bool fast_scale) {
   if (KVQ8 != 0) {  // one scale, then 4 or 8 int8 quants (the chunk never crosses a block of 32)
     const uint sw = (p.H / p.n_rep) * p.capacity * (DV / 4) + row * (NSR / 2) + col / 64;
     const uint word = k ? kc4[sw] : vc4[sw];
     float d;
-    if (fast_scale) {  // a constant at every call: the other branch is never compiled
+    if (fast_scale && !DVK_HALF_BY_HAND) {  // constants at every call: the other branch is never compiled
       const vec2 both = unpackHalf2x16(word);
       d = (col & 32u) != 0u ? both.y : both.x;
     } else {
-      d = half_bits(word >> ((col & 32u) >> 1));
+      d = half_at(word, (col & 32u) >> 1);
     }
     if (VPC == 2) {
       const uvec2 u = k ? kc8[row * (DV / 8) + col / 8] : vc8[row * (DV / 8) + col / 8];

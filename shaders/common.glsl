@@ -26,3 +26,26 @@
 // Finite stand-in for -infinity in online softmax: exp(NEG_BIG - m) underflows to 0 without NaN
 // from (-inf) - (-inf) when a whole tile is masked.
 #define NEG_BIG (-1.0e30)
+
+// A binary16 value held in 32-bit words (quantized blocks' scales), as float. Specialization constant 60 is
+// set by the runtime, for every pipeline, only under quirk half_select_crash (runtime/vk/quirks.cpp): LLVM 15's
+// AArch64 instruction selection (Mesa 22.3 lavapipe on arm64) aborts with "Cannot select: v4f32 = truncate" on
+// unpackHalf2x16 of a per-lane choice of half (a select, or a variable shift, of the word). There the bits are
+// converted by hand (about 20 VALU instructions on AMD's ISA); everywhere else the constant folds the hand form
+// away before the backend sees it.
+layout(constant_id = 60) const bool DVK_HALF_BY_HAND = false;
+
+// The binary16 value in the low 16 bits of h (the high bits ignored), converted exactly by integer operations.
+float half_bits(uint h) {
+  const uint e = (h >> 10) & 31u, m = h & 1023u;
+  const float mag = e == 0u ? float(m) * 5.9604644775390625e-8  // subnormal: m · 2^-24, exact
+                  : e == 31u ? uintBitsToFloat(m == 0u ? 0x7f800000u : 0x7fc00000u)
+                             : uintBitsToFloat(((e + 112u) << 23) | (m << 13));
+  return (h & 0x8000u) != 0u ? -mag : mag;
+}
+
+// The binary16 value in the low 16 bits of h.
+float half_low(uint h) { return DVK_HALF_BY_HAND ? half_bits(h) : unpackHalf2x16(h).x; }
+
+// The binary16 value at bit `shift` (0 or 16, chosen per lane) of `word`.
+float half_at(uint word, uint shift) { return half_low(word >> shift); }

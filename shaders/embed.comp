@@ -32,7 +32,7 @@ layout(push_constant) uniform Params {
 // Element c of row t of a quantized table.
 float quant_elem(uint t, uint c) {
   const uint bi = t * (p.E / 32) + c / 32;
-  const float d = unpackHalf2x16(tq[bi >> 1] >> ((bi & 1u) * 16u)).x;
+  const float d = half_at(tq[bi >> 1], (bi & 1u) * 16u);
   if (WQ == 1) {
     const uint i = t * p.E + c;  // byte index in the quants
     return d * float(bitfieldExtract(int(tq[p.q_off + i / 4]), int(8 * (i % 4)), 8));

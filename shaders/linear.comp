@@ -160,7 +160,7 @@ uvec4 load_unit_q(uint gn, uint gk) {
 
 // Weight i of a quantized unit, dequantized: q·d (Q8_0) or (nibble − 8)·d (Q4_0).
 float elem_q(uvec4 u, uint i) {
-  const float d = unpackHalf2x16(u.z).x;
+  const float d = half_low(u.z);
   const uint byte = ((i < 4u ? u.x : u.y) >> (8u * (i % 4u))) & 255u;
   if (WQ == 1u) return float(bitfieldExtract(int(byte), 0, 8)) * d;
   return float(int((byte >> u.w) & 15u) - 8) * d;

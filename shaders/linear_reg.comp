@@ -87,7 +87,7 @@ void unpack_v(vec4 v, out float f[KVEC]) {
 // The dequantized weight n·in + k (WQ != 0), elementwise (the k tail, VEC == 0).
 float wq_at(uint n, uint k) {
   const uint si = n * (p.in_f / 32) + k / 32;
-  const float d = unpackHalf2x16(wq1[si / 2])[si % 2];
+  const float d = half_at(wq1[si / 2], (si % 2) * 16u);
   if (WQ == 1) {
     const uint b = p.qoff + n * p.in_f + k;
     return float(bitfieldExtract(int(wq1[b / 4]), int(8 * (b % 4)), 8)) * d;
@@ -100,7 +100,7 @@ float wq_at(uint n, uint k) {
 // 8-byte (KV = 8) or 4-byte (KV = 4) load of quants and one of the scale.
 void wq_vec(uint n, uint k, out float f[KVEC]) {
   const uint si = n * (p.in_f / 32) + k / 32;
-  const float d = unpackHalf2x16(wq1[si / 2])[si % 2];
+  const float d = half_at(wq1[si / 2], (si % 2) * 16u);
   uint wd[2];
   const uint b = WQ == 1 ? p.qoff + n * p.in_f + k : p.qoff + n * (p.in_f / 2) + (k / 32) * 16 + k % 16;
   if (KVEC == 8) {

@@ -117,7 +117,7 @@ void main() {
         float dw[RN];
         [[unroll]] for (uint j = 0; j < RN; ++j) {
           const uint si = wn[j] * nb + kb;
-          dw[j] = unpackHalf2x16(wq1[si / 2])[si % 2];
+          dw[j] = half_at(wq1[si / 2], (si % 2) * 16u);
           if (WQ == 1) {
             const uint q = (p.qoff + wn[j] * p.in_f) / 16 + 2 * kb;
             const uvec4 lo = wq4[q], hi = wq4[q + 1];

@@ -201,7 +201,7 @@ void act(uint kv, out float a[VW], inout float sq) {
 // term: Σ a·(n − 8) = Σ a·n − 8·Σ a, so each weight costs one field extract, one conversion and one FMA). One
 // step reads the whole block (Q8_0: two 16-byte quant vectors; Q4_0: one) and its scale once.
 float quant_dot(uint bi, float a[32], float asum) {
-  const float d = unpackHalf2x16(wsc[bi >> 1] >> ((bi & 1u) * 16u)).x;
+  const float d = half_at(wsc[bi >> 1], (bi & 1u) * 16u);
   float s = 0.0;
   if (WQ == 1) {
     const uvec4 q0 = wq[p.q_off + 2 * bi], q1 = wq[p.q_off + 2 * bi + 1];
@@ -229,7 +229,7 @@ float quant_dot(uint bi, float a[32], float asum) {
 // d_w · Σ q_x·q_w over block b of row `row` (qa: the 32 int8 activations packed 4 per uint; qsum: their sum).
 float quant_idot(uint row, uint b, uint qa[8], int qsum) {
   const uint bi = row * (p.in_f / 32) + b;
-  const float d = unpackHalf2x16(wsc[bi >> 1] >> ((bi & 1u) * 16u)).x;
+  const float d = half_at(wsc[bi >> 1], (bi & 1u) * 16u);
   int s = 0;
   if (WQ == 1) {
     const uvec4 q0 = wq[p.q_off + 2 * bi], q1 = wq[p.q_off + 2 * bi + 1];

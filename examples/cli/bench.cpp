@@ -186,7 +186,8 @@ Runner register_bench(CLI::App& app) {
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     };
-    const ContextOptions copts = a->dev.options();
+    ContextOptions copts = a->dev.options();
+    copts.selftest_ops = bench::selftest_ops_for_bench(o);  // the self-test at load: the pipelines this run records
     o.requested_precision = copts.precision;
     progress->log(bench::LogLevel::info, "diffvk bench: opening the device");
     auto ctx = Context::create(copts);

@@ -110,5 +110,8 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
 // not read here), or a published shape (`diffvk bench --shape NAME`'s names).
 std::vector<std::string> selftest_ops_for_model(const std::string& path);
 std::vector<std::string> selftest_ops_for_shape(const std::string& name);
+// The ops a benchmark run records: its model's or shape's, the linear op for the matmul table, the op or every op
+// for the op tables, else the attention cases' (diff_attn and/or diff_v2_attn, by Options::variant).
+std::vector<std::string> selftest_ops_for_bench(const Options& options);
 
 }  // namespace diffvk::bench

@@ -16,6 +16,9 @@
 namespace diffvk {
 
 namespace {
+// shaders/common.glsl's DVK_HALF_BY_HAND, set for every pipeline under quirk half_select_crash.
+constexpr uint32_t kHalfByHandConstant = 60;
+
 std::mutex g_tables_mutex;
 std::vector<std::pair<const ShaderBlob*, size_t>>& extra_tables() {
   static std::vector<std::pair<const ShaderBlob*, size_t>> tables;
@@ -135,14 +138,18 @@ void Pipeline::create(const ShaderBlob& blob, const std::string& key) {
     DVK_CHECK(vkCreateShaderModule(dev, &sm, nullptr, &module));
     std::vector<VkSpecializationMapEntry> entries(desc.spec.size());
     for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4};
-    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), desc.spec.size() * 4,
-                            desc.spec.data()};
+    std::vector<uint32_t> values = desc.spec;
+    if (device.caps().has_quirk("half_select_crash")) {  // shaders/common.glsl: DVK_HALF_BY_HAND (a VkBool32)
+      entries.push_back({kHalfByHandConstant, uint32_t(values.size() * 4), 4});
+      values.push_back(VK_TRUE);
+    }
+    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), values.size() * 4, values.data()};
     VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     ci.stage.module = module;
     ci.stage.pName = "main";
-    ci.stage.pSpecializationInfo = desc.spec.empty() ? nullptr : &si;
+    ci.stage.pSpecializationInfo = values.empty() ? nullptr : &si;
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss{
         VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
     if (desc.subgroup_size) {

@@ -3,6 +3,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +14,19 @@
 namespace diffvk {
 
 namespace {
+// The driver runs in this process: lavapipe's JIT targets the host's architecture.
+#if defined(__aarch64__)
+constexpr bool kHostIsAarch64 = true;
+#else
+constexpr bool kHostIsAarch64 = false;
+#endif
+
+// The LLVM major version in a llvmpipe device name ("llvmpipe (LLVM 15.0.6, 128 bits)"); 0 when absent.
+int llvm_major(const std::string& name) {
+  const size_t at = name.find("LLVM ");
+  return at == std::string::npos ? 0 : std::atoi(name.c_str() + at + 5);
+}
+
 struct QuirkRule {
   Quirk quirk;
   bool (*applies)(const DeviceCaps&);
@@ -23,6 +37,14 @@ const QuirkRule kRules[] = {
       "Mesa < 23 lavapipe on aarch64 advertises 16-bit storage but its JIT aborts on fp16 loads"},
      [](const DeviceCaps& c) {
        return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && !c.fp16_arithmetic && c.storage_16bit;
+     }},
+    {{"half_select_crash",
+      "LLVM 15's AArch64 instruction selection (Mesa 22.3 lavapipe on arm64) aborts the process (\"Cannot select: "
+      "v4f32 = truncate\") on unpackHalf2x16 of a per-lane choice of half; the quantized scales' binary16 bits are "
+      "converted by hand (specialization constant 60 of every pipeline, shaders/common.glsl)"},
+     [](const DeviceCaps& c) {
+       return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && kHostIsAarch64 && llvm_major(c.name) != 0 &&
+              llvm_major(c.name) <= 15;
      }},
     {{"loop_iteration_limit",
       "llvmpipe silently ends every loop of an invocation after 65535 iterations in total; attention caps keys per "

@@ -241,6 +241,24 @@ TEST_CASE("selftest: the ops of each model kind, from its config.json") {
   CHECK_THROWS_AS(bench::selftest_ops_for_shape("no-such-shape"), Error);
 }
 
+TEST_CASE("selftest: a benchmark tests the ops it records") {
+  bench::Options o;
+  o.variant = "v1";
+  CHECK(bench::selftest_ops_for_bench(o) == std::vector<std::string>{"diff_attn"});
+  o.variant = "both";
+  CHECK(bench::selftest_ops_for_bench(o) == std::vector<std::string>{"diff_attn", "diff_v2_attn"});
+  o.matmul_table = true;
+  CHECK(bench::selftest_ops_for_bench(o) == std::vector<std::string>{"linear"});
+  o.matmul_table = false;
+  o.ops = true;
+  CHECK(bench::selftest_ops_for_bench(o) == bench::table_ops());
+  o.op = "silu_mul";
+  CHECK(bench::selftest_ops_for_bench(o) == std::vector<std::string>{"silu_mul"});
+  o = bench::Options{};
+  o.shape = "phi4-mini-flash";
+  CHECK(bench::selftest_ops_for_bench(o) == bench::selftest_ops_for_config(R"({"model_type": "phi4flash"})"));
+}
+
 TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field") {
   CHECK(parse_selftest_mode("auto") == SelftestMode::automatic);
   CHECK(parse_selftest_mode("always") == SelftestMode::always);
