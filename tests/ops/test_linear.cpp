@@ -187,8 +187,7 @@ TEST_CASE("quirk half_select_crash: quantized scales converted by hand in every 
     std::map<std::string, int> taken;
     test::run_op_table(op, Precision::fp32, {"half_select_crash"}, [&](const bench::OpCase& c) {
       for (const char* q : {"q8_0", "q4_0", "int8-dot"})
-        if (c.name.find(q) != std::string::npos && c.name.find("coopmat") == std::string::npos)
-          return ++taken[q] <= 2;
+        if (c.name.find(q) != std::string::npos && c.name.find("coopmat") == std::string::npos) return ++taken[q] <= 2;
       return false;
     });
   }
