@@ -181,6 +181,21 @@ TEST_CASE("tolerances: a split-K merge that drops a split fails the fp32 bound")
   }
 }
 
+TEST_CASE("tolerances: a non-finite value (NaN, +inf, -inf) fails the check in both precisions") {
+  const std::vector<double> ref = {1.0, -2.0, 0.5, 3.0};
+  for (bool fp16 : {false, true}) {
+    std::vector<float> got(ref.begin(), ref.end());
+    CHECK(bench::compare("ref", got, ref, fp16, 1).ok);
+    for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      got[2] = bad;
+      const bench::Check k = bench::compare("ref", got, ref, fp16, 1);
+      INFO((fp16 ? "fp16 " : "fp32 ") << bad);
+      CHECK_FALSE(k.ok);
+      CHECK(k.nonfinite == 1);
+    }
+  }
+}
+
 TEST_CASE("tolerances: a planted fault fails the check of every op case table") {
   auto ctx = test::make_context(Precision::fp32);
   bench::OpRunner runner(ctx->device());
@@ -193,10 +208,22 @@ TEST_CASE("tolerances: a planted fault fails the check of every op case table") 
     const auto good = runner.run(c);
     INFO("correct: " << good.summary());
     CHECK(good.ok());
-    runner.plant_for_testing(bench::OpRunner::Plant::wrong_value);
-    const auto wrong = runner.run(c);
-    INFO("wrong value: " << wrong.summary());
-    CHECK_FALSE(wrong.check.ok);
+    // Output faults, planted in the downloaded bytes of both runs: the check alone must catch them.
+    using Plant = bench::OpRunner::Plant;
+    for (Plant plant : {Plant::wrong_value, Plant::nan, Plant::stale}) {
+      runner.plant_for_testing(plant);
+      const auto r = runner.run(c);
+      INFO("planted fault " << int(plant) << ": " << r.summary());
+      CHECK_FALSE(r.check.ok);
+      CHECK(r.replay_identical);
+      CHECK(r.padding_changed == 0);
+      if (plant == Plant::wrong_value) CHECK(r.check.nonfinite == 0);
+      if (plant == Plant::nan) CHECK(r.check.nonfinite == 1);
+      if (plant == Plant::stale) CHECK(r.check.nonfinite >= 1);
+    }
+    // fp32 storage has no fp16 element to overflow: the hook says so instead of planting something else.
+    runner.plant_for_testing(Plant::fp16_overflow);
+    CHECK_THROWS_WITH_AS(runner.run(c), doctest::Contains("no fp16 output element"), bench::OpRunner::PlantError);
     runner.plant_for_testing(bench::OpRunner::Plant::no_dispatch);
     const auto none = runner.run(c);
     INFO("nothing written: " << none.summary());
