@@ -34,9 +34,9 @@ enum class SelftestFault {
   wrong_value,       // one output element off by 8x the case's bound (docs/maths.md one-kernel tolerance)
   nan,               // one output element a NaN, in the element's encoding (fp16 or fp32)
   fp16_overflow,     // one fp16 output element +inf, what an fp16 overflow gives; fp16-storage variants only
-  stale,             // a missing barrier's race, simulated: four output elements spread over the output left at the
-                     // NaN poison the runner writes before each run (CPU drivers run commands in order: a real race
-                     // does not show there)
+  stale,             // a missing barrier's race, simulated: up to four output elements spread over the output left
+                     // at the NaN poison the runner writes before each run (CPU drivers run commands in order: a real
+                     // race does not show there)
   pipeline_failure,  // the variant's pipelines fail to build (vkCreateComputePipelines returns VK_ERROR_UNKNOWN)
 };
 // "wrong_value", "nan", "fp16_overflow", "stale", "pipeline_failure"; nullptr for a value out of the enum.
