@@ -59,10 +59,13 @@ Check compare(const std::string& against, const std::vector<float>& got, const s
     den += ref[i] * ref[i];
   }
   c.nmse = den > 0 ? num / den : (num > 0 ? 1 : 0);
-  const double scale = std::max(1.0, c.max_ref);
-  c.ok = c.nonfinite == 0 && got.size() == ref.size() &&
-         (fp16 ? (c.nmse <= 1e-6 * factor && c.max_abs <= 4e-3 * factor * scale) : c.max_abs <= 2e-5 * factor * scale);
+  c.ok = c.nonfinite == 0 && got.size() == ref.size() && (!fp16 || c.nmse <= 1e-6 * factor) &&
+         c.max_abs <= tolerance_bound(fp16, c.max_ref, factor);
   return c;
+}
+
+double tolerance_bound(bool fp16, double max_ref, double factor) {
+  return (fp16 ? 4e-3 : 2e-5) * std::max(1.0, max_ref) * factor;
 }
 
 double scan_tolerance_factor(uint32_t T) { return std::max(1.0, double(T) / 256.0); }

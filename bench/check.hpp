@@ -46,8 +46,11 @@ struct Check {
 };
 // docs/maths.md tolerances for one kernel (fp32: max abs <= 2e-5 * max(1, max|ref|); fp16 storage: nmse <= 1e-6
 // and max abs <= 4e-3 * max(1, max|ref|)), times `factor` (2 when both sides are GPU results).
+// A non-finite value in `got` (NaN, ±inf) counts in `nonfinite` and fails the check.
 Check compare(const std::string& against, const std::vector<float>& got, const std::vector<double>& ref, bool fp16,
               double factor);
+// compare's bound on the max abs error: (fp16 ? 4e-3 : 2e-5) * max(1, max_ref) * factor.
+double tolerance_bound(bool fp16, double max_ref, double factor);
 
 // The selective scan's factor on the one-kernel tolerance for a call of T rows (docs/maths.md "How close is
 // close enough": the state's rounding errors accumulate along the rows): max(1, T / 256).

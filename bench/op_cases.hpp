@@ -115,16 +115,30 @@ class OpRunner {
   OpRunner& operator=(const OpRunner&) = delete;
   // A case whose precision differs from the device's comes back skipped.
   OpCaseRun run(const OpCase& c, const OpTiming* timing = nullptr);
-  // Test hook (tests/ops/test_tolerances.cpp): a planted fault the check must catch. wrong_value: one
-  // expected value is off by 1e-2 x max(1, |value|); no_dispatch: the program records nothing, so the
+  // Test hook (tests/ops/test_tolerances.cpp, the self-test's ContextOptions::selftest_fault): a planted fault the
+  // run must catch. The value faults overwrite the downloaded output bytes of both runs (the check and the replay
+  // read the same fault, so the check alone must catch it), never the reference, in an element slot found by
+  // probing the case's extract (op_plant.cpp): wrong_value: one element off by 8x the case's bound; nan: one element
+  // a NaN in its encoding; fp16_overflow: one fp16 element +inf (an error where the case has no fp16 output);
+  // stale: up to four elements spread over the output keep the NaN poison, as a consumer that read before the
+  // producer's write landed (a missing barrier's race, which CPU drivers, running commands in order, never show).
+  // pipeline_failure: vkCreateComputePipelines returns VK_ERROR_UNKNOWN while the case builds its kernels (fresh
+  // ones, not the runner's kept ones), before any dispatch. no_dispatch: the program records nothing, so the
   // outputs keep their NaN poison.
-  enum class Plant { none, wrong_value, no_dispatch };
+  enum class Plant { none, wrong_value, nan, fp16_overflow, stale, pipeline_failure, no_dispatch };
+  // A fault that cannot be planted in the case (no fp16 output element for an fp16 overflow, no pipeline left to
+  // build): the hook's own error (invalid_argument), never a result of the case.
+  class PlantError : public Error {
+   public:
+    explicit PlantError(const std::string& message) : Error(Status::invalid_argument, message) {}
+  };
   void plant_for_testing(Plant p) { plant_ = p; }
 
  private:
   Device& dev_;
   std::unique_ptr<op_detail::KernelCache> kernels_;
   Plant plant_ = Plant::none;
+  [[noreturn]] void fail_pipelines(const OpCase& c, bool subgroup, op_detail::Prepared& p);
 };
 
 }  // namespace diffvk::bench

@@ -1,7 +1,10 @@
 // diffvk_bench: OpRunner (op_cases.hpp), the one generic run of every op's cases: the case prepares its inputs,
 // float64 reference and program (cases/<op>.cpp); the run poisons the outputs, runs, checks every output
 // element, replays and requires identical bits, checks the padding, and (bench mode, after the check) times.
+#include <cstring>
+
 #include "bench/op_run_impl.hpp"
+#include "vk/vk_check.hpp"
 
 namespace diffvk::bench {
 
@@ -22,26 +25,31 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   const bool sg = c.subgroup() && dev_.subgroup_arithmetic();
   Prepared p(dev_);
   p.timestamps = timing && timing->timestamps;
+  if (plant_ == Plant::pipeline_failure) fail_pipelines(c, sg, p);
   c.prepare(dev_, *kernels_, sg, p);
   p.detail = strf("%s%s", sg ? "subgroup " : "shared ", p.detail.c_str());
   out.detail = p.detail;
   out.bytes = p.bytes;
   out.flops = p.flops;
 
-  if (plant_ == Plant::wrong_value && !p.expect.empty()) {
-    double& e = p.expect[p.expect.size() / 2];
-    e += 1e-2 * std::max(1.0, std::fabs(e));
-  }
   if (plant_ == Plant::no_dispatch) p.prog = std::make_unique<Program>(dev_, "op case (planted: nothing recorded)");
+  const bool output_fault =
+      plant_ == Plant::wrong_value || plant_ == Plant::nan || plant_ == Plant::fp16_overflow || plant_ == Plant::stale;
+  std::vector<PlantedBytes> planted;
   std::vector<uint8_t> first(p.out_bytes), again(p.out_bytes);
   p.reset();
   p.prog->run();
   p.arena.buf->download(p.out_off, first.data(), first.size());
+  if (output_fault) {  // in the GPU's output as downloaded (op_plant.cpp)
+    planted = plan_output_fault(plant_, p, first, dev_.fp16(), c.name);
+    apply_plants(planted, first);
+  }
   const std::vector<float> got = p.extract(first, out.padding_changed);
   out.check = compare("float64 reference", got, p.expect, dev_.fp16(), p.tolerance);
   p.reset();
   p.prog->run();  // a replayed program must give identical bits
   p.arena.buf->download(p.out_off, again.data(), again.size());
+  apply_plants(planted, again);  // the same fault in the replay: the check alone must catch it
   out.replay_identical = again == first;
 
   if (timing && out.ok()) {  // verify before timing
@@ -52,6 +60,38 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
     out.timed = true;
   }
   return out;
+}
+
+namespace {
+// Plant::pipeline_failure: vkCreateComputePipelines answers VK_ERROR_UNKNOWN (the process-wide fault hook of
+// vk/vk_check.hpp, chained to any hook a test installed) while it is alive.
+class PipelineCreationFails {
+ public:
+  PipelineCreationFails() : previous_(vk_fault_hook()) {
+    set_vk_fault_hook([prev = previous_](const char* call) {
+      static const char kCall[] = "vkCreateComputePipelines";
+      if (std::strncmp(call, kCall, sizeof kCall - 1) == 0) return VK_ERROR_UNKNOWN;
+      return prev ? prev(call) : VK_SUCCESS;
+    });
+  }
+  ~PipelineCreationFails() { set_vk_fault_hook(previous_); }
+  PipelineCreationFails(const PipelineCreationFails&) = delete;
+  PipelineCreationFails& operator=(const PipelineCreationFails&) = delete;
+
+ private:
+  VkFaultHook previous_;
+};
+}  // namespace
+
+void OpRunner::fail_pipelines(const OpCase& c, bool subgroup, Prepared& p) {
+  // Kernels of its own, not the runner's kept ones, so that the case builds its pipelines here; finalize() builds
+  // them before anything is recorded or dispatched.
+  KernelCache fresh;
+  PipelineCreationFails fails;
+  c.prepare(dev_, fresh, subgroup, p);
+  p.prog->finalize();
+  throw PlantError("test hook pipeline_failure: case '" + c.name +
+                   "' built no pipeline (each was shared with one already on the device)");
 }
 
 std::string OpCaseRun::summary() const {

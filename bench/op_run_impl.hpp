@@ -261,4 +261,16 @@ std::vector<float> q8_boundary_steps(const std::vector<double>& exact, const std
 void accept_boundary_flips(std::vector<float>& got, const std::vector<double>& expect, size_t first,
                            const std::vector<float>& steps);
 
+// ---- OpRunner's planted output faults (op_plant.cpp)
+struct PlantedBytes {
+  size_t offset = 0;           // into the downloaded output bytes
+  std::vector<uint8_t> bytes;  // written there
+};
+// The bytes that plant `plant` (wrong_value, nan, fp16_overflow, stale) in `out`, the output of case `name` as
+// downloaded: slots of 2 or 4 bytes (fp16 or fp32; `fp16` says which to try first) that p.extract decodes to one
+// checked value each, found by probing; verified on a copy. Throws Error(internal) where no slot fits.
+std::vector<PlantedBytes> plan_output_fault(OpRunner::Plant plant, const Prepared& p, const std::vector<uint8_t>& out,
+                                            bool fp16, const std::string& name);
+void apply_plants(const std::vector<PlantedBytes>& plants, std::vector<uint8_t>& out);
+
 }  // namespace diffvk::bench::op_detail

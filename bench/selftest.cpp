@@ -50,9 +50,10 @@ Features features_of(const OpCase& c, const Device& dev, const std::string& deta
   return f;
 }
 
-// ContextOptions::selftest_fail_variant: "OP" or "OP:KEY".
-bool planted(const std::string& hook, const OpCase& c, const Features& f) {
-  if (hook.empty()) return false;
+// ContextOptions::selftest_fail_variant: "OP" or "OP:KEY"; an fp16 overflow only where the case stores fp16.
+bool planted(const SelftestRequest& request, const OpCase& c, const Features& f) {
+  const std::string& hook = request.fail_variant;
+  if (hook.empty() || (request.fault == SelftestFault::fp16_overflow && !c.fp16)) return false;
   const size_t colon = hook.find(':');
   if (hook.substr(0, colon) != c.op()) return false;
   if (colon == std::string::npos) return true;
@@ -62,13 +63,27 @@ bool planted(const std::string& hook, const OpCase& c, const Features& f) {
   return false;
 }
 
-// The check's bound for a case (bench::compare: fp32 2e-5, fp16 storage 4e-3, times max(1, max|ref|), times the
-// case's factor).
-double bound_of(const Check& k, bool fp16) {
-  return (fp16 ? 4e-3 : 2e-5) * std::max(1.0, k.max_ref) * k.tolerance_factor;
-}
+// The check's bound for a case (bench::compare).
+double bound_of(const Check& k, bool fp16) { return tolerance_bound(fp16, k.max_ref, k.tolerance_factor); }
 
 const std::vector<std::string>& all_ops() { return table_ops(); }
+
+OpRunner::Plant plant_of(SelftestFault fault) {
+  switch (fault) {
+    case SelftestFault::wrong_value:
+      return OpRunner::Plant::wrong_value;
+    case SelftestFault::nan:
+      return OpRunner::Plant::nan;
+    case SelftestFault::fp16_overflow:
+      return OpRunner::Plant::fp16_overflow;
+    case SelftestFault::stale:
+      return OpRunner::Plant::stale;
+    case SelftestFault::pipeline_failure:
+      return OpRunner::Plant::pipeline_failure;
+  }
+  throw Error(Status::invalid_argument,
+              "ContextOptions::selftest_fault " + std::to_string(int(fault)) + " is not a fault class");
+}
 
 // The path a case exercises, from its name: the precision, the pass (prefill / decode), the weight and cache formats,
 // int8 dot products, cooperative matrices, a forced tile variant and the shared-memory reduction; not its sizes nor
@@ -100,6 +115,7 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
       throw Error(Status::invalid_argument, "ContextOptions::selftest_fail_variant '" + request.fail_variant +
                                                 "': no op '" + op + "' has a table");
   }
+  const OpRunner::Plant plant = plant_of(request.fault);
   std::vector<SelftestRow> rows;
   OpRunner runner(dev);
   for (const std::string& op : ops) {
@@ -114,12 +130,13 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
       if (++taken[path_of(c)] > kCasesPerPath) continue;
       const auto t0 = std::chrono::steady_clock::now();
       const Features before = features_of(c, dev, "");
-      runner.plant_for_testing(planted(request.fail_variant, c, before) ? OpRunner::Plant::wrong_value
-                                                                        : OpRunner::Plant::none);
+      runner.plant_for_testing(planted(request, c, before) ? plant : OpRunner::Plant::none);
       OpCaseRun run;
       std::string error;
       try {
         run = runner.run(c);
+      } catch (const OpRunner::PlantError&) {  // the test hook's own error, not the device's
+        throw;
       } catch (const Error& e) {
         if (e.status() == Status::device_lost) throw;
         error = e.what();

@@ -207,10 +207,16 @@ struct ContextOptions {
   // The ops it tests (names of diffvk_bench's case tables); empty: every op with a table (all that any model kind
   // records). `diffvk selftest --model DIR` gives the model's.
   std::vector<std::string> selftest_ops;
-  // Test hook: the cases it fails on purpose (a wrong expected value), "" = none: "OP" fails every variant of the op
-  // (the chain then runs out: the create fails naming op and variant), "OP:KEY" only the variants that use the
+  // Test hook: the cases it fails on purpose (with selftest_fault's fault), "" = none: "OP" fails every variant of
+  // the op (the chain then runs out: the create fails naming op and variant), "OP:KEY" only the variants that use the
   // feature of tuning key KEY (coopmat, int_dot, attn_core, subgroup, fp16: the fallback then passes).
   std::string selftest_fail_variant;
+  // Test hook: the class of fault planted in selftest_fail_variant's cases (diffvk/selftest.hpp SelftestFault): a
+  // wrong element, a NaN, an fp16 overflow (+inf; only in fp16-storage variants), a missing barrier's race (stale
+  // elements left at the poison), or a pipeline creation failure. The value faults change the GPU's downloaded
+  // output, not the reference. Anything but wrong_value (the default) without selftest_fail_variant, or a value
+  // out of the enum, is an invalid_argument error naming the field. Part of the verdict's configuration.
+  SelftestFault selftest_fault = SelftestFault::wrong_value;
 };
 
 class Device;  // runtime internal (runtime/vk/gpu.hpp)

@@ -27,6 +27,23 @@ const char* selftest_mode_name(SelftestMode mode) noexcept;  // "auto", "always"
 // "auto", "always" or "off"; anything else is Error(invalid_argument) naming the choices and `what` (the option).
 SelftestMode parse_selftest_mode(const std::string& text, const std::string& what = "selftest");
 
+// Test hook (ContextOptions::selftest_fault): the class of fault planted in the variants that
+// ContextOptions::selftest_fail_variant names. The value faults change the GPU's output as downloaded (the bytes the
+// check reads, in the replay too), never the float64 reference: the check itself must catch them.
+enum class SelftestFault {
+  wrong_value,       // one output element off by 8x the case's bound (docs/maths.md one-kernel tolerance)
+  nan,               // one output element a NaN, in the element's encoding (fp16 or fp32)
+  fp16_overflow,     // one fp16 output element +inf, what an fp16 overflow gives; fp16-storage variants only
+  stale,             // a missing barrier's race, simulated: up to four output elements spread over the output left
+                     // at the NaN poison the runner writes before each run (CPU drivers run commands in order: a real
+                     // race does not show there)
+  pipeline_failure,  // the variant's pipelines fail to build (vkCreateComputePipelines returns VK_ERROR_UNKNOWN)
+};
+// "wrong_value", "nan", "fp16_overflow", "stale", "pipeline_failure"; nullptr for a value out of the enum.
+const char* selftest_fault_name(SelftestFault fault) noexcept;
+// One of the names above; anything else is Error(invalid_argument) naming the choices and `what` (the option).
+SelftestFault parse_selftest_fault(const std::string& text, const std::string& what = "selftest_fault");
+
 // One (op, variant) of a self-test pass: the cases of that op that ran the same feature path.
 struct SelftestRow {
   std::string op;       // the op's case table (bench/cases/<op>.cpp)
@@ -69,6 +86,8 @@ struct SelftestRequest {
   std::vector<std::string> ops;  // the ops' case tables to run; empty: every op with a table
   // Test hook (ContextOptions::selftest_fail_variant): cases to fail on purpose, "" = none (see there).
   std::string fail_variant;
+  // Test hook (ContextOptions::selftest_fault): the fault planted in them.
+  SelftestFault fault = SelftestFault::wrong_value;
 };
 // Runs the request's cases on `device` (its precision and tuning) and returns one row per (op, variant); `tuning`
 // and `fallback` are left empty (the driver fills them). Registered by diffvk_bench.

@@ -65,8 +65,23 @@ std::string config_of(const Device& d, const ContextOptions& o) {
     s += ";ops=";
     for (size_t i = 0; i < o.selftest_ops.size(); ++i) s += (i ? "," : "") + o.selftest_ops[i];
   }
-  if (!o.selftest_fail_variant.empty()) s += ";fail=" + o.selftest_fail_variant;
+  if (!o.selftest_fail_variant.empty())
+    s += ";fail=" + o.selftest_fail_variant + ";fault=" + selftest_fault_name(o.selftest_fault);
   return s;
+}
+
+// The test hook's fields: a fault class of the enum, and one other than the default only with the variants to plant
+// it in.
+void validate_fault_hook(const ContextOptions& o) {
+  const char* name = selftest_fault_name(o.selftest_fault);
+  if (!name)
+    throw Error(Status::invalid_argument, "ContextOptions::selftest_fault " + std::to_string(int(o.selftest_fault)) +
+                                              " is not a fault class (wrong_value, nan, fp16_overflow, stale, "
+                                              "pipeline_failure)");
+  if (o.selftest_fault != SelftestFault::wrong_value && o.selftest_fail_variant.empty())
+    throw Error(Status::invalid_argument, std::string("ContextOptions::selftest_fault '") + name +
+                                              "' needs ContextOptions::selftest_fail_variant (the variants to plant "
+                                              "it in)");
 }
 
 json row_json(const SelftestRow& r) {
@@ -176,6 +191,31 @@ SelftestMode parse_selftest_mode(const std::string& text, const std::string& wha
               what + ": '" + text.substr(0, 64) + "' is not a self-test mode (auto, always, off)");
 }
 
+const char* selftest_fault_name(SelftestFault fault) noexcept {
+  switch (fault) {
+    case SelftestFault::wrong_value:
+      return "wrong_value";
+    case SelftestFault::nan:
+      return "nan";
+    case SelftestFault::fp16_overflow:
+      return "fp16_overflow";
+    case SelftestFault::stale:
+      return "stale";
+    case SelftestFault::pipeline_failure:
+      return "pipeline_failure";
+  }
+  return nullptr;
+}
+
+SelftestFault parse_selftest_fault(const std::string& text, const std::string& what) {
+  for (SelftestFault f : {SelftestFault::wrong_value, SelftestFault::nan, SelftestFault::fp16_overflow,
+                          SelftestFault::stale, SelftestFault::pipeline_failure})
+    if (text == selftest_fault_name(f)) return f;
+  throw Error(Status::invalid_argument, what + ": '" + text.substr(0, 64) +
+                                            "' is not a fault class (wrong_value, nan, fp16_overflow, stale, "
+                                            "pipeline_failure)");
+}
+
 void set_selftest_runner(SelftestRunner runner) {
   std::lock_guard<std::mutex> lock(runner_mutex());
   runner_slot() = std::move(runner);
@@ -242,6 +282,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
                                 : options.selftest;
   const std::string source = mode != options.selftest ? "DIFFVK_SELFTEST" : "ContextOptions::selftest";
   report.mode = mode;
+  validate_fault_hook(options);
   std::unique_ptr<Device> d = Device::create(options);
   report.device = device_name(*d);
   if (mode == SelftestMode::off) {
@@ -304,6 +345,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
   SelftestRequest request;
   request.ops = options.selftest_ops;
   request.fail_variant = options.selftest_fail_variant;
+  request.fault = options.selftest_fault;
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto save = [&](const std::string& error) {

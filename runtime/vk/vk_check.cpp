@@ -104,6 +104,11 @@ void set_vk_fault_hook(VkFaultHook hook) {
   g_hook_set = static_cast<bool>(g_hook);
 }
 
+VkFaultHook vk_fault_hook() {
+  std::lock_guard<std::mutex> lock(g_hook_mutex);
+  return g_hook;
+}
+
 VkResult vk_fault_for(const char* call) {
   if (!g_hook_set) return VK_SUCCESS;
   std::lock_guard<std::mutex> lock(g_hook_mutex);

@@ -18,6 +18,7 @@ void vk_check(VkResult r, const char* call);
 // a non-VK_SUCCESS answer is used instead of making the call. Process-wide; tests only.
 using VkFaultHook = std::function<VkResult(const char* call)>;
 void set_vk_fault_hook(VkFaultHook hook);
+VkFaultHook vk_fault_hook();              // the hook set now (empty when none)
 VkResult vk_fault_for(const char* call);  // VK_SUCCESS when no hook
 
 }  // namespace diffvk

@@ -1,5 +1,6 @@
 // The self-test at load (include/diffvk/selftest.hpp, docs/decisions/024-selftest-at-load.md): diffvk_bench's runner
-// driven by Context::create, the fallback chain through the tuning keys, the verdict file written and read, the
+// driven by Context::create, the fallback chain through the tuning keys (each class of planted fault caught, the
+// fallback taken, the model's logits conforming on the context it gives), the verdict file written and read, the
 // error when nothing passes, and the option's C ABI field.
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 #include "cli_run.hpp"
 #include "gpu_test.hpp"
 #include "model_fixture.hpp"
+#include "model_parity.hpp"
 
 using namespace diffvk;
 
@@ -124,38 +126,75 @@ TEST_CASE("selftest: auto writes the verdict file, and the next create reads it 
   CHECK(damaged->selftest().ran);
 }
 
-TEST_CASE("selftest: a planted failure falls back through its tuning key, retests, and the context opens") {
-  SelftestEnv env;
-  // The first feature of the chain the test device has on: the planted failure's fallback turns it off.
+namespace {
+
+const std::string kTiny = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny";
+
+// What a planted fault must show in its row's failure text, after the case's name.
+std::vector<std::string> marks_of(SelftestFault fault) {
+  switch (fault) {
+    case SelftestFault::wrong_value:  // the check alone: in both runs, so the replay is identical
+      return {"FAILED", "nonfinite=0 ", "replay identical"};
+    case SelftestFault::nan:
+    case SelftestFault::fp16_overflow:
+      return {"FAILED", "nonfinite=1 ", "replay identical"};
+    case SelftestFault::stale:
+      return {"FAILED", "nonfinite=", "replay identical"};
+    case SelftestFault::pipeline_failure:
+      return {"vkCreateComputePipelines", "VK_ERROR_UNKNOWN"};
+  }
+  return {};
+}
+
+// A fault of class `fault` planted in head_rmsnorm's variants that use the first feature of the chain the test device
+// has on: the self-test must catch it (the row fails naming the case, with the fault's marks), fall back through
+// that key, retest and pass; the context opens, and the tiny model's logits on it match the PyTorch float64
+// reference at docs/maths.md's whole-model bounds. Returns the options and the fallback ("" when skipped).
+std::pair<ContextOptions, std::string> planted_fault_falls_back(const SelftestEnv& env, SelftestFault fault) {
   std::string key, step;
+  bool fp16 = false;
   {
     auto probe = Context::create(selftest_options(SelftestMode::off));
+    fp16 = probe->precision() == Precision::fp16;
     if (probe->tuning().subgroup)
       key = "subgroup", step = "subgroup=off";
     else if (probe->tuning().fp16)
       key = "fp16", step = "fp16=off";
   }
+  if (fault == SelftestFault::fp16_overflow && !fp16) {
+    test::skip("the test device has no fp16 path: an fp16 overflow has no fp16-storage variant to be planted in");
+    return {};
+  }
   if (key.empty()) {
-    test::skip("the test device runs neither subgroup operations nor fp16: no fallback to take for silu_mul");
-    return;
+    test::skip("the test device runs neither subgroup operations nor fp16: no fallback to take for head_rmsnorm");
+    return {};
   }
   ContextOptions o = selftest_options(SelftestMode::automatic, {"silu_mul", "head_rmsnorm"});
-  o.selftest_fail_variant = "silu_mul:" + key;
+  o.selftest_fail_variant = "head_rmsnorm:" + key;
+  o.selftest_fault = fault;
   auto ctx = Context::create(o);
   const SelftestReport& r = ctx->selftest();
-  MESSAGE(r.table());
+  MESSAGE(std::string(selftest_fault_name(fault)) << ":\n" << r.table());
+  CHECK(r.config.find(std::string(";fault=") + selftest_fault_name(fault)) != std::string::npos);
   CHECK(r.fallback == step);
   CHECK(env.passes->load() == 2);  // the test, then the retest under the fallback
   if (key == "subgroup") CHECK_FALSE(ctx->tuning().subgroup);
   if (key == "fp16") CHECK(ctx->precision() == Precision::fp32);
+  std::set<std::string> names;
+  for (const auto& c : bench::op_cases("head_rmsnorm", bench::OpMode::conformance)) names.insert(c->name);
   bool failed = false, retested = false;
   for (const SelftestRow& row : r.rows) {
     if (!row.pass) {
       failed = true;
-      CHECK(row.op == "silu_mul");
+      INFO(row.failure);
+      CHECK(row.op == "head_rmsnorm");
       CHECK(row.fallback == step);
       CHECK(row.tuning.empty());
-      CHECK(row.failure.find("FAILED") != std::string::npos);
+      CHECK(names.count(row.failure.substr(0, row.failure.find(": "))) == 1);  // names the case
+      for (const std::string& m : marks_of(fault)) CHECK(row.failure.find(m) != std::string::npos);
+      const size_t at = row.failure.find("nonfinite=");
+      if (fault == SelftestFault::stale && at != std::string::npos)  // several elements (its first case has 32)
+        CHECK(std::stoul(row.failure.substr(at + 10)) >= 2);
     }
     if (row.tuning == step) {
       retested = true;
@@ -164,13 +203,70 @@ TEST_CASE("selftest: a planted failure falls back through its tuning key, retest
   }
   CHECK(failed);
   CHECK(retested);
+  // The fallback's context computes the model right.
+  const bool ctx_fp16 = ctx->precision() == Precision::fp16;
+  auto model = Model::load(*ctx, kTiny);
+  const auto toks = test::load_tokens(kTiny + "/tokens.npy");
+  const auto ref = npy_as_float(read_npy(kTiny + "/logits.npy"));
+  auto s = Session::create(*model, SessionOptions{0, 64});
+  const test::Parity p = test::parity(test::teacher_forced(*s, toks, 9), ref, model->config().vocab_size);
+  INFO(precision_name(ctx->precision()) << ": max_abs=" << p.max_abs << " max_ref=" << p.max_ref << " nmse=" << p.nmse
+                                        << " top1=" << p.top1);
+  CHECK(test::ok(p, ctx_fp16));
+  return {o, step};
+}
+
+}  // namespace
+
+TEST_CASE("selftest: a planted wrong element is caught, falls back through its tuning key, and the model conforms") {
+  SelftestEnv env;
+  const auto [o, step] = planted_fault_falls_back(env, SelftestFault::wrong_value);
+  if (step.empty()) return;
   // The verdict keeps the fallback: the next context takes it without a test.
   auto again = Context::create(o);
   CHECK(env.passes->load() == 2);
   CHECK(again->selftest().from_cache);
   CHECK(again->selftest().fallback == step);
-  if (key == "subgroup") CHECK_FALSE(again->tuning().subgroup);
-  if (key == "fp16") CHECK(again->precision() == Precision::fp32);
+  if (step == "subgroup=off") CHECK_FALSE(again->tuning().subgroup);
+  if (step == "fp16=off") CHECK(again->precision() == Precision::fp32);
+}
+
+TEST_CASE("selftest: a planted NaN is caught, falls back, and the model conforms") {
+  SelftestEnv env;
+  planted_fault_falls_back(env, SelftestFault::nan);
+}
+
+TEST_CASE("selftest: a planted fp16 overflow (+inf) is caught, falls back, and the model conforms") {
+  SelftestEnv env;
+  planted_fault_falls_back(env, SelftestFault::fp16_overflow);
+}
+
+TEST_CASE("selftest: a planted missing barrier's race (stale elements) is caught, falls back, and the model conforms") {
+  SelftestEnv env;
+  planted_fault_falls_back(env, SelftestFault::stale);
+}
+
+TEST_CASE("selftest: a planted pipeline creation failure is caught, falls back, and the model conforms") {
+  SelftestEnv env;
+  planted_fault_falls_back(env, SelftestFault::pipeline_failure);
+}
+
+TEST_CASE("selftest: the fault hook's bad values are errors naming the field") {
+  CHECK(parse_selftest_fault("stale") == SelftestFault::stale);
+  CHECK_THROWS_WITH_AS(parse_selftest_fault("melted"),
+                       doctest::Contains("selftest_fault: 'melted' is not a fault class (wrong_value, nan"), Error);
+  for (SelftestFault f : {SelftestFault::wrong_value, SelftestFault::nan, SelftestFault::fp16_overflow,
+                          SelftestFault::stale, SelftestFault::pipeline_failure})
+    CHECK(parse_selftest_fault(selftest_fault_name(f)) == f);
+  SelftestEnv env;
+  ContextOptions o = selftest_options(SelftestMode::always, {"silu_mul"});
+  o.selftest_fault = SelftestFault::nan;  // without the variants to plant it in
+  CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("ContextOptions::selftest_fault 'nan' needs"), Error);
+  o.selftest_fail_variant = "silu_mul";
+  o.selftest_fault = static_cast<SelftestFault>(42);
+  CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("ContextOptions::selftest_fault 42 is not a fault class"),
+                       Error);
+  CHECK(env.passes->load() == 0);
 }
 
 TEST_CASE("selftest: nothing passing fails the create naming the op and the variant, also from the verdict") {

@@ -181,28 +181,70 @@ TEST_CASE("tolerances: a split-K merge that drops a split fails the fp32 bound")
   }
 }
 
-TEST_CASE("tolerances: a planted fault fails the check of every op case table") {
-  auto ctx = test::make_context(Precision::fp32);
+TEST_CASE("tolerances: a non-finite value (NaN, +inf, -inf) fails the check in both precisions") {
+  const std::vector<double> ref = {1.0, -2.0, 0.5, 3.0};
+  for (bool fp16 : {false, true}) {
+    std::vector<float> got(ref.begin(), ref.end());
+    CHECK(bench::compare("ref", got, ref, fp16, 1).ok);
+    for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      got[2] = bad;
+      const bench::Check k = bench::compare("ref", got, ref, fp16, 1);
+      INFO((fp16 ? "fp16 " : "fp32 ") << bad);
+      CHECK_FALSE(k.ok);
+      CHECK(k.nonfinite == 1);
+    }
+  }
+}
+
+namespace {
+// The first case of every op's table in `precision`: correct, it passes; each planted fault fails it.
+void planted_faults_fail(Precision precision) {
+  auto ctx = test::make_context_or_skip(precision);
+  if (!ctx) return;
+  const bool fp16 = precision == Precision::fp16;
   bench::OpRunner runner(ctx->device());
+  using Plant = bench::OpRunner::Plant;
   for (const std::string& op : bench::table_ops()) {
     const auto cases = bench::op_cases(op, bench::OpMode::conformance);
-    const bench::OpCase& c = *cases.front();  // fp32 (every table starts with it)
-    REQUIRE_FALSE(c.fp16);
+    const auto first = std::find_if(cases.begin(), cases.end(), [&](const auto& c) { return c->fp16 == fp16; });
+    REQUIRE(first != cases.end());
+    const bench::OpCase& c = **first;
     INFO(op << " case " << c.name);
-    runner.plant_for_testing(bench::OpRunner::Plant::none);
+    runner.plant_for_testing(Plant::none);
     const auto good = runner.run(c);
     INFO("correct: " << good.summary());
     CHECK(good.ok());
-    runner.plant_for_testing(bench::OpRunner::Plant::wrong_value);
-    const auto wrong = runner.run(c);
-    INFO("wrong value: " << wrong.summary());
-    CHECK_FALSE(wrong.check.ok);
-    runner.plant_for_testing(bench::OpRunner::Plant::no_dispatch);
+    // Output faults, planted in the downloaded bytes of both runs: the check alone must catch them.
+    for (Plant plant : {Plant::wrong_value, Plant::nan, Plant::stale, Plant::fp16_overflow}) {
+      runner.plant_for_testing(plant);
+      if (plant == Plant::fp16_overflow && (!fp16 || op == "embed" || op == "attn_probs")) {
+        // No fp16 element to overflow (fp32 storage; embed writes the float32 residual stream, attn_probs float32
+        // probabilities): the hook says so instead of planting something else.
+        CHECK_THROWS_WITH_AS(runner.run(c), doctest::Contains("no fp16 output element"), bench::OpRunner::PlantError);
+        continue;
+      }
+      const auto r = runner.run(c);
+      INFO("planted fault " << int(plant) << ": " << r.summary());
+      CHECK_FALSE(r.check.ok);
+      CHECK(r.replay_identical);
+      CHECK(r.padding_changed == 0);
+      CHECK(r.check.nonfinite == (plant == Plant::wrong_value ? 0u : plant == Plant::stale ? r.check.nonfinite : 1u));
+      if (plant == Plant::stale) CHECK(r.check.nonfinite >= 1);
+    }
+    runner.plant_for_testing(Plant::no_dispatch);
     const auto none = runner.run(c);
     INFO("nothing written: " << none.summary());
     CHECK_FALSE(none.check.ok);
     CHECK(none.check.nonfinite > 0);
   }
+}
+}  // namespace
+
+TEST_CASE("tolerances: a planted fault fails the check of every op case table fp32") {
+  planted_faults_fail(Precision::fp32);
+}
+TEST_CASE("tolerances: a planted fault fails the check of every op case table fp16") {
+  planted_faults_fail(Precision::fp16);
 }
 
 namespace {
