@@ -49,41 +49,56 @@ std::vector<double> affine(const std::vector<double>& x, int rows, int in, const
   return y;
 }
 
+// Rounds an activation to IEEE half where an fp16 device stores one (ActivationStorage::fp16); else keeps it.
+// act_rows: the rows of the MLP's SwiGLU output stored (the others are fused into fc2); empty: every row.
+struct Store {
+  bool f16 = false;
+  std::vector<bool> act_rows;
+  std::vector<double> operator()(std::vector<double> v) const { return f16 ? round_to_f16(v) : v; }
+  std::vector<double> act(std::vector<double> a, int width) const {
+    if (!f16) return a;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (act_rows.empty() || act_rows[i / sz(width)]) a[i] = round_to_f16(a[i]);
+    return a;
+  }
+};
+
 void add_into(std::vector<double>& x, const std::vector<double>& y) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
 }
 
 // x += fc2(up · silu(gate)), [gate | up] = fc1(LN2(x)).
-void mlp_block(const SambaYShape& s, const SambaYLayer& w, std::vector<double>& x, int rows) {
-  const std::vector<double> h = layer_norm(x, rows, s.E, w.ln2_w, w.ln2_b, s.eps);
-  const std::vector<double> gu = linear(h, rows, s.E, w.fc1, 2 * s.I);
+void mlp_block(const SambaYShape& s, const SambaYLayer& w, std::vector<double>& x, int rows, const Store& st) {
+  const std::vector<double> h = st(layer_norm(x, rows, s.E, w.ln2_w, w.ln2_b, s.eps));
+  const std::vector<double> gu = st(linear(h, rows, s.E, w.fc1, 2 * s.I));
   std::vector<double> a(sz(rows) * s.I);
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < s.I; ++i) a[sz(r) * s.I + i] = gu[sz(r) * 2 * s.I + s.I + i] * silu(gu[sz(r) * 2 * s.I + i]);
-  add_into(x, linear(a, rows, s.I, w.fc2, s.E));
+  add_into(x, linear(st.act(std::move(a), s.I), rows, s.I, w.fc2, s.E));
 }
 
 // The Mamba-1 mixer on `rows` rows of h, from and into the given conv and scan states. `memory` (may be null):
 // the pre-gate scan output, rows x d_inner.
 std::vector<double> mamba_mixer(const SambaYShape& s, const SambaYLayer& w, const std::vector<double>& h, int rows,
                                 std::vector<double>& conv_state, std::vector<double>& scan_state,
-                                std::vector<double>* memory) {
+                                std::vector<double>* memory, const Store& st) {
   const int C = s.d_inner, S = s.d_state, R = s.dt_rank;
-  const std::vector<double> xz = linear(h, rows, s.E, w.in_proj, 2 * C);
+  const std::vector<double> xz = st(linear(h, rows, s.E, w.in_proj, 2 * C));
   const std::vector<double> x = cols(xz, rows, 2 * C, 0, C), z = cols(xz, rows, 2 * C, C, C);
-  const std::vector<double> u = causal_conv1d(x, rows, C, w.conv_w, s.d_conv, w.conv_b, conv_state, true);
-  const std::vector<double> dbl = linear(u, rows, C, w.x_proj, R + 2 * S);
-  const std::vector<double> delta = affine(cols(dbl, rows, R + 2 * S, 0, R), rows, R, w.dt_w, C, w.dt_b);
+  const std::vector<double> u = st(causal_conv1d(x, rows, C, w.conv_w, s.d_conv, w.conv_b, conv_state, true));
+  const std::vector<double> dbl = st(linear(u, rows, C, w.x_proj, R + 2 * S));
+  const std::vector<double> delta = st(affine(cols(dbl, rows, R + 2 * S, 0, R), rows, R, w.dt_w, C, w.dt_b));
   const std::vector<double> B = cols(dbl, rows, R + 2 * S, R, S), Cm = cols(dbl, rows, R + 2 * S, R + S, S);
   ScanResult y = selective_scan(u, delta, w.A_log, B, Cm, w.Dskip, &z, rows, C, S, scan_state);
-  if (memory) *memory = std::move(y.y_pre);
-  return linear(y.y, rows, C, w.out_proj, s.E);
+  if (memory) *memory = st(std::move(y.y_pre));
+  return linear(st(y.y), rows, C, w.out_proj, s.E);
 }
 
 // The GMU mixer: out_proj(silu(in_proj(h)) · m), m rows x d_inner of the same positions.
 std::vector<double> gmu_mixer(const SambaYShape& s, const SambaYLayer& w, const std::vector<double>& h, int rows,
-                              const std::vector<double>& m) {
-  return linear(gmu_gate(linear(h, rows, s.E, w.in_proj, s.d_inner), m), rows, s.d_inner, w.out_proj, s.E);
+                              const std::vector<double>& m, const Store& st) {
+  const std::vector<double> g = st(linear(h, rows, s.E, w.in_proj, s.d_inner));
+  return linear(st(gmu_gate(g, m)), rows, s.d_inner, w.out_proj, s.E);
 }
 
 // Differential attention of queries q (rows x q_width) at absolute positions qpos over keys/values k, v
@@ -91,7 +106,7 @@ std::vector<double> gmu_mixer(const SambaYShape& s, const SambaYLayer& w, const 
 // (window 0: 0 .. p), which must all be held. Then the headwise norm and out_proj (+ bias). Returns rows x E.
 std::vector<double> attention_mixer(const SambaYShape& s, const SambaYLayer& w, int layer, const std::vector<double>& q,
                                     const std::vector<int>& qpos, const double* k, const double* v, int n_keys,
-                                    int key_pos0, int window) {
+                                    int key_pos0, int window, const Store& st) {
   const int D = s.D(), H = s.H(), qw = s.q_width(), kw = s.kv_width(), rep = s.H() / s.Hkv();
   const double li = lambda_init(layer);
   const double lambda = std::exp(dot(w.lq1, w.lk1)) - std::exp(dot(w.lq2, w.lk2)) + li;
@@ -109,7 +124,7 @@ std::vector<double> attention_mixer(const SambaYShape& s, const SambaYLayer& w, 
       head_rmsnorm_row(oh, D, w.subln.data(), 1.0 - li, 1e-5);
     }
   }
-  return affine(o, rows, qw, w.wo, s.E, w.wo_b);
+  return affine(st(o), rows, qw, w.wo, s.E, w.wo_b);
 }
 
 std::vector<double> embed_rows(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens) {
@@ -121,8 +136,9 @@ std::vector<double> embed_rows(const SambaYShape& s, const SambaYWeights& w, con
   return x;
 }
 
-std::vector<double> logits_of(const SambaYShape& s, const SambaYWeights& w, const std::vector<double>& x, int rows) {
-  return linear(layer_norm(x, rows, s.E, w.final_w, w.final_b, s.eps), rows, s.E, w.embed, s.vocab);
+std::vector<double> logits_of(const SambaYShape& s, const SambaYWeights& w, const std::vector<double>& x, int rows,
+                              const Store& st) {
+  return linear(st(layer_norm(x, rows, s.E, w.final_w, w.final_b, s.eps)), rows, s.E, w.embed, s.vocab);
 }
 
 }  // namespace
@@ -262,37 +278,44 @@ SambaYWeights round_to_f16(const SambaYWeights& w) {
   return map_weights(w, [](const std::vector<double>& v) { return ref::round_to_f16(v); });
 }
 
-std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens) {
+std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens,
+                                        const ActivationStorage& storage) {
   validate(s, w);
   const int T = static_cast<int>(tokens.size()), qw = s.q_width(), kw = s.kv_width();
+  if (!storage.fused_from.empty() && storage.fused_from.size() != sz(T)) fail("fused_from must have one per token");
+  Store st{storage.fp16, {}};
   if (T == 0) return {};
   std::vector<int> pos(sz(T));
   for (int t = 0; t < T; ++t) pos[t] = t;
   std::vector<double> x = embed_rows(s, w, tokens), memory, shared_k, shared_v;
   for (int i = 0; i < s.L; ++i) {
     const SambaYLayer& l = w.layers[i];
-    const std::vector<double> h = layer_norm(x, T, s.E, l.ln1_w, l.ln1_b, s.eps);
+    const std::vector<double> h = st(layer_norm(x, T, s.E, l.ln1_w, l.ln1_b, s.eps));
     const SambaYKind k = s.kind(i);
     std::vector<double> out;
     if (k == SambaYKind::mamba || k == SambaYKind::memory_mamba) {
       std::vector<double> conv(sz(s.d_conv - 1) * s.d_inner), scan(sz(s.d_inner) * s.d_state);
-      out = mamba_mixer(s, l, h, T, conv, scan, k == SambaYKind::memory_mamba ? &memory : nullptr);
+      out = mamba_mixer(s, l, h, T, conv, scan, k == SambaYKind::memory_mamba ? &memory : nullptr, st);
     } else if (k == SambaYKind::gmu) {
-      out = gmu_mixer(s, l, h, T, memory);
+      out = gmu_mixer(s, l, h, T, memory, st);
     } else if (k == SambaYKind::cross) {
-      const std::vector<double> q = affine(h, T, s.E, l.wqkv, qw, l.wqkv_b);
-      out = attention_mixer(s, l, i, q, pos, shared_k.data(), shared_v.data(), T, 0, 0);
+      const std::vector<double> q = st(affine(h, T, s.E, l.wqkv, qw, l.wqkv_b));
+      out = attention_mixer(s, l, i, q, pos, shared_k.data(), shared_v.data(), T, 0, 0, st);
     } else {
-      const std::vector<double> qkv = affine(h, T, s.E, l.wqkv, qw + 2 * kw, l.wqkv_b);
+      const std::vector<double> qkv = st(affine(h, T, s.E, l.wqkv, qw + 2 * kw, l.wqkv_b));
       const std::vector<double> q = cols(qkv, T, qw + 2 * kw, 0, qw);
       std::vector<double> kk = cols(qkv, T, qw + 2 * kw, qw, kw), vv = cols(qkv, T, qw + 2 * kw, qw + kw, kw);
-      out = attention_mixer(s, l, i, q, pos, kk.data(), vv.data(), T, 0, k == SambaYKind::swa ? s.window : 0);
+      out = attention_mixer(s, l, i, q, pos, kk.data(), vv.data(), T, 0, k == SambaYKind::swa ? s.window : 0, st);
       if (k == SambaYKind::full) shared_k = std::move(kk), shared_v = std::move(vv);
     }
     add_into(x, out);
-    mlp_block(s, l, x, T);
+    if (!storage.fused_from.empty()) {
+      st.act_rows.assign(sz(T), true);
+      for (int t = 0; t < T; ++t) st.act_rows[t] = i < storage.fused_from[t];
+    }
+    mlp_block(s, l, x, T, st);
   }
-  return logits_of(s, w, x, T);
+  return logits_of(s, w, x, T, st);
 }
 
 SambaYState sambay_new_state(const SambaYShape& s) {
@@ -333,6 +356,7 @@ std::vector<double> sambay_forward(const SambaYShape& s, const SambaYWeights& w,
   std::vector<int> pos(sz(T));
   for (int t = 0; t < T; ++t) pos[t] = p0 + t;
   std::vector<double> x = embed_rows(s, w, tokens), memory;
+  const Store exact;
   int rows = T;  // rows of x: every row up to layer L/2+1's K/V, then only the asked ones
   for (int i = 0; i < s.L; ++i) {
     const SambaYLayer& l = w.layers[i];
@@ -340,12 +364,13 @@ std::vector<double> sambay_forward(const SambaYShape& s, const SambaYWeights& w,
     const SambaYKind k = s.kind(i);
     std::vector<double> out;
     if (k == SambaYKind::mamba || k == SambaYKind::memory_mamba) {
-      out = mamba_mixer(s, l, h, rows, st.conv[i], st.scan[i], k == SambaYKind::memory_mamba ? &memory : nullptr);
+      out =
+          mamba_mixer(s, l, h, rows, st.conv[i], st.scan[i], k == SambaYKind::memory_mamba ? &memory : nullptr, exact);
     } else if (k == SambaYKind::gmu) {
-      out = gmu_mixer(s, l, h, rows, memory);
+      out = gmu_mixer(s, l, h, rows, memory, exact);
     } else if (k == SambaYKind::cross) {
       const std::vector<double> q = affine(h, rows, s.E, l.wqkv, qw, l.wqkv_b);
-      out = attention_mixer(s, l, i, q, pos, st.shared_k.data(), st.shared_v.data(), st.pos, 0, 0);
+      out = attention_mixer(s, l, i, q, pos, st.shared_k.data(), st.shared_v.data(), st.pos, 0, 0, exact);
     } else {
       const std::vector<double> qkv = affine(h, rows, s.E, l.wqkv, qw + 2 * kw, l.wqkv_b);
       std::vector<double> q = cols(qkv, rows, qw + 2 * kw, 0, qw);
@@ -363,7 +388,7 @@ std::vector<double> sambay_forward(const SambaYShape& s, const SambaYWeights& w,
         }
         std::copy(kk.begin(), kk.end(), keys.begin() + sz(held) * kw);
         std::copy(vv.begin(), vv.end(), vals.begin() + sz(held) * kw);
-        out = attention_mixer(s, l, i, q, pos, keys.data(), vals.data(), held + T, first, W);
+        out = attention_mixer(s, l, i, q, pos, keys.data(), vals.data(), held + T, first, W, exact);
         for (int t = std::max(0, T - W); t < T; ++t) {
           const std::size_t slot = sz((p0 + t) % W) * kw;
           std::copy_n(kk.begin() + sz(t) * kw, kw, st.ring_k[i].begin() + slot);
@@ -383,13 +408,13 @@ std::vector<double> sambay_forward(const SambaYShape& s, const SambaYWeights& w,
           rows = static_cast<int>(asked.size());
           if (rows == 0) return {};
         }
-        out = attention_mixer(s, l, i, q, pos, st.shared_k.data(), st.shared_v.data(), st.pos, 0, 0);
+        out = attention_mixer(s, l, i, q, pos, st.shared_k.data(), st.shared_v.data(), st.pos, 0, 0, exact);
       }
     }
     add_into(x, out);
-    mlp_block(s, l, x, rows);
+    mlp_block(s, l, x, rows, exact);
   }
-  return logits_of(s, w, x, rows);
+  return logits_of(s, w, x, rows, exact);
 }
 
 }  // namespace diffvk::ref

@@ -89,8 +89,23 @@ SambaYWeights sambay_random_weights(const SambaYShape& s, std::uint64_t seed);
 SambaYWeights round_to_f32(const SambaYWeights& w);
 SambaYWeights round_to_f16(const SambaYWeights& w);
 
+// Where the full form keeps its activations: float64 throughout (fp16 false), or each activation an fp16 device
+// stores in its storage type rounded to IEEE half there, as the device's graph (runtime/model/recipe_sambay.*)
+// stores it: every LayerNorm's output; the outputs of in_proj ([x | z]), the conv, x_proj ([dt | B | C]), dt_proj
+// (its bias included), the scan (gated) and the memory; the GMU's in_proj output and gate; Wqkv's q, k, v (so the
+// caches too) and the attention output; the MLP's [gate | up] and its SwiGLU, except where a one-row pass fuses the
+// SwiGLU into fc2 (`fused_from`). The residual stream, the recurrent states and the logits are not rounded (float32
+// on the device). What fp16 activation storage costs, apart from the kernels' arithmetic: docs/phi4flash.md.
+struct ActivationStorage {
+  bool fp16 = false;
+  // fused_from[t] (one per token, or empty: none): the first layer whose MLP runs token t in a one-row pass (0: a
+  // decode step or a one-row chunk; L/2 + 1: YOCO's last row), which stores no SwiGLU output; L or more: none.
+  std::vector<int> fused_from;
+};
+
 // The full-sequence form: logits (T x vocab) of every position of `tokens`, from position 0.
-std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens);
+std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeights& w, const std::vector<int>& tokens,
+                                        const ActivationStorage& storage = {});
 
 // What the recurrent form carries between calls. A value: a copy is a snapshot to resume from (rewind).
 struct SambaYState {

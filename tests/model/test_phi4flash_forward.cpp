@@ -4,8 +4,11 @@
 // float32 from the BF16 checkpoint (exact); for fp16 storage the storage-type tensors rounded to fp16 (the biases,
 // A_log and D stay float32 on the device, and λ is computed on the host from the float vectors). Bounds: docs/maths.md,
 // a whole model (logits): fp32 max abs <= 1e-4·scale; fp16 max abs <= 1e-2·scale, nmse <= 5e-6, top-1 >= 99%
-// (test::ok). The arena and the K/V caches are poisoned (NaN) before each prompt. YOCO's last-row form
-// (prompt_last) is held to the same bounds against the full form's last row.
+// (test::ok). fp16 is held to the whole bound against the reference that rounds each activation to fp16 where the
+// device stores one (ref::ActivationStorage), and to its max abs and top-1 against the exact one (the fp16 case
+// below says why). The arena and the K/V caches are poisoned (NaN) before each prompt. YOCO's last-row form
+// (prompt_last) is held to the same bounds against the full form's last row, and to the whole bound against the
+// device's all-rows run.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -58,12 +61,30 @@ struct Case {
   uint32_t chunk = 0;  // 0: the whole prompt in one program
 };
 
-// What an fp16 run is held to: the whole-model bound of docs/maths.md, or its parts (see the fp16 cases below).
+// What an fp16 run is held to against the exact reference: the whole-model bound of docs/maths.md, or its parts
+// (see the fp16 cases below).
 enum class Bound { whole, without_nmse };
 
 bool within(const test::Parity& p, bool fp16, Bound b) {
   if (!fp16 || b == Bound::whole) return test::ok(p, fp16);
   return p.max_abs <= 1e-2 * std::max(1.0, p.max_ref) && p.top1 >= 0.99;
+}
+
+// The reference's activations as an fp16 device stores them for a prompt of T tokens in programs of `chunk` rows
+// (ref::ActivationStorage): a one-row program fuses the MLP's SwiGLU into fc2 in every layer, and YOCO's last row
+// (last_only) runs the layers from L/2 + 1 on as a one-row pass.
+ref::ActivationStorage fp16_storage(const ref::SambaYShape& s, size_t T, uint32_t chunk, bool last_only) {
+  ref::ActivationStorage a;
+  a.fp16 = true;
+  a.fused_from.assign(T, s.L);
+  for (size_t r0 = 0; r0 < T; r0 += chunk)
+    if (std::min<size_t>(chunk, T - r0) == 1) a.fused_from[r0] = 0;
+  if (last_only) a.fused_from.back() = std::min(a.fused_from.back(), s.shared_kv_layer());
+  return a;
+}
+
+std::vector<float> last_row(const std::vector<double>& logits, uint32_t V) {
+  return std::vector<float>(logits.end() - V, logits.end());
 }
 
 void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bound = Bound::whole) {
@@ -94,6 +115,15 @@ void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bo
             << ": " << c.tokens << " tokens, chunk " << fwd->chunk() << ": max_abs=" << p.max_abs
             << " max_ref=" << p.max_ref << " nmse=" << p.nmse << " top1=" << p.top1);
     CHECK(within(p, fp16, bound));
+    const std::vector<int> ids(toks.begin(), toks.end());
+    if (fp16) {  // against the reference that stores activations where the device does: the whole bound
+      const std::vector<double> stored =
+          ref::sambay_forward_full(shape, weights, ids, fp16_storage(shape, toks.size(), fwd->chunk(), false));
+      const test::Parity ps = test::parity(got, std::vector<float>(stored.begin(), stored.end()), V);
+      MESSAGE("fp16 vs the fp16-storage reference: max_abs=" << ps.max_abs << " nmse=" << ps.nmse
+                                                             << " top1=" << ps.top1);
+      CHECK(test::ok(ps, true));
+    }
     // A second prompt on the same object starts afresh (states reset, caches overwritten before they are read).
     fwd->fill_for_testing(test::kPoison);
     CHECK(fwd->prompt(toks) == got);
@@ -109,7 +139,14 @@ void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bo
             << " nmse=" << pl.nmse << " top1=" << pl.top1 << "; vs the all-rows run: max_abs=" << pg.max_abs
             << " nmse=" << pg.nmse);
     CHECK(within(pl, fp16, bound));
-    CHECK(within(pg, fp16, bound));
+    CHECK(test::ok(pg, fp16));
+    if (fp16) {
+      const std::vector<double> stored =
+          ref::sambay_forward_full(shape, weights, ids, fp16_storage(shape, toks.size(), fwd->chunk(), true));
+      const test::Parity ps = test::parity(last, last_row(stored, V), V);
+      MESSAGE("fp16 YOCO last row vs the fp16-storage reference: max_abs=" << ps.max_abs << " nmse=" << ps.nmse);
+      CHECK(test::ok(ps, true));
+    }
   }
 }
 
@@ -125,15 +162,17 @@ TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 refer
   check_prompts(Precision::fp32, kCases);
 }
 
-// Measured on lavapipe: max abs 0.085–0.107 (bound 0.22–0.26), top-1 100%, but nmse 4.9e-6–6.7e-6 over all rows
-// and up to 2.0e-5 on YOCO's one row, against the bound 5e-6. The float64 reference itself, with every storage-type
-// activation rounded to fp16 where the device stores one (LayerNorm outputs, linear outputs, conv, scan and attention
-// outputs, SwiGLU and GMU gates; exact arithmetic otherwise), misses by as much on these prompts (nmse 5.2e-6–7.2e-6,
-// one row up to 2.3e-5): this random fixture amplifies fp16 storage past the whole-model bound, which was set on
-// DiffLlama's fixture. So the fp16 case holds every prompt to the bound's max abs and top-1 only; the nmse is printed
-// (MESSAGE) and the miss is stated in docs/phi4flash.md, with what would close it. The forward is not yet what
-// Model::load runs.
-TEST_CASE("phi4flash forward: the tiny fixture's prompts match the float64 reference, fp16 (max abs, top-1)") {
+// Measured on lavapipe against the exact reference: max abs 0.081–0.107 (bound 0.22–0.26), top-1 100%, but nmse
+// 4.9e-6–6.7e-6 over all rows and up to 2.0e-5 on YOCO's one row, against the bound 5e-6. fp16 activation storage
+// costs that on this random fixture, not the kernels: the reference that rounds where the device stores
+// (ActivationStorage) is as far from the exact one (nmse 7.2e-6 over the 13 tokens' rows, 2.3e-5 on the last), no
+// one storage point carries it (the early layers amplify every point's rounding: docs/phi4flash.md,
+// tests/python/phi4flash_fp16_storage.py), and the device is within the whole bound of that reference (nmse
+// 4.5e-7–5.4e-7 over all rows, 6.6e-7–1.2e-6 on YOCO's row). So against the exact reference this case holds the
+// bound's max abs and top-1 and prints the nmse (MESSAGE).
+TEST_CASE(
+    "phi4flash forward: the tiny fixture's prompts match the float64 reference, fp16 (the whole bound against "
+    "the fp16-storage reference)") {
   check_prompts(Precision::fp16, kCases, Bound::without_nmse);
 }
 
