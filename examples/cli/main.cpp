@@ -43,6 +43,13 @@ ContextOptions DeviceFlags::options() const {
   return o;
 }
 
+ContextOptions DeviceFlags::options_for_model(const std::string& path) const {
+  ContextOptions o = options();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) o.selftest_ops = bench::selftest_ops_for_model(path);
+  return o;
+}
+
 void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_option("--device", f.device,
                   "Vulkan device: index or name substring (default: best by kind; env DIFFVK_DEVICE)");
