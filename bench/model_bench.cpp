@@ -57,6 +57,7 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   for (uint32_t C : a.contexts) longest = std::max(longest, std::min(C, c.max_position_embeddings - N));
   SessionOptions so{longest + N, 64, false, {}};
   so.kv_cache = a.kv_cache;
+  if (a.cancel) so.should_abort = [&sink] { return sink.cancel_requested(); };  // a long prefill stops between layers
   const double load_wall_s = seconds_since(load_t0);
   auto t_session = Clock::now();
   auto session = Session::create(*model, so);

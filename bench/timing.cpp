@@ -72,7 +72,7 @@ void Sink::reportf(const char* fmt, ...) const {
 }
 
 void Sink::check_cancel(const char* where) const {
-  if (o_.cancel && o_.cancel()) throw Error(Status::cancelled, std::string("benchmark cancelled ") + where);
+  if (cancel_requested()) throw Error(Status::cancelled, std::string("benchmark cancelled ") + where);
 }
 
 }  // namespace diffvk::bench

@@ -44,6 +44,8 @@ class Sink {
   }
   // Throws Error(Status::cancelled, "benchmark cancelled <where>") when Options::cancel says so.
   void check_cancel(const char* where) const;
+  // Whether Options::cancel asks to stop (for SessionOptions::should_abort: a long prefill stops between layers).
+  bool cancel_requested() const { return o_.cancel && o_.cancel(); }
 
  private:
   const Options& o_;
