@@ -46,7 +46,11 @@ ContextOptions DeviceFlags::options() const {
 ContextOptions DeviceFlags::options_for_model(const std::string& path) const {
   ContextOptions o = options();
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) o.selftest_ops = bench::selftest_ops_for_model(path);
+  if (::stat(path.c_str(), &st) != 0) return o;
+  try {
+    o.selftest_ops = bench::selftest_ops_for_model(path);
+  } catch (const std::exception&) {  // a config.json Model::load refuses: it says why, naming the file and the key
+  }
   return o;
 }
 
