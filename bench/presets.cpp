@@ -19,7 +19,13 @@ constexpr uint64_t kPhoneCopyBytes = 64ull << 20, kQuickCopyBytes = 16ull << 20,
 constexpr uint32_t kPhoneMaxT = 2048;
 const std::vector<uint32_t> kPhoneTs = {128, 256, 512, 1024, 2048};
 
-void validate(const Options& o) {
+void sort_unique(std::vector<uint32_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+}  // namespace
+
+void validate_options(const Options& o) {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, "bench: " + m); };
   if (o.preset != "default" && o.preset != "phone") bad("unknown preset '" + o.preset + "' (default or phone)");
   if (o.phase != "both" && o.phase != "prefill" && o.phase != "decode")
@@ -62,12 +68,6 @@ void validate(const Options& o) {
   if (o.draft_k < 1 || o.draft_k > kMaxDraftTokens) bad("draft_k must be in 1.." + std::to_string(kMaxDraftTokens));
 }
 
-void sort_unique(std::vector<uint32_t>& v) {
-  std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
-}
-}  // namespace
-
 uint64_t copy_buffer_bytes(const Options& a, const DeviceCaps& caps, uint64_t host_cache_bytes, std::string& rule) {
   uint64_t copy = 0;
   if (a.copy_bytes) {
@@ -109,7 +109,7 @@ uint64_t copy_buffer_bytes(const Options& a, const DeviceCaps& caps, uint64_t ho
 }
 
 Plan make_plan(const Options& a, const DeviceCaps& caps, bool fp32_fallback, uint64_t host_cache_bytes) {
-  validate(a);
+  validate_options(a);
   const bool cpu = caps.kind == DeviceKind::cpu, phone = a.preset == "phone";
   Plan plan;
   plan.preset = a.preset;

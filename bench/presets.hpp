@@ -28,6 +28,10 @@ struct Plan {
   bool thermal = false;                   // read /sys/class/thermal before and after each case
 };
 
+// Refuses what no device can run (Error(invalid_argument) naming the option): unknown presets, phases, variants,
+// shapes and ops, conflicting benchmarks. Before any work (the self-test at load's ops come from the options).
+void validate_options(const Options& o);
+
 // Validates `o` (Error(invalid_argument) naming the option) and resolves every default for the device.
 // host_cache_bytes: the host's largest CPU cache (largest_cpu_cache_bytes()), used for the copy buffer
 // on a CPU device; 0 = unknown.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bench/op_run_impl.hpp"
+#include "bench/presets.hpp"
 #include "bench/shapes.hpp"
 #include "diffvk/bench.hpp"
 
@@ -176,15 +177,20 @@ void install_selftest() { set_selftest_runner(run_selftest_cases); }
 
 std::vector<std::string> selftest_ops_for_config(const std::string& config_json) {
   const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
-  if (j.is_object() && j.value("model_type", std::string()) == "phi4flash")
+  const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+                               ? j["model_type"].get<std::string>()
+                               : std::string();
+  const std::vector<std::string> v1 = {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
+                                       "rope_kv", "kv_shift",   "diff_attn",    "attn_probs"};
+  if (type == "diffllama") return v1;  // Hugging Face DiffLlama: DIFF V1 (Model::load reads its own keys)
+  if (type == "phi4flash")
     return {"linear",  "linear_row", "layer_norm",   "embed",          "silu_mul",
             "rope_kv", "diff_attn",  "conv1d_state", "selective_scan", "gmu_gate"};
   const ModelConfig c = parse_model_config(config_json);
   if (c.v2())
     return {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
             "rope_kv", "kv_shift",   "diff_v2_attn", "attn_probs"};
-  return {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
-          "rope_kv", "kv_shift",   "diff_attn",    "attn_probs"};
+  return v1;
 }
 
 std::vector<std::string> selftest_ops_for_model(const std::string& path) {
@@ -201,7 +207,14 @@ std::vector<std::string> selftest_ops_for_shape(const std::string& name) {
 }
 
 std::vector<std::string> selftest_ops_for_bench(const Options& o) {
-  if (!o.model_dir.empty()) return selftest_ops_for_model(o.model_dir);
+  validate_options(o);
+  if (!o.model_dir.empty()) {
+    try {
+      return selftest_ops_for_model(o.model_dir);
+    } catch (const std::exception&) {  // a config.json the load refuses: it says why, naming the file and the key
+      return {};
+    }
+  }
   if (!o.shape.empty()) return selftest_ops_for_shape(o.shape);
   if (o.matmul_table) return {"linear"};
   if (!o.op.empty()) return {o.op};

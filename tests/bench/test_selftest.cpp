@@ -353,6 +353,14 @@ TEST_CASE("selftest: a benchmark tests the ops it records") {
   o = bench::Options{};
   o.shape = "phi4-mini-flash";
   CHECK(bench::selftest_ops_for_bench(o) == bench::selftest_ops_for_config(R"({"model_type": "phi4flash"})"));
+  o.shape = "diffllama-1b";  // a Hugging Face DiffLlama config: DIFF V1's ops
+  const auto v1 = bench::selftest_ops_for_bench(o);
+  CHECK(std::find(v1.begin(), v1.end(), "diff_attn") != v1.end());
+  o.ops = true;  // two benchmarks at once: the bench's own refusal, before any work
+  CHECK_THROWS_WITH_AS(bench::selftest_ops_for_bench(o), doctest::Contains("two different benchmarks"), Error);
+  o = bench::Options{};
+  o.shape = "no-such-shape";
+  CHECK_THROWS_AS(bench::selftest_ops_for_bench(o), Error);
 }
 
 TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field") {
