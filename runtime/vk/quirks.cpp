@@ -43,8 +43,8 @@ const QuirkRule kRules[] = {
       "v4f32 = truncate\") on unpackHalf2x16 of a per-lane choice of half; the quantized scales' binary16 bits are "
       "converted by hand (specialization constant 60 of every pipeline, shaders/common.glsl)"},
      [](const DeviceCaps& c) {
-       return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && kHostIsAarch64 && llvm_major(c.name) != 0 &&
-              llvm_major(c.name) <= 15;
+       const int llvm = llvm_major(c.name);
+       return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && kHostIsAarch64 && llvm != 0 && llvm <= 15;
      }},
     {{"loop_iteration_limit",
       "llvmpipe silently ends every loop of an invocation after 65535 iterations in total; attention caps keys per "

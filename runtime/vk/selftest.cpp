@@ -70,14 +70,22 @@ std::string config_of(const Device& d, const ContextOptions& o) {
   return s;
 }
 
+// Every fault class, and their names for errors ("wrong_value, nan, ...").
+constexpr SelftestFault kFaults[] = {SelftestFault::wrong_value, SelftestFault::nan, SelftestFault::fp16_overflow,
+                                     SelftestFault::stale, SelftestFault::pipeline_failure};
+std::string fault_choices() {
+  std::string s;
+  for (SelftestFault f : kFaults) s += std::string(s.empty() ? "" : ", ") + selftest_fault_name(f);
+  return s;
+}
+
 // The test hook's fields: a fault class of the enum, and one other than the default only with the variants to plant
 // it in.
 void validate_fault_hook(const ContextOptions& o) {
   const char* name = selftest_fault_name(o.selftest_fault);
   if (!name)
     throw Error(Status::invalid_argument, "ContextOptions::selftest_fault " + std::to_string(int(o.selftest_fault)) +
-                                              " is not a fault class (wrong_value, nan, fp16_overflow, stale, "
-                                              "pipeline_failure)");
+                                              " is not a fault class (" + fault_choices() + ")");
   if (o.selftest_fault != SelftestFault::wrong_value && o.selftest_fail_variant.empty())
     throw Error(Status::invalid_argument, std::string("ContextOptions::selftest_fault '") + name +
                                               "' needs ContextOptions::selftest_fail_variant (the variants to plant "
@@ -208,12 +216,10 @@ const char* selftest_fault_name(SelftestFault fault) noexcept {
 }
 
 SelftestFault parse_selftest_fault(const std::string& text, const std::string& what) {
-  for (SelftestFault f : {SelftestFault::wrong_value, SelftestFault::nan, SelftestFault::fp16_overflow,
-                          SelftestFault::stale, SelftestFault::pipeline_failure})
+  for (SelftestFault f : kFaults)
     if (text == selftest_fault_name(f)) return f;
-  throw Error(Status::invalid_argument, what + ": '" + text.substr(0, 64) +
-                                            "' is not a fault class (wrong_value, nan, fp16_overflow, stale, "
-                                            "pipeline_failure)");
+  throw Error(Status::invalid_argument,
+              what + ": '" + text.substr(0, 64) + "' is not a fault class (" + fault_choices() + ")");
 }
 
 void set_selftest_runner(SelftestRunner runner) {

@@ -448,30 +448,39 @@ TEST_CASE("generate: speculative decoding with a draft model gives the tokens of
   }
 }
 
+// A tiny test model (tests/data/NAME) with a byte tokenizer, a 64-token session in chunks of 8, kPrompt twice (the
+// lookup finds drafts at once), greedy decoding on a fresh session per run.
+struct GreedyRun {
+  std::unique_ptr<Model> model;
+  Tokenizer tok;
+  SessionOptions so{64, 8};
+  std::vector<int32_t> prompt;
+  GreedyRun(Context& ctx, const std::string& name)
+      : model(Model::load(ctx, std::string(DIFFVK_TEST_DATA_DIR) + "/" + name)),
+        tok(Tokenizer::bytes(model->config().vocab_size, -1, -1)),
+        prompt(kPrompt) {
+    prompt.insert(prompt.end(), kPrompt.begin(), kPrompt.end());
+  }
+  GenerateResult run(const GenerateOptions& o) const {
+    auto s = Session::create(*model, so);
+    SamplingOptions greedy;
+    greedy.temperature = 0.0f;
+    Sampler sampler(greedy);
+    return generate(*s, sampler, tok, prompt, o);
+  }
+};
+
 // Every model kind: DIFF V2 (a λ per token) with prompt lookup and with a draft model (V1 above, phi4flash in
 // test_phi4flash_session.cpp and above).
 TEST_CASE("generate: speculative decoding on a DIFF V2 model gives the tokens of plain greedy decoding") {
   auto ctx = test::make_context_or_skip(Precision::fp32);
   if (!ctx) return;
-  const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny_v2";
-  auto model = Model::load(*ctx, dir);
-  const Tokenizer tok = Tokenizer::bytes(model->config().vocab_size, -1, -1);
-  SessionOptions so;
-  so.context = 64;
-  so.chunk = 8;
-  std::vector<int32_t> prompt = kPrompt;
-  prompt.insert(prompt.end(), kPrompt.begin(), kPrompt.end());
-  SamplingOptions greedy;
-  greedy.temperature = 0.0f;
+  const GreedyRun g(*ctx, "model_tiny_v2");
   GenerateOptions plain;
   plain.max_tokens = 24;
-  auto run = [&](const GenerateOptions& o) {
-    auto s = Session::create(*model, so);
-    Sampler sampler(greedy);
-    return generate(*s, sampler, tok, prompt, o).tokens;
-  };
+  auto run = [&](const GenerateOptions& o) { return g.run(o).tokens; };
   const std::vector<int32_t> want = run(plain);
-  auto drafts = Session::create(*model, so);
+  auto drafts = Session::create(*g.model, g.so);
   for (Draft d : {Draft::lookup, Draft::model}) {
     CAPTURE(draft_name(d));
     GenerateOptions o = plain;
@@ -492,21 +501,10 @@ TEST_CASE("generate: speculative decoding in fp16 gives plain greedy decoding's 
   if (!ctx) return;
   for (const std::string name : {"model_tiny", "model_tiny_v2"}) {
     CAPTURE(name);
-    const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/" + name;
-    auto model = Model::load(*ctx, dir);
-    const Tokenizer tok = Tokenizer::bytes(model->config().vocab_size, -1, -1);
-    const SessionOptions so{64, 8};
-    std::vector<int32_t> prompt = kPrompt;
-    prompt.insert(prompt.end(), kPrompt.begin(), kPrompt.end());
-    SamplingOptions greedy;
-    greedy.temperature = 0.0f;
+    const GreedyRun g(*ctx, name);
     GenerateOptions plain;
     plain.max_tokens = 32;
-    auto run = [&](const GenerateOptions& o) {
-      auto s = Session::create(*model, so);
-      Sampler sampler(greedy);
-      return generate(*s, sampler, tok, prompt, o);
-    };
+    auto run = [&](const GenerateOptions& o) { return g.run(o); };
     const std::vector<int32_t> want = run(plain).tokens;
     for (uint32_t k : {3u, 8u}) {
       CAPTURE(k);
@@ -520,9 +518,9 @@ TEST_CASE("generate: speculative decoding in fp16 gives plain greedy decoding's 
       while (i < want.size() && r.tokens[i] == want[i]) ++i;
       MESSAGE(name << ", k " << k << ": " << i << " of " << want.size() << " tokens as plain greedy decoding");
       if (i == want.size()) continue;
-      std::vector<int32_t> prefix = prompt;
+      std::vector<int32_t> prefix = g.prompt;
       prefix.insert(prefix.end(), want.begin(), want.begin() + long(i));
-      auto s = Session::create(*model, so);
+      auto s = Session::create(*g.model, g.so);
       const std::vector<float> logits = s->prefill(prefix);
       float scale = 0;
       for (float v : logits) scale = std::max(scale, std::fabs(v));
