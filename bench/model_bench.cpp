@@ -88,27 +88,35 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   const Device::CompileStats compiled1 = ctx.device().compile_stats();  // after the first prefill and decode
   const Stats ps = stats_of(prefill_s), ds = stats_of(decode_s);
   // Decode at other context lengths: one prefill of C tokens (timed: the time to first token at that prompt
-  // length), then N greedy decode steps, once each after the warm-up above.
+  // length), or with context_fill "zeros" the session filled to C positions without computing them
+  // (Session::fill_for_timing), then N greedy decode steps, once each after the warm-up above.
+  const bool zero_fill = a.context_fill == "zeros";
   json context_rows = json::array();
   for (uint32_t C0 : a.contexts) {
     const uint32_t C = std::min(C0, longest);
     sink.check_cancel("between context lengths");
     sink.step(strf("model: context %u", C));
-    std::vector<int32_t> long_prompt(C);
-    for (auto& t : long_prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
     session->reset();
+    json ctx_row = {{"context", C}, {"fill", a.context_fill}};
+    int32_t next = prompt[0];
+    if (zero_fill) {
+      session->fill_for_timing(C);
+    } else {
+      std::vector<int32_t> long_prompt(C);
+      for (auto& t : long_prompt) t = static_cast<int32_t>(rng.next() % c.vocab_size);
+      auto t0 = Clock::now();
+      auto lg = session->prefill(long_prompt);
+      const double p = seconds_since(t0);
+      next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+      ctx_row["prefill_seconds"] = p;
+      ctx_row["prefill_tokens_per_s"] = C / p;
+    }
     auto t0 = Clock::now();
-    auto lg = session->prefill(long_prompt);
-    const double p = seconds_since(t0);
-    int32_t next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-    t0 = Clock::now();
     for (uint32_t i = 0; i < N; ++i) next = greedy_step(*session, next);
     const double d = seconds_since(t0);
-    context_rows.push_back({{"context", C},
-                            {"prefill_seconds", p},
-                            {"prefill_tokens_per_s", C / p},
-                            {"decode_ms_per_token", 1e3 * d / N},
-                            {"decode_tokens_per_s", N / d}});
+    ctx_row["decode_ms_per_token"] = 1e3 * d / N;
+    ctx_row["decode_tokens_per_s"] = N / d;
+    context_rows.push_back(std::move(ctx_row));
   }
   // phi4flash: YOCO prefill (the cross-decoder for the last row only) against every row through every layer
   // (SessionOptions::yoco false), the same prompt, each after one warm-up, interleaved; the last row's logits compared.
@@ -231,13 +239,16 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
       load_wall_s, session_s, first_prefill_s, load_wall_s + session_s + first_prefill_s,
       (unsigned long long)(compiled1.pipelines - compiled0.pipelines), compiled1.seconds - compiled0.seconds,
       ctx.device().pipeline_cache_state().c_str());
-  for (const json& r : context_rows)
-    sink.reportf(
-        "  context %6u: prefill %.3f s (%.1f tokens/s); decode %.2f ms/token (%.1f tokens/s), %.2fx the "
-        "ms/token at %u tokens (one run)",
-        r["context"].get<uint32_t>(), r["prefill_seconds"].get<double>(), r["prefill_tokens_per_s"].get<double>(),
-        r["decode_ms_per_token"].get<double>(), r["decode_tokens_per_s"].get<double>(),
-        r["decode_ms_per_token"].get<double>() / (1e3 * ds.median / N), P);
+  for (const json& r : context_rows) {
+    const std::string how = r.contains("prefill_seconds")
+                                ? strf("prefill %.3f s (%.1f tokens/s)", r["prefill_seconds"].get<double>(),
+                                       r["prefill_tokens_per_s"].get<double>())
+                                : std::string("zero-filled, not prefilled (--context-fill zeros: decode timing only)");
+    sink.reportf("  context %6u: %s; decode %.2f ms/token (%.1f tokens/s), %.2fx the ms/token at %u tokens (one run)",
+                 r["context"].get<uint32_t>(), how.c_str(), r["decode_ms_per_token"].get<double>(),
+                 r["decode_tokens_per_s"].get<double>(), r["decode_ms_per_token"].get<double>() / (1e3 * ds.median / N),
+                 P);
+  }
   sink.reportf(
       "  session state: %u tokens, %.2f MB; save median %.4f s, restore median %.4f s: restore %.1fx faster than "
       "prefilling them (checked: a restored session's next logits equal the saved one's)",

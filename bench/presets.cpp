@@ -43,6 +43,8 @@ void validate_options(const Options& o) {
   if (!o.shape.empty()) published_shape(o.shape);  // unknown or not runnable yet: refused before any work
   for (uint32_t c : o.contexts)
     if (c == 0 || c > (1u << 20)) bad("contexts must be in 1..1048576 tokens");
+  if (o.context_fill != "prefill" && o.context_fill != "zeros")
+    bad("context_fill must be \"prefill\" or \"zeros\" (got \"" + o.context_fill + "\")");
   if (!o.op.empty() && std::find(table_ops().begin(), table_ops().end(), o.op) == table_ops().end()) {
     std::string known;
     for (const auto& op : table_ops()) known += (known.empty() ? "" : ", ") + op;

@@ -140,6 +140,11 @@ Runner register_bench(CLI::App& app) {
                   "first token and ms/token at each")
       ->delimiter(',')
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--context-fill", o.context_fill,
+                  "model benchmark: how the session reaches each of --contexts: prefill (default; timed) or zeros "
+                  "(zero caches and states, no prefill: the decode figures only, e.g. at a published shape on a CPU "
+                  "device)")
+      ->check(CLI::IsMember({"prefill", "zeros"}));
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "model benchmark: tokens to prefill (default 128)")
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--decode-tokens", o.decode_tokens, "model benchmark: tokens to decode (default 64)")

@@ -34,6 +34,10 @@ struct Options {
   // Model benchmark: also decode at these context lengths (each: a prefill of that many tokens, timed, then
   // decode_tokens decode steps); empty = only at prompt_tokens.
   std::vector<uint32_t> contexts;
+  // How the session reaches each of `contexts`: "prefill" (default: the prompt computed, its time reported) or
+  // "zeros" (Session::fill_for_timing: zero caches and states, no prefill; the decode figures only, at a
+  // published shape where prefilling 8192 tokens on a CPU device takes most of an hour).
+  std::string context_fill = "prefill";
   double budget_seconds = 0;     // 0 = the preset's
   uint64_t copy_bytes = 0;       // copy-ceiling buffer size (each of src, dst); 0 = the preset's
   double cooldown_seconds = -1;  // pause before each case; < 0 = the preset's (phone: 2 s, default: none)

@@ -270,6 +270,11 @@ class Session {
   void save_state_file(const std::string& path) const;
   void restore_state(const uint8_t* data, size_t size);
   void restore_state_file(const std::string& path);
+  // Benchmarks only (`diffvk bench --context-fill zeros`): the session then holds n positions (token 0 each) whose
+  // caches and recurrent states are all zero, as if restored from such a state, without computing them. What it
+  // computes next is no model's output, but a decode step costs what it costs after a real prefill of n tokens (no
+  // kernel's work depends on the values). context_overflow past capacity(); the session's tokens are replaced.
+  void fill_for_timing(uint32_t n);
   uint32_t position() const;
   uint32_t capacity() const;
   uint32_t chunk() const;        // the prefill chunk in use (SessionOptions::chunk, or the automatic choice)

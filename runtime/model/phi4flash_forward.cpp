@@ -690,6 +690,15 @@ void Phi4FlashForward::restore(uint32_t n, const uint8_t* in) {
   m.state_pos = n;
 }
 
+void Phi4FlashForward::zero_states(uint32_t n) {
+  Impl& m = *impl_;
+  if (n > m.cap) throw Error(Status::internal, "phi4flash: zero_states past the capacity");
+  m.state_pos = kUnknown;
+  m.snap_valid = false;
+  m.state.fill(0, m.state.size(), 0);
+  m.state_pos = n;
+}
+
 uint32_t Phi4FlashForward::chunk() const { return impl_->chunk; }
 uint32_t Phi4FlashForward::max_positions() const { return impl_->cap; }
 uint32_t Phi4FlashForward::ring_rows() const { return impl_->ring; }

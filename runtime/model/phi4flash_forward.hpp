@@ -94,6 +94,8 @@ class Phi4FlashForward {
   uint64_t saved_bytes(uint32_t n) const;
   void save(uint8_t* out) const;                // saved_bytes(position()) bytes
   void restore(uint32_t n, const uint8_t* in);  // saved_bytes(n) bytes; the states then hold positions 0 … n−1
+  // Session::fill_for_timing: every cache, ring and recurrent state zero, held as positions 0 … n−1.
+  void zero_states(uint32_t n);
 
   uint32_t chunk() const;
   uint32_t max_positions() const;

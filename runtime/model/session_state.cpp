@@ -229,6 +229,22 @@ void Session::restore_state(const uint8_t* data, size_t size) {
   s.pos = n;
 }
 
+void Session::fill_for_timing(uint32_t n) {
+  Impl& s = *impl_;
+  s.m->dev->check_not_lost();
+  if (n > s.cap)
+    throw Error(Status::context_overflow,
+                "fill_for_timing: " + std::to_string(n) + " positions, but the session holds " + std::to_string(s.cap));
+  s.truncate(0);
+  if (s.sambay) s.sambay->zero_states(n);
+  for (size_t l = 0; l < s.kv.size() && !s.sambay; ++l) s.kv[l].fill(0, s.kv[l].size(), 0);
+  s.held.assign(n, 0);
+  s.history = s.held;
+  s.tail_at = 0;
+  s.exact = 0;  // nothing here is what a prefill of the tokens would give: prefill_reusing reuses none of it
+  s.pos = n;
+}
+
 void Session::restore_state_file(const std::string& path) {
   Impl& s = *impl_;
   // No file larger than the biggest state this session can hold is read into memory.

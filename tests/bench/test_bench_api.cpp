@@ -220,6 +220,7 @@ TEST_CASE("bench api: bad options are refused before any work and cancel stops t
   CHECK(with([](bench::Options& o) { o.copy_bytes = 1000; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.heads = {3}, o.kv_heads = {2}; }) == Status::invalid_argument);  // empty grid
   CHECK(with([](bench::Options& o) { o.op = "conv2d"; }) == Status::invalid_argument);                  // no case table
+  CHECK(with([](bench::Options& o) { o.context_fill = "random"; }) == Status::invalid_argument);
   CHECK(with([](bench::Options& o) { o.ops = true, o.model_dir = "/nonexistent"; }) == Status::invalid_argument);
   CHECK(reports == 0);
   // Cancelled at the first check: nothing measured, nothing reported.

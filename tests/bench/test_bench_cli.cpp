@@ -133,7 +133,8 @@ TEST_CASE("bench cli: --shape names a published shape, and unknown and conflicti
   };
   for (const Bad& b : {Bad{"--shape gpt-2", "unknown shape 'gpt-2' (known: diffllama-1b"},
                        Bad{"--shape diffllama-1b --ops", "two different benchmarks"},
-                       Bad{"--shape diffllama-1b --contexts 0", "--contexts"}}) {
+                       Bad{"--shape diffllama-1b --contexts 0", "--contexts"},
+                       Bad{"--shape diffllama-1b --contexts 512 --context-fill random", "--context-fill"}}) {
     const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench " + b.flags + " > " + log_path + " 2>&1";
     const int rc = std::system(cmd.c_str());
     const std::string log = slurp(log_path);

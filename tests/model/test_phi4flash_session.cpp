@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -229,6 +230,39 @@ TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and th
   }
   CHECK(test::status_of([&] { ds->restore_state(pstate.data(), pstate.size()); }) == Status::invalid_argument);
   CHECK(s->position() == 7);
+}
+
+// Session::fill_for_timing (bench --context-fill zeros): the session holds n zero positions and decodes there with
+// finite logits, the same each time; it reuses none of them for a prompt, and a reset session afterwards gives a
+// fresh session's logits (the zeros leave nothing a prefill reads). A SambaY session and a Differential Transformer's.
+TEST_CASE("session: fill_for_timing holds n zero positions, decodes there, and leaves nothing behind") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  for (const std::string dir : {kFixture, std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny"}) {
+    CAPTURE(dir);
+    auto model = Model::load(*ctx, dir);
+    const uint32_t V = model->config().vocab_size;
+    auto s = Session::create(*model, SessionOptions{40, 4});
+    const std::vector<int32_t> prompt = random_tokens(9, V, 7);
+    const std::vector<float> fresh = Session::create(*model, SessionOptions{40, 4})->prefill(prompt, true);
+    s->prefill({1, 2, 3});
+    CHECK(test::status_of([&] { s->fill_for_timing(41); }) == Status::context_overflow);
+    CHECK(s->position() == 3);  // unchanged
+    s->fill_for_timing(30);
+    CHECK(s->position() == 30);
+    CHECK(s->tokens() == std::vector<int32_t>(30, 0));
+    const std::vector<float> a = s->decode(5);
+    CHECK(s->position() == 31);
+    CHECK(std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); }));
+    s->fill_for_timing(30);
+    CHECK(s->decode(5) == a);
+    uint32_t reused = 99;
+    s->fill_for_timing(12);
+    CHECK(s->prefill_reusing(std::vector<int32_t>(14, 0), &reused).size() == V);
+    CHECK(reused == 0);
+    s->reset();
+    CHECK(s->prefill(prompt, true) == fresh);
+  }
 }
 
 // Speculative decoding verifies drafts as prefill rows and rewinds past the rejected ones (a SambaY session: the
