@@ -210,9 +210,11 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                                      : linear_uses_coopmat(dc, ctx.device().fp16(), &why_not)
                                          ? "cooperative matrices " + dc.coopmat_shape()
                                          : "scalar FMA (no cooperative matrices: " + why_not + ")";
+  const std::string arch = sambay ? std::string("Phi-4-mini-flash (SambaY), differential attention V1")
+                                  : "DIFF V" + std::to_string(c.diff_version);
   sink.reportf(
-      "model %s: DIFF V%u, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s%s%s",
-      what.c_str(), c.diff_version, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
+      "model %s: %s, %u layers, E=%u, H=%u, Hkv=%u, D=%u, I=%u, vocab %u, %s storage, linear weights %s%s%s%s%s",
+      what.c_str(), arch.c_str(), c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(),
       c.intermediate_size, c.vocab_size, precision_name(ctx.precision()), quant_kind_name(kind),
       ls.quant_decode.empty() ? "" : ", decode path ", ls.quant_decode.c_str(),
       ls.quant_prefill.empty() ? "" : ", prefill path ", ls.quant_prefill.c_str());
