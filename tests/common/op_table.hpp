@@ -35,9 +35,9 @@ inline void run_op_table(const std::string& op, Precision precision, const std::
   // repeat shader variants the other passes run on the same device, with no host path of their own.
   const char* lanes_env = std::getenv("DIFFVK_TEST_FORCED_LANES");
   const bool forced_lanes = !lanes_env || std::string(lanes_env) != "0";
-  // DIFFVK_TEST_CASE_STRIDE=k (.ci/sanitize: 3): every k-th case of the table (the first, then every k-th), so that
-  // each op's recording and upload code still runs on several shapes under ASan at a third of the cost; passes 1 and
-  // 2 run every case.
+  // DIFFVK_TEST_CASE_STRIDE=k (.ci/sanitize: 3; CI pass 2 on SwiftShader: 2): every k-th case of the table (the
+  // first, then every k-th), so that each op's recording and upload code still runs on several shapes at a k-th of
+  // the cost; CI pass 1 (lavapipe) and the README's test command run every case.
   const char* stride_env = std::getenv("DIFFVK_TEST_CASE_STRIDE");
   const size_t stride = stride_env ? std::max<long>(1, std::strtol(stride_env, nullptr, 10)) : 1;
   size_t seen = 0, stride_left = 0;
