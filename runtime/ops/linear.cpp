@@ -311,7 +311,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
         pipelines_[y32].push_back(
-            lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32})));
+            lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32, 0u})));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
@@ -326,17 +326,18 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
-      vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
-                                    : t.reg           ? lazy(reg_desc(t, 1, y32))
-                                    : t.coop          ? lazy(coop_desc(t, 1, y32))
-                                    : t.vec || t.bk % kv != 0
-                                        ? nullptr
-                                        : lazy(PipelineDesc{"linear"}
-                                                   .with_bindings(5)
-                                                   .with_push(push + 4)
-                                                   .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u})
-                                                   .with_subgroup(false)
-                                                   .with_fp16(o.fp16)));
+      vec_pipelines_[y32].push_back(
+          !build[t.variant] ? nullptr
+          : t.reg           ? lazy(reg_desc(t, 1, y32))
+          : t.coop          ? lazy(coop_desc(t, 1, y32))
+          : t.vec ? lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32, 1u}))
+          : t.bk % kv != 0 ? nullptr
+                           : lazy(PipelineDesc{"linear"}
+                                      .with_bindings(5)
+                                      .with_push(push + 4)
+                                      .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u})
+                                      .with_subgroup(false)
+                                      .with_fp16(o.fp16)));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
   // built only for the formats asked for.
@@ -712,7 +713,7 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   const uint32_t y32 = fp16_ && y_elem == Elem::f32;
   // 16-byte loads along k (8 halves / 4 floats): every row start of x and W on a vector boundary.
   const uint32_t kv = fp16_ ? 8u : 4u;
-  const bool vec4 = !t.vec && vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
+  const bool vec4 = vec_pipelines_[y32][variant] && !row_scalar_ && p.in % kv == 0 && p.x_stride % kv == 0 &&
                     x.offset % 16 == 0 && w.offset % 16 == 0;
   if (!quant && !pipelines_[y32][variant])
     throw Error(Status::invalid_argument,
