@@ -25,13 +25,39 @@ std::vector<uint8_t> weight_bytes(QuantType weights, uint32_t in, uint32_t out, 
 // q = round half away; the shaders' q8_0.glsl), the values replaced by q·d. In fp32 as the shaders compute it
 // (d, 1/d and v·(1/d) rounded to float): a rounding in double put values that lie within an ulp of a half-step
 // on the other side, one quantum off (seen in the 20 x 16384 matmul case, 9.5e-5 against the fp32 bound).
-void int8_round_blocks(std::vector<double>& v, size_t off, uint32_t n) {
+// Vulkan lets a device's division be 2.5 ulp off (and a prologue computed in fp32 differs from the reference's
+// by a few ulp): `ties` (when given, sized like v) gets d for each value whose v·(1/d) lies within
+// kInt8TieWindow (relative) of a half-step, which a device may round either way, and 0 for the others.
+void int8_round_blocks(std::vector<double>& v, size_t off, uint32_t n, std::vector<double>* ties) {
+  constexpr double kInt8TieWindow = 2e-6;  // 16 ulp of float
   for (size_t b0 = off; b0 < off + n; b0 += 32) {
     float amax = 0;
     for (size_t k = b0; k < b0 + 32; ++k) amax = std::max(amax, std::fabs(float(v[k])));
     const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-    for (size_t k = b0; k < b0 + 32; ++k) v[k] = double(std::round(float(v[k]) * id)) * double(d);
+    for (size_t k = b0; k < b0 + 32; ++k) {
+      const float s = float(v[k]) * id;
+      if (ties) {
+        const double a = std::fabs(double(s)), half = std::floor(a) + 0.5;
+        (*ties)[k] = std::fabs(a - half) <= kInt8TieWindow * a ? double(d) : 0.0;
+      }
+      v[k] = double(std::round(s)) * double(d);
+    }
   }
+}
+
+double int8_tie_factor(const std::vector<double>& ties, uint32_t rows, uint32_t in, const std::vector<double>& w,
+                       uint32_t out, const std::vector<double>& expect, bool fp16) {
+  double slack = 0, max_ref = 0;
+  for (double e : expect) max_ref = std::max(max_ref, std::fabs(e));
+  for (uint32_t i = 0; i < rows; ++i)
+    for (uint32_t o = 0; o < out; ++o) {
+      double s = 0;
+      for (uint32_t k = 0; k < in; ++k)
+        if (ties[size_t(i) * in + k] != 0) s += ties[size_t(i) * in + k] * std::fabs(w[size_t(o) * in + k]);
+      slack = std::max(slack, s);
+    }
+  const double base = tolerance_bound(fp16, max_ref, 1.0);
+  return 1.0 + slack / base;
 }
 
 std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T,

@@ -201,8 +201,13 @@ inline void output_regions(Prepared& p, const std::vector<OutputRegion>& regions
 // Quantized weights (q8_0 / q4_0) of `out` rows of `in`: w becomes its GGUF blocks' dequantized values (what
 // the reference sees) and the result is the device layout (ops/linear_quant.hpp); f16: w packed.
 std::vector<uint8_t> weight_bytes(QuantType weights, uint32_t in, uint32_t out, bool f16, std::vector<double>& w);
-// The int8 paths' activations: Q8_0's rule per block of 32 of v[off, off + n), the values replaced by q·d.
-void int8_round_blocks(std::vector<double>& v, size_t off, uint32_t n);
+// The int8 paths' activations: Q8_0's rule per block of 32 of v[off, off + n), the values replaced by q·d;
+// `ties`: d where a device may round the value either way (a half-step within a few ulp), else 0.
+void int8_round_blocks(std::vector<double>& v, size_t off, uint32_t n, std::vector<double>* ties = nullptr);
+// The tolerance factor of an int8 case: 1 + (the largest sum over an output's inputs of ties·|w|, what rounding
+// every tie the other way can change it by) / the one-kernel bound. w: [out][in]; ties: [rows][in].
+double int8_tie_factor(const std::vector<double>& ties, uint32_t rows, uint32_t in, const std::vector<double>& w,
+                       uint32_t out, const std::vector<double>& expect, bool fp16);
 
 // ---- the KV-cache ops (op_case_util.cpp)
 // A Q8_0 KV cache image (ops/kv_format.hpp: quants, then the padded fp16 scales) of `groups` x `cap` rows of

@@ -55,6 +55,10 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   LinearKernel& kernel = linear_kernel(dev, kernels, sg);
   const LinearCaseParams& c = p;
   const bool f16 = dev.fp16(), y32 = c.y_f32;
+  // The path the case runs: int8 dot products when it forces them, or when quantized weights take the device's
+  // own choice (record_quant) and that is int8_dot; the reference then rounds the activations as they do.
+  const bool int8 = c.int8_dot || (c.weights != QuantType::f16 && c.variant < 0 &&
+                                   kernel.quant_choice().path == QuantRowPath::int8_dot);
   std::mt19937_64 rng(seed);
   const uint32_t xs = c.in + c.x_pad, ys = c.out + c.y_pad;
   const auto x = rounded(uniform(rng, size_t(c.rows) * xs, -1, 1), f16);
@@ -68,8 +72,9 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   std::vector<double> xd(size_t(c.rows) * c.in);
   for (uint32_t i = 0; i < c.rows; ++i)
     for (uint32_t k = 0; k < c.in; ++k) xd[size_t(i) * c.in + k] = x[size_t(i) * xs + k];
-  if (c.int8_dot)  // the int8 matmul's activations, per row
-    for (uint32_t i = 0; i < c.rows; ++i) int8_round_blocks(xd, size_t(i) * c.in, c.in);
+  std::vector<double> ties(int8 ? xd.size() : 0);
+  if (int8)  // the int8 matmul's activations, per row
+    for (uint32_t i = 0; i < c.rows; ++i) int8_round_blocks(xd, size_t(i) * c.in, c.in, &ties);
   pr.expect = ref::linear(xd, int(c.rows), int(c.in), w, int(c.out));
   // The bias: drawn after every other input, so that the unbiased cases keep their values.
   const auto bias = c.bias ? ref::round_to_f32(uniform(rng, c.out, -1, 1)) : std::vector<double>{};
@@ -79,6 +84,7 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   if (c.residual != Residual::none)
     for (uint32_t i = 0; i < c.rows; ++i)
       for (uint32_t n = 0; n < c.out; ++n) pr.expect[size_t(i) * c.out + n] += r[size_t(i) * ys + n];
+  if (int8) pr.tolerance = int8_tie_factor(ties, c.rows, c.in, w, c.out, pr.expect, f16);
 
   const size_t es = storage_bytes(f16), yes = y32 ? 4 : es;
   const VkDeviceSize xb = x.size() * es, wb = wbytes.size(), yb = r.size() * yes;  // y / r: full padded rows
@@ -109,7 +115,7 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
                           : c.residual == Residual::separate ? a.range(ro, yb)
                                                              : ry;
   const Elem ye = y32 ? Elem::f32 : Elem::storage;
-  if (c.int8_dot)
+  if (int8)
     kernel.record_quant_path(*pr.prog, QuantRowPath::int8_dot, c.weights, a.range(xo, xb), a.range(wo, wb), ry, lp, res,
                              ye, br);
   else if (c.weights != QuantType::f16 && c.variant >= 0)
@@ -124,7 +130,7 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
   kernel.force_row_scalar_for_testing(false);
   kernel.limit_workgroups_for_testing(0, 0);
 
-  const LinearTiles t = c.int8_dot                    ? kernel.candidates()[kLinearRegVariant]
+  const LinearTiles t = int8                          ? kernel.candidates()[kLinearRegVariant]
                         : c.variant >= 0              ? kernel.candidates()[size_t(c.variant)]
                         : c.weights != QuantType::f16 ? choose_quant_linear_tiles(dev.caps(), c.rows, c.in, c.out)
                                                       : choose_linear_tiles(dev.caps(), c.rows, c.in, c.out, f16);
@@ -136,7 +142,7 @@ void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& p
                                     : "mm",
                             t.wg, t.bm, t.bn, t.bk, t.ku, t.rm, t.rn, t.variant);
   if (c.weights != QuantType::f16)
-    pr.detail += std::string(" ") + quant_type_name(c.weights) + (c.int8_dot ? " int8_dot" : " dequant");
+    pr.detail += std::string(" ") + quant_type_name(c.weights) + (int8 ? " int8_dot" : " dequant");
   Buffer* buf = a.buf.get();
   const bool in_place = c.residual == Residual::in_place;
   const uint32_t rows = c.rows, out = c.out;

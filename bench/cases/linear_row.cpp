@@ -87,13 +87,15 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
       act[k] = c.pro == RowPrologue::none      ? x[k]
                : c.pro == RowPrologue::rmsnorm ? x[k] * inv * g[k]
                                                : x[k] / (1.0 + std::exp(-x[k])) * x[c.in + k];
-    if (c.int8_dot) int8_round_blocks(act, 0, c.in);  // the kernel's int8 activations
+    std::vector<double> ties(c.int8_dot ? act.size() : 0);
+    if (c.int8_dot) int8_round_blocks(act, 0, c.in, &ties);  // the kernel's int8 activations
     pr.expect = ref::linear(act, 1, int(c.in), w, int(c.out));
     // The bias: drawn after every other input, so that the unbiased cases keep their values.
     const auto bias = c.bias ? ref::round_to_f32(uniform(rng, c.out, -1, 1)) : std::vector<double>{};
     for (size_t n = 0; n < bias.size(); ++n) pr.expect[n] += bias[n];
     if (c.residual != Residual::none)
       for (uint32_t n = 0; n < c.out; ++n) pr.expect[n] += r[n];
+    if (c.int8_dot) pr.tolerance = int8_tie_factor(ties, 1, c.in, w, c.out, pr.expect, f16);
 
     const size_t es = storage_bytes(f16), xes = x32 ? 4 : es, yes = y32 ? 4 : es;
     const VkDeviceSize xb = x.size() * xes, wb = wbytes.size(), gb = g.size() * es, yb = r.size() * yes;

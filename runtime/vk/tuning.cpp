@@ -34,7 +34,7 @@ struct KeySpec {
 const std::vector<KeySpec>& key_specs() {
   static const std::vector<KeySpec> specs = {
       {"coopmat", {"auto", "on", "off"}},
-      {"int_dot", {"auto", "off"}},
+      {"int_dot", {"auto", "on", "off"}},
       {"fp16", {"auto", "off"}},
       {"subgroup", {"auto", "off"}},
       {"kv_staging", {"auto", "on", "off"}},
@@ -372,12 +372,18 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   }
 
   // int_dot: shaderIntegerDotProduct (cap); off (or a deny rule) clears it from the caps, so that the quantized
-  // linears take the dequantize path and the device does not enable the feature.
+  // linears take the dequantize path and the device does not enable the feature. on: the int8 paths wherever the
+  // feature is there, accelerated or not (CPU drivers: how the tests run the choice an accelerating GPU makes).
   {
     const TuningOverride* o = over("int_dot");
     const DeviceRule* r = denied("int_dot");
     std::string why;
-    if (o || r) {
+    if (o && o->value == "on") {
+      if (!c.integer_dot_product)
+        throw Error(Status::unsupported, o->setting() + ", but device '" + c.name + "' has no shaderIntegerDotProduct");
+      c.int8_dot_accelerated = true;
+      why = "override " + o->setting() + " (the int8 paths, accelerated or not)";
+    } else if (o || r) {
       why = o ? "override " + o->setting() : rule_why(*r);
       if (c.integer_dot_product)
         info((o ? o->setting() : std::string("deny rule ") + r->name) + ": no integer dot products on '" + c.name +

@@ -147,6 +147,32 @@ void run_int8_table(Precision p) {
 TEST_CASE("linear: case table fp32") { test::run_op_table("linear", Precision::fp32, {}, not_coop); }
 TEST_CASE("linear: case table fp16") { test::run_op_table("linear", Precision::fp16, {}, not_coop); }
 TEST_CASE("linear: int8 dot-product matmul fp32") { run_int8_table(Precision::fp32); }
+// The quantized cases that take the device's own path (record_quant) where that path is int8 (a GPU that
+// accelerates 4x8-bit dot products; int_dot=on makes a CPU driver choose it): the reference rounds the activations
+// as the kernel does. Before, those cases checked the int8 kernel against unrounded activations, and on an H200
+// every quantized case and the self-test at load failed.
+TEST_CASE("linear: quantized cases on the device's int8 choice (DIFFVK_TUNING=int_dot=on)") {
+  {
+    auto ctx = Context::create(test::validated_options(Precision::fp32));
+    if (!ctx->device().caps().integer_dot_product) {
+      test::skip("the device has no shaderIntegerDotProduct: no int8 dot-product matmul");
+      return;
+    }
+  }
+  struct IntDotOn {
+    IntDotOn() { setenv("DIFFVK_TUNING", "int_dot=on", 1); }
+    ~IntDotOn() { unsetenv("DIFFVK_TUNING"); }
+  } on;
+  {
+    auto ctx = Context::create(test::validated_options(Precision::fp32));
+    REQUIRE(ctx->device().caps().int8_dot_accelerated);
+    LinearKernel k(ctx->device(), KernelOptions::for_device(ctx->device()), {QuantType::q8_0});
+    CHECK(k.quant_choice().path == QuantRowPath::int8_dot);
+  }
+  test::run_op_table("linear", Precision::fp32, {}, [](const bench::OpCase& c) {
+    return params(c).weights != QuantType::f16 && params(c).variant < 0 && !params(c).int8_dot;
+  });
+}
 TEST_CASE("linear: int8 dot-product matmul fp16") { run_int8_table(Precision::fp16); }
 // The cooperative-matrix tiles (shaders/coopmat/linear_coopmat.comp) on devices that have a usable
 // shape: Mesa 26 lavapipe in CI's .ci/coopmat pass (there the tuning does not pick them, quirk
