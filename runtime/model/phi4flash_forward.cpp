@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "diffvk/error.hpp"
+#include "diffvk/generate.hpp"  // kMaxDraftTokens
 #include "graph/arena.hpp"
 #include "io/quant.hpp"
 #include "model/model_impl.hpp"  // device_heap_bytes
@@ -232,7 +233,7 @@ struct Phi4FlashForward::Impl {
   std::shared_ptr<const Phi4FlashWeights> wp;
   const Phi4FlashWeights* w = nullptr;
   Device* dev = nullptr;
-  uint32_t cap = 0, chunk = 0, ring = 0;
+  uint32_t cap = 0, chunk = 0, piece = 0, ring = 0;  // piece: the rows a sliding layer appends and attends at once
   struct LayerState {
     BufferRange conv_state, scan_state, k_ring, v_ring;  // Mamba states; sliding layers' rings
   };
@@ -365,6 +366,7 @@ struct Phi4FlashForward::Impl {
             ab.k_cache = g.bind(P + "k_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, St.k_ring);
             ab.v_cache = g.bind(P + "v_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, St.v_ring);
             ab.window = W;
+            ab.piece = piece;
             capacity = ring;
           } else {
             ab.k_cache = shared_kc;
@@ -463,7 +465,10 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
                                               std::to_string(c.max_position_embeddings));
   m->cap = o.max_positions ? o.max_positions : c.max_position_embeddings;
   m->chunk = std::min(o.chunk ? o.chunk : m->cap, m->cap);
-  m->ring = W.W + m->chunk - 1;
+  // The sliding layers append and attend at most a speculative verify pass's rows at once (k + 1), so that their
+  // rings stay near the window (window + piece − 1 rows, not window + chunk − 1: docs/phi4flash.md, session memory).
+  m->piece = std::min(m->chunk, kMaxDraftTokens + 1);
+  m->ring = W.W + m->piece - 1;
   m->yoco_prefill = o.yoco;
 
   // States: one buffer, every range aligned; the recurrent states first, contiguous (one copy snapshots them).
@@ -599,9 +604,11 @@ void Phi4FlashForward::seek(const int32_t* held, uint32_t n) {
   Impl& m = *impl_;
   if (n > m.cap) throw Error(Status::internal, "phi4flash: seek past the capacity");
   if (m.state_pos == n) return;
-  // Back into the last run: its snapshot and at most one chunk of rows again (the rings still hold every key the
-  // rows before it need: a run of at most chunk rows overwrites only positions older than its start − window + 1).
-  if (m.snap_valid && m.state_pos != kUnknown && m.snap_pos <= n && n <= m.state_pos) {
+  // Back into the last run: its snapshot and at most one chunk of rows again, where the rings still hold every key
+  // the rows before it need: a run of at most `piece` rows overwrites only positions older than its start − window
+  // + 1. After a longer run (a prefill chunk), from position 0 (decision 025).
+  if (m.snap_valid && m.state_pos != kUnknown && m.snap_pos <= n && n <= m.state_pos &&
+      m.state_pos - m.snap_pos <= m.piece) {
     m.restore_prog->run();
     m.state_pos = m.snap_pos;
   } else {

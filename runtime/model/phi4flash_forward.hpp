@@ -52,9 +52,9 @@ uint64_t phi4flash_fingerprint(const Phi4FlashWeights& w);
 
 struct Phi4FlashForwardOptions {
   uint32_t max_positions = 0;  // the longest sequence (the shared cache's rows); 0: max_position_embeddings
-  // Rows per program (prefill chunk); 0: max_positions (a prompt runs as one program). A sliding-window layer's
-  // ring holds sliding_window + chunk − 1 rows (the attention's rule: a chunk's rows are appended before it
-  // attends), so a prompt longer than that wraps its rings.
+  // Rows per program (prefill chunk); 0: max_positions (a prompt runs as one program). A sliding-window layer
+  // appends and attends min(chunk, kMaxDraftTokens + 1) rows at a time and its ring holds sliding_window + that − 1
+  // rows (the attention's rule: a piece's rows are appended before it attends), so a longer prompt wraps its rings.
   uint32_t chunk = 0;
   uint64_t staging_bytes = 16ull << 20;  // weight upload slice (load only)
   bool yoco = true;  // false: HeadOut::last and none run every row through every layer (SessionOptions::yoco)

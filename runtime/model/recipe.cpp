@@ -204,13 +204,25 @@ TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w
 
 TensorRef add_attention_op(Forward& f, const std::string& P, TensorRef q, TensorRef kc, TensorRef vc, TensorRef subln,
                            const AttnShape& s, const AttnOp& op) {
-  const uint32_t rows = f.rows, H = s.H, Hkv = s.Hkv, cap = s.capacity;
+  const uint32_t rows = op.rows ? op.rows : f.rows, row0 = op.row0, H = s.H, Hkv = s.Hkv, cap = s.capacity;
+  if (uint64_t(row0) + rows > f.rows)
+    throw Error(Status::internal, "attention " + P + ": rows " + std::to_string(row0) + " + " + std::to_string(rows) +
+                                      " of a pass of " + std::to_string(f.rows));
   const bool v2 = op.v2;
-  // Differential attention with the headwise norm (split-K scratch sized for every program of the plan).
+  // Differential attention with the headwise norm (split-K scratch sized for every program of the plan, shared by the
+  // pieces of one prefix).
   const AttnScratch sc = attn_scratch(f.k.attn_for(f.kv), s);
-  const TensorRef part = f.g.scratch(P + "attn.split_part", sc.part),
-                  stat = f.g.scratch(P + "attn.split_stat", sc.stat);
-  const TensorRef o = f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {rows, op.o_stride});
+  auto scratch = [&](const std::string& name, uint64_t bytes) {
+    const TensorRef t = f.g.find(name);
+    return t.valid() ? t : f.g.scratch(name, bytes);
+  };
+  const TensorRef part = scratch(P + "attn.split_part", sc.part), stat = scratch(P + "attn.split_stat", sc.stat);
+  const TensorRef o =
+      op.out.valid() ? op.out : f.g.tensor(P + "attn.out", TensorRole::activation, f.storage(), {f.rows, op.o_stride});
+  const uint64_t es = elem_type_bytes(f.storage()), q_off = uint64_t(row0) * op.q_stride * es,
+                 q_len = uint64_t(rows) * op.q_stride * es, o_off = uint64_t(row0) * op.o_stride * es,
+                 o_len = uint64_t(rows) * op.o_stride * es;
+  const bool whole = row0 == 0 && rows == f.rows;
   const DiffAttnKernel* attn = &f.k.attn_for(f.kv);
   const float lambda = static_cast<float>(op.lambda), gain = static_cast<float>(1.0 - op.lambda_init),
               seps = s.subln_eps;
@@ -224,7 +236,7 @@ TensorRef add_attention_op(Forward& f, const std::string& P, TensorRef q, Tensor
   f.g.add("attention", reads, {o, part, stat, sync}, [=](Program& p, const GraphBinding& b) {
     AttnCall call;  // V2: 2H query heads, no λ scalar, no headwise norm
     call.S = rows;
-    call.pos0 = 0;
+    call.pos0 = row0;
     call.H = v2 ? 2 * H : H;
     call.Hkv = Hkv;
     call.capacity = cap;
@@ -237,12 +249,13 @@ TensorRef add_attention_op(Forward& f, const std::string& P, TensorRef q, Tensor
     call.window = window;
     call.ring = ring;
     const BufferRange sl = v2 ? BufferRange{} : b[subln];
+    const BufferRange qr = whole ? b[q] : b[q].sub(q_off, q_len), orr = whole ? b[o] : b[o].sub(o_off, o_len);
     if (rows <= attn->max_decode_rows()) {
       uint32_t len = 0;
       const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
-      attn->record_decode(p, b[q], b[kc], b[vc], sl, b[o], {b[part], b[stat], b[sync]}, call, splits, len);
+      attn->record_decode(p, qr, b[kc], b[vc], sl, orr, {b[part], b[stat], b[sync]}, call, splits, len);
     } else {
-      attn->record_prefill(p, b[q], b[kc], b[vc], sl, b[o], call, {b[part], b[stat], b[sync]});
+      attn->record_prefill(p, qr, b[kc], b[vc], sl, orr, call, {b[part], b[stat], b[sync]});
     }
   });
   f.g.kernel(attn->choice(rows, cap, window));

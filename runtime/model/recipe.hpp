@@ -161,6 +161,11 @@ struct AttnOp {
   uint32_t q_stride = 0, o_stride = 0;
   uint32_t window = 0;  // sliding window (AttnCall::window); 0: every key up to the row's position
   bool ring = false;    // the caches are a ring of s.capacity rows (AttnCall::ring)
+  // A piece of the pass: query rows row0 … row0 + rows − 1 (rows 0: every row of the pass), at positions
+  // Forward::pos + row0 …, written into those rows of `out` (invalid: a new tensor prefix + "attn.out" of every row).
+  // The split-K scratch is shared by the pieces of one prefix.
+  uint32_t row0 = 0, rows = 0;
+  TensorRef out;
 };
 TensorRef add_attention_op(Forward& f, const std::string& prefix, TensorRef q, TensorRef k_cache, TensorRef v_cache,
                            TensorRef subln, const AttnShape& s, const AttnOp& op);

@@ -113,15 +113,23 @@ void add_gmu_block(Forward& f, TensorRef x, const MambaShape& s, const GmuBlock&
   add_linear(f, "out_proj", a, w.out_proj, x, true, one_row(f));
 }
 
-TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
+namespace {
+// The rows a sliding layer appends and attends at once: its piece, or the whole pass.
+uint32_t piece_rows(const SambaAttnBlock& w, uint32_t rows) { return w.piece && w.piece < rows ? w.piece : rows; }
+
+// The block's norm and projection: the query rows (a new tensor prefix + "q", written by the append where the layer
+// has keys) and, unless the layer is a cross-decoder one, the fused [q | k | v] rows.
+std::pair<TensorRef, TensorRef> add_sambay_projection(Forward& f, TensorRef x, const AttnShape& s,
+                                                      const SambaAttnBlock& w, float eps) {
   check_rows(f, "attention block");
   const std::string& P = w.pre.prefix;
   const uint32_t T = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, qw = 2 * H * D;
   const bool cross = w.kind == SambaAttnKind::cross, sliding = w.kind == SambaAttnKind::sliding;
-  if (sliding && (w.window == 0 || uint64_t(s.capacity) < uint64_t(w.window) + s.chunk - 1))
+  const uint32_t most = piece_rows(w, s.chunk);
+  if (sliding && (w.window == 0 || uint64_t(s.capacity) < uint64_t(w.window) + most - 1))
     throw Error(Status::internal, "attention block " + P + ": a ring of " + std::to_string(s.capacity) +
                                       " rows cannot hold a window of " + std::to_string(w.window) + " and " +
-                                      std::to_string(s.chunk) + "-row chunks");
+                                      std::to_string(most) + "-row pieces");
   const TensorRef h = add_norm(f, P + "attn_norm.out", x, w.pre.w, w.pre.b, E, eps);
   const uint32_t qkvw = cross ? qw : qw + 4 * Hkv * D;
   if (w.wqkv.out != qkvw)
@@ -130,40 +138,77 @@ TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const Samb
   const TensorRef q = f.g.tensor(P + "q", TensorRole::activation, f.storage(), {T, qw});
   if (cross) {  // queries only: the keys and values are the shared cache's
     add_linear(f, "Wq", h, w.wqkv, q, false, one_row(f));
-    return q;
+    return {q, TensorRef{}};
   }
-  // q, k, v; the K/V rows appended as they are (no RoPE), at row p (full) or p mod ring (sliding).
   const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {T, qkvw});
   add_linear(f, "Wqkv", h, w.wqkv, qkv, false, one_row(f));
+  return {q, qkv};
+}
+
+// Rows row0 … row0 + rows − 1 of qkv: q into q's rows, K/V appended as they are (no RoPE) at position
+// Forward::pos + row0 + i (full: that row; sliding: that row mod the ring).
+void add_sambay_append(Forward& f, const AttnShape& s, const SambaAttnBlock& w, TensorRef qkv, TensorRef q,
+                       uint32_t row0, uint32_t rows) {
+  const bool sliding = w.kind == SambaAttnKind::sliding;
   const RopeKvKernel* append = &f.k.rope_for(f.kv);
   RopeKvParams rp = rope_kv_params(f, s);
+  rp.rows = rows;
+  rp.pos0 = row0;
   rp.ring = sliding ? 1 : 0;
   rp.rope = 0;
+  const uint64_t es = elem_type_bytes(f.storage()), qw = f.g.at(q).shape[1], qkvw = f.g.at(qkv).shape[1];
+  const bool whole = row0 == 0 && rows == f.rows;
   const TensorRef kc = w.k_cache, vc = w.v_cache, pos = f.pos;
   f.g.add("kv_append", {qkv, pos, kc, vc}, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
-    append->record(p, b[qkv], BufferRange{}, b[q], b[kc], b[vc], rp, b[pos]);
+    const BufferRange in = whole ? b[qkv] : b[qkv].sub(row0 * qkvw * es, rows * qkvw * es),
+                      out = whole ? b[q] : b[q].sub(row0 * qw * es, rows * qw * es);
+    append->record(p, in, BufferRange{}, out, b[kc], b[vc], rp, b[pos]);
   });
   f.g.kernel(sliding ? "rope_kv (no rotation, ring)" : "rope_kv (no rotation)");
+}
+
+AttnOp sambay_attn_op(const AttnShape& s, const SambaAttnBlock& w) {
+  const bool sliding = w.kind == SambaAttnKind::sliding;
+  AttnOp op;
+  op.lambda = w.lambda;
+  op.lambda_init = w.lambda_init;
+  op.q_stride = op.o_stride = 2 * s.H * s.D;
+  op.window = sliding ? w.window : 0;
+  op.ring = sliding;
+  return op;
+}
+}  // namespace
+
+TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
+  const auto [q, qkv] = add_sambay_projection(f, x, s, w, eps);
+  if (qkv.valid()) add_sambay_append(f, s, w, qkv, q, 0, f.rows);
   return q;
 }
 
 void add_sambay_attention_out(Forward& f, TensorRef x, TensorRef q, const AttnShape& s, const SambaAttnBlock& w) {
   check_rows(f, "attention block");
-  const bool sliding = w.kind == SambaAttnKind::sliding;
-  const uint32_t qw = 2 * s.H * s.D;
-  AttnOp op;
-  op.lambda = w.lambda;
-  op.lambda_init = w.lambda_init;
-  op.q_stride = qw;
-  op.o_stride = qw;
-  op.window = sliding ? w.window : 0;
-  op.ring = sliding;
-  const TensorRef o = add_attention_op(f, w.pre.prefix, q, w.k_cache, w.v_cache, w.subln, s, op);
+  const TensorRef o = add_attention_op(f, w.pre.prefix, q, w.k_cache, w.v_cache, w.subln, s, sambay_attn_op(s, w));
   add_linear(f, "out_proj", o, w.wo, x, true, one_row(f));
 }
 
 void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
-  add_sambay_attention_out(f, x, add_sambay_qkv(f, x, s, w, eps), s, w);
+  const uint32_t piece = piece_rows(w, f.rows);
+  if (w.kind != SambaAttnKind::sliding || piece == f.rows) {
+    add_sambay_attention_out(f, x, add_sambay_qkv(f, x, s, w, eps), s, w);
+    return;
+  }
+  // A sliding layer in pieces: each piece's keys are appended just before its queries attend, so that the ring
+  // holds the window of the piece's first row (window + piece − 1 rows).
+  const auto [q, qkv] = add_sambay_projection(f, x, s, w, eps);
+  AttnOp op = sambay_attn_op(s, w);
+  op.out = f.g.tensor(w.pre.prefix + "attn.out", TensorRole::activation, f.storage(), {f.rows, op.o_stride});
+  for (uint32_t r0 = 0; r0 < f.rows; r0 += piece) {
+    op.row0 = r0;
+    op.rows = std::min(piece, f.rows - r0);
+    add_sambay_append(f, s, w, qkv, q, op.row0, op.rows);
+    add_attention_op(f, w.pre.prefix, q, w.k_cache, w.v_cache, w.subln, s, op);
+  }
+  add_linear(f, "out_proj", op.out, w.wo, x, true, one_row(f));
 }
 
 TensorRef add_last_row(Forward& f, TensorRef t, const std::string& name) {

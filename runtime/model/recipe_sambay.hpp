@@ -70,6 +70,9 @@ struct SambaAttnBlock {
   // window + f.rows − 1); full: the shared cache the layer appends to; cross: the shared cache it reads.
   TensorRef k_cache, v_cache;
   uint32_t window = 0;  // sliding only: keys p − window + 1 … p
+  // sliding only: a pass of more rows appends and attends `piece` rows at a time (0: every row at once), so that the
+  // ring needs window + piece − 1 rows instead of window + chunk − 1 (the projections still run every row at once).
+  uint32_t piece = 0;
 };
 // x += out_proj(attention(...)) + bias. s: E, H (differential heads), Hkv, D, capacity (the cache's rows), chunk
 // (the most rows a program of the plan runs), subln_eps.

@@ -102,8 +102,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     Phi4FlashForwardOptions fo;
     fo.max_positions = s->cap;
     fo.yoco = o.yoco;
-    // The automatic chunk: 64 rows. Each sliding-window layer's ring holds window + chunk − 1 rows, so a longer
-    // chunk costs ring memory in every session (docs/phi4flash.md, session memory).
+    // The automatic chunk: 64 rows. The sliding-window layers append and attend at most 17 rows at once, so their
+    // rings (window + 16 rows) do not grow with the chunk (docs/phi4flash.md, session memory).
     fo.chunk = o.chunk ? std::min(o.chunk, s->cap) : std::min(64u, s->cap);
     s->sambay = Phi4FlashForward::create(m.sambay, fo);
     s->chunk = s->sambay->chunk();

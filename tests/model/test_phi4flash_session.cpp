@@ -190,6 +190,29 @@ void check_session(Precision precision) {
   Runs fresh(fx.shape, toks.size());
   fresh.prefill(0, 30, 4, true);
   check_rows(s->prefill(toks), expect, 29, 1, fx.V, "prefill of 30 after reset", stored(fresh));
+
+  // Pieces: with chunk 32 the sliding layers append and attend 17 rows at a time (kMaxDraftTokens + 1; rings of
+  // 5 + 17 − 1 = 21 rows). A run of 25 rows (pieces of 17 and 8) with every row's logits; a rewind into it recomputes
+  // from position 0 (the rings no longer hold the keys before the run's start), then decodes.
+  SessionOptions sp;
+  sp.chunk = 32;
+  auto p = Session::create(*model, sp);
+  SessionOptions s17, s64;
+  s17.chunk = 17;
+  s64.chunk = 64;
+  CHECK(p->kv_cache_bytes() == Session::create(*model, s17)->kv_cache_bytes());  // the rings stop at 17-row pieces
+  CHECK(p->kv_cache_bytes() == Session::create(*model, s64)->kv_cache_bytes());
+  CHECK(s->kv_cache_bytes() < p->kv_cache_bytes());  // chunk 4: rings of 5 + 4 − 1 rows
+  Runs pr(fx.shape, toks.size());
+  pr.run(0, 5);
+  check_rows(p->prefill({toks.begin(), toks.begin() + 5}, true), expect, 0, 5, fx.V, "pieces: prefill 5", stored(pr));
+  pr.run(5, 25);
+  check_rows(p->prefill({toks.begin() + 5, toks.end()}, true), expect, 5, 25, fx.V, "pieces: 25 rows in pieces",
+             stored(pr));
+  p->rewind(20);
+  pr.run(0, 20);
+  pr.run(20, 1);
+  check_rows(p->decode(toks[20]), expect, 20, 1, fx.V, "pieces: decode 20 after rewinding into the run", stored(pr));
 }
 
 }  // namespace
