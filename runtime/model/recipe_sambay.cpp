@@ -1,6 +1,8 @@
 // SambaY's blocks (recipe_sambay.hpp), built on the one recipe's linear, norm and attention op.
 #include "model/recipe_sambay.hpp"
 
+#include <algorithm>
+
 #include "diffvk/error.hpp"
 
 namespace diffvk {
@@ -178,6 +180,12 @@ AttnOp sambay_attn_op(const AttnShape& s, const SambaAttnBlock& w) {
   return op;
 }
 }  // namespace
+
+uint32_t sambay_piece_rows(uint32_t chunk, uint32_t most, const std::vector<uint64_t>& row_bytes, uint64_t align) {
+  for (uint32_t p = std::min(chunk, most); p >= 1 && align; --p)
+    if (std::all_of(row_bytes.begin(), row_bytes.end(), [&](uint64_t b) { return (p * b) % align == 0; })) return p;
+  return chunk;
+}
 
 TensorRef add_sambay_qkv(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps) {
   const auto [q, qkv] = add_sambay_projection(f, x, s, w, eps);

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/recipe.hpp"
 
@@ -74,6 +75,10 @@ struct SambaAttnBlock {
   // ring needs window + piece − 1 rows instead of window + chunk − 1 (the projections still run every row at once).
   uint32_t piece = 0;
 };
+// The rows a sliding layer's piece takes (pure): the most, at most `most` and `chunk`, whose rows of every given byte
+// width are a multiple of `align` bytes (each piece binds its rows of those tensors at that offset); none: `chunk`
+// (no pieces).
+uint32_t sambay_piece_rows(uint32_t chunk, uint32_t most, const std::vector<uint64_t>& row_bytes, uint64_t align);
 // x += out_proj(attention(...)) + bias. s: E, H (differential heads), Hkv, D, capacity (the cache's rows), chunk
 // (the most rows a program of the plan runs), subln_eps.
 void add_sambay_attention_block(Forward& f, TensorRef x, const AttnShape& s, const SambaAttnBlock& w, float eps);

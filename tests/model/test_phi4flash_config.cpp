@@ -9,6 +9,7 @@
 #include "diffvk/error.hpp"
 #include "diffvk/model.hpp"
 #include "model/phi4flash_config.hpp"
+#include "model/recipe_sambay.hpp"
 
 using diffvk::Error;
 using diffvk::Status;
@@ -111,6 +112,22 @@ TEST_CASE("phi4flash config: session state bytes at 8192 tokens (docs/phi4flash.
   CHECK(b.total() == 64665600);
   // Below the window every cache holds what it has seen.
   CHECK(diffvk::sambay_state_bytes(parse(published()), 100, 2).sliding_kv == 8ull * 100 * 2 * 20 * 64 * 2);
+}
+
+TEST_CASE("phi4flash config: a sliding layer's pieces start at aligned offsets (sambay_piece_rows, pure)") {
+  using diffvk::sambay_piece_rows;
+  // The published shape in fp16: q rows of 2·40·64·2 B, [q | k | v] rows of (5120 + 4·20·64)·2 B: 17 rows, any
+  // alignment up to 256 B; at most the chunk.
+  CHECK(sambay_piece_rows(64, 17, {10240, 20480}, 256) == 17);
+  CHECK(sambay_piece_rows(8, 17, {10240, 20480}, 256) == 8);
+  // Rows of 48 B (a tiny shape): 17 rows are 816 B, not a multiple of 64; 16 rows are.
+  CHECK(sambay_piece_rows(64, 17, {48, 96}, 16) == 17);
+  CHECK(sambay_piece_rows(64, 17, {48, 96}, 64) == 16);
+  CHECK(sambay_piece_rows(64, 17, {48, 96}, 256) == 16);
+  // No row count aligns (an odd row width at 4-byte alignment would be, with 2-byte rows: 2 rows): the largest that
+  // does; where none does up to 17, no pieces.
+  CHECK(sambay_piece_rows(64, 17, {2}, 4) == 16);
+  CHECK(sambay_piece_rows(64, 17, {2}, 256) == 64);
 }
 
 TEST_CASE("phi4flash config: inconsistent or unsupported values are refused, naming the key") {
