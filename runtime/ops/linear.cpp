@@ -225,6 +225,7 @@ RowGeometry row_geometry(const DeviceCaps& c) {
     g.pin = g.wg;
   g.one_sg = g.pin != 0 || (c.subgroup_min_size == c.subgroup_max_size && c.subgroup_size == g.wg);
   g.lane_groups = c.kind != DeviceKind::cpu;
+  g.lanes = c.kind == DeviceKind::cpu ? 1 : 0;
   return g;
 }
 
@@ -238,6 +239,8 @@ uint32_t row_lanes(const RowGeometry& g, uint32_t steps, bool pairs, uint32_t fo
   if (force != 0) {
     lg = 1;
     while (lg * 2 <= force && lg * 2 <= g.wg) lg *= 2;
+  } else if (g.lanes) {
+    lg = g.lanes;
   } else if (g.lane_groups && steps < g.wg) {
     lg = 1;
     while (lg < steps) lg *= 2;

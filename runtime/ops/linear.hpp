@@ -169,11 +169,16 @@ struct RowGeometry {
   uint32_t wg = 0, nf = 0, pin = 0;
   bool one_sg = false;
   bool lane_groups = false;
+  // The lanes per group row_lanes takes unless forced (0: its rule). CPU drivers: 1, each lane computes its features
+  // over the whole row and no sum crosses lanes (llvmpipe 22.3, the 134M model's f16 decode: 167 -> 79-90 ms/token;
+  // a cross-lane reduction per feature cost as much as the row's loads at in = 768).
+  uint32_t lanes = 0;
 };
 RowGeometry row_geometry(const DeviceCaps& caps);
 // Lanes per lane group (LG, spec constant 8 of linear_row.glsl) of a one-row dispatch whose
 // rows take `steps` load steps (dense: in / 8 in fp16, in / 4 in fp32 with vector loads, else in; Q8_0: in / 16;
-// Q4_0 and the int8 path: in / 32). Pure. One group (g.wg) where steps >= g.wg or !g.lane_groups; otherwise
+// Q4_0 and the int8 path: in / 32). Pure. g.lanes where set (CPU drivers: 1); one group (g.wg) where steps >= g.wg
+// or !g.lane_groups; otherwise
 // the smallest power of two >= steps, so that every lane has a load. Never fewer lanes than leave each group
 // one feature (two with `pairs`: the RoPE epilogue's pairs stay in one group), i.e. LG >= wg·(pairs ? 2 : 1) / nf.
 // force (the tuning's row_lanes, Device::tuning(); test hooks): that size wherever lane groups are not allowed

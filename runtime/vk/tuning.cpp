@@ -491,7 +491,7 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     set_choice(t, "row_lanes", std::to_string(t.row_lanes), "override " + o->setting());
   } else {
     set_choice(t, "row_lanes", "auto",
-               "cap: each kernel's row geometry (lane groups on GPUs, one group on CPU drivers)");
+               "cap: each kernel's row geometry (lane groups on GPUs, one lane per group on CPU drivers)");
   }
   if (const TuningOverride* o = over("linear_reg_share")) {
     t.linear_reg_shuffle = o->value == "shuffle";

@@ -373,11 +373,15 @@ TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (
           CHECK(g.nf % (g.wg / lg) == 0);
           if (pairs) CHECK((g.nf / (g.wg / lg)) % 2 == 0);
         }
-  // CPU drivers keep one group unless forced (DIFFVK_ROW_LANES, the op tables' lanes= cases).
+  // CPU drivers take one lane per group (no cross-lane sums) unless forced (DIFFVK_ROW_LANES, the op tables' lanes=
+  // cases).
   const RowGeometry cpu = geo(8, 8, 8, false, DeviceKind::cpu);
   CHECK_FALSE(cpu.lane_groups);
+  CHECK(cpu.lanes == 1);
   CHECK(cpu.nf == kCpuRowFeatures);
-  CHECK(row_lanes(cpu, 2, false) == 8);
+  CHECK(row_lanes(cpu, 2, false) == 1);
+  CHECK(row_lanes(cpu, 4096 / 8, true) == 1);  // 8 groups of 4 features: RoPE pairs in one group
+  CHECK(row_lanes(cpu, 2, false, 8) == 8);
   CHECK(row_lanes(cpu, 2, false, 4) == 4);
   CHECK(row_lanes(cpu, 2, true, 1) == 1);    // 8 groups of 4 features: pairs still in one group
   CHECK(row_lanes(cpu, 2, false, 3) == 2);   // rounded down to a power of two
