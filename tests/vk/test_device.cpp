@@ -232,7 +232,7 @@ TEST_CASE(
     "change the caps") {
   CHECK(parse_tuning("int_dot=off,fp16=off,subgroup=off,kv_staging=off,kv_staging=on,coopmat=off", "x").size() == 6);
   const DeviceCaps gpu = sim_gpu(0x13B5, "Mali-G715");
-  for (const char* bad : {"int_dot=on", "fp16=on", "subgroup=yes", "kv_staging=blocks", "coopmat=maybe"}) {
+  for (const char* bad : {"int_dot=yes", "fp16=on", "subgroup=yes", "kv_staging=blocks", "coopmat=maybe"}) {
     const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
     CHECK(tuning_error(gpu, bad).find("tuning key '" + key + "' must be") != std::string::npos);
   }
@@ -259,6 +259,24 @@ TEST_CASE(
   CHECK(choose_quant_row_path(c).path == QuantRowPath::dequant);
   CHECK(choose_quant_row_path(gpu).path == QuantRowPath::int8_dot);
   CHECK(t.fp16);
+  // int_dot=on: the int8 paths where the feature is there but not accelerated (a CPU driver); unsupported without it.
+  c = gpu;
+  c.int8_dot_accelerated = false;
+  CHECK(choose_quant_row_path(c).path == QuantRowPath::dequant);
+  t = tuned(c, "int_dot=on");
+  CHECK(t.int_dot);
+  CHECK(c.int8_dot_accelerated);
+  CHECK(t.why("int_dot").find("override int_dot=on (DIFFVK_TUNING)") == 0);
+  CHECK(choose_quant_row_path(c).path == QuantRowPath::int8_dot);
+  c = gpu;
+  c.integer_dot_product = c.int8_dot_accelerated = false;
+  try {
+    tuned(c, "int_dot=on");
+    CHECK(false);
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::unsupported);
+    CHECK(std::string(e.what()).find("no shaderIntegerDotProduct") != std::string::npos);
+  }
 
   // fp16=off: the fp32 variants; the precision step takes the cooperative matrices with it, and refuses fp16.
   c = gpu;
