@@ -64,7 +64,7 @@ def main():
         "title": "Model-level side by side with llama.cpp (134M DiffLlama / Llama shapes)",
         "benchmark": "peer llama.cpp",
         "device": "lavapipe (llvmpipe), " + a.cpu,
-        "driver": "Mesa " + a.mesa,
+        "driver": dv.get("device", {}).get("driver_info") or ("Mesa " + a.mesa),
         "date": datetime.date.today().isoformat(),
         "commit": a.commit,
         "command": "bash bench/peer/run OUT.json (docs/peer-comparison.md): diffvk bench --model DIR --weights all "
