@@ -469,10 +469,10 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
   // rings stay near the window (window + piece − 1 rows, not window + chunk − 1: docs/phi4flash.md, session memory).
   // A piece's rows start at a multiple of `piece` in the q, [q | k | v] and output tensors, bound at that offset: it
   // must be a multiple of minStorageBufferOffsetAlignment (up to 256 bytes), else fewer rows, else no pieces.
-  const uint64_t es = W.fp16 ? 2 : 4, q_row = uint64_t(2) * W.H * W.D * es,
-                 qkv_row = q_row + uint64_t(4) * W.Hkv * W.D * es,
-                 al_rows = dev.caps().min_storage_buffer_offset_alignment;
-  m->piece = sambay_piece_rows(m->chunk, kMaxDraftTokens + 1, {q_row, qkv_row}, al_rows);
+  const AttnShape as = m->attn_shape(0);
+  const uint64_t es = W.fp16 ? 2 : 4, al_rows = dev.caps().min_storage_buffer_offset_alignment;
+  m->piece =
+      sambay_piece_rows(m->chunk, kMaxDraftTokens + 1, {sambay_q_width(as) * es, sambay_qkv_width(as) * es}, al_rows);
   m->ring = W.W + m->piece - 1;
   m->yoco_prefill = o.yoco;
 

@@ -125,7 +125,7 @@ std::pair<TensorRef, TensorRef> add_sambay_projection(Forward& f, TensorRef x, c
                                                       const SambaAttnBlock& w, float eps) {
   check_rows(f, "attention block");
   const std::string& P = w.pre.prefix;
-  const uint32_t T = f.rows, E = s.E, H = s.H, Hkv = s.Hkv, D = s.D, qw = 2 * H * D;
+  const uint32_t T = f.rows, E = s.E, qw = sambay_q_width(s);
   const bool cross = w.kind == SambaAttnKind::cross, sliding = w.kind == SambaAttnKind::sliding;
   const uint32_t most = piece_rows(w, s.chunk);
   if (sliding && (w.window == 0 || uint64_t(s.capacity) < uint64_t(w.window) + most - 1))
@@ -133,7 +133,7 @@ std::pair<TensorRef, TensorRef> add_sambay_projection(Forward& f, TensorRef x, c
                                       " rows cannot hold a window of " + std::to_string(w.window) + " and " +
                                       std::to_string(most) + "-row pieces");
   const TensorRef h = add_norm(f, P + "attn_norm.out", x, w.pre.w, w.pre.b, E, eps);
-  const uint32_t qkvw = cross ? qw : qw + 4 * Hkv * D;
+  const uint32_t qkvw = cross ? qw : sambay_qkv_width(s);
   if (w.wqkv.out != qkvw)
     throw Error(Status::internal, "attention block " + P + ": Wqkv has " + std::to_string(w.wqkv.out) +
                                       " rows, the shape needs " + std::to_string(qkvw));
@@ -174,7 +174,7 @@ AttnOp sambay_attn_op(const AttnShape& s, const SambaAttnBlock& w) {
   AttnOp op;
   op.lambda = w.lambda;
   op.lambda_init = w.lambda_init;
-  op.q_stride = op.o_stride = 2 * s.H * s.D;
+  op.q_stride = op.o_stride = sambay_q_width(s);
   op.window = sliding ? w.window : 0;
   op.ring = sliding;
   return op;

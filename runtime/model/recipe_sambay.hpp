@@ -75,6 +75,10 @@ struct SambaAttnBlock {
   // ring needs window + piece − 1 rows instead of window + chunk − 1 (the projections still run every row at once).
   uint32_t piece = 0;
 };
+// A SambaY attention layer's row widths (values): the queries (2H·D; also the heads' output) and the fused
+// [q | k | v] projection (2H·D + 4·Hkv·D).
+inline uint32_t sambay_q_width(const AttnShape& s) { return 2 * s.H * s.D; }
+inline uint32_t sambay_qkv_width(const AttnShape& s) { return sambay_q_width(s) + 4 * s.Hkv * s.D; }
 // The rows a sliding layer's piece takes (pure): the most, at most `most` and `chunk`, whose rows of every given byte
 // width are a multiple of `align` bytes (each piece binds its rows of those tensors at that offset); none: `chunk`
 // (no pieces).
