@@ -267,9 +267,10 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       fp16_(o.fp16),
       quant_choice_(choose_quant_matmul_path(device.caps(), quant_path)) {
   std::vector<bool> build(tiles_.size(), all_variants);
-  // Compiled on first record (LazyPipeline) unless every variant is asked for.
-  const bool now = all_variants;
-  auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), now); };
+  // Compiled on first record (LazyPipeline), all_variants too: a test or the self-test that declares every
+  // variant records a few of them (on an H200 compiling all of them at construction was 16.5 of the self-test's
+  // 18.2 s). Program::finalize compiles what a program records, batched on the device's worker threads.
+  auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
   for (uint32_t v : linear_reachable_variants(device.caps(), o.fp16)) build[v] = true;
   const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
   // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
@@ -391,33 +392,30 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // x32 / y32 (fp16 devices only): float32 x (the residual stream under the norm prologue or the lm_head's
   // last row) / float32 y and residual. The SwiGLU prologue reads the fp16 [gate | up] row only.
   // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), declared on first use; the
-  // one-group set now (compiled now under all_variants).
+  // one-group set now (compiled on first record, as every variant).
   const uint32_t n32 = o.fp16 ? 2 : 1, wg = rg.wg, nf = rg.nf;
-  row_sets_ =
-      std::make_unique<RowLaneSets<RowPipes>>([&device, o, rg, one_sg, n32, wg, nf, now](RowPipes& s, uint32_t lg) {
-        const uint32_t spec_lg = lg >= wg ? 0u : lg;
-        auto make = [&](PipelineDesc d) {
-          return std::make_unique<LazyPipeline>(device, std::move(d), now && spec_lg == 0);
-        };
-        for (uint32_t vec = 0; vec < 2; ++vec)
-          for (uint32_t pro = 0; pro < 3; ++pro)
-            for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
-              for (uint32_t y32 = 0; y32 < n32; ++y32)
-                s.row[vec][pro][x32][y32] = make(kernel_desc("linear_row", o)
-                                                     .with_bindings(6)
-                                                     .with_push(kLinearRowPushBytes)
-                                                     .with_spec({wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg})
-                                                     .with_subgroup_size(o.subgroup ? rg.pin : 0u));
-        // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
-        for (uint32_t vec = 0; vec < 2; ++vec)
-          for (uint32_t pro = 0; pro < 2; ++pro)
-            for (uint32_t x32 = 0; x32 < n32; ++x32)
-              s.rope[vec][pro][x32] = make(kernel_desc("linear_row_rope", o)
-                                               .with_bindings(9)
-                                               .with_push(sizeof(LinearRowRopePush))
-                                               .with_spec({wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg})
-                                               .with_subgroup_size(o.subgroup ? rg.pin : 0u));
-      });
+  row_sets_ = std::make_unique<RowLaneSets<RowPipes>>([&device, o, rg, one_sg, n32, wg, nf](RowPipes& s, uint32_t lg) {
+    const uint32_t spec_lg = lg >= wg ? 0u : lg;
+    auto make = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
+    for (uint32_t vec = 0; vec < 2; ++vec)
+      for (uint32_t pro = 0; pro < 3; ++pro)
+        for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+          for (uint32_t y32 = 0; y32 < n32; ++y32)
+            s.row[vec][pro][x32][y32] = make(kernel_desc("linear_row", o)
+                                                 .with_bindings(6)
+                                                 .with_push(kLinearRowPushBytes)
+                                                 .with_spec({wg, nf, vec, pro, x32, y32, 0u, one_sg, spec_lg})
+                                                 .with_subgroup_size(o.subgroup ? rg.pin : 0u));
+    // The decode step's fused q/k/v projection with RoPE + KV append (prologue none or rmsnorm, y in storage).
+    for (uint32_t vec = 0; vec < 2; ++vec)
+      for (uint32_t pro = 0; pro < 2; ++pro)
+        for (uint32_t x32 = 0; x32 < n32; ++x32)
+          s.rope[vec][pro][x32] = make(kernel_desc("linear_row_rope", o)
+                                           .with_bindings(9)
+                                           .with_push(sizeof(LinearRowRopePush))
+                                           .with_spec({wg, nf, vec, pro, x32, 0u, 0u, one_sg, spec_lg})
+                                           .with_subgroup_size(o.subgroup ? rg.pin : 0u));
+  });
   row_sets_->get(wg);
 }
 

@@ -208,7 +208,8 @@ class RowLaneSets {
 class LinearKernel {
  public:
   // quant: the block formats (q8_0, q4_0) record_quant will be asked for; their pipelines are built here.
-  // all_variants: pipelines for every tile candidate (record_variant of any of them: tests, the benchmark's
+  // all_variants: pipelines declared for every tile candidate, each compiled on its first record like every other
+  // (record_variant of any of them: tests, the benchmark's
   // forced variants); otherwise only for those the device's tile choice can pick (linear_reachable_variants:
   // a CPU driver compiles none of the shared-memory tiles it never runs).
   // quant_path: forces record_quant's path (choose_quant_matmul_path; null = the device's choice, logged at info
