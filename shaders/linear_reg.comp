@@ -14,7 +14,10 @@
 // barriers and shared memory stop workgroup merging. The GPU path with shared memory is linear.comp.
 // Loads never leave the tensors: rows and columns past the edge are clamped (their results are dropped
 // at the store); the k tail (in % KV) runs elementwise. Workgroups grid-stride over the tiles.
-// Y32 = 1: y and r are float32 (RTYPE) in either variant.
+// Y32 = 1: y and r are float32 (RTYPE) in either variant; Y32 = 2: float32 when p.flags bit 2 is set, else the storage
+// type, chosen per dispatch (the epilogue's one uniform branch): one pipeline serves both outputs, so a model compiles
+// the register tile once per weight format instead of twice (on lavapipe each compile is seconds of LLVM at the first
+// dispatch; the main loop does not depend on the output type).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -65,7 +68,7 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4); bit 2: float32 y, r (Y32 = 2)
   uint qoff;  // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
@@ -142,6 +145,7 @@ const bool XB_OK = WG >= BM || WG == 8 || WG == 4;
 
 void main() {
   const uint lane = gl_LocalInvocationIndex;
+  const bool out32 = Y32 == 2 ? (p.flags & 4u) != 0u : Y32 != 0;
   const uint TN = WG * RN;
 #if DVK_SUBGROUP
   // Broadcast only when the workgroup is exactly one subgroup (the host asks for that size; a driver that
@@ -223,7 +227,7 @@ void main() {
           if (col >= p.out_f) continue;
           const uint o = row * p.y_stride + col;
           float v = acc[i][j];
-          if (Y32 != 0) {
+          if (out32) {
             if ((p.flags & 1u) != 0u) v += rf[o];
             yf[o] = v;
           } else {

@@ -297,10 +297,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
                       const char* shader = "linear_reg") {
     const bool pin = dc.subgroup_size_control && t.wg >= dc.subgroup_min_size && t.wg <= dc.subgroup_max_size &&
                      dc.subgroup_min_size != dc.subgroup_max_size;
+    // linear_reg.comp in fp16 takes its output type per dispatch (Y32 = 2, p.flags bit 2): the two y32 descriptions
+    // are one pipeline on the device (shared, compiled once). linear_reg_dot keeps it a constant.
+    const uint32_t y32_spec = o.fp16 && std::string(shader) == "linear_reg" ? 2u : y32;
     return PipelineDesc{shader}
         .with_bindings(5)
         .with_push(push + 4)
-        .with_spec({t.wg, t.bm, t.rn, vec, y32, wq, xsh})
+        .with_spec({t.wg, t.bm, t.rn, vec, y32_spec, wq, xsh})
         .with_subgroup(reg_subgroup_ && sg)
         .with_fp16(o.fp16)
         .with_subgroup_size(pin ? t.wg : 0u);
@@ -732,6 +735,7 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
                                               (int8 ? " int8 dot-product pipelines (neither chosen nor all_variants)"
                                                     : " pipelines for tile variant " + std::to_string(variant)));
   const LazyPipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
+  if (y32 && t.reg && !int8) push.flags |= 4u;  // linear_reg.comp's output type (Y32 = 2: see reg_desc)
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
                    quant   ? (int8 ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
                               : wq == QuantType::q4_0 ? "linear_reg q4_0"
