@@ -13,11 +13,14 @@
 #include <set>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "bench/op_run_impl.hpp"
 #include "bench/presets.hpp"
 #include "bench/shapes.hpp"
 #include "ops/linear.hpp"
 #include "diffvk/bench.hpp"
+#include "diffvk/gguf.hpp"
 
 namespace diffvk::bench {
 
@@ -115,10 +118,22 @@ std::string path_of(const OpCase& c) {
 bool recorded_here(const OpCase& c, const Device& dev) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
   const size_t at = c.name.find(" variant=");
-  if (c.op() != "linear" || at == std::string::npos) return true;
+  if (std::string(c.op()) != "linear" || at == std::string::npos) return true;
   const uint32_t v = uint32_t(std::strtoul(c.name.c_str() + at + 9, nullptr, 10));
   const std::vector<uint32_t> reach = linear_reachable_variants(dev.caps(), dev.fp16());
   return std::find(reach.begin(), reach.end(), v) != reach.end();
+}
+
+// Whether the case's weight format is one the request tests (SelftestRequest::weights; empty: all). The float cases
+// always run; a quantized case names its format as a word of its name (" q8_0", " q4_0").
+bool format_requested(const OpCase& c, const SelftestRequest& request) {
+  if (request.weights.empty()) return true;
+  std::istringstream in(c.name);
+  std::string tok;
+  while (in >> tok)
+    if (tok == "q8_0" || tok == "q4_0")
+      return std::find(request.weights.begin(), request.weights.end(), tok) != request.weights.end();
+  return true;
 }
 
 }  // namespace
@@ -145,7 +160,7 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
       // A shared-memory reduction forced where the device has subgroup arithmetic: not what this tuning records,
       // but subgroup=off's path, which the retest after that fallback runs.
       if (!c.subgroup() && dev.subgroup_arithmetic()) continue;
-      if (!recorded_here(c, dev)) continue;
+      if (!recorded_here(c, dev) || !format_requested(c, request)) continue;
       if (++taken[path_of(c)] > kCasesPerPath) continue;
       const auto t0 = std::chrono::steady_clock::now();
       const Features before = features_of(c, dev, "");
@@ -224,6 +239,16 @@ std::vector<std::string> selftest_ops_for_shape(const std::string& name) {
   return selftest_ops_for_config(published_shape(name).config);
 }
 
+std::vector<std::string> selftest_weights_for_load(const std::string& path, QuantKind weights, bool q4_0_head) {
+  struct stat st {};
+  if (!path.empty() && (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    return {};  // a GGUF file: its tensors' formats are not read before the load, so every format
+  std::vector<std::string> w{"f16"};
+  if (weights != QuantKind::f16) w.push_back(quant_kind_name(weights));
+  if (weights == QuantKind::q4_0 && !q4_0_head) w.push_back("q8_0");  // lm_head (LoadOptions::weights)
+  return w;
+}
+
 std::vector<std::string> selftest_ops_for_bench(const Options& o) {
   validate_options(o);
   if (!o.model_dir.empty()) {
@@ -240,6 +265,16 @@ std::vector<std::string> selftest_ops_for_bench(const Options& o) {
   if (o.variant == "v1") return {"diff_attn"};
   if (o.variant == "v2") return {"diff_v2_attn"};
   return {"diff_attn", "diff_v2_attn"};
+}
+
+std::vector<std::string> selftest_weights_for_bench(const Options& o) {
+  if (o.model_dir.empty() && o.shape.empty()) return {};  // the op tables and the matmul table: every format
+  std::vector<std::string> all;
+  for (QuantKind k : o.weight_list.empty() ? std::vector<QuantKind>{o.weights} : o.weight_list)
+    for (const std::string& w : selftest_weights_for_load(o.model_dir, k, false)) {
+      if (std::find(all.begin(), all.end(), w) == all.end()) all.push_back(w);
+    }
+  return all;
 }
 
 }  // namespace diffvk::bench

@@ -73,7 +73,7 @@ Runner register_attn_map(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     if (!a->output.empty()) check_output(a->output, "--output", {}, dir);
     if (!a->json.empty()) check_output(a->json, "--json", {a->output}, dir);
-    auto ctx = Context::create(a->dev.options_for_model(dir));
+    auto ctx = Context::create(a->dev.options_for_model(dir, a->load));
     auto model = Model::load(*ctx, dir, a->load);
     const ModelConfig& cfg = model->config();
     const Tokenizer tokenizer = model_tokenizer(dir, cfg);  // the tokenizer of `diffvk run`

@@ -43,10 +43,11 @@ ContextOptions DeviceFlags::options() const {
   return o;
 }
 
-ContextOptions DeviceFlags::options_for_model(const std::string& path) const {
+ContextOptions DeviceFlags::options_for_model(const std::string& path, const LoadOptions& load) const {
   ContextOptions o = options();
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return o;
+  o.selftest_weights = bench::selftest_weights_for_load(path, load.weights, load.q4_0_head);
   try {
     o.selftest_ops = bench::selftest_ops_for_model(path);
   } catch (const std::exception&) {  // a config.json Model::load refuses: it says why, naming the file and the key

@@ -84,7 +84,7 @@ Runner register_perplexity(CLI::App& app) {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
     if (!a->json.empty()) check_output(a->json, "--json", {a->text}, dir);
     const std::string text = read_text(a->text);
-    auto ctx = Context::create(a->dev.options_for_model(dir));
+    auto ctx = Context::create(a->dev.options_for_model(dir, a->load));
     auto model = Model::load(*ctx, dir, a->load);
     const ModelConfig& cfg = model->config();
     check_context_chunk(a->context, a->chunk, cfg.max_position_embeddings,

@@ -16,6 +16,7 @@ Runner register_selftest(CLI::App& app) {
     DeviceFlags device;
     std::string model, shape, ops;
     bool read = false;
+    LoadOptions load;
   };
   auto f = std::make_shared<Flags>();
   add_device_flags(cmd, f->device);
@@ -23,6 +24,7 @@ Runner register_selftest(CLI::App& app) {
       ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--shape", f->shape, "test the ops a published shape records (`diffvk bench --shape` names)");
   cmd->add_option("--ops", f->ops, "test these ops (comma-separated case-table names)");
+  add_weights_flag(cmd, f->load);  // with --model or --shape: the weight formats of that load (default f16)
   cmd->add_flag("--cached", f->read,
                 "print the kept verdict when there is one (--selftest auto) instead of testing again (always)");
   return [f]() {
@@ -34,6 +36,8 @@ Runner register_selftest(CLI::App& app) {
       throw Error(Status::invalid_argument, "selftest: --selftest off tests nothing (auto or always)");
     if (!f->model.empty()) o.selftest_ops = bench::selftest_ops_for_model(f->model);
     if (!f->shape.empty()) o.selftest_ops = bench::selftest_ops_for_shape(f->shape);
+    if (!f->model.empty() || !f->shape.empty())
+      o.selftest_weights = bench::selftest_weights_for_load(f->model, f->load.weights, f->load.q4_0_head);
     for (size_t p = 0; !f->ops.empty() && p <= f->ops.size();) {
       const size_t e = std::min(f->ops.find(',', p), f->ops.size());
       if (e > p) o.selftest_ops.push_back(f->ops.substr(p, e - p));

@@ -114,8 +114,15 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
 // not read here), or a published shape (`diffvk bench --shape NAME`'s names).
 std::vector<std::string> selftest_ops_for_model(const std::string& path);
 std::vector<std::string> selftest_ops_for_shape(const std::string& name);
+// The weight formats a load records (ContextOptions::selftest_weights): f16 and LoadOptions::weights' format (with
+// q8_0 for the head under q4_0 unless q4_0_head), for a model directory, a shape (path empty) or a synthesized model;
+// empty (every format) for a GGUF file, whose tensors are not read here.
+std::vector<std::string> selftest_weights_for_load(const std::string& path, QuantKind weights, bool q4_0_head);
 // The ops a benchmark run records: its model's or shape's, the linear op for the matmul table, the op or every op
 // for the op tables, else the attention cases' (diff_attn and/or diff_v2_attn, by Options::variant).
 std::vector<std::string> selftest_ops_for_bench(const Options& options);
+// The weight formats it records: its model's or shape's loads (every type of Options::weight_list), or every format
+// (empty) for the tables.
+std::vector<std::string> selftest_weights_for_bench(const Options& options);
 
 }  // namespace diffvk::bench

@@ -207,6 +207,12 @@ struct ContextOptions {
   // The ops it tests (names of diffvk_bench's case tables); empty: every op with a table (all that any model kind
   // records). `diffvk selftest --model DIR` gives the model's.
   std::vector<std::string> selftest_ops;
+  // The weight formats whose paths it tests: "f16" (the storage type), "q8_0", "q4_0"; empty: every format. The
+  // float paths are always tested; a quantized op case runs only where its format is listed (an f16 model then
+  // compiles no quantized pipeline at load). `diffvk run/chat/bench` give the load's (LoadOptions::weights; every
+  // format for a GGUF file, whose tensors are not read before the load). Any other name is an invalid_argument
+  // error naming the field.
+  std::vector<std::string> selftest_weights;
   // Test hook: the cases it fails on purpose (with selftest_fault's fault), "" = none: "OP" fails every variant of
   // the op (the chain then runs out: the create fails naming op and variant), "OP:KEY" only the variants that use the
   // feature of tuning key KEY (coopmat, int_dot, attn_core, subgroup, fp16: the fallback then passes).

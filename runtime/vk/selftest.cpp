@@ -65,6 +65,10 @@ std::string config_of(const Device& d, const ContextOptions& o) {
     s += ";ops=";
     for (size_t i = 0; i < o.selftest_ops.size(); ++i) s += (i ? "," : "") + o.selftest_ops[i];
   }
+  if (!o.selftest_weights.empty()) {
+    s += ";weights=";
+    for (size_t i = 0; i < o.selftest_weights.size(); ++i) s += (i ? "," : "") + o.selftest_weights[i];
+  }
   if (!o.selftest_fail_variant.empty())
     s += ";fail=" + o.selftest_fail_variant + ";fault=" + selftest_fault_name(o.selftest_fault);
   return s;
@@ -79,9 +83,13 @@ std::string fault_choices() {
   return s;
 }
 
-// The test hook's fields: a fault class of the enum, and one other than the default only with the variants to plant
-// it in.
-void validate_fault_hook(const ContextOptions& o) {
+// The weight formats are known names; the test hook's fields: a fault class of the enum, and one other than the
+// default only with the variants to plant it in.
+void validate_selftest_fields(const ContextOptions& o) {
+  for (const std::string& w : o.selftest_weights)
+    if (w != "f16" && w != "q8_0" && w != "q4_0")
+      throw Error(Status::invalid_argument, "ContextOptions::selftest_weights: '" + w.substr(0, 64) +
+                                                "' is not a weight format (f16, q8_0, q4_0)");
   const char* name = selftest_fault_name(o.selftest_fault);
   if (!name)
     throw Error(Status::invalid_argument, "ContextOptions::selftest_fault " + std::to_string(int(o.selftest_fault)) +
@@ -288,7 +296,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
                                 : options.selftest;
   const std::string source = mode != options.selftest ? "DIFFVK_SELFTEST" : "ContextOptions::selftest";
   report.mode = mode;
-  validate_fault_hook(options);
+  validate_selftest_fields(options);
   std::unique_ptr<Device> d = Device::create(options);
   report.device = device_name(*d);
   if (mode == SelftestMode::off) {
@@ -350,6 +358,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
 
   SelftestRequest request;
   request.ops = options.selftest_ops;
+  request.weights = options.selftest_weights;
   request.fail_variant = options.selftest_fail_variant;
   request.fault = options.selftest_fault;
   const auto t0 = std::chrono::steady_clock::now();

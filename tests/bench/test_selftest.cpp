@@ -337,6 +337,46 @@ TEST_CASE("selftest: the ops of each model kind, from its config.json") {
   CHECK_THROWS_AS(bench::selftest_ops_for_shape("no-such-shape"), Error);
 }
 
+TEST_CASE("selftest: a load tests the weight formats it records, and only those") {
+  test::TempDir tmp("diffvk-selftest-weights");
+  const std::string dir = tmp / "m";
+  std::filesystem::create_directories(dir);
+  using W = std::vector<std::string>;
+  CHECK(bench::selftest_weights_for_load(dir, QuantKind::f16, false) == W{"f16"});
+  CHECK(bench::selftest_weights_for_load(dir, QuantKind::q8_0, false) == W{"f16", "q8_0"});
+  CHECK(bench::selftest_weights_for_load(dir, QuantKind::q4_0, false) == W{"f16", "q4_0", "q8_0"});  // the head
+  CHECK(bench::selftest_weights_for_load(dir, QuantKind::q4_0, true) == W{"f16", "q4_0"});
+  CHECK(bench::selftest_weights_for_load("", QuantKind::q4_0, true) == W{"f16", "q4_0"});      // a shape
+  CHECK(bench::selftest_weights_for_load(tmp / "model.gguf", QuantKind::f16, false).empty());  // a file: every one
+  bench::Options b;
+  b.shape = "phi4-mini-flash";
+  b.weight_list = {QuantKind::q8_0, QuantKind::q4_0};
+  CHECK(bench::selftest_weights_for_bench(b) == W{"f16", "q8_0", "q4_0"});
+  b = bench::Options{};
+  b.matmul_table = true;
+  CHECK(bench::selftest_weights_for_bench(b).empty());
+
+  SelftestEnv env;
+  // The quantized cases are rows of the same variants (the variant names the features, not the format): an f16
+  // load runs fewer cases, and its verdict is kept under its own configuration.
+  ContextOptions all = selftest_options(SelftestMode::always, {"linear_row"});
+  ContextOptions f16 = all;
+  f16.selftest_weights = {"f16"};
+  auto c_all = Context::create(all);
+  auto c_f16 = Context::create(f16);
+  uint32_t n_all = 0, n_f16 = 0;
+  for (const SelftestRow& r : c_all->selftest().rows) n_all += r.cases;
+  for (const SelftestRow& r : c_f16->selftest().rows) n_f16 += r.cases;
+  CHECK(n_f16 > 0);
+  CHECK(n_f16 < n_all);
+  CHECK(c_f16->selftest().config.find(";weights=f16") != std::string::npos);
+  CHECK(c_all->selftest().config.find("weights=") == std::string::npos);
+
+  ContextOptions bad = f16;
+  bad.selftest_weights = {"q5_k"};
+  CHECK_THROWS_WITH_AS(Context::create(bad), doctest::Contains("ContextOptions::selftest_weights: 'q5_k'"), Error);
+}
+
 TEST_CASE("selftest: a benchmark tests the ops it records") {
   bench::Options o;
   o.variant = "v1";
