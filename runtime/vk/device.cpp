@@ -278,6 +278,7 @@ Device::~Device() {
       vkDeviceWaitIdle(device_);
     }
     zero_.reset();
+    release_parked_pipelines();
     if (cache_) {
       try {
         save_pipeline_cache();
@@ -293,6 +294,33 @@ Device::~Device() {
 }
 
 bool Device::validation() const { return instance_->validation(); }
+
+void Device::park_pipelines(bool on) {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  park_ = on;
+}
+
+void Device::release_parked_pipelines() noexcept {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  park_ = false;
+  for (auto it = shared_.begin(); it != shared_.end();) {
+    if (it->second.refs != 0) {
+      ++it;
+      continue;
+    }
+    if (it->second.pipeline) vkDestroyPipeline(device_, it->second.pipeline, nullptr);
+    if (it->second.layout) vkDestroyPipelineLayout(device_, it->second.layout, nullptr);
+    if (it->second.set_layout) vkDestroyDescriptorSetLayout(device_, it->second.set_layout, nullptr);
+    it = shared_.erase(it);
+  }
+}
+
+size_t Device::parked_pipelines() const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  size_t n = 0;
+  for (const auto& e : shared_) n += e.second.refs == 0;
+  return n;
+}
 
 void Device::require_execution(const std::string& what) const {
   if (mode_ == DeviceMode::statistics_only)

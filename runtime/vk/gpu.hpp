@@ -141,6 +141,15 @@ class Device {
 
   // What the self-test at load did (Context::create: runtime/vk/selftest.cpp).
   const SelftestReport& selftest() const { return selftest_; }
+  // Pipelines kept for the model: while on, a shared pipeline whose last user goes is parked (kept compiled, no
+  // user) instead of destroyed, so that a later Pipeline of the same description adopts it without compiling it
+  // again. The self-test at load turns it on around its runner: the model's first dispatches then find the variants
+  // the self-test compiled (a driver without a shader cache of its own compiles them once, not twice). Parked
+  // pipelines that nothing adopted go with release_parked_pipelines() or with the device; at most one per variant
+  // the self-test ran. parked_pipelines(): how many are parked now.
+  void park_pipelines(bool on);
+  void release_parked_pipelines() noexcept;
+  size_t parked_pipelines() const;
   void set_selftest(SelftestReport report) { selftest_ = std::move(report); }
 
  private:
@@ -169,8 +178,9 @@ class Device {
     VkPipeline pipeline = VK_NULL_HANDLE;
     uint32_t refs = 0;
   };
-  std::mutex shared_mutex_;
-  std::map<std::string, SharedPipeline> shared_;
+  mutable std::mutex shared_mutex_;
+  std::map<std::string, SharedPipeline> shared_;  // refs == 0: parked (park_pipelines)
+  bool park_ = false;                             // under shared_mutex_
 
   std::unique_ptr<Instance> instance_;
   DeviceMode mode_ = DeviceMode::normal;

@@ -251,10 +251,12 @@ void Pipeline::destroy() noexcept {
   if (!shared_key_.empty()) {
     std::lock_guard<std::mutex> lock(device_.shared_mutex_);
     auto it = device_.shared_.find(shared_key_);
-    if (it != device_.shared_.end() && --it->second.refs > 0) {  // others still use the objects
+    // Others still use the objects, or the device parks them for a later adopter (Device::park_pipelines).
+    if (it != device_.shared_.end() && (--it->second.refs > 0 || device_.park_)) {
       pipeline_ = VK_NULL_HANDLE;
       layout_ = VK_NULL_HANDLE;
       set_layout_ = VK_NULL_HANDLE;
+      shared_key_.clear();
       return;
     }
     if (it != device_.shared_.end()) device_.shared_.erase(it);

@@ -372,7 +372,10 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
   };
   report.ran = true;
   for (int pass = 0;; ++pass) {
+    // The runner's pipelines stay compiled for the model (Device::park_pipelines); a failing pass's device goes.
+    d->park_pipelines(true);
     std::vector<SelftestRow> rows = runner(*d, request);
+    d->park_pipelines(false);
     size_t failing = rows.size();
     for (size_t i = 0; i < rows.size(); ++i) {
       rows[i].tuning = report.fallback;

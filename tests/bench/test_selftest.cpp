@@ -79,6 +79,8 @@ TEST_CASE("selftest: every op's cases pass on the test device, and the run is ti
   }
   for (const std::string& op : bench::table_ops()) CHECK_MESSAGE(ops.count(op) == 1, op << " was not tested");
   CHECK(std::filesystem::exists(r.verdict_path));
+  // Its pipelines stay compiled for the model to adopt (Device::park_pipelines), at most one per pipeline it ran.
+  CHECK(ctx->device().parked_pipelines() > 0);
 }
 
 TEST_CASE("selftest: auto writes the verdict file, and the next create reads it instead of testing") {

@@ -841,6 +841,50 @@ TEST_CASE("pipeline: identical pipelines on one device share their Vulkan object
   for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
 }
 
+// Device::park_pipelines (the self-test at load hands its pipelines to the model): a parked pipeline is adopted
+// without a compile, one parked while nothing adopts it goes with release_parked_pipelines (a leaked one would be
+// reported by the validation layer at vkDestroyDevice), and with parking off the last user destroys it as before.
+TEST_CASE("pipeline: a parked pipeline is adopted without compiling, and released when nothing takes it") {
+  const uint32_t n = NormChain::n;
+  NormChain c(4096, std::vector<float>(n, 2.0f), std::vector<float>(n, 1.0f));
+  Device& dev = c.dev;
+  {
+    Program warm(dev, "warm");
+    c.step(warm, 0, 2048);
+    warm.finalize();
+  }
+  REQUIRE(dev.pipelines().size() == 1);
+  PipelineDesc desc = dev.pipelines()[0]->desc();
+  desc.push_bytes += 16;  // a description of its own, not the kernel's
+  PipelineDesc other = desc;
+  other.push_bytes += 16;
+  CHECK(dev.parked_pipelines() == 0);
+  dev.park_pipelines(true);
+  auto a = std::make_unique<Pipeline>(dev, desc);
+  auto b = std::make_unique<Pipeline>(dev, other);
+  a.reset();
+  b.reset();
+  dev.park_pipelines(false);
+  CHECK(dev.parked_pipelines() == 2);
+  const auto compiled = dev.compile_stats().pipelines;
+  auto again = std::make_unique<Pipeline>(dev, desc);  // adopts the parked one
+  CHECK(dev.compile_stats().pipelines == compiled);
+  CHECK(dev.parked_pipelines() == 1);
+  dev.release_parked_pipelines();  // `other`: nothing took it
+  CHECK(dev.parked_pipelines() == 0);
+  again.reset();  // parking is off: destroyed by its last user
+  CHECK(dev.parked_pipelines() == 0);
+  auto fresh = std::make_unique<Pipeline>(dev, desc);
+  CHECK(dev.compile_stats().pipelines == compiled + 1);
+  // The kernel's own pipeline is untouched by all of this.
+  Program prog(dev, "after parking");
+  c.step(prog, 0, 2048);
+  prog.run();
+  std::vector<float> y(n);
+  c.buf.download(2048, y.data(), n * 4);
+  for (float v : y) CHECK(v == doctest::Approx(0.5).epsilon(1e-5));
+}
+
 TEST_CASE("pipeline: a LazyPipeline compiles on first use, once across threads, with its declaration's group") {
   auto ctx = test::make_context(Precision::fp32);
   Device& dev = ctx->device();
