@@ -17,4 +17,22 @@ rc_clean=$(probe)
 rc_failed=$(probe "pass mesa22: ctest rc 8")
 echo "unreachable_exit: nothing failed before -> $rc_clean (want 3); a pass failed before -> $rc_failed (want 1)"
 [[ $rc_clean -eq 3 && $rc_failed -eq 1 ]] || { echo "FAIL"; exit 1; }
+
+# .ci/run names a failing test, and the start of its output, at the end of the run (a CI report shows its tail):
+# failed_tests_digest() on a ctest log with one passed, one failed and one skipped test.
+fn="$(awk '/^failed_tests_digest\(\) \{/,/^\}/' "$ROOT/.ci/run")"
+[[ -n "$fn" ]] || { echo "FAIL: failed_tests_digest() not found in .ci/run"; exit 1; }
+cat >"$log" <<'LOG'
+      Start  1: a passing test
+  1/3 Test  #1: a passing test ..........   Passed    0.1 sec
+      Start  2: selftest: a failing test
+  2/3 Test  #2: selftest: a failing test .......***Failed    3.2 sec
+tests/bench/test_selftest.cpp:72: ERROR: CHECK( row.pass ) is NOT correct!
+      Start  3: a skipped test
+  3/3 Test  #3: a skipped test ..........***Skipped    0.1 sec
+LOG
+digest="$(eval "$fn"; failed_tests_digest "$log" "pass 1")"
+echo "$digest"
+grep -q "selftest: a failing test" <<<"$digest" && grep -q "CHECK( row.pass ) is NOT correct" <<<"$digest" \
+  && ! grep -q "passing test\|skipped test" <<<"$digest" || { echo "FAIL: the digest"; exit 1; }
 echo "ok"
