@@ -22,7 +22,7 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   }
   out.skipped = c.skip_reason(dev_);
   if (!out.skipped.empty()) return out;
-  const bool sg = c.subgroup() && dev_.subgroup_arithmetic();
+  const bool sg = c.subgroup() && dev_.subgroup_arithmetic(c.op());  // less the self-test's per-op fallback
   Prepared p(dev_);
   p.timestamps = timing && timing->timestamps;
   if (plant_ == Plant::pipeline_failure) fail_pipelines(c, sg, p);

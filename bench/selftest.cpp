@@ -36,7 +36,7 @@ struct Features {
 };
 Features features_of(const OpCase& c, const Device& dev, const std::string& detail) {
   Features f;
-  const bool sg = c.subgroup() && dev.subgroup_arithmetic();
+  const bool sg = c.subgroup() && dev.subgroup_arithmetic(c.op());
   const std::string op = c.op();
   f.variant = std::string(c.fp16 ? "fp16" : "fp32") + (sg ? " subgroup" : " shared");
   const bool attention = op == "diff_attn" || op == "diff_v2_attn";
@@ -157,9 +157,9 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
     for (const auto& cp : op_cases(op, OpMode::conformance)) {
       const OpCase& c = *cp;
       if (c.fp16 != dev.fp16() || !c.skip_reason(dev).empty()) continue;  // not a path this device runs
-      // A shared-memory reduction forced where the device has subgroup arithmetic: not what this tuning records,
-      // but subgroup=off's path, which the retest after that fallback runs.
-      if (!c.subgroup() && dev.subgroup_arithmetic()) continue;
+      // A shared-memory reduction forced where the op's kernel has subgroup arithmetic: not what this tuning records,
+      // but the path of its fallback subgroup_off=OP, which the retest after that fallback runs.
+      if (!c.subgroup() && dev.subgroup_arithmetic(op)) continue;
       if (!recorded_here(c, dev) || !format_requested(c, request)) continue;
       if (++taken[path_of(c)] > kCasesPerPath) continue;
       const auto t0 = std::chrono::steady_clock::now();

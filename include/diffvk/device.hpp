@@ -131,6 +131,14 @@ struct Tuning {
   bool fp16 = false;
   bool subgroup = false;
   bool kv_staging = true;
+  // subgroup_off: the kernels whose subgroup variants are off while `subgroup` is on: the self-test's per-op fallback
+  // (runtime/vk/selftest.cpp), or the override subgroup_off=OP[+OP...], whose items add up. The kernels:
+  // linear (the matmul and one-row linears), attention, head_rmsnorm, layer_norm, attn_probs; an op of the case
+  // tables names its kernel (linear_row: linear; diff_attn, diff_v2_attn: attention).
+  std::vector<std::string> subgroup_off;
+  // Whether `op`'s kernel (a kernel or a case-table op, as above) runs its subgroup variant: `subgroup`, less
+  // subgroup_off. An op without subgroup variants follows `subgroup`.
+  bool subgroup_for(const std::string& op) const;
   // attn_core: the attention core. keys (one key at a time), blocks (key blocks, one subgroup per workgroup),
   // staged (key blocks staged in shared memory for several subgroups), coopmat (every differential prefill takes
   // the cooperative-matrix kernel; a kernel that cannot is an error naming why).

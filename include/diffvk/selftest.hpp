@@ -54,10 +54,11 @@ struct SelftestRow {
   double seconds = 0;    // wall time of its cases (inputs, float64 reference, pipelines, runs, check)
   bool pass = true;      // every case within the tolerance, replayed identically, padding untouched
   std::string failure;   // the first failing case: its name and why ("" when pass)
-  std::string fallback;  // the tuning step the failure took ("subgroup=off"); "" when pass or nothing was left
+  std::string fallback;  // the tuning step the failure took ("subgroup_off=linear"); "" when pass or nothing was left
   std::string tuning;    // the fallback overrides this pass ran under ("" = the context's tuning as requested)
   // The tuning keys whose features the variant used, in the fallback chain's order: coopmat, int_dot, attn_core,
-  // subgroup, fp16. The chain switches off the first of them still on.
+  // subgroup, fp16. The chain switches off the first of them still on (subgroup: for this op's kernel only,
+  // subgroup_off=KERNEL, where it has subgroup variants).
   std::vector<std::string> uses;
 };
 

@@ -204,9 +204,9 @@ std::unique_ptr<DiffAttnLayer> DiffAttnLayer::load(Context& ctx, const std::stri
   im->chunk = o.chunk;
 
   // Kernels (all pipelines are created here, at load time).
-  const KernelOptions ko = KernelOptions::for_device(dev);
-  im->k.linear = std::make_unique<LinearKernel>(dev, ko);
-  im->k.rope = std::make_unique<RopeKvKernel>(dev, ko);
+  const KernelOptions ko = KernelOptions::for_op(dev, "attention");
+  im->k.linear = std::make_unique<LinearKernel>(dev, KernelOptions::for_op(dev, "linear"));
+  im->k.rope = std::make_unique<RopeKvKernel>(dev, KernelOptions::for_device(dev));
   im->k.attn = v2 ? std::make_unique<DiffAttnKernel>(dev, ko, D, 2 * H / Hkv, 8, AttnSoftmax::v2)
                   : std::make_unique<DiffAttnKernel>(dev, ko, D, H / Hkv);
 

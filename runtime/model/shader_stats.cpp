@@ -79,7 +79,7 @@ ShaderStatsReport shader_stats(const ShaderStatsOptions& options) {
           ModelKernels v2;
           {
             PipelineGroup g2(dev, "DIFF V2 " + label);
-            v2.attn = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_device(dev), D, 2 * H / Hkv, 8,
+            v2.attn = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_op(dev, "attention"), D, 2 * H / Hkv, 8,
                                                        AttnSoftmax::v2);
           }
           kernels.push_back(std::move(v2));

@@ -67,7 +67,10 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   if (n_rep == 0) throw Error(Status::invalid_argument, "attention: n_rep must be positive");
   if (max_decode_rows == 0 || max_decode_rows > 8)
     throw Error(Status::invalid_argument, "attention: decode handles 1..8 query rows per call");
-  const DeviceCaps& caps = device.caps();
+  // Without subgroup operations (KernelOptions::subgroup false: the device's choice, or the self-test's per-op fallback
+  // on a device that has them) the tiles are planned as for a device without subgroup arithmetic.
+  DeviceCaps caps = device.caps();
+  if (!o.subgroup) caps.subgroup_arithmetic_compute = false;
   const uint32_t n = nsm(softmax);
   const std::string kv_problem =
       kv_format_problem(kv, softmax == AttnSoftmax::v2 || softmax == AttnSoftmax::v2_plain ? D : 2 * D);

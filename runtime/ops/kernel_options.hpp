@@ -19,6 +19,9 @@ struct KernelOptions {
   bool fp16 = false;
   bool subgroup = false;
   static KernelOptions for_device(const Device& d) { return {d.fp16(), d.subgroup_arithmetic()}; }
+  // The options of `op`'s kernel (Tuning::subgroup_for): the device's, less a subgroup variant the self-test's
+  // per-op fallback turned off. The model's kernels are built with these.
+  static KernelOptions for_op(const Device& d, const std::string& op) { return {d.fp16(), d.subgroup_arithmetic(op)}; }
 };
 
 // A pipeline description whose shader variant (fp16 arithmetic, subgroup reductions) follows these options.

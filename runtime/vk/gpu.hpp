@@ -75,6 +75,8 @@ class Device {
   const Tuning& tuning() const { return tuning_; }
   bool fp16() const { return fp16_; }                     // fp16-storage shader variants in use
   bool subgroup_arithmetic() const { return subgroup_; }  // subgroup shader variants in use
+  // Subgroup shader variants in use for `op`'s kernel (Tuning::subgroup_for: less the per-op fallback's subgroup_off).
+  bool subgroup_arithmetic(const std::string& op) const { return subgroup_ && tuning_.subgroup_for(op); }
   // VK_KHR_cooperative_matrix enabled (caps().coopmat_shape()): the caps keep a shape only where it is enabled
   // (an fp32 device zeroes it at creation).
   bool coopmat() const { return caps_.coopmat_m != 0; }

@@ -42,13 +42,17 @@ std::string hex_of(uint64_t v, int digits) {
   return b;
 }
 
-// The fallback chain (decision 024): the first key of `uses` whose feature is still on, and its fallback value.
-std::string next_fallback(const std::vector<std::string>& uses, const Tuning& t) {
-  for (const std::string& k : uses) {
+// The fallback chain (decision 024): the first key among the failing row's features that is still on, and its
+// fallback. Subgroup operations go for the row's kernel only (subgroup_off=KERNEL); the other keys for the device.
+std::string next_fallback(const SelftestRow& row, const Tuning& t) {
+  for (const std::string& k : row.uses) {
     if (k == "coopmat" && t.coopmat) return "coopmat=off";
     if (k == "int_dot" && t.int_dot) return "int_dot=off";
     if (k == "attn_core" && t.attn_core != "keys") return "attn_core=keys";
-    if (k == "subgroup" && t.subgroup) return "subgroup=off";
+    if (k == "subgroup" && t.subgroup_for(row.op)) {
+      const char* kernel = subgroup_kernel_of(row.op);
+      return kernel ? std::string("subgroup_off=") + kernel : "subgroup=off";
+    }
     if (k == "fp16" && t.fp16) return "fp16=off";
   }
   return "";
@@ -385,7 +389,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     report.rows.insert(report.rows.end(), rows.begin(), rows.end());
     if (failing == rows.size()) break;
     SelftestRow& bad = report.rows[first + failing];
-    const std::string step = next_fallback(bad.uses, d->tuning());
+    const std::string step = next_fallback(bad, d->tuning());
     if (step.empty() || pass >= 8) {
       const std::string msg = failure_message(bad, "no fallback is left for it");
       save(msg);
@@ -393,7 +397,6 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     }
     bad.fallback = step;
     const std::string key = step.substr(0, step.find('='));
-    const std::string value = step.substr(step.find('=') + 1);
     report.fallback += (report.fallback.empty() ? "" : ",") + step;
     platform::log(LogLevel::warn, "self-test: op '" + bad.op + "' variant '" + bad.variant + "' failed (" +
                                       bad.failure + "): falling back to " + step + " and testing again");
@@ -406,7 +409,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
       return fail(msg);
     }
     const TuningChoice* c = d->tuning().find(key);
-    if (!c || c->value != value) {  // an override that wins over ContextOptions::tuning (DIFFVK_TUNING)
+    if (next_fallback(bad, d->tuning()) == step) {  // an override that wins over ContextOptions::tuning (DIFFVK_TUNING)
       const std::string msg = failure_message(
           bad, "its fallback " + step + " did not take (" + key + " = " + (c ? c->value + ": " + c->why : "?") + ")");
       save(msg);

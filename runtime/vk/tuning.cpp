@@ -26,7 +26,22 @@ std::string trim(const std::string& s) {
 constexpr unsigned long kMaxPipelineThreads = 64;
 constexpr unsigned kAutoPipelineThreadsCap = 8;
 
-// The keys and their values (quirk, rule, row_lanes and pipeline_threads are checked by code).
+// subgroup_off's kernels (the kernels with subgroup variants) and the case-table ops each records: the self-test's
+// rows name the latter.
+struct SubgroupKernel {
+  const char* kernel;
+  std::vector<const char*> ops;
+};
+const std::vector<SubgroupKernel>& subgroup_kernels() {
+  static const std::vector<SubgroupKernel> k = {{"linear", {"linear", "linear_row"}},
+                                                {"attention", {"diff_attn", "diff_v2_attn"}},
+                                                {"head_rmsnorm", {"head_rmsnorm"}},
+                                                {"layer_norm", {"layer_norm"}},
+                                                {"attn_probs", {"attn_probs"}}};
+  return k;
+}
+
+// The keys and their values (quirk, rule, subgroup_off, row_lanes and pipeline_threads are checked by code).
 struct KeySpec {
   const char* key;
   std::vector<const char*> values;  // empty: checked below
@@ -37,6 +52,7 @@ const std::vector<KeySpec>& key_specs() {
       {"int_dot", {"auto", "on", "off"}},
       {"fp16", {"auto", "off"}},
       {"subgroup", {"auto", "off"}},
+      {"subgroup_off", {}},
       {"kv_staging", {"auto", "on", "off"}},
       {"attn_core", {"auto", "keys", "blocks", "staged", "coopmat"}},
       {"row_lanes", {}},
@@ -86,6 +102,26 @@ void check_value(const std::string& source, const std::string& key, const std::s
           "must be auto, 0 (auto) or a thread count up to " + std::to_string(kMaxPipelineThreads) + ", not '" + value +
               "'");
     return;
+  }
+  if (key == "subgroup_off") {  // kernels with subgroup variants, or case-table ops of them, joined by '+'
+    std::string name, rest = value;
+    bool all = !value.empty();
+    while (all && !rest.empty()) {
+      const size_t plus = rest.find('+');
+      name = rest.substr(0, plus);
+      rest = plus == std::string::npos ? "" : rest.substr(plus + 1);
+      if (!subgroup_kernel_of(name)) all = false;
+    }
+    if (all && value.back() != '+') return;
+    std::string known;
+    for (const SubgroupKernel& k : subgroup_kernels()) {
+      known += std::string(known.empty() ? "" : ", ") + k.kernel;
+      for (const char* op : k.ops)
+        if (std::string(op) != k.kernel) known += std::string(", ") + op;
+    }
+    bad(source, key,
+        "names '" + (all ? value : name) + "', not a kernel with subgroup variants (known: " + known +
+            "; several joined by '+')");
   }
   if (key == "rule") {  // NAME (force the row) or -NAME (drop it): a name of the device rule table
     const std::string name = !value.empty() && value[0] == '-' ? value.substr(1) : value;
@@ -266,12 +302,22 @@ void simulate_limits(DeviceCaps& c, const ContextOptions& options) {
 
 Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides) {
   Tuning t;
-  // The last override of each key (auto is no override); quirk= and rule= add up, applied first.
+  // The last override of each key (auto is no override); quirk=, rule= and subgroup_off= add up, applied first.
   std::map<std::string, const TuningOverride*> last;
   std::string forced, rules_forced, rules_dropped;
-  std::vector<const DeviceRule*> rules = matching_device_rules(c);  // the deny rows in force
+  std::vector<std::pair<std::string, const TuningOverride*>> sg_off;  // kernel, first override naming it
+  std::vector<const DeviceRule*> rules = matching_device_rules(c);    // the deny rows in force
   for (const TuningOverride& o : overrides) {
-    if (o.key == "quirk") {
+    if (o.key == "subgroup_off") {            // KERNEL[+KERNEL...]
+      check_value(o.source, o.key, o.value);  // throws, naming the key and the name
+      for (size_t b = 0; b <= o.value.size();) {
+        const size_t plus = std::min(o.value.find('+', b), o.value.size());
+        const char* k = subgroup_kernel_of(o.value.substr(b, plus - b));
+        if (std::find_if(sg_off.begin(), sg_off.end(), [&](const auto& x) { return x.first == k; }) == sg_off.end())
+          sg_off.emplace_back(k, &o);
+        b = plus + 1;
+      }
+    } else if (o.key == "quirk") {
       if (!c.has_quirk(o.value.c_str())) forced += (forced.empty() ? "" : ", ") + o.value + " by " + o.source;
       force_quirk(c, o.value);
     } else if (o.key == "rule") {
@@ -432,6 +478,25 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     // is refused).
     if (!t.subgroup) c.subgroup_arithmetic_compute = false;
   }
+  // subgroup_off: per kernel, while subgroup is on (each kernel then plans as a device without subgroup arithmetic:
+  // KernelOptions::for_op).
+  {
+    std::string value, why;
+    const TuningOverride* prev = nullptr;  // one override naming several kernels is named once
+    for (const auto& [kernel, o] : sg_off) {
+      value += (value.empty() ? "" : "+") + kernel;
+      if (o != prev) why += (why.empty() ? "override " : ", ") + o->setting();
+      prev = o;
+    }
+    if (!t.subgroup) {
+      set_choice(t, "subgroup_off", sg_off.empty() ? "none" : value,
+                 sg_off.empty() ? "subgroup is off for every kernel" : why + " (subgroup is off for every kernel)");
+    } else {
+      for (const auto& x : sg_off) t.subgroup_off.push_back(x.first);
+      set_choice(t, "subgroup_off", sg_off.empty() ? "none" : value,
+                 sg_off.empty() ? "no override: every kernel with subgroup variants runs them" : why);
+    }
+  }
   // kv_staging: attention stages K/V blocks in shared memory unless quirk no_kv_staging; on drops the quirk, off (or
   // a deny rule) adds it. attn_core=staged and attn_core=blocks decide it too; contradicting kv_staging is an error.
   bool kv_decided = false;  // by an override or a rule, not by the quirk table
@@ -561,6 +626,21 @@ void tuning_without_coopmat(Tuning& t, DeviceCaps& c, const std::string& why) {
   c.coopmat_note = why;
   if (t.coopmat) set_choice(t, "coopmat", "off", "cap: " + why);
   t.coopmat = false;
+}
+
+const char* subgroup_kernel_of(const std::string& op) {
+  for (const SubgroupKernel& k : subgroup_kernels()) {
+    if (op == k.kernel) return k.kernel;
+    for (const char* o : k.ops)
+      if (op == o) return k.kernel;
+  }
+  return nullptr;
+}
+
+bool Tuning::subgroup_for(const std::string& op) const {
+  if (!subgroup) return false;
+  const char* k = subgroup_kernel_of(op);
+  return !k || std::find(subgroup_off.begin(), subgroup_off.end(), k) == subgroup_off.end();
 }
 
 const TuningChoice* Tuning::find(const std::string& key) const {

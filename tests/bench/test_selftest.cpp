@@ -150,16 +150,18 @@ std::vector<std::string> marks_of(SelftestFault fault) {
 
 // A fault of class `fault` planted in head_rmsnorm's variants that use the first feature of the chain the test device
 // has on: the self-test must catch it (the row fails naming the case, with the fault's marks), fall back through
-// that key, retest and pass; the context opens, and the tiny model's logits on it match the PyTorch float64
-// reference at docs/maths.md's whole-model bounds. Returns the options and the fallback ("" when skipped).
+// that key (subgroup operations: for head_rmsnorm's kernel only), retest and pass; the context opens, and the tiny
+// model's logits on it (head_rmsnorm's shared-memory reduction beside the other kernels' subgroup variants) match
+// the PyTorch float64 reference at docs/maths.md's whole-model bounds. Returns the options and the fallback ("" when
+// skipped).
 std::pair<ContextOptions, std::string> planted_fault_falls_back(const SelftestEnv& env, SelftestFault fault) {
   std::string key, step;
   bool fp16 = false;
   {
     auto probe = Context::create(selftest_options(SelftestMode::off));
     fp16 = probe->precision() == Precision::fp16;
-    if (probe->tuning().subgroup)
-      key = "subgroup", step = "subgroup=off";
+    if (probe->tuning().subgroup)  // per op: head_rmsnorm's kernel only
+      key = "subgroup", step = "subgroup_off=head_rmsnorm";
     else if (probe->tuning().fp16)
       key = "fp16", step = "fp16=off";
   }
@@ -180,7 +182,12 @@ std::pair<ContextOptions, std::string> planted_fault_falls_back(const SelftestEn
   CHECK(r.config.find(std::string(";fault=") + selftest_fault_name(fault)) != std::string::npos);
   CHECK(r.fallback == step);
   CHECK(env.passes->load() == 2);  // the test, then the retest under the fallback
-  if (key == "subgroup") CHECK_FALSE(ctx->tuning().subgroup);
+  if (key == "subgroup") {         // off for head_rmsnorm's kernel, still on for the others
+    CHECK_FALSE(ctx->tuning().subgroup_for("head_rmsnorm"));
+    CHECK(ctx->tuning().subgroup);
+    CHECK(ctx->tuning().subgroup_for("linear"));
+    CHECK(ctx->tuning().subgroup_for("attention"));
+  }
   if (key == "fp16") CHECK(ctx->precision() == Precision::fp32);
   std::set<std::string> names;
   for (const auto& c : bench::op_cases("head_rmsnorm", bench::OpMode::conformance)) names.insert(c->name);
@@ -229,7 +236,10 @@ TEST_CASE("selftest: a planted wrong element is caught, falls back through its t
   CHECK(env.passes->load() == 2);
   CHECK(again->selftest().from_cache);
   CHECK(again->selftest().fallback == step);
-  if (step == "subgroup=off") CHECK_FALSE(again->tuning().subgroup);
+  if (step == "subgroup_off=head_rmsnorm") {
+    CHECK_FALSE(again->tuning().subgroup_for("head_rmsnorm"));
+    CHECK(again->tuning().subgroup_for("linear"));
+  }
   if (step == "fp16=off") CHECK(again->precision() == Precision::fp32);
 }
 

@@ -319,6 +319,38 @@ TEST_CASE(
     CHECK(tuning_error(gpu, forced).find("the key-block cores need subgroup arithmetic, which is off") !=
           std::string::npos);
 
+  // subgroup_off=OP: one kernel's subgroup variants off (the self-test's per-op fallback); the items add up, a
+  // case-table op names its kernel, and the caps keep subgroup arithmetic for the other kernels.
+  c = gpu;
+  t = tuned(c, "subgroup_off=diff_attn,subgroup_off=head_rmsnorm,subgroup_off=attention");
+  CHECK(t.subgroup);
+  CHECK(c.subgroup_arithmetic_compute);
+  CHECK(t.subgroup_off == std::vector<std::string>{"attention", "head_rmsnorm"});
+  for (const char* off : {"attention", "diff_attn", "diff_v2_attn", "head_rmsnorm"}) CHECK_FALSE(t.subgroup_for(off));
+  for (const char* on : {"linear", "linear_row", "layer_norm", "attn_probs", "silu_mul"}) CHECK(t.subgroup_for(on));
+  CHECK(t.find("subgroup_off")->value == "attention+head_rmsnorm");
+  CHECK(t.why("subgroup_off") ==
+        "override subgroup_off=diff_attn (DIFFVK_TUNING), subgroup_off=head_rmsnorm (DIFFVK_TUNING)");
+  CHECK(tuning_error(gpu, "subgroup_off=silu_mul")
+            .find("tuning key 'subgroup_off' names 'silu_mul', not a kernel with subgroup variants (known: linear, "
+                  "linear_row, attention, diff_attn") != std::string::npos);
+  // Several kernels joined by '+', as the choice prints them, and each bad name named.
+  c = gpu;
+  t = tuned(c, "subgroup_off=linear_row+layer_norm");
+  CHECK(t.subgroup_off == std::vector<std::string>{"linear", "layer_norm"});
+  CHECK(t.find("subgroup_off")->value == "linear+layer_norm");
+  CHECK(t.why("subgroup_off") == "override subgroup_off=linear_row+layer_norm (DIFFVK_TUNING)");
+  CHECK(tuning_error(gpu, "subgroup_off=linear+silu_mul").find("names 'silu_mul'") != std::string::npos);
+  CHECK(tuning_error(gpu, "subgroup_off=linear+").find("names 'linear+'") != std::string::npos);
+  c = gpu;
+  CHECK(apply_tuning(c, {}).find("subgroup_off")->value == "none");
+  // Subgroup off for the whole device: the list changes nothing.
+  c = gpu;
+  t = tuned(c, "subgroup=off,subgroup_off=linear");
+  CHECK(t.subgroup_off.empty());
+  CHECK_FALSE(t.subgroup_for("attention"));
+  CHECK(t.why("subgroup_off") == "override subgroup_off=linear (DIFFVK_TUNING) (subgroup is off for every kernel)");
+
   // kv_staging=off: quirk no_kv_staging, so the blocks core, saying why; on drops the quirk (a CPU driver).
   c = gpu;
   t = tuned(c, "kv_staging=off");
@@ -546,7 +578,7 @@ namespace {
 std::vector<std::string> run_head_norm(Context& ctx) {
   Device& dev = ctx.device();
   const uint32_t n = 64;
-  HeadRmsNormKernel k{dev, KernelOptions::for_device(dev)};
+  HeadRmsNormKernel k{dev, KernelOptions::for_op(dev, "head_rmsnorm")};
   Buffer buf(dev, 4096, MemoryDomain::device, "kill switch");
   const std::vector<float> x(n, 2.0f), w(n, 1.0f);
   buf.upload(0, x.data(), n * 4);
@@ -595,6 +627,21 @@ TEST_CASE("device: kill switch subgroup=off runs the shared-memory reductions") 
     REQUIRE_FALSE(plain_names.empty());
     for (const std::string& n : plain_names) CHECK(n.find("_sg") != std::string::npos);
   }
+}
+
+TEST_CASE("device: subgroup_off=head_rmsnorm runs that kernel's shared-memory reduction, and no other's") {
+  if (!test::device_has_subgroup_arithmetic()) {
+    test::skip("the test device has no subgroup arithmetic: no subgroup variant to turn off for one kernel");
+    return;
+  }
+  auto ctx = context_with("subgroup_off=head_rmsnorm", Precision::fp32);
+  CHECK(ctx->device().subgroup_arithmetic());
+  CHECK_FALSE(ctx->device().subgroup_arithmetic("head_rmsnorm"));
+  CHECK(ctx->device().subgroup_arithmetic("linear"));
+  CHECK(KernelOptions::for_op(ctx->device(), "attention").subgroup);
+  const auto names = run_head_norm(*ctx);
+  REQUIRE_FALSE(names.empty());
+  for (const std::string& n : names) CHECK(n.find("_sg") == std::string::npos);
 }
 
 TEST_CASE("device: a simulated subgroup size reaches the device: shared-memory reductions, the log says why") {
