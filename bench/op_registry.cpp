@@ -6,6 +6,7 @@
 #define DIFFVK_OP_TABLES(OP) \
   OP(linear)                 \
   OP(linear_row)             \
+  OP(linear_row_rope)        \
   OP(head_rmsnorm)           \
   OP(silu_mul)               \
   OP(conv1d_state)           \

@@ -93,16 +93,20 @@ OpRunner::Plant plant_of(SelftestFault fault) {
 }
 
 // The path a case exercises, from its name: the precision, the pass (prefill / decode), the weight and cache formats,
-// int8 dot products, cooperative matrices, a forced tile variant and the shared-memory reduction; not its sizes nor
-// the minor forms (strides, residuals, float32 ends, bias, capped grids, scalar loads, splits, windows). The
-// self-test runs the first case of each path in table order (kCasesPerPath; the tables start with small odd
-// shapes, then each forced variant and quirk): every path at one of its odd sizes, not the long reductions, large
-// grids and cross products the conformance tests add. On lavapipe most of the time is the pipelines' compile, one
-// per kernel variant and specialization the cases reach.
+// int8 dot products, cooperative matrices, a forced tile variant, the shared-memory reduction, DIFF V2's layout, and
+// the forms that are specialization constants of the pipeline a model records (linear_row's prologue, float32 x and y:
+// the residual stream and the logits; head_rmsnorm's and layer_norm's float32 x), so that the pipelines a model
+// records are the self-test's own and the model adopts them compiled (Device::park_pipelines); not its sizes nor the
+// forms that are push constants or plain sizes (strides, residuals, bias, capped grids, scalar loads, splits,
+// windows). The self-test runs the first case of each path in table order (kCasesPerPath; the tables start with small
+// odd shapes, then each forced variant and quirk): every path at one of its odd sizes, not the long reductions, large
+// grids and cross products the conformance tests add. On lavapipe most of the time is the pipelines' compile, one per
+// kernel variant and specialization the cases reach.
 constexpr int kCasesPerPath = 1;
 std::string path_of(const OpCase& c) {
-  static const std::set<std::string> kept{"fp16",     "fp32",    "prefill", "decode",           "q8_0",   "q4_0",
-                                          "int8-dot", "coopmat", "v2",      "shared-reduction", "kv=q8_0"};
+  static const std::set<std::string> kept{"fp16",    "fp32",     "prefill",  "decode", "q8_0",
+                                          "q4_0",    "int8-dot", "coopmat",  "v2",     "shared-reduction",
+                                          "kv=q8_0", "rmsnorm",  "silu_mul", "x32",    "y32"};
   std::string sig = c.op(), tok;
   std::istringstream in(c.name);
   while (in >> tok)
@@ -213,16 +217,16 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
   const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                ? j["model_type"].get<std::string>()
                                : std::string();
-  const std::vector<std::string> v1 = {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
-                                       "rope_kv", "kv_shift",   "diff_attn",    "attn_probs"};
+  const std::vector<std::string> v1 = {"linear", "linear_row", "linear_row_rope", "head_rmsnorm", "silu_mul",
+                                       "embed",  "rope_kv",    "kv_shift",        "diff_attn",    "attn_probs"};
   if (type == "diffllama") return v1;  // Hugging Face DiffLlama: DIFF V1 (Model::load reads its own keys)
   if (type == "phi4flash")
     return {"linear",  "linear_row", "layer_norm",   "embed",          "silu_mul",
             "rope_kv", "diff_attn",  "conv1d_state", "selective_scan", "gmu_gate"};
   const ModelConfig c = parse_model_config(config_json);
   if (c.v2())
-    return {"linear",  "linear_row", "head_rmsnorm", "silu_mul",  "embed",
-            "rope_kv", "kv_shift",   "diff_v2_attn", "attn_probs"};
+    return {"linear", "linear_row", "linear_row_rope", "head_rmsnorm", "silu_mul",
+            "embed",  "rope_kv",    "kv_shift",        "diff_v2_attn", "attn_probs"};
   return v1;
 }
 

@@ -24,7 +24,9 @@ json speculate_bench(const Options& a, Context& ctx, Model& model, const Session
   std::vector<int32_t> prompt(random.begin(), random.begin() + random.size() / 2);
   prompt.insert(prompt.end(), random.begin(), random.begin() + random.size() / 2);
   if (prompt.empty() || N < 2) throw Error(Status::invalid_argument, "bench --speculate: needs a prompt and 2 tokens");
-  const Tokenizer tok = Tokenizer::bytes(c.vocab_size, -1, -1);  // the text is not looked at
+  // The text is not looked at (only generate()'s stop strings would): the bytes tokenizer, at least 256 ids wide even
+  // for a model with a smaller vocabulary (the test fixtures), whose ids are all bytes then.
+  const Tokenizer tok = Tokenizer::bytes(std::max<uint32_t>(c.vocab_size, 256), -1, -1);
   SessionOptions sso = so;  // room for the prompt, the N tokens and a pass past the prompt's end
   sso.context = std::min<uint32_t>(c.max_position_embeddings,
                                    std::max<uint32_t>(so.context, uint32_t(prompt.size()) + N + spec.k + 1));

@@ -33,7 +33,7 @@ struct SubgroupKernel {
   std::vector<const char*> ops;
 };
 const std::vector<SubgroupKernel>& subgroup_kernels() {
-  static const std::vector<SubgroupKernel> k = {{"linear", {"linear", "linear_row"}},
+  static const std::vector<SubgroupKernel> k = {{"linear", {"linear", "linear_row", "linear_row_rope"}},
                                                 {"attention", {"diff_attn", "diff_v2_attn"}},
                                                 {"head_rmsnorm", {"head_rmsnorm"}},
                                                 {"layer_norm", {"layer_norm"}},

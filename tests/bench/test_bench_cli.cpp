@@ -186,8 +186,8 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   const std::string json_path = base + ".json", log_path = base + ".log";
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/hf_gqa_llama3";
   const std::string cmd = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
-                          " --prompt-tokens 12 --decode-tokens 4 --runs 1 --json " + json_path + " > " + log_path +
-                          " 2>&1";
+                          " --prompt-tokens 12 --decode-tokens 4 --runs 1 --speculate lookup --draft-k 2 --json " +
+                          json_path + " > " + log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -228,6 +228,14 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   CHECK(log.find("session state: 12 tokens") != std::string::npos);
   CHECK(j.at("decode").at("fraction_of_copy_ceiling").get<double>() ==
         doctest::Approx(j.at("decode").at("fraction_of_bound").get<double>()));
+  // The speculation row of one weight type (.ci/sanitize runs the bench's speculation here, not in --weights all).
+  const auto& sp = j.at("speculate");
+  INFO(sp.dump());
+  CHECK(sp.at("draft") == "lookup");
+  CHECK(sp.at("pass_rows") == 3);
+  CHECK(sp.at("accepted").get<uint32_t>() <= sp.at("drafted").get<uint32_t>());
+  CHECK(sp.at("speculative_tokens_per_s").get<double>() > 0);
+  CHECK(sp.at("same_tokens").is_boolean());
   for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
 }
 

@@ -333,7 +333,7 @@ TEST_CASE(
         "override subgroup_off=diff_attn (DIFFVK_TUNING), subgroup_off=head_rmsnorm (DIFFVK_TUNING)");
   CHECK(tuning_error(gpu, "subgroup_off=silu_mul")
             .find("tuning key 'subgroup_off' names 'silu_mul', not a kernel with subgroup variants (known: linear, "
-                  "linear_row, attention, diff_attn") != std::string::npos);
+                  "linear_row, linear_row_rope, attention, diff_attn") != std::string::npos);
   // Several kernels joined by '+', as the choice prints them, and each bad name named.
   c = gpu;
   t = tuned(c, "subgroup_off=linear_row+layer_norm");
