@@ -242,6 +242,13 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
       load_wall_s, session_s, first_prefill_s, load_wall_s + session_s + first_prefill_s,
       (unsigned long long)(compiled1.pipelines - compiled0.pipelines), compiled1.seconds - compiled0.seconds,
       ctx.device().pipeline_cache_state().c_str());
+  // The self-test at context creation comes before all of that (ContextOptions::selftest): its seconds are part of a
+  // first load's wait where it ran in this process, none where its verdict was read.
+  const SelftestReport& st = ctx.selftest();
+  const std::string selftest_state = st.ran ? "ran" : st.from_cache ? "verdict read" : "not run";
+  sink.reportf("  self-test at context creation: %s%s; with it, %.3f s to the first token", selftest_state.c_str(),
+               st.ran ? strf(", %.3f s", st.seconds).c_str() : "",
+               st.seconds + load_wall_s + session_s + first_prefill_s);
   for (const json& r : context_rows) {
     const std::string how = r.contains("prefill_seconds")
                                 ? strf("prefill %.3f s (%.1f tokens/s)", r["prefill_seconds"].get<double>(),
@@ -386,6 +393,9 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
                      {"session_create_seconds", session_s},
                      {"first_prefill_seconds", first_prefill_s},
                      {"time_to_first_token_seconds", load_wall_s + session_s + first_prefill_s},
+                     {"selftest", selftest_state},
+                     {"selftest_seconds", st.seconds},
+                     {"time_to_first_token_with_selftest_seconds", st.seconds + load_wall_s + session_s + first_prefill_s},
                      {"pipelines_compiled", compiled1.pipelines - compiled0.pipelines},
                      {"pipeline_compile_seconds", compiled1.seconds - compiled0.seconds},
                      {"pipeline_cache", ctx.device().pipeline_cache_state()},

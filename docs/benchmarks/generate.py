@@ -152,7 +152,12 @@ def model_tables(bench):
                       f'{cold.get("session_create_seconds", 0):.3f} s, first prefill {cold.get("first_prefill_seconds", 0):.3f} s: '
                       f'{cold.get("time_to_first_token_seconds", 0):.3f} s to the first token; '
                       f'{cold.get("pipelines_compiled")} pipelines created in {cold.get("pipeline_compile_seconds", 0):.3f} s; '
-                      f'pipeline cache {cold.get("pipeline_cache")}.']
+                      f'pipeline cache {cold.get("pipeline_cache")}'
+                      + (f'; the self-test at context creation {cold.get("selftest")}'
+                         + (f' ({cold.get("selftest_seconds", 0):.3f} s; with it, '
+                            f'{cold.get("time_to_first_token_with_selftest_seconds", 0):.3f} s to the first token)'
+                            if cold.get("selftest") == "ran" else '')
+                         if 'selftest' in cold else '') + '.']
     prof = bench.get('decode_profile')
     if prof:
         lines += ['', 'Decode step, GPU time per op (`--profile`):', '']

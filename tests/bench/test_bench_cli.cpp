@@ -228,6 +228,12 @@ TEST_CASE("bench cli: --model on a sharded BF16 Hugging Face checkpoint reports 
   CHECK(log.find("session state: 12 tokens") != std::string::npos);
   CHECK(j.at("decode").at("fraction_of_copy_ceiling").get<double>() ==
         doctest::Approx(j.at("decode").at("fraction_of_bound").get<double>()));
+  // The cold-start figures, with the self-test at context creation (off in the tests: DIFFVK_SELFTEST=off).
+  const auto& cold = j.at("cold_start");
+  CHECK(cold.at("selftest") == "not run");
+  CHECK(cold.at("selftest_seconds").get<double>() == 0);
+  CHECK(cold.at("time_to_first_token_with_selftest_seconds").get<double>() ==
+        doctest::Approx(cold.at("time_to_first_token_seconds").get<double>()));
   // The speculation row of one weight type (.ci/sanitize runs the bench's speculation here, not in --weights all).
   const auto& sp = j.at("speculate");
   INFO(sp.dump());
