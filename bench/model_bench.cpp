@@ -389,17 +389,18 @@ json bench_one(const Options& a, QuantKind kind, Context& ctx, const Ceilings& c
   // The first use in this process: pipelines compiled from what the caches held (diffvk's pipeline cache file, and the
   // driver's own disk cache, which diffvk does not control). Cold = both empty: --no-pipeline-cache (or a new
   // --pipeline-cache file) and an empty XDG_CACHE_HOME (Mesa's shader cache lives there).
-  j["cold_start"] = {{"load_seconds", load_wall_s},
-                     {"session_create_seconds", session_s},
-                     {"first_prefill_seconds", first_prefill_s},
-                     {"time_to_first_token_seconds", load_wall_s + session_s + first_prefill_s},
-                     {"selftest", selftest_state},
-                     {"selftest_seconds", st.seconds},
-                     {"time_to_first_token_with_selftest_seconds", st.seconds + load_wall_s + session_s + first_prefill_s},
-                     {"pipelines_compiled", compiled1.pipelines - compiled0.pipelines},
-                     {"pipeline_compile_seconds", compiled1.seconds - compiled0.seconds},
-                     {"pipeline_cache", ctx.device().pipeline_cache_state()},
-                     {"pipeline_cache_file", ctx.device().pipeline_cache_path()}};
+  j["cold_start"] = {
+      {"load_seconds", load_wall_s},
+      {"session_create_seconds", session_s},
+      {"first_prefill_seconds", first_prefill_s},
+      {"time_to_first_token_seconds", load_wall_s + session_s + first_prefill_s},
+      {"selftest", selftest_state},
+      {"selftest_seconds", st.seconds},
+      {"time_to_first_token_with_selftest_seconds", st.seconds + load_wall_s + session_s + first_prefill_s},
+      {"pipelines_compiled", compiled1.pipelines - compiled0.pipelines},
+      {"pipeline_compile_seconds", compiled1.seconds - compiled0.seconds},
+      {"pipeline_cache", ctx.device().pipeline_cache_state()},
+      {"pipeline_cache_file", ctx.device().pipeline_cache_path()}};
   if (!context_rows.empty()) j["contexts"] = std::move(context_rows);
   if (sambay) j["yoco_prefill"] = std::move(yoco_json);
   j["session_cache_bytes"] = session_state_bytes;
