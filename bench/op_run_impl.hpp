@@ -138,6 +138,13 @@ class CaseOf : public OpCase {
   }
 };
 
+// A table's parameters changed by `f` (the tables' one-line variations of a base shape).
+template <class P, class F>
+P with(P c, F&& f) {
+  f(c);
+  return c;
+}
+
 // The names' shared suffixes (every op names its forced paths the same way).
 enum class Residual : uint32_t { none = 0, separate = 1, in_place = 2 };
 inline const char* residual_name(Residual r) {

@@ -92,10 +92,6 @@ LayerNormCaseParams ln(uint32_t rows, uint32_t E) {
   c.rows = rows, c.E = E;
   return c;
 }
-LayerNormCaseParams with(LayerNormCaseParams c, const std::function<void(LayerNormCaseParams&)>& f) {
-  f(c);
-  return c;
-}
 }  // namespace
 
 OpCases layer_norm_cases(OpMode mode) {

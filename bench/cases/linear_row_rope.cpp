@@ -210,11 +210,6 @@ LinearRowRopeCaseParams rr(uint32_t E, uint32_t H, uint32_t Hkv, uint32_t D, uin
   c.E = E, c.H = H, c.Hkv = Hkv, c.D = D, c.capacity = capacity, c.norm = norm, c.x_f32 = x32;
   return c;
 }
-template <class F>
-LinearRowRopeCaseParams with(LinearRowRopeCaseParams c, F&& f) {
-  f(c);
-  return c;
-}
 }  // namespace
 
 OpCases linear_row_rope_cases(OpMode mode) {
