@@ -134,7 +134,7 @@ struct Tuning {
   // subgroup_off: the kernels whose subgroup variants are off while `subgroup` is on: the self-test's per-op fallback
   // (runtime/vk/selftest.cpp), or the override subgroup_off=OP[+OP...], whose items add up. The kernels:
   // linear (the matmul and one-row linears), attention, head_rmsnorm, layer_norm, attn_probs; an op of the case
-  // tables names its kernel (linear_row: linear; diff_attn, diff_v2_attn: attention).
+  // tables names its kernel (linear_row, linear_row_rope: linear; diff_attn, diff_v2_attn: attention).
   std::vector<std::string> subgroup_off;
   // Whether `op`'s kernel (a kernel or a case-table op, as above) runs its subgroup variant: `subgroup`, less
   // subgroup_off. An op without subgroup variants follows `subgroup`.

@@ -41,6 +41,17 @@ const std::vector<SubgroupKernel>& subgroup_kernels() {
   return k;
 }
 
+// subgroup_off's value KERNEL[+KERNEL...] as its names (an empty name where '+' has nothing on one side).
+std::vector<std::string> plus_items(const std::string& value) {
+  std::vector<std::string> items;
+  for (size_t b = 0; b <= value.size();) {
+    const size_t plus = std::min(value.find('+', b), value.size());
+    items.push_back(value.substr(b, plus - b));
+    b = plus + 1;
+  }
+  return items;
+}
+
 // The keys and their values (quirk, rule, subgroup_off, row_lanes and pipeline_threads are checked by code).
 struct KeySpec {
   const char* key;
@@ -104,15 +115,10 @@ void check_value(const std::string& source, const std::string& key, const std::s
     return;
   }
   if (key == "subgroup_off") {  // kernels with subgroup variants, or case-table ops of them, joined by '+'
-    std::string name, rest = value;
-    bool all = !value.empty();
-    while (all && !rest.empty()) {
-      const size_t plus = rest.find('+');
-      name = rest.substr(0, plus);
-      rest = plus == std::string::npos ? "" : rest.substr(plus + 1);
-      if (!subgroup_kernel_of(name)) all = false;
-    }
-    if (all && value.back() != '+') return;
+    const std::vector<std::string> names = plus_items(value);
+    const auto unknown =
+        std::find_if(names.begin(), names.end(), [](const std::string& n) { return !subgroup_kernel_of(n); });
+    if (unknown == names.end()) return;
     std::string known;
     for (const SubgroupKernel& k : subgroup_kernels()) {
       known += std::string(known.empty() ? "" : ", ") + k.kernel;
@@ -120,7 +126,7 @@ void check_value(const std::string& source, const std::string& key, const std::s
         if (std::string(op) != k.kernel) known += std::string(", ") + op;
     }
     bad(source, key,
-        "names '" + (all ? value : name) + "', not a kernel with subgroup variants (known: " + known +
+        "names '" + (unknown->empty() ? value : *unknown) + "', not a kernel with subgroup variants (known: " + known +
             "; several joined by '+')");
   }
   if (key == "rule") {  // NAME (force the row) or -NAME (drop it): a name of the device rule table
@@ -310,12 +316,10 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   for (const TuningOverride& o : overrides) {
     if (o.key == "subgroup_off") {            // KERNEL[+KERNEL...]
       check_value(o.source, o.key, o.value);  // throws, naming the key and the name
-      for (size_t b = 0; b <= o.value.size();) {
-        const size_t plus = std::min(o.value.find('+', b), o.value.size());
-        const char* k = subgroup_kernel_of(o.value.substr(b, plus - b));
+      for (const std::string& name : plus_items(o.value)) {
+        const char* k = subgroup_kernel_of(name);
         if (std::find_if(sg_off.begin(), sg_off.end(), [&](const auto& x) { return x.first == k; }) == sg_off.end())
           sg_off.emplace_back(k, &o);
-        b = plus + 1;
       }
     } else if (o.key == "quirk") {
       if (!c.has_quirk(o.value.c_str())) forced += (forced.empty() ? "" : ", ") + o.value + " by " + o.source;

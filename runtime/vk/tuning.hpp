@@ -25,8 +25,8 @@ struct DeviceEnvironment {
 DeviceEnvironment read_device_environment();
 
 // The kernel with subgroup variants that `op` names (a kernel: linear, attention, head_rmsnorm, layer_norm,
-// attn_probs; or a case-table op of one: linear_row, diff_attn, diff_v2_attn): the value of the tuning key
-// subgroup_off. nullptr for any other name.
+// attn_probs; or a case-table op of one: linear_row, linear_row_rope, diff_attn, diff_v2_attn): the value of the tuning
+// key subgroup_off. nullptr for any other name.
 const char* subgroup_kernel_of(const std::string& op);
 
 // The alias variables and their keys: {"DIFFVK_COOPMAT", "coopmat"}, ...
