@@ -51,6 +51,14 @@ LinearKernel& linear_kernel(Device& dev, KernelCache& kernels, bool sg) {
   });
 }
 
+QuantRowKernel& quant_row_kernel(Device& dev, KernelCache& kernels, bool sg, bool int8_dot) {
+  return kernels.get<QuantRowKernel>(strf("quant_row sg=%d int8_dot=%d", int(sg), int(int8_dot)), [&] {
+    const QuantRowPath path = int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
+    return std::make_unique<QuantRowKernel>(dev, options_for(dev, sg),
+                                            std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0}, &path);
+  });
+}
+
 void LinearCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
   LinearKernel& kernel = linear_kernel(dev, kernels, sg);
   const LinearCaseParams& c = p;

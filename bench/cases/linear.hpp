@@ -4,6 +4,7 @@
 #pragma once
 #include "bench/op_run_impl.hpp"
 #include "ops/linear.hpp"
+#include "ops/linear_quant.hpp"
 
 namespace diffvk::bench {
 
@@ -39,5 +40,8 @@ class LinearCase final : public op_detail::CaseOf<LinearCase, LinearCaseParams> 
 
 // The linear kernel the linear and linear_row cases share (every variant, both quantized formats).
 LinearKernel& linear_kernel(Device& dev, op_detail::KernelCache& kernels, bool subgroup);
+// The quantized one-row kernel the linear_row and linear_row_rope cases share (Q8_0 and Q4_0; the int8 dot-product path
+// or dequantizing in registers).
+QuantRowKernel& quant_row_kernel(Device& dev, op_detail::KernelCache& kernels, bool subgroup, bool int8_dot);
 
 }  // namespace diffvk::bench

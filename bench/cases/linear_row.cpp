@@ -2,7 +2,6 @@
 // silu_mul; f16 weights through LinearKernel::record_row, q8_0 / q4_0 through QuantRowKernel), its table, its
 // float64 reference and its record call.
 #include "bench/cases/linear.hpp"
-#include "ops/linear_quant.hpp"
 
 namespace diffvk::bench {
 
@@ -58,12 +57,7 @@ class LinearRowCase final : public CaseOf<LinearRowCase, LinearRowCaseParams> {
 
   void prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const override {
     LinearKernel& kernel = linear_kernel(dev, kernels, sg);
-    QuantRowKernel& qk =
-        kernels.get<QuantRowKernel>(strf("quant_row sg=%d int8_dot=%d", int(sg), int(p.int8_dot)), [&] {
-          const QuantRowPath path = p.int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
-          return std::make_unique<QuantRowKernel>(dev, options_for(dev, sg),
-                                                  std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0}, &path);
-        });
+    QuantRowKernel& qk = quant_row_kernel(dev, kernels, sg, p.int8_dot);
     const LinearRowCaseParams& c = p;
     const bool f16 = dev.fp16(), x32 = c.x_f32, y32 = c.y_f32;
     std::mt19937_64 rng(seed);

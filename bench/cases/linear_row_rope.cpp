@@ -4,7 +4,6 @@
 // its table, its float64 reference and its record call. Each case records the op at three positions of the dynamic
 // position buffer (the first row, one inside, the cache's last row) into one program.
 #include "bench/cases/linear.hpp"
-#include "ops/linear_quant.hpp"
 #include "ops/rope_kv.hpp"
 
 namespace diffvk::bench {
@@ -64,12 +63,7 @@ class LinearRowRopeCase final : public CaseOf<LinearRowRopeCase, LinearRowRopeCa
 
 void LinearRowRopeCase::prepare(Device& dev, KernelCache& kernels, bool sg, Prepared& pr) const {
   LinearKernel& kernel = linear_kernel(dev, kernels, sg);
-  // The same key as linear_row's quantized kernel: one kernel object serves both tables' cases.
-  QuantRowKernel& qk = kernels.get<QuantRowKernel>(strf("quant_row sg=%d int8_dot=%d", int(sg), int(p.int8_dot)), [&] {
-    const QuantRowPath path = p.int8_dot ? QuantRowPath::int8_dot : QuantRowPath::dequant;
-    return std::make_unique<QuantRowKernel>(dev, options_for(dev, sg),
-                                            std::vector<QuantType>{QuantType::q8_0, QuantType::q4_0}, &path);
-  });
+  QuantRowKernel& qk = quant_row_kernel(dev, kernels, sg, p.int8_dot);
   const LinearRowRopeCaseParams& c = p;
   const bool f16 = dev.fp16(), x32 = c.x_f32;
   const uint32_t qc = qcols(), lc = lcols(), kc = kcols(), k0 = qc + lc, out = out_cols(), ycols = qc + lc;
