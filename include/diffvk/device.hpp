@@ -151,6 +151,11 @@ struct Tuning {
   // pipeline_threads: how many threads compile a program's pipelines at once (Device::build_pipelines), at least 1;
   // auto (or 0): the host's hardware threads, at most 8.
   uint32_t pipeline_threads = 1;
+  // pipeline_batch: how many pipelines one vkCreateComputePipelines call creates (Device::build_pipelines); 0 (the
+  // value per_thread): a program's uncompiled pipelines split evenly over the threads, one call per thread. auto: 1 on
+  // CPU drivers (they compile in the calling thread, so single calls let the threads balance compiles of unequal
+  // length), per_thread on GPUs (drivers may compile a batch's pipelines together: pytorch/executorch#11345, Adreno).
+  uint32_t pipeline_batch = 1;
   // Every key in table order, plus "rules" (the device rule table's deny rows in force) and "quirks" (the device's
   // quirks after the overrides), each with why.
   std::vector<TuningChoice> choices;

@@ -66,8 +66,8 @@ class Device {
     double seconds = 0;
   };
   CompileStats compile_stats() const { return {compiled_.load(), compile_ns_.load() * 1e-9}; }
-  void note_compile(double seconds) {
-    compiled_.fetch_add(1);
+  void note_compile(double seconds, uint32_t pipelines = 1) {
+    compiled_.fetch_add(pipelines);
     compile_ns_.fetch_add(uint64_t(seconds * 1e9));
   }
   const DeviceCaps& caps() const { return caps_; }
@@ -98,9 +98,11 @@ class Device {
   void build_declared_pipelines();
   // Compiles those of `pipelines` not compiled yet (each once; repeats and compiled ones are skipped) on up to
   // tuning().pipeline_threads threads at once, the calling thread one of them, so that the driver's compiles overlap:
-  // what Program::finalize does with the LazyPipelines a program dispatches, before recording. The caller keeps them
-  // alive. Every thread is joined before it returns; the first error of any (Pipeline's constructor: it names the
-  // pipeline) is rethrown here, the others' pipelines that compiled stay compiled, and a later call tries the rest.
+  // what Program::finalize does with the LazyPipelines a program dispatches, before recording. Each thread takes the
+  // next tuning().pipeline_batch of them (0: an even share per thread) and creates them with one
+  // vkCreateComputePipelines call (LazyPipeline::build_batch). The caller keeps them alive. Every thread is joined
+  // before it returns; the first error of any (Pipeline's constructor: it names the pipeline) is rethrown here, the
+  // others' pipelines that compiled stay compiled, and a later call tries the rest.
   void build_pipelines(const std::vector<const LazyPipeline*>& pipelines);
   // Label recorded with each Pipeline created from now on (see PipelineGroup); "" = none.
   void set_pipeline_group(std::string group);
@@ -322,13 +324,28 @@ class Pipeline {
   // the shader source's `layout(constant_id = i) const ... NAME` declarations.
   std::vector<std::string> spec_names() const;
   const std::string& group() const { return group_; }  // Device::set_pipeline_group() at creation
-  // The driver's vkCreateComputePipelines wall time for this pipeline (0 when it shares an earlier one's).
+  // The driver's vkCreateComputePipelines wall time for this pipeline (0 when it shares an earlier one's; created in a
+  // batch: its even share of the call's time).
   double compile_seconds() const { return compile_seconds_; }
+  // Pipelines for `descs`, each labelled with its group (same length), those not shared with one already on the
+  // device created with one vkCreateComputePipelines call. Where that call fails, they are created one at a time, so
+  // that the error names the pipeline that fails; nothing is left behind on an error.
+  static std::vector<std::unique_ptr<Pipeline>> create_batch(Device& device, const std::vector<PipelineDesc>& descs,
+                                                              const std::vector<std::string>& groups);
 
  private:
+  struct Pending;  // the objects and create info made before the driver's compile (pipeline.cpp)
+  struct Deferred {};
+  // Everything but the compile: adopts a shared pipeline, or prepares pending_ (create_batch compiles it). Not
+  // registered with the device.
+  Pipeline(Device& device, const PipelineDesc& desc, const std::string& group, Deferred);
   void destroy() noexcept;
   bool adopt_shared(const std::string& key);                    // shared_mutex_ held; true when the key was there
   void create(const ShaderBlob& blob, const std::string& key);  // compiles, then enters Device::shared_
+  void prepare(const ShaderBlob& blob, const std::string& key);  // layouts, module and create info into pending_
+  void compile_pending();                                        // one vkCreateComputePipelines call, then finish
+  void finish(VkPipeline pipeline, double seconds);              // takes the compiled pipeline; enters Device::shared_
+  std::unique_ptr<Pending> pending_;
   Device& device_;
   PipelineDesc desc_;
   std::string shared_key_;  // set once this Pipeline counts in Device::shared_ (its objects are shared)
@@ -359,6 +376,9 @@ class LazyPipeline {
   LazyPipeline(const LazyPipeline&) = delete;
   LazyPipeline& operator=(const LazyPipeline&) = delete;
   const Pipeline& get() const;
+  // Compiles those of `lazies` not compiled yet with one Pipeline::create_batch (each once); where another thread
+  // compiled one meanwhile, its pipeline is kept and the batch's copy dropped. Throws what create_batch throws.
+  static void build_batch(const std::vector<const LazyPipeline*>& lazies);
   const PipelineDesc& desc() const { return desc_; }
   const std::string& name() const { return name_; }  // pipeline_name(desc())
   bool built() const;                                // get() would not compile

@@ -25,6 +25,8 @@ std::string trim(const std::string& s) {
 // pipelines each while each holds a driver compiler's working memory.
 constexpr unsigned long kMaxPipelineThreads = 64;
 constexpr unsigned kAutoPipelineThreadsCap = 8;
+// pipeline_batch: the most pipelines an override may put in one vkCreateComputePipelines call.
+constexpr unsigned long kMaxPipelineBatch = 64;
 
 // subgroup_off's kernels (the kernels with subgroup variants) and the case-table ops each records: the self-test's
 // rows name the latter.
@@ -52,7 +54,8 @@ std::vector<std::string> plus_items(const std::string& value) {
   return items;
 }
 
-// The keys and their values (quirk, rule, subgroup_off, row_lanes and pipeline_threads are checked by code).
+// The keys and their values (quirk, rule, subgroup_off, row_lanes, pipeline_threads and pipeline_batch are checked by
+// code).
 struct KeySpec {
   const char* key;
   std::vector<const char*> values;  // empty: checked below
@@ -69,6 +72,7 @@ const std::vector<KeySpec>& key_specs() {
       {"row_lanes", {}},
       {"linear_reg_share", {"auto", "shuffle", "broadcast"}},
       {"pipeline_threads", {}},
+      {"pipeline_batch", {}},
       {"quirk", {}},
       {"rule", {}},
   };
@@ -112,6 +116,17 @@ void check_value(const std::string& source, const std::string& key, const std::s
       bad(source, key,
           "must be auto, 0 (auto) or a thread count up to " + std::to_string(kMaxPipelineThreads) + ", not '" + value +
               "'");
+    return;
+  }
+  if (key == "pipeline_batch") {  // auto, per_thread or 1 ... kMaxPipelineBatch
+    if (value == "auto" || value == "per_thread") return;
+    const bool digits = !value.empty() && value.size() <= 3 &&
+                        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const unsigned long v = digits ? std::strtoul(value.c_str(), nullptr, 10) : 0;
+    if (v < 1 || v > kMaxPipelineBatch)
+      bad(source, key,
+          "must be auto, per_thread or a count of pipelines per call from 1 to " + std::to_string(kMaxPipelineBatch) +
+              ", not '" + value + "'");
     return;
   }
   if (key == "subgroup_off") {  // kernels with subgroup variants, or case-table ops of them, joined by '+'
@@ -584,6 +599,20 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
                  std::string(o ? "override " + o->setting() + ": " : "cap: ") +
                      (hw ? std::to_string(hw) + " hardware threads" : "hardware threads unknown") + ", at most " +
                      std::to_string(kAutoPipelineThreadsCap));
+    }
+  }
+  {
+    const TuningOverride* o = over("pipeline_batch");
+    if (o && o->value != "auto") {
+      t.pipeline_batch = o->value == "per_thread" ? 0u : static_cast<uint32_t>(std::strtoul(o->value.c_str(), nullptr, 10));
+      set_choice(t, "pipeline_batch", o->value, "override " + o->setting());
+    } else {
+      const bool cpu = c.kind == DeviceKind::cpu;
+      t.pipeline_batch = cpu ? 1u : 0u;
+      set_choice(t, "pipeline_batch", cpu ? "1" : "per_thread",
+                 std::string(o ? "override " + o->setting() + ": " : "cap: ") +
+                     (cpu ? "CPU driver (it compiles in the calling thread: single calls let the threads balance)"
+                          : "GPU (one call per thread: a driver may compile a batch together)"));
     }
   }
   {
