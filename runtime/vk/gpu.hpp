@@ -331,7 +331,7 @@ class Pipeline {
   // device created with one vkCreateComputePipelines call. Where that call fails, they are created one at a time, so
   // that the error names the pipeline that fails; nothing is left behind on an error.
   static std::vector<std::unique_ptr<Pipeline>> create_batch(Device& device, const std::vector<PipelineDesc>& descs,
-                                                              const std::vector<std::string>& groups);
+                                                             const std::vector<std::string>& groups);
 
  private:
   struct Pending;  // the objects and create info made before the driver's compile (pipeline.cpp)
@@ -340,8 +340,8 @@ class Pipeline {
   // registered with the device.
   Pipeline(Device& device, const PipelineDesc& desc, const std::string& group, Deferred);
   void destroy() noexcept;
-  bool adopt_shared(const std::string& key);                    // shared_mutex_ held; true when the key was there
-  void create(const ShaderBlob& blob, const std::string& key);  // compiles, then enters Device::shared_
+  bool adopt_shared(const std::string& key);                     // shared_mutex_ held; true when the key was there
+  void create(const ShaderBlob& blob, const std::string& key);   // compiles, then enters Device::shared_
   void prepare(const ShaderBlob& blob, const std::string& key);  // layouts, module and create info into pending_
   void compile_pending();                                        // one vkCreateComputePipelines call, then finish
   void finish(VkPipeline pipeline, double seconds);              // takes the compiled pipeline; enters Device::shared_

@@ -259,8 +259,8 @@ std::vector<std::unique_ptr<Pipeline>> Pipeline::create_batch(Device& device, co
     const auto t0 = std::chrono::steady_clock::now();
     std::string error;
     try {
-      DVK_CHECK(vkCreateComputePipelines(device.handle(), device.pipeline_cache(), uint32_t(infos.size()),
-                                         infos.data(), nullptr, made.data()));
+      DVK_CHECK(vkCreateComputePipelines(device.handle(), device.pipeline_cache(), uint32_t(infos.size()), infos.data(),
+                                         nullptr, made.data()));
     } catch (const Error& e) {
       if (e.status() == Status::device_lost) throw;
       error = e.what();

@@ -604,7 +604,8 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   {
     const TuningOverride* o = over("pipeline_batch");
     if (o && o->value != "auto") {
-      t.pipeline_batch = o->value == "per_thread" ? 0u : static_cast<uint32_t>(std::strtoul(o->value.c_str(), nullptr, 10));
+      t.pipeline_batch =
+          o->value == "per_thread" ? 0u : static_cast<uint32_t>(std::strtoul(o->value.c_str(), nullptr, 10));
       set_choice(t, "pipeline_batch", o->value, "override " + o->setting());
     } else {
       const bool cpu = c.kind == DeviceKind::cpu;
