@@ -72,6 +72,12 @@ layout(constant_id = 7) const uint ONE_SG = 0;
 // each lane adding its sum to the feature's slot only if its group owns the feature (zero otherwise); the
 // norm's sum of squares comes from group 0 only (every group reads all of x).
 layout(constant_id = 8) const uint LG = 0;
+// QM = 1 (Q4_0; the tuning key q4_in_place, on for CPU drivers): each nibble is masked where it lies in its word,
+// q & (0xF << s), and converted as it stands, n·2^s, against the block's activations scaled by 2^-s once per block
+// (powers of two: the products are the same bits, barring activations below 2^-98). One integer op per weight instead
+// of a shift and a mask; the word's top nibble is shifted down 4 first (int32 range). On a GPU a bitfield extract is
+// one instruction, and the scaling would cost more than it saves where a lane has few features: QM = 0 there.
+layout(constant_id = 9) const uint QM = 0;
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
@@ -210,6 +216,15 @@ float quant_dot(uint bi, float a[32], float asum) {
         s = fma(a[4 * i + k], float(bitfieldExtract(int(q0[i]), int(8 * k), 8)), s);
         s = fma(a[16 + 4 * i + k], float(bitfieldExtract(int(q1[i]), int(8 * k), 8)), s);
       }
+  } else if (QM != 0) {  // a: scaled by 2^-(the nibble's bit) in main()
+    const uvec4 q = wq[p.q_off + bi];
+    for (uint i = 0; i < 4; ++i)
+      for (uint k = 0; k < 4; ++k) {
+        const uint hi = k == 3 ? (q[i] >> 4) & 0x0f000000u : q[i] & (0xf0u << (8 * k));
+        s = fma(a[4 * i + k], float(int(q[i] & (0x0fu << (8 * k)))), s);
+        s = fma(a[16 + 4 * i + k], float(int(hi)), s);
+      }
+    s = fma(-8.0, asum, s);
   } else {
     const uvec4 q = wq[p.q_off + bi];
     for (uint i = 0; i < 4; ++i)
@@ -311,6 +326,12 @@ void main() {
         float asum = 0.0;  // Q4_0's offset term (quant_dot)
         if (WQ == 2)
           for (uint e = 0; e < 32; ++e) asum += a[e];
+        // QM: element e's nibble is read in place at bit 8·(e % 4), + 4 from element 16 on (the top byte's: 24).
+        if (WQ == 2 && QM != 0)
+          for (uint e = 0; e < 32; ++e) {
+            const uint at = e >= 16 && e % 4 == 3 ? 24 : 8 * (e % 4) + (e / 16) * 4;
+            a[e] *= 1.0 / float(1u << at);
+          }
         for (uint j = 0; j < FG; ++j)
           if (f0 + j < nf) acc[j] += quant_dot((n0 + f0 + j) * (p.in_f / 32) + b, a, asum);
       }

@@ -145,6 +145,10 @@ struct Tuning {
   std::string attn_core = "staged";
   // row_lanes: lanes per lane group of the one-row linear kernels; 0: each kernel's choice (its row geometry).
   uint32_t row_lanes = 0;
+  // q4_in_place: the one-row Q4_0 kernels read each nibble where it lies in its word, against activations scaled by
+  // a power of two (linear_row.comp's QM): one integer op per weight fewer where a shift costs one (auto: CPU drivers;
+  // a GPU's bitfield extract is one instruction).
+  bool q4_in_place = false;
   // linear_reg_share: how the register-tiled matmul shares x rows in a subgroup: true: subgroupShuffle (shuffle),
   // false: constant-lane subgroupBroadcast (broadcast).
   bool linear_reg_shuffle = false;

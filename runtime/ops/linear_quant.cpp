@@ -93,34 +93,36 @@ QuantRowKernel::QuantRowKernel(Device& device, KernelOptions o, const std::vecto
   const char* rope_shader = choice_.path == QuantRowPath::int8_dot ? "linear_row_dot_rope" : "linear_row_rope";
   const uint32_t vec0 = c.min_storage_buffer_offset_alignment < 16 ? 0 : 1, wg = rg.wg, nf = rg.nf;
   const bool built[2] = {types_[0], types_[1]};
+  // QM (spec constant 9): Q4_0 nibbles read in place (the tuning's q4_in_place), on the dequantizing path.
+  const uint32_t q4_in_place = device.tuning().q4_in_place && choice_.path != QuantRowPath::int8_dot ? 1u : 0u;
   // One pipeline set per lane-group size (LG, spec constant 8; 0 = one group), compiled on first record
   // (LazyPipeline); the sets are declared on first use.
-  sets_ = std::make_unique<RowLaneSets<Pipes>>(
-      [&device, o, rg, one_sg, n32, wg, nf, vec0, shader, rope_shader, built](Pipes& s, uint32_t lg) {
-        const uint32_t spec_lg = lg >= wg ? 0u : lg;
-        auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
-        for (int ti = 0; ti < 2; ++ti) {
-          if (!built[ti]) continue;
-          const uint32_t wq = uint32_t(ti + 1);
-          for (uint32_t vec = vec0; vec < 2; ++vec)
-            for (uint32_t pro = 0; pro < 3; ++pro)
-              for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
-                for (uint32_t y32 = 0; y32 < n32; ++y32)
-                  s.row[vec][ti][pro][x32][y32] = lazy(kernel_desc(shader, o)
-                                                           .with_bindings(6)
-                                                           .with_push(kLinearRowPushBytes)
-                                                           .with_spec({wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg})
-                                                           .with_subgroup_size(o.subgroup ? rg.pin : 0u));
-          for (uint32_t vec = vec0; vec < 2; ++vec)
-            for (uint32_t pro = 0; pro < 2; ++pro)
-              for (uint32_t x32 = 0; x32 < n32; ++x32)
-                s.rope[vec][ti][pro][x32] = lazy(kernel_desc(rope_shader, o)
-                                                     .with_bindings(9)
-                                                     .with_push(sizeof(LinearRowRopePush))
-                                                     .with_spec({wg, nf, vec, pro, x32, 0u, wq, one_sg, spec_lg})
-                                                     .with_subgroup_size(o.subgroup ? rg.pin : 0u));
-        }
-      });
+  sets_ = std::make_unique<RowLaneSets<Pipes>>([&device, o, rg, one_sg, n32, wg, nf, vec0, shader, rope_shader, built,
+                                                q4_in_place](Pipes& s, uint32_t lg) {
+    const uint32_t spec_lg = lg >= wg ? 0u : lg;
+    auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
+    for (int ti = 0; ti < 2; ++ti) {
+      if (!built[ti]) continue;
+      const uint32_t wq = uint32_t(ti + 1), qm = wq == 2 ? q4_in_place : 0u;
+      for (uint32_t vec = vec0; vec < 2; ++vec)
+        for (uint32_t pro = 0; pro < 3; ++pro)
+          for (uint32_t x32 = 0; x32 < (pro == 2 ? 1 : n32); ++x32)
+            for (uint32_t y32 = 0; y32 < n32; ++y32)
+              s.row[vec][ti][pro][x32][y32] = lazy(kernel_desc(shader, o)
+                                                       .with_bindings(6)
+                                                       .with_push(kLinearRowPushBytes)
+                                                       .with_spec({wg, nf, vec, pro, x32, y32, wq, one_sg, spec_lg, qm})
+                                                       .with_subgroup_size(o.subgroup ? rg.pin : 0u));
+      for (uint32_t vec = vec0; vec < 2; ++vec)
+        for (uint32_t pro = 0; pro < 2; ++pro)
+          for (uint32_t x32 = 0; x32 < n32; ++x32)
+            s.rope[vec][ti][pro][x32] = lazy(kernel_desc(rope_shader, o)
+                                                 .with_bindings(9)
+                                                 .with_push(sizeof(LinearRowRopePush))
+                                                 .with_spec({wg, nf, vec, pro, x32, 0u, wq, one_sg, spec_lg, qm})
+                                                 .with_subgroup_size(o.subgroup ? rg.pin : 0u));
+    }
+  });
   sets_->get(rg.wg);
 }
 

@@ -64,7 +64,8 @@ std::string next_fallback(const SelftestRow& row, const Tuning& t) {
 std::string config_of(const Device& d, const ContextOptions& o) {
   std::string s = std::string("precision=") + precision_name(o.precision);
   for (const TuningChoice& c : d.tuning().choices)
-    if (c.key != "pipeline_threads") s += ";" + c.key + "=" + c.value;  // the host's threads change no result
+    // How many threads compile, and how many pipelines per call, change no result.
+    if (c.key != "pipeline_threads" && c.key != "pipeline_batch") s += ";" + c.key + "=" + c.value;
   if (!o.selftest_ops.empty()) {
     s += ";ops=";
     for (size_t i = 0; i < o.selftest_ops.size(); ++i) s += (i ? "," : "") + o.selftest_ops[i];

@@ -70,6 +70,7 @@ const std::vector<KeySpec>& key_specs() {
       {"kv_staging", {"auto", "on", "off"}},
       {"attn_core", {"auto", "keys", "blocks", "staged", "coopmat"}},
       {"row_lanes", {}},
+      {"q4_in_place", {"auto", "on", "off"}},
       {"linear_reg_share", {"auto", "shuffle", "broadcast"}},
       {"pipeline_threads", {}},
       {"pipeline_batch", {}},
@@ -576,6 +577,16 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
   } else {
     set_choice(t, "row_lanes", "auto",
                "cap: each kernel's row geometry (lane groups on GPUs, one lane per group on CPU drivers)");
+  }
+  if (const TuningOverride* o = over("q4_in_place"); o && o->value != "auto") {
+    t.q4_in_place = o->value == "on";
+    set_choice(t, "q4_in_place", o->value, "override " + o->setting());
+  } else {
+    t.q4_in_place = c.kind == DeviceKind::cpu;
+    set_choice(t, "q4_in_place", t.q4_in_place ? "on" : "off",
+               std::string(o ? "override " + o->setting() + ": " : "cap: ") +
+                   (t.q4_in_place ? "CPU driver (a nibble's shift costs an instruction per weight)"
+                                  : "GPU (a bitfield extract is one instruction)"));
   }
   if (const TuningOverride* o = over("linear_reg_share")) {
     t.linear_reg_shuffle = o->value == "shuffle";

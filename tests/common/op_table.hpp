@@ -18,15 +18,16 @@
 namespace diffvk::test {
 
 // force_quirks: device quirks applied as if the driver had them (ContextOptions::force_quirks), so that a
-// quirk's path runs here; only: the cases to run (all when empty).
+// quirk's path runs here; only: the cases to run (all when empty); tuning: ContextOptions::tuning (key=value,...).
 inline void run_op_table(const std::string& op, Precision precision, const std::vector<std::string>& force_quirks = {},
-                         const std::function<bool(const bench::OpCase&)>& only = {}) {
+                         const std::function<bool(const bench::OpCase&)>& only = {}, const std::string& tuning = "") {
   if (precision == Precision::fp16 && !device_has_fp16()) {
     skip("device has no fp16 path; fp16 case not run on this device");
     return;
   }
   ContextOptions o = validated_options(precision);
   o.force_quirks = force_quirks;
+  o.tuning = tuning;
   auto ctx = Context::create(o);
   bench::OpRunner runner(ctx->device());
   const bool fp16 = precision == Precision::fp16;

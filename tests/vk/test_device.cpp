@@ -1080,6 +1080,102 @@ TEST_CASE("pipeline: a pipeline that fails on a worker thread surfaces as an Err
   CHECK(dev.pipelines().size() == lazy.size());
 }
 
+TEST_CASE(
+    "tuning: pipeline_batch takes auto, per_thread or a count, and auto is 1 on CPU drivers, per_thread on GPUs") {
+  auto error = parse_error;
+  for (const char* ok : {"pipeline_batch=auto", "pipeline_batch=per_thread", "pipeline_batch=1", "pipeline_batch=64"})
+    CHECK(error(ok) == "accepted");
+  for (const char* bad :
+       {"pipeline_batch=0", "pipeline_batch=65", "pipeline_batch=-1", "pipeline_batch=two", "pipeline_batch="})
+    CHECK(error(bad).find("'pipeline_batch'") != std::string::npos);
+  DeviceCaps cpu;
+  cpu.kind = DeviceKind::cpu;
+  cpu.name = "sim";
+  DeviceCaps gpu = cpu;
+  gpu.kind = DeviceKind::integrated;
+  const Tuning tc = apply_tuning(cpu, {}), tg = apply_tuning(gpu, {});
+  CHECK(tc.pipeline_batch == 1);
+  CHECK(tc.why("pipeline_batch").rfind("cap: CPU driver", 0) == 0);
+  CHECK(tg.pipeline_batch == 0);
+  REQUIRE(tg.find("pipeline_batch"));
+  CHECK(tg.find("pipeline_batch")->value == "per_thread");
+  DeviceCaps a = cpu, b = gpu;
+  CHECK(apply_tuning(a, parse_tuning("pipeline_batch=per_thread", "x")).pipeline_batch == 0);
+  const Tuning f = apply_tuning(b, parse_tuning("pipeline_batch=5", "DIFFVK_TUNING"));
+  CHECK(f.pipeline_batch == 5);
+  CHECK(f.why("pipeline_batch") == "override pipeline_batch=5 (DIFFVK_TUNING)");
+}
+
+// Batched creation: each call creates up to pipeline_batch pipelines (per_thread: an even share per thread), the same
+// pipelines as one call each, counted in the compile statistics one by one.
+TEST_CASE("pipeline: build_pipelines creates pipeline_batch pipelines per vkCreateComputePipelines call") {
+  for (const char* tuning : {"pipeline_threads=1,pipeline_batch=5", "pipeline_threads=3,pipeline_batch=per_thread"}) {
+    CAPTURE(tuning);
+    auto ctx = context_with(tuning, Precision::fp32);
+    Device& dev = ctx->device();
+    auto lazy = norm_pipelines(dev, 12);
+    std::atomic<int> calls{0};
+    set_vk_fault_hook([&](const char* call) {
+      if (std::string(call).rfind("vkCreateComputePipelines", 0) == 0) ++calls;
+      return VK_SUCCESS;
+    });
+    const auto before = dev.compile_stats().pipelines;
+    dev.build_pipelines(pointers(lazy));
+    set_vk_fault_hook(nullptr);
+    CHECK(calls.load() == 3);  // 5 + 5 + 2, or 4 on each of 3 threads
+    for (const auto& l : lazy) CHECK(l->built());
+    CHECK(dev.pipelines().size() == lazy.size());
+    CHECK(dev.compile_stats().pipelines - before == lazy.size());
+    std::set<std::vector<uint32_t>> specs;
+    for (const Pipeline* p : dev.pipelines()) {
+      CHECK(p->handle() != VK_NULL_HANDLE);
+      CHECK(p->compile_seconds() >= 0.0);
+      specs.insert(p->desc().spec);
+    }
+    CHECK(specs.size() == lazy.size());
+  }
+}
+
+// A batch whose call fails is created again one pipeline per call: a transient failure costs nothing, and a pipeline
+// that fails on its own is named, with nothing of the batch left behind.
+TEST_CASE("pipeline: a failed batched call retries one pipeline per call, and a failure names the pipeline") {
+  auto ctx = context_with("pipeline_threads=1,pipeline_batch=4", Precision::fp32);
+  Device& dev = ctx->device();
+  auto lazy = norm_pipelines(dev, 4);
+  std::atomic<int> calls{0};
+  set_vk_fault_hook([&](const char* call) {  // the first call (the batch) fails; the four single calls pass
+    if (std::string(call).rfind("vkCreateComputePipelines", 0) != 0) return VK_SUCCESS;
+    return ++calls == 1 ? VK_ERROR_UNKNOWN : VK_SUCCESS;
+  });
+  dev.build_pipelines(pointers(lazy));
+  set_vk_fault_hook(nullptr);
+  CHECK(calls.load() == 5);
+  for (const auto& l : lazy) CHECK(l->built());
+  CHECK(dev.pipelines().size() == 4);
+
+  // One batch of four: one shares a pipeline compiled above (the same description), three are new; every call fails.
+  auto more = norm_pipelines(dev, 8);
+  const std::vector<const LazyPipeline*> batch{more[4].get(), more[0].get(), more[5].get(), more[6].get()};
+  set_vk_fault_hook([](const char* call) {
+    return std::string(call).rfind("vkCreateComputePipelines", 0) == 0 ? VK_ERROR_OUT_OF_HOST_MEMORY : VK_SUCCESS;
+  });
+  try {
+    dev.build_pipelines(batch);
+    set_vk_fault_hook(nullptr);
+    FAIL("no error");
+  } catch (const Error& e) {
+    set_vk_fault_hook(nullptr);
+    CAPTURE(e.what());
+    CHECK(e.status() == Status::out_of_memory);
+    CHECK(std::string(e.what()).find("creating pipeline head_rmsnorm_fp32") != std::string::npos);
+  }
+  for (const LazyPipeline* l : batch) CHECK_FALSE(l->built());  // all or nothing, the shared one included
+  CHECK(dev.pipelines().size() == 4);                           // nothing of the failed batch is left
+  dev.build_pipelines(batch);                                   // tries again
+  for (const LazyPipeline* l : batch) CHECK(l->built());
+  CHECK(dev.pipelines().size() == 8);
+}
+
 // A program compiles the LazyPipelines it dispatches when it is finalized, not when they are recorded.
 TEST_CASE("program: finalize compiles the lazy pipelines the program dispatches, and only those") {
   const uint32_t n = NormChain::n;
