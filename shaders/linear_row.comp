@@ -216,21 +216,17 @@ float quant_dot(uint bi, float a[32], float asum) {
         s = fma(a[4 * i + k], float(bitfieldExtract(int(q0[i]), int(8 * k), 8)), s);
         s = fma(a[16 + 4 * i + k], float(bitfieldExtract(int(q1[i]), int(8 * k), 8)), s);
       }
-  } else if (QM != 0) {  // a: scaled by 2^-(the nibble's bit) in main()
-    const uvec4 q = wq[p.q_off + bi];
-    for (uint i = 0; i < 4; ++i)
-      for (uint k = 0; k < 4; ++k) {
-        const uint hi = k == 3 ? (q[i] >> 4) & 0x0f000000u : q[i] & (0xf0u << (8 * k));
-        s = fma(a[4 * i + k], float(int(q[i] & (0x0fu << (8 * k)))), s);
-        s = fma(a[16 + 4 * i + k], float(int(hi)), s);
-      }
-    s = fma(-8.0, asum, s);
   } else {
     const uvec4 q = wq[p.q_off + bi];
     for (uint i = 0; i < 4; ++i)
       for (uint k = 0; k < 4; ++k) {
-        s = fma(a[4 * i + k], float(int(bitfieldExtract(q[i], int(8 * k), 4))), s);
-        s = fma(a[16 + 4 * i + k], float(int(bitfieldExtract(q[i], int(8 * k + 4), 4))), s);
+        // QM: each nibble masked in place (a scaled by 2^-(its bit) in main()); else the field extracted.
+        const uint lo = QM != 0 ? q[i] & (0x0fu << (8 * k)) : bitfieldExtract(q[i], int(8 * k), 4);
+        const uint hi = QM == 0 ? bitfieldExtract(q[i], int(8 * k + 4), 4)
+                        : k == 3 ? (q[i] >> 4) & 0x0f000000u
+                                 : q[i] & (0xf0u << (8 * k));
+        s = fma(a[4 * i + k], float(int(lo)), s);
+        s = fma(a[16 + 4 * i + k], float(int(hi)), s);
       }
     s = fma(-8.0, asum, s);
   }

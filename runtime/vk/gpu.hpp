@@ -341,7 +341,6 @@ class Pipeline {
   Pipeline(Device& device, const PipelineDesc& desc, const std::string& group, Deferred);
   void destroy() noexcept;
   bool adopt_shared(const std::string& key);                     // shared_mutex_ held; true when the key was there
-  void create(const ShaderBlob& blob, const std::string& key);   // compiles, then enters Device::shared_
   void prepare(const ShaderBlob& blob, const std::string& key);  // layouts, module and create info into pending_
   void compile_pending();                                        // one vkCreateComputePipelines call, then finish
   void finish(VkPipeline pipeline, double seconds);              // takes the compiled pipeline; enters Device::shared_
