@@ -1,6 +1,7 @@
 #include "bench/check.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstring>
 
@@ -69,6 +70,22 @@ double tolerance_bound(bool fp16, double max_ref, double factor) {
 }
 
 double scan_tolerance_factor(uint32_t T) { return std::max(1.0, double(T) / 256.0); }
+
+bool sample_draw_near_edge(const std::vector<float>& logits, float temperature, uint32_t k, float u, double rel) {
+  std::vector<uint32_t> idx(logits.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+  k = std::min<uint32_t>(k, uint32_t(logits.size()));
+  std::vector<double> w(k);
+  double total = 0;
+  for (uint32_t j = 0; j < k; ++j) total += w[j] = std::exp((double(logits[idx[j]]) - logits[idx[0]]) / temperature);
+  double acc = 0;
+  for (uint32_t j = 0; j < k; ++j) {
+    acc += w[j];
+    if (std::fabs(double(u) * total - acc) <= rel * total) return true;
+  }
+  return false;
+}
 
 std::vector<double> cpu_row(const HostTensor& q, const HostTensor& kc, const HostTensor& vc, const HostTensor& subln,
                             const AttnCall& c, uint32_t D, uint32_t i, uint32_t h) {

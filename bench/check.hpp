@@ -52,6 +52,10 @@ Check compare(const std::string& against, const std::vector<float>& got, const s
 // compare's bound on the max abs error: (fp16 ? 4e-3 : 2e-5) * max(1, max_ref) * factor.
 double tolerance_bound(bool fp16, double max_ref, double factor);
 
+// Whether the draw u lies within rel·total of a cumulative edge of the top-k weights exp((l - l_max) / temperature)
+// (float64), where device sampling's float32 weights may legitimately choose the neighbouring token.
+bool sample_draw_near_edge(const std::vector<float>& logits, float temperature, uint32_t k, float u, double rel);
+
 // The selective scan's factor on the one-kernel tolerance for a call of T rows (docs/maths.md "How close is
 // close enough": the state's rounding errors accumulate along the rows): max(1, T / 256).
 double scan_tolerance_factor(uint32_t T);

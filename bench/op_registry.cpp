@@ -18,7 +18,8 @@
   OP(kv_shift)               \
   OP(diff_attn)              \
   OP(diff_v2_attn)           \
-  OP(attn_probs)
+  OP(attn_probs)             \
+  OP(sample)
 
 namespace diffvk::bench {
 

@@ -374,12 +374,15 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   const std::string tmp = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + stem + ".tmp." +
                           std::to_string(long(::getpid())) + "." +
                           std::to_string(g_tmp_counter.fetch_add(1, std::memory_order_relaxed));
+  // Registered before it is created, so a signal arriving just after the open() still removes it (registered
+  // after, a signal between the two left the temporary behind). Removing the name before it exists is harmless:
+  // it holds this process's pid, and a stale file of a dead process with the same pid would be removed anyway.
+  TmpSlot slot{register_tmp(tmp)};  // removed by the SIGINT/SIGTERM/SIGHUP handler if interrupted
   int raw;
   do {
     raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   } while (raw < 0 && errno == EINTR);
   if (raw < 0) throw_io("cannot create temporary file", tmp, errno);
-  TmpSlot slot{register_tmp(tmp)};  // removed by the SIGINT/SIGTERM handler if interrupted
   Fd fd(raw);
   bool tmp_is_theirs = false;
   try {

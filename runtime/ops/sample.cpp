@@ -16,10 +16,16 @@ SampleKernel::SampleKernel(Device& device, KernelOptions o) : device_(device) {
                                              false);
 }
 
-bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const {
+bool SampleKernel::supports(uint32_t vocab, uint32_t top_k) const { return fits(wg_, vocab, top_k); }
+
+bool SampleKernel::supports(const DeviceCaps& caps, uint32_t vocab, uint32_t top_k) {
+  return fits(pick_pow2_workgroup(caps, 64), vocab, top_k);
+}
+
+bool SampleKernel::fits(uint32_t wg, uint32_t vocab, uint32_t top_k) {
   const uint64_t k = std::max(1u, top_k);
   // Loop iterations per invocation (the llvmpipe quirk budget, applied everywhere: it is generous).
-  return vocab > 0 && k <= kmax && k * ((uint64_t(vocab) + wg_ - 1) / wg_ + 32) <= 60000;
+  return vocab > 0 && k <= kmax && k * ((uint64_t(vocab) + wg - 1) / wg + 32) <= 60000;
 }
 
 void SampleKernel::record(Program& program, BufferRange logits, BufferRange params, BufferRange token,

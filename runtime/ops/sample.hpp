@@ -15,9 +15,12 @@ class SampleKernel {
   void record(Program& program, BufferRange logits, BufferRange params, BufferRange token, uint32_t vocab) const;
   // Whether top_k (1 for greedy) fits the shader (<= kmax) and llvmpipe's loop budget for this vocabulary.
   bool supports(uint32_t vocab, uint32_t top_k) const;
+  // The same, before a kernel exists (the workgroup size this device's kernel takes).
+  static bool supports(const DeviceCaps& caps, uint32_t vocab, uint32_t top_k);
   static constexpr uint32_t kmax = 64;
 
  private:
+  static bool fits(uint32_t wg, uint32_t vocab, uint32_t top_k);
   Device& device_;
   uint32_t wg_;
   std::unique_ptr<LazyPipeline> pipeline_;

@@ -1,8 +1,8 @@
 // Device sampling (shaders/sample_topk.comp) against the host reference diffvk::sample_top_k on the same
-// (storage-rounded) logits: greedy identical, top-k identical given the same random draw (draws within
-// 1e-5 of a bucket edge, where fp32 and float64 weights may legitimately disagree, are counted and
-// skipped); ties; and at the model level: Session::decode_sample against decode() + the host samplers,
-// and prefill's last-row logits against the all-rows logits.
+// logits: the op's case table (greedy identical, top-k identical given the same random draw, ties); and at the model
+// level: Session::decode_sample against decode() + the host samplers (draws within 1e-5 of a bucket edge, where fp32
+// and float64 weights may legitimately disagree, are counted and skipped), and prefill's last-row logits against the
+// all-rows logits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,94 +13,16 @@
 #include "reference/diff_attn_ref.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
+#include "bench/check.hpp"
+#include "op_table.hpp"
 #include "ops/sample.hpp"
 
 using namespace diffvk;
 
-namespace {
-
-// Is u·total within `rel`·total of a cumulative edge of the top-k weights (float64)?
-bool near_edge(const std::vector<float>& lg, float temperature, uint32_t k, float u, double rel) {
-  std::vector<uint32_t> idx(lg.size());
-  std::iota(idx.begin(), idx.end(), 0u);
-  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return lg[a] > lg[b]; });
-  k = std::min<uint32_t>(k, uint32_t(lg.size()));
-  std::vector<double> w(k);
-  double total = 0;
-  for (uint32_t j = 0; j < k; ++j) total += w[j] = std::exp((double(lg[idx[j]]) - lg[idx[0]]) / temperature);
-  double acc = 0;
-  for (uint32_t j = 0; j < k; ++j) {
-    acc += w[j];
-    if (std::fabs(double(u) * total - acc) <= rel * total) return true;
-  }
-  return false;
-}
-
-void sweep_sample(Precision precision) {
-  if (precision == Precision::fp16 && !test::device_has_fp16()) {
-    MESSAGE("device has no fp16 path; not run");
-    return;
-  }
-  auto ctx = test::make_context(precision);
-  Device& dev = ctx->device();
-  (void)dev.fp16();  // the kernel runs in the device's variant; its logits input is float32 in both
-  SampleKernel kernel(dev, KernelOptions::for_device(dev));
-  std::mt19937_64 rng(31337 + static_cast<uint64_t>(precision));
-  const uint32_t vocabs[] = {1, 7, 64, 256, 1001, 5000};
-  size_t checked = 0, skipped = 0;
-  for (uint32_t V : vocabs) {
-    for (int variant = 0; variant < 2; ++variant) {  // 0: continuous logits, 1: coarse grid (many ties)
-      auto raw = test::random_vector(rng, V, -8.0, 8.0);
-      if (variant == 1)
-        for (auto& v : raw) v = std::round(v);
-      const auto lgd = ref::round_to_f32(raw);  // logits are float32 in every precision
-      const std::vector<float> lg(lgd.begin(), lgd.end());
-      const size_t es = 4;
-      Buffer buf(dev, 256 + 256 + V * es, MemoryDomain::device, "sample test");
-      const BufferRange params = buf.range(0, 16), token = buf.range(256, 4), logits = buf.range(512, V * es);
-      buf.upload(512, test::pack(lgd, false).data(), V * es);
-      Program prog(dev, "sample test");
-      kernel.record(prog, logits, params, token, V);
-      struct Trial {
-        float temperature;
-        uint32_t k;
-      };
-      const Trial trials[] = {{0.0f, 0}, {0.0f, 40}, {1.0f, 1},  {0.7f, 2},
-                              {1.3f, 5}, {1.0f, 40}, {0.5f, 64}, {2.0f, 64}};
-      for (const Trial& t : trials) {
-        for (int d = 0; d < (t.temperature > 0 ? 12 : 1); ++d) {
-          const float u = t.temperature > 0 ? std::generate_canonical<float, 24>(rng) * 0.999999f : 0.0f;
-          if (t.temperature > 0 && t.k > 1 && near_edge(lg, t.temperature, t.k, u, 1e-5)) {
-            ++skipped;
-            continue;
-          }
-          uint32_t p[4] = {0, 0, 0, t.k};
-          std::memcpy(&p[1], &u, 4);
-          std::memcpy(&p[2], &t.temperature, 4);
-          buf.upload(0, p, 16);
-          buf.fill(256, 4, test::kPoison);
-          prog.run();
-          uint32_t got = 0;
-          buf.download(256, &got, 4);
-          const int32_t want = sample_top_k(lg.data(), V, t.temperature, t.k, u);
-          INFO(std::string(precision_name(ctx->precision()))
-               << " V=" << V << " ties=" << variant << " T=" << t.temperature << " k=" << t.k << " u=" << u);
-          CHECK(int64_t(got) == want);
-          if (t.temperature <= 0) CHECK(want == std::max_element(lg.begin(), lg.end()) - lg.begin());
-          ++checked;
-        }
-      }
-    }
-  }
-  MESSAGE("device sampling: " << checked << " draws identical to the host reference, " << skipped
-                              << " skipped (within 1e-5 of an edge)");
-  CHECK(skipped * 20 < checked);
-}
-
-}  // namespace
-
-TEST_CASE("sample: device top-k matches the host reference fp32") { sweep_sample(Precision::fp32); }
-TEST_CASE("sample: device top-k matches the host reference fp16") { sweep_sample(Precision::fp16); }
+// The kernel against the host reference: the op's case table (bench/cases/sample.cpp; greedy, top-k, ties, odd
+// vocabularies, eight draws per case, exact ids).
+TEST_CASE("sample: case table fp32") { test::run_op_table("sample", Precision::fp32); }
+TEST_CASE("sample: case table fp16") { test::run_op_table("sample", Precision::fp16); }
 
 TEST_CASE("sample: host reference sample_top_k") {
   const std::vector<float> lg{1.0f, 3.0f, 3.0f, -2.0f, 0.5f};
@@ -179,7 +101,7 @@ void model_sampling(Precision precision) {
     const float u = std::generate_canonical<float, 24>(rng) * 0.999999f;
     lg = ref->decode(tok);
     const int32_t got_tok = dev->decode_sample(tok, 0.9f, 8, u);
-    if (near_edge(lg, 0.9f, 8, u, 1e-5)) {
+    if (bench::sample_draw_near_edge(lg, 0.9f, 8, u, 1e-5)) {
       ++skipped;
     } else {
       CHECK(got_tok == sample_top_k(lg.data(), V, 0.9f, 8, u));

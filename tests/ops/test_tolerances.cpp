@@ -217,9 +217,9 @@ void planted_faults_fail(Precision precision) {
     // Output faults, planted in the downloaded bytes of both runs: the check alone must catch them.
     for (Plant plant : {Plant::wrong_value, Plant::nan, Plant::stale, Plant::fp16_overflow}) {
       runner.plant_for_testing(plant);
-      if (plant == Plant::fp16_overflow && (!fp16 || op == "embed" || op == "attn_probs")) {
+      if (plant == Plant::fp16_overflow && (!fp16 || op == "embed" || op == "attn_probs" || op == "sample")) {
         // No fp16 element to overflow (fp32 storage; embed writes the float32 residual stream, attn_probs float32
-        // probabilities): the hook says so instead of planting something else.
+        // probabilities, sample a token id): the hook says so instead of planting something else.
         CHECK_THROWS_WITH_AS(runner.run(c), doctest::Contains("no fp16 output element"), bench::OpRunner::PlantError);
         continue;
       }
