@@ -221,8 +221,8 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
                                        "rope_kv", "kv_shift",   "diff_attn",       "attn_probs",   "sample"};
   if (type == "diffllama") return v1;  // Hugging Face DiffLlama: DIFF V1 (Model::load reads its own keys)
   if (type == "phi4flash")
-    return {"linear",  "linear_row", "layer_norm",   "embed",          "silu_mul",
-            "rope_kv", "diff_attn",  "conv1d_state", "selective_scan", "gmu_gate"};
+    return {"linear",    "linear_row",   "layer_norm",     "embed",    "silu_mul", "rope_kv",
+            "diff_attn", "conv1d_state", "selective_scan", "gmu_gate", "sample"};
   const ModelConfig c = parse_model_config(config_json);
   if (c.v2())
     return {"linear",  "linear_row", "linear_row_rope", "head_rmsnorm", "silu_mul", "embed",

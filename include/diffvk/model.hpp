@@ -219,7 +219,8 @@ class Session {
   // and the uniform draw u in [0, 1), the choice of sample_top_k() on the same logits and draw.
   // Throws invalid_argument for a top_k outside that range (use decode() and a host Sampler then).
   int32_t decode_sample(int32_t token, float temperature = 0.0f, uint32_t top_k = 0, float u = 0.0f);
-  // Whether decode_sample is available (false for a phi4flash model, whose sessions sample on the host).
+  // Whether decode_sample is available: every model kind today (a phi4flash session samples the logits that follow
+  // its head's LayerNorm; the others sample after the final RMSNorm fused into lm_head).
   bool device_sampling() const;
   // Per-dispatch GPU times of the last call (empty unless SessionOptions::profile and the device has timestamps).
   std::vector<DispatchTime> last_profile() const;

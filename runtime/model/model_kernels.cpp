@@ -128,6 +128,10 @@ ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c, cons
     PipelineGroup g(dev, "silu_mul");
     k.silu = std::make_unique<SiluMulKernel>(dev, ko);
   }
+  {
+    PipelineGroup g(dev, "sample");
+    k.sample = std::make_unique<SampleKernel>(dev, ko);  // Session::decode_sample (after the head's LayerNorm)
+  }
   build_sambay_kernels(dev, c.mamba_d_conv, c.mamba_d_state, k);
   return k;
 }

@@ -244,7 +244,9 @@ struct Phi4FlashForward::Impl {
   std::vector<BufferRange> caches;  // filled by fill_for_testing
   Buffer dyn, sync;
   uint64_t sync_bytes = 0, last_pos = 0;  // last_pos: offset of the YOCO last row's position in dyn
-  std::vector<uint32_t> dyn_host;         // dyn's contents, filled at each run (no allocation there)
+  Buffer sample_io;  // device sampling: {position, u, temperature, top_k} at 0, the id at picked_at
+  uint64_t picked_at = 0;
+  std::vector<uint32_t> dyn_host;  // dyn's contents, filled at each run (no allocation there)
   GraphPlan gplan;
   Arena arena;
   struct Recorded {
@@ -264,7 +266,10 @@ struct Phi4FlashForward::Impl {
   // The whole model over `rows` rows at the position in `dyn` (out all: every row's logits), or YOCO (last: the
   // rows run layers 0 … L/2 and the full-attention layer's K/V append, the last row alone the rest and the head;
   // none: the rows stop after that append, no head). Returns (tokens, logits; invalid for none).
-  std::pair<TensorRef, TensorRef> build(Graph& g, uint32_t rows, HeadOut out) const {
+  std::pair<TensorRef, TensorRef> build(Graph& g, uint32_t rows, HeadOut wanted) const {
+    // sample: one row through every layer and the head (as all), then device sampling of its logits.
+    const HeadOut out = wanted == HeadOut::sample ? HeadOut::all : wanted;
+    if (wanted == HeadOut::sample && rows != 1) throw Error(Status::internal, "phi4flash: device sampling of one row");
     const Phi4FlashWeights& M = *w;
     const uint32_t E = M.E, H = M.H, Hkv = M.Hkv, D = M.D, I = M.I, C = M.C, S = M.S, K = M.K, R = M.R, V = M.V,
                    W = M.W;
@@ -413,7 +418,12 @@ struct Phi4FlashForward::Impl {
     hd.eps = eps;
     hd.E = E;
     hd.vocab = V;
-    return {tokens, add_head(*cur, x, hd, HeadOut::all)};
+    const TensorRef logits = add_head(*cur, x, hd, HeadOut::all);
+    if (wanted == HeadOut::sample)
+      add_sample(*cur, logits,
+                 g.bind("sample parameters", TensorRole::external, ElemType::u32, {4}, sample_io.range(0, 16)),
+                 g.bind("sampled token", TensorRole::external, ElemType::u32, {1}, sample_io.range(picked_at, 4)), V);
+    return {tokens, logits};
   }
 
   static std::string variant(HeadOut out) { return std::string("phi4flash logits=") + head_out_name(out); }
@@ -424,7 +434,9 @@ struct Phi4FlashForward::Impl {
     if (it != programs.end()) return it->second;
     Graph g(variant(out));
     const auto tl = build(g, rows, out);
-    const auto placed = fit_graph(g, gplan, variant(out), arena.handles(), dev->caps().max_storage_buffer_range,
+    // Device sampling adds only bound tensors to the one-row `all` graph: it fits that variant's plan.
+    const HeadOut planned = out == HeadOut::sample ? HeadOut::all : out;
+    const auto placed = fit_graph(g, gplan, variant(planned), arena.handles(), dev->caps().max_storage_buffer_range,
                                   dev->caps().min_storage_buffer_offset_alignment);
     Recorded r{std::make_unique<Program>(*dev, variant(out) + " rows=" + std::to_string(rows)), placed[tl.first.id],
                tl.second.valid() ? placed[tl.second.id] : BufferRange{}};
@@ -437,7 +449,9 @@ struct Phi4FlashForward::Impl {
     state_pos = 0;
     snap_valid = false;
   }
-  void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits, const std::function<bool()>& abort);
+  // out sample (one row): `sample` is {u, temperature (float bits), top_k}, and the chosen id goes to *picked.
+  void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits, const std::function<bool()>& abort,
+           const uint32_t* sample = nullptr, uint32_t* picked = nullptr);
   std::vector<float> prompt(const std::vector<int32_t>& tokens, bool last_only);
   // The saved state (Phi4FlashForward::save) at n positions, in file order: each part a piece of one state range; a
   // ring's rows (ring true) are pieces of a ring, in position order.
@@ -530,6 +544,8 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
     if (L.k_ring.size) m->caches.insert(m->caches.end(), {L.k_ring, L.v_ring});
   m->dyn = Buffer(dev, 2 * m->last_pos, MemoryDomain::device, "phi4flash positions");
   m->dyn_host.assign(2 * m->last_pos / 4, 0);
+  m->picked_at = std::max<uint64_t>(al, 16);
+  m->sample_io = Buffer(dev, m->picked_at + 16, MemoryDomain::device, "phi4flash sampling");
   m->sync = Buffer(dev, m->sync_bytes, MemoryDomain::device, "phi4flash attention arrival counters");
   m->sync.fill(0, m->sync_bytes, 0);
   m->arena = Arena(dev, m->gplan.plan, "phi4flash");
@@ -554,8 +570,10 @@ Phi4FlashForward::Phi4FlashForward(std::unique_ptr<Impl> impl) : impl_(std::move
 Phi4FlashForward::~Phi4FlashForward() = default;
 
 void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits,
-                                 const std::function<bool()>& abort) {
+                                 const std::function<bool()>& abort, const uint32_t* sample, uint32_t* picked) {
   if (state_pos == kUnknown) throw Error(Status::internal, "phi4flash: run with unknown states (seek first)");
+  if (out == HeadOut::sample && (rows != 1 || !sample || !picked))
+    throw Error(Status::internal, "phi4flash: device sampling takes one row, its parameters and a place for the id");
   if (rows == 0 || rows > chunk || uint64_t(state_pos) + rows > cap)
     throw Error(Status::internal, "phi4flash: " + std::to_string(rows) + " rows at " + std::to_string(state_pos) +
                                       " (chunk " + std::to_string(chunk) + ", capacity " + std::to_string(cap) + ")");
@@ -565,6 +583,10 @@ void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut o
   dyn_host[0] = state_pos;  // the positions of the first and of the last row (YOCO's one-row pass)
   dyn_host[last_pos / 4] = state_pos + rows - 1;
   dyn.upload(0, dyn_host.data(), dyn_host.size() * 4);
+  if (out == HeadOut::sample) {
+    const uint32_t p[4] = {state_pos, sample[0], sample[1], sample[2]};
+    sample_io.upload(0, p, sizeof p);
+  }
   const uint32_t start = state_pos;
   state_pos = kUnknown;  // until the run completes
   snap_valid = false;
@@ -576,6 +598,8 @@ void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut o
     arena.owner(r.logits).download(r.logits.offset, logits, size_t(rows) * w->V * 4);
   else if (out == HeadOut::last)
     arena.owner(r.logits).download(r.logits.offset, logits, size_t(w->V) * 4);
+  else if (out == HeadOut::sample)
+    sample_io.download(picked_at, picked, 4);
 }
 
 std::vector<float> Phi4FlashForward::Impl::prompt(const std::vector<int32_t>& tokens, bool last_only) {
@@ -628,6 +652,13 @@ void Phi4FlashForward::seek(const int32_t* held, uint32_t n) {
 void Phi4FlashForward::run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits,
                            const std::function<bool()>& should_abort) {
   impl_->run(tokens, rows, out, logits, should_abort);
+}
+
+uint32_t Phi4FlashForward::run_sample(int32_t token, const uint32_t sample[3],
+                                      const std::function<bool()>& should_abort) {
+  uint32_t id = 0;
+  impl_->run(&token, 1, HeadOut::sample, nullptr, should_abort, sample, &id);
+  return id;
 }
 uint32_t Phi4FlashForward::position() const { return impl_->state_pos; }
 

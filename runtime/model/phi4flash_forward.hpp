@@ -88,6 +88,9 @@ class Phi4FlashForward {
   // after any failure the states are unknown and the next seek recomputes them.
   void run(const int32_t* tokens, uint32_t rows, HeadOut out, float* logits,
            const std::function<bool()>& should_abort = {});
+  // One checked token at position() (seek first), then device sampling of its logits (shaders/sample_topk.comp):
+  // `sample` is {u, temperature (float bits), top_k} as Session::decode_sample checks them. Returns the id.
+  uint32_t run_sample(int32_t token, const uint32_t sample[3], const std::function<bool()>& should_abort = {});
   uint32_t position() const;  // UINT32_MAX after a failed run (unknown)
   // Saved state at position() = n: the shared cache's rows 0 … n−1, each sliding layer's last min(n, window − 1)
   // positions (in position order), every Mamba layer's conv and scan states (float32). Bytes for n positions:

@@ -446,14 +446,16 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
   const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {V});
   const RowLinear r{Prologue::rmsnorm, h.norm, h.eps};
   add_linear(f, "lm_head", xl, h.lm_head, logits, false, &r);
-  if (out == HeadOut::sample) {
-    const SampleKernel* k = f.k.sample.get();
-    const TensorRef params = h.params, picked = h.picked;
-    f.g.add("sample", {logits, params}, {picked},
-            [=](Program& p, const GraphBinding& b) { k->record(p, b[logits], b[params], b[picked], V); });
-    f.g.kernel("sample");
-  }
+  if (out == HeadOut::sample) add_sample(f, logits, h.params, h.picked, V);
   return logits;
+}
+
+void add_sample(Forward& f, TensorRef logits, TensorRef params, TensorRef picked, uint32_t V) {
+  const SampleKernel* k = f.k.sample.get();
+  if (!k) throw Error(Status::internal, "sample: the model's kernels have no sampler");
+  f.g.add("sample", {logits, params}, {picked},
+          [=](Program& p, const GraphBinding& b) { k->record(p, b[logits], b[params], b[picked], V); });
+  f.g.kernel("sample");
 }
 
 }  // namespace diffvk

@@ -193,5 +193,7 @@ struct Head {
 };
 // Returns the f32 logits tensor (output role), or an invalid ref for HeadOut::none.
 TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out);
+// Device sampling of one row of float32 logits (vocab V): params {position, u, temperature, top_k} -> picked (u32).
+void add_sample(Forward& f, TensorRef logits, TensorRef params, TensorRef picked, uint32_t V);
 
 }  // namespace diffvk

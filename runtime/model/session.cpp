@@ -232,7 +232,7 @@ std::vector<float> Session::Impl::run(const int32_t* tok, uint32_t rows, HeadOut
 
 void Session::Impl::run_into(const int32_t* tok, uint32_t rows, HeadOut out, float* logits) {
   if (sambay) {
-    if (out == HeadOut::sample) throw Error(Status::internal, "phi4flash: no device sampling");
+    if (out == HeadOut::sample) throw Error(Status::internal, "phi4flash: device sampling goes through decode_sample");
     sambay->seek(held.data(), pos);  // after a rewind: the states of held[0 … pos)
     sambay->run(tok, rows, out, logits, should_abort);
     advance(tok, rows);
@@ -347,17 +347,14 @@ void Session::decode(int32_t token, float* logits, size_t capacity) {
   }
 }
 
-bool Session::device_sampling() const { return !impl_->sambay; }
+bool Session::device_sampling() const { return true; }
 
 int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k, float u) {
   Impl& s = *impl_;
   const uint32_t V = s.m->cfg.vocab_size;
   s.m->dev->check_not_lost();
-  s.refuse_sambay("decode_sample",
-                  "its head ends in a LayerNorm, which the device sampler has no form of; use "
-                  "decode() and sample on the host (generate does)");
   const bool greedy = !(temperature > 0.0f);
-  if (!greedy && (top_k == 0 || !s.m->k.sample->supports(V, top_k)))
+  if (!greedy && (top_k == 0 || !SampleKernel::supports(s.m->dev->caps(), V, top_k)))
     throw Error(Status::invalid_argument, "decode_sample: top_k " + std::to_string(top_k) + " is outside [1, " +
                                               std::to_string(std::min(kDeviceTopKMax, V)) + "] for device sampling");
   if (!greedy && !(u >= 0.0f && u < 1.0f))
@@ -373,9 +370,15 @@ int32_t Session::decode_sample(int32_t token, float temperature, uint32_t top_k,
   s.sample_params[2] = greedy ? 1u : top_k;
   const uint32_t start = s.pos;
   uint32_t id = 0;
-  try {  // all or nothing, like prefill
-    s.run(&token, 1, HeadOut::sample);
-    s.picked.download(0, &id, 4);
+  try {              // all or nothing, like prefill
+    if (s.sambay) {  // its head's LayerNorm is not fused: the one-row logits, then the sampler on them
+      s.sambay->seek(s.held.data(), s.pos);
+      id = s.sambay->run_sample(token, s.sample_params, s.should_abort);
+      s.advance(&token, 1);
+    } else {
+      s.run(&token, 1, HeadOut::sample);
+      s.picked.download(0, &id, 4);
+    }
   } catch (...) {
     s.truncate(start, true);
     throw;

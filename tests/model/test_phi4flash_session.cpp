@@ -22,6 +22,7 @@
 #include "diffvk/model.hpp"
 #include "diffvk/tokenizer.hpp"
 #include "diffvk/npy.hpp"
+#include "decode_sample_check.hpp"
 #include "gpu_test.hpp"
 #include "model/phi4flash_checkpoint.hpp"
 #include "model_parity.hpp"
@@ -117,7 +118,7 @@ void check_session(Precision precision) {
   so.chunk = 4;  // rings of 5 + 4 − 1 = 8 rows, wrapped several times by 30 tokens
   auto s = Session::create(*model, so);
   CHECK(s->chunk() == 4);
-  CHECK(!s->device_sampling());
+  CHECK(s->device_sampling());
   const std::vector<int32_t> toks = random_tokens(30, fx.V, 11);
   const std::vector<double> expect = fx.expect(toks);
   Runs runs(fx.shape, toks.size());  // fp16: the session's runs, for the fp16-storage reference
@@ -235,7 +236,6 @@ TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and th
   CHECK(s->capacity() == model->config().max_position_embeddings);
   s->prefill({1, 2, 3, 4, 5, 6});
   CHECK(test::status_of([&] { s->shift(1, 2); }) == Status::unsupported);
-  CHECK(test::status_of([&] { s->decode_sample(3); }) == Status::unsupported);
   CHECK(test::status_of([&] { s->attention_maps({1, 2}, 1); }) == Status::unsupported);
   CHECK(test::status_of([&] { s->decode(int32_t(model->config().vocab_size)); }) == Status::invalid_argument);
   CHECK(s->position() == 6);
@@ -258,6 +258,20 @@ TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and th
 // Session::fill_for_timing (bench --context-fill zeros): the session holds n zero positions and decodes there with
 // finite logits, the same each time; it reuses none of them for a prompt, and a reset session afterwards gives a
 // fresh session's logits (the zeros leave nothing a prefill reads). A SambaY session and a Differential Transformer's.
+// Device sampling after the head's LayerNorm: the one-row logits' program plus sample_topk, against decode()'s logits
+// and the host sampler, across the sliding window (chunk 4: rings of 8 rows, wrapped by the 12 + 24 positions).
+TEST_CASE("phi4flash session: decode_sample picks decode()'s greedy token and the host sampler's top-k token") {
+  for (Precision precision : {Precision::fp32, Precision::fp16}) {
+    auto ctx = test::make_context_or_skip(precision);
+    if (!ctx) continue;
+    CAPTURE(precision_name(ctx->precision()));
+    auto model = Model::load(*ctx, kFixture);
+    SessionOptions so;
+    so.chunk = 4;
+    test::check_decode_sample(*model, random_tokens(12, model->config().vocab_size, 5), so);
+  }
+}
+
 TEST_CASE("session: fill_for_timing holds n zero positions, decodes there, and leaves nothing behind") {
   auto ctx = test::make_context_or_skip(Precision::fp32);
   if (!ctx) return;

@@ -13,7 +13,7 @@
 #include "reference/diff_attn_ref.hpp"
 #include "diffvk/model.hpp"
 #include "gpu_test.hpp"
-#include "bench/check.hpp"
+#include "decode_sample_check.hpp"
 #include "op_table.hpp"
 #include "ops/sample.hpp"
 
@@ -76,46 +76,8 @@ void model_sampling(Precision precision) {
     CHECK(max_abs <= (fp16 ? 2e-2 : 1e-4) * std::max(1.0, max_ref));
   }
 
-  // Greedy: decode_sample's token == argmax of decode()'s logits at every step (two sessions in lockstep).
-  auto ref = Session::create(*model, SessionOptions{64, 64});
-  auto dev = Session::create(*model, SessionOptions{64, 64});
-  auto lg = ref->prefill(prompt);
-  dev->prefill(prompt);
-  int32_t tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-  for (int step = 0; step < 12; ++step) {
-    lg = ref->decode(tok);
-    const int32_t want_tok = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-    const int32_t got_tok = dev->decode_sample(tok);
-    CHECK(got_tok == want_tok);
-    tok = want_tok;
-  }
-  // Top-k with a draw: decode_sample == sample_top_k on decode()'s logits (same storage rounding).
-  ref->reset();
-  dev->reset();
-  lg = ref->prefill(prompt);
-  dev->prefill(prompt);
-  tok = 3;
-  std::mt19937_64 rng(99);
-  size_t skipped = 0;
-  for (int step = 0; step < 12; ++step) {
-    const float u = std::generate_canonical<float, 24>(rng) * 0.999999f;
-    lg = ref->decode(tok);
-    const int32_t got_tok = dev->decode_sample(tok, 0.9f, 8, u);
-    if (bench::sample_draw_near_edge(lg, 0.9f, 8, u, 1e-5)) {
-      ++skipped;
-    } else {
-      CHECK(got_tok == sample_top_k(lg.data(), V, 0.9f, 8, u));
-    }
-    tok = got_tok;
-  }
-  CHECK(skipped < 3);
-  // Argument checks leave the session where it was.
-  const uint32_t pos = dev->position();
-  CHECK_THROWS_AS(dev->decode_sample(tok, 0.9f, 0, 0.5f), Error);
-  CHECK_THROWS_AS(dev->decode_sample(tok, 0.9f, kDeviceTopKMax + 1, 0.5f), Error);
-  CHECK_THROWS_AS(dev->decode_sample(tok, 0.9f, 8, 1.0f), Error);
-  CHECK_THROWS_AS(dev->decode_sample(-1), Error);
-  CHECK(dev->position() == pos);
+  // Device sampling against decode() and the host sampler.
+  test::check_decode_sample(*model, prompt, SessionOptions{64, 64});
 }
 }  // namespace
 
