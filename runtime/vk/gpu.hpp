@@ -102,7 +102,9 @@ class Device {
   // next tuning().pipeline_batch of them (0: an even share per thread) and creates them with one
   // vkCreateComputePipelines call (LazyPipeline::build_batch). The caller keeps them alive. Every thread is joined
   // before it returns; the first error of any (Pipeline's constructor: it names the pipeline) is rethrown here, the
-  // others' pipelines that compiled stay compiled, and a later call tries the rest.
+  // others' pipelines that compiled stay compiled, and a later call tries the rest. Pipelines with the same
+  // description are compiled once: the first of them; the others share its objects (so the Vulkan calls a load makes
+  // do not depend on the threads' timing).
   void build_pipelines(const std::vector<const LazyPipeline*>& pipelines);
   // Label recorded with each Pipeline created from now on (see PipelineGroup); "" = none.
   void set_pipeline_group(std::string group);
@@ -162,6 +164,7 @@ class Device {
   void end_one_shot(VkCommandBuffer cb);  // submit + wait on fence_ (oneshot_mutex_ held)
   void abandon_one_shot(VkCommandBuffer cb);
   void load_pipeline_cache();
+  void build_distinct_pipelines(const std::vector<const LazyPipeline*>& todo);  // build_pipelines, no two alike
   friend class Pipeline;
   friend class LazyPipeline;
   void register_pipeline(const Pipeline* p);

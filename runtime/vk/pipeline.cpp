@@ -66,6 +66,14 @@ std::string pipeline_name(const PipelineDesc& desc) {
   return desc.op + (desc.fp16 ? "_fp16" : "_fp32") + (desc.subgroup ? "_sg" : "");
 }
 
+// The key of Device::shared_: everything that goes into a pipeline's Vulkan objects.
+static std::string share_key(const PipelineDesc& desc) {
+  std::string key = pipeline_name(desc) + "|" + std::to_string(desc.bindings) + "|" + std::to_string(desc.push_bytes) +
+                    "|" + std::to_string(desc.subgroup_size) + "|";
+  for (uint32_t v : desc.spec) key += std::to_string(v) + ",";
+  return key;
+}
+
 Pipeline::Pipeline(Device& device, const PipelineDesc& desc) : Pipeline(device, desc, device.pipeline_group()) {}
 
 Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& group)
@@ -106,10 +114,7 @@ Pipeline::Pipeline(Device& device, const PipelineDesc& desc, const std::string& 
     throw Error(Status::unsupported, name_ + ": the fp16 path is not enabled on this device");
   if (desc.push_bytes > device.caps().max_push_constants)
     throw Error(Status::unsupported, name_ + ": push constants exceed the device limit");
-  // The key of Device::shared_: everything that goes into the Vulkan objects below.
-  std::string key = name_ + "|" + std::to_string(desc.bindings) + "|" + std::to_string(desc.push_bytes) + "|" +
-                    std::to_string(desc.subgroup_size) + "|";
-  for (uint32_t v : desc.spec) key += std::to_string(v) + ",";
+  const std::string key = share_key(desc);
   bool adopted;
   {
     std::lock_guard<std::mutex> lock(device.shared_mutex_);
@@ -370,9 +375,28 @@ void Device::build_declared_pipelines() {
 }
 
 void Device::build_pipelines(const std::vector<const LazyPipeline*>& pipelines) {
-  std::vector<const LazyPipeline*> todo;
-  for (const LazyPipeline* p : pipelines)
-    if (p && !p->built() && std::find(todo.begin(), todo.end(), p) == todo.end()) todo.push_back(p);
+  // One of each distinct pipeline is compiled; the others with the same description (two ops' kernels often ask for
+  // the same one) take its objects afterwards (Device::shared_), with no Vulkan call. Were they compiled side by side,
+  // the driver would compile both, and how many Vulkan calls a load makes would depend on the threads' timing.
+  std::vector<const LazyPipeline*> todo, same;
+  std::vector<std::string> keys;
+  for (const LazyPipeline* p : pipelines) {
+    if (!p || p->built() || std::find(todo.begin(), todo.end(), p) != todo.end() ||
+        std::find(same.begin(), same.end(), p) != same.end())
+      continue;
+    std::string key = share_key(p->desc());
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      same.push_back(p);
+    } else {
+      keys.push_back(std::move(key));
+      todo.push_back(p);
+    }
+  }
+  build_distinct_pipelines(todo);
+  for (const LazyPipeline* p : same) p->get();
+}
+
+void Device::build_distinct_pipelines(const std::vector<const LazyPipeline*>& todo) {
   if (todo.empty()) return;
   const size_t threads = std::min<size_t>(std::max<uint32_t>(tuning_.pipeline_threads, 1), todo.size());
   // Pipelines per vkCreateComputePipelines call: the tuning's, or (0) an even share per thread.

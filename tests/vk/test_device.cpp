@@ -1045,6 +1045,41 @@ TEST_CASE("pipeline: build_pipelines compiles a list on pipeline_threads threads
   }
 }
 
+// Two ops' kernels often declare the same pipeline. Compiled side by side on two threads, both would reach the
+// driver, and how many Vulkan calls a load makes would depend on the threads' timing (a fault-injection sweep, which
+// counts them, failed on CI once for it): each description is compiled once, and its twins share the objects.
+TEST_CASE("pipeline: build_pipelines compiles each description once, however many lazy pipelines declare it") {
+  for (const char* tuning : {"pipeline_threads=1", "pipeline_threads=4", "pipeline_threads=4,pipeline_batch=1"}) {
+    CAPTURE(tuning);
+    auto ctx = context_with(tuning, Precision::fp32);
+    Device& dev = ctx->device();
+    auto lazy = norm_pipelines(dev, 6), twins = norm_pipelines(dev, 6);
+    std::vector<const LazyPipeline*> list;
+    for (size_t i = 0; i < lazy.size(); ++i) {
+      list.push_back(lazy[i].get());
+      list.push_back(twins[lazy.size() - 1 - i].get());  // a twin in another thread's share
+    }
+    std::atomic<int> creates{0}, modules{0};
+    set_vk_fault_hook([&](const char* call) {
+      const std::string c(call);
+      creates += c.rfind("vkCreateComputePipelines", 0) == 0;
+      modules += c.rfind("vkCreateShaderModule", 0) == 0;
+      return VK_SUCCESS;
+    });
+    const auto before = dev.compile_stats().pipelines;
+    dev.build_pipelines(list);
+    set_vk_fault_hook(nullptr);
+    CHECK(modules.load() == 6);
+    CHECK(dev.compile_stats().pipelines - before == 6);
+    CHECK(creates.load() <= 6);
+    for (size_t i = 0; i < lazy.size(); ++i) {
+      REQUIRE(lazy[i]->built());
+      REQUIRE(twins[i]->built());
+      CHECK(twins[i]->get().handle() == lazy[i]->get().handle());
+    }
+  }
+}
+
 // A vkCreateComputePipelines failure on a worker thread: every thread is joined, the first error is rethrown on the
 // calling thread naming the pipeline, what compiled stays compiled, and a later call compiles the rest.
 TEST_CASE("pipeline: a pipeline that fails on a worker thread surfaces as an Error naming it") {
