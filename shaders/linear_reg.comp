@@ -87,40 +87,7 @@ void unpack_v(vec4 v, out float f[KVEC]) {
 }
 #endif
 
-// The dequantized weight n·in + k (WQ != 0), elementwise (the k tail, VEC == 0).
-float wq_at(uint n, uint k) {
-  const uint si = n * (p.in_f / 32) + k / 32;
-  const float d = half_at(wq1[si / 2], (si % 2) * 16u);
-  if (WQ == 1) {
-    const uint b = p.qoff + n * p.in_f + k;
-    return float(bitfieldExtract(int(wq1[b / 4]), int(8 * (b % 4)), 8)) * d;
-  }
-  const uint b = p.qoff + n * (p.in_f / 2) + (k / 32) * 16 + k % 16;
-  return float(int((wq1[b / 4] >> (8 * (b % 4) + ((k % 32) >= 16 ? 4 : 0))) & 15u) - 8) * d;
-}
-
-// KV dequantized weights n·in + k … k + KV − 1 (WQ != 0, k a multiple of KV, inside one block): one
-// 8-byte (KV = 8) or 4-byte (KV = 4) load of quants and one of the scale.
-void wq_vec(uint n, uint k, out float f[KVEC]) {
-  const uint si = n * (p.in_f / 32) + k / 32;
-  const float d = half_at(wq1[si / 2], (si % 2) * 16u);
-  uint wd[2];
-  const uint b = WQ == 1 ? p.qoff + n * p.in_f + k : p.qoff + n * (p.in_f / 2) + (k / 32) * 16 + k % 16;
-  if (KVEC == 8) {
-    const uvec2 v = wq2[b / 8];
-    wd[0] = v.x;
-    wd[1] = v.y;
-  } else {
-    wd[0] = wq1[b / 4];
-    wd[1] = 0u;
-  }
-  const uint sh = (k % 32) >= 16 ? 4u : 0u;
-  [[unroll]] for (uint i = 0; i < KVEC; ++i) {
-    const uint byte = (wd[i / 4] >> (8 * (i % 4))) & 255u;
-    if (WQ == 1) f[i] = float(bitfieldExtract(int(byte), 0, 8)) * d;
-    else f[i] = float(int((byte >> sh) & 15u) - 8) * d;
-  }
-}
+#include "linear_wq.glsl"
 
 #if DVK_SUBGROUP
 // Row I of the tile (I < 16 = the host's BM), element kk, from the lane that loaded it (lane I % WG, its row

@@ -12,22 +12,28 @@
 // consecutive elements of every row and weight row per step (the host uses it when `in` and the row stride of x are
 // multiples of VW and both bindings start 16-byte aligned): one wide load per weight vector and x row, where the
 // scalar form loads every element on its own (radv gfx1100: 224 instructions per 4 weights x 8 rows, 12 loads).
+// WQ = 1 (Q8_0) / 2 (Q4_0): W in the quantized layout of runtime/ops/linear_quant.hpp (from byte p.qoff the quants),
+// each weight vector dequantized once in registers (linear_wq.glsl) and used by every row: a speculative verify pass
+// of up to 8 rows reads and dequantizes each weight once, where the register tile (linear_reg.comp) computes 16 rows.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NF = 4;
 layout(constant_id = 2) const uint Y32 = 0;
 layout(constant_id = 3) const uint VEC = 0;
+layout(constant_id = 4) const uint WQ = 0;  // weight format: 0 = the storage type, 1 = Q8_0, 2 = Q4_0
 layout(local_size_x_id = 0) in;
 
 #if DVK_FP16
 #define VTYPE uvec4
-const uint VW = 8;
+#define KVEC 8u
 #else
 #define VTYPE vec4
-const uint VW = 4;
+#define KVEC 4u
 #endif
+const uint VW = KVEC;
 
 #define MAXR 8  // == kLinearVecMaxRows
 
@@ -40,6 +46,8 @@ layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a du
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };  // Y32: the same bindings as float32
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
 layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
+layout(std430, binding = 1) readonly buffer WQ1 { uint wq1[]; };   // WQ != 0: the quantized layout, 4-byte words
+layout(std430, binding = 1) readonly buffer WQ2 { uvec2 wq2[]; };  // 8-byte words
 
 layout(push_constant) uniform Params {
   uint rows;
@@ -48,9 +56,11 @@ layout(push_constant) uniform Params {
   uint x_stride;
   uint y_stride;
   uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4)
+  uint qoff;   // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
 #include "reduce.glsl"
+#include "linear_wq.glsl"
 
 void unpack(VTYPE v, out float f[VW]) {
 #if DVK_FP16
@@ -79,7 +89,8 @@ void main() {
         float wf[NF][VW];
         for (uint f = 0; f < NF; ++f) {
           if (n0 + f < p.out_f) {
-            unpack(wvec[(n0 + f) * nv + kv], wf[f]);
+            if (WQ == 0) unpack(wvec[(n0 + f) * nv + kv], wf[f]);
+            else wq_vec(n0 + f, kv * VW, wf[f]);
           } else {
             for (uint e = 0; e < VW; ++e) wf[f][e] = 0.0;
           }
@@ -101,7 +112,7 @@ void main() {
       }
       for (uint f = 0; f < NF; ++f) {
         if (n0 + f < p.out_f) {
-          const float wv = float(w[(n0 + f) * p.in_f + k]);
+          const float wv = WQ == 0 ? float(w[(n0 + f) * p.in_f + k]) : wq_at(n0 + f, k);
           for (uint rr = 0; rr < MAXR; ++rr)
             if (rr < p.rows) acc[rr][f] = fma(xv[rr], wv, acc[rr][f]);  // uniform: no FMAs for absent rows
         }

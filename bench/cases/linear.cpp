@@ -390,6 +390,27 @@ OpCases linear_cases(OpMode mode) {
     b.add_fp16(biased(lin(70, 37, 40, 1, 0, kSep), int(kLinearCoopVariant)));
     b.add_fp16(biased(lin(130, 64, 200, 0, 2, kInPlace, true), int(kLinearCoopVariant)));
   }
+  // Quantized weights through the matrix-vector shader (linear_vec.comp with WQ: 2-8 rows on GPUs, each weight
+  // dequantized once for every row), on every device by variant: 1-8 rows, in = 32·k, odd out, padded strides
+  // (elementwise x loads), every residual form, float32 y, a bias, the shared-memory reduction, a capped grid and a
+  // long reduction. Seeds after every other case's.
+  for (QuantType q : {QuantType::q8_0, QuantType::q4_0}) {
+    const P qs[] = {lin(2, 32, 8, 0, 0, kNone), lin(5, 96, 37, 0, 3, kSep), lin(8, 160, 72, 8, 0, kInPlace),
+                    lin(3, 64, 200, 3, 1, kNone, true), lin(8, 16384, 24, 0, 0, kNone)};
+    for (P s : qs) {
+      s.weights = q, s.variant = 0;
+      b.add(s);
+    }
+    P n = lin(7, 96, 41, 0, 0, kSep);
+    n.weights = q, n.variant = 0, n.subgroup = false;
+    b.add(n);
+    P g = lin(4, 64, 200, 0, 0, kNone);
+    g.weights = q, g.variant = 0, g.wg_limit_x = 2, g.wg_limit_y = 1;
+    b.add(g);
+    P bi = lin(6, 96, 37, 0, 2, kInPlace, true);
+    bi.weights = q, bi.variant = 0, bi.bias = true;
+    b.add(bi);
+  }
   return b.take();
 }
 

@@ -210,8 +210,7 @@ LinearTiles choose_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t /*i
 }
 
 LinearTiles choose_quant_linear_tiles(const DeviceCaps& c, uint32_t rows, uint32_t in, uint32_t out) {
-  const LinearTiles t = choose_linear_tiles(c, rows, in, out, /*fp16=*/false);  // no cooperative matrices
-  return t.vec ? linear_tile_candidates(c)[kLinearRegVariant] : t;
+  return choose_linear_tiles(c, rows, in, out, /*fp16=*/false);  // no cooperative matrices
 }
 
 RowGeometry row_geometry(const DeviceCaps& c) {
@@ -318,7 +317,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
         pipelines_[y32].push_back(
-            lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32, 0u})));
+            lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push + 4).with_spec({t.wg, t.nf, y32, 0u})));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
@@ -337,7 +336,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
           !build[t.variant] ? nullptr
           : t.reg           ? lazy(reg_desc(t, 1, y32))
           : t.coop          ? lazy(coop_desc(t, 1, y32))
-          : t.vec ? lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32, 1u}))
+          : t.vec
+              ? lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push + 4).with_spec({t.wg, t.nf, y32, 1u}))
           : t.bk % kv != 0 ? nullptr
                            : lazy(PipelineDesc{"linear"}
                                       .with_bindings(5)
@@ -371,6 +371,13 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     for (uint32_t vec = 0; vec < 2; ++vec)
       for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
         quant_pipelines_[qi][vec][y32] = lazy(reg_desc(tiles_[kLinearRegVariant], vec, y32, qi + 1));
+        // The matrix-vector shader with the quantized W loader (2-8 rows on GPUs), where this kernel builds it.
+        const LinearTiles& mv = tiles_[0];
+        if (build[0])
+          quant_vec_pipelines_[qi][vec][y32] = lazy(kernel_desc("linear_vec", o)
+                                                        .with_bindings(5)
+                                                        .with_push(push + 4)
+                                                        .with_spec({mv.wg, mv.nf, y32, vec, qi + 1}));
         // The shared-memory tiles with the quantized W loader (WQ), where this kernel builds the tile.
         for (uint32_t v = 1; v <= 2; ++v) {
           const LinearTiles& t = tiles_[v];
@@ -644,8 +651,8 @@ void LinearKernel::record_quant_variant(Program& program, uint32_t variant, Quan
                                         Elem y_elem, BufferRange bias) const {
   if (type != QuantType::q8_0 && type != QuantType::q4_0)
     throw Error(Status::invalid_argument, "linear: record_quant takes Q8_0 or Q4_0 weights");
-  if (variant != 1 && variant != 2 && variant != kLinearRegVariant)
-    throw Error(Status::invalid_argument, "linear: quantized weights run on tile variants 1, 2 and 3 only");
+  if (variant > kLinearRegVariant)
+    throw Error(Status::invalid_argument, "linear: quantized weights run on tile variants 0 to 3 only");
   dispatch_mm(program, variant, type, x, w, y, p, residual, y_elem, bias);
 }
 
@@ -693,13 +700,13 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
 
   struct {
     LinearParams lp;
-    uint32_t flags = 0, qoff = 0;  // qoff: the matrix-matrix shaders only (linear_vec.comp's block is 4 bytes shorter)
+    uint32_t flags = 0, qoff = 0;  // qoff: the quantized weights' quants (every linear shader's block ends with it)
   } push;
   push.lp = p;
   push.flags = linear_epilogue_flags(residual, bias);
   push.qoff = static_cast<uint32_t>(qoff);
   static_assert(sizeof push == sizeof(LinearParams) + 2 * sizeof(uint32_t), "push block layout");
-  const uint32_t push_bytes = t.vec ? sizeof push - sizeof(uint32_t) : sizeof push;
+  const uint32_t push_bytes = sizeof push;
 
   const auto& maxc = device_.caps().max_workgroup_count;
   auto clamp = [&](uint32_t n, int d) {
@@ -728,6 +735,7 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   const LazyPipeline* qpipe = !quant                         ? nullptr
                               : int8                         ? quant_dot_pipelines_[qi][vec4][y32].get()
                               : t.reg                        ? quant_pipelines_[qi][vec4][y32].get()
+                              : t.vec                        ? quant_vec_pipelines_[qi][vec4][y32].get()
                               : variant == 1 || variant == 2 ? quant_mm_pipelines_[qi][variant - 1][vec4][y32].get()
                                                              : nullptr;
   if (quant && !qpipe)
@@ -737,7 +745,8 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   const LazyPipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
   if (y32 && t.reg && !int8) push.flags |= 4u;  // linear_reg.comp's output type (Y32 = 2: see reg_desc)
   program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
-                   quant   ? (int8 ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
+                   quant   ? (int8    ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
+                              : t.vec ? (wq == QuantType::q4_0 ? "linear_vec q4_0" : "linear_vec q8_0")
                               : wq == QuantType::q4_0 ? "linear_reg q4_0"
                                                       : "linear_reg q8_0")
                    : t.vec ? "linear_vec"

@@ -72,8 +72,9 @@ LinearTiles choose_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t 
 // not where it does not (pure; `bench` and the log print it).
 bool linear_uses_coopmat(const DeviceCaps& caps, bool fp16, std::string* why_not = nullptr);
 // The tile LinearKernel::record_quant takes (pure): choose_linear_tiles' choice without cooperative
-// matrices, with the register tile in place of the matrix-vector path (the one-row path is QuantRowKernel):
-// on GPUs past 16 rows a shared-memory tile that dequantizes W on the way into shared memory.
+// matrices (the one-row path of a model is QuantRowKernel): on GPUs the matrix-vector shader for 2-8 rows (each
+// weight dequantized once for every row: a speculative verify pass), the register tile for 9-16, past 16 rows a
+// shared-memory tile that dequantizes W on the way into shared memory; on CPU drivers the register tile.
 LinearTiles choose_quant_linear_tiles(const DeviceCaps& caps, uint32_t rows, uint32_t in, uint32_t out);
 // The candidates choose_linear_tiles can pick on this device, for any shape (pure): [3] alone on CPU
 // drivers, [0] and [3] on Mali, [0]-[3] elsewhere; plus [4] where linear_uses_coopmat.
@@ -233,8 +234,9 @@ class LinearKernel {
                       BufferRange bias = {}) const;
   // Same as record(), over a Q8_0 / Q4_0 weight in the struct-of-arrays device layout of
   // ops/linear_quant.hpp (w: the whole layout, 16-byte aligned; `in` a multiple of 32), never through a
-  // dequantized copy of the weight: the tile of choose_quant_linear_tiles, i.e. the register-tiled shader
-  // (dequantizing in registers) or a shared-memory tile of linear.comp (dequantizing into its fp32 tiles).
+  // dequantized copy of the weight: the tile of choose_quant_linear_tiles, i.e. the matrix-vector or the
+  // register-tiled shader (dequantizing in registers) or a shared-memory tile of linear.comp (dequantizing into its
+  // fp32 tiles).
   void record_quant(Program& program, QuantType type, BufferRange x, BufferRange w, BufferRange y,
                     const LinearParams& params, BufferRange residual = {}, Elem y_elem = Elem::storage,
                     BufferRange bias = {}) const;
@@ -246,8 +248,9 @@ class LinearKernel {
                          Elem y_elem = Elem::storage, BufferRange bias = {}) const;
   // record_quant's path on this device (or the forced one) and why.
   const QuantRowChoice& quant_choice() const { return quant_choice_; }
-  // Same, on a given tile variant (1, 2: shared-memory; 3: register-tiled); one without pipelines here is
-  // invalid_argument (tests run every quantized path on every device with an all_variants kernel).
+  // Same, on a given tile variant (0: matrix-vector, at most kLinearVecMaxRows rows; 1, 2: shared-memory; 3:
+  // register-tiled); one without pipelines here is invalid_argument (tests run every quantized path on every device
+  // with an all_variants kernel).
   void record_quant_variant(Program& program, uint32_t variant, QuantType type, BufferRange x, BufferRange w,
                             BufferRange y, const LinearParams& params, BufferRange residual = {},
                             Elem y_elem = Elem::storage, BufferRange bias = {}) const;
@@ -293,6 +296,7 @@ class LinearKernel {
   std::unique_ptr<LazyPipeline> quant_pipelines_[2][2][2];  // register-tiled over [q8_0, q4_0][vector loads][y f32]
   std::unique_ptr<LazyPipeline>
       quant_mm_pipelines_[2][2][2][2];  // linear.comp with WQ: [q8_0, q4_0][variant 1, 2][vector x loads][y f32]
+  std::unique_ptr<LazyPipeline> quant_vec_pipelines_[2][2][2];  // linear_vec.comp with WQ: [q8_0, q4_0][vector][y f32]
   QuantRowChoice quant_choice_;
   std::unique_ptr<LazyPipeline> quant_dot_pipelines_[2][2]
                                                     [2];  // linear_reg_dot.comp: [q8_0, q4_0][vector x loads][y f32]

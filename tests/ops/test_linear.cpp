@@ -517,12 +517,14 @@ TEST_CASE("linear: the cooperative-matrix candidate and its choice (pure, simula
 }
 
 TEST_CASE(
-    "linear: quantized weights take a shared-memory tile on GPUs past 16 rows (choose_quant_linear_tiles, pure)") {
+    "linear: quantized weights take the matrix-vector shader for 2-8 rows and a shared-memory tile past 16 rows on "
+    "GPUs (choose_quant_linear_tiles, pure)") {
   DeviceCaps gpu = simulated(49152, 1024, 32);
   gpu.kind = DeviceKind::discrete;
   gpu.compute_units = 8;
-  for (uint32_t rows : {1u, 8u, 16u})
-    CHECK(choose_quant_linear_tiles(gpu, rows, 2048, 2048).variant == kLinearRegVariant);
+  // 2-8 rows (a speculative verify pass): each weight dequantized once for every row, not a 16-row register tile.
+  for (uint32_t rows : {1u, 2u, 8u}) CHECK(choose_quant_linear_tiles(gpu, rows, 2048, 2048).variant == 0u);
+  for (uint32_t rows : {9u, 16u}) CHECK(choose_quant_linear_tiles(gpu, rows, 2048, 2048).variant == kLinearRegVariant);
   const LinearTiles big = choose_quant_linear_tiles(gpu, 512, 2048, 2048);
   CHECK((big.variant == 1 || big.variant == 2));
   CHECK(big.variant == choose_linear_tiles(gpu, 512, 2048, 2048).variant);
@@ -530,15 +532,16 @@ TEST_CASE(
   gpu.coopmat_m = gpu.coopmat_n = gpu.coopmat_k = 16;
   CHECK(choose_linear_tiles(gpu, 512, 2048, 2048).coop);
   CHECK(choose_quant_linear_tiles(gpu, 512, 2048, 2048).variant == big.variant);
-  // CPU drivers and Mali: the register tile at every row count.
+  // CPU drivers: the register tile at every row count; Mali: the matrix-vector shader up to 8 rows (as for f16
+  // weights), then the register tile.
   DeviceCaps cpu = simulated(32768, 256, 8);
   cpu.kind = DeviceKind::cpu;
   DeviceCaps mali = simulated(32768, 256, 16);
   mali.kind = DeviceKind::integrated;
   mali.vendor_id = kVendorArm;
-  for (uint32_t rows : {1u, 17u, 512u}) {
+  for (uint32_t rows : {1u, 8u, 17u, 512u}) {
     CHECK(choose_quant_linear_tiles(cpu, rows, 2048, 2048).variant == kLinearRegVariant);
-    CHECK(choose_quant_linear_tiles(mali, rows, 2048, 2048).variant == kLinearRegVariant);
+    CHECK(choose_quant_linear_tiles(mali, rows, 2048, 2048).variant == (rows <= 8 ? 0u : kLinearRegVariant));
   }
 }
 
