@@ -32,10 +32,12 @@ void wq_vec(uint n, uint k, out float f[KVEC]) {
     wd[0] = wq1[b / 4];
     wd[1] = 0u;
   }
-  const uint sh = (k % 32) >= 16 ? 4u : 0u;
+  // Q4_0: (q − 8)·d as q·d − 8·d, the same value: every product of a 4-bit q and an fp16 scale is exact in fp32, so
+  // neither form rounds (one extract, one conversion and a multiply-add per weight, where the compiler fuses them).
+  const int sh = (k % 32) >= 16 ? 4 : 0;
+  const float d8 = -8.0 * d;
   [[unroll]] for (uint i = 0; i < KVEC; ++i) {
-    const uint byte = (wd[i / 4] >> (8 * (i % 4))) & 255u;
-    if (WQ == 1) f[i] = float(bitfieldExtract(int(byte), 0, 8)) * d;
-    else f[i] = float(int((byte >> sh) & 15u) - 8) * d;
+    if (WQ == 1) f[i] = float(bitfieldExtract(int(wd[i / 4]), int(8 * (i % 4)), 8)) * d;
+    else f[i] = float(bitfieldExtract(wd[i / 4], int(8 * (i % 4)) + sh, 4)) * d + d8;
   }
 }
