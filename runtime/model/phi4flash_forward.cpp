@@ -258,6 +258,8 @@ struct Phi4FlashForward::Impl {
   uint32_t state_pos = 0, snap_pos = 0;
   bool snap_valid = false;
   bool yoco_prefill = true;  // Phi4FlashForwardOptions::yoco
+  bool profile = false;      // Phi4FlashForwardOptions::profile
+  const Program* last = nullptr;  // the program of the last run
 
   AttnShape attn_shape(uint32_t capacity) const {
     return AttnShape::heads(w->E, w->H, w->Hkv, w->D).cache(capacity, chunk).norms(float(w->cfg.layer_norm_eps), 1e-5f);
@@ -438,7 +440,8 @@ struct Phi4FlashForward::Impl {
     const HeadOut planned = out == HeadOut::sample ? HeadOut::all : out;
     const auto placed = fit_graph(g, gplan, variant(planned), arena.handles(), dev->caps().max_storage_buffer_range,
                                   dev->caps().min_storage_buffer_offset_alignment);
-    Recorded r{std::make_unique<Program>(*dev, variant(out) + " rows=" + std::to_string(rows)), placed[tl.first.id],
+    Recorded r{std::make_unique<Program>(*dev, variant(out) + " rows=" + std::to_string(rows), profile),
+               placed[tl.first.id],
                tl.second.valid() ? placed[tl.second.id] : BufferRange{}};
     record_graph(g, placed, *r.program);
     r.program->finalize();
@@ -489,6 +492,7 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
       sambay_piece_rows(m->chunk, kMaxDraftTokens + 1, {sambay_q_width(as) * es, sambay_qkv_width(as) * es}, al_rows);
   m->ring = W.W + m->piece - 1;
   m->yoco_prefill = o.yoco;
+  m->profile = o.profile;
 
   // States: one buffer, every range aligned; the recurrent states first, contiguous (one copy snapshots them).
   const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
@@ -590,6 +594,7 @@ void Phi4FlashForward::Impl::run(const int32_t* tokens, uint32_t rows, HeadOut o
   const uint32_t start = state_pos;
   state_pos = kUnknown;  // until the run completes
   snap_valid = false;
+  last = r.program.get();
   r.program->run(abort);
   state_pos = start + rows;
   snap_pos = start;
@@ -628,6 +633,8 @@ std::vector<float> Phi4FlashForward::prompt(const std::vector<int32_t>& tokens) 
 std::vector<float> Phi4FlashForward::prompt_last(const std::vector<int32_t>& tokens) {
   return impl_->prompt(tokens, true);
 }
+
+const Program* Phi4FlashForward::last_program() const { return impl_->last; }
 
 void Phi4FlashForward::seek(const int32_t* held, uint32_t n) {
   Impl& m = *impl_;

@@ -58,6 +58,7 @@ struct Phi4FlashForwardOptions {
   uint32_t chunk = 0;
   uint64_t staging_bytes = 16ull << 20;  // weight upload slice (load only)
   bool yoco = true;  // false: HeadOut::last and none run every row through every layer (SessionOptions::yoco)
+  bool profile = false;  // GPU timestamps between the programs' dispatches (SessionOptions::profile, last_program)
 };
 
 class Phi4FlashForward {
@@ -92,6 +93,8 @@ class Phi4FlashForward {
   // `sample` is {u, temperature (float bits), top_k} as Session::decode_sample checks them. Returns the id.
   uint32_t run_sample(int32_t token, const uint32_t sample[3], const std::function<bool()>& should_abort = {});
   uint32_t position() const;  // UINT32_MAX after a failed run (unknown)
+  // The program of the last run() or run_sample() (its timings() with options.profile); nullptr before the first.
+  const Program* last_program() const;
   // Saved state at position() = n: the shared cache's rows 0 … n−1, each sliding layer's last min(n, window − 1)
   // positions (in position order), every Mamba layer's conv and scan states (float32). Bytes for n positions:
   uint64_t saved_bytes(uint32_t n) const;

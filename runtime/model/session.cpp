@@ -97,11 +97,10 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
   if (m.sambay) {  // Phi-4-mini-flash: its own states and programs
     if (o.kv_cache != KvCacheType::f16)
       throw Error(Status::unsupported, "session: a Q8_0 KV cache is not supported for phi4flash (SambaY) yet");
-    if (o.profile)
-      throw Error(Status::unsupported, "session: GPU timestamps (profile) are not recorded for phi4flash yet");
     Phi4FlashForwardOptions fo;
     fo.max_positions = s->cap;
     fo.yoco = o.yoco;
+    fo.profile = o.profile;
     // The automatic chunk: 64 rows. The sliding-window layers append and attend at most 17 rows at once, so their
     // rings (window + 16 rows) do not grow with the chunk (docs/phi4flash.md, session memory).
     fo.chunk = o.chunk ? std::min(o.chunk, s->cap) : std::min(64u, s->cap);
@@ -443,8 +442,9 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
 
 std::vector<DispatchTime> Session::last_profile() const {
   std::vector<DispatchTime> out;
-  if (!impl_->last) return out;
-  for (const auto& t : impl_->last->timings()) out.push_back({t.label, t.us});
+  const Program* last = impl_->sambay ? impl_->sambay->last_program() : impl_->last;
+  if (!last) return out;
+  for (const auto& t : last->timings()) out.push_back({t.label, t.us});
   return out;
 }
 void Session::reset() {

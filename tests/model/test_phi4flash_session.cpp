@@ -272,6 +272,41 @@ TEST_CASE("phi4flash session: decode_sample picks decode()'s greedy token and th
   }
 }
 
+// SessionOptions::profile: GPU timestamps between the dispatches of the last program run (bench --profile), which
+// change nothing of what it computes. On a device without timestamps the profile is empty.
+TEST_CASE("phi4flash session: profile times each dispatch of the last run, and the logits stay the same") {
+  auto ctx = test::make_context_or_skip(Precision::fp32);
+  if (!ctx) return;
+  auto model = Model::load(*ctx, kFixture);
+  SessionOptions plain, timed;
+  plain.chunk = timed.chunk = 4;
+  timed.profile = true;
+  auto a = Session::create(*model, plain), b = Session::create(*model, timed);
+  const auto prompt = random_tokens(6, model->config().vocab_size, 9);
+  CHECK(a->prefill(prompt) == b->prefill(prompt));
+  CHECK(a->decode(5) == b->decode(5));
+  CHECK(a->last_profile().empty());
+  const auto decode_profile = b->last_profile();
+  b->decode_sample(7);
+  const auto sample_profile = b->last_profile();
+  if (!ctx->caps().timestamps) {
+    CHECK(decode_profile.empty());
+    CHECK(sample_profile.empty());
+    return;
+  }
+  REQUIRE(!decode_profile.empty());
+  size_t scans = 0;
+  for (const auto& d : decode_profile) {
+    CHECK(d.us >= 0);
+    CHECK(!d.op.empty());
+    scans += d.op.rfind("selective_scan", 0) == 0;
+  }
+  CHECK(scans >= 1);  // the Mamba layers' scan, one row
+  // Device sampling: the one-row program, one dispatch longer.
+  CHECK(sample_profile.size() == decode_profile.size() + 1);
+  CHECK(sample_profile.back().op == "sample_topk");
+}
+
 TEST_CASE("session: fill_for_timing holds n zero positions, decodes there, and leaves nothing behind") {
   auto ctx = test::make_context_or_skip(Precision::fp32);
   if (!ctx) return;
