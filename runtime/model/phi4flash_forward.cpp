@@ -257,8 +257,8 @@ struct Phi4FlashForward::Impl {
   std::unique_ptr<Program> restore_prog;  // snapshot -> recurrent states
   uint32_t state_pos = 0, snap_pos = 0;
   bool snap_valid = false;
-  bool yoco_prefill = true;  // Phi4FlashForwardOptions::yoco
-  bool profile = false;      // Phi4FlashForwardOptions::profile
+  bool yoco_prefill = true;       // Phi4FlashForwardOptions::yoco
+  bool profile = false;           // Phi4FlashForwardOptions::profile
   const Program* last = nullptr;  // the program of the last run
 
   AttnShape attn_shape(uint32_t capacity) const {
@@ -441,8 +441,7 @@ struct Phi4FlashForward::Impl {
     const auto placed = fit_graph(g, gplan, variant(planned), arena.handles(), dev->caps().max_storage_buffer_range,
                                   dev->caps().min_storage_buffer_offset_alignment);
     Recorded r{std::make_unique<Program>(*dev, variant(out) + " rows=" + std::to_string(rows), profile),
-               placed[tl.first.id],
-               tl.second.valid() ? placed[tl.second.id] : BufferRange{}};
+               placed[tl.first.id], tl.second.valid() ? placed[tl.second.id] : BufferRange{}};
     record_graph(g, placed, *r.program);
     r.program->finalize();
     return programs.emplace(key, std::move(r)).first->second;

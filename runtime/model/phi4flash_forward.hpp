@@ -57,7 +57,7 @@ struct Phi4FlashForwardOptions {
   // rows (the attention's rule: a piece's rows are appended before it attends), so a longer prompt wraps its rings.
   uint32_t chunk = 0;
   uint64_t staging_bytes = 16ull << 20;  // weight upload slice (load only)
-  bool yoco = true;  // false: HeadOut::last and none run every row through every layer (SessionOptions::yoco)
+  bool yoco = true;      // false: HeadOut::last and none run every row through every layer (SessionOptions::yoco)
   bool profile = false;  // GPU timestamps between the programs' dispatches (SessionOptions::profile, last_program)
 };
 
