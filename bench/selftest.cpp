@@ -119,10 +119,12 @@ std::string path_of(const OpCase& c) {
 // quant_decode / quant_prefill force them), nor a linear tile variant that the tile choice never picks on this device
 // (linear_reachable_variants: a CPU driver records the register tile only). On lavapipe these were 10 of the 37 s a
 // cold self-test of the linears took, compiling pipelines no model there runs. Nor the element-wise loads forced on
-// an aligned shape (" scalar-loads", a test hook): a model's linears take them only where a width is not a multiple
-// of the vector (8 halves) or a tensor is not 16-byte aligned, and the models' widths and the memory plan's offsets
-// are. On lavapipe the register tile's element-wise form, which the first case of "linear fp16 y32 variant=3" forced,
-// was 3-4 s of LLVM compiling a pipeline the bundled model never records.
+// an aligned shape (" scalar-loads", a test hook): a model's linears take them only where an input width is not a
+// multiple of the vector (8 halves; the memory plan's offsets are aligned). The bundled, DiffLlama and published
+// Phi-4-mini-flash widths are; a model with such a width (the random SambaY fixture's dt_proj, 2 wide) records the
+// register tile's element-wise form, which the self-test then leaves to the conformance tests. On lavapipe that form,
+// which the first case of "linear fp16 y32 variant=3" forced, was 3-4 s of LLVM compiling a pipeline the bundled model
+// never records.
 bool recorded_here(const OpCase& c, const Device& dev) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
   if (has(c.name, " scalar-loads")) return false;
