@@ -33,11 +33,17 @@ void wq_vec(uint n, uint k, out float f[KVEC]) {
     wd[1] = 0u;
   }
   // Q4_0: (q − 8)·d as q·d − 8·d, the same value: every product of a 4-bit q and an fp16 scale is exact in fp32, so
-  // neither form rounds (one extract, one conversion and a multiply-add per weight, where the compiler fuses them).
+  // neither form rounds. The nibbles go into the bytes of their word first (two instructions per four weights), so
+  // that each converts with one instruction (AMD's v_cvt_f32_ubyteN): radv raven 584 → 536 VALU instructions per
+  // linear_vec iteration, gfx1100 568 → 460.
   const int sh = (k % 32) >= 16 ? 4 : 0;
   const float d8 = -8.0 * d;
+  if (WQ == 2) {  // each word's four nibbles moved into its four bytes, each byte converted on its own
+    wd[0] = (wd[0] >> sh) & 0x0f0f0f0fu;
+    wd[1] = (wd[1] >> sh) & 0x0f0f0f0fu;
+  }
   [[unroll]] for (uint i = 0; i < KVEC; ++i) {
     if (WQ == 1) f[i] = float(bitfieldExtract(int(wd[i / 4]), int(8 * (i % 4)), 8)) * d;
-    else f[i] = float(bitfieldExtract(wd[i / 4], int(8 * (i % 4)) + sh, 4)) * d + d8;
+    else f[i] = float((wd[i / 4] >> (8 * (i % 4))) & 255u) * d + d8;
   }
 }
