@@ -123,7 +123,7 @@ std::string path_of(const OpCase& c) {
 // multiple of the vector (8 halves; the memory plan's offsets are aligned). The bundled, DiffLlama and published
 // Phi-4-mini-flash widths are; a model with such a width (the random SambaY fixture's dt_proj, 2 wide) records the
 // register tile's element-wise form, which the self-test then leaves to the conformance tests. On lavapipe that form,
-// which the first case of "linear fp16 y32 variant=3" forced, was 3-4 s of LLVM compiling a pipeline the bundled model
+// which the first case of "linear fp16 y32 variant=3" forced, was 2-4 s of LLVM compiling a pipeline the bundled model
 // never records.
 bool recorded_here(const OpCase& c, const Device& dev) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
