@@ -271,13 +271,14 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   // 18.2 s). Program::finalize compiles what a program records, batched on the device's worker threads.
   auto lazy = [&](PipelineDesc d) { return std::make_unique<LazyPipeline>(device, std::move(d), false); };
   for (uint32_t v : linear_reachable_variants(device.caps(), o.fp16)) build[v] = true;
-  const uint32_t push = sizeof(LinearParams) + sizeof(uint32_t);
+  // Every linear shader's push block: LinearParams, the epilogue flags and the quants' offset (dispatch_mm).
+  const uint32_t push = sizeof(LinearParams) + 2 * sizeof(uint32_t);
   // The cooperative-matrix shader exists in fp16 only, and needs the extension enabled on the device.
   if (tiles_.size() > kLinearCoopVariant && (!o.fp16 || !device.coopmat())) build[kLinearCoopVariant] = false;
   auto coop_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32) {
     return PipelineDesc{"linear_coopmat"}
         .with_bindings(5)
-        .with_push(push + 4)
+        .with_push(push)
         .with_spec({t.wg, t.nsg, t.sgm, t.cm, t.cn, t.ck, t.bk, vec, y32})
         .with_subgroup(false)
         .with_fp16(true)
@@ -301,11 +302,15 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
     const uint32_t y32_spec = o.fp16 && std::string(shader) == "linear_reg" ? 2u : y32;
     return PipelineDesc{shader}
         .with_bindings(5)
-        .with_push(push + 4)
+        .with_push(push)
         .with_spec({t.wg, t.bm, t.rn, vec, y32_spec, wq, xsh})
         .with_subgroup(reg_subgroup_ && sg)
         .with_fp16(o.fp16)
         .with_subgroup_size(pin ? t.wg : 0u);
+  };
+  // The matrix-vector shader: vec = 16-byte loads, wq = the weight format (0: storage type, 1: Q8_0, 2: Q4_0).
+  auto vec_desc = [&](const LinearTiles& t, uint32_t vec, uint32_t y32, uint32_t wq) {
+    return kernel_desc("linear_vec", o).with_bindings(5).with_push(push).with_spec({t.wg, t.nf, y32, vec, wq});
   };
   const LinearTiles& rt = tiles_[kLinearRegVariant];
   // y32 = 1: float32 output and residual (the model's residual stream and logits); fp16 devices only,
@@ -316,8 +321,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       if (!build[t.variant])
         pipelines_[y32].push_back(nullptr);
       else if (t.vec)
-        pipelines_[y32].push_back(
-            lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push + 4).with_spec({t.wg, t.nf, y32, 0u})));
+        pipelines_[y32].push_back(lazy(vec_desc(t, 0, y32, 0)));
       else if (t.reg)
         pipelines_[y32].push_back(lazy(reg_desc(t, 0, y32)));
       else if (t.coop)
@@ -325,26 +329,25 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       else
         pipelines_[y32].push_back(lazy(PipelineDesc{"linear"}
                                            .with_bindings(5)
-                                           .with_push(push + 4)
+                                           .with_push(push)
                                            .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 0u, y32, t.ku, 0u})
                                            .with_subgroup(false)
                                            .with_fp16(o.fp16)));
     }
     // Matrix-matrix candidates again with 16-byte global loads (used when the shape and alignment allow).
     for (const LinearTiles& t : tiles_)
-      vec_pipelines_[y32].push_back(
-          !build[t.variant] ? nullptr
-          : t.reg           ? lazy(reg_desc(t, 1, y32))
-          : t.coop          ? lazy(coop_desc(t, 1, y32))
-          : t.vec
-              ? lazy(kernel_desc("linear_vec", o).with_bindings(5).with_push(push + 4).with_spec({t.wg, t.nf, y32, 1u}))
-          : t.bk % kv != 0 ? nullptr
-                           : lazy(PipelineDesc{"linear"}
-                                      .with_bindings(5)
-                                      .with_push(push + 4)
-                                      .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u})
-                                      .with_subgroup(false)
-                                      .with_fp16(o.fp16)));
+      vec_pipelines_[y32].push_back(!build[t.variant] ? nullptr
+                                    : t.reg           ? lazy(reg_desc(t, 1, y32))
+                                    : t.coop          ? lazy(coop_desc(t, 1, y32))
+                                    : t.vec           ? lazy(vec_desc(t, 1, y32, 0))
+                                    : t.bk % kv != 0
+                                        ? nullptr
+                                        : lazy(PipelineDesc{"linear"}
+                                                   .with_bindings(5)
+                                                   .with_push(push)
+                                                   .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, 1u, y32, t.ku, 0u})
+                                                   .with_subgroup(false)
+                                                   .with_fp16(o.fp16)));
   }
   // Quantized weights (record_quant): the register-tiled candidate with WQ = 1 (Q8_0) / 2 (Q4_0),
   // built only for the formats asked for.
@@ -372,12 +375,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
       for (uint32_t y32 = 0; y32 < (o.fp16 ? 2u : 1u); ++y32) {
         quant_pipelines_[qi][vec][y32] = lazy(reg_desc(tiles_[kLinearRegVariant], vec, y32, qi + 1));
         // The matrix-vector shader with the quantized W loader (2-8 rows on GPUs), where this kernel builds it.
-        const LinearTiles& mv = tiles_[0];
-        if (build[0])
-          quant_vec_pipelines_[qi][vec][y32] = lazy(kernel_desc("linear_vec", o)
-                                                        .with_bindings(5)
-                                                        .with_push(push + 4)
-                                                        .with_spec({mv.wg, mv.nf, y32, vec, qi + 1}));
+        if (build[0]) quant_vec_pipelines_[qi][vec][y32] = lazy(vec_desc(tiles_[0], vec, y32, qi + 1));
         // The shared-memory tiles with the quantized W loader (WQ), where this kernel builds the tile.
         for (uint32_t v = 1; v <= 2; ++v) {
           const LinearTiles& t = tiles_[v];
@@ -385,7 +383,7 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
             quant_mm_pipelines_[qi][v - 1][vec][y32] =
                 lazy(PipelineDesc{"linear"}
                          .with_bindings(5)
-                         .with_push(push + 4)
+                         .with_push(push)
                          .with_spec({t.wg, t.bm, t.bn, t.bk, t.rm, t.rn, vec, y32, t.ku, qi + 1})
                          .with_subgroup(false)
                          .with_fp16(o.fp16));
@@ -706,7 +704,6 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
   push.flags = linear_epilogue_flags(residual, bias);
   push.qoff = static_cast<uint32_t>(qoff);
   static_assert(sizeof push == sizeof(LinearParams) + 2 * sizeof(uint32_t), "push block layout");
-  const uint32_t push_bytes = sizeof push;
 
   const auto& maxc = device_.caps().max_workgroup_count;
   auto clamp = [&](uint32_t n, int d) {
@@ -744,7 +741,7 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
                                                     : " pipelines for tile variant " + std::to_string(variant)));
   const LazyPipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
   if (y32 && t.reg && !int8) push.flags |= 4u;  // linear_reg.comp's output type (Y32 = 2: see reg_desc)
-  program.dispatch(pipe, std::move(args), &push, push_bytes, groups,
+  program.dispatch(pipe, std::move(args), &push, sizeof push, groups,
                    quant   ? (int8    ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
                               : t.vec ? (wq == QuantType::q4_0 ? "linear_vec q4_0" : "linear_vec q8_0")
                               : wq == QuantType::q4_0 ? "linear_reg q4_0"

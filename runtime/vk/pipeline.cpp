@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -378,20 +379,11 @@ void Device::build_pipelines(const std::vector<const LazyPipeline*>& pipelines) 
   // One of each distinct pipeline is compiled; the others with the same description (two ops' kernels often ask for
   // the same one) take its objects afterwards (Device::shared_), with no Vulkan call. Were they compiled side by side,
   // the driver would compile both, and how many Vulkan calls a load makes would depend on the threads' timing.
+  // (A repeat of the same LazyPipeline is a twin of itself: its get() afterwards finds it built.)
   std::vector<const LazyPipeline*> todo, same;
-  std::vector<std::string> keys;
-  for (const LazyPipeline* p : pipelines) {
-    if (!p || p->built() || std::find(todo.begin(), todo.end(), p) != todo.end() ||
-        std::find(same.begin(), same.end(), p) != same.end())
-      continue;
-    std::string key = share_key(p->desc());
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
-      same.push_back(p);
-    } else {
-      keys.push_back(std::move(key));
-      todo.push_back(p);
-    }
-  }
+  std::set<std::string> keys;
+  for (const LazyPipeline* p : pipelines)
+    if (p && !p->built()) (keys.insert(share_key(p->desc())).second ? todo : same).push_back(p);
   build_distinct_pipelines(todo);
   for (const LazyPipeline* p : same) p->get();
 }
