@@ -26,6 +26,10 @@ namespace diffvk::bench {
 #define DIFFVK_DECLARE_TABLE(op) OpCases op##_cases(OpMode mode);
 DIFFVK_OP_TABLES(DIFFVK_DECLARE_TABLE)
 #undef DIFFVK_DECLARE_TABLE
+// The ops whose pipelines take a model's sizes as specialization constants (model_shape_cases).
+OpCases diff_attn_model_cases(const ModelShape& shape);
+OpCases diff_v2_attn_model_cases(const ModelShape& shape);
+OpCases selective_scan_model_cases(const ModelShape& shape);
 
 namespace {
 
@@ -58,6 +62,13 @@ OpCases op_cases(const std::string& op, OpMode mode) {
   std::string known;
   for (const auto& o : table_ops()) known += (known.empty() ? "" : ", ") + o;
   throw Error(Status::invalid_argument, "no case table for op '" + op + "' (ops with a table: " + known + ")");
+}
+
+OpCases model_shape_cases(const std::string& op, const ModelShape& shape) {
+  if (op == "diff_attn" && (shape.kind == "v1" || shape.kind == "phi4flash")) return diff_attn_model_cases(shape);
+  if (op == "diff_v2_attn" && shape.kind == "v2") return diff_v2_attn_model_cases(shape);
+  if (op == "selective_scan" && shape.kind == "phi4flash") return selective_scan_model_cases(shape);
+  return {};
 }
 
 }  // namespace diffvk::bench

@@ -18,6 +18,8 @@
 #include "bench/op_run_impl.hpp"
 #include "bench/presets.hpp"
 #include "bench/shapes.hpp"
+#include "model/checkpoint.hpp"
+#include "model/phi4flash_config.hpp"
 #include "ops/linear.hpp"
 #include "diffvk/bench.hpp"
 #include "diffvk/gguf.hpp"
@@ -102,15 +104,22 @@ OpRunner::Plant plant_of(SelftestFault fault) {
 // odd shapes, then each forced variant and quirk): every path at one of its odd sizes, not the long reductions, large
 // grids and cross products the conformance tests add. On lavapipe most of the time is the pipelines' compile, one per
 // kernel variant and specialization the cases reach.
+// The attention's decode of one row and of several rows are two pipelines (their tiles differ), so two paths; the
+// element-wise loads (" scalar-loads") are a path where the model records them (ModelShape::unaligned_width).
 constexpr int kCasesPerPath = 1;
 std::string path_of(const OpCase& c) {
-  static const std::set<std::string> kept{"fp16",    "fp32",     "prefill",  "decode", "q8_0",
-                                          "q4_0",    "int8-dot", "coopmat",  "v2",     "shared-reduction",
-                                          "kv=q8_0", "rmsnorm",  "silu_mul", "x32",    "y32"};
+  static const std::set<std::string> kept{"fp16",    "fp32",     "prefill",  "decode",       "q8_0",
+                                          "q4_0",    "int8-dot", "coopmat",  "v2",           "shared-reduction",
+                                          "kv=q8_0", "rmsnorm",  "silu_mul", "scalar-loads", "x32",
+                                          "y32"};
   std::string sig = c.op(), tok;
   std::istringstream in(c.name);
-  while (in >> tok)
+  bool decode = false;
+  while (in >> tok) {
     if (kept.count(tok) || tok.rfind("variant=", 0) == 0) sig += " " + tok;
+    decode = decode || tok == "decode";
+    if (decode && tok.rfind("S=", 0) == 0) sig += tok == "S=1" ? " one-row" : " rows";
+  }
   return sig;
 }
 
@@ -122,12 +131,12 @@ std::string path_of(const OpCase& c) {
 // an aligned shape (" scalar-loads", a test hook): a model's linears take them only where an input width is not a
 // multiple of the vector (8 halves; the memory plan's offsets are aligned). The bundled, DiffLlama and published
 // Phi-4-mini-flash widths are; a model with such a width (the random SambaY fixture's dt_proj, 2 wide) records the
-// register tile's element-wise form, which the self-test then leaves to the conformance tests. On lavapipe that form,
+// element-wise forms, which the self-test then runs when it knows the model (ModelShape::unaligned_width). On lavapipe that form,
 // which the first case of "linear fp16 y32 variant=3" forced, was 2-4 s of LLVM compiling a pipeline the bundled model
 // never records.
-bool recorded_here(const OpCase& c, const Device& dev) {
+bool recorded_here(const OpCase& c, const Device& dev, const ModelShape& model) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
-  if (has(c.name, " scalar-loads")) return false;
+  if (has(c.name, " scalar-loads") && !model.unaligned_width) return false;
   const size_t at = c.name.find(" variant=");
   if (std::string(c.op()) != "linear" || at == std::string::npos) return true;
   const uint32_t v = uint32_t(std::strtoul(c.name.c_str() + at + 9, nullptr, 10));
@@ -135,19 +144,56 @@ bool recorded_here(const OpCase& c, const Device& dev) {
   return std::find(reach.begin(), reach.end(), v) != reach.end();
 }
 
-// Whether the case's weight format is one the request tests (SelftestRequest::weights; empty: all). The float cases
-// always run; a quantized case names its format as a word of its name (" q8_0", " q4_0").
+// Whether the case's weight and KV cache formats are ones the request tests (SelftestRequest::weights; empty: all).
+// The float cases always run; a quantized case names its format as a word of its name (" q8_0", " q4_0",
+// " kv=q8_0").
 bool format_requested(const OpCase& c, const SelftestRequest& request) {
   if (request.weights.empty()) return true;
   std::istringstream in(c.name);
   std::string tok;
   while (in >> tok)
-    if (tok == "q8_0" || tok == "q4_0")
-      return std::find(request.weights.begin(), request.weights.end(), tok) != request.weights.end();
+    if ((tok == "q8_0" || tok == "q4_0" || tok == "kv=q8_0") &&
+        std::find(request.weights.begin(), request.weights.end(), tok) == request.weights.end())
+      return false;
   return true;
 }
 
+// Whether a linear of the model reads an input whose width is not a multiple of 8 (the vector of the one-row and
+// register-tile kernels' loads, in halves).
+bool any_unaligned(std::initializer_list<uint32_t> widths) {
+  for (uint32_t w : widths)
+    if (w % 8) return true;
+  return false;
+}
+
 }  // namespace
+
+ModelShape selftest_model_shape(const std::string& config_json) {
+  ModelShape m;
+  if (config_json.empty()) return m;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
+    const bool typed = j.is_object() && j.contains("model_type") && j["model_type"].is_string();
+    const std::string type = typed ? j["model_type"].get<std::string>() : std::string();
+    if (type == "phi4flash") {
+      const Phi4FlashConfig c = parse_phi4flash_config(config_json);
+      m.kind = "phi4flash";
+      m.heads = c.num_attention_heads, m.kv_heads = c.num_key_value_heads, m.head_dim = c.head_dim;
+      m.d_state = c.mamba_d_state;
+      m.unaligned_width = any_unaligned({c.hidden_size, c.d_inner(), c.mamba_dt_rank, c.intermediate_size});
+      return m;
+    }
+    const ModelConfig c = type == "diffllama" ? parse_hf_config(config_json, "config.json")
+                                              : parse_model_config(config_json);
+    m.kind = c.v2() ? "v2" : "v1";
+    m.heads = c.num_heads, m.kv_heads = c.num_kv_heads, m.head_dim = c.head_dim();
+    m.unaligned_width = any_unaligned({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim(),
+                                       2 * c.num_heads * c.head_dim()});
+    return m;
+  } catch (const Error& e) {
+    throw Error(Status::invalid_argument, std::string("ContextOptions::selftest_model: ") + e.what());
+  }
+}
 
 std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& request) {
   const std::vector<std::string>& ops = request.ops.empty() ? all_ops() : request.ops;
@@ -160,18 +206,23 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
                                                 "': no op '" + op + "' has a table");
   }
   const OpRunner::Plant plant = plant_of(request.fault);
+  const ModelShape model = selftest_model_shape(request.model);
   std::vector<SelftestRow> rows;
   OpRunner runner(dev);
   for (const std::string& op : ops) {
     std::map<std::string, size_t> index;  // variant -> row
     std::map<std::string, int> taken;     // path -> cases run
-    for (const auto& cp : op_cases(op, OpMode::conformance)) {
+    // An op whose pipelines take the model's sizes runs its cases at those sizes (model_shape_cases) instead of its
+    // table's, whose other sizes the model never records.
+    OpCases cases = model_shape_cases(op, model);
+    if (cases.empty()) cases = op_cases(op, OpMode::conformance);
+    for (const auto& cp : cases) {
       const OpCase& c = *cp;
       if (c.fp16 != dev.fp16() || !c.skip_reason(dev).empty()) continue;  // not a path this device runs
       // A shared-memory reduction forced where the op's kernel has subgroup arithmetic: not what this tuning records,
       // but the path of its fallback subgroup_off=OP, which the retest after that fallback runs.
       if (!c.subgroup() && dev.subgroup_arithmetic(op)) continue;
-      if (!recorded_here(c, dev) || !format_requested(c, request)) continue;
+      if (!recorded_here(c, dev, model) || !format_requested(c, request)) continue;
       if (++taken[path_of(c)] > kCasesPerPath) continue;
       const auto t0 = std::chrono::steady_clock::now();
       const Features before = features_of(c, dev, "");
@@ -237,26 +288,46 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
   return v1;
 }
 
-std::vector<std::string> selftest_ops_for_model(const std::string& path) {
-  const std::string config = path + "/config.json";
-  std::ifstream in(config, std::ios::binary);
-  if (!in) return table_ops();  // a GGUF file (or no config.json: Model::load says why): every op
+std::string selftest_model_for_model(const std::string& path) {
+  std::ifstream in(path + "/config.json", std::ios::binary);
+  if (!in) return "";  // a GGUF file (or no config.json: Model::load says why)
   std::ostringstream text;
   text << in.rdbuf();
-  return selftest_ops_for_config(text.str());
+  try {
+    (void)selftest_model_shape(text.str());
+  } catch (const Error&) {  // a config.json the load refuses: Model::load says why, naming the file and the key
+    return "";
+  }
+  return text.str();
+}
+
+std::string selftest_model_for_shape(const std::string& name) { return published_shape(name).config; }
+
+std::string selftest_model_for_bench(const Options& o) {
+  if (!o.model_dir.empty()) return selftest_model_for_model(o.model_dir);
+  if (!o.shape.empty()) return selftest_model_for_shape(o.shape);
+  return "";
+}
+
+std::vector<std::string> selftest_ops_for_model(const std::string& path) {
+  const std::string config = selftest_model_for_model(path);
+  if (config.empty()) return table_ops();  // a GGUF file (or no config.json: Model::load says why): every op
+  return selftest_ops_for_config(config);
 }
 
 std::vector<std::string> selftest_ops_for_shape(const std::string& name) {
   return selftest_ops_for_config(published_shape(name).config);
 }
 
-std::vector<std::string> selftest_weights_for_load(const std::string& path, QuantKind weights, bool q4_0_head) {
+std::vector<std::string> selftest_weights_for_load(const std::string& path, QuantKind weights, bool q4_0_head,
+                                                   KvCacheType kv) {
   struct stat st {};
   if (!path.empty() && (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
     return {};  // a GGUF file: its tensors' formats are not read before the load, so every format
   std::vector<std::string> w{"f16"};
   if (weights != QuantKind::f16) w.push_back(quant_kind_name(weights));
   if (weights == QuantKind::q4_0 && !q4_0_head) w.push_back("q8_0");  // lm_head (LoadOptions::weights)
+  if (kv == KvCacheType::q8_0) w.push_back("kv=q8_0");                 // SessionOptions::kv_cache
   return w;
 }
 
@@ -282,7 +353,7 @@ std::vector<std::string> selftest_weights_for_bench(const Options& o) {
   if (o.model_dir.empty() && o.shape.empty()) return {};  // the op tables and the matmul table: every format
   std::vector<std::string> all;
   for (QuantKind k : o.weight_list.empty() ? std::vector<QuantKind>{o.weights} : o.weight_list)
-    for (const std::string& w : selftest_weights_for_load(o.model_dir, k, false)) {
+    for (const std::string& w : selftest_weights_for_load(o.model_dir, k, false, o.kv_cache)) {
       if (std::find(all.begin(), all.end(), w) == all.end()) all.push_back(w);
     }
   return all;

@@ -198,4 +198,14 @@ OpCases selective_scan_cases(OpMode mode) {
   return b.take();
 }
 
+// The model's scan (op_registry.cpp, model_shape_cases): its state size, a chunked prefill then decode steps.
+OpCases selective_scan_model_cases(const ModelShape& m) {
+  CaseTable<SelectiveScanCase> b(12900);
+  if (m.d_state == 0) return b.take();
+  SelectiveScanCaseParams c = scan(11, 67, 4);
+  c.S = m.d_state, c.steps = 2;
+  b.add(c);
+  return b.take();
+}
+
 }  // namespace diffvk::bench

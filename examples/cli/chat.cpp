@@ -92,7 +92,7 @@ Runner register_chat(CLI::App& app) {
     validate_sampling(a->sampling);
     validate_speculate_flags(a->go.speculate);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
-    auto ctx = Context::create(a->dev.options_for_model(dir, a->load));
+    auto ctx = Context::create(a->dev.options_for_model(dir, a->load, a->kv));
     auto model = Model::load(*ctx, dir, a->load);
     const auto& cfg = model->config();
     check_context_chunk(a->context, 0, cfg.max_position_embeddings, cfg.max_position_embeddings);

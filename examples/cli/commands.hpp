@@ -28,9 +28,11 @@ struct DeviceFlags {
   // (it is rewritten when the context closes: a model or any other file must never be replaced).
   ContextOptions options() const;
   // options() with the self-test at load limited to the ops the model at `path` records (a directory's config.json;
-  // every op for a .gguf, a path that does not exist or a config.json that Model::load refuses, saying why) and to
-  // the weight formats `load` gives it (every format for a .gguf).
-  ContextOptions options_for_model(const std::string& path, const LoadOptions& load) const;
+  // every op for a .gguf, a path that does not exist or a config.json that Model::load refuses, saying why), at its
+  // shapes (ContextOptions::selftest_model), and to the weight and KV cache formats `load` and `kv` give it (every
+  // format for a .gguf).
+  ContextOptions options_for_model(const std::string& path, const LoadOptions& load,
+                                   KvCacheType kv = KvCacheType::f16) const;
 };
 void add_device_flags(CLI::App* cmd, DeviceFlags& flags);
 

@@ -43,13 +43,14 @@ ContextOptions DeviceFlags::options() const {
   return o;
 }
 
-ContextOptions DeviceFlags::options_for_model(const std::string& path, const LoadOptions& load) const {
+ContextOptions DeviceFlags::options_for_model(const std::string& path, const LoadOptions& load, KvCacheType kv) const {
   ContextOptions o = options();
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return o;
-  o.selftest_weights = bench::selftest_weights_for_load(path, load.weights, load.q4_0_head);
+  o.selftest_weights = bench::selftest_weights_for_load(path, load.weights, load.q4_0_head, kv);
   try {
     o.selftest_ops = bench::selftest_ops_for_model(path);
+    o.selftest_model = bench::selftest_model_for_model(path);
   } catch (const std::exception&) {  // a config.json Model::load refuses: it says why, naming the file and the key
   }
   return o;

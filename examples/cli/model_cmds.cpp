@@ -269,7 +269,7 @@ Runner register_run(CLI::App& app) {
     validate_stop_strings(a->stop);
     validate_speculate_flags(a->go.speculate);
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
-    auto ctx = Context::create(a->dev.options_for_model(dir, a->load));
+    auto ctx = Context::create(a->dev.options_for_model(dir, a->load, a->kv));
     auto model = Model::load(*ctx, dir, a->load);
     SessionOptions so = a->session_options(model->config());
     auto session = Session::create(*model, so);
@@ -364,7 +364,7 @@ Runner register_logits(CLI::App& app) {
       throw Error(Status::invalid_argument, "--prompt-len " + std::to_string(a->prompt_len) + " must be in [1, " +
                                                 std::to_string(N) + "] (" + a->tokens + " holds " + std::to_string(N) +
                                                 " tokens)");
-    auto ctx = Context::create(a->dev.options_for_model(a->model, a->load));
+    auto ctx = Context::create(a->dev.options_for_model(a->model, a->load, a->kv));
     auto model = Model::load(*ctx, a->model, a->load);
     const uint32_t V = model->config().vocab_size;
     std::vector<int32_t> ids;
@@ -400,7 +400,7 @@ Runner register_plan(CLI::App& app) {
   a->add(cmd, false);
   return [a]() {
     const std::string dir = a->model.empty() ? default_model_dir() : a->model;
-    auto ctx = Context::create(a->dev.options_for_model(dir, a->load));
+    auto ctx = Context::create(a->dev.options_for_model(dir, a->load, a->kv));
     auto model = Model::load(*ctx, dir, a->load);
     auto session = Session::create(*model, a->session_options(model->config()));
     std::printf("model %s: session context %u, chunk %u, %s\nKV cache: %s, %llu bytes (every layer's K and V)\n%s",

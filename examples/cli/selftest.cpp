@@ -34,8 +34,14 @@ Runner register_selftest(CLI::App& app) {
     if (!f->read && o.selftest == SelftestMode::automatic) o.selftest = SelftestMode::always;
     if (o.selftest == SelftestMode::off)
       throw Error(Status::invalid_argument, "selftest: --selftest off tests nothing (auto or always)");
-    if (!f->model.empty()) o.selftest_ops = bench::selftest_ops_for_model(f->model);
-    if (!f->shape.empty()) o.selftest_ops = bench::selftest_ops_for_shape(f->shape);
+    if (!f->model.empty()) {
+      o.selftest_ops = bench::selftest_ops_for_model(f->model);
+      o.selftest_model = bench::selftest_model_for_model(f->model);
+    }
+    if (!f->shape.empty()) {
+      o.selftest_ops = bench::selftest_ops_for_shape(f->shape);
+      o.selftest_model = bench::selftest_model_for_shape(f->shape);
+    }
     if (!f->model.empty() || !f->shape.empty())
       o.selftest_weights = bench::selftest_weights_for_load(f->model, f->load.weights, f->load.q4_0_head);
     for (size_t p = 0; !f->ops.empty() && p <= f->ops.size();) {

@@ -115,14 +115,22 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
 std::vector<std::string> selftest_ops_for_model(const std::string& path);
 std::vector<std::string> selftest_ops_for_shape(const std::string& name);
 // The weight formats a load records (ContextOptions::selftest_weights): f16 and LoadOptions::weights' format (with
-// q8_0 for the head under q4_0 unless q4_0_head), for a model directory, a shape (path empty) or a synthesized model;
-// empty (every format) for a GGUF file, whose tensors are not read here.
-std::vector<std::string> selftest_weights_for_load(const std::string& path, QuantKind weights, bool q4_0_head);
+// q8_0 for the head under q4_0 unless q4_0_head), and "kv=q8_0" for sessions with a Q8_0 KV cache, for a model
+// directory, a shape (path empty) or a synthesized model; empty (every format) for a GGUF file, whose tensors are not
+// read here.
+std::vector<std::string> selftest_weights_for_load(const std::string& path, QuantKind weights, bool q4_0_head,
+                                                   KvCacheType kv = KvCacheType::f16);
 // The ops a benchmark run records: its model's or shape's, the linear op for the matmul table, the op or every op
 // for the op tables, else the attention cases' (diff_attn and/or diff_v2_attn, by Options::variant).
 std::vector<std::string> selftest_ops_for_bench(const Options& options);
 // The weight formats it records: its model's or shape's loads (every type of Options::weight_list), or every format
 // (empty) for the tables.
 std::vector<std::string> selftest_weights_for_bench(const Options& options);
+// The model's config.json text for ContextOptions::selftest_model: a model directory's, a published shape's, a
+// benchmark run's model or shape; "" for a GGUF file (its config is not read here: the self-test then runs the
+// tables' shapes only), for a config.json that Model::load refuses (it says why) and for a run without a model.
+std::string selftest_model_for_model(const std::string& path);
+std::string selftest_model_for_shape(const std::string& name);
+std::string selftest_model_for_bench(const Options& options);
 
 }  // namespace diffvk::bench

@@ -224,12 +224,19 @@ struct ContextOptions {
   // The ops it tests (names of diffvk_bench's case tables); empty: every op with a table (all that any model kind
   // records). `diffvk selftest --model DIR` gives the model's.
   std::vector<std::string> selftest_ops;
-  // The weight formats whose paths it tests: "f16" (the storage type), "q8_0", "q4_0"; empty: every format. The
-  // float paths are always tested; a quantized op case runs only where its format is listed (an f16 model then
-  // compiles no quantized pipeline at load). `diffvk run/chat/bench` give the load's (LoadOptions::weights; every
-  // format for a GGUF file, whose tensors are not read before the load). Any other name is an invalid_argument
-  // error naming the field.
+  // The weight formats whose paths it tests: "f16" (the storage type), "q8_0", "q4_0", and "kv=q8_0" for a Q8_0 KV
+  // cache (SessionOptions::kv_cache); empty: every format. The float paths are always tested; a quantized op case
+  // runs only where its format is listed (an f16 model then compiles no quantized pipeline at load). `diffvk
+  // run/chat/bench` give the load's (LoadOptions::weights; every format for a GGUF file, whose tensors are not read
+  // before the load). Any other name is an invalid_argument error naming the field.
   std::vector<std::string> selftest_weights;
+  // The config.json text of the model the context is for ("" = none): the self-test then also runs the pipelines
+  // that take the model's sizes as specialization constants (its attention's head width and query heads per KV
+  // head, its scan's state size, the linears' element-wise loads where an input width is not a multiple of 8), at
+  // those sizes; the tables' own shapes alone would leave the model's pipelines untested. `diffvk run/chat/bench/
+  // selftest --model` give it (diffvk_bench's selftest_model_for_model); part of the verdict's configuration. A text
+  // the runner cannot read is an invalid_argument error naming the field and the key.
+  std::string selftest_model;
   // Test hook: the cases it fails on purpose (with selftest_fault's fault), "" = none: "OP" fails every variant of
   // the op (the chain then runs out: the create fails naming op and variant), "OP:KEY" only the variants that use the
   // feature of tuning key KEY (coopmat, int_dot, attn_core, subgroup, fp16: the fallback then passes).

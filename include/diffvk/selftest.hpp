@@ -86,6 +86,7 @@ struct SelftestReport {
 struct SelftestRequest {
   std::vector<std::string> ops;      // the ops' case tables to run; empty: every op with a table
   std::vector<std::string> weights;  // ContextOptions::selftest_weights: the quantized formats to test; empty: all
+  std::string model;                 // ContextOptions::selftest_model: the model's config.json text, "" = none
   // Test hook (ContextOptions::selftest_fail_variant): cases to fail on purpose, "" = none (see there).
   std::string fail_variant;
   // Test hook (ContextOptions::selftest_fault): the fault planted in them.

@@ -315,11 +315,12 @@ void Device::release_parked_pipelines() noexcept {
   }
 }
 
-size_t Device::parked_pipelines() const {
+std::vector<std::string> Device::parked_pipelines() const {
   std::lock_guard<std::mutex> lock(shared_mutex_);
-  size_t n = 0;
-  for (const auto& e : shared_) n += e.second.refs == 0;
-  return n;
+  std::vector<std::string> keys;
+  for (const auto& e : shared_)
+    if (e.second.refs == 0) keys.push_back(e.first);
+  return keys;
 }
 
 void Device::require_execution(const std::string& what) const {

@@ -152,10 +152,11 @@ class Device {
   // again. The self-test at load turns it on around its runner: the model's first dispatches then find the variants
   // the self-test compiled (a driver without a shader cache of its own compiles them once, not twice). Parked
   // pipelines that nothing adopted go with release_parked_pipelines() or with the device; at most one per variant
-  // the self-test ran. parked_pipelines(): how many are parked now.
+  // the self-test ran. parked_pipelines(): the descriptions of those parked now (op_fp16|bindings|push|subgroup
+  // size|spec constants,).
   void park_pipelines(bool on);
   void release_parked_pipelines() noexcept;
-  size_t parked_pipelines() const;
+  std::vector<std::string> parked_pipelines() const;
   void set_selftest(SelftestReport report) { selftest_ = std::move(report); }
 
  private:

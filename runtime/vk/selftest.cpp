@@ -14,6 +14,7 @@
 #include "diffvk/cache_dir.hpp"
 #include "platform.hpp"
 #include "vk/gpu.hpp"
+#include "vk/pipeline_cache_file.hpp"
 #include "vk/shader_blob.hpp"
 #include "vk/tuning.hpp"
 
@@ -74,6 +75,7 @@ std::string config_of(const Device& d, const ContextOptions& o) {
     s += ";weights=";
     for (size_t i = 0; i < o.selftest_weights.size(); ++i) s += (i ? "," : "") + o.selftest_weights[i];
   }
+  if (!o.selftest_model.empty()) s += ";model=" + hex_of(fnv1a64(o.selftest_model.data(), o.selftest_model.size()), 16);
   if (!o.selftest_fail_variant.empty())
     s += ";fail=" + o.selftest_fail_variant + ";fault=" + selftest_fault_name(o.selftest_fault);
   return s;
@@ -92,9 +94,9 @@ std::string fault_choices() {
 // default only with the variants to plant it in.
 void validate_selftest_fields(const ContextOptions& o) {
   for (const std::string& w : o.selftest_weights)
-    if (w != "f16" && w != "q8_0" && w != "q4_0")
+    if (w != "f16" && w != "q8_0" && w != "q4_0" && w != "kv=q8_0")
       throw Error(Status::invalid_argument, "ContextOptions::selftest_weights: '" + w.substr(0, 64) +
-                                                "' is not a weight format (f16, q8_0, q4_0)");
+                                                "' is not a weight or KV cache format (f16, q8_0, q4_0, kv=q8_0)");
   const char* name = selftest_fault_name(o.selftest_fault);
   if (!name)
     throw Error(Status::invalid_argument, "ContextOptions::selftest_fault " + std::to_string(int(o.selftest_fault)) +
@@ -364,6 +366,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
   SelftestRequest request;
   request.ops = options.selftest_ops;
   request.weights = options.selftest_weights;
+  request.model = options.selftest_model;
   request.fail_variant = options.selftest_fail_variant;
   request.fault = options.selftest_fault;
   const auto t0 = std::chrono::steady_clock::now();

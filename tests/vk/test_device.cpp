@@ -905,22 +905,22 @@ TEST_CASE("pipeline: a parked pipeline is adopted without compiling, and release
   desc.push_bytes += 16;  // a description of its own, not the kernel's
   PipelineDesc other = desc;
   other.push_bytes += 16;
-  CHECK(dev.parked_pipelines() == 0);
+  CHECK(dev.parked_pipelines().size() == 0);
   dev.park_pipelines(true);
   auto a = std::make_unique<Pipeline>(dev, desc);
   auto b = std::make_unique<Pipeline>(dev, other);
   a.reset();
   b.reset();
   dev.park_pipelines(false);
-  CHECK(dev.parked_pipelines() == 2);
+  CHECK(dev.parked_pipelines().size() == 2);
   const auto compiled = dev.compile_stats().pipelines;
   auto again = std::make_unique<Pipeline>(dev, desc);  // adopts the parked one
   CHECK(dev.compile_stats().pipelines == compiled);
-  CHECK(dev.parked_pipelines() == 1);
+  CHECK(dev.parked_pipelines().size() == 1);
   dev.release_parked_pipelines();  // `other`: nothing took it
-  CHECK(dev.parked_pipelines() == 0);
+  CHECK(dev.parked_pipelines().size() == 0);
   again.reset();  // parking is off: destroyed by its last user
-  CHECK(dev.parked_pipelines() == 0);
+  CHECK(dev.parked_pipelines().size() == 0);
   auto fresh = std::make_unique<Pipeline>(dev, desc);
   CHECK(dev.compile_stats().pipelines == compiled + 1);
   // The kernel's own pipeline is untouched by all of this.
