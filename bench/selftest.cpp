@@ -108,10 +108,9 @@ OpRunner::Plant plant_of(SelftestFault fault) {
 // element-wise loads (" scalar-loads") are a path where the model records them (ModelShape::unaligned_width).
 constexpr int kCasesPerPath = 1;
 std::string path_of(const OpCase& c) {
-  static const std::set<std::string> kept{"fp16",    "fp32",     "prefill",  "decode",       "q8_0",
-                                          "q4_0",    "int8-dot", "coopmat",  "v2",           "shared-reduction",
-                                          "kv=q8_0", "rmsnorm",  "silu_mul", "scalar-loads", "x32",
-                                          "y32"};
+  static const std::set<std::string> kept{
+      "fp16",    "fp32",    "prefill",  "decode",       "q8_0", "q4_0", "int8-dot", "coopmat", "v2", "shared-reduction",
+      "kv=q8_0", "rmsnorm", "silu_mul", "scalar-loads", "x32",  "y32"};
   std::string sig = c.op(), tok;
   std::istringstream in(c.name);
   bool decode = false;
@@ -131,9 +130,9 @@ std::string path_of(const OpCase& c) {
 // an aligned shape (" scalar-loads", a test hook): a model's linears take them only where an input width is not a
 // multiple of the vector (8 halves; the memory plan's offsets are aligned). The bundled, DiffLlama and published
 // Phi-4-mini-flash widths are; a model with such a width (the random SambaY fixture's dt_proj, 2 wide) records the
-// element-wise forms, which the self-test then runs when it knows the model (ModelShape::unaligned_width). On lavapipe that form,
-// which the first case of "linear fp16 y32 variant=3" forced, was 2-4 s of LLVM compiling a pipeline the bundled model
-// never records.
+// element-wise forms, which the self-test then runs when it knows the model (ModelShape::unaligned_width). On lavapipe
+// that form, which the first case of "linear fp16 y32 variant=3" forced, was 2-4 s of LLVM compiling a pipeline the
+// bundled model never records.
 bool recorded_here(const OpCase& c, const Device& dev, const ModelShape& model) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
   if (has(c.name, " scalar-loads") && !model.unaligned_width) return false;
@@ -183,12 +182,12 @@ ModelShape selftest_model_shape(const std::string& config_json) {
       m.unaligned_width = any_unaligned({c.hidden_size, c.d_inner(), c.mamba_dt_rank, c.intermediate_size});
       return m;
     }
-    const ModelConfig c = type == "diffllama" ? parse_hf_config(config_json, "config.json")
-                                              : parse_model_config(config_json);
+    const ModelConfig c =
+        type == "diffllama" ? parse_hf_config(config_json, "config.json") : parse_model_config(config_json);
     m.kind = c.v2() ? "v2" : "v1";
     m.heads = c.num_heads, m.kv_heads = c.num_kv_heads, m.head_dim = c.head_dim();
-    m.unaligned_width = any_unaligned({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim(),
-                                       2 * c.num_heads * c.head_dim()});
+    m.unaligned_width =
+        any_unaligned({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim(), 2 * c.num_heads * c.head_dim()});
     return m;
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, std::string("ContextOptions::selftest_model: ") + e.what());
@@ -327,7 +326,7 @@ std::vector<std::string> selftest_weights_for_load(const std::string& path, Quan
   std::vector<std::string> w{"f16"};
   if (weights != QuantKind::f16) w.push_back(quant_kind_name(weights));
   if (weights == QuantKind::q4_0 && !q4_0_head) w.push_back("q8_0");  // lm_head (LoadOptions::weights)
-  if (kv == KvCacheType::q8_0) w.push_back("kv=q8_0");                 // SessionOptions::kv_cache
+  if (kv == KvCacheType::q8_0) w.push_back("kv=q8_0");                // SessionOptions::kv_cache
   return w;
 }
 

@@ -133,8 +133,8 @@ OpCases diff_v2_attn_model_cases(const ModelShape& m) {
   for (bool sg : {true, false})
     for (bool q8 : {false, true}) {
       if (q8 && (!sg || !kv_format_problem(KvFormat::q8_0, D).empty())) continue;
-      for (DiffV2AttnCaseParams c : {attn(h, hkv, D, 5, 0, 1.0, false), attn(h, hkv, D, 1, 40, 1.0, true),
-                                     attn(h, hkv, D, 3, 65, 1.0, true)}) {
+      for (DiffV2AttnCaseParams c :
+           {attn(h, hkv, D, 5, 0, 1.0, false), attn(h, hkv, D, 1, 40, 1.0, true), attn(h, hkv, D, 3, 65, 1.0, true)}) {
         c.subgroup = sg, c.kv_q8 = q8;
         b.add(c);
       }
