@@ -261,8 +261,8 @@ OpCases diff_attn_model_cases(const ModelShape& m) {
   for (bool sg : {true, false})
     for (bool q8 : {false, true}) {
       if (q8 && (!sg || m.kind == "phi4flash" || !kv_format_problem(KvFormat::q8_0, 2 * D).empty())) continue;
-      for (DiffAttnCaseParams c : {attn(h, hkv, D, 5, 0, 0.6, false), attn(h, hkv, D, 1, 40, -0.4, true),
-                                   attn(h, hkv, D, 3, 65, 0.9, true)}) {
+      for (DiffAttnCaseParams c :
+           {attn(h, hkv, D, 5, 0, 0.6, false), attn(h, hkv, D, 1, 40, -0.4, true), attn(h, hkv, D, 3, 65, 0.9, true)}) {
         c.subgroup = sg, c.kv_q8 = q8;
         b.add(c);
       }
