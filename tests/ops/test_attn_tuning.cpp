@@ -230,7 +230,7 @@ TEST_CASE("attn tuning: a key block past the loop-iteration budget is refused, n
   ContextOptions o;
   o.simulate_subgroup_size = 128;
   simulate_limits(caps, o);
-  const AttnTiles wide = choose_attn_tiles(caps, true, 64, 8, AttnPhase::decode, 8);
+  const AttnTiles wide = choose_attn_tiles(caps, true, 64, 16, AttnPhase::decode, 8);
   REQUIRE(wide.wg == 128);
   try {
     attn_max_keys_per_invocation(caps, 64, wide, false);
