@@ -22,6 +22,7 @@
 #include "bench/ceilings.hpp"
 #include "bench/check.hpp"
 #include "bench/timing.hpp"
+#include "diffvk/model.hpp"
 
 namespace diffvk::bench {
 
@@ -77,16 +78,10 @@ const std::vector<std::string>& table_ops();
 // The op's table: both precisions (callers run the cases whose fp16 matches their device). Throws
 // invalid_argument for an op without a table.
 OpCases op_cases(const std::string& op, OpMode mode);
-// The shape of the model a self-test at load is for (bench/selftest.cpp reads it from the model's config.json,
-// ContextOptions::selftest_model): the sizes that are specialization constants of the pipelines the model records,
-// so that the self-test runs those very pipelines and not only the tables' shapes (the attention's head width and
-// query heads per KV head, the scan's state size, the linears' element-wise loads).
-struct ModelShape {
-  std::string kind;                                // "v1", "v2" or "phi4flash"
-  uint32_t heads = 0, kv_heads = 0, head_dim = 0;  // H, Hkv and D as the model's DiffAttnKernel takes them
-  uint32_t d_state = 0;                            // phi4flash: the selective scan's state size
-  bool unaligned_width = false;  // a linear's input width is not a multiple of 8: its element-wise loads
-};
+// The shape of the model a self-test at load is for (diffvk/model.hpp model_pipeline_shape, from the config.json text
+// of ContextOptions::selftest_model): the sizes that are specialization constants of the pipelines it records, so that
+// the self-test runs those very pipelines and not only the tables' shapes.
+using ModelShape = ModelPipelineShape;
 // The cases of `op` at the model's shape, in both precisions (empty for an op whose pipelines do not depend on it):
 // the self-test runs them before the table's, as the first case of their path. (op_registry.cpp)
 OpCases model_shape_cases(const std::string& op, const ModelShape& shape);

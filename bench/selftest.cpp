@@ -18,8 +18,6 @@
 #include "bench/op_run_impl.hpp"
 #include "bench/presets.hpp"
 #include "bench/shapes.hpp"
-#include "model/checkpoint.hpp"
-#include "model/phi4flash_config.hpp"
 #include "ops/linear.hpp"
 #include "diffvk/bench.hpp"
 #include "diffvk/gguf.hpp"
@@ -175,38 +173,12 @@ bool format_requested(const OpCase& c, const SelftestRequest& request) {
   return true;
 }
 
-// Whether a linear of the model reads an input whose width is not a multiple of 8 (the vector of the one-row and
-// register-tile kernels' loads, in halves).
-bool any_unaligned(std::initializer_list<uint32_t> widths) {
-  for (uint32_t w : widths)
-    if (w % 8) return true;
-  return false;
-}
-
 }  // namespace
 
 ModelShape selftest_model_shape(const std::string& config_json) {
-  ModelShape m;
-  if (config_json.empty()) return m;
+  if (config_json.empty()) return {};
   try {
-    const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
-    const bool typed = j.is_object() && j.contains("model_type") && j["model_type"].is_string();
-    const std::string type = typed ? j["model_type"].get<std::string>() : std::string();
-    if (type == "phi4flash") {
-      const Phi4FlashConfig c = parse_phi4flash_config(config_json);
-      m.kind = "phi4flash";
-      m.heads = c.num_attention_heads, m.kv_heads = c.num_key_value_heads, m.head_dim = c.head_dim;
-      m.d_state = c.mamba_d_state;
-      m.unaligned_width = any_unaligned({c.hidden_size, c.d_inner(), c.mamba_dt_rank, c.intermediate_size});
-      return m;
-    }
-    const ModelConfig c =
-        type == "diffllama" ? parse_hf_config(config_json, "config.json") : parse_model_config(config_json);
-    m.kind = c.v2() ? "v2" : "v1";
-    m.heads = c.num_heads, m.kv_heads = c.num_kv_heads, m.head_dim = c.head_dim();
-    m.unaligned_width =
-        any_unaligned({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim(), 2 * c.num_heads * c.head_dim()});
-    return m;
+    return model_pipeline_shape(config_json);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, std::string("ContextOptions::selftest_model: ") + e.what());
   }

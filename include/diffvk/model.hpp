@@ -55,6 +55,18 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 // <dir>/config.json in either checkpoint format (native, or Hugging Face DiffLlama converted to the runtime's config).
 ModelConfig read_model_config(const std::string& dir);
 
+// The sizes that a model's pipelines take as specialization constants, from its config.json text of any kind (native,
+// Hugging Face DiffLlama, phi4flash): what the self-test at load runs them at (ContextOptions::selftest_model;
+// docs/selftest.md). Throws what the config's parser throws, naming the key.
+struct ModelPipelineShape {
+  std::string kind;                                // "v1", "v2" or "phi4flash"
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0;  // the attention kernel's H, Hkv and D (query heads per KV head:
+                                                   // heads / kv_heads, twice that for DIFF V2)
+  uint32_t d_state = 0;                            // phi4flash: the selective scan's state size
+  bool unaligned_width = false;  // a linear's input width is not a multiple of 8: its element-wise loads
+};
+ModelPipelineShape model_pipeline_shape(const std::string& config_json);
+
 // How Model::load streams the weights in.
 struct LoadOptions {
   uint64_t staging_bytes = 16ull << 20;  // host conversion slice per upload (at least one row)

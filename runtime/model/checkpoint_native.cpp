@@ -16,6 +16,33 @@ ModelConfig read_model_config(const std::string& dir) {
   return parse_model_config(text, dir + "/config.json");
 }
 
+namespace {
+bool any_unaligned(std::initializer_list<uint32_t> widths) {
+  for (uint32_t w : widths)
+    if (w % 8) return true;
+  return false;
+}
+}  // namespace
+
+ModelPipelineShape model_pipeline_shape(const std::string& text) {
+  ModelPipelineShape m;
+  if (is_phi4flash_config(text)) {
+    const Phi4FlashConfig c = parse_phi4flash_config(text);
+    m.kind = "phi4flash";
+    m.heads = c.num_attention_heads, m.kv_heads = c.num_key_value_heads, m.head_dim = c.head_dim;
+    m.d_state = c.mamba_d_state;
+    m.unaligned_width = any_unaligned({c.hidden_size, c.d_inner(), c.mamba_dt_rank, c.intermediate_size});
+    return m;
+  }
+  const ModelConfig c = is_hf_diffllama(text) ? parse_hf_config(text, "config.json") : parse_model_config(text);
+  m.kind = c.v2() ? "v2" : "v1";
+  m.heads = c.num_heads, m.kv_heads = c.num_kv_heads, m.head_dim = c.head_dim();
+  // The linears read E (q/k/v, gate/up, the head), I (down) and the attention's output (o_proj).
+  m.unaligned_width =
+      any_unaligned({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim(), 2 * c.num_heads * c.head_dim()});
+  return m;
+}
+
 Checkpoint open_checkpoint(const std::string& dir) {
   if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) return open_gguf_checkpoint(dir);
   if (is_phi4flash_path(dir)) return phi4flash_as_checkpoint(open_phi4flash_checkpoint(dir));

@@ -557,3 +557,41 @@ TEST_CASE("selftest: a model records no pipeline that its self-test did not run"
         CHECK_MESSAGE(u.rfind(shaped, 0) != 0, name << ": " << u << " is at a size the model does not have");
   }
 }
+
+TEST_CASE("selftest: a model's pipeline sizes from its config.json, and a config the runner cannot read") {
+  const auto read = [](const std::string& name) {
+    return bench::selftest_model_for_model(std::string(DIFFVK_TEST_DATA_DIR) + "/" + name);
+  };
+  const ModelPipelineShape v1 = model_pipeline_shape(read("model_tiny"));
+  CHECK(v1.kind == "v1");
+  CHECK(v1.heads == 2);
+  CHECK(v1.kv_heads == 1);
+  CHECK(v1.head_dim == 16);
+  CHECK_FALSE(v1.unaligned_width);
+  CHECK(model_pipeline_shape(read("model_tiny_v2")).kind == "v2");
+  const ModelPipelineShape phi = model_pipeline_shape(read("phi4flash_tiny"));
+  CHECK(phi.kind == "phi4flash");
+  CHECK(phi.heads == 8);
+  CHECK(phi.kv_heads == 4);
+  CHECK(phi.head_dim == 4);
+  CHECK(phi.d_state == 4);
+  CHECK(phi.unaligned_width);  // dt_proj reads ceil(32 / 16) = 2
+  // The published shapes: Phi-4-mini-flash's 40/20 heads of 64, d_state 16, every width a multiple of 8; DiffLlama's
+  // (Hugging Face keys: sub-heads paired into differential heads).
+  const ModelPipelineShape pub = model_pipeline_shape(bench::selftest_model_for_shape("phi4-mini-flash"));
+  CHECK(pub.head_dim == 64);
+  CHECK(pub.heads / pub.kv_heads == 2);
+  CHECK(pub.d_state == 16);
+  CHECK_FALSE(pub.unaligned_width);
+  const ModelPipelineShape dl = model_pipeline_shape(bench::selftest_model_for_shape("diffllama-1b"));
+  CHECK(dl.kind == "v1");
+  CHECK(dl.head_dim == 64);
+  CHECK_FALSE(dl.unaligned_width);
+  CHECK(bench::selftest_model_for_model(std::string(DIFFVK_TEST_DATA_DIR) + "/no-such-model").empty());
+  // A config the load would refuse is no model for the self-test (Model::load then says why); set by hand, it is the
+  // create's error, naming the field and the key.
+  SelftestEnv env;
+  ContextOptions o = selftest_options(SelftestMode::always, {"silu_mul"});
+  o.selftest_model = R"({"model_type": "phi4flash", "hidden_size": 32})";
+  CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("ContextOptions::selftest_model: config.json: '"), Error);
+}
