@@ -250,24 +250,10 @@ OpCases diff_attn_cases(OpMode mode) {
   return b.take();
 }
 
-// The model's attention (op_registry.cpp, model_shape_cases): its head width and query heads per KV head (over at most
-// two KV heads), so that the prefill, the one-row decode and the several-row decode are the model's own pipelines.
-// The same with the shared-memory reduction (the subgroup fallback's retest) and, where the head width allows one,
-// a Q8_0 KV cache (SessionOptions::kv_cache; not phi4flash's, which has none).
+// The model's attention (op_registry.cpp, model_shape_cases; attn_model_cases). phi4flash has no Q8_0 KV cache.
 OpCases diff_attn_model_cases(const ModelShape& m) {
-  CaseTable<DiffAttnCase> b(900);
-  if (m.kv_heads == 0 || m.heads % m.kv_heads || m.head_dim == 0) return b.take();
-  const uint32_t hkv = std::min(m.kv_heads, 2u), h = m.heads / m.kv_heads * hkv, D = m.head_dim;
-  for (bool sg : {true, false})
-    for (bool q8 : {false, true}) {
-      if (q8 && (!sg || m.kind == "phi4flash" || !kv_format_problem(KvFormat::q8_0, 2 * D).empty())) continue;
-      for (DiffAttnCaseParams c :
-           {attn(h, hkv, D, 5, 0, 0.6, false), attn(h, hkv, D, 1, 40, -0.4, true), attn(h, hkv, D, 3, 65, 0.9, true)}) {
-        c.subgroup = sg, c.kv_q8 = q8;
-        b.add(c);
-      }
-    }
-  return b.take();
+  const bool q8 = m.kind != "phi4flash" && kv_format_problem(KvFormat::q8_0, 2 * m.head_dim).empty();
+  return attn_model_cases<DiffAttnCase>(m, 900, attn, {0.6, -0.4, 0.9}, q8);
 }
 
 }  // namespace diffvk::bench

@@ -64,6 +64,27 @@ std::string describe_attn_case(bool fp16, const P& p, const char* mix_name, doub
   if (p.kv_q8) s += " kv=q8_0";
   return s;
 }
+// The cases of either table at a model's attention (model_shape_cases): its head width and query heads per KV head
+// (over at most two KV heads), so that the prefill, the one-row decode and the several-row decode are the model's own
+// pipelines; the same with the shared-memory reduction (the subgroup fallback's retest) and, where `q8` (the head
+// width and the model kind allow a Q8_0 KV cache: SessionOptions::kv_cache), with one. mix[i]: each case's mix.
+template <class Case, class P, double P::*Mix>
+OpCases attn_model_cases(const ModelShape& m, uint64_t first_seed, const AttnCaseParams<P, Mix>& attn,
+                         const double (&mix)[3], bool q8) {
+  CaseTable<Case> b(first_seed);
+  if (m.kv_heads == 0 || m.heads % m.kv_heads || m.head_dim == 0) return b.take();
+  const uint32_t hkv = std::min(m.kv_heads, 2u), h = m.heads / m.kv_heads * hkv, D = m.head_dim;
+  for (bool sg : {true, false})
+    for (bool kv_q8 : {false, true}) {
+      if (kv_q8 && (!sg || !q8)) continue;
+      for (P c : {attn(h, hkv, D, 5, 0, mix[0], false), attn(h, hkv, D, 1, 40, mix[1], true),
+                  attn(h, hkv, D, 3, 65, mix[2], true)}) {
+        c.subgroup = sg, c.kv_q8 = kv_q8;
+        b.add(c);
+      }
+    }
+  return b.take();
+}
 // Records `kernel`: the split-K decode + merge (decode), else the prefill (split when splits > 0).
 void record_diff_attn(const DiffAttnKernel& kernel, Program& prog, bool decode, const AttnCall& call, uint32_t splits,
                       uint32_t split_len, BufferRange q, BufferRange k, BufferRange v, BufferRange subln, BufferRange o,

@@ -124,22 +124,10 @@ OpCases diff_v2_attn_cases(OpMode mode) {
   return b.take();
 }
 
-// The model's attention (op_registry.cpp, model_shape_cases), as diff_attn_model_cases: its head width and query
-// heads per KV head over at most two KV heads; prefill, one-row and several-row decode.
+// The model's attention (op_registry.cpp, model_shape_cases; attn_model_cases).
 OpCases diff_v2_attn_model_cases(const ModelShape& m) {
-  CaseTable<DiffV2AttnCase> b(1300);
-  if (m.kv_heads == 0 || m.heads % m.kv_heads || m.head_dim == 0) return b.take();
-  const uint32_t hkv = std::min(m.kv_heads, 2u), h = m.heads / m.kv_heads * hkv, D = m.head_dim;
-  for (bool sg : {true, false})
-    for (bool q8 : {false, true}) {
-      if (q8 && (!sg || !kv_format_problem(KvFormat::q8_0, D).empty())) continue;
-      for (DiffV2AttnCaseParams c :
-           {attn(h, hkv, D, 5, 0, 1.0, false), attn(h, hkv, D, 1, 40, 1.0, true), attn(h, hkv, D, 3, 65, 1.0, true)}) {
-        c.subgroup = sg, c.kv_q8 = q8;
-        b.add(c);
-      }
-    }
-  return b.take();
+  const bool q8 = kv_format_problem(KvFormat::q8_0, m.head_dim).empty();
+  return attn_model_cases<DiffV2AttnCase>(m, 1300, attn, {1.0, 1.0, 1.0}, q8);
 }
 
 }  // namespace diffvk::bench
