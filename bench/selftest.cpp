@@ -277,17 +277,25 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
   return v1;
 }
 
-std::string selftest_model_for_model(const std::string& path) {
+namespace {
+// A model directory's config.json text; "" for a GGUF file (or no config.json: Model::load says why).
+std::string config_text_of(const std::string& path) {
   std::ifstream in(path + "/config.json", std::ios::binary);
-  if (!in) return "";  // a GGUF file (or no config.json: Model::load says why)
+  if (!in) return "";
   std::ostringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
+std::string selftest_model_for_model(const std::string& path) {
+  const std::string text = config_text_of(path);
   try {
-    (void)selftest_model_shape(text.str());
+    (void)selftest_model_shape(text);
   } catch (const Error&) {  // a config.json the load refuses: Model::load says why, naming the file and the key
     return "";
   }
-  return text.str();
+  return text;
 }
 
 std::string selftest_model_for_shape(const std::string& name) { return published_shape(name).config; }
@@ -299,7 +307,7 @@ std::string selftest_model_for_bench(const Options& o) {
 }
 
 std::vector<std::string> selftest_ops_for_model(const std::string& path) {
-  const std::string config = selftest_model_for_model(path);
+  const std::string config = config_text_of(path);
   if (config.empty()) return table_ops();  // a GGUF file (or no config.json: Model::load says why): every op
   return selftest_ops_for_config(config);
 }

@@ -194,7 +194,7 @@ Runner register_bench(CLI::App& app) {
     ContextOptions copts = a->dev.options();
     copts.selftest_ops = bench::selftest_ops_for_bench(o);  // the self-test at load: the pipelines this run records
     copts.selftest_weights = bench::selftest_weights_for_bench(o);
-    if (!copts.selftest_ops.empty()) copts.selftest_model = bench::selftest_model_for_bench(o);
+    copts.selftest_model = bench::selftest_model_for_bench(o);
     o.requested_precision = copts.precision;
     progress->log(bench::LogLevel::info, "diffvk bench: opening the device");
     auto ctx = Context::create(copts);
