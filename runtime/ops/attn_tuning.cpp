@@ -166,11 +166,12 @@ AttnTiles choose_attn_tiles(const DeviceCaps& caps, bool fp16, uint32_t D, uint3
   const uint32_t step = paired ? 2 : 1;
   // At most 64 slots; 16 on CPU drivers, whose compile time grows with the unrolled slot loops (with 32 slots
   // at D = 8 the conformance table took 2.3x as long) while their speed comes from a group's heads (<= 16 here).
-  // Their decode of several rows keeps one row's heads (at least 4 slots): the rows then take workgroups of their
-  // own instead of one workgroup unrolling 16 slots, which LLVM took 5.2 s to compile at D = 32 (1.5 s at 4 slots;
-  // the one-row tile 0.43 s), and which every model records for a prompt of 2-8 tokens or a speculative verify.
+  // Their decode of several rows keeps one row's heads, the one-row tile's slots: the rows then take workgroups of
+  // their own, and the several-row decode is the one-row decode's pipeline, not one more for LLVM to compile at its
+  // first dispatch. Every model records it (a prompt of 2-8 tokens, a speculative verify, the self-test), and LLVM
+  // took 5.2 s to compile 16 slots at D = 32, 3.3 s for 4 slots at D = 64 (lavapipe 22.3; the one-row tile 0.6 s).
   uint32_t max_slots = caps.kind == DeviceKind::cpu ? 16u : 64u;
-  if (caps.kind == DeviceKind::cpu && phase == AttnPhase::decode) max_slots = std::clamp(n_rep, 4u, 16u);
+  if (caps.kind == DeviceKind::cpu && phase == AttnPhase::decode) max_slots = std::clamp(n_rep, 1u, 16u);
   t.br = std::max(step, std::min(want, max_slots) / step * step);
   // DIFF V2 holds a Q slice per slot for a single softmax, so its Q registers grow with br as fast as its
   // accumulators: it counts both, against 1.5x the budget, the registers V1 holds at its usual n_rep = 4

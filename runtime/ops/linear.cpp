@@ -80,17 +80,21 @@ LinearTiles fit_mm(const DeviceCaps& c, uint32_t variant, uint32_t bm, uint32_t 
 }
 
 // The register-tiled candidate: one subgroup per workgroup (the default subgroup size, a power of two
-// within the limits; 8 when the driver reports none), 16 rows per tile. Each lane keeps 16·rn fp32
-// accumulators: rn = 8 on CPU drivers (lanes are SIMD slots of a CPU register; loads, not registers,
-// are what is scarce there: a lane's weight vector feeds 16 rows, a shared x vector 8 columns; measured
-// on lavapipe 22.3, rn = 8 beat 2, 4 and 16), 2 on GPUs (32 accumulators: Mali Valhall keeps full
-// occupancy at 64 registers per thread; AMD's wave64 at 128 VGPRs).
+// within the limits; 8 when the driver reports none). Each lane keeps bm·rn fp32 accumulators.
+// - GPUs: 16 rows, rn = 2 (32 accumulators: Mali Valhall keeps full occupancy at 64 registers per thread; AMD's
+//   wave64 at 128 VGPRs).
+// - CPU drivers: 8 rows, rn = 8 (lanes are SIMD slots of a CPU register; loads, not registers, are what is scarce
+//   there: a lane's weight vector feeds 8 rows, a shared x vector 8 columns). LLVM compiles the unrolled step at the
+//   pipeline's first dispatch, and its time grows faster than the tile (lavapipe 22.3, fp16, one pipeline):
+//   16 x 8 took 4.8-5.0 s, 8 x 8 and 16 x 4 1.7-1.8 s, 8 x 4 0.8-1.1 s. 16 x 8 prefilled the 134M model 7% faster
+//   (128 tokens: 114-115 against 106 tokens/s; 16 x 4 91, 8 x 4 79): 3 s of a cold start per weight format is worth
+//   more than that, and a verify pass of 2-8 rows computes 8 rows instead of 16.
 LinearTiles fit_reg(const DeviceCaps& c, uint32_t variant) {
   LinearTiles t;
   t.reg = true;
   t.variant = variant;
   t.wg = pick_pow2_workgroup(c, c.subgroup_size ? c.subgroup_size : 8u);
-  t.bm = 16;
+  t.bm = c.kind == DeviceKind::cpu ? 8 : 16;
   t.rn = c.kind == DeviceKind::cpu ? 8 : 2;
   t.bn = t.wg * t.rn;
   t.shared_bytes = 0;
