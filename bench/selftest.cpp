@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -278,13 +277,14 @@ std::vector<std::string> selftest_ops_for_config(const std::string& config_json)
 }
 
 namespace {
-// A model directory's config.json text; "" for a GGUF file (or no config.json: Model::load says why).
+// A model directory's config.json text, or the one a .gguf file's metadata stands for (model_config_text); "" where
+// it cannot be read (Model::load says why).
 std::string config_text_of(const std::string& path) {
-  std::ifstream in(path + "/config.json", std::ios::binary);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  try {
+    return model_config_text(path);
+  } catch (const Error&) {
+    return "";
+  }
 }
 }  // namespace
 
@@ -308,7 +308,7 @@ std::string selftest_model_for_bench(const Options& o) {
 
 std::vector<std::string> selftest_ops_for_model(const std::string& path) {
   const std::string config = config_text_of(path);
-  if (config.empty()) return table_ops();  // a GGUF file (or no config.json: Model::load says why): every op
+  if (config.empty()) return table_ops();  // unreadable (Model::load says why): every op
   return selftest_ops_for_config(config);
 }
 

@@ -20,7 +20,7 @@ Runner register_selftest(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   add_device_flags(cmd, f->device);
-  cmd->add_option("--model", f->model, "test the ops this model records (a model directory, or a .gguf: every op)")
+  cmd->add_option("--model", f->model, "test the ops this model records, at its sizes (a model directory or a .gguf)")
       ->check(CLI::ExistingDirectory | gguf_file_validator());
   cmd->add_option("--shape", f->shape, "test the ops a published shape records (`diffvk bench --shape` names)");
   cmd->add_option("--ops", f->ops, "test these ops (comma-separated case-table names)");

@@ -110,8 +110,8 @@ std::vector<SelftestRow> run_selftest_cases(Device& device, const SelftestReques
 // The ops a model records, by its config.json text: DIFF V1 (native, diffllama), DIFF V2 (diff_version 2) or
 // Phi-4-mini-flash (model_type phi4flash). Throws what parsing the config throws.
 std::vector<std::string> selftest_ops_for_config(const std::string& config_json);
-// The same for a model directory (its config.json) or a GGUF file (every op with a table: the file's kind is
-// not read here), or a published shape (`diffvk bench --shape NAME`'s names).
+// The same for a model directory (its config.json) or a GGUF file (the config its metadata stands for:
+// model_config_text), or a published shape (`diffvk bench --shape NAME`'s names).
 std::vector<std::string> selftest_ops_for_model(const std::string& path);
 std::vector<std::string> selftest_ops_for_shape(const std::string& name);
 // The weight formats a load records (ContextOptions::selftest_weights): f16 and LoadOptions::weights' format (with
@@ -126,9 +126,9 @@ std::vector<std::string> selftest_ops_for_bench(const Options& options);
 // The weight formats it records: its model's or shape's loads (every type of Options::weight_list), or every format
 // (empty) for the tables.
 std::vector<std::string> selftest_weights_for_bench(const Options& options);
-// The model's config.json text for ContextOptions::selftest_model: a model directory's, a published shape's, a
-// benchmark run's model or shape; "" for a GGUF file (its config is not read here: the self-test then runs the
-// tables' shapes only), for a config.json that Model::load refuses (it says why) and for a run without a model.
+// The model's config.json text for ContextOptions::selftest_model: a model directory's, a GGUF file's (the config its
+// metadata stands for: model_config_text), a published shape's, a benchmark run's model or shape; "" for a config
+// that Model::load refuses (it says why) and for a run without a model.
 std::string selftest_model_for_model(const std::string& path);
 std::string selftest_model_for_shape(const std::string& name);
 std::string selftest_model_for_bench(const Options& options);

@@ -120,6 +120,13 @@ typedef struct diffvk_context_options {
    * 1.1 struct's tail padding (the size is unchanged): diffvk_context_default_options of 1.1 zeroes that padding,
    * so a 1.1 caller that filled its struct with it gets AUTO (0) */
   int selftest;
+  /* The model's config.json text, NUL-terminated, or NULL (the default): the self-test then runs the attention and
+   * the scan at that model's own sizes (head width, query heads per KV head, d_state), which are compiled into their
+   * pipelines, instead of its case tables' sizes, which the model never records (docs/selftest.md). A model
+   * directory's config.json as it is; for a .gguf file, or any load path, diffvk_model_config* gives it. A text
+   * the config parser refuses -> DIFFVK_INVALID_ARGUMENT naming the key. Part of the kept verdict's key. Read during
+   * diffvk_context_create only. Since the 1.3 layout; earlier callers' structs get NULL. */
+  const char* selftest_model;
 } diffvk_context_options;
 
 #define DIFFVK_SELFTEST_AUTO 0   /* test once, then read the kept verdict */
@@ -207,7 +214,7 @@ DIFFVK_API diffvk_status diffvk_set_cache_dir(const char* base);
 DIFFVK_API void diffvk_context_default_options(diffvk_context_options* options);
 /* The defaults of the largest layout of diffvk_context_options this library knows that fits in size bytes
  * (sizeof the caller's struct; layouts: 1.0's up to pipeline_cache_path; 1.1's up to pipeline_cache; 1.2's up to
- * selftest); struct_size =
+ * selftest; 1.3's up to selftest_model); struct_size =
  * that layout's size. Nothing past it is written.
  * options NULL or size below the 1.0 struct: does nothing (since 1.1). */
 DIFFVK_API void diffvk_context_default_options_sized(diffvk_context_options* options, size_t size);
@@ -237,6 +244,16 @@ DIFFVK_API diffvk_status diffvk_model_load_memory(diffvk_context* context, const
 DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int config_fd, int64_t config_offset,
                                               int64_t config_size, int safetensors_fd, int64_t safetensors_offset,
                                               int64_t safetensors_size, diffvk_model** out);
+/* The model's config.json text, for diffvk_context_options.selftest_model (create the context with it, then load
+ * the model), from the same arguments as diffvk_model_load and _memory: a directory's config.json as it is, and for
+ * a .gguf file (a path ending in .gguf; or in memory with config_json NULL, config_size 0) the config.json its
+ * metadata stands for. No weight is read. Written NUL-terminated into buffer when capacity is enough, else
+ * DIFFVK_BUFFER_TOO_SMALL and nothing written; *size (required) = the bytes needed, the NUL included, in both
+ * cases. buffer may be NULL with capacity 0. A file that cannot be read -> DIFFVK_IO_ERROR / DIFFVK_FORMAT_ERROR
+ * naming it. Since 1.3. */
+DIFFVK_API diffvk_status diffvk_model_config(const char* path, char* buffer, size_t capacity, size_t* size);
+DIFFVK_API diffvk_status diffvk_model_config_memory(const char* config_json, size_t config_size, const void* weights,
+                                                    size_t weights_size, char* buffer, size_t capacity, size_t* size);
 /* Fills *options with the defaults (weights DIFFVK_WEIGHTS_F16, q4_0_head 0, quant_decode and quant_prefill
  * DIFFVK_QUANT_PATH_AUTO) and sets struct_size. NULL: does nothing. A macro (see VERSIONING above): the
  * exported function fills only the struct's first layout ({struct_size, weights}, 16 bytes on 64-bit targets). */

@@ -67,6 +67,13 @@ struct ModelPipelineShape {
 };
 ModelPipelineShape model_pipeline_shape(const std::string& config_json);
 
+// A model's config.json text, what ContextOptions::selftest_model takes: a model directory's config.json as it is,
+// or for a .gguf file the config.json its metadata stands for (diffllama.* / phi4flash.* keys; docs/gguf.md). No
+// weight is read. Throws Error naming the file (and the key) it cannot read.
+std::string model_config_text(const std::string& path);
+// The same for a model in memory: a .gguf file's bytes (they begin "GGUF"), or config.json text, given back as is.
+std::string model_config_text(const void* data, size_t size);
+
 // How Model::load streams the weights in.
 struct LoadOptions {
   uint64_t staging_bytes = 16ull << 20;  // host conversion slice per upload (at least one row)

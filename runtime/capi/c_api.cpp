@@ -181,7 +181,9 @@ constexpr size_t kContextLayouts[] = {
                 alignof(diffvk_context_options)),  // 1.0
     layout_size(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
                 alignof(diffvk_context_options)),                                                             // 1.1
-    layout_size(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options))};  // 1.2
+    layout_size(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options)),  // 1.2
+    layout_size(offsetof(diffvk_context_options, selftest_model) + sizeof(const char*),
+                alignof(diffvk_context_options))};  // 1.3
 constexpr size_t kSessionLayouts[] = {
     layout_size(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
     layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
@@ -359,6 +361,7 @@ void diffvk_context_default_options_sized(diffvk_context_options* o, size_t size
   d.pipeline_cache_path = nullptr;
   d.pipeline_cache = 1;
   d.selftest = DIFFVK_SELFTEST_AUTO;
+  d.selftest_model = nullptr;
   diffvk::capi::write_defaults(o, size, d, kContextLayouts);
 }
 void(diffvk_context_default_options)(diffvk_context_options* o) {
@@ -410,6 +413,14 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
     co.selftest = o.selftest == DIFFVK_SELFTEST_ALWAYS ? diffvk::SelftestMode::always
                   : o.selftest == DIFFVK_SELFTEST_OFF  ? diffvk::SelftestMode::off
                                                        : diffvk::SelftestMode::automatic;
+    if (o.selftest_model && *o.selftest_model) {
+      co.selftest_model = o.selftest_model;
+      try {  // checked here too: libdiffvk.so alone runs no self-test, and a wrong text is the caller's mistake
+        (void)diffvk::model_pipeline_shape(co.selftest_model);
+      } catch (const diffvk::Error& e) {
+        fail(DIFFVK_INVALID_ARGUMENT, std::string("selftest_model: ") + e.what());
+      }
+    }
     auto c = std::make_shared<diffvk_context>();
     c->ctx = diffvk::Context::create(co);
     std::lock_guard<std::mutex> l(g_mutex);
@@ -480,6 +491,45 @@ diffvk_status diffvk_model_load_memory_with_options(diffvk_context* c, const cha
     load_model(c, out, [&](diffvk::Context& ctx) {
       return diffvk::Model::load_memory(ctx, config_json, config_size, safetensors, safetensors_size, "memory", lo);
     });
+  });
+}
+
+namespace {
+// A config text into the caller's buffer, NUL-terminated (diffvk_model_config*).
+void write_text(const std::string& text, char* buffer, size_t cap, size_t* size) {
+  *size = text.size() + 1;
+  if (!buffer && cap == 0) return;
+  need(buffer, "buffer");
+  if (cap < text.size() + 1)
+    fail(DIFFVK_BUFFER_TOO_SMALL,
+         "buffer holds " + std::to_string(cap) + " bytes, the config needs " + std::to_string(text.size() + 1));
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+}
+}  // namespace
+
+diffvk_status diffvk_model_config(const char* path, char* buffer, size_t cap, size_t* size) {
+  return guarded(__func__, [&] {
+    need(path, "path");
+    need(size, "size");
+    write_text(diffvk::model_config_text(std::string(path)), buffer, cap, size);
+  });
+}
+
+diffvk_status diffvk_model_config_memory(const char* config_json, size_t config_size, const void* weights,
+                                         size_t weights_size, char* buffer, size_t cap, size_t* size) {
+  return guarded(__func__, [&] {
+    need(size, "size");
+    if (config_json) {
+      write_text(diffvk::model_config_text(config_json, config_size), buffer, cap, size);
+      return;
+    }
+    if (config_size)
+      fail(DIFFVK_INVALID_ARGUMENT, "config_json is NULL with config_size " + std::to_string(config_size));
+    need(weights, "weights");  // a .gguf: config_json NULL, 0
+    if (weights_size < 4 || std::memcmp(weights, "GGUF", 4) != 0)
+      fail(DIFFVK_FORMAT_ERROR, "config_json is NULL and the weights are not a .gguf (only a .gguf carries its own "
+                                "configuration)");
+    write_text(diffvk::model_config_text(weights, weights_size), buffer, cap, size);
   });
 }
 

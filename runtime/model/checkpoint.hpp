@@ -43,6 +43,9 @@ Checkpoint open_checkpoint(const std::string& dir);
 Checkpoint open_gguf_checkpoint(const std::string& path);
 // The same from an open GGUF file (memory, descriptors): the checkpoint keeps it alive.
 Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file);
+// The config.json a diffvk GGUF's metadata stands for (diffllama: the native format's keys; phi4flash: Hugging
+// Face's), unchecked: what model_config_text gives for a .gguf. Refuses another general.architecture.
+std::string gguf_config_json(const GgufFile& f);
 
 // Native format: `config` parsed from config.json.
 Checkpoint open_native_checkpoint(const std::string& dir, ModelConfig config);

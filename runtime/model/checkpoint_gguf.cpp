@@ -17,15 +17,12 @@ Checkpoint open_gguf_checkpoint(const std::string& path) {
   return open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::open(path)));
 }
 
-Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
-  Checkpoint ck;
-  ck.gguf = std::move(file);
-  const GgufFile& f = *ck.gguf;
+namespace {
+// The native config.json equivalent of a diffllama GGUF's diffllama.* keys (the checker of config.json applies to
+// them too); rope scaling and the sub-norm's epsilon are read by open_gguf_checkpoint.
+nlohmann::json diffllama_gguf_config(const GgufFile& f) {
   const std::string path = f.name();
   auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
-  const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
-  if (arch == "phi4flash") return phi4flash_as_checkpoint(open_phi4flash_gguf(std::move(ck.gguf)));
-  if (arch != "diffllama") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama'");
   auto u = [&](const std::string& k) { return f.require_value("diffllama." + k).as_u64(path + ": diffllama." + k); };
   auto r = [&](const std::string& k) { return f.require_value("diffllama." + k).as_f64(path + ": diffllama." + k); };
   // DIFF V2 (diffllama.diff_version = 2): head_count = the 2H query heads, head_count_kv = Hkv, key_length = D.
@@ -62,7 +59,33 @@ Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
       gguf_model_token_ids(f);  // diffllama.* where the tokenizer's ids differ, else tokenizer.ggml.*
   if (ids.bos >= 0) j["bos_token_id"] = ids.bos;
   if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
-  ck.config = parse_model_config(j.dump(), path + " (diffllama.* keys)");
+  return j;
+}
+
+std::string gguf_architecture(const GgufFile& f) {
+  std::string arch(f.require_value("general.architecture").as_string(f.name() + ": general.architecture"));
+  if (arch != "phi4flash" && arch != "diffllama")
+    throw Error(Status::format_error, f.name() + ": general.architecture is '" + arch.substr(0, 40) +
+                                          "', not 'diffllama' or 'phi4flash'");
+  return arch;
+}
+}  // namespace
+
+std::string gguf_config_json(const GgufFile& f) {
+  return gguf_architecture(f) == "phi4flash" ? phi4flash_gguf_config_json(f) : diffllama_gguf_config(f).dump();
+}
+
+Checkpoint open_gguf_checkpoint(std::unique_ptr<GgufFile> file) {
+  Checkpoint ck;
+  ck.gguf = std::move(file);
+  const GgufFile& f = *ck.gguf;
+  const std::string path = f.name();
+  auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
+  if (gguf_architecture(f) == "phi4flash") return phi4flash_as_checkpoint(open_phi4flash_gguf(std::move(ck.gguf)));
+  auto u = [&](const std::string& k) { return f.require_value("diffllama." + k).as_u64(path + ": diffllama." + k); };
+  auto r = [&](const std::string& k) { return f.require_value("diffllama." + k).as_f64(path + ": diffllama." + k); };
+  const bool v2 = f.find_value("diffllama.diff_version") && u("diff_version") == 2;
+  ck.config = parse_model_config(diffllama_gguf_config(f).dump(), path + " (diffllama.* keys)");
   ModelConfig& c = ck.config;
   c.format = "gguf";
   if (f.find_value("diffllama.attention.sub_norm_rms_epsilon")) {

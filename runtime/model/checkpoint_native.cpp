@@ -1,5 +1,6 @@
 // Native checkpoints (docs/maths.md names, <dir>/model.safetensors) as row sources, and the format dispatch.
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -43,8 +44,27 @@ ModelPipelineShape model_pipeline_shape(const std::string& text) {
   return m;
 }
 
+namespace {
+bool ends_with_gguf(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+}  // namespace
+
+std::string model_config_text(const std::string& path) {
+  if (ends_with_gguf(path)) return gguf_config_json(GgufFile::open(path));
+  const auto bytes = platform::read_file(path + "/config.json", 1 << 20);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string model_config_text(const void* data, size_t size) {
+  if (!data && size) throw Error(Status::invalid_argument, "model_config_text: data is null");
+  if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0)
+    return gguf_config_json(GgufFile::from_view(data, size, "GGUF in memory"));
+  return std::string(static_cast<const char*>(data), size);
+}
+
 Checkpoint open_checkpoint(const std::string& dir) {
-  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0) return open_gguf_checkpoint(dir);
+  if (ends_with_gguf(dir)) return open_gguf_checkpoint(dir);
   if (is_phi4flash_path(dir)) return phi4flash_as_checkpoint(open_phi4flash_checkpoint(dir));
   ModelConfig c = read_model_config(dir);
   if (c.format == "diffllama") return open_hf_checkpoint(dir, std::move(c));

@@ -199,37 +199,36 @@ Phi4FlashCheckpoint open_phi4flash_gguf(const std::string& path) {
   return open_phi4flash_gguf(std::make_unique<GgufFile>(GgufFile::open(path)));
 }
 
-Phi4FlashCheckpoint open_phi4flash_gguf(std::unique_ptr<GgufFile> file) {
-  const GgufFile& f = *file;
+namespace {
+// config.json's key -> its phi4flash.* GGUF key (without the prefix).
+const std::pair<const char*, const char*> kGgufKeys[] = {
+    {"vocab_size", "vocab_size"},
+    {"hidden_size", "embedding_length"},
+    {"intermediate_size", "feed_forward_length"},
+    {"num_hidden_layers", "block_count"},
+    {"num_attention_heads", "attention.head_count"},
+    {"num_key_value_heads", "attention.head_count_kv"},
+    {"head_dim", "attention.key_length"},
+    {"max_position_embeddings", "context_length"},
+    {"sliding_window", "attention.sliding_window"},
+    {"layer_norm_eps", "attention.layer_norm_epsilon"},
+    {"mamba_d_state", "ssm.state_size"},
+    {"mamba_d_conv", "ssm.conv_kernel"},
+    {"mamba_expand", "ssm.inner_size"},
+    {"mamba_dt_rank", "ssm.time_step_rank"},
+    {"bos_token_id", "bos_token_id"},
+    {"eos_token_id", "eos_token_id"},
+};
+}  // namespace
+
+std::string phi4flash_gguf_config_json(const GgufFile& f) {
   const std::string path = f.name();
   auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
-  const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
-  if (arch != "phi4flash") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'phi4flash'");
   auto u = [&](const std::string& k) { return f.require_value("phi4flash." + k).as_u64(path + ": phi4flash." + k); };
-  // The config.json rules apply to the GGUF keys too (one checker); its messages name the config.json key, which
-  // is renamed to the GGUF key below.
-  const std::pair<const char*, const char*> keys[] = {
-      {"vocab_size", "vocab_size"},
-      {"hidden_size", "embedding_length"},
-      {"intermediate_size", "feed_forward_length"},
-      {"num_hidden_layers", "block_count"},
-      {"num_attention_heads", "attention.head_count"},
-      {"num_key_value_heads", "attention.head_count_kv"},
-      {"head_dim", "attention.key_length"},
-      {"max_position_embeddings", "context_length"},
-      {"sliding_window", "attention.sliding_window"},
-      {"layer_norm_eps", "attention.layer_norm_epsilon"},
-      {"mamba_d_state", "ssm.state_size"},
-      {"mamba_d_conv", "ssm.conv_kernel"},
-      {"mamba_expand", "ssm.inner_size"},
-      {"mamba_dt_rank", "ssm.time_step_rank"},
-      {"bos_token_id", "bos_token_id"},
-      {"eos_token_id", "eos_token_id"},
-  };
   nlohmann::json j;
   j["model_type"] = "phi4flash";
   j["hidden_act"] = "silu";
-  for (const auto& [hf, g] : keys) {
+  for (const auto& [hf, g] : kGgufKeys) {
     if (std::string(hf) == "mamba_expand" || std::string(hf) == "layer_norm_eps" || std::string(hf) == "bos_token_id" ||
         std::string(hf) == "eos_token_id")
       continue;
@@ -246,12 +245,24 @@ Phi4FlashCheckpoint open_phi4flash_gguf(std::unique_ptr<GgufFile> file) {
   const GgufTokenIds ids = gguf_model_token_ids(f);  // phi4flash.* where the tokenizer's ids differ
   if (ids.bos >= 0) j["bos_token_id"] = ids.bos;
   if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
+  return j.dump();
+}
+
+Phi4FlashCheckpoint open_phi4flash_gguf(std::unique_ptr<GgufFile> file) {
+  const GgufFile& f = *file;
+  const std::string path = f.name();
+  auto fail = [&](const std::string& what) { return Error(Status::format_error, path + ": " + what); };
+  const std::string arch(f.require_value("general.architecture").as_string(path + ": general.architecture"));
+  if (arch != "phi4flash") throw fail("general.architecture is '" + arch.substr(0, 40) + "', not 'phi4flash'");
+  auto u = [&](const std::string& k) { return f.require_value("phi4flash." + k).as_u64(path + ": phi4flash." + k); };
+  // The config.json rules apply to the GGUF keys too (one checker); its messages name the config.json key, which
+  // is renamed to the GGUF key below.
   Phi4FlashConfig config;
   try {
-    config = parse_phi4flash_config(j.dump(), path + " (phi4flash.* keys)");
+    config = parse_phi4flash_config(phi4flash_gguf_config_json(f), path + " (phi4flash.* keys)");
   } catch (const Error& e) {
     std::string m = e.what();
-    for (const auto& [hf, g] : keys) {
+    for (const auto& [hf, g] : kGgufKeys) {
       const std::string from = std::string("'") + hf + "'";
       const size_t at = m.find(from);
       if (at != std::string::npos) {

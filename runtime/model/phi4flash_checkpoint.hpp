@@ -85,6 +85,9 @@ Phi4FlashCheckpoint open_phi4flash_checkpoint(std::unique_ptr<SafetensorsFile> f
 // A phi4flash GGUF file (general.architecture "phi4flash"; keys and names: docs/gguf.md).
 Phi4FlashCheckpoint open_phi4flash_gguf(const std::string& path);
 Phi4FlashCheckpoint open_phi4flash_gguf(std::unique_ptr<GgufFile> file);
+// The config.json its phi4flash.* keys stand for (parse_phi4flash_config checks it; open_phi4flash_gguf renames the
+// keys in its messages).
+std::string phi4flash_gguf_config_json(const GgufFile& f);
 
 // True when `path` is a phi4flash checkpoint: a .gguf whose general.architecture is "phi4flash", or a directory
 // whose config.json has model_type "phi4flash". False when it is anything else or cannot be read (the format's

@@ -595,3 +595,71 @@ TEST_CASE("selftest: a model's pipeline sizes from its config.json, and a config
   o.selftest_model = R"({"model_type": "phi4flash", "hidden_size": 32})";
   CHECK_THROWS_WITH_AS(Context::create(o), doctest::Contains("ContextOptions::selftest_model: config.json: '"), Error);
 }
+
+// A .gguf file's config (model_config_text: the config.json its metadata stands for) gives the self-test the same
+// sizes as its directory's config.json, from a path and from memory, and the C ABI passes it on: diffvk_model_config*
+// and diffvk_context_options.selftest_model reach the runner's request (a recording runner: nothing is run).
+TEST_CASE("selftest: a .gguf's config and the C ABI's selftest_model reach the runner") {
+  test::TempDir tmp{"diffvk-gguf-config"};
+  const auto same_shape = [](const ModelPipelineShape& a, const ModelPipelineShape& b) {
+    return a.kind == b.kind && a.heads == b.heads && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim &&
+           a.d_state == b.d_state && a.unaligned_width == b.unaligned_width;
+  };
+  std::string tiny_text;
+  for (const std::string name : {"model_tiny", "phi4flash_tiny"}) {
+    INFO(name);
+    const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/" + name, gguf = tmp.path() + "/" + name + ".gguf";
+    quantize_model(dir, gguf, QuantKind::f16);
+    const std::string text = model_config_text(gguf);
+    CHECK(same_shape(model_pipeline_shape(text), model_pipeline_shape(model_config_text(dir))));
+    CHECK(bench::selftest_model_for_model(gguf) == text);
+    CHECK(bench::selftest_ops_for_model(gguf) == bench::selftest_ops_for_model(dir));
+    std::ifstream in(gguf, std::ios::binary);
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(model_config_text(bytes.data(), bytes.size()) == text);
+    // The C ABI: the size with the NUL, a buffer too small (nothing written), the text.
+    size_t n = 0;
+    REQUIRE(diffvk_model_config(gguf.c_str(), nullptr, 0, &n) == DIFFVK_OK);
+    CHECK(n == text.size() + 1);
+    std::vector<char> buf(n, 'x');
+    CHECK(diffvk_model_config(gguf.c_str(), buf.data(), n - 1, &n) == DIFFVK_BUFFER_TOO_SMALL);
+    CHECK(buf[0] == 'x');
+    REQUIRE(diffvk_model_config(gguf.c_str(), buf.data(), buf.size(), &n) == DIFFVK_OK);
+    CHECK(std::string(buf.data()) == text);
+    std::fill(buf.begin(), buf.end(), 'x');
+    REQUIRE(diffvk_model_config_memory(nullptr, 0, bytes.data(), bytes.size(), buf.data(), buf.size(), &n) ==
+            DIFFVK_OK);
+    CHECK(std::string(buf.data()) == text);
+    const std::string cfg = model_config_text(dir);
+    REQUIRE(diffvk_model_config(dir.c_str(), nullptr, 0, &n) == DIFFVK_OK);
+    CHECK(n == cfg.size() + 1);
+    if (name == "model_tiny") tiny_text = text;
+  }
+  size_t n = 0;
+  CHECK(diffvk_model_config(nullptr, nullptr, 0, &n) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(diffvk_model_config((tmp.path() + "/none").c_str(), nullptr, 0, &n) == DIFFVK_IO_ERROR);
+  CHECK(diffvk_model_config_memory(nullptr, 0, "{}", 2, nullptr, 0, &n) == DIFFVK_FORMAT_ERROR);
+  CHECK(std::string(diffvk_last_error()).find("not a .gguf") != std::string::npos);
+
+  SelftestEnv env;
+  std::vector<std::string> seen;
+  set_selftest_runner([&seen](Device&, const SelftestRequest& r) {
+    seen.push_back(r.model);
+    return std::vector<SelftestRow>{};
+  });
+  diffvk_context_options o;
+  diffvk_context_default_options(&o);
+  CHECK(o.selftest_model == nullptr);
+  o.selftest = DIFFVK_SELFTEST_ALWAYS;
+  o.pipeline_cache = 0;
+  o.selftest_model = tiny_text.c_str();
+  diffvk_context* c = nullptr;
+  REQUIRE(diffvk_context_create(&o, &c) == DIFFVK_OK);
+  CHECK(diffvk_context_destroy(c) == DIFFVK_OK);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == tiny_text);
+  o.selftest_model = "{\"hidden_size\": 32";
+  CHECK(diffvk_context_create(&o, &c) == DIFFVK_INVALID_ARGUMENT);
+  CHECK(std::string(diffvk_last_error()).find("selftest_model: ") != std::string::npos);
+  CHECK(seen.size() == 1);  // refused before the device was opened
+}

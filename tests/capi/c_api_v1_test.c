@@ -206,7 +206,10 @@ static int test_default_options(const char* dir) {
   void (*model_first)(diffvk_model_options*) = diffvk_model_default_options;
   void (*sampler_1_1)(diffvk_sampler_options*) = diffvk_sampler_default_options;
   void (*generate_1_1)(diffvk_generate_options*) = diffvk_generate_default_options;
-  const size_t context_layouts[2] = {sizeof(context_options_1_0), sizeof(diffvk_context_options)};
+  /* 1.1's pipeline_cache and 1.2's selftest share one size (selftest lies in 1.1's tail padding); 1.3 adds
+   * selftest_model */
+  const size_t context_layouts[3] = {sizeof(context_options_1_0), offsetof(diffvk_context_options, selftest_model),
+                                     sizeof(diffvk_context_options)};
   const size_t session_layouts[2] = {sizeof(session_options_1_0), sizeof(diffvk_session_options)};
   const size_t model_layouts[2] = {sizeof(model_options_first), sizeof(diffvk_model_options)};
   const size_t sampler_layouts[1] = {sizeof(diffvk_sampler_options)};
@@ -231,7 +234,7 @@ static int test_default_options(const char* dir) {
   EXPECT(sizeof(model_options_first) < sizeof(diffvk_model_options));
   EXPECT(sizeof(session_options_1_0) == offsetof(diffvk_session_options, kv_cache));
   EXPECT(sizeof(generate_options_1_1) == offsetof(diffvk_generate_options, draft));
-  check_sized_defaults("context", sized_context, context_layouts, 2);
+  check_sized_defaults("context", sized_context, context_layouts, 3);
   check_sized_defaults("session", sized_session, session_layouts, 2);
   check_sized_defaults("model", sized_model, model_layouts, 2);
   check_sized_defaults("sampler", sized_sampler, sampler_layouts, 1);
@@ -241,7 +244,7 @@ static int test_default_options(const char* dir) {
   memset(&co, 0x5a, sizeof co);
   diffvk_context_default_options(&co);
   EXPECT(co.struct_size == sizeof co && co.validation == -1 && co.precision == DIFFVK_PRECISION_AUTO && !co.device &&
-         !co.pipeline_cache_path && co.pipeline_cache == 1);
+         !co.pipeline_cache_path && co.pipeline_cache == 1 && co.selftest == DIFFVK_SELFTEST_AUTO && !co.selftest_model);
   memset(&so, 0x5a, sizeof so);
   diffvk_session_default_options(&so);
   EXPECT(so.struct_size == sizeof so && so.context_len == 0 && so.chunk == 0 && !so.abort_cb && !so.abort_user &&

@@ -130,19 +130,27 @@ static diffvk_model_options djni_model_options(jint weights, jboolean q4_0_head,
 
 JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclass cls, jstring device, jint precision,
                                                               jint validation, jstring pipeline_cache_path,
-                                                              jboolean pipeline_cache, jint selftest) {
+                                                              jboolean pipeline_cache, jint selftest,
+                                                              jstring selftest_model) {
   diffvk_context_options o;
   diffvk_context* ctx = NULL;
   diffvk_status st;
   int failed = 0;
   char* dev;
   char* cache;
+  char* model;
   (void)cls;
   dev = djni_dup_string(env, device, &failed);
   if (failed) return 0;
   cache = djni_dup_string(env, pipeline_cache_path, &failed);
   if (failed) {
     free(dev);
+    return 0;
+  }
+  model = djni_dup_string(env, selftest_model, &failed);
+  if (failed) {
+    free(dev);
+    free(cache);
     return 0;
   }
   diffvk_context_default_options(&o);
@@ -152,11 +160,51 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
   o.pipeline_cache_path = cache;
   o.pipeline_cache = pipeline_cache ? 1 : 0;
   o.selftest = (int)selftest;
+  o.selftest_model = model;
   st = diffvk_context_create(&o, &ctx);
   free(dev);
   free(cache);
+  free(model);
   if (!djni_ok(env, st)) return 0;
   return (jlong)(intptr_t)ctx;
+}
+
+/* Model.configOf and the loads' self-test: the model's config.json text (diffvk_model_config for a path, _memory for
+ * the buffers of the memory loads), or null where it cannot be read (the load then says why). */
+JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfig(JNIEnv* env, jclass cls, jstring path, jobject config,
+                                                             jobject weights) {
+  const void *c = NULL, *w = NULL;
+  jlong cn = 0, wn = 0;
+  size_t n = 0;
+  char *p = NULL, *text;
+  int failed = 0;
+  diffvk_status st;
+  jstring out = NULL;
+  (void)cls;
+  if (path) {
+    p = djni_dup_string(env, path, &failed);
+    if (failed) return NULL;
+    st = diffvk_model_config(p, NULL, 0, &n);
+  } else {
+    if (config) {
+      c = (*env)->GetDirectBufferAddress(env, config);
+      cn = (*env)->GetDirectBufferCapacity(env, config);
+    }
+    if (weights) {
+      w = (*env)->GetDirectBufferAddress(env, weights);
+      wn = (*env)->GetDirectBufferCapacity(env, weights);
+    }
+    if ((config && (!c || cn < 0)) || (!config && (!w || wn < 0))) return NULL;
+    st = diffvk_model_config_memory((const char*)c, (size_t)cn, w, (size_t)wn, NULL, 0, &n);
+  }
+  if (st == DIFFVK_OK && (text = (char*)malloc(n)) != NULL) {
+    st = p ? diffvk_model_config(p, text, n, &n)
+           : diffvk_model_config_memory((const char*)c, (size_t)cn, w, (size_t)wn, text, n, &n);
+    if (st == DIFFVK_OK) out = (*env)->NewStringUTF(env, text);
+    free(text);
+  }
+  free(p);
+  return out;
 }
 
 JNIEXPORT void JNICALL Java_diffvk_Model_nativeContextDestroy(JNIEnv* env, jclass cls, jlong ctx) {

@@ -44,8 +44,12 @@ public final class Bench {
   public String run(Model.Options device, Options options) {
     if (options == null) options = new Options();
     if (device == null) device = new Model.Options();
+    // The self-test at the model's sizes: Options.selftestModel, else the model directory's (a shape's: not read here).
+    String model = device.selftestModel;
+    if (model == null && device.selftest != Model.SELFTEST_OFF && options.modelDir != null)
+      model = Model.nativeModelConfig(options.modelDir, null, null);
     long ctx = Model.nativeContextCreate(device.device, device.precision, device.validation, device.pipelineCachePath,
-        device.pipelineCache, device.selftest);
+        device.pipelineCache, device.selftest, model);
     try {
       return nativeRun(ctx, options.preset, options.modelDir, options.shape, options.budgetSeconds, options.plotPath,
           flag());

@@ -69,6 +69,14 @@ public final class Model implements AutoCloseable {
      */
     public int selftest = SELFTEST_AUTO;
     /**
+     * The model's config.json text for the self-test (diffvk_context_options.selftest_model): it then runs the
+     * attention and the scan at the model's own sizes, which are compiled into their pipelines. null (the default):
+     * the load's own config, where the binding can read it (a directory, a .gguf path, the buffers of
+     * loadFromMemory and loadGgufFromMemory). The descriptor loads read none: set it there (configOf, or the
+     * config.json text), or the self-test runs the case tables' sizes only.
+     */
+    public String selftestModel;
+    /**
      * WEIGHTS_F16, WEIGHTS_Q8_0 or WEIGHTS_Q4_0: the format of the linear weights (q/k/v/o, gate/up/down,
      * lm_head) on the device; the embedding, norms and a lm_head tied to the embedding stay in the storage
      * type. Another value: DiffvkException(INVALID_ARGUMENT) from the load.
@@ -107,7 +115,17 @@ public final class Model implements AutoCloseable {
   }
 
   public static Model load(String dir, Options options) {
-    return load(options, (ctx, o) -> nativeModelLoad(ctx, dir, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
+    return load(options, () -> nativeModelConfig(dir, null, null),
+        (ctx, o) -> nativeModelLoad(ctx, dir, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
+  }
+
+  /**
+   * A model's config.json text (Options.selftestModel): a directory's config.json, or for a .gguf file the
+   * config.json its metadata stands for. null where it cannot be read.
+   */
+  public static String configOf(String path) {
+    Native.load();
+    return path == null ? null : nativeModelConfig(path, null, null);
   }
 
   /**
@@ -115,8 +133,9 @@ public final class Model implements AutoCloseable {
    * (whole capacity), read during the call only.
    */
   public static Model loadFromMemory(java.nio.ByteBuffer configJson, java.nio.ByteBuffer safetensors, Options options) {
-    return load(options, (ctx, o) -> nativeModelLoadMemory(ctx, configJson, safetensors, o.weights, o.q4_0Head, o.quantDecode,
-                                                           o.quantPrefill));
+    return load(options, () -> nativeModelConfig(null, configJson, safetensors),
+        (ctx, o) -> nativeModelLoadMemory(ctx, configJson, safetensors, o.weights, o.q4_0Head, o.quantDecode,
+                                          o.quantPrefill));
   }
 
   /**
@@ -127,8 +146,9 @@ public final class Model implements AutoCloseable {
    */
   public static Model loadFromFds(int configFd, long configOffset, long configLength, int weightsFd, long weightsOffset,
                                   long weightsLength, Options options) {
-    return load(options, (ctx, o) -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset,
-                                                       weightsLength, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
+    return load(options, () -> null,
+        (ctx, o) -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset, weightsLength,
+                                      o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
 
   /**
@@ -137,24 +157,31 @@ public final class Model implements AutoCloseable {
    */
   public static Model loadGgufFromMemory(java.nio.ByteBuffer gguf, Options options) {
     if (gguf == null) throw new DiffvkException(DiffvkException.INVALID_ARGUMENT, "Model.loadGgufFromMemory: gguf is null");
-    return load(options, (ctx, o) -> nativeModelLoadMemory(ctx, null, gguf, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
+    return load(options, () -> nativeModelConfig(null, null, gguf),
+        (ctx, o) -> nativeModelLoadMemory(ctx, null, gguf, o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
 
   /** A .gguf file as a byte range of an open descriptor (an uncompressed asset: AssetManager.openFd); length -1 = to the end. */
   public static Model loadGgufFromFd(int fd, long offset, long length, Options options) {
-    return load(options, (ctx, o) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, o.weights, o.q4_0Head, o.quantDecode,
-                                                       o.quantPrefill));
+    return load(options, () -> null, (ctx, o) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, o.weights,
+                                                                 o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
 
   private interface Loader {
     long load(long context, Options options);
   }
 
-  private static Model load(Options options, Loader loader) {
+  private interface ConfigSource {
+    String config();
+  }
+
+  private static Model load(Options options, ConfigSource source, Loader loader) {
     Native.load();
     if (options == null) options = new Options();
+    String model = options.selftestModel;
+    if (model == null && options.selftest != SELFTEST_OFF) model = source.config();
     long ctx = nativeContextCreate(options.device, options.precision, options.validation, options.pipelineCachePath,
-        options.pipelineCache, options.selftest);
+        options.pipelineCache, options.selftest, model);
     long m;
     try {
       m = loader.load(ctx, options);
@@ -248,7 +275,8 @@ public final class Model implements AutoCloseable {
   }
 
   static native long nativeContextCreate(String device, int precision, int validation, String pipelineCachePath,
-      boolean pipelineCache, int selftest);
+      boolean pipelineCache, int selftest, String selftestModel);
+  static native String nativeModelConfig(String path, java.nio.ByteBuffer config, java.nio.ByteBuffer weights);
   static native void nativeContextDestroy(long context);
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);

@@ -287,6 +287,20 @@ public final class V1Test {
     } finally {
       Files.deleteIfExists(pack);
     }
+    // The model's config for the self-test at load (Options.selftestModel): configOf gives a directory's config.json;
+    // an unreadable model gives null, and a text the config parser refuses is the load's INVALID_ARGUMENT.
+    String cfgText = new String(Files.readAllBytes(Paths.get(dir, "config.json")), java.nio.charset.StandardCharsets.UTF_8);
+    check(cfgText.equals(Model.configOf(dir)), "configOf(dir): the config.json text");
+    check(Model.configOf(dir + "/no-such-model") == null, "configOf: null for a missing model");
+    Model.Options badModel = new Model.Options();
+    badModel.selftestModel = "{\"hidden_size\": 32";
+    try {
+      Model.load(dir, badModel).close();
+      check(false, "a broken selftestModel was accepted");
+    } catch (DiffvkException e) {
+      check(e.status() == DiffvkException.INVALID_ARGUMENT && e.getMessage().contains("selftest_model"),
+          "a broken selftestModel: INVALID_ARGUMENT naming selftest_model (" + e.getMessage() + ")");
+    }
     // A .gguf (args[1], written by `diffvk quantize` in a CTest fixture) from a path, memory and a descriptor.
     if (args.length > 1) {
       byte[] gguf = Files.readAllBytes(Paths.get(args[1]));
@@ -307,6 +321,10 @@ public final class V1Test {
         check(Arrays.equals(byPath.encode("The cat", true), byFd.encode("The cat", true)), "Tokenizer.fromGgufFd: the file's tokenizer");
         check(byFd.decode(byFd.encode("The cat", false)).equals("The cat"), "Tokenizer.fromGgufFd: round trip");
       }
+      // Its config for the self-test (Options.selftestModel; configOf): what its metadata stands for, the same
+      // sizes as the directory's config.json.
+      String gc = Model.configOf(args[1]);
+      check(gc != null && gc.contains("\"num_heads\"") && gc.contains("\"hidden_size\""), "configOf(.gguf): " + gc);
       try {
         Model.loadGgufFromMemory(direct(st), opts);
         check(false, "a safetensors file was accepted as a .gguf");
