@@ -17,6 +17,7 @@ Runner register_selftest(CLI::App& app) {
     std::string model, shape, ops;
     bool read = false;
     LoadOptions load;
+    KvCacheType kv = KvCacheType::f16;
   };
   auto f = std::make_shared<Flags>();
   add_device_flags(cmd, f->device);
@@ -25,6 +26,7 @@ Runner register_selftest(CLI::App& app) {
   cmd->add_option("--shape", f->shape, "test the ops a published shape records (`diffvk bench --shape` names)");
   cmd->add_option("--ops", f->ops, "test these ops (comma-separated case-table names)");
   add_weights_flag(cmd, f->load);  // with --model or --shape: the weight formats of that load (default f16)
+  add_kv_flag(cmd, f->kv);         // with --model or --shape: its sessions' KV cache format
   cmd->add_flag("--cached", f->read,
                 "print the kept verdict when there is one (--selftest auto) instead of testing again (always)");
   return [f]() {
@@ -43,7 +45,7 @@ Runner register_selftest(CLI::App& app) {
       o.selftest_model = bench::selftest_model_for_shape(f->shape);
     }
     if (!f->model.empty() || !f->shape.empty())
-      o.selftest_weights = bench::selftest_weights_for_load(f->model, f->load.weights, f->load.q4_0_head);
+      o.selftest_weights = bench::selftest_weights_for_load(f->model, f->load.weights, f->load.q4_0_head, f->kv);
     for (size_t p = 0; !f->ops.empty() && p <= f->ops.size();) {
       const size_t e = std::min(f->ops.find(',', p), f->ops.size());
       if (e > p) o.selftest_ops.push_back(f->ops.substr(p, e - p));
