@@ -180,7 +180,7 @@ constexpr size_t kContextLayouts[] = {
     layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
                 alignof(diffvk_context_options)),  // 1.0
     layout_size(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
-                alignof(diffvk_context_options)),                                                             // 1.1
+                alignof(diffvk_context_options)),                                                            // 1.1
     layout_size(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options)),  // 1.2
     layout_size(offsetof(diffvk_context_options, selftest_model) + sizeof(const char*),
                 alignof(diffvk_context_options))};  // 1.3
@@ -527,8 +527,9 @@ diffvk_status diffvk_model_config_memory(const char* config_json, size_t config_
       fail(DIFFVK_INVALID_ARGUMENT, "config_json is NULL with config_size " + std::to_string(config_size));
     need(weights, "weights");  // a .gguf: config_json NULL, 0
     if (weights_size < 4 || std::memcmp(weights, "GGUF", 4) != 0)
-      fail(DIFFVK_FORMAT_ERROR, "config_json is NULL and the weights are not a .gguf (only a .gguf carries its own "
-                                "configuration)");
+      fail(DIFFVK_FORMAT_ERROR,
+           "config_json is NULL and the weights are not a .gguf (only a .gguf carries its own "
+           "configuration)");
     write_text(diffvk::model_config_text(weights, weights_size), buffer, cap, size);
   });
 }

@@ -65,8 +65,8 @@ nlohmann::json diffllama_gguf_config(const GgufFile& f) {
 std::string gguf_architecture(const GgufFile& f) {
   std::string arch(f.require_value("general.architecture").as_string(f.name() + ": general.architecture"));
   if (arch != "phi4flash" && arch != "diffllama")
-    throw Error(Status::format_error, f.name() + ": general.architecture is '" + arch.substr(0, 40) +
-                                          "', not 'diffllama' or 'phi4flash'");
+    throw Error(Status::format_error,
+                f.name() + ": general.architecture is '" + arch.substr(0, 40) + "', not 'diffllama' or 'phi4flash'");
   return arch;
 }
 }  // namespace

@@ -244,7 +244,8 @@ static int test_default_options(const char* dir) {
   memset(&co, 0x5a, sizeof co);
   diffvk_context_default_options(&co);
   EXPECT(co.struct_size == sizeof co && co.validation == -1 && co.precision == DIFFVK_PRECISION_AUTO && !co.device &&
-         !co.pipeline_cache_path && co.pipeline_cache == 1 && co.selftest == DIFFVK_SELFTEST_AUTO && !co.selftest_model);
+         !co.pipeline_cache_path && co.pipeline_cache == 1 && co.selftest == DIFFVK_SELFTEST_AUTO &&
+         !co.selftest_model);
   memset(&so, 0x5a, sizeof so);
   diffvk_session_default_options(&so);
   EXPECT(so.struct_size == sizeof so && so.context_len == 0 && so.chunk == 0 && !so.abort_cb && !so.abort_user &&

@@ -172,7 +172,7 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
 /* Model.configOf and the loads' self-test: the model's config.json text (diffvk_model_config for a path, _memory for
  * the buffers of the memory loads), or null where it cannot be read (the load then says why). */
 JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfig(JNIEnv* env, jclass cls, jstring path, jobject config,
-                                                             jobject weights) {
+                                                              jobject weights) {
   const void *c = NULL, *w = NULL;
   jlong cn = 0, wn = 0;
   size_t n = 0;
