@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "diffvk/diffvk.h"
 #include "diffvk_jni.h"
@@ -204,6 +207,55 @@ JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfig(JNIEnv* env, jclas
     free(text);
   }
   free(p);
+  return out;
+}
+
+/* Model.configOfFds and the descriptor loads' self-test: the config.json range read with pread (at most 1 MiB), or with
+ * config_fd -1 the .gguf range mapped read-only (its metadata is read, no copy); null where it cannot be read. */
+JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfigFd(JNIEnv* env, jclass cls, jint config_fd,
+                                                                jlong config_offset, jlong config_size, jint weights_fd,
+                                                                jlong weights_offset, jlong weights_size) {
+  const int fd = config_fd >= 0 ? config_fd : weights_fd;
+  const jlong offset = config_fd >= 0 ? config_offset : weights_offset;
+  jlong size = config_fd >= 0 ? config_size : weights_size;
+  struct stat st;
+  size_t n = 0;
+  char *text = NULL, *bytes = NULL;
+  void* map = MAP_FAILED;
+  long page = sysconf(_SC_PAGESIZE);
+  jlong lead = 0;
+  diffvk_status s;
+  jstring out = NULL;
+  (void)cls;
+  if (fd < 0 || offset < 0 || size < -1 || fstat(fd, &st) != 0 || page <= 0) return NULL;
+  if (size == -1) size = (jlong)st.st_size - offset;
+  if (size <= 0 || offset + size > (jlong)st.st_size) return NULL;
+  if (config_fd >= 0) {
+    jlong got = 0;
+    if (size > (1 << 20) || (bytes = (char*)malloc((size_t)size)) == NULL) return NULL;
+    while (got < size) {
+      const ssize_t r = pread(fd, bytes + got, (size_t)(size - got), (off_t)(offset + got));
+      if (r <= 0) break;
+      got += r;
+    }
+    s = got == size ? diffvk_model_config_memory(bytes, (size_t)size, NULL, 0, NULL, 0, &n) : DIFFVK_IO_ERROR;
+  } else {
+    lead = offset % page;
+    map = mmap(NULL, (size_t)(size + lead), PROT_READ, MAP_PRIVATE, fd, (off_t)(offset - lead));
+    if (map == MAP_FAILED) return NULL;
+    bytes = (char*)map + lead;
+    s = diffvk_model_config_memory(NULL, 0, bytes, (size_t)size, NULL, 0, &n);
+  }
+  if (s == DIFFVK_OK && (text = (char*)malloc(n)) != NULL) {
+    s = config_fd >= 0 ? diffvk_model_config_memory(bytes, (size_t)size, NULL, 0, text, n, &n)
+                       : diffvk_model_config_memory(NULL, 0, bytes, (size_t)size, text, n, &n);
+    if (s == DIFFVK_OK) out = (*env)->NewStringUTF(env, text);
+    free(text);
+  }
+  if (map != MAP_FAILED)
+    munmap(map, (size_t)(size + lead));
+  else
+    free(bytes);
   return out;
 }
 

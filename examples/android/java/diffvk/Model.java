@@ -71,9 +71,9 @@ public final class Model implements AutoCloseable {
     /**
      * The model's config.json text for the self-test (diffvk_context_options.selftest_model): it then runs the
      * attention and the scan at the model's own sizes, which are compiled into their pipelines. null (the default):
-     * the load's own config, where the binding can read it (a directory, a .gguf path, the buffers of
-     * loadFromMemory and loadGgufFromMemory). The descriptor loads read none: set it there (configOf, or the
-     * config.json text), or the self-test runs the case tables' sizes only.
+     * the load's own config (a directory, a .gguf path, the buffers of the memory loads, the ranges of the
+     * descriptor loads: configOf, configOfFds). Where it cannot be read, the self-test runs the case tables' sizes
+     * only (and the load says what is wrong with the model).
      */
     public String selftestModel;
     /**
@@ -129,6 +129,16 @@ public final class Model implements AutoCloseable {
   }
 
   /**
+   * The same from the arguments of loadFromFds (configFd -1: a .gguf range, as loadGgufFromFd takes it); the
+   * descriptors are neither moved nor closed. null where it cannot be read.
+   */
+  public static String configOfFds(int configFd, long configOffset, long configLength, int weightsFd, long weightsOffset,
+                                   long weightsLength) {
+    Native.load();
+    return nativeModelConfigFd(configFd, configOffset, configLength, weightsFd, weightsOffset, weightsLength);
+  }
+
+  /**
    * The two files of a checkpoint from memory: config.json and model.safetensors as DIRECT ByteBuffers
    * (whole capacity), read during the call only.
    */
@@ -146,7 +156,8 @@ public final class Model implements AutoCloseable {
    */
   public static Model loadFromFds(int configFd, long configOffset, long configLength, int weightsFd, long weightsOffset,
                                   long weightsLength, Options options) {
-    return load(options, () -> null,
+    return load(options,
+        () -> nativeModelConfigFd(configFd, configOffset, configLength, weightsFd, weightsOffset, weightsLength),
         (ctx, o) -> nativeModelLoadFd(ctx, configFd, configOffset, configLength, weightsFd, weightsOffset, weightsLength,
                                       o.weights, o.q4_0Head, o.quantDecode, o.quantPrefill));
   }
@@ -163,8 +174,9 @@ public final class Model implements AutoCloseable {
 
   /** A .gguf file as a byte range of an open descriptor (an uncompressed asset: AssetManager.openFd); length -1 = to the end. */
   public static Model loadGgufFromFd(int fd, long offset, long length, Options options) {
-    return load(options, () -> null, (ctx, o) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, o.weights,
-                                                                 o.q4_0Head, o.quantDecode, o.quantPrefill));
+    return load(options, () -> nativeModelConfigFd(-1, 0, 0, fd, offset, length),
+        (ctx, o) -> nativeModelLoadFd(ctx, -1, 0, 0, fd, offset, length, o.weights, o.q4_0Head, o.quantDecode,
+                                      o.quantPrefill));
   }
 
   private interface Loader {
@@ -277,6 +289,8 @@ public final class Model implements AutoCloseable {
   static native long nativeContextCreate(String device, int precision, int validation, String pipelineCachePath,
       boolean pipelineCache, int selftest, String selftestModel);
   static native String nativeModelConfig(String path, java.nio.ByteBuffer config, java.nio.ByteBuffer weights);
+  static native String nativeModelConfigFd(int configFd, long configOffset, long configLength, int weightsFd,
+      long weightsOffset, long weightsLength);
   static native void nativeContextDestroy(long context);
   static native String nativeDeviceName(long context);
   static native int nativePrecision(long context);

@@ -278,6 +278,12 @@ public final class V1Test {
            Session s = m.newSession(0)) {
         check(Arrays.equals(want, s.prefill(prompt)), "loadFromFds: same logits");
       }
+      // The self-test's config from the same ranges (what loadFromFds passes it): the config.json range as it is.
+      check(new String(cfg, java.nio.charset.StandardCharsets.UTF_8).equals(
+                Model.configOfFds(fd, pad.length, cfg.length, fd, 2L * pad.length + cfg.length, st.length)),
+          "configOfFds: the config.json range");
+      check(Model.configOfFds(-1, 0, 0, fd, 2L * pad.length + cfg.length, st.length) == null,
+          "configOfFds: null for a safetensors range without a config");
       try {
         Model.loadFromFds(fd, pad.length, cfg.length, fd, 2L * pad.length + cfg.length + 1, st.length, opts);
         check(false, "a shifted range was accepted");
@@ -325,6 +331,9 @@ public final class V1Test {
       // sizes as the directory's config.json.
       String gc = Model.configOf(args[1]);
       check(gc != null && gc.contains("\"num_heads\"") && gc.contains("\"hidden_size\""), "configOf(.gguf): " + gc);
+      try (RandomAccessFile f = new RandomAccessFile(args[1], "r")) {
+        check(gc.equals(Model.configOfFds(-1, 0, 0, fdOf(f), 0, -1)), "configOfFds(.gguf range): configOf's text");
+      }
       try {
         Model.loadGgufFromMemory(direct(st), opts);
         check(false, "a safetensors file was accepted as a .gguf");
