@@ -17,6 +17,7 @@
 #include "diffvk/model.hpp"
 #include "capi/c_api_guard.hpp"
 #include "capi/c_api_internal.hpp"
+#include "io/gguf.hpp"
 #include "platform.hpp"
 
 // Handles are kept alive by shared_ptr while any call uses them: the registry holds one reference,
@@ -526,7 +527,7 @@ diffvk_status diffvk_model_config_memory(const char* config_json, size_t config_
     if (config_size)
       fail(DIFFVK_INVALID_ARGUMENT, "config_json is NULL with config_size " + std::to_string(config_size));
     need(weights, "weights");  // a .gguf: config_json NULL, 0
-    if (weights_size < 4 || std::memcmp(weights, "GGUF", 4) != 0)
+    if (!diffvk::GgufFile::has_magic(weights, weights_size))
       fail(DIFFVK_FORMAT_ERROR,
            "config_json is NULL and the weights are not a .gguf (only a .gguf carries its own "
            "configuration)");

@@ -1,6 +1,5 @@
 // Native checkpoints (docs/maths.md names, <dir>/model.safetensors) as row sources, and the format dispatch.
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <map>
 
@@ -58,8 +57,7 @@ std::string model_config_text(const std::string& path) {
 
 std::string model_config_text(const void* data, size_t size) {
   if (!data && size) throw Error(Status::invalid_argument, "model_config_text: data is null");
-  if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0)
-    return gguf_config_json(GgufFile::from_view(data, size, "GGUF in memory"));
+  if (GgufFile::has_magic(data, size)) return gguf_config_json(GgufFile::from_view(data, size, "GGUF in memory"));
   return std::string(static_cast<const char*>(data), size);
 }
 

@@ -172,42 +172,50 @@ JNIEXPORT jlong JNICALL Java_diffvk_Model_nativeContextCreate(JNIEnv* env, jclas
   return (jlong)(intptr_t)ctx;
 }
 
-/* Model.configOf and the loads' self-test: the model's config.json text (diffvk_model_config for a path, _memory for
- * the buffers of the memory loads), or null where it cannot be read (the load then says why). */
+/* The model's config.json text as a Java string (diffvk_model_config for a path, else diffvk_model_config_memory of
+ * the config bytes or, with config NULL, a .gguf's bytes), or null where it cannot be read (the load then says why). */
+static jstring djni_model_config(JNIEnv* env, const char* path, const void* config, size_t config_size,
+                                 const void* weights, size_t weights_size) {
+  size_t n = 0;
+  char* text;
+  jstring out = NULL;
+  diffvk_status st =
+      path ? diffvk_model_config(path, NULL, 0, &n)
+           : diffvk_model_config_memory((const char*)config, config_size, weights, weights_size, NULL, 0, &n);
+  if (st != DIFFVK_OK || (text = (char*)malloc(n)) == NULL) return NULL;
+  st = path ? diffvk_model_config(path, text, n, &n)
+            : diffvk_model_config_memory((const char*)config, config_size, weights, weights_size, text, n, &n);
+  if (st == DIFFVK_OK) out = (*env)->NewStringUTF(env, text);
+  free(text);
+  return out;
+}
+
+/* Model.configOf and the path and memory loads' self-test (djni_model_config). */
 JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfig(JNIEnv* env, jclass cls, jstring path, jobject config,
                                                               jobject weights) {
   const void *c = NULL, *w = NULL;
   jlong cn = 0, wn = 0;
-  size_t n = 0;
-  char *p = NULL, *text;
+  char* p;
   int failed = 0;
-  diffvk_status st;
-  jstring out = NULL;
+  jstring out;
   (void)cls;
   if (path) {
     p = djni_dup_string(env, path, &failed);
     if (failed) return NULL;
-    st = diffvk_model_config(p, NULL, 0, &n);
-  } else {
-    if (config) {
-      c = (*env)->GetDirectBufferAddress(env, config);
-      cn = (*env)->GetDirectBufferCapacity(env, config);
-    }
-    if (weights) {
-      w = (*env)->GetDirectBufferAddress(env, weights);
-      wn = (*env)->GetDirectBufferCapacity(env, weights);
-    }
-    if ((config && (!c || cn < 0)) || (!config && (!w || wn < 0))) return NULL;
-    st = diffvk_model_config_memory((const char*)c, (size_t)cn, w, (size_t)wn, NULL, 0, &n);
+    out = djni_model_config(env, p, NULL, 0, NULL, 0);
+    free(p);
+    return out;
   }
-  if (st == DIFFVK_OK && (text = (char*)malloc(n)) != NULL) {
-    st = p ? diffvk_model_config(p, text, n, &n)
-           : diffvk_model_config_memory((const char*)c, (size_t)cn, w, (size_t)wn, text, n, &n);
-    if (st == DIFFVK_OK) out = (*env)->NewStringUTF(env, text);
-    free(text);
+  if (config) {
+    c = (*env)->GetDirectBufferAddress(env, config);
+    cn = (*env)->GetDirectBufferCapacity(env, config);
   }
-  free(p);
-  return out;
+  if (weights) {
+    w = (*env)->GetDirectBufferAddress(env, weights);
+    wn = (*env)->GetDirectBufferCapacity(env, weights);
+  }
+  if ((config && (!c || cn < 0)) || (!config && (!w || wn < 0))) return NULL;
+  return djni_model_config(env, NULL, c, (size_t)cn, w, (size_t)wn);
 }
 
 /* Model.configOfFds and the descriptor loads' self-test: the config.json range read with pread (at most 1 MiB), or with
@@ -219,12 +227,10 @@ JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfigFd(JNIEnv* env, jcl
   const jlong offset = config_fd >= 0 ? config_offset : weights_offset;
   jlong size = config_fd >= 0 ? config_size : weights_size;
   struct stat st;
-  size_t n = 0;
-  char *text = NULL, *bytes = NULL;
+  char* bytes = NULL;
   void* map = MAP_FAILED;
   long page = sysconf(_SC_PAGESIZE);
   jlong lead = 0;
-  diffvk_status s;
   jstring out = NULL;
   (void)cls;
   if (fd < 0 || offset < 0 || size < -1 || fstat(fd, &st) != 0 || page <= 0) return NULL;
@@ -238,19 +244,12 @@ JNIEXPORT jstring JNICALL Java_diffvk_Model_nativeModelConfigFd(JNIEnv* env, jcl
       if (r <= 0) break;
       got += r;
     }
-    s = got == size ? diffvk_model_config_memory(bytes, (size_t)size, NULL, 0, NULL, 0, &n) : DIFFVK_IO_ERROR;
+    if (got == size) out = djni_model_config(env, NULL, bytes, (size_t)size, NULL, 0);
   } else {
     lead = offset % page;
     map = mmap(NULL, (size_t)(size + lead), PROT_READ, MAP_PRIVATE, fd, (off_t)(offset - lead));
     if (map == MAP_FAILED) return NULL;
-    bytes = (char*)map + lead;
-    s = diffvk_model_config_memory(NULL, 0, bytes, (size_t)size, NULL, 0, &n);
-  }
-  if (s == DIFFVK_OK && (text = (char*)malloc(n)) != NULL) {
-    s = config_fd >= 0 ? diffvk_model_config_memory(bytes, (size_t)size, NULL, 0, text, n, &n)
-                       : diffvk_model_config_memory(NULL, 0, bytes, (size_t)size, text, n, &n);
-    if (s == DIFFVK_OK) out = (*env)->NewStringUTF(env, text);
-    free(text);
+    out = djni_model_config(env, NULL, NULL, 0, (const char*)map + lead, (size_t)size);
   }
   if (map != MAP_FAILED)
     munmap(map, (size_t)(size + lead));
