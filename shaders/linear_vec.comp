@@ -85,15 +85,20 @@ void main() {
 
     if (VEC != 0) {
       const uint nv = p.in_f / VW, xs = p.x_stride / VW;
+      // Each feature's weight row, clamped into W (a feature past out_f reads row out_f − 1 and writes nothing),
+      // and its offsets, once: the loop has no per-feature branch and two address additions per weight vector.
+      uint wbase[NF], sbase[NF];
+      for (uint f = 0; f < NF; ++f) {
+        const uint n = min(n0 + f, p.out_f - 1u);
+        wbase[f] = WQ == 0 ? n * nv : wq_row_quant(n);
+        sbase[f] = WQ == 0 ? 0u : wq_row_scale(n);
+      }
       for (uint kv = lid; kv < nv; kv += WG) {
         float wf[NF][VW];
+        const uvec3 lane = WQ == 0 ? uvec3(0u) : wq_lane(kv);
         for (uint f = 0; f < NF; ++f) {
-          if (n0 + f < p.out_f) {
-            if (WQ == 0) unpack(wvec[(n0 + f) * nv + kv], wf[f]);
-            else wq_vec(n0 + f, kv * VW, wf[f]);
-          } else {
-            for (uint e = 0; e < VW; ++e) wf[f][e] = 0.0;
-          }
+          if (WQ == 0) unpack(wvec[wbase[f] + kv], wf[f]);
+          else wq_vec_at(sbase[f], wbase[f], lane, wf[f]);
         }
         for (uint rr = 0; rr < MAXR; ++rr) {
           if (rr >= p.rows) break;  // uniform

@@ -3,7 +3,7 @@
 // an fp16 scale, in an array of its own, then from byte p.qoff the quants: Q8_0 one int8 per weight, Q4_0 16 bytes a
 // block, weight i in the low nibble of byte i and weight i + 16 in the high nibble), q·d or (nibble − 8)·d.
 // The includer declares WQ, KVEC (floats per 16-byte vector: 8 in fp16, 4 in fp32), the push block p (in_f, qoff)
-// and the weight binding as 4-byte words (wq1) and 8-byte words (wq2).
+// and the weight binding as 4-byte words (wq1), 8-byte words (wq2) and the storage type (w: the fp16 scales).
 
 // The dequantized weight n·in + k (WQ != 0), elementwise (the k tail, VEC == 0).
 float wq_at(uint n, uint k) {
@@ -45,5 +45,57 @@ void wq_vec(uint n, uint k, out float f[KVEC]) {
   [[unroll]] for (uint i = 0; i < KVEC; ++i) {
     if (WQ == 1) f[i] = float(bitfieldExtract(int(wd[i / 4]), int(8 * (i % 4)), 8)) * d;
     else f[i] = float((wd[i / 4] >> (8 * (i % 4))) & 255u) * d + d8;
+  }
+}
+
+// The matrix-vector loop's form of wq_vec (linear_vec.comp): the weight row's offsets computed once per workgroup
+// (wq_row_scale: its first block's scale index; wq_row_quant: its quants' first KVEC-byte vector), the lane's
+// offsets once per vector (wq_lane), so that a weight vector costs two address additions and its two loads. Then per
+// weight, every product exact in fp32:
+// - Q8_0: the signed byte converted and one multiply, q·d (radv raven: v_cvt_f32_i32 with a sign-extending byte
+//   select; gfx1100, without byte selects, takes a bitfield extract more);
+// - Q4_0: the nibble moved into the low half of its byte (two word operations per four weights), the byte converted
+//   (AMD's v_cvt_f32_ubyteN) and one fma, (q − 8)·d = fma(q, d, −8·d) (raven splits the fma: GCN's fp32 fma is
+//   not fused by radv before RDNA2; a signed form, (q XOR 8) as the signed byte 16·(q − 8) times d/16, costs raven
+//   0.6 instructions per weight less and gfx1100 1.2 more).
+// The row's offsets are multiples of the vector (in_f a multiple of 32, qoff of 16).
+uint wq_row_scale(uint n) { return n * (p.in_f / 32); }
+uint wq_row_quant(uint n) { return (p.qoff + (WQ == 1 ? n * p.in_f : n * (p.in_f / 2))) / KVEC; }
+
+// The lane's part of vector kv's offsets: .x its block (scale) offset, .y its quant vector offset, .z the nibble
+// shift (Q4_0: weights 16 … 31 of a block are the high nibbles).
+uvec3 wq_lane(uint kv) {
+  const uint per_block = 32 / KVEC;  // vectors per block
+  const uint kb = kv / per_block;
+  if (WQ == 1) return uvec3(kb, kv, 0u);
+  const uint half_vecs = per_block / 2;  // vectors per 16 weights: a block's 16 bytes hold two of them
+  return uvec3(kb, kb * (16 / KVEC) + kv % half_vecs, (kv % per_block) >= half_vecs ? 4u : 0u);
+}
+
+float wq_scale(uint si) {
+#if DVK_FP16
+  return float(w[si]);  // the binding's 16-bit view (16-bit storage is required in fp16)
+#else
+  return half_at(wq1[si / 2], (si % 2) * 16u);
+#endif
+}
+
+void wq_vec_at(uint row_scale, uint row_quant, uvec3 lane, out float f[KVEC]) {
+  const float d = wq_scale(row_scale + lane.x);
+  uint wd[2];
+  if (KVEC == 8) {
+    const uvec2 v = wq2[row_quant + lane.y];
+    wd[0] = v.x;
+    wd[1] = v.y;
+  } else {
+    wd[0] = wq1[row_quant + lane.y];
+    wd[1] = 0u;
+  }
+  if (WQ == 1) {
+    [[unroll]] for (uint i = 0; i < KVEC; ++i) f[i] = float(bitfieldExtract(int(wd[i / 4]), int(8 * (i % 4)), 8)) * d;
+  } else {
+    const float off = -8.0 * d;
+    [[unroll]] for (uint j = 0; j < 2; ++j) wd[j] = (wd[j] >> lane.z) & 0x0f0f0f0fu;
+    [[unroll]] for (uint i = 0; i < KVEC; ++i) f[i] = fma(float((wd[i / 4] >> (8 * (i % 4))) & 255u), d, off);
   }
 }
