@@ -61,7 +61,7 @@ double int8_tie_factor(const std::vector<double>& ties, uint32_t rows, uint32_t 
 }
 
 std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T,
-                              uint32_t width) {
+                              uint32_t width, bool ring) {
   const uint64_t rows = uint64_t(groups) * cap, slots = kv_q8_scale_slots(width);
   std::vector<uint8_t> img(kv_cache_bytes(KvFormat::q8_0, true, groups, cap, width), 0x7f);
   for (uint64_t s = 0; s < rows * slots; ++s)
@@ -75,7 +75,8 @@ std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t gr
       quantize_row(QuantType::q8_0, f.data(), width, blocks.data());
       dequantize_row(QuantType::q8_0, blocks.data(), width, y.data());
       for (uint32_t e = 0; e < width; ++e) row[e] = y[e];
-      const uint64_t r = uint64_t(g) * cap + j;
+      if (ring && uint64_t(j) + cap < T) continue;  // overwritten by a later position
+      const uint64_t r = uint64_t(g) * cap + (ring ? j % cap : j);
       for (uint32_t b = 0; b < width / 32; ++b) {
         std::memcpy(&img[r * width + 32 * b], &blocks[b * kQ8_0BlockBytes + 2], 32);
         std::memcpy(&img[rows * width + (r * slots + b) * 2], &blocks[b * kQ8_0BlockBytes], 2);

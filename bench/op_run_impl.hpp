@@ -219,9 +219,11 @@ double int8_tie_factor(const std::vector<double>& ties, uint32_t rows, uint32_t 
 // ---- the KV-cache ops (op_case_util.cpp)
 // A Q8_0 KV cache image (ops/kv_format.hpp: quants, then the padded fp16 scales) of `groups` x `cap` rows of
 // `width`: row (g, j < T) is x[j·stride + g·width …], which is rounded in place through GGUF's Q8_0 (the
-// reference then sees the dequantized values); rows T … cap − 1 are poisoned (quants 127, scale 1024).
+// reference then sees the dequantized values); rows T … cap − 1 are poisoned (quants 127, scale 1024). ring: the
+// cache as the appends leave a ring of cap rows (position j at row j mod cap, only the last cap positions kept; every
+// row of x is still rounded), rows never written poisoned.
 std::vector<uint8_t> q8_cache(std::vector<double>& x, size_t stride, uint32_t groups, uint32_t cap, uint32_t T,
-                              uint32_t width);
+                              uint32_t width, bool ring = false);
 // The values of a Q8_0 cache image, [groups][cap][width].
 std::vector<double> q8_cache_values(const uint8_t* img, uint32_t groups, uint32_t cap, uint32_t width);
 // The attention cache layout [groups][cap][width]: row (g, j < T) is x[j·stride + g·width …]; rows T … cap − 1

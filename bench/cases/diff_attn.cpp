@@ -53,14 +53,14 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
                        Prepared& p) {
   const bool f16 = dev.fp16();
   const uint32_t H = c.H, Hkv = c.Hkv, D = c.D, S = c.S, DV = 2 * D, T = c.pos0 + S, cap = c.ring ? c.ring : T + 3;
-  if (c.ring && c.kv_q8) throw Error(Status::invalid_argument, "diff_attn case: no Q8_0 ring cases");
   // Inputs rounded to the storage type (the reference sees what the GPU reads).
   const auto q = rounded(ref::random_normal(size_t(S) * 2 * H * D, seed), f16);
   auto k = rounded(ref::random_normal(size_t(T) * 2 * Hkv * D, seed + 1), f16);
   auto v = rounded(ref::random_normal(size_t(T) * Hkv * DV, seed + 2), f16);
   // Q8_0 KV cache: K and V rounded through Q8_0 (the reference sees the dequantized cache).
-  const std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(k, 2 * Hkv * D, Hkv, cap, T, DV) : std::vector<uint8_t>{};
-  const std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(v, Hkv * DV, Hkv, cap, T, DV) : std::vector<uint8_t>{};
+  const bool ring = c.ring > 0;
+  const std::vector<uint8_t> kq = c.kv_q8 ? q8_cache(k, 2 * Hkv * D, Hkv, cap, T, DV, ring) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> vq = c.kv_q8 ? q8_cache(v, Hkv * DV, Hkv, cap, T, DV, ring) : std::vector<uint8_t>{};
   std::mt19937_64 rng(seed + 3);
   const auto subln = rounded(uniform(rng, DV, 0.7, 1.3), f16);
   const int depth = int(seed % 12);
@@ -247,12 +247,22 @@ OpCases diff_attn_cases(OpMode mode) {
         win(attn(2, 2, 32, 1, 70, -0.5, true), 1), win(attn(4, 2, 16, 3, 130, 1.2, true), 131),
         win(attn(8, 1, 64, 8, 3000, 0.6, true), 512, 519)})  // Phi-4-flash's window, long split decode
     b.add(s);
+  // The same over a Q8_0 KV cache (Phi-4-mini-flash's rings and shared cache with SessionOptions::kv_cache q8_0):
+  // a window over a linear cache, chunks and decode steps over wrapped rings, one block per row (D = 16) and the
+  // model's D = 64. Seeds after every other case's.
+  for (P s : {win(attn(4, 2, 16, 33, 0, 0.7, false), 8), win(attn(4, 2, 16, 13, 40, -0.9, false), 10, 22),
+              win(attn(2, 1, 64, 20, 100, 0.5, false), 70, 89), win(attn(4, 1, 64, 1, 100, 0.9, true), 32, 32),
+              win(attn(8, 1, 16, 8, 77, 0.6, true, true), 20, 27)}) {
+    s.kv_q8 = true;
+    b.add(s);
+  }
   return b.take();
 }
 
-// The model's attention (op_registry.cpp, model_shape_cases; attn_model_cases). phi4flash has no Q8_0 KV cache.
+// The model's attention (op_registry.cpp, model_shape_cases; attn_model_cases), over a Q8_0 KV cache too where its
+// cache rows (2D) hold Q8_0 blocks.
 OpCases diff_attn_model_cases(const ModelShape& m) {
-  const bool q8 = m.kind != "phi4flash" && kv_format_problem(KvFormat::q8_0, 2 * m.head_dim).empty();
+  const bool q8 = kv_format_problem(KvFormat::q8_0, 2 * m.head_dim).empty();
   return attn_model_cases<DiffAttnCase>(m, 900, attn, {0.6, -0.4, 0.9}, q8);
 }
 

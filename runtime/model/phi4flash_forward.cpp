@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <tuple>
 
 #include "diffvk/error.hpp"
@@ -39,7 +40,10 @@ struct Phi4FlashWeights {
   Phi4FlashConfig cfg;
   SambaYPlan plan;
   uint32_t E = 0, H = 0, Hkv = 0, D = 0, I = 0, C = 0, S = 0, K = 0, R = 0, V = 0, W = 0;
-  ModelKernels k;
+  // mutable: the Q8_0 KV cache's kernels (k.rope_q8, k.attn_q8) are added by the first session that asks for one
+  // (ensure_kv_q8, under kv_q8_mutex); everything else is built at upload.
+  mutable ModelKernels k;
+  mutable std::mutex kv_q8_mutex;
   std::unique_ptr<WeightStore> ws;   // the storage type
   std::unique_ptr<WeightStore> f32;  // float32 whatever the storage type: biases, A_log, D
   struct Layer {
@@ -229,11 +233,33 @@ uint64_t phi4flash_fingerprint(const Phi4FlashWeights& w) {
   return h;
 }
 
+namespace {
+// The Q8_0 KV cache's kernels (the K/V append that quantizes, the attention that dequantizes), added to the model's
+// kernels by the first session that asks; invalid_argument, naming the width, where cache rows (2D) cannot hold
+// Q8_0 blocks.
+void ensure_kv_q8(const Phi4FlashWeights& w) {
+  const std::string problem = kv_format_problem(KvFormat::q8_0, 2 * w.D);
+  if (!problem.empty()) throw Error(Status::invalid_argument, "phi4flash: " + problem + " (use the f16 KV cache)");
+  const std::lock_guard<std::mutex> lock(w.kv_q8_mutex);
+  if (w.k.attn_q8) return;
+  Device& dev = *w.dev;
+  {
+    PipelineGroup g(dev, "rope_kv q8_0");
+    w.k.rope_q8 = std::make_unique<RopeKvKernel>(dev, KernelOptions::for_device(dev), KvFormat::q8_0);
+  }
+  PipelineGroup g(dev, "attention q8_0");
+  w.k.attn_q8 = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_op(dev, "attention"), w.cfg.head_dim,
+                                                 w.cfg.num_attention_heads / w.cfg.num_key_value_heads, 8,
+                                                 AttnSoftmax::differential, KvFormat::q8_0);
+}
+}  // namespace
+
 struct Phi4FlashForward::Impl {
   std::shared_ptr<const Phi4FlashWeights> wp;
   const Phi4FlashWeights* w = nullptr;
   Device* dev = nullptr;
   uint32_t cap = 0, chunk = 0, piece = 0, ring = 0;  // piece: the rows a sliding layer appends and attends at once
+  KvFormat kv = KvFormat::storage;                   // the shared cache's and the rings' format
   struct LayerState {
     BufferRange conv_state, scan_state, k_ring, v_ring;  // Mamba states; sliding layers' rings
   };
@@ -264,7 +290,11 @@ struct Phi4FlashForward::Impl {
   AttnShape attn_shape(uint32_t capacity) const {
     return AttnShape::heads(w->E, w->H, w->Hkv, w->D).cache(capacity, chunk).norms(float(w->cfg.layer_norm_eps), 1e-5f);
   }
-  uint64_t row_bytes() const { return 2ull * w->D * (w->fp16 ? 2 : 4); }
+  // One cache's bytes of `rows` rows per KV group ([Hkv][rows][2D]; Q8_0: the quants, then the scales).
+  uint64_t cache_bytes(uint32_t rows) const { return kv_cache_bytes(kv, w->fp16, w->Hkv, rows, 2 * w->D); }
+  // A cache row's bytes: storage-type elements, or (Q8_0) its quants; q8_scale_bytes() its scales (0 otherwise).
+  uint64_t row_bytes() const { return kv == KvFormat::q8_0 ? 2ull * w->D : 2ull * w->D * (w->fp16 ? 2 : 4); }
+  uint64_t q8_scale_bytes() const { return kv == KvFormat::q8_0 ? 2ull * kv_q8_scale_slots(2 * w->D) : 0; }
   // The whole model over `rows` rows at the position in `dyn` (out all: every row's logits), or YOCO (last: the
   // rows run layers 0 … L/2 and the full-attention layer's K/V append, the last row alone the rest and the head;
   // none: the rows stop after that append, no head). Returns (tokens, logits; invalid for none).
@@ -280,6 +310,7 @@ struct Phi4FlashForward::Impl {
     const WeightStore *ws = M.ws.get(), *f32 = M.f32.get();
     Forward f{g, k};
     f.fp16 = fp16;
+    f.kv = kv;
     f.rows = rows;
     f.row = false;
     f.pos = g.bind("position", TensorRole::external, ElemType::u32, {1}, dyn.range(0, 4));
@@ -287,6 +318,7 @@ struct Phi4FlashForward::Impl {
                          sync.range(0, sync_bytes));
     Forward f1{g, k};  // YOCO's one-row pass at the last row's position
     f1.fp16 = fp16;
+    f1.kv = kv;
     f1.rows = 1;
     f1.row = false;
     f1.attn_sync = f.attn_sync;
@@ -311,10 +343,13 @@ struct Phi4FlashForward::Impl {
       return lw;
     };
     const uint64_t kv_row = 2ull * D;
-    const TensorRef shared_kc =
-                        g.bind("shared.k_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, kv_row}, shared_k),
-                    shared_vc =
-                        g.bind("shared.v_cache", TensorRole::kv_cache, f.storage(), {Hkv, cap, kv_row}, shared_v);
+    // A cache of `rows` rows: [Hkv][rows][2D] in the storage type, or Q8_0's quants and scales bound as bytes.
+    auto bind_cache = [&](const std::string& name, uint32_t n, BufferRange r) {
+      if (kv == KvFormat::q8_0) return g.bind(name, TensorRole::kv_cache, ElemType::bytes, {cache_bytes(n)}, r);
+      return g.bind(name, TensorRole::kv_cache, f.storage(), {Hkv, n, kv_row}, r);
+    };
+    const TensorRef shared_kc = bind_cache("shared.k_cache", cap, shared_k),
+                    shared_vc = bind_cache("shared.v_cache", cap, shared_v);
     MambaShape ms;
     std::tie(ms.E, ms.C, ms.S, ms.K, ms.R, ms.eps) = std::tie(E, C, S, K, R, eps);
     TensorRef memory;
@@ -370,8 +405,8 @@ struct Phi4FlashForward::Impl {
           ab.lambda_init = L.lambda_init;
           uint32_t capacity = cap;
           if (ab.kind == SambaAttnKind::sliding) {
-            ab.k_cache = g.bind(P + "k_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, St.k_ring);
-            ab.v_cache = g.bind(P + "v_ring", TensorRole::kv_cache, f.storage(), {Hkv, ring, kv_row}, St.v_ring);
+            ab.k_cache = bind_cache(P + "k_ring", ring, St.k_ring);
+            ab.v_cache = bind_cache(P + "v_ring", ring, St.v_ring);
             ab.window = W;
             ab.piece = piece;
             capacity = ring;
@@ -492,12 +527,13 @@ std::unique_ptr<Phi4FlashForward> Phi4FlashForward::create(std::shared_ptr<const
   m->ring = W.W + m->piece - 1;
   m->yoco_prefill = o.yoco;
   m->profile = o.profile;
+  m->kv = o.kv;
+  if (o.kv == KvFormat::q8_0) ensure_kv_q8(W);
 
   // States: one buffer, every range aligned; the recurrent states first, contiguous (one copy snapshots them).
   const uint64_t al = dev.caps().min_storage_buffer_offset_alignment;
   const uint64_t conv_bytes = uint64_t(W.K - 1) * W.C * 4, scan_bytes = uint64_t(W.C) * W.S * 4;
-  const uint64_t ring_bytes = uint64_t(W.Hkv) * m->ring * m->row_bytes(),
-                 shared_bytes = uint64_t(W.Hkv) * m->cap * m->row_bytes();
+  const uint64_t ring_bytes = m->cache_bytes(m->ring), shared_bytes = m->cache_bytes(m->cap);
   m->ls.resize(W.layers.size());
   uint64_t total = 0;
   std::vector<std::pair<BufferRange*, uint64_t>> slots;  // (range, offset)
@@ -669,16 +705,23 @@ uint32_t Phi4FlashForward::run_sample(int32_t token, const uint32_t sample[3],
 uint32_t Phi4FlashForward::position() const { return impl_->state_pos; }
 
 std::vector<Phi4FlashForward::Impl::SavedPart> Phi4FlashForward::Impl::saved_parts(uint32_t n) const {
-  const uint64_t rb = row_bytes(), Hkv = w->Hkv;
+  // Q8_0 (sb > 0): each row's quants, then its scales, which lie after every quant of the cache.
+  const uint64_t rb = row_bytes(), sb = q8_scale_bytes(), Hkv = w->Hkv;
   std::vector<SavedPart> parts;
   for (const BufferRange* r : {&shared_k, &shared_v})  // per KV head its rows 0 … n−1
-    for (uint64_t h = 0; h < Hkv && n; ++h) parts.push_back({r, h * cap * rb, n * rb, false});
+    for (uint64_t h = 0; h < Hkv && n; ++h) {
+      parts.push_back({r, h * cap * rb, n * rb, false});
+      if (sb) parts.push_back({r, Hkv * cap * rb + h * cap * sb, n * sb, false});
+    }
   const uint32_t keep = ring_saved_rows(n);
   for (const auto& L : ls) {
     if (L.k_ring.size)
       for (const BufferRange* r : {&L.k_ring, &L.v_ring})  // per KV head positions n − keep … n − 1
         for (uint64_t h = 0; h < Hkv; ++h)
-          for (uint32_t p = n - keep; p < n; ++p) parts.push_back({r, (h * ring + p % ring) * rb, rb, true});
+          for (uint32_t p = n - keep; p < n; ++p) {
+            parts.push_back({r, (h * ring + p % ring) * rb, rb, true});
+            if (sb) parts.push_back({r, Hkv * ring * rb + (h * ring + p % ring) * sb, sb, true});
+          }
     if (L.conv_state.size)
       for (const BufferRange* r : {&L.conv_state, &L.scan_state}) parts.push_back({r, 0, r->size, false});
   }

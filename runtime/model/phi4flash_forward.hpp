@@ -17,6 +17,7 @@
 
 #include "model/phi4flash_checkpoint.hpp"
 #include "model/recipe.hpp"
+#include "ops/kv_format.hpp"
 #include "ops/linear.hpp"
 #include "vk/gpu.hpp"
 
@@ -59,6 +60,9 @@ struct Phi4FlashForwardOptions {
   uint64_t staging_bytes = 16ull << 20;  // weight upload slice (load only)
   bool yoco = true;      // false: HeadOut::last and none run every row through every layer (SessionOptions::yoco)
   bool profile = false;  // GPU timestamps between the programs' dispatches (SessionOptions::profile, last_program)
+  // The shared cache's and the rings' format (SessionOptions::kv_cache): q8_0 quantizes K and V at append, the
+  // attention dequantizes them (invalid_argument where 2·head_dim is not a multiple of 32).
+  KvFormat kv = KvFormat::storage;
 };
 
 class Phi4FlashForward {
@@ -96,7 +100,8 @@ class Phi4FlashForward {
   // The program of the last run() or run_sample() (its timings() with options.profile); nullptr before the first.
   const Program* last_program() const;
   // Saved state at position() = n: the shared cache's rows 0 … n−1, each sliding layer's last min(n, window − 1)
-  // positions (in position order), every Mamba layer's conv and scan states (float32). Bytes for n positions:
+  // positions (in position order; a Q8_0 cache's rows each followed by their scales), every Mamba layer's conv and
+  // scan states (float32). Bytes for n positions:
   uint64_t saved_bytes(uint32_t n) const;
   void save(uint8_t* out) const;                // saved_bytes(position()) bytes
   void restore(uint32_t n, const uint8_t* in);  // saved_bytes(n) bytes; the states then hold positions 0 … n−1

@@ -95,9 +95,8 @@ std::unique_ptr<Session> Session::create(Model& model, const SessionOptions& o) 
     throw Error(Status::invalid_argument, "session: unknown KV cache type " + std::to_string(uint32_t(o.kv_cache)));
   s->should_abort = o.should_abort;
   if (m.sambay) {  // Phi-4-mini-flash: its own states and programs
-    if (o.kv_cache != KvCacheType::f16)
-      throw Error(Status::unsupported, "session: a Q8_0 KV cache is not supported for phi4flash (SambaY) yet");
     Phi4FlashForwardOptions fo;
+    if (o.kv_cache == KvCacheType::q8_0) fo.kv = s->kv_format = KvFormat::q8_0;
     fo.max_positions = s->cap;
     fo.yoco = o.yoco;
     fo.profile = o.profile;

@@ -305,6 +305,8 @@ std::vector<double> sambay_forward_full(const SambaYShape& s, const SambaYWeight
       const std::vector<double> qkv = st(affine(h, T, s.E, l.wqkv, qw + 2 * kw, l.wqkv_b));
       const std::vector<double> q = cols(qkv, T, qw + 2 * kw, 0, qw);
       std::vector<double> kk = cols(qkv, T, qw + 2 * kw, qw, kw), vv = cols(qkv, T, qw + 2 * kw, qw + kw, kw);
+      if (storage.kv_round)
+        for (int t = 0; t < T; ++t) storage.kv_round(&kk[sz(t) * kw], kw), storage.kv_round(&vv[sz(t) * kw], kw);
       out = attention_mixer(s, l, i, q, pos, kk.data(), vv.data(), T, 0, k == SambaYKind::swa ? s.window : 0, st);
       if (k == SambaYKind::full) shared_k = std::move(kk), shared_v = std::move(vv);
     }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace diffvk::ref {
@@ -101,6 +102,9 @@ struct ActivationStorage {
   // fused_from[t] (one per token, or empty: none): the first layer whose MLP runs token t in a one-row pass (0: a
   // decode step or a one-row chunk; L/2 + 1: YOCO's last row), which stores no SwiGLU output; L or more: none.
   std::vector<int> fused_from;
+  // Given: each K and V row the caches hold (kv_width values of every KV group, after the storage rounding) is
+  // rounded through it, as a Q8_0 KV cache quantizes them at append (the tests' Q8_0 quantize-dequantize).
+  std::function<void(double* row, int n)> kv_round;
 };
 
 // The full-sequence form: logits (T x vocab) of every position of `tokens`, from position 0.

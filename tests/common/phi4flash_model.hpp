@@ -12,19 +12,26 @@
 
 namespace diffvk::test {
 
-inline std::string tiny_phi4flash_config(uint32_t vocab, uint32_t positions) {
+// The tiny fixture's sizes by default; others (e.g. head_dim 16, whose cache rows of 32 hold Q8_0 blocks) by hand.
+struct TinyPhi4FlashShape {
+  uint32_t hidden = 32, heads = 8, kv_heads = 4, intermediate = 48;
+};
+
+inline std::string tiny_phi4flash_config(uint32_t vocab, uint32_t positions, const TinyPhi4FlashShape& sh = {}) {
   return R"({"model_type": "phi4flash", "architectures": ["Phi4FlashForCausalLM"], "vocab_size": )" +
-         std::to_string(vocab) + R"(, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 8,
-  "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": )" +
-         std::to_string(positions) + R"(, "sliding_window": 5, "hidden_act": "silu", "layer_norm_eps": 1e-05,
+         std::to_string(vocab) + R"(, "hidden_size": )" + std::to_string(sh.hidden) + R"(, "intermediate_size": )" +
+         std::to_string(sh.intermediate) + R"(, "num_hidden_layers": 8, "num_attention_heads": )" +
+         std::to_string(sh.heads) + R"(, "num_key_value_heads": )" + std::to_string(sh.kv_heads) +
+         R"(, "max_position_embeddings": )" + std::to_string(positions) +
+         R"(, "sliding_window": 5, "hidden_act": "silu", "layer_norm_eps": 1e-05,
   "tie_word_embeddings": true, "torch_dtype": "float32", "pad_token_id": 0, "bos_token_id": 1,
   "eos_token_id": 2, "mamba_d_state": 4})";
 }
 
 // Writes <dir>/config.json and <dir>/model.safetensors (and copies tokenizer_dir's tokenizer files when given).
 inline void write_tiny_phi4flash(const std::string& dir, uint32_t vocab, uint32_t positions, uint64_t seed = 1,
-                                 const std::string& tokenizer_dir = "") {
-  const std::string config = tiny_phi4flash_config(vocab, positions);
+                                 const std::string& tokenizer_dir = "", const TinyPhi4FlashShape& shape = {}) {
+  const std::string config = tiny_phi4flash_config(vocab, positions, shape);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-0.3f, 0.3f);
   Tensors ts;

@@ -61,9 +61,9 @@ TEST_CASE("diff_attn: case table fp32") { test::run_op_table("diff_attn", Precis
 TEST_CASE("diff_attn: case table fp16") { test::run_op_table("diff_attn", Precision::fp16); }
 TEST_CASE("diff_v2_attn: case table fp32") { test::run_op_table("diff_v2_attn", Precision::fp32); }
 TEST_CASE("diff_v2_attn: case table fp16") { test::run_op_table("diff_v2_attn", Precision::fp16); }
-// A few Q8_0 KV-cache cases of both tables (fused prefill, chunk, split-K decode; V1 and V2), for the CI passes
-// that run a subset (aarch64 under qemu, the Mesa 26 pass): the full tables run them all. One test per precision,
-// so that a pass can take the precision its device adds (aarch64 Mesa 25: fp16; Mesa 22.3 runs fp32).
+// A few Q8_0 KV-cache cases of both tables (fused prefill, chunk, split-K decode, a wrapped ring; V1 and V2), for the
+// CI passes that run a subset (aarch64 under qemu, the Mesa 26 pass): the full tables run them all. One test per
+// precision, so that a pass can take the precision its device adds (aarch64 Mesa 25: fp16; Mesa 22.3 runs fp32).
 namespace {
 void q8_cache_cases(Precision p) {
   if (p == Precision::fp16 && !test::device_has_fp16()) {
@@ -74,7 +74,8 @@ void q8_cache_cases(Precision p) {
     return attn_shape(c).kv_q8 && c.subgroup() &&
            (c.name.find("H=4/1 D=48") != std::string::npos || c.name.find("H=4/2 D=16 S=13") != std::string::npos ||
             c.name.find("H=4/1 D=64 S=17") != std::string::npos ||
-            c.name.find("decode H=4/1 D=32 S=3") != std::string::npos);
+            c.name.find("decode H=4/1 D=32 S=3") != std::string::npos ||
+            c.name.find("window=10 ring=22") != std::string::npos);  // a chunk over a wrapped ring
   };
   test::run_op_table("diff_attn", p, {}, pick);
   test::run_op_table("diff_v2_attn", p, {}, pick);
