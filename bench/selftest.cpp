@@ -136,11 +136,17 @@ std::string path_of(const OpCase& c) {
 //   DIFF V1/V2: linear_row (none, y32) o_proj and the head, (rmsnorm, x32) and (rmsnorm, x32, y32) the MLP's gate/up
 //   and the last norm with the head, (silu_mul, y32) down_proj; linear_row_rope (rmsnorm, x32) q/k/v;
 //   phi4flash: linear_row (none) and (none, y32), (silu_mul, y32); no RMSNorm prologue, no RoPE.
-bool form_recorded(const OpCase& c, const ModelShape& model) {
+// With the prologues split (the tuning's row_prologue: CPU drivers), every one-row linear reads storage-type rows
+// with no prologue: linear_row (none) and (none, y32), and DIFF's linear_row_rope (none).
+bool form_recorded(const OpCase& c, const ModelShape& model, bool split) {
   const std::string op = c.op();
   if (model.kind.empty() || (op != "linear_row" && op != "linear_row_rope")) return true;
   const bool rms = has(c.name, " rmsnorm"), silu = has(c.name, " silu_mul"), x32 = has(c.name, " x32"),
              y32 = has(c.name, " y32"), phi = model.kind == "phi4flash";
+  if (split) {
+    if (rms || silu || x32) return false;
+    return op == "linear_row" || (!phi && has(c.name, " v2") == (model.kind == "v2"));
+  }
   if (op == "linear_row_rope") return !phi && rms && x32 && has(c.name, " v2") == (model.kind == "v2");
   if (rms) return !phi && x32;
   if (silu) return !x32 && y32;
@@ -150,7 +156,7 @@ bool form_recorded(const OpCase& c, const ModelShape& model) {
 bool recorded_here(const OpCase& c, const Device& dev, const ModelShape& model) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
   if (has(c.name, " scalar-loads") && !model.unaligned_width) return false;
-  if (!form_recorded(c, model)) return false;
+  if (!form_recorded(c, model, dev.tuning().row_prologue_split)) return false;
   const size_t at = c.name.find(" variant=");
   if (std::string(c.op()) != "linear" || at == std::string::npos) return true;
   const uint32_t v = uint32_t(std::strtoul(c.name.c_str() + at + 9, nullptr, 10));

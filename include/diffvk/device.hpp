@@ -152,6 +152,13 @@ struct Tuning {
   // linear_reg_share: how the register-tiled matmul shares x rows in a subgroup: true: subgroupShuffle (shuffle),
   // false: constant-lane subgroupBroadcast (broadcast).
   bool linear_reg_shuffle = false;
+  // row_prologue: where a one-row pass (decode) applies a linear's prologue (the block's RMSNorm before q/k/v,
+  // gate_up and the head; the SwiGLU before down). Split (true): its own dispatch first (head_rmsnorm, silu_mul,
+  // whose output the storage type keeps), then the plain one-row linear. Fused (false): the one-row kernel's prologue
+  // (no dispatch, no rounding). auto: split on CPU drivers, where a lane computes the prologue over the whole row for
+  // its own 4 features, so each row recomputes it out / 4 times (lavapipe: decode 1.05-1.5x faster split,
+  // BENCHMARKS.md); fused on GPUs, where it hides under the weight stream.
+  bool row_prologue_split = false;
   // pipeline_threads: how many threads compile a program's pipelines at once (Device::build_pipelines), at least 1;
   // auto (or 0): the host's hardware threads, at most 8.
   uint32_t pipeline_threads = 1;

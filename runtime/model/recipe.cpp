@@ -168,9 +168,10 @@ void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearW
   }
 }
 
-TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w, TensorRef b, uint32_t E, float eps) {
-  const TensorRef y = f.g.tensor(name, TensorRole::activation, f.storage(), {f.rows, E});
-  const uint32_t rows = f.rows;
+TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w, TensorRef b, uint32_t E, float eps,
+                   uint32_t n_rows) {
+  const uint32_t rows = n_rows ? n_rows : f.rows;
+  const TensorRef y = f.g.tensor(name, TensorRole::activation, f.storage(), {rows, E});
   const Elem xe = f.elem(x);
   if (b.valid()) {  // LayerNorm with bias
     const LayerNormKernel* k = f.k.layer_norm.get();
@@ -280,6 +281,12 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   // maximum, which spans workgroups of the one-row kernel, and an odd number of V2 λ columns (odd H) would
   // split k's rotation pairs across workgroups.
   const bool fused_rope = f.row && (!v2 || H % 2 == 0) && f.kv == KvFormat::storage && w.wqkv.parts.size() == 1;
+  // The block norm as the one-row projection's prologue, unless the tuning's row_prologue splits the prologues (CPU
+  // drivers): then its own node, and the projection reads the normalized rows.
+  const bool norm_fused = residual && f.row && f.k.linear->row_fuses_prologues();
+  const TensorRef xin =  // the projection's input: x itself, or (split) the normalized rows
+      residual && f.row && !norm_fused ? add_norm(f, P + "attn_norm.out", x, w.norm, {}, E, s.eps) : x;
+  const bool pro = norm_fused;  // xin still needs the norm
   if (fused_rope) {
     const LinearKernel* k = f.k.linear.get();
     const QuantRowKernel* qk = f.k.qrow.get();
@@ -288,16 +295,16 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       throw Error(Status::internal,
                   "qkv: quantized weight '" + w.wqkv.name + "' but the model built no quantized kernel");
     const TensorRef wt = w.wqkv.parts[0].t, norm = w.norm;
-    std::vector<TensorRef> reads{x, wt, table, pos};
-    if (residual) reads.push_back(norm);
-    const Elem xe = f.elem(x);
+    std::vector<TensorRef> reads{xin, wt, table, pos};
+    if (pro) reads.push_back(norm);
+    const Elem xe = f.elem(xin);
     const float eps = s.eps;
-    const uint64_t x_bytes = uint64_t(E) * elem_type_bytes(f.g.at(x).dtype);
+    const uint64_t x_bytes = uint64_t(E) * elem_type_bytes(f.g.at(xin).dtype);
     f.g.add("qkv+rope_kv", reads, {q, kc, vc}, [=](Program& p, const GraphBinding& b) {
       LinearRowParams lp;
       lp.in = E;
       lp.out = qkvw;
-      lp.pro = residual ? RowPrologue::rmsnorm : RowPrologue::none;
+      lp.pro = pro ? RowPrologue::rmsnorm : RowPrologue::none;
       lp.eps = eps;
       lp.x_elem = xe;
       lp.y_elem = Elem::storage;
@@ -314,22 +321,22 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
       rr.pos0 = 0;
       rr.lcols = v2 ? H : 0;
       if (wf == QuantType::f16)
-        k->record_row_rope(p, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
+        k->record_row_rope(p, b[xin].sub(0, x_bytes), b[wt], b[q], lp, pro ? b[norm] : BufferRange{}, rr);
       else
-        qk->record_rope(p, wf, b[x].sub(0, x_bytes), b[wt], b[q], lp, residual ? b[norm] : BufferRange{}, rr);
+        qk->record_rope(p, wf, b[xin].sub(0, x_bytes), b[wt], b[q], lp, pro ? b[norm] : BufferRange{}, rr);
     });
     f.g.kernel((wf == QuantType::f16 ? k->row_choice(E, true) : qk->row_choice(wf, E, true)) +
-               (residual ? ", rmsnorm fused" : ""));
+               (pro ? ", rmsnorm fused" : ""));
   } else {  // the projection (the block norm fused into the one-row linear, else its own node), then rope_kv
     const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
-    if (residual && f.row) {
+    if (pro) {
       const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
-      add_linear(f, "qkv", x, w.wqkv, qkv, false, &r);
-    } else if (residual) {
+      add_linear(f, "qkv", xin, w.wqkv, qkv, false, &r);
+    } else if (residual && !f.row) {
       add_linear(f, "qkv", add_norm(f, P + "attn_norm.out", x, w.norm, {}, E, s.eps), w.wqkv, qkv, false);
     } else {
       const RowLinear r{};
-      add_linear(f, "qkv", x, w.wqkv, qkv, false, f.row ? &r : nullptr);
+      add_linear(f, "qkv", xin, w.wqkv, qkv, false, f.row ? &r : nullptr);
     }
     const RopeKvKernel* rope = &f.k.rope_for(f.kv);
     RopeKvParams rp = rope_kv_params(f, s);
@@ -380,28 +387,41 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
 void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
   const std::string& P = w.prefix;
   const TensorRef gu = f.g.tensor(P + "ffn.gate_up", TensorRole::activation, f.storage(), {f.rows, 2ull * w.I});
-  if (f.row && !w.norm_b.valid()) {  // norm fused into gate_up, SwiGLU into down
-    const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps}, swiglu{Prologue::silu_mul, {}, w.eps};
-    add_linear(f, "gate_up", x, w.wgu, gu, false, &norm);
-    add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
-    return;
-  }
-  // One row without the fused norm (SambaY's LayerNorm): the one-row kernels, SwiGLU fused into down.
   static const RowLinear plain{};
   const RowLinear swiglu{Prologue::silu_mul, {}, w.eps};
+  // SwiGLU as its own node, then down (a one-row pass's plain one-row kernel: `row`).
+  auto silu_then_down = [&](const RowLinear* row) {
+    const TensorRef a = f.g.tensor(P + "ffn.act", TensorRole::activation, f.storage(), {f.rows, w.I});
+    const SiluMulKernel* silu = f.k.silu.get();
+    const uint32_t rows = f.rows, I = w.I;
+    f.g.add("silu_mul", {gu}, {a}, [=](Program& p, const GraphBinding& b) { silu->record(p, b[gu], b[a], rows, I); });
+    f.g.kernel("silu_mul");
+    add_linear(f, "down", a, w.wdown, x, true, row);
+  };
+  // A one-row pass fuses each prologue into its linear unless the tuning's row_prologue splits them (CPU drivers):
+  // the norm into gate_up, SwiGLU into down.
+  const bool fuse = f.k.linear->row_fuses_prologues();
+  if (f.row && !w.norm_b.valid()) {
+    const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps};
+    if (fuse)
+      add_linear(f, "gate_up", x, w.wgu, gu, false, &norm);
+    else
+      add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, {}, E, w.eps), w.wgu, gu, false, &plain);
+    if (fuse)
+      add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
+    else
+      silu_then_down(&plain);
+    return;
+  }
+  // One row without the fused norm (SambaY's LayerNorm): the one-row kernels, SwiGLU fused into down as above.
   const bool one = f.rows == 1 && w.norm_b.valid();
   add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, w.norm_b, E, w.eps), w.wgu, gu, false,
              one ? &plain : nullptr);
-  if (one) {
+  if (one && fuse) {
     add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
     return;
   }
-  const TensorRef a = f.g.tensor(P + "ffn.act", TensorRole::activation, f.storage(), {f.rows, w.I});
-  const SiluMulKernel* silu = f.k.silu.get();
-  const uint32_t rows = f.rows, I = w.I;
-  f.g.add("silu_mul", {gu}, {a}, [=](Program& p, const GraphBinding& b) { silu->record(p, b[gu], b[a], rows, I); });
-  f.g.kernel("silu_mul");
-  add_linear(f, "down", a, w.wdown, x, true);
+  silu_then_down(one ? &plain : nullptr);
 }
 
 const char* head_out_name(HeadOut o) {
@@ -445,7 +465,12 @@ TensorRef add_head(Forward& f, TensorRef x, const Head& h, HeadOut out) {
   }
   const TensorRef logits = f.g.tensor("logits [f32]", TensorRole::output, ElemType::f32, {V});
   const RowLinear r{Prologue::rmsnorm, h.norm, h.eps};
-  add_linear(f, "lm_head", xl, h.lm_head, logits, false, &r);
+  static const RowLinear plain{};
+  if (f.k.linear->row_fuses_prologues())
+    add_linear(f, "lm_head", xl, h.lm_head, logits, false, &r);
+  else  // the tuning's row_prologue (CPU drivers): the norm's own dispatch first
+    add_linear(f, "lm_head", add_norm(f, "norm.out [storage]", xl, h.norm, {}, E, h.eps, 1), h.lm_head, logits, false,
+               &plain);
   if (out == HeadOut::sample) add_sample(f, logits, h.params, h.picked, V);
   return logits;
 }

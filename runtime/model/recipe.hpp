@@ -148,9 +148,10 @@ struct RowLinear {
 void add_linear(Forward& f, const std::string& label, TensorRef x, const LinearWeight& w, TensorRef y, bool residual,
                 const RowLinear* row = nullptr, uint32_t x_stride = 0);
 
-// y = RMSNorm(x) ⊙ w (b invalid) or LayerNorm(x) ⊙ w + b (b valid: SambaY's LayerNorm with bias), rows of E,
-// into a new storage-type tensor `name`.
-TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w, TensorRef b, uint32_t E, float eps);
+// y = RMSNorm(x) ⊙ w (b invalid) or LayerNorm(x) ⊙ w + b (b valid: SambaY's LayerNorm with bias), rows of E
+// (`rows` of them; 0: the pass's), into a new storage-type tensor `name`.
+TensorRef add_norm(Forward& f, const std::string& name, TensorRef x, TensorRef w, TensorRef b, uint32_t E, float eps,
+                   uint32_t rows = 0);
 
 // The differential attention op (DIFF V1 with the headwise norm, or V2) over caches the q rows' keys were already
 // appended to: o (rows x o_stride, a new storage-type tensor prefix + "attn.out") with the split-K scratch sized

@@ -431,6 +431,8 @@ LinearKernel::LinearKernel(Device& device, KernelOptions o, const std::vector<Qu
   row_sets_->get(wg);
 }
 
+bool LinearKernel::row_fuses_prologues() const { return !device_.tuning().row_prologue_split; }
+
 uint32_t LinearKernel::row_lanes_for(uint32_t in, bool rope) const {
   const uint32_t vw = fp16_ ? 8 : 4;
   const uint32_t steps = !row_scalar_ && in % vw == 0 ? in / vw : in;

@@ -281,6 +281,9 @@ class LinearKernel {
   // Test hook: lanes per lane group of the one-row paths (as the tuning's row_lanes; 0 = back to the tuning's).
   void force_row_lanes_for_testing(uint32_t lg) { row_force_lanes_ = lg == 0 ? tuned_lanes_ : lg; }
   const std::vector<LinearTiles>& candidates() const { return tiles_; }
+  // Whether the one-row linears take their prologues (RMSNorm, SwiGLU) fused, else as dispatches of their own first:
+  // the device tuning's row_prologue (Tuning::row_prologue_split).
+  bool row_fuses_prologues() const;
   // Test hook: cap the dispatched workgroup counts below the device limit (0 = device limit) so that
   // the shaders' grid-stride loops are exercised.
   void limit_workgroups_for_testing(uint32_t x, uint32_t y) { test_limit_ = {x, y}; }

@@ -72,6 +72,7 @@ const std::vector<KeySpec>& key_specs() {
       {"row_lanes", {}},
       {"q4_in_place", {"auto", "on", "off"}},
       {"linear_reg_share", {"auto", "shuffle", "broadcast"}},
+      {"row_prologue", {"auto", "fused", "split"}},
       {"pipeline_threads", {}},
       {"pipeline_batch", {}},
       {"quirk", {}},
@@ -596,6 +597,19 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     set_choice(t, "linear_reg_share", t.linear_reg_shuffle ? "shuffle" : "broadcast",
                t.linear_reg_shuffle ? "cap: CPU driver (subgroupShuffle is faster on lavapipe 22.3)"
                                     : "cap: GPU (radv keeps a shuffle's row loop rolled)");
+  }
+  if (const TuningOverride* o = over("row_prologue"); o && o->value != "auto") {
+    t.row_prologue_split = o->value == "split";
+    set_choice(t, "row_prologue", o->value, "override " + o->setting());
+  } else {
+    // Measured on lavapipe, 2 cores (BENCHMARKS.md, "one-row prologues"): decode of the 134M model 1.05-1.2x faster
+    // split, of a model of 2048-wide layers 1.15-1.5x, Phi-4-mini-flash's 1.14x (Mesa 22.3 and 26.1).
+    t.row_prologue_split = c.kind == DeviceKind::cpu;
+    set_choice(t, "row_prologue", t.row_prologue_split ? "split" : "fused",
+               std::string(o ? "override " + o->setting() + ": " : "cap: ") +
+                   (t.row_prologue_split
+                        ? "CPU driver (a lane computes a fused prologue over the whole row for its own 4 features)"
+                        : "GPU (the prologue hides under the weight stream)"));
   }
   {
     const TuningOverride* o = over("pipeline_threads");

@@ -540,22 +540,33 @@ Coverage coverage_of(const std::string& dir, const std::vector<int32_t>& toks) {
 // Issue 41's "run every pipeline that model will record": the three model kinds' fixtures, whose head widths (16,
 // 32, 4), scan state (4) and 2-wide dt_proj are none of the tables' first cases' sizes. The pipelines that take the
 // model's sizes (attention, scan) are the model's only: none of them is left unused.
+// Both ways of the one-row prologues (the tuning's row_prologue: the device's own, then the other one), whose
+// pipelines differ.
 TEST_CASE("selftest: a model records no pipeline that its self-test did not run") {
   SelftestEnv env;
-  for (const std::string& name : {"model_tiny", "model_tiny_v2", "phi4flash_tiny"}) {
-    const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/" + name;
-    const Coverage c = coverage_of(dir, test::load_tokens(dir + "/tokens.npy"));
-    std::string missed, unused;
-    for (const std::string& m : c.missed) missed += "\n  " + m;
-    for (const std::string& u : c.unused) unused += "\n  " + u;
-    MESSAGE(name << ": self-test " << c.selftest_seconds << " s; " << c.unused.size()
-                 << " of its pipelines not recorded by these sessions:" << unused);
-    INFO(name << ": recorded but not self-tested:" << missed);
-    CHECK(c.missed.empty());
-    for (const std::string& u : c.unused)
-      for (const char* shaped : {"diff_attn", "diff_v2_attn", "selective_scan"})
-        CHECK_MESSAGE(u.rfind(shaped, 0) != 0, name << ": " << u << " is at a size the model does not have");
-  }
+  const bool split = test::make_context(Precision::fp32)->device().tuning().row_prologue_split;
+  for (const std::string& tuning : {std::string(), std::string(split ? "row_prologue=fused" : "row_prologue=split")})
+    for (const std::string& name : {"model_tiny", "model_tiny_v2", "phi4flash_tiny"}) {
+      CAPTURE(tuning);
+      struct Tune {
+        explicit Tune(const std::string& t) {
+          if (!t.empty()) setenv("DIFFVK_TUNING", t.c_str(), 1);
+        }
+        ~Tune() { unsetenv("DIFFVK_TUNING"); }
+      } tune(tuning);
+      const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/" + name;
+      const Coverage c = coverage_of(dir, test::load_tokens(dir + "/tokens.npy"));
+      std::string missed, unused;
+      for (const std::string& m : c.missed) missed += "\n  " + m;
+      for (const std::string& u : c.unused) unused += "\n  " + u;
+      MESSAGE(name << ": self-test " << c.selftest_seconds << " s; " << c.unused.size()
+                   << " of its pipelines not recorded by these sessions:" << unused);
+      INFO(name << ": recorded but not self-tested:" << missed);
+      CHECK(c.missed.empty());
+      for (const std::string& u : c.unused)
+        for (const char* shaped : {"diff_attn", "diff_v2_attn", "selective_scan"})
+          CHECK_MESSAGE(u.rfind(shaped, 0) != 0, name << ": " << u << " is at a size the model does not have");
+    }
 }
 
 TEST_CASE("selftest: a model's pipeline sizes from its config.json, and a config the runner cannot read") {

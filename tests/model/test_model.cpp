@@ -86,6 +86,40 @@ TEST_CASE("model: tiny model matches PyTorch with the key-block attention core (
   for (Precision p : test::supported_precisions()) tiny_parity(p);
 }
 
+// The one-row prologues both ways (the tuning's row_prologue: GPUs fuse the block norms and the SwiGLU into the one-row
+// linears, CPU drivers run them as dispatches of their own): the same parity, and a decode step records silu_mul
+// dispatches and no fused down projection when split, the reverse when fused.
+TEST_CASE("model: tiny model matches PyTorch with the one-row prologues fused and split (DIFFVK_TUNING=row_prologue)") {
+  for (const bool split : {false, true}) {
+    CAPTURE(split);
+    struct Force {
+      explicit Force(bool s) { setenv("DIFFVK_TUNING", s ? "row_prologue=split" : "row_prologue=fused", 1); }
+      ~Force() { unsetenv("DIFFVK_TUNING"); }
+    } force(split);
+    for (Precision p : test::supported_precisions()) tiny_parity(p);
+    auto ctx = test::make_context_or_skip(Precision::fp32);
+    if (!ctx) return;
+    CHECK(ctx->device().tuning().row_prologue_split == split);
+    auto model = Model::load(*ctx, kTiny);
+    SessionOptions so{0, 4};
+    so.profile = true;
+    auto s = Session::create(*model, so);
+    s->prefill({2, 72, 101});
+    s->decode(108);
+    if (!ctx->caps().timestamps) continue;
+    size_t silu = 0, fused = 0, norms = 0;
+    for (const auto& d : s->last_profile()) {
+      silu += d.op == "silu_mul";
+      fused += d.op.find("+silu_mul") != std::string::npos;
+      norms += d.op.rfind("head_rmsnorm", 0) == 0;
+    }
+    const uint32_t L = model->config().num_layers;
+    CHECK(silu == (split ? L : 0));
+    CHECK(fused == (split ? 0 : L));
+    CHECK(norms >= (split ? 2 * L + 1 : 0));  // split: each block's two norms and the final one (and the subln ones)
+  }
+}
+
 // Planted fault at model level: a model run in fp16 storage must NOT pass the fp32 bound
 // (the former 1e-3*scale bound accepted it).
 TEST_CASE("model: the fp32 tolerance rejects a model run in fp16") {

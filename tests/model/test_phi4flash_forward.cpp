@@ -72,11 +72,13 @@ bool within(const test::Parity& p, bool fp16, Bound b) {
 
 // The reference's activations as an fp16 device stores them for a prompt of T tokens in programs of `chunk` rows
 // (ref::ActivationStorage): a one-row program fuses the MLP's SwiGLU into fc2 in every layer, and YOCO's last row
-// (last_only) runs the layers from L/2 + 1 on as a one-row pass.
-ref::ActivationStorage fp16_storage(const ref::SambaYShape& s, size_t T, uint32_t chunk, bool last_only) {
+// (last_only) runs the layers from L/2 + 1 on as a one-row pass, where the device fuses (`fused`: the tuning's
+// row_prologue, fused on GPUs; CPU drivers store the SwiGLU's output as a multi-row pass does).
+ref::ActivationStorage fp16_storage(const ref::SambaYShape& s, size_t T, uint32_t chunk, bool last_only, bool fused) {
   ref::ActivationStorage a;
   a.fp16 = true;
   a.fused_from.assign(T, s.L);
+  if (!fused) return a;
   for (size_t r0 = 0; r0 < T; r0 += chunk)
     if (std::min<size_t>(chunk, T - r0) == 1) a.fused_from[r0] = 0;
   if (last_only) a.fused_from.back() = std::min(a.fused_from.back(), s.shared_kv_layer());
@@ -91,6 +93,7 @@ void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bo
   auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
   const bool fp16 = ctx->precision() == Precision::fp16;
+  const bool fused = !ctx->device().tuning().row_prologue_split;
   const Phi4FlashCheckpoint ck = open_phi4flash_checkpoint(kFixture);
   const ref::SambaYShape shape = test::phi4flash_shape(ck.config);
   const auto file = SafetensorsFile::open(kFixture + "/model.safetensors");
@@ -118,7 +121,7 @@ void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bo
     const std::vector<int> ids(toks.begin(), toks.end());
     if (fp16) {  // against the reference that stores activations where the device does: the whole bound
       const std::vector<double> stored =
-          ref::sambay_forward_full(shape, weights, ids, fp16_storage(shape, toks.size(), fwd->chunk(), false));
+          ref::sambay_forward_full(shape, weights, ids, fp16_storage(shape, toks.size(), fwd->chunk(), false, fused));
       const test::Parity ps = test::parity(got, std::vector<float>(stored.begin(), stored.end()), V);
       MESSAGE("fp16 vs the fp16-storage reference: max_abs=" << ps.max_abs << " nmse=" << ps.nmse
                                                              << " top1=" << ps.top1);
@@ -142,7 +145,7 @@ void check_prompts(Precision precision, const std::vector<Case>& cases, Bound bo
     CHECK(test::ok(pg, fp16));
     if (fp16) {
       const std::vector<double> stored =
-          ref::sambay_forward_full(shape, weights, ids, fp16_storage(shape, toks.size(), fwd->chunk(), true));
+          ref::sambay_forward_full(shape, weights, ids, fp16_storage(shape, toks.size(), fwd->chunk(), true, fused));
       const test::Parity ps = test::parity(last, last_row(stored, V), V);
       MESSAGE("fp16 YOCO last row vs the fp16-storage reference: max_abs=" << ps.max_abs << " nmse=" << ps.nmse);
       CHECK(test::ok(ps, true));

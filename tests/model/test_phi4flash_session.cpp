@@ -65,12 +65,15 @@ struct Fixture {
 
 // fp16: the rows the device ran in one-row passes (ref::ActivationStorage::fused_from), mirrored from the session's
 // runs: each run of n rows is one program (Phi4FlashForward::run); a one-row program fuses the MLP's SwiGLU into
-// fc2 in every layer, and YOCO's last row runs the layers from L/2 + 1 on as a one-row pass.
+// fc2 in every layer, and YOCO's last row runs the layers from L/2 + 1 on as a one-row pass, where the device fuses
+// (g_fused: the tuning's row_prologue; CPU drivers split the SwiGLU into a dispatch of its own, storing its output).
+bool g_fused = true;
 struct Runs {
   std::vector<int> fused_from;
   int L = 0, yoco = 0;
   Runs(const ref::SambaYShape& s, size_t n) : fused_from(n, s.L), L(s.L), yoco(s.shared_kv_layer()) {}
   void run(size_t from, size_t n, bool yoco_last = false) {
+    if (!g_fused) return;
     for (size_t r = from; r < from + n; ++r) fused_from[r] = n == 1 ? 0 : L;
     if (yoco_last && n > 1) fused_from[from + n - 1] = yoco;
   }
@@ -111,6 +114,7 @@ void check_session(Precision precision) {
   auto ctx = test::make_context_or_skip(precision);
   if (!ctx) return;
   g_fp16 = ctx->precision() == Precision::fp16;
+  g_fused = !ctx->device().tuning().row_prologue_split;
   const Fixture fx(g_fp16);
   auto model = Model::load(*ctx, kFixture);
   CHECK(model->config().format == "phi4flash");
@@ -224,6 +228,16 @@ TEST_CASE("phi4flash session: prefill, decode across the window, rewind, prefix 
 }
 TEST_CASE("phi4flash session: the same in fp16 storage, to the whole bound against the fp16-storage reference") {
   check_session(Precision::fp16);
+}
+// The one-row prologues the other way than the device's own (the tuning's row_prologue: GPUs fuse the SwiGLU into
+// fc2, CPU drivers split it into a dispatch of its own): the same checks, in both precisions.
+TEST_CASE("phi4flash session: the same with the other row_prologue (fused on CPU drivers, split on GPUs)") {
+  const bool split = test::make_context(Precision::fp32)->device().tuning().row_prologue_split;
+  struct Force {
+    explicit Force(bool s) { setenv("DIFFVK_TUNING", s ? "row_prologue=fused" : "row_prologue=split", 1); }
+    ~Force() { unsetenv("DIFFVK_TUNING"); }
+  } force(split);
+  for (Precision p : test::supported_precisions()) check_session(p);
 }
 
 TEST_CASE("phi4flash session: what cannot be exact is refused, naming it, and the session still runs after") {
@@ -451,6 +465,7 @@ TEST_CASE("phi4flash session: a Q8_0 KV cache against the reference on the quant
     auto ctx = test::make_context_or_skip(precision);
     if (!ctx) continue;
     g_fp16 = ctx->precision() == Precision::fp16;
+    g_fused = !ctx->device().tuning().row_prologue_split;
     CAPTURE(g_fp16);
     const ref::SambaYWeights w =
         test::as_device_holds(test::phi4flash_weights(shape, SafetensorsFile::open(tmp / "model.safetensors")), g_fp16);

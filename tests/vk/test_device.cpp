@@ -182,6 +182,16 @@ TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys an
   CHECK(forced.has_quirk("no_kv_staging"));
   CHECK_FALSE(f.linear_reg_shuffle);
   CHECK(f.row_lanes == 2);
+  // row_prologue: a CPU driver splits the one-row prologues, a GPU fuses them; fused and split override both.
+  CHECK(t.row_prologue_split);
+  CHECK(t.why("row_prologue").rfind("cap: CPU driver", 0) == 0);
+  for (const auto& [value, split] : {std::pair<const char*, bool>{"fused", false}, {"split", true}}) {
+    DeviceCaps o = c;
+    const Tuning r = apply_tuning(o, parse_tuning(std::string("row_prologue=") + value, "DIFFVK_TUNING"));
+    CHECK(r.row_prologue_split == split);
+    CHECK(r.why("row_prologue") == std::string("override row_prologue=") + value + " (DIFFVK_TUNING)");
+  }
+  CHECK(error("row_prologue=sometimes").find("'row_prologue' must be") != std::string::npos);
   // A later override of a key wins; auto goes back to the device's choice.
   DeviceCaps again = c;
   CHECK(apply_tuning(again, parse_tuning("attn_core=staged,attn_core=auto", "x")).attn_core == "keys");
@@ -247,6 +257,7 @@ TEST_CASE(
     CHECK(t.why(key).rfind("cap: ", 0) == 0);
   }
   CHECK(t.attn_core == "staged");
+  CHECK_FALSE(t.row_prologue_split);  // a GPU fuses the one-row prologues (row_prologue)
   CHECK(t.find("rules")->value == "none");
 
   // int_dot=off: the caps lose the integer dot products, so the quantized linears take the dequantize path.
