@@ -156,7 +156,7 @@ struct Tuning {
   // gate_up and the head; the SwiGLU before down). Split (true): its own dispatch first (head_rmsnorm, silu_mul,
   // whose output the storage type keeps), then the plain one-row linear. Fused (false): the one-row kernel's prologue
   // (no dispatch, no rounding). auto: split on CPU drivers, where a lane computes the prologue over the whole row for
-  // its own 4 features, so each row recomputes it out / 4 times (lavapipe: decode 1.05-1.5x faster split,
+  // its own 4 features, so each row recomputes it out / 4 times (lavapipe: decode 0.97-1.5x as fast split,
   // BENCHMARKS.md); fused on GPUs, where it hides under the weight stream.
   bool row_prologue_split = false;
   // pipeline_threads: how many threads compile a program's pipelines at once (Device::build_pipelines), at least 1;

@@ -602,8 +602,9 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     t.row_prologue_split = o->value == "split";
     set_choice(t, "row_prologue", o->value, "override " + o->setting());
   } else {
-    // Measured on lavapipe, 2 cores (BENCHMARKS.md, "one-row prologues"): decode of the 134M model 1.05-1.2x faster
-    // split, of a model of 2048-wide layers 1.15-1.5x, Phi-4-mini-flash's 1.14x (Mesa 22.3 and 26.1).
+    // Measured on lavapipe, 2 cores (BENCHMARKS.md, "One-row prologues as dispatches of their own"), decode medians
+    // split against fused: the 134M model 1.08-1.24x on Mesa 22.3 and 0.97-1.08x on Mesa 26.1, a model of 2048-wide
+    // layers 1.12-1.5x, Phi-4-mini-flash's shape 1.12x.
     t.row_prologue_split = c.kind == DeviceKind::cpu;
     set_choice(t, "row_prologue", t.row_prologue_split ? "split" : "fused",
                std::string(o ? "override " + o->setting() + ": " : "cap: ") +
