@@ -13,6 +13,12 @@ std::unique_ptr<DiffAttnKernel> model_attention(Device& dev, const ModelConfig& 
   return std::make_unique<DiffAttnKernel>(dev, ko, c.head_dim(), c.num_heads / c.num_kv_heads, 8,
                                           AttnSoftmax::differential, kv);
 }
+// Phi-4-mini-flash's attention: DIFF V1, D = head_dim, n_rep = num_attention_heads / num_key_value_heads.
+std::unique_ptr<DiffAttnKernel> phi4flash_attention(Device& dev, const Phi4FlashConfig& c, KvFormat kv) {
+  return std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_op(dev, "attention"), c.head_dim,
+                                          c.num_attention_heads / c.num_key_value_heads, 8, AttnSoftmax::differential,
+                                          kv);
+}
 // "linear": the matmul and one-row kernels, with the block formats' pipelines (prefill_path: their matmul's path).
 std::unique_ptr<LinearKernel> linear_kernel(Device& dev, const std::vector<QuantType>& quant,
                                             const QuantRowPath* prefill_path) {
@@ -89,6 +95,18 @@ void build_kv_q8_kernels(Device& dev, const ModelConfig& c, ModelKernels& k) {
   k.attn_q8 = model_attention(dev, c, KvFormat::q8_0);
 }
 
+void build_kv_q8_kernels(Device& dev, const Phi4FlashConfig& c, ModelKernels& k) {
+  if (k.attn_q8) return;
+  const std::string problem = kv_format_problem(KvFormat::q8_0, 2 * c.head_dim);
+  if (!problem.empty()) throw Error(Status::invalid_argument, "phi4flash: " + problem + " (use the f16 KV cache)");
+  {
+    PipelineGroup g(dev, "rope_kv q8_0");
+    k.rope_q8 = std::make_unique<RopeKvKernel>(dev, KernelOptions::for_device(dev), KvFormat::q8_0);
+  }
+  PipelineGroup g(dev, "attention q8_0");
+  k.attn_q8 = phi4flash_attention(dev, c, KvFormat::q8_0);
+}
+
 void build_sambay_kernels(Device& dev, uint32_t conv_width, uint32_t d_state, ModelKernels& k) {
   if (k.scan) return;
   const KernelOptions ko = KernelOptions::for_device(dev);
@@ -116,9 +134,7 @@ ModelKernels build_phi4flash_kernels(Device& dev, const Phi4FlashConfig& c, cons
   }
   {
     PipelineGroup g(dev, "attention");
-    k.attn = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_op(dev, "attention"), c.head_dim,
-                                              c.num_attention_heads / c.num_key_value_heads, 8,
-                                              AttnSoftmax::differential, KvFormat::storage);
+    k.attn = phi4flash_attention(dev, c, KvFormat::storage);
   }
   {
     PipelineGroup g(dev, "embed");

@@ -62,6 +62,8 @@ ModelKernels build_model_kernels(Device& device, const ModelConfig& config, cons
 // Adds the Q8_0 KV-cache kernels ("rope_kv q8_0", "attention q8_0") to k, once; invalid_argument when the
 // config's cache rows cannot hold Q8_0 blocks (kv_format_problem).
 void build_kv_q8_kernels(Device& device, const ModelConfig& config, ModelKernels& k);
+// The same for a Phi-4-mini-flash model (its rings and shared cache; no context shift, so no "kv_shift q8_0").
+void build_kv_q8_kernels(Device& device, const Phi4FlashConfig& config, ModelKernels& k);
 // Adds SambaY's own kernels to k, once: "conv1d_state" (kernel width conv_width), "selective_scan" (d_state states),
 // "layer_norm". invalid_argument (the kernels' message) for a width or state count they do not support.
 void build_sambay_kernels(Device& device, uint32_t conv_width, uint32_t d_state, ModelKernels& k);

@@ -234,23 +234,11 @@ uint64_t phi4flash_fingerprint(const Phi4FlashWeights& w) {
 }
 
 namespace {
-// The Q8_0 KV cache's kernels (the K/V append that quantizes, the attention that dequantizes), added to the model's
-// kernels by the first session that asks; invalid_argument, naming the width, where cache rows (2D) cannot hold
-// Q8_0 blocks.
+// The Q8_0 KV cache's kernels, added to the model's kernels by the first session that asks (build_kv_q8_kernels:
+// invalid_argument, naming the width, where cache rows cannot hold Q8_0 blocks).
 void ensure_kv_q8(const Phi4FlashWeights& w) {
-  const std::string problem = kv_format_problem(KvFormat::q8_0, 2 * w.D);
-  if (!problem.empty()) throw Error(Status::invalid_argument, "phi4flash: " + problem + " (use the f16 KV cache)");
   const std::lock_guard<std::mutex> lock(w.kv_q8_mutex);
-  if (w.k.attn_q8) return;
-  Device& dev = *w.dev;
-  {
-    PipelineGroup g(dev, "rope_kv q8_0");
-    w.k.rope_q8 = std::make_unique<RopeKvKernel>(dev, KernelOptions::for_device(dev), KvFormat::q8_0);
-  }
-  PipelineGroup g(dev, "attention q8_0");
-  w.k.attn_q8 = std::make_unique<DiffAttnKernel>(dev, KernelOptions::for_op(dev, "attention"), w.cfg.head_dim,
-                                                 w.cfg.num_attention_heads / w.cfg.num_key_value_heads, 8,
-                                                 AttnSoftmax::differential, KvFormat::q8_0);
+  build_kv_q8_kernels(*w.dev, w.cfg, w.k);
 }
 }  // namespace
 

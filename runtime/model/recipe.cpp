@@ -281,12 +281,10 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
   // maximum, which spans workgroups of the one-row kernel, and an odd number of V2 λ columns (odd H) would
   // split k's rotation pairs across workgroups.
   const bool fused_rope = f.row && (!v2 || H % 2 == 0) && f.kv == KvFormat::storage && w.wqkv.parts.size() == 1;
-  // The block norm as the one-row projection's prologue, unless the tuning's row_prologue splits the prologues (CPU
-  // drivers): then its own node, and the projection reads the normalized rows.
-  const bool norm_fused = residual && f.row && f.k.linear->row_fuses_prologues();
-  const TensorRef xin =  // the projection's input: x itself, or (split) the normalized rows
-      residual && f.row && !norm_fused ? add_norm(f, P + "attn_norm.out", x, w.norm, {}, E, s.eps) : x;
-  const bool pro = norm_fused;  // xin still needs the norm
+  // The block norm: a one-row projection's prologue (pro), unless the tuning's row_prologue splits the prologues (CPU
+  // drivers); otherwise its own node, and the projection reads the normalized rows (xin).
+  const bool pro = residual && f.row && f.k.linear->row_fuses_prologues();
+  const TensorRef xin = residual && !pro ? add_norm(f, P + "attn_norm.out", x, w.norm, {}, E, s.eps) : x;
   if (fused_rope) {
     const LinearKernel* k = f.k.linear.get();
     const QuantRowKernel* qk = f.k.qrow.get();
@@ -329,15 +327,8 @@ TensorRef add_attention_block(Forward& f, TensorRef x, const AttnShape& s, const
                (pro ? ", rmsnorm fused" : ""));
   } else {  // the projection (the block norm fused into the one-row linear, else its own node), then rope_kv
     const TensorRef qkv = f.g.tensor(P + "qkv", TensorRole::activation, f.storage(), {rows, qkvw});
-    if (pro) {
-      const RowLinear r{Prologue::rmsnorm, w.norm, s.eps};
-      add_linear(f, "qkv", xin, w.wqkv, qkv, false, &r);
-    } else if (residual && !f.row) {
-      add_linear(f, "qkv", add_norm(f, P + "attn_norm.out", x, w.norm, {}, E, s.eps), w.wqkv, qkv, false);
-    } else {
-      const RowLinear r{};
-      add_linear(f, "qkv", xin, w.wqkv, qkv, false, f.row ? &r : nullptr);
-    }
+    const RowLinear r = pro ? RowLinear{Prologue::rmsnorm, w.norm, s.eps} : RowLinear{};
+    add_linear(f, "qkv", xin, w.wqkv, qkv, false, f.row ? &r : nullptr);
     const RopeKvKernel* rope = &f.k.rope_for(f.kv);
     RopeKvParams rp = rope_kv_params(f, s);
     rp.kheads = v2 ? Hkv : 0;
@@ -402,15 +393,14 @@ void add_mlp_block(Forward& f, TensorRef x, uint32_t E, const MlpBlock& w) {
   // the norm into gate_up, SwiGLU into down.
   const bool fuse = f.k.linear->row_fuses_prologues();
   if (f.row && !w.norm_b.valid()) {
-    const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps};
-    if (fuse)
+    if (fuse) {
+      const RowLinear norm{Prologue::rmsnorm, w.norm, w.eps};
       add_linear(f, "gate_up", x, w.wgu, gu, false, &norm);
-    else
-      add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, {}, E, w.eps), w.wgu, gu, false, &plain);
-    if (fuse)
       add_linear(f, "down", gu, w.wdown, x, true, &swiglu);
-    else
+    } else {
+      add_linear(f, "gate_up", add_norm(f, P + "ffn_norm.out", x, w.norm, {}, E, w.eps), w.wgu, gu, false, &plain);
       silu_then_down(&plain);
+    }
     return;
   }
   // One row without the fused norm (SambaY's LayerNorm): the one-row kernels, SwiGLU fused into down as above.
