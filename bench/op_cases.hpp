@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,6 +110,12 @@ struct OpCaseRun {
   std::string detail;             // the path the op took (tiles, workgroup size)
   bool ok() const { return skipped.empty() && check.ok && replay_identical && padding_changed == 0; }
   std::string summary() const;
+  // ---- first use (the compile-time check of the self-test's table, `diffvk selftest --json`): the pipelines this
+  // run dispatched that no earlier run of its OpRunner had ("name [spec,...]"), and their compile: the driver's
+  // vkCreateComputePipelines time (Pipeline::compile_seconds) plus the first run's wall time less the replay's, which
+  // is the compile that CPU drivers (lavapipe, SwiftShader) do at a pipeline's first dispatch. 0 when none is new.
+  std::vector<std::string> first_used;
+  double first_use_seconds = 0;
   // ---- bench mode (OpTiming given and the check passed)
   bool timed = false;
   Stats us;
@@ -149,6 +156,7 @@ class OpRunner {
  private:
   Device& dev_;
   std::unique_ptr<op_detail::KernelCache> kernels_;
+  std::set<std::string> dispatched_;  // every pipeline a run has dispatched, by description (OpCaseRun::first_used)
   Plant plant_ = Plant::none;
   [[noreturn]] void fail_pipelines(const OpCase& c, bool subgroup, op_detail::Prepared& p);
 };

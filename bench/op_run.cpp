@@ -1,6 +1,7 @@
 // diffvk_bench: OpRunner (op_cases.hpp), the one generic run of every op's cases: the case prepares its inputs,
 // float64 reference and program (cases/<op>.cpp); the run poisons the outputs, runs, checks every output
 // element, replays and requires identical bits, checks the padding, and (bench mode, after the check) times.
+#include <algorithm>
 #include <cstring>
 
 #include "bench/op_run_impl.hpp"
@@ -38,7 +39,9 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   std::vector<PlantedBytes> planted;
   std::vector<uint8_t> first(p.out_bytes), again(p.out_bytes);
   p.reset();
+  auto t0 = Clock::now();
   p.prog->run();
+  const double first_run_s = seconds_since(t0);
   p.arena.buf->download(p.out_off, first.data(), first.size());
   if (output_fault) {  // in the GPU's output as downloaded (op_plant.cpp)
     planted = plan_output_fault(plant_, p, first, dev_.fp16(), c.name);
@@ -47,8 +50,22 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   const std::vector<float> got = p.extract(first, out.padding_changed);
   out.check = compare("float64 reference", got, p.expect, dev_.fp16(), p.tolerance);
   p.reset();
+  t0 = Clock::now();
   p.prog->run();  // a replayed program must give identical bits
+  const double replay_s = seconds_since(t0);
   p.arena.buf->download(p.out_off, again.data(), again.size());
+  for (const Pipeline* pl : p.prog->pipelines()) {
+    std::string spec;
+    for (uint32_t v : pl->desc().spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    const std::string label = pl->name() + " [" + spec + "]";
+    // Pipelines of one description share their driver objects (Device::shared_), and the compile with them.
+    const std::string key = strf("%s|%u|%u|%u", label.c_str(), pl->desc().bindings, pl->desc().push_bytes,
+                                 pl->desc().subgroup_size);
+    if (!dispatched_.insert(key).second) continue;
+    out.first_used.push_back(label);
+    out.first_use_seconds += pl->compile_seconds();
+  }
+  if (!out.first_used.empty()) out.first_use_seconds += std::max(0.0, first_run_s - replay_s);
   apply_plants(planted, again);  // the same fault in the replay: the check alone must catch it
   out.replay_identical = again == first;
 

@@ -155,6 +155,9 @@ bool form_recorded(const OpCase& c, const ModelShape& model, bool split) {
 
 bool recorded_here(const OpCase& c, const Device& dev, const ModelShape& model) {
   if (has(c.name, " int8-dot") && !dev.caps().int8_dot_accelerated) return false;
+  // Attention maps: DIFF V2's form (the lambda rows) is a specialization constant that only V2 models record.
+  if (!model.kind.empty() && std::string(c.op()) == "attn_probs" && has(c.name, " v2") != (model.kind == "v2"))
+    return false;
   if (has(c.name, " scalar-loads") && !model.unaligned_width) return false;
   if (!form_recorded(c, model, dev.tuning().row_prologue_split)) return false;
   const size_t at = c.name.find(" variant=");
@@ -246,6 +249,7 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
       SelftestRow& r = rows[it->second];
       ++r.cases;
       r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!run.first_used.empty()) r.first_uses.push_back({c.name, run.first_used, run.first_use_seconds});
       const bool ok = error.empty() && run.ok();
       if (error.empty() && std::isfinite(run.check.max_abs)) {  // (the verdict file keeps finite numbers only)
         r.max_error = std::max(r.max_error, run.check.max_abs);

@@ -82,6 +82,13 @@ const uint NQT = NSM * HQ;           // chunks of the Q/K part of a row
 const uint NKV = (NQT + L - 1) / L;  // ... per lane
 const uint NVT = (DV + CW - 1) / CW; // chunks of a V row
 const uint NVV = (NVT + L - 1) / L;  // ... per lane
+// V_WHOLE: every V chunk is whole (DV % CW == 0), so a lane's chunk is all inside the row or all past it: one guard
+// per chunk (vi < NVT) instead of one per element, and vec4 accesses. FULL_V: moreover every lane's NVV chunks lie
+// inside the row (D = 64, 128 on 4-64 lanes), so there is no guard at all. Both fold away after specialization. Kept
+// per element, the guards are masks on every element of the unrolled loops, where LLVM (lavapipe) spends most of a
+// decode kernel's compile. (Macros: a global bool of spec constants breaks spirv-opt.)
+#define V_WHOLE (DV % CW == 0)
+#define FULL_V (V_WHOLE && NVT % L == 0)
 const uint NST = NSM * RB;           // (softmax, slot) pairs
 // Key-block core: P·V splits the lanes into KG key groups of LG lanes (LG = NVT rounded up to a power of
 // two, at most L), so no lane idles when a V row has fewer chunks than the subgroup has lanes (wave64 at
@@ -522,7 +529,7 @@ void attend(uint key_begin, uint key_end) {
     [[unroll]] for (uint i = 0; i < NVV; ++i) {
       const uint vi = l0 + i * L;
       vec4 c[VPC];
-      if (vi < NVT) load_chunk(false, row, vi * CW, DV - vi * CW, c, false);
+      if (FULL_V || vi < NVT) load_chunk(false, row, vi * CW, DV - vi * CW, c, false);
       else
         [[unroll]] for (uint x = 0; x < VPC; ++x) c[x] = vec4(0.0);
       [[unroll]] for (uint x = 0; x < VPC; ++x) v[i * VPC + x] = c[x];

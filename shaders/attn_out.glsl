@@ -20,10 +20,11 @@ layout(std430, binding = 3) writeonly buffer Obuf { STYPE o[]; };
 // Stores chunk i (of NVV) of register row k, scaled: v holds its VPC vec4s. Elements past the row are not written.
 void store_chunk(uint base, uint i, vec4 v[VPC]) {
   const uint vi = lane() + i * L;
+  const bool in_row = FULL_V || vi < NVT;  // V_WHOLE: the lane's whole chunk (attn_core.glsl)
   [[unroll]] for (uint c = 0; c < VPC; ++c)
     [[unroll]] for (uint e = 0; e < 4; ++e) {
       const uint x = vi * CW + c * 4 + e;
-      if (vi < NVT && x < DV) o[base + x] = STYPE(v[c][e]);
+      if (in_row && (V_WHOLE || x < DV)) o[base + x] = STYPE(v[c][e]);
     }
 }
 
@@ -41,20 +42,24 @@ void write_out() {
     }
   }
   lane_sums(ss);
+  // The norm's weights of this lane's elements, read once for every slot (each read is a per-lane loop on llvmpipe).
+  vec4 w[NVV * VPC];
+  [[unroll]] for (uint i = 0; i < NVV; ++i) {
+    const uint vi = lane() + i * L;
+    const bool in_row = FULL_V || vi < NVT;  // V_WHOLE: the lane's whole chunk (attn_core.glsl)
+    [[unroll]] for (uint c = 0; c < VPC; ++c)
+      [[unroll]] for (uint e = 0; e < 4; ++e) {
+        const uint x = vi * CW + c * 4 + e;
+        w[i * VPC + c][e] = in_row && (V_WHOLE || x < DV) ? float(subln[x]) : 0.0;
+      }
+  }
   [[unroll]] for (uint r = 0; r < RB; ++r) {
     if (!slot_valid(r)) continue;
     const float f = p.gain * inversesqrt(ss[r] / float(DV) + p.eps);
     const uint base = slot_query(r) * p.o_stride + slot_head(r) * DV;
     [[unroll]] for (uint i = 0; i < NVV; ++i) {
-      const uint vi = lane() + i * L;
       vec4 v[VPC];
-      [[unroll]] for (uint c = 0; c < VPC; ++c) {
-        v[c] = acc[(r * NVV + i) * VPC + c] * f;
-        [[unroll]] for (uint e = 0; e < 4; ++e) {
-          const uint x = vi * CW + c * 4 + e;
-          if (vi < NVT && x < DV) v[c][e] *= float(subln[x]);
-        }
-      }
+      [[unroll]] for (uint c = 0; c < VPC; ++c) v[c] = acc[(r * NVV + i) * VPC + c] * f * w[i * VPC + c];
       store_chunk(base, i, v);
     }
   }

@@ -20,6 +20,10 @@
 // Bindings: those of the fused kernel (0 q, 1 k, 2 v, 3/4 epilogue, 5 position), then 6 part, 7 stat,
 // 8 arrivals.
 layout(std430, binding = 6) coherent buffer Part { float part[]; };
+// The same buffer by vec4, for V_WHOLE (attn_core.glsl): pb and each lane's chunks are then multiples of 4, and one
+// vec4 access replaces four scalar ones (on llvmpipe each per-lane access is a masked scalar loop per element, most
+// of this kernel's compile).
+layout(std430, binding = 6) coherent buffer Part4 { vec4 part4[]; };
 layout(std430, binding = 7) coherent buffer Stat { float stat[]; };
 layout(std430, binding = 8) coherent buffer Arrivals { uint arrivals[]; };
 
@@ -60,9 +64,13 @@ void main() {
       [[unroll]] for (uint i = 0; i < NVV; ++i) {
         const uint vi = l0 + i * L;
         [[unroll]] for (uint c = 0; c < VPC; ++c)
-          [[unroll]] for (uint e = 0; e < 4; ++e) {
-            const uint x = vi * CW + c * 4 + e;
-            if (vi < NVT && x < DV) part[pb + x] = acc[(k * NVV + i) * VPC + c][e];
+          if (V_WHOLE) {
+            if (FULL_V || vi < NVT) part4[(pb + vi * CW) / 4 + c] = acc[(k * NVV + i) * VPC + c];
+          } else {
+            [[unroll]] for (uint e = 0; e < 4; ++e) {
+              const uint x = vi * CW + c * 4 + e;
+              if (vi < NVT && x < DV) part[pb + x] = acc[(k * NVV + i) * VPC + c][e];
+            }
           }
       }
       if (l0 == 0) {
@@ -113,9 +121,13 @@ void main() {
         [[unroll]] for (uint i = 0; i < NVV; ++i) {
           const uint vi = l0 + i * L;
           [[unroll]] for (uint c = 0; c < VPC; ++c)
-            [[unroll]] for (uint e = 0; e < 4; ++e) {
-              const uint x = vi * CW + c * 4 + e;
-              if (vi < NVT && x < DV) acc[(k * NVV + i) * VPC + c][e] += w * part[pb + x];
+            if (V_WHOLE) {
+              if (FULL_V || vi < NVT) acc[(k * NVV + i) * VPC + c] += w * part4[(pb + vi * CW) / 4 + c];
+            } else {
+              [[unroll]] for (uint e = 0; e < 4; ++e) {
+                const uint x = vi * CW + c * 4 + e;
+                if (vi < NVT && x < DV) acc[(k * NVV + i) * VPC + c][e] += w * part[pb + x];
+              }
             }
         }
       }

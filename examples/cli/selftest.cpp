@@ -1,12 +1,44 @@
 // diffvk selftest: the self-test at load, run now (ContextOptions::selftest = always), and its table: op, variant,
 // cases, max error, fraction of the tolerance, verdict, fallback taken (docs/decisions/024-selftest-at-load.md).
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 
 #include "commands.hpp"
 #include "diffvk/bench.hpp"
 #include "diffvk/selftest.hpp"
+#include "diffvk/atomic_write.hpp"
 
 namespace diffvk::cli {
+
+namespace {
+// --json: the table, and every case's first use of pipelines with their compile seconds (.ci/lavapipe-compile-times).
+void write_json(const std::string& path, const SelftestReport& r) {
+  using json = nlohmann::ordered_json;
+  json rows = json::array();
+  for (const SelftestRow& row : r.rows) {
+    json firsts = json::array();
+    for (const SelftestFirstUse& u : row.first_uses)
+      firsts.push_back({{"case", u.case_name}, {"pipelines", u.pipelines}, {"seconds", u.seconds}});
+    rows.push_back({{"op", row.op},
+                    {"variant", row.variant},
+                    {"tuning", row.tuning},
+                    {"cases", row.cases},
+                    {"failed", row.failed},
+                    {"max_error", row.max_error},
+                    {"of_tolerance", row.worst},
+                    {"seconds", row.seconds},
+                    {"pass", row.pass},
+                    {"failure", row.failure},
+                    {"fallback", row.fallback},
+                    {"first_uses", std::move(firsts)}});
+  }
+  const json out = {{"device", r.device},   {"config", r.config}, {"ran", r.ran},     {"from_cache", r.from_cache},
+                    {"seconds", r.seconds}, {"fallback", r.fallback}, {"error", r.error}, {"rows", std::move(rows)}};
+  const std::string text = out.dump(2) + "\n";
+  platform::write_file_atomic(path, text.data(), text.size());
+}
+}  // namespace
 
 Runner register_selftest(CLI::App& app) {
   auto* cmd = app.add_subcommand("selftest",
@@ -14,7 +46,7 @@ Runner register_selftest(CLI::App& app) {
                                  "self-test at load), print the table and keep the verdict");
   struct Flags {
     DeviceFlags device;
-    std::string model, shape, ops;
+    std::string model, shape, ops, json_path;
     bool read = false;
     LoadOptions load;
     KvCacheType kv = KvCacheType::f16;
@@ -29,6 +61,9 @@ Runner register_selftest(CLI::App& app) {
   add_kv_flag(cmd, f->kv);         // with --model or --shape: its sessions' KV cache format
   cmd->add_flag("--cached", f->read,
                 "print the kept verdict when there is one (--selftest auto) instead of testing again (always)");
+  cmd->add_option("--json", f->json_path,
+                  "also write the table to FILE, with each case's first use of pipelines and their compile seconds "
+                  "(for a cold compile: --no-pipeline-cache and an empty driver cache, e.g. MESA_SHADER_CACHE_DISABLE=true)");
   return [f]() {
     if (int(!f->model.empty()) + int(!f->shape.empty()) + int(!f->ops.empty()) > 1)
       throw Error(Status::invalid_argument, "selftest: give one of --model, --shape and --ops");
@@ -63,6 +98,10 @@ Runner register_selftest(CLI::App& app) {
                                   : r.fallback.empty() ? "none (every variant passed)"
                                                        : r.fallback.c_str());
     std::printf("verdict file: %s\n", r.verdict_path.empty() ? "none (no cache directory)" : r.verdict_path.c_str());
+    if (!f->json_path.empty()) {
+      write_json(f->json_path, r);
+      std::printf("wrote %s\n", f->json_path.c_str());
+    }
     if (!r.error.empty()) {
       std::fprintf(stderr, "diffvk selftest: %s\n", r.error.c_str());
       return 1;

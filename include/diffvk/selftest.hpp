@@ -44,6 +44,15 @@ const char* selftest_fault_name(SelftestFault fault) noexcept;
 // One of the names above; anything else is Error(invalid_argument) naming the choices and `what` (the option).
 SelftestFault parse_selftest_fault(const std::string& text, const std::string& what = "selftest_fault");
 
+// A case that dispatched pipelines no earlier case of its pass had: their compile time on this driver, the
+// vkCreateComputePipelines time plus the first run's wall time less the replay's (CPU drivers compile at the first
+// dispatch). `diffvk selftest --json` writes them; CI fails a compile past 10x the median (.ci/lavapipe-compile-times).
+struct SelftestFirstUse {
+  std::string case_name;               // the case (bench/cases/<op>.cpp)
+  std::vector<std::string> pipelines;  // "shader [specialization constants]"
+  double seconds = 0;
+};
+
 // One (op, variant) of a self-test pass: the cases of that op that ran the same feature path.
 struct SelftestRow {
   std::string op;       // the op's case table (bench/cases/<op>.cpp)
@@ -60,6 +69,7 @@ struct SelftestRow {
   // subgroup, fp16. The chain switches off the first of them still on (subgroup: for this op's kernel only,
   // subgroup_off=KERNEL, where it has subgroup variants).
   std::vector<std::string> uses;
+  std::vector<SelftestFirstUse> first_uses;  // its cases' new pipelines and their compile (not kept in the verdict)
 };
 
 // Context::selftest(): what the self-test did at Context::create.

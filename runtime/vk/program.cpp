@@ -143,6 +143,13 @@ void Program::checkpoint() {
   if (group_starts_.back() != ops_.size()) group_starts_.push_back(ops_.size());  // no empty groups
 }
 
+std::vector<const Pipeline*> Program::pipelines() const {
+  std::vector<const Pipeline*> out;
+  for (const Op& op : ops_)
+    if (op.pipeline && std::find(out.begin(), out.end(), op.pipeline) == out.end()) out.push_back(op.pipeline);
+  return out;
+}
+
 void Program::finalize() {
   if (finalized_) return;
   device_.require_execution("program '" + name_ + "'");

@@ -79,6 +79,8 @@ class Program {
   // The buffer arguments of operation i (what the graph recorder checks against a node's declared tensors).
   const std::vector<Arg>& op_args(size_t i) const { return ops_.at(i).args; }
   size_t barrier_count() const { return barriers_; }
+  // The distinct compute pipelines its dispatches use, in order of first dispatch (a LazyPipeline's once finalized).
+  std::vector<const Pipeline*> pipelines() const;
   const std::string& name() const { return name_; }
 
  private:

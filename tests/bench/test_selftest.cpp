@@ -4,11 +4,14 @@
 // error when nothing passes, and the option's C ABI field.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "bench/op_cases.hpp"
@@ -69,13 +72,22 @@ TEST_CASE("selftest: every op's cases pass on the test device, and the run is ti
   CHECK(r.fallback.empty());
   CHECK(r.seconds > 0);
   CHECK(env.passes->load() == 1);
-  std::set<std::string> ops;
+  std::set<std::string> ops, first_used;
   for (const SelftestRow& row : r.rows) {
     INFO(row.op << " " << row.variant << ": " << row.failure);
     CHECK(row.pass);
     CHECK(row.cases > 0);
     CHECK(row.worst <= 1.0);
     ops.insert(row.op);
+    // The compile-time record (.ci/compile-times): the cases that dispatched pipelines no earlier case had, each
+    // pipeline named once in the whole pass (gmu_gate's case has none: it runs silu_mul's kernel).
+    CHECK(row.first_uses.size() <= row.cases);
+    if (row.op == "linear" || row.op == "diff_attn") CHECK(!row.first_uses.empty());
+    for (const SelftestFirstUse& u : row.first_uses) {
+      CHECK(u.seconds >= 0);
+      CHECK(!u.pipelines.empty());
+      for (const std::string& p : u.pipelines) CHECK_MESSAGE(first_used.insert(p).second, p << " first used twice");
+    }
   }
   for (const std::string& op : bench::table_ops()) CHECK_MESSAGE(ops.count(op) == 1, op << " was not tested");
   CHECK(std::filesystem::exists(r.verdict_path));
@@ -465,9 +477,23 @@ TEST_CASE("selftest: the modes, a program without a runner, and the C ABI field"
 TEST_CASE("selftest: the CLI prints the table, keeps the verdict, and refuses bad flags") {
   test::TempDir tmp("diffvk-selftest-cli");
   const std::string env = "env XDG_CACHE_HOME=" + tmp.path() + " DIFFVK_SELFTEST=auto";
-  const auto r = test::run_cli(tmp, "selftest --ops silu_mul,head_rmsnorm", env);
+  const std::string json_path = tmp / "selftest.json";
+  const auto r = test::run_cli(tmp, "selftest --ops silu_mul,head_rmsnorm --json " + json_path, env);
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
+  // --json: the table, with each case's first use of pipelines and their compile (.ci/compile-times reads it).
+  std::ifstream jf(json_path, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(jf), {}));
+  REQUIRE(j.at("rows").size() == 2);
+  for (const auto& row : j.at("rows")) {
+    CHECK(row.at("pass").get<bool>());
+    REQUIRE(!row.at("first_uses").empty());
+    const auto& u = row.at("first_uses").at(0);
+    CHECK(u.at("case").get<std::string>().find(row.at("op").get<std::string>() == "silu_mul" ? "rows=" : "heads=") !=
+          std::string::npos);
+    CHECK(u.at("pipelines").at(0).get<std::string>().rfind(row.at("op").get<std::string>(), 0) == 0);
+    CHECK(u.at("seconds").get<double>() >= 0);
+  }
   CHECK(r.out.find("op              variant") != std::string::npos);
   CHECK(r.out.find("silu_mul") != std::string::npos);
   CHECK(r.out.find("head_rmsnorm") != std::string::npos);
