@@ -59,8 +59,8 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
     for (uint32_t v : pl->desc().spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
     const std::string label = pl->name() + " [" + spec + "]";
     // Pipelines of one description share their driver objects (Device::shared_), and the compile with them.
-    const std::string key = strf("%s|%u|%u|%u", label.c_str(), pl->desc().bindings, pl->desc().push_bytes,
-                                 pl->desc().subgroup_size);
+    const std::string key =
+        strf("%s|%u|%u|%u", label.c_str(), pl->desc().bindings, pl->desc().push_bytes, pl->desc().subgroup_size);
     if (!dispatched_.insert(key).second) continue;
     out.first_used.push_back(label);
     out.first_use_seconds += pl->compile_seconds();

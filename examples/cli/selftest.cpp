@@ -33,7 +33,7 @@ void write_json(const std::string& path, const SelftestReport& r) {
                     {"fallback", row.fallback},
                     {"first_uses", std::move(firsts)}});
   }
-  const json out = {{"device", r.device},   {"config", r.config}, {"ran", r.ran},     {"from_cache", r.from_cache},
+  const json out = {{"device", r.device},   {"config", r.config},     {"ran", r.ran},     {"from_cache", r.from_cache},
                     {"seconds", r.seconds}, {"fallback", r.fallback}, {"error", r.error}, {"rows", std::move(rows)}};
   const std::string text = out.dump(2) + "\n";
   platform::write_file_atomic(path, text.data(), text.size());
@@ -61,9 +61,10 @@ Runner register_selftest(CLI::App& app) {
   add_kv_flag(cmd, f->kv);         // with --model or --shape: its sessions' KV cache format
   cmd->add_flag("--cached", f->read,
                 "print the kept verdict when there is one (--selftest auto) instead of testing again (always)");
-  cmd->add_option("--json", f->json_path,
-                  "also write the table to FILE, with each case's first use of pipelines and their compile seconds "
-                  "(for a cold compile: --no-pipeline-cache and an empty driver cache, e.g. MESA_SHADER_CACHE_DISABLE=true)");
+  cmd->add_option(
+      "--json", f->json_path,
+      "also write the table to FILE, with each case's first use of pipelines and their compile seconds "
+      "(for a cold compile: --no-pipeline-cache and an empty driver cache, e.g. MESA_SHADER_CACHE_DISABLE=true)");
   return [f]() {
     if (int(!f->model.empty()) + int(!f->shape.empty()) + int(!f->ops.empty()) > 1)
       throw Error(Status::invalid_argument, "selftest: give one of --model, --shape and --ops");
