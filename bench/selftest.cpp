@@ -138,8 +138,12 @@ std::string path_of(const OpCase& c) {
 //   phi4flash: linear_row (none) and (none, y32), (silu_mul, y32); no RMSNorm prologue, no RoPE.
 // With the prologues split (the tuning's row_prologue: CPU drivers), every one-row linear reads storage-type rows
 // with no prologue: linear_row (none) and (none, y32), and DIFF's linear_row_rope (none).
+// head_rmsnorm (the block norms where split, the last norm) and layer_norm: their float32 input only.
 bool form_recorded(const OpCase& c, const ModelShape& model, bool split) {
   const std::string op = c.op();
+  // head_rmsnorm, layer_norm: a model's norms read the float32 residual stream (x32); the storage-type input is the
+  // tables' only.
+  if (!model.kind.empty() && (op == "head_rmsnorm" || op == "layer_norm")) return has(c.name, " x32");
   if (model.kind.empty() || (op != "linear_row" && op != "linear_row_rope")) return true;
   const bool rms = has(c.name, " rmsnorm"), silu = has(c.name, " silu_mul"), x32 = has(c.name, " x32"),
              y32 = has(c.name, " y32"), phi = model.kind == "phi4flash";
