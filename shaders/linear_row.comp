@@ -203,6 +203,15 @@ void act(uint kv, out float a[VW], inout float sq) {
   }
 }
 
+// The prologue's 32 activations of block b (elements [32·b, 32·b + 32)), for both quantized loops; sq as act().
+void block_act(uint b, out float a[32], inout float sq) {
+  for (uint j = 0; j < 32 / VL; ++j) {
+    float t[VW];
+    act(b * (32 / VL) + j, t, sq);
+    for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
+  }
+}
+
 // Σ a·w over block `bi` (row-major block index) of the weights, a: its 32 activations, asum: Σ a (Q4_0's offset
 // term: Σ a·(n − 8) = Σ a·n − 8·Σ a, so each weight costs one field extract, one conversion and one FMA). One
 // step reads the whole block (Q8_0: two 16-byte quant vectors; Q4_0: one) and its scale once.
@@ -286,11 +295,7 @@ void main() {
 #if DVK_INT_DOT
       for (uint b = li; b < p.in_f / 32; b += LGE) {
         float a[32];
-        for (uint j = 0; j < 32 / VL; ++j) {
-          float t[VW];
-          act(b * (32 / VL) + j, t, sq);
-          for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
-        }
+        block_act(b, a, sq);
         float amax = 0.0;
         for (uint i = 0; i < 32; ++i) amax = max(amax, abs(a[i]));
         const float da = amax / 127.0;
@@ -314,11 +319,7 @@ void main() {
     } else {
       for (uint b = li; b < p.in_f / 32; b += LGE) {
         float a[32];
-        for (uint j = 0; j < 32 / VL; ++j) {
-          float t[VW];
-          act(b * (32 / VL) + j, t, sq);
-          for (uint e = 0; e < VL; ++e) a[j * VL + e] = t[e];
-        }
+        block_act(b, a, sq);
         float asum = 0.0;  // Q4_0's offset term (quant_dot)
         if (WQ == 2)
           for (uint e = 0; e < 32; ++e) asum += a[e];
