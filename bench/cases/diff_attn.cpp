@@ -88,7 +88,9 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
   call.ring = c.ring > 0;
   const uint64_t keys = DiffAttnKernel::call_keys(call);  // keys the call streams (fewer with a window)
   uint32_t split_len = 0, splits = 0;
-  if (c.decode) {
+  const bool on_prefill = c.decode && c.model_keys && kernel.decode_on_prefill(S, c.model_keys);
+  const bool decode = c.decode && !on_prefill;
+  if (decode) {
     splits = kernel.decode_splits(call, &split_len);
     const uint32_t bc = kernel.decode_tiles(S).bc;
     if (c.max_splits) split_len = bc, splits = static_cast<uint32_t>((keys + bc - 1) / bc);
@@ -114,8 +116,8 @@ void prepare_diff_attn(Device& dev, const DiffAttnKernel& kernel, const DiffAttn
   p.prog = std::make_unique<Program>(dev, "op case diff_attn", p.timestamps);
   const BufferRange rq = a.range(qo, qb), rk = a.range(ko, kb), rv = a.range(vo, kb), rw = a.range(wo, wb),
                     ro = a.range(oo, ob), rp = a.range(po, pb), rs = a.range(so, sb), ry = a.range(yo, yb);
-  record_diff_attn(kernel, *p.prog, c.decode, call, splits, split_len, rq, rk, rv, rw, ro, {rp, rs, ry});
-  p.detail = strf("splits=%u split_len=%u", splits, split_len);
+  record_diff_attn(kernel, *p.prog, decode, call, splits, split_len, rq, rk, rv, rw, ro, {rp, rs, ry});
+  p.detail = strf("splits=%u split_len=%u%s", splits, split_len, on_prefill ? " decode on the prefill kernel" : "");
   dense_output(p, oo, ob, p.expect.size(), es);
   if (split) poison_split_scratch(p, oo, ob, po, pb, so, sb);
   // The bytes that must move (Q, K1, K2, V of the live keys, the output) and the useful flops (causal):

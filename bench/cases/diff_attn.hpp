@@ -19,6 +19,10 @@ struct DiffAttnCaseParams {
   bool subgroup = true;     // false: the shared-memory reduction even where subgroup arithmetic exists
   uint32_t window = 0;      // sliding window (AttnCall::window; 0: full causal)
   uint32_t ring = 0;        // > 0: a ring KV cache of this many rows (AttnCall::ring; needs a window)
+  // A model's case (attn_model_cases): the most keys that model's decode calls may see (max_position_embeddings), and
+  // the decode then takes the kernel the model's does (DiffAttnKernel::decode_on_prefill: the prefill kernel where the
+  // tuning's attn_decode and that many keys allow; the self-test runs what the model records). 0: the split-K decode.
+  uint32_t model_keys = 0;
 };
 
 class DiffAttnCase final : public op_detail::CaseOf<DiffAttnCase, DiffAttnCaseParams> {
@@ -79,7 +83,7 @@ OpCases attn_model_cases(const ModelShape& m, uint64_t first_seed, const AttnCas
       if (kv_q8 && (!sg || !q8)) continue;
       for (P c : {attn(h, hkv, D, 5, 0, mix[0], false), attn(h, hkv, D, 1, 40, mix[1], true),
                   attn(h, hkv, D, 3, 65, mix[2], true)}) {
-        c.subgroup = sg, c.kv_q8 = kv_q8;
+        c.subgroup = sg, c.kv_q8 = kv_q8, c.model_keys = c.decode ? m.max_positions : 0;
         b.add(c);
       }
     }

@@ -14,6 +14,10 @@ struct DiffV2AttnCaseParams {
   bool max_splits = false;  // decode: one tile per split
   bool kv_q8 = false;       // a Q8_0 KV cache, against the reference on the dequantized cache
   bool subgroup = true;     // false: the shared-memory lane sums even where subgroup arithmetic exists
+  // A model's case (attn_model_cases): the most keys that model's decode calls may see (max_position_embeddings), and
+  // the decode then takes the kernel the model's does (DiffAttnKernel::decode_on_prefill: the prefill kernel where the
+  // tuning's attn_decode and that many keys allow; the self-test runs what the model records). 0: the split-K decode.
+  uint32_t model_keys = 0;
 };
 
 class DiffV2AttnCase final : public op_detail::CaseOf<DiffV2AttnCase, DiffV2AttnCaseParams> {

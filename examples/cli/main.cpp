@@ -68,11 +68,11 @@ void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
       "changed; a file that is not a diffvk pipeline cache is refused). Saves the compile at load on drivers "
       "that fill their cache (NVIDIA, Mesa's GPU drivers, phones); lavapipe 22.3 stores nothing");
   cmd->add_flag("--no-pipeline-cache", f.no_pipeline_cache, "use no pipeline cache file (a cold start every run)");
-  cmd->add_option(
-      "--tuning", f.tuning,
-      "tuning overrides key=value,... (keys coopmat, int_dot, fp16, subgroup, kv_staging, attn_core, "
-      "row_lanes, q4_in_place, linear_reg_share, row_prologue, pipeline_threads, pipeline_batch, quirk, rule; "
-      "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
+  cmd->add_option("--tuning", f.tuning,
+                  "tuning overrides key=value,... (keys coopmat, int_dot, fp16, subgroup, kv_staging, attn_core, "
+                  "row_lanes, q4_in_place, linear_reg_share, row_prologue, attn_decode, pipeline_threads, "
+                  "pipeline_batch, quirk, rule; "
+                  "runtime/vk/README.md); env DIFFVK_TUNING wins per key. `diffvk info` prints the resolved tuning");
   cmd->add_option("--selftest", f.selftest,
                   "the self-test at load: auto (test once per device, driver and shader build, then read the verdict "
                   "kept in <cache dir>/selftest/), always, off; a failing variant falls back through the tuning keys "

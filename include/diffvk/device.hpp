@@ -159,6 +159,12 @@ struct Tuning {
   // its own 4 features, so each row recomputes it out / 4 times (lavapipe: decode 0.97-1.5x as fast split,
   // BENCHMARKS.md); fused on GPUs, where it hides under the weight stream.
   bool row_prologue_split = false;
+  // attn_decode: which kernel a decode call of up to 8 rows takes (docs/decisions/029). Prefill (true): the fused
+  // prefill kernel the model compiled for its prompts, where every key a call may see fits one invocation (else the
+  // split-K kernel, as with false). auto: prefill on CPU drivers, which compile each pipeline at its first dispatch
+  // (the split-K pipeline was a third of the 134M model's first decode step on lavapipe) and gain little from
+  // splitting a row's keys; split on GPUs, where the splits fill the compute units.
+  bool attn_decode_prefill = false;
   // pipeline_threads: how many threads compile a program's pipelines at once (Device::build_pipelines), at least 1;
   // auto (or 0): the host's hardware threads, at most 8.
   uint32_t pipeline_threads = 1;

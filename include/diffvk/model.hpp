@@ -64,6 +64,8 @@ struct ModelPipelineShape {
                                                    // heads / kv_heads, twice that for DIFF V2)
   uint32_t d_state = 0;                            // phi4flash: the selective scan's state size
   bool unaligned_width = false;  // a linear's input width is not a multiple of 8: its element-wise loads
+  uint32_t max_positions = 0;    // max_position_embeddings: the most keys a decode call may see (the tuning's
+                                 // attn_decode takes the prefill kernel only where they fit one invocation)
 };
 ModelPipelineShape model_pipeline_shape(const std::string& config_json);
 

@@ -31,12 +31,14 @@ ModelPipelineShape model_pipeline_shape(const std::string& text) {
     m.kind = "phi4flash";
     m.heads = c.num_attention_heads, m.kv_heads = c.num_key_value_heads, m.head_dim = c.head_dim;
     m.d_state = c.mamba_d_state;
+    m.max_positions = c.max_position_embeddings;
     m.unaligned_width = any_unaligned({c.hidden_size, c.d_inner(), c.mamba_dt_rank, c.intermediate_size});
     return m;
   }
   const ModelConfig c = is_hf_diffllama(text) ? parse_hf_config(text, "config.json") : parse_model_config(text);
   m.kind = c.v2() ? "v2" : "v1";
   m.heads = c.num_heads, m.kv_heads = c.num_kv_heads, m.head_dim = c.head_dim();
+  m.max_positions = c.max_position_embeddings;
   // The linears read E (q/k/v, gate/up, the head), I (down) and the attention's output (o_proj).
   m.unaligned_width =
       any_unaligned({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim(), 2 * c.num_heads * c.head_dim()});

@@ -251,7 +251,7 @@ TensorRef add_attention_op(Forward& f, const std::string& P, TensorRef q, Tensor
     call.ring = ring;
     const BufferRange sl = v2 ? BufferRange{} : b[subln];
     const BufferRange qr = whole ? b[q] : b[q].sub(q_off, q_len), orr = whole ? b[o] : b[o].sub(o_off, o_len);
-    if (rows <= attn->max_decode_rows()) {
+    if (rows <= attn->max_decode_rows() && !attn->decode_on_prefill(call)) {
       uint32_t len = 0;
       const uint32_t splits = attn->decode_splits_for_capacity(call, &len);
       attn->record_decode(p, qr, b[kc], b[vc], sl, orr, {b[part], b[stat], b[sync]}, call, splits, len);

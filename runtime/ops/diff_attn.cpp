@@ -137,6 +137,11 @@ bool DiffAttnKernel::prefill_uses_coopmat(const AttnCall& c) const {
   return coop_ && c.window == 0 && call_keys(c) <= coop_max_keys_;
 }
 
+bool DiffAttnKernel::decode_on_prefill(uint32_t rows, uint64_t keys) const {
+  uint32_t len = 0;
+  return device_.tuning().attn_decode_prefill && rows <= max_decode_rows_ && scalar_prefill_splits(keys, &len) == 0;
+}
+
 std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys, uint32_t window) const {
   auto core = [](const AttnTiles& t) {
     const std::string c = !t.blocks   ? "per-key core"
@@ -144,7 +149,9 @@ std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys, uint32_t window
                                       : "key-block core";
     return c + ", " + std::to_string(t.br) + " slots";
   };
-  if (rows <= max_decode_rows_) return "split-K decode (" + core(decode_tiles(rows)) + ")";
+  const uint64_t seen = window ? std::min<uint64_t>(keys, uint64_t(window) + rows - 1) : keys;
+  if (rows <= max_decode_rows_ && !decode_on_prefill(rows, seen))
+    return "split-K decode (" + core(decode_tiles(rows)) + ")";
   if (coop_ && keys <= coop_max_keys_ && window == 0)
     return "diff_attn_coopmat (" + std::to_string(coop_tiles_.cm) + "x" + std::to_string(coop_tiles_.cn) + "x" +
            std::to_string(coop_tiles_.ck) + ", " + std::to_string(coop_tiles_.br) + " slots)";
@@ -152,7 +159,8 @@ std::string DiffAttnKernel::choice(uint32_t rows, uint64_t keys, uint32_t window
   if (window ? scalar_prefill_splits(std::min<uint64_t>(keys, uint64_t(window) + rows - 1), &len)
              : prefill_splits_for_keys(keys, &len))
     return "split-K prefill (" + core(decodeN_tiles_) + ")";
-  return "prefill (" + core(prefill_tiles_) + ")";
+  return std::string(rows <= max_decode_rows_ ? "decode on the prefill kernel (" : "prefill (") + core(prefill_tiles_) +
+         ")";
 }
 
 DiffAttnKernel::~DiffAttnKernel() = default;

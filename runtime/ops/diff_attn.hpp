@@ -91,6 +91,11 @@ class DiffAttnKernel {
   // at most window + S − 1 with a sliding window.
   static uint64_t call_keys(const AttnCall& call);
 
+  // Whether a decode call of `rows` queries (at most max_decode_rows) that may see `keys` keys (call_keys) takes the
+  // fused prefill kernel (record_prefill) instead of the split-K one (record_decode): the device tuning's attn_decode
+  // (prefill on CPU drivers: docs/decisions/029), where one invocation may stream every key (no split).
+  bool decode_on_prefill(uint32_t rows, uint64_t keys) const;
+  bool decode_on_prefill(const AttnCall& call) const { return decode_on_prefill(call.S, call_keys(call)); }
   // Split-K decode for S <= max_decode_rows, in one dispatch (AttnSplitScratch).
   uint32_t decode_splits(const AttnCall& call, uint32_t* split_len) const;
   // Splits covering every key of the cache (for programs replayed at any position); with a sliding window, the
@@ -111,9 +116,9 @@ class DiffAttnKernel {
   const AttnCoopTiles& coop_tiles() const { return coop_tiles_; }
   bool prefill_uses_coopmat(const AttnCall& call) const;
   const AttnTiles& prefill_tiles() const { return prefill_tiles_; }
-  // The kernel a call of `rows` queries over at most `keys` keys takes (decode up to max_decode_rows, else
-  // prefill; the recipe's choice), as `diffvk plan` shows it: the shader and its attention core.
-  // window: AttnCall::window (keys then counts the keys one query may see at most, and the coopmat prefill is
+  // The kernel a call of `rows` queries over at most `keys` keys takes (decode up to max_decode_rows unless
+  // decode_on_prefill, else prefill; the recipe's choice), as `diffvk plan` shows it: the shader and its attention
+  // core. window: AttnCall::window (keys then counts the keys one query may see at most, and the coopmat prefill is
   // never the choice).
   std::string choice(uint32_t rows, uint64_t keys, uint32_t window = 0) const;
   const AttnTiles& decode_tiles(uint32_t S) const;

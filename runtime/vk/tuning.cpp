@@ -73,6 +73,7 @@ const std::vector<KeySpec>& key_specs() {
       {"q4_in_place", {"auto", "on", "off"}},
       {"linear_reg_share", {"auto", "shuffle", "broadcast"}},
       {"row_prologue", {"auto", "fused", "split"}},
+      {"attn_decode", {"auto", "split", "prefill"}},
       {"pipeline_threads", {}},
       {"pipeline_batch", {}},
       {"quirk", {}},
@@ -611,6 +612,20 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
                    (t.row_prologue_split
                         ? "CPU driver (a lane computes a fused prologue over the whole row for its own 4 features)"
                         : "GPU (the prologue hides under the weight stream)"));
+  }
+  if (const TuningOverride* o = over("attn_decode"); o && o->value != "auto") {
+    t.attn_decode_prefill = o->value == "prefill";
+    set_choice(t, "attn_decode", o->value, "override " + o->setting());
+  } else {
+    // Measured on lavapipe 22.3, 2 cores (BENCHMARKS.md, "Decode attention on the prefill kernel"): the 134M model's
+    // cold wait to its second token 0.35 s shorter (the split-K pipeline's compile at the first decode step), decode
+    // at 64 and 1024 tokens of context unchanged within the noise.
+    t.attn_decode_prefill = c.kind == DeviceKind::cpu;
+    set_choice(t, "attn_decode", t.attn_decode_prefill ? "prefill" : "split",
+               std::string(o ? "override " + o->setting() + ": " : "cap: ") +
+                   (t.attn_decode_prefill
+                        ? "CPU driver (it compiles each pipeline at its first dispatch: decode reuses the prefill's)"
+                        : "GPU (the split-K kernel spreads a row's keys over the compute units)"));
   }
   {
     const TuningOverride* o = over("pipeline_threads");

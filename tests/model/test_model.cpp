@@ -50,7 +50,8 @@ void tiny_parity(Precision precision) {
   CHECK(ok(p, fp16));
 
   // One long prefill of all tokens equals prefill-then-decode; so do chunks of 4 (prefill path
-  // for >8 rows is not used then: chunks <= 8 run the split-K decode kernels).
+  // for >8 rows is not used then: chunks <= 8 run the decode kernels, split-K or, under the tuning's
+  // attn_decode=prefill, the prefill kernel).
   s->reset();
   const auto whole = s->prefill(toks, true);
   auto c1 = parity(whole, got, V);
@@ -120,6 +121,28 @@ TEST_CASE("model: tiny model matches PyTorch with the one-row prologues fused an
   }
 }
 
+// The decode attention both ways (the tuning's attn_decode: GPUs split a row's keys over the split-K kernel, CPU
+// drivers run the prefill kernel the model already compiled): the same parity (decode steps, and prefill chunks of up
+// to 8 rows, which take the decode kernels), and a session's plan names the kernel the tuning asked for.
+TEST_CASE("model: tiny model matches PyTorch with the decode attention split-K and on the prefill kernel") {
+  for (const bool prefill : {false, true}) {
+    CAPTURE(prefill);
+    struct Force {
+      explicit Force(bool p) { setenv("DIFFVK_TUNING", p ? "attn_decode=prefill" : "attn_decode=split", 1); }
+      ~Force() { unsetenv("DIFFVK_TUNING"); }
+    } force(prefill);
+    for (Precision p : test::supported_precisions()) tiny_parity(p);
+    auto ctx = test::make_context_or_skip(Precision::fp32);
+    if (!ctx) return;
+    CHECK(ctx->device().tuning().attn_decode_prefill == prefill);
+    auto model = Model::load(*ctx, kTiny);
+    const std::string r = Session::create(*model, SessionOptions{64, 4})->plan_report();
+    INFO(r);
+    CHECK((r.find("split-K decode (") != std::string::npos) == !prefill);
+    CHECK((r.find("decode on the prefill kernel (") != std::string::npos) == prefill);
+  }
+}
+
 // Planted fault at model level: a model run in fp16 storage must NOT pass the fp32 bound
 // (the former 1e-3*scale bound accepted it).
 TEST_CASE("model: the fp32 tolerance rejects a model run in fp16") {
@@ -179,7 +202,9 @@ TEST_CASE("model: one static plan places every intermediate") {
   // Every node names its kernel, chosen by the ops under the device's tuning: a prefill chunk and a decode step.
   CHECK(r.find("kernels, rows=16 last:") != std::string::npos);
   CHECK(r.find("kernels, rows=1 last:") != std::string::npos);
-  CHECK(r.find("split-K decode (") != std::string::npos);
+  // The decode step's attention: the split-K kernel, or the prefill kernel (the tuning's attn_decode: CPU drivers).
+  CHECK(r.find(ctx->device().tuning().attn_decode_prefill ? "decode on the prefill kernel (" : "split-K decode (") !=
+        std::string::npos);
   CHECK(r.find("prefill (") != std::string::npos);
   CHECK(r.find("linear_row") != std::string::npos);
   CHECK(r.find("  -\n") == std::string::npos);  // no node without its kernel

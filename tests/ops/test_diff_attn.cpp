@@ -748,3 +748,48 @@ TEST_CASE("diff_attn: one invocation streams the device's whole per-invocation k
     }
   }
 }
+
+// The tuning's attn_decode (decision 029): a decode call takes the prefill kernel under `prefill` (CPU drivers' auto)
+// wherever one invocation may stream every key it may see, the split-K kernel past that budget and under `split`; a
+// model case of a decode takes that route (ModelPipelineShape::max_positions) and still matches the reference.
+TEST_CASE("diff_attn: decode on the prefill kernel (the tuning's attn_decode)") {
+  for (const char* value : {"prefill", "split"}) {
+    CAPTURE(value);
+    struct Force {
+      explicit Force(const char* v) { setenv("DIFFVK_TUNING", (std::string("attn_decode=") + v).c_str(), 1); }
+      ~Force() { unsetenv("DIFFVK_TUNING"); }
+    } force(value);
+    const bool prefill = std::string(value) == "prefill";
+    for (Precision precision : test::supported_precisions()) {
+      auto ctx = test::make_context(precision);
+      Device& dev = ctx->device();
+      REQUIRE(dev.tuning().attn_decode_prefill == prefill);
+      DiffAttnKernel kernel(dev, KernelOptions::for_op(dev, "attention"), 32, 2);
+      const uint32_t budget = kernel.max_keys_per_invocation(kernel.prefill_tiles());
+      CHECK(kernel.decode_on_prefill(1, 100) == prefill);
+      CHECK(kernel.decode_on_prefill(8, 100) == prefill);
+      CHECK_FALSE(kernel.decode_on_prefill(9, 100));  // more rows than a decode call: the prefill path anyway
+      if (budget < UINT32_MAX) CHECK_FALSE(kernel.decode_on_prefill(1, uint64_t(budget) + 1));
+      CHECK((kernel.choice(1, 100).rfind("decode on the prefill kernel (", 0) == 0) == prefill);
+      CHECK((kernel.choice(1, 100).rfind("split-K decode (", 0) == 0) == !prefill);
+      // A model's decode cases (max_positions 2048: the prefill kernel where it fits), one row and several.
+      ModelPipelineShape m;
+      m.kind = "v1", m.heads = 4, m.kv_heads = 2, m.head_dim = 32, m.max_positions = 2048;
+      bench::OpRunner runner(dev);
+      int ran = 0;
+      for (const auto& cp : bench::model_shape_cases("diff_attn", m)) {
+        const auto& c = dynamic_cast<const bench::DiffAttnCase&>(*cp);
+        if (!c.p.decode || c.p.kv_q8 || c.fp16 != (precision == Precision::fp16) ||
+            c.p.subgroup != dev.subgroup_arithmetic())
+          continue;
+        INFO("diff_attn case " << c.name);
+        const auto r = runner.run(c);
+        INFO(r.summary());
+        CHECK(r.ok());
+        CHECK((r.detail.find("decode on the prefill kernel") != std::string::npos) == prefill);
+        ++ran;
+      }
+      CHECK(ran == 2);
+    }
+  }
+}

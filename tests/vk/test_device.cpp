@@ -192,6 +192,16 @@ TEST_CASE("device: DIFFVK_TUNING parses key=value lists, refuses unknown keys an
     CHECK(r.why("row_prologue") == std::string("override row_prologue=") + value + " (DIFFVK_TUNING)");
   }
   CHECK(error("row_prologue=sometimes").find("'row_prologue' must be") != std::string::npos);
+  // attn_decode: a CPU driver runs decode's attention on the prefill kernel, a GPU on the split-K one; both override.
+  CHECK(t.attn_decode_prefill);
+  CHECK(t.why("attn_decode").rfind("cap: CPU driver", 0) == 0);
+  for (const auto& [value, prefill] : {std::pair<const char*, bool>{"split", false}, {"prefill", true}}) {
+    DeviceCaps o = c;
+    const Tuning r = apply_tuning(o, parse_tuning(std::string("attn_decode=") + value, "DIFFVK_TUNING"));
+    CHECK(r.attn_decode_prefill == prefill);
+    CHECK(r.why("attn_decode") == std::string("override attn_decode=") + value + " (DIFFVK_TUNING)");
+  }
+  CHECK(error("attn_decode=sometimes").find("'attn_decode' must be") != std::string::npos);
   // A later override of a key wins; auto goes back to the device's choice.
   DeviceCaps again = c;
   CHECK(apply_tuning(again, parse_tuning("attn_core=staged,attn_core=auto", "x")).attn_core == "keys");
@@ -258,6 +268,7 @@ TEST_CASE(
   }
   CHECK(t.attn_core == "staged");
   CHECK_FALSE(t.row_prologue_split);  // a GPU fuses the one-row prologues (row_prologue)
+  CHECK_FALSE(t.attn_decode_prefill);  // a GPU decodes on the split-K kernel (attn_decode)
   CHECK(t.find("rules")->value == "none");
 
   // int_dot=off: the caps lose the integer dot products, so the quantized linears take the dequantize path.
