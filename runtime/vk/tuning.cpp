@@ -188,6 +188,19 @@ void set_choice(Tuning& t, const std::string& key, const std::string& value, con
     }
   t.choices.push_back({key, value, why});
 }
+
+// A key of two values whose auto is the device class's: on_value on CPU drivers (cpu_why), off_value on GPUs
+// (gpu_why); an override of either value wins. Returns whether the resolved value is on_value.
+bool device_class_choice(Tuning& t, const TuningOverride* o, bool cpu, const char* key, const char* on_value,
+                         const char* off_value, const char* cpu_why, const char* gpu_why) {
+  if (o && o->value != "auto") {
+    set_choice(t, key, o->value, "override " + o->setting());
+    return o->value == on_value;
+  }
+  set_choice(t, key, cpu ? on_value : off_value,
+             std::string(o ? "override " + o->setting() + ": " : "cap: ") + (cpu ? cpu_why : gpu_why));
+  return cpu;
+}
 }  // namespace
 
 DeviceEnvironment read_device_environment() {
@@ -580,16 +593,10 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
     set_choice(t, "row_lanes", "auto",
                "cap: each kernel's row geometry (lane groups on GPUs, one lane per group on CPU drivers)");
   }
-  if (const TuningOverride* o = over("q4_in_place"); o && o->value != "auto") {
-    t.q4_in_place = o->value == "on";
-    set_choice(t, "q4_in_place", o->value, "override " + o->setting());
-  } else {
-    t.q4_in_place = c.kind == DeviceKind::cpu;
-    set_choice(t, "q4_in_place", t.q4_in_place ? "on" : "off",
-               std::string(o ? "override " + o->setting() + ": " : "cap: ") +
-                   (t.q4_in_place ? "CPU driver (a nibble's shift costs an instruction per weight)"
-                                  : "GPU (a bitfield extract is one instruction)"));
-  }
+  const bool cpu = c.kind == DeviceKind::cpu;
+  t.q4_in_place = device_class_choice(t, over("q4_in_place"), cpu, "q4_in_place", "on", "off",
+                                      "CPU driver (a nibble's shift costs an instruction per weight)",
+                                      "GPU (a bitfield extract is one instruction)");
   if (const TuningOverride* o = over("linear_reg_share")) {
     t.linear_reg_shuffle = o->value == "shuffle";
     set_choice(t, "linear_reg_share", o->value, "override " + o->setting());
@@ -599,34 +606,20 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
                t.linear_reg_shuffle ? "cap: CPU driver (subgroupShuffle is faster on lavapipe 22.3)"
                                     : "cap: GPU (radv keeps a shuffle's row loop rolled)");
   }
-  if (const TuningOverride* o = over("row_prologue"); o && o->value != "auto") {
-    t.row_prologue_split = o->value == "split";
-    set_choice(t, "row_prologue", o->value, "override " + o->setting());
-  } else {
-    // Measured on lavapipe, 2 cores (BENCHMARKS.md, "One-row prologues as dispatches of their own"), decode medians
-    // split against fused: the 134M model 1.08-1.24x on Mesa 22.3 and 0.97-1.08x on Mesa 26.1, a model of 2048-wide
-    // layers 1.12-1.5x, Phi-4-mini-flash's shape 1.12x.
-    t.row_prologue_split = c.kind == DeviceKind::cpu;
-    set_choice(t, "row_prologue", t.row_prologue_split ? "split" : "fused",
-               std::string(o ? "override " + o->setting() + ": " : "cap: ") +
-                   (t.row_prologue_split
-                        ? "CPU driver (a lane computes a fused prologue over the whole row for its own 4 features)"
-                        : "GPU (the prologue hides under the weight stream)"));
-  }
-  if (const TuningOverride* o = over("attn_decode"); o && o->value != "auto") {
-    t.attn_decode_prefill = o->value == "prefill";
-    set_choice(t, "attn_decode", o->value, "override " + o->setting());
-  } else {
-    // Measured on lavapipe 22.3, 2 cores (BENCHMARKS.md, "Decode attention on the prefill kernel"): the 134M model's
-    // cold wait to its second token 0.35 s shorter (the split-K pipeline's compile at the first decode step), decode
-    // at 64 and 1024 tokens of context unchanged within the noise.
-    t.attn_decode_prefill = c.kind == DeviceKind::cpu;
-    set_choice(t, "attn_decode", t.attn_decode_prefill ? "prefill" : "split",
-               std::string(o ? "override " + o->setting() + ": " : "cap: ") +
-                   (t.attn_decode_prefill
-                        ? "CPU driver (it compiles each pipeline at its first dispatch: decode reuses the prefill's)"
-                        : "GPU (the split-K kernel spreads a row's keys over the compute units)"));
-  }
+  // Measured on lavapipe, 2 cores (BENCHMARKS.md, "One-row prologues as dispatches of their own"), decode medians
+  // split against fused: the 134M model 1.08-1.24x on Mesa 22.3 and 0.97-1.08x on Mesa 26.1, a model of 2048-wide
+  // layers 1.12-1.5x, Phi-4-mini-flash's shape 1.12x.
+  t.row_prologue_split =
+      device_class_choice(t, over("row_prologue"), cpu, "row_prologue", "split", "fused",
+                          "CPU driver (a lane computes a fused prologue over the whole row for its own 4 features)",
+                          "GPU (the prologue hides under the weight stream)");
+  // Measured on lavapipe 22.3, 2 cores (BENCHMARKS.md, "Decode attention on the prefill kernel"): the 134M model's
+  // cold wait to its second token 0.3 s shorter (the split-K pipeline's compile at the first decode step and in the
+  // self-test), decode after 128 and 1024 tokens of context unchanged within the noise.
+  t.attn_decode_prefill =
+      device_class_choice(t, over("attn_decode"), cpu, "attn_decode", "prefill", "split",
+                          "CPU driver (it compiles each pipeline at its first dispatch: decode reuses the prefill's)",
+                          "GPU (the split-K kernel spreads a row's keys over the compute units)");
   {
     const TuningOverride* o = over("pipeline_threads");
     const unsigned long asked = o ? std::strtoul(o->value.c_str(), nullptr, 10) : 0;
@@ -649,7 +642,6 @@ Tuning apply_tuning(DeviceCaps& c, const std::vector<TuningOverride>& overrides)
           o->value == "per_thread" ? 0u : static_cast<uint32_t>(std::strtoul(o->value.c_str(), nullptr, 10));
       set_choice(t, "pipeline_batch", o->value, "override " + o->setting());
     } else {
-      const bool cpu = c.kind == DeviceKind::cpu;
       t.pipeline_batch = cpu ? 1u : 0u;
       set_choice(t, "pipeline_batch", cpu ? "1" : "per_thread",
                  std::string(o ? "override " + o->setting() + ": " : "cap: ") +

@@ -267,7 +267,7 @@ TEST_CASE(
     CHECK(t.why(key).rfind("cap: ", 0) == 0);
   }
   CHECK(t.attn_core == "staged");
-  CHECK_FALSE(t.row_prologue_split);  // a GPU fuses the one-row prologues (row_prologue)
+  CHECK_FALSE(t.row_prologue_split);   // a GPU fuses the one-row prologues (row_prologue)
   CHECK_FALSE(t.attn_decode_prefill);  // a GPU decodes on the split-K kernel (attn_decode)
   CHECK(t.find("rules")->value == "none");
 
