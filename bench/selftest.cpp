@@ -122,7 +122,8 @@ std::string path_of(const OpCase& c) {
 // Whether this device's models record the path a case forces. Not: an int8 case where the device does not
 // accelerate 4x8-bit dot products (the quantized linears take the int8 paths only there, unless LoadOptions::
 // quant_decode / quant_prefill force them), nor a linear tile variant that the tile choice never picks on this device
-// (linear_reachable_variants: a CPU driver records the register tile only). On lavapipe these were 10 of the 37 s a
+// (linear_reachable_variants: a CPU driver records the register tile only, and the cooperative-matrix kernel only
+// where linear_uses_coopmat). On lavapipe these were 10 of the 37 s a
 // cold self-test of the linears took, compiling pipelines no model there runs. Nor the element-wise loads forced on
 // an aligned shape (" scalar-loads", a test hook): a model's linears take them only where an input width is not a
 // multiple of the vector (8 halves; the memory plan's offsets are aligned). The bundled, DiffLlama and published
@@ -164,9 +165,12 @@ bool recorded_here(const OpCase& c, const Device& dev, const ModelShape& model) 
     return false;
   if (has(c.name, " scalar-loads") && !model.unaligned_width) return false;
   if (!form_recorded(c, model, dev.tuning().row_prologue_split)) return false;
+  // A forced tile: " variant=N", or the cooperative-matrix kernel (" coopmat": where the quirk coopmat_emulated keeps
+  // the models' matmul on its scalar path, Mesa 26.1 lavapipe, its two pipelines were 2.5-3 s of a cold self-test).
   const size_t at = c.name.find(" variant=");
-  if (std::string(c.op()) != "linear" || at == std::string::npos) return true;
-  const uint32_t v = uint32_t(std::strtoul(c.name.c_str() + at + 9, nullptr, 10));
+  const bool coop = has(c.name, " coopmat");
+  if (std::string(c.op()) != "linear" || (at == std::string::npos && !coop)) return true;
+  const uint32_t v = coop ? kLinearCoopVariant : uint32_t(std::strtoul(c.name.c_str() + at + 9, nullptr, 10));
   const std::vector<uint32_t> reach = linear_reachable_variants(dev.caps(), dev.fp16());
   return std::find(reach.begin(), reach.end(), v) != reach.end();
 }
