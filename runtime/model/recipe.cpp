@@ -50,11 +50,17 @@ AttnScratch attn_scratch(const DiffAttnKernel& attn, const AttnShape& s) {
   };
   const AttnCall worst = call_of(std::max(1u, decode_rows));
   uint32_t splits = 1;
+  bool split_decode = false;
   for (uint32_t r = 1; r <= decode_rows; ++r) {  // programs replayed at any position: splits over the capacity
+    // A decode that takes the prefill kernel (the tuning's attn_decode; a call sees at most the capacity's keys)
+    // needs no split scratch.
+    if (attn.decode_on_prefill(r, s.capacity)) continue;
     uint32_t len = 0;
     splits = std::max(splits, attn.decode_splits_for_capacity(call_of(r), &len));
+    split_decode = true;
   }
-  AttnScratch sc{DiffAttnKernel::part_bytes(worst, s.D, splits, sm), DiffAttnKernel::stat_bytes(worst, splits, sm)};
+  AttnScratch sc{split_decode ? DiffAttnKernel::part_bytes(worst, s.D, splits, sm) : 0,
+                 split_decode ? DiffAttnKernel::stat_bytes(worst, splits, sm) : 0};
   if (s.chunk > attn.max_decode_rows()) {  // prefill chunks through split-K on loop-limited devices
     const AttnCall pc = call_of(s.chunk);
     uint32_t len = 0;
