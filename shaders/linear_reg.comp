@@ -3,7 +3,9 @@
 //   x: rows x in (row stride x_stride), W: out x in (dense, torch Linear layout), y, r: rows x out (y_stride).
 //   b: out float32 values (flags bit 1; binding 4), added before r (flags bit 0): v = (x·Wᵀ + b) + r.
 // One subgroup per workgroup (WG == the subgroup size, the host makes sure) computes a BM x (WG·RN) tile
-// of y: lane l owns columns n0 + l + j·WG (j < RN) for all BM rows, so it keeps BM·RN fp32 accumulators.
+// of y: lane l owns RN columns for all BM rows, so it keeps BM·RN fp32 accumulators. Where RN is a multiple of
+// KVEC (CVEC: the CPU drivers' RN = 8) they are the consecutive columns n0 + l·RN + j, stored as 16-byte vectors;
+// else (GPUs' RN = 2) n0 + l + j·WG, so that each store instruction writes consecutive columns across the lanes.
 // Per step of KV consecutive k (KV = 8 halves in a uvec4 in fp16, 4 floats in a vec4 in fp32; 1 when
 // VEC = 0), each lane loads its RN weight vectors (private: one 16-byte load each) and the rows of x are
 // loaded once per subgroup, lane l loading rows l, l + WG, … and subgroupBroadcast with a constant lane giving
@@ -49,6 +51,12 @@ layout(local_size_x_id = 0) in;
 #endif
 const uint KV = VEC != 0 ? KVEC : 1u;
 const uint RA = (BM + WG - 1) / WG;  // rows of x each lane loads per step
+// A lane's columns consecutive, the epilogue in 16-byte vectors (see the top). On lavapipe each store or load of a
+// lane's own address is a loop of its own that LLVM compiles: the 2·BM·RN scalar sites of the two output types took
+// half of this pipeline's 1.5 s compile (Mesa 22.3), BM·RN/4 vector ones a fraction of it.
+const bool CVEC = RN % KVEC == 0;
+// Column of a lane's accumulator j.
+#define COL(j) (CVEC ? n0 + lane * RN + (j) : n0 + lane + (j) * WG)
 
 layout(std430, binding = 0) readonly buffer X { STYPE x[]; };
 layout(std430, binding = 0) readonly buffer XV { VTYPE xv[]; };
@@ -58,6 +66,11 @@ layout(std430, binding = 2) writeonly buffer Y { STYPE y[]; };
 layout(std430, binding = 3) readonly buffer R { STYPE r[]; };  // residual; a dummy binding when unused
 layout(std430, binding = 2) writeonly buffer YF { RTYPE yf[]; };
 layout(std430, binding = 3) readonly buffer RF { RTYPE rf[]; };
+// The vector epilogue's views (CVEC, p.flags bit 3): y and r as 16-byte vectors of the storage type and of float32.
+layout(std430, binding = 2) writeonly buffer YV { VTYPE yv[]; };
+layout(std430, binding = 3) readonly buffer RV { VTYPE rv[]; };
+layout(std430, binding = 2) writeonly buffer YFV { vec4 yfv[]; };
+layout(std430, binding = 3) readonly buffer RFV { vec4 rfv[]; };
 layout(std430, binding = 4) readonly buffer Bias { float bias[]; };  // float32; a dummy binding when unused
 layout(std430, binding = 1) readonly buffer WQ1 { uint wq1[]; };   // quantized layout, 4-byte words
 layout(std430, binding = 1) readonly buffer WQ2 { uvec2 wq2[]; };  // 8-byte words
@@ -68,7 +81,8 @@ layout(push_constant) uniform Params {
   uint out_f;
   uint x_stride;
   uint y_stride;
-  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4); bit 2: float32 y, r (Y32 = 2)
+  uint flags;  // bit 0: add the residual (binding 3); bit 1: add the bias (binding 4); bit 2: float32 y, r (Y32 = 2);
+               // bit 3: y and r may be stored as 16-byte vectors (offsets 16-byte aligned, y_stride a multiple of 8)
   uint qoff;  // WQ != 0: byte offset of the quants in the weight binding (a multiple of 16)
 } p;
 
@@ -127,7 +141,7 @@ void main() {
         [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
       // Element offsets of this lane's weight rows and x rows (clamped into the tensors).
       uint wrow[RN];
-      [[unroll]] for (uint j = 0; j < RN; ++j) wrow[j] = min(n0 + lane + j * WG, p.out_f - 1) * p.in_f;
+      [[unroll]] for (uint j = 0; j < RN; ++j) wrow[j] = min(COL(j), p.out_f - 1) * p.in_f;
       uint xrow[RA];
       [[unroll]] for (uint a = 0; a < RA; ++a) xrow[a] = min(m0 + lane + a * WG, p.rows - 1) * p.x_stride;
       uint xall[BM];  // every row of the tile, for the private-load path and the k tail
@@ -139,7 +153,7 @@ void main() {
         if (WQ == 0) {
           [[unroll]] for (uint j = 0; j < RN; ++j) unpack_v(wv[(wrow[j] + k) / KVEC], b[j]);
         } else {
-          [[unroll]] for (uint j = 0; j < RN; ++j) wq_vec(min(n0 + lane + j * WG, p.out_f - 1), k, b[j]);
+          [[unroll]] for (uint j = 0; j < RN; ++j) wq_vec(min(COL(j), p.out_f - 1), k, b[j]);
         }
 #if DVK_SUBGROUP
         if (XSH != 0) {
@@ -172,7 +186,7 @@ void main() {
       for (uint k = kmain; k < p.in_f; ++k) {
         float b[RN];
         [[unroll]] for (uint j = 0; j < RN; ++j)
-          b[j] = WQ == 0 ? float(w[wrow[j] + k]) : wq_at(min(n0 + lane + j * WG, p.out_f - 1), k);
+          b[j] = WQ == 0 ? float(w[wrow[j] + k]) : wq_at(min(COL(j), p.out_f - 1), k);
         [[unroll]] for (uint i = 0; i < BM; ++i) {
           const float a = float(x[xall[i] + k]);
           [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = fma(a, b[j], acc[i][j]);
@@ -182,24 +196,84 @@ void main() {
       // The bias, once per column (one uniform branch, RN loads), before the per-element epilogue.
       if ((p.flags & 2u) != 0u)
         [[unroll]] for (uint j = 0; j < RN; ++j) {
-          const uint col = n0 + lane + j * WG;
+          const uint col = COL(j);
           const float bj = col < p.out_f ? bias[col] : 0.0;
           [[unroll]] for (uint i = 0; i < BM; ++i) acc[i][j] += bj;
         }
-      [[unroll]] for (uint i = 0; i < BM; ++i) {
-        const uint row = m0 + i;
-        if (row >= p.rows) break;
-        [[unroll]] for (uint j = 0; j < RN; ++j) {
-          const uint col = n0 + lane + j * WG;
-          if (col >= p.out_f) continue;
-          const uint o = row * p.y_stride + col;
-          float v = acc[i][j];
-          if (out32) {
-            if ((p.flags & 1u) != 0u) v += rf[o];
-            yf[o] = v;
-          } else {
-            if ((p.flags & 1u) != 0u) v += float(r[o]);
-            y[o] = STYPE(v);
+      // The strided columns (GPUs): element by element, each store instruction consecutive across the lanes. (Written
+      // as it was before the vector form below: radv's ACO keeps it 92 instructions shorter than with the residual
+      // test hoisted.)
+      if (!CVEC) {
+        [[unroll]] for (uint i = 0; i < BM; ++i) {
+          const uint row = m0 + i;
+          if (row >= p.rows) break;
+          [[unroll]] for (uint j = 0; j < RN; ++j) {
+            const uint col = n0 + lane + j * WG;
+            if (col >= p.out_f) continue;
+            const uint o = row * p.y_stride + col;
+            float v = acc[i][j];
+            if (out32) {
+              if ((p.flags & 1u) != 0u) v += rf[o];
+              yf[o] = v;
+            } else {
+              if ((p.flags & 1u) != 0u) v += float(r[o]);
+              y[o] = STYPE(v);
+            }
+          }
+        }
+      } else {
+        const bool res = (p.flags & 1u) != 0u;
+        // The vector epilogue: every column of this lane inside y, y and r vector-aligned (the host's flag).
+        const bool whole = (p.flags & 8u) != 0u && COL(RN - 1) < p.out_f;
+        if (whole) {
+          [[unroll]] for (uint i = 0; i < BM; ++i) {
+            const uint row = m0 + i;
+            if (row >= p.rows) break;
+            const uint o = row * p.y_stride + COL(0);  // a multiple of 8
+            if (out32) {
+              [[unroll]] for (uint c = 0; c < RN / 4; ++c) {
+                vec4 v = vec4(acc[i][4 * c], acc[i][4 * c + 1], acc[i][4 * c + 2], acc[i][4 * c + 3]);
+                if (res) v += rfv[o / 4 + c];
+                yfv[o / 4 + c] = v;
+              }
+            } else {
+              [[unroll]] for (uint c = 0; c < RN / KVEC; ++c) {
+                float v[KVEC];
+                [[unroll]] for (uint e = 0; e < KVEC; ++e) v[e] = acc[i][KVEC * c + e];
+                if (res) {
+                  float rr[KVEC];
+                  unpack_v(rv[o / KVEC + c], rr);
+                  [[unroll]] for (uint e = 0; e < KVEC; ++e) v[e] += rr[e];
+                }
+#if DVK_FP16
+                // Each value rounded to fp16 once, as the scalar store does.
+                yv[o / KVEC + c] = uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
+                                         packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+#else
+                yv[o / KVEC + c] = vec4(v[0], v[1], v[2], v[3]);
+#endif
+              }
+            }
+          }
+        } else {
+          // A lane at the right edge, or y not vector-aligned: element by element in one rolled loop, the accumulator
+          // picked by a chain of selects. On lavapipe 22.3 a rolled loop per row instead (inside the unrolled rows)
+          // took LLVM 4.6 s, and the scalar sites unrolled (as the strided form above has them) 0.6 s more than this.
+          [[dont_unroll]] for (uint t = 0; t < BM * RN && COL(0) < p.out_f; ++t) {
+            const uint i = t / RN, j = t % RN;
+            const uint row = m0 + i, col = COL(j);
+            if (row >= p.rows) break;
+            if (col >= p.out_f) continue;
+            const uint o = row * p.y_stride + col;
+            float val = acc[0][0];
+            [[unroll]] for (uint e = 1; e < BM * RN; ++e) val = t == e ? acc[e / RN][e % RN] : val;
+            if (out32) {
+              if (res) val += rf[o];
+              yf[o] = val;
+            } else {
+              if (res) val += float(r[o]);
+              y[o] = STYPE(val);
+            }
           }
         }
       }

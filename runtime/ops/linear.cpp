@@ -747,6 +747,10 @@ void LinearKernel::dispatch_mm(Program& program, uint32_t variant, QuantType wq,
                                                     : " pipelines for tile variant " + std::to_string(variant)));
   const LazyPipeline& pipe = quant ? *qpipe : vec4 ? *vec_pipelines_[y32][variant] : *pipelines_[y32][variant];
   if (y32 && t.reg && !int8) push.flags |= 4u;  // linear_reg.comp's output type (Y32 = 2: see reg_desc)
+  // linear_reg.comp may store y (and read r) as 16-byte vectors: both ranges start 16-byte aligned and every row
+  // start is a multiple of 8 elements (4 floats or 8 halves: one vector). The shader checks its tile's edge.
+  if (t.reg && !int8 && y.offset % 16 == 0 && (!has_res || residual.offset % 16 == 0) && p.y_stride % 8 == 0)
+    push.flags |= 8u;
   program.dispatch(pipe, std::move(args), &push, sizeof push, groups,
                    quant   ? (int8    ? (wq == QuantType::q4_0 ? "linear_reg q4_0 int8" : "linear_reg q8_0 int8")
                               : t.vec ? (wq == QuantType::q4_0 ? "linear_vec q4_0" : "linear_vec q8_0")
