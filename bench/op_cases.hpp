@@ -134,6 +134,10 @@ class OpRunner {
   OpRunner& operator=(const OpRunner&) = delete;
   // A case whose precision differs from the device's comes back skipped.
   OpCaseRun run(const OpCase& c, const OpTiming* timing = nullptr);
+  // The pipelines a run of the case would compile, declared (the case prepared and recorded, then dropped; its
+  // kernels stay in the runner) and not compiled: the self-test compiles several cases' together on the device's
+  // pipeline threads before running them. Empty for a case run() would skip.
+  std::vector<const LazyPipeline*> pending_pipelines(const OpCase& c);
   // Test hook (tests/ops/test_tolerances.cpp, the self-test's ContextOptions::selftest_fault): a planted fault the
   // run must catch. The value faults overwrite the downloaded output bytes of both runs (the check and the replay
   // read the same fault, so the check alone must catch it), never the reference, in an element slot found by

@@ -79,6 +79,14 @@ OpCaseRun OpRunner::run(const OpCase& c, const OpTiming* timing) {
   return out;
 }
 
+std::vector<const LazyPipeline*> OpRunner::pending_pipelines(const OpCase& c) {
+  if (c.fp16 != dev_.fp16() || !c.skip_reason(dev_).empty()) return {};
+  const bool sg = c.subgroup() && dev_.subgroup_arithmetic(c.op());  // as run() asks for them
+  Prepared p(dev_);
+  c.prepare(dev_, *kernels_, sg, p);
+  return p.prog->pending_pipelines();  // owned by the kernels in kernels_, which outlive p
+}
+
 namespace {
 // Plant::pipeline_failure: vkCreateComputePipelines answers VK_ERROR_UNKNOWN (the process-wide fault hook of
 // vk/vk_check.hpp, chained to any hook a test installed) while it is alive.

@@ -214,13 +214,16 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
   const ModelShape model = selftest_model_shape(request.model);
   std::vector<SelftestRow> rows;
   OpRunner runner(dev);
+  // The cases to run, per op: the first of each path the device and the model record.
+  std::vector<OpCases> tables;
+  std::vector<std::vector<const OpCase*>> chosen;
   for (const std::string& op : ops) {
-    std::map<std::string, size_t> index;  // variant -> row
-    std::map<std::string, int> taken;     // path -> cases run
+    std::map<std::string, int> taken;  // path -> cases run
     // An op whose pipelines take the model's sizes runs its cases at those sizes (model_shape_cases) instead of its
     // table's, whose other sizes the model never records.
     OpCases cases = model_shape_cases(op, model);
     if (cases.empty()) cases = op_cases(op, OpMode::conformance);
+    std::vector<const OpCase*> pick;
     for (const auto& cp : cases) {
       const OpCase& c = *cp;
       if (c.fp16 != dev.fp16() || !c.skip_reason(dev).empty()) continue;  // not a path this device runs
@@ -229,6 +232,37 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
       if (!c.subgroup() && dev.subgroup_arithmetic(op)) continue;
       if (!recorded_here(c, dev, model) || !format_requested(c, request)) continue;
       if (++taken[path_of(c)] > kCasesPerPath) continue;
+      pick.push_back(&c);
+    }
+    tables.push_back(std::move(cases));
+    chosen.push_back(std::move(pick));
+  }
+  // Every case's pipelines compiled together first, on the device's pipeline threads (Device::build_pipelines), as a
+  // model's program compiles its own: case by case they would compile one case's few at a time, and on a driver that
+  // compiles at pipeline creation (GPUs) the self-test's compiles are most of a cold load (18 s on an H200, 16.5 s of
+  // it the linear cases). Not with a planted fault (the test hook builds its case's pipelines itself). A pipeline that
+  // fails to build here is built again by its case, whose row then names the failure.
+  if (request.fail_variant.empty() && dev.tuning().pipeline_threads > 1) {
+    std::vector<const LazyPipeline*> pending;
+    for (const auto& pick : chosen)
+      for (const OpCase* c : pick) {
+        try {
+          for (const LazyPipeline* l : runner.pending_pipelines(*c)) pending.push_back(l);
+        } catch (const Error& e) {  // the case's run reports it
+          if (e.status() == Status::device_lost) throw;
+        }
+      }
+    try {
+      dev.build_pipelines(pending);
+    } catch (const Error& e) {
+      if (e.status() == Status::device_lost) throw;
+    }
+  }
+  for (size_t oi = 0; oi < ops.size(); ++oi) {
+    const std::string& op = ops[oi];
+    std::map<std::string, size_t> index;  // variant -> row
+    for (const OpCase* cp : chosen[oi]) {
+      const OpCase& c = *cp;
       const auto t0 = std::chrono::steady_clock::now();
       const Features before = features_of(c, dev, "");
       runner.plant_for_testing(planted(request, c, before) ? plant : OpRunner::Plant::none);

@@ -150,6 +150,13 @@ std::vector<const Pipeline*> Program::pipelines() const {
   return out;
 }
 
+std::vector<const LazyPipeline*> Program::pending_pipelines() const {
+  std::vector<const LazyPipeline*> out;
+  for (const Op& op : ops_)
+    if (op.lazy && !op.lazy->built() && std::find(out.begin(), out.end(), op.lazy) == out.end()) out.push_back(op.lazy);
+  return out;
+}
+
 void Program::finalize() {
   if (finalized_) return;
   device_.require_execution("program '" + name_ + "'");

@@ -81,6 +81,9 @@ class Program {
   size_t barrier_count() const { return barriers_; }
   // The distinct compute pipelines its dispatches use, in order of first dispatch (a LazyPipeline's once finalized).
   std::vector<const Pipeline*> pipelines() const;
+  // The LazyPipelines its dispatches use that are not compiled yet (what finalize() compiles), in order of first
+  // dispatch; the self-test compiles several cases' at once (bench/selftest.cpp).
+  std::vector<const LazyPipeline*> pending_pipelines() const;
   const std::string& name() const { return name_; }
 
  private:

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <vector>
 
 #include "bench/op_cases.hpp"
 #include "diffvk/bench.hpp"
@@ -593,6 +594,39 @@ TEST_CASE("selftest: a model records no pipeline that its self-test did not run"
         for (const char* shaped : {"diff_attn", "diff_v2_attn", "selective_scan"})
           CHECK_MESSAGE(u.rfind(shaped, 0) != 0, name << ": " << u << " is at a size the model does not have");
     }
+}
+
+TEST_CASE("selftest: compiling every case's pipelines first (the pipeline threads) gives the case-by-case verdict") {
+  // pipeline_threads=1 runs case by case; more threads compile the chosen cases' pipelines together before the runs.
+  const std::string config = bench::selftest_model_for_model(std::string(DIFFVK_TEST_DATA_DIR) + "/model_tiny");
+  REQUIRE(!config.empty());
+  std::vector<std::vector<SelftestRow>> passes;
+  for (const char* threads : {"pipeline_threads=1", "pipeline_threads=4"}) {
+    ContextOptions o = test::validated_options(Precision::fp32);
+    o.pipeline_cache = false;
+    o.selftest = SelftestMode::off;
+    o.tuning = threads;
+    auto ctx = Context::create(o);
+    SelftestRequest r;
+    r.model = config;
+    r.ops = {"linear", "linear_row", "diff_attn", "sample"};
+    passes.push_back(bench::run_selftest_cases(ctx->device(), r));
+  }
+  REQUIRE(passes[0].size() == passes[1].size());
+  for (size_t i = 0; i < passes[0].size(); ++i) {
+    const SelftestRow &a = passes[0][i], &b = passes[1][i];
+    INFO(a.op << " " << a.variant);
+    CHECK(a.pass);
+    CHECK(b.pass);
+    CHECK(a.op == b.op);
+    CHECK(a.variant == b.variant);
+    CHECK(a.cases == b.cases);
+    CHECK(a.max_error == b.max_error);  // the same inputs through the same pipelines: the same bits
+    std::set<std::string> pa, pb;
+    for (const SelftestFirstUse& u : a.first_uses) pa.insert(u.pipelines.begin(), u.pipelines.end());
+    for (const SelftestFirstUse& u : b.first_uses) pb.insert(u.pipelines.begin(), u.pipelines.end());
+    CHECK(pa == pb);
+  }
 }
 
 TEST_CASE("selftest: a model's pipeline sizes from its config.json, and a config the runner cannot read") {
