@@ -228,7 +228,7 @@ RowGeometry row_geometry(const DeviceCaps& c) {
     g.pin = g.wg;
   g.one_sg = g.pin != 0 || (c.subgroup_min_size == c.subgroup_max_size && c.subgroup_size == g.wg);
   g.lane_groups = c.kind != DeviceKind::cpu;
-  g.lanes = c.kind == DeviceKind::cpu ? 1 : 0;
+  g.lanes = c.kind != DeviceKind::cpu ? 0 : c.has_quirk("row_lane_pairs") ? 2 : 1;
   return g;
 }
 

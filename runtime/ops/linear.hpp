@@ -171,8 +171,8 @@ struct RowGeometry {
   bool one_sg = false;
   bool lane_groups = false;
   // The lanes per group row_lanes takes unless forced (0: its rule). CPU drivers: 1, each lane computes its features
-  // over the whole row and no sum crosses lanes (llvmpipe 22.3, the 134M model's f16 decode: 167 -> 79-90 ms/token;
-  // a cross-lane reduction per feature cost as much as the row's loads at in = 768).
+  // over the whole row and no sum crosses lanes (a cross-lane reduction per feature cost as much as the row's loads
+  // at in = 768 with 8 lanes); under quirk row_lane_pairs (LLVM <= 15 lavapipe) 2, which ran faster there.
   uint32_t lanes = 0;
 };
 RowGeometry row_geometry(const DeviceCaps& caps);

@@ -81,6 +81,15 @@ const QuirkRule kRules[] = {
       "memory for several subgroups (Br x Bc prefill) adds copies and saves no DRAM reads (tuning attn_core=staged "
       "forces it)"},
      [](const DeviceCaps& c) { return c.kind == DeviceKind::cpu; }},
+    {{"row_lane_pairs",
+      "LLVM <= 15 lavapipe (Mesa 22.3): the one-row kernels run faster with two lanes per feature than one (the 134M "
+      "model's decode on x86-64: f16 +19-27%, Q8_0 +7-12%, Q4_0 +5-10%); Mesa 26.1's LLVM 19 runs them as fast or "
+      "faster with one, and four or eight are slower on both (BENCHMARKS.md \"Lanes per feature of the one-row "
+      "kernels\")"},
+     [](const DeviceCaps& c) {
+       const int llvm = llvm_major(c.name);
+       return c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && llvm != 0 && llvm <= 15;
+     }},
     {{"no_compute_unit_count",
       "the driver exposes no SM/CU count; split-K decode uses a default of 16 parallel splits"},
      [](const DeviceCaps& c) { return c.compute_units == 0; }},

@@ -387,6 +387,15 @@ TEST_CASE("linear_row: lane groups where a row has fewer load steps than lanes (
   CHECK(row_lanes(cpu, 2, false, 3) == 2);   // rounded down to a power of two
   CHECK(row_lanes(cpu, 2, false, 64) == 8);  // at most the workgroup
   CHECK(row_lanes(gcn, 2, true, 1) == 16);   // clamped to whole pairs per group
+  // Quirk row_lane_pairs (LLVM <= 15 lavapipe): two lanes per feature.
+  DeviceCaps old = simulated(32768, 1024, 8);
+  old.kind = DeviceKind::cpu;
+  old.quirks.push_back({"row_lane_pairs", "test"});
+  const RowGeometry pairs = row_geometry(old);
+  CHECK(pairs.lanes == 2);
+  CHECK(row_lanes(pairs, 2, false) == 2);
+  CHECK(row_lanes(pairs, 4096 / 8, true) == 2);
+  CHECK(row_lanes(pairs, 2, false, 8) == 8);  // forced
 }
 
 TEST_CASE("linear: the k loop of quirk long_unrolled_compile, and unknown quirk names") {

@@ -123,6 +123,17 @@ TEST_CASE("device: quirks table matches by capability") {
   CHECK_FALSE(c.has_quirk("coopmat_emulated"));
   CHECK(c.coopmat_m == 0);
   CHECK(c.coopmat_note.find("coopmat_wide_subgroup_crash") != std::string::npos);
+
+  // Two lanes per feature in the one-row kernels on LLVM <= 15 lavapipe only (the device name carries the version).
+  c.name = "llvmpipe (LLVM 15.0.6, 256 bits)";
+  apply_quirks(c);
+  CHECK(c.has_quirk("row_lane_pairs"));
+  c.name = "llvmpipe (LLVM 19.1.7, 256 bits)";
+  apply_quirks(c);
+  CHECK_FALSE(c.has_quirk("row_lane_pairs"));
+  c.name = "llvmpipe";  // no version: the default, one lane
+  apply_quirks(c);
+  CHECK_FALSE(c.has_quirk("row_lane_pairs"));
 }
 
 // The one tuning path (runtime/vk/tuning.cpp), pure: DIFFVK_TUNING's parser, then caps, quirks and overrides
