@@ -214,7 +214,8 @@ std::vector<SelftestRow> run_selftest_cases(Device& dev, const SelftestRequest& 
   const ModelShape model = selftest_model_shape(request.model);
   std::vector<SelftestRow> rows;
   OpRunner runner(dev);
-  // The cases to run, per op: the first of each path the device and the model record.
+  // The cases to run, per op: the first of each path the device and the model record (`chosen` points into `tables`,
+  // which owns the cases).
   std::vector<OpCases> tables;
   std::vector<std::vector<const OpCase*>> chosen;
   for (const std::string& op : ops) {
