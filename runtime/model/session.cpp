@@ -400,7 +400,8 @@ AttentionMaps Session::attention_maps(const std::vector<int32_t>& toks, uint32_t
   if (toks.size() > kAttentionMapMaxTokens)
     throw Error(Status::invalid_argument, "attention_maps: " + std::to_string(toks.size()) +
                                               " tokens exceed the limit of " + std::to_string(kAttentionMapMaxTokens));
-  s.check_tokens(toks, "attention_maps", 0);  // the maps are of a fresh prefill; bad arguments change nothing
+  s.check_tokens(toks, "attention_maps", 0);   // the maps are of a fresh prefill; bad arguments change nothing
+  M.dev->test_before_first_use("attn_probs");  // the self-test left it to here (SelftestReport::deferred)
   s.truncate(0);
   AttentionMaps r;
   r.layer = layer;
@@ -493,7 +494,8 @@ void Session::shift(uint32_t keep, uint32_t discard) {
                                               std::to_string(keep) + " kept, but the session holds " +
                                               std::to_string(s.pos));
   const uint32_t end = s.pos;
-  if (keep + discard < end) {  // rows to move
+  if (keep + discard < end) {                  // rows to move
+    M.dev->test_before_first_use("kv_shift");  // the self-test left it to here (SelftestReport::deferred)
     Program prog(*M.dev, "context shift");
     KvShiftParams p;
     p.Hkv = c.num_kv_heads;

@@ -315,6 +315,37 @@ void Device::release_parked_pipelines() noexcept {
   }
 }
 
+void Device::defer_selftest(const std::vector<std::string>& ops, FirstUseTest test) {
+  std::lock_guard<std::mutex> lock(first_use_mutex_);
+  first_use_.clear();
+  for (const std::string& op : ops) first_use_[op] = FirstUse{};
+  first_use_test_ = std::move(test);
+}
+
+void Device::test_before_first_use(const std::string& op) {
+  std::lock_guard<std::mutex> lock(first_use_mutex_);
+  auto it = first_use_.find(op);
+  if (it == first_use_.end() || !first_use_test_) return;
+  if (!it->second.tested) {
+    try {
+      first_use_test_(*this, op);
+    } catch (const Error& e) {
+      if (e.status() == Status::device_lost) throw;  // not a verdict: the next call tests again (and meets the loss)
+      it->second.error = e.what();
+    }
+    it->second.tested = true;
+  }
+  if (!it->second.error.empty()) throw Error(Status::unsupported, it->second.error);
+}
+
+std::vector<std::string> Device::selftest_untested() const {
+  std::lock_guard<std::mutex> lock(first_use_mutex_);
+  std::vector<std::string> ops;
+  for (const auto& e : first_use_)
+    if (!e.second.tested) ops.push_back(e.first);
+  return ops;
+}
+
 std::vector<std::string> Device::parked_pipelines() const {
   std::lock_guard<std::mutex> lock(shared_mutex_);
   std::vector<std::string> keys;

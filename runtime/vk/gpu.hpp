@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -158,6 +159,16 @@ class Device {
   void release_parked_pipelines() noexcept;
   std::vector<std::string> parked_pipelines() const;
   void set_selftest(SelftestReport report) { selftest_ = std::move(report); }
+  // The self-test's ops left to their first record (runtime/vk/selftest.cpp: the forms that sessions record only on
+  // request, attention maps and the context shift, are tested then instead of at load). defer_selftest: the ops and
+  // the test that open_tested_device leaves. test_before_first_use(op): nothing for an op not left to its first use
+  // (tested at load, or no self-test); for one left, its first call runs the test (once per device; concurrent callers
+  // wait for it) and a failure is thrown then and at every later call (Error unsupported, naming the op and the
+  // variant), before anything is recorded. selftest_untested(): the ops left that no call has tested yet.
+  using FirstUseTest = std::function<void(Device& device, const std::string& op)>;
+  void defer_selftest(const std::vector<std::string>& ops, FirstUseTest test);
+  void test_before_first_use(const std::string& op);
+  std::vector<std::string> selftest_untested() const;
 
  private:
   Device() = default;
@@ -212,6 +223,13 @@ class Device {
   DeviceCaps caps_;
   Tuning tuning_;
   SelftestReport selftest_;
+  struct FirstUse {
+    bool tested = false;
+    std::string error;  // the first-use test's failure ("" = passed or not tested yet)
+  };
+  mutable std::mutex first_use_mutex_;  // held while a first-use test runs
+  std::map<std::string, FirstUse> first_use_;
+  FirstUseTest first_use_test_;
   bool fp16_ = false;
   bool subgroup_ = false;
   std::unique_ptr<class Buffer> zero_;

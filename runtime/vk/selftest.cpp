@@ -5,9 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 
 #include "diffvk/atomic_write.hpp"
@@ -167,18 +169,99 @@ json read_verdicts(const std::string& path, const DeviceCaps& caps) {
   }
 }
 
-void write_verdict(const std::string& path, const DeviceCaps& caps, const std::string& config, const json& verdict) {
+// Replaces the configuration's verdict (`verdict`), or changes the one kept (`change`, given the configuration's entry;
+// nothing where the file no longer has it).
+void write_verdict(const std::string& path, const DeviceCaps& caps, const std::string& config, const json& verdict,
+                   const std::function<void(json&)>& change = {}) {
   if (path.empty()) return;
   try {
     json j = read_verdicts(path, caps);
-    if (j.empty()) j = json{{"format", kVerdictFormat}, {"key", device_key(caps)}, {"configs", json::object()}};
-    j["configs"][config] = verdict;
+    if (change) {
+      if (!j.contains("configs") || !j["configs"].contains(config)) return;
+      change(j["configs"][config]);
+    } else {
+      if (j.empty()) j = json{{"format", kVerdictFormat}, {"key", device_key(caps)}, {"configs", json::object()}};
+      j["configs"][config] = verdict;
+    }
     const std::string text = j.dump(1) + "\n";
     platform::make_dirs(path.substr(0, path.rfind('/')));
     platform::write_file_atomic(path, text.data(), text.size());
   } catch (const std::exception& e) {  // a verdict not kept only costs a retest next time
     platform::log(LogLevel::warn, "self-test verdict not written to " + path + ": " + e.what());
   }
+}
+
+// The ops that sessions record only on request: the attention maps (Session::attention_maps) and the context shift
+// (Session::shift). With auto, Context::create leaves them to their first record (SelftestReport::deferred): on
+// lavapipe their compiles were 0.16 s of the 134M model's cold load, which most sessions never record.
+const std::vector<std::string>& on_request_ops() {
+  static const std::vector<std::string> ops{"attn_probs", "kv_shift"};
+  return ops;
+}
+
+std::vector<std::string> strings_of(const json& entry, const char* key) {
+  if (!entry.contains(key)) return {};
+  return entry.at(key).get<std::vector<std::string>>();
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// What the test of an op left to its first record needs, copied: the device keeps it past Context::create.
+struct FirstUseSetup {
+  SelftestRunner runner;
+  SelftestRequest request;
+  DeviceCaps caps;
+  std::string path, config, fallback;
+};
+struct FirstUseResult {
+  std::vector<SelftestRow> rows;
+  std::string error;  // "" = every row passed
+};
+
+// Tests one deferred op on the device as it is (its fallback included: none can be taken now, the sessions'
+// programs are recorded) and keeps the rows in the verdict; a failure marks the op to be tested at the next create's
+// load, where the fallback chain can take over.
+FirstUseResult test_deferred_op(const FirstUseSetup& f, Device& d, const std::string& op) {
+  SelftestRequest r = f.request;
+  r.ops = {op};
+  r.deferred.clear();
+  const auto t0 = std::chrono::steady_clock::now();
+  FirstUseResult out;
+  d.park_pipelines(true);  // the session's kernels adopt the compiled pipelines
+  try {
+    out.rows = f.runner(d, r);
+  } catch (...) {
+    d.park_pipelines(false);
+    throw;
+  }
+  d.park_pipelines(false);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (SelftestRow& row : out.rows) {
+    row.tuning = f.fallback;
+    if (!row.pass && out.error.empty())
+      out.error = "self-test at first use: op '" + row.op + "' variant '" + row.variant + "' failed (" + row.failure +
+                  "), so this context refuses what records it; the next Context::create on this device tests it at "
+                  "load, where its fallback can take over (docs/decisions/024-selftest-at-load.md; "
+                  "ContextOptions::selftest = off skips the test)";
+  }
+  write_verdict(f.path, f.caps, f.config, json(), [&](json& e) {
+    for (const SelftestRow& row : out.rows) e["rows"].push_back(row_json(row));
+    std::vector<std::string> left = strings_of(e, "deferred");
+    left.erase(std::remove(left.begin(), left.end(), op), left.end());
+    e["deferred"] = left;
+    if (!out.error.empty()) {
+      std::vector<std::string> at_load = strings_of(e, "test_at_load");
+      if (!contains(at_load, op)) at_load.push_back(op);
+      e["test_at_load"] = at_load;
+      e["retest"] = true;
+    }
+  });
+  platform::log(out.error.empty() ? LogLevel::info : LogLevel::warn,
+                "self-test at first use of '" + op + "': " + std::to_string(out.rows.size()) + " op variants in " +
+                    std::to_string(seconds) + " s" + (out.error.empty() ? ", every one passed" : ": " + out.error));
+  return out;
 }
 
 std::string failure_message(const SelftestRow& r, const std::string& why_no_fallback) {
@@ -328,16 +411,57 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
   report.config = config_of(*d, options);
   report.verdict_path = selftest_verdict_path(caps0);
 
+  // The ops left to their first record (SelftestReport::deferred), and the verdict's ops that failed there, which
+  // are tested at load again. `leave_to_first_use`: the device tests report.deferred at their first record;
+  // run_selftest (keep_failure) tests them now.
+  std::vector<std::string> test_at_load;
+  FirstUseSetup setup;
+  setup.runner = runner;
+  setup.request.ops = options.selftest_ops;
+  setup.request.weights = options.selftest_weights;
+  setup.request.model = options.selftest_model;
+  setup.request.fail_variant = options.selftest_fail_variant;
+  setup.request.fault = options.selftest_fault;
+  setup.caps = caps0;
+  setup.path = report.verdict_path;
+  setup.config = report.config;
+  auto leave_to_first_use = [&](Device& dev) {
+    setup.fallback = report.fallback;
+    if (report.deferred.empty()) return;
+    if (!keep_failure) {
+      dev.defer_selftest(report.deferred, [setup](Device& on, const std::string& op) {
+        const FirstUseResult r = test_deferred_op(setup, on, op);
+        if (!r.error.empty()) throw Error(Status::unsupported, r.error);
+      });
+      return;
+    }
+    for (const std::string& op : report.deferred) {
+      FirstUseResult r = test_deferred_op(setup, dev, op);
+      report.rows.insert(report.rows.end(), r.rows.begin(), r.rows.end());
+      if (report.error.empty()) report.error = r.error;
+    }
+    report.deferred.clear();
+  };
+
   if (mode == SelftestMode::automatic) {
     const json all = read_verdicts(report.verdict_path, caps0);
     const json* v = nullptr;
     if (all.contains("configs") && all["configs"].contains(report.config)) v = &all["configs"][report.config];
+    if (v && v->is_object() && v->value("retest", false)) {  // an op failed at its first record: test at load now
+      try {
+        test_at_load = strings_of(*v, "test_at_load");
+      } catch (const nlohmann::json::exception&) {}
+      platform::log(LogLevel::info, "self-test verdict in " + report.verdict_path +
+                                        ": an op failed at its first use; testing again at load");
+      v = nullptr;
+    }
     if (v) {
       try {
         report.from_cache = true;
         report.fallback = v->at("fallback").get<std::string>();
         report.tested_seconds = v->at("seconds").get<double>();
         for (const json& r : v->at("rows")) report.rows.push_back(row_of(r));
+        report.deferred = strings_of(*v, "deferred");
         report.note = "verdict read from " + report.verdict_path;
         const std::string error = v->value("error", std::string());
         if (!error.empty()) return fail(error + " [verdict read from " + report.verdict_path + "]");
@@ -350,6 +474,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
           d = Device::create(with_fallback(options, report.fallback));
           report.device = device_name(*d);
         }
+        leave_to_first_use(*d);
         return d;
       } catch (const nlohmann::json::exception& e) {
         platform::log(LogLevel::warn,
@@ -359,16 +484,19 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
         report.device = device_name(*d);
         report.config = config_of(*d, options);
         report.verdict_path = selftest_verdict_path(caps0);
+        test_at_load.clear();
       }
     }
   }
 
-  SelftestRequest request;
-  request.ops = options.selftest_ops;
-  request.weights = options.selftest_weights;
-  request.model = options.selftest_model;
-  request.fail_variant = options.selftest_fail_variant;
-  request.fault = options.selftest_fault;
+  SelftestRequest request = setup.request;
+  // auto at Context::create: the ops sessions record only on request wait for their first record, unless they failed
+  // there before.
+  if (mode == SelftestMode::automatic && !keep_failure)
+    for (const std::string& op : on_request_ops())
+      if ((request.ops.empty() || contains(request.ops, op)) && !contains(test_at_load, op))
+        request.deferred.push_back(op);
+  report.deferred = request.deferred;
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto save = [&](const std::string& error) {
@@ -376,7 +504,12 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     json rows = json::array();
     for (const SelftestRow& r : report.rows) rows.push_back(row_json(r));
     write_verdict(report.verdict_path, caps0, report.config,
-                  json{{"fallback", report.fallback}, {"seconds", report.seconds}, {"rows", rows}, {"error", error}});
+                  json{{"fallback", report.fallback},
+                       {"seconds", report.seconds},
+                       {"rows", rows},
+                       {"error", error},
+                       {"deferred", report.deferred},
+                       {"test_at_load", test_at_load}});
   };
   report.ran = true;
   for (int pass = 0;; ++pass) {
@@ -422,6 +555,7 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     report.device = device_name(*d);
   }
   save("");
+  leave_to_first_use(*d);
   platform::log(LogLevel::info, "self-test: " + std::to_string(report.rows.size()) + " op variants in " +
                                     std::to_string(report.seconds) + " s" +
                                     (report.fallback.empty() ? std::string(", every one passed")

@@ -276,6 +276,130 @@ TEST_CASE("selftest: a planted pipeline creation failure is caught, falls back, 
   planted_fault_falls_back(env, SelftestFault::pipeline_failure);
 }
 
+namespace {
+std::vector<std::string> ops_of(const std::vector<SelftestRow>& rows) {
+  std::vector<std::string> ops;
+  for (const SelftestRow& r : rows) ops.push_back(r.op);
+  return ops;
+}
+bool has_op(const std::vector<SelftestRow>& rows, const std::string& op) {
+  const std::vector<std::string> ops = ops_of(rows);
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+// The ops a verdict file's configuration still leaves to their first record.
+std::vector<std::string> deferred_in(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  REQUIRE(j["configs"].size() == 1);
+  return j["configs"].begin().value()["deferred"].get<std::vector<std::string>>();
+}
+}  // namespace
+
+// auto leaves the forms sessions record only on request (attention maps, the context shift) to their first record:
+// tested there once, their pipelines adopted by the session's kernels, their rows kept in the verdict for the next
+// create. A failure there refuses the call (naming the op and the variant, the session left usable), and the next
+// create tests the op at load, where the fallback takes over.
+TEST_CASE("selftest: auto tests the attention maps and the context shift at their first record") {
+  SelftestEnv env;
+  ContextOptions o = selftest_options(SelftestMode::automatic, bench::selftest_ops_for_model(kTiny));
+  o.selftest_weights = bench::selftest_weights_for_load(kTiny, QuantKind::f16, false);
+  o.selftest_model = bench::selftest_model_for_model(kTiny);
+  const auto toks = test::load_tokens(kTiny + "/tokens.npy");
+  const std::vector<int32_t> prompt(toks.begin(), toks.begin() + 6);
+  const std::vector<std::string> both{"attn_probs", "kv_shift"};
+  std::string key, step;
+  {
+    auto ctx = Context::create(o);
+    const SelftestReport& r = ctx->selftest();
+    CHECK(r.ran);
+    CHECK(r.deferred == both);
+    CHECK_FALSE(has_op(r.rows, "attn_probs"));
+    CHECK_FALSE(has_op(r.rows, "kv_shift"));
+    CHECK(has_op(r.rows, "diff_attn"));
+    CHECK(deferred_in(r.verdict_path) == both);
+    CHECK(env.passes->load() == 1);
+    auto model = Model::load(*ctx, kTiny);
+    auto s = Session::create(*model, SessionOptions{0, 64});
+    s->prefill(prompt);
+    CHECK(env.passes->load() == 1);  // a prefill records neither
+    const AttentionMaps maps = s->attention_maps(prompt, 1);
+    CHECK(maps.tokens == prompt.size());
+    CHECK(env.passes->load() == 2);
+    CHECK(deferred_in(r.verdict_path) == std::vector<std::string>{"kv_shift"});
+    (void)s->attention_maps(prompt, 0);  // tested once
+    CHECK(env.passes->load() == 2);
+    s->prefill(prompt);
+    s->shift(1, 2);
+    CHECK(env.passes->load() == 3);
+    CHECK(deferred_in(r.verdict_path).empty());
+    CHECK(ctx->device().selftest_untested().empty());
+    // The session's kernels took the pipelines the first-use tests compiled.
+    for (const Pipeline* p : ctx->device().pipelines())
+      if (p->name().rfind("attn_probs", 0) == 0 || p->name().rfind("kv_shift", 0) == 0)
+        CHECK_MESSAGE(p->compile_seconds() == 0, p->name() << " compiled again");
+    if (ctx->tuning().subgroup_for("attn_probs"))
+      key = "subgroup", step = "subgroup_off=attn_probs";
+    else if (ctx->tuning().fp16)
+      key = "fp16", step = "fp16=off";
+  }
+  {  // the next create reads every row, the first-use ones included
+    auto ctx = Context::create(o);
+    const SelftestReport& r = ctx->selftest();
+    CHECK(r.from_cache);
+    CHECK(r.deferred.empty());
+    CHECK(has_op(r.rows, "attn_probs"));
+    CHECK(has_op(r.rows, "kv_shift"));
+    CHECK(env.passes->load() == 3);
+  }
+  if (key.empty()) {
+    test::skip("the test device runs neither subgroup operations nor fp16 in attn_probs: no fallback to take");
+    return;
+  }
+  o.selftest_fail_variant = "attn_probs:" + key;
+  {
+    auto ctx = Context::create(o);
+    CHECK(ctx->selftest().deferred == both);
+    CHECK(ctx->selftest().fallback.empty());
+    CHECK(env.passes->load() == 4);
+    auto model = Model::load(*ctx, kTiny);
+    auto s = Session::create(*model, SessionOptions{0, 64});
+    s->prefill(prompt);
+    const std::vector<float> before = s->decode(toks[6]);
+    for (int i = 0; i < 2; ++i) {  // tested once; refused each time
+      try {
+        (void)s->attention_maps(prompt, 1);
+        FAIL("a failing attn_probs was not refused");
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::unsupported);
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("self-test at first use: op 'attn_probs' variant '") != std::string::npos);
+        CHECK(what.find("FAILED") != std::string::npos);
+      }
+      CHECK(env.passes->load() == 5);
+    }
+    CHECK(s->position() == prompt.size() + 1);  // refused before anything was recorded
+    CHECK(s->decode(toks[7]).size() == before.size());
+  }
+  {  // the next create tests attn_probs at load and falls back
+    auto ctx = Context::create(o);
+    const SelftestReport& r = ctx->selftest();
+    MESSAGE(r.table());
+    CHECK(r.ran);
+    CHECK(r.fallback == step);
+    CHECK(r.deferred == std::vector<std::string>{"kv_shift"});
+    CHECK(env.passes->load() == 7);  // the test, then the retest under the fallback
+    auto model = Model::load(*ctx, kTiny);
+    auto s = Session::create(*model, SessionOptions{0, 64});
+    CHECK(s->attention_maps(prompt, 1).tokens == prompt.size());
+    CHECK(env.passes->load() == 7);
+  }
+  auto ctx = Context::create(o);  // and reads that verdict next time
+  CHECK(ctx->selftest().from_cache);
+  CHECK(ctx->selftest().fallback == step);
+  CHECK(env.passes->load() == 7);
+}
+
 TEST_CASE("selftest: the fault hook's bad values are errors naming the field") {
   CHECK(parse_selftest_fault("stale") == SelftestFault::stale);
   CHECK_THROWS_WITH_AS(parse_selftest_fault("melted"),
