@@ -338,7 +338,9 @@ DIFFVK_API diffvk_status diffvk_session_prefill_reusing(diffvk_session* session,
  * keep + discard - 1 and moves the later ones down, their cached keys re-rotated by -discard on the device
  * (nothing is recomputed); the position drops by discard. The moved rows are approximate (they attended to the
  * dropped tokens), so diffvk_session_prefill_reusing keeps no more than keep of them afterwards.
- * discard == 0 or keep + discard > position: DIFFVK_INVALID_ARGUMENT, nothing changes. */
+ * discard == 0 or keep + discard > position: DIFFVK_INVALID_ARGUMENT, nothing changes. The self-test (auto) tests
+ * the shift kernel at its first use on a context: where it fails, DIFFVK_UNSUPPORTED naming the op and the variant,
+ * nothing changes (the next context created on the device tests it at load and takes its fallback). */
 DIFFVK_API diffvk_status diffvk_session_shift(diffvk_session* session, uint32_t keep, uint32_t discard);
 /* Every token given to the session since reset: its tokens plus those shifts dropped, in order (since 1.1);
  * the buffer rules of diffvk_session_tokens. */

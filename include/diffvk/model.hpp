@@ -265,7 +265,8 @@ class Session {
   // R(−d)·R(p) = R(p − d)), without recomputing anything. Afterwards position() is discard lower and
   // tokens() lacks the dropped ones. The moved rows are not what a fresh prefill of tokens() would give
   // (they attended to the dropped tokens): that is the approximation every context shift makes.
-  // invalid_argument (nothing changed) unless 0 < discard and keep + discard <= position().
+  // invalid_argument (nothing changed) unless 0 < discard and keep + discard <= position(); unsupported (nothing
+  // changed) where the self-test of the shift kernel at its first record fails (SelftestReport::deferred).
   void shift(uint32_t keep, uint32_t discard);
   // The shift policy's step: when `rows` more tokens do not fit, shift(min(keep, position()), max(half of
   // what follows, what the rows need)) and return true; false (nothing done) when they fit. invalid_argument
@@ -309,7 +310,9 @@ class Session {
   // context) and returns A1 and A2 of layer `layer` for head `head` (−1: every head), computed on the
   // device (shaders/attn_probs.comp, recorded after that layer's RoPE). Afterwards the session holds the
   // prompt (position = tokens.size()). Bad arguments (invalid_argument, context_overflow) leave the
-  // session as it was; a failure while running resets it (position 0).
+  // session as it was; a failure while running resets it (position 0). The self-test tests the map kernel at its
+  // first record (SelftestReport::deferred): where it fails, unsupported (naming the op and the variant), the
+  // session as it was.
   AttentionMaps attention_maps(const std::vector<int32_t>& tokens, uint32_t layer, int32_t head = -1);
   struct Impl;
 

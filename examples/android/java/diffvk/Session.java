@@ -112,6 +112,8 @@ public final class Session implements AutoCloseable {
    * Context shift (docs/context-overflow.md): drops the tokens at positions keep .. keep + discard - 1 and
    * moves the later ones down, their cached keys re-rotated on the device; nothing is recomputed. The moved
    * rows are approximate (they attended to the dropped tokens): prefillReusing keeps at most keep of them.
+   * Where the self-test of the shift kernel at its first use fails, a DiffvkException (unsupported) naming the op
+   * and the variant, and nothing changes.
    */
   public synchronized void shift(int keep, int discard) {
     nativeShift(handle, keep, discard);
