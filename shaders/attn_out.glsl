@@ -7,11 +7,22 @@
 //   DIFF V2 (DVK_V2 with pairs): per pair of slots (query heads 2j, 2j+1 of one query), λ = sigmoid(z),
 //     z = q[i*q_stride + Hq*D + j]:          o[i*o_stride + j*D + col] = O_2j/l_2j − λ·O_2j+1/l_2j+1  (o at 3)
 //   otherwise (the bench's single-softmax baselines): O/l, o[i*o_stride + h*DV + col]                 (o at 3)
+// OVEC = 1 (CPU drivers, where the host finds o's rows, heads and chunks 16-byte aligned: DiffAttnKernel::
+// vector_store): each whole chunk is stored as 16-byte vectors, OV (8 halves) or OVF (4 floats), instead of element by
+// element. On llvmpipe every per-lane store is a loop LLVM compiles: 8-16 of them per row slot were about 0.15 s of
+// the prefill kernel's compile. The constant folds the other form away (a runtime flag kept both: slower to compile).
+layout(constant_id = 8) const uint OVEC = 0;
 #if NSM == 2
 layout(std430, binding = 3) readonly buffer Wbuf { STYPE subln[]; };
+layout(std430, binding = 3) readonly buffer WV { uvec4 sublnv[]; };  // OVEC: 16-byte loads of the norm's weights
+layout(std430, binding = 3) readonly buffer WVF { vec4 sublnvf[]; };
 layout(std430, binding = 4) writeonly buffer Obuf { STYPE o[]; };
+layout(std430, binding = 4) writeonly buffer OV { uvec4 ov[]; };
+layout(std430, binding = 4) writeonly buffer OVF { vec4 ovf[]; };
 #else
 layout(std430, binding = 3) writeonly buffer Obuf { STYPE o[]; };
+layout(std430, binding = 3) writeonly buffer OV { uvec4 ov[]; };
+layout(std430, binding = 3) writeonly buffer OVF { vec4 ovf[]; };
 #endif
 #if DVK_V2 && DVK_V2_PAIRS
 #include "diff_v2_lambda.glsl"
@@ -21,6 +32,16 @@ layout(std430, binding = 3) writeonly buffer Obuf { STYPE o[]; };
 void store_chunk(uint base, uint i, vec4 v[VPC]) {
   const uint vi = lane() + i * L;
   const bool in_row = FULL_V || vi < NVT;  // V_WHOLE: the lane's whole chunk (attn_core.glsl)
+  if (OVEC != 0 && V_WHOLE && (DVK_FP16 == 0 || CW == 8)) {  // base and chunk 16-byte aligned (host: vector_store)
+    if (!in_row) return;
+#if DVK_FP16  // CW = 8: one vector of 8 halves
+    ov[(base + vi * CW) / 8] = uvec4(packHalf2x16(v[0].xy), packHalf2x16(v[0].zw), packHalf2x16(v[VPC - 1].xy),
+                                     packHalf2x16(v[VPC - 1].zw));
+#else
+    [[unroll]] for (uint c = 0; c < VPC; ++c) ovf[(base + vi * CW) / 4 + c] = v[c];
+#endif
+    return;
+  }
   [[unroll]] for (uint c = 0; c < VPC; ++c)
     [[unroll]] for (uint e = 0; e < 4; ++e) {
       const uint x = vi * CW + c * 4 + e;
@@ -47,6 +68,16 @@ void write_out() {
   [[unroll]] for (uint i = 0; i < NVV; ++i) {
     const uint vi = lane() + i * L;
     const bool in_row = FULL_V || vi < NVT;  // V_WHOLE: the lane's whole chunk (attn_core.glsl)
+    if (OVEC != 0 && V_WHOLE && (DVK_FP16 == 0 || CW == 8)) {  // as store_chunk's vectors
+#if DVK_FP16
+      const uvec4 u = in_row ? sublnv[vi] : uvec4(0);
+      w[i * VPC] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+      w[i * VPC + VPC - 1] = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+#else
+      [[unroll]] for (uint c = 0; c < VPC; ++c) w[i * VPC + c] = in_row ? sublnvf[vi * VPC + c] : vec4(0.0);
+#endif
+      continue;
+    }
     [[unroll]] for (uint c = 0; c < VPC; ++c)
       [[unroll]] for (uint e = 0; e < 4; ++e) {
         const uint x = vi * CW + c * 4 + e;

@@ -91,18 +91,24 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   const uint32_t push = sizeof(AttnCorePush);
   // Compiled on first record (LazyPipeline): a prefill-only user (a layer, `logits`, a prefill case) never
   // compiles the split-K ones.
-  auto lazy = [&](const char* shader, uint32_t bindings, const AttnTiles& t) {
+  auto lazy = [&](const char* shader, uint32_t bindings, const AttnTiles& t, bool ovec = false) {
+    std::vector<uint32_t> constants = spec(t, D, kv);
+    if (ovec) constants.push_back(1);  // OVEC (shaders/attn_out.glsl): the epilogue's 16-byte vector stores
     return std::make_unique<LazyPipeline>(device,
                                           PipelineDesc{shader}
                                               .with_bindings(bindings)
                                               .with_push(push)
-                                              .with_spec(spec(t, D, kv))
+                                              .with_spec(std::move(constants))
                                               .with_subgroup(o.subgroup)
                                               .with_fp16(fp16_)
                                               .with_subgroup_size(t.subgroup),
                                           false);
   };
   prefill_ = lazy(sh.prefill, 6, prefill_tiles_);
+  // CPU drivers: the prefill kernel's epilogue in 16-byte vector stores where o's rows, heads and chunks are aligned
+  // (vector_store), a pipeline of its own (the constant folds the element form away: kept beside it, LLVM compiled
+  // both, slower than the element form alone). GPUs keep the element stores: their ISA is unchanged.
+  if (caps.kind == DeviceKind::cpu && prefill_tiles_.chunk != 0) prefill_vec_ = lazy(sh.prefill, 6, prefill_tiles_, true);
   decode1_ = lazy(sh.split, 9, decode1_tiles_);
   if (decodeN_tiles_.br != decode1_tiles_.br) decodeN_ = lazy(sh.split, 9, decodeN_tiles_);
   // The cooperative-matrix prefill: the tuning's policy (attn_uses_coopmat), not for the variant without subgroup
@@ -275,7 +281,7 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
   const AttnCorePush p = push(c, c.capacity, c.capacity);
   const BufferRange zero = device_.zero_range();
   const bool o3 = softmax_ != AttnSoftmax::differential;  // o at binding 3 (no subln)
-  program.dispatch(*prefill_,
+  program.dispatch(vector_store(o, subln, c) ? *prefill_vec_ : *prefill_,
                    {{q, Access::read},
                     {k, Access::read},
                     {v, Access::read},
@@ -283,6 +289,17 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
                     o3 ? Arg{zero, Access::read} : Arg{o, Access::write},
                     {dyn(c), Access::read}},
                    &p, sizeof p, {attn_row_blocks(c.S, n_rep_, t), c.Hkv, 1}, shaders(softmax_, c.half).prefill_label);
+}
+
+// The prefill epilogue's 16-byte vector stores (prefill_vec_, OVEC): whole chunks of 16 bytes (fp16: 8 halves; fp32:
+// 4 or 8 floats), and every row (o_stride), head (its V width) and the range itself 16-byte aligned; the norm's
+// weights (subln: the differential kernel's) are then read as vectors, so aligned too.
+bool DiffAttnKernel::vector_store(BufferRange o, BufferRange subln, const AttnCall& c) const {
+  if (softmax_ == AttnSoftmax::differential && subln.offset % 16) return false;
+  if (!prefill_vec_) return false;
+  const uint64_t es = storage_bytes(fp16_), dv = d_wide() ? D_ : 2ull * D_, cw = prefill_tiles_.chunk == 8 ? 8 : 4;
+  return dv % cw == 0 && (cw * es) % 16 == 0 && (dv * es) % 16 == 0 && (c.o_stride * es) % 16 == 0 &&
+         o.offset % 16 == 0;
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {
