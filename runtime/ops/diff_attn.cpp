@@ -108,7 +108,8 @@ DiffAttnKernel::DiffAttnKernel(Device& device, KernelOptions o, uint32_t D, uint
   // CPU drivers: the prefill kernel's epilogue in 16-byte vector stores where o's rows, heads and chunks are aligned
   // (vector_store), a pipeline of its own (the constant folds the element form away: kept beside it, LLVM compiled
   // both, slower than the element form alone). GPUs keep the element stores: their ISA is unchanged.
-  if (caps.kind == DeviceKind::cpu && prefill_tiles_.chunk != 0) prefill_vec_ = lazy(sh.prefill, 6, prefill_tiles_, true);
+  if (caps.kind == DeviceKind::cpu && prefill_tiles_.chunk != 0)
+    prefill_vec_ = lazy(sh.prefill, 6, prefill_tiles_, true);
   decode1_ = lazy(sh.split, 9, decode1_tiles_);
   if (decodeN_tiles_.br != decode1_tiles_.br) decodeN_ = lazy(sh.split, 9, decodeN_tiles_);
   // The cooperative-matrix prefill: the tuning's policy (attn_uses_coopmat), not for the variant without subgroup

@@ -152,8 +152,9 @@ class DiffAttnKernel {
   uint32_t D_, n_rep_, max_decode_rows_;
   AttnTiles prefill_tiles_, decode1_tiles_, decodeN_tiles_;
   std::unique_ptr<LazyPipeline> prefill_, decode1_, decodeN_;
-  std::unique_ptr<LazyPipeline> prefill_vec_;                  // CPU drivers: the epilogue's vector stores (OVEC)
-  bool vector_store(BufferRange o, BufferRange subln, const AttnCall& call) const;  // the dispatch may take prefill_vec_
+  std::unique_ptr<LazyPipeline> prefill_vec_;  // CPU drivers: the epilogue's vector stores (OVEC)
+  bool vector_store(BufferRange o, BufferRange subln,
+                    const AttnCall& call) const;  // the dispatch may take prefill_vec_
   AttnCoopTiles coop_tiles_;
   uint32_t coop_max_keys_ = 0;
   std::unique_ptr<LazyPipeline> coop_;  // null: no cooperative-matrix prefill
