@@ -60,7 +60,8 @@ Runner register_selftest(CLI::App& app) {
   add_weights_flag(cmd, f->load);  // with --model or --shape: the weight formats of that load (default f16)
   add_kv_flag(cmd, f->kv);         // with --model or --shape: its sessions' KV cache format
   cmd->add_flag("--cached", f->read,
-                "print the kept verdict when there is one (--selftest auto) instead of testing again (always)");
+                "print the kept verdict when there is one (--selftest auto) instead of testing again (always); ops the "
+                "verdict left to their first use (attention maps, context shift) are tested now");
   cmd->add_option(
       "--json", f->json_path,
       "also write the table to FILE, with each case's first use of pipelines and their compile seconds "
