@@ -317,6 +317,7 @@ TEST_CASE("selftest: auto tests the attention maps and the context shift at thei
     CHECK_FALSE(has_op(r.rows, "kv_shift"));
     CHECK(has_op(r.rows, "diff_attn"));
     CHECK(deferred_in(r.verdict_path) == both);
+    CHECK(ctx->device().selftest_untested() == both);
     CHECK(env.passes->load() == 1);
     auto model = Model::load(*ctx, kTiny);
     auto s = Session::create(*model, SessionOptions{0, 64});
