@@ -12,6 +12,8 @@
 // element. On llvmpipe every per-lane store is a loop LLVM compiles: 8-16 of them per row slot were about 0.15 s of
 // the prefill kernel's compile. The constant folds the other form away (a runtime flag kept both: slower to compile).
 layout(constant_id = 8) const uint OVEC = 0;
+// The vector form where it applies: whole chunks of 16 bytes (fp16: CW = 8 halves; fp32: 4 or 8 floats).
+#define OUT_VECTORS (OVEC != 0 && V_WHOLE && (DVK_FP16 == 0 || CW == 8))
 #if NSM == 2
 layout(std430, binding = 3) readonly buffer Wbuf { STYPE subln[]; };
 layout(std430, binding = 3) readonly buffer WV { uvec4 sublnv[]; };  // OVEC: 16-byte loads of the norm's weights
@@ -32,7 +34,7 @@ layout(std430, binding = 3) writeonly buffer OVF { vec4 ovf[]; };
 void store_chunk(uint base, uint i, vec4 v[VPC]) {
   const uint vi = lane() + i * L;
   const bool in_row = FULL_V || vi < NVT;  // V_WHOLE: the lane's whole chunk (attn_core.glsl)
-  if (OVEC != 0 && V_WHOLE && (DVK_FP16 == 0 || CW == 8)) {  // base and chunk 16-byte aligned (host: vector_store)
+  if (OUT_VECTORS) {  // base and chunk 16-byte aligned (host: vector_store)
     if (!in_row) return;
 #if DVK_FP16  // CW = 8: one vector of 8 halves
     ov[(base + vi * CW) / 8] = uvec4(packHalf2x16(v[0].xy), packHalf2x16(v[0].zw), packHalf2x16(v[VPC - 1].xy),
@@ -68,7 +70,7 @@ void write_out() {
   [[unroll]] for (uint i = 0; i < NVV; ++i) {
     const uint vi = lane() + i * L;
     const bool in_row = FULL_V || vi < NVT;  // V_WHOLE: the lane's whole chunk (attn_core.glsl)
-    if (OVEC != 0 && V_WHOLE && (DVK_FP16 == 0 || CW == 8)) {  // as store_chunk's vectors
+    if (OUT_VECTORS) {  // as store_chunk's vectors
 #if DVK_FP16
       const uvec4 u = in_row ? sublnv[vi] : uvec4(0);
       w[i * VPC] = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));

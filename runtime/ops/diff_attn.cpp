@@ -296,11 +296,10 @@ void DiffAttnKernel::record_prefill(Program& program, BufferRange q, BufferRange
 // 4 or 8 floats), and every row (o_stride), head (its V width) and the range itself 16-byte aligned; the norm's
 // weights (subln: the differential kernel's) are then read as vectors, so aligned too.
 bool DiffAttnKernel::vector_store(BufferRange o, BufferRange subln, const AttnCall& c) const {
-  if (softmax_ == AttnSoftmax::differential && subln.offset % 16) return false;
-  if (!prefill_vec_) return false;
+  if (!prefill_vec_ || (softmax_ == AttnSoftmax::differential && subln.offset % 16)) return false;
   const uint64_t es = storage_bytes(fp16_), dv = d_wide() ? D_ : 2ull * D_, cw = prefill_tiles_.chunk == 8 ? 8 : 4;
-  return dv % cw == 0 && (cw * es) % 16 == 0 && (dv * es) % 16 == 0 && (c.o_stride * es) % 16 == 0 &&
-         o.offset % 16 == 0;
+  // Whole 16-byte chunks (then every head, dv wide, starts aligned too), aligned rows and range.
+  return dv % cw == 0 && (cw * es) % 16 == 0 && (c.o_stride * es) % 16 == 0 && o.offset % 16 == 0;
 }
 
 uint32_t DiffAttnKernel::prefill_splits(const AttnCall& c, uint32_t* split_len) const {

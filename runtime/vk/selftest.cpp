@@ -447,10 +447,14 @@ std::unique_ptr<Device> open_tested_device(const ContextOptions& options, Selfte
     const json all = read_verdicts(report.verdict_path, caps0);
     const json* v = nullptr;
     if (all.contains("configs") && all["configs"].contains(report.config)) v = &all["configs"][report.config];
-    if (v && v->is_object() && v->value("retest", false)) {  // an op failed at its first record: test at load now
-      try {
-        test_at_load = strings_of(*v, "test_at_load");
-      } catch (const nlohmann::json::exception&) {}
+    bool retest = false;  // an op failed at its first record (or the marks are unreadable): test at load now
+    try {
+      retest = v && v->is_object() && v->value("retest", false);
+      if (retest) test_at_load = strings_of(*v, "test_at_load");
+    } catch (const nlohmann::json::exception&) {
+      retest = true;
+    }
+    if (retest) {
       platform::log(LogLevel::info, "self-test verdict in " + report.verdict_path +
                                         ": an op failed at its first use; testing again at load");
       v = nullptr;
