@@ -114,6 +114,11 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   static MappedFile open(const std::string& path) { return MappedFile(path); }
+  // A descriptor's range, as read_fd_span takes it (`size` bytes at `offset`, or size -1 to the end of a regular
+  // file), with read_fd_span's checks and errors: mapped where the descriptor is a regular file and mmap accepts it
+  // (the mapping starts at the page below `offset`; the descriptor may be closed afterwards), otherwise read with
+  // read_fd_span. An Android asset's range (AAsset_openFileDescriptor64) maps without a copy on the heap.
+  static MappedFile map_fd_range(int fd, int64_t offset, int64_t size, const std::string& name);
 
   bool is_open() const noexcept;
   const uint8_t* data() const noexcept;  // non-null when is_open(), even for empty files

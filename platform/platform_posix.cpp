@@ -423,10 +423,11 @@ struct MappedFile::Impl {
   std::string path;
   const uint8_t* data = nullptr;
   size_t size = 0;
-  void* map = nullptr;          // mmap base when mapped
+  void* map = nullptr;          // mmap base when mapped (a range: the page at or below its offset)
+  size_t map_size = 0;          // bytes mapped from `map`
   std::vector<uint8_t> buffer;  // fallback storage
   ~Impl() {
-    if (map) ::munmap(map, size);
+    if (map) ::munmap(map, map_size);
   }
 };
 
@@ -451,6 +452,7 @@ MappedFile::MappedFile(const std::string& path) {
       void* p = ::mmap(nullptr, impl->size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
       if (p != MAP_FAILED) {
         impl->map = p;
+        impl->map_size = impl->size;
         impl->data = static_cast<const uint8_t*>(p);
       }
     }
@@ -463,6 +465,51 @@ MappedFile::MappedFile(const std::string& path) {
     impl->data = impl->buffer.empty() ? kEmpty : impl->buffer.data();
   }
   impl_ = std::move(impl);
+}
+
+MappedFile MappedFile::map_fd_range(int fd, int64_t offset, int64_t size, const std::string& name) {
+  // read_fd_span's checks and messages; a regular file's range is checked against its size before it is mapped.
+  if (fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(fd));
+  if (offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(offset));
+  if (size < -1)
+    throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
+  MappedFile out;
+  auto impl = std::make_unique<Impl>();
+  impl->path = name;
+  struct stat st;
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular) {
+    const uint64_t file = uint64_t(st.st_size);
+    if (uint64_t(offset) > file)
+      throw Error(Status::io_error, name + ": offset " + std::to_string(offset) + " is past the end of the file (" +
+                                        std::to_string(file) + " bytes)");
+    const uint64_t length = size < 0 ? file - uint64_t(offset) : uint64_t(size);
+    if (length > file - uint64_t(offset))  // mapping past the end would fault on access (SIGBUS)
+      throw Error(Status::io_error, "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " +
+                                        std::to_string(offset) + " requested, the file ends after " +
+                                        std::to_string(file - uint64_t(offset)));
+    const long ps = ::sysconf(_SC_PAGESIZE);
+    const uint64_t page = ps > 0 ? uint64_t(ps) : 4096;
+    const uint64_t start = uint64_t(offset) / page * page, delta = uint64_t(offset) - start;
+    if (length > 0 && length + delta <= uint64_t(std::numeric_limits<size_t>::max()) &&
+        start <= uint64_t(std::numeric_limits<off_t>::max())) {
+      void* p = ::mmap(nullptr, size_t(length + delta), PROT_READ, MAP_PRIVATE, fd, off_t(start));
+      if (p != MAP_FAILED) {
+        impl->map = p;
+        impl->map_size = size_t(length + delta);
+        impl->data = static_cast<const uint8_t*>(p) + delta;
+        impl->size = size_t(length);
+      }
+    }
+  }
+  if (!impl->data) {  // not a regular file, an empty range, or mmap refused it: read it
+    static const uint8_t kEmpty[1] = {0};
+    impl->buffer = read_fd_span(fd, offset, size, std::numeric_limits<uint64_t>::max(), name);
+    impl->size = impl->buffer.size();
+    impl->data = impl->buffer.empty() ? kEmpty : impl->buffer.data();
+  }
+  out.impl_ = std::move(impl);
+  return out;
 }
 
 bool MappedFile::is_open() const noexcept { return impl_ != nullptr; }

@@ -237,9 +237,10 @@ DIFFVK_API diffvk_status diffvk_model_load(diffvk_context* context, const char* 
  * and config_size 0 (since 1.1). */
 DIFFVK_API diffvk_status diffvk_model_load_memory(diffvk_context* context, const char* config_json, size_t config_size,
                                                   const void* safetensors, size_t safetensors_size, diffvk_model** out);
-/* The same two files as byte ranges of open file descriptors, read with pread (the descriptors' offsets do
- * not move; they are not closed). Android: AAsset_openFileDescriptor64() of an uncompressed asset gives
- * (fd, offset, length). size -1 = from offset to the end of the file. A .gguf file: its range as the
+/* The same two files as byte ranges of open file descriptors (the descriptors' offsets do not move; they are not
+ * closed): config.json read with pread, the weights memory-mapped where the descriptor is a regular file (no copy
+ * of them on the heap), else read with pread. Android: AAsset_openFileDescriptor64() of an uncompressed asset
+ * gives (fd, offset, length). size -1 = from offset to the end of the file. A .gguf file: its range as the
  * safetensors range, with config_fd -1 (since 1.1). */
 DIFFVK_API diffvk_status diffvk_model_load_fd(diffvk_context* context, int config_fd, int64_t config_offset,
                                               int64_t config_size, int safetensors_fd, int64_t safetensors_offset,

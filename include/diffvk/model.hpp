@@ -132,8 +132,9 @@ class Model {
   static std::unique_ptr<Model> load_memory(Context& context, const void* config_json, size_t config_size,
                                             const void* safetensors, size_t safetensors_size,
                                             const std::string& name = "memory");
-  // The same two files as byte ranges of open descriptors (pread; the offsets do not move, nothing is
-  // closed). size < 0 = from offset to the end of the file (Android: AAsset_openFileDescriptor64). A .gguf
+  // The same two files as byte ranges of open descriptors (the offsets do not move, nothing is closed):
+  // config.json read with pread, the weights' range memory-mapped where the descriptor is a regular file (read
+  // otherwise). size < 0 = from offset to the end of the file (Android: AAsset_openFileDescriptor64). A .gguf
   // file: its range as `safetensors`, and config_json.fd = -1.
   struct FdRange {
     int fd = -1;

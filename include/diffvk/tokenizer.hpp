@@ -25,8 +25,9 @@ class Tokenizer {
   // is where tokenizer_config.json / config.json are looked for.
   static Tokenizer load_file(const std::string& path, const std::string& config_dir = "");
   // The tokenizer of a .gguf file given as bytes (read during the call only: the buffer may be freed after
-  // it) or as a range of an open descriptor (read with pread: the descriptor's offset does not move and it is
-  // not closed; size -1 = from offset to the end of the file): the tokenizer of what Model::load_memory /
+  // it) or as a range of an open descriptor (memory-mapped during the call where it is a regular file, else read
+  // with pread: the descriptor's offset does not move and it is not closed; size -1 = from offset to the end of
+  // the file): the tokenizer of what Model::load_memory /
   // Model::load_fd load from the same bytes (an Android asset). format_error when the bytes are not a .gguf or
   // the file has no tokenizer; the descriptor's errors as Model::load_fd's.
   static Tokenizer load_gguf_memory(const void* data, size_t size, const std::string& name = "gguf (memory)");

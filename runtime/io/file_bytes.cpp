@@ -19,6 +19,17 @@ FileBytes FileBytes::map(const std::string& path) {
   return b;
 }
 
+FileBytes FileBytes::map_fd(int fd, int64_t offset, int64_t size, std::string name) {
+  auto mapped = std::make_shared<platform::MappedFile>(platform::MappedFile::map_fd_range(fd, offset, size, name));
+  FileBytes b;
+  b.name = std::move(name);
+  b.bytes = mapped->size() ? mapped->data() : kEmpty;
+  b.size = mapped->size();
+  b.mapped = mapped.get();
+  b.owner = std::move(mapped);
+  return b;
+}
+
 FileBytes FileBytes::own(std::vector<uint8_t> data, std::string display_name) {
   auto buf = std::make_shared<std::vector<uint8_t>>(std::move(data));
   FileBytes b;

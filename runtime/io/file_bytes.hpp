@@ -16,6 +16,8 @@ struct FileBytes {
   uint64_t size = 0;
 
   static FileBytes map(const std::string& path);                                   // platform::MappedFile
+  // A descriptor's range (platform::MappedFile::map_fd_range: mapped where it can be, else read), named `name`.
+  static FileBytes map_fd(int fd, int64_t offset, int64_t size, std::string name);
   static FileBytes own(std::vector<uint8_t> data, std::string display_name);       // tests, fuzzing, descriptors
   static FileBytes view(const void* data, size_t size, std::string display_name);  // caller-owned memory
 };

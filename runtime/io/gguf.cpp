@@ -352,6 +352,8 @@ std::vector<int64_t> GgufTensorInfo::shape() const {
 
 GgufFile GgufFile::open(const std::string& path) { return GgufFile(FileBytes::map(path)); }
 
+GgufFile GgufFile::from_file(FileBytes bytes) { return GgufFile(std::move(bytes)); }
+
 GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, std::string display_name) {
   return GgufFile(FileBytes::own(std::move(bytes), std::move(display_name)));
 }

@@ -110,6 +110,9 @@ class GgufFile {
   GgufFile() = default;
   // Memory-maps the file (platform::MappedFile). io_error / format_error.
   static GgufFile open(const std::string& path);
+  // Parses bytes already opened (FileBytes::map_fd: a descriptor's range, mapped where it can be, which the
+  // caller checked for the container's magic first).
+  static GgufFile from_file(FileBytes bytes);
   // Parses an owned buffer (tests, fuzzing); display_name is used in messages.
   static GgufFile from_bytes(std::vector<uint8_t> bytes, std::string display_name);
   // Parses caller-owned memory that outlives the GgufFile (Model::load_memory).

@@ -192,6 +192,8 @@ uint64_t TensorInfo::numel() const {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) { return SafetensorsFile(FileBytes::map(path)); }
 
+SafetensorsFile SafetensorsFile::from_file(FileBytes bytes) { return SafetensorsFile(std::move(bytes)); }
+
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<uint8_t> bytes, std::string display_name) {
   return SafetensorsFile(FileBytes::own(std::move(bytes), std::move(display_name)));
 }

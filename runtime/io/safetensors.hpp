@@ -47,6 +47,9 @@ class SafetensorsFile {
 
   // Memory-maps the file (platform::MappedFile). io_error / format_error.
   static SafetensorsFile open(const std::string& path);
+  // Parses bytes already opened (FileBytes::map_fd: a descriptor's range, mapped where it can be, which the
+  // caller checked for the container's magic first).
+  static SafetensorsFile from_file(FileBytes bytes);
   // Parses an in-memory file; display_name is used in error messages.
   static SafetensorsFile from_bytes(std::vector<uint8_t> bytes, std::string display_name);
   // Parses memory owned by the caller, without copying; it must outlive the returned object.

@@ -22,6 +22,12 @@ constexpr uint64_t kMaxConfigBytes = 1 << 20;
 std::vector<uint8_t> read_range(const Model::FdRange& r, uint64_t max_bytes, const std::string& name) {
   return platform::read_fd_span(r.fd, r.offset, r.size, max_bytes, name);
 }
+// The weights' range: memory-mapped where the descriptor is a regular file (an app's file or uncompressed asset), so
+// a model's bytes are not copied onto the heap (a 2.4 GB Q4_0 Phi-4-mini-flash .gguf was read whole before the
+// upload); read otherwise.
+FileBytes map_range(const Model::FdRange& r, const std::string& name) {
+  return FileBytes::map_fd(r.fd, r.offset, r.size, name);
+}
 }  // namespace
 
 std::unique_ptr<Model> Model::load(Context& ctx, const std::string& dir) { return load(ctx, dir, LoadOptions{}); }
@@ -102,13 +108,13 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
                     wname = "model.safetensors (fd " + std::to_string(safetensors.fd) + ")";
   if (config_json.fd < 0) {  // only a .gguf carries its own configuration
     const std::string gname = "gguf (fd " + std::to_string(safetensors.fd) + ")";
-    std::vector<uint8_t> bytes = read_range(safetensors, std::numeric_limits<uint64_t>::max(), gname);
-    if (!GgufFile::has_magic(bytes.data(), bytes.size()))
+    FileBytes bytes = map_range(safetensors, gname);
+    if (!GgufFile::has_magic(bytes.bytes, bytes.size))
       throw Error(Status::invalid_argument,
                   gname +
                       ": no config.json descriptor (-1), and the weights are not a .gguf (only a "
                       ".gguf carries its own configuration)");
-    Checkpoint ck = open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::from_bytes(std::move(bytes), gname)));
+    Checkpoint ck = open_gguf_checkpoint(std::make_unique<GgufFile>(GgufFile::from_file(std::move(bytes))));
     return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
   }
   const auto cfg_bytes = read_range(config_json, kMaxConfigBytes, cname);
@@ -116,17 +122,17 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
   const bool phi4flash = is_phi4flash_config(cfg_text);
   ModelConfig cfg;
   if (!phi4flash) cfg = parse_native_config_bytes(cfg_bytes.data(), cfg_bytes.size(), cname);
-  std::vector<uint8_t> weights = read_range(safetensors, std::numeric_limits<uint64_t>::max(), wname);
-  if (GgufFile::has_magic(weights.data(), weights.size()))
+  FileBytes weights = map_range(safetensors, wname);
+  if (GgufFile::has_magic(weights.bytes, weights.size))
     throw Error(Status::invalid_argument,
                 wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
   if (phi4flash) {
     Checkpoint ck = phi4flash_as_checkpoint(open_phi4flash_checkpoint(
-        std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname)),
+        std::make_unique<SafetensorsFile>(SafetensorsFile::from_file(std::move(weights))),
         parse_phi4flash_config(cfg_text, cname)));
     return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
   }
-  auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_bytes(std::move(weights), wname));
+  auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_file(std::move(weights)));
   Checkpoint ck = open_native_checkpoint(std::move(st), std::move(cfg));
   return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
 }

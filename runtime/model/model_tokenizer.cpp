@@ -40,9 +40,10 @@ Tokenizer Tokenizer::load_gguf_memory(const void* data, size_t size, const std::
 
 Tokenizer Tokenizer::load_gguf_fd(int fd, int64_t offset, int64_t size) {
   const std::string name = "gguf (fd " + std::to_string(fd) + ")";
-  std::vector<uint8_t> bytes = platform::read_fd_span(fd, offset, size, std::numeric_limits<uint64_t>::max(), name);
-  need_gguf_magic(bytes.data(), bytes.size(), name);
-  return Tokenizer(from_gguf(GgufFile::from_bytes(std::move(bytes), name), name));
+  // Mapped, not read: the tokenizer's keys are a few MB at the head of a file that may hold gigabytes of weights.
+  FileBytes bytes = FileBytes::map_fd(fd, offset, size, name);
+  need_gguf_magic(bytes.bytes, bytes.size, name);
+  return Tokenizer(from_gguf(GgufFile::from_file(std::move(bytes)), name));
 }
 
 Tokenizer Tokenizer::load(const std::string& dir) {

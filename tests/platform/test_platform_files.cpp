@@ -1,7 +1,8 @@
 // diffvk — tests of the platform file layer (platform/): read_file, write_file_atomic (failures leave no
-// partial file and no temporaries), logging, cache_dir, MappedFile.
+// partial file and no temporaries), logging, cache_dir, MappedFile (a path, a descriptor's range).
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -208,4 +209,54 @@ TEST_CASE("io: MappedFile") {
     CHECK(!s.is_mapped());
     CHECK(s.size() > 0);
   }
+}
+
+TEST_CASE("io: MappedFile::map_fd_range maps a descriptor's range and checks it as read_fd_span does") {
+  namespace pf = diffvk::platform;
+  TempDir dir;
+  std::vector<uint8_t> data(3 * 4096 + 123);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 7 ^ (i >> 9));
+  put_file(dir.file("r.bin"), data);
+  const int fd = ::open(dir.file("r.bin").c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  // An offset inside a page (an asset's range in an APK rarely starts on one), a range to the end (-1), the whole
+  // file, an empty range at the end.
+  struct Case {
+    int64_t offset, size;
+    size_t want;
+  };
+  for (const Case c : {Case{4097, 5000, 5000}, Case{100, -1, data.size() - 100}, Case{0, -1, data.size()},
+                       Case{int64_t(data.size()), -1, 0}}) {
+    CAPTURE(c.offset);
+    CAPTURE(c.size);
+    pf::MappedFile m = pf::MappedFile::map_fd_range(fd, c.offset, c.size, "r.bin");
+    REQUIRE(m.size() == c.want);
+    CHECK(m.is_mapped() == (c.want > 0));
+    CHECK(m.data() != nullptr);
+    if (c.want) {
+      CHECK(std::memcmp(m.data(), data.data() + c.offset, c.want) == 0);
+      m.release(0, c.want);  // pages dropped, the contents read again from the file
+      CHECK(std::memcmp(m.data(), data.data() + c.offset, c.want) == 0);
+    }
+  }
+  {  // the mapping outlives the descriptor
+    const int fd2 = ::dup(fd);
+    pf::MappedFile m = pf::MappedFile::map_fd_range(fd2, 10, 20, "r.bin");
+    ::close(fd2);
+    CHECK(std::memcmp(m.data(), data.data() + 10, 20) == 0);
+  }
+  // A range past the end would fault on access once mapped: refused before, with read_fd_span's message.
+  CHECK_ERROR(pf::MappedFile::map_fd_range(fd, 100, int64_t(data.size()), "r.bin"), Status::io_error,
+              "the file ends after");
+  CHECK_ERROR(pf::MappedFile::map_fd_range(fd, int64_t(data.size()) + 1, -1, "r.bin"), Status::io_error,
+              "past the end");
+  CHECK_ERROR(pf::MappedFile::map_fd_range(fd, -1, 10, "r.bin"), Status::invalid_argument, "negative offset");
+  CHECK_ERROR(pf::MappedFile::map_fd_range(fd, 0, -2, "r.bin"), Status::invalid_argument, "size -2");
+  CHECK_ERROR(pf::MappedFile::map_fd_range(-1, 0, 10, "r.bin"), Status::invalid_argument, "invalid file descriptor");
+  ::close(fd);
+  int p[2];
+  REQUIRE(::pipe(p) == 0);  // not a regular file: size -1 refused as read_fd_span refuses it
+  CHECK_ERROR(pf::MappedFile::map_fd_range(p[0], 0, -1, "pipe"), Status::invalid_argument, "regular file");
+  ::close(p[0]);
+  ::close(p[1]);
 }
