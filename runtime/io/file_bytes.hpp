@@ -15,7 +15,7 @@ struct FileBytes {
   const uint8_t* bytes = nullptr;     // never null: an empty file points at a static byte
   uint64_t size = 0;
 
-  static FileBytes map(const std::string& path);                                   // platform::MappedFile
+  static FileBytes map(const std::string& path);  // platform::MappedFile
   // A descriptor's range (platform::MappedFile::map_fd_range: mapped where it can be, else read), named `name`.
   static FileBytes map_fd(int fd, int64_t offset, int64_t size, std::string name);
   static FileBytes own(std::vector<uint8_t> data, std::string display_name);       // tests, fuzzing, descriptors

@@ -127,9 +127,9 @@ std::unique_ptr<Model> Model::load_fd(Context& ctx, FdRange config_json, FdRange
     throw Error(Status::invalid_argument,
                 wname + ": the weights are a .gguf, which carries its own configuration: pass config fd -1");
   if (phi4flash) {
-    Checkpoint ck = phi4flash_as_checkpoint(open_phi4flash_checkpoint(
-        std::make_unique<SafetensorsFile>(SafetensorsFile::from_file(std::move(weights))),
-        parse_phi4flash_config(cfg_text, cname)));
+    Checkpoint ck = phi4flash_as_checkpoint(
+        open_phi4flash_checkpoint(std::make_unique<SafetensorsFile>(SafetensorsFile::from_file(std::move(weights))),
+                                  parse_phi4flash_config(cfg_text, cname)));
     return load_checkpoint(ctx, ck, options, "fd " + std::to_string(safetensors.fd), t0);
   }
   auto st = std::make_unique<SafetensorsFile>(SafetensorsFile::from_file(std::move(weights)));
