@@ -220,7 +220,7 @@ std::unique_ptr<Device> Device::create(const ContextOptions& options, DeviceMode
     if (has_ext) {
       VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
       q.pNext = &exec;
-      vkGetPhysicalDeviceFeatures2(d->physical_, &q);
+      physical_device_features2(d->instance_->handle(), d->physical_, &q);
       exec.pNext = nullptr;
     }
     if (has_ext && exec.pipelineExecutableInfo) {

@@ -191,6 +191,27 @@ Instance::Instance(int validation, std::function<void(MessageSeverity, const std
   }
 }
 
+namespace {
+template <class F>
+F instance_fn(VkInstance instance, const char* core, const char* khr) {
+  auto f = reinterpret_cast<F>(vkGetInstanceProcAddr(instance, core));
+  if (!f) f = reinterpret_cast<F>(vkGetInstanceProcAddr(instance, khr));
+  if (!f)
+    throw Error(Status::unsupported,
+                std::string("the Vulkan instance has no ") + core + " (Vulkan 1.1) nor " + khr + "; diffvk needs Vulkan 1.1");
+  return f;
+}
+}  // namespace
+
+void physical_device_features2(VkInstance instance, VkPhysicalDevice pd, VkPhysicalDeviceFeatures2* f) {
+  instance_fn<PFN_vkGetPhysicalDeviceFeatures2>(instance, "vkGetPhysicalDeviceFeatures2",
+                                                "vkGetPhysicalDeviceFeatures2KHR")(pd, f);
+}
+void physical_device_properties2(VkInstance instance, VkPhysicalDevice pd, VkPhysicalDeviceProperties2* p) {
+  instance_fn<PFN_vkGetPhysicalDeviceProperties2>(instance, "vkGetPhysicalDeviceProperties2",
+                                                  "vkGetPhysicalDeviceProperties2KHR")(pd, p);
+}
+
 Instance::~Instance() {
   if (messenger_) {
     auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(

@@ -43,6 +43,13 @@ std::vector<std::string> known_loader_messages();
 // unset; runtime/vk/tuning.hpp's read_device_environment), else the build default.
 bool validation_requested(int option, const std::string& env);
 
+// vkGetPhysicalDeviceFeatures2 / Properties2 through vkGetInstanceProcAddr: the library imports only Vulkan 1.0
+// entry points (.ci/check-vulkan-imports), so that it loads where the system's libvulkan.so exports no 1.1 symbol
+// (Android before API 28) and refuses the device with an error there (Instance: the loader's version) instead of
+// failing to load. Throws unsupported where the instance has neither the core nor the KHR entry point.
+void physical_device_features2(VkInstance instance, VkPhysicalDevice pd, VkPhysicalDeviceFeatures2* f);
+void physical_device_properties2(VkInstance instance, VkPhysicalDevice pd, VkPhysicalDeviceProperties2* p);
+
 // Probes one physical device (pure query, no logical device).
 DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index, uint32_t instance_api);
 

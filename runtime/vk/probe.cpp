@@ -140,7 +140,7 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
     tail = &arm.pNext;
   }
 #endif
-  vkGetPhysicalDeviceProperties2(pd, &p2);
+  physical_device_properties2(instance, pd, &p2);
 
   c.name = props.deviceName;
   switch (props.deviceType) {
@@ -203,7 +203,7 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
     vmm.pNext = s16.pNext;
     s16.pNext = &vmm;
   }
-  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  physical_device_features2(instance, pd, &f2);
   c.integer_dot_product = has_idot && idotf.shaderIntegerDotProduct;
   c.int8_dot_accelerated = c.integer_dot_product && idotp.integerDotProduct4x8BitPackedSignedAccelerated &&
                            idotp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
@@ -244,7 +244,7 @@ DeviceCaps probe_device(VkInstance instance, VkPhysicalDevice pd, uint32_t index
     VkPhysicalDeviceProperties2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     q.pNext = &m3;
-    vkGetPhysicalDeviceProperties2(pd, &q);
+    physical_device_properties2(instance, pd, &q);
     c.max_memory_allocation_size = m3.maxMemoryAllocationSize;
   }
   if (has_sm)
