@@ -197,8 +197,8 @@ F instance_fn(VkInstance instance, const char* core, const char* khr) {
   auto f = reinterpret_cast<F>(vkGetInstanceProcAddr(instance, core));
   if (!f) f = reinterpret_cast<F>(vkGetInstanceProcAddr(instance, khr));
   if (!f)
-    throw Error(Status::unsupported,
-                std::string("the Vulkan instance has no ") + core + " (Vulkan 1.1) nor " + khr + "; diffvk needs Vulkan 1.1");
+    throw Error(Status::unsupported, std::string("the Vulkan instance has no ") + core + " (Vulkan 1.1) nor " + khr +
+                                         "; diffvk needs Vulkan 1.1");
   return f;
 }
 }  // namespace
