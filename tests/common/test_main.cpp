@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   // Validation (with synchronization validation) for everything this process and its children run.
   setenv("DIFFVK_VALIDATION", "1", 1);
   setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+  // The cache directory base in the build tree (tests/CMakeLists.txt), for this process and the CLIs it starts: the
+  // pipeline caches and self-test verdicts the tests write never land in, or replace, the user's own. Tests of the
+  // default's rules set and restore the variable themselves.
+  setenv("XDG_CACHE_HOME", DIFFVK_TEST_CACHE_HOME, 1);
   // No self-test at load in the CLI runs the tests start (its runner is registered there): each configuration would
   // test every op first. tests/bench/test_selftest.cpp sets the mode it tests.
   setenv("DIFFVK_SELFTEST", "off", 0);
