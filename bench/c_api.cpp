@@ -14,17 +14,19 @@
 namespace {
 constexpr size_t kMinSize = offsetof(diffvk_bench_options, preset);  // struct_size itself
 // The layouts of diffvk_bench_options (diffvk.h VERSIONING): 1.0 up to log_user, 1.1 up to shape, 1.2 up to draft_k.
-using diffvk::capi::layout_size;
-constexpr size_t kBenchLayouts[] = {
-    layout_size(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                      // 1.0
-    layout_size(offsetof(diffvk_bench_options, shape) + sizeof(const char*), alignof(diffvk_bench_options)),  // 1.1
-    layout_size(offsetof(diffvk_bench_options, draft_k) + sizeof(uint32_t), alignof(diffvk_bench_options))};  // 1.2
-static_assert(kBenchLayouts[2] == sizeof(diffvk_bench_options),
+using diffvk::capi::Layout;
+using diffvk::capi::layout;
+constexpr Layout kBenchLayouts[] = {
+    layout(offsetof(diffvk_bench_options, variant), alignof(diffvk_bench_options)),                      // 1.0
+    layout(offsetof(diffvk_bench_options, shape) + sizeof(const char*), alignof(diffvk_bench_options)),  // 1.1
+    layout(offsetof(diffvk_bench_options, draft_k) + sizeof(uint32_t), alignof(diffvk_bench_options))};  // 1.2
+static_assert(kBenchLayouts[2].size == sizeof(diffvk_bench_options),
               "diffvk_bench_options grew: add its layout to kBenchLayouts");
-static_assert(sizeof(void*) != 8 || kBenchLayouts[0] == 72,
+static_assert(sizeof(void*) != 8 || kBenchLayouts[0].size == 72,
               "the 1.0 layout of 64-bit targets (abi/libdiffvk_bench.abi)");
 
-// `opts` as this library's struct: the caller's prefix (struct_size bytes), defaults for the rest.
+// `opts` as this library's struct: the caller's whole fields (up to the end of the last layout that struct_size
+// covers, not that layout's tail padding; runtime/capi/c_api.cpp read_options), defaults for the rest.
 diffvk_bench_options normalized(const diffvk_bench_options* opts) {
   diffvk_bench_options o;
   diffvk_bench_default_options(&o);
@@ -39,7 +41,10 @@ diffvk_bench_options normalized(const diffvk_bench_options* opts) {
     throw diffvk::Error(diffvk::Status::invalid_argument,
                         "opts->struct_size " + std::to_string(size) + " is larger than this library's " +
                             std::to_string(sizeof(diffvk_bench_options)) + " (a newer header?)");
-  std::memcpy(&o, opts, size);
+  size_t copy = size;
+  for (const Layout& l : kBenchLayouts)
+    if (l.end <= size) copy = l.end;
+  std::memcpy(static_cast<void*>(&o), opts, copy);
   o.struct_size = sizeof(diffvk_bench_options);
   return o;
 }
@@ -55,7 +60,7 @@ void diffvk_bench_default_options_sized(diffvk_bench_options* out, size_t size) 
 }
 // The 1.0 ABI (parenthesized: diffvk_bench.h makes the name a function-like macro): the 1.0 struct only.
 void(diffvk_bench_default_options)(diffvk_bench_options* out) {
-  diffvk_bench_default_options_sized(out, kBenchLayouts[0]);
+  diffvk_bench_default_options_sized(out, kBenchLayouts[0].size);
 }
 
 diffvk_status diffvk_bench_run(diffvk_context* context, const diffvk_bench_options* opts, char** json_out) {

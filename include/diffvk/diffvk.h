@@ -19,7 +19,8 @@
  * VERSIONING (v1). The ABI of libdiffvk.so.1 only grows: new functions, new status values, new fields at
  * the END of the option structs. Every options struct starts with `struct_size`; fill it with the
  * matching *_default_options() function, then change the fields you need. The library reads only the
- * fields that fit in struct_size, so a program built against an older header keeps working. Passing
+ * fields that fit in struct_size (never the tail padding of an older layout, where a later version may have put
+ * a field), so a program built against an older header keeps working. Passing
  * NULL options means all defaults. .ci/abi-check compares each build with abi/libdiffvk.abi.
  *
  * The *_default_options(options) of this header are function-like macros (since 1.1, at the end of this

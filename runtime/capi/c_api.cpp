@@ -155,55 +155,40 @@ diffvk_status get_value(const char* fn, const T* p, Kind k, const char* what, Ou
   });
 }
 
-// Reads a caller's options struct: the fields its struct_size covers, defaults for the rest (all of this
-// library's: `defaults` is a diffvk_X_default_options_sized, called with sizeof(T)).
-template <class T>
-T read_options(const T* o, void (*defaults)(T*, size_t), const char* what) {
-  T v;
-  defaults(&v, sizeof v);
-  if (!o) return v;
-  if (o->struct_size < sizeof(size_t) || o->struct_size > sizeof(T))
-    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(o->struct_size) +
-                                      "; this library (" + DIFFVK_VERSION_STRING_ + ") knows up to " +
-                                      std::to_string(sizeof(T)) + " bytes: fill the struct with diffvk_" + what +
-                                      "_default_options() first");
-  std::memcpy(&v, o, o->struct_size);
-  v.struct_size = sizeof(T);
-  return v;
-}
 
 // The layouts of each options struct (diffvk.h VERSIONING): its size at each version, ascending, the last
 // sizeof(T). *_default_options_sized writes the largest that fits the caller's struct; the exported
 // *_default_options (the 1.0 ABI) the first. A field added at the end needs its layout here: the static_asserts
 // fail until the last entry ends at the new last field.
-using diffvk::capi::layout_size;
-constexpr size_t kContextLayouts[] = {
-    layout_size(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
+using diffvk::capi::Layout;
+using diffvk::capi::layout;
+constexpr Layout kContextLayouts[] = {
+    layout(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
                 alignof(diffvk_context_options)),  // 1.0
-    layout_size(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
+    layout(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
                 alignof(diffvk_context_options)),                                                            // 1.1
-    layout_size(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options)),  // 1.2
-    layout_size(offsetof(diffvk_context_options, selftest_model) + sizeof(const char*),
+    layout(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options)),  // 1.2
+    layout(offsetof(diffvk_context_options, selftest_model) + sizeof(const char*),
                 alignof(diffvk_context_options))};  // 1.3
-constexpr size_t kSessionLayouts[] = {
-    layout_size(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
-    layout_size(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
+constexpr Layout kSessionLayouts[] = {
+    layout(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
+    layout(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
                 alignof(diffvk_session_options))};  // 1.1
-constexpr size_t kModelLayouts[] = {
-    layout_size(offsetof(diffvk_model_options, q4_0_head), alignof(diffvk_model_options)),  // {struct_size, weights}
-    layout_size(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t),
+constexpr Layout kModelLayouts[] = {
+    layout(offsetof(diffvk_model_options, q4_0_head), alignof(diffvk_model_options)),  // {struct_size, weights}
+    layout(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t),
                 alignof(diffvk_model_options))};  // 1.1
-constexpr size_t kSamplerLayouts[] = {layout_size(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t),
+constexpr Layout kSamplerLayouts[] = {layout(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t),
                                                   alignof(diffvk_sampler_options))};  // 1.1
-constexpr size_t kGenerateLayouts[] = {
-    layout_size(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options)),  // 1.1
-    layout_size(offsetof(diffvk_generate_options, draft_ngram) + sizeof(uint32_t),
+constexpr Layout kGenerateLayouts[] = {
+    layout(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options)),  // 1.1
+    layout(offsetof(diffvk_generate_options, draft_ngram) + sizeof(uint32_t),
                 alignof(diffvk_generate_options)),  // 1.2
-    layout_size(offsetof(diffvk_generate_options, draft_session) + sizeof(diffvk_session*),
+    layout(offsetof(diffvk_generate_options, draft_session) + sizeof(diffvk_session*),
                 alignof(diffvk_generate_options))};  // 1.3
 template <class T, size_t N>
-constexpr bool last_is_sizeof(const size_t (&layouts)[N]) {
-  return layouts[N - 1] == sizeof(T);
+constexpr bool last_is_sizeof(const Layout (&layouts)[N]) {
+  return layouts[N - 1].size == sizeof(T);
 }
 static_assert(last_is_sizeof<diffvk_context_options>(kContextLayouts),
               "diffvk_context_options grew: add its layout to kContextLayouts");
@@ -215,8 +200,34 @@ static_assert(last_is_sizeof<diffvk_sampler_options>(kSamplerLayouts),
               "diffvk_sampler_options grew: add its layout to kSamplerLayouts");
 static_assert(last_is_sizeof<diffvk_generate_options>(kGenerateLayouts),
               "diffvk_generate_options grew: add its layout to kGenerateLayouts");
-static_assert(sizeof(void*) != 8 || (kSessionLayouts[0] == 32 && kModelLayouts[0] == 16 && kContextLayouts[0] == 32),
+static_assert(sizeof(void*) != 8 || (kSessionLayouts[0].size == 32 && kModelLayouts[0].size == 16 && kContextLayouts[0].size == 32),
               "the 1.0 layouts of 64-bit targets (abi/libdiffvk.abi)");
+
+// Reads a caller's options struct: the fields its struct_size covers, defaults for the rest (all of this
+// library's: `defaults` is a diffvk_X_default_options_sized, called with sizeof(T)). Only whole fields: the bytes
+// copied end where the last layout that struct_size covers ends (its `end`, not its padded size), so the tail
+// padding of an older layout, where a later version put a field (diffvk_model_options.q4_0_head in 1.0's), is not
+// read as that field, nor is a field that a hand-set struct_size covers in part. Where a later version's field lies
+// in the older one's padding and both have one size (diffvk_context_options.selftest in 1.1's on 64-bit targets),
+// the later one's fields are read; that version's *_default_options zeroes its padding. A struct_size below the
+// first layout's end: the bytes given.
+template <class T, size_t N>
+T read_options(const T* o, void (*defaults)(T*, size_t), const Layout (&layouts)[N], const char* what) {
+  T v;
+  defaults(&v, sizeof v);
+  if (!o) return v;
+  if (o->struct_size < sizeof(size_t) || o->struct_size > sizeof(T))
+    fail(DIFFVK_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(o->struct_size) +
+                                      "; this library (" + DIFFVK_VERSION_STRING_ + ") knows up to " +
+                                      std::to_string(sizeof(T)) + " bytes: fill the struct with diffvk_" + what +
+                                      "_default_options() first");
+  size_t copy = o->struct_size;
+  for (const Layout& l : layouts)
+    if (l.end <= o->struct_size) copy = l.end;
+  std::memcpy(static_cast<void*>(&v), o, copy);
+  v.struct_size = sizeof(T);
+  return v;
+}
 
 void copy_logits(const std::vector<float>& lg, float* out, size_t cap) {
   if (lg.size() > cap) fail(DIFFVK_INTERNAL, "logits larger than the checked capacity");
@@ -261,9 +272,6 @@ void load_model(diffvk_context* c, diffvk_model** out, Load&& load) {
   track(m, Kind::model);
   *out = m.get();
 }
-// The struct_size of diffvk_model_options before the fields of 1.1: {struct_size, weights} and the padding to
-// the struct's alignment, which is where q4_0_head lies now. A caller with that size gets the 1.1 defaults.
-constexpr size_t kModelOptionsBefore11 = kModelLayouts[0];
 // DIFFVK_QUANT_PATH_* of the field `what` -> LoadOptions::QuantDecode.
 diffvk::LoadOptions::QuantDecode quant_path(uint32_t v, const char* what) {
   using Q = diffvk::LoadOptions::QuantDecode;
@@ -278,12 +286,7 @@ diffvk::LoadOptions::QuantDecode quant_path(uint32_t v, const char* what) {
 diffvk::LoadOptions load_options(const diffvk_model_options* opts, diffvk_model** out) {
   need(out, "out");
   *out = nullptr;
-  diffvk_model_options o = read_options(opts, diffvk_model_default_options_sized, "model");
-  if (opts && opts->struct_size <= kModelOptionsBefore11) {
-    diffvk_model_options d;
-    diffvk_model_default_options(&d);
-    o.q4_0_head = d.q4_0_head;
-  }
+  const diffvk_model_options o = read_options(opts, diffvk_model_default_options_sized, kModelLayouts, "model");
   diffvk::LoadOptions lo;
   if (o.weights > DIFFVK_WEIGHTS_Q4_0)
     fail(DIFFVK_INVALID_ARGUMENT, "model options: unknown weights value " + std::to_string(o.weights) +
@@ -366,7 +369,7 @@ void diffvk_context_default_options_sized(diffvk_context_options* o, size_t size
   diffvk::capi::write_defaults(o, size, d, kContextLayouts);
 }
 void(diffvk_context_default_options)(diffvk_context_options* o) {
-  diffvk_context_default_options_sized(o, kContextLayouts[0]);
+  diffvk_context_default_options_sized(o, kContextLayouts[0].size);
 }
 
 void diffvk_session_default_options_sized(diffvk_session_options* o, size_t size) {
@@ -380,7 +383,7 @@ void diffvk_session_default_options_sized(diffvk_session_options* o, size_t size
   diffvk::capi::write_defaults(o, size, d, kSessionLayouts);
 }
 void(diffvk_session_default_options)(diffvk_session_options* o) {
-  diffvk_session_default_options_sized(o, kSessionLayouts[0]);
+  diffvk_session_default_options_sized(o, kSessionLayouts[0].size);
 }
 
 const char* diffvk_status_string(diffvk_status s) {
@@ -394,7 +397,7 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_context_options o = read_options(opts, diffvk_context_default_options_sized, "context");
+    const diffvk_context_options o = read_options(opts, diffvk_context_default_options_sized, kContextLayouts, "context");
     diffvk::ContextOptions co;
     if (o.device) co.device = o.device;
     const int precision = enum_value(o.precision);
@@ -462,7 +465,7 @@ void diffvk_model_default_options_sized(diffvk_model_options* o, size_t size) {
   d.quant_prefill = DIFFVK_QUANT_PATH_AUTO;
   diffvk::capi::write_defaults(o, size, d, kModelLayouts);
 }
-void(diffvk_model_default_options)(diffvk_model_options* o) { diffvk_model_default_options_sized(o, kModelLayouts[0]); }
+void(diffvk_model_default_options)(diffvk_model_options* o) { diffvk_model_default_options_sized(o, kModelLayouts[0].size); }
 
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
   return diffvk_model_load_with_options(c, dir, nullptr, out);
@@ -605,7 +608,7 @@ diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_s
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_session_options o = read_options(opts, diffvk_session_default_options_sized, "session");
+    const diffvk_session_options o = read_options(opts, diffvk_session_default_options_sized, kSessionLayouts, "session");
     if (o.kv_cache != DIFFVK_KV_F16 && o.kv_cache != DIFFVK_KV_Q8_0)
       fail(DIFFVK_INVALID_ARGUMENT,
            "options->kv_cache is " + std::to_string(o.kv_cache) + "; use DIFFVK_KV_F16 or DIFFVK_KV_Q8_0");
@@ -792,13 +795,13 @@ void diffvk_sampler_default_options_sized(diffvk_sampler_options* o, size_t size
   diffvk::capi::write_defaults(o, size, d, kSamplerLayouts);
 }
 void(diffvk_sampler_default_options)(diffvk_sampler_options* o) {
-  diffvk_sampler_default_options_sized(o, kSamplerLayouts[0]);
+  diffvk_sampler_default_options_sized(o, kSamplerLayouts[0].size);
 }
 diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* opts, diffvk_sampler** out) {
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options_sized, "sampler");
+    const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options_sized, kSamplerLayouts, "sampler");
     diffvk::SamplingOptions so;
     copy_sampling_fields(so, o);
     auto p = std::make_shared<diffvk_sampler>(diffvk_sampler{diffvk::Sampler(so)});  // validate_sampling
@@ -853,7 +856,7 @@ void diffvk_generate_default_options_sized(diffvk_generate_options* o, size_t si
   diffvk::capi::write_defaults(o, size, d, kGenerateLayouts);
 }
 void(diffvk_generate_default_options)(diffvk_generate_options* o) {
-  diffvk_generate_default_options_sized(o, kGenerateLayouts[0]);
+  diffvk_generate_default_options_sized(o, kGenerateLayouts[0].size);
 }
 diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, const diffvk_tokenizer* t,
                                       const int32_t* prompt, size_t n_prompt, const diffvk_generate_options* opts,
@@ -869,7 +872,7 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     auto k = live(s, Kind::session, "session");
     auto sampler = check(p, Kind::sampler, "sampler");
     const auto tokenizer = diffvk::capi::tokenizer_of(t);
-    const diffvk_generate_options o = read_options(opts, diffvk_generate_default_options_sized, "generate");
+    const diffvk_generate_options o = read_options(opts, diffvk_generate_default_options_sized, kGenerateLayouts, "generate");
     if (n_prompt == 0) fail(DIFFVK_INVALID_ARGUMENT, "n_prompt is 0: the prompt has no tokens");
     need(prompt, "prompt");
     diffvk::GenerateOptions go;

@@ -30,19 +30,26 @@ diffvk_status report_error(const char* fn, diffvk_status status, const std::stri
 // struct's alignment, as the compiler pads it. A layout of before a field was added is
 // layout_size(offsetof(T, first_new_field), alignof(T)) (the new fields are no more aligned than the old).
 constexpr size_t layout_size(size_t end, size_t align) { return (end + align - 1) / align * align; }
+// One version's layout of an options struct: where its last field ends, and its size (end padded to the struct's
+// alignment: what a caller compiled against that version has in struct_size). A later version's field may lie in
+// the padding; reading a caller's struct copies only up to `end`.
+struct Layout {
+  size_t end, size;
+};
+constexpr Layout layout(size_t end, size_t align) { return {end, layout_size(end, align)}; }
 
 // The body of every diffvk_X_default_options_sized (diffvk.h VERSIONING): of `layouts` (the struct's sizes
 // at each version, ascending, the last sizeof(T)) the largest that is <= size; that many bytes of `defaults`
 // (padding included) into *o and struct_size = that size. Never a byte past it. o NULL or size below
 // layouts[0]: nothing.
 template <class T, size_t N>
-void write_defaults(T* o, size_t size, const T& defaults, const size_t (&layouts)[N]) {
+void write_defaults(T* o, size_t size, const T& defaults, const Layout (&layouts)[N]) {
   static_assert(std::is_trivially_copyable_v<T> && std::is_same_v<decltype(T::struct_size), size_t> &&
                 offsetof(T, struct_size) == 0);
   if (!o) return;
   size_t k = 0;
-  for (const size_t l : layouts)
-    if (l <= size) k = l;
+  for (const Layout& l : layouts)
+    if (l.size <= size) k = l.size;
   if (k == 0) return;
   // Byte copies: *o may be an older, shorter struct than T.
   std::memcpy(static_cast<void*>(o), &defaults, k);

@@ -320,11 +320,16 @@ static int test_default_options(const char* dir) {
     EXPECT(o->struct_size == sizeof(generate_options_1_1) && canary_intact_from(sizeof(generate_options_1_1)));
     EXPECT(o->eos_token == -2 && o->overflow == DIFFVK_OVERFLOW_REFUSE);
   }
-  /* a struct_size between the layouts (a caller that set it by hand) is still read up to that size */
+  /* a struct_size between the layouts (a caller that set it by hand) is read up to the last field it covers whole:
+   * kv_cache (refused: 9) when it covers its 4 bytes, not when it covers 2 of them */
   diffvk_session_default_options(&so);
   so.struct_size = sizeof(session_options_1_0) + 4;
   so.kv_cache = 9;
   EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_INVALID_ARGUMENT && s == NULL);
+  so.struct_size = sizeof(session_options_1_0) + 2;
+  EXPECT(diffvk_session_create_with_options(model, &so, &s) == DIFFVK_OK && s != NULL);
+  if (s) EXPECT(diffvk_session_destroy(s) == DIFFVK_OK);
+  s = NULL;
   return close_model(ctx, model);
 }
 
