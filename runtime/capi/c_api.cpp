@@ -155,7 +155,6 @@ diffvk_status get_value(const char* fn, const T* p, Kind k, const char* what, Ou
   });
 }
 
-
 // The layouts of each options struct (diffvk.h VERSIONING): its size at each version, ascending, the last
 // sizeof(T). *_default_options_sized writes the largest that fits the caller's struct; the exported
 // *_default_options (the 1.0 ABI) the first. A field added at the end needs its layout here: the static_asserts
@@ -164,28 +163,26 @@ using diffvk::capi::Layout;
 using diffvk::capi::layout;
 constexpr Layout kContextLayouts[] = {
     layout(offsetof(diffvk_context_options, pipeline_cache_path) + sizeof(const char*),
-                alignof(diffvk_context_options)),  // 1.0
+           alignof(diffvk_context_options)),  // 1.0
     layout(offsetof(diffvk_context_options, pipeline_cache) + sizeof(int),
-                alignof(diffvk_context_options)),                                                            // 1.1
+           alignof(diffvk_context_options)),                                                            // 1.1
     layout(offsetof(diffvk_context_options, selftest) + sizeof(int), alignof(diffvk_context_options)),  // 1.2
     layout(offsetof(diffvk_context_options, selftest_model) + sizeof(const char*),
-                alignof(diffvk_context_options))};  // 1.3
+           alignof(diffvk_context_options))};  // 1.3
 constexpr Layout kSessionLayouts[] = {
     layout(offsetof(diffvk_session_options, kv_cache), alignof(diffvk_session_options)),  // 1.0: up to abort_user
-    layout(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t),
-                alignof(diffvk_session_options))};  // 1.1
+    layout(offsetof(diffvk_session_options, kv_cache) + sizeof(uint32_t), alignof(diffvk_session_options))};  // 1.1
 constexpr Layout kModelLayouts[] = {
     layout(offsetof(diffvk_model_options, q4_0_head), alignof(diffvk_model_options)),  // {struct_size, weights}
-    layout(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t),
-                alignof(diffvk_model_options))};  // 1.1
+    layout(offsetof(diffvk_model_options, quant_prefill) + sizeof(uint32_t), alignof(diffvk_model_options))};  // 1.1
 constexpr Layout kSamplerLayouts[] = {layout(offsetof(diffvk_sampler_options, penalty_last_n) + sizeof(uint32_t),
-                                                  alignof(diffvk_sampler_options))};  // 1.1
+                                             alignof(diffvk_sampler_options))};  // 1.1
 constexpr Layout kGenerateLayouts[] = {
     layout(offsetof(diffvk_generate_options, keep) + sizeof(uint32_t), alignof(diffvk_generate_options)),  // 1.1
     layout(offsetof(diffvk_generate_options, draft_ngram) + sizeof(uint32_t),
-                alignof(diffvk_generate_options)),  // 1.2
+           alignof(diffvk_generate_options)),  // 1.2
     layout(offsetof(diffvk_generate_options, draft_session) + sizeof(diffvk_session*),
-                alignof(diffvk_generate_options))};  // 1.3
+           alignof(diffvk_generate_options))};  // 1.3
 template <class T, size_t N>
 constexpr bool last_is_sizeof(const Layout (&layouts)[N]) {
   return layouts[N - 1].size == sizeof(T);
@@ -200,7 +197,8 @@ static_assert(last_is_sizeof<diffvk_sampler_options>(kSamplerLayouts),
               "diffvk_sampler_options grew: add its layout to kSamplerLayouts");
 static_assert(last_is_sizeof<diffvk_generate_options>(kGenerateLayouts),
               "diffvk_generate_options grew: add its layout to kGenerateLayouts");
-static_assert(sizeof(void*) != 8 || (kSessionLayouts[0].size == 32 && kModelLayouts[0].size == 16 && kContextLayouts[0].size == 32),
+static_assert(sizeof(void*) != 8 ||
+                  (kSessionLayouts[0].size == 32 && kModelLayouts[0].size == 16 && kContextLayouts[0].size == 32),
               "the 1.0 layouts of 64-bit targets (abi/libdiffvk.abi)");
 
 // Reads a caller's options struct: the fields its struct_size covers, defaults for the rest (all of this
@@ -397,7 +395,8 @@ diffvk_status diffvk_context_create(const diffvk_context_options* opts, diffvk_c
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_context_options o = read_options(opts, diffvk_context_default_options_sized, kContextLayouts, "context");
+    const diffvk_context_options o =
+        read_options(opts, diffvk_context_default_options_sized, kContextLayouts, "context");
     diffvk::ContextOptions co;
     if (o.device) co.device = o.device;
     const int precision = enum_value(o.precision);
@@ -465,7 +464,9 @@ void diffvk_model_default_options_sized(diffvk_model_options* o, size_t size) {
   d.quant_prefill = DIFFVK_QUANT_PATH_AUTO;
   diffvk::capi::write_defaults(o, size, d, kModelLayouts);
 }
-void(diffvk_model_default_options)(diffvk_model_options* o) { diffvk_model_default_options_sized(o, kModelLayouts[0].size); }
+void(diffvk_model_default_options)(diffvk_model_options* o) {
+  diffvk_model_default_options_sized(o, kModelLayouts[0].size);
+}
 
 diffvk_status diffvk_model_load(diffvk_context* c, const char* dir, diffvk_model** out) {
   return diffvk_model_load_with_options(c, dir, nullptr, out);
@@ -608,7 +609,8 @@ diffvk_status diffvk_session_create_with_options(diffvk_model* m, const diffvk_s
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_session_options o = read_options(opts, diffvk_session_default_options_sized, kSessionLayouts, "session");
+    const diffvk_session_options o =
+        read_options(opts, diffvk_session_default_options_sized, kSessionLayouts, "session");
     if (o.kv_cache != DIFFVK_KV_F16 && o.kv_cache != DIFFVK_KV_Q8_0)
       fail(DIFFVK_INVALID_ARGUMENT,
            "options->kv_cache is " + std::to_string(o.kv_cache) + "; use DIFFVK_KV_F16 or DIFFVK_KV_Q8_0");
@@ -801,7 +803,8 @@ diffvk_status diffvk_sampler_create_with_options(const diffvk_sampler_options* o
   return guarded(__func__, [&] {
     need(out, "out");
     *out = nullptr;
-    const diffvk_sampler_options o = read_options(opts, diffvk_sampler_default_options_sized, kSamplerLayouts, "sampler");
+    const diffvk_sampler_options o =
+        read_options(opts, diffvk_sampler_default_options_sized, kSamplerLayouts, "sampler");
     diffvk::SamplingOptions so;
     copy_sampling_fields(so, o);
     auto p = std::make_shared<diffvk_sampler>(diffvk_sampler{diffvk::Sampler(so)});  // validate_sampling
@@ -872,7 +875,8 @@ diffvk_status diffvk_session_generate(diffvk_session* s, diffvk_sampler* p, cons
     auto k = live(s, Kind::session, "session");
     auto sampler = check(p, Kind::sampler, "sampler");
     const auto tokenizer = diffvk::capi::tokenizer_of(t);
-    const diffvk_generate_options o = read_options(opts, diffvk_generate_default_options_sized, kGenerateLayouts, "generate");
+    const diffvk_generate_options o =
+        read_options(opts, diffvk_generate_default_options_sized, kGenerateLayouts, "generate");
     if (n_prompt == 0) fail(DIFFVK_INVALID_ARGUMENT, "n_prompt is 0: the prompt has no tokens");
     need(prompt, "prompt");
     diffvk::GenerateOptions go;
