@@ -149,8 +149,9 @@ public final class Model implements AutoCloseable {
   }
 
   /**
-   * The two files as byte ranges of open file descriptors, read with pread (the descriptors are neither
-   * moved nor closed); length -1 = to the end of the file. Android assets stored uncompressed
+   * The two files as byte ranges of open file descriptors (the descriptors are neither moved nor closed): the
+   * config read with pread, the weights memory-mapped where the descriptor is a regular file (an asset's range
+   * included: no copy on the Java or native heap), else read; length -1 = to the end of the file. Android assets stored uncompressed
    * (aaptOptions/androidResources noCompress "json", "safetensors"): AssetManager.openFd(name) gives an
    * AssetFileDescriptor; pass getParcelFileDescriptor().getFd(), getStartOffset(), getLength().
    */
