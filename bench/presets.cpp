@@ -68,6 +68,8 @@ void validate_options(const Options& o) {
   if (!o.speculate.empty() && (o.prompt_tokens < 2 || o.decode_tokens < 2))
     bad("speculate needs prompt_tokens and decode_tokens of at least 2");
   if (o.draft_k < 1 || o.draft_k > kMaxDraftTokens) bad("draft_k must be in 1.." + std::to_string(kMaxDraftTokens));
+  if (!o.speculate_prompt.empty() && (o.speculate.empty() || o.model_dir.empty()))
+    bad("speculate_prompt needs speculate and a model directory (its tokenizer encodes the text)");
 }
 
 uint64_t copy_buffer_bytes(const Options& a, const DeviceCaps& caps, uint64_t host_cache_bytes, std::string& rule) {

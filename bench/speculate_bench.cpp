@@ -1,12 +1,39 @@
 #include "bench/speculate_bench.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "bench/report.hpp"
 #include "diffvk/generate.hpp"
 #include "diffvk/tokenizer.hpp"
 
 namespace diffvk::bench {
+
+namespace {
+constexpr size_t kMaxPromptFileBytes = 1 << 20;  // --speculate-prompt: a passage, not a corpus
+
+// The text of a prompt file, at most kMaxPromptFileBytes (read stops one byte past it). A regular file only: opening a
+// FIFO would wait for a writer.
+std::string read_prompt_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(Status::io_error, "bench --speculate-prompt: '" + path + "' is not a regular file" +
+                                      (ec ? " (" + ec.message() + ")" : std::string()));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(Status::io_error, "bench --speculate-prompt: cannot open '" + path + "'");
+  std::string text;
+  text.resize(kMaxPromptFileBytes + 1);
+  f.read(&text[0], std::streamsize(text.size()));
+  if (f.bad()) throw Error(Status::io_error, "bench --speculate-prompt: cannot read '" + path + "'");
+  text.resize(size_t(f.gcount()));
+  if (text.size() > kMaxPromptFileBytes)
+    throw Error(Status::invalid_argument, "bench --speculate-prompt: '" + path + "' is larger than " +
+                                              std::to_string(kMaxPromptFileBytes) + " bytes (a passage is expected)");
+  return text;
+}
+}  // namespace
 
 json speculate_bench(const Options& a, Context& ctx, Model& model, const SessionOptions& so,
                      const std::vector<int32_t>& random, uint32_t N, int runs, const Sink& sink) {
@@ -19,14 +46,26 @@ json speculate_bench(const Options& a, Context& ctx, Model& model, const Session
   const bool by_model = a.speculate.rfind("draft:", 0) == 0;
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<Session> draft_session;
-  // The prompt: the first half of the random prompt, twice (text that an answer may repeat, as in summaries and
-  // edits). Then N greedy tokens, plainly and with speculation, alternately.
-  std::vector<int32_t> prompt(random.begin(), random.begin() + random.size() / 2);
-  prompt.insert(prompt.end(), random.begin(), random.begin() + random.size() / 2);
+  // The prompt: a text file's (Options::speculate_prompt, the model's tokenizer), else the first half of the random
+  // prompt, twice (text that an answer may repeat, as in summaries and edits). Then N greedy tokens, plainly and
+  // with speculation, alternately. With random tokens the text is not looked at (only generate()'s stop strings
+  // would): the bytes tokenizer, at least 256 ids wide even for a model with a smaller vocabulary (the test
+  // fixtures), whose ids are all bytes then.
+  const bool from_file = !a.speculate_prompt.empty();
+  Tokenizer tok =
+      from_file ? Tokenizer::load(a.model_dir) : Tokenizer::bytes(std::max<uint32_t>(c.vocab_size, 256), -1, -1);
+  std::vector<int32_t> prompt;
+  if (from_file) {
+    prompt = tok.encode(read_prompt_file(a.speculate_prompt), true);
+    for (int32_t t : prompt)
+      if (t < 0 || uint32_t(t) >= c.vocab_size)
+        throw Error(Status::invalid_argument, "bench --speculate-prompt " + a.speculate_prompt + ": token " +
+                                                  std::to_string(t) + " is outside the model's vocabulary");
+  } else {
+    prompt.assign(random.begin(), random.begin() + random.size() / 2);
+    prompt.insert(prompt.end(), random.begin(), random.begin() + random.size() / 2);
+  }
   if (prompt.empty() || N < 2) throw Error(Status::invalid_argument, "bench --speculate: needs a prompt and 2 tokens");
-  // The text is not looked at (only generate()'s stop strings would): the bytes tokenizer, at least 256 ids wide even
-  // for a model with a smaller vocabulary (the test fixtures), whose ids are all bytes then.
-  const Tokenizer tok = Tokenizer::bytes(std::max<uint32_t>(c.vocab_size, 256), -1, -1);
   SessionOptions sso = so;  // room for the prompt, the N tokens and a pass past the prompt's end
   sso.context = std::min<uint32_t>(c.max_position_embeddings,
                                    std::max<uint32_t>(so.context, uint32_t(prompt.size()) + N + spec.k + 1));
@@ -84,14 +123,16 @@ json speculate_bench(const Options& a, Context& ctx, Model& model, const Session
     if (r >= 0) plain_s.push_back(rp.sample_seconds), fast_s.push_back(rf.sample_seconds);
   }
   const Stats ps = stats_of(plain_s), fs = stats_of(fast_s);
+  const std::string prompt_desc = from_file ? strf("%zu tokens of %s", prompt.size(), a.speculate_prompt.c_str())
+                                            : strf("%zu random tokens twice", prompt.size() / 2);
   const bool same = rp.tokens == rf.tokens;
   const double plain_tps = N / ps.median, fast_tps = N / fs.median;
   const double per_pass = rf.verify_passes ? double(rf.accepted + rf.verify_passes) / rf.verify_passes : 0.0;
   sink.reportf(
-      "  speculate (%s, k %u; prompt: %zu random tokens twice; %u greedy tokens): %u passes, %u of %u drafted "
+      "  speculate (%s, k %u; prompt: %s; %u greedy tokens): %u passes, %u of %u drafted "
       "tokens accepted (%.0f%%), %.2f tokens per pass; a %u-row pass costs %.2fx a one-row decode (%.2f ms against "
       "%.2f ms); %.1f tokens/s against %.1f plain (%.2fx)%s",
-      by_model ? a.speculate.c_str() : "lookup", spec.k, prompt.size() / 2, N, rf.verify_passes, rf.accepted,
+      by_model ? a.speculate.c_str() : "lookup", spec.k, prompt_desc.c_str(), N, rf.verify_passes, rf.accepted,
       rf.drafted, rf.drafted ? 100.0 * rf.accepted / rf.drafted : 0.0, per_pass, spec.k + 1, pass.median / one.median,
       1e3 * pass.median, 1e3 * one.median, fast_tps, plain_tps, fast_tps / plain_tps,
       same ? "" : "; THE TOKENS DIFFER from plain decoding");
@@ -99,7 +140,9 @@ json speculate_bench(const Options& a, Context& ctx, Model& model, const Session
           {"draft_model", by_model ? json(a.speculate.substr(6)) : json(nullptr)},
           {"k", spec.k},
           {"ngram", spec.ngram},
-          {"prompt", strf("%zu random tokens, twice", prompt.size() / 2)},
+          {"prompt", prompt_desc},
+          {"prompt_file", from_file ? json(a.speculate_prompt) : json(nullptr)},
+          {"prompt_tokens", prompt.size()},
           {"tokens", N},
           {"verify_passes", rf.verify_passes},
           {"drafted", rf.drafted},

@@ -156,6 +156,9 @@ Runner register_bench(CLI::App& app) {
                   "with and without drafts");
   cmd->add_option("--draft-k", o.draft_k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 8)")
       ->check(CLI::Range(1u, kMaxDraftTokens));
+  cmd->add_option("--speculate-prompt", o.speculate_prompt,
+                  "with --speculate and --model: a UTF-8 text file, encoded by the model's tokenizer, as the "
+                  "speculation's prompt (e.g. tests/data/speculate/summarise.txt) instead of random tokens repeated");
   cmd->add_option_function<std::string>(
          "--weights",
          [&o](const std::string& v) {

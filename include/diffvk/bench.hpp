@@ -68,6 +68,10 @@ struct Options {
   // greedy tokens with and without drafts. "" = none.
   std::string speculate;  // "", "lookup" or "draft:DIR" (a draft model's directory)
   uint32_t draft_k = 8;
+  // With speculate and model_dir: a UTF-8 text file whose text, encoded by the model's tokenizer (Tokenizer::load of
+  // model_dir), is the speculation's prompt (e.g. a passage and a request to summarise it: tests/data/speculate/),
+  // instead of the first half of the random prompt twice. "" = the random prompt.
+  std::string speculate_prompt;
   QuantKind weights = QuantKind::f16;       // model benchmark: LoadOptions::weights (linear weights f16 / q8_0 / q4_0)
   KvCacheType kv_cache = KvCacheType::f16;  // model benchmark: SessionOptions::kv_cache
   // Model benchmark: several weight types in one run, one after the other, then side by side (weight bytes,

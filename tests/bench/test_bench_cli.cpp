@@ -286,11 +286,15 @@ TEST_CASE("bench cli: --model --weights all puts every weight type side by side,
   const std::string base = "/tmp/diffvk_bench_cli_weights_" + std::to_string(::getpid());
   const std::string json_path = base + ".json", log_path = base + ".log";
   const std::string dir = std::string(DIFFVK_TEST_DATA_DIR) + "/../../examples/models/tiny-diff";
+  // The speculation's prompt: the summarise fixture's text through the model's tokenizer (bytes: one token per
+  // byte, and BOS).
+  const std::string prompt_file = std::string(DIFFVK_TEST_DATA_DIR) + "/speculate/summarise.txt";
+  const size_t prompt_tokens = slurp(prompt_file).size() + 1;
   const std::string cmd =
       std::string(DIFFVK_CLI_PATH) + " bench --model " + dir +
       " --weights all --prompt-tokens 16 --decode-tokens 4 --runs 1 --copy-mib 8 --speculate lookup "
-      "--draft-k 4 --json " +
-      json_path + " > " + log_path + " 2>&1";
+      "--draft-k 4 --speculate-prompt " +
+      prompt_file + " --json " + json_path + " > " + log_path + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = slurp(log_path);
   INFO("command: " << cmd << "\noutput:\n" << log);
@@ -322,6 +326,8 @@ TEST_CASE("bench cli: --model --weights all puts every weight type side by side,
     CHECK(sp.at("pass_vs_one_row").get<double>() > 0);
     CHECK(sp.at("speculative_tokens_per_s").get<double>() > 0);
     CHECK(sp.at("same_tokens").is_boolean());
+    CHECK(sp.at("prompt_file") == prompt_file);
+    CHECK(sp.at("prompt_tokens").get<size_t>() == prompt_tokens);
     // The self-test at context creation counts in the first type's cold start only (off in the tests).
     CHECK(t.at("cold_start").at("selftest") == (i == 0 ? "not run" : "counted in the first weight type"));
     last_bits = bits;
@@ -336,5 +342,10 @@ TEST_CASE("bench cli: --model --weights all puts every weight type side by side,
       std::string(DIFFVK_CLI_PATH) + " bench --model " + dir + " --weights f16,q5_1 > " + log_path + " 2>&1";
   CHECK(std::system(bad.c_str()) != 0);
   CHECK(slurp(log_path).find("q5_1") != std::string::npos);
+  // A prompt file without --speculate is refused, naming the option, before any work.
+  const std::string lone = std::string(DIFFVK_CLI_PATH) + " bench --model " + dir + " --speculate-prompt " +
+                           prompt_file + " > " + log_path + " 2>&1";
+  CHECK(std::system(lone.c_str()) != 0);
+  CHECK(slurp(log_path).find("speculate_prompt needs speculate") != std::string::npos);
   for (const auto& p : {json_path, log_path}) std::remove(p.c_str());
 }
