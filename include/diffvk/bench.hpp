@@ -67,7 +67,7 @@ struct Options {
   // docs/sessions.md): a (draft_k + 1)-row pass against a one-row decode, the acceptance rate, and decode_tokens
   // greedy tokens with and without drafts. "" = none.
   std::string speculate;  // "", "lookup" or "draft:DIR" (a draft model's directory)
-  uint32_t draft_k = 8;
+  uint32_t draft_k = 7;   // SpeculateOptions::k's default
   // With speculate and model_dir: a UTF-8 text file whose text, encoded by the model's tokenizer (Tokenizer::load of
   // model_dir), is the speculation's prompt (e.g. a passage and a request to summarise it: tests/data/speculate/),
   // instead of the first half of the random prompt twice. "" = the random prompt.

@@ -527,7 +527,8 @@ typedef struct diffvk_generate_options {
    * in one pass of draft_k + 1 rows, the drafted tokens the sampler keeps kept (greedy: the same tokens as plain
    * decoding; sampling: the speculative sampling rule, the same distribution). */
   int32_t draft;        /* DIFFVK_DRAFT_NONE (default) or DIFFVK_DRAFT_LOOKUP */
-  uint32_t draft_k;     /* drafted tokens per pass at most, 1 ... DIFFVK_MAX_DRAFT_TOKENS; 8 (default) */
+  uint32_t draft_k;     /* drafted tokens per pass at most, 1 ... DIFFVK_MAX_DRAFT_TOKENS; 7 (default: a pass of 8
+                           rows, the most the matrix-vector linears take) */
   uint32_t draft_ngram; /* lookup: the longest n-gram matched, 1 ... DIFFVK_MAX_DRAFT_NGRAM; 3 (default) */
   /* Since the 1.3 layout. DIFFVK_DRAFT_MODEL: a session of a second, smaller model sharing the tokenizer (not
    * `session`): brought to the context before each pass (its held prefix kept), it decodes draft_k tokens greedily.

@@ -46,8 +46,12 @@ const char* draft_name(Draft draft);  // "none", "lookup", "model"
 
 struct SpeculateOptions {
   Draft draft = Draft::none;
-  uint32_t k = 8;      // drafted tokens per pass at most, 1 ... kMaxDraftTokens
-  uint32_t ngram = 3;  // lookup: the longest n-gram matched (shorter ones are tried down to 1), 1 ... kMaxDraftNgram
+  // Drafted tokens per pass at most, 1 ... kMaxDraftTokens. 7 (default): a pass of 8 rows, the most that the
+  // matrix-vector linears (GPUs) and the 8-row tile (CPU drivers) take, so that the pass reads each weight once
+  // without the 16-row tile; 9 rows cost 1.7x 8 on lavapipe (BENCHMARKS.md "Speculation on a summarise prompt").
+  uint32_t k = 7;
+  // lookup: the longest n-gram matched (shorter ones are tried down to 1), 1 ... kMaxDraftNgram
+  uint32_t ngram = 3;
   // model: a session of a second, smaller model that shares the tokenizer (the same vocabulary; checked at the first
   // draft), not the generating session itself. Before each pass it is brought to the generating session's context
   // (Session::prefill_reusing: what it already holds is kept) and decodes k tokens greedily, which are the draft. It

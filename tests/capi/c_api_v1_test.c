@@ -260,7 +260,7 @@ static int test_default_options(const char* dir) {
   memset(&go, 0x5a, sizeof go);
   diffvk_generate_default_options(&go);
   EXPECT(go.struct_size == sizeof go && go.eos_token == -2 && go.stop_count == 0 && !go.stop && !go.on_text &&
-         go.overflow == DIFFVK_OVERFLOW_REFUSE && go.keep == 0 && go.draft == DIFFVK_DRAFT_NONE && go.draft_k == 8 &&
+         go.overflow == DIFFVK_OVERFLOW_REFUSE && go.keep == 0 && go.draft == DIFFVK_DRAFT_NONE && go.draft_k == 7 &&
          go.draft_ngram == 3);
   diffvk_session_default_options(no_options); /* a NULL pointer through the macro: nothing */
   /* the same through the function-like macro's parenthesized name: the exported 1.0 function */

@@ -217,7 +217,7 @@ public final class Session implements AutoCloseable {
      * draftSession's greedy tokens (a session of a smaller model sharing the tokenizer, not this session; locked for the call).
      */
     public int draft = DRAFT_NONE;
-    public int draftK = 8;
+    public int draftK = 7;  // a pass of 8 rows (GenerateOptions' default in C and C++)
     public int draftNgram = 3;
     public Session draftSession = null;
   }
