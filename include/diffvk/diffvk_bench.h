@@ -35,7 +35,8 @@ typedef struct diffvk_bench_options {
    * file): "diffllama-1b", ... (`diffvk bench --help` lists them); NULL = none. Not with model_dir. Since 1.1. */
   const char* shape;
   /* Since 1.2. The whole-model benchmark also measures speculative decoding: "lookup" (prompt-lookup drafts) or
-   * "draft:DIR" (a draft model's directory); NULL = none. draft_k: drafted tokens per pass, 1 ... 16; 0 = 7 (a pass of 8 rows). */
+   * "draft:DIR" (a draft model's directory); NULL = none. draft_k: drafted tokens per pass, 1 ... 16; 0 = 7 (a pass of
+   * 8 rows). */
   const char* speculate;
   uint32_t draft_k;
 } diffvk_bench_options;
