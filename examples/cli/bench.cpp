@@ -154,7 +154,8 @@ Runner register_bench(CLI::App& app) {
                   "model benchmark: also speculative decoding (lookup: prompt-lookup drafts; draft:DIR: a draft model "
                   "sharing the tokenizer): a k + 1-row pass against a one-row decode, the acceptance rate and tokens/s "
                   "with and without drafts");
-  cmd->add_option("--draft-k", o.draft_k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 7: a pass of 8 rows)")
+  cmd->add_option("--draft-k", o.draft_k,
+                  "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 7: a pass of 8 rows)")
       ->check(CLI::Range(1u, kMaxDraftTokens));
   cmd->add_option("--speculate-prompt", o.speculate_prompt,
                   "with --speculate and --model: a UTF-8 text file, encoded by the model's tokenizer, as the "

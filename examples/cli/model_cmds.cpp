@@ -199,7 +199,8 @@ void add_speculate_flags(CLI::App* cmd, SpeculateOptions& spec, std::string& dra
       "speculative decoding (greedy: the same tokens; sampling: the same distribution), drafts checked in one pass "
       "of k + 1 rows: none (the default), lookup (the tokens that followed the latest earlier occurrence of the "
       "context's last n-gram) or draft:DIR (a smaller model sharing the tokenizer decodes them greedily)");
-  cmd->add_option("--draft-k", spec.k, "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 7: a pass of 8 rows)")
+  cmd->add_option("--draft-k", spec.k,
+                  "with --speculate: drafted tokens per pass at most, 1 ... 16 (default 7: a pass of 8 rows)")
       ->check(CLI::Range(1u, kMaxDraftTokens));
   cmd->add_option("--draft-ngram", spec.ngram,
                   "with --speculate lookup: the longest n-gram matched, 1 ... 16 (default 3; shorter ones are tried "
