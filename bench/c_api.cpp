@@ -41,10 +41,7 @@ diffvk_bench_options normalized(const diffvk_bench_options* opts) {
     throw diffvk::Error(diffvk::Status::invalid_argument,
                         "opts->struct_size " + std::to_string(size) + " is larger than this library's " +
                             std::to_string(sizeof(diffvk_bench_options)) + " (a newer header?)");
-  size_t copy = size;
-  for (const Layout& l : kBenchLayouts)
-    if (l.end <= size) copy = l.end;
-  std::memcpy(static_cast<void*>(&o), opts, copy);
+  std::memcpy(static_cast<void*>(&o), opts, diffvk::capi::fields_covered(kBenchLayouts, size));
   o.struct_size = sizeof(diffvk_bench_options);
   return o;
 }

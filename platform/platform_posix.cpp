@@ -234,6 +234,32 @@ std::vector<uint8_t> read_fd(int fd, uint64_t max_bytes, const std::string& name
   return out;
 }
 
+namespace {
+// The range [offset, offset + length) must lie inside a regular file of file_size bytes: io_error otherwise (read
+// before allocating; mapped, a range past the end would fault on access).
+void check_in_file(uint64_t offset, uint64_t length, uint64_t file_size, const std::string& name) {
+  if (offset + length > file_size)
+    throw Error(Status::io_error, "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " +
+                                      std::to_string(offset) + " requested, the file ends after " +
+                                      std::to_string(file_size > offset ? file_size - offset : 0));
+}
+// The length of read_fd_span's range (size -1: to the end of a regular file), its arguments checked.
+uint64_t fd_span_length(int fd, int64_t offset, int64_t size, const std::string& name) {
+  if (fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(fd));
+  if (offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(offset));
+  if (size < -1)
+    throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
+  if (size >= 0) return uint64_t(size);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(Status::invalid_argument, name + ": size -1 (to the end) needs a regular file; give the size");
+  if (st.st_size < offset)
+    throw Error(Status::io_error, name + ": offset " + std::to_string(offset) + " is past the end of the file (" +
+                                      std::to_string(st.st_size) + " bytes)");
+  return uint64_t(st.st_size - offset);
+}
+}  // namespace
+
 std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, const std::string& name) {
   if (fd < 0) {
     throw Error(Status::invalid_argument, "read_fd_range('" + name + "'): invalid descriptor " + std::to_string(fd));
@@ -249,12 +275,7 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
   struct stat st;
   if (::fstat(fd, &st) != 0) throw_io("cannot stat", name, errno);
   const bool sized = S_ISREG(st.st_mode);
-  if (sized && offset + length > uint64_t(st.st_size)) {
-    throw Error(Status::io_error,
-                "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
-                    " requested, the file ends after " +
-                    std::to_string(uint64_t(st.st_size) > offset ? uint64_t(st.st_size) - offset : 0));
-  }
+  if (sized) check_in_file(offset, length, uint64_t(st.st_size), name);
   constexpr size_t kGrow = size_t(64) << 20;
   std::vector<uint8_t> out(sized ? static_cast<size_t>(length) : std::min(static_cast<size_t>(length), kGrow));
   size_t done = 0;
@@ -278,22 +299,7 @@ std::vector<uint8_t> read_fd_range(int fd, uint64_t offset, uint64_t length, con
 }
 
 std::vector<uint8_t> read_fd_span(int fd, int64_t offset, int64_t size, uint64_t max_bytes, const std::string& name) {
-  if (fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(fd));
-  if (offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(offset));
-  if (size < -1)
-    throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
-  uint64_t length = 0;
-  if (size < 0) {
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-      throw Error(Status::invalid_argument, name + ": size -1 (to the end) needs a regular file; give the size");
-    if (st.st_size < offset)
-      throw Error(Status::io_error, name + ": offset " + std::to_string(offset) + " is past the end of the file (" +
-                                        std::to_string(st.st_size) + " bytes)");
-    length = uint64_t(st.st_size - offset);
-  } else {
-    length = uint64_t(size);
-  }
+  const uint64_t length = fd_span_length(fd, offset, size, name);
   if (length > max_bytes)
     throw Error(Status::format_error,
                 name + ": " + std::to_string(length) + " bytes, more than the limit of " + std::to_string(max_bytes));
@@ -468,26 +474,13 @@ MappedFile::MappedFile(const std::string& path) {
 }
 
 MappedFile MappedFile::map_fd_range(int fd, int64_t offset, int64_t size, const std::string& name) {
-  // read_fd_span's checks and messages; a regular file's range is checked against its size before it is mapped.
-  if (fd < 0) throw Error(Status::invalid_argument, name + ": invalid file descriptor " + std::to_string(fd));
-  if (offset < 0) throw Error(Status::invalid_argument, name + ": negative offset " + std::to_string(offset));
-  if (size < -1)
-    throw Error(Status::invalid_argument, name + ": size " + std::to_string(size) + " (-1 = to the end of the file)");
+  const uint64_t length = fd_span_length(fd, offset, size, name);  // read_fd_span's checks and messages
   MappedFile out;
   auto impl = std::make_unique<Impl>();
   impl->path = name;
   struct stat st;
-  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (regular) {
-    const uint64_t file = uint64_t(st.st_size);
-    if (uint64_t(offset) > file)
-      throw Error(Status::io_error, name + ": offset " + std::to_string(offset) + " is past the end of the file (" +
-                                        std::to_string(file) + " bytes)");
-    const uint64_t length = size < 0 ? file - uint64_t(offset) : uint64_t(size);
-    if (length > file - uint64_t(offset))  // mapping past the end would fault on access (SIGBUS)
-      throw Error(Status::io_error, "cannot read '" + name + "': " + std::to_string(length) + " bytes at offset " +
-                                        std::to_string(offset) + " requested, the file ends after " +
-                                        std::to_string(file - uint64_t(offset)));
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    check_in_file(uint64_t(offset), length, uint64_t(st.st_size), name);  // before mapping
     const long ps = ::sysconf(_SC_PAGESIZE);
     const uint64_t page = ps > 0 ? uint64_t(ps) : 4096;
     const uint64_t start = uint64_t(offset) / page * page, delta = uint64_t(offset) - start;
@@ -504,7 +497,7 @@ MappedFile MappedFile::map_fd_range(int fd, int64_t offset, int64_t size, const 
   }
   if (!impl->data) {  // not a regular file, an empty range, or mmap refused it: read it
     static const uint8_t kEmpty[1] = {0};
-    impl->buffer = read_fd_span(fd, offset, size, std::numeric_limits<uint64_t>::max(), name);
+    impl->buffer = read_fd_range(fd, uint64_t(offset), length, name);
     impl->size = impl->buffer.size();
     impl->data = impl->buffer.empty() ? kEmpty : impl->buffer.data();
   }

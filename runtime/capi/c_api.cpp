@@ -219,10 +219,7 @@ T read_options(const T* o, void (*defaults)(T*, size_t), const Layout (&layouts)
                                       "; this library (" + DIFFVK_VERSION_STRING_ + ") knows up to " +
                                       std::to_string(sizeof(T)) + " bytes: fill the struct with diffvk_" + what +
                                       "_default_options() first");
-  size_t copy = o->struct_size;
-  for (const Layout& l : layouts)
-    if (l.end <= o->struct_size) copy = l.end;
-  std::memcpy(static_cast<void*>(&v), o, copy);
+  std::memcpy(static_cast<void*>(&v), o, diffvk::capi::fields_covered(layouts, o->struct_size));
   v.struct_size = sizeof(T);
   return v;
 }

@@ -37,6 +37,15 @@ struct Layout {
   size_t end, size;
 };
 constexpr Layout layout(size_t end, size_t align) { return {end, layout_size(end, align)}; }
+// The bytes of a caller's struct to read: up to the end of the last layout that struct_size covers (whole fields,
+// never an older layout's tail padding); struct_size itself where it is below the first layout's end.
+template <size_t N>
+size_t fields_covered(const Layout (&layouts)[N], size_t struct_size) {
+  size_t copy = struct_size;
+  for (const Layout& l : layouts)
+    if (l.end <= struct_size) copy = l.end;
+  return copy;
+}
 
 // The body of every diffvk_X_default_options_sized (diffvk.h VERSIONING): of `layouts` (the struct's sizes
 // at each version, ascending, the last sizeof(T)) the largest that is <= size; that many bytes of `defaults`

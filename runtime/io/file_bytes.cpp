@@ -6,21 +6,9 @@ namespace diffvk {
 
 namespace {
 const uint8_t kEmpty[1] = {0};
-}  // namespace
 
-FileBytes FileBytes::map(const std::string& path) {
-  auto mapped = std::make_shared<platform::MappedFile>(path);
-  FileBytes b;
-  b.name = path;
-  b.bytes = mapped->size() ? mapped->data() : kEmpty;
-  b.size = mapped->size();
-  b.mapped = mapped.get();
-  b.owner = std::move(mapped);
-  return b;
-}
-
-FileBytes FileBytes::map_fd(int fd, int64_t offset, int64_t size, std::string name) {
-  auto mapped = std::make_shared<platform::MappedFile>(platform::MappedFile::map_fd_range(fd, offset, size, name));
+FileBytes of_mapped(platform::MappedFile file, std::string name) {
+  auto mapped = std::make_shared<platform::MappedFile>(std::move(file));
   FileBytes b;
   b.name = std::move(name);
   b.bytes = mapped->size() ? mapped->data() : kEmpty;
@@ -28,6 +16,13 @@ FileBytes FileBytes::map_fd(int fd, int64_t offset, int64_t size, std::string na
   b.mapped = mapped.get();
   b.owner = std::move(mapped);
   return b;
+}
+}  // namespace
+
+FileBytes FileBytes::map(const std::string& path) { return of_mapped(platform::MappedFile(path), path); }
+
+FileBytes FileBytes::map_fd(int fd, int64_t offset, int64_t size, std::string name) {
+  return of_mapped(platform::MappedFile::map_fd_range(fd, offset, size, name), std::move(name));
 }
 
 FileBytes FileBytes::own(std::vector<uint8_t> data, std::string display_name) {
